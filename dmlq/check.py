@@ -1,0 +1,223 @@
+"""`python -m dmlq check`: the SEMANTICS.md edge cases through every backend,
+plus (on a GPU) every kernel against the reference on random data.
+
+The expected values in EDGE_CASES are worked out by hand from SEMANTICS.md
+(the arithmetic is in the comments), not produced by dmlq.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from . import api
+
+f32, f16, i8, u8 = np.float32, np.float16, np.int8, np.uint8
+NAN, INF = float("nan"), float("inf")
+
+
+def _a(values, dtype):
+    return np.array(values, dtype=dtype)
+
+
+def _edge_cases():
+    """(operator, description, function, args, kwargs, expected) rows."""
+    rows = []
+    q = api.quantize_linear
+    # 1. exact ties, round half to even
+    rows.append(("quantize", "ties", q, (_a([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 76.5], f32), f32(1)),
+                 dict(dtype=i8), _a([0, 2, 2, 0, -2, -2, 76], i8)))
+    # 2. x / s with correct division: 5 / 0.039215686 = 127.49999.. (x * (1/s) gives 127.5 -> 128);
+    #    0.273939937 / 0.00214854861 = 127.4999953.. in exact arithmetic, 127.49999 in float32.
+    rows.append(("quantize", "division near-ties", q,
+                 (_a([5, -5, 0.273939937], f32), _a([0.039215686, 0.039215686, 0.00214854861], f32)),
+                 dict(dtype=i8), _a([127, -127, 127], i8)))
+    # 3. NaN -> zp, +-Inf and +-3e38 saturate, for int8 zp in {0, 127, -128} and uint8 zp in {0, 128, 255}
+    special = _a([NAN, INF, 3e38, -INF, -3e38], f32)
+    for zp in (0, 127, -128):
+        rows.append(("quantize", f"NaN/Inf int8 zp={zp}", q, (special, f32(1), i8(zp)), {},
+                     _a([zp, 127, 127, -128, -128], i8)))
+    for zp in (0, 128, 255):
+        rows.append(("quantize", f"NaN/Inf uint8 zp={zp}", q, (special, f32(1), u8(zp)), {},
+                     _a([zp, 255, 255, 0, 0], u8)))
+    # 4. float16 widened before dividing: 0.623046875 / float32(float16(0.03775024)) = 16.5047.. -> 17
+    rows.append(("quantize", "float16 pair", q, (_a([0.623046875], f16), _a([0.03775024], f16)), {},
+                 _a([17], u8)))
+    # 5. INT32 above 2**24: float32(33161217) = 33161216 (ties to even), / 262144 = 126.5 -> 126
+    rows.append(("quantize", "int32 > 2**24", q, (_a([33161217], np.int32), f32(262144)), {}, _a([126], u8)))
+    d = api.dequantize_linear
+    # (2**31 - 1) - (-1) = 2**31 exactly; (2**32 - 1) - 0 rounds to 2**32 in float32
+    rows.append(("dequantize", "int32 extremes", d,
+                 (_a([2**31 - 1, -2**31], np.int32), f32(1), np.int32(-1)), {},
+                 _a([2.0**31, -(2.0**31) + 1], f32)))
+    rows.append(("dequantize", "uint32 extremes", d, (_a([2**32 - 1, 0], np.uint32), f32(1), np.uint32(0)), {},
+                 _a([2.0**32, 0.0], f32)))
+    # 2**32 overflows float16 (max 65504) -> inf; -255 * 0.5 = -127.5 is exact in float16
+    rows.append(("dequantize", "float16 out", d, (_a([2**32 - 1], np.uint32), f16(1)), {}, _a([INF], f16)))
+    rows.append(("dequantize", "int8 zp", d, (_a([-128, 127], i8), f16(0.5), i8(127)), {}, _a([-127.5, 0], f16)))
+    # add: 10*0.5 + (-3)*1 = 2; 1*0.5 + 0 = 0.5 -> 0; 3*0.5 = 1.5 -> 2 (ties to even)
+    rows.append(("add", "mixed signedness + ties", api.quantized_add,
+                 (_a([10, 1, 3], u8), f32(0.5), u8(0), _a([-3, 0, 0], i8), f32(1), i8(0), f32(1), i8(0)), {},
+                 _a([2, 0, 2], i8)))
+    # add broadcasting: (2, 1) + (3,) ; values (a - 1) * 1 + (b - 0) * 2
+    rows.append(("add", "broadcast", api.quantized_add,
+                 (_a([[1], [2]], u8), f32(1), u8(1), _a([0, 1, 2], u8), f32(2), None, f32(1)), {},
+                 _a([[0, 2, 4], [1, 3, 5]], u8)))
+    mm = api.quantized_matmul
+    # per-row A zp [1, 2], per-column B zp [1, -1]: (A - zp) = [[0,1],[1,2]], (B - zp) = [[4,7],[6,9]],
+    # acc = [[6, 9], [16, 25]], / out_scale 2 = [[3, 4.5], [8, 12.5]] -> [[3, 4], [8, 12]]
+    rows.append(("matmul", "per-row/per-column zp", mm,
+                 (_a([[1, 2], [3, 4]], u8), f32(1), _a([[1], [2]], u8), _a([[5, 6], [7, 8]], i8), f32(1),
+                  _a([1, -1], i8), f32(2)), {}, _a([[3, 4], [8, 12]], u8)))
+    # K = 33025 and 33026 of 255 * 255: acc = 2147450625 and 2147515650 (the latter wraps int32);
+    # float32(acc) = 2147450624 and 2147515648; times 2**-24: 127.998.. and 128.0019.. -> 128 both.
+    for k in (33025, 33026):
+        rows.append(("matmul", f"K={k} worst case", mm,
+                     (np.full((1, k), 255, u8), f32(1), None, np.full((k, 1), 255, u8), f32(1), None,
+                      f32(2.0**24)), {}, _a([[128]], u8)))
+    p = api.quantized_avg_pool
+    img = _a([[[[1, 2], [3, 4]]]], u8)
+    # 2x2 window over [[1,2],[3,4]]: 10 / 4 = 2.5 -> 2
+    rows.append(("avgpool", "tie", p, (img, f32(1), None, f32(1), None, 2), {}, _a([[[[2]]]], u8)))
+    # pad 1, 2x2/2: each window holds one pixel; without IncludePadding count 1 -> the pixel itself
+    rows.append(("avgpool", "padding excluded", p, (img, f32(1), None, f32(1), None, 2),
+                 dict(strides=2, start_padding=1, end_padding=1), _a([[[[1, 2], [3, 4]]]], u8)))
+    # with IncludePadding count 4: 0.25, 0.5, 0.75, 1 -> 0, 0, 1, 1
+    rows.append(("avgpool", "padding included", p, (img, f32(1), None, f32(1), None, 2),
+                 dict(strides=2, start_padding=1, end_padding=1, include_padding=True), _a([[[[0, 0], [1, 1]]]], u8)))
+    # 1x1 image, end padding 3 along W, window 1, stride 2: the second window lies in padding -> zp 7;
+    # the first: 5 / 1 -> 5, + zp 7 = 12
+    rows.append(("avgpool", "window in padding", p, (_a([[[[5]]]], u8), f32(1), None, f32(1), u8(7), 1),
+                 dict(strides=(1, 2), end_padding=(0, 3)), _a([[[[12, 7]]]], u8)))
+    # ceil mode: 3 wide, window 2, stride 2 -> floor 1 output, ceil 2 (the second window starts at 2 < 3)
+    # row [2, 4, 6]: windows {2, 4} -> 3, {6} -> 6 (count 1 without IncludePadding)
+    rows.append(("avgpool", "ceil mode", p, (_a([[[[2, 4, 6]]]], u8), f32(1), None, f32(1), None, (1, 2)),
+                 dict(strides=(1, 2), ceil_mode=True), _a([[[[3, 6]]]], u8)))
+    return rows
+
+
+def _to_backend(value, xp):
+    return xp.asarray(value) if isinstance(value, np.ndarray) else value
+
+
+def _same(got, expected) -> bool:
+    got = np.asarray(got)
+    return got.dtype == expected.dtype and got.shape == expected.shape and \
+        got.tobytes() == expected.tobytes()
+
+
+def _backends():
+    names = [("numpy", np)]
+    reason = None
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            names.append(("cuda", cupy))
+        else:
+            reason = "no CUDA device"
+    except ImportError:
+        reason = "CuPy is not installed"
+    except Exception as e:  # no driver, no device
+        reason = f"no usable GPU ({type(e).__name__}: {str(e).splitlines()[0]})"
+    return names, reason
+
+
+def run_edge_cases(backends):
+    """{(operator, backend): [passed, failed, failures]}"""
+    table = {}
+    for opname, desc, fn, args, kwargs, expected in _edge_cases():
+        for bname, xp in backends:
+            cell = table.setdefault((opname, bname), [0, 0, []])
+            try:
+                got = fn(*(_to_backend(a, xp) for a in args), **kwargs)
+                got = got.get() if hasattr(got, "get") else got
+                ok = _same(got, expected)
+                detail = f"got {np.asarray(got).tolist()}, expected {expected.tolist()}"
+            except Exception as e:  # a crash is a failed case, reported
+                ok, detail = False, f"{type(e).__name__}: {e}"
+            cell[0 if ok else 1] += 1
+            if not ok:
+                cell[2].append(f"{desc}: {detail}")
+    return table
+
+
+def run_gpu_random(cupy, seed=0):
+    """Every operator and dtype combination on random data, GPU vs reference."""
+    from .gpu.loader import compile_all
+
+    table = {}
+    rng = np.random.default_rng(seed)
+    compiled = compile_all()
+
+    def record(op, ok, what):
+        cell = table.setdefault((op, "cuda random"), [0, 0, []])
+        cell[0 if ok else 1] += 1
+        if not ok:
+            cell[2].append(what)
+
+    def both(fn, args, kwargs):
+        ref = fn(*args, **kwargs)
+        got = fn(*(cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in args), **kwargs).get()
+        return _same(got, ref)
+
+    shape = (3, 37, 129)
+    for xdt in (f32, f16, np.int32):
+        for qdt in (i8, u8):
+            x = (rng.standard_normal(shape) * 200).astype(xdt)
+            scale = (rng.random((1, 37, 1)) + 0.1).astype(f16 if xdt == f16 else f32)
+            zp = rng.integers(np.iinfo(qdt).min, np.iinfo(qdt).max, (1, 37, 1)).astype(qdt)
+            record("quantize", both(api.quantize_linear, (x, scale, zp), {}), f"{xdt.__name__}->{qdt.__name__}")
+    for idt in (i8, u8, np.int16, np.uint16, np.int32, np.uint32):
+        for sdt in (f32, f16):
+            info = np.iinfo(idt)
+            qv = rng.integers(info.min, info.max, shape, dtype=idt, endpoint=True)
+            zp = idt(rng.integers(info.min, info.max, endpoint=True))
+            record("dequantize", both(api.dequantize_linear, (qv, sdt(0.0125), zp), {}),
+                   f"{idt.__name__}->{sdt.__name__}")
+    combos = [(a, b, o) for a in (i8, u8) for b in (i8, u8) for o in (i8, u8)]
+    for adt, bdt, odt in combos:
+        a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max, shape, dtype=adt, endpoint=True)
+        b = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max, shape[1:], dtype=bdt, endpoint=True)
+        args = (a, f32(0.05), adt(3), b, f32(0.07), bdt(5), f32(0.09), odt(7))
+        record("add", both(api.quantized_add, args, {}), f"{adt.__name__},{bdt.__name__}->{odt.__name__}")
+        m, k, n = 67, 301, 45
+        a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max, (2, m, k), dtype=adt, endpoint=True)
+        b = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max, (k, n), dtype=bdt, endpoint=True)
+        args = (a, (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b, (rng.random(n) + 0.5).astype(f32),
+                rng.integers(0, 100, n).astype(bdt), f32(400.0), odt(9))
+        record("matmul", both(api.quantized_matmul, args, {}), f"{adt.__name__},{bdt.__name__}->{odt.__name__}")
+    for xdt in (i8, u8):
+        for odt in (i8, u8):
+            x = rng.integers(np.iinfo(xdt).min, np.iinfo(xdt).max, (2, 5, 33, 31), dtype=xdt, endpoint=True)
+            args = (x, (rng.random(5) + 0.1).astype(f32), rng.integers(0, 50, 5).astype(xdt), f32(0.3), odt(2), 3)
+            for kw in (dict(), dict(strides=2, start_padding=1, end_padding=1, include_padding=True),
+                       dict(dilations=2, start_padding=2, ceil_mode=True, strides=2)):
+                record("avgpool", both(api.quantized_avg_pool, args, kw), f"{xdt.__name__}->{odt.__name__} {kw}")
+    return table, compiled
+
+
+def main(argv=()) -> int:
+    backends, reason = _backends()
+    print(f"dmlq check: backends {', '.join(b for b, _ in backends)}")
+    if reason:
+        print(f"no GPU found: {reason}; only the NumPy reference is checked")
+    table = run_edge_cases(backends)
+    if len(backends) > 1:
+        gpu_table, compiled = run_gpu_random(backends[1][1])
+        print(f"compiled {compiled} kernels")
+        table.update(gpu_table)
+    print(f"{'operator':<12} {'backend':<12} {'passed':>6} {'failed':>6}")
+    failed = 0
+    for (op, be), (ok, bad, notes) in sorted(table.items()):
+        print(f"{op:<12} {be:<12} {ok:>6} {bad:>6}")
+        for note in notes:
+            print(f"    FAIL {note}")
+        failed += bad
+    total = sum(c[0] + c[1] for c in table.values())
+    print(f"{total - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,236 @@
+"""DirectML-style descriptors: TensorDesc and the five operator descs.
+
+Field names are the DML struct fields in snake case and in DML order
+(``InputTensor`` -> ``input_tensor``). Optional tensors (DirectML's
+``_Maybenull_``) default to ``None``; the other fields default to ``None`` only so
+that the dataclasses keep DML's field order, and validation refuses them when
+missing. Validation of the operator rules lives in :mod:`dmlq.support`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import ClassVar, Optional, Tuple
+
+from .dtypes import DataType
+from .errors import DescError
+
+MAX_DIMENSION_COUNT = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1
+
+
+def dml_name(field_name: str) -> str:
+    """``a_zero_point_tensor`` -> ``AZeroPointTensor`` (the DML field name)."""
+    return "".join(part.capitalize() for part in field_name.split("_"))
+
+
+def _int_tuple(value, what: str) -> Tuple[int, ...]:
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise DescError(f"TensorDesc: {what} must be a sequence of integers (got {value!r})") from None
+    out = []
+    for v in items:
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise DescError(f"TensorDesc: {what} must hold integers (got {v!r})")
+        out.append(int(v.__index__()))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """DML_BUFFER_TENSOR_DESC: data type, sizes, optional strides in elements.
+
+    A stride of 0 broadcasts, as in DirectML. ``total_tensor_size_in_bytes``
+    defaults to DirectML's minimum (DMLCalcBufferTensorSize: the byte after the
+    last addressed element, rounded up to a multiple of 4); a given value must
+    not be smaller. Sizes of 0 are accepted (DirectML has none; dmlq returns
+    empty results for them).
+    """
+
+    data_type: DataType
+    sizes: Tuple[int, ...]
+    strides: Optional[Tuple[int, ...]] = None
+    total_tensor_size_in_bytes: Optional[int] = None
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        set_(self, "data_type", DataType.of(self.data_type))
+        sizes = _int_tuple(self.sizes, "Sizes")
+        set_(self, "sizes", sizes)
+        if not 1 <= len(sizes) <= MAX_DIMENSION_COUNT:
+            raise DescError(
+                f"TensorDesc: DimensionCount must be 1 to {MAX_DIMENSION_COUNT} (got {len(sizes)})")
+        if any(s < 0 for s in sizes):
+            raise DescError(f"TensorDesc: Sizes must not be negative (got {sizes})")
+        if self.strides is not None:
+            strides = _int_tuple(self.strides, "Strides")
+            set_(self, "strides", strides)
+            if len(strides) != len(sizes):
+                raise DescError(
+                    f"TensorDesc: Strides must have DimensionCount ({len(sizes)}) elements "
+                    f"(got {len(strides)})")
+            if any(s < 0 for s in strides):
+                raise DescError(f"TensorDesc: Strides must not be negative (got {strides})")
+        minimum = self.minimum_size_in_bytes
+        if self.total_tensor_size_in_bytes is None:
+            set_(self, "total_tensor_size_in_bytes", minimum)
+        else:
+            total = int(self.total_tensor_size_in_bytes)
+            set_(self, "total_tensor_size_in_bytes", total)
+            if total < minimum:
+                raise DescError(
+                    f"TensorDesc: TotalTensorSizeInBytes must be at least {minimum} for sizes "
+                    f"{sizes} and strides {self.strides} (got {total})")
+
+    @property
+    def dimension_count(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def element_count(self) -> int:
+        return math.prod(self.sizes)
+
+    @property
+    def minimum_element_count(self) -> int:
+        """Elements a buffer must hold: one past the last addressed element."""
+        if self.element_count == 0:
+            return 0
+        if self.strides is None:
+            return self.element_count
+        return sum((n - 1) * s for n, s in zip(self.sizes, self.strides)) + 1
+
+    @property
+    def minimum_size_in_bytes(self) -> int:
+        return (self.minimum_element_count * self.data_type.itemsize + 3) & ~3
+
+    @classmethod
+    def like(cls, array) -> "TensorDesc":
+        """A packed desc with the array's dtype and shape (0-d arrays become {1})."""
+        return cls(DataType.of(array.dtype), tuple(array.shape) or (1,))
+
+
+class _OperatorDesc:
+    OPERATOR: ClassVar[str]
+    FEATURE_LEVEL: ClassVar[str]
+
+    def tensor_fields(self):
+        """(field name, TensorDesc or None) for every tensor field, in DML order."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self) if f.name.endswith("_tensor")]
+
+
+@dataclass(frozen=True)
+class QuantizeLinearDesc(_OperatorDesc):
+    """DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC."""
+
+    OPERATOR: ClassVar[str] = "QuantizeLinear"
+    FEATURE_LEVEL: ClassVar[str] = "1.0"
+    input_tensor: TensorDesc = None
+    scale_tensor: TensorDesc = None
+    zero_point_tensor: Optional[TensorDesc] = None
+    output_tensor: TensorDesc = None
+
+
+@dataclass(frozen=True)
+class DequantizeLinearDesc(_OperatorDesc):
+    """DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC."""
+
+    OPERATOR: ClassVar[str] = "DequantizeLinear"
+    FEATURE_LEVEL: ClassVar[str] = "1.0"
+    input_tensor: TensorDesc = None
+    scale_tensor: TensorDesc = None
+    zero_point_tensor: Optional[TensorDesc] = None
+    output_tensor: TensorDesc = None
+
+
+@dataclass(frozen=True)
+class QuantizedLinearAddDesc(_OperatorDesc):
+    """DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC."""
+
+    OPERATOR: ClassVar[str] = "QuantizedLinearAdd"
+    FEATURE_LEVEL: ClassVar[str] = "4.0"
+    a_tensor: TensorDesc = None
+    a_scale_tensor: TensorDesc = None
+    a_zero_point_tensor: Optional[TensorDesc] = None
+    b_tensor: TensorDesc = None
+    b_scale_tensor: TensorDesc = None
+    b_zero_point_tensor: Optional[TensorDesc] = None
+    output_scale_tensor: TensorDesc = None
+    output_zero_point_tensor: Optional[TensorDesc] = None
+    output_tensor: TensorDesc = None
+
+
+@dataclass(frozen=True)
+class QuantizedLinearMatrixMultiplyDesc(_OperatorDesc):
+    """DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC."""
+
+    OPERATOR: ClassVar[str] = "QuantizedLinearMatrixMultiply"
+    FEATURE_LEVEL: ClassVar[str] = "2.1"
+    a_tensor: TensorDesc = None
+    a_scale_tensor: TensorDesc = None
+    a_zero_point_tensor: Optional[TensorDesc] = None
+    b_tensor: TensorDesc = None
+    b_scale_tensor: TensorDesc = None
+    b_zero_point_tensor: Optional[TensorDesc] = None
+    output_scale_tensor: TensorDesc = None
+    output_zero_point_tensor: Optional[TensorDesc] = None
+    output_tensor: TensorDesc = None
+
+
+@dataclass(frozen=True)
+class QuantizedLinearAveragePoolingDesc(_OperatorDesc):
+    """DML_QUANTIZED_LINEAR_AVERAGE_POOLING_OPERATOR_DESC.
+
+    The UINT arrays (strides ... dilations) are tuples of DimensionCount ints.
+    """
+
+    OPERATOR: ClassVar[str] = "QuantizedLinearAveragePooling"
+    FEATURE_LEVEL: ClassVar[str] = "6.2"
+    input_tensor: TensorDesc = None
+    input_scale_tensor: TensorDesc = None
+    input_zero_point_tensor: Optional[TensorDesc] = None
+    output_scale_tensor: TensorDesc = None
+    output_zero_point_tensor: Optional[TensorDesc] = None
+    output_tensor: TensorDesc = None
+    dimension_count: int = None
+    strides: Tuple[int, ...] = None
+    window_size: Tuple[int, ...] = None
+    start_padding: Tuple[int, ...] = None
+    end_padding: Tuple[int, ...] = None
+    dilations: Tuple[int, ...] = None
+    include_padding: bool = False
+
+    def __post_init__(self):
+        # Lists are accepted for the UINT arrays; store tuples so the desc hashes.
+        for name in ("strides", "window_size", "start_padding", "end_padding", "dilations"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, tuple):
+                try:
+                    object.__setattr__(self, name, tuple(value))
+                except TypeError:
+                    pass  # validation reports it
+
+
+OPERATOR_DESCS = (
+    QuantizeLinearDesc,
+    DequantizeLinearDesc,
+    QuantizedLinearAddDesc,
+    QuantizedLinearMatrixMultiplyDesc,
+    QuantizedLinearAveragePoolingDesc,
+)
+
+
+def pool_output_size(in_size: int, window: int, stride: int, start_pad: int, end_pad: int,
+                     dilation: int) -> Tuple[int, int]:
+    """(floor-mode size, ceil-mode size) of one spatial dimension (SEMANTICS.md).
+
+    The ceil-mode size is floor + 1 when that extra window starts inside
+    ``in + start_pad`` (in padded coordinates), else equal to the floor-mode size. Floor size may be <= 0
+    when the dilated window does not fit; callers refuse that.
+    """
+    extent = (window - 1) * dilation + 1
+    padded = in_size + start_pad + end_pad
+    floor_size = (padded - extent) // stride + 1 if padded >= extent else 0
+    ceil_size = floor_size
+    if floor_size > 0 and floor_size * stride < in_size + start_pad:
+        ceil_size = floor_size + 1
+    return floor_size, ceil_size

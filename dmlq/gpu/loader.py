@@ -1,0 +1,111 @@
+"""Kernel sources, compile options and the per-device module cache.
+
+Sources live in the top-level ``cuda/`` folder of a checkout and in
+``dmlq/cuda/`` inside an installed wheel. ``#include "x.cuh"`` of a dmlq header is
+inlined here (with ``#line`` markers) rather than left to the compiler, so CuPy's
+on-disk cache, whose key is the source text, sees header changes too.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.resources
+import re
+from pathlib import Path
+
+# CuPy appends -ftz=true to every RawModule compile and cannot be told not to.
+# Kernels are immune: every float operation that decides a result goes through
+# the non-.ftz PTX helpers in common.cuh (tests/test_nvrtc.py checks the PTX).
+# --fmad=false keeps any other float expression from being contracted.
+COMPILE_OPTIONS = ("-std=c++17", "--fmad=false")
+CUPY_ADDED_OPTIONS = ("-ftz=true",)
+
+# Modules in dmlq.gpu that launch kernels; each has KERNELS = {source: names}.
+KERNEL_MODULES = ("elementwise", "matmul", "avgpool")
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([\w.]+)"\s*$', re.M)
+
+
+def cuda_dir() -> Path:
+    """The folder holding the .cu/.cuh files (wheel first, then the checkout)."""
+    packaged = importlib.resources.files("dmlq").joinpath("cuda")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    checkout = Path(__file__).resolve().parents[2] / "cuda"
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError("dmlq: kernel sources not found (no dmlq/cuda and no ../cuda)")
+
+
+@functools.lru_cache(maxsize=None)
+def source_text(name: str) -> str:
+    """The source ``name`` with dmlq headers inlined once each, ready for NVRTC."""
+    seen = set()
+
+    def expand(file_name: str) -> str:
+        seen.add(file_name)
+        text = (cuda_dir() / file_name).read_text()
+        out = [f'#line 1 "{file_name}"']
+        for lineno, line in enumerate(text.splitlines(), 1):
+            m = _INCLUDE.match(line)
+            if m and (cuda_dir() / m.group(1)).is_file():
+                if m.group(1) not in seen:
+                    out.append(expand(m.group(1)))
+                out.append(f'#line {lineno + 1} "{file_name}"')
+            else:
+                out.append(line)
+        return "\n".join(out)
+
+    return expand(name) + "\n"
+
+
+def registry() -> dict:
+    """{source file: tuple of kernel names (template instantiations included)}."""
+    table = {}
+    for mod_name in KERNEL_MODULES:
+        mod = importlib.import_module(f"dmlq.gpu.{mod_name}")
+        for source, names in mod.KERNELS.items():
+            table.setdefault(source, [])
+            table[source].extend(n for n in names if n not in table[source])
+    return {k: tuple(v) for k, v in table.items()}
+
+
+_modules: dict = {}
+
+
+def module(source: str):
+    """The cupy.RawModule of ``source`` on the current device, compiled once."""
+    import cupy
+
+    key = (cupy.cuda.runtime.getDevice(), source)
+    mod = _modules.get(key)
+    if mod is None:
+        mod = cupy.RawModule(code=source_text(source), options=COMPILE_OPTIONS,
+                             name_expressions=registry()[source])
+        _modules[key] = mod
+    return mod
+
+
+_functions: dict = {}
+
+
+def function(source: str, name: str):
+    """The kernel ``name`` (as listed in KERNELS) on the current device."""
+    import cupy
+
+    key = (cupy.cuda.runtime.getDevice(), source, name)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = module(source).get_function(name)
+        _functions[key] = fn
+    return fn
+
+
+def compile_all() -> int:
+    """Compile and load every kernel on the current device; returns the count."""
+    count = 0
+    for source, names in registry().items():
+        for name in names:
+            function(source, name)
+            count += 1
+    return count

@@ -1,0 +1,129 @@
+"""compile_operator: a validated descriptor bound to a backend, DirectML style."""
+from __future__ import annotations
+
+import functools
+
+from . import arrays as _arrays
+from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
+                   QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, dml_name)
+from .support import validate
+
+
+@functools.lru_cache(maxsize=1024)
+def _validate_cached(desc, feature_level):
+    validate(desc, feature_level)
+
+
+def compile_operator(desc, feature_level="6.2") -> "Operator":
+    """Validate ``desc`` against every seed rule at ``feature_level`` and bind it.
+
+    Raises DescError (or TypeError for a wrong field type) before anything runs.
+    """
+    try:
+        _validate_cached(desc, feature_level)
+    except TypeError as e:
+        if "unhashable" not in str(e):
+            raise
+        validate(desc, feature_level)  # a desc holding lists: validate uncached
+    return Operator(desc, feature_level)
+
+
+def _bind(array, tensor: TensorDesc, xp, op: str, name: str):
+    """The operand as the desc describes it.
+
+    Without Strides in the desc the array's shape must equal Sizes (any memory
+    layout; a 1-D array of exactly the element count is reshaped). With Strides
+    the array is a buffer: 1-D and contiguous, at least the addressed element
+    count long, read through the desc's strides (in elements; 0 broadcasts).
+    """
+    if array.dtype != tensor.data_type.numpy:
+        raise TypeError(f"{op}: {name} must be {tensor.data_type.name} (got {array.dtype})")
+    if tensor.strides is None:
+        if tuple(array.shape) == tensor.sizes:
+            return array
+        if array.ndim == 1 and array.size == tensor.element_count:
+            return array.reshape(tensor.sizes)
+        raise ValueError(f"{op}: {name} has shape {tuple(array.shape)}, the desc's Sizes are {tensor.sizes}")
+    if array.ndim != 1 or not array.flags.c_contiguous:
+        raise ValueError(f"{op}: {name} must be a contiguous 1-D buffer because its desc has Strides")
+    if array.size < tensor.minimum_element_count:
+        raise ValueError(f"{op}: {name} holds {array.size} elements; Sizes {tensor.sizes} with "
+                         f"Strides {tensor.strides} address {tensor.minimum_element_count}")
+    item = array.dtype.itemsize
+    return xp.lib.stride_tricks.as_strided(array, tensor.sizes, tuple(s * item for s in tensor.strides))
+
+
+class Operator:
+    """A compiled operator: call it with the input arrays in DML field order.
+
+    ``op(*inputs, out=None)`` takes one array per input tensor field that the
+    desc sets (omitted optional tensors are skipped), NumPy arrays run on the
+    reference and GPU arrays on the CUDA kernels, and returns the output.
+    """
+
+    def __init__(self, desc, feature_level):
+        self.desc = desc
+        self.feature_level = feature_level
+        self.input_fields = tuple(n for n, t in desc.tensor_fields()
+                                  if t is not None and n != "output_tensor")
+
+    def __repr__(self):
+        return f"<dmlq.Operator {self.desc.OPERATOR} inputs={[dml_name(n) for n in self.input_fields]}>"
+
+    def __call__(self, *inputs, out=None):
+        op = self.desc.OPERATOR
+        if len(inputs) != len(self.input_fields):
+            raise TypeError(f"{op}: expected {len(self.input_fields)} inputs "
+                            f"({', '.join(dml_name(n) for n in self.input_fields)}), got {len(inputs)}")
+        kind = _arrays.kind_of((*inputs, out), op)
+        xp = _arrays.module(kind)
+        views = {}
+        for name, arr in zip(self.input_fields, inputs):
+            arr = xp.asarray(arr) if kind == _arrays.HOST else _arrays.to_gpu_array(arr, op, dml_name(name))
+            views[name] = _bind(arr, getattr(self.desc, name), xp, op, dml_name(name))
+        out_desc = self.desc.output_tensor
+        if out is None:
+            buffer = xp.empty(max(out_desc.minimum_element_count, 1) if out_desc.strides else out_desc.sizes,
+                              out_desc.data_type.numpy)
+            result = _bind(buffer, out_desc, xp, op, "OutputTensor")
+        else:
+            if kind == _arrays.GPU:
+                out = _arrays.to_gpu_array(out, op, "OutputTensor")
+            result = _bind(out, out_desc, xp, op, "OutputTensor")
+        run(self.desc, views, result, kind)
+        return result
+
+
+def run(desc, v: dict, out, kind):
+    """Call the backend with the bound operands (the shapes the descs describe)."""
+    from .api import _write  # one place for out-overlap handling
+
+    be = _arrays.backend(kind)
+    g = v.get
+
+    def flat(name):
+        return None if g(name) is None else g(name).reshape(-1)
+
+    if isinstance(desc, QuantizeLinearDesc):
+        args = (g("input_tensor"), g("scale_tensor"), g("zero_point_tensor"))
+        return _write(be.quantize_linear, args, out, kind)
+    if isinstance(desc, DequantizeLinearDesc):
+        args = (g("input_tensor"), g("scale_tensor"), g("zero_point_tensor"))
+        return _write(be.dequantize_linear, args, out, kind)
+    if isinstance(desc, QuantizedLinearAddDesc):
+        args = tuple(g(n) for n in ("a_tensor", "a_scale_tensor", "a_zero_point_tensor", "b_tensor",
+                                    "b_scale_tensor", "b_zero_point_tensor", "output_scale_tensor",
+                                    "output_zero_point_tensor"))
+        return _write(be.quantized_add, args, out, kind)
+    if isinstance(desc, QuantizedLinearMatrixMultiplyDesc):
+        args = (g("a_tensor"), flat("a_scale_tensor"), flat("a_zero_point_tensor"), g("b_tensor"),
+                flat("b_scale_tensor"), flat("b_zero_point_tensor"), flat("output_scale_tensor"),
+                flat("output_zero_point_tensor"))
+        return _write(be.quantized_matmul, args, out, kind)
+    if isinstance(desc, QuantizedLinearAveragePoolingDesc):
+        args = (g("input_tensor"), flat("input_scale_tensor"), flat("input_zero_point_tensor"),
+                flat("output_scale_tensor"), flat("output_zero_point_tensor"))
+        params = (desc.window_size, desc.strides, desc.start_padding, desc.end_padding,
+                  desc.dilations, bool(desc.include_padding))
+        return _write(be.quantized_avg_pool, args, out, kind, params)
+    raise TypeError(f"not a dmlq operator desc: {type(desc).__name__}")

@@ -1,0 +1,148 @@
+"""NumPy implementation of SEMANTICS.md: the oracle and the CPU backend.
+
+Every function follows the backend interface shared with dmlq.gpu: operands
+arrive validated and broadcastable to ``out``; the result is written into
+``out`` (computed in full first, so an ``out`` that overlaps an input is safe)
+and ``out`` is returned. All real arithmetic is float32, one IEEE-rounded NumPy
+operation at a time, in the order SEMANTICS.md writes it.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .dtypes import qrange
+
+_F32 = np.float32
+
+
+def _zp(zero_point):
+    """A zero point as int64 (0 when omitted)."""
+    return np.int64(0) if zero_point is None else np.asarray(zero_point).astype(np.int64)
+
+
+def round_saturate(t, zero_point, dtype):
+    """SEMANTICS.md requantize steps 2-3 on t = v / s (float32): NaN -> zp,
+    rint, clamp in float to [qmin - zp, qmax - zp], add zp."""
+    qmin, qmax = qrange(dtype)
+    zp = _zp(zero_point)
+    t = np.asarray(t, dtype=_F32)
+    nan = np.isnan(t)
+    r = np.clip(np.rint(t), (qmin - zp).astype(_F32), (qmax - zp).astype(_F32))
+    r = np.where(nan, _F32(0), r)
+    return (r.astype(np.int64) + zp).astype(dtype)
+
+
+def requantize(v, scale, zero_point, dtype):
+    """SEMANTICS.md requantize(v, s, zp) with v and s float32."""
+    with np.errstate(all="ignore"):
+        t = np.divide(np.asarray(v, _F32), np.asarray(scale, _F32), dtype=_F32)
+    return round_saturate(t, zero_point, dtype)
+
+
+def _dequantize_f32(q, zero_point, scale):
+    """float32(int64(q) - int64(zp)) * float32(scale)."""
+    diff = (np.asarray(q).astype(np.int64) - _zp(zero_point)).astype(_F32)
+    with np.errstate(all="ignore"):
+        return np.multiply(diff, np.asarray(scale).astype(_F32), dtype=_F32)
+
+
+def quantize_linear(x, scale, zero_point, out):
+    x32 = np.asarray(x).astype(_F32)  # float16 exact; int32 round-to-nearest
+    out[...] = requantize(x32, np.asarray(scale).astype(_F32), zero_point, out.dtype)
+    return out
+
+
+def dequantize_linear(q, scale, zero_point, out):
+    with np.errstate(over="ignore"):  # float16 overflow to inf is the defined result
+        out[...] = _dequantize_f32(q, zero_point, scale).astype(out.dtype)
+    return out
+
+
+def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                  out_scale, out_zero_point, out):
+    av = _dequantize_f32(a, a_zero_point, np.asarray(a_scale).reshape(()))
+    bv = _dequantize_f32(b, b_zero_point, np.asarray(b_scale).reshape(()))
+    with np.errstate(all="ignore"):
+        v = np.add(av, bv, dtype=_F32)
+    zp = None if out_zero_point is None else np.asarray(out_zero_point).reshape(())
+    out[...] = requantize(v, np.asarray(out_scale).reshape(()), zp, out.dtype)
+    return out
+
+
+def _column(v):
+    """A per-tensor (length 1) or per-row (length M) 1-D array as shape (n, 1)."""
+    return None if v is None else np.asarray(v).reshape(-1, 1)
+
+
+def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                     out_scale, out_zero_point, out):
+    a = np.asarray(a)
+    b = np.asarray(b)
+    k = a.shape[-1]
+    # The exact integer sum from a float64 product: every partial sum is an
+    # integer below 2**53 while K * 255 * 255 < 2**53.
+    assert k * 255 * 255 < 2**53
+    da = (a.astype(np.int64) - _zp(_column(a_zero_point))).astype(np.float64)
+    db = (b.astype(np.int64) - _zp(None if b_zero_point is None
+                                   else np.asarray(b_zero_point).reshape(1, -1))).astype(np.float64)
+    acc = np.matmul(da, db)
+    with np.errstate(all="ignore"):
+        mult = np.divide(
+            np.multiply(np.asarray(a_scale, _F32).reshape(-1, 1),
+                        np.asarray(b_scale, _F32).reshape(1, -1), dtype=_F32),
+            np.asarray(out_scale, _F32).reshape(-1, 1), dtype=_F32)
+        t = np.multiply(acc.astype(_F32), mult, dtype=_F32)
+    out[...] = round_saturate(t, _column(out_zero_point), out.dtype)
+    return out
+
+
+def _tap_counts(in_size, out_size, window, stride, start_pad, dilation, lo, hi):
+    """Per output index: how many of its taps fall in [lo, hi) (input coords)."""
+    o = np.arange(out_size, dtype=np.int64)[:, None]
+    taps = o * stride - start_pad + np.arange(window, dtype=np.int64)[None, :] * dilation
+    return ((taps >= lo) & (taps < hi)).sum(axis=1)
+
+
+def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
+                       window_size, strides, start_padding, end_padding, dilations,
+                       include_padding):
+    x = np.asarray(x)
+    nd = x.ndim - 2
+    in_sp, out_sp = x.shape[2:], out.shape[2:]
+
+    def per_channel(v):
+        return None if v is None else np.asarray(v).reshape((1, -1) + (1,) * nd)
+
+    # x - zp fits int16; padding with 0 makes out-of-input taps add nothing.
+    d = (x.astype(np.int16) - _zp(per_channel(x_zero_point)).astype(np.int16))
+    pads = [(0, 0), (0, 0)]
+    for i in range(nd):
+        needed = (out_sp[i] - 1) * strides[i] + (window_size[i] - 1) * dilations[i] + 1
+        length = max(in_sp[i] + start_padding[i], needed)
+        pads.append((start_padding[i], length - in_sp[i] - start_padding[i]))
+    d = np.pad(d, pads)
+
+    total = np.zeros(out.shape, dtype=np.int64)
+    for k in itertools.product(*(range(w) for w in window_size)):
+        index = (slice(None), slice(None)) + tuple(
+            slice(k[i] * dilations[i], k[i] * dilations[i] + (out_sp[i] - 1) * strides[i] + 1, strides[i])
+            for i in range(nd))
+        total += d[index]
+
+    # Tap counts are separable: the product of per-dimension counts.
+    count = np.ones((1, 1) + (1,) * nd, dtype=np.int64)
+    for i in range(nd):
+        lo, hi = (-start_padding[i], in_sp[i] + end_padding[i]) if include_padding else (0, in_sp[i])
+        c = _tap_counts(in_sp[i], out_sp[i], window_size[i], strides[i], start_padding[i],
+                        dilations[i], lo, hi)
+        count = count * c.reshape((1, 1) + tuple(-1 if j == i else 1 for j in range(nd)))
+
+    with np.errstate(all="ignore"):
+        v = np.divide(np.multiply(total.astype(_F32), per_channel(x_scale).astype(_F32), dtype=_F32),
+                      count.astype(_F32), dtype=_F32)
+    res = requantize(v, per_channel(out_scale), per_channel(out_zero_point), out.dtype)
+    zp_full = np.broadcast_to(_zp(per_channel(out_zero_point)), out.shape).astype(out.dtype)
+    out[...] = np.where(np.broadcast_to(count == 0, out.shape), zp_full, res)
+    return out

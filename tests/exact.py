@@ -1,0 +1,226 @@
+"""An independent scalar model of SEMANTICS.md in exact rational arithmetic.
+
+Every value is a Python float that holds an exact float32 (or float16) value;
+those carry signed zeros, infinities and NaN. Every operation computes the exact
+result as a ratio of Python integers (as ``fractions.Fraction`` would) and rounds
+it to float32 with ``round_ieee`` (ties to even, subnormals, overflow to inf). No float32 (or float64) arithmetic
+decides a result: Python floats only hold values, which is exact because every
+float32 and float16 value is a float64 value.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+QRANGE = {"int8": (-128, 127), "uint8": (0, 255)}
+
+NAN = float("nan")
+INF = float("inf")
+
+# (significand bits incl. the implicit one, minimum normal exponent, maximum exponent)
+_FORMATS = {"float32": (24, -126, 127), "float16": (11, -14, 15)}
+
+
+def _round_ratio(n: int, d: int, fmt: str) -> float:
+    """The IEEE value nearest to n / d (integers, d > 0, n != 0), ties to even,
+    gradual underflow, overflow to +-inf. Pure integer arithmetic."""
+    p, emin, emax = _FORMATS[fmt]
+    sign = -1.0 if n < 0 else 1.0
+    n = abs(n)
+    # e = floor(log2(n / d)): first guess from bit lengths, then one exact fix-up
+    e = n.bit_length() - d.bit_length()
+    if (n << -e if e < 0 else n) < (d << e if e > 0 else d):
+        e -= 1
+    e = max(e, emin)
+    shift = p - 1 - e  # m = round(n / d * 2**shift), the significand in ulps
+    num, den = (n << shift, d) if shift >= 0 else (n, d << -shift)
+    m, rem = divmod(num, den)
+    if 2 * rem > den or (2 * rem == den and m & 1):
+        m += 1
+    if m == 0:
+        return math.copysign(0.0, sign)
+    if emax + 1 + shift <= 0 or m >= 1 << (emax + 1 + shift):  # m * 2**-shift >= 2**(emax+1)
+        return math.copysign(INF, sign)
+    return sign * math.ldexp(m, -shift)  # exact: m < 2**(p+1)
+
+
+def round_ieee(value, fmt: str = "float32") -> float:
+    """The IEEE binary32/binary16 value nearest to an exact value (int, Fraction
+    or float), ties to even, gradual underflow, overflow to +-inf."""
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value) or value == 0:
+            return value  # keeps the sign of zero
+    q = Fraction(value)
+    if q == 0:
+        return 0.0
+    return _round_ratio(q.numerator, q.denominator, fmt)
+
+
+def _rint_fraction(a: Fraction) -> int:
+    """Nearest integer to a, ties to even (exact)."""
+    f, rem = divmod(a.numerator, a.denominator)
+    if 2 * rem > a.denominator or (2 * rem == a.denominator and f & 1):
+        f += 1
+    return f
+
+
+def f32(value) -> float:
+    """float32(value): round an exact value (int, Fraction, float) to float32."""
+    return round_ieee(value, "float32")
+
+
+def f16(value) -> float:
+    return round_ieee(value, "float16")
+
+
+def _sign(x: float) -> int:
+    return -1 if math.copysign(1.0, x) < 0 else 1
+
+
+def mul32(a: float, b: float) -> float:
+    if math.isnan(a) or math.isnan(b):
+        return NAN
+    if math.isinf(a) or math.isinf(b):
+        if a == 0 or b == 0:
+            return NAN
+        return math.copysign(INF, _sign(a) * _sign(b))
+    if a == 0 or b == 0:
+        return math.copysign(0.0, _sign(a) * _sign(b))
+    (na, da), (nb, db) = a.as_integer_ratio(), b.as_integer_ratio()
+    return _round_ratio(na * nb, da * db, "float32")
+
+
+def div32(a: float, b: float) -> float:
+    if math.isnan(a) or math.isnan(b):
+        return NAN
+    s = _sign(a) * _sign(b)
+    if math.isinf(a):
+        return NAN if math.isinf(b) else math.copysign(INF, s)
+    if math.isinf(b):
+        return math.copysign(0.0, s)
+    if b == 0:
+        return NAN if a == 0 else math.copysign(INF, s)
+    if a == 0:
+        return math.copysign(0.0, s)
+    (na, da), (nb, db) = a.as_integer_ratio(), b.as_integer_ratio()
+    n, d = na * db, da * nb
+    return _round_ratio(-n if d < 0 else n, abs(d), "float32")
+
+
+def add32(a: float, b: float) -> float:
+    if math.isnan(a) or math.isnan(b):
+        return NAN
+    if math.isinf(a) or math.isinf(b):
+        if math.isinf(a) and math.isinf(b) and _sign(a) != _sign(b):
+            return NAN
+        return a if math.isinf(a) else b
+    (na, da), (nb, db) = a.as_integer_ratio(), b.as_integer_ratio()
+    n = na * db + nb * da
+    if n == 0:
+        # round to nearest: -0 only when both addends are -0
+        return -0.0 if (_sign(a) < 0 and _sign(b) < 0) else 0.0
+    return _round_ratio(n, da * db, "float32")
+
+
+def rint_even(x) -> int:
+    """rint of a finite value, ties to even."""
+    return _rint_fraction(Fraction(x))
+
+
+def round_saturate(t: float, zp: int, dtype: str) -> int:
+    qmin, qmax = QRANGE[dtype]
+    if math.isnan(t):
+        return zp
+    if math.isinf(t):
+        return qmax if t > 0 else qmin
+    r = rint_even(t)
+    return min(max(r, qmin - zp), qmax - zp) + zp
+
+
+def requantize(v: float, s: float, zp, dtype: str) -> int:
+    """SEMANTICS.md requantize: t = v / s; NaN -> zp; rint, clamp, + zp."""
+    return round_saturate(div32(v, s), 0 if zp is None else int(zp), dtype)
+
+
+def widen(x) -> float:
+    """A float16/float32 input value as float32 (exact), or an int32 input
+    rounded to the nearest float32."""
+    if isinstance(x, float):
+        return x
+    return f32(int(x))
+
+
+def quantize(x, s, zp, dtype: str) -> int:
+    return requantize(widen(x), float(s), zp, dtype)
+
+
+def dequantize(q, s, zp, out: str = "float32") -> float:
+    """float32(int(q) - int(zp)) * float32(s), then rounded once to out."""
+    v = mul32(f32(int(q) - (0 if zp is None else int(zp))), float(s))
+    return v if out == "float32" else f16(v)
+
+
+def add(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, dtype: str) -> int:
+    av = dequantize(a, a_s, a_zp)
+    bv = dequantize(b, b_s, b_zp)
+    return requantize(add32(av, bv), float(o_s), o_zp, dtype)
+
+
+def _at(seq, i):
+    """Per-tensor (length 1) or per-axis lookup; None stays None."""
+    if seq is None:
+        return None
+    return seq[0] if len(seq) == 1 else seq[i]
+
+
+def matmul(A, a_s, a_zp, B, b_s, b_zp, o_s, o_zp, dtype: str):
+    """A: M x K, B: K x N nested lists of ints. Scales/zps: sequences of length 1
+    or M (A, out) / N (B); zps may be None. Returns an M x N list of ints."""
+    M, K, N = len(A), len(B), len(B[0]) if B else 0
+    out = []
+    for m in range(M):
+        row = []
+        azp = int(_at(a_zp, m) or 0)
+        for n in range(N):
+            bzp = int(_at(b_zp, n) or 0)
+            acc = sum((int(A[m][k]) - azp) * (int(B[k][n]) - bzp) for k in range(K))
+            mult = div32(mul32(float(_at(a_s, m)), float(_at(b_s, n))), float(_at(o_s, m)))
+            t = mul32(f32(acc), mult)
+            row.append(requantize(t, 1.0, _at(o_zp, m), dtype))
+        out.append(row)
+    return out
+
+
+def avgpool(x, x_s, x_zp, o_s, o_zp, dtype, out_spatial, window, strides, start_pad,
+            end_pad, dilations, include_padding):
+    """x: an integer array (N, C, *spatial), 2 or 3 spatial dims, read element by
+    element. Scales/zps: sequences of length 1 or C (zps may be None). Returns
+    nested lists [N][C][out_spatial...] of ints."""
+    nd = len(window)
+    n_, c_ = x.shape[:2]
+    in_sp = x.shape[2:]
+
+    def cell(nn, cc, o):
+        zp_x = int(_at(x_zp, cc) or 0)
+        S, inside, counted = 0, 0, 0
+        for k in itertools.product(*(range(w) for w in window)):
+            pos = tuple(o[i] * strides[i] - start_pad[i] + k[i] * dilations[i] for i in range(nd))
+            if all(0 <= pos[i] < in_sp[i] for i in range(nd)):
+                S += int(x[(nn, cc) + pos]) - zp_x
+                inside += 1
+            if all(-start_pad[i] <= pos[i] < in_sp[i] + end_pad[i] for i in range(nd)):
+                counted += 1
+        count = counted if include_padding else inside
+        zp_o = _at(o_zp, cc)
+        if count == 0:
+            return int(zp_o or 0)
+        v = div32(mul32(f32(S), float(_at(x_s, cc))), f32(count))
+        return requantize(v, float(_at(o_s, cc)), zp_o, dtype)
+
+    def build(nn, cc, prefix):
+        if len(prefix) == nd:
+            return cell(nn, cc, prefix)
+        return [build(nn, cc, prefix + (o,)) for o in range(out_spatial[len(prefix)])]
+
+    return [[build(nn, cc, ()) for cc in range(c_)] for nn in range(n_)]

@@ -1,0 +1,271 @@
+"""The NumPy-like functions and compile_operator on the NumPy backend (CPU, CI)."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dmlq
+from dmlq import DataType, DescError, TensorDesc
+from dmlq import reference as ref
+
+f32, f16, i8, u8 = np.float32, np.float16, np.int8, np.uint8
+
+
+def test_import_touches_no_gpu():
+    code = "import sys, dmlq; dmlq.quantize_linear; print('cupy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ---- quantize ---------------------------------------------------------------------------
+
+def test_quantize_scalars_and_default_dtype(rng):
+    x = rng.standard_normal((4, 5)).astype(f32) * 50
+    got = dmlq.quantize_linear(x, 0.5, 3)
+    assert got.dtype == u8  # a Python-int zero point takes the default output dtype
+    want = np.empty((4, 5), u8)
+    ref.quantize_linear(x, np.full((), 0.5, f32), np.full((), 3, u8), want)
+    assert np.array_equal(got, want)
+    assert dmlq.quantize_linear(x, 0.5, -3, dtype=np.int8).dtype == i8
+    assert dmlq.quantize_linear(x, f32(0.5), i8(-3)).dtype == i8
+
+
+def test_quantize_per_axis_broadcast_matches_elementwise(rng):
+    x = rng.standard_normal((2, 3, 4)).astype(f32) * 10
+    scale = (rng.random((1, 3, 1)) + 0.1).astype(f32)
+    zp = rng.integers(-5, 5, (1, 3, 1)).astype(i8)
+    got = dmlq.quantize_linear(x, scale, zp)
+    for idx in np.ndindex(x.shape):
+        t = f32(x[idx]) / scale[0, idx[1], 0]
+        z = int(zp[0, idx[1], 0])
+        expect = int(np.clip(np.rint(t), -128 - z, 127 - z)) + z
+        assert got[idx] == expect
+
+
+def test_quantize_float16_scale_from_python_float():
+    x = np.array([0.623046875], f16)
+    assert dmlq.quantize_linear(x, 0.03775024)[0] == 17  # scale becomes float16, as DML requires
+
+
+@pytest.mark.parametrize("bad", [np.float64, np.int64, np.uint8])
+def test_quantize_wrong_input_dtype(bad):
+    with pytest.raises(TypeError, match="x must have dtype"):
+        dmlq.quantize_linear(np.zeros(3, bad), 1.0)
+
+
+def test_quantize_rules():
+    x = np.zeros(3, f32)
+    with pytest.raises(DescError, match="ScaleTensor"):
+        dmlq.quantize_linear(x, np.ones(3, f16))  # FLOAT32 input needs a FLOAT32 scale
+    with pytest.raises(DescError, match="out of range"):
+        dmlq.quantize_linear(x, 1.0, 300)
+    with pytest.raises(DescError, match="out of range"):
+        dmlq.quantize_linear(x, 1.0, -1)  # default uint8
+    with pytest.raises(TypeError, match="contradicts"):
+        dmlq.quantize_linear(x, 1.0, u8(1), dtype=i8)
+    with pytest.raises(TypeError, match="integer"):
+        dmlq.quantize_linear(x, 1.0, 1.5)
+    with pytest.raises(ValueError, match="broadcast"):
+        dmlq.quantize_linear(x, np.ones(4, f32))
+
+
+def test_out_checked_and_used(rng):
+    x = rng.standard_normal(6).astype(f32)
+    out = np.empty(6, u8)
+    assert dmlq.quantize_linear(x, 0.1, out=out) is out
+    with pytest.raises(TypeError, match="dtype"):
+        dmlq.quantize_linear(x, 0.1, out=np.empty(6, i8), dtype=u8)
+    with pytest.raises(ValueError, match="shape"):
+        dmlq.quantize_linear(x, 0.1, out=np.empty(5, u8))
+    with pytest.raises(TypeError, match="unsupported array type list"):
+        dmlq.quantize_linear(x, 0.1, out=[0] * 6)
+    ro = np.empty(6, u8)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        dmlq.quantize_linear(x, 0.1, out=ro)
+
+
+def test_out_overlapping_input_is_computed_correctly(rng):
+    q = rng.integers(-128, 128, 64, dtype=i8)
+    want = dmlq.quantized_add(q, 0.5, 1, q[::-1], 0.25, -2, 0.3, i8(4))
+    buf = q.copy()
+    got = dmlq.quantized_add(buf, 0.5, 1, buf[::-1], 0.25, -2, 0.3, i8(4), out=buf)
+    assert got is buf and np.array_equal(buf, want)
+
+
+def test_zero_d_and_empty():
+    assert dmlq.quantize_linear(f32(2.5), 1.0).shape == ()
+    assert dmlq.quantize_linear(np.array(2.5, f32), 1.0)[()] == 2
+    assert dmlq.quantize_linear(np.zeros((0, 3), f32), 1.0).shape == (0, 3)
+    assert dmlq.quantized_matmul(np.zeros((0, 4), u8), 1.0, None, np.zeros((4, 2), u8), 1.0, None, 1.0).shape == (0, 2)
+
+
+# ---- dequantize -------------------------------------------------------------------------
+
+def test_dequantize_dtypes():
+    q = np.array([1, 2], np.int16)
+    assert dmlq.dequantize_linear(q, 0.5).dtype == f32
+    assert dmlq.dequantize_linear(q, f16(0.5)).dtype == f16
+    assert dmlq.dequantize_linear(q, 0.5, 2).tolist() == [-0.5, 0.0]
+    with pytest.raises(TypeError, match="zero_point"):
+        dmlq.dequantize_linear(q, 0.5, np.int8(1))
+    with pytest.raises(TypeError, match="q must"):
+        dmlq.dequantize_linear(np.zeros(2, np.int64), 0.5)
+
+
+# ---- add --------------------------------------------------------------------------------
+
+def test_add_scales_must_be_single_values():
+    a = np.zeros(3, u8)
+    with pytest.raises(DescError, match="a_scale must have exactly 1 element"):
+        dmlq.quantized_add(a, np.ones(3, f32), 0, a, 1.0, 0, 1.0)
+    with pytest.raises(ValueError, match="broadcast"):
+        dmlq.quantized_add(a, 1.0, 0, np.zeros(4, u8), 1.0, 0, 1.0)
+
+
+def test_add_broadcasts(rng):
+    a = rng.integers(0, 256, (3, 1), dtype=u8)
+    b = rng.integers(-128, 128, (1, 4), dtype=i8)
+    got = dmlq.quantized_add(a, 0.5, 3, b, 0.25, -1, 0.7, i8(2))
+    full = dmlq.quantized_add(np.broadcast_to(a, (3, 4)).copy(), 0.5, 3, np.broadcast_to(b, (3, 4)).copy(),
+                              0.25, -1, 0.7, i8(2))
+    assert got.shape == (3, 4) and np.array_equal(got, full)
+
+
+# ---- matmul -----------------------------------------------------------------------------
+
+def _int_matmul(a, azp, b, bzp):
+    return (a.astype(np.int64) - azp) @ (b.astype(np.int64) - bzp)
+
+
+def test_matmul_batch_broadcast_matches_loop(rng):
+    a = rng.integers(0, 256, (2, 1, 5, 7), dtype=u8)
+    b = rng.integers(-128, 128, (3, 7, 4), dtype=i8)
+    got = dmlq.quantized_matmul(a, 0.02, 1, b, 0.03, -2, 0.5, u8(9))
+    assert got.shape == (2, 3, 5, 4)
+    for i in range(2):
+        for j in range(3):
+            one = dmlq.quantized_matmul(a[i, 0], 0.02, 1, b[j], 0.03, -2, 0.5, u8(9))
+            assert np.array_equal(got[i, j], one)
+
+
+def test_matmul_scale_shapes(rng):
+    a = rng.integers(0, 256, (3, 4), dtype=u8)
+    b = rng.integers(0, 256, (4, 5), dtype=u8)
+    per_row = np.array([[0.5], [0.25], [1.0]], f32)
+    per_col = np.array([0.5, 1, 2, 4, 8], f32)
+    got = dmlq.quantized_matmul(a, per_row, None, b, per_col, None, 64.0)
+    acc = _int_matmul(a, 0, b, 0)
+    mult = (per_row * per_col[None, :]) / f32(64)
+    want = np.clip(np.rint(acc.astype(f32) * mult), 0, 255).astype(u8)
+    assert np.array_equal(got, want)
+    assert np.array_equal(dmlq.quantized_matmul(a, per_row, None, b, per_col.reshape(1, 5), None, 64.0), got)
+    with pytest.raises(DescError, match=r"a_scale must be a single value or shaped \(M, 1\)"):
+        dmlq.quantized_matmul(a, per_row.reshape(3), None, b, 1.0, None, 1.0)
+    with pytest.raises(DescError, match="b_zero_point"):
+        dmlq.quantized_matmul(a, 1.0, None, b, 1.0, np.zeros((5, 1), u8), 1.0)
+    with pytest.raises(ValueError, match="K = 4"):
+        dmlq.quantized_matmul(a, 1.0, None, b[:3], 1.0, None, 1.0)
+    with pytest.raises(DescError, match="2-D"):
+        dmlq.quantized_matmul(a[0], 1.0, None, b, 1.0, None, 1.0)
+
+
+# ---- pooling ----------------------------------------------------------------------------
+
+def test_pool_parameters_checked():
+    x = np.zeros((1, 2, 5, 5), u8)
+    p = dmlq.quantized_avg_pool
+    with pytest.raises(DescError, match="window_size"):
+        p(x, 1.0, None, 1.0, None, (-1, 2))
+    with pytest.raises(DescError, match="empty"):
+        p(x, 1.0, None, 1.0, None, ())
+    with pytest.raises(DescError, match="2 integers"):
+        p(x, 1.0, None, 1.0, None, (2, 2, 2))
+    with pytest.raises(DescError, match="larger than the padded input"):
+        p(x, 1.0, None, 1.0, None, 3, dilations=3)
+    with pytest.raises(DescError, match="per channel"):
+        p(x, np.ones(3, f32), None, 1.0, None, 2)
+    with pytest.raises(DescError, match="4-D"):
+        p(np.zeros((2, 5, 5), u8), 1.0, None, 1.0, None, 2)
+
+
+def test_pool_per_channel_shapes_and_ceil(rng):
+    x = rng.integers(0, 256, (2, 3, 7, 7), dtype=u8)
+    s = np.array([0.5, 1.0, 2.0], f32)
+    a = dmlq.quantized_avg_pool(x, s, None, 1.0, None, 2, strides=2)
+    b = dmlq.quantized_avg_pool(x, s.reshape(1, 3, 1, 1), None, 1.0, None, (2, 2), strides=(2, 2))
+    assert a.shape == (2, 3, 3, 3) and np.array_equal(a, b)
+    c = dmlq.quantized_avg_pool(x, s, None, 1.0, None, 2, strides=2, ceil_mode=True)
+    assert c.shape == (2, 3, 4, 4) and np.array_equal(c[:, :, :3, :3], a)
+
+
+# ---- compile_operator and arrays --------------------------------------------------------
+
+def test_compile_operator_with_strided_buffers(rng):
+    # Per-channel scale expressed the DirectML way: full Sizes, stride 0 except along C.
+    x = rng.standard_normal((2, 3, 4)).astype(f32)
+    scales = np.array([0.5, 0.25, 2.0], f32)
+    desc = dmlq.QuantizeLinearDesc(
+        TensorDesc("FLOAT32", (2, 3, 4)), TensorDesc(DataType.FLOAT32, (2, 3, 4), (0, 1, 0)),
+        TensorDesc("UINT8", (2, 3, 4), (0, 0, 0)), TensorDesc("UINT8", (2, 3, 4)))
+    op = dmlq.compile_operator(desc)
+    got = op(x, scales, np.array([7], u8))
+    want = dmlq.quantize_linear(x, scales.reshape(1, 3, 1), u8(7))
+    assert np.array_equal(got, want)
+    with pytest.raises(TypeError, match="expected 3 inputs"):
+        op(x, scales)
+    with pytest.raises(TypeError, match="ScaleTensor must be FLOAT32"):
+        op(x, scales.astype(f16), np.array([7], u8))
+    with pytest.raises(ValueError, match="address"):
+        op(x, scales[:2], np.array([7], u8))
+
+
+def test_compile_operator_feature_levels():
+    t = TensorDesc("FLOAT32", (1, 1, 2, 2))
+    desc = dmlq.QuantizeLinearDesc(t, t, TensorDesc("UINT8", (1, 1, 2, 2)), TensorDesc("UINT8", (1, 1, 2, 2)))
+    dmlq.compile_operator(desc, "1.0")
+    pool = dmlq.QuantizedLinearAveragePoolingDesc(
+        TensorDesc("UINT8", (1, 1, 2, 2)), TensorDesc("FLOAT32", (1, 1, 1, 1)), None,
+        TensorDesc("FLOAT32", (1, 1, 1, 1)), None, TensorDesc("UINT8", (1, 1, 1, 1)),
+        2, (1, 1), (2, 2), (0, 0), (0, 0), (1, 1), False)
+    one = np.ones(1, f32)
+    assert dmlq.compile_operator(pool)(np.array([[[[1, 2], [3, 4]]]], u8), one, one).tolist() == [[[[2]]]]
+    with pytest.raises(DescError):
+        dmlq.compile_operator(pool, "6.0")
+
+
+def test_compile_operator_matmul_batches(rng):
+    a = rng.integers(-128, 128, (2, 3, 4, 5), dtype=i8)
+    b = rng.integers(0, 256, (1, 3, 5, 6), dtype=u8)
+    desc = dmlq.QuantizedLinearMatrixMultiplyDesc(
+        TensorDesc("INT8", a.shape), TensorDesc("FLOAT32", (1, 1, 4, 1)), None,
+        TensorDesc("UINT8", b.shape), TensorDesc("FLOAT32", (1, 1, 1, 1)), TensorDesc("UINT8", (1, 1, 1, 6)),
+        TensorDesc("FLOAT32", (1, 1, 1, 1)), None, TensorDesc("INT8", (2, 3, 4, 6)))
+    a_scale = np.array([0.5, 1, 2, 4], f32)
+    bzp = np.arange(6, dtype=u8)
+    got = dmlq.compile_operator(desc)(a, a_scale, b, np.array([0.01], f32), bzp, np.array([3.0], f32))
+    want = dmlq.quantized_matmul(a, a_scale.reshape(4, 1), None, b, 0.01, bzp, 3.0, dtype=i8)
+    assert np.array_equal(got, want)
+
+
+class _FakeCudaArray:
+    __cuda_array_interface__ = {"shape": (2,), "typestr": "<f4", "data": (0, False), "version": 3}
+
+
+def test_mixing_host_and_gpu_arrays_is_a_type_error():
+    with pytest.raises(TypeError, match="mixed"):
+        dmlq.quantize_linear(_FakeCudaArray(), np.ones(2, f32))
+
+
+def test_unsupported_array_type():
+    with pytest.raises(TypeError, match="unsupported array type"):
+        dmlq.quantize_linear([1.0, 2.0], 1.0)
+
+
+def test_cli_info_and_check_without_gpu():
+    info = subprocess.run([sys.executable, "-m", "dmlq", "info"], capture_output=True, text=True, check=True)
+    assert "dmlq " in info.stdout and "numpy" in info.stdout
+    check = subprocess.run([sys.executable, "-m", "dmlq", "check"], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert " 0 failed" in check.stdout
