@@ -221,16 +221,29 @@ OPERATOR_DESCS = (
 
 def pool_output_size(in_size: int, window: int, stride: int, start_pad: int, end_pad: int,
                      dilation: int) -> Tuple[int, int]:
-    """(floor-mode size, ceil-mode size) of one spatial dimension (SEMANTICS.md).
+    """(floor-mode size, ceil-mode size) of one spatial dimension.
 
-    The ceil-mode size is floor + 1 when that extra window starts inside
-    ``in + start_pad`` (in padded coordinates), else equal to the floor-mode size. Floor size may be <= 0
-    when the dilated window does not fit; callers refuse that.
+    Floor: ``(in + start_pad + end_pad - extent) // stride + 1`` with the dilated
+    extent ``(window - 1) * dilation + 1``; 0 when the window does not fit
+    (callers refuse that). Ceil, as ONNX and PyTorch define it: one more where the
+    division is inexact and that extra window starts inside ``in + start_pad``.
+    SEMANTICS.md also accepts floor + 1 after an exact division when the window
+    starts there; see ``pool_output_accepted``.
     """
     extent = (window - 1) * dilation + 1
     padded = in_size + start_pad + end_pad
-    floor_size = (padded - extent) // stride + 1 if padded >= extent else 0
-    ceil_size = floor_size
-    if floor_size > 0 and floor_size * stride < in_size + start_pad:
-        ceil_size = floor_size + 1
+    if padded < extent:
+        return 0, 0
+    floor_size = (padded - extent) // stride + 1
+    inexact = (padded - extent) % stride != 0
+    ceil_size = floor_size + 1 if inexact and floor_size * stride < in_size + start_pad else floor_size
     return floor_size, ceil_size
+
+
+def pool_output_accepted(in_size, window, stride, start_pad, end_pad, dilation) -> Tuple[int, ...]:
+    """Every output size SEMANTICS.md accepts: floor, and floor + 1 where that
+    last window starts inside ``in + start_pad`` (this includes the ceil size)."""
+    floor_size, _ = pool_output_size(in_size, window, stride, start_pad, end_pad, dilation)
+    if floor_size > 0 and floor_size * stride < in_size + start_pad:
+        return floor_size, floor_size + 1
+    return (floor_size,)

@@ -15,7 +15,7 @@ from typing import Dict, NamedTuple, Tuple
 
 import numpy as np
 
-from .desc import OPERATOR_DESCS, TensorDesc, dml_name, pool_output_size
+from .desc import OPERATOR_DESCS, TensorDesc, dml_name, pool_output_accepted, pool_output_size
 from .dtypes import DataType
 from .errors import DescError
 
@@ -352,13 +352,14 @@ def _check_pooling(desc, t):
     for i in range(dc):
         size, w, s, sp, ep, d = (x.sizes[2 + i], *(arrays[k][i] for k in (
             "window_size", "strides", "start_padding", "end_padding", "dilations")))
-        floor_size, ceil_size = pool_output_size(size, w, s, sp, ep, d)
+        floor_size, _ = pool_output_size(size, w, s, sp, ep, d)
+        accepted = pool_output_accepted(size, w, s, sp, ep, d)
         if floor_size <= 0:
             raise DescError(
                 f"{op}: WindowSize[{i}] = {w} with Dilations[{i}] = {d} spans {(w - 1) * d + 1} "
                 f"elements, more than the padded InputTensor size {size + sp + ep}")
-        if y.sizes[2 + i] not in (floor_size, ceil_size):
-            also = f" or {ceil_size} (ceil mode)" if ceil_size != floor_size else ""
+        if y.sizes[2 + i] not in accepted:
+            also = f" or {accepted[1]} (ceil mode)" if len(accepted) > 1 else ""
             raise DescError(f"{op}: OutputTensor Sizes[{2 + i}] must be {floor_size}{also} "
                             f"(got {y.sizes[2 + i]})")
     c = x.sizes[1]

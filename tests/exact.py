@@ -13,6 +13,8 @@ import itertools
 import math
 from fractions import Fraction
 
+import numpy as np
+
 QRANGE = {"int8": (-128, 127), "uint8": (0, 255)}
 
 NAN = float("nan")
@@ -57,10 +59,10 @@ def round_ieee(value, fmt: str = "float32") -> float:
     return _round_ratio(q.numerator, q.denominator, fmt)
 
 
-def _rint_fraction(a: Fraction) -> int:
-    """Nearest integer to a, ties to even (exact)."""
-    f, rem = divmod(a.numerator, a.denominator)
-    if 2 * rem > a.denominator or (2 * rem == a.denominator and f & 1):
+def _rint_ratio(n: int, d: int) -> int:
+    """Nearest integer to n / d (d > 0), ties to even (exact)."""
+    f, rem = divmod(n, d)
+    if 2 * rem > d or (2 * rem == d and f & 1):
         f += 1
     return f
 
@@ -125,7 +127,10 @@ def add32(a: float, b: float) -> float:
 
 def rint_even(x) -> int:
     """rint of a finite value, ties to even."""
-    return _rint_fraction(Fraction(x))
+    if isinstance(x, float):
+        return _rint_ratio(*x.as_integer_ratio())
+    q = Fraction(x)
+    return _rint_ratio(q.numerator, q.denominator)
 
 
 def round_saturate(t: float, zp: int, dtype: str) -> int:
@@ -175,16 +180,18 @@ def _at(seq, i):
 
 
 def matmul(A, a_s, a_zp, B, b_s, b_zp, o_s, o_zp, dtype: str):
-    """A: M x K, B: K x N nested lists of ints. Scales/zps: sequences of length 1
+    """A: (M, K), B: (K, N) integer arrays. Scales/zps: sequences of length 1
     or M (A, out) / N (B); zps may be None. Returns an M x N list of ints."""
-    M, K, N = len(A), len(B), len(B[0]) if B else 0
+    A, B = np.asarray(A), np.asarray(B)
+    (M, K), N = A.shape, B.shape[1]
+    rows, cols = A.tolist(), B.T.tolist()
     out = []
     for m in range(M):
-        row = []
         azp = int(_at(a_zp, m) or 0)
+        row = []
         for n in range(N):
             bzp = int(_at(b_zp, n) or 0)
-            acc = sum((int(A[m][k]) - azp) * (int(B[k][n]) - bzp) for k in range(K))
+            acc = sum((x - azp) * (y - bzp) for x, y in zip(rows[m], cols[n]))  # Python ints
             mult = div32(mul32(float(_at(a_s, m)), float(_at(b_s, n))), float(_at(o_s, m)))
             t = mul32(f32(acc), mult)
             row.append(requantize(t, 1.0, _at(o_zp, m), dtype))
@@ -224,3 +231,82 @@ def avgpool(x, x_s, x_zp, o_s, o_zp, dtype, out_spatial, window, strides, start_
         return [build(nn, cc, prefix + (o,)) for o in range(out_spatial[len(prefix)])]
 
     return [[build(nn, cc, ()) for cc in range(c_)] for nn in range(n_)]
+
+
+# ---- array drivers: NumPy only broadcasts and indexes; every value is computed
+# ---- by the scalar functions above.
+
+def _scalar(v):
+    """A NumPy element as a Python float (exact for float16/32) or int."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def _zps(zp):
+    return None if zp is None else [int(_scalar(v)) for v in np.asarray(zp).reshape(-1)]
+
+
+def _scales(s):
+    return [float(_scalar(v)) for v in np.asarray(s).reshape(-1)]
+
+
+def quantize_array(x, s, zp, dtype):
+    x, s = np.asarray(x), np.asarray(s)
+    shape = np.broadcast_shapes(x.shape, s.shape, () if zp is None else np.shape(zp))
+    xb, sb = np.broadcast_to(x, shape), np.broadcast_to(s, shape)
+    zb = None if zp is None else np.broadcast_to(np.asarray(zp), shape)
+    out = np.empty(shape, dtype)
+    for i in np.ndindex(shape):
+        out[i] = quantize(_scalar(xb[i]), float(sb[i]), None if zb is None else int(zb[i]), str(np.dtype(dtype)))
+    return out
+
+
+def dequantize_array(q, s, zp, out_dtype=None):
+    q, s = np.asarray(q), np.asarray(s)
+    out_dtype = np.dtype(out_dtype or s.dtype)
+    shape = np.broadcast_shapes(q.shape, s.shape, () if zp is None else np.shape(zp))
+    qb, sb = np.broadcast_to(q, shape), np.broadcast_to(s, shape)
+    zb = None if zp is None else np.broadcast_to(np.asarray(zp), shape)
+    out = np.empty(shape, out_dtype)
+    for i in np.ndindex(shape):
+        out[i] = dequantize(int(qb[i]), float(sb[i]), None if zb is None else int(zb[i]), str(out_dtype))
+    return out
+
+
+def add_array(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, dtype, shape=None):
+    a, b = np.asarray(a), np.asarray(b)
+    shape = np.broadcast_shapes(a.shape, b.shape) if shape is None else shape
+    ab, bb = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    one = lambda v, f: None if v is None else f(np.asarray(v).reshape(-1)[0])  # noqa: E731
+    args = (one(a_s, float), one(a_zp, int), one(b_s, float), one(b_zp, int), one(o_s, float), one(o_zp, int))
+    # A's and B's dequantized values depend on one element each: tabulate them.
+    av = {v: dequantize(v, args[0], args[1]) for v in np.unique(ab).tolist()}
+    bv = {v: dequantize(v, args[2], args[3]) for v in np.unique(bb).tolist()}
+    name = str(np.dtype(dtype))
+    res = [requantize(add32(av[x], bv[y]), args[4], args[5], name)
+           for x, y in zip(ab.ravel().tolist(), bb.ravel().tolist())]
+    return np.array(res, dtype=np.int64).reshape(shape).astype(dtype)
+
+
+def matmul_array(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, dtype, batch_shape=None):
+    """numpy.matmul-style batches; each (M, N) product by the scalar model."""
+    a, b = np.asarray(a), np.asarray(b)
+    if batch_shape is None:
+        batch_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    M, N = a.shape[-2], b.shape[-1]
+    ab = np.broadcast_to(a, batch_shape + a.shape[-2:])
+    bb = np.broadcast_to(b, batch_shape + b.shape[-2:])
+    out = np.empty(batch_shape + (M, N), dtype)
+    args = (_scales(a_s), _zps(a_zp), _scales(b_s), _zps(b_zp), _scales(o_s), _zps(o_zp))
+    for z in np.ndindex(batch_shape):
+        res = matmul(ab[z], args[0], args[1], bb[z], args[2], args[3],
+                     args[4], args[5], str(np.dtype(dtype)))
+        out[z] = np.array(res, dtype=np.int64).reshape(M, N)
+    return out
+
+
+def avgpool_array(x, x_s, x_zp, o_s, o_zp, dtype, out_spatial, window, strides, start_pad,
+                  end_pad, dilations, include_padding):
+    x = np.asarray(x)
+    res = avgpool(x, _scales(x_s), _zps(x_zp), _scales(o_s), _zps(o_zp), str(np.dtype(dtype)),
+                  out_spatial, window, strides, start_pad, end_pad, dilations, include_padding)
+    return np.array(res, dtype=np.int64).reshape(x.shape[:2] + tuple(out_spatial)).astype(dtype)

@@ -269,3 +269,18 @@ def test_cli_info_and_check_without_gpu():
     check = subprocess.run([sys.executable, "-m", "dmlq", "check"], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     assert " 0 failed" in check.stdout
+
+
+def test_ceil_mode_sizes_follow_onnx_and_semantics():
+    from dmlq.desc import pool_output_accepted, pool_output_size
+
+    # 7 wide, window 3, stride 1: exact division, so ceil mode adds nothing (ONNX, PyTorch) ...
+    assert pool_output_size(7, 3, 1, 0, 0, 1) == (5, 5)
+    # ... but SEMANTICS.md still accepts 6 in a desc: the 6th window starts at 5 < 7.
+    assert pool_output_accepted(7, 3, 1, 0, 0, 1) == (5, 6)
+    # 8 wide, window 3, stride 2: (8 - 3) / 2 is inexact -> floor 3, ceil 4 (window at 6 < 8)
+    assert pool_output_size(8, 3, 2, 0, 0, 1) == (3, 4)
+    # the extra window would start in the end padding only: not accepted
+    assert pool_output_size(4, 2, 3, 0, 2, 1) == (2, 2)
+    x = np.zeros((1, 1, 1, 7), u8)
+    assert dmlq.quantized_avg_pool(x, 1.0, None, 1.0, None, (1, 3), ceil_mode=True).shape == (1, 1, 1, 5)

@@ -1,0 +1,14 @@
+"""quantize / dequantize / add at 256 MiB and 1 GiB of input, per-tensor and per-axis:
+dmlq's variants against CuPy (expression and fused kernel) and torch, in GB/s
+against the same-run copy bandwidth."""
+import pytest
+
+from dmlq import bench as B
+
+pytestmark = pytest.mark.benchmark(timer=B.gpu_timer, disable_gc=True)
+PARAMS = B.case_impls(B.elementwise_cases())
+
+
+@pytest.mark.parametrize("group, impl", PARAMS, ids=[f"{g}|{i}" for g, i in PARAMS])
+def test_elementwise(run_bench, group, impl):
+    run_bench(group, impl)

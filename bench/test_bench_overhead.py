@@ -1,0 +1,22 @@
+"""Per-call cost on a tiny (1024-element) quantize, judged against CuPy's own
+ElementwiseKernel call measured in the same run (many pedantic rounds), and a
+CUDA graph of 12 dmlq calls (quantize -> add -> dequantize, x4) captured with
+Stream.begin_capture / end_capture and replayed with graph.launch, against the
+same calls made eagerly and against CuPy kernels (eager and captured)."""
+import pytest
+
+from dmlq import bench as B
+
+pytestmark = pytest.mark.benchmark(timer=B.gpu_timer, disable_gc=True)
+OVERHEAD = B.case_impls(B.overhead_cases())
+GRAPH = B.case_impls(B.graph_cases())
+
+
+@pytest.mark.parametrize("group, impl", OVERHEAD, ids=[f"{g}|{i}" for g, i in OVERHEAD])
+def test_overhead(run_bench, group, impl):
+    run_bench(group, impl)
+
+
+@pytest.mark.parametrize("group, impl", GRAPH, ids=[f"{g}|{i}" for g, i in GRAPH])
+def test_graph(run_bench, group, impl):
+    run_bench(group, impl)

@@ -1,0 +1,392 @@
+// QUANTIZED_LINEAR_AVERAGE_POOLING, 2-D and 3-D, bit-exact with SEMANTICS.md:
+//   S = sum of (x - x_zp[c]) over the taps inside the input (exact integer),
+//   out = count == 0 ? out_zp[c]
+//                    : requantize((float(S) * x_scale[c]) / float(count), out_scale[c], out_zp[c]).
+// A 2-D problem runs as 3-D with D = OD = KD = 1. dmlq/gpu/avgpool.py picks the variant.
+//
+// Variants
+//   tile_k2s2 / tile_k3s1 / tile_k3s2   avgpool_tile<TX, TO, KW, SW, OPT>
+//     Any shape whose W window/stride is 2/2, 3/1 or 3/2 with W dilation 1 and W stride of x 1
+//     (all other strides, pads, D/H windows and dilations, ceil mode, IncludePadding free).
+//     A thread makes OPT adjacent outputs of one output row: per window row it loads the
+//     (OPT-1)*SW+KW bytes all OPT windows cover as aligned 32-bit words (overlap reused in
+//     registers), aligns them with funnel shifts and sums each window with dp4a against a
+//     compile-time byte mask. Block = (groups along W) x (output rows), rows counted over all
+//     planes, so no lanes idle on small images; divisions by host-computed magic numbers, once per
+//     OPT outputs. With per-tensor scales and zero points a shared-memory table (built once per
+//     persistent block) maps S to the output for windows of full count: no divisions per output.
+//   global_warp / global_block          avgpool_global<TX, TO, GROUP>
+//     Window = the whole (contiguous) image, no start padding: a warp (block) per (n, c) plane,
+//     16-byte loads, int64 shuffle reduction. global_block where planes are few and large.
+//   general                             avgpool_general<TX, TO>
+//     Everything else (W dilation, other W windows, any strides of x incl. 0 and negative):
+//     one thread per output, 3-D grid (ow, oh, planes), int64 sums and counts.
+//
+// Napkin math (H100 SXM: 3.35 TB/s HBM; 132 SMs x 4 issue slots x ~1.75 GHz = ~29.6 T thread
+// instructions/s). Bytes = input + output.
+//   2x2/2 on 256x256x56x56: 205 MB + 51 MB = 257 MB -> 77 us at peak; 51M outputs at that rate
+//     leave ~44 instructions per output. The exact epilogue (two IEEE divisions, rint, clamp:
+//     ~35 instructions, 2 MUFU) fits; the table makes it ~5.
+//   3x3/1 pad 1 on the same: 205 MB + 205 MB -> 123 us; 205M outputs leave ~18 instructions per
+//     output: compute-bound with the exact epilogue, hence the table (per-tensor). Input rows are
+//     read by 3 output rows: L1 absorbs the reuse, DRAM sees each byte once.
+//   Loads: 1.25 (2x2/2) or 0.4 (3x3/1, per window row) 32-bit loads per output instead of 4 or 3
+//     byte loads, so the LSU/L1 stay well under their ~128 B/clk/SM.
+#include "common.cuh"
+
+namespace avgpool_detail {
+
+// Per-channel flags of the quantization parameters (bit set: indexed by channel, else [0]).
+enum { PC_XS = 1, PC_XZP = 2, PC_OS = 4, PC_OZP = 8 };
+
+struct Quant {
+  float xs, os;
+  int xzp, ozp;
+};
+
+template <typename TX, typename TO>
+__device__ __forceinline__ Quant load_quant(int c, const float* xs, const TX* xzp, const float* os,
+                                            const TO* ozp, int per_channel) {
+  Quant q;
+  q.xs = __ldg(xs + ((per_channel & PC_XS) ? c : 0));
+  q.xzp = xzp ? static_cast<int>(__ldg(xzp + ((per_channel & PC_XZP) ? c : 0))) : 0;
+  q.os = __ldg(os + ((per_channel & PC_OS) ? c : 0));
+  q.ozp = ozp ? static_cast<int>(__ldg(ozp + ((per_channel & PC_OZP) ? c : 0))) : 0;
+  return q;
+}
+
+// The SEMANTICS.md result for a window sum S over `count` divisor taps.
+template <typename TO, typename I>
+__device__ __forceinline__ TO pool_value(I s, I count, const Quant& q) {
+  if (count == 0) return static_cast<TO>(q.ozp);
+  const float v = dmlq::ieee_div(dmlq::ieee_mul(dmlq::to_f32(s), q.xs), dmlq::to_f32(count));
+  return dmlq::requantize<TO>(v, q.os, q.ozp);
+}
+
+// n / d for n < 2**31, 1 <= d < 2**31; (magic, shift) from avgpool.py's _magic(d).
+__device__ __forceinline__ unsigned fast_div(unsigned n, unsigned magic, int shift) {
+  return (__umulhi(n, magic) + n) >> shift;
+}
+
+// [k0, k1): the taps k < K of a window starting at `start` (step dil) with lo <= start + k*dil < hi.
+template <typename I>
+__device__ __forceinline__ void tap_range(I start, I K, I dil, I lo, I hi, I& k0, I& k1) {
+  k0 = start >= lo ? I(0) : (lo - start + dil - 1) / dil;
+  k1 = start < hi ? min(K, (hi - start + dil - 1) / dil) : I(0);
+  if (k1 < k0) k1 = k0;
+}
+
+// acc + the bytes of w selected by mask (0x01 per byte), as TX values.
+template <typename TX> __device__ __forceinline__ int sum_bytes(unsigned w, unsigned mask, int acc);
+template <> __device__ __forceinline__ int sum_bytes<int8>(unsigned w, unsigned mask, int acc) {
+  return __dp4a(static_cast<int>(w), static_cast<int>(mask), acc);
+}
+template <> __device__ __forceinline__ int sum_bytes<uint8>(unsigned w, unsigned mask, int acc) {
+  return static_cast<int>(__dp4a(w, mask, static_cast<unsigned>(acc)));
+}
+
+// dp4a mask selecting, within aligned word q, the bytes first .. first + kw - 1 of the span.
+__host__ __device__ constexpr unsigned tap_mask(int first, int kw, int q) {
+  unsigned m = 0;
+  for (int k = 0; k < kw; ++k) {
+    const int b = first + k;
+    if ((b >> 2) == q) m |= 1u << (8 * (b & 3));
+  }
+  return m;
+}
+
+// The 4 bytes at 4-aligned address a, those outside [lo, hi) read as 0.
+__device__ __forceinline__ unsigned load_word_masked(unsigned long long a, unsigned long long lo,
+                                                     unsigned long long hi) {
+  if (a >= lo && a + 4 <= hi) return __ldg(reinterpret_cast<const unsigned*>(a));
+  unsigned w = 0;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    if (a + b >= lo && a + b < hi)
+      w |= static_cast<unsigned>(__ldg(reinterpret_cast<const unsigned char*>(a + b))) << (8 * b);
+  }
+  return w;
+}
+
+// v[k] byte m = byte 4k + m of the L-byte span starting at row[w0] (w0 may be negative); bytes
+// outside row[0 .. W) are 0. Only whole aligned words inside the row are read as words.
+template <int L>
+__device__ __forceinline__ void load_span(const void* row, int w0, int W, unsigned (&v)[(L + 3) / 4]) {
+  constexpr int NA = (L + 3) / 4;  // aligned words of the span
+  constexpr int NW = (L + 6) / 4;  // words it can touch when it starts at any byte
+  const unsigned long long lo = reinterpret_cast<unsigned long long>(row);
+  const unsigned long long hi = lo + static_cast<unsigned>(W);
+  const unsigned long long a = lo + static_cast<unsigned long long>(static_cast<long long>(w0));
+  const unsigned long long wa = a & ~3ull;
+  const unsigned s = static_cast<unsigned>(a & 3);
+  const unsigned long long end = (a + L + 3) & ~3ull;  // one past the last word touched
+  unsigned w[NA + 1];
+  if (wa >= lo && end <= hi) {
+#pragma unroll
+    for (int i = 0; i < NW; ++i)
+      w[i] = wa + 4 * i < end ? __ldg(reinterpret_cast<const unsigned*>(wa) + i) : 0u;
+  } else {
+#pragma unroll
+    for (int i = 0; i < NW; ++i) w[i] = wa + 4 * i < end ? load_word_masked(wa + 4 * i, lo, hi) : 0u;
+  }
+#pragma unroll
+  for (int i = NW; i < NA + 1; ++i) w[i] = 0u;
+#pragma unroll
+  for (int k = 0; k < NA; ++k) v[k] = __funnelshift_r(w[k], w[k + 1], 8 * s);
+}
+
+}  // namespace avgpool_detail
+
+// ---------------------------------------------------------------------------------------------
+// general: one thread per output. Block (bx, by, bz) over (ow, oh, plane), grid-stride in all
+// three; planes = N*C*OD; out is contiguous (N, C, OD, OH, OW). (mag_od, sh_od) and (mag_c, sh_c)
+// divide plane indices below 2**31; larger ones use 64-bit division.
+template <typename TX, typename TO>
+__global__ void __launch_bounds__(256) avgpool_general(
+    const TX* __restrict__ x, TO* __restrict__ out, long long planes, int C, int OD, int OH, int OW,
+    int D, int H, int W, long long sxn, long long sxc, long long sxd, long long sxh, long long sxw,
+    int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW,
+    int PD, int PH, int PW, int ED, int EH, int EW, int include_padding,
+    unsigned mag_od, int sh_od, unsigned mag_c, int sh_c,
+    const float* __restrict__ xs, const TX* __restrict__ xzp, const float* __restrict__ os,
+    const TO* __restrict__ ozp, int per_channel) {
+  using namespace avgpool_detail;
+  typedef long long i64;
+  for (i64 p = static_cast<i64>(blockIdx.z) * blockDim.z + threadIdx.z; p < planes;
+       p += static_cast<i64>(gridDim.z) * blockDim.z) {
+    i64 n, nc;
+    int c, od;
+    if (p < 0x7fffffffLL) {
+      const unsigned up = static_cast<unsigned>(p);
+      const unsigned unc = fast_div(up, mag_od, sh_od);
+      const unsigned un = fast_div(unc, mag_c, sh_c);
+      od = static_cast<int>(up - unc * static_cast<unsigned>(OD));
+      c = static_cast<int>(unc - un * static_cast<unsigned>(C));
+      nc = unc;
+      n = un;
+    } else {
+      nc = p / OD;
+      od = static_cast<int>(p - nc * OD);
+      n = nc / C;
+      c = static_cast<int>(nc - n * C);
+    }
+    const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
+    const TX* xp = x + (n * sxn + c * sxc);
+    TO* op = out + p * OH * static_cast<i64>(OW);
+
+    const i64 d0 = static_cast<i64>(od) * SD - PD;
+    i64 kd0, kd1, pd0, pd1;
+    tap_range<i64>(d0, KD, DD, 0, D, kd0, kd1);
+    tap_range<i64>(d0, KD, DD, -PD, static_cast<i64>(D) + ED, pd0, pd1);
+    for (int oh = blockIdx.y * blockDim.y + threadIdx.y; oh < OH; oh += gridDim.y * blockDim.y) {
+      const i64 h0 = static_cast<i64>(oh) * SH - PH;
+      i64 kh0, kh1, ph0, ph1;
+      tap_range<i64>(h0, KH, DH, 0, H, kh0, kh1);
+      tap_range<i64>(h0, KH, DH, -PH, static_cast<i64>(H) + EH, ph0, ph1);
+      for (int ow = blockIdx.x * blockDim.x + threadIdx.x; ow < OW; ow += gridDim.x * blockDim.x) {
+        const i64 w0 = static_cast<i64>(ow) * SW - PW;
+        i64 kw0, kw1, pw0, pw1;
+        tap_range<i64>(w0, KW, DW, 0, W, kw0, kw1);
+        tap_range<i64>(w0, KW, DW, -PW, static_cast<i64>(W) + EW, pw0, pw1);
+        i64 sum = 0;
+        for (i64 kd = kd0; kd < kd1; ++kd) {
+          const TX* xd = xp + (d0 + kd * DD) * sxd;
+          for (i64 kh = kh0; kh < kh1; ++kh) {
+            const TX* xh = xd + (h0 + kh * DH) * sxh;
+            for (i64 kw = kw0; kw < kw1; ++kw) sum += static_cast<int>(__ldg(xh + (w0 + kw * DW) * sxw));
+          }
+        }
+        const i64 count_in = (kd1 - kd0) * (kh1 - kh0) * (kw1 - kw0);
+        const i64 count = include_padding ? (pd1 - pd0) * (ph1 - ph0) * (pw1 - pw0) : count_in;
+        op[static_cast<i64>(oh) * OW + ow] = pool_value<TO, i64>(sum - count_in * q.xzp, count, q);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// tile: block (BX, BY) with BX*BY <= 256; thread (tx, ty) makes outputs [g*OPT, g*OPT + OPT) of
+// output row r (all planes' rows counted together: r = ((n*C + c)*OD + od)*OH + oh), with
+// g = gb*BX + tx, r = rb*BY + ty; grid (row blocks, W group blocks), both grid-stride.
+// rows = N*C*OD*OH < 2**31, groups = ceil(OW/OPT). The W stride of x is 1. out is contiguous.
+// lut_n = 0, or KD*KH*KW*255 + 1 with that many bytes of dynamic shared memory (per-tensor
+// quantization only): lut[S - KVOL*(qmin - x_zp)] is the output of a sum S over KVOL taps.
+template <typename TX, typename TO, int KW, int SW, int OPT>
+__global__ void __launch_bounds__(256) avgpool_tile(
+    const TX* __restrict__ x, TO* __restrict__ out, int rows, int groups,
+    int C, int OD, int OH, int OW, int D, int H, int W,
+    unsigned mag_oh, int sh_oh, unsigned mag_od, int sh_od, unsigned mag_c, int sh_c,
+    long long sxn, long long sxc, long long sxd, long long sxh,
+    int KD, int KH, int SD, int SH, int DD, int DH,
+    int PD, int PH, int PW, int ED, int EH, int EW, int include_padding,
+    const float* __restrict__ xs, const TX* __restrict__ xzp, const float* __restrict__ os,
+    const TO* __restrict__ ozp, int per_channel, int lut_n) {
+  using namespace avgpool_detail;
+  typedef long long i64;
+  constexpr int L = (OPT - 1) * SW + KW;  // bytes of one window row the OPT outputs cover
+  constexpr int NA = (L + 3) / 4;
+  constexpr int QMIN = dmlq::qlimits<TX>::min;
+  static_assert(OPT % 4 == 0, "outputs are stored as whole words");
+  extern __shared__ unsigned char smem_lut[];
+  TO* lut = reinterpret_cast<TO*>(smem_lut);
+
+  const int kvol = KD * KH * KW;
+  int smin = 0;
+  if (lut_n > 0) {  // uniform: every thread builds and waits
+    const Quant q0 = load_quant<TX, TO>(0, xs, xzp, os, ozp, 0);
+    smin = kvol * (QMIN - q0.xzp);
+    for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < lut_n; i += blockDim.x * blockDim.y)
+      lut[i] = pool_value<TO, int>(smin + i, kvol, q0);
+    __syncthreads();
+  }
+
+  for (int gb = blockIdx.y; gb * static_cast<int>(blockDim.x) < groups; gb += gridDim.y) {
+    const int g = gb * blockDim.x + threadIdx.x;
+    for (i64 rb = blockIdx.x; rb * blockDim.y < rows; rb += gridDim.x) {
+      const i64 r64 = rb * blockDim.y + threadIdx.y;
+      if (g >= groups || r64 >= rows) continue;
+      const unsigned r = static_cast<unsigned>(r64);
+      const unsigned plane = fast_div(r, mag_oh, sh_oh);
+      const unsigned nc = fast_div(plane, mag_od, sh_od);
+      const unsigned n = fast_div(nc, mag_c, sh_c);
+      const int oh = static_cast<int>(r - plane * static_cast<unsigned>(OH));
+      const int od = static_cast<int>(plane - nc * static_cast<unsigned>(OD));
+      const int c = static_cast<int>(nc - n * static_cast<unsigned>(C));
+      const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
+
+      const int d0 = od * SD - PD, h0 = oh * SH - PH;
+      int kd0, kd1, kh0, kh1;
+      tap_range<int>(d0, KD, DD, 0, D, kd0, kd1);
+      tap_range<int>(h0, KH, DH, 0, H, kh0, kh1);
+      const int ow0 = g * OPT;
+      const int w0 = ow0 * SW - PW;
+
+      int acc[OPT];
+#pragma unroll
+      for (int j = 0; j < OPT; ++j) acc[j] = 0;
+      const TX* xp = x + (static_cast<i64>(n) * sxn + static_cast<i64>(c) * sxc);
+      for (int kd = kd0; kd < kd1; ++kd) {
+        const TX* xd = xp + static_cast<i64>(d0 + kd * DD) * sxd;
+        for (int kh = kh0; kh < kh1; ++kh) {
+          const TX* xr = xd + static_cast<i64>(h0 + kh * DH) * sxh;
+          unsigned v[NA];
+          load_span<L>(xr, w0, W, v);
+#pragma unroll
+          for (int j = 0; j < OPT; ++j) {
+#pragma unroll
+            for (int k = 0; k < NA; ++k) {
+              const unsigned m = tap_mask(j * SW, KW, k);
+              if (m != 0u) acc[j] = sum_bytes<TX>(v[k], m, acc[j]);
+            }
+          }
+        }
+      }
+
+      unsigned packed[OPT / 4];
+#pragma unroll
+      for (int k = 0; k < OPT / 4; ++k) packed[k] = 0u;
+      const int cd = kd1 - kd0, ch = kh1 - kh0;
+      if (cd == KD && ch == KH && w0 >= 0 && w0 + L <= W) {
+        // every window full: count = kvol, S = acc - kvol*x_zp, S - smin = acc - kvol*QMIN
+#pragma unroll
+        for (int j = 0; j < OPT; ++j) {
+          const TO o = lut_n > 0 ? lut[acc[j] - kvol * QMIN]
+                                 : pool_value<TO, int>(acc[j] - kvol * q.xzp, kvol, q);
+          packed[j / 4] |= static_cast<unsigned>(static_cast<unsigned char>(o)) << (8 * (j % 4));
+        }
+      } else {
+        int cdp = cd, chp = ch;
+        if (include_padding) {
+          int a, b;
+          tap_range<int>(d0, KD, DD, -PD, D + ED, a, b);
+          cdp = b - a;
+          tap_range<int>(h0, KH, DH, -PH, H + EH, a, b);
+          chp = b - a;
+        }
+#pragma unroll
+        for (int j = 0; j < OPT; ++j) {
+          const int s = w0 + j * SW;
+          const int cw = max(0, min(s + KW, W) - max(s, 0));
+          const int cwp = include_padding ? max(0, min(s + KW, W + EW) - max(s, -PW)) : cw;
+          const int count_in = cd * ch * cw;
+          const int count = cdp * chp * cwp;
+          const int sum = acc[j] - count_in * q.xzp;
+          const TO o = (lut_n > 0 && count == kvol) ? lut[sum - smin] : pool_value<TO, int>(sum, count, q);
+          packed[j / 4] |= static_cast<unsigned>(static_cast<unsigned char>(o)) << (8 * (j % 4));
+        }
+      }
+
+      TO* orow = out + (static_cast<i64>(r) * OW + ow0);
+      if (ow0 + OPT <= OW && (reinterpret_cast<unsigned long long>(orow) & 3) == 0) {
+#pragma unroll
+        for (int k = 0; k < OPT / 4; ++k) reinterpret_cast<unsigned*>(orow)[k] = packed[k];
+      } else {
+#pragma unroll
+        for (int j = 0; j < OPT; ++j)
+          if (ow0 + j < OW) orow[j] = static_cast<TO>(packed[j / 4] >> (8 * (j % 4)));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// global: GROUP threads (32: a warp, 256: the block) per (n, c) plane of `vol` contiguous bytes;
+// blockDim.x = 256, grid-stride over planes = N*C. out is contiguous, out[p] for p = n*C + c.
+template <typename TX, typename TO, int GROUP>
+__global__ void __launch_bounds__(256) avgpool_global(
+    const TX* __restrict__ x, TO* __restrict__ out, long long planes, int C, long long vol,
+    long long sxn, long long sxc, const float* __restrict__ xs, const TX* __restrict__ xzp,
+    const float* __restrict__ os, const TO* __restrict__ ozp, int per_channel) {
+  using namespace avgpool_detail;
+  typedef long long i64;
+  typedef unsigned long long u64;
+  static_assert(GROUP == 32 || GROUP == 256, "a warp or the whole block per plane");
+  constexpr int PER_BLOCK = 256 / GROUP;
+  const int lane = threadIdx.x % GROUP;
+  __shared__ i64 warp_sums[8];
+
+  for (i64 p0 = static_cast<i64>(blockIdx.x) * PER_BLOCK; p0 < planes;
+       p0 += static_cast<i64>(gridDim.x) * PER_BLOCK) {
+    const i64 p = p0 + threadIdx.x / GROUP;
+    i64 sum = 0;
+    int c = 0;
+    if (p < planes) {
+      const i64 n = p / C;
+      c = static_cast<int>(p - n * C);
+      const u64 b = reinterpret_cast<u64>(x + (n * sxn + c * sxc));
+      const u64 e = b + static_cast<u64>(vol);
+      const u64 a16 = min((b + 15) & ~15ull, e);  // [b, a16) and [z16, e) are < 16 bytes each
+      const u64 z16 = max(e & ~15ull, a16);
+      const int head = static_cast<int>(a16 - b), edge = head + static_cast<int>(e - z16);
+      for (int i = lane; i < edge; i += GROUP) {
+        const u64 at = i < head ? b + i : z16 + (i - head);
+        sum += static_cast<int>(__ldg(reinterpret_cast<const TX*>(at)));
+      }
+#pragma unroll 4
+      for (u64 at = a16 + 16ull * lane; at < z16; at += 16ull * GROUP) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(at));
+        int t = sum_bytes<TX>(v.x, 0x01010101u, 0);
+        t = sum_bytes<TX>(v.y, 0x01010101u, t);
+        t = sum_bytes<TX>(v.z, 0x01010101u, t);
+        t = sum_bytes<TX>(v.w, 0x01010101u, t);
+        sum += t;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (GROUP == 256) {
+      if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        sum = 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) sum += warp_sums[k];
+      }
+      __syncthreads();  // warp_sums is reused by the next plane
+    }
+    if (lane == 0 && p < planes) {
+      const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
+      out[p] = pool_value<TO, i64>(sum - vol * q.xzp, vol, q);
+    }
+  }
+}

@@ -1,0 +1,433 @@
+// QUANTIZED_LINEAR_MATRIX_MULTIPLY on dp4a (sm_61+): shared-memory tiled,
+// register-blocked int8 matmul whose epilogue folds in the zero points and
+// requantizes straight to int8/uint8; the int32 product never touches memory.
+//
+// Kernels (TA, TB, TO each int8 or uint8, all 8 combinations; the parameter
+// list is the matmul kernel ABI shared with matmul_mma.cu):
+//   matmul_dp4a<TA, TB, TO, BM, BN, BK, TM, TN>       int32 accumulators, K <= 32768
+//     dp4a-128x64  128x64x32, 8x8 per thread, 128 threads: big M and N
+//     dp4a-64x64    64x64x32, 8x8 per thread,  64 threads: mid sizes (2x the blocks of 128x64)
+//     dp4a-32x32    32x32x32, 4x4 per thread,  64 threads: small or skinny products
+//   matmul_dp4a_wide<TA, TB, TO, 64, 64, 32, 8, 4>     K > 32768 (dp4a-wide)
+//     int32 partial sums over K-chunks of 32768, each zero-point corrected
+//     (exact in int32: |sum_k (a - za)(b - zb)| <= 255*255*32768 < 2**31)
+//     and added into int64 accumulators. Row/column sums come from extra
+//     dp4a against 0x01010101 inside the loop; row_sum_a/col_sum_b are unused.
+//   matmul_row_sums<T> / matmul_col_sums<T>            pre-pass: int32 sums of
+//     each A row (one warp per row) and each B column (32 columns x 8 k-slices
+//     per block), launched only when the other operand has a zero point.
+// Selection: dmlq/gpu/matmul.py select_kernel (pure Python).
+//
+// Epilogue (SEMANTICS.md): acc = S - za*colsum(B) - zb*rowsum(A) + K*za*zb,
+// computed modulo 2**32 (the true value fits in int32 for K <= 33025, so the
+// wrapped result is exact); t = float32(acc) * ((a_scale*b_scale)/out_scale),
+// each op one IEEE-rounded non-ftz PTX instruction; round half even, clamp,
+// add out_zp.
+//
+// Napkin math (H100 SXM: 132 SMs at ~1.98 GHz boost):
+//   ops = 2*M*N*K; bytes = M*K + K*N + M*N.
+//   dp4a peak = 64 dp4a/SM/clk * 8 int ops = 512 ops/SM/clk ~= 134 TOPS.
+//   4096^3: 137 Gop -> 1.03 ms at peak; 48 MiB -> 15 us at 3.35 TB/s, so the
+//   product is compute-bound by ~70x (2730 ops/byte).
+//   128x64 tile, BK=32: 6 KiB of global loads per 524 Kop (85 ops/byte), so
+//   peak needs ~1.6 TB/s from L2 (far below L2 bandwidth). Per thread per
+//   4-deep k step: 64 dp4a against 4 LDS.128 (64 B): 64 B/SM/clk of shared
+//   loads at peak, half the 128 B/clk shared bandwidth; staging costs ~40
+//   instructions per 512 dp4a. Register prefetch of the next tile into two
+//   shared buffers, one __syncthreads per tile. Target >= 60% of dp4a peak.
+//   Loads are 4-byte words when a row is 4-byte aligned (base and lda/ldb
+//   multiples of 4), else predicated byte loads (K % 4 != 0 costs ~2x on
+//   loads only). Edges are predicated; nothing is padded or copied.
+// Indexing: every address is 64-bit (int64 strides); M, N, K are int.
+#include "common.cuh"
+
+namespace dmlq {
+namespace dp4a {
+
+// c + dot(bytes of a, bytes of b), each byte sign- or zero-extended by type;
+// modulo 2**32, so unsigned.
+template <typename TA, typename TB>
+__device__ __forceinline__ unsigned dot4(unsigned a, unsigned b, unsigned c);
+
+template <>
+__device__ __forceinline__ unsigned dot4<int8, int8>(unsigned a, unsigned b, unsigned c) {
+  unsigned d;
+  asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+template <>
+__device__ __forceinline__ unsigned dot4<int8, uint8>(unsigned a, unsigned b, unsigned c) {
+  unsigned d;
+  asm("dp4a.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+template <>
+__device__ __forceinline__ unsigned dot4<uint8, int8>(unsigned a, unsigned b, unsigned c) {
+  unsigned d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+template <>
+__device__ __forceinline__ unsigned dot4<uint8, uint8>(unsigned a, unsigned b, unsigned c) {
+  unsigned d;
+  asm("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+enum : unsigned { kOnes = 0x01010101u };
+enum : int { kChunkK = 32768 };  // int32 partials stay exact up to here
+
+// Bytes p[0..3] little-endian in one word; bytes at index >= valid read as 0
+// and are never dereferenced.
+__device__ __forceinline__ unsigned load_word(const unsigned char* p, int valid, bool aligned) {
+  if (aligned && valid >= 4) return __ldg(reinterpret_cast<const unsigned*>(p));
+  unsigned w = 0;
+#pragma unroll
+  for (int b = 0; b < 4; ++b)
+    if (b < valid) w |= static_cast<unsigned>(__ldg(p + b)) << (8 * b);
+  return w;
+}
+
+// 4x4 byte transpose: word r holds row r's bytes for columns 0..3; word c of
+// the result holds column c's bytes for rows 0..3 (dp4a packing along k).
+__device__ __forceinline__ void transpose4(const unsigned (&w)[4], uint4& o) {
+  const unsigned t0 = __byte_perm(w[0], w[1], 0x5140);
+  const unsigned t1 = __byte_perm(w[0], w[1], 0x7362);
+  const unsigned t2 = __byte_perm(w[2], w[3], 0x5140);
+  const unsigned t3 = __byte_perm(w[2], w[3], 0x7362);
+  o.x = __byte_perm(t0, t2, 0x5410);
+  o.y = __byte_perm(t0, t2, 0x7632);
+  o.z = __byte_perm(t1, t3, 0x5410);
+  o.w = __byte_perm(t1, t3, 0x7632);
+}
+
+// Thread fragments are groups of 4 consecutive rows (columns), the groups
+// THR*4 apart, so fragment reads are conflict-free LDS.128.
+template <int THR>
+__device__ __forceinline__ int frag_pos(int i, int t) {
+  return (i >> 2) * (THR * 4) + t * 4 + (i & 3);
+}
+
+template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int TM, int TN, bool WIDE>
+__device__ __forceinline__ void gemm(
+    const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ C,
+    int M, int N, int K, int batch1,
+    int64 a_bs0, int64 a_bs1, int64 b_bs0, int64 b_bs1, int64 c_bs0, int64 c_bs1,
+    int64 lda, int64 ldb, int64 ldc,
+    const float* __restrict__ a_scale, const float* __restrict__ b_scale,
+    const float* __restrict__ out_scale,
+    const TA* __restrict__ a_zp, const TB* __restrict__ b_zp, const TO* __restrict__ out_zp,
+    int a_per_row, int b_per_col, int out_per_row,
+    const int* __restrict__ row_sum_a, const int* __restrict__ col_sum_b) {
+  constexpr int THR_M = BM / TM, THR_N = BN / TN, NT = THR_M * THR_N;
+  constexpr int KQ = BK / 4;                  // packed k-words per row per tile
+  constexpr int A_PER = BM * KQ / NT;         // A words each thread stages
+  constexpr int B_PER = KQ * (BN / 4) / NT;   // 4x4-byte B blocks each thread stages
+  constexpr int A_ROW_STEP = NT / KQ;         // rows between a thread's A words
+  constexpr int B_KQ_STEP = NT / (BN / 4);    // k-words between a thread's B blocks
+  static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "fragments are 4-wide");
+  static_assert(BM % TM == 0 && BN % TN == 0 && BM % 32 == 0, "tile shape");
+  static_assert(NT % KQ == 0 && (BM * KQ) % NT == 0 && A_PER >= 1, "A staging");
+  static_assert(NT % (BN / 4) == 0 && (KQ * (BN / 4)) % NT == 0 && B_PER >= 1, "B staging");
+  static_assert(kChunkK % BK == 0, "chunks are whole tiles");
+
+  // As[k-word][m] and Bs[k-word][n] hold 4 consecutive k packed in a word.
+  // The +4 pad makes the transposed A stores conflict-free.
+  __shared__ __align__(16) unsigned As[2][KQ][BM + 4];
+  __shared__ __align__(16) unsigned Bs[2][KQ][BN];
+
+  const int tid = threadIdx.x;
+  const int tx = tid % THR_N, ty = tid / THR_N;
+  const int z = blockIdx.z;
+  const int zb0 = z / batch1, zb1 = z - zb0 * batch1;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const unsigned char* Ab = reinterpret_cast<const unsigned char*>(A) + zb0 * a_bs0 + zb1 * a_bs1;
+  const unsigned char* Bb = reinterpret_cast<const unsigned char*>(B) + zb0 * b_bs0 + zb1 * b_bs1;
+  TO* Cb = C + zb0 * c_bs0 + zb1 * c_bs1;
+  const bool a_al = ((reinterpret_cast<size_t>(Ab) | static_cast<size_t>(lda)) & 3) == 0;
+  const bool b_al = ((reinterpret_cast<size_t>(Bb) | static_cast<size_t>(ldb)) & 3) == 0;
+
+  // Staging roles: A word (row a_m + s*A_ROW_STEP, k-word a_kq); B block
+  // (k-words b_kq + s*B_KQ_STEP, columns b_n..b_n+3).
+  const int a_kq = tid % KQ;
+  const int a_m = tid / KQ;
+  const int a_rows_left = M - (m0 + a_m);
+  const unsigned char* a_src = Ab + static_cast<int64>(m0 + a_m) * lda + 4 * a_kq;
+  const int b_n = 4 * (tid % (BN / 4));
+  const int b_kq = tid / (BN / 4);
+  const int b_cols_left = N - (n0 + b_n);
+  const unsigned char* b_src = Bb + n0 + b_n;
+
+  unsigned ra[A_PER];
+  unsigned rb[B_PER][4];
+
+  auto load_tile = [&](int kt) {
+    const int k0 = kt * BK;
+#pragma unroll
+    for (int s = 0; s < A_PER; ++s) {
+      const bool row_ok = s * A_ROW_STEP < a_rows_left;
+      ra[s] = row_ok ? load_word(a_src + static_cast<int64>(s * A_ROW_STEP) * lda + k0,
+                                 K - (k0 + 4 * a_kq), a_al)
+                     : 0u;
+    }
+#pragma unroll
+    for (int s = 0; s < B_PER; ++s) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int k = k0 + 4 * (b_kq + s * B_KQ_STEP) + r;
+        rb[s][r] = k < K ? load_word(b_src + static_cast<int64>(k) * ldb, b_cols_left, b_al) : 0u;
+      }
+    }
+  };
+
+  auto store_tile = [&](int buf) {
+#pragma unroll
+    for (int s = 0; s < A_PER; ++s) As[buf][a_kq][a_m + s * A_ROW_STEP] = ra[s];
+#pragma unroll
+    for (int s = 0; s < B_PER; ++s) {
+      uint4 packed;
+      transpose4(rb[s], packed);
+      *reinterpret_cast<uint4*>(&Bs[buf][b_kq + s * B_KQ_STEP][b_n]) = packed;
+    }
+  };
+
+  // Per-row / per-column zero points (0 when omitted or out of range).
+  unsigned za[TM], zb[TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int m = m0 + frag_pos<THR_M>(i, ty);
+    za[i] = (a_zp != nullptr && m < M) ? static_cast<unsigned>(static_cast<int>(a_zp[a_per_row ? m : 0])) : 0u;
+  }
+#pragma unroll
+  for (int j = 0; j < TN; ++j) {
+    const int n = n0 + frag_pos<THR_N>(j, tx);
+    zb[j] = (b_zp != nullptr && n < N) ? static_cast<unsigned>(static_cast<int>(b_zp[b_per_col ? n : 0])) : 0u;
+  }
+
+  unsigned acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0u;
+
+  // Wide path only: per-chunk row/column sums and the int64 total.
+  unsigned rs[WIDE ? TM : 1], cs[WIDE ? TN : 1];
+  int64 acc64[WIDE ? TM : 1][WIDE ? TN : 1];
+  if constexpr (WIDE) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      rs[i] = 0u;
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc64[i][j] = 0;
+    }
+#pragma unroll
+    for (int j = 0; j < TN; ++j) cs[j] = 0u;
+  }
+
+  const int ntiles = K > 0 ? (K - 1) / BK + 1 : 0;
+  if (ntiles > 0) {
+    load_tile(0);
+    store_tile(0);
+  }
+  __syncthreads();
+
+  int chunk_k0 = 0;
+  for (int t = 0; t < ntiles; ++t) {
+    const int buf = t & 1;
+    if (t + 1 < ntiles) load_tile(t + 1);  // in flight during the math below
+
+#pragma unroll
+    for (int kq = 0; kq < KQ; ++kq) {
+      unsigned a[TM], b[TN];
+#pragma unroll
+      for (int g = 0; g < TM / 4; ++g) {
+        const uint4 v = *reinterpret_cast<const uint4*>(&As[buf][kq][g * THR_M * 4 + ty * 4]);
+        a[4 * g] = v.x; a[4 * g + 1] = v.y; a[4 * g + 2] = v.z; a[4 * g + 3] = v.w;
+      }
+#pragma unroll
+      for (int g = 0; g < TN / 4; ++g) {
+        const uint4 v = *reinterpret_cast<const uint4*>(&Bs[buf][kq][g * THR_N * 4 + tx * 4]);
+        b[4 * g] = v.x; b[4 * g + 1] = v.y; b[4 * g + 2] = v.z; b[4 * g + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = dot4<TA, TB>(a[i], b[j], acc[i][j]);
+      if constexpr (WIDE) {
+#pragma unroll
+        for (int i = 0; i < TM; ++i) rs[i] = dot4<TA, TA>(a[i], kOnes, rs[i]);
+#pragma unroll
+        for (int j = 0; j < TN; ++j) cs[j] = dot4<TB, TB>(kOnes, b[j], cs[j]);
+      }
+    }
+
+    if constexpr (WIDE) {
+      // Fold each chunk of kChunkK (or the last, shorter one) into int64.
+      if ((t + 1) % (kChunkK / BK) == 0 || t + 1 == ntiles) {
+        const int chunk_k1 = (t + 1 == ntiles) ? K : (t + 1) * BK;
+        const unsigned kc = static_cast<unsigned>(chunk_k1 - chunk_k0);
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) {
+            const unsigned v = acc[i][j] - za[i] * cs[j] - zb[j] * rs[i] + kc * za[i] * zb[j];
+            acc64[i][j] += static_cast<int64>(static_cast<int>(v));
+            acc[i][j] = 0u;
+          }
+#pragma unroll
+        for (int i = 0; i < TM; ++i) rs[i] = 0u;
+#pragma unroll
+        for (int j = 0; j < TN; ++j) cs[j] = 0u;
+        chunk_k0 = chunk_k1;
+      }
+    }
+
+    if (t + 1 < ntiles) store_tile(buf ^ 1);
+    __syncthreads();
+  }
+
+  // Epilogue: zero-point correction, requantize, store.
+  float bsc[TN];
+  unsigned cb[TN];
+#pragma unroll
+  for (int j = 0; j < TN; ++j) {
+    const int n = n0 + frag_pos<THR_N>(j, tx);
+    const bool ok = n < N;
+    bsc[j] = ok ? b_scale[b_per_col ? n : 0] : 0.0f;
+    cb[j] = (!WIDE && ok && a_zp != nullptr)
+                ? static_cast<unsigned>(col_sum_b[static_cast<int64>(z) * N + n]) : 0u;
+  }
+  const float b_scale0 = b_scale[0];
+  const bool c_al = ((reinterpret_cast<size_t>(Cb) | static_cast<size_t>(ldc)) & 3) == 0;
+  const unsigned kk = static_cast<unsigned>(K);
+
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int m = m0 + frag_pos<THR_M>(i, ty);
+    if (m >= M) continue;
+    const float as = a_scale[a_per_row ? m : 0];
+    const float os = out_scale[out_per_row ? m : 0];
+    const int ozp = out_zp != nullptr ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
+    const unsigned ra_m = (!WIDE && b_zp != nullptr)
+                              ? static_cast<unsigned>(row_sum_a[static_cast<int64>(z) * M + m]) : 0u;
+    const float mult_row = ieee_div(ieee_mul(as, b_scale0), os);  // used when !b_per_col
+    TO* crow = Cb + static_cast<int64>(m) * ldc;
+#pragma unroll
+    for (int g = 0; g < TN / 4; ++g) {
+      const int n = n0 + g * THR_N * 4 + tx * 4;
+      unsigned char q[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int j = 4 * g + c;
+        float f;
+        if constexpr (WIDE) {
+          f = to_f32(acc64[i][j]);
+        } else {
+          const unsigned v = acc[i][j] - za[i] * cb[j] - zb[j] * ra_m + kk * za[i] * zb[j];
+          f = to_f32(static_cast<int>(v));
+        }
+        const float mult = b_per_col ? ieee_div(ieee_mul(as, bsc[j]), os) : mult_row;
+        q[c] = static_cast<unsigned char>(round_saturate<TO>(ieee_mul(f, mult), ozp));
+      }
+      if (c_al && n + 3 < N) {
+        const unsigned w = q[0] | (static_cast<unsigned>(q[1]) << 8) |
+                           (static_cast<unsigned>(q[2]) << 16) | (static_cast<unsigned>(q[3]) << 24);
+        *reinterpret_cast<unsigned*>(crow + n) = w;
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          if (n + c < N) crow[n + c] = static_cast<TO>(q[c]);
+      }
+    }
+  }
+}
+
+}  // namespace dp4a
+}  // namespace dmlq
+
+#define DMLQ_MATMUL_PARAMS                                                              \
+  const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ C,               \
+      int M, int N, int K, int batch1,                                                  \
+      int64 a_bs0, int64 a_bs1, int64 b_bs0, int64 b_bs1, int64 c_bs0, int64 c_bs1,     \
+      int64 lda, int64 ldb, int64 ldc,                                                  \
+      const float* __restrict__ a_scale, const float* __restrict__ b_scale,             \
+      const float* __restrict__ out_scale,                                              \
+      const TA* __restrict__ a_zp, const TB* __restrict__ b_zp, const TO* __restrict__ out_zp, \
+      int a_per_row, int b_per_col, int out_per_row,                                    \
+      const int* __restrict__ row_sum_a, const int* __restrict__ col_sum_b
+#define DMLQ_MATMUL_ARGS                                                               \
+  A, B, C, M, N, K, batch1, a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1, lda, ldb, ldc,   \
+      a_scale, b_scale, out_scale, a_zp, b_zp, out_zp, a_per_row, b_per_col, out_per_row, \
+      row_sum_a, col_sum_b
+
+// grid (ceil(N/BN), ceil(M/BM), batch0*batch1), block ((BM/TM)*(BN/TN)).
+template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int TM, int TN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN)) matmul_dp4a(DMLQ_MATMUL_PARAMS) {
+  dmlq::dp4a::gemm<TA, TB, TO, BM, BN, BK, TM, TN, false>(DMLQ_MATMUL_ARGS);
+}
+
+// Same ABI and launch; row_sum_a/col_sum_b are ignored (sums are per chunk).
+template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int TM, int TN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN)) matmul_dp4a_wide(DMLQ_MATMUL_PARAMS) {
+  dmlq::dp4a::gemm<TA, TB, TO, BM, BN, BK, TM, TN, true>(DMLQ_MATMUL_ARGS);
+}
+
+#undef DMLQ_MATMUL_PARAMS
+#undef DMLQ_MATMUL_ARGS
+
+// out[z*M + m] = sum_k A[z][m][k] (int32; exact for K <= 2**31 / 255).
+// block 256 = 8 warps, one warp per row, grid-stride over batch*M rows.
+template <typename T>
+__global__ void __launch_bounds__(256) matmul_row_sums(
+    const T* __restrict__ A, int M, int K, int batch, int batch1,
+    int64 a_bs0, int64 a_bs1, int64 lda, int* __restrict__ out) {
+  const int lane = threadIdx.x & 31;
+  const int64 rows = static_cast<int64>(batch) * M;
+  for (int64 r = static_cast<int64>(blockIdx.x) * 8 + (threadIdx.x >> 5); r < rows;
+       r += static_cast<int64>(gridDim.x) * 8) {
+    const int z = static_cast<int>(r / M);
+    const int m = static_cast<int>(r - static_cast<int64>(z) * M);
+    const int zb0 = z / batch1, zb1 = z - zb0 * batch1;
+    const T* p = A + zb0 * a_bs0 + zb1 * a_bs1 + m * lda;
+    unsigned s = 0u;
+    int k = 0;
+    if ((reinterpret_cast<size_t>(p) & 3) == 0) {
+      const unsigned* pw = reinterpret_cast<const unsigned*>(p);
+      const int nw = K >> 2;
+      for (int w = lane; w < nw; w += 32) s = dmlq::dp4a::dot4<T, T>(__ldg(pw + w), dmlq::dp4a::kOnes, s);
+      k = nw << 2;
+    }
+    for (k += lane; k < K; k += 32) s += static_cast<unsigned>(static_cast<int>(p[k]));
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) out[r] = static_cast<int>(s);
+  }
+}
+
+// out[z*N + n] = sum_k B[z][k][n] (int32). block 256 = 32 columns x 8 k-slices;
+// grid (ceil(N/32), min(batch, 65535)), grid-stride over the batch.
+template <typename T>
+__global__ void __launch_bounds__(256) matmul_col_sums(
+    const T* __restrict__ B, int N, int K, int batch, int batch1,
+    int64 b_bs0, int64 b_bs1, int64 ldb, int* __restrict__ out) {
+  __shared__ unsigned part[8][32];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const int n = blockIdx.x * 32 + tx;
+  for (int z = blockIdx.y; z < batch; z += gridDim.y) {
+    const int zb0 = z / batch1, zb1 = z - zb0 * batch1;
+    const T* p = B + zb0 * b_bs0 + zb1 * b_bs1 + n;
+    unsigned s = 0u;
+    if (n < N) {
+#pragma unroll 4
+      for (int k = ty; k < K; k += 8) s += static_cast<unsigned>(static_cast<int>(p[k * ldb]));
+    }
+    part[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && n < N) {
+#pragma unroll
+      for (int i = 1; i < 8; ++i) s += part[i][tx];
+      out[static_cast<int64>(z) * N + n] = static_cast<int>(s);
+    }
+    __syncthreads();
+  }
+}

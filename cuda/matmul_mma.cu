@@ -1,0 +1,369 @@
+// Quantized int8 matmul on tensor cores: mma.sync m16n8k32 (sm_80+).
+//
+// Variant (one template, one production config):
+//   matmul_mma<TA, TB, TO, 128, 128, 64, 4>   128 threads (2x2 warps of 64x64),
+//       4-stage cp.async pipeline, 64 KiB dynamic shared memory.
+//   The template also builds 128x256 / 256x128 (8 warps, 1 block/SM); benchmark
+//   before listing them. Picked by dmlq/gpu/matmul.py for K <= 32768 (int32 is
+//   exact there) when M and N are large enough to fill 128x128 tiles; dp4a
+//   wins for tiny problems, K > 32768 goes to the int64 path in matmul_dp4a.cu.
+//
+// Napkin math (H100 SXM):
+//   ops = 2*M*N*K. Dense int8 tensor peak 1979 TOPS = 132 SMs * 8192 ops/clk
+//   * 1.83 GHz, i.e. one m16n8k32 (8192 ops) per SM sub-partition every 4 clk.
+//   mma.sync is not Hopper's full-rate path (wgmma is); expect well below peak.
+//   Block tile 128x128x64: 2.1 Mops per 16 KiB staged (A 8 KiB + B 8 KiB) =
+//   128 ops/byte from L2. Whole problem: L2->SM bytes = M*N*K*(1/BM + 1/BN);
+//   8192^3 at 50% of peak needs ~7.8 TB/s of L2 reads, near the limit, hence
+//   the grouped block order below (DRAM traffic ~ M*K + K*N + M*N) and the
+//   wider 128x256 option (25% less L2 traffic).
+//   Shared-memory reads: a 64x64 warp tile reads 4 KiB per 32 mma (64 ops/B),
+//   exactly the 128 B/clk/SM ldmatrix bandwidth at peak; a 64x32 warp tile
+//   would cap at 67% of peak, which is why warps own 64x64.
+//   Shared memory per stage (BM + BN) * BK = 16 KiB; 4 stages = 64 KiB, so two
+//   blocks fit an SM on A100 (164 KiB) and H100 (228 KiB).
+//   Registers: 128 int32 accumulators + 32 fragment registers + addressing per
+//   thread (<= 255); 2 blocks * 128 threads * 255 fits the 64 Ki register file.
+//
+// Data path:
+//   A tile (BM x 64 bytes, K contiguous) and B tile (64 x BN bytes, N
+//   contiguous) are copied as-is with 16-byte cp.async into XOR-swizzled
+//   shared memory (no transposition). A fragments come from ldmatrix.x4.
+//   B must reach mma "col" fragments (4 consecutive k of one n per register),
+//   but ldmatrix.trans moves 16-bit pairs: it hands lane (g, t) rows 2t, 2t+1 of
+//   an 8x16-byte matrix at byte columns 2g, 2g+1. Each lane supplies its own row
+//   address, so matrix 0 reads k rows {0,1,4,5,8,9,12,13} and matrix 1 rows
+//   {2,3,6,7,...}; then lane (g, t) holds k = 4t..4t+3 for n = 2g and 2g+1
+//   spread over two registers, and two byte permutes (prmt) yield the B
+//   fragments of two n8 tiles: "even" (n = 2g) and "odd" (n = 2g+1). One
+//   ldmatrix.x4.trans + 4 prmt = k32 x n16. The accumulator of lane (g, t) then
+//   covers 4 adjacent output columns 4t..4t+3 (one 32-bit store).
+//   Edges: rows/cols/k outside the matrix are zero-filled (cp.async src-size),
+//   which adds 0 to the dot products; the zero-point terms use the pre-pass row
+//   and column sums, so the result is exact. If a base pointer or row stride is
+//   not 16-byte aligned the block stages that operand with byte loads instead.
+#include "common.cuh"
+
+namespace dmlq_mma {
+
+constexpr int kGroupM = 8;  // tile rows walked together for L2 reuse
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; the bytes past src_bytes (0..16) are zero-filled.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsigned src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(dst), "l"(__cvta_generic_to_global(src)), "r"(src_bytes) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+
+#define DMLQ_MMA_K32(ta, tb)                                                        \
+  asm("mma.sync.aligned.m16n8k32.row.col.s32." ta "." tb ".s32 "                   \
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"           \
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])                              \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+
+// c (16x8 int32) += a (16x32, row) * b (32x8, col); signedness from TA/TB.
+template <typename TA, typename TB>
+__device__ __forceinline__ void mma_k32(int (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                        unsigned b1) {
+  constexpr bool sa = static_cast<TA>(-1) < static_cast<TA>(0);
+  constexpr bool sb = static_cast<TB>(-1) < static_cast<TB>(0);
+  if constexpr (sa && sb) DMLQ_MMA_K32("s8", "s8");
+  else if constexpr (sa) DMLQ_MMA_K32("s8", "u8");
+  else if constexpr (sb) DMLQ_MMA_K32("u8", "s8");
+  else DMLQ_MMA_K32("u8", "u8");
+}
+#undef DMLQ_MMA_K32
+
+// Shared-memory layouts (byte offsets inside one stage), 16-byte chunks XOR-swizzled.
+// A: BM rows of 64 bytes (4 chunks). An ldmatrix phase reads 8 consecutive rows at
+// one chunk; rows 2i and 2i+1 share a 128-byte bank line, so chunk ^= (row/2)%4
+// puts the 8 reads on 8 distinct 16-byte bank groups.
+__device__ __forceinline__ int a_off(int row, int chunk) {
+  return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+}
+// B: 64 k-rows of BN bytes. The trans loads read k rows {0,1,4,5,8,9,12,13} (+2,
+// +16); bits 0, 2, 3 of k are distinct within such a set, so XOR them into the
+// low 3 chunk bits.
+__device__ __forceinline__ int b_swz(int k) { return (k & 1) | ((k >> 1) & 6); }
+template <int BN>
+__device__ __forceinline__ int b_off(int k, int chunk) {
+  return k * BN + ((chunk ^ b_swz(k)) << 4);
+}
+
+}  // namespace dmlq_mma
+
+// Launch: block (32 * (BM/64) * (BN/64)) threads; grid (ceil(M/BM) * ceil(N/BN), 1,
+// batch0 * batch1); dynamic shared memory STAGES * (BM + BN) * BK bytes. Blocks
+// beyond the tile count exit. The kernel traps on a wrong block size or too
+// little dynamic shared memory rather than computing garbage.
+template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int STAGES>
+__global__ void __launch_bounds__(32 * (BM / 64) * (BN / 64), (BM * BN <= 128 * 128) ? 2 : 1)
+matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ C,
+           int M, int N, int K, int batch1,
+           int64 a_bs0, int64 a_bs1, int64 b_bs0, int64 b_bs1, int64 c_bs0, int64 c_bs1,
+           int64 lda, int64 ldb, int64 ldc,
+           const float* a_scale, const float* b_scale, const float* out_scale,
+           const TA* a_zp, const TB* b_zp, const TO* out_zp,
+           int a_per_row, int b_per_col, int out_per_row,
+           const int* row_sum_a, const int* col_sum_b) {
+  using namespace dmlq_mma;
+  static_assert(BK == 64, "the A swizzle assumes 64-byte rows");
+  static_assert(BM % 64 == 0 && BN % 128 == 0, "64x64 warp tiles; B swizzle needs >= 8 chunks");
+  static_assert(STAGES >= 2, "pipeline needs two stages");
+  constexpr int WARPS_N = BN / 64;
+  constexpr int NT = 32 * (BM / 64) * WARPS_N;
+  static_assert(NT >= 128 && NT <= 256, "4 or 8 warps");
+  constexpr int MI = 4;                       // m16 tiles per warp (64 rows)
+  constexpr int NP = 4;                       // n16 pairs per warp (64 cols) = 8 n8 tiles
+  constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;
+  constexpr int A_CH = A_STAGE / 16 / NT;     // 16-byte chunks per thread per stage
+  constexpr int B_CH = B_STAGE / 16 / NT;
+  static_assert(A_CH * 16 * NT == A_STAGE && B_CH * 16 * NT == B_STAGE, "chunk split");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  {
+    unsigned dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    if (blockDim.x != NT || dyn < STAGES * (A_STAGE + B_STAGE)) __trap();
+  }
+
+  // Grouped block order: consecutive blocks walk kGroupM tile rows down one tile
+  // column, so the blocks resident at once share A rows and B columns in L2.
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const int pid = blockIdx.x;
+  if (static_cast<long long>(pid) >= static_cast<long long>(tiles_m) * tiles_n) return;
+  const int per_group = kGroupM * tiles_n;
+  const int group = pid / per_group;
+  const int first_m = group * kGroupM;
+  const int gsize = min(tiles_m - first_m, kGroupM);
+  const int in_group = pid - group * per_group;
+  const int m0 = (first_m + in_group % gsize) * BM;
+  const int n0 = (in_group / gsize) * BN;
+
+  const int z = blockIdx.z;
+  const int bz0 = z / batch1, bz1 = z - bz0 * batch1;
+  A += bz0 * a_bs0 + bz1 * a_bs1;
+  B += bz0 * b_bs0 + bz1 * b_bs1;
+  C += bz0 * c_bs0 + bz1 * c_bs1;
+
+  // cp.async needs 16-byte aligned sources: base and row stride (chunk starts are
+  // multiples of 16 elements). Uniform per block.
+  const bool a_vec = ((reinterpret_cast<unsigned long long>(A) | static_cast<unsigned long long>(lda)) & 15) == 0;
+  const bool b_vec = ((reinterpret_cast<unsigned long long>(B) | static_cast<unsigned long long>(ldb)) & 15) == 0;
+
+  const int tid = threadIdx.x;
+  const unsigned s_base = smem_u32(smem);
+  const unsigned sA = s_base, sB = s_base + STAGES * A_STAGE;
+
+  // Per-thread copy assignments (fixed across k tiles).
+  const TA* a_src[A_CH];
+  int a_k[A_CH], a_dst[A_CH];
+  bool a_in[A_CH];
+#pragma unroll
+  for (int i = 0; i < A_CH; ++i) {
+    const int c = tid + i * NT, row = c >> 2, kc = c & 3;
+    a_in[i] = m0 + row < M;
+    a_src[i] = A + (a_in[i] ? static_cast<int64>(m0 + row) * lda : 0) + kc * 16;
+    a_k[i] = kc * 16;
+    a_dst[i] = a_off(row, kc);
+  }
+  int b_kr[B_CH], b_dst[B_CH], b_n[B_CH], b_bytes[B_CH];
+#pragma unroll
+  for (int i = 0; i < B_CH; ++i) {
+    const int c = tid + i * NT, kr = c / (BN / 16), nc = c % (BN / 16);
+    b_kr[i] = kr;
+    b_n[i] = n0 + nc * 16;
+    b_bytes[i] = b_n[i] < N ? min(16, N - b_n[i]) : 0;
+    b_dst[i] = b_off<BN>(kr, nc);
+  }
+
+  auto load_tile = [&](int stage, int k0) {
+#pragma unroll
+    for (int i = 0; i < A_CH; ++i) {
+      const int bytes = a_in[i] ? max(0, min(16, K - (k0 + a_k[i]))) : 0;
+      const TA* src = a_src[i] + k0;
+      if (a_vec) {
+        cp_async16(sA + stage * A_STAGE + a_dst[i], bytes > 0 ? static_cast<const void*>(src) : A, bytes);
+      } else {
+        unsigned w[4] = {0u, 0u, 0u, 0u};
+        const unsigned char* p = reinterpret_cast<const unsigned char*>(src);
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+          if (e < bytes) w[e >> 2] |= static_cast<unsigned>(p[e]) << (8 * (e & 3));
+        *reinterpret_cast<uint4*>(smem + stage * A_STAGE + a_dst[i]) = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < B_CH; ++i) {
+      const int gk = k0 + b_kr[i];
+      const int bytes = gk < K ? b_bytes[i] : 0;
+      const TB* src = bytes > 0 ? B + static_cast<int64>(gk) * ldb + b_n[i] : B;
+      if (b_vec) {
+        cp_async16(sB + stage * B_STAGE + b_dst[i], src, bytes);
+      } else {
+        unsigned w[4] = {0u, 0u, 0u, 0u};
+        const unsigned char* p = reinterpret_cast<const unsigned char*>(src);
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+          if (e < bytes) w[e >> 2] |= static_cast<unsigned>(p[e]) << (8 * (e & 3));
+        *reinterpret_cast<uint4*>(smem + STAGES * A_STAGE + stage * B_STAGE + b_dst[i]) =
+            make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    }
+  };
+
+  // Warp tile and ldmatrix addresses.
+  const int lane = tid & 31, warp = tid >> 5;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  // A, ldmatrix.x4: lanes 0-7 / 8-15 / 16-23 / 24-31 address rows 0-7 / 8-15 / 0-7 / 8-15
+  // at k bytes 0-15 / 0-15 / 16-31 / 16-31, giving the a0..a3 registers of m16n8k32.
+  const int la_row = wm * 64 + (lane & 7) + ((lane >> 3) & 1) * 8;
+  int la_off[2];
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) la_off[ks] = a_off(la_row, ks * 2 + (lane >> 4));
+  // B, ldmatrix.x4.trans: matrix q = lane/8 covers k rows 16*(q/2) + {0,1,4,5,8,9,12,13}
+  // (+2 when q is odd); see the header comment.
+  const int r8 = lane & 7, q = lane >> 3;
+  const int lb_k = (q >> 1) * 16 + (q & 1) * 2 + ((r8 >> 1) << 2) + (r8 & 1);
+  int lb_off[NP];
+#pragma unroll
+  for (int p = 0; p < NP; ++p) lb_off[p] = b_off<BN>(lb_k, wn * NP + p);
+
+  int acc[MI][2 * NP][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 2 * NP; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0;
+
+  const int ktiles = (K + BK - 1) / BK;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < ktiles) load_tile(s, s * BK);
+    cp_async_commit();  // empty groups keep the wait count uniform
+  }
+
+  for (int kt = 0; kt < ktiles; ++kt) {
+    cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt have landed
+    __syncthreads();              // everyone's have, and stage (kt-1) is no longer read
+    const int nk = kt + STAGES - 1;
+    if (nk < ktiles) load_tile(nk % STAGES, nk * BK);
+    cp_async_commit();
+
+    const int st = kt % STAGES;
+    const unsigned a_st = sA + st * A_STAGE, b_st = sB + st * B_STAGE;
+#pragma unroll
+    for (int ks = 0; ks < BK / 32; ++ks) {
+      unsigned af[MI][4];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) ldsm_x4(af[mi], a_st + la_off[ks] + mi * 16 * BK);
+      unsigned bf[2 * NP][2];
+#pragma unroll
+      for (int p = 0; p < NP; ++p) {
+        unsigned r[4];
+        ldsm_x4_trans(r, b_st + lb_off[p] + ks * 32 * BN);
+        // r[0]/r[1] hold k 4t,4t+1 / 4t+2,4t+3 at n 2g,2g+1 (bytes n-minor);
+        // r[2]/r[3] the same for k + 16. Gather the n = 2g and n = 2g+1 bytes.
+        bf[2 * p][0] = __byte_perm(r[0], r[1], 0x6420);
+        bf[2 * p + 1][0] = __byte_perm(r[0], r[1], 0x7531);
+        bf[2 * p][1] = __byte_perm(r[2], r[3], 0x6420);
+        bf[2 * p + 1][1] = __byte_perm(r[2], r[3], 0x7531);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 2 * NP; ++ni) mma_k32<TA, TB>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+    }
+  }
+
+  // Epilogue, straight from registers. Lane (g, t) of pair p holds output columns
+  // n = 4t..4t+3 as acc[.][2p][0], acc[.][2p+1][0], acc[.][2p][1], acc[.][2p+1][1]
+  // (row g; [2], [3] for row g + 8). Each row writes 16 contiguous bytes per
+  // warp instruction; outputs are 1/K of the work, so no shared-memory restage.
+  const int g = lane >> 2, t4 = lane & 3;
+  const bool row_dep = a_per_row || out_per_row;
+  const float as0 = a_scale[0], bs0 = b_scale[0], os0 = out_scale[0];
+  const bool c_vec = ((reinterpret_cast<unsigned long long>(C) | static_cast<unsigned long long>(ldc)) & 3) == 0;
+  const int64 zM = static_cast<int64>(z) * M, zN = static_cast<int64>(z) * N;
+  const unsigned Ku = static_cast<unsigned>(K);
+
+#pragma unroll
+  for (int p = 0; p < NP; ++p) {
+    const int nb = n0 + wn * 64 + p * 16 + 4 * t4;
+    // Column terms. cm is b_scale[n] when the multiplier also varies by row,
+    // else the whole multiplier (a_scale[0] * b_scale[n]) / out_scale[0].
+    float cm[4];
+    int cbz[4], ccs[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n = min(nb + j, N - 1);  // clamped reads; columns >= N are not stored
+      const float bs = b_per_col ? b_scale[n] : bs0;
+      cm[j] = row_dep ? bs : dmlq::ieee_div(dmlq::ieee_mul(as0, bs), os0);
+      cbz[j] = b_zp ? static_cast<int>(b_zp[b_per_col ? n : 0]) : 0;
+      ccs[j] = a_zp ? col_sum_b[zN + n] : 0;
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wm * 64 + mi * 16 + h * 8 + g;
+        if (m >= M) continue;
+        const float as = a_per_row ? a_scale[m] : as0;
+        const float os = out_per_row ? out_scale[m] : os0;
+        const int azp = a_zp ? static_cast<int>(a_zp[a_per_row ? m : 0]) : 0;
+        const int rsum = b_zp ? row_sum_a[zM + m] : 0;
+        const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
+        const float rm = (row_dep && !b_per_col) ? dmlq::ieee_div(dmlq::ieee_mul(as, bs0), os) : 0.0f;
+        unsigned packed = 0;
+        TO q8[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          // Exact acc - a_zp*colsum - b_zp*rowsum + K*a_zp*b_zp, mod 2^32 (the
+          // true value fits int32 for K <= 33025).
+          unsigned v = static_cast<unsigned>(acc[mi][2 * p + (j & 1)][2 * h + (j >> 1)]);
+          v -= static_cast<unsigned>(azp) * static_cast<unsigned>(ccs[j]);
+          v -= static_cast<unsigned>(cbz[j]) * static_cast<unsigned>(rsum);
+          v += Ku * static_cast<unsigned>(azp) * static_cast<unsigned>(cbz[j]);
+          const float mult = !row_dep ? cm[j]
+                             : !b_per_col ? rm
+                                          : dmlq::ieee_div(dmlq::ieee_mul(as, cm[j]), os);
+          const float t = dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), mult);
+          q8[j] = dmlq::round_saturate<TO>(t, ozp);
+          packed |= static_cast<unsigned>(static_cast<unsigned char>(q8[j])) << (8 * j);
+        }
+        TO* crow = C + static_cast<int64>(m) * ldc;
+        if (c_vec && nb + 3 < N) {
+          *reinterpret_cast<unsigned*>(crow + nb) = packed;
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (nb + j < N) crow[nb + j] = q8[j];
+        }
+      }
+    }
+  }
+}

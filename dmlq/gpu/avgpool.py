@@ -1,0 +1,275 @@
+"""QUANTIZED_LINEAR_AVERAGE_POOLING on the GPU: kernel table, selection, launch.
+
+Kernels: cuda/avgpool.cu (its header lists the variants and the napkin math).
+Selection (:func:`select_variant`, :func:`applicable`) is pure Python.
+
+Launch conventions of quantized_avg_pool:
+- 2-D runs as 3-D with D = OD = 1. x is never copied: strides are passed in
+  elements (int64; 0 and negative work). ``tile_*`` needs a unit W stride,
+  ``global_*`` a contiguous image (D, H, W); ``general`` takes anything.
+- out is written in place when C-contiguous, else through a contiguous
+  temporary copied into it (on the same stream).
+- Scales and zero points are 1-element or per-channel (length C) device arrays
+  passed by pointer with a per-channel bit mask (1 x_scale, 2 x_zp, 4 out_scale,
+  8 out_zp); an omitted zero point is a null pointer. No host reads, no sync.
+- With per-tensor scales and zero points the tile kernels build a
+  window-sum -> output table in shared memory once per persistent block (one
+  wave of blocks); per-channel ones run the exact epilogue per output.
+- Sizes, window, strides, pads and dilations are C ints (UnsupportedError past
+  2**31 - 1); element offsets are int64 everywhere.
+- Kernels run on CuPy's current stream; size-0 outputs return at once.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UnsupportedError
+
+SOURCE = "avgpool.cu"
+QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
+
+# tile variant -> (KW, SW, OPT): W window, W stride, outputs per thread
+TILE_CONFIGS = {"tile_k2s2": (2, 2, 8), "tile_k3s1": (3, 1, 16), "tile_k3s2": (3, 2, 8)}
+# global variant -> threads per plane
+GLOBAL_GROUPS = {"global_warp": 32, "global_block": 256}
+VARIANTS = ("general", *TILE_CONFIGS, *GLOBAL_GROUPS)
+
+INT_MAX = 2**31 - 1
+MAX_TILE_ROWS = 2**31 - 1024    # rows are C ints and loops step a block past them
+MAX_TILE_SPAN = 2**30           # keeps o*stride - pad + k*dilation and pad sums in int
+MAX_TILE_TAPS = (2**31 - 1) // 255  # int window sums
+LUT_MAX_TAPS = 64               # table of taps*255 + 1 bytes (<= 16 KiB shared memory)
+GLOBAL_BLOCK_MIN_VOLUME = 4096  # a block per image only pays for large images ...
+GLOBAL_BLOCK_MAX_PLANES = 2048  # ... that are too few to fill the GPU a warp each
+GENERAL_BLOCK = 256
+TILE_BLOCK = 256
+
+
+def kernel_name(variant: str, tx: str, to: str) -> str:
+    """The name expression ``variant`` launches for input type tx, output type to."""
+    if variant in TILE_CONFIGS:
+        kw, sw, opt = TILE_CONFIGS[variant]
+        return f"avgpool_tile<{tx}, {to}, {kw}, {sw}, {opt}>"
+    if variant in GLOBAL_GROUPS:
+        return f"avgpool_global<{tx}, {to}, {GLOBAL_GROUPS[variant]}>"
+    if variant == "general":
+        return f"avgpool_general<{tx}, {to}>"
+    raise ValueError(f"unknown avgpool variant {variant!r} (one of {VARIANTS})")
+
+
+KERNELS = {SOURCE: tuple(kernel_name(v, tx, to) for v in VARIANTS for tx in QTYPES for to in QTYPES)}
+
+
+# ----------------------------------------------------------------------------------------------
+# selection (pure Python)
+
+def _spatial3(values, fill):
+    """(D, H, W) from 2 or 3 per-dimension values; a 2-D problem gets D = fill."""
+    values = tuple(int(v) for v in values)
+    return values if len(values) == 3 else (fill,) + values
+
+
+def _image_contiguous(shape, strides) -> bool:
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def applicable(variant, x_shape, x_strides, out_shape, window_size, strides, start_padding,
+               end_padding, dilations, include_padding) -> bool:
+    """Whether ``variant`` computes this problem (x_strides in elements)."""
+    del include_padding  # every variant handles both
+    if variant == "general":
+        return True
+    nd = len(x_shape) - 2
+    in_sp, out_sp = tuple(x_shape[2:]), tuple(out_shape[2:])
+    if variant in GLOBAL_GROUPS:
+        return (all(o == 1 for o in out_sp) and all(p == 0 for p in start_padding)
+                and tuple(window_size) == in_sp
+                and all(d == 1 or k == 1 for d, k in zip(dilations, window_size))
+                and math.prod(in_sp) > 0
+                and _image_contiguous(in_sp, tuple(x_strides[2:])))
+    if variant in TILE_CONFIGS:
+        kw, sw, _ = TILE_CONFIGS[variant]
+        if (window_size[-1], strides[-1], dilations[-1]) != (kw, sw, 1):
+            return False
+        if x_strides[-1] != 1 and x_shape[-1] != 1:
+            return False
+        rows = math.prod(out_shape[:-1])
+        if rows >= MAX_TILE_ROWS or math.prod(window_size) > MAX_TILE_TAPS:
+            return False
+        for i in range(nd):
+            span = ((out_sp[i] - 1) * strides[i] + (window_size[i] - 1) * dilations[i] + 1
+                    + in_sp[i] + start_padding[i] + end_padding[i])
+            if span >= MAX_TILE_SPAN:
+                return False
+        return True
+    raise ValueError(f"unknown avgpool variant {variant!r} (one of {VARIANTS})")
+
+
+def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_padding,
+                   end_padding, dilations, include_padding) -> str:
+    """The variant dmlq runs for this problem; x_strides in elements."""
+    args = (x_shape, x_strides, out_shape, window_size, strides, start_padding, end_padding,
+            dilations, include_padding)
+    if applicable("global_warp", *args):
+        planes = x_shape[0] * x_shape[1]
+        volume = math.prod(x_shape[2:])
+        if volume >= GLOBAL_BLOCK_MIN_VOLUME and planes <= GLOBAL_BLOCK_MAX_PLANES:
+            return "global_block"
+        return "global_warp"
+    for variant in TILE_CONFIGS:
+        if applicable(variant, *args):
+            return variant
+    return "general"
+
+
+def _magic(d: int):
+    """(magic, shift) with n // d == (((n * magic) >> 32) + n) >> shift for 0 <= n < 2**31."""
+    if not 1 <= d <= INT_MAX:
+        raise ValueError(f"divisor {d} out of range")
+    shift = (d - 1).bit_length()
+    magic = ((1 << 32) * ((1 << shift) - d)) // d + 1
+    return magic, shift
+
+
+# ----------------------------------------------------------------------------------------------
+# launch
+
+_sm_counts: dict = {}
+_occupancy: dict = {}
+
+
+def _sm_count(cupy) -> int:
+    dev = cupy.cuda.runtime.getDevice()
+    n = _sm_counts.get(dev)
+    if n is None:
+        n = cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, dev)
+        _sm_counts[dev] = n
+    return n
+
+
+def _resident_blocks(cupy, kernel, name, threads, smem) -> int:
+    """Blocks of ``kernel`` one SM holds at once (the occupancy calculator)."""
+    key = (cupy.cuda.runtime.getDevice(), name, threads, smem)
+    n = _occupancy.get(key)
+    if n is None:
+        n = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, smem)
+        n = max(1, int(n))
+        _occupancy[key] = n
+    return n
+
+
+def _check_int(**values):
+    for name, v in values.items():
+        if not 0 <= v <= INT_MAX:
+            raise UnsupportedError(f"QuantizedLinearAveragePooling: {name} = {v} does not fit a C int "
+                                   "in the CUDA kernels")
+
+
+def _param_vector(cupy, v, dtype):
+    """A contiguous 1-D device vector (no copy when it already is one)."""
+    v = v.reshape(-1)
+    if v.dtype != dtype:
+        raise TypeError(f"avgpool parameter has dtype {v.dtype}, expected {np.dtype(dtype)}")
+    return cupy.ascontiguousarray(v)
+
+
+def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
+                       strides, start_padding, end_padding, dilations, include_padding, *,
+                       variant=None):
+    if out.size == 0:
+        return out
+    import cupy
+
+    from .loader import function
+
+    x_strides = tuple(s // x.itemsize for s in x.strides)
+    args = (x.shape, x_strides, out.shape, tuple(window_size), tuple(strides), tuple(start_padding),
+            tuple(end_padding), tuple(dilations), bool(include_padding))
+    if variant is None:
+        variant = select_variant(*args)
+    elif not applicable(variant, *args):
+        raise ValueError(f"avgpool variant {variant!r} does not apply to this problem")
+
+    n_, c_ = int(x.shape[0]), int(x.shape[1])
+    D, H, W = _spatial3(x.shape[2:], 1)
+    OD, OH, OW = _spatial3(out.shape[2:], 1)
+    KD, KH, KW = _spatial3(window_size, 1)
+    SD, SH, SW = _spatial3(strides, 1)
+    DD, DH, DW = _spatial3(dilations, 1)
+    PD, PH, PW = _spatial3(start_padding, 0)
+    ED, EH, EW = _spatial3(end_padding, 0)
+    sxn, sxc = x_strides[:2]
+    sxd, sxh, sxw = _spatial3(x_strides[2:], 0)
+    _check_int(C=c_, D=D, H=H, W=W, OD=OD, OH=OH, OW=OW, KD=KD, KH=KH, KW=KW, SD=SD, SH=SH, SW=SW,
+               DD=DD, DH=DH, DW=DW, PD=PD, PH=PH, PW=PW, ED=ED, EH=EH, EW=EW)
+
+    xs = _param_vector(cupy, x_scale, np.float32)
+    os_ = _param_vector(cupy, out_scale, np.float32)
+    xzp = None if x_zero_point is None else _param_vector(cupy, x_zero_point, x.dtype)
+    ozp = None if out_zero_point is None else _param_vector(cupy, out_zero_point, out.dtype)
+    per_channel = sum(bit for bit, v in ((1, xs), (2, xzp), (4, os_), (8, ozp))
+                      if v is not None and v.size > 1)
+    null = np.uint64(0)
+    qargs = (xs, null if xzp is None else xzp, os_, null if ozp is None else ozp,
+             np.int32(per_channel))
+
+    dst = out if out.flags.c_contiguous else cupy.empty(out.shape, out.dtype)
+    name = kernel_name(variant, str(x.dtype), str(out.dtype))
+    kernel = function(SOURCE, name)
+    i32, i64 = np.int32, np.int64
+
+    if variant in GLOBAL_GROUPS:
+        planes = n_ * c_
+        per_block = 256 // GLOBAL_GROUPS[variant]
+        grid = (min(-(-planes // per_block), INT_MAX),)
+        kernel(grid, (256,), (x, dst, i64(planes), i32(c_), i64(D * H * W), i64(sxn), i64(sxc),
+                              *qargs))
+    elif variant in TILE_CONFIGS:
+        _, _, opt = TILE_CONFIGS[variant]
+        rows = n_ * c_ * OD * OH
+        groups = -(-OW // opt)
+        bx = min(groups, 32)
+        by = TILE_BLOCK // bx
+        kvol = KD * KH * KW
+        lut_n = 0
+        if per_channel == 0 and kvol <= LUT_MAX_TAPS:
+            lut_n = kvol * 255 + 1
+        gy = min(-(-groups // bx), 65535)
+        gx = min(-(-rows // by), INT_MAX)
+        if lut_n:  # one wave of persistent blocks, each building the table once
+            wave = _sm_count(cupy) * _resident_blocks(cupy, kernel, name, bx * by, lut_n)
+            gx = max(1, min(gx, wave // gy))
+        m_oh, s_oh = _magic(OH)
+        m_od, s_od = _magic(OD)
+        m_c, s_c = _magic(c_)
+        kernel((gx, gy), (bx, by),
+               (x, dst, i32(rows), i32(groups), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H),
+                i32(W), np.uint32(m_oh), i32(s_oh), np.uint32(m_od), i32(s_od), np.uint32(m_c),
+                i32(s_c), i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(KH), i32(SD), i32(SH),
+                i32(DD), i32(DH), i32(PD), i32(PH), i32(PW), i32(ED), i32(EH), i32(EW),
+                i32(bool(include_padding)), *qargs, i32(lut_n)),
+               shared_mem=lut_n)
+    else:
+        planes = n_ * c_ * OD
+        bx = min(32, 1 << (OW - 1).bit_length())
+        by = min(GENERAL_BLOCK // bx, 1 << (OH - 1).bit_length())
+        bz = min(64, GENERAL_BLOCK // (bx * by))
+        grid = (min(-(-OW // bx), INT_MAX), min(-(-OH // by), 65535), min(-(-planes // bz), 65535))
+        m_od, s_od = _magic(OD)
+        m_c, s_c = _magic(c_)
+        kernel(grid, (bx, by, bz),
+               (x, dst, i64(planes), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
+                i64(sxn), i64(sxc), i64(sxd), i64(sxh), i64(sxw), i32(KD), i32(KH), i32(KW),
+                i32(SD), i32(SH), i32(SW), i32(DD), i32(DH), i32(DW), i32(PD), i32(PH), i32(PW),
+                i32(ED), i32(EH), i32(EW), i32(bool(include_padding)), np.uint32(m_od), i32(s_od),
+                np.uint32(m_c), i32(s_c), *qargs))
+    if dst is not out:
+        out[...] = dst
+    return out

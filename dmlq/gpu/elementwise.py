@@ -1,0 +1,484 @@
+"""Quantize, dequantize and quantized add on the GPU (cuda/elementwise.cu).
+
+Layout handling is pure Python (no CuPy needed): every operand is described by
+its element strides after broadcasting to ``out.shape``; ``canonicalize`` drops
+size-1 dims, flips dims the output walks backwards, sorts dims by the output's
+strides and merges dims that every operand lets merge. ``select_variant`` then
+picks ``contig`` (tensors dense, scale/zero point per tensor), ``axis`` (tensors
+dense, scale/zero point varying along one merged axis) or ``strided``.
+
+Scales and zero points reach the kernels as (pointer, value) pairs: a CuPy array
+is passed as a device pointer and read in the kernel (once per thread when per
+tensor: an L1/constant-cache broadcast, and reading it on the host would
+synchronize); a NumPy/Python scalar is passed by value with a null pointer; an
+omitted zero point is a null pointer with value 0.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+VARIANTS = ("contig", "axis", "strided")
+THREADS = 256  # matches kThreads in elementwise.cu
+UNROLL = 8     # matches kUnroll (elements in flight per thread in axis/strided)
+MAX_DIMS = 8
+SLOTS = 4      # Geo operand slots: out, x|q|a, scale|b, zero point
+
+CTYPE = {
+    "float32": "float", "float16": "__half", "int32": "int", "uint32": "unsigned int",
+    "int16": "short", "uint16": "unsigned short", "int8": "int8", "uint8": "uint8",
+}
+QUANT_OUT = ("int8", "uint8")
+QUANT_IN = (("float32", "float32"), ("float32", "float16"), ("float16", "float16"),
+            ("float16", "float32"), ("int32", "float32"))  # (input, scale)
+DEQUANT_IN = ("int8", "uint8", "int16", "uint16", "int32", "uint32")
+DEQUANT_OUT = ("float32", "float16")  # = the scale's dtype
+
+
+def kernel_name(op: str, variant: str, dtypes: Sequence[str], wide: bool = False) -> str:
+    """The name expression of one instantiation, e.g. quantize_contig<float, float, int8>."""
+    args = [CTYPE[d] for d in dtypes]
+    if variant == "strided":
+        args.append("true" if wide else "false")
+    return f"{op}_{variant}<{', '.join(args)}>"
+
+
+def _all_names():
+    names = []
+    for variant in VARIANTS:
+        for wide in ((False, True) if variant == "strided" else (False,)):
+            for x, s in QUANT_IN:
+                for q in QUANT_OUT:
+                    names.append(kernel_name("quantize", variant, (x, s, q), wide))
+            for i in DEQUANT_IN:
+                for o in DEQUANT_OUT:
+                    names.append(kernel_name("dequantize", variant, (i, o), wide))
+            if variant != "axis":
+                for a in QUANT_OUT:
+                    for b in QUANT_OUT:
+                        for o in QUANT_OUT:
+                            names.append(kernel_name("add", variant, (a, b, o), wide))
+    return tuple(names)
+
+
+KERNELS = {"elementwise.cu": _all_names()}
+
+# Kernel parameter structs, byte for byte as Geo32 / Geo64 in elementwise.cu
+# (dim 0 innermost; strides in elements, per operand slot).
+GEO32 = np.dtype([("size", "<i4", (MAX_DIMS,)), ("magic", "<u4", (MAX_DIMS,)),
+                  ("shift", "<u4", (MAX_DIMS,)), ("stride", "<i4", (SLOTS, MAX_DIMS)),
+                  ("ndim", "<i4")], align=True)
+GEO64 = np.dtype([("size", "<i8", (MAX_DIMS,)), ("stride", "<i8", (SLOTS, MAX_DIMS)),
+                  ("ndim", "<i8")], align=True)
+
+
+# ----------------------------------------------------------------- layouts
+
+class Layout(NamedTuple):
+    shape: tuple    # outermost first; () for one element
+    strides: tuple  # per operand: element strides, one per dim
+    offsets: tuple  # per operand: element offset of the new origin (from flips)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def canonicalize(shape, strides) -> Layout:
+    """The simplest equivalent iteration space for an element-wise operation.
+
+    ``strides``: per operand (operand 0 is the output), element strides broadcast to
+    ``shape``. Size-1 dims go; dims with a negative output stride are flipped for
+    every operand (offsets record the moved origins); dims are sorted by the
+    output's stride, largest first; neighbours merge where every operand has
+    stride[outer] == stride[inner] * size[inner].
+    """
+    shape = tuple(int(s) for s in shape)
+    nops = len(strides)
+    for st in strides:
+        if len(st) != len(shape):
+            raise ValueError(f"strides {tuple(st)} do not match shape {shape}")
+    if 0 in shape:
+        return Layout((0,), tuple((0,) for _ in range(nops)), (0,) * nops)
+    dims = [d for d, s in enumerate(shape) if s != 1]
+    sizes = [shape[d] for d in dims]
+    st = [[int(strides[k][d]) for d in dims] for k in range(nops)]
+    offsets = [0] * nops
+    for i, size in enumerate(sizes):
+        if st[0][i] < 0:
+            for k in range(nops):
+                offsets[k] += (size - 1) * st[k][i]
+                st[k][i] = -st[k][i]
+    order = sorted(range(len(sizes)),
+                   key=lambda i: tuple(-abs(st[k][i]) for k in range(nops)))
+    out_sizes, out_st = [], [[] for _ in range(nops)]
+    for i in order:
+        if out_sizes and all(out_st[k][-1] == st[k][i] * sizes[i] for k in range(nops)):
+            out_sizes[-1] *= sizes[i]
+            for k in range(nops):
+                out_st[k][-1] = st[k][i]
+        else:
+            out_sizes.append(sizes[i])
+            for k in range(nops):
+                out_st[k].append(st[k][i])
+    return Layout(tuple(out_sizes), tuple(tuple(s) for s in out_st), tuple(offsets))
+
+
+def c_strides(shape) -> tuple:
+    """Element strides of a C-contiguous array of ``shape``."""
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return tuple(reversed(out))
+
+
+def _classify(layout: Layout, nbig: int):
+    """(dense, varying dims of the small operands) of a canonical layout."""
+    cs = c_strides(layout.shape)
+    dense = all(tuple(layout.strides[k]) == cs for k in range(nbig))
+    vary = sorted({d for k in range(nbig, len(layout.strides))
+                   for d, s in enumerate(layout.strides[k]) if s != 0})
+    return dense, vary
+
+
+def axis_dims(layout: Layout, nbig: int):
+    """(outer, L, inner) of a dense layout whose small operands vary along at most
+    one dim (L = 1 when none varies), or None when the axis kernel can't run it."""
+    dense, vary = _classify(layout, nbig)
+    if not dense or len(vary) > 1 or layout.size == 0:
+        return None
+    if not vary:
+        outer, length, inner = 1, 1, layout.size
+    else:
+        d = vary[0]
+        outer = math.prod(layout.shape[:d])
+        length, inner = layout.shape[d], math.prod(layout.shape[d + 1:])
+    if length >= 2**31 or inner >= 2**31:  # the kernel tracks (j, c) in 32 bits
+        return None
+    return outer, length, inner
+
+
+def layout_supports(variant: str, layout: Layout, nbig: int, axis_ok: bool = True) -> bool:
+    """Whether ``variant`` can run a canonical layout (nbig leading operands are
+    tensors, the rest scales/zero points)."""
+    if variant == "strided":
+        return True
+    if variant == "contig":
+        dense, vary = _classify(layout, nbig)
+        return dense and not vary
+    if variant == "axis":
+        return axis_ok and axis_dims(layout, nbig) is not None
+    raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
+
+
+def select_layout(layout: Layout, nbig: int, axis_ok: bool = True) -> str:
+    for variant in ("contig", "axis"):
+        if layout_supports(variant, layout, nbig, axis_ok):
+            return variant
+    return "strided"
+
+
+def select_variant(shape, big_strides, small_strides=(), *, axis_ok: bool = True) -> str:
+    """The variant for one call. Strides are in elements, broadcast to ``shape``
+    (out's shape): ``big_strides`` for the tensors (out first, then x / q / a, b),
+    ``small_strides`` for scales and zero points held in device arrays (leave out
+    omitted ones and host scalars). ``axis_ok`` is False for quantized add."""
+    big, small = list(big_strides), list(small_strides)
+    return select_layout(canonicalize(shape, big + small), len(big), axis_ok)
+
+
+def needs_wide(layout: Layout) -> bool:
+    """64-bit index math: n >= 2**31 or some operand spans >= 2**31 elements."""
+    if layout.size >= 2**31:
+        return True
+    for st in layout.strides:
+        if sum(abs(s) * (n - 1) for s, n in zip(st, layout.shape)) >= 2**31:
+            return True
+    return False
+
+
+def magic_u32(d: int):
+    """(m, s) with floor(i / d) == (umulhi(i, m) + i) >> s for 0 <= i < 2**31."""
+    if not 1 <= d < 2**31:
+        raise ValueError(f"divisor {d} out of range")
+    s = (d - 1).bit_length()
+    m = ((1 << 32) * ((1 << s) - d)) // d + 1
+    assert 0 < m < 2**32
+    return m, s
+
+
+def magic_div(i, m: int, s: int):
+    """Python model of the kernel's division (works on ints and uint64 arrays)."""
+    return (((i * m) >> 32) + i) >> s
+
+
+def pack_geo(layout: Layout, wide: bool):
+    """The Geo32/Geo64 kernel argument (a size-1 structured NumPy array, which
+    CuPy passes by value) of a canonical layout with SLOTS operands."""
+    nd = len(layout.shape)
+    if nd > MAX_DIMS:
+        raise ValueError(f"{nd} dims after merging; the strided kernel takes at most {MAX_DIMS}")
+    if len(layout.strides) != SLOTS:
+        raise ValueError(f"expected {SLOTS} operand slots, got {len(layout.strides)}")
+    geo = np.zeros(1, GEO64 if wide else GEO32)
+    sizes = list(reversed(layout.shape))  # dim 0 innermost
+    geo["ndim"] = nd
+    geo["size"][0, :nd] = sizes
+    for k in range(SLOTS):
+        geo["stride"][0, k, :nd] = list(reversed(layout.strides[k]))
+    if not wide:
+        for d, size in enumerate(sizes):
+            geo["magic"][0, d], geo["shift"][0, d] = magic_u32(size)
+    return geo
+
+
+def vector_head(addresses, itemsizes, n: int, vec: int) -> int:
+    """Elements to do one at a time so every address is 16-byte aligned after
+    them; n (all scalar) when no such head exists."""
+    for h in range(vec):
+        if all((a + h * s) % 16 == 0 for a, s in zip(addresses, itemsizes)):
+            return min(h, n)
+    return n
+
+
+def vec_width(itemsizes) -> int:
+    return 16 // min(itemsizes)
+
+
+# ----------------------------------------------------------------- launching
+
+_sm_count: dict = {}
+_occupancy: dict = {}
+
+
+def _grid(fn, name: str, work_items: int) -> int:
+    """Blocks for a grid-stride kernel: enough for the work, at most what the
+    device keeps resident at once."""
+    import cupy
+
+    dev = cupy.cuda.runtime.getDevice()
+    sms = _sm_count.get(dev)
+    if sms is None:
+        sms = _sm_count[dev] = cupy.cuda.Device(dev).attributes["MultiProcessorCount"]
+    per_sm = _occupancy.get((dev, name))
+    if per_sm is None:
+        try:
+            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                fn.kernel.ptr, THREADS, 0)
+        except Exception:  # attribute layout differs between CuPy versions
+            per_sm = 4
+        per_sm = _occupancy[(dev, name)] = max(1, int(per_sm))
+    return max(1, min(-(-work_items // THREADS), sms * per_sm))
+
+
+class _Param:
+    """A scale or zero point: a device array (ptr, itemsize, strides over out's
+    shape) or a host value (ptr 0). Absent: ptr 0, value 0."""
+
+    __slots__ = ("array", "ptr", "itemsize", "strides", "value", "dtype")
+
+    def __init__(self, array=None, strides=None, value=0, dtype=None):
+        self.array = array
+        self.ptr = 0 if array is None else array.data.ptr
+        self.itemsize = 0 if array is None else array.itemsize
+        self.strides = strides
+        self.value = value
+        self.dtype = dtype if array is None else array.dtype.name
+
+
+def _elem_strides(a, shape):
+    """Element strides of ``a`` broadcast to ``shape`` (a CuPy array)."""
+    import cupy
+
+    if a.shape != tuple(shape):
+        a = cupy.broadcast_to(a, shape)
+    st = []
+    for s in a.strides:
+        if s % a.itemsize:
+            raise ValueError(f"dmlq: stride {s} bytes is not a multiple of the itemsize {a.itemsize}")
+        st.append(s // a.itemsize)
+    if a.data.ptr % a.itemsize:
+        raise ValueError("dmlq: array data is not aligned to its itemsize")
+    return tuple(st)
+
+
+def _param(v, shape, per_tensor=False):
+    import cupy
+
+    if v is None:
+        return _Param()
+    if not isinstance(v, cupy.ndarray):
+        host = np.asarray(v)
+        if host.size != 1:  # a per-axis host array: it has to live on the device
+            v = cupy.asarray(host)
+        else:
+            return _Param(value=host.reshape(()).item(), dtype=host.dtype.name)
+    if v.size == 1 or per_tensor:
+        _elem_strides(v, v.shape)  # alignment check
+        return _Param(v, (0,) * len(shape))
+    return _Param(v, _elem_strides(v, shape))
+
+
+def _u64(p: int):
+    return np.uint64(p)
+
+
+def _choose(variant, layout: Layout, nbig: int, axis_ok: bool) -> str:
+    if variant is None:
+        return select_layout(layout, nbig, axis_ok)
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
+    if not layout_supports(variant, layout, nbig, axis_ok):
+        raise ValueError(f"the {variant!r} element-wise kernel cannot run this layout "
+                         f"(shape {layout.shape}, strides {layout.strides})")
+    return variant
+
+
+def _launch_unary(op, types, x, params, out, variant, scale_kind, zp_ctype):
+    """Shared launcher of quantize and dequantize: x, out CuPy arrays; params =
+    (scale, zero point) as _Param; scale_kind / zp_ctype: the value arg types."""
+    from . import loader
+
+    shape = out.shape
+    n = out.size
+    scale, zp = params
+    zeros = (0,) * len(shape)
+    slots = [_elem_strides(out, shape), _elem_strides(x, shape),
+             scale.strides or zeros, zp.strides or zeros]
+    layout = canonicalize(shape, slots)
+    v = _choose(variant, layout, 2, True)
+    itemsizes = (out.itemsize, x.itemsize, scale.itemsize, zp.itemsize)
+    base = (out.data.ptr, x.data.ptr, scale.ptr, zp.ptr)
+    ptr = [b + o * s if b else 0 for b, o, s in zip(base, layout.offsets, itemsizes)]
+    sv, zv = scale_kind(scale.value), zp_ctype(zp.value)
+    wide = v == "strided" and needs_wide(layout)
+    name = kernel_name(op, v, types, wide)
+    fn = loader.function("elementwise.cu", name)
+    if v == "contig":
+        vec = vec_width((x.itemsize, out.itemsize))
+        head = vector_head((ptr[0], ptr[1]), (out.itemsize, x.itemsize), n, vec)
+        nvec = (n - head) // vec
+        work = max(nvec, n - nvec * vec)
+        args = (_u64(ptr[1]), _u64(ptr[0]), np.int64(n), np.int64(head),
+                _u64(ptr[2]), sv, _u64(ptr[3]), zv)
+    elif v == "axis":
+        outer, length, inner = axis_dims(layout, 2)
+        d = _vary_dim(layout)
+        sst = layout.strides[2][d] if d is not None else 0
+        zst = layout.strides[3][d] if d is not None else 0
+        work = -(-n // UNROLL)
+        args = (_u64(ptr[1]), _u64(ptr[0]), np.int64(n), np.uint32(inner), np.uint32(length),
+                _u64(ptr[2]), np.int64(sst), sv, _u64(ptr[3]), np.int64(zst), zv)
+    else:
+        work = -(-n // UNROLL)
+        args = (_u64(ptr[1]), _u64(ptr[0]), np.int64(n), pack_geo(layout, wide),
+                _u64(ptr[2]), sv, _u64(ptr[3]), zv)
+    fn((_grid(fn, name, work),), (THREADS,), args)
+    return out
+
+
+def _vary_dim(layout: Layout):
+    _, vary = _classify(layout, 2)
+    return vary[0] if vary else None
+
+
+def _check_dtype(p: _Param, want: str, what: str):
+    if p.ptr and p.dtype != want:
+        raise TypeError(f"dmlq: {what} must have dtype {want} (got {p.dtype})")
+
+
+# ----------------------------------------------------------------- operators
+
+def quantize_linear(x, scale, zero_point, out, *, variant=None):
+    """out = requantize(float32(x), float32(scale), zero_point) (SEMANTICS.md)."""
+    if variant is not None and variant not in VARIANTS:
+        raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
+    if out.size == 0:
+        return out
+    shape = out.shape
+    q = out.dtype.name
+    xt = x.dtype.name
+    sc = _param(scale, shape)
+    zp = _param(zero_point, shape)
+    st = sc.dtype if sc.ptr else ("float16" if xt == "float16" else "float32")
+    if (xt, st) not in QUANT_IN or q not in QUANT_OUT:
+        raise TypeError(f"dmlq: quantize of {xt} with a {st} scale to {q} is not supported")
+    _check_dtype(zp, q, "zero_point")
+    if not sc.ptr:
+        sc.value = float(np.float32(sc.value))
+    return _launch_unary("quantize", (xt, st, q), x, (sc, zp), out, variant,
+                         np.float32, lambda v: np.int32(int(v)))
+
+
+def dequantize_linear(q, scale, zero_point, out, *, variant=None):
+    """out = float32(int64(q) - int64(zero_point)) * float32(scale), in out's dtype."""
+    if variant is not None and variant not in VARIANTS:
+        raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
+    if out.size == 0:
+        return out
+    shape = out.shape
+    it, ot = q.dtype.name, out.dtype.name
+    if it not in DEQUANT_IN or ot not in DEQUANT_OUT:
+        raise TypeError(f"dmlq: dequantize of {it} to {ot} is not supported")
+    sc = _param(scale, shape)
+    zp = _param(zero_point, shape)
+    _check_dtype(sc, ot, "scale")
+    _check_dtype(zp, it, "zero_point")
+    if not sc.ptr:
+        sc.value = float(np.float32(sc.value))
+    return _launch_unary("dequantize", (it, ot), q, (sc, zp), out, variant,
+                         np.float32, lambda v: np.int64(int(v)))
+
+
+def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                  out_scale, out_zero_point, out, *, variant=None):
+    """out = requantize(float32(a - a_zp) * a_scale + float32(b - b_zp) * b_scale,
+    out_scale, out_zp); scales and zero points are one element each."""
+    from . import loader
+
+    if variant is not None and variant not in VARIANTS:
+        raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
+    if out.size == 0:
+        return out
+    shape = out.shape
+    n = out.size
+    types = (a.dtype.name, b.dtype.name, out.dtype.name)
+    if any(t not in QUANT_OUT for t in types):
+        raise TypeError(f"dmlq: quantized add of {types[0]} and {types[1]} to {types[2]} "
+                        "is not supported")
+    params = []
+    for p, want, what in ((a_scale, "float32", "a_scale"), (b_scale, "float32", "b_scale"),
+                          (out_scale, "float32", "out_scale"), (a_zero_point, types[0], "a_zero_point"),
+                          (b_zero_point, types[1], "b_zero_point"),
+                          (out_zero_point, types[2], "out_zero_point")):
+        par = _param(p, shape, per_tensor=True)
+        _check_dtype(par, want, what)
+        params.append(par)
+    zeros = (0,) * len(shape)
+    slots = [_elem_strides(out, shape), _elem_strides(a, shape), _elem_strides(b, shape), zeros]
+    layout = canonicalize(shape, slots)
+    v = _choose(variant, layout, 3, False)
+    sizes = (1, 1, 1, 1)
+    base = (out.data.ptr, a.data.ptr, b.data.ptr, 0)
+    ptr = [bp + o * s if bp else 0 for bp, o, s in zip(base, layout.offsets, sizes)]
+    pargs = []
+    for i, par in enumerate(params):
+        pargs.append(_u64(par.ptr))
+        pargs.append(np.float32(par.value) if i < 3 else np.int32(int(par.value)))
+    wide = v == "strided" and needs_wide(layout)
+    name = kernel_name("add", v, types, wide)
+    fn = loader.function("elementwise.cu", name)
+    if v == "contig":
+        head = vector_head(ptr[:3], sizes[:3], n, 16)
+        nvec = (n - head) // 16
+        work = max(nvec, n - nvec * 16)
+        args = (_u64(ptr[1]), _u64(ptr[2]), _u64(ptr[0]), np.int64(n), np.int64(head), *pargs)
+    else:
+        work = -(-n // UNROLL)
+        args = (_u64(ptr[1]), _u64(ptr[2]), _u64(ptr[0]), np.int64(n), pack_geo(layout, wide),
+                *pargs)
+    fn((_grid(fn, name, work),), (THREADS,), args)
+    return out

@@ -1,0 +1,415 @@
+"""QUANTIZED_LINEAR_MATRIX_MULTIPLY on the GPU: kernel tables, selection, launch.
+
+Kernels: cuda/matmul_dp4a.cu (dp4a tiles, the wide K > 32768 path and the
+row/column-sum pre-passes) and cuda/matmul_mma.cu (tensor cores, sm_80+), both
+with the matmul kernel ABI (see the .cu headers). Selection is pure Python.
+
+Launch conventions of quantized_matmul:
+- numpy.matmul batch broadcasting, any number of batch dims: the batch dims of
+  a, b and out are collapsed where their strides allow into the ABI's two
+  levels (blockIdx.z = b0 * batch1 + b1, stride 0 = broadcast, no copies);
+  further leading dims, and batches beyond the 65535 grid limit, become
+  separate launches with offset pointers.
+- Rows of a and b must have unit stride along the last axis; an operand that
+  does not is copied once to a contiguous array (its own shape, no broadcast).
+- out is written in place when its last axis is contiguous, it does not
+  overlap a or b, and no batch/row stride of it is 0; otherwise through a
+  contiguous temporary that is then copied into out.
+- Scales and zero points are 1-element or per-axis device arrays passed by
+  pointer (no host reads, no synchronization); a per-tensor value beside a
+  per-axis partner (e.g. per-row scale, per-tensor zero point) is expanded to
+  the axis length so one per-axis flag covers both.
+- The row-sum pre-pass runs only when b has a zero point, the column-sum one
+  only when a has one (never for the wide variant, which sums per K-chunk).
+- K == 0 gives requantize(0) everywhere via the dp4a kernel's epilogue.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from .loader import cuda_dir
+
+DP4A_SOURCE = "matmul_dp4a.cu"
+MMA_SOURCE = "matmul_mma.cu"
+
+WIDE_K = 32768              # int32 accumulators (and int32 row/col sums) are exact up to here
+MAX_DIM = 2**31 - 1024      # M, N, K are C ints; tile loops add up to a tile past them
+MAX_GRID_YZ = 65535         # CUDA's gridDim.y / gridDim.z limit
+MMA_MIN_WORK = 1 << 22      # provisional dp4a -> mma crossover in M*N*K*batch: MUST be measured
+QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
+
+
+@dataclass(frozen=True)
+class Dp4aConfig:
+    """matmul_dp4a<TA, TB, TO, BM, BN, BK, TM, TN> (or matmul_dp4a_wide<...>)."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    wide: bool = False
+    source = DP4A_SOURCE
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    @property
+    def smem(self) -> int:
+        return 0  # static shared memory only
+
+    def name(self, ta: str, tb: str, to: str) -> str:
+        kernel = "matmul_dp4a_wide" if self.wide else "matmul_dp4a"
+        return f"{kernel}<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.tm}, {self.tn}>"
+
+
+@dataclass(frozen=True)
+class MmaConfig:
+    """matmul_mma<TA, TB, TO, BM, BN, BK, STAGES>: cp.async pipeline, dynamic smem."""
+
+    bm: int
+    bn: int
+    bk: int
+    stages: int
+    threads: int
+    source = MMA_SOURCE
+
+    @property
+    def smem(self) -> int:
+        return self.stages * (self.bm * self.bk + self.bk * self.bn)
+
+    def name(self, ta: str, tb: str, to: str) -> str:
+        return f"matmul_mma<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.stages}>"
+
+
+# Variant name -> tile config. Adding or adjusting a variant is one line here.
+DP4A_CONFIGS = {
+    "dp4a-128x64": Dp4aConfig(bm=128, bn=64, bk=32, tm=8, tn=8),
+    "dp4a-64x64": Dp4aConfig(bm=64, bn=64, bk=32, tm=8, tn=8),
+    "dp4a-32x32": Dp4aConfig(bm=32, bn=32, bk=32, tm=4, tn=4),
+    "dp4a-wide": Dp4aConfig(bm=64, bn=64, bk=32, tm=8, tn=4, wide=True),
+}
+MMA_CONFIGS = {
+    "mma-128x128": MmaConfig(bm=128, bn=128, bk=64, stages=4, threads=256),
+}
+CONFIGS = {**DP4A_CONFIGS, **MMA_CONFIGS}
+ALL_VARIANTS = tuple(CONFIGS)
+
+PREPASS_KERNELS = tuple(f"matmul_row_sums<{t}>" for t in QTYPES) + \
+    tuple(f"matmul_col_sums<{t}>" for t in QTYPES)
+
+
+def _have_mma() -> bool:
+    try:
+        return (cuda_dir() / MMA_SOURCE).is_file()
+    except FileNotFoundError:
+        return False
+
+
+HAVE_MMA = _have_mma()
+
+
+def _instantiations(configs) -> tuple:
+    return tuple(c.name(ta, tb, to) for c in configs
+                 for ta in QTYPES for tb in QTYPES for to in QTYPES)
+
+
+KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS}
+if HAVE_MMA:
+    KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values())
+
+# The variants this install can run (the mma ones only with matmul_mma.cu present).
+VARIANTS = tuple(DP4A_CONFIGS) + (tuple(MMA_CONFIGS) if HAVE_MMA else ())
+
+
+def _cc(compute_capability) -> int:
+    """80 from 80, "80", "8.0" or (8, 0)."""
+    if isinstance(compute_capability, (tuple, list)):
+        major, minor = compute_capability
+        return int(major) * 10 + int(minor)
+    text = str(compute_capability)
+    if "." in text:
+        major, minor = text.split(".")
+        return int(major) * 10 + int(minor)
+    return int(text)
+
+
+def select_kernel(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=None, *,
+                  sm_count=132, have_mma=None) -> str:
+    """The variant for an (M, K) x (K, N) product repeated `batch` times.
+
+    Pure Python (no GPU). Every variant handles all 8 dtype combinations, so
+    a_dtype / b_dtype do not change the choice today. have_mma defaults to
+    whether cuda/matmul_mma.cu is present.
+    """
+    if have_mma is None:
+        have_mma = HAVE_MMA
+    if K > WIDE_K:
+        return "dp4a-wide"  # the only exact path past 32768
+    # Provisional crossover: tensor cores are ~15x dp4a's peak, so anything
+    # that fills a few mma tiles should win; re-measure MMA_MIN_WORK and the
+    # minimum sizes on the device machine.
+    if (have_mma and _cc(compute_capability) >= 80 and min(M, N) >= 16 and K >= 32
+            and M * N * K * batch >= MMA_MIN_WORK):
+        return "mma-128x128"
+    # Largest dp4a tile that still gives every SM at least one block.
+    for name in ("dp4a-128x64", "dp4a-64x64"):
+        cfg = DP4A_CONFIGS[name]
+        blocks = -(-M // cfg.bm) * -(-N // cfg.bn) * batch
+        if M >= cfg.bm and N >= cfg.bn and blocks >= sm_count:
+            return name
+    return "dp4a-32x32"
+
+
+# ---------------------------------------------------------------- batch plan
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: element offsets of a, b, out and the ABI batch levels."""
+
+    offsets: tuple   # (a, b, c) element offsets from each base pointer
+    batch0: int
+    batch1: int
+    strides: tuple   # (a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1), elements
+
+
+def batch_strides(shape, strides, itemsize, batch_shape) -> tuple:
+    """Element strides of an operand's batch dims aligned to batch_shape (0 = broadcast)."""
+    nb = len(shape) - 2
+    lead = len(batch_shape) - nb
+    out = []
+    for i, size in enumerate(batch_shape):
+        j = i - lead
+        if j < 0 or shape[j] == 1 or size == 1:
+            out.append(0)
+        else:
+            out.append(strides[j] // itemsize)
+    return tuple(out)
+
+
+def plan_batches(batch_shape, sa, sb, sc, max_z=MAX_GRID_YZ) -> list:
+    """Launches covering batch_shape; each has batch0 * batch1 <= max_z."""
+    dims = [(n, a, b, c) for n, a, b, c in zip(batch_shape, sa, sb, sc) if n != 1]
+    merged = []
+    for d in dims:
+        if merged and all(merged[-1][i] == d[i] * d[0] for i in (1, 2, 3)):
+            merged[-1] = (merged[-1][0] * d[0], d[1], d[2], d[3])
+        else:
+            merged.append(d)
+    while len(merged) < 2:
+        merged.insert(0, (1, 0, 0, 0))
+    outer, (n0, a0, b0, c0), (n1, a1, b1, c1) = merged[:-2], merged[-2], merged[-1]
+    strides = (a0, a1, b0, b1, c0, c1)
+    launches = []
+    for idx in itertools.product(*(range(d[0]) for d in outer)):
+        base = [sum(i * d[k] for i, d in zip(idx, outer)) for k in (1, 2, 3)]
+        if n1 <= max_z:
+            step = max_z // n1
+            for s in range(0, n0, step):
+                off = (base[0] + s * a0, base[1] + s * b0, base[2] + s * c0)
+                launches.append(Launch(off, min(step, n0 - s), n1, strides))
+        else:
+            for s0, s in itertools.product(range(n0), range(0, n1, max_z)):
+                off = (base[0] + s0 * a0 + s * a1, base[1] + s0 * b0 + s * b1,
+                       base[2] + s0 * c0 + s * c1)
+                launches.append(Launch(off, 1, min(max_z, n1 - s), strides))
+    return launches
+
+
+# ------------------------------------------------------------ device hooks
+# Small indirections so tests can run the launcher on the CPU against an
+# emulator of the kernel ABI (tests/test_select_matmul.py).
+
+def _xp():
+    import cupy
+
+    return cupy
+
+
+def _ptr(x) -> int:
+    return x.data.ptr
+
+
+@functools.lru_cache(maxsize=None)
+def _device_info_for(device_id: int):
+    import cupy
+
+    dev = cupy.cuda.Device(device_id)
+    return _cc(dev.compute_capability), int(dev.attributes["MultiProcessorCount"])
+
+
+def _device_info():
+    import cupy
+
+    return _device_info_for(cupy.cuda.runtime.getDevice())
+
+
+_smem_opt_in: set = set()
+
+
+def _launch(source, name, grid, block, args, shared_mem=0):
+    import cupy
+
+    from . import loader
+
+    fn = loader.function(source, name)
+    if shared_mem > 48 * 1024:
+        key = (cupy.cuda.runtime.getDevice(), source, name)
+        if key not in _smem_opt_in:
+            fn.max_dynamic_shared_size_bytes = shared_mem
+            _smem_opt_in.add(key)
+    fn(grid, block, args, shared_mem=shared_mem)
+
+
+# ------------------------------------------------------------------ launch
+
+def _addr(base: int, offset_elems: int, itemsize: int = 1):
+    return np.uint64(base + offset_elems * itemsize)
+
+
+def _extent(x):
+    """[lo, hi) byte range an array's elements occupy."""
+    lo = hi = _ptr(x)
+    for n, s in zip(x.shape, x.strides):
+        if s < 0:
+            lo += s * (n - 1)
+        else:
+            hi += s * (n - 1)
+    return lo, hi + x.itemsize
+
+
+def _overlaps(x, y) -> bool:
+    (lx, hx), (ly, hy) = _extent(x), _extent(y)
+    return lx < hy and ly < hx
+
+
+def _unit_last(xp, x):
+    if x.shape[-1] > 1 and x.strides[-1] != x.itemsize:
+        return xp.ascontiguousarray(x)  # documented copy: rows must be unit-stride
+    return x
+
+
+def _vector(xp, v, length, dtype=None):
+    v = v.reshape(-1)
+    if dtype is not None and v.dtype != dtype:
+        raise TypeError(f"quantized_matmul: expected {np.dtype(dtype)}, got {v.dtype}")
+    if v.size != length:
+        if v.size != 1:
+            raise ValueError(f"quantized_matmul: per-axis vector of {v.size} elements, expected {length}")
+        v = xp.broadcast_to(v, (length,))
+    return xp.ascontiguousarray(v)
+
+
+def _per_axis(xp, length, scale, zero_point, zp_dtype):
+    """(per_axis flag, scale vector, zero-point vector or None) with one shared layout."""
+    per = scale.size != 1 or (zero_point is not None and zero_point.size != 1)
+    n = length if per else 1
+    scale = _vector(xp, scale, n)
+    if scale.dtype != np.float32:
+        scale = scale.astype(np.float32)  # float16 -> float32 is exact
+    zp = None if zero_point is None else _vector(xp, zero_point, n, zp_dtype)
+    return int(per), scale, zp
+
+
+def _direct_out(out, a, b) -> bool:
+    if out.shape[-1] > 1 and out.strides[-1] != out.itemsize:
+        return False
+    if out.shape[-2] > 1 and out.strides[-2] == 0:
+        return False
+    if any(n > 1 and s == 0 for n, s in zip(out.shape[:-2], out.strides[:-2])):
+        return False
+    return not (_overlaps(out, a) or _overlaps(out, b))
+
+
+def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                     out_scale, out_zero_point, out, *, variant=None):
+    """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
+    if out.size == 0:
+        return out
+    xp = _xp()
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    batch_shape = tuple(out.shape[:-2])
+    nbatch = math.prod(batch_shape)
+    if max(M, N, K) > MAX_DIM:
+        raise UnsupportedError(f"quantized_matmul: dimensions above {MAX_DIM} are not supported "
+                               f"(M={M}, N={N}, K={K})")
+    if variant is None:
+        cc, sms = _device_info()
+        variant = select_kernel(M, N, K, nbatch, cc, a.dtype, b.dtype, sm_count=sms)
+    elif variant not in VARIANTS:
+        raise ValueError(f"quantized_matmul: unknown variant {variant!r}; expected one of {VARIANTS}")
+    if K == 0:
+        # acc = 0 exactly; the epilogue still applies mult (0 * Inf is NaN -> zp).
+        a_zero_point = b_zero_point = None
+        if variant in MMA_CONFIGS:
+            variant = "dp4a-32x32"
+    elif K > WIDE_K and not getattr(CONFIGS[variant], "wide", False):
+        raise ValueError(f"quantized_matmul: variant {variant!r} accumulates in int32 and is "
+                         f"exact only for K <= {WIDE_K} (K = {K}); use 'dp4a-wide'")
+    cfg = CONFIGS[variant]
+    wide = isinstance(cfg, Dp4aConfig) and cfg.wide
+    grid_y = -(-M // cfg.bm)
+    if grid_y > MAX_GRID_YZ:
+        raise UnsupportedError(f"quantized_matmul: M = {M} needs {grid_y} row tiles "
+                               f"(grid limit {MAX_GRID_YZ}) with {variant}")
+
+    a = _unit_last(xp, a)
+    b = _unit_last(xp, b)
+    target = out if _direct_out(out, a, b) else xp.empty(out.shape, out.dtype)
+
+    ta, tb, to = a.dtype.name, b.dtype.name, out.dtype.name
+    a_per_row, a_scale, a_zp = _per_axis(xp, M, a_scale, a_zero_point, a.dtype)
+    b_per_col, b_scale, b_zp = _per_axis(xp, N, b_scale, b_zero_point, b.dtype)
+    o_per_row, out_scale, o_zp = _per_axis(xp, M, out_scale, out_zero_point, out.dtype)
+
+    launches = plan_batches(batch_shape,
+                            batch_strides(a.shape, a.strides, a.itemsize, batch_shape),
+                            batch_strides(b.shape, b.strides, b.itemsize, batch_shape),
+                            batch_strides(target.shape, target.strides, target.itemsize, batch_shape))
+    lda = a.strides[-2] // a.itemsize
+    ldb = b.strides[-2] // b.itemsize
+    ldc = target.strides[-2] // target.itemsize
+    zmax = max(u.batch0 * u.batch1 for u in launches)
+    need_rows = b_zp is not None and not wide
+    need_cols = a_zp is not None and not wide
+    row_sums = xp.empty(zmax * M, np.int32) if need_rows else None
+    col_sums = xp.empty(zmax * N, np.int32) if need_cols else None
+    pa, pb, pc = _ptr(a), _ptr(b), _ptr(target)
+    i32, i64 = np.int32, np.int64
+    name = cfg.name(ta, tb, to)
+    block = (cfg.threads,)
+    for u in launches:
+        A = _addr(pa, u.offsets[0])
+        B = _addr(pb, u.offsets[1])
+        C = _addr(pc, u.offsets[2])
+        nz = u.batch0 * u.batch1
+        a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
+        if need_rows:
+            blocks = min(-(-nz * M // 8), 65535)
+            _launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (blocks,), (256,),
+                    (A, i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1),
+                     i64(lda), row_sums))
+        if need_cols:
+            _launch(DP4A_SOURCE, f"matmul_col_sums<{tb}>", (-(-N // 32), min(nz, MAX_GRID_YZ)),
+                    (256,), (B, i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1),
+                             i64(ldb), col_sums))
+        grid = (-(-N // cfg.bn), grid_y, nz)
+        _launch(cfg.source, name, grid, block,
+                (A, B, C, i32(M), i32(N), i32(K), i32(u.batch1),
+                 i64(a_bs0), i64(a_bs1), i64(b_bs0), i64(b_bs1), i64(c_bs0), i64(c_bs1),
+                 i64(lda), i64(ldb), i64(ldc),
+                 a_scale, b_scale, out_scale, a_zp, b_zp, o_zp,
+                 i32(a_per_row), i32(b_per_col), i32(o_per_row),
+                 row_sums, col_sums),
+                cfg.smem)
+    if target is not out:
+        out[...] = target
+    return out
