@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
-from dmlq import bench as B
+try:
+    from dmlq import bench as B
+except ImportError:  # run from a checkout without PYTHONPATH: the repo root is bench/..
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from dmlq import bench as B
 
 _limits = None
 

@@ -81,25 +81,34 @@ def plot(data, outdir):
     gpu = (data.get("machine_info") or {}).get("gpu") or "unknown GPU"
     written = []
     for family, frows in families.items():
+        # Every bar is the operator's work (dmlq's bytes or ops) over that entry's time, so
+        # bars compare like speedups do (a float16 peer moving twice the bytes gets no credit).
+        def effective(r, impl):
+            e = r["entries"].get(impl)
+            work = r["ops"] / 1e12 if r["unit"] == "TOPS" else r["bytes"] / 1e9
+            return work / e["time_s"] if e and work else None
+
         peers = sorted({i for r in frows for i in r["entries"] if i.startswith("peer:")})
-        series = [("dmlq (best)", [r["achieved"] for r in frows])]
-        series += [(p, [r["entries"].get(p, {}).get("achieved") for r in frows]) for p in peers]
+        series = [("dmlq (best variant)", [effective(r, r["impl"]) for r in frows])]
+        series += [(p, [effective(r, p) for r in frows]) for p in peers]
         width = 0.8 / len(series)
-        fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(frows) + 2), 4.5))
+        fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(frows) + 4), 4.5))
         for k, (label, values) in enumerate(series):
             xs = [i + (k - (len(series) - 1) / 2) * width for i in range(len(frows))]
             ax.bar(xs, [v or 0 for v in values], width, label=label)
         limits = [r["limit"] for r in frows]
-        ax.scatter(range(len(frows)), [v or float("nan") for v in limits], marker="_", s=900,
-                   color="black", label="limit (same run)", zorder=3)
+        for i, v in enumerate(limits):
+            if v:
+                ax.hlines(v, i - 0.45, i + 0.45, colors="black", linestyles="--",
+                          label="limit (same run)" if i == 0 else None)
         ax.set_xticks(range(len(frows)))
         ax.set_xticklabels([f"{r['dtype']}\n{r['shape']}" for r in frows], fontsize=7)
-        ax.set_ylabel(frows[0]["unit"])
+        ax.set_ylabel(("TOPS" if frows[0]["unit"] == "TOPS" else "GB/s") + " (operator work / time)")
         values = [v for _, vs in series for v in vs if v] + [v for v in limits if v]
         if values and max(values) / min(values) > 100:
             ax.set_yscale("log")
-        ax.set_title(f"{family}: achieved vs limit vs peers - {gpu}, {run_date(data)[:10]}", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_title(f"{family}: dmlq vs same-run limit vs peers\n{gpu}, {run_date(data)[:10]}", fontsize=9)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
         path = outdir / f"{family}.png"
         fig.savefig(path, dpi=110)

@@ -70,9 +70,13 @@ __device__ __forceinline__ unsigned fast_div(unsigned n, unsigned magic, int shi
 
 // [k0, k1): the taps k < K of a window starting at `start` (step dil) with lo <= start + k*dil < hi.
 template <typename I>
+__device__ __forceinline__ I ceil_div(I a, I b) {  // a > 0, b > 0
+  return b == 1 ? a : (a + b - 1) / b;
+}
+template <typename I>
 __device__ __forceinline__ void tap_range(I start, I K, I dil, I lo, I hi, I& k0, I& k1) {
-  k0 = start >= lo ? I(0) : (lo - start + dil - 1) / dil;
-  k1 = start < hi ? min(K, (hi - start + dil - 1) / dil) : I(0);
+  k0 = start >= lo ? I(0) : ceil_div<I>(lo - start, dil);
+  k1 = start < hi ? min(K, ceil_div<I>(hi - start, dil)) : I(0);
   if (k1 < k0) k1 = k0;
 }
 

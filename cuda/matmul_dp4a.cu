@@ -131,10 +131,16 @@ __device__ __forceinline__ void gemm(
   static_assert(NT % (BN / 4) == 0 && (KQ * (BN / 4)) % NT == 0 && B_PER >= 1, "B staging");
   static_assert(kChunkK % BK == 0, "chunks are whole tiles");
 
-  // As[k-word][m] and Bs[k-word][n] hold 4 consecutive k packed in a word.
-  // The +4 pad makes the transposed A stores conflict-free.
-  __shared__ __align__(16) unsigned As[2][KQ][BM + 4];
-  __shared__ __align__(16) unsigned Bs[2][KQ][BN];
+  // As[buf][k-word][m] and Bs[buf][k-word][n] hold 4 consecutive k packed in
+  // a word (the +4 pad makes the transposed A stores conflict-free). After the
+  // main loop the same memory holds the quantized output tile Cs[m][n].
+  constexpr int AS_WORDS = 2 * KQ * (BM + 4), BS_WORDS = 2 * KQ * BN;
+  constexpr int CS = BN + 4;  // output tile row stride in bytes
+  static_assert(BM * CS <= 4 * (AS_WORDS + BS_WORDS), "output tile fits the staging buffers");
+  __shared__ __align__(16) unsigned smem[AS_WORDS + BS_WORDS];
+  auto As = reinterpret_cast<unsigned (*)[KQ][BM + 4]>(smem);
+  auto Bs = reinterpret_cast<unsigned (*)[KQ][BN]>(smem + AS_WORDS);
+  unsigned char* Cs = reinterpret_cast<unsigned char*>(smem);
 
   const int tid = threadIdx.x;
   const int tx = tid % THR_N, ty = tid / THR_N;
@@ -143,7 +149,6 @@ __device__ __forceinline__ void gemm(
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const unsigned char* Ab = reinterpret_cast<const unsigned char*>(A) + zb0 * a_bs0 + zb1 * a_bs1;
   const unsigned char* Bb = reinterpret_cast<const unsigned char*>(B) + zb0 * b_bs0 + zb1 * b_bs1;
-  TO* Cb = C + zb0 * c_bs0 + zb1 * c_bs1;
   const bool a_al = ((reinterpret_cast<size_t>(Ab) | static_cast<size_t>(lda)) & 3) == 0;
   const bool b_al = ((reinterpret_cast<size_t>(Bb) | static_cast<size_t>(ldb)) & 3) == 0;
 
@@ -286,36 +291,30 @@ __device__ __forceinline__ void gemm(
     __syncthreads();
   }
 
-  // Epilogue: zero-point correction, requantize, store.
+  // Epilogue: zero-point correction and requantization in registers, the
+  // bytes staged in shared memory, then coalesced predicated stores. Rows and
+  // columns past the edge compute throwaway values from clamped indices.
   float bsc[TN];
   unsigned cb[TN];
 #pragma unroll
   for (int j = 0; j < TN; ++j) {
-    const int n = n0 + frag_pos<THR_N>(j, tx);
-    const bool ok = n < N;
-    bsc[j] = ok ? b_scale[b_per_col ? n : 0] : 0.0f;
-    cb[j] = (!WIDE && ok && a_zp != nullptr)
-                ? static_cast<unsigned>(col_sum_b[static_cast<int64>(z) * N + n]) : 0u;
+    const int n = min(n0 + frag_pos<THR_N>(j, tx), N - 1);
+    bsc[j] = b_scale[b_per_col ? n : 0];
+    cb[j] = (!WIDE && a_zp != nullptr) ? static_cast<unsigned>(col_sum_b[static_cast<int64>(z) * N + n]) : 0u;
   }
-  const float b_scale0 = b_scale[0];
-  const bool c_al = ((reinterpret_cast<size_t>(Cb) | static_cast<size_t>(ldc)) & 3) == 0;
   const unsigned kk = static_cast<unsigned>(K);
-
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
-    const int m = m0 + frag_pos<THR_M>(i, ty);
-    if (m >= M) continue;
+    const int r = frag_pos<THR_M>(i, ty);
+    const int m = min(m0 + r, M - 1);
     const float as = a_scale[a_per_row ? m : 0];
     const float os = out_scale[out_per_row ? m : 0];
     const int ozp = out_zp != nullptr ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
     const unsigned ra_m = (!WIDE && b_zp != nullptr)
                               ? static_cast<unsigned>(row_sum_a[static_cast<int64>(z) * M + m]) : 0u;
-    const float mult_row = ieee_div(ieee_mul(as, b_scale0), os);  // used when !b_per_col
-    TO* crow = Cb + static_cast<int64>(m) * ldc;
 #pragma unroll
     for (int g = 0; g < TN / 4; ++g) {
-      const int n = n0 + g * THR_N * 4 + tx * 4;
-      unsigned char q[4];
+      unsigned word = 0u;
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int j = 4 * g + c;
@@ -326,18 +325,30 @@ __device__ __forceinline__ void gemm(
           const unsigned v = acc[i][j] - za[i] * cb[j] - zb[j] * ra_m + kk * za[i] * zb[j];
           f = to_f32(static_cast<int>(v));
         }
-        const float mult = b_per_col ? ieee_div(ieee_mul(as, bsc[j]), os) : mult_row;
-        q[c] = static_cast<unsigned char>(round_saturate<TO>(ieee_mul(f, mult), ozp));
+        const float mult = ieee_div(ieee_mul(as, bsc[j]), os);
+        const TO q = round_saturate<TO>(ieee_mul(f, mult), ozp);
+        word |= static_cast<unsigned>(static_cast<unsigned char>(q)) << (8 * c);
       }
-      if (c_al && n + 3 < N) {
-        const unsigned w = q[0] | (static_cast<unsigned>(q[1]) << 8) |
-                           (static_cast<unsigned>(q[2]) << 16) | (static_cast<unsigned>(q[3]) << 24);
-        *reinterpret_cast<unsigned*>(crow + n) = w;
-      } else {
+      *reinterpret_cast<unsigned*>(&Cs[r * CS + g * THR_N * 4 + tx * 4]) = word;
+    }
+  }
+  __syncthreads();
+
+  TO* Cb = C + zb0 * c_bs0 + zb1 * c_bs1;
+  const bool c_al = ((reinterpret_cast<size_t>(Cb) | static_cast<size_t>(ldc)) & 3) == 0;
+  constexpr int ROW_WORDS = BN / 4;
+  for (int w = tid; w < BM * ROW_WORDS; w += NT) {
+    const int r = w / ROW_WORDS, c = 4 * (w % ROW_WORDS);
+    const int m = m0 + r, n = n0 + c;
+    if (m >= M || n >= N) continue;
+    const unsigned word = *reinterpret_cast<const unsigned*>(&Cs[r * CS + c]);
+    unsigned char* dst = reinterpret_cast<unsigned char*>(Cb + static_cast<int64>(m) * ldc + n);
+    if (c_al && n + 3 < N) {
+      *reinterpret_cast<unsigned*>(dst) = word;
+    } else {
 #pragma unroll
-        for (int c = 0; c < 4; ++c)
-          if (n + c < N) crow[n + c] = static_cast<TO>(q[c]);
-      }
+      for (int b = 0; b < 4; ++b)
+        if (n + b < N) dst[b] = static_cast<unsigned char>(word >> (8 * b));
     }
   }
 }

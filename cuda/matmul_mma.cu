@@ -112,6 +112,28 @@ __device__ __forceinline__ int b_off(int k, int chunk) {
   return k * BN + ((chunk ^ b_swz(k)) << 4);
 }
 
+// Epilogue staging: 32 rows of 64 int32 (16 chunks of 16 bytes) per warp.
+// Writers put rows 2i, 2i+1 into one phase, readers 8 consecutive rows at one
+// chunk; chunk ^= ((row & 1) << 2) | ((row >> 1) & 3) keeps both conflict-free.
+constexpr int kEpiWarpBytes = 32 * 256;
+__device__ __forceinline__ int epi_off(int row, int chunk) {
+  return row * 256 + ((chunk ^ (((row & 1) << 2) | ((row >> 1) & 3))) << 4);
+}
+
+// Slow path for unaligned operands: bytes [0, n) of p, zero-padded to 16.
+__device__ __forceinline__ uint4 gather16(const unsigned char* p, int n) {
+  unsigned w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+#pragma unroll 1
+  for (int e = 0; e < n; ++e) {
+    const unsigned v = static_cast<unsigned>(p[e]) << (8 * (e & 3));
+    if (e < 4) w0 |= v;
+    else if (e < 8) w1 |= v;
+    else if (e < 12) w2 |= v;
+    else w3 |= v;
+  }
+  return make_uint4(w0, w1, w2, w3);
+}
+
 }  // namespace dmlq_mma
 
 // Launch: block (32 * (BM/64) * (BN/64)) threads; grid (ceil(M/BM) * ceil(N/BN), 1,
@@ -141,6 +163,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   constexpr int A_CH = A_STAGE / 16 / NT;     // 16-byte chunks per thread per stage
   constexpr int B_CH = B_STAGE / 16 / NT;
   static_assert(A_CH * 16 * NT == A_STAGE && B_CH * 16 * NT == B_STAGE, "chunk split");
+  static_assert((NT / 32) * kEpiWarpBytes <= STAGES * (A_STAGE + B_STAGE), "epilogue staging fits");
 
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -208,12 +231,8 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
       if (a_vec) {
         cp_async16(sA + stage * A_STAGE + a_dst[i], bytes > 0 ? static_cast<const void*>(src) : A, bytes);
       } else {
-        unsigned w[4] = {0u, 0u, 0u, 0u};
-        const unsigned char* p = reinterpret_cast<const unsigned char*>(src);
-#pragma unroll
-        for (int e = 0; e < 16; ++e)
-          if (e < bytes) w[e >> 2] |= static_cast<unsigned>(p[e]) << (8 * (e & 3));
-        *reinterpret_cast<uint4*>(smem + stage * A_STAGE + a_dst[i]) = make_uint4(w[0], w[1], w[2], w[3]);
+        *reinterpret_cast<uint4*>(smem + stage * A_STAGE + a_dst[i]) =
+            gather16(reinterpret_cast<const unsigned char*>(src), bytes);
       }
     }
 #pragma unroll
@@ -224,13 +243,8 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
       if (b_vec) {
         cp_async16(sB + stage * B_STAGE + b_dst[i], src, bytes);
       } else {
-        unsigned w[4] = {0u, 0u, 0u, 0u};
-        const unsigned char* p = reinterpret_cast<const unsigned char*>(src);
-#pragma unroll
-        for (int e = 0; e < 16; ++e)
-          if (e < bytes) w[e >> 2] |= static_cast<unsigned>(p[e]) << (8 * (e & 3));
         *reinterpret_cast<uint4*>(smem + STAGES * A_STAGE + stage * B_STAGE + b_dst[i]) =
-            make_uint4(w[0], w[1], w[2], w[3]);
+            gather16(reinterpret_cast<const unsigned char*>(src), bytes);
       }
     }
   };
@@ -261,7 +275,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0;
 
   const int ktiles = (K + BK - 1) / BK;
-#pragma unroll
+#pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < ktiles) load_tile(s, s * BK);
     cp_async_commit();  // empty groups keep the wait count uniform
@@ -300,69 +314,106 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     }
   }
 
-  // Epilogue, straight from registers. Lane (g, t) of pair p holds output columns
-  // n = 4t..4t+3 as acc[.][2p][0], acc[.][2p+1][0], acc[.][2p][1], acc[.][2p+1][1]
-  // (row g; [2], [3] for row g + 8). Each row writes 16 contiguous bytes per
-  // warp instruction; outputs are 1/K of the work, so no shared-memory restage.
+  // Epilogue. Each warp restages its int32 tile through shared memory, 32 rows
+  // per pass (8 KiB per warp), so that a rolled loop handles 16 adjacent outputs
+  // per lane (one 16-byte store) and the float math is not unrolled 128 times.
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with the pipeline buffers
   const int g = lane >> 2, t4 = lane & 3;
+  unsigned char* const ep = smem + warp * kEpiWarpBytes;
   const bool row_dep = a_per_row || out_per_row;
   const float as0 = a_scale[0], bs0 = b_scale[0], os0 = out_scale[0];
-  const bool c_vec = ((reinterpret_cast<unsigned long long>(C) | static_cast<unsigned long long>(ldc)) & 3) == 0;
+  const unsigned long long c_al = reinterpret_cast<unsigned long long>(C) | static_cast<unsigned long long>(ldc);
   const int64 zM = static_cast<int64>(z) * M, zN = static_cast<int64>(z) * N;
   const unsigned Ku = static_cast<unsigned>(K);
 
+  // This lane's 16 output columns, fixed for the whole epilogue.
+  const int cg = lane >> 3;
+  const int nc0 = n0 + wn * 64 + cg * 16;
+  // cm is b_scale[n] when the multiplier also varies by row, else the whole
+  // multiplier (a_scale[0] * b_scale[n]) / out_scale[0].
+  float cm[16];
+  int cbz[16], ccs[16];
 #pragma unroll
-  for (int p = 0; p < NP; ++p) {
-    const int nb = n0 + wn * 64 + p * 16 + 4 * t4;
-    // Column terms. cm is b_scale[n] when the multiplier also varies by row,
-    // else the whole multiplier (a_scale[0] * b_scale[n]) / out_scale[0].
-    float cm[4];
-    int cbz[4], ccs[4];
+  for (int j = 0; j < 16; ++j) {
+    const int n = min(nc0 + j, N - 1);  // clamped reads; columns >= N are not stored
+    const float bs = b_per_col ? b_scale[n] : bs0;
+    cm[j] = row_dep ? bs : dmlq::ieee_div(dmlq::ieee_mul(as0, bs), os0);
+    cbz[j] = b_zp ? static_cast<int>(b_zp[b_per_col ? n : 0]) : 0;
+    ccs[j] = a_zp ? col_sum_b[zN + n] : 0;
+  }
+
+#pragma unroll 1
+  for (int ph = 0; ph < 2; ++ph) {
+    __syncwarp();  // the previous pass's reads are done
+    // Lane (g, t) of pair p holds columns 4t..4t+3 of rows g / g+8 as
+    // acc[.][2p][0|2], acc[.][2p+1][0|2], acc[.][2p][1|3], acc[.][2p+1][1|3].
+    if (ph == 0) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int n = min(nb + j, N - 1);  // clamped reads; columns >= N are not stored
-      const float bs = b_per_col ? b_scale[n] : bs0;
-      cm[j] = row_dep ? bs : dmlq::ieee_div(dmlq::ieee_mul(as0, bs), os0);
-      cbz[j] = b_zp ? static_cast<int>(b_zp[b_per_col ? n : 0]) : 0;
-      ccs[j] = a_zp ? col_sum_b[zN + n] : 0;
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int p = 0; p < NP; ++p)
+            *reinterpret_cast<int4*>(ep + epi_off(mi * 16 + h * 8 + g, p * 4 + t4)) =
+                make_int4(acc[mi][2 * p][2 * h], acc[mi][2 * p + 1][2 * h],
+                          acc[mi][2 * p][2 * h + 1], acc[mi][2 * p + 1][2 * h + 1]);
+    } else {
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int p = 0; p < NP; ++p)
+            *reinterpret_cast<int4*>(ep + epi_off(mi * 16 + h * 8 + g, p * 4 + t4)) =
+                make_int4(acc[mi + 2][2 * p][2 * h], acc[mi + 2][2 * p + 1][2 * h],
+                          acc[mi + 2][2 * p][2 * h + 1], acc[mi + 2][2 * p + 1][2 * h + 1]);
     }
+    __syncwarp();
+
+#pragma unroll 1
+    for (int it = 0; it < 4; ++it) {
+      const int r = (lane & 7) + 8 * it;  // row within the pass
+      const int m = m0 + wm * 64 + ph * 32 + r;
+      if (m >= M) continue;
+      int x[16];
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
+      for (int s4 = 0; s4 < 4; ++s4) {
+        const int4 v = *reinterpret_cast<const int4*>(ep + epi_off(r, cg * 4 + s4));
+        x[4 * s4] = v.x; x[4 * s4 + 1] = v.y; x[4 * s4 + 2] = v.z; x[4 * s4 + 3] = v.w;
+      }
+      const float as = a_per_row ? a_scale[m] : as0;
+      const float os = out_per_row ? out_scale[m] : os0;
+      const int azp = a_zp ? static_cast<int>(a_zp[a_per_row ? m : 0]) : 0;
+      const int rsum = b_zp ? row_sum_a[zM + m] : 0;
+      const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
+      const float rm = (row_dep && !b_per_col) ? dmlq::ieee_div(dmlq::ieee_mul(as, bs0), os) : 0.0f;
+      unsigned w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0 + wm * 64 + mi * 16 + h * 8 + g;
-        if (m >= M) continue;
-        const float as = a_per_row ? a_scale[m] : as0;
-        const float os = out_per_row ? out_scale[m] : os0;
-        const int azp = a_zp ? static_cast<int>(a_zp[a_per_row ? m : 0]) : 0;
-        const int rsum = b_zp ? row_sum_a[zM + m] : 0;
-        const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
-        const float rm = (row_dep && !b_per_col) ? dmlq::ieee_div(dmlq::ieee_mul(as, bs0), os) : 0.0f;
-        unsigned packed = 0;
-        TO q8[4];
+      for (int j = 0; j < 16; ++j) {
+        // acc - a_zp*colsum - b_zp*rowsum + K*a_zp*b_zp, mod 2^32: the true value
+        // fits int32 for K <= 33025, so the wrapped result is exact.
+        unsigned v = static_cast<unsigned>(x[j]);
+        v -= static_cast<unsigned>(azp) * static_cast<unsigned>(ccs[j]);
+        v -= static_cast<unsigned>(cbz[j]) * static_cast<unsigned>(rsum);
+        v += Ku * static_cast<unsigned>(azp) * static_cast<unsigned>(cbz[j]);
+        const float mult = !row_dep ? cm[j]
+                           : !b_per_col ? rm
+                                        : dmlq::ieee_div(dmlq::ieee_mul(as, cm[j]), os);
+        const float t = dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), mult);
+        const TO q8 = dmlq::round_saturate<TO>(t, ozp);
+        w[j >> 2] |= static_cast<unsigned>(static_cast<unsigned char>(q8)) << (8 * (j & 3));
+      }
+      unsigned char* cp = reinterpret_cast<unsigned char*>(C + static_cast<int64>(m) * ldc + nc0);
+      if (nc0 + 15 < N && (c_al & 15) == 0) {
+        *reinterpret_cast<uint4*>(cp) = make_uint4(w[0], w[1], w[2], w[3]);
+      } else if (nc0 + 15 < N && (c_al & 3) == 0) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          // Exact acc - a_zp*colsum - b_zp*rowsum + K*a_zp*b_zp, mod 2^32 (the
-          // true value fits int32 for K <= 33025).
-          unsigned v = static_cast<unsigned>(acc[mi][2 * p + (j & 1)][2 * h + (j >> 1)]);
-          v -= static_cast<unsigned>(azp) * static_cast<unsigned>(ccs[j]);
-          v -= static_cast<unsigned>(cbz[j]) * static_cast<unsigned>(rsum);
-          v += Ku * static_cast<unsigned>(azp) * static_cast<unsigned>(cbz[j]);
-          const float mult = !row_dep ? cm[j]
-                             : !b_per_col ? rm
-                                          : dmlq::ieee_div(dmlq::ieee_mul(as, cm[j]), os);
-          const float t = dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), mult);
-          q8[j] = dmlq::round_saturate<TO>(t, ozp);
-          packed |= static_cast<unsigned>(static_cast<unsigned char>(q8[j])) << (8 * j);
-        }
-        TO* crow = C + static_cast<int64>(m) * ldc;
-        if (c_vec && nb + 3 < N) {
-          *reinterpret_cast<unsigned*>(crow + nb) = packed;
-        } else {
+        for (int i = 0; i < 4; ++i) reinterpret_cast<unsigned*>(cp)[i] = w[i];
+      } else {
 #pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if (nb + j < N) crow[nb + j] = q8[j];
-        }
+        for (int j = 0; j < 16; ++j)
+          if (nc0 + j < N) cp[j] = static_cast<unsigned char>(w[j >> 2] >> (8 * (j & 3)));
       }
     }
   }

@@ -283,7 +283,6 @@ def copy_bandwidth(nbytes, *, rounds=10, round_s=0.05, seed=1):
         dst.data.copy_from_device_async(src.data, nbytes, cupy.cuda.get_current_stream())
 
     times = measure(copy, rounds=rounds, round_s=round_s)
-    del src, dst
     return 2 * nbytes / statistics.median(times) / 1e9
 
 
@@ -543,10 +542,13 @@ class Prepared:
 def _need_torch():
     if importlib.util.find_spec("torch") is None:
         raise Unavailable("torch is not installed")
+    import cupy
     import torch
 
     if not torch.cuda.is_available():
         raise Unavailable("torch has no CUDA support here")
+    if cupy.cuda.get_current_stream().ptr != 0:  # events are recorded on CuPy's stream
+        raise Unavailable("torch peers run on the legacy default stream; CuPy's current stream is another")
     return torch
 
 
@@ -1105,6 +1107,7 @@ def summarize(benchmarks):
             "peer": peer[0] if peer else None, "peer_time_s": peer[1] if peer else None,
             "peer_achieved": peer[2].get(key) if peer else None,
             "speedup": (peer[1] / best[1]) if peer else None,
+            "bytes": best[2].get("bytes"), "ops": best[2].get("ops"),
             "entries": {impl: {"time_s": t, "achieved": info.get(key), "limit": info.get("limit")}
                         for impl, t, info in entries},
         })

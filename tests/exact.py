@@ -246,38 +246,52 @@ def _zps(zp):
 
 
 def _scales(s):
-    return [float(_scalar(v)) for v in np.asarray(s).reshape(-1)]
-
-
-def quantize_array(x, s, zp, dtype):
-    x, s = np.asarray(x), np.asarray(s)
-    shape = np.broadcast_shapes(x.shape, s.shape, () if zp is None else np.shape(zp))
-    xb, sb = np.broadcast_to(x, shape), np.broadcast_to(s, shape)
-    zb = None if zp is None else np.broadcast_to(np.asarray(zp), shape)
-    out = np.empty(shape, dtype)
-    for i in np.ndindex(shape):
-        out[i] = quantize(_scalar(xb[i]), float(sb[i]), None if zb is None else int(zb[i]), str(np.dtype(dtype)))
+    out = [float(_scalar(v)) for v in np.asarray(s).reshape(-1)]
+    assert all(math.isnan(v) or f32(v) == v for v in out), "scales must be float32 values"
     return out
 
 
-def dequantize_array(q, s, zp, out_dtype=None):
+def _shape(shape, *arrays):
+    """The given output shape, else the broadcast shape of the arrays."""
+    if shape is not None:
+        return tuple(shape)
+    return np.broadcast_shapes(*(np.shape(a) for a in arrays if a is not None))
+
+
+def quantize_array(x, s, zp, dtype, shape=None):
+    x, s = np.asarray(x), np.asarray(s)
+    shape = _shape(shape, x, s, zp)
+    xb, sb = np.broadcast_to(x, shape), np.broadcast_to(s, shape)
+    zb = None if zp is None else np.broadcast_to(np.asarray(zp), shape)
+    name = np.dtype(dtype).name
+    out = np.empty(shape, dtype)
+    for i in np.ndindex(shape):
+        out[i] = quantize(_scalar(xb[i]), float(sb[i]), None if zb is None else int(zb[i]), name)
+    return out
+
+
+def dequantize_array(q, s, zp, out_dtype=None, shape=None):
     q, s = np.asarray(q), np.asarray(s)
     out_dtype = np.dtype(out_dtype or s.dtype)
-    shape = np.broadcast_shapes(q.shape, s.shape, () if zp is None else np.shape(zp))
+    shape = _shape(shape, q, s, zp)
     qb, sb = np.broadcast_to(q, shape), np.broadcast_to(s, shape)
     zb = None if zp is None else np.broadcast_to(np.asarray(zp), shape)
     out = np.empty(shape, out_dtype)
     for i in np.ndindex(shape):
-        out[i] = dequantize(int(qb[i]), float(sb[i]), None if zb is None else int(zb[i]), str(out_dtype))
+        zpi = None if zb is None else int(zb[i])
+        out[i] = dequantize(int(qb[i]), float(sb[i]), zpi, out_dtype.name)
     return out
 
 
 def add_array(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, dtype, shape=None):
     a, b = np.asarray(a), np.asarray(b)
-    shape = np.broadcast_shapes(a.shape, b.shape) if shape is None else shape
+    shape = _shape(shape, a, b)
     ab, bb = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    one = lambda v, f: None if v is None else f(np.asarray(v).reshape(-1)[0])  # noqa: E731
-    args = (one(a_s, float), one(a_zp, int), one(b_s, float), one(b_zp, int), one(o_s, float), one(o_zp, int))
+
+    def zp1(v):
+        return None if v is None else _zps(v)[0]
+
+    args = (_scales(a_s)[0], zp1(a_zp), _scales(b_s)[0], zp1(b_zp), _scales(o_s)[0], zp1(o_zp))
     # A's and B's dequantized values depend on one element each: tabulate them.
     av = {v: dequantize(v, args[0], args[1]) for v in np.unique(ab).tolist()}
     bv = {v: dequantize(v, args[2], args[3]) for v in np.unique(bb).tolist()}
@@ -292,6 +306,7 @@ def matmul_array(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, dtype, batch_shape=None)
     a, b = np.asarray(a), np.asarray(b)
     if batch_shape is None:
         batch_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch_shape = tuple(batch_shape)
     M, N = a.shape[-2], b.shape[-1]
     ab = np.broadcast_to(a, batch_shape + a.shape[-2:])
     bb = np.broadcast_to(b, batch_shape + b.shape[-2:])

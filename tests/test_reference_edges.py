@@ -445,10 +445,9 @@ def test_matmul_batch_broadcast_and_strided(rng):
     b_full = rng.integers(0, 256, (2, 12, 10)).astype(U8)
     b = b_full[:, ::2, 1::2]                                   # (2, 6, 5), non-contiguous
     a_b = np.broadcast_to(a, (3, 2, 4, 6))                     # stride-0 batch
-    args = ([0.02], [3], b, [0.03], [200], [0.1], [-4], I8)
-    got = matmul(a_b, args[0], args[1], *args[2:])
-    want = exact.matmul_array(a_b, args[0], np.int8(args[1]), b, args[3], np.uint8(args[4]),
-                              args[5], np.int8(args[6]), I8)
+    args = (F32([0.02]), I8([3]), b, F32([0.03]), U8([200]), F32([0.1]), I8([-4]), I8)
+    got = matmul(a_b, *args)
+    want = exact.matmul_array(a_b, *args)
     assert got.shape == (3, 2, 4, 5) and np.array_equal(got, want)
     # numpy.matmul batch broadcasting without materializing: (3,1,4,6) @ (2,6,5)
     assert np.array_equal(matmul(a, *args), want)

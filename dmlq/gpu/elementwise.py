@@ -22,7 +22,8 @@ import numpy as np
 
 VARIANTS = ("contig", "axis", "strided")
 THREADS = 256  # matches kThreads in elementwise.cu
-UNROLL = 8     # matches kUnroll (elements in flight per thread in axis/strided)
+UNROLL = 8     # matches kUnroll (elements in flight per thread, axis)
+STRIDED_UNROLL = 4  # matches kStridedUnroll
 MAX_DIMS = 8
 SLOTS = 4      # Geo operand slots: out, x|q|a, scale|b, zero point
 
@@ -31,8 +32,8 @@ CTYPE = {
     "int16": "short", "uint16": "unsigned short", "int8": "int8", "uint8": "uint8",
 }
 QUANT_OUT = ("int8", "uint8")
-QUANT_IN = (("float32", "float32"), ("float32", "float16"), ("float16", "float16"),
-            ("float16", "float32"), ("int32", "float32"))  # (input, scale)
+# (input, scale): the scale has the input's float type, FLOAT32 for INT32 input (seed 000).
+QUANT_IN = (("float32", "float32"), ("float16", "float16"), ("int32", "float32"))
 DEQUANT_IN = ("int8", "uint8", "int16", "uint16", "int32", "uint32")
 DEQUANT_OUT = ("float32", "float16")  # = the scale's dtype
 
@@ -164,8 +165,8 @@ def axis_dims(layout: Layout, nbig: int):
 def layout_supports(variant: str, layout: Layout, nbig: int, axis_ok: bool = True) -> bool:
     """Whether ``variant`` can run a canonical layout (nbig leading operands are
     tensors, the rest scales/zero points)."""
-    if variant == "strided":
-        return True
+    if variant == "strided" or (variant in VARIANTS and layout.size == 0):
+        return True  # (nothing is launched for size 0)
     if variant == "contig":
         dense, vary = _classify(layout, nbig)
         return dense and not vary
@@ -175,6 +176,7 @@ def layout_supports(variant: str, layout: Layout, nbig: int, axis_ok: bool = Tru
 
 
 def select_layout(layout: Layout, nbig: int, axis_ok: bool = True) -> str:
+    """The first of contig, axis, strided that can run ``layout``."""
     for variant in ("contig", "axis"):
         if layout_supports(variant, layout, nbig, axis_ok):
             return variant
@@ -373,7 +375,7 @@ def _launch_unary(op, types, x, params, out, variant, scale_kind, zp_ctype):
         args = (_u64(ptr[1]), _u64(ptr[0]), np.int64(n), np.uint32(inner), np.uint32(length),
                 _u64(ptr[2]), np.int64(sst), sv, _u64(ptr[3]), np.int64(zst), zv)
     else:
-        work = -(-n // UNROLL)
+        work = -(-n // STRIDED_UNROLL)
         args = (_u64(ptr[1]), _u64(ptr[0]), np.int64(n), pack_geo(layout, wide),
                 _u64(ptr[2]), sv, _u64(ptr[3]), zv)
     fn((_grid(fn, name, work),), (THREADS,), args)
@@ -477,7 +479,7 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         work = max(nvec, n - nvec * 16)
         args = (_u64(ptr[1]), _u64(ptr[2]), _u64(ptr[0]), np.int64(n), np.int64(head), *pargs)
     else:
-        work = -(-n // UNROLL)
+        work = -(-n // STRIDED_UNROLL)
         args = (_u64(ptr[1]), _u64(ptr[2]), _u64(ptr[0]), np.int64(n), pack_geo(layout, wide),
                 *pargs)
     fn((_grid(fn, name, work),), (THREADS,), args)

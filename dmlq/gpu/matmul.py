@@ -92,7 +92,7 @@ class MmaConfig:
 # Variant name -> tile config. Adding or adjusting a variant is one line here.
 DP4A_CONFIGS = {
     "dp4a-128x64": Dp4aConfig(bm=128, bn=64, bk=32, tm=8, tn=8),
-    "dp4a-64x64": Dp4aConfig(bm=64, bn=64, bk=32, tm=8, tn=8),
+    "dp4a-64x64": Dp4aConfig(bm=64, bn=64, bk=32, tm=8, tn=4),
     "dp4a-32x32": Dp4aConfig(bm=32, bn=32, bk=32, tm=4, tn=4),
     "dp4a-wide": Dp4aConfig(bm=64, bn=64, bk=32, tm=8, tn=4, wide=True),
 }

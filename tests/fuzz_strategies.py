@@ -1,0 +1,283 @@
+"""Hypothesis strategies for the fuzz harness: one per operator, each drawing a
+dict of keyword arguments for the backend interface (``out`` included, poisoned,
+sometimes a non-contiguous view), so CPU and GPU fuzz tests share them.
+
+DMLQ_FUZZ_EXAMPLES sets max_examples per operator (default 50; the GPU run uses
+more). Arrays are NumPy; a GPU test copies them to the device with their layout.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from dmlq.desc import pool_output_size
+
+EXAMPLES = int(os.environ.get("DMLQ_FUZZ_EXAMPLES", "50"))
+
+I8, U8, F32, F16 = np.dtype("int8"), np.dtype("uint8"), np.dtype("float32"), np.dtype("float16")
+QTYPES = (I8, U8)
+DEQ_TYPES = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32"))
+SIDES = (0, 1, 1, 2, 3, 5, 7)            # sizes: 0, 1 and small primes
+INF = float("inf")
+
+
+def fuzz_settings(examples: int | None = None):
+    """Hypothesis settings for a fuzz test: no deadline, no example database."""
+    return settings(max_examples=examples or EXAMPLES, deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck))
+
+
+# ---- elements -------------------------------------------------------------------
+
+def floats(lo, hi, dtype=F32, **kw):
+    """st.floats of a width, with the bounds moved inwards to representable values."""
+    t = np.dtype(dtype).type
+    flo, fhi = t(lo), t(hi)
+    if float(flo) < lo:
+        flo = np.nextafter(flo, t(np.inf))
+    if float(fhi) > hi:
+        fhi = np.nextafter(fhi, t(-np.inf))
+    return st.floats(float(flo), float(fhi), width=8 * np.dtype(dtype).itemsize, **kw)
+
+
+def _limits(dtype):
+    dtype = np.dtype(dtype)
+    if dtype == F16:
+        return 2.0**-24, 2.0**-14, 65504.0
+    return 2.0**-149, 2.0**-126, float(np.finfo(np.float32).max)
+
+
+def scale_values(dtype=F32, special=True):
+    """Scales: typical, 1e-30..1e30 (float16: its range), subnormal, powers of two,
+    and (if special) 0, -0, negative, inf and NaN."""
+    dtype = np.dtype(dtype)
+    tiny, normal, big = _limits(dtype)
+    lo, hi = (normal, big) if dtype == F16 else (1e-30, 1e30)
+    parts = [
+        floats(1e-3, 1.0, dtype),
+        floats(lo, hi, dtype),
+        floats(tiny, normal, dtype, exclude_max=True),
+        st.integers(-20, 10).map(lambda e: 2.0**e),
+    ]
+    if special:
+        parts.append(st.sampled_from([0.0, -0.0, INF, float("nan"), -1.0, -0.046875, tiny, big]))
+    return st.one_of(*parts)
+
+
+def int_values(dtype):
+    """Integers of a dtype, with its extremes and 0 drawn often."""
+    info = np.iinfo(dtype)
+    edges = sorted({info.min, info.min + 1, info.max - 1, info.max, 0})
+    return st.one_of(st.integers(int(info.min), int(info.max)), st.sampled_from(edges))
+
+
+def float_values(dtype):
+    """Any float of the dtype: NaN, +-inf, subnormals, huge, and small integers + ties."""
+    w = 16 if np.dtype(dtype) == F16 else 32
+    halves = st.integers(-600, 600).map(lambda k: k / 2)
+    return st.one_of(st.floats(width=w), halves, floats(-300, 300, dtype))
+
+
+# ---- arrays and layouts ---------------------------------------------------------
+
+def shapes(min_dims=1, max_dims=3):
+    return st.lists(st.sampled_from(SIDES), min_size=min_dims, max_size=max_dims).map(tuple)
+
+
+@st.composite
+def layout(draw, array):
+    """The same values in another memory layout: as is, Fortran order, reversed along
+    the first axis, or every other element of a larger buffer."""
+    a = np.asarray(array)
+    if a.ndim == 0 or a.size == 0:
+        return a
+    kind = draw(st.sampled_from(["c", "f", "reversed", "strided"]))
+    if kind == "f":
+        return np.asfortranarray(a)
+    if kind == "reversed":
+        return np.ascontiguousarray(a[::-1])[::-1]
+    big = np.empty(tuple(2 * n for n in a.shape), a.dtype)
+    view = big[tuple(slice(None, None, 2) for _ in a.shape)]
+    view[...] = a
+    return view
+
+
+@st.composite
+def out_array(draw, shape, dtype):
+    """A poisoned output (0xA5 bytes); sometimes a strided view into a larger poisoned
+    buffer (its ``base``), whose other bytes must stay untouched."""
+    shape = tuple(shape)
+    strided = bool(shape) and draw(st.booleans())
+    big = np.empty(tuple(2 * n + 1 for n in shape) if strided else shape, dtype)
+    big.reshape(-1).view(np.uint8)[...] = 0xA5
+    return big[tuple(slice(1, None, 2) for _ in shape)] if strided else big
+
+
+def untouched_outside(out) -> bool:
+    """For an output drawn by out_array: every byte of its base buffer outside the
+    view still holds the poison."""
+    if out.base is None:
+        return True
+    mask = np.ones(out.base.shape, bool)
+    mask[tuple(slice(1, None, 2) for _ in out.shape)] = False
+    return bool((out.base.view(np.uint8).reshape(out.base.shape + (-1,))[mask] == 0xA5).all())
+
+
+def array_of(draw, dtype, shape, elements):
+    return draw(layout(draw(hnp.arrays(dtype, shape, elements=elements))))
+
+
+def _broadcast_view(draw, a, shape):
+    """Sometimes hand a size-1-dim array over as a stride-0 view of the full shape."""
+    if draw(st.booleans()):
+        return a
+    try:
+        return np.broadcast_to(a, shape)
+    except ValueError:
+        return a
+
+
+# ---- per operator ---------------------------------------------------------------
+
+@st.composite
+def quantize_args(draw):
+    xdt = draw(st.sampled_from([F32, F16, np.dtype("int32")]))
+    sdt = F32 if xdt.kind == "i" else draw(st.sampled_from([F32, F16]))
+    odt = draw(st.sampled_from(QTYPES))
+    with_zp = draw(st.booleans())
+    out_shape, (xs, ss, zs) = draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, min_side=0, max_side=5).map(
+            lambda r: (r.result_shape, r.input_shapes)))
+    s = array_of(draw, sdt, ss, scale_values(sdt))
+    if xdt.kind == "i":
+        x = array_of(draw, xdt, xs, int_values(xdt))
+    elif draw(st.booleans()):
+        x = array_of(draw, xdt, xs, float_values(xdt))
+    else:
+        # values near multiples of half a scale: ties and near ties after x / s
+        t = array_of(draw, np.dtype(np.float64), xs, st.integers(-600, 600).map(lambda k: k / 2))
+        with np.errstate(all="ignore"):
+            x = (t * np.float64(s.reshape(-1)[0] if s.size else 1.0)).astype(xdt)
+    zp = array_of(draw, odt, zs, int_values(odt)) if with_zp else None
+    x = _broadcast_view(draw, x, out_shape)
+    return dict(x=x, scale=s, zero_point=zp, out=draw(out_array(out_shape, odt)))
+
+
+@st.composite
+def dequantize_args(draw):
+    qdt = draw(st.sampled_from(DEQ_TYPES))
+    sdt = draw(st.sampled_from([F32, F16]))
+    out_shape, (qs, ss, zs) = draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, min_side=0, max_side=5).map(
+            lambda r: (r.result_shape, r.input_shapes)))
+    q = array_of(draw, qdt, qs, int_values(qdt))
+    s = array_of(draw, sdt, ss, scale_values(sdt))
+    zp = array_of(draw, qdt, zs, int_values(qdt)) if draw(st.booleans()) else None
+    q = _broadcast_view(draw, q, out_shape)
+    return dict(q=q, scale=s, zero_point=zp, out=draw(out_array(out_shape, sdt)))
+
+
+def _size1(draw, dtype, elements):
+    """A size-1 array of any shape ((), (1,), (1, 1))."""
+    shape = draw(st.sampled_from([(1,), (), (1, 1)]))
+    return np.full(shape, draw(elements), dtype)
+
+
+@st.composite
+def add_args(draw):
+    adt, bdt, odt = (draw(st.sampled_from(QTYPES)) for _ in range(3))
+    out_shape, (sa, sb) = draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, min_side=0, max_side=7).map(
+            lambda r: (r.result_shape, r.input_shapes)))
+    a = _broadcast_view(draw, array_of(draw, adt, sa, int_values(adt)), out_shape)
+    b = _broadcast_view(draw, array_of(draw, bdt, sb, int_values(bdt)), out_shape)
+
+    def zp(dt):
+        return _size1(draw, dt, int_values(dt)) if draw(st.booleans()) else None
+
+    return dict(a=a, a_scale=_size1(draw, F32, scale_values()), a_zero_point=zp(adt),
+                b=b, b_scale=_size1(draw, F32, scale_values()), b_zero_point=zp(bdt),
+                out_scale=_size1(draw, F32, scale_values()), out_zero_point=zp(odt),
+                out=draw(out_array(out_shape, odt)))
+
+
+def _per_axis(draw, n, dtype, elements, allow_none):
+    """None (zero points only), one element, or n elements."""
+    kind = draw(st.sampled_from(["none", "one", "axis"] if allow_none else ["one", "axis"]))
+    if kind == "none":
+        return None
+    return draw(hnp.arrays(dtype, 1 if kind == "one" else n, elements=elements))
+
+
+@st.composite
+def matmul_args(draw, max_work=4000):
+    adt, bdt, odt = (draw(st.sampled_from(QTYPES)) for _ in range(3))
+    M, K, N = (draw(st.sampled_from(SIDES + (8, 16, 17, 33))) for _ in range(3))
+    if M * N * max(K, 1) > max_work:
+        K = max(1, max_work // max(M * N, 1))
+    batch, (ba, bb) = draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=3).map(
+            lambda r: (r.result_shape, r.input_shapes)))
+    a = array_of(draw, adt, ba + (M, K), int_values(adt))
+    b = array_of(draw, bdt, bb + (K, N), int_values(bdt))
+    if draw(st.booleans()):
+        # "matched" scales: out_scale near the spread of the products, so outputs are
+        # spread over the range instead of saturated
+        a_s = _per_axis(draw, M, F32, floats(1e-3, 1.0), False)
+        b_s = _per_axis(draw, N, F32, floats(1e-3, 1.0), False)
+        spread = float(np.max(a_s)) * float(np.max(b_s)) * 128 * 128 * np.sqrt(max(K, 1)) / 128
+        o_s = _per_axis(draw, M, F32, floats(spread / 8, spread * 2), False)
+    else:
+        a_s = _per_axis(draw, M, F32, scale_values(), False)
+        b_s = _per_axis(draw, N, F32, scale_values(), False)
+        o_s = _per_axis(draw, M, F32, scale_values(), False)
+    a_zp = _per_axis(draw, M, adt, int_values(adt), True)
+    b_zp = _per_axis(draw, N, bdt, int_values(bdt), True)
+    o_zp = _per_axis(draw, M, odt, int_values(odt), True)
+    return dict(a=a, a_scale=a_s, a_zero_point=a_zp, b=b, b_scale=b_s, b_zero_point=b_zp,
+                out_scale=o_s, out_zero_point=o_zp,
+                out=draw(out_array(batch + (M, N), odt)))
+
+
+@st.composite
+def avg_pool_args(draw, max_work=6000):
+    dt = draw(st.sampled_from(QTYPES))
+    odt = dt if draw(st.booleans()) else draw(st.sampled_from(QTYPES))
+    nd = draw(st.sampled_from([2, 3]))
+    n, c = draw(st.sampled_from([0, 1, 2])), draw(st.sampled_from([0, 1, 2, 3]))
+    n, c = (max(n, 1), max(c, 1)) if draw(st.integers(0, 9)) else (n, c)   # size 0 sometimes
+    window, strides, dil, sp, ep, in_sp, out_sp = [], [], [], [], [], [], []
+    ceil = draw(st.booleans())
+    for _ in range(nd):
+        w, s, d = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        p0, p1 = draw(st.integers(0, 3)), draw(st.integers(0, 3))
+        size = draw(st.sampled_from((0, 1, 2, 3, 5, 7) if nd == 2 else (0, 1, 2, 3, 5)))
+        floor_size, ceil_size = pool_output_size(size, w, s, p0, p1, d)
+        if floor_size <= 0:      # the dilated window does not fit: make the image larger
+            size += (w - 1) * d + 1 - (size + p0 + p1)
+            floor_size, ceil_size = pool_output_size(size, w, s, p0, p1, d)
+        window.append(w), strides.append(s), dil.append(d), sp.append(p0), ep.append(p1)
+        in_sp.append(size), out_sp.append(ceil_size if ceil else floor_size)
+    work = n * c * int(np.prod(out_sp)) * int(np.prod(window))
+    if work > max_work:
+        n, c = 1, 1
+    x = array_of(draw, dt, (n, c) + tuple(in_sp), int_values(dt))
+    per_channel = draw(st.booleans())
+    cn = c if per_channel and c > 0 else 1
+
+    def scales():
+        kind = draw(st.sampled_from(["sensible", "wild"]))
+        el = floats(1e-3, 1.0) if kind == "sensible" else scale_values()
+        return draw(hnp.arrays(F32, cn, elements=el))
+
+    def zps(t):
+        return draw(hnp.arrays(t, cn, elements=int_values(t))) if draw(st.booleans()) else None
+
+    return dict(x=x, x_scale=scales(), x_zero_point=zps(dt), out_scale=scales(),
+                out_zero_point=zps(odt), out=draw(out_array((n, c) + tuple(out_sp), odt)),
+                window_size=tuple(window), strides=tuple(strides), start_padding=tuple(sp),
+                end_padding=tuple(ep), dilations=tuple(dil), include_padding=draw(st.booleans()))

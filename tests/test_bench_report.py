@@ -1,0 +1,258 @@
+"""The benchmark machinery without a GPU: peak formulas, workloads, result records,
+bench/report.py on a synthetic fixture (tests/data/bench_fixture.json, hand-picked
+numbers, not a measurement), and bench/ collecting and skipping cleanly."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dmlq import bench as B
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "data" / "bench_fixture.json"
+EXTRA_KEYS = {"impl", "bytes", "ops", "gb_per_s", "tops", "limit", "fraction_of_limit"}
+
+
+def _report():
+    spec = importlib.util.spec_from_file_location("dmlq_bench_report", ROOT / "bench" / "report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _run(*args, timeout=300):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return json.loads(FIXTURE.read_text())
+
+
+@pytest.fixture(scope="module")
+def rows(data):
+    return {r["group"]: r for r in B.summarize(data["benchmarks"])}
+
+
+# ---------------------------------------------------------------- peak formulas
+
+@pytest.mark.parametrize("gpu, cc, sms, mhz, datasheet_tops", [
+    ("T4", (7, 5), 40, 1590, 130),
+    ("A100", (8, 0), 108, 1410, 624),
+    ("A10", (8, 6), 72, 1695, 250),
+    ("L4", (8, 9), 58, 2040, 242.5),
+    ("H100 SXM", (9, 0), 132, 1830, 1979),
+])
+def test_int8_tensor_core_peak_matches_datasheets(gpu, cc, sms, mhz, datasheet_tops):
+    tops = B.peak_tops(sms, mhz * 1000, B.int8_tc_ops_per_sm_clk(cc))
+    assert tops == pytest.approx(datasheet_tops, rel=0.005), gpu
+
+
+def test_peak_formulas():
+    assert B.int8_tc_ops_per_sm_clk((8, 0)) == 4096 == 2 * 2048  # 2048 MACs/clk/SM
+    assert B.int8_tc_ops_per_sm_clk((9, 0)) == 8192
+    assert B.int8_tc_ops_per_sm_clk((12, 0)) is None
+    assert B.dp4a_ops_per_sm_clk((9, 0)) == 64 * 8
+    assert B.dp4a_ops_per_sm_clk((5, 2)) is None
+    # H100 SXM at its reported max clock (1980 MHz): the limit the suite uses by default.
+    facts = {"cc": (9, 0), "sm_count": 132, "clock_khz": 1980000}
+    p = B.peaks(facts, env={})
+    assert p["int8_tc_tops"] == pytest.approx(132 * 1.98e9 * 8192 / 1e12)
+    assert p["dp4a_tops"] == pytest.approx(132 * 1.98e9 * 512 / 1e12)
+    assert p["int8_tc_source"] == "132 SMs x 1980 MHz x 8192 ops/clk/SM"
+
+
+def test_peak_env_overrides():
+    facts = {"cc": (9, 0), "sm_count": 132, "clock_khz": 1980000}
+    p = B.peaks(facts, env={B.ENV_CLOCK_MHZ: "1830", B.ENV_SM_COUNT: "114"})
+    assert p["int8_tc_tops"] == pytest.approx(114 * 1.83e9 * 8192 / 1e12)
+    assert (p["sm_count"], p["clock_mhz"]) == (114, 1830)
+    p = B.peaks(facts, env={B.ENV_INT8_TC_TOPS: "1979", B.ENV_DP4A_TOPS: "120.5"})
+    assert (p["int8_tc_tops"], p["dp4a_tops"]) == (1979.0, 120.5)
+    assert B.ENV_INT8_TC_TOPS in p["int8_tc_source"]
+    p = B.peaks({"cc": (12, 0), "sm_count": 10, "clock_khz": 1e6}, env={})
+    assert p["int8_tc_tops"] is None and B.ENV_INT8_TC_TOPS in p["int8_tc_source"]
+    assert p["dp4a_tops"] == pytest.approx(10 * 1e9 * 512 / 1e12)
+
+
+# ---------------------------------------------------------------- records and workloads
+
+def test_result_info_has_exactly_the_design_keys():
+    info = B.result_info("dmlq:contig", 2e9, 1e9, 1e-3, 2500.0, "GB/s")
+    assert set(info) == EXTRA_KEYS
+    assert info["gb_per_s"] == pytest.approx(2000.0)
+    assert info["tops"] == pytest.approx(1.0)  # 1e9 ops in 1 ms
+    assert info["fraction_of_limit"] == pytest.approx(0.8)
+    info = B.result_info("peer:torch._int_mm", 1, 2e12, 2e-3, 2000.0, "TOPS")
+    assert info["tops"] == pytest.approx(1000.0) and info["fraction_of_limit"] == pytest.approx(0.5)
+    assert B.result_info("dmlq:auto", 1, 1, 1.0, None, "GB/s")["fraction_of_limit"] is None
+
+
+def test_workloads_follow_the_issue():
+    cases = B.all_cases()
+    groups = [c.group for c in cases]
+    assert len(set(groups)) == len(groups)
+    for c in cases:
+        assert c.group.count("/") >= 2 and c.group.split("/")[0] == c.op
+        impls = B.impl_names(c)
+        assert any(i.startswith("dmlq:") for i in impls) and any(i.startswith("peer:") for i in impls)
+        assert all(i.split(":")[0] in ("dmlq", "peer") for i in impls)
+    # element-wise: 256 MiB and 1 GiB of first input, per-tensor, plus per-axis cases
+    first_input = {"quantize": "x", "dequantize": "q", "add": "a"}
+    sizes = {(c.op, math.prod(c.p["shape"]) * B.np.dtype(c.p[first_input[c.op]]).itemsize)
+             for c in B.elementwise_cases()}
+    for op in first_input:
+        assert {(op, 256 << 20), (op, 1 << 30)} <= sizes
+    assert any(c.p["axis"] for c in B.elementwise_cases())
+    # matmul: 4096^3, 8192^3 and the nine LLM shapes
+    mm = {(c.p["M"], c.p["N"], c.p["K"]) for c in B.matmul_cases()}
+    llm = {(m, n, k) for m in (16, 128, 2048) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))}
+    assert mm == {(4096,) * 3, (8192,) * 3} | llm
+    # pooling: output shapes of the four configurations
+    outs = {c.shape: c.p["out"] for c in B.avgpool_cases()}
+    assert outs == {"64x64x112x112:k3s2p1": (64, 64, 56, 56), "256x256x56x56:k2s2": (256, 256, 28, 28),
+                    "64x256x56x56:k3s1p1": (64, 256, 56, 56), "8x64x16x56x56:k2s2": (8, 64, 8, 28, 28)}
+    assert B.unit_of("matmul/int8/x") == "TOPS" and B.unit_of("avgpool/uint8/x") == "GB/s"
+    # the quick runner covers every family
+    assert {c.op for c in B.all_cases() if c.quick} == {"quantize", "dequantize", "add", "matmul",
+                                                        "avgpool", "overhead"}
+
+
+def test_dmlq_bench_does_not_import_bench_dir_or_cupy():
+    src = (ROOT / "dmlq" / "bench.py").read_text()
+    assert "from bench" not in src and "import bench" not in src
+    r = _run("-c", "import sys, dmlq; before = 'cupy' in sys.modules; import dmlq.bench, dmlq.bench as B;"
+                   " B.all_cases(); assert ('cupy' in sys.modules) == before, 'dmlq.bench imported cupy'")
+    assert r.returncode == 0, r.stderr
+
+
+# ---------------------------------------------------------------- report on the synthetic fixture
+
+def test_fixture_is_marked_synthetic(data):
+    assert "SYNTHETIC" in data["_comment"] and "not a measurement" in data["_comment"].lower()
+    assert "SYNTHETIC" in data["machine_info"]["gpu"]
+    for b in data["benchmarks"]:
+        assert set(b["extra_info"]) == EXTRA_KEYS
+
+
+def test_summary_rows(rows):
+    assert set(rows) == {"quantize/float32->uint8/16384x4096", "dequantize/int8->float16/65536x4096",
+                         "matmul/int8/M=4096,N=4096,K=4096", "avgpool/uint8/256x256x56x56:k2s2",
+                         "overhead/float32->uint8/1024"}  # the add group has no dmlq entry: no row
+    q = rows["quantize/float32->uint8/16384x4096"]
+    assert (q["impl"], q["peer"]) == ("dmlq:contig", "peer:cupy-elementwise")
+    assert q["speedup"] == pytest.approx(1.5e-4 / 1.2e-4)
+    assert q["achieved"] == pytest.approx((64 * 2**20 * 5 + 5) / 1.2e-4 / 1e9)
+    assert q["fraction"] == pytest.approx(q["achieved"] / 3000.0)
+    d = rows["dequantize/int8->float16/65536x4096"]
+    assert d["peer"] is None and d["speedup"] is None
+    m = rows["matmul/int8/M=4096,N=4096,K=4096"]
+    assert (m["impl"], m["peer"], m["unit"]) == ("dmlq:mma-128x128", "peer:torch._int_mm", "TOPS")
+    assert m["speedup"] == pytest.approx(1.1)
+    assert m["achieved"] == pytest.approx(2 * 4096**3 / 2e-4 / 1e12)
+    assert m["limit"] == pytest.approx(2140.99776)
+    p = rows["avgpool/uint8/256x256x56x56:k2s2"]
+    assert (p["impl"], p["peer"]) == ("dmlq:tile_k2s2", "peer:torch.avg_pool-f16")
+    assert p["speedup"] == pytest.approx(2.2e-4 / 0.98e-4)
+    o = rows["overhead/float32->uint8/1024"]
+    assert o["fraction"] == pytest.approx(8e-6 / 7.5e-6)
+
+
+def test_markdown_table(data):
+    report = _report()
+    text = report.markdown(data, source="tests/data/bench_fixture.json")
+    assert text.startswith("Measured on **SYNTHETIC GPU (test fixture, not a measurement)**")
+    assert "2000-01-01" in text and "3,000 GB/s" in text and "2,141 TOPS" in text
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert len(table) == 2 + 5
+    assert table[0] == "| " + " | ".join(B.HEADER) + " |"
+    assert ("| quantize | float32->uint8 | 16384x4096 | dmlq:contig | 120 us | 2,796.2 GB/s | 3,000.0 GB/s"
+            " | 93.2% | peer:cupy-elementwise | 150 us | 1.25x |") in table
+    assert ("| matmul | int8 | M=4096,N=4096,K=4096 | dmlq:mma-128x128 | 200 us | 687.2 TOPS | 2,141.0 TOPS"
+            " | 32.1% | peer:torch._int_mm | 220 us | 1.10x |") in table
+    assert "| dequantize | int8->float16 | 65536x4096 | dmlq:auto | 270 us |" in text
+    assert text.count("| - | - | - |") == 1
+
+
+def test_plots(data, tmp_path):
+    pytest.importorskip("matplotlib")
+    paths = _report().plot(data, tmp_path)
+    assert {p.name for p in paths} == {"quantize.png", "dequantize.png", "matmul.png", "avgpool.png",
+                                       "overhead.png"}
+    for p in paths:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+
+
+def test_report_cli(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "perf.md"
+    r = _run("bench/report.py", str(FIXTURE), "--markdown", str(out), "--plots", str(tmp_path / "plots"))
+    assert r.returncode == 0, r.stderr
+    assert "| quantize | float32->uint8 |" in out.read_text()
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+        "avgpool.png", "dequantize.png", "matmul.png", "overhead.png", "quantize.png"]
+
+
+# ---------------------------------------------------------------- bench/ without a GPU
+
+def test_bench_collects():
+    r = _run("-m", "pytest", "bench", "--collect-only", "-q", "-p", "no:cacheprovider")
+    assert r.returncode == 0, r.stdout + r.stderr
+    expected = len(B.case_impls(B.all_cases()))
+    assert f"{expected} tests collected" in r.stdout, r.stdout[-2000:]
+
+
+def test_bench_skips_cleanly_without_gpu():
+    if B.gpu_status()[0]:
+        pytest.skip("a GPU is present: the suite would run for real (python -m pytest bench)")
+    r = _run("-m", "pytest", "bench", "-q", "-p", "no:cacheprovider", "-rs")
+    assert r.returncode == 0, r.stdout + r.stderr
+    tail = r.stdout.strip().splitlines()[-1]
+    assert "skipped" in tail and "failed" not in tail and "error" not in tail and "passed" not in tail, tail
+    assert "benchmarks need a CUDA GPU" in r.stdout
+
+
+def test_quick_runner_without_gpu(capsys):
+    if B.gpu_status()[0]:
+        pytest.skip("a GPU is present")
+    assert B.main([]) == 0
+    assert "nothing to measure" in capsys.readouterr().out
+    r = _run("-m", "dmlq", "bench")
+    assert r.returncode == 0 and "nothing to measure" in r.stdout, r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------- primitives on a GPU
+
+@pytest.mark.gpu
+def test_primitives_on_gpu():
+    import cupy
+
+    u = B.random_array((1 << 20,), "uint8", seed=1)
+    i = B.random_array((1 << 20,), "int8", seed=1)
+    f = B.random_array((1 << 20,), "float16", seed=2, lo=-3.0, hi=3.0)
+    assert int(u.min()) == 0 and int(u.max()) == 255 and int(i.min()) == -128 and int(i.max()) == 127
+    assert float(f.min()) >= -3.0 and float(f.max()) <= 3.0 and int((f == 0).sum()) < 100
+    assert not bool(cupy.array_equal(u, B.random_array((1 << 20,), "uint8", seed=2)))
+    t0 = B.gpu_timer()
+    t1 = B.gpu_timer()
+    assert t1 >= t0
+    times = B.measure(lambda: cupy.multiply(f, f), rounds=3)
+    assert len(times) == 3 and all(0 < t < 0.1 for t in times)
+    bw = B.copy_bandwidth(256 << 20, rounds=3)
+    assert 50 < bw < 20000  # GB/s: any real GPU
+
+
+@pytest.mark.gpu
+def test_quick_runner_on_gpu(capsys):
+    assert B.main(["--only", "overhead"]) == 0
+    out = capsys.readouterr().out
+    assert "overhead" in out and "limits: copy" in out
