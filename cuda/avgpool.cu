@@ -15,12 +15,13 @@
 //     planes, so no lanes idle on small images; divisions by host-computed magic numbers, once per
 //     OPT outputs. With per-tensor scales and zero points a shared-memory table (built once per
 //     persistent block) maps S to the output for windows of full count: no divisions per output.
+//     __launch_bounds__(256, 4): <= 64 registers (no spills at sm_80/sm_90), 1024 threads per SM.
 //   global_warp / global_block          avgpool_global<TX, TO, GROUP>
 //     Window = the whole (contiguous) image, no start padding: a warp (block) per (n, c) plane,
 //     16-byte loads, int64 shuffle reduction. global_block where planes are few and large.
 //   general                             avgpool_general<TX, TO>
 //     Everything else (W dilation, other W windows, any strides of x incl. 0 and negative):
-//     one thread per output, 3-D grid (ow, oh, planes), int64 sums and counts.
+//     one thread per output, 3-D block and grid over (ow, oh, planes), int64 sums and counts.
 //
 // Napkin math (H100 SXM: 3.35 TB/s HBM; 132 SMs x 4 issue slots x ~1.75 GHz = ~29.6 T thread
 // instructions/s). Bytes = input + output.
@@ -68,11 +69,12 @@ __device__ __forceinline__ unsigned fast_div(unsigned n, unsigned magic, int shi
   return (__umulhi(n, magic) + n) >> shift;
 }
 
-// [k0, k1): the taps k < K of a window starting at `start` (step dil) with lo <= start + k*dil < hi.
 template <typename I>
-__device__ __forceinline__ I ceil_div(I a, I b) {  // a > 0, b > 0
-  return b == 1 ? a : (a + b - 1) / b;
+__device__ __forceinline__ I ceil_div(I a, I b) {  // a > 0, b > 0; no overflow
+  return b == 1 ? a : (a - 1) / b + 1;
 }
+
+// [k0, k1): the taps k < K of a window starting at `start` (step dil) with lo <= start + k*dil < hi.
 template <typename I>
 __device__ __forceinline__ void tap_range(I start, I K, I dil, I lo, I hi, I& k0, I& k1) {
   k0 = start >= lo ? I(0) : ceil_div<I>(lo - start, dil);
@@ -144,7 +146,9 @@ __device__ __forceinline__ void load_span(const void* row, int w0, int W, unsign
 // ---------------------------------------------------------------------------------------------
 // general: one thread per output. Block (bx, by, bz) over (ow, oh, plane), grid-stride in all
 // three; planes = N*C*OD; out is contiguous (N, C, OD, OH, OW). (mag_od, sh_od) and (mag_c, sh_c)
-// divide plane indices below 2**31; larger ones use 64-bit division.
+// divide plane indices below 2**31; larger ones use 64-bit division. Tap positions are ints (the
+// launcher keeps (out-1)*stride + (window-1)*dilation + in + pads below 2**31); offsets, sums and
+// counts are 64-bit.
 template <typename TX, typename TO>
 __global__ void __launch_bounds__(256) avgpool_general(
     const TX* __restrict__ x, TO* __restrict__ out, long long planes, int C, int OD, int OH, int OW,
@@ -177,31 +181,34 @@ __global__ void __launch_bounds__(256) avgpool_general(
     const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
     const TX* xp = x + (n * sxn + c * sxc);
     TO* op = out + p * OH * static_cast<i64>(OW);
+    const i64 step_d = DD * sxd, step_h = DH * sxh, step_w = DW * sxw;
 
-    const i64 d0 = static_cast<i64>(od) * SD - PD;
-    i64 kd0, kd1, pd0, pd1;
-    tap_range<i64>(d0, KD, DD, 0, D, kd0, kd1);
-    tap_range<i64>(d0, KD, DD, -PD, static_cast<i64>(D) + ED, pd0, pd1);
+    const int d0 = od * SD - PD;
+    int kd0, kd1, pd0, pd1;
+    tap_range<int>(d0, KD, DD, 0, D, kd0, kd1);
+    tap_range<int>(d0, KD, DD, -PD, D + ED, pd0, pd1);
     for (int oh = blockIdx.y * blockDim.y + threadIdx.y; oh < OH; oh += gridDim.y * blockDim.y) {
-      const i64 h0 = static_cast<i64>(oh) * SH - PH;
-      i64 kh0, kh1, ph0, ph1;
-      tap_range<i64>(h0, KH, DH, 0, H, kh0, kh1);
-      tap_range<i64>(h0, KH, DH, -PH, static_cast<i64>(H) + EH, ph0, ph1);
+      const int h0 = oh * SH - PH;
+      int kh0, kh1, ph0, ph1;
+      tap_range<int>(h0, KH, DH, 0, H, kh0, kh1);
+      tap_range<int>(h0, KH, DH, -PH, H + EH, ph0, ph1);
+      const TX* xdh = xp + static_cast<i64>(d0 + kd0 * DD) * sxd + static_cast<i64>(h0 + kh0 * DH) * sxh;
       for (int ow = blockIdx.x * blockDim.x + threadIdx.x; ow < OW; ow += gridDim.x * blockDim.x) {
-        const i64 w0 = static_cast<i64>(ow) * SW - PW;
-        i64 kw0, kw1, pw0, pw1;
-        tap_range<i64>(w0, KW, DW, 0, W, kw0, kw1);
-        tap_range<i64>(w0, KW, DW, -PW, static_cast<i64>(W) + EW, pw0, pw1);
+        const int w0 = ow * SW - PW;
+        int kw0, kw1, pw0, pw1;
+        tap_range<int>(w0, KW, DW, 0, W, kw0, kw1);
+        tap_range<int>(w0, KW, DW, -PW, W + EW, pw0, pw1);
         i64 sum = 0;
-        for (i64 kd = kd0; kd < kd1; ++kd) {
-          const TX* xd = xp + (d0 + kd * DD) * sxd;
-          for (i64 kh = kh0; kh < kh1; ++kh) {
-            const TX* xh = xd + (h0 + kh * DH) * sxh;
-            for (i64 kw = kw0; kw < kw1; ++kw) sum += static_cast<int>(__ldg(xh + (w0 + kw * DW) * sxw));
+        const TX* rd = xdh + static_cast<i64>(w0 + kw0 * DW) * sxw;
+        for (int kd = kd0; kd < kd1; ++kd, rd += step_d) {
+          const TX* rh = rd;
+          for (int kh = kh0; kh < kh1; ++kh, rh += step_h) {
+            const TX* rw = rh;
+            for (int kw = kw0; kw < kw1; ++kw, rw += step_w) sum += static_cast<int>(__ldg(rw));
           }
         }
-        const i64 count_in = (kd1 - kd0) * (kh1 - kh0) * (kw1 - kw0);
-        const i64 count = include_padding ? (pd1 - pd0) * (ph1 - ph0) * (pw1 - pw0) : count_in;
+        const i64 count_in = static_cast<i64>(kd1 - kd0) * (kh1 - kh0) * (kw1 - kw0);
+        const i64 count = include_padding ? static_cast<i64>(pd1 - pd0) * (ph1 - ph0) * (pw1 - pw0) : count_in;
         op[static_cast<i64>(oh) * OW + ow] = pool_value<TO, i64>(sum - count_in * q.xzp, count, q);
       }
     }
@@ -216,7 +223,7 @@ __global__ void __launch_bounds__(256) avgpool_general(
 // lut_n = 0, or KD*KH*KW*255 + 1 with that many bytes of dynamic shared memory (per-tensor
 // quantization only): lut[S - KVOL*(qmin - x_zp)] is the output of a sum S over KVOL taps.
 template <typename TX, typename TO, int KW, int SW, int OPT>
-__global__ void __launch_bounds__(256) avgpool_tile(
+__global__ void __launch_bounds__(256, 4) avgpool_tile(
     const TX* __restrict__ x, TO* __restrict__ out, int rows, int groups,
     int C, int OD, int OH, int OW, int D, int H, int W,
     unsigned mag_oh, int sh_oh, unsigned mag_od, int sh_od, unsigned mag_c, int sh_c,

@@ -6,11 +6,15 @@
 // and the compiler cannot contract them into an FMA whatever --fmad says.
 #pragma once
 
-#include <cuda_fp16.h>
-
 typedef signed char int8;
 typedef unsigned char uint8;
 typedef long long int64;
+
+// IEEE binary16 storage. Not cuda_fp16.h's __half: that header is not shipped
+// with the NVRTC wheel, and two PTX conversions are all dmlq needs.
+struct __align__(2) float16 {
+  unsigned short bits;
+};
 
 namespace dmlq {
 
@@ -37,12 +41,20 @@ __device__ __forceinline__ float to_f32(int v) { return __int2float_rn(v); }
 __device__ __forceinline__ float to_f32(unsigned v) { return __uint2float_rn(v); }
 __device__ __forceinline__ float to_f32(int64 v) { return __ll2float_rn(v); }
 __device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }  // exact
+__device__ __forceinline__ float to_f32(float16 v) {  // exact
+  float r;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(v.bits));
+  return r;
+}
 
 // float32 -> output float type, rounded once.
 template <typename T> __device__ __forceinline__ T from_f32(float v);
 template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ float16 from_f32<float16>(float v) {
+  float16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));  // no .ftz: subnormal inputs kept
+  return h;
+}
 
 template <typename Q> struct qlimits;
 template <> struct qlimits<int8> { static constexpr int min = -128, max = 127; };

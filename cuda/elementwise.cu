@@ -19,6 +19,14 @@
 //            (32-bit) or plain 64-bit division (WIDE: some tensor spans >= 2**31
 //            elements); shape/strides travel by value in a Geo32/Geo64 struct.
 //
+// Launch conventions: 256 threads per block. Every scale / zero point arrives as
+// (pointer, value): a non-null pointer is read in the kernel (per tensor: once per
+// thread, an L1 broadcast; the host never reads device memory), a null pointer
+// means the by-value argument (host scalars; 0 for an omitted zero point).
+// Quantize's scale may be FLOAT32 or FLOAT16 (runtime flag scale_f16), so the
+// instantiations are <input, output> only. n == 0 returns at once (and the
+// Python side launches nothing).
+//
 // Napkin math (HBM bound; H100 SXM ~3.35 TB/s, H200 ~4.8 TB/s):
 //   quantize  f32->i8: 4+1 = 5 B/elem -> ~670 G elem/s (H100); f16->i8: 3 B; i32->i8: 5 B.
 //   dequant   i8->f32: 1+4 = 5 B; i8->f16: 3 B; i32->f32: 8 B; i16->f16: 4 B.
@@ -41,14 +49,20 @@ constexpr int kOperands = 4;   // Geo operand slots: 0 out, 1 x|q|a, 2 scale|b, 
 // ---- raw 32-bit words <-> elements (register-only vector unpacking) ----
 
 template <typename T> __device__ __forceinline__ T from_bits(unsigned b);
-template <> __device__ __forceinline__ int8 from_bits<int8>(unsigned b) { return static_cast<int8>(b & 0xFFu); }
-template <> __device__ __forceinline__ uint8 from_bits<uint8>(unsigned b) { return static_cast<uint8>(b & 0xFFu); }
-template <> __device__ __forceinline__ short from_bits<short>(unsigned b) { return static_cast<short>(b & 0xFFFFu); }
+template <> __device__ __forceinline__ int8 from_bits<int8>(unsigned b) {
+  return static_cast<int8>(b & 0xFFu);
+}
+template <> __device__ __forceinline__ uint8 from_bits<uint8>(unsigned b) {
+  return static_cast<uint8>(b & 0xFFu);
+}
+template <> __device__ __forceinline__ short from_bits<short>(unsigned b) {
+  return static_cast<short>(b & 0xFFFFu);
+}
 template <> __device__ __forceinline__ unsigned short from_bits<unsigned short>(unsigned b) {
   return static_cast<unsigned short>(b & 0xFFFFu);
 }
-template <> __device__ __forceinline__ __half from_bits<__half>(unsigned b) {
-  return __ushort_as_half(static_cast<unsigned short>(b & 0xFFFFu));
+template <> __device__ __forceinline__ float16 from_bits<float16>(unsigned b) {
+  return float16{static_cast<unsigned short>(b & 0xFFFFu)};
 }
 template <> __device__ __forceinline__ int from_bits<int>(unsigned b) { return static_cast<int>(b); }
 template <> __device__ __forceinline__ unsigned from_bits<unsigned>(unsigned b) { return b; }
@@ -58,7 +72,7 @@ template <> __device__ __forceinline__ float from_bits<float>(unsigned b) { retu
 template <typename T> __device__ __forceinline__ unsigned to_bits(T v);
 template <> __device__ __forceinline__ unsigned to_bits<int8>(int8 v) { return static_cast<uint8>(v); }
 template <> __device__ __forceinline__ unsigned to_bits<uint8>(uint8 v) { return v; }
-template <> __device__ __forceinline__ unsigned to_bits<__half>(__half v) { return __half_as_ushort(v); }
+template <> __device__ __forceinline__ unsigned to_bits<float16>(float16 v) { return v.bits; }
 template <> __device__ __forceinline__ unsigned to_bits<float>(float v) { return __float_as_uint(v); }
 
 template <typename T>
@@ -142,6 +156,12 @@ __device__ __forceinline__ O add1(int a, int b, const AddParams& p) {
 template <typename T>
 __device__ __forceinline__ float scale_at(const T* p, int64 off, float v) {
   return p ? to_f32(p[off]) : v;
+}
+// A quantize scale of either float type (FLOAT32 or FLOAT16, flag f16), so the
+// input type alone picks the instantiation.
+__device__ __forceinline__ float scale_any(const void* p, int f16, int64 off, float v) {
+  if (!p) return v;
+  return f16 ? to_f32(static_cast<const float16*>(p)[off]) : static_cast<const float*>(p)[off];
 }
 template <typename T>
 __device__ __forceinline__ int64 zp_at(const T* p, int64 off, int64 v) {
@@ -305,20 +325,21 @@ using namespace dmlq::ew;
 
 // =============================== quantize ===================================
 
-template <typename X, typename S, typename Q>
+template <typename X, typename Q>
 __global__ void __launch_bounds__(kThreads)
 quantize_contig(const X* __restrict__ x, Q* __restrict__ y, int64 n, int64 head,
-                const S* __restrict__ scale_p, float scale_v, const Q* __restrict__ zp_p, int zp_v) {
+                const void* __restrict__ scale_p, int scale_f16, float scale_v,
+                const Q* __restrict__ zp_p, int zp_v) {
   if (n <= 0) return;
-  const float s = scale_at(scale_p, 0, scale_v);
+  const float s = scale_any(scale_p, scale_f16, 0, scale_v);
   const int zp = static_cast<int>(zp_at(zp_p, 0, zp_v));
   contig_unary(x, y, n, head, [=](X v) { return quantize1<Q>(v, s, zp); });
 }
 
-template <typename X, typename S, typename Q>
+template <typename X, typename Q>
 __global__ void __launch_bounds__(kThreads)
 quantize_axis(const X* __restrict__ x, Q* __restrict__ y, int64 n, unsigned inner, unsigned L,
-              const S* __restrict__ scale_p, int64 scale_st, float scale_v,
+              const void* __restrict__ scale_p, int scale_f16, int64 scale_st, float scale_v,
               const Q* __restrict__ zp_p, int64 zp_st, int zp_v) {
   if (n <= 0) return;
   axis_loop(n, inner, L, [&](int64 base, unsigned j, unsigned c, AxisStep s1) {
@@ -330,7 +351,7 @@ quantize_axis(const X* __restrict__ x, Q* __restrict__ y, int64 n, unsigned inne
       const int64 i = base + k * static_cast<int64>(blockDim.x);
       if (i < n) {
         xv[k] = x[i];
-        sv[k] = scale_at(scale_p, c * scale_st, scale_v);
+        sv[k] = scale_any(scale_p, scale_f16, c * scale_st, scale_v);
         zv[k] = static_cast<int>(zp_at(zp_p, c * zp_st, zp_v));
       }
       axis_advance(j, c, s1, inner, L);
@@ -343,11 +364,12 @@ quantize_axis(const X* __restrict__ x, Q* __restrict__ y, int64 n, unsigned inne
   });
 }
 
-template <typename X, typename S, typename Q, bool WIDE>
+template <typename X, typename Q, bool WIDE>
 __global__ void __launch_bounds__(kThreads)
 quantize_strided(const X* __restrict__ x, Q* __restrict__ y, int64 n,
                  const typename GeoOf<WIDE>::type g,
-                 const S* __restrict__ scale_p, float scale_v, const Q* __restrict__ zp_p, int zp_v) {
+                 const void* __restrict__ scale_p, int scale_f16, float scale_v,
+                 const Q* __restrict__ zp_p, int zp_v) {
   using I = typename GeoOf<WIDE>::index;
   if (n <= 0) return;
   strided_loop(n, [&](int64 base, int64 B) {
@@ -363,7 +385,7 @@ quantize_strided(const X* __restrict__ x, Q* __restrict__ y, int64 n,
         offsets(g, static_cast<I>(i), off);
         yo[k] = off[0];
         xv[k] = x[off[1]];
-        sv[k] = scale_at(scale_p, off[2], scale_v);
+        sv[k] = scale_any(scale_p, scale_f16, off[2], scale_v);
         zv[k] = static_cast<int>(zp_at(zp_p, off[3], zp_v));
       }
     }
@@ -419,7 +441,8 @@ template <typename I, typename O, bool WIDE>
 __global__ void __launch_bounds__(kThreads)
 dequantize_strided(const I* __restrict__ q, O* __restrict__ y, int64 n,
                    const typename GeoOf<WIDE>::type g,
-                   const O* __restrict__ scale_p, float scale_v, const I* __restrict__ zp_p, int64 zp_v) {
+                   const O* __restrict__ scale_p, float scale_v,
+                   const I* __restrict__ zp_p, int64 zp_v) {
   using J = typename GeoOf<WIDE>::index;
   if (n <= 0) return;
   strided_loop(n, [&](int64 base, int64 B) {

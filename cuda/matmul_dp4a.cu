@@ -6,9 +6,9 @@
 // list is the matmul kernel ABI shared with matmul_mma.cu):
 //   matmul_dp4a<TA, TB, TO, BM, BN, BK, TM, TN>       int32 accumulators, K <= 32768
 //     dp4a-128x64  128x64x32, 8x8 per thread, 128 threads: big M and N
-//     dp4a-64x64    64x64x32, 8x8 per thread,  64 threads: mid sizes (2x the blocks of 128x64)
+//     dp4a-64x64    64x64x32, 8x4 per thread, 128 threads: mid sizes (2x the blocks)
 //     dp4a-32x32    32x32x32, 4x4 per thread,  64 threads: small or skinny products
-//   matmul_dp4a_wide<TA, TB, TO, 64, 64, 32, 8, 4>     K > 32768 (dp4a-wide)
+//   matmul_dp4a_wide<TA, TB, TO, 64, 64, 32, 8, 4>     K > 32768 (dp4a-wide, 128 threads)
 //     int32 partial sums over K-chunks of 32768, each zero-point corrected
 //     (exact in int32: |sum_k (a - za)(b - zb)| <= 255*255*32768 < 2**31)
 //     and added into int64 accumulators. Row/column sums come from extra
@@ -22,7 +22,8 @@
 // computed modulo 2**32 (the true value fits in int32 for K <= 33025, so the
 // wrapped result is exact); t = float32(acc) * ((a_scale*b_scale)/out_scale),
 // each op one IEEE-rounded non-ftz PTX instruction; round half even, clamp,
-// add out_zp.
+// add out_zp. The bytes are staged through shared memory (reusing the tile
+// buffers) and written with coalesced 4-byte stores where aligned.
 //
 // Napkin math (H100 SXM: 132 SMs at ~1.98 GHz boost):
 //   ops = 2*M*N*K; bytes = M*K + K*N + M*N.
@@ -35,6 +36,9 @@
 //   loads at peak, half the 128 B/clk shared bandwidth; staging costs ~40
 //   instructions per 512 dp4a. Register prefetch of the next tile into two
 //   shared buffers, one __syncthreads per tile. Target >= 60% of dp4a peak.
+//   ptxas (sm_90): 156 registers for 128x64 (3 blocks = 12 warps per SM, 64
+//   independent accumulators per thread for ILP), 101 for 64x64, 80 for 32x32,
+//   168 for wide (8 B spill, rare path); no spills elsewhere.
 //   Loads are 4-byte words when a row is 4-byte aligned (base and lda/ldb
 //   multiples of 4), else predicated byte loads (K % 4 != 0 costs ~2x on
 //   loads only). Edges are predicated; nothing is padded or copied.

@@ -1,47 +1,50 @@
 // Quantized int8 matmul on tensor cores: mma.sync m16n8k32 (sm_80+).
 //
 // Variant (one template, one production config):
-//   matmul_mma<TA, TB, TO, 128, 128, 64, 4>   128 threads (2x2 warps of 64x64),
-//       4-stage cp.async pipeline, 64 KiB dynamic shared memory.
-//   The template also builds 128x256 / 256x128 (8 warps, 1 block/SM); benchmark
-//   before listing them. Picked by dmlq/gpu/matmul.py for K <= 32768 (int32 is
-//   exact there) when M and N are large enough to fill 128x128 tiles; dp4a
-//   wins for tiny problems, K > 32768 goes to the int64 path in matmul_dp4a.cu.
+//   matmul_mma<TA, TB, TO, 128, 128, 64, 4>: 128 threads (2x2 warps, 64x64 warp
+//       tiles), 4-stage cp.async pipeline, 64 KiB dynamic shared memory.
+//   The template also builds 128x256 / 256x128 (8 warps, 1 block/SM, use 3
+//   stages); list them only if a benchmark shows they pay. dmlq/gpu/matmul.py
+//   picks this kernel for K <= 32768 (int32 accumulation is exact) when M and N
+//   fill 128x128 tiles; dp4a wins on tiny problems; K > 32768 goes to the int64
+//   path of matmul_dp4a.cu.
 //
 // Napkin math (H100 SXM):
 //   ops = 2*M*N*K. Dense int8 tensor peak 1979 TOPS = 132 SMs * 8192 ops/clk
-//   * 1.83 GHz, i.e. one m16n8k32 (8192 ops) per SM sub-partition every 4 clk.
-//   mma.sync is not Hopper's full-rate path (wgmma is); expect well below peak.
-//   Block tile 128x128x64: 2.1 Mops per 16 KiB staged (A 8 KiB + B 8 KiB) =
-//   128 ops/byte from L2. Whole problem: L2->SM bytes = M*N*K*(1/BM + 1/BN);
-//   8192^3 at 50% of peak needs ~7.8 TB/s of L2 reads, near the limit, hence
-//   the grouped block order below (DRAM traffic ~ M*K + K*N + M*N) and the
-//   wider 128x256 option (25% less L2 traffic).
-//   Shared-memory reads: a 64x64 warp tile reads 4 KiB per 32 mma (64 ops/B),
-//   exactly the 128 B/clk/SM ldmatrix bandwidth at peak; a 64x32 warp tile
-//   would cap at 67% of peak, which is why warps own 64x64.
-//   Shared memory per stage (BM + BN) * BK = 16 KiB; 4 stages = 64 KiB, so two
-//   blocks fit an SM on A100 (164 KiB) and H100 (228 KiB).
-//   Registers: 128 int32 accumulators + 32 fragment registers + addressing per
-//   thread (<= 255); 2 blocks * 128 threads * 255 fits the 64 Ki register file.
+//   * 1.83 GHz: one m16n8k32 (8192 ops) per SM sub-partition every 4 clk.
+//   mma.sync is not Hopper's full-rate path (wgmma is): expect well below peak.
+//   Block tile 128x128x64: 2.1 Mops per 16 KiB staged = 128 ops/byte from L2.
+//   L2->SM bytes = M*N*K*(1/BM + 1/BN): 8192^3 at 50% of peak needs ~7.8 TB/s,
+//   near the L2 limit, hence the grouped block order (DRAM then sees about
+//   M*K + K*N + M*N bytes) and the 128x256 option (25% fewer L2 bytes).
+//   Shared-memory reads: a 64x64 warp tile reads 4 KiB per 32 mma = 64 ops/B,
+//   which matches 128 B/clk/SM of ldmatrix bandwidth at peak; 64x32 warp tiles
+//   would cap at 67% of peak, so warps own 64x64.
+//   Shared memory: (BM + BN) * BK = 16 KiB per stage, 4 stages = 64 KiB, two
+//   blocks per SM on A100 (164 KiB) and H100 (228 KiB).
+//   Registers: 128 int32 accumulators + 32 fragment registers + addresses;
+//   ptxas: 244-248 per thread, no spills, so 2 blocks * 128 threads fit 64 Ki.
 //
 // Data path:
-//   A tile (BM x 64 bytes, K contiguous) and B tile (64 x BN bytes, N
-//   contiguous) are copied as-is with 16-byte cp.async into XOR-swizzled
-//   shared memory (no transposition). A fragments come from ldmatrix.x4.
-//   B must reach mma "col" fragments (4 consecutive k of one n per register),
-//   but ldmatrix.trans moves 16-bit pairs: it hands lane (g, t) rows 2t, 2t+1 of
-//   an 8x16-byte matrix at byte columns 2g, 2g+1. Each lane supplies its own row
+//   A tiles (BM x 64 bytes, K contiguous) and B tiles (64 x BN bytes, N
+//   contiguous) are copied as-is by 16-byte cp.async into XOR-swizzled shared
+//   memory; B is never transposed in memory. A fragments come from ldmatrix.x4.
+//   B needs mma "col" fragments (4 consecutive k of one n per register), but
+//   ldmatrix.trans moves 16-bit pairs: lane (g, t) gets rows 2t, 2t+1 of an
+//   8 x 16-byte matrix at byte columns 2g, 2g+1. Every lane supplies its own row
 //   address, so matrix 0 reads k rows {0,1,4,5,8,9,12,13} and matrix 1 rows
-//   {2,3,6,7,...}; then lane (g, t) holds k = 4t..4t+3 for n = 2g and 2g+1
-//   spread over two registers, and two byte permutes (prmt) yield the B
-//   fragments of two n8 tiles: "even" (n = 2g) and "odd" (n = 2g+1). One
-//   ldmatrix.x4.trans + 4 prmt = k32 x n16. The accumulator of lane (g, t) then
-//   covers 4 adjacent output columns 4t..4t+3 (one 32-bit store).
-//   Edges: rows/cols/k outside the matrix are zero-filled (cp.async src-size),
-//   which adds 0 to the dot products; the zero-point terms use the pre-pass row
-//   and column sums, so the result is exact. If a base pointer or row stride is
-//   not 16-byte aligned the block stages that operand with byte loads instead.
+//   {2,3,6,7,...}: lane (g, t) then holds k = 4t..4t+3 for n = 2g and n = 2g+1
+//   across two registers, and two byte permutes (prmt) give the B fragments of
+//   two n8 tiles, "even" (n = 2g) and "odd" (n = 2g+1). One ldmatrix.x4.trans +
+//   4 prmt = k32 x n16. So lane (g, t) accumulates output columns 4t..4t+3.
+//   Epilogue: each warp restages its int32 tile through shared memory (32 rows
+//   a pass) and writes 16 outputs per lane with one 16-byte store.
+//   Edges: rows, columns and k outside the matrix are zero-filled (cp.async
+//   src-size), which adds 0 to the dot products; the zero-point terms use the
+//   pre-pass row and column sums, so the result is exact. A block whose A or B
+//   base or row stride is not 16-byte aligned stages that operand with byte
+//   loads instead of cp.async (correct, slow).
+
 #include "common.cuh"
 
 namespace dmlq_mma {
@@ -136,10 +139,11 @@ __device__ __forceinline__ uint4 gather16(const unsigned char* p, int n) {
 
 }  // namespace dmlq_mma
 
-// Launch: block (32 * (BM/64) * (BN/64)) threads; grid (ceil(M/BM) * ceil(N/BN), 1,
-// batch0 * batch1); dynamic shared memory STAGES * (BM + BN) * BK bytes. Blocks
-// beyond the tile count exit. The kernel traps on a wrong block size or too
-// little dynamic shared memory rather than computing garbage.
+// Launch: block 32 * (BM/64) * (BN/64) threads (128 for 128x128); grid
+// (ceil(N/BN), ceil(M/BM), batch0 * batch1) or (ceil(M/BM) * ceil(N/BN), 1, ...);
+// dynamic shared memory STAGES * (BM + BN) * BK bytes (64 KiB: raise the
+// function's max dynamic shared size). Blocks past the tile count exit. A wrong
+// block size or too little dynamic shared memory traps instead of computing garbage.
 template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int STAGES>
 __global__ void __launch_bounds__(32 * (BM / 64) * (BN / 64), (BM * BN <= 128 * 128) ? 2 : 1)
 matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ C,
@@ -175,9 +179,12 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 
   // Grouped block order: consecutive blocks walk kGroupM tile rows down one tile
   // column, so the blocks resident at once share A rows and B columns in L2.
+  // The grid may be 1-D (tiles_m * tiles_n) or 2-D (tiles_n, tiles_m): only the
+  // linear block id is used.
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const int pid = blockIdx.x;
-  if (static_cast<long long>(pid) >= static_cast<long long>(tiles_m) * tiles_n) return;
+  const long long lin = static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x;
+  if (lin >= static_cast<long long>(tiles_m) * tiles_n) return;
+  const int pid = static_cast<int>(lin);
   const int per_group = kGroupM * tiles_n;
   const int group = pid / per_group;
   const int first_m = group * kGroupM;
@@ -201,51 +208,59 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   const unsigned s_base = smem_u32(smem);
   const unsigned sA = s_base, sB = s_base + STAGES * A_STAGE;
 
-  // Per-thread copy assignments (fixed across k tiles).
-  const TA* a_src[A_CH];
-  int a_k[A_CH], a_dst[A_CH];
-  bool a_in[A_CH];
+  // Per-thread copy assignments, fixed across k tiles. Chunk i of a thread sits
+  // NT/4 A rows (NT/(BN/16) B rows) after chunk 0: multiples of 8 and 16, so the
+  // swizzle terms are the same and only the row offset changes.
+  static_assert(NT % BN == 0, "B chunk rows step by a multiple of 16");
+  const int a_row0 = tid >> 2, a_kc = tid & 3;
+  const int a_dst0 = a_off(a_row0, a_kc);
+  const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M (never read)
+  int a_bytes[A_CH];      // 16, or 0 for rows >= M
 #pragma unroll
   for (int i = 0; i < A_CH; ++i) {
-    const int c = tid + i * NT, row = c >> 2, kc = c & 3;
-    a_in[i] = m0 + row < M;
-    a_src[i] = A + (a_in[i] ? static_cast<int64>(m0 + row) * lda : 0) + kc * 16;
-    a_k[i] = kc * 16;
-    a_dst[i] = a_off(row, kc);
+    const int gm = m0 + a_row0 + i * (NT / 4);
+    a_bytes[i] = gm < M ? 16 : 0;
+    a_src[i] = A + (gm < M ? static_cast<int64>(gm) * lda : 0) + a_kc * 16;
   }
-  int b_kr[B_CH], b_dst[B_CH], b_n[B_CH], b_bytes[B_CH];
+  const int b_kr0 = tid / (BN / 16), b_nc = tid % (BN / 16);
+  const int b_dst0 = b_off<BN>(b_kr0, b_nc);
+  const int b_n = n0 + b_nc * 16;
+  const int b_nbytes = b_n < N ? min(16, N - b_n) : 0;  // N edge, same for every chunk
+  const TB* b_src[B_CH];  // row kr at k0 = 0; column 0 when the chunk is past N
 #pragma unroll
-  for (int i = 0; i < B_CH; ++i) {
-    const int c = tid + i * NT, kr = c / (BN / 16), nc = c % (BN / 16);
-    b_kr[i] = kr;
-    b_n[i] = n0 + nc * 16;
-    b_bytes[i] = b_n[i] < N ? min(16, N - b_n[i]) : 0;
-    b_dst[i] = b_off<BN>(kr, nc);
-  }
+  for (int i = 0; i < B_CH; ++i)
+    b_src[i] = B + static_cast<int64>(b_kr0 + i * (NT / (BN / 16))) * ldb + (b_nbytes > 0 ? b_n : 0);
 
+  // Stage k-tile [k0, k0 + 64) into stage `stage`. Full tiles use the fixed
+  // byte counts; only the last tile of a K that is not a multiple of 64 takes
+  // the clamped path. Sources of empty copies stay in bounds.
   auto load_tile = [&](int stage, int k0) {
+    const bool full = k0 + BK <= K;
+    const int64 koff = static_cast<int64>(k0) * ldb;
 #pragma unroll
     for (int i = 0; i < A_CH; ++i) {
-      const int bytes = a_in[i] ? max(0, min(16, K - (k0 + a_k[i]))) : 0;
+      int bytes = a_bytes[i];
       const TA* src = a_src[i] + k0;
-      if (a_vec) {
-        cp_async16(sA + stage * A_STAGE + a_dst[i], bytes > 0 ? static_cast<const void*>(src) : A, bytes);
-      } else {
-        *reinterpret_cast<uint4*>(smem + stage * A_STAGE + a_dst[i]) =
-            gather16(reinterpret_cast<const unsigned char*>(src), bytes);
+      if (!full) {
+        bytes = bytes ? max(0, min(16, K - (k0 + a_kc * 16))) : 0;
+        if (bytes == 0) src = A;
       }
+      const int dst = stage * A_STAGE + a_dst0 + i * (NT / 4) * BK;
+      if (a_vec) cp_async16(sA + dst, src, bytes);
+      else *reinterpret_cast<uint4*>(smem + dst) = gather16(reinterpret_cast<const unsigned char*>(src), bytes);
     }
 #pragma unroll
     for (int i = 0; i < B_CH; ++i) {
-      const int gk = k0 + b_kr[i];
-      const int bytes = gk < K ? b_bytes[i] : 0;
-      const TB* src = bytes > 0 ? B + static_cast<int64>(gk) * ldb + b_n[i] : B;
-      if (b_vec) {
-        cp_async16(sB + stage * B_STAGE + b_dst[i], src, bytes);
-      } else {
-        *reinterpret_cast<uint4*>(smem + STAGES * A_STAGE + stage * B_STAGE + b_dst[i]) =
-            gather16(reinterpret_cast<const unsigned char*>(src), bytes);
+      constexpr int kr_step = NT / (BN / 16);
+      int bytes = b_nbytes;
+      const TB* src = b_src[i] + koff;
+      if (!full && k0 + b_kr0 + i * kr_step >= K) {
+        bytes = 0;
+        src = B;
       }
+      const int dst = STAGES * A_STAGE + stage * B_STAGE + b_dst0 + i * kr_step * BN;
+      if (b_vec) cp_async16(s_base + dst, src, bytes);
+      else *reinterpret_cast<uint4*>(smem + dst) = gather16(reinterpret_cast<const unsigned char*>(src), bytes);
     }
   };
 

@@ -3,9 +3,10 @@
 Every value is a Python float that holds an exact float32 (or float16) value;
 those carry signed zeros, infinities and NaN. Every operation computes the exact
 result as a ratio of Python integers (as ``fractions.Fraction`` would) and rounds
-it to float32 with ``round_ieee`` (ties to even, subnormals, overflow to inf). No float32 (or float64) arithmetic
-decides a result: Python floats only hold values, which is exact because every
-float32 and float16 value is a float64 value.
+it to float32 with ``round_ieee`` (ties to even, subnormals, overflow to inf). No
+float32 (or float64) arithmetic decides a result: Python floats only hold values,
+which is exact because every float32 and float16 value is a float64 value. NumPy
+appears only in the array drivers at the end, to broadcast and index.
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ more). Arrays are NumPy; a GPU test copies them to the device with their layout.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -14,14 +15,14 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dmlq.desc import pool_output_size
+from dmlq.desc import pool_output_accepted
 
 EXAMPLES = int(os.environ.get("DMLQ_FUZZ_EXAMPLES", "50"))
 
 I8, U8, F32, F16 = np.dtype("int8"), np.dtype("uint8"), np.dtype("float32"), np.dtype("float16")
 QTYPES = (I8, U8)
 DEQ_TYPES = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32"))
-SIDES = (0, 1, 1, 2, 3, 5, 7)            # sizes: 0, 1 and small primes
+SIDES = (0,) + (1, 2, 3, 5, 7) * 3      # sizes: 1 and small primes, 0 one time in 16
 INF = float("inf")
 
 
@@ -33,8 +34,10 @@ def fuzz_settings(examples: int | None = None):
 
 # ---- elements -------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
 def floats(lo, hi, dtype=F32, **kw):
-    """st.floats of a width, with the bounds moved inwards to representable values."""
+    """st.floats of a width, with the bounds moved inwards to representable values.
+    (Strategies are cached: building one costs Hypothesis more than drawing from it.)"""
     t = np.dtype(dtype).type
     flo, fhi = t(lo), t(hi)
     if float(flo) < lo:
@@ -51,6 +54,7 @@ def _limits(dtype):
     return 2.0**-149, 2.0**-126, float(np.finfo(np.float32).max)
 
 
+@functools.lru_cache(maxsize=None)
 def scale_values(dtype=F32, special=True):
     """Scales: typical, 1e-30..1e30 (float16: its range), subnormal, powers of two,
     and (if special) 0, -0, negative, inf and NaN."""
@@ -68,6 +72,7 @@ def scale_values(dtype=F32, special=True):
     return st.one_of(*parts)
 
 
+@functools.lru_cache(maxsize=None)
 def int_values(dtype):
     """Integers of a dtype, with its extremes and 0 drawn often."""
     info = np.iinfo(dtype)
@@ -75,6 +80,7 @@ def int_values(dtype):
     return st.one_of(st.integers(int(info.min), int(info.max)), st.sampled_from(edges))
 
 
+@functools.lru_cache(maxsize=None)
 def float_values(dtype):
     """Any float of the dtype: NaN, +-inf, subnormals, huge, and small integers + ties."""
     w = 16 if np.dtype(dtype) == F16 else 32
@@ -82,11 +88,75 @@ def float_values(dtype):
     return st.one_of(st.floats(width=w), halves, floats(-300, 300, dtype))
 
 
+# Arrays come from a NumPy generator seeded by Hypothesis, with the mixture of values
+# also drawn: drawing every element through Hypothesis costs ~1 ms (float16 far more).
+
+def _rng(draw):
+    return np.random.default_rng(draw(st.integers(0, 2**64 - 1)))
+
+
+def _mix(rng, draw, parts, n):
+    """Elements from one part, or each element from a random part."""
+    which = draw(st.integers(-1, len(parts) - 1))
+    if which >= 0:
+        return parts[which]
+    pick = rng.integers(0, len(parts), n)
+    return np.choose(pick, parts)
+
+
+@st.composite
+def int_arrays(draw, dtype, shape):
+    """Uniform integers, the dtype's extremes and 0, or a mix."""
+    dt, n = np.dtype(dtype), int(np.prod(shape))
+    rng, info = _rng(draw), np.iinfo(dtype)
+    edges = np.array(sorted({info.min, info.min + 1, info.max - 1, info.max, 0}), dt)
+    parts = [rng.integers(info.min, info.max, n, endpoint=True, dtype=dt), rng.choice(edges, n)]
+    return _mix(rng, draw, parts, n).astype(dt).reshape(shape)
+
+
+def _special_floats(dtype):
+    tiny, _, big = _limits(dtype)
+    return np.array([0.0, -0.0, INF, -INF, float("nan"), tiny, -tiny, big, -big], dtype)
+
+
+@st.composite
+def float_arrays(draw, dtype, shape):
+    """Random bit patterns (every exponent, subnormals, inf, NaN), multiples of 1/2
+    (ties after x / 1), values in [-300, 300], specials, or a mix."""
+    dt, n = np.dtype(dtype), int(np.prod(shape))
+    rng = _rng(draw)
+    bits = np.uint16 if dt == F16 else np.uint32
+    parts = [
+        rng.integers(0, np.iinfo(bits).max, n, endpoint=True, dtype=bits).view(dt),
+        (rng.integers(-600, 601, n) / 2).astype(dt),
+        rng.uniform(-300, 300, n).astype(dt),
+        rng.choice(_special_floats(dt), n),
+    ]
+    return _mix(rng, draw, parts, n).astype(dt).reshape(shape)
+
+
+@st.composite
+def scale_arrays(draw, dtype, shape, special=True):
+    """Scales like scale_values, as arrays: typical, wide (1e-30..1e30; float16: its
+    normal range), subnormal, powers of two, specials (if special), or a mix."""
+    dt, n = np.dtype(dtype), int(np.prod(shape))
+    rng = _rng(draw)
+    tiny, normal, big = _limits(dt)
+    bits, sub = (np.uint16, 0x3FF) if dt == F16 else (np.uint32, 0x7FFFFF)
+    lo, hi = (np.log10(normal), np.log10(big)) if dt == F16 else (-30.0, 30.0)
+    parts = [
+        rng.uniform(1e-3, 1.0, n).astype(dt),
+        (10.0 ** rng.uniform(lo, hi, n)).astype(dt),
+        rng.integers(1, sub, n, endpoint=True, dtype=bits).view(dt),
+        (2.0 ** rng.integers(-20, 11, n)).astype(dt),
+    ]
+    if special:
+        parts.append(rng.choice(np.array([0.0, -0.0, INF, float("nan"), -1.0, -0.046875, tiny, big],
+                                         dt), n))
+    return _mix(rng, draw, parts, n).astype(dt).reshape(shape)
+
+
 # ---- arrays and layouts ---------------------------------------------------------
-
-def shapes(min_dims=1, max_dims=3):
-    return st.lists(st.sampled_from(SIDES), min_size=min_dims, max_size=max_dims).map(tuple)
-
 
 @st.composite
 def layout(draw, array):
@@ -127,8 +197,18 @@ def untouched_outside(out) -> bool:
     return bool((out.base.view(np.uint8).reshape(out.base.shape + (-1,))[mask] == 0xA5).all())
 
 
-def array_of(draw, dtype, shape, elements):
-    return draw(layout(draw(hnp.arrays(dtype, shape, elements=elements))))
+def arranged(draw, strategy):
+    """Draw an array and give it a random layout."""
+    return draw(layout(draw(strategy)))
+
+
+def _shapes(draw, num_shapes, max_side, max_dims=3):
+    """(result shape, input shapes) of mutually broadcastable shapes; size-0
+    dimensions one time in eight."""
+    min_side = 0 if draw(st.integers(0, 7)) == 0 else 1
+    r = draw(hnp.mutually_broadcastable_shapes(num_shapes=num_shapes, max_dims=max_dims,
+                                               min_side=min_side, max_side=max_side))
+    return r.result_shape, r.input_shapes
 
 
 def _broadcast_view(draw, a, shape):
@@ -149,20 +229,18 @@ def quantize_args(draw):
     sdt = F32 if xdt.kind == "i" else draw(st.sampled_from([F32, F16]))
     odt = draw(st.sampled_from(QTYPES))
     with_zp = draw(st.booleans())
-    out_shape, (xs, ss, zs) = draw(
-        hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, min_side=0, max_side=5).map(
-            lambda r: (r.result_shape, r.input_shapes)))
-    s = array_of(draw, sdt, ss, scale_values(sdt))
+    out_shape, (xs, ss, zs) = _shapes(draw, 3, 5)
+    s = arranged(draw, scale_arrays(sdt, ss))
     if xdt.kind == "i":
-        x = array_of(draw, xdt, xs, int_values(xdt))
+        x = arranged(draw, int_arrays(xdt, xs))
     elif draw(st.booleans()):
-        x = array_of(draw, xdt, xs, float_values(xdt))
+        x = arranged(draw, float_arrays(xdt, xs))
     else:
         # values near multiples of half a scale: ties and near ties after x / s
-        t = array_of(draw, np.dtype(np.float64), xs, st.integers(-600, 600).map(lambda k: k / 2))
+        t = draw(int_arrays(np.int16, xs)) % 1201 - 600 + 0.5 * draw(st.sampled_from([0, 1]))
         with np.errstate(all="ignore"):
             x = (t * np.float64(s.reshape(-1)[0] if s.size else 1.0)).astype(xdt)
-    zp = array_of(draw, odt, zs, int_values(odt)) if with_zp else None
+    zp = arranged(draw, int_arrays(odt, zs)) if with_zp else None
     x = _broadcast_view(draw, x, out_shape)
     return dict(x=x, scale=s, zero_point=zp, out=draw(out_array(out_shape, odt)))
 
@@ -171,12 +249,10 @@ def quantize_args(draw):
 def dequantize_args(draw):
     qdt = draw(st.sampled_from(DEQ_TYPES))
     sdt = draw(st.sampled_from([F32, F16]))
-    out_shape, (qs, ss, zs) = draw(
-        hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, min_side=0, max_side=5).map(
-            lambda r: (r.result_shape, r.input_shapes)))
-    q = array_of(draw, qdt, qs, int_values(qdt))
-    s = array_of(draw, sdt, ss, scale_values(sdt))
-    zp = array_of(draw, qdt, zs, int_values(qdt)) if draw(st.booleans()) else None
+    out_shape, (qs, ss, zs) = _shapes(draw, 3, 5)
+    q = arranged(draw, int_arrays(qdt, qs))
+    s = arranged(draw, scale_arrays(sdt, ss))
+    zp = arranged(draw, int_arrays(qdt, zs)) if draw(st.booleans()) else None
     q = _broadcast_view(draw, q, out_shape)
     return dict(q=q, scale=s, zero_point=zp, out=draw(out_array(out_shape, sdt)))
 
@@ -190,11 +266,9 @@ def _size1(draw, dtype, elements):
 @st.composite
 def add_args(draw):
     adt, bdt, odt = (draw(st.sampled_from(QTYPES)) for _ in range(3))
-    out_shape, (sa, sb) = draw(
-        hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, min_side=0, max_side=7).map(
-            lambda r: (r.result_shape, r.input_shapes)))
-    a = _broadcast_view(draw, array_of(draw, adt, sa, int_values(adt)), out_shape)
-    b = _broadcast_view(draw, array_of(draw, bdt, sb, int_values(bdt)), out_shape)
+    out_shape, (sa, sb) = _shapes(draw, 2, 7)
+    a = _broadcast_view(draw, arranged(draw, int_arrays(adt, sa)), out_shape)
+    b = _broadcast_view(draw, arranged(draw, int_arrays(bdt, sb)), out_shape)
 
     def zp(dt):
         return _size1(draw, dt, int_values(dt)) if draw(st.booleans()) else None
@@ -205,12 +279,17 @@ def add_args(draw):
                 out=draw(out_array(out_shape, odt)))
 
 
-def _per_axis(draw, n, dtype, elements, allow_none):
-    """None (zero points only), one element, or n elements."""
+@st.composite
+def uniform_arrays(draw, dtype, shape, lo, hi):
+    return _rng(draw).uniform(lo, hi, shape).astype(dtype)
+
+
+def _per_axis(draw, n, make, allow_none):
+    """None (zero points only), one element, or n elements; make(shape) -> strategy."""
     kind = draw(st.sampled_from(["none", "one", "axis"] if allow_none else ["one", "axis"]))
     if kind == "none":
         return None
-    return draw(hnp.arrays(dtype, 1 if kind == "one" else n, elements=elements))
+    return draw(make(1 if kind == "one" else n))
 
 
 @st.composite
@@ -219,25 +298,21 @@ def matmul_args(draw, max_work=4000):
     M, K, N = (draw(st.sampled_from(SIDES + (8, 16, 17, 33))) for _ in range(3))
     if M * N * max(K, 1) > max_work:
         K = max(1, max_work // max(M * N, 1))
-    batch, (ba, bb) = draw(
-        hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=3).map(
-            lambda r: (r.result_shape, r.input_shapes)))
-    a = array_of(draw, adt, ba + (M, K), int_values(adt))
-    b = array_of(draw, bdt, bb + (K, N), int_values(bdt))
+    batch, (ba, bb) = _shapes(draw, 2, 3, max_dims=2)
+    a = arranged(draw, int_arrays(adt, ba + (M, K)))
+    b = arranged(draw, int_arrays(bdt, bb + (K, N)))
     if draw(st.booleans()):
         # "matched" scales: out_scale near the spread of the products, so outputs are
         # spread over the range instead of saturated
-        a_s = _per_axis(draw, M, F32, floats(1e-3, 1.0), False)
-        b_s = _per_axis(draw, N, F32, floats(1e-3, 1.0), False)
-        spread = float(np.max(a_s)) * float(np.max(b_s)) * 128 * 128 * np.sqrt(max(K, 1)) / 128
-        o_s = _per_axis(draw, M, F32, floats(spread / 8, spread * 2), False)
+        a_s = _per_axis(draw, M, lambda n: uniform_arrays(F32, n, 1e-3, 1.0), False)
+        b_s = _per_axis(draw, N, lambda n: uniform_arrays(F32, n, 1e-3, 1.0), False)
+        spread = float(np.max(a_s, initial=1e-3) * np.max(b_s, initial=1e-3)) * 128 * np.sqrt(max(K, 1))
+        o_s = _per_axis(draw, M, lambda n: uniform_arrays(F32, n, spread / 8, spread * 2), False)
     else:
-        a_s = _per_axis(draw, M, F32, scale_values(), False)
-        b_s = _per_axis(draw, N, F32, scale_values(), False)
-        o_s = _per_axis(draw, M, F32, scale_values(), False)
-    a_zp = _per_axis(draw, M, adt, int_values(adt), True)
-    b_zp = _per_axis(draw, N, bdt, int_values(bdt), True)
-    o_zp = _per_axis(draw, M, odt, int_values(odt), True)
+        a_s, b_s, o_s = (_per_axis(draw, n, lambda k: scale_arrays(F32, k), False)
+                         for n in (M, N, M))
+    a_zp, b_zp, o_zp = (_per_axis(draw, n, lambda k, t=t: int_arrays(t, k), True)
+                        for n, t in ((M, adt), (N, bdt), (M, odt)))
     return dict(a=a, a_scale=a_s, a_zero_point=a_zp, b=b, b_scale=b_s, b_zero_point=b_zp,
                 out_scale=o_s, out_zero_point=o_zp,
                 out=draw(out_array(batch + (M, N), odt)))
@@ -256,26 +331,25 @@ def avg_pool_args(draw, max_work=6000):
         w, s, d = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
         p0, p1 = draw(st.integers(0, 3)), draw(st.integers(0, 3))
         size = draw(st.sampled_from((0, 1, 2, 3, 5, 7) if nd == 2 else (0, 1, 2, 3, 5)))
-        floor_size, ceil_size = pool_output_size(size, w, s, p0, p1, d)
-        if floor_size <= 0:      # the dilated window does not fit: make the image larger
-            size += (w - 1) * d + 1 - (size + p0 + p1)
-            floor_size, ceil_size = pool_output_size(size, w, s, p0, p1, d)
+        if size + p0 + p1 < (w - 1) * d + 1:    # the dilated window does not fit: grow the image
+            size = (w - 1) * d + 1 - p0 - p1
+        accepted = pool_output_accepted(size, w, s, p0, p1, d)    # floor, maybe floor + 1
         window.append(w), strides.append(s), dil.append(d), sp.append(p0), ep.append(p1)
-        in_sp.append(size), out_sp.append(ceil_size if ceil else floor_size)
+        in_sp.append(size), out_sp.append(accepted[-1] if ceil else accepted[0])
     work = n * c * int(np.prod(out_sp)) * int(np.prod(window))
     if work > max_work:
         n, c = 1, 1
-    x = array_of(draw, dt, (n, c) + tuple(in_sp), int_values(dt))
+    x = arranged(draw, int_arrays(dt, (n, c) + tuple(in_sp)))
     per_channel = draw(st.booleans())
     cn = c if per_channel and c > 0 else 1
 
     def scales():
-        kind = draw(st.sampled_from(["sensible", "wild"]))
-        el = floats(1e-3, 1.0) if kind == "sensible" else scale_values()
-        return draw(hnp.arrays(F32, cn, elements=el))
+        if draw(st.booleans()):
+            return draw(uniform_arrays(F32, cn, 1e-3, 1.0))
+        return draw(scale_arrays(F32, cn))
 
     def zps(t):
-        return draw(hnp.arrays(t, cn, elements=int_values(t))) if draw(st.booleans()) else None
+        return draw(int_arrays(t, cn)) if draw(st.booleans()) else None
 
     return dict(x=x, x_scale=scales(), x_zero_point=zps(dt), out_scale=scales(),
                 out_zero_point=zps(odt), out=draw(out_array((n, c) + tuple(out_sp), odt)),

@@ -369,15 +369,75 @@ def test_matmul_worst_case_K(ta, tb, to, K):
     fbig = exact.f32(big)
     os_ = exact.f32(F(fbig) / 2**24 / (F(201, 2) + F(1, 1000)))
     ozp = np.array([0, 0], to) if to == I8 else np.array([0, 255], to)
-    rows = [[s], [s]]
     got = matmul(a, [s, s], azp, b, [s, s], bzp, [os_, os_], ozp, to)
     want = exact.matmul(a, [float(s)], azp.tolist(), b, [float(s)], bzp.tolist(), [os_, os_],
                         ozp.tolist(), np.dtype(to).name)
     assert got.tolist() == want
     # the same computation one K-term short must differ in the positive corner
     short = exact.mul32(exact.f32(big - 65025), exact.div32(exact.mul32(float(s), float(s)), os_))
-    assert exact.rint_even(short) == 100 and want[0][0] == min(101 + int(ozp[0]), 127 if to == I8 else 255)
-    del rows
+    assert exact.rint_even(short) == 100
+    assert want[0][0] == min(101 + int(ozp[0]), 127 if to == I8 else 255)
+
+
+# The order of the float operations matters. For each plausible wrong order, a
+# deterministic search (exact arithmetic throughout) finds acc and scales where it
+# rounds differently from SEMANTICS.md's (a_scale * b_scale) / out_scale, then float32(acc)
+# times that; the reference must give the SEMANTICS.md answer on each.
+MM_WRONG_ORDERS = {
+    "(as/os)*bs": lambda acc, a, b, o: exact.mul32(exact.f32(acc), exact.mul32(exact.div32(a, o), b)),
+    "as*(bs/os)": lambda acc, a, b, o: exact.mul32(exact.f32(acc), exact.mul32(a, exact.div32(b, o))),
+    "((acc*as)*bs)/os": lambda acc, a, b, o: exact.div32(
+        exact.mul32(exact.mul32(exact.f32(acc), a), b), o),
+    "(acc*(as*bs))/os": lambda acc, a, b, o: exact.div32(
+        exact.mul32(exact.f32(acc), exact.mul32(a, b)), o),
+    "acc*((as*bs)*(1/os))": lambda acc, a, b, o: exact.mul32(
+        exact.f32(acc), exact.mul32(exact.mul32(a, b), exact.div32(1.0, o))),
+}
+
+
+def _mm_right(acc, a, b, o):
+    return exact.mul32(exact.f32(acc), exact.div32(exact.mul32(a, b), o))
+
+
+def _find_order_case(right, wrong, draw, seed):
+    """Draw (args, t_target) cases and jitter the last argument (the output scale) by a
+    few ulps around the value that puts t on a .5 tie, until right and wrong round apart."""
+    rng = np.random.default_rng(seed)
+    for _ in range(5000):
+        args, scale = draw(rng)
+        for j in range(-6, 7):
+            o = float(F32(scale) + F32(j) * np.spacing(F32(scale)))
+            if o > 0 and exact.rint_even(right(*args, o)) != exact.rint_even(wrong(*args, o)):
+                return args + (o,)
+    raise AssertionError("no distinguishing case found")
+
+
+def _draw_mm(rng):
+    a_s, b_s = (float(F32(v)) for v in rng.uniform(0.001, 0.1, 2))
+    acc = int(rng.integers(1000, 30000)) * int(rng.choice([-1, 1]))
+    target = int(rng.integers(-100, 100)) + 0.5
+    return (acc, a_s, b_s), a_s * b_s * acc / target
+
+
+def _realize_acc(acc):
+    """int8 A (1, 4), B (4, 1) with sum_k A*B = acc: 127 * (b0 + b1 + b2) + b3."""
+    q, r = divmod(acc, 127)           # 0 <= r < 127, |q| <= 381
+    parts = []
+    for _ in range(3):
+        parts.append(max(-127, min(127, q - sum(parts))))
+    assert 127 * sum(parts) + r == acc
+    return np.array([[127, 127, 127, 1]], I8), np.array([[parts[0]], [parts[1]], [parts[2]], [r]], I8)
+
+
+@pytest.mark.parametrize("wrong", sorted(MM_WRONG_ORDERS))
+def test_matmul_float_operation_order(wrong):
+    acc, a_s, b_s, o_s = _find_order_case(_mm_right, MM_WRONG_ORDERS[wrong], _draw_mm, seed=1)
+    a, b = _realize_acc(acc)
+    want = exact.rint_even(_mm_right(acc, a_s, b_s, o_s))
+    assert want != exact.rint_even(MM_WRONG_ORDERS[wrong](acc, a_s, b_s, o_s))
+    assert abs(want) <= 100
+    got = matmul(a, [a_s], None, b, [b_s], None, [o_s], None, I8)
+    assert got.tolist() == [[want]]
 
 
 @pytest.mark.parametrize("ta,tb,to", COMBOS)
@@ -543,6 +603,40 @@ def test_add_all_pairs_float64_model(ta, tb, to, scales, zps):
         assert (got == lo).any() and (got == hi).any()
 
 
+def _add_right(da, db, a_s, b_s, o_s):
+    v = exact.add32(exact.mul32(exact.f32(da), a_s), exact.mul32(exact.f32(db), b_s))
+    return exact.div32(v, o_s)
+
+
+ADD_WRONG_ORDERS = {
+    # ORT-style: scales folded into ratios a_scale / out_scale, b_scale / out_scale
+    "folded ratios": lambda da, db, a, b, o: exact.add32(
+        exact.mul32(exact.f32(da), exact.div32(a, o)), exact.mul32(exact.f32(db), exact.div32(b, o))),
+    "times 1/out_scale": lambda da, db, a, b, o: exact.mul32(
+        exact.add32(exact.mul32(exact.f32(da), a), exact.mul32(exact.f32(db), b)), exact.div32(1.0, o)),
+    # fused multiply-add contraction: da * a_scale + bv rounded once
+    "fma(da, a_scale, bv)": lambda da, db, a, b, o: exact.div32(
+        exact.f32(F(da) * F(a) + F(exact.mul32(exact.f32(db), b))), o),
+}
+
+
+def _draw_add(rng):
+    da, db = (int(v) for v in rng.integers(-128, 128, 2))
+    a_s, b_s = (float(F32(v)) for v in rng.uniform(0.001, 0.1, 2))
+    target = int(rng.integers(-100, 100)) + 0.5
+    v = da * a_s + db * b_s
+    return (da, db, a_s, b_s), v / target if v else 1.0
+
+
+@pytest.mark.parametrize("wrong", sorted(ADD_WRONG_ORDERS))
+def test_add_float_operation_order(wrong):
+    da, db, a_s, b_s, o_s = _find_order_case(_add_right, ADD_WRONG_ORDERS[wrong], _draw_add, seed=3)
+    want = exact.rint_even(_add_right(da, db, a_s, b_s, o_s))
+    assert want != exact.rint_even(ADD_WRONG_ORDERS[wrong](da, db, a_s, b_s, o_s))
+    got = add(I8([da]), a_s, None, I8([db]), b_s, None, o_s, None, I8)
+    assert got.tolist() == [max(-128, min(127, want))]
+
+
 def test_add_hand_values():
     # a=3 (zp 1) * 0.5 = 1; b=5 (zp 0) * 0.25 = 1.25; sum 2.25 / 0.5 = 4.5 -> 4 (even); + zp 10
     assert add(I8([3]), 0.5, 1, U8([5]), 0.25, 0, 0.5, 10, I8).tolist() == [14]
@@ -594,12 +688,11 @@ def test_pool_windows_entirely_inside_padding():
         # all-padding windows: count 0 -> out zp 7 (excluded); or S = 0 -> t = 0 -> 7 (included)
         hand = [[7, 7, 7], [7, 27, 7], [7, 7, 7]]
         assert got[0, 0].tolist() == hand and np.array_equal(got, want)
-    # Count 0 must give the zero point even where the requantize of 0 / 0 would not
-    # (a NaN also maps to zp, so check that count-0 cells are exactly zp for U8 too).
-    got, want = pool(np.full((1, 1, 1, 1), 200, U8), 1.0, 0, 1.0, 255, U8, (3, 1), (1, 1),
+    # One pixel of 200 with a padding row above and below: o=0 and o=2 see only padding
+    # (count 0 -> out zp 50), o=1 sees 200 - 0 = 200: t = 200, clamped to 255 - 50 = 205 -> 250.
+    got, want = pool(np.full((1, 1, 1, 1), 200, U8), 1.0, 0, 1.0, 50, U8, (3, 1), (1, 1),
                      (1, 1), (1, 0), (1, 0))
-    # o=0 tap -1 (pad), o=1 tap 0 -> 200 - 0 = 200 / 1 -> clamp to 255 - 255 = 0 -> 255; o=2 tap 1 (pad)
-    assert got[0, 0, :, 0].tolist() == [255, 255, 255] and np.array_equal(got, want)
+    assert got[0, 0, :, 0].tolist() == [50, 250, 50] and np.array_equal(got, want)
 
 
 def test_pool_include_padding_with_end_padding():
@@ -676,6 +769,49 @@ def test_pool_per_channel(dtype, nd, rng):
     # per-channel zero points omitted, scales per tensor / per channel mixed
     got, want = pool(x, xs, None, [0.05], None, dtype, out_sp, win, st, sp, ep)
     assert np.array_equal(got, want)
+
+
+def _pool_right(values, xs, os_):
+    S, count = sum(values), len(values)
+    v = exact.div32(exact.mul32(exact.f32(S), xs), exact.f32(count))
+    return exact.div32(v, os_)
+
+
+POOL_WRONG_ORDERS = {
+    "(S/count)*xs": lambda vals, xs, o: exact.div32(
+        exact.mul32(exact.div32(exact.f32(sum(vals)), exact.f32(len(vals))), xs), o),
+    "S*(xs/count)": lambda vals, xs, o: exact.div32(
+        exact.mul32(exact.f32(sum(vals)), exact.div32(xs, exact.f32(len(vals)))), o),
+    "S*xs/(count*os)": lambda vals, xs, o: exact.div32(
+        exact.mul32(exact.f32(sum(vals)), xs), exact.mul32(exact.f32(len(vals)), o)),
+    "sum of dequantized taps": lambda vals, xs, o: exact.div32(exact.div32(
+        _fsum([exact.mul32(exact.f32(v), xs) for v in vals]), exact.f32(len(vals))), o),
+}
+
+
+def _fsum(terms):
+    total = 0.0
+    for t in terms:
+        total = exact.add32(total, t)
+    return total
+
+
+def _draw_pool(rng):
+    count = int(rng.integers(2, 10))
+    values = [int(v) for v in rng.integers(-128, 128, count)]
+    xs = float(F32(rng.uniform(0.001, 0.1)))
+    target = int(rng.integers(-100, 100)) + 0.5
+    return (values, xs), sum(values) * xs / count / target if sum(values) else 1.0
+
+
+@pytest.mark.parametrize("wrong", sorted(POOL_WRONG_ORDERS))
+def test_pool_float_operation_order(wrong):
+    values, xs, os_ = _find_order_case(_pool_right, POOL_WRONG_ORDERS[wrong], _draw_pool, seed=2)
+    want = exact.rint_even(_pool_right(values, xs, os_))
+    assert want != exact.rint_even(POOL_WRONG_ORDERS[wrong](values, xs, os_))
+    x = np.array(values, I8).reshape(1, 1, 1, -1)        # one window over the whole row
+    got, ref = pool(x, xs, None, os_, None, I8, (1, 1), (1, len(values)))
+    assert got.ravel().tolist() == [max(-128, min(127, want))] and np.array_equal(got, ref)
 
 
 def test_pool_subnormal_and_zero_scales():

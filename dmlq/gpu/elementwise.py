@@ -15,6 +15,7 @@ omitted zero point is a null pointer with value 0.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple, Sequence
 
@@ -28,18 +29,18 @@ MAX_DIMS = 8
 SLOTS = 4      # Geo operand slots: out, x|q|a, scale|b, zero point
 
 CTYPE = {
-    "float32": "float", "float16": "__half", "int32": "int", "uint32": "unsigned int",
+    "float32": "float", "float16": "float16", "int32": "int", "uint32": "unsigned int",
     "int16": "short", "uint16": "unsigned short", "int8": "int8", "uint8": "uint8",
 }
 QUANT_OUT = ("int8", "uint8")
-# (input, scale): the scale has the input's float type, FLOAT32 for INT32 input (seed 000).
-QUANT_IN = (("float32", "float32"), ("float16", "float16"), ("int32", "float32"))
+QUANT_IN = ("float32", "float16", "int32")
+QUANT_SCALE = ("float32", "float16")  # a runtime flag in the kernel, not a template argument
 DEQUANT_IN = ("int8", "uint8", "int16", "uint16", "int32", "uint32")
 DEQUANT_OUT = ("float32", "float16")  # = the scale's dtype
 
 
 def kernel_name(op: str, variant: str, dtypes: Sequence[str], wide: bool = False) -> str:
-    """The name expression of one instantiation, e.g. quantize_contig<float, float, int8>."""
+    """The name expression of one instantiation, e.g. quantize_contig<float, int8>."""
     args = [CTYPE[d] for d in dtypes]
     if variant == "strided":
         args.append("true" if wide else "false")
@@ -50,9 +51,9 @@ def _all_names():
     names = []
     for variant in VARIANTS:
         for wide in ((False, True) if variant == "strided" else (False,)):
-            for x, s in QUANT_IN:
+            for x in QUANT_IN:
                 for q in QUANT_OUT:
-                    names.append(kernel_name("quantize", variant, (x, s, q), wide))
+                    names.append(kernel_name("quantize", variant, (x, q), wide))
             for i in DEQUANT_IN:
                 for o in DEQUANT_OUT:
                     names.append(kernel_name("dequantize", variant, (i, o), wide))
@@ -217,6 +218,7 @@ def magic_div(i, m: int, s: int):
     return (((i * m) >> 32) + i) >> s
 
 
+@functools.lru_cache(maxsize=256)
 def pack_geo(layout: Layout, wide: bool):
     """The Geo32/Geo64 kernel argument (a size-1 structured NumPy array, which
     CuPy passes by value) of a canonical layout with SLOTS operands."""
@@ -292,18 +294,20 @@ class _Param:
 
 
 def _elem_strides(a, shape):
-    """Element strides of ``a`` broadcast to ``shape`` (a CuPy array)."""
-    import cupy
-
-    if a.shape != tuple(shape):
-        a = cupy.broadcast_to(a, shape)
-    st = []
-    for s in a.strides:
-        if s % a.itemsize:
-            raise ValueError(f"dmlq: stride {s} bytes is not a multiple of the itemsize {a.itemsize}")
-        st.append(s // a.itemsize)
-    if a.data.ptr % a.itemsize:
+    """Element strides of CuPy array ``a`` broadcast to ``shape`` (NumPy rules)."""
+    size = a.itemsize
+    if a.data.ptr % size:
         raise ValueError("dmlq: array data is not aligned to its itemsize")
+    lead = len(shape) - a.ndim
+    if lead < 0:
+        raise ValueError(f"dmlq: shape {a.shape} does not broadcast to {tuple(shape)}")
+    st = [0] * lead
+    for n, s, want in zip(a.shape, a.strides, shape[lead:]):
+        if n != want and n != 1:
+            raise ValueError(f"dmlq: shape {a.shape} does not broadcast to {tuple(shape)}")
+        if s % size:
+            raise ValueError(f"dmlq: stride {s} bytes is not a multiple of the itemsize {size}")
+        st.append(0 if n != want else s // size)
     return tuple(st)
 
 
@@ -328,63 +332,79 @@ def _u64(p: int):
     return np.uint64(p)
 
 
+# Launch arguments, built by pure functions so tests can check them against the
+# kernels' PTX parameter lists without a GPU. ``ptrs``: device addresses of the
+# four operand slots (out, x|a, scale|b, zero point) with layout offsets applied
+# (0 = none); scalar kernel arguments are NumPy scalars of the exact C type.
+
+def unary_args(op: str, variant: str, layout: Layout, ptrs, itemsizes, scale_value,
+               zp_value, wide: bool = False, scale_f16: bool = False):
+    """(args, work items) of quantize_* / dequantize_* (op "quantize" or "dequantize");
+    itemsizes: of out and x; scale_f16: quantize's device scale is float16."""
+    n = layout.size
+    sv = np.float32(scale_value)
+    zv = np.int32(int(zp_value)) if op == "quantize" else np.int64(int(zp_value))
+    y, x, s, z = (_u64(p) for p in ptrs)
+    sp = (s, np.int32(bool(scale_f16))) if op == "quantize" else (s,)
+    if variant == "contig":
+        vec = vec_width(itemsizes)
+        head = vector_head(ptrs[:2], itemsizes, n, vec)
+        nvec = (n - head) // vec
+        return (x, y, np.int64(n), np.int64(head), *sp, sv, z, zv), max(nvec, n - nvec * vec)
+    if variant == "axis":
+        _, length, inner = axis_dims(layout, 2)
+        d = _vary_dim(layout, 2)
+        sst = layout.strides[2][d] if d is not None else 0
+        zst = layout.strides[3][d] if d is not None else 0
+        return ((x, y, np.int64(n), np.uint32(inner), np.uint32(length), *sp, np.int64(sst), sv,
+                 z, np.int64(zst), zv), -(-n // UNROLL))
+    return (x, y, np.int64(n), pack_geo(layout, wide), *sp, sv, z, zv), -(-n // STRIDED_UNROLL)
+
+
+def add_args(variant: str, layout: Layout, ptrs, params, wide: bool = False):
+    """(args, work items) of add_*; params: six (pointer, value) pairs: a, b, out
+    scales then a, b, out zero points."""
+    n = layout.size
+    y, a, b = (_u64(p) for p in ptrs[:3])
+    pargs = []
+    for i, (ptr, value) in enumerate(params):
+        pargs.append(_u64(ptr))
+        pargs.append(np.float32(value) if i < 3 else np.int32(int(value)))
+    if variant == "contig":
+        head = vector_head(ptrs[:3], (1, 1, 1), n, 16)
+        nvec = (n - head) // 16
+        return (a, b, y, np.int64(n), np.int64(head), *pargs), max(nvec, n - nvec * 16)
+    if variant == "strided":
+        return (a, b, y, np.int64(n), pack_geo(layout, wide), *pargs), -(-n // STRIDED_UNROLL)
+    raise ValueError(f"quantized add has no {variant!r} kernel")
+
+
+def _vary_dim(layout: Layout, nbig: int):
+    _, vary = _classify(layout, nbig)
+    return vary[0] if vary else None
+
+
 def _choose(variant, layout: Layout, nbig: int, axis_ok: bool) -> str:
     if variant is None:
         return select_layout(layout, nbig, axis_ok)
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
     if not layout_supports(variant, layout, nbig, axis_ok):
         raise ValueError(f"the {variant!r} element-wise kernel cannot run this layout "
                          f"(shape {layout.shape}, strides {layout.strides})")
     return variant
 
 
-def _launch_unary(op, types, x, params, out, variant, scale_kind, zp_ctype):
-    """Shared launcher of quantize and dequantize: x, out CuPy arrays; params =
-    (scale, zero point) as _Param; scale_kind / zp_ctype: the value arg types."""
-    from . import loader
-
-    shape = out.shape
-    n = out.size
-    scale, zp = params
-    zeros = (0,) * len(shape)
-    slots = [_elem_strides(out, shape), _elem_strides(x, shape),
-             scale.strides or zeros, zp.strides or zeros]
+@functools.lru_cache(maxsize=1024)
+def _plan(shape, slots, nbig: int, axis_ok: bool, variant):
+    """(canonical layout, variant, wide) of one call's geometry (memoized: repeated
+    calls with the same shapes and strides skip the Python layout work)."""
     layout = canonicalize(shape, slots)
-    v = _choose(variant, layout, 2, True)
-    itemsizes = (out.itemsize, x.itemsize, scale.itemsize, zp.itemsize)
-    base = (out.data.ptr, x.data.ptr, scale.ptr, zp.ptr)
-    ptr = [b + o * s if b else 0 for b, o, s in zip(base, layout.offsets, itemsizes)]
-    sv, zv = scale_kind(scale.value), zp_ctype(zp.value)
-    wide = v == "strided" and needs_wide(layout)
-    name = kernel_name(op, v, types, wide)
-    fn = loader.function("elementwise.cu", name)
-    if v == "contig":
-        vec = vec_width((x.itemsize, out.itemsize))
-        head = vector_head((ptr[0], ptr[1]), (out.itemsize, x.itemsize), n, vec)
-        nvec = (n - head) // vec
-        work = max(nvec, n - nvec * vec)
-        args = (_u64(ptr[1]), _u64(ptr[0]), np.int64(n), np.int64(head),
-                _u64(ptr[2]), sv, _u64(ptr[3]), zv)
-    elif v == "axis":
-        outer, length, inner = axis_dims(layout, 2)
-        d = _vary_dim(layout)
-        sst = layout.strides[2][d] if d is not None else 0
-        zst = layout.strides[3][d] if d is not None else 0
-        work = -(-n // UNROLL)
-        args = (_u64(ptr[1]), _u64(ptr[0]), np.int64(n), np.uint32(inner), np.uint32(length),
-                _u64(ptr[2]), np.int64(sst), sv, _u64(ptr[3]), np.int64(zst), zv)
-    else:
-        work = -(-n // STRIDED_UNROLL)
-        args = (_u64(ptr[1]), _u64(ptr[0]), np.int64(n), pack_geo(layout, wide),
-                _u64(ptr[2]), sv, _u64(ptr[3]), zv)
-    fn((_grid(fn, name, work),), (THREADS,), args)
-    return out
+    v = _choose(variant, layout, nbig, axis_ok)
+    return layout, v, v == "strided" and needs_wide(layout)
 
 
-def _vary_dim(layout: Layout):
-    _, vary = _classify(layout, 2)
-    return vary[0] if vary else None
+def _check_variant(variant):
+    if variant is not None and variant not in VARIANTS:
+        raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
 
 
 def _check_dtype(p: _Param, want: str, what: str):
@@ -392,95 +412,85 @@ def _check_dtype(p: _Param, want: str, what: str):
         raise TypeError(f"dmlq: {what} must have dtype {want} (got {p.dtype})")
 
 
+def _launch(name: str, args, work: int):
+    from . import loader
+
+    fn = loader.function("elementwise.cu", name)
+    fn((_grid(fn, name, work),), (THREADS,), args)
+
+
+def _unary(op, types, x, scale: _Param, zp: _Param, out, variant):
+    shape = out.shape
+    zeros = (0,) * len(shape)
+    slots = (_elem_strides(out, shape), _elem_strides(x, shape),
+             scale.strides or zeros, zp.strides or zeros)
+    layout, v, wide = _plan(shape, slots, 2, True, variant)
+    sizes = (out.itemsize, x.itemsize, scale.itemsize, zp.itemsize)
+    bases = (out.data.ptr, x.data.ptr, scale.ptr, zp.ptr)
+    ptrs = [b + o * s if b else 0 for b, o, s in zip(bases, layout.offsets, sizes)]
+    args, work = unary_args(op, v, layout, ptrs, sizes[:2], scale.value, zp.value, wide,
+                            scale.dtype == "float16")
+    _launch(kernel_name(op, v, types, wide), args, work)
+    return out
+
+
 # ----------------------------------------------------------------- operators
 
 def quantize_linear(x, scale, zero_point, out, *, variant=None):
     """out = requantize(float32(x), float32(scale), zero_point) (SEMANTICS.md)."""
-    if variant is not None and variant not in VARIANTS:
-        raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
+    _check_variant(variant)
     if out.size == 0:
         return out
-    shape = out.shape
-    q = out.dtype.name
-    xt = x.dtype.name
-    sc = _param(scale, shape)
-    zp = _param(zero_point, shape)
-    st = sc.dtype if sc.ptr else ("float16" if xt == "float16" else "float32")
-    if (xt, st) not in QUANT_IN or q not in QUANT_OUT:
-        raise TypeError(f"dmlq: quantize of {xt} with a {st} scale to {q} is not supported")
+    q, xt = out.dtype.name, x.dtype.name
+    sc = _param(scale, out.shape)
+    zp = _param(zero_point, out.shape)
+    if xt not in QUANT_IN or q not in QUANT_OUT or (sc.ptr and sc.dtype not in QUANT_SCALE):
+        raise TypeError(f"dmlq: quantize of {xt} with a {sc.dtype} scale to {q} is not supported")
     _check_dtype(zp, q, "zero_point")
-    if not sc.ptr:
-        sc.value = float(np.float32(sc.value))
-    return _launch_unary("quantize", (xt, st, q), x, (sc, zp), out, variant,
-                         np.float32, lambda v: np.int32(int(v)))
+    return _unary("quantize", (xt, q), x, sc, zp, out, variant)
 
 
 def dequantize_linear(q, scale, zero_point, out, *, variant=None):
     """out = float32(int64(q) - int64(zero_point)) * float32(scale), in out's dtype."""
-    if variant is not None and variant not in VARIANTS:
-        raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
+    _check_variant(variant)
     if out.size == 0:
         return out
-    shape = out.shape
     it, ot = q.dtype.name, out.dtype.name
     if it not in DEQUANT_IN or ot not in DEQUANT_OUT:
         raise TypeError(f"dmlq: dequantize of {it} to {ot} is not supported")
-    sc = _param(scale, shape)
-    zp = _param(zero_point, shape)
+    sc = _param(scale, out.shape)
+    zp = _param(zero_point, out.shape)
     _check_dtype(sc, ot, "scale")
     _check_dtype(zp, it, "zero_point")
-    if not sc.ptr:
-        sc.value = float(np.float32(sc.value))
-    return _launch_unary("dequantize", (it, ot), q, (sc, zp), out, variant,
-                         np.float32, lambda v: np.int64(int(v)))
+    return _unary("dequantize", (it, ot), q, sc, zp, out, variant)
 
 
 def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                   out_scale, out_zero_point, out, *, variant=None):
     """out = requantize(float32(a - a_zp) * a_scale + float32(b - b_zp) * b_scale,
     out_scale, out_zp); scales and zero points are one element each."""
-    from . import loader
-
-    if variant is not None and variant not in VARIANTS:
-        raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
+    _check_variant(variant)
     if out.size == 0:
         return out
     shape = out.shape
-    n = out.size
     types = (a.dtype.name, b.dtype.name, out.dtype.name)
     if any(t not in QUANT_OUT for t in types):
         raise TypeError(f"dmlq: quantized add of {types[0]} and {types[1]} to {types[2]} "
                         "is not supported")
     params = []
     for p, want, what in ((a_scale, "float32", "a_scale"), (b_scale, "float32", "b_scale"),
-                          (out_scale, "float32", "out_scale"), (a_zero_point, types[0], "a_zero_point"),
+                          (out_scale, "float32", "out_scale"),
+                          (a_zero_point, types[0], "a_zero_point"),
                           (b_zero_point, types[1], "b_zero_point"),
                           (out_zero_point, types[2], "out_zero_point")):
         par = _param(p, shape, per_tensor=True)
         _check_dtype(par, want, what)
-        params.append(par)
-    zeros = (0,) * len(shape)
-    slots = [_elem_strides(out, shape), _elem_strides(a, shape), _elem_strides(b, shape), zeros]
-    layout = canonicalize(shape, slots)
-    v = _choose(variant, layout, 3, False)
-    sizes = (1, 1, 1, 1)
-    base = (out.data.ptr, a.data.ptr, b.data.ptr, 0)
-    ptr = [bp + o * s if bp else 0 for bp, o, s in zip(base, layout.offsets, sizes)]
-    pargs = []
-    for i, par in enumerate(params):
-        pargs.append(_u64(par.ptr))
-        pargs.append(np.float32(par.value) if i < 3 else np.int32(int(par.value)))
-    wide = v == "strided" and needs_wide(layout)
-    name = kernel_name("add", v, types, wide)
-    fn = loader.function("elementwise.cu", name)
-    if v == "contig":
-        head = vector_head(ptr[:3], sizes[:3], n, 16)
-        nvec = (n - head) // 16
-        work = max(nvec, n - nvec * 16)
-        args = (_u64(ptr[1]), _u64(ptr[2]), _u64(ptr[0]), np.int64(n), np.int64(head), *pargs)
-    else:
-        work = -(-n // STRIDED_UNROLL)
-        args = (_u64(ptr[1]), _u64(ptr[2]), _u64(ptr[0]), np.int64(n), pack_geo(layout, wide),
-                *pargs)
-    fn((_grid(fn, name, work),), (THREADS,), args)
+        params.append((par.ptr, par.value))
+    slots = (_elem_strides(out, shape), _elem_strides(a, shape), _elem_strides(b, shape),
+             (0,) * len(shape))
+    layout, v, wide = _plan(shape, slots, 3, False, variant)
+    bases = (out.data.ptr, a.data.ptr, b.data.ptr, 0)
+    ptrs = [bp + o if bp else 0 for bp, o in zip(bases, layout.offsets)]  # itemsize 1
+    args, work = add_args(v, layout, ptrs, params, wide)
+    _launch(kernel_name("add", v, types, wide), args, work)
     return out

@@ -97,7 +97,7 @@ DP4A_CONFIGS = {
     "dp4a-wide": Dp4aConfig(bm=64, bn=64, bk=32, tm=8, tn=4, wide=True),
 }
 MMA_CONFIGS = {
-    "mma-128x128": MmaConfig(bm=128, bn=128, bk=64, stages=4, threads=256),
+    "mma-128x128": MmaConfig(bm=128, bn=128, bk=64, stages=4, threads=128),  # 2x2 warps of 64x64
 }
 CONFIGS = {**DP4A_CONFIGS, **MMA_CONFIGS}
 ALL_VARIANTS = tuple(CONFIGS)
@@ -194,8 +194,9 @@ def batch_strides(shape, strides, itemsize, batch_shape) -> tuple:
     return tuple(out)
 
 
-def plan_batches(batch_shape, sa, sb, sc, max_z=MAX_GRID_YZ) -> list:
-    """Launches covering batch_shape; each has batch0 * batch1 <= max_z."""
+def plan_batches(batch_shape, sa, sb, sc, max_z=None) -> list:
+    """Launches covering batch_shape; each has batch0 * batch1 <= max_z (grid z limit)."""
+    max_z = MAX_GRID_YZ if max_z is None else max_z
     dims = [(n, a, b, c) for n, a, b, c in zip(batch_shape, sa, sb, sc) if n != 1]
     merged = []
     for d in dims:
@@ -286,6 +287,8 @@ def _extent(x):
 
 
 def _overlaps(x, y) -> bool:
+    if x.size == 0 or y.size == 0:
+        return False
     (lx, hx), (ly, hy) = _extent(x), _extent(y)
     return lx < hy and ly < hx
 

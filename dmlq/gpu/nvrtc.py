@@ -5,6 +5,7 @@ the NVRTC library that CuPy loads (the nvidia-cuda-nvrtc wheel).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .loader import COMPILE_OPTIONS, CUPY_ADDED_OPTIONS, registry, source_text
@@ -22,10 +23,18 @@ class CompileResult:
 
 
 def compile_source(source: str, arch: str, names=None) -> CompileResult:
-    """Compile ``source`` for ``arch``; raises RuntimeError with the log on error."""
+    """Compile ``source`` for ``arch``; raises RuntimeError with the log on error.
+
+    Memoized per (source, arch, names): a test session compiles each once.
+    """
+    names = registry()[source] if names is None else tuple(names)
+    return _compile(source, arch, names)
+
+
+@functools.lru_cache(maxsize=None)
+def _compile(source: str, arch: str, names: tuple) -> CompileResult:
     from cupy_backends.cuda.libs import nvrtc
 
-    names = registry()[source] if names is None else tuple(names)
     prog = nvrtc.createProgram(source_text(source), source, [], [])
     try:
         for n in names:

@@ -1,0 +1,330 @@
+"""QUANTIZED_LINEAR_MATRIX_MULTIPLY on the GPU, bit-exact against dmlq.reference.
+
+Every test runs for every variant (dp4a tiles, the wide path and the mma
+ones; a variant whose kernel source is absent from KERNELS is skipped).
+Outputs are poisoned first, and bytes around a strided output are checked to
+be untouched.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dmlq.gpu import matmul
+
+pytestmark = pytest.mark.gpu
+
+COMBOS = [(ta, tb, to) for ta in ("int8", "uint8") for tb in ("int8", "uint8") for to in ("int8", "uint8")]
+
+
+def _variant(v):
+    marks = [] if v in matmul.VARIANTS else [
+        pytest.mark.skip(reason=f"{v}: its kernel source is absent, so it is not in KERNELS")]
+    return pytest.param(v, marks=marks, id=v)
+
+
+VARIANTS = [_variant(v) for v in matmul.ALL_VARIANTS]
+
+
+@pytest.fixture(scope="module")
+def cp():
+    return pytest.importorskip("cupy")
+
+
+@pytest.fixture(scope="module")
+def ref():
+    from dmlq import reference
+
+    return reference
+
+
+def _q(rng, shape, dt):
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max + 1, shape).astype(dt)
+
+
+def _params(rng, M, N, K, ta, tb, to, a_axis=False, b_axis=False, o_axis=False, zps=(True, True, True),
+            spread=20.0):
+    """Scales putting most results inside the output range, so the exact value decides each byte."""
+    a_s = rng.uniform(0.5, 2, M if a_axis else 1).astype(np.float32)
+    b_s = rng.uniform(0.5, 2, N if b_axis else 1).astype(np.float32)
+    o_s = (rng.uniform(0.5, 2, M if o_axis else 1) * np.sqrt(max(K, 1)) * spread).astype(np.float32)
+    a_zp = _q(rng, M if a_axis else 1, ta) if zps[0] else None
+    b_zp = _q(rng, N if b_axis else 1, tb) if zps[1] else None
+    o_zp = _q(rng, M if o_axis else 1, to) if zps[2] else None
+    return a_s, a_zp, b_s, b_zp, o_s, o_zp
+
+
+def run(cp, ref, variant, a, b, params, out_dtype, *, gpu_a=None, gpu_b=None, make_out=None):
+    """Run on the GPU (a, b host arrays; gpu_a/gpu_b override the device operands)."""
+    a_s, a_zp, b_s, b_zp, o_s, o_zp = params
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    expect = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty(shape, out_dtype))
+    if make_out is None:
+        buf = out = cp.empty(shape, out_dtype)
+    else:
+        buf, out = make_out(shape, out_dtype)
+    buf.view(cp.uint8)[...] = 0xA5
+
+    def dev(x):
+        return None if x is None else cp.asarray(x)
+
+    res = matmul.quantized_matmul(dev(a) if gpu_a is None else gpu_a, dev(a_s), dev(a_zp),
+                                  dev(b) if gpu_b is None else gpu_b, dev(b_s), dev(b_zp),
+                                  dev(o_s), dev(o_zp), out, variant=variant)
+    assert res is out
+    got = cp.asnumpy(out)
+    np.testing.assert_array_equal(got, expect, err_msg=f"variant={variant}")
+    out.view(cp.uint8)[...] = 0xA5
+    assert bool((buf.view(cp.uint8) == 0xA5).all()), "wrote outside the output"
+    return got
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_signedness_and_layouts(cp, ref, rng, variant):
+    M, K, N = 19, 45, 23
+    layouts = [(False, False, False), (True, True, True), (True, False, False), (False, True, True)]
+    zps = [(True, True, True), (False, False, False), (True, False, False), (False, True, True)]
+    for ta, tb, to in COMBOS:
+        for i, lay in enumerate(layouts):
+            for z in (zps[i], zps[(i + 1) % 4]):
+                a, b = _q(rng, (M, K), ta), _q(rng, (K, N), tb)
+                run(cp, ref, variant, a, b, _params(rng, M, N, K, ta, tb, to, *lay, zps=z), to)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_mixed_per_axis_and_per_tensor_partners(cp, ref, rng, variant):
+    M, K, N = 33, 70, 41
+    a, b = _q(rng, (M, K), "uint8"), _q(rng, (K, N), "int8")
+    rows = rng.uniform(0.5, 2, M).astype(np.float32)
+    cols = rng.uniform(0.5, 2, N).astype(np.float32)
+    for params in [(np.float32([0.7]), _q(rng, M, "uint8"), np.float32([1.1]), _q(rng, N, "int8"),
+                    np.float32([300.0]), _q(rng, M, "int8")),
+                   (rows, np.uint8([17]), cols, np.int8([-3]), rows * 400, np.int8([5]))]:
+        run(cp, ref, variant, a, b, params, "int8")
+
+
+SHAPES = [(1, 1, 1), (1, 1000, 1), (3, 17, 127), (17, 3, 1000), (127, 1000, 17), (1000, 127, 3),
+          (127, 127, 127), (1000, 1, 1000), (64, 4096, 64), (128, 64, 128), (257, 129, 255),
+          (1000, 1000, 1000), (2, 35, 300)]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("M,K,N", SHAPES)
+def test_shapes(cp, ref, rng, variant, M, K, N):
+    ta, tb, to = COMBOS[(M + K + N) % 8]
+    a, b = _q(rng, (M, K), ta), _q(rng, (K, N), tb)
+    run(cp, ref, variant, a, b, _params(rng, M, N, K, ta, tb, to, True, True, True), to)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_batch_broadcasting(cp, ref, rng, variant):
+    cases = [((2, 3, 17, 40), (2, 3, 40, 9)), ((17, 40), (5, 40, 9)), ((5, 17, 40), (40, 9)),
+             ((4, 1, 17, 40), (1, 3, 40, 9)), ((2, 1, 3, 1, 17, 40), (1, 2, 1, 2, 40, 9)),
+             ((1, 1, 17, 40), (1, 40, 9))]
+    for a_shape, b_shape in cases:
+        a, b = _q(rng, a_shape, "int8"), _q(rng, b_shape, "uint8")
+        run(cp, ref, variant, a, b, _params(rng, 17, 9, 40, "int8", "uint8", "uint8", True, True, True),
+            "uint8")
+    # Explicit stride-0 views (cupy.broadcast_to), the batch strides the kernel sees as 0.
+    a, b = _q(rng, (17, 40), "uint8"), _q(rng, (3, 40, 9), "uint8")
+    a_b = np.broadcast_to(a, (3, 17, 40))
+    run(cp, ref, variant, a_b, b, _params(rng, 17, 9, 40, "uint8", "uint8", "int8"), "int8",
+        gpu_a=cp.broadcast_to(cp.asarray(a), (3, 17, 40)))
+    b2 = _q(rng, (40, 9), "int8")
+    run(cp, ref, variant, np.broadcast_to(a, (2, 3, 17, 40)), np.broadcast_to(b2, (2, 3, 40, 9)),
+        _params(rng, 17, 9, 40, "uint8", "int8", "int8"), "int8",
+        gpu_a=cp.broadcast_to(cp.asarray(a), (2, 3, 17, 40)),
+        gpu_b=cp.broadcast_to(cp.asarray(b2), (2, 3, 40, 9)))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_strided_inputs(cp, ref, rng, variant):
+    a_full = _q(rng, (3, 41, 90), "int8")
+    b_full = _q(rng, (90, 70), "uint8")
+    params = _params(rng, 20, 23, 43, "int8", "uint8", "uint8", True, False, True)
+    views = [(lambda x: x[:, 1:41:2, 5:48], lambda x: x[3:46, 2:71:3]),    # odd offsets, B last stride 3
+             (lambda x: x[:, ::-2, 1:44][:, :20], lambda x: x[::-1][:43, :23]),  # negative strides
+             (lambda x: x[::-1, 1:21, 0:43], lambda x: x[4:47, 1:24])]
+    for va, vb in views:
+        a, b = va(a_full), vb(b_full)
+        run(cp, ref, variant, a, b, params, "uint8", gpu_a=va(cp.asarray(a_full)), gpu_b=vb(cp.asarray(b_full)))
+    # A with a non-unit last stride (copied by the launcher).
+    at = _q(rng, (43, 20), "int8")
+    b = _q(rng, (43, 23), "uint8")
+    run(cp, ref, variant, at.T, b, params, "uint8", gpu_a=cp.asarray(at).T)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_noncontiguous_and_offset_outputs(cp, ref, rng, variant):
+    M, K, N = 37, 61, 29
+    a, b = _q(rng, (2, M, K), "uint8"), _q(rng, (K, N), "int8")
+    params = _params(rng, M, N, K, "uint8", "int8", "int8", True, True, True)
+
+    def transposed(shape, dt):
+        buf = cp.empty((shape[0], shape[2], shape[1]), dt)
+        return buf, buf.transpose(0, 2, 1)
+
+    def every_other(shape, dt):
+        buf = cp.empty(shape[:-1] + (2 * shape[-1] + 1,), dt)
+        return buf, buf[..., 1::2]
+
+    def offset(shape, dt):
+        buf = cp.empty((shape[0] + 1, shape[1] + 2, shape[2] + 5), dt)
+        return buf, buf[1:, 1:-1, 3:-2]
+
+    def batch_minor(shape, dt):
+        buf = cp.empty((shape[1], shape[0], shape[2]), dt)
+        return buf, buf.transpose(1, 0, 2)
+
+    def reversed_rows(shape, dt):
+        buf = cp.empty(shape, dt)
+        return buf, buf[:, ::-1]
+
+    for make_out in (transposed, every_other, offset, batch_minor, reversed_rows):
+        run(cp, ref, variant, a, b, params, "int8", make_out=make_out)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_saturation_and_special_scales(cp, ref, rng, variant):
+    M, K, N = 40, 300, 36
+    for ta, tb, to in COMBOS:
+        a, b = _q(rng, (M, K), ta), _q(rng, (K, N), tb)
+        a_s = rng.uniform(0.5, 2, M).astype(np.float32)
+        a_s[:4] = [np.inf, np.nan, 0.0, 1e-45]          # Inf, NaN, zero and subnormal rows
+        b_s = rng.uniform(0.5, 2, N).astype(np.float32)
+        o_s = rng.uniform(0.5, 50, M).astype(np.float32)  # most results saturate
+        o_s[4:6] = [0.0, np.inf]
+        params = (a_s, _q(rng, M, ta), b_s, _q(rng, N, tb), o_s, _q(rng, M, to))
+        got = run(cp, ref, variant, a, b, params, to)
+        info = np.iinfo(to)
+        assert (got == info.min).any() and (got == info.max).any()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_k_zero(cp, ref, rng, variant):
+    a = np.empty((5, 0), np.uint8)
+    b = np.empty((0, 6), np.int8)
+    params = (np.float32([1.0, np.inf, 0.0, np.nan, 2.0]), np.uint8([3]), np.float32([1.0]), np.int8([-2]),
+              np.float32([1.0]), np.int8([1, 2, 3, 4, -128]))
+    run(cp, ref, variant, a, b, params, "int8")
+
+
+def test_size_zero_returns_at_once(cp, monkeypatch):
+    calls = []
+    monkeypatch.setattr(matmul, "_launch", lambda *args, **kw: calls.append(args))
+    for m, n, batch in [(0, 3, ()), (3, 0, ()), (2, 2, (0,))]:
+        out = cp.empty(batch + (m, n), cp.int8)
+        a = cp.zeros(batch + (m, 4), cp.int8)
+        b = cp.zeros(batch + (4, n), cp.int8)
+        one = cp.ones(1, cp.float32)
+        assert matmul.quantized_matmul(a, one, None, b, one, None, one, None, out) is out
+    assert calls == []
+
+
+def _worst_cases(rng, K):
+    """Inputs whose int32 partial sums sit at their limit (see test_select_matmul.worst_cases)."""
+    cases = []
+    for ta, tb, av, bv, azp, bzp in [("uint8", "uint8", 255, 255, 0, 0), ("int8", "int8", -128, -128, 0, 0),
+                                     ("uint8", "int8", 0, 127, 255, -128), ("int8", "uint8", -128, 255, 127, 0)]:
+        a, b = np.full((2, K), av, ta), np.full((K, 3), bv, tb)
+        exact = K * (av - azp) * (bv - bzp)
+        cases.append((a, b, (np.float32([1.0]), np.array([azp], ta), np.float32([1.0]), np.array([bzp], tb),
+                             np.float32([abs(exact) / 100.0]), np.int8([0])), "int8"))
+    for ta, tb, hi in [("uint8", "uint8", 255), ("int8", "int8", -128)]:
+        a = np.full((3, K), hi, ta)
+        a[:, rng.integers(0, K, 50)] = hi - 1 if hi > 0 else hi + 1
+        b = np.full((K, 4), hi, tb)
+        for j in range(4):
+            b[rng.integers(0, K, 20 + j), j] = rng.integers(0, 100) if hi > 0 else rng.integers(-100, 0)
+        cases.append((a, b, (np.float32([1.0]), None, np.float32([1.0]), np.array([hi], tb),
+                             np.float32([4.0]), np.uint8([128])), "uint8"))
+        cases.append((a, b, (np.float32([0.5, 1.0, 2.0]), np.full(3, hi, ta), np.float32([1.0]), None,
+                             np.float32([0.25]), np.int8([-5])), "int8"))
+        za = np.array([hi - 1 if hi > 0 else hi + 1], ta)
+        cases.append((a, b, (np.float32([1.0]), za, np.float32([1.0]), np.array([hi], tb),
+                             np.float32([3.0]), np.uint8([100])), "uint8"))
+    return cases
+
+
+@pytest.mark.parametrize("variant", VARIANTS + [pytest.param(None, id="selected")])
+@pytest.mark.parametrize("K", [32768, 33025, 33026])
+def test_worst_case_k(cp, ref, rng, variant, K):
+    for a, b, params, to in _worst_cases(rng, K):
+        if K > matmul.WIDE_K and variant not in (None, "dp4a-wide"):
+            with pytest.raises(ValueError):
+                run(cp, ref, variant, a, b, params, to)
+        else:
+            run(cp, ref, variant, a, b, params, to)
+
+
+@pytest.mark.parametrize("K", [32769, 65536, 65536 + 17, 100003])
+def test_wide_random(cp, ref, rng, K):
+    for ta, tb, to in COMBOS[::3]:
+        a, b = _q(rng, (70, K), ta), _q(rng, (K, 66), tb)
+        run(cp, ref, "dp4a-wide", a, b, _params(rng, 70, 66, K, ta, tb, to, True, True, True), to)
+        run(cp, ref, None, a, b, _params(rng, 70, 66, K, ta, tb, to, zps=(True, False, True)), to)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_random_at_the_int32_limit(cp, ref, rng, variant):
+    K = matmul.WIDE_K
+    a, b = _q(rng, (130, K), "uint8"), _q(rng, (K, 70), "uint8")
+    run(cp, ref, variant, a, b, _params(rng, 130, 70, K, "uint8", "uint8", "uint8", True, True, True),
+        "uint8")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_non_default_stream_and_graph_capture(cp, ref, rng, variant):
+    M, K, N = 150, 200, 70
+    a, b = _q(rng, (2, M, K), "int8"), _q(rng, (K, N), "uint8")
+    params = _params(rng, M, N, K, "int8", "uint8", "int8", True, True, True)
+    expect = ref.quantized_matmul(a, *params[:2], b, *params[2:], np.empty((2, M, N), np.int8))
+    dev = [None if x is None else cp.asarray(x) for x in (a, *params[:2], b, *params[2:])]
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        out = cp.empty((2, M, N), cp.int8)
+        out[...] = 0x55
+        matmul.quantized_matmul(*dev, out, variant=variant)
+        got = cp.asnumpy(out, stream=stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(got, expect)
+    # Capture: any launch on another stream or any synchronization inside the
+    # call makes capture fail.
+    with stream:
+        out[...] = 0x55
+        stream.synchronize()
+        stream.begin_capture()
+        try:
+            matmul.quantized_matmul(*dev, out, variant=variant)
+        finally:
+            graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(cp.asnumpy(out), expect)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_64bit_addressing(cp, ref, variant):
+    """A holds more than 2**31 elements: rows past 2**31 / lda need 64-bit addresses."""
+    M, K, N = 65600, matmul.WIDE_K, 8   # row 65536 starts at byte 2**31
+    free, _ = cp.cuda.runtime.memGetInfo()
+    if free < 4 * 2**30:
+        pytest.skip("needs ~4 GiB of free GPU memory")
+    a = cp.empty((M, K), cp.uint8)
+    for i in range(0, M, 4096):
+        a[i:i + 4096] = cp.random.randint(0, 256, (min(4096, M - i), K), dtype=cp.int32).astype(cp.uint8)
+    rng = np.random.default_rng(7)
+    b = _q(rng, (K, N), "int8")
+    a_s = rng.uniform(0.5, 2, M).astype(np.float32)
+    o_s = (rng.uniform(0.5, 2, M) * 4000).astype(np.float32)
+    b_s, b_zp, a_zp = np.float32([1.0]), _q(rng, N, "int8"), np.uint8([128])
+    out = cp.full((M, N), 0x55, cp.int8)
+    matmul.quantized_matmul(a, cp.asarray(a_s), cp.asarray(a_zp), cp.asarray(b), cp.asarray(b_s),
+                            cp.asarray(b_zp), cp.asarray(o_s), None, out, variant=variant)
+    got = cp.asnumpy(out)
+    for rows in (slice(0, 64), slice(65530, 65540), slice(M - 64, M)):
+        a_host = cp.asnumpy(a[rows])
+        expect = ref.quantized_matmul(a_host, a_s[rows], a_zp, b, b_s, b_zp, o_s[rows], None,
+                                      np.empty((a_host.shape[0], N), np.int8))
+        np.testing.assert_array_equal(got[rows], expect)

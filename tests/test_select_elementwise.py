@@ -1,0 +1,546 @@
+"""Element-wise kernels without a GPU: layout canonicalization, variant selection,
+the index arithmetic the kernels use (modelled in Python), the launch-argument
+ABI against the compiled PTX, and clean NVRTC builds of every instantiation."""
+from __future__ import annotations
+
+import glob
+import itertools
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dmlq.gpu import elementwise as ew
+
+C = ew.c_strides
+
+
+def sel(shape, big, small=(), axis_ok=True):
+    return ew.select_variant(shape, big, small, axis_ok=axis_ok)
+
+
+# ------------------------------------------------------------ canonicalize
+
+def test_canonicalize_merges_dense_and_drops_size_one():
+    lay = ew.canonicalize((2, 1, 3, 4), [(12, 12, 4, 1), (12, 99, 4, 1)])
+    assert lay.shape == (24,)
+    assert lay.strides == ((1,), (1,))
+    assert lay.offsets == (0, 0)
+
+
+def test_canonicalize_zero_d_and_all_ones():
+    for shape in ((), (1,), (1, 1, 1)):
+        lay = ew.canonicalize(shape, [(0,) * len(shape), (5,) * len(shape)])
+        assert lay.shape == () and lay.size == 1
+        assert lay.strides == ((), ())
+
+
+def test_canonicalize_size_zero():
+    lay = ew.canonicalize((3, 0, 2), [(0, 2, 1), (0, 2, 1)])
+    assert lay.size == 0
+
+
+def test_canonicalize_flips_reversed_output():
+    # out = buf[::-1, ::-1] of a (3, 4) buffer; x plain C order
+    lay = ew.canonicalize((3, 4), [(-4, -1), (4, 1)])
+    assert lay.shape == (12,)
+    assert lay.strides == ((1,), (-1,))
+    assert lay.offsets == (-11, 11)
+
+
+def test_canonicalize_sorts_by_output_strides():
+    # both out and x Fortran-ordered: dense after sorting
+    lay = ew.canonicalize((3, 4, 5), [(1, 3, 12), (1, 3, 12)])
+    assert lay.shape == (60,) and lay.strides == ((1,), (1,))
+    # out Fortran, x C: no merge, out order wins
+    lay = ew.canonicalize((3, 4), [(1, 3), (4, 1)])
+    assert lay.shape == (4, 3)
+    assert lay.strides == ((3, 1), (1, 4))
+
+
+def test_canonicalize_merges_across_broadcast_runs():
+    # scale of shape (A, B) against out (N, A, B): (A, B) merges, N stays
+    lay = ew.canonicalize((5, 3, 4), [C((5, 3, 4)), C((5, 3, 4)), (0, 4, 1)])
+    assert lay.shape == (5, 12)
+    assert lay.strides[2] == (0, 1)
+
+
+# ------------------------------------------------------------ select_variant
+
+@pytest.mark.parametrize("shape", [(7,), (2, 3), (2, 3, 4, 5), (1, 9, 1), (), (1,)])
+def test_contiguous_per_tensor_is_contig(shape):
+    cs = C(shape)
+    zero = (0,) * len(shape)
+    assert sel(shape, [cs, cs]) == "contig"
+    assert sel(shape, [cs, cs], [zero, zero]) == "contig"
+    assert sel(shape, [cs, cs, cs], axis_ok=False) == "contig"
+
+
+def test_size_zero_is_contig_and_any_variant_is_allowed():
+    lay = ew.canonicalize((0, 3), [(3, 1), (0, 0)])
+    assert ew.select_layout(lay, 2) == "contig"
+    for v in ew.VARIANTS:
+        assert ew.layout_supports(v, lay, 2)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_per_axis(axis):
+    shape = (3, 4, 5)
+    cs = C(shape)
+    st = [0, 0, 0]
+    st[axis] = 1
+    assert sel(shape, [cs, cs], [tuple(st)]) == "axis"
+    assert sel(shape, [cs, cs], [tuple(st), tuple(st)]) == "axis"
+    assert sel(shape, [cs, cs], [(0, 0, 0), tuple(st)]) == "axis"  # zp varies, scale per tensor
+    lay = ew.canonicalize(shape, [cs, cs, tuple(st), (0, 0, 0)])
+    outer, length, inner = ew.axis_dims(lay, 2)
+    assert (outer, length, inner) == (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:]))
+
+
+def test_per_axis_strided_scale_and_reversed_scale():
+    shape = (6, 8)
+    cs = C(shape)
+    assert sel(shape, [cs, cs], [(2, 0)]) == "axis"  # scale = buf[::2]
+    assert sel(shape, [cs, cs], [(0, -1)]) == "axis"  # scale = buf[::-1]
+
+
+def test_per_axis_merged_axis():
+    # scale (A, B) over out (N, A, B): one merged axis of length A*B, inner 1
+    shape = (5, 3, 4)
+    cs = C(shape)
+    assert sel(shape, [cs, cs], [(0, 4, 1)]) == "axis"
+    lay = ew.canonicalize(shape, [cs, cs, (0, 4, 1), (0, 0, 0)])
+    assert ew.axis_dims(lay, 2) == (5, 12, 1)
+
+
+def test_two_varying_axes_is_strided():
+    shape = (3, 4, 5)
+    cs = C(shape)
+    assert sel(shape, [cs, cs], [(1, 0, 0), (0, 0, 1)]) == "strided"
+    assert sel(shape, [cs, cs], [(5, 0, 1)]) == "strided"  # scale (3, 1, 5)
+
+
+def test_axis_needs_32_bit_positions():
+    big = (2, 2**31)
+    assert sel(big, [C(big), C(big)], [(0, 1)]) == "strided"  # L = 2**31
+    assert sel(big, [C(big), C(big)], [(1, 0)]) == "strided"  # inner = 2**31
+    ok = (2, 2**31 - 1)
+    assert sel(ok, [C(ok), C(ok)], [(1, 0)]) == "axis"
+    assert sel(big, [C(big), C(big)]) == "contig"  # contig indexes in 64 bits
+
+
+def test_broadcast_input_is_strided():
+    shape = (4, 5)
+    cs = C(shape)
+    assert sel(shape, [cs, (0, 1)]) == "strided"
+    assert sel(shape, [cs, (1, 0)]) == "strided"
+    assert sel(shape, [cs, cs, (0, 1)], axis_ok=False) == "strided"
+
+
+def test_transposed_and_non_contiguous_are_strided():
+    shape = (4, 5)
+    cs = C(shape)
+    assert sel(shape, [cs, (1, 4)]) == "strided"  # x transposed
+    assert sel(shape, [(10, 2), cs]) == "strided"  # out = buf[:, ::2]
+    assert sel(shape, [cs, (10, 1)]) == "strided"  # x = buf[:, :5] of width 10
+    # the same transpose on every tensor is dense
+    assert sel(shape, [(1, 4), (1, 4)]) == "contig"
+    assert sel(shape, [(1, 4), (1, 4)], [(1, 0)]) == "axis"
+
+
+def test_negative_strides():
+    shape = (4, 5)
+    cs = C(shape)
+    rev = (-5, -1)
+    assert sel(shape, [rev, rev]) == "contig"  # both reversed: dense after flipping
+    assert sel(shape, [cs, rev]) == "strided"
+    assert sel(shape, [rev, cs]) == "strided"
+    assert sel(shape, [rev, rev], [(-1, 0)]) == "axis"
+
+
+def test_add_never_selects_axis():
+    shape = (4, 5)
+    cs = C(shape)
+    lay = ew.canonicalize(shape, [cs, cs, cs, (0, 0)])
+    assert ew.select_layout(lay, 3, axis_ok=False) == "contig"
+    assert not ew.layout_supports("axis", lay, 3, axis_ok=False)
+
+
+def test_forced_variants():
+    shape = (4, 5)
+    cs = C(shape)
+    dense = ew.canonicalize(shape, [cs, cs, (0, 0), (0, 0)])
+    per_axis = ew.canonicalize(shape, [cs, cs, (1, 0), (0, 0)])
+    strided = ew.canonicalize(shape, [cs, (1, 4), (0, 0), (0, 0)])
+    assert all(ew.layout_supports(v, dense, 2) for v in ew.VARIANTS)
+    assert ew.axis_dims(dense, 2) == (1, 1, 20)
+    assert [ew.layout_supports(v, per_axis, 2) for v in ew.VARIANTS] == [False, True, True]
+    assert [ew.layout_supports(v, strided, 2) for v in ew.VARIANTS] == [False, False, True]
+    with pytest.raises(ValueError):
+        ew._choose("contig", strided, 2, True)
+    with pytest.raises(ValueError):
+        ew._choose("axis", strided, 2, True)
+    with pytest.raises(ValueError):
+        ew._choose("bogus", dense, 2, True)
+    assert ew._choose("strided", dense, 2, True) == "strided"
+
+
+def test_needs_wide():
+    assert not ew.needs_wide(ew.canonicalize((2**31 - 1,), [(1,), (1,)]))
+    assert ew.needs_wide(ew.canonicalize((2**31,), [(1,), (1,)]))
+    # few elements, but an input spans >= 2**31 elements (also backwards)
+    assert ew.needs_wide(ew.canonicalize((3,), [(1,), (2**30,)]))
+    assert ew.needs_wide(ew.canonicalize((3,), [(1,), (-(2**30),)]))
+    assert not ew.needs_wide(ew.canonicalize((3,), [(1,), (2**30 - 1,)]))
+
+
+# ------------------------------------------------------------ kernel index models
+
+def _divisors():
+    ds = set(range(1, 600))
+    for e in range(1, 31):
+        ds.update({2**e - 1, 2**e, 2**e + 1})
+    ds.update({3 * 2**28, 2**31 - 1, 1000003, 65537 * 3})
+    rng = np.random.default_rng(5)
+    ds.update(int(v) for v in rng.integers(1, 2**31, 300))
+    return sorted(d for d in ds if d < 2**31)
+
+
+def test_magic_division_matches_floor_division():
+    rng = np.random.default_rng(7)
+    for d in _divisors():
+        m, s = ew.magic_u32(d)
+        assert 0 < m < 2**32 and 0 <= s <= 31
+        i = np.concatenate([
+            np.array([0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, 2**31 - 1, 2**31 - 2], dtype=np.int64),
+            (np.arange(-3, 4) + (2**31 - 1) // d * d).clip(0, 2**31 - 1),
+            rng.integers(0, 2**31, 2000)]).astype(np.uint64)
+        i = i[i < 2**31]
+        got = ew.magic_div(i, np.uint64(m), np.uint64(s))
+        np.testing.assert_array_equal(got, i // np.uint64(d), err_msg=f"d={d}")
+        # the kernel adds t + i in 32 bits: must not wrap
+        assert int((((i * np.uint64(m)) >> np.uint64(32)) + i).max()) < 2**32
+
+
+def _model_offsets(geo, i, wide):
+    """Python transliteration of offsets() in elementwise.cu."""
+    g = geo[0]
+    nd = int(g["ndim"])
+    off = [0] * ew.SLOTS
+    for d in range(nd):
+        coord = i
+        if d + 1 < nd:
+            size = int(g["size"][d])
+            q = i // size if wide else int(ew.magic_div(i, int(g["magic"][d]), int(g["shift"][d])))
+            coord = i - q * size
+            i = q
+        for k in range(ew.SLOTS):
+            off[k] += coord * int(g["stride"][k][d])
+    return tuple(off)
+
+
+def _random_layout(rng):
+    nd = int(rng.integers(0, 6))
+    shape = tuple(int(v) for v in rng.integers(1, 5, nd))
+    strides = []
+    for k in range(ew.SLOTS):
+        kind = rng.integers(0, 4)
+        if kind == 0:  # C order, maybe reversed per dim
+            st = list(C(shape))
+        elif kind == 1:  # a random permutation of a dense layout
+            perm = rng.permutation(nd)
+            dense = C(tuple(shape[p] for p in perm))
+            st = [0] * nd
+            for j, p in enumerate(perm):
+                st[p] = dense[j]
+        elif kind == 2:  # broadcast somewhere
+            st = [int(v) for v in rng.integers(0, 7, nd)]
+        else:
+            st = [int(v) for v in rng.integers(-9, 10, nd)]
+        if k == 0:  # out: a permuted dense layout, some dims reversed, maybe gapped
+            perm = rng.permutation(nd)
+            gap = int(rng.integers(1, 3))
+            dense = C(tuple(shape[p] for p in perm))
+            st = [0] * nd
+            for j, p in enumerate(perm):
+                st[p] = dense[j] * gap
+        signs = rng.choice([-1, 1], nd)
+        strides.append(tuple(int(s * g) for s, g in zip(st, signs)))
+    return shape, strides
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_strided_index_model_visits_every_element_once(wide):
+    rng = np.random.default_rng(11 + wide)
+    for _ in range(300):
+        shape, strides = _random_layout(rng)
+        lay = ew.canonicalize(shape, strides)
+        geo = ew.pack_geo(lay, wide)
+        got = sorted(tuple(o + b for o, b in zip(_model_offsets(geo, i, wide), lay.offsets))
+                     for i in range(lay.size))
+        want = sorted(tuple(sum(c * s for c, s in zip(idx, st)) for st in strides)
+                      for idx in itertools.product(*(range(n) for n in shape)))
+        assert got == want, (shape, strides, lay)
+        assert len(lay.shape) <= max(len(shape), 0)
+        assert all(s > 0 for s in lay.strides[0]), "out is walked forwards after canonicalizing"
+
+
+def test_pack_geo_layout():
+    lay = ew.canonicalize((3, 4), [(1, 3), (4, 1), (0, 1), (1, 0)])
+    g = ew.pack_geo(lay, False)[0]
+    assert g["ndim"] == 2
+    assert list(g["size"][:2]) == [3, 4]  # innermost first: out's stride-1 dim
+    assert list(g["stride"][0][:2]) == [1, 3]
+    assert list(g["stride"][1][:2]) == [4, 1]
+    assert ew.GEO32.itemsize == 4 * (8 * 3 + 32 + 1)
+    assert ew.GEO64.itemsize == 8 * (8 + 32 + 1)
+    with pytest.raises(ValueError):
+        ew.pack_geo(ew.Layout((2,) * 9, ((1,) * 9,) * 4, (0,) * 4), False)
+
+
+def _model_axis(n, inner, length, grid, block):
+    """Python transliteration of axis_loop + quantize_axis's position stepping."""
+    def step(s):
+        q = s // inner
+        return s - q * inner, q % length
+
+    def advance(j, c, st):
+        j += st[0]
+        if j >= inner:
+            j -= inner
+            c += 1
+        c += st[1]
+        if c >= length:
+            c -= length
+        assert j < inner and c < length
+        return j, c
+
+    tile = block * ew.UNROLL
+    seen = {}
+    for b in range(grid):
+        for t in range(block):
+            base = b * tile + t
+            if base >= n:
+                continue
+            j, c = step(base)
+            s1, sg = step(block), step(grid * tile)
+            while base < n:
+                jj, cc = j, c
+                for k in range(ew.UNROLL):
+                    i = base + k * block
+                    if i < n:
+                        assert i not in seen
+                        seen[i] = (jj, cc)
+                    jj, cc = advance(jj, cc, s1)
+                j, c = advance(j, c, sg)
+                base += grid * tile
+    return seen
+
+
+@pytest.mark.parametrize("n,inner,length", [
+    (1, 1, 1), (17, 1, 17), (60, 5, 3), (60, 1, 60), (61 * 7, 7, 61), (1000, 1, 1),
+    (2 * 3 * 5 * 7, 7, 5), (4096 + 3, 1, 4099), (5000, 1000, 5), (999, 3, 333)])
+@pytest.mark.parametrize("grid,block", [(1, 4), (3, 5), (2, 32)])
+def test_axis_position_model(n, inner, length, grid, block):
+    seen = _model_axis(n, inner, length, grid, block)
+    assert sorted(seen) == list(range(n))
+    for i, (j, c) in seen.items():
+        assert (j, c) == (i % inner, (i // inner) % length)
+
+
+@pytest.mark.parametrize("itemsizes", [(1, 4), (1, 2), (4, 4), (2, 4), (1, 1, 1)])
+def test_vector_head(itemsizes):
+    vec = ew.vec_width(itemsizes)
+    assert ew.vector_head([256 * k for k in range(len(itemsizes))], itemsizes, 100, vec) == 0
+    for offs in itertools.product(range(4), repeat=len(itemsizes)):
+        addrs = [4096 * (k + 1) + o * s for k, (o, s) in enumerate(zip(offs, itemsizes))]
+        for n in (0, 1, 5, 40, 1000):
+            h = ew.vector_head(addrs, itemsizes, n, vec)
+            ok = [hh for hh in range(vec)
+                  if all((a + hh * s) % 16 == 0 for a, s in zip(addrs, itemsizes))]
+            assert h == (min(ok[0], n) if ok else n)
+            # contig coverage: vectors after the head, then the scalar rest
+            nvec = (n - h) // vec
+            covered = list(range(h, h + nvec * vec)) + list(range(h)) + list(range(h + nvec * vec, n))
+            assert sorted(covered) == list(range(n))
+
+
+# ------------------------------------------------------------ launch arguments vs PTX
+
+ARCHS = ("sm_80", "sm_90")
+
+
+def _cuda_include_dirs():
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda",
+             *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    try:
+        import nvidia
+
+        for base in nvidia.__path__:
+            roots += sorted(glob.glob(os.path.join(base, "*")))
+    except ImportError:
+        pass
+    return [os.path.join(r, "include") for r in roots
+            if r and os.path.isfile(os.path.join(r, "include", "cuda_fp16.h"))]
+
+
+_compiled: dict = {}
+
+
+def compiled(arch):
+    """CompileResult of elementwise.cu for every name in KERNELS (cached)."""
+    nvrtc = pytest.importorskip("dmlq.gpu.nvrtc")
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    if arch not in _compiled:
+        names = ew.KERNELS["elementwise.cu"]
+        try:
+            res = nvrtc.compile_source("elementwise.cu", arch, names)
+        except RuntimeError as e:
+            # common.cuh includes <cuda_fp16.h>; where NVRTC has no built-in copy,
+            # point it at an installed CUDA toolkit's headers.
+            dirs = _cuda_include_dirs()
+            if "cuda_fp16.h" not in str(e) or not dirs:
+                raise
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(nvrtc, "COMPILE_OPTIONS", (*nvrtc.COMPILE_OPTIONS, f"-I{dirs[0]}"))
+                res = nvrtc.compile_source("elementwise.cu", arch, names)
+        _compiled[arch] = res
+    return _compiled[arch]
+
+
+_ENTRY = re.compile(r"\.entry\s+(\w+)\s*\((.*?)\)", re.S)
+
+
+def _entries(ptx):
+    """{mangled name: (param list text, body text)}."""
+    out = {}
+    matches = list(_ENTRY.finditer(ptx))
+    for m, nxt in zip(matches, matches[1:] + [None]):
+        out[m.group(1)] = (m.group(2), ptx[m.end(): nxt.start() if nxt else len(ptx)])
+    return out
+
+
+def _ptx_params(text):
+    """Kernel parameters as ('u64'|'u32'|'f32'|('b8', size, align))."""
+    out = []
+    for p in text.split(","):
+        p = p.strip()
+        m = re.match(r"\.param \.align (\d+) \.b8 \w+\[(\d+)\]", p)
+        if m:
+            out.append(("b8", int(m.group(2)), int(m.group(1))))
+            continue
+        m = re.match(r"\.param \.(\w+) \w+", p)
+        out.append(m.group(1))
+    return out
+
+
+def _arg_kind(a):
+    if isinstance(a, np.ndarray):
+        return ("b8", a.dtype.itemsize, a.dtype.alignment)
+    a = np.asarray(a)
+    if a.dtype == np.float32:
+        return "f32"
+    return {8: "u64", 4: "u32"}[a.dtype.itemsize]
+
+
+def _launch_cases():
+    """(name, args) for every kernel in KERNELS with dummy pointers."""
+    cases = []
+    ptrs = (0x10000, 0x20000, 0x30000, 0x40000)
+    lay = ew.canonicalize((3, 4), [(4, 1), (4, 1), (0, 1), (0, 1)])
+    for name in ew.KERNELS["elementwise.cu"]:
+        op, rest = name.split("_", 1)
+        variant = rest.split("<")[0]
+        wide = name.endswith("true>")
+        if op == "add":
+            params = [(0x50000, 1.0)] * 3 + [(0, 0)] * 3
+            dense = ew.canonicalize((3, 4), [(4, 1)] * 3 + [(0, 0)])
+            args, _ = ew.add_args(variant, dense, ptrs, params, wide)
+        else:
+            args, _ = ew.unary_args(op, variant, lay if variant != "contig" else
+                                    ew.canonicalize((12,), [(1,)] * 2 + [(0,)] * 2),
+                                    ptrs, (1, 4), 1.0, 0, wide)
+        cases.append((name, args))
+    return cases
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_compiles_clean_for_every_instantiation(arch):
+    res = compiled(arch)
+    names = ew.KERNELS["elementwise.cu"]
+    assert res.log == "", res.log
+    assert set(res.lowered) == set(names)
+    entries = _entries(res.ptx)
+    for name in names:
+        assert res.lowered[name] in entries, name
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_ptx_keeps_ieee_float_arithmetic(arch):
+    ptx = compiled(arch).ptx
+    bad = re.findall(r"\b(?:div|mul|add|sub|fma|rcp)(?:\.\w+)*\.ftz(?:\.\w+)*\.f32\b", ptx)
+    assert not bad, sorted(set(bad))
+    assert not re.findall(r"\bcvt(?:\.\w+)*\.ftz(?:\.\w+)*\.f16\b|\bcvt(?:\.\w+)*\.f16(?:\.\w+)*\.ftz\b",
+                          ptx)
+    assert not re.findall(r"\bfma\.", ptx), "no FMA contraction"
+    assert "div.rn.f32" in ptx and "div.full" not in ptx and "div.approx" not in ptx
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_ptx_register_only_and_vectorized(arch):
+    res = compiled(arch)
+    entries = _entries(res.ptx)
+    assert ".local" not in res.ptx, "a kernel spills or keeps an array in local memory"
+    for name, lowered in res.lowered.items():
+        body = entries[lowered][1]
+        if "_contig<" in name:
+            assert "ld.global.nc.v4" in body, name
+            assert re.search(r"st\.global\.v4\.\w+", body), name
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_launch_arguments_match_kernel_parameters(arch):
+    res = compiled(arch)
+    entries = _entries(res.ptx)
+    for name, args in _launch_cases():
+        params = _ptx_params(entries[res.lowered[name]][0])
+        kinds = [_arg_kind(a) for a in args]
+        assert kinds == params, name
+
+
+def test_constants_match_kernel_source():
+    from dmlq.gpu import loader
+
+    src = (loader.cuda_dir() / "elementwise.cu").read_text()
+
+    def const(name):
+        return int(re.search(rf"constexpr int {name} = (\d+);", src).group(1))
+
+    assert const("kThreads") == ew.THREADS
+    assert const("kUnroll") == ew.UNROLL
+    assert const("kStridedUnroll") == ew.STRIDED_UNROLL
+    assert const("kMaxDims") == ew.MAX_DIMS
+    assert const("kOperands") == ew.SLOTS
+
+
+def test_kernel_table_covers_every_dtype_combination():
+    names = set(ew.KERNELS["elementwise.cu"])
+    assert len(names) == len(ew.KERNELS["elementwise.cu"])
+    for v in ew.VARIANTS:
+        for wide in ((False, True) if v == "strided" else (False,)):
+            for x, q in itertools.product(ew.QUANT_IN, ew.QUANT_OUT):
+                assert ew.kernel_name("quantize", v, (x, q), wide) in names
+            for i, o in itertools.product(ew.DEQUANT_IN, ew.DEQUANT_OUT):
+                assert ew.kernel_name("dequantize", v, (i, o), wide) in names
+            for t in itertools.product(ew.QUANT_OUT, repeat=3):
+                assert (ew.kernel_name("add", v, t, wide) in names) == (v != "axis")
+
+
+def test_import_does_not_touch_cupy():
+    code = "import sys, dmlq.gpu.elementwise; assert 'cupy' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
