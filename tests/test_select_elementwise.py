@@ -3,7 +3,6 @@ the index arithmetic the kernels use (modelled in Python), the launch-argument
 ABI against the compiled PTX, and clean NVRTC builds of every instantiation."""
 from __future__ import annotations
 
-import glob
 import itertools
 import math
 import os
@@ -374,20 +373,6 @@ def test_vector_head(itemsizes):
 ARCHS = ("sm_80", "sm_90")
 
 
-def _cuda_include_dirs():
-    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda",
-             *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
-    try:
-        import nvidia
-
-        for base in nvidia.__path__:
-            roots += sorted(glob.glob(os.path.join(base, "*")))
-    except ImportError:
-        pass
-    return [os.path.join(r, "include") for r in roots
-            if r and os.path.isfile(os.path.join(r, "include", "cuda_fp16.h"))]
-
-
 _compiled: dict = {}
 
 
@@ -397,17 +382,7 @@ def compiled(arch):
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     if arch not in _compiled:
         names = ew.KERNELS["elementwise.cu"]
-        try:
-            res = nvrtc.compile_source("elementwise.cu", arch, names)
-        except RuntimeError as e:
-            # common.cuh includes <cuda_fp16.h>; where NVRTC has no built-in copy,
-            # point it at an installed CUDA toolkit's headers.
-            dirs = _cuda_include_dirs()
-            if "cuda_fp16.h" not in str(e) or not dirs:
-                raise
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(nvrtc, "COMPILE_OPTIONS", (*nvrtc.COMPILE_OPTIONS, f"-I{dirs[0]}"))
-                res = nvrtc.compile_source("elementwise.cu", arch, names)
+        res = nvrtc.compile_source("elementwise.cu", arch, names)
         _compiled[arch] = res
     return _compiled[arch]
 

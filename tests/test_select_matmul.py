@@ -146,37 +146,11 @@ def test_dp4a_configs_meet_the_kernel_static_asserts(name):
 FTZ_ARITH = re.compile(r"\b(?:div|mul|add|sub|fma|rcp)(?:\.\w+)*\.ftz(?:\.\w+)*\.f32\b")
 
 
-def _cuda_include_dirs():
-    import glob
-    import os
-
-    roots = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", ""), "/usr/local/cuda",
-             *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
-    return [os.path.join(r, "include") for r in roots
-            if r and os.path.isfile(os.path.join(r, "include", "cuda_fp16.h"))]
-
-
 @functools.lru_cache(maxsize=None)
 def _compiled(arch):
     from dmlq.gpu import nvrtc
 
-    names = matmul.KERNELS[matmul.DP4A_SOURCE]
-    try:
-        return nvrtc.compile_source(matmul.DP4A_SOURCE, arch, names)
-    except RuntimeError as e:
-        if 'could not open source file "cuda_fp16.h"' not in str(e):
-            raise
-    # compile_source passes no include path; common.cuh needs <cuda_fp16.h>
-    # (CuPy adds its CUDA include dir itself). Retry with the toolkit's one.
-    dirs = _cuda_include_dirs()
-    if not dirs:
-        pytest.skip("no cuda_fp16.h for NVRTC on this machine")
-    saved = nvrtc.COMPILE_OPTIONS
-    nvrtc.COMPILE_OPTIONS = (*saved, f"-I{dirs[0]}")
-    try:
-        return nvrtc.compile_source(matmul.DP4A_SOURCE, arch, names)
-    finally:
-        nvrtc.COMPILE_OPTIONS = saved
+    return nvrtc.compile_source(matmul.DP4A_SOURCE, arch, matmul.KERNELS[matmul.DP4A_SOURCE])
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
