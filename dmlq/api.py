@@ -1,9 +1,24 @@
-"""NumPy-like functions, built on the descriptors.
+"""The public NumPy-like functions: the top layer.
 
-Each function turns its arguments into arrays of the right dtypes, checks them
-(TypeError for wrong types and dtypes, DescError for broken rules), validates the
-equivalent DirectML desc through compile_operator, and calls the backend that
-the operands' array type picks: NumPy -> dmlq.reference, GPU -> dmlq.gpu.
+Layers, each importing only the ones below it:
+
+    dmlq.api         these functions: arguments -> a validated plan -> launch
+    dmlq.operator    compile_operator: DirectML descriptors bound to arrays
+    dmlq.validation  the DirectML rules (seed tables, constraints, feature levels)
+    dmlq.dispatch    which backend runs a call (dmlq.reference or dmlq.gpu), and running it
+
+A call first normalizes its operands (lists and tuples as ``np.asarray`` makes
+them, CPU DLPack tensors such as torch CPU tensors as NumPy views, CUDA arrays as
+CuPy views), then looks up a *plan* keyed by everything the checks depend on:
+the backend, each operand's type, dtype, shape and strides, the value of every
+scalar (bit for bit, so ``-0.0`` and ``0.0`` differ), and the keyword
+parameters. A new key runs every check -- in NumPy vocabulary, naming the
+argument, what it got, what it accepts and how to fix it -- builds and validates
+the equivalent DirectML descriptor, and stores the plan; a known key goes
+straight to the launch. What depends on an array's *values* (a zero point of a
+wider integer dtype that must fit) is checked on every call.
+
+The numeric contract is docs/semantics.md.
 """
 from __future__ import annotations
 
@@ -11,175 +26,516 @@ import numbers
 
 import numpy as np
 
-from . import arrays as _arrays
+from . import dispatch
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
 from .dtypes import DataType
 from .errors import DescError
 from .operator import compile_operator
 
-_QUANT = (np.dtype(np.int8), np.dtype(np.uint8))
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+I8, U8, I32 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32)
+F64 = np.dtype(np.float64)
+_QUANT = (I8, U8)
 _INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32))
-_F32 = np.dtype(np.float32)
+MAX_DIMS = 8  # DirectML's limit for the element-wise operators
+
+HOST, GPU = dispatch.HOST, dispatch.GPU
 
 
-class _Args:
-    """Operands of one call, converted to the backend's array type."""
+def _or(dtypes) -> str:
+    names = [np.dtype(d).name for d in dtypes]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
-    def __init__(self, op, named: dict):
-        self.op = op
-        self.kind = _arrays.kind_of(named.values(), op)
-        self.xp = _arrays.module(self.kind)
-        self.a = {}
-        for name, v in named.items():
-            if v is None or isinstance(v, numbers.Number) and not isinstance(v, np.generic):
-                self.a[name] = v  # typed later, once the dtype it needs is known
-            elif isinstance(v, np.generic):
-                self.a[name] = self.xp.full((), v, dtype=v.dtype)
-            elif self.kind == _arrays.HOST:
-                self.a[name] = np.asarray(v)
-            else:
-                self.a[name] = _arrays.to_gpu_array(v, op, name)
 
-    def array(self, name, dtypes, default_dtype=None, what="", scalar_only=False):
-        """Operand ``name`` as an array whose dtype is in ``dtypes``.
+def _np(dt) -> str:
+    return f"np.{np.dtype(dt).name}"
 
-        A Python scalar becomes a 0-d array of ``default_dtype`` (range-checked).
-        """
-        v = self.a[name]
+
+# ------------------------------------------------------------------ operands
+
+class _Spec:
+    """One public function: its name, operand names and which operands are float data."""
+
+    def __init__(self, fname, names, float_roles, planner, backend_name):
+        self.fname = fname
+        self.names = names
+        self.float_roles = float_roles
+        self.planner = planner
+        self.backend_name = backend_name
+
+
+def _slow_operand(spec, name, v):
+    """Anything that is not a NumPy array, None or a plain number: (value, side)."""
+    f = spec.fname
+    if dispatch.is_gpu(v):
+        return v, GPU  # made a CuPy view once every operand is known to be on the GPU
+    if isinstance(v, (list, tuple)):
+        try:
+            arr = np.asarray(v)
+        except Exception as e:  # ragged nesting, mixed GPU/host items...
+            raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray cannot turn into one "
+                            f"numeric array ({type(e).__name__}: {e}); pass a numpy array") from None
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray turns into dtype "
+                            f"{arr.dtype}, not numbers; pass a numeric numpy array")
+        if name in spec.float_roles and arr.dtype.kind in "iuf":
+            arr = arr.astype(np.float32)  # Python numbers carry no dtype: they become float32
+        return arr, HOST
+    if dispatch.cpu_dlpack(v):
+        try:
+            return np.from_dlpack(v), HOST
+        except Exception as e:
+            raise TypeError(f"{f}: {name} is a CPU {type(v).__name__} that NumPy cannot import through "
+                            f"DLPack ({type(e).__name__}: {e}); pass {name}.detach().numpy() or a numpy "
+                            f"array") from None
+    if isinstance(v, (bool, numbers.Number, np.generic)):
+        return v, None  # a scalar: typed by the planner
+    if hasattr(v, "__array__") or hasattr(v, "__array_interface__"):
+        return np.asarray(v), HOST
+    raise TypeError(f"{f}: {name} must be an array or a number (got {type(v).__name__}); pass a "
+                    "numpy.ndarray, a cupy.ndarray or other CUDA array (torch, Numba), a list, or a "
+                    "Python number")
+
+
+def _normalize(spec, values, out):
+    """(kind, operands): every operand as NumPy/CuPy array or scalar; the backend kind."""
+    kind = None
+    vals = values
+    for i, v in enumerate(values):
+        t = type(v)
+        if t is np.ndarray:
+            side = HOST
+        elif v is None or t is float or t is int or isinstance(v, np.generic):
+            continue
+        else:
+            v, side = _slow_operand(spec, spec.names[i], v)
+            if vals is values:
+                vals = list(values)
+            vals[i] = v
+            if side is None:
+                continue
+        if kind is None:
+            kind = side
+        elif kind != side:
+            raise TypeError(f"{spec.fname}: NumPy and GPU arrays are mixed ({spec.names[i]} is "
+                            f"{'a GPU array' if side == GPU else 'on the host'}, an earlier operand is not); "
+                            "put every operand on one side (cupy.asarray(...) or .get())")
+    if kind is None:
+        kind = HOST
+    elif kind == GPU:
+        if vals is values:
+            vals = list(values)
+        for i, v in enumerate(vals):
+            if v is not None and not isinstance(v, (int, float, np.generic)):
+                vals[i] = dispatch.to_gpu_array(v, spec.fname, spec.names[i])
+    if out is not None:
+        if type(out) is np.ndarray:
+            side = HOST
+        elif dispatch.is_gpu(out):
+            side = GPU
+        else:
+            raise TypeError(f"{spec.fname}: out must be a numpy.ndarray (or, for GPU inputs, a CuPy or "
+                            f"other CUDA array), like the inputs (got {type(out).__name__}); leave out=None "
+                            "to get a new array")
+        if side != kind:
+            raise TypeError(f"{spec.fname}: out is {'a GPU array' if side == GPU else 'a NumPy array'} but the "
+                            f"inputs run on the {'GPU' if kind == GPU else 'host (NumPy)'}; NumPy and GPU "
+                            "arrays are mixed")
+        if side == GPU:
+            out = dispatch.to_gpu_array(out, spec.fname, "out")
+    return kind, vals, out
+
+
+def _key(v):
+    """What a plan may depend on for one operand (never array values)."""
+    t = type(v)
+    if t is np.ndarray:
+        return (v.dtype, v.shape, v.strides)
+    if v is None:
+        return None
+    if t is float:
+        return (float, v.hex())  # -0.0 and 0.0 differ, NaN equals NaN
+    if t is int or t is bool:
+        return (t, v)
+    if isinstance(v, np.generic):
+        return (t, v.tobytes())
+    shape = getattr(v, "shape", None)
+    if shape is not None:
+        return (t, v.dtype, shape, v.strides)
+    return (t, v)
+
+
+def _param_key(p):
+    return tuple(p) if type(p) is list else p
+
+
+# ------------------------------------------------------------------ plans
+
+class _Plan:
+    """A validated call signature: operand conversions, the output and the backend call."""
+
+    __slots__ = ("conv", "out_shape", "out_dtype", "params")
+
+    def __init__(self, conv, out_shape, out_dtype, params=()):
+        self.conv = conv
+        self.out_shape = out_shape
+        self.out_dtype = out_dtype
+        self.params = params
+
+
+PLAN_CACHE_SIZE = 4096
+_PLANS: dict = {}
+
+
+def clear_plan_cache() -> None:
+    """Forget every cached plan (the next call of each signature re-validates)."""
+    _PLANS.clear()
+
+
+def plan_cache_size() -> int:
+    return len(_PLANS)
+
+
+class _Builder:
+    """Plan-time view of one call: checks operands (shape and dtype only) and records
+    how each is turned into the array the backend receives."""
+
+    def __init__(self, spec, kind, vals, out):
+        self.f = spec.fname
+        self.kind = kind
+        self.xp = dispatch.module(kind)
+        self.names = spec.names
+        self.v = dict(zip(spec.names, vals))
+        self.out = out
+        self.conv = {}
+
+    # -- helpers
+    def _then(self, name, fn):
+        prev = self.conv.get(name)
+        self.conv[name] = fn if prev is None else (lambda v, _p=prev, _f=fn: _f(_p(v)))
+
+    def _scalar(self, name, value, dtype):
+        with np.errstate(over="ignore"):
+            arr = np.array(value, dtype=dtype)
+        if self.kind == HOST:
+            arr.flags.writeable = False
+            self.conv[name] = lambda v, _a=arr: _a
+        else:
+            xp = self.xp
+            self.conv[name] = lambda v, _x=arr: xp.asarray(_x)
+        return arr
+
+    def reshape(self, name, shape):
+        self._then(name, lambda v, _s=shape: v.reshape(_s))
+
+    def required(self, name, example):
+        if self.v[name] is None:
+            raise TypeError(f"{self.f}: {name} is required (got None); pass {example}")
+
+    # -- float operands: scales, and quantize's x
+    def float_operand(self, name, allowed, py_dtype, context="", example="0.1"):
+        """A float array or scalar of a dtype in ``allowed``. Python numbers and NumPy
+        float64 scalars (which are Python floats) become ``py_dtype``."""
+        v = self.v[name]
         if v is None:
-            return None
-        if isinstance(v, numbers.Number) and not isinstance(v, np.generic):
-            dt = np.dtype(default_dtype)
-            if isinstance(v, bool) or (dt.kind in "iu" and not float(v).is_integer()):
-                raise TypeError(f"{self.op}: {name} must be {'an integer' if dt.kind in 'iu' else 'a number'} "
-                                f"(got {v!r})")
-            if dt.kind in "iu":
-                info = np.iinfo(dt)
-                if not info.min <= v <= info.max:
-                    raise DescError(f"{self.op}: {name} = {v} is out of range for {dt} "
-                                    f"[{info.min}, {info.max}]")
-            arr = self.xp.full((), v, dtype=dt)
-            self.a[name] = arr
-            return arr
-        if v.dtype not in dtypes:
-            allowed = ", ".join(str(d) for d in dtypes)
-            raise TypeError(f"{self.op}: {name} must have dtype {allowed}{what} (got {v.dtype})")
+            raise TypeError(f"{self.f}: {name} is required (got None); pass {name}={example} or a "
+                            f"{_or(allowed)} array")
+        if type(v) is bool or isinstance(v, np.bool_) or not (isinstance(v, numbers.Real) or hasattr(v, "dtype")):
+            raise TypeError(f"{self.f}: {name} must be a real number or a {_or(allowed)} array "
+                            f"(got {type(v).__name__} {v!r}); pass {name}={example}")
+        if not hasattr(v, "dtype") or isinstance(v, np.float64):
+            return self._scalar(name, float(v), py_dtype)
+        dt = v.dtype
+        if dt not in allowed:
+            if dt == F64:
+                why = (f"; dmlq computes in float32 and never narrows a float64 array silently: pass "
+                       f"{name}.astype({_np(allowed[0])})")
+            else:
+                why = f"; pass {name}.astype({_np(allowed[0])})"
+            raise TypeError(f"{self.f}: {name} must have dtype {_or(allowed)}{context} (got {dt}){why}")
+        if isinstance(v, np.generic):
+            return self._scalar(name, v, dt)
         return v
 
+    # -- integer data: q, a, b, pooling's x
+    def int_data(self, name, allowed, fix):
+        v = self.v[name]
+        if v is None:
+            raise TypeError(f"{self.f}: {name} is required (got None); pass an array of dtype {_or(allowed)}")
+        if not hasattr(v, "dtype"):
+            raise TypeError(f"{self.f}: {name} must be an array of dtype {_or(allowed)} (got "
+                            f"{type(v).__name__} {v!r}); a Python number does not say which integer type "
+                            f"it is: pass {fix}")
+        if v.dtype not in allowed:
+            hint = (" (np.asarray makes int64 from a list of Python ints)" if v.dtype == np.dtype(np.int64)
+                    else "")
+            raise TypeError(f"{self.f}: {name} must have dtype {_or(allowed)} (got {v.dtype}){hint}; pass "
+                            f"{fix} if its values fit")
+        if isinstance(v, np.generic):
+            return self._scalar(name, v, v.dtype)
+        return v
 
-def _check_out(op, shape, dtype, args: _Args):
-    """The ``out`` argument checked (array type, dtype, shape), or a new array."""
-    out = args.a["out"]
-    if out is None:
-        return args.xp.empty(shape, dtype)
-    if not isinstance(out, args.xp.ndarray):
-        raise TypeError(f"{op}: out must be an array like the inputs (got {type(out).__name__})")
-    if out.dtype != dtype:
-        raise TypeError(f"{op}: out must have dtype {np.dtype(dtype)} (got {out.dtype})")
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"{op}: out must have shape {tuple(shape)} (got {tuple(out.shape)})")
-    if args.kind == _arrays.HOST and not out.flags.writeable:
-        raise ValueError(f"{op}: out is read-only")
-    return out
+    # -- zero points
+    def zero_point(self, name, dt, whose):
+        """A zero point of dtype ``dt`` (or None). Python ints, and integer arrays or NumPy
+        integers of another dtype, are accepted when their values fit in ``dt``."""
+        v = self.v[name]
+        if v is None:
+            return None
+        f = self.f
+        info = np.iinfo(dt)
+        lo, hi = int(info.min), int(info.max)
+        fix = f"for example {name}={_np(dt)}({max(lo, 0)}) or {name}=None (zero)"
+        if type(v) is bool or isinstance(v, np.bool_) or getattr(v, "dtype", None) == np.bool_:
+            raise TypeError(f"{f}: {name} must be an integer of dtype {dt} {whose}, not a bool; {fix}")
+        if not hasattr(v, "dtype"):
+            if not isinstance(v, numbers.Integral):
+                raise TypeError(f"{f}: {name} must be an integer of dtype {dt} {whose} (got "
+                                f"{type(v).__name__} {v!r}); {fix}")
+            if not lo <= v <= hi:
+                raise DescError(f"{f}: {name} = {v} is out of range for {dt} [{lo}, {hi}] {whose}; pass a "
+                                f"value in that range" + (" or dtype=np.int8" if dt == U8 and v < 0 else ""))
+            return self._scalar(name, int(v), dt)
+        zdt = v.dtype
+        if zdt == dt:
+            return self._scalar(name, v, dt) if isinstance(v, np.generic) else v
+        if zdt.kind not in "iu":
+            raise TypeError(f"{f}: {name} must have an integer dtype ({dt} {whose}; got {zdt}); {fix}")
+        if isinstance(v, np.generic):
+            if not lo <= int(v) <= hi:
+                raise DescError(f"{f}: {name} = {int(v)} is out of range for {dt} [{lo}, {hi}] {whose}")
+            return self._scalar(name, int(v), dt)
+        if self.kind == GPU:
+            raise TypeError(f"{f}: {name} has dtype {zdt} but must be {dt} {whose}; checking that a GPU "
+                            f"array's values fit would synchronize, so pass {name}.astype(cupy.{dt.name})")
+
+        def checked(a, _f=f, _n=name, _lo=lo, _hi=hi, _dt=dt, _w=whose):
+            if a.size and (int(a.min()) < _lo or int(a.max()) > _hi):
+                raise DescError(f"{_f}: {_n} holds values outside [{_lo}, {_hi}], the range of {_dt} {_w}; "
+                                f"an integer zero point of another dtype is accepted only when its values fit")
+            return a.astype(_dt)
+
+        self.conv[name] = checked
+        return np.broadcast_to(np.zeros((), dt), v.shape)  # a stand-in with the right shape and dtype
+
+    def out_dtype(self, zp_name, dtype):
+        """The output dtype: the output zero point's, else ``dtype=``, else out's, else uint8."""
+        f = self.f
+        if dtype is not None:
+            try:
+                dtype = np.dtype(dtype)
+            except TypeError:
+                raise TypeError(f"{f}: dtype must be np.int8 or np.uint8 (got {dtype!r})") from None
+            if dtype not in _QUANT:
+                raise TypeError(f"{f}: dtype must be np.int8 or np.uint8, the output types (got {dtype})")
+        zp = self.v[zp_name]
+        zdt = getattr(zp, "dtype", None)
+        if zdt in _QUANT:
+            if dtype is not None and dtype != zdt:
+                raise TypeError(f"{f}: dtype={dtype} contradicts the dtype of {zp_name} ({zdt}), which is the "
+                                f"output's; drop dtype= or pass {zp_name} as {_np(dtype)}")
+            return np.dtype(zdt)
+        if dtype is not None:
+            return dtype
+        if zdt is not None and zdt.kind in "iu":
+            raise TypeError(f"{f}: {zp_name} has dtype {zdt}, but the output is int8 or uint8 and takes its "
+                            f"dtype from {zp_name}; pass {zp_name}=np.uint8(...) (or .astype(np.uint8)), or keep "
+                            f"it and say which output you want with dtype=np.uint8 or dtype=np.int8")
+        out_dt = getattr(self.out, "dtype", None)
+        if out_dt in _QUANT:
+            return np.dtype(out_dt)
+        return U8
+
+    def broadcast(self, **shapes):
+        try:
+            shape = tuple(np.broadcast_shapes(*shapes.values()))
+        except ValueError:
+            described = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
+            raise ValueError(f"{self.f}: shapes do not broadcast: {described}; per-axis values need "
+                             "length-1 dimensions everywhere else, e.g. shape (1, C, 1)") from None
+        if len(shape) > MAX_DIMS:
+            raise ValueError(f"{self.f}: the result would have {len(shape)} dimensions; at most {MAX_DIMS} "
+                             "are supported (reshape to fewer dimensions)")
+        return shape
+
+    def check_out(self, shape, dtype):
+        out = self.out
+        if out is None:
+            return
+        f = self.f
+        if out.dtype != dtype:
+            raise TypeError(f"{f}: out must have dtype {np.dtype(dtype)} (got {out.dtype}); allocate it with "
+                            f"np.empty({tuple(shape)}, {_np(dtype)})")
+        if tuple(out.shape) != tuple(shape):
+            raise ValueError(f"{f}: out must have shape {tuple(shape)} (got {tuple(out.shape)})")
+
+    def validate(self, desc):
+        """The DirectML descriptor behind the call; every rule the checks above missed."""
+        try:
+            compile_operator(desc)
+        except DescError as e:
+            raise DescError(f"{self.f}: these arguments break a rule of the underlying DirectML operator: "
+                            f"{e}") from None
+
+    def plan(self, out_shape, out_dtype, params=()):
+        return _Plan(tuple(self.conv.get(n) for n in self.names), out_shape, out_dtype, params)
 
 
-def _write(fn, args, out, kind, params=()):
-    """Run a backend function into ``out``; through a temporary if ``out``
-    shares memory with an input, so an overlapping out is never half-read."""
-    if out.size == 0:
-        return out
-    xp = _arrays.module(kind)
-    if any(a is not None and hasattr(a, "shape") and xp.may_share_memory(a, out) for a in args):
-        tmp = xp.empty(out.shape, out.dtype)
-        fn(*args, tmp, *params)
-        out[...] = tmp
-        return out
-    fn(*args, out, *params)
-    return out
-
-
-def _broadcast(op, **shapes):
+def _run(spec, values, params_key, params, out):
+    kind, vals, out = _normalize(spec, values, out)
+    key = (spec.fname, kind, params_key, None if out is None else _key(out), *map(_key, vals))
     try:
-        return tuple(np.broadcast_shapes(*shapes.values()))
-    except ValueError:
-        described = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
-        raise ValueError(f"{op}: shapes do not broadcast: {described}") from None
+        plan = _PLANS.get(key)
+    except TypeError:  # an unhashable parameter: plan without caching
+        key, plan = None, None
+    if plan is None:
+        plan = spec.planner(_Builder(spec, kind, vals, out), *params)
+        if key is not None:
+            if len(_PLANS) >= PLAN_CACHE_SIZE:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    args = [v if c is None else c(v) for c, v in zip(plan.conv, vals)]
+    if out is None:
+        out = (np if kind == HOST else dispatch.module(kind)).empty(plan.out_shape, plan.out_dtype)
+        check = False
+    else:
+        if kind == HOST and not out.flags.writeable:
+            raise ValueError(f"{spec.fname}: out is read-only; pass a writeable array")
+        check = True
+    return dispatch.write(getattr(dispatch.backend(kind), spec.backend_name), args, out, kind,
+                          plan.params, check)
 
 
-def _out_dtype(op, zero_point, dtype, out):
-    """The output's dtype: the zero point's, else ``dtype``, else out's, else uint8."""
-    if dtype is not None:
-        dtype = np.dtype(dtype)
-        if dtype not in _QUANT:
-            raise TypeError(f"{op}: dtype must be int8 or uint8 (got {dtype})")
-    zp_dtype = getattr(zero_point, "dtype", None)
-    if zp_dtype is not None:
-        if dtype is not None and dtype != zp_dtype:
-            raise TypeError(f"{op}: dtype={dtype} contradicts the output zero point's dtype {zp_dtype}")
-        return np.dtype(zp_dtype)
-    if dtype is not None:
-        return dtype
-    if out is not None and getattr(out, "dtype", None) in _QUANT:
-        return np.dtype(out.dtype)
-    return np.dtype(np.uint8)
+def _desc(shape, dtype):
+    return TensorDesc(DataType.of(dtype), tuple(shape) or (1,))
 
 
-def _desc(arr_or_shape, dtype):
-    shape = arr_or_shape if isinstance(arr_or_shape, tuple) else tuple(arr_or_shape.shape)
-    return TensorDesc(DataType.of(dtype), shape or (1,))
+# ------------------------------------------------------------------ quantize / dequantize
+
+def _quantize_input(b):
+    """quantize's x: float32, float16 or int32; Python numbers and lists become float32."""
+    x = b.v["x"]
+    f = b.f
+    if x is None:
+        raise TypeError(f"{f}: x is required (got None); pass a float32 array")
+    if not hasattr(x, "dtype"):
+        if type(x) is bool or not isinstance(x, numbers.Real):
+            raise TypeError(f"{f}: x must be a real number or an array of dtype float32, float16 or int32 "
+                            f"(got {type(x).__name__} {x!r})")
+        return b._scalar("x", float(x), F32)  # a Python number: float32, like a list of them
+    dt = x.dtype
+    if dt not in (F32, F16, I32):
+        if dt == F64:
+            fix = ("dmlq computes in float32 and does not narrow a float64 array silently: pass "
+                   "x.astype(np.float32)")
+        elif dt.kind in "iub":
+            fix = "pass x.astype(np.int32) if its values fit, or x.astype(np.float32)"
+        else:
+            fix = "pass x.astype(np.float32)"
+        raise TypeError(f"{f}: x must have dtype float32, float16 or int32 (got {dt}); {fix}")
+    if isinstance(x, np.generic):
+        return b._scalar("x", x, dt)
+    return x
+
+
+def _plan_quantize(b, dtype):
+    x = _quantize_input(b)
+    if x.dtype == F16:
+        scale = b.float_operand("scale", (F16,), F16, " for a float16 x")
+    else:
+        scale = b.float_operand("scale", (F32,), F32, f" for a {x.dtype} x")
+    qdt = b.out_dtype("zero_point", dtype)
+    zp = b.zero_point("zero_point", qdt, "(the output dtype)")
+    shape = b.broadcast(x=x.shape, scale=scale.shape, **({} if zp is None else {"zero_point": zp.shape}))
+    b.check_out(shape, qdt)
+    full = shape or (1,)
+    b.validate(QuantizeLinearDesc(_desc(full, x.dtype), _desc(full, scale.dtype),
+                                  None if zp is None else _desc(full, qdt), _desc(full, qdt)))
+    return b.plan(shape, qdt)
+
+
+def _plan_dequantize(b):
+    q = b.int_data("q", _INTS, "q.astype(np.int32) or np.asarray(q, np.uint8)")
+    scale = b.float_operand("scale", (F32, F16), F32)
+    zp = b.zero_point("zero_point", q.dtype, "(q's dtype)")
+    shape = b.broadcast(q=q.shape, scale=scale.shape, **({} if zp is None else {"zero_point": zp.shape}))
+    b.check_out(shape, scale.dtype)
+    full = shape or (1,)
+    b.validate(DequantizeLinearDesc(_desc(full, q.dtype), _desc(full, scale.dtype),
+                                    None if zp is None else _desc(full, q.dtype), _desc(full, scale.dtype)))
+    return b.plan(shape, scale.dtype)
+
+
+_QUANTIZE = _Spec("quantize_linear", ("x", "scale", "zero_point"), {"x", "scale"}, _plan_quantize,
+                  "quantize_linear")
+_DEQUANTIZE = _Spec("dequantize_linear", ("q", "scale", "zero_point"), {"scale"}, _plan_dequantize,
+                    "dequantize_linear")
 
 
 def quantize_linear(x, scale, zero_point=None, *, dtype=None, out=None):
-    """ELEMENT_WISE_QUANTIZE_LINEAR: ``clamp(rint(x / scale) + zero_point)``.
+    """ELEMENT_WISE_QUANTIZE_LINEAR: ``clip(rint(x / scale) + zero_point)``.
 
-    x: float32, float16 or int32. scale: float32 (float16 for float16 x), a
-    Python scalar or an array that broadcasts against x (per tensor, per axis or
-    general). zero_point: int8/uint8 array or Python int; its dtype (else
-    ``dtype``, else uint8) is the output's.
+    x: float32, float16 or int32 array (Python numbers and lists become float32;
+    float64 arrays are refused: pass ``x.astype(np.float32)``). scale: float32
+    (float16 for a float16 x), a Python number or an array that broadcasts
+    against x. zero_point: None (0), a Python int, or an int8/uint8 array or
+    scalar whose dtype is the output's; with ``dtype=`` any integer zero point
+    whose values fit is accepted. Zero, negative, NaN and infinite scales follow
+    IEEE arithmetic (docs/semantics.md).
     """
-    op = "QuantizeLinear"
-    args = _Args(op, dict(x=x, scale=scale, zero_point=zero_point, out=out))
-    x = args.array("x", (_F32, np.dtype(np.float16), np.dtype(np.int32)))
-    scale_dtype = np.float16 if x.dtype == np.float16 else np.float32
-    scale = args.array("scale", (np.dtype(np.float32), np.dtype(np.float16)), scale_dtype)
-    qdt = _out_dtype(op, args.a["zero_point"], dtype, out)
-    zero_point = args.array("zero_point", (qdt,), qdt, " (the output dtype)")
-    shape = _broadcast(op, x=x.shape, scale=scale.shape,
-                       **({} if zero_point is None else {"zero_point": zero_point.shape}))
-    out = _check_out(op, shape, qdt, args)
-    full = shape or (1,)
-    compile_operator(QuantizeLinearDesc(
-        _desc(full, x.dtype), _desc(full, scale.dtype),
-        None if zero_point is None else _desc(full, qdt), _desc(full, qdt)))
-    return _write(_arrays.backend(args.kind).quantize_linear, (x, scale, zero_point), out, args.kind)
+    return _run(_QUANTIZE, (x, scale, zero_point), dtype, (dtype,), out)
 
 
 def dequantize_linear(q, scale, zero_point=None, *, out=None):
     """ELEMENT_WISE_DEQUANTIZE_LINEAR: ``(q - zero_point) * scale`` in scale's dtype.
 
-    q: int8, uint8, int16, uint16, int32 or uint32; zero_point: q's dtype (or a
-    Python int); scale: float32 or float16 (a Python float is float32).
+    q: int8, uint8, int16, uint16, int32 or uint32; zero_point: q's dtype (a
+    Python int or an integer array whose values fit is converted); scale:
+    float32 or float16 (a Python float is float32).
     """
-    op = "DequantizeLinear"
-    args = _Args(op, dict(q=q, scale=scale, zero_point=zero_point, out=out))
-    q = args.array("q", _INTS)
-    scale = args.array("scale", (_F32, np.dtype(np.float16)), np.float32)
-    zero_point = args.array("zero_point", (q.dtype,), q.dtype, " (q's dtype)")
-    shape = _broadcast(op, q=q.shape, scale=scale.shape,
-                       **({} if zero_point is None else {"zero_point": zero_point.shape}))
-    out = _check_out(op, shape, scale.dtype, args)
-    full = shape or (1,)
-    compile_operator(DequantizeLinearDesc(
-        _desc(full, q.dtype), _desc(full, scale.dtype),
-        None if zero_point is None else _desc(full, q.dtype), _desc(full, scale.dtype)))
-    return _write(_arrays.backend(args.kind).dequantize_linear, (q, scale, zero_point), out, args.kind)
+    return _run(_DEQUANTIZE, (q, scale, zero_point), None, (), out)
 
 
-def _per_tensor(op, name, v):
+# ------------------------------------------------------------------ quantized add
+
+def _single(b, name, v):
     if v is not None and v.size != 1:
-        raise DescError(f"{op}: {name} must have exactly 1 element (per tensor), got shape {tuple(v.shape)}")
+        raise DescError(f"{b.f}: {name} must have exactly 1 element (per tensor), got shape {tuple(v.shape)}; "
+                        "quantized_add takes one scale and zero point per operand")
     return v
+
+
+def _plan_add(b, dtype):
+    a = b.int_data("a", _QUANT, "a.astype(np.uint8) or a.astype(np.int8)")
+    bb = b.int_data("b", _QUANT, "b.astype(np.uint8) or b.astype(np.int8)")
+    qdt = b.out_dtype("out_zero_point", dtype)
+    vals = {}
+    for name, kind, dt in (("a_scale", "s", F32), ("a_zero_point", "z", a.dtype), ("b_scale", "s", F32),
+                           ("b_zero_point", "z", bb.dtype), ("out_scale", "s", F32),
+                           ("out_zero_point", "z", qdt)):
+        whose = {"a_zero_point": "(a's dtype)", "b_zero_point": "(b's dtype)"}.get(name, "(the output dtype)")
+        v = b.float_operand(name, (F32,), F32) if kind == "s" else b.zero_point(name, dt, whose)
+        vals[name] = _single(b, name, v)
+    shape = b.broadcast(a=a.shape, b=bb.shape)
+    b.check_out(shape, qdt)
+    rank = max(len(shape), 1)
+    one = (1,) * rank
+
+    def pad(arr):
+        return (1,) * (rank - arr.ndim) + tuple(arr.shape) if arr.ndim else one
+
+    zp = {k: None if vals[k] is None else _desc(one, vals[k].dtype)
+          for k in ("a_zero_point", "b_zero_point", "out_zero_point")}
+    b.validate(QuantizedLinearAddDesc(
+        _desc(pad(a), a.dtype), _desc(one, F32), zp["a_zero_point"], _desc(pad(bb), bb.dtype),
+        _desc(one, F32), zp["b_zero_point"], _desc(one, F32), zp["out_zero_point"], _desc(shape, qdt)))
+    return b.plan(shape, qdt)
+
+
+_ADD = _Spec("quantized_add", ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "out_scale",
+                               "out_zero_point"),
+             {"a_scale", "b_scale", "out_scale"}, _plan_add, "quantized_add")
 
 
 def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
@@ -189,39 +545,14 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
     a, b: int8/uint8 arrays that broadcast together; every scale (float32) and
     zero point (a's, b's, the output's dtype) is a single value.
     """
-    op = "QuantizedLinearAdd"
-    args = _Args(op, dict(a=a, a_scale=a_scale, a_zero_point=a_zero_point, b=b, b_scale=b_scale,
-                          b_zero_point=b_zero_point, out_scale=out_scale,
-                          out_zero_point=out_zero_point, out=out))
-    a = args.array("a", _QUANT)
-    b = args.array("b", _QUANT)
-    qdt = _out_dtype(op, args.a["out_zero_point"], dtype, out)
-    vals = {}
-    for name, dts, default in (("a_scale", (_F32,), _F32), ("a_zero_point", (a.dtype,), a.dtype),
-                               ("b_scale", (_F32,), _F32), ("b_zero_point", (b.dtype,), b.dtype),
-                               ("out_scale", (_F32,), _F32), ("out_zero_point", (qdt,), qdt)):
-        vals[name] = _per_tensor(op, name, args.array(name, dts, default))
-    shape = _broadcast(op, a=a.shape, b=b.shape)
-    out = _check_out(op, shape, qdt, args)
-    rank = max(len(shape), 1)
-    one = (1,) * rank
-    full = shape or (1,)
-
-    def pad(arr):
-        return (1,) * (rank - arr.ndim) + tuple(arr.shape) if arr.ndim else one
-
-    zp = {k: None if vals[k] is None else _desc(one, vals[k].dtype)
-          for k in ("a_zero_point", "b_zero_point", "out_zero_point")}
-    compile_operator(QuantizedLinearAddDesc(
-        _desc(pad(a), a.dtype), _desc(one, _F32), zp["a_zero_point"], _desc(pad(b), b.dtype),
-        _desc(one, _F32), zp["b_zero_point"], _desc(one, _F32), zp["out_zero_point"], _desc(full, qdt)))
-    return _write(_arrays.backend(args.kind).quantized_add,
-                  (a, vals["a_scale"], vals["a_zero_point"], b, vals["b_scale"], vals["b_zero_point"],
-                   vals["out_scale"], vals["out_zero_point"]), out, args.kind)
+    return _run(_ADD, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
+                dtype, (dtype,), out)
 
 
-def _axis_vector(op, name, v, length, axis_name, column):
-    """A per-tensor or per-row/column scale or zero point as a 1-D array.
+# ------------------------------------------------------------------ quantized matmul
+
+def _axis_vector(b, name, v, length, axis_name, column):
+    """A per-tensor or per-row/column scale or zero point, reshaped to 1-D for the backend.
 
     Per tensor: one element. Per row (column=True): shaped (M, 1), optionally
     with leading 1s. Per column: (N,) or (1, N), optionally with leading 1s.
@@ -229,48 +560,45 @@ def _axis_vector(op, name, v, length, axis_name, column):
     if v is None:
         return None
     if v.size == 1:
+        b.reshape(name, (1,))
         return v.reshape(1)
     dims = tuple(v.shape)
     if column:
         ok = len(dims) >= 2 and dims[-2:] == (length, 1) and all(d == 1 for d in dims[:-2])
     else:
-        ok = dims[-1] == length and all(d == 1 for d in dims[:-1])
+        ok = len(dims) >= 1 and dims[-1] == length and all(d == 1 for d in dims[:-1])
     if not ok:
         shape = f"({axis_name}, 1)" if column else f"({axis_name},) or (1, {axis_name})"
-        raise DescError(f"{op}: {name} must be a single value or shaped {shape} with "
+        raise DescError(f"{b.f}: {name} must be a single value or shaped {shape} with "
                         f"{axis_name} = {length} (got {dims})")
+    b.reshape(name, (length,))
     return v.reshape(length)
 
 
-def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
-                     out_zero_point=None, *, dtype=None, out=None):
-    """QUANTIZED_LINEAR_MATRIX_MULTIPLY with numpy.matmul shapes.
-
-    a: (..., M, K), b: (..., K, N), int8/uint8, batch dims broadcast. a_scale,
-    a_zero_point, out_scale, out_zero_point: per tensor or per row, (M, 1);
-    b_scale, b_zero_point: per tensor or per column, (N,) or (1, N). Scales
-    float32; the int32 accumulation is exact for every K.
-    """
-    op = "QuantizedLinearMatrixMultiply"
-    args = _Args(op, dict(a=a, a_scale=a_scale, a_zero_point=a_zero_point, b=b, b_scale=b_scale,
-                          b_zero_point=b_zero_point, out_scale=out_scale,
-                          out_zero_point=out_zero_point, out=out))
-    a = args.array("a", _QUANT)
-    b = args.array("b", _QUANT)
-    if a.ndim < 2 or b.ndim < 2:
-        raise DescError(f"{op}: a and b must be at least 2-D (got {a.ndim}-D and {b.ndim}-D)")
+def _plan_matmul(b, dtype):
+    f = b.f
+    a = b.int_data("a", _QUANT, "a.astype(np.uint8) or a.astype(np.int8)")
+    bb = b.int_data("b", _QUANT, "b.astype(np.uint8) or b.astype(np.int8)")
+    if a.ndim < 2 or bb.ndim < 2:
+        raise DescError(f"{f}: a and b must be at least 2-D, (..., M, K) and (..., K, N) (got {a.ndim}-D and "
+                        f"{bb.ndim}-D); a vector v becomes a matrix with v.reshape(1, -1) or v.reshape(-1, 1)")
     m, k = a.shape[-2:]
-    k2, n = b.shape[-2:]
+    k2, n = bb.shape[-2:]
     if k != k2:
-        raise ValueError(f"{op}: a has K = {k} columns but b has {k2} rows")
-    batch = _broadcast(op, a_batch=a.shape[:-2], b_batch=b.shape[:-2])
-    qdt = _out_dtype(op, args.a["out_zero_point"], dtype, out)
-    spec = (("a_scale", (_F32,), _F32, m, "M", True), ("a_zero_point", (a.dtype,), a.dtype, m, "M", True),
-            ("b_scale", (_F32,), _F32, n, "N", False), ("b_zero_point", (b.dtype,), b.dtype, n, "N", False),
-            ("out_scale", (_F32,), _F32, m, "M", True), ("out_zero_point", (qdt,), qdt, m, "M", True))
-    vec = {name: _axis_vector(op, name, args.array(name, dts, default), length, axis, column)
-           for name, dts, default, length, axis, column in spec}
-    out = _check_out(op, batch + (m, n), qdt, args)
+        raise ValueError(f"{f}: a has K = {k} columns but b has {k2} rows (a is {tuple(a.shape)}, b is "
+                         f"{tuple(bb.shape)})")
+    batch = b.broadcast(a_batch=a.shape[:-2], b_batch=bb.shape[:-2])
+    qdt = b.out_dtype("out_zero_point", dtype)
+    spec = (("a_scale", None, m, "M", True), ("a_zero_point", a.dtype, m, "M", True),
+            ("b_scale", None, n, "N", False), ("b_zero_point", bb.dtype, n, "N", False),
+            ("out_scale", None, m, "M", True), ("out_zero_point", qdt, m, "M", True))
+    vec = {}
+    for name, zdt, length, axis, column in spec:
+        whose = {"a_zero_point": "(a's dtype)", "b_zero_point": "(b's dtype)"}.get(name, "(the output dtype)")
+        v = b.float_operand(name, (F32,), F32) if zdt is None else b.zero_point(name, zdt, whose)
+        vec[name] = _axis_vector(b, name, v, length, axis, column)
+    shape = batch + (m, n)
+    b.check_out(shape, qdt)
 
     def sdesc(name, per_row):
         v = vec[name]
@@ -281,46 +609,127 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_sca
 
     # Batch broadcasting was checked above; the desc checks dtypes and the
     # per-row/per-column shapes on one {1, 1, M, K} x {1, 1, K, N} product.
-    compile_operator(QuantizedLinearMatrixMultiplyDesc(
+    b.validate(QuantizedLinearMatrixMultiplyDesc(
         TensorDesc(DataType.of(a.dtype), (1, 1, m, k)), sdesc("a_scale", True), sdesc("a_zero_point", True),
-        TensorDesc(DataType.of(b.dtype), (1, 1, k, n)), sdesc("b_scale", False), sdesc("b_zero_point", False),
+        TensorDesc(DataType.of(bb.dtype), (1, 1, k, n)), sdesc("b_scale", False), sdesc("b_zero_point", False),
         sdesc("out_scale", True), sdesc("out_zero_point", True), TensorDesc(DataType.of(qdt), (1, 1, m, n))))
-    return _write(_arrays.backend(args.kind).quantized_matmul,
-                  (a, vec["a_scale"], vec["a_zero_point"], b, vec["b_scale"], vec["b_zero_point"],
-                   vec["out_scale"], vec["out_zero_point"]), out, args.kind)
+    return b.plan(shape, qdt)
 
 
-def _param(op, name, value, nd, default, minimum):
+_MATMUL = _Spec("quantized_matmul", _ADD.names, _ADD.float_roles, _plan_matmul, "quantized_matmul")
+
+
+def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
+                     out_zero_point=None, *, dtype=None, out=None):
+    """QUANTIZED_LINEAR_MATRIX_MULTIPLY with numpy.matmul shapes.
+
+    a: (..., M, K), b: (..., K, N), int8/uint8, batch dims broadcast. a_scale,
+    a_zero_point, out_scale, out_zero_point: per tensor or per row, (M, 1);
+    b_scale, b_zero_point: per tensor or per column, (N,) or (1, N). Scales
+    float32; the integer accumulation is exact for every K.
+    """
+    return _run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
+                dtype, (dtype,), out)
+
+
+# ------------------------------------------------------------------ quantized average pooling
+
+def _param(f, name, value, nd, default, minimum):
     if value is None:
         return (default,) * nd
-    if isinstance(value, numbers.Integral):
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
         value = (value,) * nd
     try:
-        value = tuple(int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
+        value = tuple(int(v) if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) else v
                       for v in value)
     except TypeError:
-        raise TypeError(f"{op}: {name} must be an int or a sequence of ints (got {value!r})") from None
-    if len(value) != nd or not all(isinstance(v, int) for v in value):
-        raise DescError(f"{op}: {name} must have {nd} integers, one per spatial dimension (got {value!r})")
+        raise TypeError(f"{f}: {name} must be an int or a sequence of ints (got {value!r})") from None
+    if len(value) != nd or not all(type(v) is int for v in value):
+        raise DescError(f"{f}: {name} must have {nd} integers, one per spatial dimension (got {value!r})")
     if any(v < minimum for v in value):
-        raise DescError(f"{op}: every {name} value must be >= {minimum} (got {value})")
+        raise DescError(f"{f}: every {name} value must be >= {minimum} (got {value})")
+    if any(v >= 2**32 for v in value):
+        raise DescError(f"{f}: {name} values must be below 2**32 (got {value})")
     return value
 
 
-def _channel_vector(op, name, v, channels, ndim):
-    """Per-tensor or per-channel pooling scale/zero point as a 1-D array."""
+def _channel_vector(b, name, v, channels, ndim):
+    """Per-tensor or per-channel pooling scale/zero point, reshaped to 1-D for the backend."""
     if v is None:
         return None
     if v.size == 1:
+        b.reshape(name, (1,))
         return v.reshape(1)
     dims = tuple(v.shape)
     aligned = (1,) * (ndim - len(dims)) + dims if len(dims) <= ndim else None
     per_channel = (len(dims) == 1 and dims[0] == channels) or (
         aligned is not None and aligned[1] == channels and all(d == 1 for i, d in enumerate(aligned) if i != 1))
     if not per_channel:
-        raise DescError(f"{op}: {name} must be a single value or per channel ((C,) or (1, C, 1, ...) "
+        raise DescError(f"{b.f}: {name} must be a single value or per channel ((C,) or (1, C, 1, ...) "
                         f"with C = {channels}; got {dims})")
+    b.reshape(name, (channels,))
     return v.reshape(channels)
+
+
+def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilations, include_padding,
+                   ceil_mode, dtype):
+    f = b.f
+    x = b.int_data("x", _QUANT, "x.astype(np.uint8) or x.astype(np.int8)")
+    if x.ndim not in (4, 5):
+        raise DescError(f"{f}: x must be 4-D (N, C, H, W) or 5-D (N, C, D, H, W) (got {x.ndim}-D, shape "
+                        f"{tuple(x.shape)}); add the missing dimensions with x[None] or x.reshape(...)")
+    nd = x.ndim - 2
+    if window_size is None:
+        raise TypeError(f"{f}: window_size is required (got None); pass an int or {nd} ints")
+    if isinstance(window_size, numbers.Integral) and not isinstance(window_size, (bool, np.bool_)):
+        window_size = (window_size,) * nd
+    try:
+        empty = len(tuple(window_size)) == 0
+    except TypeError:
+        raise TypeError(f"{f}: window_size must be an int or a sequence of ints (got {window_size!r})") from None
+    if empty:
+        raise DescError(f"{f}: window_size must not be empty; pass an int or {nd} ints")
+    window = _param(f, "window_size", window_size, nd, None, 1)
+    stride = _param(f, "strides", strides, nd, 1, 1)
+    start = _param(f, "start_padding", start_padding, nd, 0, 0)
+    end = _param(f, "end_padding", end_padding, nd, 0, 0)
+    dil = _param(f, "dilations", dilations, nd, 1, 1)
+    for flag, value in (("include_padding", include_padding), ("ceil_mode", ceil_mode)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{f}: {flag} must be True or False (got {value!r})")
+    qdt = b.out_dtype("out_zero_point", dtype)
+    channels = x.shape[1]
+    vec = {}
+    for name, zdt in (("x_scale", None), ("x_zero_point", x.dtype), ("out_scale", None), ("out_zero_point", qdt)):
+        whose = "(x's dtype)" if name == "x_zero_point" else "(the output dtype)"
+        v = b.float_operand(name, (F32,), F32) if zdt is None else b.zero_point(name, zdt, whose)
+        vec[name] = _channel_vector(b, name, v, channels, x.ndim)
+    out_spatial = []
+    for i in range(nd):
+        floor_size, ceil_size = pool_output_size(x.shape[2 + i], window[i], stride[i], start[i], end[i], dil[i])
+        if floor_size <= 0:
+            raise DescError(f"{f}: the dilated window ({(window[i] - 1) * dil[i] + 1}) is larger than the "
+                            f"padded input ({x.shape[2 + i] + start[i] + end[i]}) in spatial dimension {i}; "
+                            "use a smaller window_size or dilations, or more padding")
+        out_spatial.append(ceil_size if ceil_mode else floor_size)
+    shape = tuple(x.shape[:2]) + tuple(out_spatial)
+    b.check_out(shape, qdt)
+
+    def sdesc(name):
+        v = vec[name]
+        if v is None:
+            return None
+        sizes = (1, channels) + (1,) * nd if v.size > 1 else (1,) * x.ndim
+        return TensorDesc(DataType.of(v.dtype), sizes)
+
+    b.validate(QuantizedLinearAveragePoolingDesc(
+        _desc(x.shape, x.dtype), sdesc("x_scale"), sdesc("x_zero_point"), sdesc("out_scale"),
+        sdesc("out_zero_point"), _desc(shape, qdt), nd, stride, window, start, end, dil, bool(include_padding)))
+    return b.plan(shape, qdt, (window, stride, start, end, dil, bool(include_padding)))
+
+
+_POOL = _Spec("quantized_avg_pool", ("x", "x_scale", "x_zero_point", "out_scale", "out_zero_point"),
+              {"x_scale", "out_scale"}, _plan_avg_pool, "quantized_avg_pool")
 
 
 def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, window_size, *,
@@ -331,51 +740,9 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, wind
     window_size, strides (default 1), start_padding/end_padding (default 0),
     dilations (default 1): an int or one int per spatial dimension. Scales
     float32 and zero points (x's / the output's dtype) per tensor or per channel.
-    ceil_mode adds the extra output SEMANTICS.md allows where its window starts
-    inside the input or start padding.
+    ceil_mode adds the extra output docs/semantics.md allows where its window
+    starts inside the input or start padding.
     """
-    op = "QuantizedLinearAveragePooling"
-    args = _Args(op, dict(x=x, x_scale=x_scale, x_zero_point=x_zero_point, out_scale=out_scale,
-                          out_zero_point=out_zero_point, out=out))
-    x = args.array("x", _QUANT)
-    if x.ndim not in (4, 5):
-        raise DescError(f"{op}: x must be 4-D (N, C, H, W) or 5-D (N, C, D, H, W) (got {x.ndim}-D)")
-    nd = x.ndim - 2
-    if isinstance(window_size, numbers.Integral):
-        window_size = (window_size,) * nd
-    if window_size is None or len(tuple(window_size)) == 0:
-        raise DescError(f"{op}: window_size must not be empty")
-    window = _param(op, "window_size", window_size, nd, None, 1)
-    stride = _param(op, "strides", strides, nd, 1, 1)
-    start = _param(op, "start_padding", start_padding, nd, 0, 0)
-    end = _param(op, "end_padding", end_padding, nd, 0, 0)
-    dil = _param(op, "dilations", dilations, nd, 1, 1)
-    qdt = _out_dtype(op, args.a["out_zero_point"], dtype, out)
-    channels = x.shape[1]
-    vec = {}
-    for name, dts, default in (("x_scale", (_F32,), _F32), ("x_zero_point", (x.dtype,), x.dtype),
-                               ("out_scale", (_F32,), _F32), ("out_zero_point", (qdt,), qdt)):
-        vec[name] = _channel_vector(op, name, args.array(name, dts, default), channels, x.ndim)
-    out_spatial = []
-    for i in range(nd):
-        floor_size, ceil_size = pool_output_size(x.shape[2 + i], window[i], stride[i], start[i], end[i], dil[i])
-        if floor_size <= 0:
-            raise DescError(f"{op}: the dilated window ({(window[i] - 1) * dil[i] + 1}) is larger than the "
-                            f"padded input ({x.shape[2 + i] + start[i] + end[i]}) in spatial dimension {i}")
-        out_spatial.append(ceil_size if ceil_mode else floor_size)
-    shape = tuple(x.shape[:2]) + tuple(out_spatial)
-    out = _check_out(op, shape, qdt, args)
-
-    def sdesc(name):
-        v = vec[name]
-        if v is None:
-            return None
-        sizes = (1, channels) + (1,) * nd if v.size > 1 else (1,) * x.ndim
-        return TensorDesc(DataType.of(v.dtype), sizes)
-
-    compile_operator(QuantizedLinearAveragePoolingDesc(
-        _desc(x, x.dtype), sdesc("x_scale"), sdesc("x_zero_point"), sdesc("out_scale"), sdesc("out_zero_point"),
-        _desc(shape, qdt), nd, stride, window, start, end, dil, bool(include_padding)))
-    return _write(_arrays.backend(args.kind).quantized_avg_pool,
-                  (x, vec["x_scale"], vec["x_zero_point"], vec["out_scale"], vec["out_zero_point"]), out,
-                  args.kind, (window, stride, start, end, dil, bool(include_padding)))
+    params = (window_size, strides, start_padding, end_padding, dilations, include_padding, ceil_mode, dtype)
+    return _run(_POOL, (x, x_scale, x_zero_point, out_scale, out_zero_point),
+                tuple(map(_param_key, params)), params, out)

@@ -1,12 +1,18 @@
-"""compile_operator: a validated descriptor bound to a backend, DirectML style."""
+"""compile_operator: a validated descriptor bound to arrays, DirectML style.
+
+The operator-binding layer: below the public functions of :mod:`dmlq.api`
+(which build their descriptors through :func:`compile_operator`), above
+:mod:`dmlq.validation` (the DirectML rules) and :mod:`dmlq.dispatch` (the
+backends). It imports neither ``dmlq.api`` nor anything above it.
+"""
 from __future__ import annotations
 
 import functools
 
-from . import arrays as _arrays
+from . import dispatch as _dispatch
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, dml_name)
-from .support import validate
+from .validation import validate
 
 
 @functools.lru_cache(maxsize=1024)
@@ -75,11 +81,11 @@ class Operator:
         if len(inputs) != len(self.input_fields):
             raise TypeError(f"{op}: expected {len(self.input_fields)} inputs "
                             f"({', '.join(dml_name(n) for n in self.input_fields)}), got {len(inputs)}")
-        kind = _arrays.kind_of((*inputs, out), op)
-        xp = _arrays.module(kind)
+        kind = _dispatch.kind_of((*inputs, out), op)
+        xp = _dispatch.module(kind)
         views = {}
         for name, arr in zip(self.input_fields, inputs):
-            arr = xp.asarray(arr) if kind == _arrays.HOST else _arrays.to_gpu_array(arr, op, dml_name(name))
+            arr = xp.asarray(arr) if kind == _dispatch.HOST else _dispatch.to_gpu_array(arr, op, dml_name(name))
             views[name] = _bind(arr, getattr(self.desc, name), xp, op, dml_name(name))
         out_desc = self.desc.output_tensor
         if out is None:
@@ -87,8 +93,8 @@ class Operator:
                               out_desc.data_type.numpy)
             result = _bind(buffer, out_desc, xp, op, "OutputTensor")
         else:
-            if kind == _arrays.GPU:
-                out = _arrays.to_gpu_array(out, op, "OutputTensor")
+            if kind == _dispatch.GPU:
+                out = _dispatch.to_gpu_array(out, op, "OutputTensor")
             result = _bind(out, out_desc, xp, op, "OutputTensor")
         run(self.desc, views, result, kind)
         return result
@@ -96,9 +102,8 @@ class Operator:
 
 def run(desc, v: dict, out, kind):
     """Call the backend with the bound operands (the shapes the descs describe)."""
-    from .api import _write  # one place for out-overlap handling
-
-    be = _arrays.backend(kind)
+    _write = _dispatch.write
+    be = _dispatch.backend(kind)
     g = v.get
 
     def flat(name):

@@ -56,8 +56,8 @@ def test_quantize_wrong_input_dtype(bad):
 
 def test_quantize_rules():
     x = np.zeros(3, f32)
-    with pytest.raises(DescError, match="ScaleTensor"):
-        dmlq.quantize_linear(x, np.ones(3, f16))  # FLOAT32 input needs a FLOAT32 scale
+    with pytest.raises(TypeError, match=r"scale must have dtype float32 for a float32 x \(got float16\)"):
+        dmlq.quantize_linear(x, np.ones(3, f16))  # a float32 x needs a float32 scale, as DirectML
     with pytest.raises(DescError, match="out of range"):
         dmlq.quantize_linear(x, 1.0, 300)
     with pytest.raises(DescError, match="out of range"):
@@ -78,7 +78,7 @@ def test_out_checked_and_used(rng):
         dmlq.quantize_linear(x, 0.1, out=np.empty(6, i8), dtype=u8)
     with pytest.raises(ValueError, match="shape"):
         dmlq.quantize_linear(x, 0.1, out=np.empty(5, u8))
-    with pytest.raises(TypeError, match="unsupported array type list"):
+    with pytest.raises(TypeError, match=r"out must be a numpy.ndarray .*\(got list\)"):
         dmlq.quantize_linear(x, 0.1, out=[0] * 6)
     ro = np.empty(6, u8)
     ro.flags.writeable = False
@@ -108,8 +108,10 @@ def test_dequantize_dtypes():
     assert dmlq.dequantize_linear(q, 0.5).dtype == f32
     assert dmlq.dequantize_linear(q, f16(0.5)).dtype == f16
     assert dmlq.dequantize_linear(q, 0.5, 2).tolist() == [-0.5, 0.0]
-    with pytest.raises(TypeError, match="zero_point"):
-        dmlq.dequantize_linear(q, 0.5, np.int8(1))
+    # an integer zero point of another dtype is converted when its value fits q's dtype
+    assert dmlq.dequantize_linear(q, 0.5, np.int8(1)).tolist() == [0.0, 0.5]
+    with pytest.raises(TypeError, match="zero_point must have an integer dtype"):
+        dmlq.dequantize_linear(q, 0.5, np.float32(1))
     with pytest.raises(TypeError, match="q must"):
         dmlq.dequantize_linear(np.zeros(2, np.int64), 0.5)
 
@@ -259,16 +261,8 @@ def test_mixing_host_and_gpu_arrays_is_a_type_error():
 
 
 def test_unsupported_array_type():
-    with pytest.raises(TypeError, match="unsupported array type"):
-        dmlq.quantize_linear([1.0, 2.0], 1.0)
-
-
-def test_cli_info_and_check_without_gpu():
-    info = subprocess.run([sys.executable, "-m", "dmlq", "info"], capture_output=True, text=True, check=True)
-    assert "dmlq " in info.stdout and "numpy" in info.stdout
-    check = subprocess.run([sys.executable, "-m", "dmlq", "check"], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
-    assert " 0 failed" in check.stdout
+    with pytest.raises(TypeError, match=r"x must be an array or a number \(got object\)"):
+        dmlq.quantize_linear(object(), 1.0)
 
 
 def test_ceil_mode_sizes_follow_onnx_and_semantics():

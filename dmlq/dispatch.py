@@ -1,0 +1,135 @@
+"""Dispatch, the bottom layer: which backend runs a call, and running it.
+
+The layers read one way: ``dmlq.api`` (public NumPy-like functions) ->
+``dmlq.operator`` (descriptors bound to arrays) -> ``dmlq.validation`` (the
+DirectML rules) -> this module (reference or GPU). Nothing here imports the
+layers above it.
+
+The array types of a call's operands pick its backend: all NumPy (or Python
+scalars) -> :mod:`dmlq.reference`; all GPU arrays -> :mod:`dmlq.gpu`. CuPy
+arrays are used as they are, other CUDA arrays (torch tensors, Numba arrays...)
+are wrapped without a copy through ``__cuda_array_interface__`` or DLPack. CPU
+arrays that speak DLPack (a torch CPU tensor) are wrapped as NumPy arrays
+without a copy. A mix of host and GPU arrays is a TypeError; GPU arrays on a
+device other than CuPy's current one are a ValueError.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+HOST = "host"
+GPU = "gpu"
+
+_CPU_DLPACK = 1          # kDLCPU
+_GPU_DLPACK = (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+
+
+def is_gpu(obj) -> bool:
+    """True for CuPy arrays and other CUDA arrays (CUDA array interface or CUDA DLPack)."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(obj, cupy.ndarray):
+        return True
+    if hasattr(obj, "__cuda_array_interface__"):
+        return True
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is not None and not isinstance(obj, np.ndarray):
+        try:
+            return dev()[0] in _GPU_DLPACK
+        except Exception:
+            return False
+    return False
+
+
+def cpu_dlpack(obj) -> bool:
+    """True for a non-NumPy object that exports a CPU DLPack tensor (torch CPU tensors)."""
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is None or isinstance(obj, np.ndarray) or not hasattr(obj, "__dlpack__"):
+        return False
+    try:
+        return dev()[0] == _CPU_DLPACK
+    except Exception:
+        return False
+
+
+def _is_host(obj) -> bool:
+    return isinstance(obj, (np.ndarray, np.generic, int, float, bool))
+
+
+def kind_of(arrays, op: str) -> str:
+    """HOST or GPU for the given operands (None entries and Python scalars are neutral)."""
+    kinds = set()
+    for a in arrays:
+        if a is None or isinstance(a, (int, float, bool, np.generic)):
+            continue  # scalars go wherever the arrays are
+        if is_gpu(a):
+            kinds.add(GPU)
+        elif _is_host(a):
+            kinds.add(HOST)
+        else:
+            raise TypeError(f"{op}: unsupported array type {type(a).__name__} "
+                            "(expected numpy arrays, cupy arrays or CUDA arrays)")
+    if len(kinds) > 1:
+        raise TypeError(f"{op}: NumPy and GPU arrays are mixed; put every operand on one side")
+    return kinds.pop() if kinds else HOST
+
+
+def to_gpu_array(obj, op: str, name: str):
+    """A cupy.ndarray view of a GPU array on the current device (no copy)."""
+    import cupy
+
+    if not isinstance(obj, cupy.ndarray):
+        if hasattr(obj, "__cuda_array_interface__"):
+            obj = cupy.asarray(obj)
+        else:
+            obj = cupy.from_dlpack(obj)
+    current = cupy.cuda.runtime.getDevice()
+    if obj.device.id != current:
+        raise ValueError(f"{op}: {name} is on device {obj.device.id} but the current device is "
+                         f"{current}; use `with cupy.cuda.Device({obj.device.id}):`")
+    return obj
+
+
+def module(kind: str):
+    """The array module (numpy or cupy) of a backend kind."""
+    if kind == HOST:
+        return np
+    import cupy
+
+    return cupy
+
+
+_BACKENDS = {}
+
+
+def backend(kind: str):
+    """The module implementing the backend interface for a kind (dmlq.reference or dmlq.gpu.ops)."""
+    be = _BACKENDS.get(kind)
+    if be is None:
+        if kind == HOST:
+            from . import reference as be
+        else:
+            from .gpu import ops as be
+        _BACKENDS[kind] = be
+    return be
+
+
+def write(fn, args, out, kind, params=(), check_overlap=True):
+    """Run the backend function ``fn(*args, out, *params)`` and return ``out``.
+
+    When ``out`` may share memory with an input the result goes through a
+    temporary first, so an overlapping ``out`` is never half-read. A freshly
+    allocated ``out`` cannot overlap: callers pass ``check_overlap=False``.
+    """
+    if out.size == 0:
+        return out
+    if check_overlap:
+        xp = np if kind == HOST else module(kind)
+        if any(a is not None and hasattr(a, "shape") and xp.may_share_memory(a, out) for a in args):
+            tmp = xp.empty(out.shape, out.dtype)
+            fn(*args, tmp, *params)
+            out[...] = tmp
+            return out
+    fn(*args, out, *params)
+    return out

@@ -1,0 +1,418 @@
+"""Descriptor validation: the seeds' "Tensor support" tables per feature level, and the checks.
+
+``SUPPORT[operator][level][field]`` is the table row that DirectML documents for
+``DML_FEATURE_LEVEL_<level>`` and above (until the next listed level).
+:func:`validate` checks, in this order: the desc and field types, the feature
+level, required tensors, every table row (DimensionCount, DataType), every
+"Tensor constraints" bullet, the operator's own rules from the seeds' field
+texts, and that no output aliases itself. Every failure is a :class:`DescError`
+naming the operator, the DML field and the rule.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Dict, NamedTuple, Tuple
+
+import numpy as np
+
+from .desc import OPERATOR_DESCS, TensorDesc, dml_name, pool_output_accepted, pool_output_size
+from .dtypes import DataType
+from .errors import DescError
+
+# DirectML's DML_FEATURE_LEVEL values, oldest first.
+FEATURE_LEVELS = ("1.0", "2.0", "2.1", "3.0", "3.1", "4.0", "4.1", "5.0", "5.1", "5.2",
+                  "6.0", "6.1", "6.2", "6.3", "6.4")
+DEFAULT_FEATURE_LEVEL = "6.2"
+
+INPUT, OPTIONAL_INPUT, OUTPUT = "Input", "Optional input", "Output"
+
+
+class TensorSupport(NamedTuple):
+    """One row of a seed's "Tensor support" table."""
+
+    kind: str  # INPUT, OPTIONAL_INPUT or OUTPUT
+    min_dims: int
+    max_dims: int
+    data_types: Tuple[DataType, ...]
+
+
+# The seed tables, transcribed row for row ("<operator> <level>" opens a table).
+_TABLES = """
+QuantizeLinear 1.0
+InputTensor           | Input          | 4      | FLOAT32
+ScaleTensor           | Input          | 4      | FLOAT32
+ZeroPointTensor       | Input          | 4      | UINT8
+OutputTensor          | Output         | 4      | UINT8
+
+QuantizeLinear 2.1
+InputTensor           | Input          | 4      | FLOAT32, INT32
+ScaleTensor           | Input          | 4      | FLOAT32
+ZeroPointTensor       | Input          | 4      | INT8, UINT8
+OutputTensor          | Output         | 4      | INT8, UINT8
+
+QuantizeLinear 3.0
+InputTensor           | Input          | 1 to 8 | FLOAT32, INT32
+ScaleTensor           | Input          | 1 to 8 | FLOAT32
+ZeroPointTensor       | Input          | 1 to 8 | INT8, UINT8
+OutputTensor          | Output         | 1 to 8 | INT8, UINT8
+
+QuantizeLinear 6.0
+InputTensor           | Input          | 1 to 8 | FLOAT32, FLOAT16, INT32
+ScaleTensor           | Input          | 1 to 8 | FLOAT32, FLOAT16
+ZeroPointTensor       | Input          | 1 to 8 | INT8, UINT8
+OutputTensor          | Output         | 1 to 8 | INT8, UINT8
+
+QuantizeLinear 6.2
+InputTensor           | Input          | 1 to 8 | FLOAT32, FLOAT16, INT32
+ScaleTensor           | Input          | 1 to 8 | FLOAT32, FLOAT16
+ZeroPointTensor       | Optional input | 1 to 8 | INT8, UINT8
+OutputTensor          | Output         | 1 to 8 | INT8, UINT8
+
+DequantizeLinear 1.0
+InputTensor           | Input          | 4      | UINT8
+ScaleTensor           | Input          | 4      | FLOAT32
+ZeroPointTensor       | Input          | 4      | UINT8
+OutputTensor          | Output         | 4      | FLOAT32
+
+DequantizeLinear 2.1
+InputTensor           | Input          | 4      | INT32, INT16, INT8, UINT32, UINT16, UINT8
+ScaleTensor           | Input          | 4      | FLOAT32
+ZeroPointTensor       | Input          | 4      | INT32, INT16, INT8, UINT32, UINT16, UINT8
+OutputTensor          | Output         | 4      | FLOAT32
+
+DequantizeLinear 3.0
+InputTensor           | Input          | 1 to 8 | INT32, INT16, INT8, UINT32, UINT16, UINT8
+ScaleTensor           | Input          | 1 to 8 | FLOAT32
+ZeroPointTensor       | Input          | 1 to 8 | INT32, INT16, INT8, UINT32, UINT16, UINT8
+OutputTensor          | Output         | 1 to 8 | FLOAT32
+
+DequantizeLinear 6.0
+InputTensor           | Input          | 1 to 8 | INT32, INT16, INT8, UINT32, UINT16, UINT8
+ScaleTensor           | Input          | 1 to 8 | FLOAT32, FLOAT16
+ZeroPointTensor       | Input          | 1 to 8 | INT32, INT16, INT8, UINT32, UINT16, UINT8
+OutputTensor          | Output         | 1 to 8 | FLOAT32, FLOAT16
+
+DequantizeLinear 6.2
+InputTensor           | Input          | 1 to 8 | INT32, INT16, INT8, UINT32, UINT16, UINT8
+ScaleTensor           | Input          | 1 to 8 | FLOAT32, FLOAT16
+ZeroPointTensor       | Optional input | 1 to 8 | INT32, INT16, INT8, UINT32, UINT16, UINT8
+OutputTensor          | Output         | 1 to 8 | FLOAT32, FLOAT16
+
+QuantizedLinearAdd 4.0
+ATensor               | Input          | 1 to 8 | INT8, UINT8
+AScaleTensor          | Input          | 1 to 8 | FLOAT32
+AZeroPointTensor      | Optional input | 1 to 8 | INT8, UINT8
+BTensor               | Input          | 1 to 8 | INT8, UINT8
+BScaleTensor          | Input          | 1 to 8 | FLOAT32
+BZeroPointTensor      | Optional input | 1 to 8 | INT8, UINT8
+OutputScaleTensor     | Input          | 1 to 8 | FLOAT32
+OutputZeroPointTensor | Optional input | 1 to 8 | INT8, UINT8
+OutputTensor          | Output         | 1 to 8 | INT8, UINT8
+
+QuantizedLinearMatrixMultiply 2.1
+ATensor               | Input          | 4      | INT8, UINT8
+AScaleTensor          | Input          | 4      | FLOAT32
+AZeroPointTensor      | Optional input | 4      | INT8, UINT8
+BTensor               | Input          | 4      | INT8, UINT8
+BScaleTensor          | Input          | 4      | FLOAT32
+BZeroPointTensor      | Optional input | 4      | INT8, UINT8
+OutputScaleTensor     | Input          | 4      | FLOAT32
+OutputZeroPointTensor | Optional input | 4      | INT8, UINT8
+OutputTensor          | Output         | 4      | INT8, UINT8
+
+QuantizedLinearAveragePooling 6.2
+InputTensor           | Input          | 4 to 5 | INT8, UINT8
+InputScaleTensor      | Input          | 1 to 5 | FLOAT32
+InputZeroPointTensor  | Optional input | 1 to 5 | INT8, UINT8
+OutputScaleTensor     | Input          | 1 to 5 | FLOAT32
+OutputZeroPointTensor | Optional input | 1 to 5 | INT8, UINT8
+OutputTensor          | Output         | 4 to 5 | INT8, UINT8
+"""
+
+
+def _parse_tables(text: str) -> Dict[str, Dict[str, Dict[str, TensorSupport]]]:
+    tables: Dict[str, Dict[str, Dict[str, TensorSupport]]] = {}
+    rows = None
+    for line in text.strip().splitlines():
+        if not line.strip():
+            continue
+        if "|" not in line:
+            operator, level = line.split()
+            rows = tables.setdefault(operator, {})[level] = {}
+            continue
+        field, kind, dims, types = (cell.strip() for cell in line.split("|"))
+        lo, _, hi = dims.partition(" to ")
+        rows[field] = TensorSupport(kind, int(lo), int(hi or lo),
+                                    tuple(DataType[t.strip()] for t in types.split(",")))
+    return tables
+
+
+SUPPORT = _parse_tables(_TABLES)
+
+# The "Tensor constraints" bullets, in the seeds' words: pairs that share a DataType,
+# groups that share DimensionCount, groups that share Sizes.
+SAME_DATA_TYPE = {
+    "QuantizeLinear": (("OutputTensor", "ZeroPointTensor"),),
+    "DequantizeLinear": (("InputTensor", "ZeroPointTensor"), ("OutputTensor", "ScaleTensor")),
+    "QuantizedLinearAdd": (("BTensor", "BZeroPointTensor"),
+                           ("OutputTensor", "OutputZeroPointTensor"),
+                           ("ATensor", "AZeroPointTensor")),
+    "QuantizedLinearMatrixMultiply": (("ATensor", "AZeroPointTensor"),
+                                      ("BTensor", "BZeroPointTensor"),
+                                      ("OutputTensor", "OutputZeroPointTensor")),
+    "QuantizedLinearAveragePooling": (("InputTensor", "InputZeroPointTensor"),
+                                      ("OutputTensor", "OutputZeroPointTensor")),
+}
+_ELEMENTWISE = ("InputTensor", "OutputTensor", "ScaleTensor", "ZeroPointTensor")
+SAME_DIMENSION_COUNT = {
+    "QuantizeLinear": _ELEMENTWISE,
+    "DequantizeLinear": _ELEMENTWISE,
+    "QuantizedLinearAdd": ("ATensor", "AScaleTensor", "AZeroPointTensor", "BScaleTensor",
+                           "BTensor", "BZeroPointTensor", "OutputScaleTensor", "OutputTensor",
+                           "OutputZeroPointTensor"),
+    "QuantizedLinearAveragePooling": ("InputTensor", "OutputTensor"),
+}
+SAME_SIZES = {"QuantizeLinear": _ELEMENTWISE, "DequantizeLinear": _ELEMENTWISE}
+
+_DESC_BY_OPERATOR = {cls.OPERATOR: cls for cls in OPERATOR_DESCS}
+_UINT_MAX = 2**32 - 1
+
+
+def _key(level: str) -> Tuple[int, int]:
+    major, minor = level.split(".")
+    return int(major), int(minor)
+
+
+def parse_feature_level(level) -> str:
+    """"6.2", "6_2", 6.2 or "DML_FEATURE_LEVEL_6_2" -> "6.2"; anything else is a DescError."""
+    if isinstance(level, float):
+        text = str(level)
+    elif isinstance(level, str):
+        text = level.strip()
+        if text.upper().startswith("DML_FEATURE_LEVEL_"):
+            text = text[len("DML_FEATURE_LEVEL_"):]
+        text = text.replace("_", ".")
+    else:
+        text = None
+    if text not in FEATURE_LEVELS:
+        raise DescError(f"unknown DirectML feature level {level!r} "
+                        f"(expected one of {', '.join(FEATURE_LEVELS)})")
+    return text
+
+
+def support_table(operator: str, feature_level=DEFAULT_FEATURE_LEVEL) -> Dict[str, TensorSupport]:
+    """The table that applies to ``operator`` at ``feature_level``: the latest one at
+    or below it. Refuses a level below the operator's introducing level."""
+    level = parse_feature_level(feature_level)
+    if operator not in SUPPORT:
+        raise DescError(f"unknown operator {operator!r}")
+    introduced = _DESC_BY_OPERATOR[operator].FEATURE_LEVEL
+    if _key(level) < _key(introduced):
+        raise DescError(f"{operator}: introduced in feature level {introduced}, "
+                        f"not available at feature level {level}")
+    tables = SUPPORT[operator]
+    return tables[max((lv for lv in tables if _key(lv) <= _key(level)), key=_key)]
+
+
+def _names(types) -> str:
+    return ", ".join(t.name for t in types)
+
+
+def check_data_type(op: str, field: str, dt: DataType, allowed, feature_level=None) -> None:
+    """DescError unless ``dt`` is one of ``allowed``."""
+    if dt not in allowed:
+        at = f" at feature level {feature_level}" if feature_level else ""
+        raise DescError(f"{op}: {field} DataType must be one of {_names(allowed)}{at} "
+                        f"(got {dt.name})")
+
+
+def _check_rows(op, level, table, tensors):
+    for field, row in table.items():
+        t = tensors[field]
+        if t is None:
+            if row.kind != OPTIONAL_INPUT:
+                raise DescError(f"{op}: {field} is required (feature level {level})")
+            continue
+        n = t.dimension_count
+        if not row.min_dims <= n <= row.max_dims:
+            dims = (str(row.min_dims) if row.min_dims == row.max_dims
+                    else f"{row.min_dims} to {row.max_dims}")
+            raise DescError(f"{op}: {field} DimensionCount must be {dims} at feature level "
+                            f"{level} (got {n})")
+        check_data_type(op, field, t.data_type, row.data_types, level)
+
+
+def _check_bullets(op, tensors):
+    for a, b in SAME_DATA_TYPE.get(op, ()):
+        ta, tb = tensors[a], tensors[b]
+        if ta is not None and tb is not None and ta.data_type != tb.data_type:
+            raise DescError(f"{op}: {a} and {b} must have the same DataType "
+                            f"(got {ta.data_type.name} and {tb.data_type.name})")
+    for rule, attr in ((SAME_DIMENSION_COUNT, "dimension_count"), (SAME_SIZES, "sizes")):
+        present = [(f, tensors[f]) for f in rule.get(op, ()) if tensors[f] is not None]
+        for f, t in present[1:]:
+            f0, t0 = present[0]
+            if getattr(t, attr) != getattr(t0, attr):
+                what = "DimensionCount" if attr == "dimension_count" else "Sizes"
+                raise DescError(f"{op}: {f0} and {f} must have the same {what} "
+                                f"(got {getattr(t0, attr)} and {getattr(t, attr)})")
+
+
+def _check_quantize(desc, t):
+    x, s = t["InputTensor"], t["ScaleTensor"]
+    if x.data_type == DataType.INT32:
+        if s.data_type != DataType.FLOAT32:
+            raise DescError(f"{desc.OPERATOR}: ScaleTensor must be FLOAT32 when InputTensor is "
+                            f"INT32 (got {s.data_type.name})")
+    elif s.data_type != x.data_type:
+        raise DescError(f"{desc.OPERATOR}: ScaleTensor and InputTensor must have the same "
+                        f"DataType (got {s.data_type.name} and {x.data_type.name})")
+
+
+def _check_add(desc, t):
+    op, y = desc.OPERATOR, t["OutputTensor"]
+    for f in ("AScaleTensor", "AZeroPointTensor", "BScaleTensor", "BZeroPointTensor",
+              "OutputScaleTensor", "OutputZeroPointTensor"):
+        if t[f] is not None and t[f].element_count != 1:
+            raise DescError(f"{op}: {f} must have exactly 1 element (got Sizes {t[f].sizes})")
+    # dmlq extension: A and B may broadcast NumPy-style (each dim 1 or the output's).
+    # DirectML broadcasts through stride-0 strides with equal Sizes, which passes too.
+    for f in ("ATensor", "BTensor"):
+        if any(n not in (1, m) for n, m in zip(t[f].sizes, y.sizes)):
+            raise DescError(f"{op}: {f} Sizes {t[f].sizes} must broadcast to OutputTensor Sizes "
+                            f"{y.sizes} (each dimension 1 or equal to the output's)")
+
+
+def _check_matmul(desc, t):
+    op = desc.OPERATOR
+    a, b, y = t["ATensor"], t["BTensor"], t["OutputTensor"]
+    (m, k), (k2, n) = a.sizes[2:], b.sizes[2:]
+    if k != k2:
+        raise DescError(f"{op}: ATensor Sizes[3] and BTensor Sizes[2] (K) must be equal "
+                        f"(got {k} and {k2})")
+    if y.sizes[2:] != (m, n):
+        raise DescError(f"{op}: OutputTensor Sizes[2:] must be (M, N) = ({m}, {n}) "
+                        f"(got {y.sizes[2:]})")
+    for f in ("ATensor", "BTensor"):
+        for i, what in ((0, "BatchCount"), (1, "ChannelCount")):
+            if t[f].sizes[i] not in (1, y.sizes[i]):
+                raise DescError(f"{op}: {f} Sizes[{i}] ({what}) must be 1 or OutputTensor's "
+                                f"{y.sizes[i]} (got {t[f].sizes[i]})")
+    per_row, per_col = (1, 1, m, 1), (1, 1, 1, n)
+    for f, axis, shape in (("AScaleTensor", "row", per_row), ("AZeroPointTensor", "row", per_row),
+                           ("BScaleTensor", "column", per_col),
+                           ("BZeroPointTensor", "column", per_col),
+                           ("OutputScaleTensor", "row", per_row),
+                           ("OutputZeroPointTensor", "row", per_row)):
+        if t[f] is not None and t[f].sizes not in ((1, 1, 1, 1), shape):
+            raise DescError(f"{op}: {f} Sizes must be (1, 1, 1, 1) (per tensor) or {shape} "
+                            f"(per {axis}) (got {t[f].sizes})")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _check_pooling(desc, t):
+    op = desc.OPERATOR
+    x, y = t["InputTensor"], t["OutputTensor"]
+    dc = desc.dimension_count
+    if dc is None:
+        raise DescError(f"{op}: DimensionCount is required")
+    if not _is_int(dc) or dc not in (2, 3):
+        raise DescError(f"{op}: DimensionCount must be 2 or 3 (got {dc!r})")
+    if x.dimension_count != dc + 2:
+        raise DescError(f"{op}: InputTensor must have DimensionCount + 2 = {dc + 2} dimensions "
+                        f"(got {x.dimension_count})")
+    arrays = {}
+    for name, least in (("strides", 1), ("window_size", 1), ("start_padding", 0),
+                        ("end_padding", 0), ("dilations", 1)):
+        field, value = dml_name(name), getattr(desc, name)
+        if value is None:
+            raise DescError(f"{op}: {field} is required")
+        if not isinstance(value, tuple):
+            raise DescError(f"{op}: {field} must be a sequence of DimensionCount ({dc}) "
+                            f"integers (got {value!r})")
+        if len(value) != dc:
+            raise DescError(f"{op}: {field} must have DimensionCount ({dc}) elements "
+                            f"(got {len(value)}: {value})")
+        if not all(_is_int(v) for v in value):
+            raise DescError(f"{op}: {field} must hold integers (got {value!r})")
+        if any(v < least for v in value):
+            raise DescError(f"{op}: {field} values must be >= {least} (got {value})")
+        if any(v > _UINT_MAX for v in value):
+            raise DescError(f"{op}: {field} values must fit in a UINT (got {value})")
+        arrays[name] = tuple(int(v) for v in value)
+    if not isinstance(desc.include_padding, (bool, np.bool_)):
+        raise DescError(f"{op}: IncludePadding must be a bool (got {desc.include_padding!r})")
+    for i, what in ((0, "BatchCount"), (1, "ChannelCount")):
+        if y.sizes[i] != x.sizes[i]:
+            raise DescError(f"{op}: OutputTensor Sizes[{i}] ({what}) must equal InputTensor's "
+                            f"{x.sizes[i]} (got {y.sizes[i]})")
+    for i in range(dc):
+        size, w, s, sp, ep, d = (x.sizes[2 + i], *(arrays[k][i] for k in (
+            "window_size", "strides", "start_padding", "end_padding", "dilations")))
+        floor_size, _ = pool_output_size(size, w, s, sp, ep, d)
+        accepted = pool_output_accepted(size, w, s, sp, ep, d)
+        if floor_size <= 0:
+            raise DescError(
+                f"{op}: WindowSize[{i}] = {w} with Dilations[{i}] = {d} spans {(w - 1) * d + 1} "
+                f"elements, more than the padded InputTensor size {size + sp + ep}")
+        if y.sizes[2 + i] not in accepted:
+            also = f" or {accepted[1]} (ceil mode)" if len(accepted) > 1 else ""
+            raise DescError(f"{op}: OutputTensor Sizes[{2 + i}] must be {floor_size}{also} "
+                            f"(got {y.sizes[2 + i]})")
+    c = x.sizes[1]
+    for f in ("InputScaleTensor", "InputZeroPointTensor", "OutputScaleTensor",
+              "OutputZeroPointTensor"):
+        if t[f] is None or t[f].element_count == 1:
+            continue  # absent, or per tensor
+        sizes = t[f].sizes
+        if not (sizes == (c,) or len(sizes) >= 2 and sizes[1] == c
+                and all(n == 1 for i, n in enumerate(sizes) if i != 1)):
+            raise DescError(f"{op}: {f} must have 1 element (per tensor) or ChannelCount = {c} "
+                            f"elements at dimension 1 (per channel) (got Sizes {sizes})")
+
+
+def _check_no_self_alias(op, field, t):
+    """Refuse strides that map two indices to one element (conservative test: with
+    the dims sorted by stride, each stride must clear the extent of the ones before)."""
+    if t is None or t.strides is None or t.element_count == 0:
+        return
+    extent = 1
+    for stride, size in sorted((s, n) for s, n in zip(t.strides, t.sizes) if n > 1):
+        if stride < extent:
+            raise DescError(f"{op}: {field} Strides {t.strides} with Sizes {t.sizes} make "
+                            f"different elements share memory; an output must not alias itself")
+        extent += stride * (size - 1)
+
+
+_RULES = {
+    "QuantizeLinear": _check_quantize,
+    "QuantizedLinearAdd": _check_add,
+    "QuantizedLinearMatrixMultiply": _check_matmul,
+    "QuantizedLinearAveragePooling": _check_pooling,
+}
+
+
+def validate(desc, feature_level=DEFAULT_FEATURE_LEVEL) -> None:
+    """Check every seed rule for ``desc`` at ``feature_level``; DescError on a violation,
+    TypeError for something that is not an operator desc or a TensorDesc field."""
+    if not isinstance(desc, OPERATOR_DESCS):
+        raise TypeError(f"not a dmlq operator desc: {type(desc).__name__}")
+    op = desc.OPERATOR
+    tensors = {}
+    for name, value in desc.tensor_fields():
+        if value is not None and not isinstance(value, TensorDesc):
+            raise TypeError(f"{op}: {dml_name(name)} must be a TensorDesc or None "
+                            f"(got {type(value).__name__})")
+        tensors[dml_name(name)] = value
+    level = parse_feature_level(feature_level)
+    table = support_table(op, level)
+    _check_rows(op, level, table, tensors)
+    _check_bullets(op, tensors)
+    if op in _RULES:
+        _RULES[op](desc, tensors)
+    for field, row in table.items():
+        if row.kind == OUTPUT:
+            _check_no_self_alias(op, field, tensors[field])
