@@ -27,6 +27,11 @@ def _load(name):
 
 
 limits_mod = _load("limits")
+W = _load("workloads")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cpu: a benchmark that needs no GPU (runs everywhere)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -35,6 +40,8 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason=f"benchmarks need a CUDA GPU: {why}")
     for item in items:
+        if "cpu" in item.keywords:
+            continue
         if BENCH_DIR in Path(str(item.fspath)).resolve().parents:
             item.add_marker(skip)
 
@@ -60,12 +67,12 @@ def run_bench(benchmark, limits):
     def run(group, impl):
         import cupy
 
-        case = B.find_case(group)
+        case = W.find_case(group)
         benchmark.group = case.group
         seed = int(np.random.SeedSequence().entropy % 2**32)
         print(f"seed={seed}")
         try:
-            prep = B.prepare(case, impl, limits, seed)
+            prep = W.prepare(case, impl, limits, seed)
         except B.Unavailable as e:
             pytest.skip(str(e))
         with prep.stream if prep.stream is not None else cupy.cuda.get_current_stream():

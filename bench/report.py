@@ -23,6 +23,75 @@ except ImportError:  # run from a checkout without PYTHONPATH: the repo root is 
     from dmlq import bench as B
 
 
+# ------------------------------------------------------------------ summaries
+
+def _median(bench):
+    stats = bench.get("stats") or {}
+    return stats.get("median")
+
+
+def summarize(benchmarks):
+    """One row per group: the fastest dmlq entry against the limit and the fastest peer.
+
+    ``benchmarks`` are pytest-benchmark JSON entries (group, stats.median,
+    extra_info). Speedup = best peer time / best dmlq time.
+    """
+    groups = {}
+    for b in benchmarks:
+        info = b.get("extra_info") or {}
+        impl = info.get("impl") or (b.get("params") or {}).get("impl")
+        if b.get("group") and impl and _median(b):
+            groups.setdefault(b["group"], []).append((impl, _median(b), info))
+    rows = []
+    for group, entries in groups.items():
+        op, dtype, shape = (group.split("/", 2) + ["", ""])[:3]
+        dm = [e for e in entries if e[0].startswith("dmlq:")]
+        peers = [e for e in entries if e[0].startswith("peer:")]
+        if not dm:
+            continue
+        best = min(dm, key=lambda e: e[1])
+        peer = min(peers, key=lambda e: e[1]) if peers else None
+        unit = B.unit_of(group)
+        key = "tops" if unit == "TOPS" else "gb_per_s"
+        rows.append({
+            "group": group, "op": op, "dtype": dtype, "shape": shape, "unit": unit,
+            "impl": best[0], "time_s": best[1], "achieved": best[2].get(key),
+            "limit": best[2].get("limit"), "fraction": best[2].get("fraction_of_limit"),
+            "peer": peer[0] if peer else None, "peer_time_s": peer[1] if peer else None,
+            "peer_achieved": peer[2].get(key) if peer else None,
+            "speedup": (peer[1] / best[1]) if peer else None,
+            "bytes": best[2].get("bytes"), "ops": best[2].get("ops"),
+            "entries": {impl: {"time_s": t, "achieved": info.get(key), "limit": info.get("limit")}
+                        for impl, t, info in entries},
+        })
+    return rows
+
+
+format_time = B.format_time
+
+
+def format_row(row):
+    """Cells: operator, dtype, shape, dmlq impl, time, achieved, limit, % of limit, peer, peer time, speedup."""
+    fmt = lambda v: "-" if v is None else f"{v:,.1f}" if v >= 10 else f"{v:.3g}"  # noqa: E731
+    return [row["op"], row["dtype"], row["shape"], row["impl"], format_time(row["time_s"]),
+            f"{fmt(row['achieved'])} {row['unit']}", f"{fmt(row['limit'])} {row['unit']}",
+            "-" if row["fraction"] is None else f"{100 * row['fraction']:.1f}%",
+            row["peer"] or "-", format_time(row["peer_time_s"]),
+            "-" if row["speedup"] is None else f"{row['speedup']:.2f}x"]
+
+
+HEADER = ["operator", "dtype", "shape", "dmlq", "time", "achieved", "limit", "% of limit",
+          "best peer", "peer time", "speedup"]
+
+
+def text_table(rows):
+    cells = [HEADER] + [format_row(r) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)
@@ -54,10 +123,10 @@ def provenance(data, source=None):
 
 
 def markdown(data, source=None):
-    rows = B.summarize(data.get("benchmarks", []))
+    rows = summarize(data.get("benchmarks", []))
     lines = [provenance(data, source), "",
-             "| " + " | ".join(B.HEADER) + " |", "|" + " --- |" * len(B.HEADER)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in B.format_row(r)) + " |" for r in rows]
+             "| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in format_row(r)) + " |" for r in rows]
     lines.append("")
     lines.append("time: median per call; achieved and limit in GB/s (element-wise, pooling, overhead, "
                  "graph) or TOPS (matmul, roofline min(peak, ops x copy bandwidth / bytes)); "
@@ -74,7 +143,7 @@ def plot(data, outdir):
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    rows = B.summarize(data.get("benchmarks", []))
+    rows = summarize(data.get("benchmarks", []))
     families = {}
     for r in rows:
         families.setdefault(r["op"], []).append(r)

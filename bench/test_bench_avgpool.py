@@ -4,10 +4,11 @@ expression and torch avg_pool2d/3d on the dequantized float16 tensor, in GB/s
 (input + output bytes) against the same-run copy bandwidth."""
 import pytest
 
+import workloads as W
 from dmlq import bench as B
 
 pytestmark = pytest.mark.benchmark(timer=B.gpu_timer, disable_gc=True)
-PARAMS = B.case_impls(B.avgpool_cases())
+PARAMS = B.case_impls(W.avgpool_cases())
 
 
 @pytest.mark.parametrize("group, impl", PARAMS, ids=[f"{g}|{i}" for g, i in PARAMS])

@@ -5,10 +5,11 @@ float16/float32 matmul on dequantized inputs, in TOPS against the roofline
 min(peak, ops * copy_bw / bytes); dp4a variants against the dp4a peak."""
 import pytest
 
+import workloads as W
 from dmlq import bench as B
 
 pytestmark = pytest.mark.benchmark(timer=B.gpu_timer, disable_gc=True)
-PARAMS = B.case_impls(B.matmul_cases())
+PARAMS = B.case_impls(W.matmul_cases())
 
 
 @pytest.mark.parametrize("group, impl", PARAMS, ids=[f"{g}|{i}" for g, i in PARAMS])

@@ -1,53 +1,70 @@
-"""python -m dmlq {info, check, bench}"""
+"""The command line: ``python -m dmlq {info, check, bench}`` (also installed as ``dmlq``)."""
 from __future__ import annotations
 
 import argparse
+import platform
 import sys
 
+DESCRIPTION = "dmlq: DirectML's quantized operators, bit-exact, on NumPy and NVIDIA GPUs."
 
-def info() -> int:
+COMMANDS = {
+    "info": "Print the versions of Python, NumPy and CuPy, the CUDA driver, runtime and NVRTC, "
+            "and each GPU, or say plainly that there is no GPU or driver.",
+    "check": "Run the numeric contract's hand-worked edge cases through every backend present "
+             "(the NumPy reference; on a GPU also the CUDA kernels, plus every operator and dtype "
+             "combination on random data); print what ran where and exit 1 on any mismatch.",
+    "bench": "Time dmlq against same-run hardware limits and the peers present (CuPy, torch) "
+             "on a GPU, as a quick table; without a GPU it says so and measures nothing.",
+}
+
+
+def info(args=None) -> int:
     import numpy as np
 
     import dmlq
 
     print(f"dmlq {dmlq.__version__}")
-    print(f"numpy {np.__version__}")
-    try:
-        import cupy
-    except ImportError:
-        print("cupy: not installed (pip install 'dmlq[cuda13]' or 'dmlq[cuda12]')")
-        print("GPU: none (no CuPy)")
-        return 0
-    print(f"cupy {cupy.__version__}")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-        for i in range(count):
-            props = cupy.cuda.runtime.getDeviceProperties(i)
-            name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-            print(f"GPU {i}: {name}, compute capability {props['major']}.{props['minor']}, "
-                  f"{props['multiProcessorCount']} SMs")
-        print(f"CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}, driver {cupy.cuda.runtime.driverGetVersion()}")
-        if count == 0:
-            print("GPU: none")
-    except Exception as e:
-        print(f"GPU: none ({type(e).__name__}: {str(e).splitlines()[0]})")
+    print(f"Python {platform.python_version()} ({sys.executable})")
+    print(f"NumPy {np.__version__}")
+    from .check import gpu_report
+
+    for line in gpu_report()[0]:
+        print(line)
     return 0
 
 
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m dmlq", description=DESCRIPTION,
+        epilog="Run `python -m dmlq <command> --help` for a command's options.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"dmlq {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,check,bench}", title="commands")
+    sub.required = True
+    sub.add_parser("info", help=COMMANDS["info"], description=COMMANDS["info"])
+    check = sub.add_parser("check", help=COMMANDS["check"], description=COMMANDS["check"])
+    check.add_argument("--seed", type=int, default=0,
+                       help="seed of the random data compared on a GPU (default 0)")
+    bench = sub.add_parser("bench", help=COMMANDS["bench"], description=COMMANDS["bench"] + (
+        " The full suite is `python -m pytest bench --benchmark-json=<file>.json` from a checkout."))
+    bench.add_argument("--only", default="", help="run only groups whose name contains this text")
+    bench.add_argument("--variants", action="store_true", help="also time every forced kernel variant")
+    bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    return parser
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dmlq", description=__doc__)
-    parser.add_argument("command", choices=("info", "check", "bench"))
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
-    ns = parser.parse_args(argv)
+    ns = _parser().parse_args(argv)  # unknown options and commands exit 2, --help exits 0
     if ns.command == "info":
-        return info()
+        return info(ns)
     if ns.command == "check":
-        from .check import main as check
+        from .check import run
 
-        return check(ns.rest)
-    from .bench import main as bench
+        return run(seed=ns.seed)
+    from .bench import run as bench
 
-    return bench(ns.rest)
+    return bench(only=ns.only, variants=ns.variants, json_path=ns.json)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,11 @@
-"""Benchmark machinery shared by bench/ and ``python -m dmlq bench``.
+"""What ``python -m dmlq bench`` needs, shared with the full suite in bench/.
 
-bench/ (the pytest-benchmark suite, not in the wheel) imports this module; this
-module never imports bench/. Nothing here touches CuPy or a GPU at import time.
+Here: peak formulas, device facts, timing, same-run limits, result records, the
+quick groups (:func:`quick_cases`) with the builders that prepare every dmlq
+implementation and peer of them, and the quick runner. In bench/ (a checkout
+only, not installed): the full suite's workloads (bench/workloads.py), the
+pytest-benchmark plumbing and the report (bench/report.py). This module never
+imports bench/, and nothing here touches CuPy or a GPU at import time.
 
 Timing: CUDA events recorded on the current stream and synchronized, so every
 timed span ends with the GPU work complete. A span holds ``iterations``
@@ -370,85 +374,54 @@ MiB = 1 << 20
 COLS = 4096
 
 
-def _ew(op, dtype, in_dtype, nbytes, axis=None, quick=False, **p):
+def elementwise_case(op, dtype, in_dtype, nbytes, axis=None, quick=False, **p):
+    """An element-wise group over a (rows, 4096) array of ``nbytes`` of (first) input."""
     rows = nbytes // np.dtype(in_dtype).itemsize // COLS
     shape = f"{rows}x{COLS}" + (":axis1" if axis else "")
     return Case(op, dtype, shape, dict(shape=(rows, COLS), axis=axis, **p), quick=quick)
 
 
-def elementwise_cases():
-    """Quantize / dequantize / add with 256 MiB and 1 GiB of (first) input."""
-    cases = []
-    for nbytes in (256 * MiB, 1024 * MiB):
-        small = nbytes == 256 * MiB
-        cases += [
-            _ew("quantize", "float32->uint8", "float32", nbytes, quick=small, x="float32", q="uint8"),
-            _ew("quantize", "float16->int8", "float16", nbytes, x="float16", q="int8"),
-            _ew("dequantize", "uint8->float32", "uint8", nbytes, quick=small, q="uint8", y="float32"),
-            _ew("dequantize", "int8->float16", "int8", nbytes, q="int8", y="float16"),
-            _ew("add", "uint8+uint8->uint8", "uint8", nbytes, quick=small, a="uint8", b="uint8", q="uint8"),
-            _ew("add", "int8+uint8->int8", "uint8", nbytes, a="int8", b="uint8", q="int8"),
-        ]
-    cases += [  # per-axis scale and zero point (a (1, 4096) row vector)
-        _ew("quantize", "float32->uint8", "float32", 256 * MiB, axis=1, x="float32", q="uint8"),
-        _ew("dequantize", "uint8->float32", "uint8", 256 * MiB, axis=1, q="uint8", y="float32"),
-    ]
-    return cases
+OVERHEAD_N = 1024
 
 
-LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336))
-QUICK_MATMUL = ((4096, 4096, 4096), (16, 4096, 14336), (2048, 14336, 4096))
-
-
-def matmul_cases():
+def matmul_case(m, n, k, quick=False):
     """int8 x int8 -> int8, zero points omitted (what torch._int_mm supports)."""
-    shapes = [(4096, 4096, 4096), (8192, 8192, 8192)]
-    shapes += [(m, n, k) for m in (16, 128, 2048) for n, k in LLM_NK]
-    return [Case("matmul", "int8", f"M={m},N={n},K={k}", dict(M=m, N=n, K=k),
-                 quick=(m, n, k) in QUICK_MATMUL) for m, n, k in shapes]
-
-
-POOLS = (  # label, input shape, window, strides, padding (start = end)
-    ("64x64x112x112:k3s2p1", (64, 64, 112, 112), (3, 3), (2, 2), (1, 1), False),
-    ("256x256x56x56:k2s2", (256, 256, 56, 56), (2, 2), (2, 2), (0, 0), True),
-    ("64x256x56x56:k3s1p1", (64, 256, 56, 56), (3, 3), (1, 1), (1, 1), False),
-    ("8x64x16x56x56:k2s2", (8, 64, 16, 56, 56), (2, 2, 2), (2, 2, 2), (0, 0, 0), True),
-)
+    return Case("matmul", "int8", f"M={m},N={n},K={k}", dict(M=m, N=n, K=k), quick=quick)
 
 
 def pool_out_size(n, w, s, sp, ep):
     return (n + sp + ep - w) // s + 1
 
 
-def avgpool_cases():
-    cases = []
-    for label, shape, window, strides, pad, quick in POOLS:
-        out = tuple(pool_out_size(n, w, s, p, p) for n, w, s, p in zip(shape[2:], window, strides, pad))
-        cases.append(Case("avgpool", "uint8", label, dict(shape=shape, window=window, strides=strides,
-                                                          pad=pad, out=shape[:2] + out), quick=quick))
-    return cases
+def avgpool_case(label, shape, window, strides, pad, quick=False):
+    """A uint8 pooling group; ``pad`` is both the start and the end padding."""
+    out = tuple(pool_out_size(n, w, s, p, p) for n, w, s, p in zip(shape[2:], window, strides, pad))
+    return Case("avgpool", "uint8", label, dict(shape=shape, window=window, strides=strides, pad=pad,
+                                                  out=shape[:2] + out), quick=quick)
 
 
-OVERHEAD_N = 1024
-GRAPH_SHAPE = (256, 1024)
-GRAPH_REPEAT = 4
+def overhead_case():
+    return Case("overhead", "float32->uint8", str(OVERHEAD_N), dict(n=OVERHEAD_N), quick=True,
+                rounds=200, round_s=0.002)
 
 
-def overhead_cases():
-    return [Case("overhead", "float32->uint8", str(OVERHEAD_N), dict(n=OVERHEAD_N), quick=True,
-                 rounds=200, round_s=0.002)]
+def quick_cases():
+    """The groups ``python -m dmlq bench`` times: one or more per operator family.
 
-
-def graph_cases():
-    r, c = GRAPH_SHAPE
-    return [Case("graph", "float32->uint8->float32", f"{r}x{c}:x{GRAPH_REPEAT}",
-                 dict(shape=GRAPH_SHAPE, repeat=GRAPH_REPEAT), rounds=50, round_s=0.005)]
-
-
-def all_cases():
-    return elementwise_cases() + matmul_cases() + avgpool_cases() + overhead_cases() + graph_cases()
-
-
+    The full suite's workloads (bench/workloads.py, not installed) include these.
+    """
+    return [
+        elementwise_case("quantize", "float32->uint8", "float32", 256 * MiB, quick=True, x="float32", q="uint8"),
+        elementwise_case("dequantize", "uint8->float32", "uint8", 256 * MiB, quick=True, q="uint8", y="float32"),
+        elementwise_case("add", "uint8+uint8->uint8", "uint8", 256 * MiB, quick=True, a="uint8", b="uint8",
+                         q="uint8"),
+        matmul_case(4096, 4096, 4096, quick=True),
+        matmul_case(16, 4096, 14336, quick=True),
+        matmul_case(2048, 14336, 4096, quick=True),
+        avgpool_case("256x256x56x56:k2s2", (256, 256, 56, 56), (2, 2), (2, 2), (0, 0), quick=True),
+        avgpool_case("8x64x16x56x56:k2s2", (8, 64, 16, 56, 56), (2, 2, 2), (2, 2, 2), (0, 0, 0), quick=True),
+        overhead_case(),
+    ]
 # ----------------------------------------------------------------- implementations
 
 GPU_MODULES = {"quantize": "elementwise", "dequantize": "elementwise", "add": "elementwise",
@@ -506,13 +479,6 @@ def _applicable(case, names):
 def case_impls(cases, variants=True):
     """[(group, impl)] for every implementation of every case (pytest parameters)."""
     return [(c.group, impl) for c in cases for impl in impl_names(c, variants)]
-
-
-def find_case(group):
-    for case in all_cases():
-        if case.group == group:
-            return case
-    raise KeyError(group)
 
 
 def impl_names(case, variants=True):
@@ -607,7 +573,9 @@ def prepare(case, impl, limits, seed):
     """Buffers and a timed callable for ``impl`` on ``case``; raises Unavailable."""
     import cupy
 
-    builder = _BUILDERS[case.op]
+    builder = BUILDERS.get(case.op)
+    if builder is None:
+        raise Unavailable(f"no builder for {case.op!r} (bench/workloads.py registers the full suite's)")
     prep = builder(case, impl, limits, seed)
     if prep.stream is not None:
         with prep.stream:
@@ -991,71 +959,10 @@ def _build_overhead(case, impl, limits, seed):
     raise Unavailable(f"unknown implementation {impl}")
 
 
-# ---- CUDA graph of a sequence of calls ---------------------------------------------
-
-def _graph_sequence(impl, shape, repeat, seed):
-    """(enqueue-the-sequence callable, final output): quantize -> add -> dequantize, ``repeat`` times."""
-    import cupy
-
-    x = random_array(shape, np.float32, seed)
-    q, r, y = cupy.empty(shape, np.uint8), cupy.empty(shape, np.uint8), cupy.empty(shape, np.float32)
-    s, z = cupy.full((1,), 0.02, np.float32), cupy.full((1,), 128, np.uint8)
-    so = cupy.full((1,), 0.04, np.float32)
-    if impl.startswith("dmlq:"):
-        import dmlq
-
-        if all(hasattr(dmlq, f) for f in ("quantize_linear", "quantized_add", "dequantize_linear")):
-            step = (lambda: dmlq.quantize_linear(x, s, z, out=q),
-                    lambda: dmlq.quantized_add(q, s, z, q, s, z, so, z, out=r),
-                    lambda: dmlq.dequantize_linear(r, so, z, out=y))
-        else:
-            mod = gpu_module("quantize")
-            step = (lambda: mod.quantize_linear(x, s, z, q),
-                    lambda: mod.quantized_add(q, s, z, q, s, z, so, z, r),
-                    lambda: mod.dequantize_linear(r, so, z, y))
-    else:
-        kq, ka, kd = _cupy_kernel("quantize"), _cupy_kernel("add"), _cupy_kernel("dequantize")
-        step = (lambda: kq(x, 0.02, 128, 0, 255, q),
-                lambda: ka(q, q, 0.02, 128, 0.02, 128, 0.04, 128, 0, 255, r),
-                lambda: kd(r, 128, 0.04, y))
-
-    def run():
-        for _ in range(repeat):
-            for f in step:
-                f()
-    return run, y, 5 * x.size * repeat * 3  # about 5 bytes per element per op
-
-
-def _build_graph(case, impl, limits, seed):
-    import cupy
-
-    shape, repeat = case.p["shape"], case.p["repeat"]
-    stream = cupy.cuda.Stream(non_blocking=True)
-    n_ops = math.prod(shape) * 3 * repeat
-    with stream:
-        run, y, nbytes = _graph_sequence(impl, shape, repeat, seed)
-        _check_runs(run, impl)  # compiles and allocates everything before capture
-        if not impl.endswith("graph"):
-            return Prepared(run, nbytes, n_ops, limits.copy_gb_per_s, stream)
-        eager = y.copy()
-        stream.synchronize()
-        stream.begin_capture()
-        try:
-            run()
-        finally:
-            graph = stream.end_capture()
-        y.fill(0)
-        graph.launch(stream)
-        stream.synchronize()
-        if not bool(cupy.array_equal(y, eager)):
-            raise AssertionError(f"{impl}: the graph replay differs from the eager sequence")
-    return Prepared(lambda: graph.launch(stream), nbytes, n_ops, limits.copy_gb_per_s, stream,
-                    keep=(run, y, graph))
-
-
-_BUILDERS = {"quantize": _build_quantize, "dequantize": _build_dequantize, "add": _build_add,
-             "matmul": _build_matmul, "avgpool": _build_avgpool, "overhead": _build_overhead,
-             "graph": _build_graph}
+# op -> builder(case, impl, limits, seed) -> Prepared. bench/workloads.py adds the
+# builders of the full suite's extra families (the CUDA graph sequence).
+BUILDERS = {"quantize": _build_quantize, "dequantize": _build_dequantize, "add": _build_add,
+            "matmul": _build_matmul, "avgpool": _build_avgpool, "overhead": _build_overhead}
 
 
 def free_memory():
@@ -1070,49 +977,9 @@ def free_memory():
             torch.cuda.empty_cache()
 
 
-# ------------------------------------------------------------------ summaries
-
-def _median(bench):
-    stats = bench.get("stats") or {}
-    return stats.get("median")
 
 
-def summarize(benchmarks):
-    """One row per group: the fastest dmlq entry against the limit and the fastest peer.
-
-    ``benchmarks`` are pytest-benchmark JSON entries (group, stats.median,
-    extra_info). Speedup = best peer time / best dmlq time.
-    """
-    groups = {}
-    for b in benchmarks:
-        info = b.get("extra_info") or {}
-        impl = info.get("impl") or (b.get("params") or {}).get("impl")
-        if b.get("group") and impl and _median(b):
-            groups.setdefault(b["group"], []).append((impl, _median(b), info))
-    rows = []
-    for group, entries in groups.items():
-        op, dtype, shape = (group.split("/", 2) + ["", ""])[:3]
-        dm = [e for e in entries if e[0].startswith("dmlq:")]
-        peers = [e for e in entries if e[0].startswith("peer:")]
-        if not dm:
-            continue
-        best = min(dm, key=lambda e: e[1])
-        peer = min(peers, key=lambda e: e[1]) if peers else None
-        unit = unit_of(group)
-        key = "tops" if unit == "TOPS" else "gb_per_s"
-        rows.append({
-            "group": group, "op": op, "dtype": dtype, "shape": shape, "unit": unit,
-            "impl": best[0], "time_s": best[1], "achieved": best[2].get(key),
-            "limit": best[2].get("limit"), "fraction": best[2].get("fraction_of_limit"),
-            "peer": peer[0] if peer else None, "peer_time_s": peer[1] if peer else None,
-            "peer_achieved": peer[2].get(key) if peer else None,
-            "speedup": (peer[1] / best[1]) if peer else None,
-            "bytes": best[2].get("bytes"), "ops": best[2].get("ops"),
-            "entries": {impl: {"time_s": t, "achieved": info.get(key), "limit": info.get("limit")}
-                        for impl, t, info in entries},
-        })
-    return rows
-
+# ------------------------------------------------------------- quick runner (CLI)
 
 def format_time(seconds):
     if seconds is None:
@@ -1123,29 +990,28 @@ def format_time(seconds):
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def format_row(row):
-    """Cells: operator, dtype, shape, dmlq impl, time, achieved, limit, % of limit, peer, peer time, speedup."""
-    fmt = lambda v: "-" if v is None else f"{v:,.1f}" if v >= 10 else f"{v:.3g}"  # noqa: E731
-    return [row["op"], row["dtype"], row["shape"], row["impl"], format_time(row["time_s"]),
-            f"{fmt(row['achieved'])} {row['unit']}", f"{fmt(row['limit'])} {row['unit']}",
-            "-" if row["fraction"] is None else f"{100 * row['fraction']:.1f}%",
-            row["peer"] or "-", format_time(row["peer_time_s"]),
-            "-" if row["speedup"] is None else f"{row['speedup']:.2f}x"]
+QUICK_HEADER = ["group", "implementation", "time", "achieved", "limit", "% of limit"]
 
 
-HEADER = ["operator", "dtype", "shape", "dmlq", "time", "achieved", "limit", "% of limit",
-          "best peer", "peer time", "speedup"]
+def quick_table(entries):
+    """One line per measured implementation, in the order measured (no cross-run summary:
+    that is bench/report.py's job on a pytest-benchmark JSON)."""
+    def num(v):
+        return "-" if v is None else f"{v:,.1f}" if v >= 10 else f"{v:.3g}"
 
-
-def text_table(rows):
-    cells = [HEADER] + [format_row(r) for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
+    cells = [QUICK_HEADER]
+    for e in entries:
+        info, group = e["extra_info"], e["group"]
+        unit = unit_of(group)
+        achieved = info.get("tops" if unit == "TOPS" else "gb_per_s")
+        frac = info.get("fraction_of_limit")
+        cells.append([group, info["impl"], format_time(e["stats"]["median"]), f"{num(achieved)} {unit}",
+                      f"{num(info.get('limit'))} {unit}", "-" if frac is None else f"{100 * frac:.1f}%"])
+    widths = [max(len(c[i]) for c in cells) for i in range(len(QUICK_HEADER))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
-
-# ------------------------------------------------------------- quick runner (CLI)
 
 def run_quick(cases, *, variants=False, rounds=5, log=print):
     """Measure ``cases`` (dmlq:auto and the peers unless ``variants``); returns (limits, entries)."""
@@ -1173,22 +1039,15 @@ def run_quick(cases, *, variants=False, rounds=5, log=print):
     return limits, entries
 
 
-def main(argv=None) -> int:
-    """``python -m dmlq bench``: a quick roofline table (under a minute)."""
-    parser = argparse.ArgumentParser(prog="python -m dmlq bench", description=(
-        "Quick benchmark of dmlq against the same-run limits and the peers present. "
-        "The full suite is `python -m pytest bench --benchmark-json=bench/results/<name>.json`."))
-    parser.add_argument("--only", default="", help="run only groups whose name contains this text")
-    parser.add_argument("--variants", action="store_true", help="also time every forced kernel variant")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    args = parser.parse_args(argv)
+def run(only="", variants=False, json_path=None) -> int:
+    """``python -m dmlq bench``: a quick table of the quick groups against the same-run limits."""
     ok, why = gpu_status()
     if not ok:
         print(f"dmlq bench: {why}; nothing to measure (the benchmarks need a CUDA GPU).")
         return 0
-    cases = [c for c in all_cases() if c.quick and args.only in c.group]
+    cases = [c for c in quick_cases() if only in c.group]
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
-    limits, entries = run_quick(cases, variants=args.variants, log=log)
+    limits, entries = run_quick(cases, variants=variants, log=log)
     info = machine_info(limits)
     lim = limits.as_dict()
     print(f"{info['gpu']} (sm_{info['compute_capability'].replace('.', '')}), driver {info['driver']}, "
@@ -1199,12 +1058,19 @@ def main(argv=None) -> int:
           f"{'unknown' if tc is None else f'{tc:,.0f} TOPS'} ({lim['int8_tc_source']}); "
           f"dp4a {'unknown' if lim['dp4a_tops'] is None else format(lim['dp4a_tops'], ',.0f') + ' TOPS'}")
     print()
-    print(text_table(summarize(entries)))
-    if args.json:
-        with open(args.json, "w") as f:
+    print(quick_table(entries))
+    if json_path:
+        with open(json_path, "w") as f:
             json.dump({"machine_info": info, "benchmarks": entries}, f, indent=2)
     return 0
 
 
+def main(argv=None) -> int:
+    """``python -m dmlq bench [options]`` from Python (the options as a list)."""
+    from .__main__ import main as cli
+
+    return cli(["bench", *(argv or [])])
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

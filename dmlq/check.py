@@ -1,8 +1,9 @@
-"""`python -m dmlq check`: the SEMANTICS.md edge cases through every backend,
+"""`python -m dmlq check`: the numeric contract's edge cases through every backend,
 plus (on a GPU) every kernel against the reference on random data.
 
 The expected values in EDGE_CASES are worked out by hand from SEMANTICS.md
-(the arithmetic is in the comments), not produced by dmlq.
+(the arithmetic is in the comments), not produced by dmlq. The contract is
+docs/semantics.md.
 """
 from __future__ import annotations
 
@@ -106,21 +107,76 @@ def _same(got, expected) -> bool:
         got.tobytes() == expected.tobytes()
 
 
-def _backends():
-    names = [("numpy", np)]
-    reason = None
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def gpu_report():
+    """(lines, gpus): the CUDA stack and GPUs as text, never raising.
+
+    ``gpus`` is the number of usable GPUs (0 where there is no CuPy, driver or device).
+    """
+    lines = []
     try:
         import cupy
-
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            names.append(("cuda", cupy))
-        else:
-            reason = "no CUDA device"
     except ImportError:
-        reason = "CuPy is not installed"
-    except Exception as e:  # no driver, no device
-        reason = f"no usable GPU ({type(e).__name__}: {str(e).splitlines()[0]})"
-    return names, reason
+        return ["CuPy: not installed (pip install -e \".[cuda13]\" or \".[cuda12]\" from a checkout)",
+                "CUDA driver: not checked (no CuPy)", "GPU: none (no CuPy)"], 0
+    except Exception as e:  # a broken install
+        return [f"CuPy: cannot be imported ({type(e).__name__}: {e})", "GPU: none"], 0
+    lines.append(f"CuPy {cupy.__version__}")
+    rt = cupy.cuda.runtime
+    try:
+        runtime = rt.runtimeGetVersion()
+        lines.append(f"CUDA runtime {_cuda_version(runtime)} (CuPy's)")
+    except Exception as e:
+        runtime = None
+        lines.append(f"CUDA runtime: unavailable ({type(e).__name__}: {str(e).splitlines()[0]})")
+    try:
+        major, minor = cupy.cuda.nvrtc.getVersion()
+        lines.append(f"NVRTC {major}.{minor}")
+    except Exception as e:
+        lines.append(f"NVRTC: unavailable ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                     "kernels cannot be compiled")
+    try:
+        driver = rt.driverGetVersion()
+    except Exception:
+        driver = 0
+    if not driver:
+        lines.append("CUDA driver: none (no NVIDIA driver is loaded on this machine)")
+        lines.append("GPU: none (no driver); dmlq runs on the NumPy reference")
+        return lines, 0
+    lines.append(f"CUDA driver {_cuda_version(driver)} (the newest CUDA version it supports)")
+    if runtime is not None and driver < runtime:
+        lines.append(f"GPU: unusable: the driver supports CUDA up to {_cuda_version(driver)}, older than "
+                     f"CuPy's runtime {_cuda_version(runtime)}; update the driver or install the CuPy "
+                     "that matches it (\".[cuda12]\")")
+        return lines, 0
+    try:
+        count = rt.getDeviceCount()
+    except Exception as e:
+        lines.append(f"GPU: none ({type(e).__name__}: {str(e).splitlines()[0]})")
+        return lines, 0
+    if count == 0:
+        lines.append("GPU: none (the driver reports no CUDA device)")
+        return lines, 0
+    for i in range(count):
+        props = rt.getDeviceProperties(i)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        lines.append(f"GPU {i}: {name}, compute capability {props['major']}.{props['minor']}, "
+                     f"{props['multiProcessorCount']} SMs, {props['totalGlobalMem'] / 2**30:.0f} GiB")
+    return lines, count
+
+
+def _backends():
+    """([(name, array module)], device lines): NumPy always, CuPy where a GPU is usable."""
+    lines, gpus = gpu_report()
+    names = [("numpy", np)]
+    if gpus:
+        import cupy
+
+        names.append(("cuda", cupy))
+    return names, lines
 
 
 def run_edge_cases(backends):
@@ -197,16 +253,75 @@ def run_gpu_random(cupy, seed=0):
     return table, compiled
 
 
-def main(argv=()) -> int:
-    backends, reason = _backends()
-    print(f"dmlq check: backends {', '.join(b for b, _ in backends)}")
-    if reason:
-        print(f"no GPU found: {reason}; only the NumPy reference is checked")
-    table = run_edge_cases(backends)
+class _KernelRecorder:
+    """Records the name of every CUDA kernel looked up through dmlq.gpu.loader.function
+    while active: the kernel variants a check exercised."""
+
+    def __init__(self):
+        self.names = set()
+        self._loader = None
+
+    def __enter__(self):
+        try:
+            from .gpu import loader
+        except Exception:  # noqa: BLE001 - nothing to record without the GPU package
+            return self
+        self._loader, original = loader, loader.function
+
+        def function(source, name, *rest, **kw):
+            self.names.add(name)
+            return original(source, name, *rest, **kw)
+
+        function.original = original
+        loader.function = function
+        return self
+
+    def __exit__(self, *exc):
+        if self._loader is not None:
+            self._loader.function = self._loader.function.original
+        return False
+
+
+def _variant_lines(names):
+    """Kernel names grouped by operator family, one line each."""
+    if not names:
+        return ["kernel variants exercised: none"]
+    lines = [f"kernel variants exercised ({len(names)} kernels):"]
+    families = {}
+    for n in sorted(names):
+        families.setdefault(n.split("_", 1)[0], []).append(n)
+    for fam, members in sorted(families.items()):
+        lines.append(f"  {fam}: {', '.join(members)}")
+    return lines
+
+
+def run(seed=0) -> int:
+    """``python -m dmlq check``: returns the exit status (0 all passed, 1 any mismatch)."""
+    cases = _edge_cases()
+    ops = sorted({row[0] for row in cases})
+    backends, device_lines = _backends()
+    print(f"dmlq check: {len(cases)} edge cases of the numeric contract (docs/semantics.md, expected values "
+          f"worked out by hand) over {len(ops)} operators ({', '.join(ops)})")
+    print("device:")
+    for line in device_lines:
+        print(f"  {line}")
+    print(f"backends checked: {', '.join(b for b, _ in backends)}")
+    recorder = _KernelRecorder()
+    with recorder:
+        table = run_edge_cases(backends)
+        if len(backends) > 1:
+            print(f"on the GPU also: every operator and dtype combination on random data (seed {seed}) "
+                  "against the NumPy reference")
+            gpu_table, compiled = run_gpu_random(backends[1][1], seed=seed)
+            print(f"compiled {compiled} kernels")
+            table.update(gpu_table)
     if len(backends) > 1:
-        gpu_table, compiled = run_gpu_random(backends[1][1])
-        print(f"compiled {compiled} kernels")
-        table.update(gpu_table)
+        for line in _variant_lines(recorder.names):
+            print(line)
+    else:
+        print("kernel variants exercised: none -- no GPU, so no CUDA kernel was compiled or run; only the "
+              "NumPy reference was checked")
+    print()
     print(f"{'operator':<12} {'backend':<12} {'passed':>6} {'failed':>6}")
     failed = 0
     for (op, be), (ok, bad, notes) in sorted(table.items()):
@@ -217,6 +332,13 @@ def main(argv=()) -> int:
     total = sum(c[0] + c[1] for c in table.values())
     print(f"{total - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def main(argv=()) -> int:
+    """``python -m dmlq check [options]`` from Python (the options as a list)."""
+    from .__main__ import main as cli
+
+    return cli(["check", *argv])
 
 
 if __name__ == "__main__":

@@ -20,11 +20,20 @@ FIXTURE = ROOT / "tests" / "data" / "bench_fixture.json"
 EXTRA_KEYS = {"impl", "bytes", "ops", "gb_per_s", "tops", "limit", "fraction_of_limit"}
 
 
-def _report():
-    spec = importlib.util.spec_from_file_location("dmlq_bench_report", ROOT / "bench" / "report.py")
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"dmlq_bench_{name}", ROOT / "bench" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _report():
+    return _load("report")
+
+
+W = _load("workloads")  # the full suite's workloads (bench/, not installed)
+R = _report()
+CPU_BENCHMARKS = 6  # bench/test_bench_plan.py: the Python overhead per call, runs without a GPU
 
 
 def _run(*args, timeout=300):
@@ -40,7 +49,7 @@ def data():
 
 @pytest.fixture(scope="module")
 def rows(data):
-    return {r["group"]: r for r in B.summarize(data["benchmarks"])}
+    return {r["group"]: r for r in R.summarize(data["benchmarks"])}
 
 
 # ---------------------------------------------------------------- peak formulas
@@ -98,7 +107,7 @@ def test_result_info_has_exactly_the_design_keys():
 
 
 def test_workloads_follow_the_issue():
-    cases = B.all_cases()
+    cases = W.all_cases()
     groups = [c.group for c in cases]
     assert len(set(groups)) == len(groups)
     for c in cases:
@@ -109,21 +118,22 @@ def test_workloads_follow_the_issue():
     # element-wise: 256 MiB and 1 GiB of first input, per-tensor, plus per-axis cases
     first_input = {"quantize": "x", "dequantize": "q", "add": "a"}
     sizes = {(c.op, math.prod(c.p["shape"]) * B.np.dtype(c.p[first_input[c.op]]).itemsize)
-             for c in B.elementwise_cases()}
+             for c in W.elementwise_cases()}
     for op in first_input:
         assert {(op, 256 << 20), (op, 1 << 30)} <= sizes
-    assert any(c.p["axis"] for c in B.elementwise_cases())
+    assert any(c.p["axis"] for c in W.elementwise_cases())
     # matmul: 4096^3, 8192^3 and the nine LLM shapes
-    mm = {(c.p["M"], c.p["N"], c.p["K"]) for c in B.matmul_cases()}
+    mm = {(c.p["M"], c.p["N"], c.p["K"]) for c in W.matmul_cases()}
     llm = {(m, n, k) for m in (16, 128, 2048) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))}
     assert mm == {(4096,) * 3, (8192,) * 3} | llm
     # pooling: output shapes of the four configurations
-    outs = {c.shape: c.p["out"] for c in B.avgpool_cases()}
+    outs = {c.shape: c.p["out"] for c in W.avgpool_cases()}
     assert outs == {"64x64x112x112:k3s2p1": (64, 64, 56, 56), "256x256x56x56:k2s2": (256, 256, 28, 28),
                     "64x256x56x56:k3s1p1": (64, 256, 56, 56), "8x64x16x56x56:k2s2": (8, 64, 8, 28, 28)}
     assert B.unit_of("matmul/int8/x") == "TOPS" and B.unit_of("avgpool/uint8/x") == "GB/s"
     # the quick runner covers every family
-    assert {c.op for c in B.all_cases() if c.quick} == {"quantize", "dequantize", "add", "matmul",
+    assert {c.group for c in W.all_cases() if c.quick} == {c.group for c in B.quick_cases()}
+    assert {c.op for c in B.quick_cases()} == {"quantize", "dequantize", "add", "matmul",
                                                         "avgpool", "overhead"}
 
 
@@ -131,7 +141,7 @@ def test_dmlq_bench_does_not_import_bench_dir_or_cupy():
     src = (ROOT / "dmlq" / "bench.py").read_text()
     assert "from bench" not in src and "import bench" not in src
     r = _run("-c", "import sys, dmlq; before = 'cupy' in sys.modules; import dmlq.bench, dmlq.bench as B;"
-                   " B.all_cases(); assert ('cupy' in sys.modules) == before, 'dmlq.bench imported cupy'")
+                   " B.quick_cases(); assert ('cupy' in sys.modules) == before, 'dmlq.bench imported cupy'")
     assert r.returncode == 0, r.stderr
 
 
@@ -174,7 +184,7 @@ def test_markdown_table(data):
     assert "2000-01-01" in text and "3,000 GB/s" in text and "2,141 TOPS" in text
     table = [line for line in text.splitlines() if line.startswith("|")]
     assert len(table) == 2 + 5
-    assert table[0] == "| " + " | ".join(B.HEADER) + " |"
+    assert table[0] == "| " + " | ".join(R.HEADER) + " |"
     assert ("| quantize | float32->uint8 | 16384x4096 | dmlq:contig | 120 us | 2,796.2 GB/s | 3,000.0 GB/s"
             " | 93.2% | peer:cupy-elementwise | 150 us | 1.25x |") in table
     assert ("| matmul | int8 | M=4096,N=4096,K=4096 | dmlq:mma-128x128 | 200 us | 687.2 TOPS | 2,141.0 TOPS"
@@ -207,7 +217,7 @@ def test_report_cli(tmp_path):
 def test_bench_collects():
     r = _run("-m", "pytest", "bench", "--collect-only", "-q", "-p", "no:cacheprovider")
     assert r.returncode == 0, r.stdout + r.stderr
-    expected = len(B.case_impls(B.all_cases()))
+    expected = len(B.case_impls(W.all_cases())) + CPU_BENCHMARKS
     assert f"{expected} tests collected" in r.stdout, r.stdout[-2000:]
 
 
@@ -217,7 +227,8 @@ def test_bench_skips_cleanly_without_gpu():
     r = _run("-m", "pytest", "bench", "-q", "-p", "no:cacheprovider", "-rs")
     assert r.returncode == 0, r.stdout + r.stderr
     tail = r.stdout.strip().splitlines()[-1]
-    assert "skipped" in tail and "failed" not in tail and "error" not in tail and "passed" not in tail, tail
+    assert "skipped" in tail and "failed" not in tail and "error" not in tail, tail
+    assert f"{CPU_BENCHMARKS} passed" in tail, tail  # only the CPU overhead benchmarks run
     assert "benchmarks need a CUDA GPU" in r.stdout
 
 

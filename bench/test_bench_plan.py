@@ -1,0 +1,57 @@
+"""Python work per call on a repeated call, up to just before the launch (CPU, no GPU needed).
+
+The backend function each public function ends in (dmlq.reference's, on NumPy
+inputs) is replaced by a stub that returns at once, so what is timed is exactly
+dmlq's own Python: operand normalization, the plan-cache lookup, operand
+conversion, output allocation and the dispatch. The target (issue 14) is the cost
+of a CuPy ElementwiseKernel call: at most 10 us per call.
+
+    python -m pytest bench/test_bench_plan.py --benchmark-columns=median,min,rounds
+"""
+import numpy as np
+import pytest
+
+import dmlq
+from dmlq import reference
+
+TARGET_S = 10e-6
+f32, u8, i8 = np.float32, np.uint8, np.int8
+
+pytestmark = [pytest.mark.cpu, pytest.mark.benchmark(group="plan-overhead", disable_gc=True, min_rounds=2000)]
+
+CALLS = {
+    "quantize_linear": lambda a: dmlq.quantize_linear(a["x"], 0.02, 128),
+    "quantize_linear-arrays": lambda a: dmlq.quantize_linear(a["x"], a["s"], a["z"]),
+    "dequantize_linear": lambda a: dmlq.dequantize_linear(a["q"], 0.02, 128),
+    "quantized_add": lambda a: dmlq.quantized_add(a["q"], 0.02, 128, a["q"], 0.03, 120, 0.05, 128),
+    "quantized_matmul": lambda a: dmlq.quantized_matmul(a["m"], 0.02, 3, a["w"], a["ws"], None, 0.5, i8(0)),
+    "quantized_avg_pool": lambda a: dmlq.quantized_avg_pool(a["img"], 0.1, 3, 0.1, 3, 2, strides=2),
+}
+
+
+@pytest.fixture
+def stubbed(monkeypatch):
+    """The reference backend's five functions as no-ops: the timed span ends where the launch begins."""
+    def stub(*args):
+        return None
+
+    for name in ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul",
+                 "quantized_avg_pool"):
+        monkeypatch.setattr(reference, name, stub)
+    rng = np.random.default_rng(0)
+    return dict(x=rng.standard_normal(1024).astype(f32), s=np.full((1,), 0.02, f32), z=np.full((1,), 128, u8),
+                q=rng.integers(0, 256, 1024, dtype=u8), m=rng.integers(0, 256, (16, 64), dtype=u8),
+                w=rng.integers(-128, 128, (64, 32), dtype=i8), ws=np.full((32,), 0.01, f32),
+                img=rng.integers(0, 256, (1, 4, 8, 8), dtype=u8))
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_repeated_call_overhead(benchmark, stubbed, call):
+    fn = CALLS[call]
+    fn(stubbed)  # the first call plans; every timed call reuses the plan
+    benchmark.extra_info.update(impl="dmlq:plan-cached", target_s=TARGET_S)
+    benchmark(fn, stubbed)
+    if benchmark.stats is not None:  # None under --benchmark-disable
+        median = benchmark.stats.stats.median
+        benchmark.extra_info["median_s"] = median
+        assert median <= TARGET_S, f"{call}: {median * 1e6:.1f} us of Python per call (target 10 us)"
