@@ -9,6 +9,7 @@ so a warm run costs a couple of seconds.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -54,6 +55,8 @@ def toolchain():
     try:
         return sr.Toolchain()
     except (FileNotFoundError, OSError) as e:
+        if os.environ.get("CI"):  # the test extra installs both wheels: CI must not skip
+            raise
         pytest.skip(f"static report toolchain unavailable: {e}")
 
 
@@ -148,6 +151,8 @@ def test_loop_mix_on_synthetic_sass():
     outer = loops[(0x30, 0xE0)]
     assert (outer.instructions, outer.mma, outer.dp4a) == (11, 2, 1)
     assert loops[(0xF0, 0x110)].compute == 0
+    assert (outer.nested_loops, outer.nested_instructions, outer.outside_nested) == (1, 6, 5)
+    assert (inner.nested_loops, inner.nested_instructions) == (0, 0)
     assert sr.innermost_compute_loops(k) == [inner]
     assert sr.main_loop(k) == inner
     assert sr._ratio(inner) == ("MMA", 2, 2 / 6)

@@ -36,9 +36,11 @@ DP4A (``IDP``) instruction. The innermost compute loops are those whose interval
 strictly contains no other compute loop's interval; the main loop is the
 innermost compute loop with the most MMA + DP4A instructions (ties: the longer
 one). Its body is every instruction in the interval (a non-compute loop nested
-inside, e.g. a wait, is counted once, as static code), NOPs excluded. The report
-gives the body's instruction count, its MMA or DP4A count and their ratio (MMA
-or DP4A per instruction). Kernels without a compute loop get resources only.
+inside, e.g. a wait or a fallback load path, is counted once, as static code),
+NOPs excluded. The report gives the body's instruction count, its MMA or DP4A
+count and their ratio (MMA or DP4A per instruction), and, where the body holds
+nested loops, the count and ratio without them (an iteration that skips them).
+Kernels without a compute loop get resources only.
 This is a static count of the code, not of issued instructions: it is exact for
 a loop laid out as one straight block (what ptxas emits for unrolled k-steps),
 and an upper bound on the instructions per iteration when the body has branches.
@@ -461,6 +463,13 @@ class Loop:
     instructions: int
     mma: int
     dp4a: int
+    nested_loops: int = 0         # loops strictly inside this one (outermost of them)
+    nested_instructions: int = 0  # instructions inside those
+
+    @property
+    def outside_nested(self) -> int:
+        """Instructions of the body outside nested loops (an iteration that skips them)."""
+        return self.instructions - self.nested_instructions
 
     @property
     def compute(self) -> int:
@@ -485,6 +494,13 @@ def find_loops(fn: Function) -> list:
         loops.append(Loop(start, end, len(body),
                           sum(i.base in MMA_OPS for i in body),
                           sum(i.base in DP4A_OPS for i in body)))
+    for lp in loops:
+        inner = [o for o in loops if lp.contains(o)]
+        top = [o for o in inner if not any(p.contains(o) for p in inner)]
+        lp.nested_loops = len(top)
+        lp.nested_instructions = sum(
+            1 for i in fn.instrs
+            if i.base != "NOP" and any(o.start <= i.addr <= o.end for o in top))
     return loops
 
 
@@ -677,7 +693,9 @@ def render(rows, meta) -> str:
            "memory per SM, 1 KiB reserved per block), with the block size and dynamic shared memory "
            "the launcher uses; resident blocks per SM and the limiting resource in brackets.", "",
            "Main loop: the innermost loop holding MMA (IMMA) or DP4A (IDP.4A) instructions; "
-           "instructions in its body, the MMA/DP4A among them, and MMA or DP4A per instruction.", ""]
+           "instructions in its body (static count, nested loops' code included once; in brackets "
+           "the count without nested loops), the MMA/DP4A among them, and MMA or DP4A per "
+           "instruction of the whole body.", ""]
     spills = [r for r in rows if r.spill_bytes]
     out.append("## Summary")
     out.append("")
@@ -698,9 +716,14 @@ def render(rows, meta) -> str:
             tk, tv = target
             ok = kind == tk and n / insts >= tv
             verdict = f"; target >= 1 {tk} in {round(1 / tv)}: " + ("met" if ok else "**not met**")
+        lp = rs[0].loop
+        nested = ""
+        if lp.nested_loops:
+            nested = (f"; {lp.outside_nested} outside its {lp.nested_loops} nested loop(s): "
+                      f"{n / lp.outside_nested:.3f} (1 in {lp.outside_nested / n:.1f})")
         out.append(f"- `{tmpl}` main loop, {len(rs)} variant(s) such as `{rs[0].name}`: {insts} "
                    f"instructions, {n} {kind}, {n / insts:.3f} per instruction "
-                   f"(1 in {insts / n:.1f}){verdict}")
+                   f"(1 in {insts / n:.1f}){nested}{verdict}")
     out.append("")
     by_source: dict = {}
     for r in rows:
@@ -723,6 +746,8 @@ def render(rows, meta) -> str:
             else:
                 kind, n, ratio = _ratio(r.loop)
                 more = f" (+{r.loops - 1} loops)" if r.loops > 1 else ""
+                if r.loop.nested_loops:
+                    more += f" ({r.loop.outside_nested} w/o {r.loop.nested_loops} nested)"
                 loop = f"| {r.loop.instructions}{more} | {n} {kind} | {ratio:.3f} |"
             out.append(f"| `{r.name}` | {r.threads or '?'} | {r.regs} | {spill} | {r.stack} "
                        f"| {r.smem_static}+{dyn} | {occ} {loop}")
