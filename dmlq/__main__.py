@@ -43,14 +43,11 @@ def _parser():
     sub = parser.add_subparsers(dest="command", metavar="{info,check,bench}", title="commands")
     sub.required = True
     sub.add_parser("info", help=COMMANDS["info"], description=COMMANDS["info"])
-    check = sub.add_parser("check", help=COMMANDS["check"], description=COMMANDS["check"])
-    check.add_argument("--seed", type=int, default=0,
-                       help="seed of the random data compared on a GPU (default 0)")
-    bench = sub.add_parser("bench", help=COMMANDS["bench"], description=COMMANDS["bench"] + (
-        " The full suite is `python -m pytest bench --benchmark-json=<file>.json` from a checkout."))
-    bench.add_argument("--only", default="", help="run only groups whose name contains this text")
-    bench.add_argument("--variants", action="store_true", help="also time every forced kernel variant")
-    bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    from . import bench, check
+
+    check.add_arguments(sub.add_parser("check", help=COMMANDS["check"], description=COMMANDS["check"]))
+    bench.add_arguments(sub.add_parser("bench", help=COMMANDS["bench"], description=COMMANDS["bench"] + (
+        " The full suite is `python -m pytest bench --benchmark-json=<file>.json` from a checkout.")))
     return parser
 
 

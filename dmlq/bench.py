@@ -110,11 +110,10 @@ def gpu_status():
         import cupy
     except Exception as e:  # noqa: BLE001 - any import failure means no GPU here
         return False, f"CuPy is not importable ({type(e).__name__}: {e})"
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:  # noqa: BLE001
-        return False, f"no CUDA GPU ({type(e).__name__}: {e})"
-    return (True, "") if n > 0 else (False, "no CUDA GPU (device count is 0)")
+    from .check import gpu_report
+
+    _, gpus, why = gpu_report()
+    return (True, "") if gpus else (False, f"no CUDA GPU ({why})")
 
 
 def _cuda_version(v):
@@ -1065,11 +1064,19 @@ def run(only="", variants=False, json_path=None) -> int:
     return 0
 
 
+def add_arguments(parser) -> None:
+    """The options of ``python -m dmlq bench`` (shared with the CLI's subcommand)."""
+    parser.add_argument("--only", default="", help="run only groups whose name contains this text")
+    parser.add_argument("--variants", action="store_true", help="also time every forced kernel variant")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+
+
 def main(argv=None) -> int:
     """``python -m dmlq bench [options]`` from Python (the options as a list)."""
-    from .__main__ import main as cli
-
-    return cli(["bench", *(argv or [])])
+    parser = argparse.ArgumentParser(prog="python -m dmlq bench")
+    add_arguments(parser)
+    ns = parser.parse_args(argv)
+    return run(only=ns.only, variants=ns.variants, json_path=ns.json)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -112,18 +112,19 @@ def _cuda_version(v: int) -> str:
 
 
 def gpu_report():
-    """(lines, gpus): the CUDA stack and GPUs as text, never raising.
+    """(lines, gpus, why): the CUDA stack and GPUs as text, never raising.
 
-    ``gpus`` is the number of usable GPUs (0 where there is no CuPy, driver or device).
+    ``gpus`` is the number of usable GPUs (0 where there is no CuPy, driver or
+    device) and ``why`` says in a few words why there is none ("" when there is one).
     """
     lines = []
     try:
         import cupy
     except ImportError:
         return ["CuPy: not installed (pip install -e \".[cuda13]\" or \".[cuda12]\" from a checkout)",
-                "CUDA driver: not checked (no CuPy)", "GPU: none (no CuPy)"], 0
+                "CUDA driver: not checked (no CuPy)", "GPU: none (no CuPy)"], 0, "CuPy is not installed"
     except Exception as e:  # a broken install
-        return [f"CuPy: cannot be imported ({type(e).__name__}: {e})", "GPU: none"], 0
+        return [f"CuPy: cannot be imported ({type(e).__name__}: {e})", "GPU: none"], 0, "CuPy cannot be imported"
     lines.append(f"CuPy {cupy.__version__}")
     rt = cupy.cuda.runtime
     try:
@@ -145,32 +146,32 @@ def gpu_report():
     if not driver:
         lines.append("CUDA driver: none (no NVIDIA driver is loaded on this machine)")
         lines.append("GPU: none (no driver); dmlq runs on the NumPy reference")
-        return lines, 0
+        return lines, 0, "no NVIDIA driver on this machine"
     lines.append(f"CUDA driver {_cuda_version(driver)} (the newest CUDA version it supports)")
     if runtime is not None and driver < runtime:
         lines.append(f"GPU: unusable: the driver supports CUDA up to {_cuda_version(driver)}, older than "
                      f"CuPy's runtime {_cuda_version(runtime)}; update the driver or install the CuPy "
                      "that matches it (\".[cuda12]\")")
-        return lines, 0
+        return lines, 0, "the NVIDIA driver is older than CuPy's CUDA runtime"
     try:
         count = rt.getDeviceCount()
     except Exception as e:
         lines.append(f"GPU: none ({type(e).__name__}: {str(e).splitlines()[0]})")
-        return lines, 0
+        return lines, 0, f"no usable GPU ({type(e).__name__})"
     if count == 0:
         lines.append("GPU: none (the driver reports no CUDA device)")
-        return lines, 0
+        return lines, 0, "the driver reports no CUDA device"
     for i in range(count):
         props = rt.getDeviceProperties(i)
         name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         lines.append(f"GPU {i}: {name}, compute capability {props['major']}.{props['minor']}, "
                      f"{props['multiProcessorCount']} SMs, {props['totalGlobalMem'] / 2**30:.0f} GiB")
-    return lines, count
+    return lines, count, ""
 
 
 def _backends():
     """([(name, array module)], device lines): NumPy always, CuPy where a GPU is usable."""
-    lines, gpus = gpu_report()
+    lines, gpus, _ = gpu_report()
     names = [("numpy", np)]
     if gpus:
         import cupy
@@ -334,11 +335,19 @@ def run(seed=0) -> int:
     return 1 if failed else 0
 
 
+def add_arguments(parser) -> None:
+    """The options of ``python -m dmlq check`` (shared with the CLI's subcommand)."""
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the random data compared on a GPU (default 0)")
+
+
 def main(argv=()) -> int:
     """``python -m dmlq check [options]`` from Python (the options as a list)."""
-    from .__main__ import main as cli
+    import argparse
 
-    return cli(["check", *argv])
+    parser = argparse.ArgumentParser(prog="python -m dmlq check")
+    add_arguments(parser)
+    return run(seed=parser.parse_args(list(argv)).seed)
 
 
 if __name__ == "__main__":

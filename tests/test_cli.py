@@ -1,0 +1,139 @@
+"""`python -m dmlq`: help texts, exit codes, and honest info/check output (issue 14)."""
+import subprocess
+import sys
+import types
+
+import pytest
+
+from dmlq import __main__ as cli
+from dmlq import check
+
+from conftest import gpu_available
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "dmlq", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_top_level_help_explains_each_subcommand(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--help"])
+    assert e.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for name, sentence in cli.COMMANDS.items():
+        assert name in out
+        assert " ".join(sentence.split())[:60] in out, name
+
+
+@pytest.mark.parametrize("command", ["info", "check", "bench"])
+def test_subcommand_help_prints_help_and_runs_nothing(capsys, command):
+    with pytest.raises(SystemExit) as e:
+        cli.main([command, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m dmlq {command}")
+    assert "passed" not in out and "failed" not in out  # the check did not run
+
+
+@pytest.mark.parametrize("argv", [["check", "--bogus"], ["info", "--verbose"], ["bench", "--nope"], ["frobnicate"],
+                                  [], ["check", "extra"]])
+def test_unknown_options_and_commands_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_unknown_option_exit_code_from_the_shell():
+    r = _run("check", "--bogus")
+    assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
+
+
+def test_check_says_what_it_checked_where_and_which_kernels(capsys):
+    assert cli.main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert "edge cases of the numeric contract" in out and "docs/semantics.md" in out
+    assert "device:" in out and "backends checked: numpy" in out
+    assert " 0 failed" in out
+    if not gpu_available():
+        assert "kernel variants exercised: none -- no GPU, so no CUDA kernel was compiled or run" in out
+        assert "compiled" not in out.replace("was compiled", "")  # no claim that kernels were compiled
+    else:
+        assert "kernel variants exercised (" in out
+
+
+def test_check_from_the_shell():
+    r = _run("check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert " 0 failed" in r.stdout and "device:" in r.stdout
+
+
+def test_info_names_every_version(capsys):
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    for word in ("dmlq ", "Python ", "NumPy ", "GPU"):
+        assert word in out
+    if not gpu_available():
+        assert "cudaErrorInsufficientDriver" not in out
+        assert "GPU: none" in out
+
+
+def _fake_cupy(monkeypatch, *, driver, runtime=13020, count=1, count_error=None):
+    props = {"name": b"Fake H100", "major": 9, "minor": 0, "multiProcessorCount": 132, "totalGlobalMem": 80 << 30}
+
+    def device_count():
+        if count_error:
+            raise count_error
+        return count
+
+    runtime_mod = types.SimpleNamespace(runtimeGetVersion=lambda: runtime, driverGetVersion=lambda: driver,
+                                        getDeviceCount=device_count, getDeviceProperties=lambda i: props)
+    fake = types.SimpleNamespace(__version__="99.0", cuda=types.SimpleNamespace(
+        runtime=runtime_mod, nvrtc=types.SimpleNamespace(getVersion=lambda: (13, 0))))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+
+
+def test_gpu_report_without_a_driver_says_so_plainly(monkeypatch):
+    _fake_cupy(monkeypatch, driver=0, count_error=RuntimeError("cudaErrorInsufficientDriver: misleading"))
+    lines, gpus, why = check.gpu_report()
+    text = "\n".join(lines)
+    assert gpus == 0 and why == "no NVIDIA driver on this machine"
+    assert "CUDA driver: none" in text and "GPU: none (no driver)" in text
+    assert "InsufficientDriver" not in text
+    assert "CuPy 99.0" in text and "CUDA runtime 13.2" in text and "NVRTC 13.0" in text
+
+
+def test_gpu_report_with_an_old_driver_names_both_versions(monkeypatch):
+    _fake_cupy(monkeypatch, driver=12040, runtime=13000)
+    lines, gpus, why = check.gpu_report()
+    assert gpus == 0 and "older" in why
+    assert any("supports CUDA up to 12.4, older than CuPy's runtime 13.0" in line for line in lines)
+
+
+def test_gpu_report_lists_gpus(monkeypatch):
+    _fake_cupy(monkeypatch, driver=13020, count=1)
+    lines, gpus, why = check.gpu_report()
+    assert gpus == 1 and why == ""
+    assert "GPU 0: Fake H100, compute capability 9.0, 132 SMs, 80 GiB" in lines
+    assert "CUDA driver 13.2 (the newest CUDA version it supports)" in lines
+
+
+def test_gpu_report_without_cupy(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
+    lines, gpus, why = check.gpu_report()
+    assert gpus == 0 and why == "CuPy is not installed" and "GPU: none (no CuPy)" in lines
+
+
+def test_kernel_recorder_names_the_kernels_looked_up(monkeypatch):
+    from dmlq.gpu import loader
+
+    monkeypatch.setattr(loader, "function", lambda source, name: (source, name))
+    rec = check._KernelRecorder()
+    with rec:
+        loader.function("elementwise.cu", "quantize_contig_f32_u8")
+        loader.function("matmul_dp4a.cu", "matmul_dp4a_128x64")
+    assert loader.function("a", "b") == ("a", "b")  # restored
+    assert rec.names == {"quantize_contig_f32_u8", "matmul_dp4a_128x64"}
+    lines = check._variant_lines(rec.names)
+    assert lines[0] == "kernel variants exercised (2 kernels):"
+    assert "  matmul: matmul_dp4a_128x64" in lines and "  quantize: quantize_contig_f32_u8" in lines
