@@ -1,0 +1,317 @@
+"""Issue 14: NumPy-grade errors and inputs, scale edge values, and the plan cache.
+
+MISTAKES is the README's table of common mistakes: each row is the call, the
+exception type and the message (a regular expression) it must get.
+"""
+import numpy as np
+import pytest
+
+import dmlq
+from dmlq import api, reference
+
+f32, f16, i8, u8 = np.float32, np.float16, np.int8, np.uint8
+X = np.array([0.5, -1.25, 3.0], f32)
+Q = np.array([1, 2, 3], u8)
+
+MISTAKES = [
+    # (what the user wrote, call, exception, message)
+    ("int64 zero point, no dtype", lambda: dmlq.quantize_linear(X, 0.1, np.array([5])), TypeError,
+     r"quantize_linear: zero_point has dtype int64, but the output is int8 or uint8 and takes its dtype from "
+     r"zero_point; pass zero_point=np.uint8\(...\) \(or .astype\(np.uint8\)\), or keep it and say which output "
+     r"you want with dtype=np.uint8 or dtype=np.int8"),
+    ("np.int32 zero point, no dtype", lambda: dmlq.quantize_linear(X, 0.1, np.int32(5)), TypeError,
+     r"zero_point has dtype int32"),
+    ("scale=None", lambda: dmlq.quantize_linear(X, None), TypeError,
+     r"quantize_linear: scale is required \(got None\); pass scale=0.1 or a float32 array"),
+    ("x=None", lambda: dmlq.quantize_linear(None, 0.1), TypeError, r"quantize_linear: x is required \(got None\)"),
+    ("float64 x", lambda: dmlq.quantize_linear(X.astype(np.float64), 0.1), TypeError,
+     r"x must have dtype float32, float16 or int32 \(got float64\); dmlq computes in float32 and does not narrow "
+     r"a float64 array silently: pass x.astype\(np.float32\)"),
+    ("float64 scale array", lambda: dmlq.quantize_linear(X, np.full(3, 0.1)), TypeError,
+     r"scale must have dtype float32 for a float32 x \(got float64\); dmlq computes in float32 .* "
+     r"pass scale.astype\(np.float32\)"),
+    ("float16 scale for float32 x", lambda: dmlq.quantize_linear(X, np.ones(3, f16)), TypeError,
+     r"scale must have dtype float32 for a float32 x \(got float16\); pass scale.astype\(np.float32\)"),
+    ("string scale", lambda: dmlq.quantize_linear(X, "0.1"), TypeError,
+     r"scale must be an array or a number \(got str\)"),
+    ("zero point out of range", lambda: dmlq.quantize_linear(X, 0.1, 300), ValueError,
+     r"zero_point = 300 is out of range for uint8 \[0, 255\]"),
+    ("negative zero point, default uint8", lambda: dmlq.quantize_linear(X, 0.1, -1), ValueError,
+     r"zero_point = -1 is out of range for uint8 \[0, 255\] .*dtype=np.int8"),
+    ("float zero point", lambda: dmlq.quantize_linear(X, 0.1, 1.5), TypeError,
+     r"zero_point must be an integer of dtype uint8 \(the output dtype\) \(got float 1.5\)"),
+    ("bool zero point", lambda: dmlq.quantize_linear(X, 0.1, True), TypeError, r"zero_point must be an integer .* not a bool"),
+    ("dtype contradicts zero point", lambda: dmlq.quantize_linear(X, 0.1, u8(1), dtype=i8), TypeError,
+     r"dtype=int8 contradicts the dtype of zero_point \(uint8\)"),
+    ("dtype not int8/uint8", lambda: dmlq.quantize_linear(X, 0.1, dtype=np.int16), TypeError,
+     r"dtype must be np.int8 or np.uint8, the output types \(got int16\)"),
+    ("nonsense dtype", lambda: dmlq.quantize_linear(X, 0.1, dtype="int9"), TypeError,
+     r"dtype must be np.int8 or np.uint8 \(got 'int9'\)"),
+    ("shapes that do not broadcast", lambda: dmlq.quantize_linear(X, np.ones(4, f32)), ValueError,
+     r"shapes do not broadcast: x \(3,\), scale \(4,\)"),
+    ("Python ints as quantized data", lambda: dmlq.dequantize_linear([1, 2, 3], 0.5), TypeError,
+     r"q must have dtype int8, uint8, int16, uint16, int32 or uint32 \(got int64\) \(np.asarray makes int64 "
+     r"from a list of Python ints\)"),
+    ("int64 quantized input", lambda: dmlq.quantized_add(Q.astype(np.int64), 0.1, 0, Q, 0.1, 0, 0.2), TypeError,
+     r"quantized_add: a must have dtype int8 or uint8 \(got int64\)"),
+    ("zero point outside a's range", lambda: dmlq.quantized_add(Q, 0.1, np.array(-1, i8), Q, 0.1, 0, 0.2),
+     ValueError, r"a_zero_point holds values outside \[0, 255\], the range of uint8 \(a's dtype\)"),
+    ("per-element add scale", lambda: dmlq.quantized_add(Q, np.ones(3, f32), 0, Q, 0.1, 0, 0.2), ValueError,
+     r"a_scale must have exactly 1 element \(per tensor\), got shape \(3,\)"),
+    ("matmul on vectors", lambda: dmlq.quantized_matmul(Q, 0.1, 0, Q, 0.1, 0, 0.2), ValueError,
+     r"a and b must be at least 2-D"),
+    ("matmul K mismatch", lambda: dmlq.quantized_matmul(np.zeros((2, 3), u8), 1.0, None, np.zeros((4, 2), u8),
+                                                          1.0, None, 1.0), ValueError,
+     r"a has K = 3 columns but b has 4 rows"),
+    ("per-row scale as a vector", lambda: dmlq.quantized_matmul(np.zeros((2, 3), u8), np.ones(2, f32), None,
+                                                                  np.zeros((3, 4), u8), 1.0, None, 1.0),
+     ValueError, r"a_scale must be a single value or shaped \(M, 1\) with M = 2 \(got \(2,\)\)"),
+    ("pooling a 3-D image", lambda: dmlq.quantized_avg_pool(np.zeros((1, 4, 4), u8), 1.0, None, 1.0, None, 2),
+     ValueError, r"x must be 4-D \(N, C, H, W\) or 5-D"),
+    ("pooling window too large", lambda: dmlq.quantized_avg_pool(np.zeros((1, 1, 4, 4), u8), 1.0, None, 1.0,
+                                                                   None, 5), ValueError,
+     r"the dilated window \(5\) is larger than the padded input \(4\)"),
+    ("pooling window None", lambda: dmlq.quantized_avg_pool(np.zeros((1, 1, 4, 4), u8), 1.0, None, 1.0, None, None),
+     TypeError, r"window_size is required"),
+    ("ceil_mode not a bool", lambda: dmlq.quantized_avg_pool(np.zeros((1, 1, 4, 4), u8), 1.0, None, 1.0, None, 2,
+                                                               ceil_mode="yes"), TypeError,
+     r"ceil_mode must be True or False"),
+    ("out of the wrong dtype", lambda: dmlq.quantize_linear(X, 0.1, out=np.empty(3, f32)), TypeError,
+     r"out must have dtype uint8 \(got float32\)"),
+    ("out as a list", lambda: dmlq.quantize_linear(X, 0.1, out=[0, 0, 0]), TypeError,
+     r"out must be a numpy.ndarray .*\(got list\)"),
+    ("too many dimensions", lambda: dmlq.quantize_linear(np.zeros((1,) * 9, f32), 0.1), ValueError,
+     r"the result would have 9 dimensions; at most 8 are supported"),
+]
+
+
+@pytest.mark.parametrize("what, call, exc, message", MISTAKES, ids=[m[0] for m in MISTAKES])
+def test_common_mistake_gets_a_numpy_message(what, call, exc, message):
+    with pytest.raises(exc, match=message) as info:
+        call()
+    text = str(info.value)
+    # NumPy vocabulary: no DirectML descriptor words in a public function's message
+    for word in ("Tensor", "feature level", "DataType", "FLOAT32", "UINT8", "Sizes"):
+        assert word not in text, (what, text)
+
+
+@pytest.mark.parametrize("bad", [None, "0.1", object(), [[1, 2], [3]], 1 + 2j])
+@pytest.mark.parametrize("position", range(8))
+def test_no_internal_exception_escapes_add(bad, position):
+    args = [Q, 0.1, 0, Q, 0.1, 0, 0.2, 0]
+    args[position] = bad
+    if bad is None and position in (2, 5, 7):
+        dmlq.quantized_add(*args)  # a zero point may be None
+        return
+    with pytest.raises((TypeError, ValueError)):
+        dmlq.quantized_add(*args)
+
+
+@pytest.mark.parametrize("bad", [None, "2", object(), 2.5, [1, "a"]])
+def test_no_internal_exception_escapes_pool(bad):
+    x = np.zeros((1, 1, 4, 4), u8)
+    for kw in ("strides", "start_padding", "end_padding", "dilations"):
+        if bad is None:
+            continue
+        with pytest.raises((TypeError, ValueError)):
+            dmlq.quantized_avg_pool(x, 1.0, None, 1.0, None, 2, **{kw: bad})
+    with pytest.raises((TypeError, ValueError)):
+        dmlq.quantized_avg_pool(x, 1.0, None, 1.0, None, bad)
+
+
+# ---- inputs a NumPy user passes -----------------------------------------------------------
+
+def test_wider_integer_zero_point_with_dtype_is_accepted_when_it_fits():
+    want = dmlq.quantize_linear(X, 0.1, u8(5))
+    for zp in (np.array([5]), np.int32(5), np.int64(5), np.array(5, np.int16)):
+        got = dmlq.quantize_linear(X, 0.1, zp, dtype=np.uint8)
+        assert got.dtype == u8 and np.array_equal(got, want), zp
+    with pytest.raises(ValueError, match=r"zero_point holds values outside \[0, 255\], the range of uint8"):
+        dmlq.quantize_linear(X, 0.1, np.array([5, 300, 5]), dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"zero_point = -3 is out of range for uint8"):
+        dmlq.quantize_linear(X, 0.1, np.int64(-3), dtype=np.uint8)
+    assert dmlq.quantize_linear(X, 0.1, np.int64(-3), dtype=np.int8).dtype == i8
+
+
+def test_input_zero_points_of_another_integer_dtype_are_converted():
+    a = np.array([[10, 20]], u8)
+    want = dmlq.quantized_matmul(a, 1.0, u8(3), a.T.copy(), 1.0, u8(4), 1.0)
+    got = dmlq.quantized_matmul(a, 1.0, np.int64(3), a.T.copy(), 1.0, np.array([4], np.int32), 1.0)
+    assert np.array_equal(got, want)
+
+
+def test_lists_tuples_and_numpy_scalars():
+    assert np.array_equal(dmlq.quantize_linear([0.5, -1.25, 3.0], 0.1), dmlq.quantize_linear(X, 0.1))
+    assert np.array_equal(dmlq.quantize_linear((0.5, -1.25, 3.0), [0.1]), dmlq.quantize_linear(X, f32(0.1)))
+    assert dmlq.quantize_linear(2.5, 1.0)[()] == 2 and dmlq.quantize_linear(2.5, 1.0).shape == ()
+    assert dmlq.quantize_linear(f32(2.5), 1.0).shape == ()
+    assert dmlq.quantize_linear(np.float64(2.5).astype(f32), np.float64(1.0))[()] == 2  # float64 scalar scale ok
+    assert dmlq.dequantize_linear(np.array([1, 2], u8), 0.5, [1, 1]).tolist() == [0.0, 0.5]
+    # ints in a list are data without a dtype: quantize treats them as float32 like the contract's int32 path
+    assert dmlq.quantize_linear([33161217], 262144.0).tolist() == [126]
+
+
+def test_float64_python_data_becomes_float32_by_the_contract_cast():
+    # float32(x) first, as docs/semantics.md writes the formula: 0.1 + 2**-30 rounds to float32(0.1)
+    x = [0.1 + 2**-30]
+    assert dmlq.quantize_linear(x, 0.1)[0] == dmlq.quantize_linear(np.array(x, f32), f32(0.1))[0]
+
+
+class _CpuDLPack:
+    """A CPU tensor that only speaks DLPack (what a torch CPU tensor looks like to dmlq)."""
+
+    def __init__(self, array):
+        self._a = array
+
+    def __dlpack__(self, **kw):
+        return self._a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_cpu_dlpack_tensor_takes_the_numpy_path():
+    got = dmlq.quantize_linear(_CpuDLPack(X), _CpuDLPack(np.array(0.1, f32)))
+    assert isinstance(got, np.ndarray) and np.array_equal(got, dmlq.quantize_linear(X, f32(0.1)))
+
+
+def test_torch_cpu_tensor():
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([0.5, -1.25, 3.0], dtype=torch.float32)
+    assert np.array_equal(dmlq.quantize_linear(t, 0.1), dmlq.quantize_linear(X, 0.1))
+    q = torch.tensor([[1, 2, 3]], dtype=torch.uint8)
+    assert dmlq.dequantize_linear(q, 0.5).tolist() == [[0.5, 1.0, 1.5]]
+    with pytest.raises(TypeError, match="x must have dtype float32, float16 or int32 \\(got float64\\)"):
+        dmlq.quantize_linear(t.double(), 0.1)
+
+
+# ---- scales: zero, negative, NaN, infinite (IEEE arithmetic, docs/semantics.md) ---------------
+
+def test_scale_edge_values_follow_ieee():
+    x = np.array([2.0, -2.0, 0.0, np.nan], f32)
+    # negative scale: x / -0.5 = -4, 4, -0, NaN -> zp
+    assert dmlq.quantize_linear(x, -0.5, i8(1)).tolist() == [-3, 5, 1, 1]
+    # zero scale: +-x / 0 = +-inf saturates, 0 / 0 = NaN -> zp
+    assert dmlq.quantize_linear(x, 0.0, i8(1)).tolist() == [127, -128, 1, 1]
+    # -0.0 flips the infinities
+    assert dmlq.quantize_linear(x, -0.0, i8(1)).tolist() == [-128, 127, 1, 1]
+    # NaN scale: everything NaN -> zp
+    assert dmlq.quantize_linear(x, np.nan, u8(7)).tolist() == [7, 7, 7, 7]
+    # infinite scale: x / inf = +-0 -> zp
+    assert dmlq.quantize_linear(x, np.inf, u8(7)).tolist() == [7, 7, 7, 7]
+    # dequantize: (q - zp) * scale in IEEE float32
+    d = dmlq.dequantize_linear(np.array([3, 1, 0], u8), np.inf, 1)
+    assert d[0] == np.inf and np.isnan(d[1]) and d[2] == -np.inf
+    assert dmlq.dequantize_linear(np.array([3], u8), -0.5, 1).tolist() == [-1.0]
+
+
+def test_matmul_and_pool_with_zero_and_negative_scales():
+    a = np.array([[1, 2]], u8)
+    b = np.array([[3], [4]], u8)  # acc = 11
+    assert dmlq.quantized_matmul(a, 1.0, None, b, 1.0, None, -1.0, i8(0)).tolist() == [[-11]]
+    assert dmlq.quantized_matmul(a, 1.0, None, b, 1.0, None, 0.0, i8(0)).tolist() == [[127]]  # 11 / 0 = inf
+    img = np.array([[[[4, 4], [4, 4]]]], u8)
+    assert dmlq.quantized_avg_pool(img, -1.0, None, 1.0, None, 2, dtype=i8).tolist() == [[[[-4]]]]
+    assert dmlq.quantized_avg_pool(img, 1.0, None, np.nan, u8(9), 2).tolist() == [[[[9]]]]
+
+
+# ---- the plan cache ---------------------------------------------------------------------------
+
+@pytest.fixture
+def counting(monkeypatch):
+    """Counts plan builds (every full validation goes through compile_operator)."""
+    calls = []
+    real = api.compile_operator
+
+    def counted(desc, *a, **k):
+        calls.append(desc)
+        return real(desc, *a, **k)
+
+    monkeypatch.setattr(api, "compile_operator", counted)
+    api.clear_plan_cache()
+    return calls
+
+
+def test_repeated_call_reuses_the_plan(counting):
+    x = np.ones((4, 5), f32)
+    for _ in range(5):
+        dmlq.quantize_linear(x, 0.1, 3)
+    assert len(counting) == 1
+    for _ in range(3):
+        dmlq.quantized_avg_pool(np.zeros((1, 2, 4, 4), u8), 1.0, None, 1.0, None, [2, 2], strides=[2, 2])
+    assert len(counting) == 2  # lists as parameters are cached too
+
+
+def test_plan_cache_is_never_stale(counting):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 6)).astype(f32) * 10
+    base = dmlq.quantize_linear(x, 0.5, 3)
+    variants = [
+        lambda: dmlq.quantize_linear(x[:3], 0.5, 3),                     # shape
+        lambda: dmlq.quantize_linear(x.astype(f16), 0.5, 3),             # dtype
+        lambda: dmlq.quantize_linear(x[:, ::2], 0.5, 3),                 # strides
+        lambda: dmlq.quantize_linear(np.asfortranarray(x), 0.5, 3),      # layout
+        lambda: dmlq.quantize_linear(x, 0.25, 3),                        # scalar value
+        lambda: dmlq.quantize_linear(x, 0.5, 4),                         # zero point value
+        lambda: dmlq.quantize_linear(x, 0.5, 3, dtype=np.int8),          # keyword
+        lambda: dmlq.quantize_linear(x, f32(0.5), u8(3)),                # Python vs NumPy scalar
+    ]
+    for make in variants:
+        before = len(counting)
+        got = make()
+        assert len(counting) == before + 1  # a new signature is planned and validated
+        make()
+        assert len(counting) == before + 1  # ... once
+    # the results are those of a fresh, uncached call
+    for make in variants:
+        got = make()
+        api.clear_plan_cache()
+        assert np.array_equal(got, make())
+    assert np.array_equal(dmlq.quantize_linear(x, 0.5, 3), base)
+
+
+def test_plan_cache_distinguishes_signed_zero_and_checks_values_every_call():
+    x = np.array([1.0, -1.0], f32)
+    api.clear_plan_cache()
+    assert dmlq.quantize_linear(x, 0.0, i8(0)).tolist() == [127, -128]
+    assert dmlq.quantize_linear(x, -0.0, i8(0)).tolist() == [-128, 127]
+    assert dmlq.quantize_linear(x, 0.0, i8(0)).tolist() == [127, -128]
+    assert dmlq.quantize_linear(x, 1.0, 300 - 45).tolist() == [255, 254]
+    with pytest.raises(ValueError, match="out of range"):
+        dmlq.quantize_linear(x, 1.0, 300)  # same shapes, a value the cached plan never saw
+    ok = np.array([5, 6])  # noqa: F841
+    dmlq.quantize_linear(x, 1.0, ok, dtype=u8)
+    with pytest.raises(ValueError, match="holds values outside"):
+        dmlq.quantize_linear(x, 1.0, np.array([5, 600]), dtype=u8)  # same signature, values re-checked
+
+
+def test_cached_out_checks_run_every_call():
+    x = np.ones(3, f32)
+    out = np.empty(3, u8)
+    dmlq.quantize_linear(x, 0.5, out=out)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        dmlq.quantize_linear(x, 0.5, out=out)
+    buf = np.arange(3, dtype=u8)
+    want = dmlq.quantized_add(buf, 1.0, 0, buf[::-1], 1.0, 0, 1.0)
+    dmlq.quantized_add(buf, 1.0, 0, buf[::-1], 1.0, 0, 1.0, out=np.empty(3, u8))  # plan with a separate out
+    assert np.array_equal(dmlq.quantized_add(buf, 1.0, 0, buf[::-1], 1.0, 0, 1.0, out=buf), want)  # overlap
+
+
+def test_cached_host_constants_are_read_only_and_shared_safely():
+    x = np.ones(2, f32)
+    seen = []
+    real = reference.quantize_linear
+
+    def spy(x_, s, z, out):
+        seen.append(s)
+        return real(x_, s, z, out)
+
+    import dmlq.reference as R
+    R.quantize_linear, saved = spy, R.quantize_linear
+    try:
+        dmlq.quantize_linear(x, 0.5)
+        dmlq.quantize_linear(x, 0.5)
+    finally:
+        R.quantize_linear = saved
+    assert seen[0] is seen[1] and not seen[0].flags.writeable
