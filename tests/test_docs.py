@@ -1,8 +1,6 @@
-"""docs/semantics.md is the numeric contract the code cites, and it ships in the wheel."""
+"""docs/semantics.md is the numeric contract the code and README cite. No code reads it at
+run time (the package cites it in messages and docstrings only), so the wheel does not carry it."""
 import re
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -42,11 +40,3 @@ def test_readme_cites_no_missing_file(title):
         if "<" in ref or "*" in ref:
             continue
         assert (ROOT / ref.rstrip("/")).exists(), ref
-
-
-def test_wheel_ships_the_contract(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    (wheel,) = tmp_path.glob("dmlq-*.whl")
-    assert "dmlq/docs/semantics.md" in zipfile.ZipFile(wheel).namelist()
