@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(256, 4) avgpool_tile(
   constexpr int NA = (L + 3) / 4;
   constexpr int QMIN = dmlq::qlimits<TX>::min;
   static_assert(OPT % 4 == 0, "outputs are stored as whole words");
-  extern __shared__ unsigned char smem_lut[];
+  DMLQ_DYNAMIC_SHARED(16, unsigned char, smem_lut);
   TO* lut = reinterpret_cast<TO*>(smem_lut);
 
   const int kvol = KD * KH * KW;
@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(256) avgpool_global(
   static_assert(GROUP == 32 || GROUP == 256, "a warp or the whole block per plane");
   constexpr int PER_BLOCK = 256 / GROUP;
   const int lane = threadIdx.x % GROUP;
-  __shared__ i64 warp_sums[8];
+  DMLQ_SHARED(8, i64, warp_sums, [8]);
 
   for (i64 p0 = static_cast<i64>(blockIdx.x) * PER_BLOCK; p0 < planes;
        p0 += static_cast<i64>(gridDim.x) * PER_BLOCK) {

@@ -6,6 +6,8 @@
 // and the compiler cannot contract them into an FMA whatever --fmad says.
 #pragma once
 
+#include "ptx.cuh"
+
 typedef signed char int8;
 typedef unsigned char uint8;
 typedef long long int64;
@@ -20,19 +22,19 @@ namespace dmlq {
 
 __device__ __forceinline__ float ieee_div(float a, float b) {
   float r;
-  asm("div.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  DMLQ_PTX("div.rn.f32 %0, %1, %2;", (DMLQ_OUT("f", r)), (DMLQ_IN("f", a), DMLQ_IN("f", b)));
   return r;
 }
 
 __device__ __forceinline__ float ieee_mul(float a, float b) {
   float r;
-  asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  DMLQ_PTX("mul.rn.f32 %0, %1, %2;", (DMLQ_OUT("f", r)), (DMLQ_IN("f", a), DMLQ_IN("f", b)));
   return r;
 }
 
 __device__ __forceinline__ float ieee_add(float a, float b) {
   float r;
-  asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  DMLQ_PTX("add.rn.f32 %0, %1, %2;", (DMLQ_OUT("f", r)), (DMLQ_IN("f", a), DMLQ_IN("f", b)));
   return r;
 }
 
@@ -43,7 +45,7 @@ __device__ __forceinline__ float to_f32(int64 v) { return __ll2float_rn(v); }
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(float16 v) {  // exact
   float r;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(v.bits));
+  DMLQ_PTX("cvt.f32.f16 %0, %1;", (DMLQ_OUT("f", r)), (DMLQ_IN("h", v.bits)));
   return r;
 }
 
@@ -52,7 +54,7 @@ template <typename T> __device__ __forceinline__ T from_f32(float v);
 template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
 template <> __device__ __forceinline__ float16 from_f32<float16>(float v) {
   float16 h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));  // no .ftz: subnormal inputs kept
+  DMLQ_PTX("cvt.rn.f16.f32 %0, %1;", (DMLQ_OUT("h", h.bits)), (DMLQ_IN("f", v)));  // no .ftz: subnormal inputs kept
   return h;
 }
 

@@ -416,11 +416,11 @@ dequantize_axis(const I* __restrict__ q, O* __restrict__ y, int64 n, unsigned in
                 const I* __restrict__ zp_p, int64 zp_st, int64 zp_v) {
   if (n <= 0) return;
   axis_loop(n, inner, L, [&](int64 base, unsigned j, unsigned c, AxisStep s1) {
-    I qv[kStridedUnroll];
-    float sv[kStridedUnroll];
-    int64 zv[kStridedUnroll];
+    I qv[kUnroll];
+    float sv[kUnroll];
+    int64 zv[kUnroll];
 #pragma unroll
-    for (int k = 0; k < kStridedUnroll; ++k) {
+    for (int k = 0; k < kUnroll; ++k) {
       const int64 i = base + k * static_cast<int64>(blockDim.x);
       if (i < n) {
         qv[k] = q[i];
@@ -430,7 +430,7 @@ dequantize_axis(const I* __restrict__ q, O* __restrict__ y, int64 n, unsigned in
       axis_advance(j, c, s1, inner, L);
     }
 #pragma unroll
-    for (int k = 0; k < kStridedUnroll; ++k) {
+    for (int k = 0; k < kUnroll; ++k) {
       const int64 i = base + k * static_cast<int64>(blockDim.x);
       if (i < n) y[i] = dequantize1<O>(qv[k], zv[k], sv[k]);
     }

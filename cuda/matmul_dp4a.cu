@@ -56,25 +56,25 @@ __device__ __forceinline__ unsigned dot4(unsigned a, unsigned b, unsigned c);
 template <>
 __device__ __forceinline__ unsigned dot4<int8, int8>(unsigned a, unsigned b, unsigned c) {
   unsigned d;
-  asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  DMLQ_PTX("dp4a.s32.s32 %0, %1, %2, %3;", (DMLQ_OUT("r", d)), (DMLQ_IN("r", a), DMLQ_IN("r", b), DMLQ_IN("r", c)));
   return d;
 }
 template <>
 __device__ __forceinline__ unsigned dot4<int8, uint8>(unsigned a, unsigned b, unsigned c) {
   unsigned d;
-  asm("dp4a.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  DMLQ_PTX("dp4a.s32.u32 %0, %1, %2, %3;", (DMLQ_OUT("r", d)), (DMLQ_IN("r", a), DMLQ_IN("r", b), DMLQ_IN("r", c)));
   return d;
 }
 template <>
 __device__ __forceinline__ unsigned dot4<uint8, int8>(unsigned a, unsigned b, unsigned c) {
   unsigned d;
-  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  DMLQ_PTX("dp4a.u32.s32 %0, %1, %2, %3;", (DMLQ_OUT("r", d)), (DMLQ_IN("r", a), DMLQ_IN("r", b), DMLQ_IN("r", c)));
   return d;
 }
 template <>
 __device__ __forceinline__ unsigned dot4<uint8, uint8>(unsigned a, unsigned b, unsigned c) {
   unsigned d;
-  asm("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  DMLQ_PTX("dp4a.u32.u32 %0, %1, %2, %3;", (DMLQ_OUT("r", d)), (DMLQ_IN("r", a), DMLQ_IN("r", b), DMLQ_IN("r", c)));
   return d;
 }
 
@@ -141,7 +141,7 @@ __device__ __forceinline__ void gemm(
   constexpr int AS_WORDS = 2 * KQ * (BM + 4), BS_WORDS = 2 * KQ * BN;
   constexpr int CS = BN + 4;  // output tile row stride in bytes
   static_assert(BM * CS <= 4 * (AS_WORDS + BS_WORDS), "output tile fits the staging buffers");
-  __shared__ __align__(16) unsigned smem[AS_WORDS + BS_WORDS];
+  DMLQ_SHARED(16, unsigned, smem, [AS_WORDS + BS_WORDS]);
   auto As = reinterpret_cast<unsigned (*)[KQ][BM + 4]>(smem);
   auto Bs = reinterpret_cast<unsigned (*)[KQ][BN]>(smem + AS_WORDS);
   unsigned char* Cs = reinterpret_cast<unsigned char*>(smem);
@@ -425,7 +425,7 @@ template <typename T>
 __global__ void __launch_bounds__(256) matmul_col_sums(
     const T* __restrict__ B, int N, int K, int batch, int batch1,
     int64 b_bs0, int64 b_bs1, int64 ldb, int* __restrict__ out) {
-  __shared__ unsigned part[8][32];
+  DMLQ_SHARED(4, unsigned, part, [8][32]);
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int n = blockIdx.x * 32 + tx;
   for (int z = blockIdx.y; z < batch; z += gridDim.y) {

@@ -57,34 +57,38 @@ __device__ __forceinline__ unsigned smem_u32(const void* p) {
 
 // 16-byte async copy; the bytes past src_bytes (0..16) are zero-filled.
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsigned src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-               :: "r"(dst), "l"(__cvta_generic_to_global(src)), "r"(src_bytes) : "memory");
+  DMLQ_PTX_MEM("cp.async.cg.shared.global [%0], [%1], 16, %2;", (),
+               (DMLQ_IN("r", dst), DMLQ_IN("l", __cvta_generic_to_global(src)), DMLQ_IN("r", src_bytes)));
 }
 
 __device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  DMLQ_PTX_MEM("cp.async.commit_group;", (), ());
 }
 
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+  DMLQ_PTX_MEM("cp.async.wait_group %0;", (), (DMLQ_IN("n", N)));
 }
 
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+  DMLQ_PTX_MEM("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];",
+               (DMLQ_OUT("r", r[0]), DMLQ_OUT("r", r[1]), DMLQ_OUT("r", r[2]), DMLQ_OUT("r", r[3])),
+               (DMLQ_IN("r", addr)));
 }
 
 __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+  DMLQ_PTX_MEM("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];",
+               (DMLQ_OUT("r", r[0]), DMLQ_OUT("r", r[1]), DMLQ_OUT("r", r[2]), DMLQ_OUT("r", r[3])),
+               (DMLQ_IN("r", addr)));
 }
 
-#define DMLQ_MMA_K32(ta, tb)                                                        \
-  asm("mma.sync.aligned.m16n8k32.row.col.s32." ta "." tb ".s32 "                   \
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"           \
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])                              \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+#define DMLQ_MMA_K32(ta, tb)                                                          \
+  DMLQ_PTX("mma.sync.aligned.m16n8k32.row.col.s32." ta "." tb ".s32 "                \
+           "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};",          \
+           (DMLQ_INOUT("r", c[0]), DMLQ_INOUT("r", c[1]), DMLQ_INOUT("r", c[2]),        \
+            DMLQ_INOUT("r", c[3])),                                                     \
+           (DMLQ_IN("r", a[0]), DMLQ_IN("r", a[1]), DMLQ_IN("r", a[2]), DMLQ_IN("r", a[3]), \
+            DMLQ_IN("r", b0), DMLQ_IN("r", b1)))
 
 // c (16x8 int32) += a (16x32, row) * b (32x8, col); signedness from TA/TB.
 template <typename TA, typename TB>
@@ -169,11 +173,11 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   static_assert(A_CH * 16 * NT == A_STAGE && B_CH * 16 * NT == B_STAGE, "chunk split");
   static_assert((NT / 32) * kEpiWarpBytes <= STAGES * (A_STAGE + B_STAGE), "epilogue staging fits");
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  DMLQ_DYNAMIC_SHARED(128, unsigned char, smem);
 
   {
     unsigned dyn;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    DMLQ_PTX("mov.u32 %0, %%dynamic_smem_size;", (DMLQ_OUT("r", dyn)), ());
     if (blockDim.x != NT || dyn < STAGES * (A_STAGE + B_STAGE)) __trap();
   }
 

@@ -48,3 +48,29 @@ def rng(request):
     request.node.user_properties.append(("seed", seed))
     print(f"seed={seed}")
     return np.random.default_rng(seed)
+
+
+# ------------------------------------------------------------ the host harness
+
+@pytest.fixture(scope="session")
+def host_device():
+    """The kernels' own sources, compiled for the CPU (tests/cuda_host), as one device."""
+    from cuda_host import harness
+
+    if not harness.available():
+        pytest.skip("no g++ to build the host harness")
+    harness.build_all()
+    dev = harness.HostDevice()
+    yield dev
+    dev.close()
+
+
+@pytest.fixture
+def host(host_device, monkeypatch):
+    """dmlq.gpu's launchers running on the host harness for one test."""
+    from dmlq.gpu import device
+
+    monkeypatch.setattr(device, "backend", host_device)
+    host_device.forget()
+    yield host_device
+    host_device.forget()

@@ -1,5 +1,5 @@
 """Element-wise kernels without a GPU: layout canonicalization, variant selection,
-the index arithmetic the kernels use (modelled in Python), the launch-argument
+the magic-number division, the launch-argument
 ABI against the compiled PTX, and clean NVRTC builds of every instantiation."""
 from __future__ import annotations
 
@@ -225,69 +225,6 @@ def test_magic_division_matches_floor_division():
         assert int((((i * np.uint64(m)) >> np.uint64(32)) + i).max()) < 2**32
 
 
-def _model_offsets(geo, i, wide):
-    """Python transliteration of offsets() in elementwise.cu."""
-    g = geo[0]
-    nd = int(g["ndim"])
-    off = [0] * ew.SLOTS
-    for d in range(nd):
-        coord = i
-        if d + 1 < nd:
-            size = int(g["size"][d])
-            q = i // size if wide else int(ew.magic_div(i, int(g["magic"][d]), int(g["shift"][d])))
-            coord = i - q * size
-            i = q
-        for k in range(ew.SLOTS):
-            off[k] += coord * int(g["stride"][k][d])
-    return tuple(off)
-
-
-def _random_layout(rng):
-    nd = int(rng.integers(0, 6))
-    shape = tuple(int(v) for v in rng.integers(1, 5, nd))
-    strides = []
-    for k in range(ew.SLOTS):
-        kind = rng.integers(0, 4)
-        if kind == 0:  # C order, maybe reversed per dim
-            st = list(C(shape))
-        elif kind == 1:  # a random permutation of a dense layout
-            perm = rng.permutation(nd)
-            dense = C(tuple(shape[p] for p in perm))
-            st = [0] * nd
-            for j, p in enumerate(perm):
-                st[p] = dense[j]
-        elif kind == 2:  # broadcast somewhere
-            st = [int(v) for v in rng.integers(0, 7, nd)]
-        else:
-            st = [int(v) for v in rng.integers(-9, 10, nd)]
-        if k == 0:  # out: a permuted dense layout, some dims reversed, maybe gapped
-            perm = rng.permutation(nd)
-            gap = int(rng.integers(1, 3))
-            dense = C(tuple(shape[p] for p in perm))
-            st = [0] * nd
-            for j, p in enumerate(perm):
-                st[p] = dense[j] * gap
-        signs = rng.choice([-1, 1], nd)
-        strides.append(tuple(int(s * g) for s, g in zip(st, signs)))
-    return shape, strides
-
-
-@pytest.mark.parametrize("wide", [False, True])
-def test_strided_index_model_visits_every_element_once(wide):
-    rng = np.random.default_rng(11 + wide)
-    for _ in range(300):
-        shape, strides = _random_layout(rng)
-        lay = ew.canonicalize(shape, strides)
-        geo = ew.pack_geo(lay, wide)
-        got = sorted(tuple(o + b for o, b in zip(_model_offsets(geo, i, wide), lay.offsets))
-                     for i in range(lay.size))
-        want = sorted(tuple(sum(c * s for c, s in zip(idx, st)) for st in strides)
-                      for idx in itertools.product(*(range(n) for n in shape)))
-        assert got == want, (shape, strides, lay)
-        assert len(lay.shape) <= max(len(shape), 0)
-        assert all(s > 0 for s in lay.strides[0]), "out is walked forwards after canonicalizing"
-
-
 def test_pack_geo_layout():
     lay = ew.canonicalize((3, 4), [(1, 3), (4, 1), (0, 1), (1, 0)])
     g = ew.pack_geo(lay, False)[0]
@@ -299,56 +236,6 @@ def test_pack_geo_layout():
     assert ew.GEO64.itemsize == 8 * (8 + 32 + 1)
     with pytest.raises(ValueError):
         ew.pack_geo(ew.Layout((2,) * 9, ((1,) * 9,) * 4, (0,) * 4), False)
-
-
-def _model_axis(n, inner, length, grid, block):
-    """Python transliteration of axis_loop + quantize_axis's position stepping."""
-    def step(s):
-        q = s // inner
-        return s - q * inner, q % length
-
-    def advance(j, c, st):
-        j += st[0]
-        if j >= inner:
-            j -= inner
-            c += 1
-        c += st[1]
-        if c >= length:
-            c -= length
-        assert j < inner and c < length
-        return j, c
-
-    tile = block * ew.UNROLL
-    seen = {}
-    for b in range(grid):
-        for t in range(block):
-            base = b * tile + t
-            if base >= n:
-                continue
-            j, c = step(base)
-            s1, sg = step(block), step(grid * tile)
-            while base < n:
-                jj, cc = j, c
-                for k in range(ew.UNROLL):
-                    i = base + k * block
-                    if i < n:
-                        assert i not in seen
-                        seen[i] = (jj, cc)
-                    jj, cc = advance(jj, cc, s1)
-                j, c = advance(j, c, sg)
-                base += grid * tile
-    return seen
-
-
-@pytest.mark.parametrize("n,inner,length", [
-    (1, 1, 1), (17, 1, 17), (60, 5, 3), (60, 1, 60), (61 * 7, 7, 61), (1000, 1, 1),
-    (2 * 3 * 5 * 7, 7, 5), (4096 + 3, 1, 4099), (5000, 1000, 5), (999, 3, 333)])
-@pytest.mark.parametrize("grid,block", [(1, 4), (3, 5), (2, 32)])
-def test_axis_position_model(n, inner, length, grid, block):
-    seen = _model_axis(n, inner, length, grid, block)
-    assert sorted(seen) == list(range(n))
-    for i, (j, c) in seen.items():
-        assert (j, c) == (i % inner, (i // inner) % length)
 
 
 @pytest.mark.parametrize("itemsizes", [(1, 4), (1, 2), (4, 4), (2, 4), (1, 1, 1)])

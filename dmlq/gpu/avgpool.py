@@ -28,6 +28,8 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedError
+from . import device
+from .device import NULL
 
 SOURCE = "avgpool.cu"
 QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
@@ -143,33 +145,6 @@ def _magic(d: int):
 # ----------------------------------------------------------------------------------------------
 # launch
 
-_sm_counts: dict = {}
-_occupancy: dict = {}
-
-
-def _sm_count(cupy) -> int:
-    dev = cupy.cuda.runtime.getDevice()
-    n = _sm_counts.get(dev)
-    if n is None:
-        n = cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, dev)
-        _sm_counts[dev] = n
-    return n
-
-
-def _resident_blocks(cupy, kernel, name, threads, smem) -> int:
-    """Blocks of ``kernel`` one SM holds at once (the occupancy calculator)."""
-    key = (cupy.cuda.runtime.getDevice(), name, threads, smem)
-    n = _occupancy.get(key)
-    if n is None:
-        try:
-            n = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, smem)
-        except Exception:  # noqa: BLE001 - only sizes the grid; 4 x 256 threads is a safe guess
-            n = 4
-        n = max(1, int(n))
-        _occupancy[key] = n
-    return n
-
-
 def _check_int(**values):
     for name, v in values.items():
         if not 0 <= v <= INT_MAX:
@@ -177,12 +152,12 @@ def _check_int(**values):
                                    "in the CUDA kernels")
 
 
-def _param_vector(cupy, v, dtype):
+def _param_vector(xp, v, dtype):
     """A contiguous 1-D device vector (no copy when it already is one)."""
     v = v.reshape(-1)
     if v.dtype != dtype:
         raise TypeError(f"avgpool parameter has dtype {v.dtype}, expected {np.dtype(dtype)}")
-    return cupy.ascontiguousarray(v)
+    return xp.ascontiguousarray(v)
 
 
 def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
@@ -190,10 +165,7 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
                        variant=None):
     if out.size == 0:
         return out
-    import cupy
-
-    from .loader import function
-
+    xp = device.xp()
     x_strides = tuple(s // x.itemsize for s in x.strides)
     args = (x.shape, x_strides, out.shape, tuple(window_size), tuple(strides), tuple(start_padding),
             tuple(end_padding), tuple(dilations), bool(include_padding))
@@ -218,26 +190,24 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
                                       ("W", OW, SW, KW, DW, W, PW, EW)):
         _check_int(**{f"{name} span": (o - 1) * s + (k - 1) * d + 1 + i + p + e})
 
-    xs = _param_vector(cupy, x_scale, np.float32)
-    os_ = _param_vector(cupy, out_scale, np.float32)
-    xzp = None if x_zero_point is None else _param_vector(cupy, x_zero_point, x.dtype)
-    ozp = None if out_zero_point is None else _param_vector(cupy, out_zero_point, out.dtype)
+    xs = _param_vector(xp, x_scale, np.float32)
+    os_ = _param_vector(xp, out_scale, np.float32)
+    xzp = None if x_zero_point is None else _param_vector(xp, x_zero_point, x.dtype)
+    ozp = None if out_zero_point is None else _param_vector(xp, out_zero_point, out.dtype)
     per_channel = sum(bit for bit, v in ((1, xs), (2, xzp), (4, os_), (8, ozp))
                       if v is not None and v.size > 1)
-    null = np.uint64(0)
-    qargs = (xs, null if xzp is None else xzp, os_, null if ozp is None else ozp,
+    qargs = (xs, NULL if xzp is None else xzp, os_, NULL if ozp is None else ozp,
              np.int32(per_channel))
 
-    dst = out if out.flags.c_contiguous else cupy.empty(out.shape, out.dtype)
+    dst = out if out.flags.c_contiguous else xp.empty(out.shape, out.dtype)
     name = kernel_name(variant, str(x.dtype), str(out.dtype))
-    kernel = function(SOURCE, name)
     i32, i64 = np.int32, np.int64
 
     if variant in GLOBAL_GROUPS:
         planes = n_ * c_
         per_block = 256 // GLOBAL_GROUPS[variant]
         grid = (min(-(-planes // per_block), INT_MAX),)
-        kernel(grid, (256,), (x, dst, i64(planes), i32(c_), i64(D * H * W), i64(sxn), i64(sxc),
+        device.launch(SOURCE, name, grid, (256,), (x, dst, i64(planes), i32(c_), i64(D * H * W), i64(sxn), i64(sxc),
                               *qargs))
     elif variant in TILE_CONFIGS:
         _, _, opt = TILE_CONFIGS[variant]
@@ -252,18 +222,18 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
         gy = min(-(-groups // bx), 65535)
         gx = min(-(-rows // by), INT_MAX)
         if lut_n:  # one wave of persistent blocks, each building the table once
-            wave = _sm_count(cupy) * _resident_blocks(cupy, kernel, name, bx * by, lut_n)
+            wave = device.info().sm_count * device.resident_blocks(SOURCE, name, bx * by, lut_n)
             gx = max(1, min(gx, wave // gy))
         m_oh, s_oh = _magic(OH)
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
-        kernel((gx, gy), (bx, by),
+        device.launch(SOURCE, name, (gx, gy), (bx, by),
                (x, dst, i32(rows), i32(groups), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H),
                 i32(W), np.uint32(m_oh), i32(s_oh), np.uint32(m_od), i32(s_od), np.uint32(m_c),
                 i32(s_c), i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(KH), i32(SD), i32(SH),
                 i32(DD), i32(DH), i32(PD), i32(PH), i32(PW), i32(ED), i32(EH), i32(EW),
                 i32(bool(include_padding)), *qargs, i32(lut_n)),
-               shared_mem=lut_n)
+                      shared_mem=lut_n)
     else:
         planes = n_ * c_ * OD
         bx = min(32, 1 << (OW - 1).bit_length())
@@ -272,7 +242,7 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
         grid = (min(-(-OW // bx), INT_MAX), min(-(-OH // by), 65535), min(-(-planes // bz), 65535))
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
-        kernel(grid, (bx, by, bz),
+        device.launch(SOURCE, name, grid, (bx, by, bz),
                (x, dst, i64(planes), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
                 i64(sxn), i64(sxc), i64(sxd), i64(sxh), i64(sxw), i32(KD), i32(KH), i32(KW),
                 i32(SD), i32(SH), i32(SW), i32(DD), i32(DH), i32(DW), i32(PD), i32(PH), i32(PW),

@@ -21,7 +21,10 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from . import device
+
 VARIANTS = ("contig", "axis", "strided")
+SOURCE = "elementwise.cu"
 THREADS = 256  # matches kThreads in elementwise.cu
 UNROLL = 8     # matches kUnroll (elements in flight per thread, axis)
 STRIDED_UNROLL = 4  # matches kStridedUnroll
@@ -65,7 +68,7 @@ def _all_names():
     return tuple(names)
 
 
-KERNELS = {"elementwise.cu": _all_names()}
+KERNELS = {SOURCE: _all_names()}
 
 # Kernel parameter structs, byte for byte as Geo32 / Geo64 in elementwise.cu
 # (dim 0 innermost; strides in elements, per operand slot).
@@ -254,28 +257,11 @@ def vec_width(itemsizes) -> int:
 
 # ----------------------------------------------------------------- launching
 
-_sm_count: dict = {}
-_occupancy: dict = {}
-
-
-def _grid(fn, name: str, work_items: int) -> int:
+def _grid(name: str, work_items: int) -> int:
     """Blocks for a grid-stride kernel: enough for the work, at most what the
     device keeps resident at once."""
-    import cupy
-
-    dev = cupy.cuda.runtime.getDevice()
-    sms = _sm_count.get(dev)
-    if sms is None:
-        sms = _sm_count[dev] = cupy.cuda.Device(dev).attributes["MultiProcessorCount"]
-    per_sm = _occupancy.get((dev, name))
-    if per_sm is None:
-        try:
-            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                fn.kernel.ptr, THREADS, 0)
-        except Exception:  # attribute layout differs between CuPy versions
-            per_sm = 4
-        per_sm = _occupancy[(dev, name)] = max(1, int(per_sm))
-    return max(1, min(-(-work_items // THREADS), sms * per_sm))
+    per_sm = device.resident_blocks(SOURCE, name, THREADS, 0)
+    return max(1, min(-(-work_items // THREADS), device.info().sm_count * per_sm))
 
 
 class _Param:
@@ -286,7 +272,7 @@ class _Param:
 
     def __init__(self, array=None, strides=None, value=0, dtype=None):
         self.array = array
-        self.ptr = 0 if array is None else array.data.ptr
+        self.ptr = 0 if array is None else device.ptr(array)
         self.itemsize = 0 if array is None else array.itemsize
         self.strides = strides
         self.value = value
@@ -296,7 +282,7 @@ class _Param:
 def _elem_strides(a, shape):
     """Element strides of CuPy array ``a`` broadcast to ``shape`` (NumPy rules)."""
     size = a.itemsize
-    if a.data.ptr % size:
+    if device.ptr(a) % size:
         raise ValueError("dmlq: array data is not aligned to its itemsize")
     lead = len(shape) - a.ndim
     if lead < 0:
@@ -312,14 +298,12 @@ def _elem_strides(a, shape):
 
 
 def _param(v, shape, per_tensor=False):
-    import cupy
-
     if v is None:
         return _Param()
-    if not isinstance(v, cupy.ndarray):
+    if not device.backend.is_array(v):
         host = np.asarray(v)
         if host.size != 1:  # a per-axis host array: it has to live on the device
-            v = cupy.asarray(host)
+            v = device.xp().asarray(host)
         else:
             return _Param(value=host.reshape(()).item(), dtype=host.dtype.name)
     if v.size == 1 or per_tensor:
@@ -413,10 +397,7 @@ def _check_dtype(p: _Param, want: str, what: str):
 
 
 def _launch(name: str, args, work: int):
-    from . import loader
-
-    fn = loader.function("elementwise.cu", name)
-    fn((_grid(fn, name, work),), (THREADS,), args)
+    device.launch(SOURCE, name, (_grid(name, work),), (THREADS,), args)
 
 
 def _unary(op, types, x, scale: _Param, zp: _Param, out, variant):
@@ -426,7 +407,7 @@ def _unary(op, types, x, scale: _Param, zp: _Param, out, variant):
              scale.strides or zeros, zp.strides or zeros)
     layout, v, wide = _plan(shape, slots, 2, True, variant)
     sizes = (out.itemsize, x.itemsize, scale.itemsize, zp.itemsize)
-    bases = (out.data.ptr, x.data.ptr, scale.ptr, zp.ptr)
+    bases = (device.ptr(out), device.ptr(x), scale.ptr, zp.ptr)
     ptrs = [b + o * s if b else 0 for b, o, s in zip(bases, layout.offsets, sizes)]
     args, work = unary_args(op, v, layout, ptrs, sizes[:2], scale.value, zp.value, wide,
                             scale.dtype == "float16")
@@ -489,7 +470,7 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     slots = (_elem_strides(out, shape), _elem_strides(a, shape), _elem_strides(b, shape),
              (0,) * len(shape))
     layout, v, wide = _plan(shape, slots, 3, False, variant)
-    bases = (out.data.ptr, a.data.ptr, b.data.ptr, 0)
+    bases = (device.ptr(out), device.ptr(a), device.ptr(b), 0)
     ptrs = [bp + o if bp else 0 for bp, o in zip(bases, layout.offsets)]  # itemsize 1
     args, work = add_args(v, layout, ptrs, params, wide)
     _launch(kernel_name("add", v, types, wide), args, work)

@@ -25,7 +25,6 @@ Launch conventions of quantized_matmul:
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -33,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UnsupportedError
+from . import device
+from .device import NULL
 from .loader import cuda_dir
 
 DP4A_SOURCE = "matmul_dp4a.cu"
@@ -129,16 +130,7 @@ if HAVE_MMA:
 VARIANTS = tuple(DP4A_CONFIGS) + (tuple(MMA_CONFIGS) if HAVE_MMA else ())
 
 
-def _cc(compute_capability) -> int:
-    """80 from 80, "80", "8.0" or (8, 0)."""
-    if isinstance(compute_capability, (tuple, list)):
-        major, minor = compute_capability
-        return int(major) * 10 + int(minor)
-    text = str(compute_capability)
-    if "." in text:
-        major, minor = text.split(".")
-        return int(major) * 10 + int(minor)
-    return int(text)
+_cc = device.cc_int
 
 
 def select_kernel(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=None, *,
@@ -224,52 +216,11 @@ def plan_batches(batch_shape, sa, sb, sc, max_z=None) -> list:
     return launches
 
 
-# ------------------------------------------------------------ device hooks
-# Small indirections so tests can run the launcher on the CPU against an
-# emulator of the kernel ABI (tests/test_select_matmul.py).
-
-def _xp():
-    import cupy
-
-    return cupy
-
-
-def _ptr(x) -> int:
-    return x.data.ptr
-
-
-@functools.lru_cache(maxsize=None)
-def _device_info_for(device_id: int):
-    import cupy
-
-    dev = cupy.cuda.Device(device_id)
-    return _cc(dev.compute_capability), int(dev.attributes["MultiProcessorCount"])
-
-
-def _device_info():
-    import cupy
-
-    return _device_info_for(cupy.cuda.runtime.getDevice())
-
-
-_smem_opt_in: set = set()
-
-
-def _launch(source, name, grid, block, args, shared_mem=0):
-    import cupy
-
-    from . import loader
-
-    fn = loader.function(source, name)
-    if shared_mem > 48 * 1024:
-        key = (cupy.cuda.runtime.getDevice(), source, name)
-        if key not in _smem_opt_in:
-            fn.max_dynamic_shared_size_bytes = shared_mem
-            _smem_opt_in.add(key)
-    fn(grid, block, args, shared_mem=shared_mem)
-
-
 # ------------------------------------------------------------------ launch
+
+def _or_null(v):
+    return NULL if v is None else v
+
 
 def _addr(base: int, offset_elems: int, itemsize: int = 1):
     return np.uint64(base + offset_elems * itemsize)
@@ -277,7 +228,7 @@ def _addr(base: int, offset_elems: int, itemsize: int = 1):
 
 def _extent(x):
     """[lo, hi) byte range an array's elements occupy."""
-    lo = hi = _ptr(x)
+    lo = hi = device.ptr(x)
     for n, s in zip(x.shape, x.strides):
         if s < 0:
             lo += s * (n - 1)
@@ -336,7 +287,7 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
     if out.size == 0:
         return out
-    xp = _xp()
+    xp = device.xp()
     M, K = a.shape[-2:]
     N = b.shape[-1]
     batch_shape = tuple(out.shape[:-2])
@@ -345,8 +296,9 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         raise UnsupportedError(f"quantized_matmul: dimensions above {MAX_DIM} are not supported "
                                f"(M={M}, N={N}, K={K})")
     if variant is None:
-        cc, sms = _device_info()
-        variant = select_kernel(M, N, K, nbatch, cc, a.dtype, b.dtype, sm_count=sms)
+        dev = device.info()
+        variant = select_kernel(M, N, K, nbatch, dev.compute_capability, a.dtype, b.dtype,
+                                sm_count=dev.sm_count)
     elif variant not in VARIANTS:
         raise ValueError(f"quantized_matmul: unknown variant {variant!r}; expected one of {VARIANTS}")
     if K == 0:
@@ -383,9 +335,9 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     zmax = max(u.batch0 * u.batch1 for u in launches)
     need_rows = b_zp is not None and not wide
     need_cols = a_zp is not None and not wide
-    row_sums = xp.empty(zmax * M, np.int32) if need_rows else None
-    col_sums = xp.empty(zmax * N, np.int32) if need_cols else None
-    pa, pb, pc = _ptr(a), _ptr(b), _ptr(target)
+    row_sums = xp.empty(zmax * M, np.int32) if need_rows else NULL
+    col_sums = xp.empty(zmax * N, np.int32) if need_cols else NULL
+    pa, pb, pc = device.ptr(a), device.ptr(b), device.ptr(target)
     i32, i64 = np.int32, np.int64
     name = cfg.name(ta, tb, to)
     block = (cfg.threads,)
@@ -397,19 +349,19 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
         if need_rows:
             blocks = min(-(-nz * M // 8), 65535)
-            _launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (blocks,), (256,),
+            device.launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (blocks,), (256,),
                     (A, i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1),
                      i64(lda), row_sums))
         if need_cols:
-            _launch(DP4A_SOURCE, f"matmul_col_sums<{tb}>", (-(-N // 32), min(nz, MAX_GRID_YZ)),
+            device.launch(DP4A_SOURCE, f"matmul_col_sums<{tb}>", (-(-N // 32), min(nz, MAX_GRID_YZ)),
                     (256,), (B, i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1),
                              i64(ldb), col_sums))
         grid = (-(-N // cfg.bn), grid_y, nz)
-        _launch(cfg.source, name, grid, block,
+        device.launch(cfg.source, name, grid, block,
                 (A, B, C, i32(M), i32(N), i32(K), i32(u.batch1),
                  i64(a_bs0), i64(a_bs1), i64(b_bs0), i64(b_bs1), i64(c_bs0), i64(c_bs1),
                  i64(lda), i64(ldb), i64(ldc),
-                 a_scale, b_scale, out_scale, a_zp, b_zp, o_zp,
+                 a_scale, b_scale, out_scale, _or_null(a_zp), _or_null(b_zp), _or_null(o_zp),
                  i32(a_per_row), i32(b_per_col), i32(o_per_row),
                  row_sums, col_sums),
                 cfg.smem)

@@ -1,0 +1,375 @@
+"""Run dmlq's CUDA kernels on the CPU: build, launch, compare.
+
+``HostDevice`` has the interface of ``dmlq.gpu.device.CupyBackend``; installed as
+``dmlq.gpu.device.backend`` it makes the launchers in dmlq/gpu/ run unchanged
+(same grid, block, shared memory and argument packing) on NumPy arrays, with
+only the final launch swapped: each launch goes to a runner process built from
+the kernel's own source with g++ (cuda_host.h, cuda_host.cpp), under
+AddressSanitizer and UBSan.
+
+Per launch the runner gets every array the launcher handed to the kernel as
+its own exact-size allocation (so an overrun of any of them is an ASan report),
+the arguments checked against the kernel's C parameter list (type and size),
+and a shared-memory poison byte and a thread order that alternate between
+launches. A fault, a sanitizer report or a write into a buffer the kernel only
+receives through const pointers raises ``KernelFault``.
+
+Builds are cached on disk (``$DMLQ_HOST_CACHE`` or ~/.cache/dmlq-host) under a
+hash of every source byte and flag, so each source compiles once.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from dmlq.gpu import device as gpu_device
+from dmlq.gpu import loader
+
+HERE = Path(__file__).resolve().parent
+RUNTIME = ("cuda_host.h", "cuda_host_ptx.h", "cuda_host_kernel_table.h", "cuda_host.cpp")
+CXX = os.environ.get("CXX", "g++")
+FLAGS = ("-std=c++17", "-O1", "-g", "-fno-omit-frame-pointer", "-ffp-contract=off",
+         "-fno-strict-aliasing", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+         "-Wall", "-Wno-unknown-pragmas", "-Wno-unused-function", "-Wno-unused-variable")
+# The runtime (scheduler, PTX interpreter) is trusted code: optimized, not
+# instrumented, but still telling ASan about its fiber stacks.
+RUNTIME_FLAGS = ("-std=c++17", "-O2", "-g", "-fno-omit-frame-pointer", "-ffp-contract=off",
+                 "-fno-strict-aliasing", "-DCUDA_HOST_ASAN=1", "-Wall", "-Wno-unknown-pragmas")
+RUN_ENV = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:detect_stack_use_after_return=0",
+           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+
+# What the host device reports: an H100-like sm_90 part. The SM count only
+# sizes grid-stride grids; a small one keeps host runs short while still
+# giving every block several iterations.
+HOST_CC = 90
+HOST_SMS = 4
+HOST_RESIDENT = 2
+HOST_MAX_SMEM = 227 * 1024
+
+
+class KernelFault(AssertionError):
+    """A kernel misbehaved on the host (fault, sanitizer report, bad arguments)."""
+
+
+def available() -> bool:
+    return shutil.which(CXX) is not None
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("DMLQ_HOST_CACHE", Path.home() / ".cache" / "dmlq-host"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _digest(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else str(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+def _runtime_key() -> str:
+    return _digest(CXX, FLAGS, RUNTIME_FLAGS, *((HERE / f).read_bytes() for f in RUNTIME))
+
+
+def _sources_key() -> str:
+    return _digest(*(p.read_bytes() for p in sorted(loader.cuda_dir().glob("*.cu*"))))
+
+
+_build_lock = threading.Lock()
+
+
+def _compile(args, what):
+    r = subprocess.run([CXX, *args], capture_output=True, text=True)
+    if r.returncode != 0 or r.stderr.strip():
+        raise KernelFault(f"g++ failed on {what}:\n{r.stderr[-8000:]}")
+
+
+def _runtime_object() -> Path:
+    obj = cache_dir() / f"cuda_host-{_runtime_key()}.o"
+    with _build_lock:
+        if not obj.exists():
+            tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
+            _compile([*RUNTIME_FLAGS, "-I", str(HERE), "-c", str(HERE / "cuda_host.cpp"), "-o", str(tmp)],
+                     "cuda_host.cpp")
+            tmp.replace(obj)
+    return obj
+
+
+def translation_unit(path: Path, names) -> str:
+    """The runner's kernel file: the .cu included unchanged, then a table of
+    its kernels (the launchers' name expressions)."""
+    lines = [f'#include "{path}"', '#include "cuda_host_kernel_table.h"',
+             "const cuda_host_kernel cuda_host_kernels[] = {"]
+    for n in names:
+        lines.append(f'  {{"{n}", [] {{ return cuda_host_sig(&{n}); }}, '
+                     f"[](void** a) {{ cuda_host_call(&{n}, a); }}}},")
+    lines += ["};", f"const int cuda_host_kernel_count = {len(names)};", ""]
+    return "\n".join(lines)
+
+
+def build(source: str, extra_flags=(), path: Path = None, names=None) -> Path:
+    """The runner executable for ``source`` (cached): a file of cuda/ with the
+    names its launcher registers, or any ``path`` with explicit ``names``."""
+    path = loader.cuda_dir() / source if path is None else Path(path)
+    names = tuple(loader.registry()[source] if names is None else names)
+    key = _digest(_runtime_key(), _sources_key(), path.read_bytes(), names, extra_flags)
+    exe = cache_dir() / f"{path.stem}-{key}"
+    if exe.exists():
+        return exe
+    obj = _runtime_object()
+    with tempfile.TemporaryDirectory() as d:
+        tu = Path(d) / f"{path.stem}_host.cpp"
+        tu.write_text(translation_unit(path, names))
+        tmp = Path(d) / "runner"
+        _compile([*FLAGS, *extra_flags, "-include", str(HERE / "cuda_host.h"), "-I", str(HERE),
+                  "-I", str(loader.cuda_dir()), str(tu), str(obj), "-o", str(tmp)], source)
+        shutil.move(str(tmp), exe)
+    return exe
+
+
+def build_all(sources=None, jobs: int = 2) -> dict:
+    """Build runners for several sources in parallel: {source: path}."""
+    sources = list(loader.registry()) if sources is None else list(sources)
+    _runtime_object()
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        return dict(zip(sources, ex.map(build, sources)))
+
+
+# ---------------------------------------------------------------------- runner process
+
+class Runner:
+    """One runner process; restarted after a crash (sanitizer report)."""
+
+    def __init__(self, exe: Path):
+        self.exe = exe
+        self.proc = None
+        self.err = None
+        self.kernels = {}
+        self._start()
+        self._send(struct.pack("<I", 0xFFFFFFFF))
+        status, msg = self._status()
+        for line in msg.splitlines():
+            name, sig = line.split("\t")
+            self.kernels[name] = (len(self.kernels), sig.split())
+
+    def _start(self):
+        self.err = tempfile.TemporaryFile()
+        env = {**os.environ, **RUN_ENV}
+        self.proc = subprocess.Popen([str(self.exe)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err, env=env)
+
+    def _send(self, data: bytes):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def _read(self, n: int) -> bytes:
+        data = self.proc.stdout.read(n)
+        if len(data) != n:
+            self.proc.wait()
+            self.err.seek(0)
+            report = self.err.read().decode(errors="replace")
+            self._start()
+            raise KernelFault(f"the kernel crashed the host runner (exit {self.proc.returncode}):\n"
+                              f"{report[-12000:]}")
+        return data
+
+    def _status(self):
+        status, length = struct.unpack("<II", self._read(8))
+        return status, self._read(length).decode(errors="replace")
+
+    def close(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+
+    def launch(self, index, grid, block, dyn, reverse, poison, buffers, args):
+        out = [struct.pack("<I3I3IIIIII", index, *grid, *block, dyn, reverse, poison,
+                           len(buffers), len(args))]
+        for b in buffers:
+            out.append(struct.pack("<Q", len(b)))
+            out.append(b)
+        for a in args:
+            out.append(a)
+        try:
+            self._send(b"".join(out))
+        except BrokenPipeError:
+            self._read(1 << 30)  # reports the crash
+        status, msg = self._status()
+        results = []
+        for _ in buffers:
+            (n,) = struct.unpack("<Q", self._read(8))
+            results.append(self._read(n))
+        return status, msg, results
+
+
+# ---------------------------------------------------------------------- the device
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _extent(a: np.ndarray):
+    lo = hi = a.__array_interface__["data"][0]
+    for n, s in zip(a.shape, a.strides):
+        if n == 0:
+            return lo, lo
+        if s < 0:
+            lo += s * (n - 1)
+        else:
+            hi += s * (n - 1)
+    return lo, hi + a.itemsize
+
+
+_SCALAR_CODES = {np.dtype(np.int32): "i4", np.dtype(np.uint32): "u4", np.dtype(np.int64): "i8",
+                 np.dtype(np.uint64): "u8", np.dtype(np.float32): "f4", np.dtype(np.float64): "f8",
+                 np.dtype(np.int16): "i2", np.dtype(np.uint16): "u2", np.dtype(np.int8): "i1",
+                 np.dtype(np.uint8): "u1"}
+
+
+class HostDevice:
+    """dmlq.gpu.device's backend interface, on the CPU."""
+
+    def __init__(self, sm_count=HOST_SMS, resident=HOST_RESIDENT, cc=HOST_CC):
+        self.sm_count, self.resident, self.cc = sm_count, resident, cc
+        self.runners: dict = {}
+        self.regions: list = []     # (lo, hi, root array), newest last
+        self.calls: list = []       # (name, grid, block, shared_mem) per launch
+        self.launch_count = 0
+        self.poisons = (0xA5, 0x5A)
+        self.sources: dict = {}     # extra sources: name -> (path, kernel names)
+
+    # -- the backend interface
+    @staticmethod
+    def xp():
+        return np
+
+    def ptr(self, a) -> int:
+        self.register(a)
+        return a.__array_interface__["data"][0]
+
+    @staticmethod
+    def is_array(a) -> bool:
+        return isinstance(a, np.ndarray)
+
+    def info(self):
+        return gpu_device.DeviceInfo("host harness (sm_90 model)", self.cc, self.sm_count,
+                                     HOST_MAX_SMEM)
+
+    def resident_blocks(self, source, name, threads, smem) -> int:
+        return self.resident
+
+    def register(self, a: np.ndarray):
+        """Remember the allocation ``a`` lives in (kept alive, so never reused)."""
+        root = _root(a)
+        lo, hi = _extent(root)
+        if not any(r[0] == lo and r[1] == hi for r in self.regions):
+            self.regions.append((lo, hi, root))
+
+    def forget(self):
+        self.regions.clear()
+        self.calls.clear()
+
+    def close(self):
+        for r in self.runners.values():
+            r.close()
+        self.runners.clear()
+
+    def runner(self, source: str) -> Runner:
+        r = self.runners.get(source)
+        if r is None:
+            path, names = self.sources.get(source, (None, None))
+            r = self.runners[source] = Runner(build(source, path=path, names=names))
+        return r
+
+    def _region(self, p: int, what: str):
+        best = None
+        for i in range(len(self.regions) - 1, -1, -1):
+            lo, hi, _ = self.regions[i]
+            if lo <= p < hi:
+                return i
+            if p == hi and best is None:
+                best = i  # one past the end: fine for an empty range
+        if best is None:
+            raise KernelFault(f"{what}: address {p:#x} lies in no array the launcher handed out "
+                              "(a wild pointer on a GPU)")
+        return best
+
+    def launch(self, source, name, grid, block, args, shared_mem=0):
+        gpu_device.check_args(name, args)
+        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+        block = tuple(int(b) for b in block) + (1,) * (3 - len(block))
+        if not (1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535):
+            raise KernelFault(f"{name}: grid {grid} outside CUDA's limits")
+        if not (1 <= block[0] * block[1] * block[2] <= 1024 and block[2] <= 64):
+            raise KernelFault(f"{name}: block {block} outside CUDA's limits")
+        if shared_mem > HOST_MAX_SMEM:
+            raise KernelFault(f"{name}: {shared_mem} bytes of dynamic shared memory")
+        r = self.runner(source)
+        if name not in r.kernels:
+            raise KernelFault(f"{name}: not in the kernel table of {source}")
+        index, sig = r.kernels[name]
+        if len(sig) != len(args):
+            raise KernelFault(f"{name}: {len(args)} arguments for {len(sig)} parameters")
+        used: dict = {}
+        packed = []
+        for i, (a, code) in enumerate(zip(args, sig)):
+            what = f"{name} argument {i}"
+            if code in ("C", "P"):
+                if isinstance(a, np.ndarray) and a.dtype.names is None:
+                    self.register(a)
+                    p = a.__array_interface__["data"][0]
+                elif isinstance(a, np.uint64):
+                    p = int(a)
+                else:
+                    raise KernelFault(f"{what}: a pointer parameter got {type(a).__name__}")
+                if p == 0:
+                    packed.append(struct.pack("<I", 1))
+                    continue
+                k = self._region(p, what)
+                j = used.setdefault(k, len(used))
+                packed.append(struct.pack("<IIq", 0, j, p - self.regions[k][0]))
+            elif code.startswith("s"):
+                if not (isinstance(a, np.ndarray) and a.dtype.names is not None and a.size == 1):
+                    raise KernelFault(f"{what}: a struct parameter needs a size-1 structured array")
+                raw = a.tobytes()
+                if len(raw) != int(code[1:]):
+                    raise KernelFault(f"{what}: struct of {len(raw)} bytes for a {code[1:]}-byte parameter")
+                packed.append(struct.pack("<II", 2, len(raw)) + raw)
+            else:
+                dt = getattr(a, "dtype", None)
+                if _SCALAR_CODES.get(dt) != code:
+                    raise KernelFault(f"{what}: {type(a).__name__} for a C parameter {code} "
+                                      "(pass the NumPy scalar of the exact C type)")
+                raw = a.tobytes()
+                packed.append(struct.pack("<II", 2, len(raw)) + raw)
+        order = sorted(used, key=used.get)
+        buffers = []
+        for k in order:
+            lo, hi, _ = self.regions[k]
+            buffers.append(ctypes.string_at(lo, hi - lo))
+        reverse = self.launch_count & 1
+        poison = self.poisons[(self.launch_count >> 1) & 1]
+        self.launch_count += 1
+        self.calls.append((name, grid, block, shared_mem))
+        status, msg, results = r.launch(index, grid, block, int(shared_mem), reverse, poison,
+                                        buffers, packed)
+        if status != 0:
+            raise KernelFault(f"{name} grid {grid} block {block}: {msg}")
+        for k, data in zip(order, results):
+            lo, hi, _ = self.regions[k]
+            if data != buffers[order.index(k)]:
+                ctypes.memmove(lo, data, hi - lo)

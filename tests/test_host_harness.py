@@ -1,0 +1,183 @@
+"""The host harness itself (tests/cuda_host): it must fail a test when a kernel
+breaks a rule, and its PTX emulation must follow the PTX ISA's tables.
+
+The probe kernels live in tests/cuda_host/selftest.cu.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dmlq.gpu import device
+
+SELFTEST = Path(__file__).parent / "cuda_host" / "selftest.cu"
+NAMES = ("race", "divergent_barrier", "exit_before_barrier", "write_at", "read_at", "write_const",
+         "trap_kernel", "shuffle_xor", "cp_async_wait_probe<0>", "cp_async_wait_probe<1>",
+         "cp_async_wait_probe<2>", "ldmatrix_probe<false>", "ldmatrix_probe<true>", "mma_probe_s8u8",
+         "float_ops")
+
+
+@pytest.fixture(scope="module")
+def dev(host_device):
+    from cuda_host import harness
+
+    d = harness.HostDevice()
+    d.sources["selftest.cu"] = (SELFTEST, NAMES)
+    yield d
+    d.close()
+
+
+def run(dev, name, grid, block, *args, shared=0):
+    dev.forget()
+    dev.launch("selftest.cu", name, grid, block, args, shared)
+
+
+def fault(match=None):
+    from cuda_host import harness
+
+    return pytest.raises(harness.KernelFault, match=match)
+
+
+def test_missing_barrier_is_a_wrong_result_in_some_thread_order(dev):
+    for order in range(2):  # the harness alternates forward and reverse thread order
+        out = np.zeros(64, np.int32)
+        run(dev, "race", (1,), (64,), out, np.int32(1))
+        np.testing.assert_array_equal(out, np.arange(63, -1, -1))
+    for order in range(2):
+        out = np.zeros(64, np.int32)
+        run(dev, "race", (1,), (64,), out, np.int32(0))
+        assert (out != np.arange(63, -1, -1)).any()
+
+
+@pytest.mark.parametrize("name", ["divergent_barrier", "exit_before_barrier"])
+def test_barrier_not_reached_by_every_thread_fails(dev, name):
+    with fault() as e:
+        run(dev, name, (1,), (64,), np.zeros(64, np.int32))
+    assert "__syncthreads()" in str(e.value)
+
+
+def test_global_overrun_fails(dev):
+    out = np.zeros(8, np.int32)
+    run(dev, "write_at", (1,), (32,), out, np.int32(7))
+    assert out[7] == 7
+    with fault() as e:
+        run(dev, "write_at", (1,), (32,), out, np.int32(8))
+    assert "AddressSanitizer" in str(e.value)
+    with fault() as e:
+        run(dev, "read_at", (1,), (32,), np.zeros(8, np.int32), np.zeros(1, np.int32), np.int32(-1))
+    assert "AddressSanitizer" in str(e.value)
+    run(dev, "write_at", (1,), (32,), out, np.int32(0))  # the runner restarted after the crash
+
+
+def test_write_through_a_const_pointer_fails(dev):
+    with fault() as e:
+        run(dev, "write_const", (1,), (32,), np.zeros(4, np.int32))
+    assert "const" in str(e.value)
+
+
+def test_trap_fails(dev):
+    with fault() as e:
+        run(dev, "trap_kernel", (1,), (32,))
+    assert "__trap()" in str(e.value)
+
+
+def test_bad_arguments_fail_before_the_launch(dev):
+    with pytest.raises(TypeError, match="None"):
+        run(dev, "write_at", (1,), (32,), None, np.int32(0))
+    with fault():
+        run(dev, "write_at", (1,), (32,), np.zeros(4, np.int32), np.int64(0))  # int parameter
+    with fault():
+        run(dev, "write_at", (1,), (32,), np.zeros(4, np.int32), 0)            # Python int
+    with fault(match="wild pointer"):
+        run(dev, "write_at", (1,), (32,), np.uint64(4096), np.int32(0))
+    with fault():
+        run(dev, "write_at", (1,), (32,), np.zeros(4, np.int32))               # too few
+    with fault():
+        run(dev, "write_at", (1,), (2048,), np.zeros(4, np.int32), np.int32(0))  # block too big
+
+
+def test_launchers_never_pass_none():
+    with pytest.raises(TypeError, match="NULL"):
+        device.check_args("k", (np.uint64(1), None))
+    device.check_args("k", (device.NULL, np.int32(0)))
+
+
+def test_shuffle(dev):
+    out = np.zeros(64, np.int32)
+    run(dev, "shuffle_xor", (1,), (64,), out)
+    np.testing.assert_array_equal(out, (np.arange(64) ^ 5) * 10)
+
+
+def test_cp_async_lands_only_when_waited_for(dev):
+    src = np.arange(8, dtype=np.uint32).reshape(2, 4) + 100
+    landed1 = np.array([src[1, 0], src[1, 1], 0, 0], np.uint32)  # src-size 8: zero-filled
+    out = np.zeros((2, 4), np.uint32)
+    run(dev, "cp_async_wait_probe<0>", (1,), (1,), src, out)
+    np.testing.assert_array_equal(out, [src[0], landed1])
+    out[...] = 0
+    run(dev, "cp_async_wait_probe<1>", (1,), (1,), src, out)
+    np.testing.assert_array_equal(out[0], src[0])
+    assert (out[1] != landed1).any() and len(set(out[1].view(np.uint8))) == 1  # poison bytes
+    run(dev, "cp_async_wait_probe<2>", (1,), (1,), src, out)
+    assert (out[0] != src[0]).all() and (out[1] != landed1).any()
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_ldmatrix_follows_the_ptx_fragment_table(dev, rng, trans):
+    m = rng.integers(0, 2**16, (4, 8, 8), dtype=np.uint64).astype(np.uint16)  # 4 matrices of 8x8 b16
+    out = np.zeros((32, 4), np.uint32)
+    run(dev, f"ldmatrix_probe<{'true' if trans else 'false'}>", (1,), (32,), m.reshape(32, 8).copy(), out)
+    want = np.zeros((32, 4), np.uint32)
+    for lane in range(32):
+        for i in range(4):
+            if trans:  # column lane/4 of rows 2(lane%4), 2(lane%4)+1
+                lo, hi = m[i, 2 * (lane % 4), lane // 4], m[i, 2 * (lane % 4) + 1, lane // 4]
+            else:      # row lane/4, columns 2(lane%4), 2(lane%4)+1
+                lo, hi = m[i, lane // 4, 2 * (lane % 4)], m[i, lane // 4, 2 * (lane % 4) + 1]
+            want[lane, i] = int(lo) | (int(hi) << 16)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_mma_m16n8k32_follows_the_ptx_fragment_table(dev, rng):
+    A = rng.integers(-128, 128, (16, 32)).astype(np.int8)
+    B = rng.integers(0, 256, (32, 8)).astype(np.uint8)
+    C = rng.integers(-2**20, 2**20, (16, 8)).astype(np.int32)
+    a = np.zeros((32, 4), np.uint32)
+    b = np.zeros((32, 2), np.uint32)
+    c = np.zeros((32, 4), np.int32)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for i in range(4):  # a_i: row g (+8 for odd i), k = 4t (+16 for i >= 2)
+            a[lane, i] = A[g + 8 * (i % 2), 4 * t + 16 * (i // 2):][:4].view(np.uint32)[0]
+        for i in range(2):  # b_i: column g, k = 4t + 16 i
+            b[lane, i] = np.ascontiguousarray(B[4 * t + 16 * i:][:4, g]).view(np.uint32)[0]
+        for i in range(4):  # c_i: row g (+8 for i >= 2), column 2t + i % 2
+            c[lane, i] = C[g + 8 * (i // 2), 2 * t + i % 2]
+    d = np.zeros((32, 4), np.int32)
+    run(dev, "mma_probe_s8u8", (1,), (32,), a, b, c, d)
+    D = A.astype(np.int64) @ B.astype(np.int64) + C
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for i in range(4):
+            assert d[lane, i] == D[g + 8 * (i // 2), 2 * t + i % 2], (lane, i)
+
+
+def test_float_ops_are_ieee_and_ftz_is_seen(dev):
+    pairs = np.array([[5.0, 0.039215686], [1e-39, 3.0], [3e-39, 0.5], [1.0, 3.0], [65519.0, 1.0],
+                      [65520.0, 1.0], [2.0**-25, 1.0], [2.0**-24 * 1.5, 1.0], [np.nan, 1.0],
+                      [1.0, 0.0], [-0.0, 5.0], [3e38, 10.0]], np.float32)
+    n = len(pairs)
+    out = np.zeros((n, 4), np.float32)
+    with np.errstate(all="ignore"):
+        run(dev, "float_ops", (1,), (n,), pairs.copy(), out)
+        x, y = pairs[:, 0], pairs[:, 1]
+        tiny = np.finfo(np.float32).tiny
+
+        def ftz(v):
+            return np.where(np.abs(v) < tiny, np.copysign(np.float32(0), v), v).astype(np.float32)
+
+        want = np.stack([x / y, x * y, ftz(ftz(x) * ftz(y)), x.astype(np.float16).astype(np.float32)], 1)
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+    assert out[0, 0] < 127.5 and out[1, 2] == 0.0 and out[1, 1] != 0.0
