@@ -65,12 +65,21 @@ def host_device():
     dev.close()
 
 
-@pytest.fixture
-def host(host_device, monkeypatch):
-    """dmlq.gpu's launchers running on the host harness for one test."""
+@pytest.fixture(scope="session")
+def gpu_mirror_device():
+    from cuda_host import harness
+
+    return harness.GpuMirrorDevice()
+
+
+@pytest.fixture(params=["host", pytest.param("gpu", marks=pytest.mark.gpu)])
+def host(request, monkeypatch):
+    """dmlq.gpu's launchers on NumPy test cases, for one test: on the host
+    harness, and (where a GPU is present) the same cases on the GPU."""
     from dmlq.gpu import device
 
-    monkeypatch.setattr(device, "backend", host_device)
-    host_device.forget()
-    yield host_device
-    host_device.forget()
+    dev = request.getfixturevalue("host_device" if request.param == "host" else "gpu_mirror_device")
+    monkeypatch.setattr(device, "backend", dev)
+    dev.forget()
+    yield dev
+    dev.forget()

@@ -167,3 +167,17 @@ def test_every_launch_of_this_file_ran_on_the_host(host, rng):
     x = fvals(rng, (100,), "float32")
     check_quantize(rng, x, np.float32(0.2), None, "int8", None)
     assert host.calls and all(c[0].startswith("quantize_") for c in host.calls)
+
+
+def test_out_overlapping_an_input_goes_through_a_temporary(host, rng):
+    buf = qvals(rng, (4099,), "uint8")
+    a, b = buf[:-1].copy(), buf[1:].copy()
+    p = (np.float32(0.5), np.uint8(3), np.float32(0.25), np.uint8(250), np.float32(0.3), np.uint8(7))
+    want = ref.quantized_add(a, np.asarray(p[0]), np.asarray(p[1]), b, np.asarray(p[2]), np.asarray(p[3]),
+                             np.asarray(p[4]), np.asarray(p[5]), np.empty(a.shape, np.uint8))
+    ew.quantized_add(buf[:-1], *p[:2], buf[1:], *p[2:4], *p[4:], buf[1:])  # out = b, shifted over a
+    np.testing.assert_array_equal(buf[1:], want)
+    x = fvals(rng, (64,), "float32")
+    want = ref.quantize_linear(x, np.float32(0.1), None, np.empty(64, np.int8))
+    ew.quantize_linear(x, np.float32(0.1), None, x.view(np.int8)[:64])  # out inside x's bytes
+    np.testing.assert_array_equal(x.view(np.int8)[:64], want)

@@ -479,3 +479,23 @@ def test_plan_batches_matches_numpy_broadcasting(rng, max_z):
         got = _offsets(plan)
         assert sorted(got) == sorted(expect)
         assert len({g[2] for g in got}) == len(got)  # every output matrix written once
+
+
+def test_devices_before_sm61_and_sm80():
+    from dmlq.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="sm_61"):
+        select_kernel(256, 256, 256, 1, 60)
+    assert loader.sources_for(75) == tuple(s for s in loader.registry() if s != matmul.MMA_SOURCE)
+    assert matmul.MMA_SOURCE in loader.sources_for(80)
+    assert matmul.DP4A_SOURCE not in loader.sources_for(60)
+
+
+def test_compile_all_skips_sources_the_device_cannot_build(monkeypatch):
+    from dmlq.gpu import device
+
+    built = []
+    monkeypatch.setattr(device, "info", lambda: device.DeviceInfo("old", 75, 40, 65536))
+    monkeypatch.setattr(loader, "function", lambda source, name: built.append(source))
+    n = loader.compile_all()
+    assert n == len(built) and built and matmul.MMA_SOURCE not in built

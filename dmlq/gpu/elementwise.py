@@ -400,6 +400,22 @@ def _launch(name: str, args, work: int):
     device.launch(SOURCE, name, (_grid(name, work),), (THREADS,), args)
 
 
+def _overlapping(out, *inputs) -> bool:
+    """Whether ``out`` may share memory with an input array (NumPy's bounds
+    test): the kernels read and write in no fixed order, so such an out must
+    be computed through a temporary."""
+    xp = device.xp()
+    return any(device.backend.is_array(a) and a.size and xp.may_share_memory(a, out)
+               for a in inputs if a is not None)
+
+
+def _via_temporary(fn, args, out, variant):
+    tmp = device.xp().empty(out.shape, out.dtype)
+    fn(*args, tmp, variant=variant)
+    out[...] = tmp
+    return out
+
+
 def _unary(op, types, x, scale: _Param, zp: _Param, out, variant):
     shape = out.shape
     zeros = (0,) * len(shape)
@@ -422,6 +438,8 @@ def quantize_linear(x, scale, zero_point, out, *, variant=None):
     _check_variant(variant)
     if out.size == 0:
         return out
+    if _overlapping(out, x, scale, zero_point):
+        return _via_temporary(quantize_linear, (x, scale, zero_point), out, variant)
     q, xt = out.dtype.name, x.dtype.name
     sc = _param(scale, out.shape)
     zp = _param(zero_point, out.shape)
@@ -436,6 +454,8 @@ def dequantize_linear(q, scale, zero_point, out, *, variant=None):
     _check_variant(variant)
     if out.size == 0:
         return out
+    if _overlapping(out, q, scale, zero_point):
+        return _via_temporary(dequantize_linear, (q, scale, zero_point), out, variant)
     it, ot = q.dtype.name, out.dtype.name
     if it not in DEQUANT_IN or ot not in DEQUANT_OUT:
         raise TypeError(f"dmlq: dequantize of {it} to {ot} is not supported")
@@ -453,6 +473,10 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     _check_variant(variant)
     if out.size == 0:
         return out
+    if _overlapping(out, a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
+                    out_zero_point):
+        return _via_temporary(quantized_add, (a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                                              out_scale, out_zero_point), out, variant)
     shape = out.shape
     types = (a.dtype.name, b.dtype.name, out.dtype.name)
     if any(t not in QUANT_OUT for t in types):

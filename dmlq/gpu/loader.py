@@ -20,6 +20,10 @@ from pathlib import Path
 COMPILE_OPTIONS = ("-std=c++17", "--fmad=false")
 CUPY_ADDED_OPTIONS = ("-ftz=true",)
 
+# The oldest GPU each source compiles for: dp4a needs sm_61, mma.sync on int8
+# with ldmatrix and cp.async sm_80. Older devices skip those sources entirely.
+MIN_CC = {"matmul_dp4a.cu": 61, "matmul_mma.cu": 80}
+
 # Modules in dmlq.gpu that launch kernels; each has KERNELS = {source: names}.
 KERNEL_MODULES = ("elementwise", "matmul", "avgpool")
 
@@ -101,10 +105,20 @@ def function(source: str, name: str):
     return fn
 
 
+def sources_for(compute_capability: int) -> tuple:
+    """The kernel sources a device of this compute capability (e.g. 75) can run."""
+    return tuple(s for s in registry() if compute_capability >= MIN_CC.get(s, 0))
+
+
 def compile_all() -> int:
-    """Compile and load every kernel on the current device; returns the count."""
+    """Compile and load every kernel the current device supports; returns the count."""
+    from . import device
+
     count = 0
+    cc = device.info().compute_capability
     for source, names in registry().items():
+        if source not in sources_for(cc):
+            continue
         for name in names:
             function(source, name)
             count += 1

@@ -143,6 +143,9 @@ def select_kernel(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=None
     """
     if have_mma is None:
         have_mma = HAVE_MMA
+    if _cc(compute_capability) < 61:
+        raise UnsupportedError(f"quantized_matmul needs dp4a (sm_61 or newer); this device is "
+                               f"sm_{_cc(compute_capability)}")
     if K > WIDE_K:
         return "dp4a-wide"  # the only exact path past 32768
     # Provisional crossover: tensor cores are ~15x dp4a's peak, so anything

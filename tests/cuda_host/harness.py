@@ -373,3 +373,59 @@ class HostDevice:
             lo, hi, _ = self.regions[k]
             if data != buffers[order.index(k)]:
                 ctypes.memmove(lo, data, hi - lo)
+
+
+class GpuMirrorDevice(HostDevice):
+    """The host harness's NumPy test cases on a real GPU: the launchers run
+    unchanged, and each launch copies the arrays it touches to device buffers,
+    runs the CUDA kernel through CuPy and copies them back. So the host and
+    the GPU are held to one list of cases."""
+
+    def __init__(self):
+        super().__init__()
+        self.real = gpu_device.CupyBackend()
+
+    def info(self):
+        return self.real.info()
+
+    def resident_blocks(self, source, name, threads, smem) -> int:
+        if not name:  # asked by a test for the launcher's own sizing
+            return 1
+        return self.real.resident_blocks(source, name, threads, smem)
+
+    def launch(self, source, name, grid, block, args, shared_mem=0):
+        import cupy
+
+        gpu_device.check_args(name, args)
+        used: dict = {}
+        staged = []
+        for a in args:
+            if isinstance(a, np.ndarray) and a.dtype.names is None:
+                self.register(a)
+                p = a.__array_interface__["data"][0]
+            elif isinstance(a, np.uint64):
+                p = int(a)
+            else:
+                staged.append(a)
+                continue
+            if p == 0:
+                staged.append(gpu_device.NULL)
+                continue
+            k = self._region(p, f"{name} argument {len(staged)}")
+            used.setdefault(k, None)
+            staged.append((k, p - self.regions[k][0]))
+        bufs = {}
+        for k in used:
+            lo, hi, _ = self.regions[k]
+            buf = cupy.empty(max(hi - lo, 1), np.uint8)
+            if hi > lo:
+                buf[: hi - lo] = cupy.asarray(np.frombuffer(ctypes.string_at(lo, hi - lo), np.uint8))
+            bufs[k] = buf
+        final = [np.uint64(bufs[s[0]].data.ptr + s[1]) if isinstance(s, tuple) else s for s in staged]
+        self.calls.append((name, tuple(grid), tuple(block), shared_mem))
+        self.real.launch(source, name, grid, block, final, shared_mem)
+        for k, buf in bufs.items():
+            lo, hi, _ = self.regions[k]
+            if hi > lo:
+                host = cupy.asnumpy(buf[: hi - lo])
+                ctypes.memmove(lo, host.ctypes.data, hi - lo)
