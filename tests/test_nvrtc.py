@@ -40,3 +40,18 @@ def test_line_markers_point_at_real_files():
         text = loader.source_text(source)
         assert text.startswith(f'#line 1 "{source}"')
         assert '#include "common.cuh"' not in text  # inlined by the loader
+
+
+def test_results_are_cached_on_disk_by_source_and_options(tmp_path, monkeypatch):
+    monkeypatch.setenv("DMLQ_NVRTC_CACHE", str(tmp_path))
+    nvrtc._compile.cache_clear()
+    names = ("matmul_row_sums<int8>",)
+    first = nvrtc.compile_source("matmul_dp4a.cu", "sm_80", names)
+    assert len(list(tmp_path.glob("matmul_dp4a-sm_80-*.json"))) == 1
+    nvrtc._compile.cache_clear()
+    monkeypatch.setattr(nvrtc, "_compile_now", lambda *a: pytest.fail("recompiled despite the cache"))
+    assert nvrtc.compile_source("matmul_dp4a.cu", "sm_80", names) == first
+    nvrtc._compile.cache_clear()
+    with pytest.raises(pytest.fail.Exception):  # another arch is another key: it compiles
+        nvrtc.compile_source("matmul_dp4a.cu", "sm_90", names)
+    nvrtc._compile.cache_clear()

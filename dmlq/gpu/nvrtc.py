@@ -6,7 +6,11 @@ the NVRTC library that CuPy loads (the nvidia-cuda-nvrtc wheel).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from .loader import COMPILE_OPTIONS, CUPY_ADDED_OPTIONS, registry, source_text
 
@@ -31,15 +35,41 @@ def compile_source(source: str, arch: str, names=None) -> CompileResult:
     return _compile(source, arch, names)
 
 
+def cache_dir() -> Path:
+    """On-disk cache of NVRTC results ($DMLQ_NVRTC_CACHE, default ~/.cache/dmlq/nvrtc)."""
+    return Path(os.environ.get("DMLQ_NVRTC_CACHE", Path.home() / ".cache" / "dmlq" / "nvrtc"))
+
+
 @functools.lru_cache(maxsize=None)
 def _compile(source: str, arch: str, names: tuple) -> CompileResult:
+    """Memoized in memory and on disk, keyed by the source text, the options,
+    the name expressions and the NVRTC version."""
     from cupy_backends.cuda.libs import nvrtc
 
-    prog = nvrtc.createProgram(source_text(source), source, [], [])
+    options = [*COMPILE_OPTIONS, *CUPY_ADDED_OPTIONS, f"--gpu-architecture={arch}"]
+    text = source_text(source)
+    key = hashlib.sha256(json.dumps([text, options, names, list(nvrtc.getVersion())]).encode()).hexdigest()
+    path = cache_dir() / f"{Path(source).stem}-{arch}-{key[:24]}.json"
+    try:
+        return CompileResult(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        pass
+    result = _compile_now(nvrtc, source, arch, names, text, options)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(result)))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home only costs the next run a compile
+    return result
+
+
+def _compile_now(nvrtc, source, arch, names, text, options) -> CompileResult:
+    prog = nvrtc.createProgram(text, source, [], [])
     try:
         for n in names:
             nvrtc.addNameExpression(prog, n)
-        options = [*COMPILE_OPTIONS, *CUPY_ADDED_OPTIONS, f"--gpu-architecture={arch}"]
         try:
             nvrtc.compileProgram(prog, options)
         except nvrtc.NVRTCError as e:
