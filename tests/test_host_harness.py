@@ -16,7 +16,7 @@ SELFTEST = Path(__file__).parent / "cuda_host" / "selftest.cu"
 NAMES = ("race", "divergent_barrier", "exit_before_barrier", "write_at", "read_at", "write_const",
          "trap_kernel", "shuffle_xor", "cp_async_wait_probe<0>", "cp_async_wait_probe<1>",
          "cp_async_wait_probe<2>", "ldmatrix_probe<false>", "ldmatrix_probe<true>", "mma_probe_s8u8",
-         "float_ops")
+         "float_ops", "address_mod")
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +181,11 @@ def test_float_ops_are_ieee_and_ftz_is_seen(dev):
         want = np.stack([x / y, x * y, ftz(ftz(x) * ftz(y)), x.astype(np.float16).astype(np.float32)], 1)
     np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
     assert out[0, 0] < 127.5 and out[1, 2] == 0.0 and out[1, 1] != 0.0
+
+
+def test_buffers_keep_their_alignment(dev):
+    base = np.zeros(1000, np.uint8)
+    for off in (0, 1, 3, 16, 100):
+        out = np.zeros(1, np.uint32)
+        run(dev, "address_mod", (1,), (1,), base[off:], out)
+        assert out[0] == (base.ctypes.data + off) % 256

@@ -262,6 +262,35 @@ def test_emulated_tile_edges_and_alignment(emu, rng, variant):
             assert (buf[outside] == 0xA5).all(), "wrote outside the output"
 
 
+@pytest.mark.parametrize("types", [("int8", "int8", "int8"), ("int8", "uint8", "uint8"),
+                                   ("uint8", "int8", "int8"), ("uint8", "uint8", "uint8")])
+def test_emulated_mma_stages_tails_and_alignment(emu, rng, types):
+    """mma-128x128: K below, at and above one 64-wide stage and the 4-stage
+    pipeline depth, M and N tails inside and past a 128 tile, 16-byte aligned
+    operands (cp.async) and unaligned ones (the byte-gather path)."""
+    _require("mma-128x128")
+    ref = _reference()
+    ta, tb, to = types
+    shapes = [(16, 1, 16), (17, 31, 19), (33, 63, 40), (128, 64, 128), (129, 65, 130),
+              (40, 128, 24), (20, 192, 136), (50, 257, 33), (16, 320, 16)]
+    for i, (M, K, N) in enumerate(shapes):
+        aligned = i % 3 != 2
+        a0, a_s, a_zp, b0, b_s, b_zp, o_s, o_zp = _case(
+            rng, (M, K), (K, N), ta, tb, to, a_layout="axis" if i % 2 else "tensor",
+            b_layout="axis" if i % 3 else "tensor", o_layout="tensor", zps=(i % 2 == 0, True, True))
+        if aligned:  # row strides and bases multiples of 16
+            a = np.zeros((M, -(-K // 16) * 16 + 16), ta)[:, :K]
+            b = np.zeros((K, -(-N // 16) * 16 + 16), tb)[:, :N]
+        else:
+            a = np.zeros((M, K + 3), ta)[:, 1:K + 1]
+            b = np.zeros((K, N + 5), tb)[:, 3:N + 3]
+        a[...], b[...] = a0, b0
+        out = np.full((M, N), 0x5A, np.uint8).view(to)
+        expect = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty((M, N), to))
+        matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="mma-128x128")
+        np.testing.assert_array_equal(out, expect, err_msg=f"M={M} K={K} N={N} aligned={aligned}")
+
+
 def test_emulated_mixed_scale_and_zero_point_layouts(emu, rng):
     """A per-axis zero point beside a per-tensor scale (and the reverse)."""
     ref = _reference()

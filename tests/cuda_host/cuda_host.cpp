@@ -912,7 +912,7 @@ static LaunchResult launch(void (*body)(void*), void* arg, dim3 grid, dim3 block
 // Requests on stdin, replies on stdout (little-endian, see harness.py):
 //   request: u32 kernel (0xffffffff: list kernels), u32 grid[3], u32 block[3],
 //            u32 dynamic_smem, u32 reverse, u32 poison, u32 nbuf, u32 narg,
-//            nbuf x (u64 size, bytes), narg x (u32 kind: 0 buffer (u32 index,
+//            nbuf x (u64 size, u64 address mod 256, bytes), narg x (u32 kind: 0 buffer (u32 index,
 //            i64 offset) | 1 null | 2 bytes (u32 size, bytes))
 //   reply:   u32 status (0 ok), u32 length, message, then nbuf x (u64 size, bytes)
 
@@ -968,12 +968,20 @@ int main() {
     const unsigned poison = read_val<unsigned>();
     const unsigned nbuf = read_val<unsigned>();
     const unsigned narg = read_val<unsigned>();
-    std::vector<unsigned char*> bufs(nbuf);
-    std::vector<unsigned long long> sizes(nbuf);
+    std::vector<unsigned char*> bufs(nbuf), blocks(nbuf);
+    std::vector<unsigned long long> sizes(nbuf), skews(nbuf);
     std::vector<std::vector<unsigned char>> before(nbuf);
     for (unsigned i = 0; i < nbuf; ++i) {
       sizes[i] = read_val<unsigned long long>();
-      bufs[i] = static_cast<unsigned char*>(std::malloc(sizes[i] ? sizes[i] : 1));
+      skews[i] = read_val<unsigned long long>() % 256;
+      // The buffer keeps its address modulo 256 from the caller's array, so
+      // alignment-dependent paths run as they would there; the skew bytes in
+      // front of it are poisoned, so an underrun is still an ASan report.
+      void* blk = nullptr;
+      if (posix_memalign(&blk, 256, skews[i] + (sizes[i] ? sizes[i] : 1)) != 0) return 1;
+      blocks[i] = static_cast<unsigned char*>(blk);
+      bufs[i] = blocks[i] + skews[i];
+      __asan_poison_memory_region(blocks[i], skews[i]);
       if (!read_all(bufs[i], sizes[i])) return 0;
       before[i].assign(bufs[i], bufs[i] + sizes[i]);
     }
@@ -1023,7 +1031,8 @@ int main() {
     for (unsigned i = 0; i < nbuf; ++i) {
       write_all(&sizes[i], 8);
       write_all(bufs[i], sizes[i]);
-      std::free(bufs[i]);
+      __asan_unpoison_memory_region(blocks[i], skews[i]);
+      std::free(blocks[i]);
     }
     std::fflush(stdout);
   }

@@ -197,8 +197,8 @@ class Runner:
     def launch(self, index, grid, block, dyn, reverse, poison, buffers, args):
         out = [struct.pack("<I3I3IIIIII", index, *grid, *block, dyn, reverse, poison,
                            len(buffers), len(args))]
-        for b in buffers:
-            out.append(struct.pack("<Q", len(b)))
+        for b, skew in buffers:
+            out.append(struct.pack("<QQ", len(b), skew))
             out.append(b)
         for a in args:
             out.append(a)
@@ -360,7 +360,7 @@ class HostDevice:
         buffers = []
         for k in order:
             lo, hi, _ = self.regions[k]
-            buffers.append(ctypes.string_at(lo, hi - lo))
+            buffers.append((ctypes.string_at(lo, hi - lo), lo % 256))
         reverse = self.launch_count & 1
         poison = self.poisons[(self.launch_count >> 1) & 1]
         self.launch_count += 1
@@ -371,7 +371,7 @@ class HostDevice:
             raise KernelFault(f"{name} grid {grid} block {block}: {msg}")
         for k, data in zip(order, results):
             lo, hi, _ = self.regions[k]
-            if data != buffers[order.index(k)]:
+            if data != buffers[order.index(k)][0]:
                 ctypes.memmove(lo, data, hi - lo)
 
 

@@ -103,3 +103,8 @@ __global__ void float_ops(const float* x, float* out) {
   out[4 * i + 2] = r;
   out[4 * i + 3] = dmlq::to_f32(dmlq::from_f32<float16>(x[2 * i]));
 }
+
+// The address of p modulo 256, as the kernel sees it.
+__global__ void address_mod(const unsigned char* p, unsigned* out) {
+  out[0] = static_cast<unsigned>(reinterpret_cast<unsigned long long>(p) % 256u);
+}
