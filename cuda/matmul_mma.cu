@@ -41,9 +41,16 @@
 //   a pass) and writes 16 outputs per lane with one 16-byte store.
 //   Edges: rows, columns and k outside the matrix are zero-filled (cp.async
 //   src-size), which adds 0 to the dot products; the zero-point terms use the
-//   pre-pass row and column sums, so the result is exact. A block whose A or B
-//   base or row stride is not 16-byte aligned stages that operand with byte
-//   loads instead of cp.async (correct, slow).
+//   pre-pass row and column sums, so the result is exact. The launcher passes
+//   16-byte aligned bases and row strides (it pads an operand whose K or N is
+//   not a multiple of 16); the kernel traps on anything else.
+//   Main loop (sm_90 SASS, bench/results/static.md): 247 instructions per
+//   64x128x128 k-tile, 64 of them IMMA.16832, i.e. 1 in 3.9. A scheduler
+//   issues one instruction per cycle and needs one m16n8k32 every 4 cycles at
+//   the tensor-core peak, so issue no longer bounds the loop (it did at 741
+//   instructions, 1 MMA in 11.6, with a byte-gather path inlined in it).
+//   Source pointers advance per tile, stage indices count instead of taking
+//   kt % STAGES, and the K tail is clamped arithmetically.
 
 #include "common.cuh"
 
@@ -127,20 +134,6 @@ __device__ __forceinline__ int epi_off(int row, int chunk) {
   return row * 256 + ((chunk ^ (((row & 1) << 2) | ((row >> 1) & 3))) << 4);
 }
 
-// Slow path for unaligned operands: bytes [0, n) of p, zero-padded to 16.
-__device__ __forceinline__ uint4 gather16(const unsigned char* p, int n) {
-  unsigned w0 = 0, w1 = 0, w2 = 0, w3 = 0;
-#pragma unroll 1
-  for (int e = 0; e < n; ++e) {
-    const unsigned v = static_cast<unsigned>(p[e]) << (8 * (e & 3));
-    if (e < 4) w0 |= v;
-    else if (e < 8) w1 |= v;
-    else if (e < 12) w2 |= v;
-    else w3 |= v;
-  }
-  return make_uint4(w0, w1, w2, w3);
-}
-
 }  // namespace dmlq_mma
 
 // Launch: block 32 * (BM/64) * (BN/64) threads (128 for 128x128); grid
@@ -203,10 +196,11 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   B += bz0 * b_bs0 + bz1 * b_bs1;
   C += bz0 * c_bs0 + bz1 * c_bs1;
 
-  // cp.async needs 16-byte aligned sources: base and row stride (chunk starts are
-  // multiples of 16 elements). Uniform per block.
-  const bool a_vec = ((reinterpret_cast<unsigned long long>(A) | static_cast<unsigned long long>(lda)) & 15) == 0;
-  const bool b_vec = ((reinterpret_cast<unsigned long long>(B) | static_cast<unsigned long long>(ldb)) & 15) == 0;
+  // cp.async needs 16-byte aligned sources: the launcher passes bases and row
+  // strides that are multiples of 16 (it pads an operand that is not).
+  if (((reinterpret_cast<unsigned long long>(A) | reinterpret_cast<unsigned long long>(B) |
+        static_cast<unsigned long long>(lda) | static_cast<unsigned long long>(ldb)) & 15) != 0)
+    __trap();
 
   const int tid = threadIdx.x;
   const unsigned s_base = smem_u32(smem);
@@ -214,58 +208,46 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 
   // Per-thread copy assignments, fixed across k tiles. Chunk i of a thread sits
   // NT/4 A rows (NT/(BN/16) B rows) after chunk 0: multiples of 8 and 16, so the
-  // swizzle terms are the same and only the row offset changes.
+  // swizzle terms are the same and only the row offset changes. Source
+  // pointers advance by one k tile per load; the byte counts are fixed except
+  // on the last tile of a K that is not a multiple of BK, where they are
+  // clamped arithmetically (no second copy of the load code in the loop).
   static_assert(NT % BN == 0, "B chunk rows step by a multiple of 16");
+  constexpr int kr_step = NT / (BN / 16);
   const int a_row0 = tid >> 2, a_kc = tid & 3;
-  const int a_dst0 = a_off(a_row0, a_kc);
+  const unsigned a_dst0 = sA + a_off(a_row0, a_kc);
   const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M (never read)
-  int a_bytes[A_CH];      // 16, or 0 for rows >= M
+  int a_rows = 0;         // bit i: chunk i's row is inside M
 #pragma unroll
   for (int i = 0; i < A_CH; ++i) {
     const int gm = m0 + a_row0 + i * (NT / 4);
-    a_bytes[i] = gm < M ? 16 : 0;
+    a_rows |= (gm < M) << i;
     a_src[i] = A + (gm < M ? static_cast<int64>(gm) * lda : 0) + a_kc * 16;
   }
   const int b_kr0 = tid / (BN / 16), b_nc = tid % (BN / 16);
-  const int b_dst0 = b_off<BN>(b_kr0, b_nc);
+  const unsigned b_dst0 = sB + b_off<BN>(b_kr0, b_nc);
   const int b_n = n0 + b_nc * 16;
-  const int b_nbytes = b_n < N ? min(16, N - b_n) : 0;  // N edge, same for every chunk
-  const TB* b_src[B_CH];  // row kr at k0 = 0; column 0 when the chunk is past N
-#pragma unroll
-  for (int i = 0; i < B_CH; ++i)
-    b_src[i] = B + static_cast<int64>(b_kr0 + i * (NT / (BN / 16))) * ldb + (b_nbytes > 0 ? b_n : 0);
+  const unsigned b_nbytes = b_n < N ? min(16, N - b_n) : 0;  // N edge, same for every chunk
+  const TB* b_src = B + static_cast<int64>(b_kr0) * ldb + (b_nbytes > 0 ? b_n : 0);
+  const int64 b_chunk_step = static_cast<int64>(kr_step) * ldb;
+  const int64 b_tile_step = static_cast<int64>(BK) * ldb;
 
-  // Stage k-tile [k0, k0 + 64) into stage `stage`. Full tiles use the fixed
-  // byte counts; only the last tile of a K that is not a multiple of 64 takes
-  // the clamped path. Sources of empty copies stay in bounds.
-  auto load_tile = [&](int stage, int k0) {
-    const bool full = k0 + BK <= K;
-    const int64 koff = static_cast<int64>(k0) * ldb;
+  // Stage k-tile [k0, k0 + BK) into stage `stage`; a_src / b_src point at k0.
+  auto load_tile = [&](unsigned stage, int k0) {
+    // Bytes of this thread's A chunk left in the row (16 on every full tile).
+    const unsigned a_left = static_cast<unsigned>(min(max(K - (k0 + a_kc * 16), 0), 16));
+    const int b_rows_left = K - (k0 + b_kr0);  // chunk i is inside K when i * kr_step < this
 #pragma unroll
     for (int i = 0; i < A_CH; ++i) {
-      int bytes = a_bytes[i];
-      const TA* src = a_src[i] + k0;
-      if (!full) {
-        bytes = bytes ? max(0, min(16, K - (k0 + a_kc * 16))) : 0;
-        if (bytes == 0) src = A;
-      }
-      const int dst = stage * A_STAGE + a_dst0 + i * (NT / 4) * BK;
-      if (a_vec) cp_async16(sA + dst, src, bytes);
-      else *reinterpret_cast<uint4*>(smem + dst) = gather16(reinterpret_cast<const unsigned char*>(src), bytes);
+      const unsigned bytes = ((a_rows >> i) & 1) ? a_left : 0u;
+      cp_async16(a_dst0 + stage * A_STAGE + i * (NT / 4) * BK, bytes ? a_src[i] + k0 : A, bytes);
     }
 #pragma unroll
     for (int i = 0; i < B_CH; ++i) {
-      constexpr int kr_step = NT / (BN / 16);
-      int bytes = b_nbytes;
-      const TB* src = b_src[i] + koff;
-      if (!full && k0 + b_kr0 + i * kr_step >= K) {
-        bytes = 0;
-        src = B;
-      }
-      const int dst = STAGES * A_STAGE + stage * B_STAGE + b_dst0 + i * kr_step * BN;
-      if (b_vec) cp_async16(s_base + dst, src, bytes);
-      else *reinterpret_cast<uint4*>(smem + dst) = gather16(reinterpret_cast<const unsigned char*>(src), bytes);
+      const unsigned bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;
+      cp_async16(b_dst0 + stage * B_STAGE + i * kr_step * BN, bytes ? b_src + i * b_chunk_step : B, bytes);
     }
+    b_src += b_tile_step;
   };
 
   // Warp tile and ldmatrix addresses.
@@ -300,15 +282,17 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     cp_async_commit();  // empty groups keep the wait count uniform
   }
 
+  unsigned st = 0, load_st = STAGES - 1;  // stages of tile kt and of tile kt + STAGES - 1
   for (int kt = 0; kt < ktiles; ++kt) {
     cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt have landed
     __syncthreads();              // everyone's have, and stage (kt-1) is no longer read
     const int nk = kt + STAGES - 1;
-    if (nk < ktiles) load_tile(nk % STAGES, nk * BK);
+    if (nk < ktiles) load_tile(load_st, nk * BK);
     cp_async_commit();
+    load_st = load_st == STAGES - 1 ? 0 : load_st + 1;
 
-    const int st = kt % STAGES;
     const unsigned a_st = sA + st * A_STAGE, b_st = sB + st * B_STAGE;
+    st = st == STAGES - 1 ? 0 : st + 1;
 #pragma unroll
     for (int ks = 0; ks < BK / 32; ++ks) {
       unsigned af[MI][4];

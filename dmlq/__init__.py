@@ -20,7 +20,7 @@ def compile_all() -> int:
 
     Returns the number of kernels; raises where no GPU is usable.
     """
-    from .gpu.loader import compile_all as _compile_all
+    from .gpu.device import compile_all as _compile_all
 
     return _compile_all()
 

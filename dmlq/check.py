@@ -201,7 +201,7 @@ def run_edge_cases(backends):
 
 def run_gpu_random(cupy, seed=0):
     """Every operator and dtype combination on random data, GPU vs reference."""
-    from .gpu.loader import compile_all
+    from .gpu.device import compile_all
 
     table = {}
     rng = np.random.default_rng(seed)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -37,7 +35,7 @@ SIZES = (1, 15, 17, 2**20 + 3)
 
 
 def sizes(dev):
-    """SIZES; the emulator, which checks launch plumbing, stops at a few thousand."""
+    """SIZES; the host harness stops at a few thousand (it runs every thread on the CPU)."""
     return SIZES if dev.mode == "gpu" else tuple(min(n, 4099) for n in SIZES)
 NAN, INF = float("nan"), float("inf")
 POISON = 0xA5
@@ -80,10 +78,8 @@ def host_replica(a):
 
 class Device:
     """Where the operator runs. "gpu": CuPy and dmlq.gpu.elementwise. "emu": the same
-    Python launch path on host memory, with each kernel launch interpreted by
-    ``emulate`` (checks the launch arguments, pointers, offsets, Geo structs and
-    variant choices without a GPU; the arithmetic is the reference's). "ref": the
-    reference itself (tests this harness)."""
+    launchers on NumPy arrays with elementwise.cu's own source on the host harness
+    (tests/cuda_host). "ref": the reference itself (tests this test harness)."""
 
     def __init__(self, mode: str):
         self.mode = mode
@@ -93,8 +89,6 @@ class Device:
             return a
         if self.mode == "gpu":
             return to_device(a)
-        if self.mode == "emu":
-            return a.view(FakeArray)
         return a
 
     def host(self, a):
@@ -104,7 +98,7 @@ class Device:
         """(device out, fetch): fetch() copies the device buffer (the whole poisoned base)
         back into host_out's memory, so host_out then holds the device results."""
         if self.mode != "gpu":
-            return (host_out.view(FakeArray) if self.mode == "emu" else host_out), lambda: None
+            return host_out, lambda: None
         import cupy
 
         if host_out.size == 0:
@@ -125,135 +119,6 @@ class Device:
         if self.mode == "ref":
             return getattr(R, op)(*args)
         return getattr(ew, op)(*args, variant=variant)
-
-
-# ---- the emulated device: host memory addressed like device memory -----------------
-
-class FakeArray(np.ndarray):
-    """A NumPy array that answers .data.ptr like a CuPy array."""
-
-    @property
-    def data(self):
-        return types.SimpleNamespace(ptr=self.ctypes.data)
-
-
-def _fake_cupy():
-    mod = types.ModuleType("cupy")
-    mod.ndarray = FakeArray
-    mod.broadcast_to = lambda a, shape: np.broadcast_to(np.asarray(a), shape).view(FakeArray)
-    mod.asarray = lambda a: np.array(a).view(FakeArray)
-    return mod
-
-
-def _mem(ptr, dtype, offsets):
-    """(array, index): host memory of ``dtype`` elements at ptr + offsets * itemsize."""
-    dtype = np.dtype(dtype)
-    offsets = np.asarray(offsets, np.int64)
-    assert ptr, "null pointer for a tensor operand"
-    assert ptr % dtype.itemsize == 0, "misaligned element pointer"
-    lo, hi = int(offsets.min()), int(offsets.max())
-    raw = (ctypes.c_uint8 * ((hi - lo + 1) * dtype.itemsize)).from_address(ptr + lo * dtype.itemsize)
-    return np.ctypeslib.as_array(raw).view(dtype), offsets - lo
-
-
-def _gather(ptr, dtype, offsets):
-    arr, idx = _mem(ptr, dtype, offsets)
-    return arr[idx]
-
-
-def _param_values(ptr, dtype, offsets, value, n):
-    return _gather(ptr, dtype, offsets) if ptr else np.full(n, value)
-
-
-_NP = {v: np.dtype(k) for k, v in ew.CTYPE.items()}
-
-
-def emulate(name, args, work):
-    """Run one launch as the kernel named ``name`` would, on host memory."""
-    op, rest = name.split("_", 1)
-    variant, targs = rest[:-1].split("<")
-    targs = [t.strip() for t in targs.split(",")]
-    wide = variant == "strided" and targs.pop() == "true"
-    types_ = [_NP[t] for t in targs]
-    assert all(isinstance(a, (np.generic, np.ndarray)) for a in args), "untyped kernel argument"
-    assert work >= 1
-    nptr = 3 if op == "add" else 2
-    ptrs = [int(a) for a in args[:nptr]]  # (x, y) or (a, b, y)
-    n = int(args[nptr])
-    assert n >= 1
-    i = np.arange(n, dtype=np.int64)
-    rest = list(args[nptr + 1:])
-    if variant == "contig":
-        head = int(rest.pop(0))
-        assert 0 <= head <= n
-        sizes = [t.itemsize for t in types_]  # (x, y) or (a, b, y), as the pointers
-        if head < n:  # the vector loop starts 16-byte aligned on every tensor
-            assert all((p + head * sz) % 16 == 0 for p, sz in zip(ptrs, sizes)), (ptrs, head)
-        offs = [i, i, np.zeros(n, np.int64), np.zeros(n, np.int64)]
-        if op == "add":
-            offs = [i, i, i, np.zeros(n, np.int64)]
-    elif variant == "axis":
-        inner, length = int(rest.pop(0)), int(rest.pop(0))
-        assert inner >= 1 and length >= 1 and inner < 2**31 and length < 2**31
-        c = (i // inner) % length
-        if op == "quantize":
-            sp, f16, sst, sv, zp, zst, zv = rest
-            rest = [sp, f16, sv, zp, zv]
-        else:
-            sp, sst, sv, zp, zst, zv = rest
-            rest = [sp, sv, zp, zv]
-        offs = [i, i, c * int(sst), c * int(zst)]
-    else:
-        geo = rest.pop(0)
-        assert isinstance(geo, np.ndarray) and geo.shape == (1,)
-        assert geo.dtype == (ew.GEO64 if wide else ew.GEO32)
-        g = geo[0]
-        nd = int(g["ndim"])
-        assert 0 <= nd <= ew.MAX_DIMS
-        assert math.prod(int(v) for v in g["size"][:nd]) == n
-        offs = [np.zeros(n, np.int64) for _ in range(ew.SLOTS)]
-        rem = i.copy()
-        for d in range(nd):
-            size = int(g["size"][d])
-            coord = rem % size if d + 1 < nd else rem
-            rem = rem // size
-            for k in range(ew.SLOTS):
-                offs[k] += coord * int(g["stride"][k][d])
-        if not wide:
-            assert n < 2**31 and all(np.abs(o).max() < 2**31 for o in offs), "needs 64-bit"
-        o = np.sort(offs[0])
-        assert (o[1:] != o[:-1]).all(), "two elements write the same output"
-    ysz = types_[-1]
-    yarr, yidx = _mem(ptrs[2] if op == "add" else ptrs[1], ysz, offs[0])
-    if op == "quantize":
-        sp, f16, sv, zp, zv = rest
-        assert isinstance(f16, np.int32) and isinstance(sv, np.float32) and isinstance(zv, np.int32)
-        x = _gather(ptrs[0], types_[0], offs[1]).astype(np.float32)
-        s = _param_values(int(sp), F16 if int(f16) else F32, offs[2], sv, n).astype(np.float32)
-        z = _param_values(int(zp), types_[1], offs[3], zv, n).astype(np.int64)
-        res = R.requantize(x, s, z, types_[1])
-    elif op == "dequantize":
-        sp, sv, zp, zv = rest
-        assert isinstance(sv, np.float32) and isinstance(zv, np.int64)
-        q = _gather(ptrs[0], types_[0], offs[1])
-        s = _param_values(int(sp), types_[1], offs[2], sv, n).astype(np.float32)
-        z = _param_values(int(zp), types_[0], offs[3], zv, n).astype(np.int64)
-        with np.errstate(over="ignore"):
-            res = R._dequantize_f32(q, z, s).astype(types_[1])
-    else:
-        pv = []
-        for k, dt in enumerate((F32, F32, F32, types_[0], types_[1], types_[2])):
-            p, v = rest[2 * k], rest[2 * k + 1]
-            assert isinstance(v, np.float32 if k < 3 else np.int32)
-            pv.append(_gather(int(p), dt, [0])[0] if int(p) else v)
-        a = _gather(ptrs[0], types_[0], offs[1])
-        b = _gather(ptrs[1], types_[1], offs[2])
-        av = R._dequantize_f32(a, np.int64(pv[3]), np.float32(pv[0]))
-        bv = R._dequantize_f32(b, np.int64(pv[4]), np.float32(pv[1]))
-        with np.errstate(all="ignore"):
-            v = np.add(av, bv, dtype=np.float32)
-        res = R.requantize(v, np.float32(pv[2]), np.int64(pv[5]), types_[2])
-    yarr[yidx] = res
 
 
 def layout(a, kind):
@@ -350,12 +215,15 @@ def check(dev: Device, op, inputs, out_shape, out_dtype, out_kind="c", variant=N
 
 @pytest.fixture(params=[pytest.param("gpu", marks=pytest.mark.gpu), "emu"])
 def dev(request, monkeypatch):
-    """The GPU, or (without one) the emulated device running the same launch path."""
+    """The GPU, or (without one) the host harness running the same launch path."""
     if request.param == "gpu":
         import cupy  # noqa: F401
     else:
-        monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
-        monkeypatch.setattr(ew, "_launch", emulate)
+        from dmlq.gpu import device
+
+        host = request.getfixturevalue("host_device")
+        monkeypatch.setattr(device, "backend", host)
+        host.forget()
     return Device(request.param)
 
 
@@ -684,7 +552,7 @@ def test_dequantize_edges(dev, qdt, odt, variant):
                             int(info.max) - 1, int(info.max), 2**24 + 1 if info.max > 2**24 else 3,
                             (2**24 + 3) if info.max > 2**24 else 5}), np.int64)
     q = vals.astype(qdt)
-    # every extreme difference, incl. 2**31-1 - (-1) and 2**32-1 - 0 (the emulator: a few)
+    # every extreme difference, incl. 2**31-1 - (-1) and 2**32-1 - 0 (the host harness: a few)
     for zp in (vals if dev.mode == "gpu" else vals[::3]):
         for s in DEQ_SCALES:
             check(dev, "dequantize_linear", (q, _as(s, odt), np.array(zp, qdt)), q.shape, odt,

@@ -153,3 +153,15 @@ def resident_blocks(source: str, name: str, threads: int, smem: int = 0) -> int:
 
 def launch(source: str, name: str, grid, block, args, shared_mem: int = 0) -> None:
     backend.launch(source, name, grid, block, args, shared_mem)
+
+
+def compile_all() -> int:
+    """Compile and load every kernel the current device supports; returns the count."""
+    from . import loader
+
+    count = 0
+    for source in loader.sources_for(info().compute_capability):
+        for name in loader.registry()[source]:
+            loader.function(source, name)
+            count += 1
+    return count

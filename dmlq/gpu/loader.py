@@ -108,18 +108,3 @@ def function(source: str, name: str):
 def sources_for(compute_capability: int) -> tuple:
     """The kernel sources a device of this compute capability (e.g. 75) can run."""
     return tuple(s for s in registry() if compute_capability >= MIN_CC.get(s, 0))
-
-
-def compile_all() -> int:
-    """Compile and load every kernel the current device supports; returns the count."""
-    from . import device
-
-    count = 0
-    cc = device.info().compute_capability
-    for source, names in registry().items():
-        if source not in sources_for(cc):
-            continue
-        for name in names:
-            function(source, name)
-            count += 1
-    return count

@@ -12,6 +12,11 @@ Launch conventions of quantized_matmul:
   separate launches with offset pointers.
 - Rows of a and b must have unit stride along the last axis; an operand that
   does not is copied once to a contiguous array (its own shape, no broadcast).
+- The tensor-core variants stage a and b with 16-byte cp.async, so an operand
+  whose base, row or batch stride is not a multiple of 16 bytes (K or N not a
+  multiple of 16, an offset view) is first copied into rows padded to 16
+  (:func:`padded16`: one pass over that operand); the dp4a variants take any
+  alignment.
 - out is written in place when its last axis is contiguous, it does not
   overlap a or b, and no batch/row stride of it is 0; otherwise through a
   contiguous temporary that is then copied into out.
@@ -247,6 +252,28 @@ def _overlaps(x, y) -> bool:
     return lx < hy and ly < hx
 
 
+def aligned16(x) -> bool:
+    """Whether the tensor-core kernel can stage ``x`` with 16-byte cp.async:
+    base address and every stride but the last a multiple of 16 bytes."""
+    return (device.ptr(x) % 16 == 0
+            and all(s % 16 == 0 for n, s in zip(x.shape[:-1], x.strides[:-1]) if n > 1))
+
+
+def padded16(xp, x):
+    """A copy of ``x`` whose rows start 16 bytes apart (K or N rounded up to 16,
+    the padding never read): one pass over the operand instead of a byte-wise
+    staging path in the kernel."""
+    rows, k = x.shape[:-1], x.shape[-1]
+    kp = -(-k // 16) * 16
+    n = math.prod(rows) * kp
+    buf = xp.empty(n + 16, x.dtype)
+    skew = (-device.ptr(buf)) % 16
+    p = buf[skew:skew + n].reshape(rows + (kp,))
+    p[..., k:] = 0
+    p[..., :k] = x
+    return p[..., :k]
+
+
 def _unit_last(xp, x):
     if x.shape[-1] > 1 and x.strides[-1] != x.itemsize:
         return xp.ascontiguousarray(x)  # documented copy: rows must be unit-stride
@@ -321,6 +348,9 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
 
     a = _unit_last(xp, a)
     b = _unit_last(xp, b)
+    if isinstance(cfg, MmaConfig):  # cp.async wants 16-byte aligned bases and row/batch strides
+        a = a if aligned16(a) else padded16(xp, a)
+        b = b if aligned16(b) else padded16(xp, b)
     target = out if _direct_out(out, a, b) else xp.empty(out.shape, out.dtype)
 
     ta, tb, to = a.dtype.name, b.dtype.name, out.dtype.name
