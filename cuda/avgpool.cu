@@ -150,7 +150,7 @@ __device__ __forceinline__ void load_span(const void* row, int w0, int W, unsign
 // launcher keeps (out-1)*stride + (window-1)*dilation + in + pads below 2**31); offsets, sums and
 // counts are 64-bit.
 template <typename TX, typename TO>
-__global__ void __launch_bounds__(256) avgpool_general(
+__global__ void __launch_bounds__(256, 2) avgpool_general(
     const TX* __restrict__ x, TO* __restrict__ out, long long planes, int C, int OD, int OH, int OW,
     int D, int H, int W, long long sxn, long long sxc, long long sxd, long long sxh, long long sxw,
     int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW,
@@ -160,24 +160,25 @@ __global__ void __launch_bounds__(256) avgpool_general(
     const TO* __restrict__ ozp, int per_channel) {
   using namespace avgpool_detail;
   typedef long long i64;
-  for (i64 p = static_cast<i64>(blockIdx.z) * blockDim.z + threadIdx.z; p < planes;
-       p += static_cast<i64>(gridDim.z) * blockDim.z) {
-    i64 n, nc;
-    int c, od;
-    if (p < 0x7fffffffLL) {
-      const unsigned up = static_cast<unsigned>(p);
-      const unsigned unc = fast_div(up, mag_od, sh_od);
-      const unsigned un = fast_div(unc, mag_c, sh_c);
-      od = static_cast<int>(up - unc * static_cast<unsigned>(OD));
-      c = static_cast<int>(unc - un * static_cast<unsigned>(C));
-      nc = unc;
-      n = un;
-    } else {
-      nc = p / OD;
-      od = static_cast<int>(p - nc * OD);
-      n = nc / C;
-      c = static_cast<int>(nc - n * C);
-    }
+  // Plane p = (n * C + c) * OD + od. The first plane and the grid stride are
+  // below 2**22, so both split by 32-bit magic division; later planes follow
+  // by adding the stride's parts with carries (no 64-bit division, which is a
+  // call that made this kernel spill).
+  const unsigned p0 = blockIdx.z * blockDim.z + threadIdx.z;
+  const unsigned stride = gridDim.z * blockDim.z;
+  auto split = [&](unsigned v, unsigned& vn, int& vc, int& vod) {
+    const unsigned unc = fast_div(v, mag_od, sh_od);
+    const unsigned un = fast_div(unc, mag_c, sh_c);
+    vod = static_cast<int>(v - unc * static_cast<unsigned>(OD));
+    vc = static_cast<int>(unc - un * static_cast<unsigned>(C));
+    vn = un;
+  };
+  unsigned n0, sn;
+  int c, od, sc, sod;
+  split(p0, n0, c, od);
+  split(stride, sn, sc, sod);
+  i64 n = n0;
+  for (i64 p = p0; p < planes; p += stride) {
     const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
     const TX* xp = x + (n * sxn + c * sxc);
     TO* op = out + p * OH * static_cast<i64>(OW);
@@ -212,6 +213,13 @@ __global__ void __launch_bounds__(256) avgpool_general(
         op[static_cast<i64>(oh) * OW + ow] = pool_value<TO, i64>(sum - count_in * q.xzp, count, q);
       }
     }
+    od += sod;  // advance (n, c, od) by the stride's parts, carrying
+    int carry = od >= OD;
+    if (carry) od -= OD;
+    c += sc + carry;
+    carry = c >= C;
+    if (carry) c -= C;
+    n += sn + carry;
   }
 }
 

@@ -298,6 +298,15 @@ __device__ __forceinline__ void gemm(
   // Epilogue: zero-point correction and requantization in registers, the
   // bytes staged in shared memory, then coalesced predicated stores. Rows and
   // columns past the edge compute throwaway values from clamped indices.
+  // The wide sums are rounded to float32 first (as the epilogue would), so 32
+  // rather than 64 registers stay live across the division slow-path calls.
+  float accf[WIDE ? TM : 1][WIDE ? TN : 1];
+  if constexpr (WIDE) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) accf[i][j] = to_f32(acc64[i][j]);
+  }
   float bsc[TN];
   unsigned cb[TN];
 #pragma unroll
@@ -324,7 +333,7 @@ __device__ __forceinline__ void gemm(
         const int j = 4 * g + c;
         float f;
         if constexpr (WIDE) {
-          f = to_f32(acc64[i][j]);
+          f = accf[i][j];
         } else {
           const unsigned v = acc[i][j] - za[i] * cb[j] - zb[j] * ra_m + kk * za[i] * zb[j];
           f = to_f32(static_cast<int>(v));

@@ -31,11 +31,10 @@ def _load_tool():
 sr = _load_tool()
 
 # Known spills (issue 13). strict: the test fails once the fault is fixed, so the mark goes too.
-KNOWN_SPILLS = {
-    "avgpool_general": "avgpool_general spills registers (issue 13: 'avgpool_general spills registers')",
-    "matmul_dp4a_wide": "matmul_dp4a_wide spills 8 B around the epilogue's division slow-path calls "
-                        "(found by this report)",
-}
+# Kernel families known to spill (each an xfail(strict=True), so a fix shows).
+# None today: avgpool_general (64-bit plane divisions) and matmul_dp4a_wide
+# (int64 sums live across the division slow path) were fixed.
+KNOWN_SPILLS: dict = {}
 
 
 def _kernel_params():
