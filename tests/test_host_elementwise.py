@@ -181,3 +181,59 @@ def test_out_overlapping_an_input_goes_through_a_temporary(host, rng):
     want = ref.quantize_linear(x, np.float32(0.1), None, np.empty(64, np.int8))
     ew.quantize_linear(x, np.float32(0.1), None, x.view(np.int8)[:64])  # out inside x's bytes
     np.testing.assert_array_equal(x.view(np.int8)[:64], want)
+
+
+# ---- the add table path: the same function as the arithmetic, pair for pair
+
+ADD_TABLE_PARAMS = [  # (a_scale, a_zp, b_scale, b_zp, out_scale, out_zp)
+    (0.05, 3, 0.07, -1, 0.11, 5),
+    (1.0, 0, 1.0, 0, 1.0, 0),
+    (0.0039215686, 127, 3e-3, -128, 0.5, -128),
+    (2.0, -128, 1e-30, 127, 1e-39, 100),
+    (1e10, 0, -0.25, 5, 3.0, 0),
+    (0.5, 7, 0.5, 7, 0.0, 9),      # out_scale 0: +-Inf saturates, 0/0 is NaN -> zero point
+    (np.inf, 1, 1.0, 2, 1.0, 3),   # Inf * 0 is NaN for a == a_zp
+]
+
+
+@pytest.mark.parametrize("ta,tb,to", [("int8", "int8", "int8"), ("uint8", "int8", "uint8"),
+                                      ("int8", "uint8", "int8"), ("uint8", "uint8", "uint8")])
+def test_add_table_matches_arithmetic_on_all_65536_pairs(host, ta, tb, to):
+    a = np.repeat(np.arange(256, dtype=np.uint8), 256).view(ta)
+    b = np.tile(np.arange(256, dtype=np.uint8), 256).view(tb)
+    for sa, za, sb, zb, so, zo in ADD_TABLE_PARAMS:
+        za, zb, zo = (np.array([v], t) if np.iinfo(t).min <= v <= np.iinfo(t).max else None
+                      for v, t in ((za, ta), (zb, tb), (zo, to)))
+        p = (np.float32([sa]), za, np.float32([sb]), zb, np.float32([so]), zo)
+        with np.errstate(all="ignore"):
+            want = ref.quantized_add(a, p[0], za, b, p[2], zb, p[4], zo, np.empty(65536, to))
+        for variant in ("table", "contig"):
+            host.forget()
+            out = poisoned(65536, to)
+            ew.quantized_add(a, *p[:2], b, *p[2:], out, variant=variant)
+            np.testing.assert_array_equal(out, want, err_msg=f"{variant} {p}")
+            assert any(c[0].startswith(f"add_{variant}<") for c in host.calls)
+
+
+def test_add_table_with_unaligned_heads_and_tails(host, rng):
+    a = qvals(rng, (4099,), "int8")
+    b = qvals(rng, (4099,), "uint8")
+    p = (np.float32(0.3), np.int8(-7), np.float32(0.2), np.uint8(130), np.float32(0.4), np.int8(2))
+    for lo, hi in ((1, 4099), (3, 2000), (0, 17), (5, 6)):
+        want = ref.quantized_add(a[lo:hi], *map(np.asarray, p[:2]), b[lo:hi], *map(np.asarray, p[2:]),
+                                 np.empty(hi - lo, np.int8))
+        out = poisoned(hi - lo + 1, np.int8)[1:]
+        ew.quantized_add(a[lo:hi], *p[:2], b[lo:hi], *p[2:], out, variant="table")
+        np.testing.assert_array_equal(out, want)
+
+
+def test_add_path_rule():
+    n = ew.TABLE_MIN_ELEMENTS
+    assert ew.add_path("contig", n) == "table"
+    assert ew.add_path("contig", n - 1) == "contig"
+    assert ew.add_path("strided", 10 * n) == "strided"
+    assert ew.add_path("contig", 10, "table") == "table"
+    assert ew.add_path("contig", 10 * n, "contig") == "contig"
+    with pytest.raises(ValueError):
+        ew.quantize_linear(np.zeros(4, np.float32), np.float32(1), None, np.zeros(4, np.int8),
+                           variant="table")

@@ -321,7 +321,12 @@ def _launch_cases():
         if op == "add":
             params = [(0x50000, 1.0)] * 3 + [(0, 0)] * 3
             dense = ew.canonicalize((3, 4), [(4, 1)] * 3 + [(0, 0)])
-            args, _ = ew.add_args(variant, dense, ptrs, params, wide)
+            if variant.startswith("table"):
+                args, _ = ew.add_args("contig", dense, ptrs, params, wide)
+                build, table = ew.add_table_args(args, np.uint64(0x60000))
+                args = build if variant == "table_build" else table
+            else:
+                args, _ = ew.add_args(variant, dense, ptrs, params, wide)
         else:
             args, _ = ew.unary_args(op, variant, lay if variant != "contig" else
                                     ew.canonicalize((12,), [(1,)] * 2 + [(0,)] * 2),

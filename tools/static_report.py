@@ -537,6 +537,8 @@ def launch_geometry(expr: str):
         return None
     if base in ("matmul_row_sums", "matmul_col_sums"):
         return 256, 0, ""                       # fixed (256,) blocks in matmul.py
+    if base == "add_table":                      # the 64 KiB table in shared memory
+        return elementwise.THREADS, elementwise.TABLE_BYTES, ""
     if base.startswith(("quantize_", "dequantize_", "add_")):
         return elementwise.THREADS, 0, ""
     if base == "avgpool_general":

@@ -26,6 +26,11 @@ from . import device
 VARIANTS = ("contig", "axis", "strided")
 SOURCE = "elementwise.cu"
 THREADS = 256  # matches kThreads in elementwise.cu
+# Quantized add of at least this many dense elements goes through the 64 KiB
+# table (add_table); below it the table's build and per-block copy cost more
+# than the arithmetic saves. Provisional: to be measured on the device.
+TABLE_MIN_ELEMENTS = 1 << 24
+TABLE_BYTES = 65536
 UNROLL = 8     # matches kUnroll (elements in flight per thread, axis)
 STRIDED_UNROLL = 4  # matches kStridedUnroll
 MAX_DIMS = 8
@@ -65,7 +70,22 @@ def _all_names():
                     for b in QUANT_OUT:
                         for o in QUANT_OUT:
                             names.append(kernel_name("add", variant, (a, b, o), wide))
+    for a in QUANT_OUT:
+        for b in QUANT_OUT:
+            for o in QUANT_OUT:
+                names.append(kernel_name("add", "table_build", (a, b, o)))
+                names.append(kernel_name("add", "table", (a, b, o)))
     return tuple(names)
+
+
+def add_path(layout_variant: str, n: int, variant=None) -> str:
+    """The quantized-add kernel: the 64 KiB table for a dense add of at least
+    TABLE_MIN_ELEMENTS elements (or when asked for), else the layout's variant."""
+    if variant == "table":
+        return "table"
+    if variant is None and layout_variant == "contig" and n >= TABLE_MIN_ELEMENTS:
+        return "table"
+    return layout_variant
 
 
 KERNELS = {SOURCE: _all_names()}
@@ -363,6 +383,12 @@ def add_args(variant: str, layout: Layout, ptrs, params, wide: bool = False):
     raise ValueError(f"quantized add has no {variant!r} kernel")
 
 
+def add_table_args(contig_args, table):
+    """(add_table_build args, add_table args) from add_contig's argument list
+    (a, b, y, n, head, six parameter pairs) and the table (array or address)."""
+    return (table, *contig_args[5:]), (*contig_args[:5], table)
+
+
 def _vary_dim(layout: Layout, nbig: int):
     _, vary = _classify(layout, nbig)
     return vary[0] if vary else None
@@ -386,7 +412,9 @@ def _plan(shape, slots, nbig: int, axis_ok: bool, variant):
     return layout, v, v == "strided" and needs_wide(layout)
 
 
-def _check_variant(variant):
+def _check_variant(variant, add=False):
+    if add and variant == "table":
+        return
     if variant is not None and variant not in VARIANTS:
         raise ValueError(f"unknown element-wise variant {variant!r} (expected one of {VARIANTS})")
 
@@ -470,7 +498,7 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                   out_scale, out_zero_point, out, *, variant=None):
     """out = requantize(float32(a - a_zp) * a_scale + float32(b - b_zp) * b_scale,
     out_scale, out_zp); scales and zero points are one element each."""
-    _check_variant(variant)
+    _check_variant(variant, add=True)
     if out.size == 0:
         return out
     if _overlapping(out, a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
@@ -493,9 +521,19 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         params.append((par.ptr, par.value))
     slots = (_elem_strides(out, shape), _elem_strides(a, shape), _elem_strides(b, shape),
              (0,) * len(shape))
-    layout, v, wide = _plan(shape, slots, 3, False, variant)
+    layout, v, wide = _plan(shape, slots, 3, False, "contig" if variant == "table" else variant)
     bases = (device.ptr(out), device.ptr(a), device.ptr(b), 0)
     ptrs = [bp + o if bp else 0 for bp, o in zip(bases, layout.offsets)]  # itemsize 1
     args, work = add_args(v, layout, ptrs, params, wide)
+    if add_path(v, layout.size, variant) == "table":
+        table = device.xp().empty(TABLE_BYTES, out.dtype)
+        build_args, table_args = add_table_args(args, table)
+        device.launch(SOURCE, kernel_name("add", "table_build", types), (TABLE_BYTES // THREADS,),
+                      (THREADS,), build_args)
+        name = kernel_name("add", "table", types)
+        per_sm = device.resident_blocks(SOURCE, name, THREADS, TABLE_BYTES)
+        blocks = max(1, min(-(-work // THREADS), device.info().sm_count * per_sm))
+        device.launch(SOURCE, name, (blocks,), (THREADS,), table_args, TABLE_BYTES)
+        return out
     _launch(kernel_name("add", v, types, wide), args, work)
     return out
