@@ -150,7 +150,8 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
            const float* a_scale, const float* b_scale, const float* out_scale,
            const TA* a_zp, const TB* b_zp, const TO* out_zp,
            int a_per_row, int b_per_col, int out_per_row,
-           const int* row_sum_a, const int* col_sum_b) {
+           const int* row_sum_a, const int* col_sum_b,
+           int splits, int k_chunk, int* __restrict__ partial) {
   using namespace dmlq_mma;
   static_assert(BK == 64, "the A swizzle assumes 64-byte rows");
   static_assert(BM % 64 == 0 && BN % 128 == 0, "64x64 warp tiles; B swizzle needs >= 8 chunks");
@@ -178,10 +179,15 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // column, so the blocks resident at once share A rows and B columns in L2.
   // The grid may be 1-D (tiles_m * tiles_n) or 2-D (tiles_n, tiles_m): only the
   // linear block id is used.
+  // Split-K: block `lin` computes k range split = lin / tiles of its tile.
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const long long tiles = static_cast<long long>(tiles_m) * tiles_n;
   const long long lin = static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x;
-  if (lin >= static_cast<long long>(tiles_m) * tiles_n) return;
-  const int pid = static_cast<int>(lin);
+  if (lin >= tiles * splits) return;
+  const int split = static_cast<int>(lin / tiles);
+  const int pid = static_cast<int>(lin - split * tiles);
+  const int k_begin = split * k_chunk;                // a multiple of BK
+  const int k_end = splits > 1 ? min(K, k_begin + k_chunk) : K;
   const int per_group = kGroupM * tiles_n;
   const int group = pid / per_group;
   const int first_m = group * kGroupM;
@@ -228,15 +234,15 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   const unsigned b_dst0 = sB + b_off<BN>(b_kr0, b_nc);
   const int b_n = n0 + b_nc * 16;
   const unsigned b_nbytes = b_n < N ? min(16, N - b_n) : 0;  // N edge, same for every chunk
-  const TB* b_src = B + static_cast<int64>(b_kr0) * ldb + (b_nbytes > 0 ? b_n : 0);
+  const TB* b_src = B + static_cast<int64>(k_begin + b_kr0) * ldb + (b_nbytes > 0 ? b_n : 0);
   const int64 b_chunk_step = static_cast<int64>(kr_step) * ldb;
   const int64 b_tile_step = static_cast<int64>(BK) * ldb;
 
   // Stage k-tile [k0, k0 + BK) into stage `stage`; a_src / b_src point at k0.
   auto load_tile = [&](unsigned stage, int k0) {
     // Bytes of this thread's A chunk left in the row (16 on every full tile).
-    const unsigned a_left = static_cast<unsigned>(min(max(K - (k0 + a_kc * 16), 0), 16));
-    const int b_rows_left = K - (k0 + b_kr0);  // chunk i is inside K when i * kr_step < this
+    const unsigned a_left = static_cast<unsigned>(min(max(k_end - (k0 + a_kc * 16), 0), 16));
+    const int b_rows_left = k_end - (k0 + b_kr0);  // chunk i is inside K when i * kr_step < this
 #pragma unroll
     for (int i = 0; i < A_CH; ++i) {
       const unsigned bytes = ((a_rows >> i) & 1) ? a_left : 0u;
@@ -275,10 +281,10 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0;
 
-  const int ktiles = (K + BK - 1) / BK;
+  const int ktiles = (k_end - k_begin + BK - 1) / BK;
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < ktiles) load_tile(s, s * BK);
+    if (s < ktiles) load_tile(s, k_begin + s * BK);
     cp_async_commit();  // empty groups keep the wait count uniform
   }
 
@@ -287,7 +293,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt have landed
     __syncthreads();              // everyone's have, and stage (kt-1) is no longer read
     const int nk = kt + STAGES - 1;
-    if (nk < ktiles) load_tile(load_st, nk * BK);
+    if (nk < ktiles) load_tile(load_st, k_begin + nk * BK);
     cp_async_commit();
     load_st = load_st == STAGES - 1 ? 0 : load_st + 1;
 
@@ -321,8 +327,31 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // per pass (8 KiB per warp), so that a rolled loop handles 16 adjacent outputs
   // per lane (one 16-byte store) and the float math is not unrolled 128 times.
   cp_async_wait<0>();
-  __syncthreads();  // every warp is done with the pipeline buffers
   const int g = lane >> 2, t4 = lane & 3;
+  if (splits > 1) {
+    // Raw int32 sums of this k range to partial[split][z][M][N]; the
+    // zero-point terms and requantization run in matmul_splitk_epilogue.
+    // Lane (g, t) of pair p holds columns 4t..4t+3 of rows g / g+8 (see below).
+    int* P = partial + (static_cast<int64>(split) * gridDim.z + z) * M * static_cast<int64>(N);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wm * 64 + mi * 16 + h * 8 + g;
+        if (m >= M) continue;
+#pragma unroll
+        for (int p = 0; p < NP; ++p) {
+          const int n = n0 + wn * 64 + p * 16 + 4 * t4;
+          const int v[4] = {acc[mi][2 * p][2 * h], acc[mi][2 * p + 1][2 * h],
+                            acc[mi][2 * p][2 * h + 1], acc[mi][2 * p + 1][2 * h + 1]};
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (n + j < N) P[static_cast<int64>(m) * N + n + j] = v[j];
+        }
+      }
+    return;
+  }
+  __syncthreads();  // every warp is done with the pipeline buffers
   unsigned char* const ep = smem + warp * kEpiWarpBytes;
   const bool row_dep = a_per_row || out_per_row;
   const float as0 = a_scale[0], bs0 = b_scale[0], os0 = out_scale[0];
@@ -420,4 +449,36 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
       }
     }
   }
+}
+
+// Split-K epilogue: one thread per output of batch entry z = blockIdx.z, grid
+// (ceil(M * N / 256), 1, batch0 * batch1), block 256. Sums the splits' int32
+// partials (mod 2**32: exact, as the single-pass epilogue), then the same
+// zero-point correction and requantization as matmul_mma's epilogue.
+template <typename TA, typename TB, typename TO>
+__global__ void __launch_bounds__(256)
+matmul_splitk_epilogue(const int* __restrict__ partial, int splits, TO* __restrict__ C,
+                       int M, int N, int K, int batch1, int64 c_bs0, int64 c_bs1, int64 ldc,
+                       const float* a_scale, const float* b_scale, const float* out_scale,
+                       const TA* a_zp, const TB* b_zp, const TO* out_zp,
+                       int a_per_row, int b_per_col, int out_per_row,
+                       const int* row_sum_a, const int* col_sum_b) {
+  const int64 mn = static_cast<int64>(M) * N;
+  const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= mn) return;
+  const int z = blockIdx.z;
+  const int m = static_cast<int>(i / N), n = static_cast<int>(i - static_cast<int64>(m) * N);
+  unsigned v = 0;
+  for (int s = 0; s < splits; ++s) v += static_cast<unsigned>(partial[(static_cast<int64>(s) * gridDim.z + z) * mn + i]);
+  const int azp = a_zp ? static_cast<int>(a_zp[a_per_row ? m : 0]) : 0;
+  const int bzp = b_zp ? static_cast<int>(b_zp[b_per_col ? n : 0]) : 0;
+  const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
+  if (azp) v -= static_cast<unsigned>(azp) * static_cast<unsigned>(col_sum_b[static_cast<int64>(z) * N + n]);
+  if (bzp) v -= static_cast<unsigned>(bzp) * static_cast<unsigned>(row_sum_a[static_cast<int64>(z) * M + m]);
+  v += static_cast<unsigned>(K) * static_cast<unsigned>(azp) * static_cast<unsigned>(bzp);
+  const float mult = dmlq::ieee_div(dmlq::ieee_mul(a_scale[a_per_row ? m : 0], b_scale[b_per_col ? n : 0]),
+                                    out_scale[out_per_row ? m : 0]);
+  const TO q = dmlq::round_saturate<TO>(dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), mult), ozp);
+  const int bz0 = z / batch1, bz1 = z - bz0 * batch1;
+  C[bz0 * c_bs0 + bz1 * c_bs1 + static_cast<int64>(m) * ldc + n] = q;
 }

@@ -528,3 +528,44 @@ def test_compile_all_skips_sources_the_device_cannot_build(monkeypatch):
     monkeypatch.setattr(loader, "function", lambda source, name: built.append(source))
     n = device.compile_all()
     assert n == len(built) and built and matmul.MMA_SOURCE not in built
+
+
+def test_split_k_rule():
+    sk = matmul.split_k
+    assert sk(16, 4096, 4096, 1, 132) == 9        # 32 tiles on 264 slots: about one wave
+    assert matmul.k_chunks(4096, 9) == (8, 512)  # 64 k tiles in chunks of 8: 8 splits
+    assert sk(4096, 4096, 4096, 1, 132) == 1      # 1024 tiles fill the GPU
+    assert sk(16, 128, 200, 1, 132) == 1          # 4 k tiles: too short to split
+    assert sk(16, 128, 32768, 1, 132) == matmul.SPLIT_K_MAX
+    assert sk(16, 128, 1000, 1, 4) == 4           # 16 k tiles, 8 slots
+    assert matmul.k_chunks(1000, 3) == (3, 384)   # splits that do not divide K
+    assert matmul.k_chunks(1000, 7) == (6, 192)   # no empty split
+    with pytest.raises(ValueError, match="split-K"):
+        matmul.quantized_matmul(np.zeros((2, 3), np.int8), np.float32([1]), None, np.zeros((3, 2), np.int8),
+                                np.float32([1]), None, np.float32([1]), None, np.zeros((2, 2), np.int8),
+                                variant="dp4a-32x32", splits=2)
+
+
+@pytest.mark.parametrize("splits", [2, 3, 7, None])
+def test_emulated_mma_split_k(emu, rng, splits):
+    """Split-K partial sums and the separate epilogue, bit for bit: K not a
+    multiple of 64 or of the split, M/N tails, zero points on and off, per-axis
+    parameters and a batch."""
+    _require("mma-128x128")
+    ref = _reference()
+    for i, (a_shape, b_shape) in enumerate([((17, 1000), (1000, 40)), ((3, 33, 700), (3, 700, 130)),
+                                           ((16, 1024), (1024, 16))]):
+        for zps in ((True, True, True), (False, False, False), (False, True, True)):
+            a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp = _case(
+                rng, a_shape, b_shape, "uint8" if i % 2 else "int8", "int8", "int8",
+                a_layout="axis", b_layout="axis" if i else "tensor", zps=zps)
+            shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+            out = np.full(shape, 0x5A, np.uint8).view(np.int8)
+            expect = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty(shape, np.int8))
+            emu.calls.clear()
+            matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="mma-128x128",
+                                    splits=splits)
+            np.testing.assert_array_equal(out, expect, err_msg=f"{a_shape} {b_shape} {zps} splits={splits}")
+            epilogues = [c for c in emu.calls if c[0].startswith("matmul_splitk_epilogue")]
+            if splits:
+                assert epilogues, "split-K ran without its epilogue"

@@ -127,9 +127,12 @@ def _instantiations(configs) -> tuple:
                  for ta in QTYPES for tb in QTYPES for to in QTYPES)
 
 
+SPLITK_EPILOGUES = tuple(f"matmul_splitk_epilogue<{ta}, {tb}, {to}>"
+                         for ta in QTYPES for tb in QTYPES for to in QTYPES)
+
 KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS}
 if HAVE_MMA:
-    KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values())
+    KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values()) + SPLITK_EPILOGUES
 
 # The variants this install can run (the mma ones only with matmul_mma.cu present).
 VARIANTS = tuple(DP4A_CONFIGS) + (tuple(MMA_CONFIGS) if HAVE_MMA else ())
@@ -166,6 +169,33 @@ def select_kernel(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=None
         if M >= cfg.bm and N >= cfg.bn and blocks >= sm_count:
             return name
     return "dp4a-32x32"
+
+
+SPLIT_K_MAX = 16        # partial sums written and re-read grow with the splits
+SPLIT_K_MIN_KTILES = 4  # k tiles per split, so the 4-stage pipeline still fills
+MMA_BLOCKS_PER_SM = 2   # __launch_bounds__(128, 2) of matmul_mma 128x128
+
+
+def split_k(M, N, K, batch, sm_count, cfg=None) -> int:
+    """Splits of K for the tensor-core kernel. One while the output tiles fill
+    every SM's block slots (tiles per SM >= MMA_BLOCKS_PER_SM); otherwise
+    enough splits for about one wave of blocks, each at least
+    SPLIT_K_MIN_KTILES k tiles long, at most SPLIT_K_MAX. The partial sums
+    are added exactly (int32, mod 2**32) before the epilogue."""
+    cfg = cfg or MMA_CONFIGS["mma-128x128"]
+    tiles = -(-M // cfg.bm) * -(-N // cfg.bn) * batch
+    slots = sm_count * MMA_BLOCKS_PER_SM
+    if tiles >= slots or K <= 0:
+        return 1
+    ktiles = -(-K // cfg.bk)
+    return max(1, min(-(-slots // tiles), ktiles // SPLIT_K_MIN_KTILES, SPLIT_K_MAX))
+
+
+def k_chunks(K: int, splits: int, bk: int = 64):
+    """(splits, k_chunk): k_chunk a multiple of bk, and no split left empty."""
+    ktiles = -(-K // bk)
+    chunk = -(-ktiles // max(1, splits)) * bk
+    return -(-K // chunk), chunk
 
 
 # ---------------------------------------------------------------- batch plan
@@ -313,7 +343,7 @@ def _direct_out(out, a, b) -> bool:
 
 
 def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                     out_scale, out_zero_point, out, *, variant=None):
+                     out_scale, out_zero_point, out, *, variant=None, splits=None):
     """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
     if out.size == 0:
         return out
@@ -342,6 +372,14 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     cfg = CONFIGS[variant]
     wide = isinstance(cfg, Dp4aConfig) and cfg.wide
     grid_y = -(-M // cfg.bm)
+    nsplit, k_chunk = 1, 0
+    if isinstance(cfg, MmaConfig):
+        if splits is None:
+            splits = split_k(M, N, K, nbatch, device.info().sm_count, cfg)
+        nsplit, k_chunk = k_chunks(K, splits, cfg.bk) if splits > 1 else (1, 0)
+        grid_y *= nsplit
+    elif splits not in (None, 1):
+        raise ValueError(f"quantized_matmul: split-K is a tensor-core option; {variant!r} takes none")
     if grid_y > MAX_GRID_YZ:
         raise UnsupportedError(f"quantized_matmul: M = {M} needs {grid_y} row tiles "
                                f"(grid limit {MAX_GRID_YZ}) with {variant}")
@@ -390,14 +428,20 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                     (256,), (B, i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1),
                              i64(ldb), col_sums))
         grid = (-(-N // cfg.bn), grid_y, nz)
-        device.launch(cfg.source, name, grid, block,
-                (A, B, C, i32(M), i32(N), i32(K), i32(u.batch1),
-                 i64(a_bs0), i64(a_bs1), i64(b_bs0), i64(b_bs1), i64(c_bs0), i64(c_bs1),
-                 i64(lda), i64(ldb), i64(ldc),
-                 a_scale, b_scale, out_scale, _or_null(a_zp), _or_null(b_zp), _or_null(o_zp),
-                 i32(a_per_row), i32(b_per_col), i32(o_per_row),
-                 row_sums, col_sums),
-                cfg.smem)
+        quant = (a_scale, b_scale, out_scale, _or_null(a_zp), _or_null(b_zp), _or_null(o_zp),
+                 i32(a_per_row), i32(b_per_col), i32(o_per_row), row_sums, col_sums)
+        args = (A, B, C, i32(M), i32(N), i32(K), i32(u.batch1),
+                i64(a_bs0), i64(a_bs1), i64(b_bs0), i64(b_bs1), i64(c_bs0), i64(c_bs1),
+                i64(lda), i64(ldb), i64(ldc), *quant)
+        if isinstance(cfg, MmaConfig):
+            partial = xp.empty(nsplit * nz * M * N, np.int32) if nsplit > 1 else NULL
+            args += (i32(nsplit), i32(k_chunk), partial)
+        device.launch(cfg.source, name, grid, block, args, cfg.smem)
+        if nsplit > 1:
+            device.launch(MMA_SOURCE, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
+                          (-(-M * N // 256), 1, nz), (256,),
+                          (partial, i32(nsplit), C, i32(M), i32(N), i32(K), i32(u.batch1),
+                           i64(c_bs0), i64(c_bs1), i64(ldc), *quant))
     if target is not out:
         out[...] = target
     return out
