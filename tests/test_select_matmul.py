@@ -569,3 +569,25 @@ def test_emulated_mma_split_k(emu, rng, splits):
             epilogues = [c for c in emu.calls if c[0].startswith("matmul_splitk_epilogue")]
             if splits:
                 assert epilogues, "split-K ran without its epilogue"
+
+
+@pytest.mark.parametrize("tb,fill", [("uint8", 255), ("int8", -128), ("int8", 127), ("uint8", None)])
+def test_emulated_column_sums_word_path(emu, rng, tb, fill):
+    """matmul_col_sums' word path (16-bit lanes flushed every 256 rows per
+    k-slice, signed bytes biased) at the lane limits, next to byte columns."""
+    ref = _reference()
+    K, N = 5000, 37
+    info = np.iinfo(tb)
+    b = (np.full((K, N), fill, tb) if fill is not None
+         else rng.integers(info.min, info.max + 1, (K, N)).astype(tb))
+    a = rng.integers(0, 3, (3, K)).astype(np.uint8)
+    args = (a, np.float32([1.0]), np.uint8([1]), b, np.float32([1.0]), None, np.float32([1e3]), np.int8([0]))
+    expect = ref.quantized_matmul(*args, np.empty((3, N), np.int8))
+    for off in (0, 1):  # aligned rows use words; an offset view uses bytes
+        bb = np.zeros((K, N + 8), tb)[:, off:N + off]
+        bb[...] = b
+        out = np.full((3, N), 0x5A, np.uint8).view(np.int8)
+        emu.calls.clear()
+        matmul.quantized_matmul(a, args[1], args[2], bb, *args[4:], out, variant="dp4a-32x32")
+        assert any(c[0].startswith("matmul_col_sums") for c in emu.calls)
+        np.testing.assert_array_equal(out, expect)

@@ -424,7 +424,7 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                     (A, i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1),
                      i64(lda), row_sums))
         if need_cols:
-            device.launch(DP4A_SOURCE, f"matmul_col_sums<{tb}>", (-(-N // 32), min(nz, MAX_GRID_YZ)),
+            device.launch(DP4A_SOURCE, f"matmul_col_sums<{tb}>", (-(-N // 128), min(nz, MAX_GRID_YZ)),
                     (256,), (B, i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1),
                              i64(ldb), col_sums))
         grid = (-(-N // cfg.bn), grid_y, nz)
