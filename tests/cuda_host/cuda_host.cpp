@@ -57,6 +57,18 @@ constexpr size_t kStackSize = 256 * 1024;
 
 Machine& machine() { return g_machine; }
 
+// The current thread is done (finished or faulted): back to the scheduler for good.
+[[noreturn]] static void leave_fiber() {
+  Machine& m = machine();
+  Thread& t = self();
+  t.state = State::done;
+#ifdef CUDA_HOST_ASAN
+  __sanitizer_start_switch_fiber(nullptr, g_main_bottom, g_main_size);
+#endif
+  cuda_host_switch(&t.sp, m.sched_sp);
+  std::abort();  // a finished fiber is never resumed
+}
+
 void fault(const char* fmt, ...) {
   Machine& m = machine();
   char buf[2048];
@@ -74,14 +86,7 @@ void fault(const char* fmt, ...) {
     }
     m.error = std::string(buf) + where;
   }
-  if (m.current >= 0) {  // leave this fiber for good
-    Thread& t = self();
-    t.state = State::done;
-#ifdef CUDA_HOST_ASAN
-    __sanitizer_start_switch_fiber(nullptr, g_main_bottom, g_main_size);
-#endif
-    cuda_host_switch(&t.sp, m.sched_sp);
-  }
+  if (m.current >= 0) leave_fiber();
   std::fprintf(stderr, "cuda_host: %s\n", m.error.c_str());
   std::abort();
 }
@@ -94,13 +99,7 @@ static void fiber_entry() {
   __sanitizer_finish_switch_fiber(nullptr, &g_main_bottom, &g_main_size);
 #endif
   m.body(m.body_arg);
-  Thread& t = self();
-  t.state = State::done;
-#ifdef CUDA_HOST_ASAN
-  __sanitizer_start_switch_fiber(nullptr, g_main_bottom, g_main_size);
-#endif
-  cuda_host_switch(&t.sp, m.sched_sp);
-  std::abort();  // a finished fiber is never resumed
+  leave_fiber();
 }
 
 static void* fresh_stack(Thread& t) {

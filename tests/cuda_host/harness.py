@@ -308,6 +308,16 @@ class HostDevice:
                               "(a wild pointer on a GPU)")
         return best
 
+    def _address(self, a):
+        """The device address a pointer argument carries (an array or a uint64),
+        or None for anything else."""
+        if isinstance(a, np.ndarray) and a.dtype.names is None:
+            self.register(a)
+            return a.__array_interface__["data"][0]
+        if isinstance(a, np.uint64):
+            return int(a)
+        return None
+
     def launch(self, source, name, grid, block, args, shared_mem=0):
         gpu_device.check_args(name, args)
         grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
@@ -329,12 +339,8 @@ class HostDevice:
         for i, (a, code) in enumerate(zip(args, sig)):
             what = f"{name} argument {i}"
             if code in ("C", "P"):
-                if isinstance(a, np.ndarray) and a.dtype.names is None:
-                    self.register(a)
-                    p = a.__array_interface__["data"][0]
-                elif isinstance(a, np.uint64):
-                    p = int(a)
-                else:
+                p = self._address(a)
+                if p is None:
                     raise KernelFault(f"{what}: a pointer parameter got {type(a).__name__}")
                 if p == 0:
                     packed.append(struct.pack("<I", 1))
@@ -400,12 +406,8 @@ class GpuMirrorDevice(HostDevice):
         used: dict = {}
         staged = []
         for a in args:
-            if isinstance(a, np.ndarray) and a.dtype.names is None:
-                self.register(a)
-                p = a.__array_interface__["data"][0]
-            elif isinstance(a, np.uint64):
-                p = int(a)
-            else:
+            p = self._address(a)
+            if p is None:
                 staged.append(a)
                 continue
             if p == 0:
