@@ -591,3 +591,11 @@ def test_emulated_column_sums_word_path(emu, rng, tb, fill):
         matmul.quantized_matmul(a, args[1], args[2], bb, *args[4:], out, variant="dp4a-32x32")
         assert any(c[0].startswith("matmul_col_sums") for c in emu.calls)
         np.testing.assert_array_equal(out, expect)
+
+
+def test_emulated_mma_single_rows_with_unaligned_strides(emu, rng):
+    """A (1, K) or (K, 1) operand still passes its row stride to the kernel, which
+    checks it: the launcher must pad it (found by tests/test_fuzz_kernels.py)."""
+    _require("mma-128x128")
+    for a_shape, b_shape in [((1, 1), (1, 1)), ((1, 33), (33, 1)), ((2, 1), (1, 3))]:
+        _check(rng, "mma-128x128", a_shape, b_shape, "int8", "int8", "int8")

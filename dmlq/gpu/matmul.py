@@ -284,9 +284,10 @@ def _overlaps(x, y) -> bool:
 
 def aligned16(x) -> bool:
     """Whether the tensor-core kernel can stage ``x`` with 16-byte cp.async:
-    base address and every stride but the last a multiple of 16 bytes."""
-    return (device.ptr(x) % 16 == 0
-            and all(s % 16 == 0 for n, s in zip(x.shape[:-1], x.strides[:-1]) if n > 1))
+    base address, row stride (passed to the kernel even for a single row) and
+    every batch stride that is used a multiple of 16 bytes."""
+    return (device.ptr(x) % 16 == 0 and x.strides[-2] % 16 == 0
+            and all(s % 16 == 0 for n, s in zip(x.shape[:-2], x.strides[:-2]) if n > 1))
 
 
 def padded16(xp, x):

@@ -258,6 +258,8 @@ class HostDevice:
         return np
 
     def ptr(self, a) -> int:
+        if not isinstance(a, np.ndarray):  # a NumPy scalar's buffer is a temporary
+            raise KernelFault(f"the launcher took the address of a {type(a).__name__}, not an array")
         self.register(a)
         return a.__array_interface__["data"][0]
 

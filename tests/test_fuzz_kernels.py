@@ -1,0 +1,86 @@
+"""Kernel fuzz harness: dmlq.gpu's launchers and kernels against dmlq.reference
+on arguments drawn by tests/fuzz_strategies.py (shapes with 0, 1 and primes,
+strided and broadcast views, every scale/zero-point layout, NaN/Inf, scales
+from 1e-30 to 1e30, extreme zero points), with each selected variant.
+
+Runs on the host harness in CI (DMLQ_FUZZ_EXAMPLES per operator, default 50)
+and, where a GPU is present, the same draws on the GPU (tools/gpu_session.sh
+runs it with DMLQ_FUZZ_EXAMPLES=10000).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+import fuzz_strategies as fs
+from dmlq import reference as R
+from dmlq.gpu import avgpool, device, elementwise, matmul
+
+OPS = {
+    "quantize": (fs.quantize_args, elementwise.quantize_linear, R.quantize_linear),
+    "dequantize": (fs.dequantize_args, elementwise.dequantize_linear, R.dequantize_linear),
+    "add": (fs.add_args, elementwise.quantized_add, R.quantized_add),
+    "matmul": (fs.matmul_args, matmul.quantized_matmul, R.quantized_matmul),
+    "avg_pool": (fs.avg_pool_args, avgpool.quantized_avg_pool, R.quantized_avg_pool),
+}
+# Besides the selected variant, each draw also runs these (where they apply:
+# a variant that cannot take the layout raises ValueError and is skipped).
+FORCED = {
+    "quantize": ("contig", "axis", "strided"),
+    "dequantize": ("contig", "axis", "strided"),
+    "add": ("contig", "strided", "table"),
+    "matmul": ("dp4a-32x32", "dp4a-wide", "mma-128x128"),
+    "avg_pool": avgpool.VARIANTS,
+}
+
+
+def _same(got, want) -> np.ndarray:
+    if got.dtype.kind == "f":  # any NaN matches any NaN (no payload is fixed)
+        bits = np.uint16 if got.dtype == np.float16 else np.uint32
+        return (got.view(bits) == want.view(bits)) | (np.isnan(got) & np.isnan(want))
+    return got == want
+
+
+def _fuzz(op, dev_name, request):
+    strategy, kernel, reference = OPS[op]
+    dev = request.getfixturevalue("host_device" if dev_name == "host" else "gpu_mirror_device")
+
+    @fs.fuzz_settings()
+    @given(strategy())
+    def run(args):
+        # The backends take arrays (the public API converts scalars, as CuPy would).
+        args = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in args.items()}
+        out = args["out"]
+        want = reference(**{**args, "out": np.empty(out.shape, out.dtype)})
+        before = out.copy()
+        for variant in (None, *FORCED[op]):
+            if variant is not None and op == "matmul" and variant not in matmul.VARIANTS:
+                continue
+            out[...] = before
+            saved, device.backend = device.backend, dev
+            try:
+                dev.forget()
+                got = kernel(**args, variant=variant)
+            except ValueError as e:
+                if variant is None or not any(w in str(e) for w in ("cannot", "does not apply", "exact only")):
+                    raise
+                continue
+            finally:
+                device.backend = saved
+                dev.forget()
+            assert got is out
+            ok = _same(out, want)
+            if not ok.all():
+                idx = tuple(np.argwhere(~ok)[0])
+                raise AssertionError(f"{op} ({variant or 'selected'}): {(~ok).sum()} mismatches, first at "
+                                     f"{idx}: got {out[idx]!r}, want {want[idx]!r}")
+            assert fs.untouched_outside(out), f"{op} ({variant}): wrote outside out"
+
+    run()
+
+
+@pytest.mark.parametrize("dev_name", ["host", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_fuzz_kernels(op, dev_name, request):
+    _fuzz(op, dev_name, request)
