@@ -41,9 +41,12 @@
 //   a pass) and writes 16 outputs per lane with one 16-byte store.
 //   Edges: rows, columns and k outside the matrix are zero-filled (cp.async
 //   src-size), which adds 0 to the dot products; the zero-point terms use the
-//   pre-pass row and column sums, so the result is exact. The launcher passes
-//   16-byte aligned bases and row strides (it pads an operand whose K or N is
-//   not a multiple of 16); the kernel traps on anything else.
+//   pre-pass row and column sums, so the result is exact. VEC (16 or 4) is the
+//   cp.async width the launcher picks from the operands' bases and row
+//   strides: K or N a multiple of 16 gives 16-byte copies, a multiple of 4
+//   four 4-byte copies per chunk (same tile speed, more copy instructions);
+//   only an operand that fits neither is first padded by the launcher. The
+//   kernel traps on a misaligned operand.
 //   Main loop (sm_90 SASS, bench/results/static.md): 247 instructions per
 //   64x128x128 k-tile, 64 of them IMMA.16832, i.e. 1 in 3.9. A scheduler
 //   issues one instruction per cycle and needs one m16n8k32 every 4 cycles at
@@ -66,6 +69,25 @@ __device__ __forceinline__ unsigned smem_u32(const void* p) {
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsigned src_bytes) {
   DMLQ_PTX_MEM("cp.async.cg.shared.global [%0], [%1], 16, %2;", (),
                (DMLQ_IN("r", dst), DMLQ_IN("l", __cvta_generic_to_global(src)), DMLQ_IN("r", src_bytes)));
+}
+
+// 16 bytes as 16/VEC copies of VEC bytes (cp.async.ca takes 4 and 8): the
+// first `bytes` come from src, the rest are zero-filled. src is VEC-aligned.
+template <int VEC>
+__device__ __forceinline__ void cp_async_chunk(unsigned dst, const unsigned char* src, unsigned bytes) {
+  if constexpr (VEC == 16) {
+    cp_async16(dst, src, bytes);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16 / VEC; ++j) {
+      const int off = j * VEC;
+      const unsigned b = static_cast<unsigned>(min(max(static_cast<int>(bytes) - off, 0), VEC));
+      // A source past the data (b == 0) is never read; it stays inside the row.
+      DMLQ_PTX_MEM("cp.async.ca.shared.global [%0], [%1], %2, %3;", (),
+                   (DMLQ_IN("r", dst + off), DMLQ_IN("l", __cvta_generic_to_global(src + (b ? off : 0))),
+                    DMLQ_IN("n", VEC), DMLQ_IN("r", b)));
+    }
+  }
 }
 
 __device__ __forceinline__ void cp_async_commit() {
@@ -141,7 +163,7 @@ __device__ __forceinline__ int epi_off(int row, int chunk) {
 // dynamic shared memory STAGES * (BM + BN) * BK bytes (64 KiB: raise the
 // function's max dynamic shared size). Blocks past the tile count exit. A wrong
 // block size or too little dynamic shared memory traps instead of computing garbage.
-template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int STAGES>
+template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int STAGES, int VEC>
 __global__ void __launch_bounds__(32 * (BM / 64) * (BN / 64), (BM * BN <= 128 * 128) ? 2 : 1)
 matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ C,
            int M, int N, int K, int batch1,
@@ -156,6 +178,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   static_assert(BK == 64, "the A swizzle assumes 64-byte rows");
   static_assert(BM % 64 == 0 && BN % 128 == 0, "64x64 warp tiles; B swizzle needs >= 8 chunks");
   static_assert(STAGES >= 2, "pipeline needs two stages");
+  static_assert(VEC == 16 || VEC == 8 || VEC == 4, "cp.async copies 4, 8 or 16 bytes");
   constexpr int WARPS_N = BN / 64;
   constexpr int NT = 32 * (BM / 64) * WARPS_N;
   static_assert(NT >= 128 && NT <= 256, "4 or 8 warps");
@@ -202,10 +225,10 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   B += bz0 * b_bs0 + bz1 * b_bs1;
   C += bz0 * c_bs0 + bz1 * c_bs1;
 
-  // cp.async needs 16-byte aligned sources: the launcher passes bases and row
-  // strides that are multiples of 16 (it pads an operand that is not).
+  // cp.async needs VEC-aligned sources: the launcher picks VEC from the bases
+  // and row strides (16, else 4) and pads an operand that fits neither.
   if (((reinterpret_cast<unsigned long long>(A) | reinterpret_cast<unsigned long long>(B) |
-        static_cast<unsigned long long>(lda) | static_cast<unsigned long long>(ldb)) & 15) != 0)
+        static_cast<unsigned long long>(lda) | static_cast<unsigned long long>(ldb)) & (VEC - 1)) != 0)
     __trap();
 
   const int tid = threadIdx.x;
@@ -246,12 +269,14 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 #pragma unroll
     for (int i = 0; i < A_CH; ++i) {
       const unsigned bytes = ((a_rows >> i) & 1) ? a_left : 0u;
-      cp_async16(a_dst0 + stage * A_STAGE + i * (NT / 4) * BK, bytes ? a_src[i] + k0 : A, bytes);
+      cp_async_chunk<VEC>(a_dst0 + stage * A_STAGE + i * (NT / 4) * BK,
+                          reinterpret_cast<const unsigned char*>(bytes ? a_src[i] + k0 : A), bytes);
     }
 #pragma unroll
     for (int i = 0; i < B_CH; ++i) {
       const unsigned bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;
-      cp_async16(b_dst0 + stage * B_STAGE + i * kr_step * BN, bytes ? b_src + i * b_chunk_step : B, bytes);
+      cp_async_chunk<VEC>(b_dst0 + stage * B_STAGE + i * kr_step * BN,
+                          reinterpret_cast<const unsigned char*>(bytes ? b_src + i * b_chunk_step : B), bytes);
     }
     b_src += b_tile_step;
   };

@@ -99,7 +99,8 @@ def test_kernel_tables():
     assert (matmul.MMA_SOURCE in matmul.KERNELS) == matmul.HAVE_MMA
     assert matmul.HAVE_MMA == (loader.cuda_dir() / matmul.MMA_SOURCE).is_file()
     if matmul.HAVE_MMA:
-        assert "matmul_mma<uint8, int8, uint8, 128, 128, 64, 4>" in matmul.KERNELS[matmul.MMA_SOURCE]
+        for vec in (16, 4):
+            assert f"matmul_mma<uint8, int8, uint8, 128, 128, 64, 4, {vec}>" in matmul.KERNELS[matmul.MMA_SOURCE]
         assert set(matmul.VARIANTS) == set(matmul.ALL_VARIANTS)
     else:
         assert set(matmul.VARIANTS) == set(matmul.DP4A_CONFIGS)
@@ -599,3 +600,18 @@ def test_emulated_mma_single_rows_with_unaligned_strides(emu, rng):
     _require("mma-128x128")
     for a_shape, b_shape in [((1, 1), (1, 1)), ((1, 33), (33, 1)), ((2, 1), (1, 3))]:
         _check(rng, "mma-128x128", a_shape, b_shape, "int8", "int8", "int8")
+
+
+def test_emulated_mma_cp_async_width(emu, rng):
+    """16-byte copies for 16-aligned rows, 4-byte copies for K or N a multiple of
+    4 (no padding copy), padding only for what fits neither."""
+    _require("mma-128x128")
+    for (M, K, N), vec, padded in [((40, 256, 48), 16, False), ((40, 1000, 48), 4, False),
+                                   ((40, 256, 44), 4, False), ((40, 999, 48), 16, True),
+                                   ((33, 1000, 4092 // 31), 4, True)]:
+        emu.calls.clear()
+        _check(rng, "mma-128x128", (M, K), (K, N), "uint8", "int8", "uint8")
+        names = [c[0] for c in emu.calls if c[0].startswith("matmul_mma")]
+        assert names and all(n.endswith(f", {vec}>") for n in names), (M, K, N, names)
+        assert matmul.cp_async_width(np.zeros((M, K), np.uint8)) in (16, 4, 0)
+        del padded  # the padding itself is checked by the results above

@@ -532,7 +532,10 @@ def launch_geometry(expr: str):
     base, args = _template(expr)
     if base in ("matmul_mma", "matmul_dp4a", "matmul_dp4a_wide"):
         for cfg in matmul.CONFIGS.values():
-            if len(args) >= 3 and cfg.name(*args[:3]) == expr:
+            if (base == "matmul_mma") != isinstance(cfg, matmul.MmaConfig):
+                continue
+            extra = (int(args[7]),) if base == "matmul_mma" and len(args) > 7 else ()
+            if len(args) >= 3 and cfg.name(*args[:3], *extra) == expr:
                 return cfg.threads, cfg.smem, ""
         return None
     if base in ("matmul_row_sums", "matmul_col_sums"):

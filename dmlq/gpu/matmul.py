@@ -12,11 +12,12 @@ Launch conventions of quantized_matmul:
   separate launches with offset pointers.
 - Rows of a and b must have unit stride along the last axis; an operand that
   does not is copied once to a contiguous array (its own shape, no broadcast).
-- The tensor-core variants stage a and b with 16-byte cp.async, so an operand
-  whose base, row or batch stride is not a multiple of 16 bytes (K or N not a
-  multiple of 16, an offset view) is first copied into rows padded to 16
-  (:func:`padded16`: one pass over that operand); the dp4a variants take any
-  alignment.
+- The tensor-core variants stage a and b with cp.async: 16-byte copies when
+  both operands' bases, row and batch strides are multiples of 16 bytes, else
+  4-byte copies when they are multiples of 4 (K = 1000, N = 4092); an operand
+  that fits neither (K or N odd, an odd offset view) is first copied into
+  rows padded to 16 (:func:`padded16`: one pass over that operand). The dp4a
+  variants take any alignment.
 - out is written in place when its last axis is contiguous, it does not
   overlap a or b, and no batch/row stride of it is 0; otherwise through a
   contiguous temporary that is then copied into out.
@@ -91,8 +92,8 @@ class MmaConfig:
     def smem(self) -> int:
         return self.stages * (self.bm * self.bk + self.bk * self.bn)
 
-    def name(self, ta: str, tb: str, to: str) -> str:
-        return f"matmul_mma<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.stages}>"
+    def name(self, ta: str, tb: str, to: str, vec: int = 16) -> str:
+        return f"matmul_mma<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.stages}, {vec}>"
 
 
 # Variant name -> tile config. Adding or adjusting a variant is one line here.
@@ -122,8 +123,12 @@ def _have_mma() -> bool:
 HAVE_MMA = _have_mma()
 
 
+MMA_VECS = (16, 4)  # cp.async widths the tensor-core kernel is built for
+
+
 def _instantiations(configs) -> tuple:
-    return tuple(c.name(ta, tb, to) for c in configs
+    return tuple(c.name(ta, tb, to, *((vec,) if isinstance(c, MmaConfig) else ()))
+                 for c in configs for vec in (MMA_VECS if isinstance(c, MmaConfig) else (None,))
                  for ta in QTYPES for tb in QTYPES for to in QTYPES)
 
 
@@ -282,12 +287,15 @@ def _overlaps(x, y) -> bool:
     return lx < hy and ly < hx
 
 
-def aligned16(x) -> bool:
-    """Whether the tensor-core kernel can stage ``x`` with 16-byte cp.async:
-    base address, row stride (passed to the kernel even for a single row) and
-    every batch stride that is used a multiple of 16 bytes."""
-    return (device.ptr(x) % 16 == 0 and x.strides[-2] % 16 == 0
-            and all(s % 16 == 0 for n, s in zip(x.shape[:-2], x.strides[:-2]) if n > 1))
+def cp_async_width(x) -> int:
+    """The widest cp.async copy (16 or 4 bytes, 0 for none) that can stage ``x``:
+    it must divide the base address, the row stride (passed to the kernel even
+    for a single row) and every batch stride that is used."""
+    g = device.ptr(x) | x.strides[-2]
+    for n, st in zip(x.shape[:-2], x.strides[:-2]):
+        if n > 1:
+            g |= st
+    return next((v for v in MMA_VECS if g % v == 0), 0)
 
 
 def padded16(xp, x):
@@ -387,9 +395,11 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
 
     a = _unit_last(xp, a)
     b = _unit_last(xp, b)
-    if isinstance(cfg, MmaConfig):  # cp.async wants 16-byte aligned bases and row/batch strides
-        a = a if aligned16(a) else padded16(xp, a)
-        b = b if aligned16(b) else padded16(xp, b)
+    vec = None
+    if isinstance(cfg, MmaConfig):  # cp.async wants aligned bases and row/batch strides
+        a = a if cp_async_width(a) else padded16(xp, a)
+        b = b if cp_async_width(b) else padded16(xp, b)
+        vec = min(cp_async_width(a), cp_async_width(b))
     target = out if _direct_out(out, a, b) else xp.empty(out.shape, out.dtype)
 
     ta, tb, to = a.dtype.name, b.dtype.name, out.dtype.name
@@ -411,7 +421,7 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     col_sums = xp.empty(zmax * N, np.int32) if need_cols else NULL
     pa, pb, pc = device.ptr(a), device.ptr(b), device.ptr(target)
     i32, i64 = np.int32, np.int64
-    name = cfg.name(ta, tb, to)
+    name = cfg.name(ta, tb, to, vec) if vec else cfg.name(ta, tb, to)
     block = (cfg.threads,)
     for u in launches:
         A = _addr(pa, u.offsets[0])
