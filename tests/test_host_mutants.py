@@ -1,0 +1,124 @@
+"""Host-harness cases that the mutation run (tools/mutate.py) showed missing.
+
+Each test names the source it guards (mutant_elementwise, mutant_dp4a,
+mutant_mma, mutant_avgpool) so the tool can select it; each runs the
+launchers unchanged on the kernels' own source (the `host` fixture) and
+compares bit for bit with dmlq.reference.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dmlq import reference as ref
+from dmlq.gpu import elementwise as ew
+
+
+def poisoned(shape, dtype):
+    out = np.empty(shape, dtype)
+    out.reshape(-1).view(np.uint8)[...] = 0xA5
+    return out
+
+
+def qvals(rng, shape, dtype):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape, dtype=np.int64).astype(dtype)
+
+
+def aligned16(v):
+    """``v`` copied into its own allocation of exactly v.nbytes (so the harness
+    reports a read one byte past it) whose base is 16-byte aligned."""
+    keep = []
+    for _ in range(64):
+        out = np.empty(v.shape, v.dtype)
+        if out.ctypes.data % 16 == 0:
+            out[...] = v
+            return out
+        keep.append(out)  # try another address
+    pytest.skip("no 16-byte aligned allocation")
+
+
+# ------------------------------------------------------------ elementwise.cu
+
+# Per-axis tensors larger than one block tile (256 threads x kUnroll 8 = 2048
+# elements) and than one grid step (the host grid is 8 blocks: 16384
+# elements), so that the axis kernel's position (j, c) is advanced inside a
+# tile and across the grid stride, with the channel index landing exactly on
+# L after a carry (e.g. (2, 4000): element 4000 is k = 7 of thread 160 of
+# block 1). Found by: `c >= L` -> `c > L` and a tile of kUnroll + 1 surviving.
+AXIS_CASES = [((2, 4000), 1), ((37, 700), 0), ((5, 37, 123), 1), ((3000, 7), 0), ((4, 6, 1031), 2)]
+
+
+@pytest.mark.parametrize("shape,axis", AXIS_CASES)
+def test_mutant_elementwise_axis_past_one_tile_and_grid_step(host, rng, shape, axis):
+    pshape = [1] * len(shape)
+    pshape[axis] = shape[axis]
+    s = rng.uniform(0.01, 2.0, pshape).astype(np.float32)
+    x = (rng.standard_normal(shape) * 40).astype(np.float32)
+    zp = qvals(rng, pshape, "uint8")
+    want = ref.quantize_linear(x, s, zp, np.empty(shape, np.uint8))
+    out = poisoned(shape, np.uint8)
+    ew.quantize_linear(x, s, zp, out, variant="axis")
+    np.testing.assert_array_equal(out, want, err_msg=f"quantize axis {shape} axis={axis}")
+    assert host.calls[-1][0].startswith("quantize_axis")
+
+    q = qvals(rng, shape, "int8")
+    zq = qvals(rng, pshape, "int8")
+    want = ref.dequantize_linear(q, s, zq, np.empty(shape, np.float32))
+    out = poisoned(shape, np.float32)
+    ew.dequantize_linear(q, s, zq, out, variant="axis")
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32),
+                                  err_msg=f"dequantize axis {shape} axis={axis}")
+
+
+# ------------------------------------------------------------ matmul_mma.cu
+
+# K a multiple of 16 but not of the 64-wide k tile, operands used in place
+# (16-byte aligned, rows exactly K bytes: no padded copy): the last tile's A
+# chunks end exactly at the row end, so a byte count one too large reads past
+# the last row of A (an ASan report here; past the allocation on a GPU).
+# Found by: the A k-edge byte count off by one surviving (every K in the other
+# mma cases is a multiple of 64 or goes through a zero-padded copy).
+@pytest.mark.parametrize("M,K,N", [(130, 80, 144), (64, 16, 128), (20, 208, 48)])
+def test_mutant_mma_k_tail_multiple_of_16_in_place(host, rng, M, K, N):
+    from dmlq.gpu import matmul
+
+    if "mma-128x128" not in matmul.VARIANTS:
+        pytest.skip("mma kernel source absent")
+    a = aligned16(qvals(rng, (M, K), "int8"))
+    b = aligned16(qvals(rng, (K, N), "uint8"))
+    a_s = rng.uniform(0.5, 2, M).astype(np.float32)
+    b_s = np.float32([0.75])
+    o_s = np.float32([K * 40.0])
+    a_zp, b_zp, o_zp = np.int8([3]), qvals(rng, (N,), "uint8"), np.int8([-2])
+    want = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty((M, N), np.int8))
+    out = poisoned((M, N), np.int8)
+    matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="mma-128x128")
+    np.testing.assert_array_equal(out, want)
+    assert any(c[0].startswith("matmul_mma") for c in host.calls)
+
+
+# ------------------------------------------------------------ avgpool.cu
+
+# avgpool_general walks planes p = (n*C + c)*OD + od by a grid stride, advancing
+# (n, c, od) with carries. The grid's z extent is capped at 65535 blocks, so the
+# walk only takes a second step past 65535 * blockDim.z planes: with one thread
+# per block (GENERAL_BLOCK = 1) that is 65,536 planes, a few seconds on the
+# host. OD = 2 and a stride of 65535 put od + stride % OD exactly on OD for
+# odd planes, and C odd carries c into n. Found by: `od >= OD` -> `od > OD`
+# surviving (no other case has more planes than the grid's z extent).
+def test_mutant_avgpool_general_grid_stride_carries(host, rng, monkeypatch):
+    from dmlq.gpu import avgpool as ap
+
+    monkeypatch.setattr(ap, "GENERAL_BLOCK", 1)
+    x = qvals(rng, (3, 10923, 2, 1, 2), "int8")  # 65,538 planes of 1 x 2 bytes
+    xs, os_ = np.float32([0.05]), np.float32([0.03])
+    xzp, ozp = np.int8([-3]), np.uint8([128])
+    args = ((1, 1, 2), (1, 1, 2), (0, 0, 0), (0, 0, 0), (1, 1, 1), False)
+    want = np.empty((3, 10923, 2, 1, 1), np.uint8)
+    ref.quantized_avg_pool(x, xs, xzp, os_, ozp, want, *args)
+    out = poisoned(want.shape, np.uint8)
+    ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, *args, variant="general")
+    np.testing.assert_array_equal(out, want)
+    name, grid, block, _ = host.calls[-1]
+    assert name.startswith("avgpool_general") and block == (1, 1, 1) and grid[2] == 65535

@@ -1,0 +1,549 @@
+#!/usr/bin/env python3
+"""Mutation testing of the CUDA kernels against the host-harness CI tests.
+
+Issue 11 asks that a mutation of a kernel's source (a comparison flipped, an
+index or stride off by one, a __syncthreads() dropped, a wait_group count
+raised, a .trans dropped, a tile constant changed, ...) makes at least one CI
+test fail for at least 9 in 10 such mutations in every .cu file.
+
+    python tools/mutate.py                  # every mutation, every file
+    python tools/mutate.py --file avgpool   # one .cu file (name or stem)
+    python tools/mutate.py --only 3 --only 7  # mutations by number (see the table)
+    python tools/mutate.py --list           # print the mutation list only
+    python tools/mutate.py --rev 80ec01d    # mutate that commit's sources (default HEAD)
+    python tools/mutate.py --table          # rewrite the table from the saved results
+
+How a run works
+- The repository (cuda/, dmlq/, tests/, pyproject.toml) at HEAD (or, with
+  --worktree, as it is on disk) plus tests/test_host_mutants.py is copied once
+  into a scratch directory (--scratch / $DMLQ_MUTATE_DIR, default
+  /tmp/dmlq-mutate); the checkout itself is never touched. PYTHONPATH points at the copy (checked:
+  dmlq.__file__ must lie in it, since the package may also be installed
+  editable) and DMLQ_HOST_CACHE at a cache of its own.
+- An unmutated baseline run per .cu file must pass first (it also fills the
+  cache with the unmutated runners).
+- Each mutation replaces one exact snippet of one .cu file in the copy (the
+  snippet must occur exactly once, so a mutation never silently misses), runs
+  `pytest -x -q -p no:cacheprovider` on that file's CI tests, and restores
+  the file.
+- A small pytest plugin (written into the scratch copy, loaded with -p) makes
+  the host harness key its runner cache on the .cuh headers plus the runner's
+  own .cu (instead of every .cu: no .cu includes another), and build with one
+  g++ at a time; so a mutant rebuilds only its own runner. Test code and the
+  harness's behaviour are otherwise unchanged.
+- Result: killed (a test failed or errored), survived (all passed),
+  no-compile (g++ rejected the mutant: "g++ failed"; not counted), timeout
+  (> --timeout seconds; counted as killed, reported separately).
+  Kill rate per file = (killed + timeout) / (killed + timeout + survived).
+
+The table goes to bench/results/mutations.md; the per-mutation results of the
+last runs are kept in the scratch directory's results.json, so --only reruns
+update the table in place.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_MD = ROOT / "bench" / "results" / "mutations.md"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    file: str
+    original: str
+    replacement: str
+    description: str
+    kind: str
+
+
+M = Mutation
+MUTATIONS: list[Mutation] = [
+    # ------------------------------------------------------------ elementwise.cu
+    M("elementwise.cu", "f(k < head ? k : tail + (k - head))", "f(k <= head ? k : tail + (k - head))",
+      "scalar_rest: head/tail split `k < head` -> `k <= head`", "comparison"),
+    M("elementwise.cu", "  if (j >= inner) {\n    j -= inner;", "  if (j > inner) {\n    j -= inner;",
+      "axis_advance: carry `j >= inner` -> `j > inner`", "comparison"),
+    M("elementwise.cu", "  if (c >= L) c -= L;", "  if (c > L) c -= L;",
+      "axis_advance: wrap `c >= L` -> `c > L`", "comparison"),
+    M("elementwise.cu", "const AxisStep s0 = axis_step(base, inner, L);",
+      "const AxisStep s0 = axis_step(base + 1, inner, L);",
+      "axis_loop: starting position of base off by one", "index"),
+    M("elementwise.cu", "  const int64 tile = B * kUnroll;", "  const int64 tile = B * (kUnroll + 1);",
+      "axis_loop: block tile kUnroll -> kUnroll + 1 elements per thread (gaps)", "tile constant"),
+    M("elementwise.cu", "  const int64 tile = B * kStridedUnroll;", "  const int64 tile = B * (kStridedUnroll + 1);",
+      "strided_loop: block tile kStridedUnroll -> kStridedUnroll + 1 (gaps)", "tile constant"),
+    M("elementwise.cu", "  for (int d = 0; d < nd; ++d) {", "  for (int d = 0; d < nd - 1; ++d) {",
+      "offsets: dim loop `d < nd` -> `d < nd - 1` (outermost dim dropped)", "comparison"),
+    M("elementwise.cu", "return static_cast<int>((__umulhi(u, g.magic[d]) + u) >> g.shift[d]);",
+      "return static_cast<int>((__umulhi(u, g.magic[d]) + u) >> (g.shift[d] + 1));",
+      "div_dim (32-bit): magic-division shift off by one", "index"),
+    M("elementwise.cu", "int64 div_dim(const Geo64& g, int d, int64 i) { return i / g.size[d]; }",
+      "int64 div_dim(const Geo64& g, int d, int64 i) { return i / (g.size[d] + 1); }",
+      "div_dim (WIDE, 64-bit): divisor size[d] -> size[d] + 1", "index"),
+    M("elementwise.cu", "  w[(k * sizeof(T)) / 4] |= to_bits<T>(v)", "  w[(k * sizeof(T)) / 4] = to_bits<T>(v)",
+      "put_elem: `|=` -> `=` (packing overwrites neighbours)", "operator"),
+    M("elementwise.cu", "      if (base + k * B < n) y[yo[k]] = dequantize1<O>(qv[k], zv[k], sv[k]);",
+      "      if (base + k * B <= n) y[yo[k]] = dequantize1<O>(qv[k], zv[k], sv[k]);",
+      "dequantize_strided: store guard `< n` -> `<= n`", "comparison"),
+    M("elementwise.cu", "  const float bv = ieee_mul(to_f32(b - p.bz), p.bs);",
+      "  const float bv = ieee_mul(to_f32(b - p.az), p.bs);",
+      "add1: b uses a's zero point", "operand"),
+    M("elementwise.cu", "        zv[k] = static_cast<int>(zp_at(zp_p, c * zp_st, zp_v));",
+      "        zv[k] = static_cast<int>(zp_at(zp_p, (c + 1) % L * zp_st, zp_v));",
+      "quantize_axis: zero point of the next channel (index off by one)", "index"),
+
+    # ------------------------------------------------------------ matmul_dp4a.cu
+    M("matmul_dp4a.cu", "__byte_perm(w[0], w[1], 0x5140)", "__byte_perm(w[0], w[1], 0x5410)",
+      "transpose4: byte_perm selector 0x5140 -> 0x5410", "byte_perm"),
+    M("matmul_dp4a.cu", "    store_tile(0);\n  }\n  __syncthreads();", "    store_tile(0);\n  }\n",
+      "__syncthreads() after the prologue tile store dropped", "barrier"),
+    M("matmul_dp4a.cu", "    if (t + 1 < ntiles) store_tile(buf ^ 1);\n    __syncthreads();",
+      "    if (t + 1 < ntiles) store_tile(buf ^ 1);\n",
+      "__syncthreads() at the end of the k loop (double buffer) dropped", "barrier"),
+    M("matmul_dp4a.cu", "      *reinterpret_cast<unsigned*>(&Cs[r * CS + g * THR_N * 4 + tx * 4]) = word;\n    }\n  }\n  __syncthreads();",
+      "      *reinterpret_cast<unsigned*>(&Cs[r * CS + g * THR_N * 4 + tx * 4]) = word;\n    }\n  }\n",
+      "__syncthreads() between epilogue staging and the coalesced stores dropped", "barrier"),
+    M("matmul_dp4a.cu", "rb[s][r] = k < K ? load_word(", "rb[s][r] = k <= K ? load_word(",
+      "load_tile: B k-edge `k < K` -> `k <= K`", "comparison"),
+    M("matmul_dp4a.cu", "    if (m >= M || n >= N) continue;", "    if (m > M || n >= N) continue;",
+      "epilogue store: row guard `m >= M` -> `m > M`", "comparison"),
+    M("matmul_dp4a.cu", "    if (c_al && n + 3 < N) {", "    if (c_al && n + 2 < N) {",
+      "epilogue store: whole-word condition `n + 3 < N` -> `n + 2 < N`", "index"),
+    M("matmul_dp4a.cu", "  return (i >> 2) * (THR * 4) + t * 4 + (i & 3);",
+      "  return (i >> 2) * (THR * 4) + t * 4 + (i & 1);",
+      "frag_pos: `i & 3` -> `i & 1`", "index"),
+    M("matmul_dp4a.cu", "const int chunk_k1 = (t + 1 == ntiles) ? K : (t + 1) * BK;",
+      "const int chunk_k1 = (t + 1) * BK;",
+      "wide: last chunk length rounded up to whole tiles (K*za*zb term)", "index"),
+    M("matmul_dp4a.cu", "enum : int { kChunkK = 32768 };", "enum : int { kChunkK = 65536 };",
+      "wide: chunk constant kChunkK 32768 -> 65536 (int32 partials overflow)", "tile constant"),
+    M("matmul_dp4a.cu", "  auto As = reinterpret_cast<unsigned (*)[KQ][BM + 4]>(smem);",
+      "  auto As = reinterpret_cast<unsigned (*)[KQ][BM + 2]>(smem);",
+      "A tile pad BM + 4 -> BM + 2 (vector fragment loads misaligned)", "tile constant"),
+    M("matmul_dp4a.cu", "    __syncthreads();\n    if (ty == 0", "    if (ty == 0",
+      "matmul_col_sums: __syncthreads() before the k-slice reduction dropped", "barrier"),
+    M("matmul_dp4a.cu", "    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync",
+      "    for (int off = 8; off > 0; off >>= 1) s += __shfl_xor_sync",
+      "matmul_row_sums: shuffle reduction starts at 8 (half the warp)", "tile constant"),
+
+    # ------------------------------------------------------------ matmul_mma.cu
+    M("matmul_mma.cu", "    cp_async_wait<STAGES - 2>();", "    cp_async_wait<STAGES - 1>();",
+      "cp.async wait_group STAGES - 2 -> STAGES - 1", "wait_group"),
+    M("matmul_mma.cu", '"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16', '"ldmatrix.sync.aligned.m8n8.x4.shared.b16',
+      ".trans dropped from the B ldmatrix", "ptx"),
+    M("matmul_mma.cu", "bf[2 * p][0] = __byte_perm(r[0], r[1], 0x6420);",
+      "bf[2 * p][0] = __byte_perm(r[0], r[1], 0x6240);",
+      "B fragment byte_perm selector 0x6420 -> 0x6240", "byte_perm"),
+    M("matmul_mma.cu", "    __syncthreads();              // everyone's have",
+      "                                  // everyone's have",
+      "__syncthreads() after the pipeline wait dropped", "barrier"),
+    M("matmul_mma.cu", "  __syncthreads();  // every warp is done with the pipeline buffers",
+      "  // every warp is done with the pipeline buffers",
+      "__syncthreads() before the epilogue reuses the pipeline buffers dropped", "barrier"),
+    M("matmul_mma.cu", "    __syncwarp();  // the previous pass's reads are done",
+      "    // the previous pass's reads are done",
+      "__syncwarp() before an epilogue pass's staging writes dropped", "barrier"),
+    M("matmul_mma.cu", "    }\n    __syncwarp();\n", "    }\n",
+      "__syncwarp() between the epilogue staging writes and reads dropped", "barrier"),
+    M("matmul_mma.cu", "    const int nk = kt + STAGES - 1;", "    const int nk = kt + STAGES;",
+      "pipeline: next tile kt + STAGES - 1 -> kt + STAGES", "index"),
+    M("matmul_mma.cu", "  return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);",
+      "  return row * 64 + ((chunk ^ ((row >> 1) & 7)) << 4);",
+      "A swizzle mask & 3 -> & 7 (chunks leave the 64-byte row)", "index"),
+    M("matmul_mma.cu", "int b_swz(int k) { return (k & 1) | ((k >> 1) & 6); }",
+      "int b_swz(int k) { return (k & 1) | ((k >> 1) & 14); }",
+      "B swizzle mask & 6 -> & 14 (chunks leave the row)", "index"),
+    M("matmul_mma.cu", "const int lb_k = (q >> 1) * 16 + (q & 1) * 2 +", "const int lb_k = (q >> 1) * 16 + (q & 1) * 1 +",
+      "ldmatrix.trans k-row offset of odd matrices 2 -> 1", "index"),
+    M("matmul_mma.cu", "const unsigned bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;",
+      "const unsigned bytes = i * kr_step <= b_rows_left ? b_nbytes : 0u;",
+      "B k-edge `i * kr_step < b_rows_left` -> `<=` (row K staged)", "comparison"),
+    M("matmul_mma.cu", "ph * 32 + r;\n      if (m >= M) continue;", "ph * 32 + r;\n      if (m > M) continue;",
+      "epilogue row guard `m >= M` -> `m > M`", "comparison"),
+
+    # ------------------------------------------------------------ avgpool.cu
+    M("avgpool.cu", "  k0 = start >= lo ? I(0) : ceil_div<I>(lo - start, dil);",
+      "  k0 = start > lo ? I(0) : ceil_div<I>(lo - start, dil);",
+      "tap_range: `start >= lo` -> `start > lo`", "comparison"),
+    M("avgpool.cu", "  if (k1 < k0) k1 = k0;", "  if (k1 > k0) k1 = k0;",
+      "tap_range: clamp `k1 < k0` -> `k1 > k0`", "comparison"),
+    M("avgpool.cu", "v[k] = __funnelshift_r(w[k], w[k + 1], 8 * s);", "v[k] = __funnelshift_r(w[k], w[k + 1], 8 * s + 8);",
+      "load_span: funnel shift one byte too far", "index"),
+    M("avgpool.cu", "lut_n > 0 ? lut[acc[j] - kvol * QMIN]", "lut_n > 0 ? lut[acc[j] - kvol * QMIN + 1]",
+      "tile: full-window table index off by one", "index"),
+    M("avgpool.cu", "      lut[i] = pool_value<TO, int>(smin + i, kvol, q0);\n    __syncthreads();",
+      "      lut[i] = pool_value<TO, int>(smin + i, kvol, q0);\n",
+      "tile: __syncthreads() after building the shared table dropped", "barrier"),
+    M("avgpool.cu", "      if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;\n      __syncthreads();",
+      "      if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;\n",
+      "global_block: __syncthreads() before the cross-warp sum dropped", "barrier"),
+    M("avgpool.cu", "      __syncthreads();  // warp_sums is reused by the next plane",
+      "      // warp_sums is reused by the next plane",
+      "global_block: __syncthreads() before warp_sums is reused dropped", "barrier"),
+    M("avgpool.cu", "    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync",
+      "    for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync",
+      "global: shuffle reduction starts at 8 (half the warp)", "tile constant"),
+    M("avgpool.cu", "const u64 at = i < head ? b + i : z16 + (i - head);",
+      "const u64 at = i <= head ? b + i : z16 + (i - head);",
+      "global: head/tail split `i < head` -> `i <= head`", "comparison"),
+    M("avgpool.cu", "  constexpr int L = (OPT - 1) * SW + KW;", "  constexpr int L = (OPT - 1) * SW + KW - 1;",
+      "tile: span length L one byte short", "tile constant"),
+    M("avgpool.cu", "const int cwp = include_padding ? max(0, min(s + KW, W + EW) - max(s, -PW)) : cw;",
+      "const int cwp = include_padding ? max(0, min(s + KW, W + EW - 1) - max(s, -PW)) : cw;",
+      "tile: padded W count end bound W + EW -> W + EW - 1", "index"),
+    M("avgpool.cu", "      if (ow0 + OPT <= OW && (reinterpret_cast", "      if (ow0 + OPT - 1 <= OW && (reinterpret_cast",
+      "tile: whole-word store condition `ow0 + OPT <= OW` -> `ow0 + OPT - 1 <= OW`", "comparison"),
+    M("avgpool.cu", "      if (cd == KD && ch == KH && w0 >= 0 && w0 + L <= W) {",
+      "      if (cd == KD && w0 >= 0 && w0 + L <= W) {",
+      "tile: full-window test ignores the H count", "comparison"),
+    # ------------------------------------------------------------ second batch (appended so
+    # that the numbers above stay stable across runs)
+    M("elementwise.cu", "  p.bs = scale_at(bs_p, 0, bs_v);", "  p.bs = scale_at(bs_p, 0, as_v);",
+      "add: host-scalar b scale replaced by a's", "operand"),
+    M("elementwise.cu", "  return f16 ? to_f32(static_cast<const float16*>(p)[off])",
+      "  return !f16 ? to_f32(static_cast<const float16*>(p)[off])",
+      "scale_any: FLOAT16 scale flag inverted", "comparison"),
+    M("elementwise.cu", "    w[4 * j + 2] = u.z;", "    w[4 * j + 2] = u.y;",
+      "load_words: word index 4j+2 reads u.y (off by one)", "index"),
+    M("matmul_dp4a.cu", "o.y = __byte_perm(t0, t2, 0x7632)", "o.y = __byte_perm(t0, t2, 0x7623)",
+      "transpose4: byte_perm selector 0x7632 -> 0x7623", "byte_perm"),
+    M("matmul_dp4a.cu", "const bool row_ok = s * A_ROW_STEP < a_rows_left;",
+      "const bool row_ok = s * A_ROW_STEP <= a_rows_left;",
+      "load_tile: A row edge `<` -> `<=`", "comparison"),
+    M("matmul_dp4a.cu", "for (int w = lane; w < nw; w += 32) s = dmlq::dp4a::dot4<T, T>",
+      "for (int w = lane; w < nw; w += 31) s = dmlq::dp4a::dot4<T, T>",
+      "matmul_row_sums: word stride 32 -> 31", "stride"),
+    M("matmul_mma.cu", "bf[2 * p + 1][1] = __byte_perm(r[2], r[3], 0x7531);",
+      "bf[2 * p + 1][1] = __byte_perm(r[2], r[3], 0x7513);",
+      "B fragment byte_perm selector 0x7531 -> 0x7513 (k+16 half, odd n)", "byte_perm"),
+    M("matmul_mma.cu", "const int la_row = wm * 64 + (lane & 7) + ((lane >> 3) & 1) * 8;",
+      "const int la_row = wm * 64 + (lane & 7) + ((lane >> 3) & 1) * 4;",
+      "A ldmatrix row offset for lanes 8-15 8 -> 4", "index"),
+    M("matmul_mma.cu", "min(max(K - (k0 + a_kc * 16), 0), 16)",
+      "min(max(K - (k0 + a_kc * 16) + 1, 0), 16)",
+      "A k-edge byte count off by one", "index"),
+    M("matmul_mma.cu", "  for (int s = 0; s < STAGES - 1; ++s) {", "  for (int s = 0; s < STAGES - 2; ++s) {",
+      "prologue commits STAGES - 2 groups instead of STAGES - 1", "comparison"),
+    M("matmul_mma.cu", "} else if (nc0 + 15 < N && (c_al & 3) == 0) {", "} else if (nc0 + 15 < N && (c_al & 1) == 0) {",
+      "epilogue 4-byte store alignment mask & 3 -> & 1", "index"),
+    M("matmul_mma.cu", "make_int4(acc[mi + 2][2 * p][2 * h], acc[mi + 2][2 * p + 1][2 * h],",
+      "make_int4(acc[mi + 1][2 * p][2 * h], acc[mi + 2][2 * p + 1][2 * h],",
+      "epilogue pass 1 stages acc[mi + 1] for one column (index off by one)", "index"),
+    M("avgpool.cu", "    if (a + b >= lo && a + b < hi)", "    if (a + b >= lo && a + b <= hi)",
+      "load_word_masked: `a + b < hi` -> `<= hi` (one byte past the row)", "comparison"),
+    M("avgpool.cu", "  return b == 1 ? a : (a - 1) / b + 1;", "  return b == 1 ? a : a / b + 1;",
+      "ceil_div: (a - 1) / b + 1 -> a / b + 1", "index"),
+    M("avgpool.cu", "int t = sum_bytes<TX>(v.x, 0x01010101u, 0);", "int t = sum_bytes<TX>(v.x, 0x01010100u, 0);",
+      "global: dp4a byte mask of the first word drops byte 0", "constant"),
+    M("avgpool.cu", "enum { PC_XS = 1, PC_XZP = 2, PC_OS = 4, PC_OZP = 8 };",
+      "enum { PC_XS = 1, PC_XZP = 2, PC_OS = 8, PC_OZP = 8 };",
+      "per-channel flag PC_OS 4 -> 8", "constant"),
+    M("avgpool.cu", "    tap_range<int>(d0, KD, DD, -PD, D + ED, pd0, pd1);",
+      "    tap_range<int>(d0, KD, DD, -PD, D + ED - 1, pd0, pd1);",
+      "general: padded D range end off by one", "index"),
+    M("avgpool.cu", "    if ((b >> 2) == q) m |= 1u << (8 * (b & 3));", "    if ((b >> 2) == q) m |= 1u << (8 * (b & 1));",
+      "tap_mask: byte lane `b & 3` -> `b & 1`", "index"),
+    # ------------------------------------------------------------ third batch: code added
+    # by 36a5d0e..80ec01d (add table, mma stage counters and pointer steps, general's carries)
+    M("elementwise.cu", "  __syncthreads();\n  contig_binary(a, b, y, n, head, [&]",
+      "  contig_binary(a, b, y, n, head, [&]",
+      "add_table: __syncthreads() after filling the shared table dropped", "barrier"),
+    M("elementwise.cu", "add1<O>(static_cast<A>(t >> 8), static_cast<B>(t & 255), p)",
+      "add1<O>(static_cast<A>(t & 255), static_cast<B>(t >> 8), p)",
+      "add_table_build: table index halves swapped", "index"),
+    M("matmul_mma.cu", "    st = st == STAGES - 1 ? 0 : st + 1;", "    st = st == STAGES - 2 ? 0 : st + 1;",
+      "read-stage counter wraps at STAGES - 2", "comparison"),
+    M("matmul_mma.cu", "    b_src += b_tile_step;\n", "\n",
+      "B source pointer not advanced per k tile (stride dropped)", "stride"),
+    M("avgpool.cu", "    int carry = od >= OD;", "    int carry = od > OD;",
+      "general: plane carry `od >= OD` -> `od > OD`", "comparison"),
+]
+
+FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu")
+
+# The CI tests that drive each source on the host harness (fast subset).
+TESTS = {
+    "elementwise.cu": (["tests/test_host_elementwise.py", "tests/test_host_mutants.py"],
+                       "test_host_elementwise or mutant_elementwise"),
+    "matmul_dp4a.cu": (["tests/test_select_matmul.py", "tests/test_host_mutants.py"],
+                       "emulated or mutant_dp4a"),
+    "matmul_mma.cu": (["tests/test_select_matmul.py", "tests/test_host_mutants.py"],
+                      "emulated or mutant_mma"),
+    "avgpool.cu": (["tests/test_select_avgpool.py", "tests/test_host_mutants.py"],
+                   "emulated or mutant_avgpool"),
+}
+
+# Loaded into the mutant's pytest with -p: key each runner on the headers and
+# its own .cu (harness.build already hashes the .cu it builds), one g++ at a time.
+PLUGIN = '''
+import sys
+from pathlib import Path
+
+
+def pytest_configure(config):
+    tests = str(Path(__file__).resolve().parent / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from cuda_host import harness
+    from dmlq.gpu import loader
+
+    harness._sources_key = lambda: harness._digest(
+        *(p.read_bytes() for p in sorted(loader.cuda_dir().glob("*.cuh"))))
+    orig = harness.build_all
+    harness.build_all = lambda sources=None, jobs=1: orig(sources, jobs=1)
+'''
+
+
+def numbered():
+    return list(enumerate(MUTATIONS, 1))
+
+
+def check_snippets(src_dir: Path):
+    for i, m in numbered():
+        text = (src_dir / m.file).read_text()
+        n = text.count(m.original)
+        if n != 1:
+            raise SystemExit(f"mutation {i} ({m.file}: {m.description}): the snippet occurs {n} times")
+        if m.original == m.replacement:
+            raise SystemExit(f"mutation {i}: replacement equals the original")
+
+
+SNAPSHOT = ("cuda", "dmlq", "tests", "pyproject.toml")
+
+
+def setup_scratch(scratch: Path, worktree: bool, rev: str = "HEAD") -> dict:
+    copy = scratch / "repo"
+    if copy.exists():
+        shutil.rmtree(copy)
+    copy.mkdir(parents=True)
+    if worktree:  # the files as they are on disk, uncommitted edits included
+        for name in SNAPSHOT:
+            if (ROOT / name).is_dir():
+                shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy2(ROOT / name, copy / name)
+    else:  # the committed tree: a consistent state while others edit the checkout
+        tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *SNAPSHOT],
+                             capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(copy)], input=tar, check=True)
+        extra = ROOT / "tests" / "test_host_mutants.py"  # the mutant tests, committed or not
+        if extra.exists():
+            shutil.copy2(extra, copy / "tests" / extra.name)
+    (copy / "_mutate_plugin.py").write_text(PLUGIN)
+    cache = scratch / "host-cache"
+    cache.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(copy), "DMLQ_HOST_CACHE": str(cache),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    where = subprocess.run([sys.executable, "-c", "import dmlq; print(dmlq.__file__)"],
+                           env=env, cwd=copy, capture_output=True, text=True, check=True).stdout.strip()
+    if not Path(where).resolve().is_relative_to(copy.resolve()):
+        raise SystemExit(f"dmlq resolves to {where}, not to the scratch copy {copy}")
+    return {"copy": copy, "cache": cache, "env": env}
+
+
+def run_tests(ctx, cu: str, timeout: float):
+    files, kexpr = TESTS[cu]
+    files = [f for f in files if (ctx["copy"] / f).exists()]
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "_mutate_plugin",
+           "-k", kexpr, *files]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ctx["copy"], env=ctx["env"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # this run's own process group
+        out, _ = proc.communicate()
+        timed_out = True
+    return proc.returncode, out, time.monotonic() - t0, timed_out
+
+
+def first_failure(out: str) -> str:
+    m = re.search(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
+    return m.group(1) if m else ""
+
+
+def classify(rc, out, timed_out) -> str:
+    if timed_out:
+        return "timeout"
+    if "g++ failed" in out:
+        return "no-compile"
+    if rc == 0:
+        return "survived"
+    if rc == 1:
+        return "killed"
+    return "error"  # pytest itself broke (usage error, collection crash)
+
+
+def prune_cache(cache: Path, keep: set):
+    for p in cache.iterdir():
+        if p.name not in keep:
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+
+
+def write_table(results: dict, notes: dict, total_s: float | None, source: str = ""):
+    lines = ["# Mutation testing of the CUDA kernels", "",
+             "Generated by `tools/mutate.py` (issue 11: at least 9 in 10 mutations of every .cu file "
+             "must make a CI test fail).", "",
+             "Each mutation replaces one exact snippet (asserted to occur once) in a scratch copy of the "
+             "repository, then runs that file's host-harness CI tests "
+             "(`pytest -x -q -p no:cacheprovider`, see `TESTS` in the tool) against the copy. "
+             "killed: a test failed; survived: all passed; no-compile: g++ rejected the mutant (not "
+             "counted); timeout: counted as killed.", "",
+             f"Kernel sources: {source}." if source else "",
+             "",
+             "Rerun: `python tools/mutate.py` (all), `python tools/mutate.py --file avgpool` (one file), "
+             "`python tools/mutate.py --only 12 --only 40` (by number).", ""]
+    lines += ["## Kill rate", "", "| file | killed | timeout | survived | no-compile | kill rate |",
+              "|---|---|---|---|---|---|"]
+    for cu in FILES:
+        rs = [results[str(i)] for i, m in numbered() if m.file == cu and str(i) in results]
+        k = sum(r["result"] == "killed" for r in rs)
+        t = sum(r["result"] == "timeout" for r in rs)
+        s = sum(r["result"] == "survived" for r in rs)
+        nc = sum(r["result"] == "no-compile" for r in rs)
+        rate = f"{(k + t) / (k + t + s):.0%}" if k + t + s else "-"
+        lines.append(f"| {cu} | {k} | {t} | {s} | {nc} | {rate} |")
+    lines += ["", "## Mutations", "",
+              "| # | file | kind | mutation | result | seconds | first failing test |",
+              "|---|---|---|---|---|---|---|"]
+    for i, m in numbered():
+        r = results.get(str(i))
+        res, secs, first = (r["result"], f"{r['seconds']:.0f}", r["first"]) if r else ("not run", "", "")
+        note = notes.get(str(i))
+        if note:
+            res = f"{res} ({note})"
+        first = first.replace("|", "\\|")
+        lines.append(f"| {i} | {m.file} | {m.kind} | {m.description.replace('|', '/')} | {res} | {secs} | "
+                     f"`{first}` |" if first else
+                     f"| {i} | {m.file} | {m.kind} | {m.description.replace('|', '/')} | {res} | {secs} | |")
+    if notes.get("_footer"):
+        lines += ["", notes["_footer"]]
+    if total_s is not None:
+        lines += ["", f"Last run: {total_s / 60:.1f} min wall time on the host harness "
+                      "(one pytest at a time, one g++ at a time)."]
+    RESULTS_MD.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS_MD.write_text("\n".join(lines) + "\n")
+
+
+# Notes shown next to a result in the table (why a mutant survived, what was done).
+_LOCKSTEP = ("not equivalent: a real race on a GPU, invisible to the host harness, whose scheduler "
+             "advances every thread by one step (to its next barrier or warp collective) per round, "
+             "so warps stay in lock step and the overwrite lands only after the last read; "
+             "no test input can change that (a harness schedule that runs one warp ahead would)")
+NOTES: dict = {
+    "3": "survived before tests/test_host_mutants.py (axis cases were all < one 2048-element tile)",
+    "5": "survived before tests/test_host_mutants.py (same gap)",
+    "31": _LOCKSTEP,
+    "46": _LOCKSTEP + "; needs a block that pools more than one plane",
+    "61": "survived before tests/test_host_mutants.py (no in-place mma case with K % 64 in 16..48)",
+    "75": "survived before tests/test_host_mutants.py (no case with more planes than the grid's z extent)",
+    "_footer": ("Survivors that tests/test_host_mutants.py now kills are marked above; the two left "
+                "(31, 46) are dropped barriers whose race spans several warp collectives: a limit of "
+                "the harness's round-robin scheduler (tests/cuda_host/cuda_host.cpp run_block), "
+                "not of the test cases. Before the new tests: elementwise.cu 16/18 (89%), "
+                "matmul_mma.cu 19/21 (90%), avgpool.cu 18/20 (90%), matmul_dp4a.cu 16/16. "
+                "Wall time at 80ec01d: 27.3 min for all 75 mutants (plus ~2.5 min of baselines), "
+                "2.3 min for the rerun of the 4 survivors; one pytest and one g++ at a time."),
+}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--file", action="append", help="only mutations of this .cu (name or stem)")
+    ap.add_argument("--only", action="append", type=int, help="only mutation number N (repeatable)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant (default 300)")
+    ap.add_argument("--scratch", default=os.environ.get("DMLQ_MUTATE_DIR", "/tmp/dmlq-mutate"))
+    ap.add_argument("--list", action="store_true", help="print the mutations and exit")
+    ap.add_argument("--rev", default="HEAD", help="the commit whose sources are mutated (default HEAD)")
+    ap.add_argument("--worktree", action="store_true",
+                    help="copy the checkout as it is on disk instead of the committed HEAD")
+    ap.add_argument("--no-table", action="store_true", help="do not rewrite bench/results/mutations.md")
+    ap.add_argument("--table", action="store_true", help="only rewrite the table from the saved results")
+    args = ap.parse_args(argv)
+
+    scratch = Path(args.scratch)
+    scratch.mkdir(parents=True, exist_ok=True)
+    ctx = setup_scratch(scratch, args.worktree, args.rev)
+    copy = ctx["copy"]
+    check_snippets(copy / "cuda")
+    if args.table:
+        results = json.loads((scratch / "results.json").read_text())
+        write_table(results, NOTES, None, results.get("_source", ""))
+        return 0
+    if args.list:
+        for i, m in numbered():
+            print(f"{i:3d} {m.file:15s} {m.kind:14s} {m.description}")
+        return 0
+
+    files = set(FILES)
+    if args.file:
+        files = {f if f.endswith(".cu") else f + ".cu" for f in args.file}
+        bad = files - set(FILES)
+        if bad:
+            raise SystemExit(f"unknown file(s): {sorted(bad)}")
+    todo = [(i, m) for i, m in numbered() if m.file in files and (not args.only or i in args.only)]
+
+    results_path = scratch / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    source = "the working tree" if args.worktree else "commit " + subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", args.rev], capture_output=True, text=True).stdout.strip()
+    if results.get("_source") != source:  # results of another tree are not merged
+        results = {"_source": source}
+    t_start = time.monotonic()
+
+    baseline_keep = None
+    for cu in FILES:
+        if not any(m.file == cu for _, m in todo):
+            continue
+        rc, out, secs, to = run_tests(ctx, cu, args.timeout * 3)
+        print(f"baseline {cu}: rc={rc} {secs:.0f}s", flush=True)
+        if rc != 0:
+            print(out[-6000:])
+            raise SystemExit(f"the unmutated tests for {cu} fail in the scratch copy; fix that first")
+    baseline_keep = {p.name for p in ctx["cache"].iterdir()}
+
+    for i, m in todo:
+        path = copy / "cuda" / m.file
+        original = path.read_text()
+        assert original.count(m.original) == 1
+        path.write_text(original.replace(m.original, m.replacement))
+        try:
+            rc, out, secs, to = run_tests(ctx, m.file, args.timeout)
+        finally:
+            path.write_text(original)
+        res = classify(rc, out, to)
+        first = first_failure(out) if res in ("killed", "timeout", "error") else ""
+        results[str(i)] = {"file": m.file, "description": m.description, "result": res,
+                           "seconds": round(secs, 1), "first": first}
+        if res == "error":
+            (scratch / f"mutant-{i}.log").write_text(out)
+        print(f"[{i:3d}] {m.file:15s} {res:10s} {secs:5.0f}s  {m.description}  {first}", flush=True)
+        results_path.write_text(json.dumps(results, indent=1))
+        prune_cache(ctx["cache"], baseline_keep)
+
+    total = time.monotonic() - t_start
+    print(f"total {total / 60:.1f} min")
+    if not args.no_table:
+        write_table(results, NOTES, total, source)
+        print(f"wrote {RESULTS_MD.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
