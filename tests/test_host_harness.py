@@ -16,7 +16,7 @@ SELFTEST = Path(__file__).parent / "cuda_host" / "selftest.cu"
 NAMES = ("race", "divergent_barrier", "exit_before_barrier", "write_at", "read_at", "write_const",
          "trap_kernel", "shuffle_xor", "cp_async_wait_probe<0>", "cp_async_wait_probe<1>",
          "cp_async_wait_probe<2>", "ldmatrix_probe<false>", "ldmatrix_probe<true>", "mma_probe_s8u8",
-         "float_ops", "address_mod")
+         "float_ops", "address_mod", "warp_race")
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +41,28 @@ def fault(match=None):
 
 
 def test_missing_barrier_is_a_wrong_result_in_some_thread_order(dev):
-    for order in range(2):  # the harness alternates forward and reverse thread order
+    for order in range(4):  # the harness cycles through four schedules
         out = np.zeros(64, np.int32)
         run(dev, "race", (1,), (64,), out, np.int32(1))
         np.testing.assert_array_equal(out, np.arange(63, -1, -1))
-    for order in range(2):
+    for order in range(4):
         out = np.zeros(64, np.int32)
         run(dev, "race", (1,), (64,), out, np.int32(0))
         assert (out != np.arange(63, -1, -1)).any()
+
+
+def test_a_warp_running_ahead_shows_a_missing_barrier(dev):
+    want = (np.arange(64) + 32) % 64
+    for order in range(4):
+        out = np.zeros(64, np.int32)
+        run(dev, "warp_race", (1,), (64,), out, np.int32(1))
+        np.testing.assert_array_equal(out, want)
+    wrong = 0
+    for order in range(4):
+        out = np.zeros(64, np.int32)
+        run(dev, "warp_race", (1,), (64,), out, np.int32(0))
+        wrong += bool((out != want).any())
+    assert wrong >= 1
 
 
 @pytest.mark.parametrize("name", ["divergent_barrier", "exit_before_barrier"])

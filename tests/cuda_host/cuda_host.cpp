@@ -161,15 +161,40 @@ static bool run_block() {
     t.idx = dim3(i % m.block.x, (i / m.block.x) % m.block.y, i / (m.block.x * m.block.y));
     land_all_pending_discard(t);
   }
+  const bool reverse = m.order & 1, warp_major = m.order & 2;
+  const unsigned nwarps = (n + 31) / 32;
   for (;;) {
-    for (unsigned k = 0; k < n; ++k) {
-      const unsigned i = m.reverse ? n - 1 - k : k;
-      Thread& t = m.threads[i];
-      if (t.state != State::run) continue;
-      m.current = static_cast<int>(i);
-      resume(t);
-      m.current = -1;
-      if (m.failed) return false;
+    if (!warp_major) {
+      // Thread-major: every thread to its next stop, in turn (warps in lock step).
+      for (unsigned k = 0; k < n; ++k) {
+        const unsigned i = reverse ? n - 1 - k : k;
+        Thread& t = m.threads[i];
+        if (t.state != State::run) continue;
+        m.current = static_cast<int>(i);
+        resume(t);
+        m.current = -1;
+        if (m.failed) return false;
+      }
+    } else {
+      // Warp-major: one warp runs through its warp collectives to a block
+      // barrier or its end before the next warp starts, so a warp that
+      // reuses shared memory without a barrier overtakes the others.
+      for (unsigned kw = 0; kw < nwarps; ++kw) {
+        const unsigned w = reverse ? nwarps - 1 - kw : kw;
+        const unsigned lo = 32 * w, hi = std::min(n, lo + 32);
+        for (bool moved = true; moved;) {
+          moved = false;
+          for (unsigned i = lo; i < hi; ++i) {
+            Thread& t = m.threads[i];
+            if (t.state != State::run) continue;
+            m.current = static_cast<int>(i);
+            resume(t);
+            m.current = -1;
+            moved = true;
+            if (m.failed) return false;
+          }
+        }
+      }
     }
     unsigned done = 0, at_bar = 0, running = 0;
     for (unsigned i = 0; i < n; ++i) {
@@ -873,14 +898,14 @@ struct LaunchResult {
 };
 
 static LaunchResult launch(void (*body)(void*), void* arg, dim3 grid, dim3 block, unsigned dyn_smem,
-                           bool reverse, unsigned char poison) {
+                           unsigned order, unsigned char poison) {
   Machine& m = machine();
   m.grid = grid;
   m.block = block;
   m.nthreads = block.x * block.y * block.z;
   m.dynamic_smem = dyn_smem;
   m.poison = poison;
-  m.reverse = reverse;
+  m.order = order;
   m.body = body;
   m.body_arg = arg;
   m.failed = false;
@@ -910,7 +935,7 @@ static LaunchResult launch(void (*body)(void*), void* arg, dim3 grid, dim3 block
 // ------------------------------------------------------------------ the runner's request loop
 // Requests on stdin, replies on stdout (little-endian, see harness.py):
 //   request: u32 kernel (0xffffffff: list kernels), u32 grid[3], u32 block[3],
-//            u32 dynamic_smem, u32 reverse, u32 poison, u32 nbuf, u32 narg,
+//            u32 dynamic_smem, u32 order (bit 0 reverse, bit 1 warp-major), u32 poison, u32 nbuf, u32 narg,
 //            nbuf x (u64 size, u64 address mod 256, bytes), narg x (u32 kind: 0 buffer (u32 index,
 //            i64 offset) | 1 null | 2 bytes (u32 size, bytes))
 //   reply:   u32 status (0 ok), u32 length, message, then nbuf x (u64 size, bytes)
@@ -963,7 +988,7 @@ int main() {
     for (unsigned& v : g) v = read_val<unsigned>();
     for (unsigned& v : b) v = read_val<unsigned>();
     const unsigned dyn = read_val<unsigned>();
-    const unsigned reverse = read_val<unsigned>();
+    const unsigned order = read_val<unsigned>();
     const unsigned poison = read_val<unsigned>();
     const unsigned nbuf = read_val<unsigned>();
     const unsigned narg = read_val<unsigned>();
@@ -1016,7 +1041,7 @@ int main() {
       CallArgs ca{&k, args.data()};
       const cuda_host::LaunchResult r =
           cuda_host::launch(&run_kernel, &ca, dim3(g[0], g[1], g[2]), dim3(b[0], b[1], b[2]), dyn,
-                            reverse != 0, static_cast<unsigned char>(poison));
+                            order, static_cast<unsigned char>(poison));
       ok = r.ok;
       status = r.error;
       for (unsigned i = 0; ok && i < nbuf; ++i)

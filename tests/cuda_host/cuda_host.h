@@ -5,9 +5,11 @@
 // Execution model
 // - A block runs as one fiber per CUDA thread on a private stack; blocks run
 //   one after another. A fiber runs until it reaches __syncthreads(), a warp
-//   collective (shuffle, __syncwarp, ldmatrix, mma) or its end. The scheduler
-//   visits threads in ascending or descending order (alternating per launch),
-//   so a missing barrier shows up as a read of data not yet written.
+//   collective (shuffle, __syncwarp, ldmatrix, mma) or its end. Four schedules
+//   take turns per launch: thread-major (each thread to its next stop, warps in
+//   lock step) or warp-major (one warp runs to a block barrier before the next
+//   starts), each in ascending or descending order; so a missing barrier shows
+//   up as a read of data not yet written, or overwritten by a warp that ran ahead.
 // - __syncthreads() releases only when every thread of the block waits at the
 //   same call site; a thread that has exited, or one waiting at another site,
 //   is reported as a divergent barrier (a deadlock on a GPU).
@@ -111,7 +113,7 @@ struct Machine {
   unsigned char* dyn = nullptr;  // dynamic shared memory
   size_t dyn_capacity = 0;
   unsigned char poison = 0xA5;
-  bool reverse = false;
+  unsigned order = 0;  // bit 0: reverse thread/warp order; bit 1: warp-major
   std::vector<Thread> threads;
   int current = -1;
   void* sched_sp = nullptr;

@@ -10,8 +10,9 @@ AddressSanitizer and UBSan.
 Per launch the runner gets every array the launcher handed to the kernel as
 its own exact-size allocation (so an overrun of any of them is an ASan report),
 the arguments checked against the kernel's C parameter list (type and size),
-and a shared-memory poison byte and a thread order that alternate between
-launches. A fault, a sanitizer report or a write into a buffer the kernel only
+and a shared-memory poison byte and a thread schedule (thread-major or
+warp-major, forward or reverse) that change between launches. A fault, a
+sanitizer report or a write into a buffer the kernel only
 receives through const pointers raises ``KernelFault``.
 
 Builds are cached on disk (``$DMLQ_HOST_CACHE`` or ~/.cache/dmlq-host) under a
@@ -194,8 +195,8 @@ class Runner:
             self.proc.stdin.close()
             self.proc.wait()
 
-    def launch(self, index, grid, block, dyn, reverse, poison, buffers, args):
-        out = [struct.pack("<I3I3IIIIII", index, *grid, *block, dyn, reverse, poison,
+    def launch(self, index, grid, block, dyn, order, poison, buffers, args):
+        out = [struct.pack("<I3I3IIIIII", index, *grid, *block, dyn, order, poison,
                            len(buffers), len(args))]
         for b, skew in buffers:
             out.append(struct.pack("<QQ", len(b), skew))
@@ -369,11 +370,11 @@ class HostDevice:
         for k in order:
             lo, hi, _ = self.regions[k]
             buffers.append((ctypes.string_at(lo, hi - lo), lo % 256))
-        reverse = self.launch_count & 1
-        poison = self.poisons[(self.launch_count >> 1) & 1]
+        schedule = self.launch_count & 3  # thread-major/warp-major x forward/reverse
+        poison = self.poisons[(self.launch_count >> 2) & 1]
         self.launch_count += 1
         self.calls.append((name, grid, block, shared_mem))
-        status, msg, results = r.launch(index, grid, block, int(shared_mem), reverse, poison,
+        status, msg, results = r.launch(index, grid, block, int(shared_mem), schedule, poison,
                                         buffers, packed)
         if status != 0:
             raise KernelFault(f"{name} grid {grid} block {block}: {msg}")

@@ -108,3 +108,19 @@ __global__ void float_ops(const float* x, float* out) {
 __global__ void address_mod(const unsigned char* p, unsigned* out) {
   out[0] = static_cast<unsigned>(reinterpret_cast<unsigned long long>(p) % 256u);
 }
+
+// Two warps exchange values through shared memory, then reuse it. Without the
+// barrier before the reuse a warp that runs ahead overwrites what the other
+// has not read yet.
+__global__ void warp_race(int* out, int with_barrier) {
+  DMLQ_SHARED(4, int, s, [64]);
+  const int t = threadIdx.x;
+  s[t] = t;
+  __syncthreads();
+  const int r = s[(t + 32) % 64];
+  __syncwarp();
+  if (with_barrier) __syncthreads();
+  s[t] = -1;
+  __syncthreads();
+  out[t] = r;
+}
