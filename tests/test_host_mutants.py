@@ -122,3 +122,26 @@ def test_mutant_avgpool_general_grid_stride_carries(host, rng, monkeypatch):
     np.testing.assert_array_equal(out, want)
     name, grid, block, _ = host.calls[-1]
     assert name.startswith("avgpool_general") and block == (1, 1, 1) and grid[2] == 65535
+
+
+# avgpool_global walks planes by a grid stride too, and only a block that takes
+# a second plane reuses warp_sums: the launcher's grid covers every plane unless
+# planes pass GLOBAL_MAX_GRID (INT_MAX). A grid of 2 blocks makes each block
+# walk several planes. Found by: global_block's `__syncthreads()` before
+# warp_sums is reused, dropped, surviving.
+@pytest.mark.parametrize("variant", ["global_block", "global_warp"])
+def test_mutant_avgpool_global_blocks_walk_several_planes(host, rng, monkeypatch, variant):
+    from dmlq.gpu import avgpool as ap
+
+    monkeypatch.setattr(ap, "GLOBAL_MAX_GRID", 2)
+    x = qvals(rng, (3, 5, 33, 41), "uint8")  # 15 planes of 1353 taps
+    xs, os_ = np.float32([0.05, 0.1, 0.2, 0.3, 0.4]), np.float32([0.03])
+    xzp, ozp = np.uint8([7]), np.int8([-2])
+    args = ((33, 41), (1, 1), (0, 0), (0, 0), (1, 1), False)
+    want = np.empty((3, 5, 1, 1), np.int8)
+    ref.quantized_avg_pool(x, xs, xzp, os_, ozp, want, *args)
+    out = poisoned(want.shape, np.int8)
+    ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, *args, variant=variant)
+    np.testing.assert_array_equal(out, want)
+    name, grid, _, _ = host.calls[-1]
+    assert name.startswith("avgpool_global") and grid[0] == 2

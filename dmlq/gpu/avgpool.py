@@ -48,6 +48,7 @@ LUT_MAX_TAPS = 64               # table of taps*255 + 1 bytes (<= 16 KiB shared 
 GLOBAL_BLOCK_MIN_VOLUME = 4096  # a block per image only pays for large images ...
 GLOBAL_BLOCK_MAX_PLANES = 2048  # ... that are too few to fill the GPU a warp each
 GENERAL_BLOCK = 256
+GLOBAL_MAX_GRID = INT_MAX        # global_*: blocks beyond this walk further planes (grid-stride)
 TILE_BLOCK = 256
 
 
@@ -206,7 +207,7 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
     if variant in GLOBAL_GROUPS:
         planes = n_ * c_
         per_block = 256 // GLOBAL_GROUPS[variant]
-        grid = (min(-(-planes // per_block), INT_MAX),)
+        grid = (min(-(-planes // per_block), GLOBAL_MAX_GRID),)
         device.launch(SOURCE, name, grid, (256,), (x, dst, i64(planes), i32(c_), i64(D * H * W), i64(sxn), i64(sxc),
                               *qargs))
     elif variant in TILE_CONFIGS:
