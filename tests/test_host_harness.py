@@ -203,3 +203,13 @@ def test_buffers_keep_their_alignment(dev):
         out = np.zeros(1, np.uint32)
         run(dev, "address_mod", (1,), (1,), base[off:], out)
         assert out[0] == (base.ctypes.data + off) % 256
+
+
+def test_every_schedule_on_request_shows_a_race_by_itself(dev):
+    dev.schedules = (0, 1, 2, 3)
+    try:
+        run(dev, "warp_race", (1,), (64,), np.zeros(64, np.int32), np.int32(1))
+        with fault(match="schedules"):
+            run(dev, "warp_race", (1,), (64,), np.zeros(64, np.int32), np.int32(0))
+    finally:
+        dev.schedules = None

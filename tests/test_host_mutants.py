@@ -134,6 +134,8 @@ def test_mutant_avgpool_global_blocks_walk_several_planes(host, rng, monkeypatch
     from dmlq.gpu import avgpool as ap
 
     monkeypatch.setattr(ap, "GLOBAL_MAX_GRID", 2)
+    if hasattr(host, "schedules"):  # the host harness: every launch under all four schedules
+        monkeypatch.setattr(host, "schedules", (0, 1, 2, 3))
     x = qvals(rng, (3, 5, 33, 41), "uint8")  # 15 planes of 1353 taps
     xs, os_ = np.float32([0.05, 0.1, 0.2, 0.3, 0.4]), np.float32([0.03])
     xzp, ozp = np.uint8([7]), np.int8([-2])

@@ -251,6 +251,7 @@ class HostDevice:
         self.calls: list = []       # (name, grid, block, shared_mem) per launch
         self.launch_count = 0
         self.poisons = (0xA5, 0x5A)
+        self.schedules = None       # e.g. (0, 1, 2, 3): run every launch under each
         self.sources: dict = {}     # extra sources: name -> (path, kernel names)
 
     # -- the backend interface
@@ -370,14 +371,23 @@ class HostDevice:
         for k in order:
             lo, hi, _ = self.regions[k]
             buffers.append((ctypes.string_at(lo, hi - lo), lo % 256))
-        schedule = self.launch_count & 3  # thread-major/warp-major x forward/reverse
         poison = self.poisons[(self.launch_count >> 2) & 1]
+        # One schedule per launch, in turn; or every schedule in self.schedules,
+        # each from the same inputs, where any difference between them is a race.
+        schedules = self.schedules or (self.launch_count & 3,)
         self.launch_count += 1
         self.calls.append((name, grid, block, shared_mem))
-        status, msg, results = r.launch(index, grid, block, int(shared_mem), schedule, poison,
-                                        buffers, packed)
-        if status != 0:
-            raise KernelFault(f"{name} grid {grid} block {block}: {msg}")
+        first = None
+        for schedule in schedules:
+            status, msg, results = r.launch(index, grid, block, int(shared_mem), schedule, poison,
+                                            buffers, packed)
+            if status != 0:
+                raise KernelFault(f"{name} grid {grid} block {block}: {msg}")
+            if first is None:
+                first = (schedule, results)
+            elif results != first[1]:
+                raise KernelFault(f"{name} grid {grid} block {block}: results differ between thread "
+                                  f"schedules {first[0]} and {schedule} (a race)")
         for k, data in zip(order, results):
             lo, hi, _ = self.regions[k]
             if data != buffers[order.index(k)][0]:
