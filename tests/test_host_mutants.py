@@ -136,10 +136,14 @@ def test_mutant_avgpool_global_blocks_walk_several_planes(host, rng, monkeypatch
     monkeypatch.setattr(ap, "GLOBAL_MAX_GRID", 2)
     if hasattr(host, "schedules"):  # the host harness: every launch under all four schedules
         monkeypatch.setattr(host, "schedules", (0, 1, 2, 3))
-    x = qvals(rng, (3, 5, 33, 41), "uint8")  # 15 planes of 1353 taps
-    xs, os_ = np.float32([0.05, 0.1, 0.2, 0.3, 0.4]), np.float32([0.03])
+    # 15 planes of 4970 taps: more than 256 threads x 16 bytes, so every warp
+    # of global_block holds a partial sum in warp_sums; planes of very
+    # different means, so a partial sum of the wrong plane shows.
+    base = (np.arange(15) * 17 % 256).reshape(3, 5, 1, 1)
+    x = (base + rng.integers(0, 3, (3, 5, 70, 71))).astype(np.uint8)
+    xs, os_ = np.float32([0.05, 0.1, 0.2, 0.3, 0.4]) / 10, np.float32([0.03])
     xzp, ozp = np.uint8([7]), np.int8([-2])
-    args = ((33, 41), (1, 1), (0, 0), (0, 0), (1, 1), False)
+    args = ((70, 71), (1, 1), (0, 0), (0, 0), (1, 1), False)
     want = np.empty((3, 5, 1, 1), np.int8)
     ref.quantized_avg_pool(x, xs, xzp, os_, ozp, want, *args)
     out = poisoned(want.shape, np.int8)
