@@ -1,7 +1,7 @@
 """`python -m dmlq check`: the numeric contract's edge cases through every backend,
 plus (on a GPU) every kernel against the reference on random data.
 
-The expected values in EDGE_CASES are worked out by hand from SEMANTICS.md
+The expected values in EDGE_CASES are worked out by hand from docs/semantics.md
 (the arithmetic is in the comments), not produced by dmlq. The contract is
 docs/semantics.md.
 """

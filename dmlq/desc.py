@@ -227,7 +227,7 @@ def pool_output_size(in_size: int, window: int, stride: int, start_pad: int, end
     extent ``(window - 1) * dilation + 1``; 0 when the window does not fit
     (callers refuse that). Ceil, as ONNX and PyTorch define it: one more where the
     division is inexact and that extra window starts inside ``in + start_pad``.
-    SEMANTICS.md also accepts floor + 1 after an exact division when the window
+    docs/semantics.md also accepts floor + 1 after an exact division when the window
     starts there; see ``pool_output_accepted``.
     """
     extent = (window - 1) * dilation + 1
@@ -241,7 +241,7 @@ def pool_output_size(in_size: int, window: int, stride: int, start_pad: int, end
 
 
 def pool_output_accepted(in_size, window, stride, start_pad, end_pad, dilation) -> Tuple[int, ...]:
-    """Every output size SEMANTICS.md accepts: floor, and floor + 1 where that
+    """Every output size docs/semantics.md accepts: floor, and floor + 1 where that
     last window starts inside ``in + start_pad`` (this includes the ceil size)."""
     floor_size, _ = pool_output_size(in_size, window, stride, start_pad, end_pad, dilation)
     if floor_size > 0 and floor_size * stride < in_size + start_pad:

@@ -1,10 +1,10 @@
-"""NumPy implementation of SEMANTICS.md: the oracle and the CPU backend.
+"""NumPy implementation of docs/semantics.md: the oracle and the CPU backend.
 
 Every function follows the backend interface shared with dmlq.gpu: operands
 arrive validated and broadcastable to ``out``; the result is written into
 ``out`` (computed in full first, so an ``out`` that overlaps an input is safe)
 and ``out`` is returned. All real arithmetic is float32, one IEEE-rounded NumPy
-operation at a time, in the order SEMANTICS.md writes it.
+operation at a time, in the order docs/semantics.md writes it.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _zp(zero_point):
 
 
 def round_saturate(t, zero_point, dtype):
-    """SEMANTICS.md requantize steps 2-3 on t = v / s (float32): NaN -> zp,
+    """docs/semantics.md requantize steps 2-3 on t = v / s (float32): NaN -> zp,
     rint, clamp in float to [qmin - zp, qmax - zp], add zp."""
     qmin, qmax = qrange(dtype)
     zp = _zp(zero_point)
@@ -35,7 +35,7 @@ def round_saturate(t, zero_point, dtype):
 
 
 def requantize(v, scale, zero_point, dtype):
-    """SEMANTICS.md requantize(v, s, zp) with v and s float32."""
+    """docs/semantics.md requantize(v, s, zp) with v and s float32."""
     with np.errstate(all="ignore"):
         t = np.divide(np.asarray(v, _F32), np.asarray(scale, _F32), dtype=_F32)
     return round_saturate(t, zero_point, dtype)

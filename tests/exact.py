@@ -1,4 +1,4 @@
-"""An independent scalar model of SEMANTICS.md in exact rational arithmetic.
+"""An independent scalar model of docs/semantics.md in exact rational arithmetic.
 
 Every value is a Python float that holds an exact float32 (or float16) value;
 those carry signed zeros, infinities and NaN. Every operation computes the exact
@@ -145,7 +145,7 @@ def round_saturate(t: float, zp: int, dtype: str) -> int:
 
 
 def requantize(v: float, s: float, zp, dtype: str) -> int:
-    """SEMANTICS.md requantize: t = v / s; NaN -> zp; rint, clamp, + zp."""
+    """docs/semantics.md requantize: t = v / s; NaN -> zp; rint, clamp, + zp."""
     return round_saturate(div32(v, s), 0 if zp is None else int(zp), dtype)
 
 

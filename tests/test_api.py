@@ -270,7 +270,7 @@ def test_ceil_mode_sizes_follow_onnx_and_semantics():
 
     # 7 wide, window 3, stride 1: exact division, so ceil mode adds nothing (ONNX, PyTorch) ...
     assert pool_output_size(7, 3, 1, 0, 0, 1) == (5, 5)
-    # ... but SEMANTICS.md still accepts 6 in a desc: the 6th window starts at 5 < 7.
+    # ... but docs/semantics.md still accepts 6 in a desc: the 6th window starts at 5 < 7.
     assert pool_output_accepted(7, 3, 1, 0, 0, 1) == (5, 6)
     # 8 wide, window 3, stride 2: (8 - 3) / 2 is inexact -> floor 3, ceil 4 (window at 6 < 8)
     assert pool_output_size(8, 3, 2, 0, 0, 1) == (3, 4)

@@ -19,7 +19,7 @@ else:
 
 
 def assert_same(got, want, out):
-    """got is out, equals want bit for bit (any NaN matches any NaN: SEMANTICS.md fixes
+    """got is out, equals want bit for bit (any NaN matches any NaN: docs/semantics.md fixes
     no NaN payload), and the poison outside out survived."""
     assert got is out
     assert got.shape == want.shape and got.dtype == want.dtype

@@ -2,7 +2,7 @@
 
 Every variant (forced through ``variant=``, where it applies) and the automatic
 choice, on random shapes (batch 1..4, channels 1..67, spatial 1..67), the
-SEMANTICS.md pooling edge cases, all four signedness combinations, per-tensor
+docs/semantics.md pooling edge cases, all four signedness combinations, per-tensor
 and per-channel parameters (which also switches the tile kernels' table on and
 off), omitted zero points, extreme scales, non-contiguous and broadcast inputs,
 poisoned and strided outputs, a non-default stream, and tensors past 2**31
@@ -64,7 +64,7 @@ def element_strides(shape, layout):
 
 
 def whole_image_expected(x, xs, xzp, os_, ozp, odt):
-    """SEMANTICS.md for one window covering the whole image from its origin, with one
+    """docs/semantics.md for one window covering the whole image from its origin, with one
     sum per plane: the reference's loop over taps is far too slow for large images."""
     n, c = x.shape[:2]
     vol = math.prod(x.shape[2:])
@@ -199,7 +199,7 @@ def test_random_small_problems(rng, variant):
         check(rng, **random_problem(rng, variant, big=False))
 
 
-# ------------------------------------------------------------------ SEMANTICS.md edge case 8
+# ------------------------------------------------------------------ docs/semantics.md edge case 8
 
 EDGE_VARIANTS = ["general", "tile_k2s2", "tile_k3s1", "tile_k3s2", None]
 

@@ -1,6 +1,6 @@
 """cuda/elementwise.cu on the GPU against dmlq.reference, bit for bit.
 
-Every dtype combination, every variant forced, random inputs and the SEMANTICS.md
+Every dtype combination, every variant forced, random inputs and the docs/semantics.md
 edge cases, odd sizes, misaligned / non-contiguous / reversed / broadcast operands,
 outputs poisoned (0xA5) inside a larger buffer whose other bytes must survive,
 size 0, 64-bit indexing and a non-default stream.
@@ -8,7 +8,7 @@ size 0, 64-bit indexing and a non-default stream.
 Layouts are built in NumPy and copied to the device byte for byte with the same
 strides (``to_device``), so the host arrays the reference sees are the very same
 values. Float outputs compare bit for bit, except that any NaN matches any NaN
-(SEMANTICS.md fixes no NaN payload). The harness itself runs on the CPU in
+(docs/semantics.md fixes no NaN payload). The harness itself runs on the CPU in
 ``test_harness_*`` (reference against reference), so a GPU session only meets
 kernel bugs.
 """
@@ -467,7 +467,7 @@ def test_quantize_edges(dev, xdt, q, variant):
 
 
 def test_quantize_semantics_examples(dev):
-    cases = [  # (x, scale, zp, dtype, expected) straight from SEMANTICS.md
+    cases = [  # (x, scale, zp, dtype, expected) straight from docs/semantics.md
         (np.array([5.0, -5.0], F32), 0.039215686, None, I8, [127, -127]),
         (np.array([76.5, -2.5], F32), 1.0, None, I8, [76, -2]),
         (np.array([0.623046875], F16), np.float16(0.03775024), None, U8, [17]),

@@ -1,4 +1,4 @@
-"""dmlq.reference on every edge case in SEMANTICS.md (items 1-9).
+"""dmlq.reference on every edge case in docs/semantics.md (items 1-9).
 
 Expected values are worked out by hand (the arithmetic is in the comments) or
 computed by tests/exact.py, an independent exact-rational model; never copied
@@ -381,8 +381,8 @@ def test_matmul_worst_case_K(ta, tb, to, K):
 
 # The order of the float operations matters. For each plausible wrong order, a
 # deterministic search (exact arithmetic throughout) finds acc and scales where it
-# rounds differently from SEMANTICS.md's (a_scale * b_scale) / out_scale, then float32(acc)
-# times that; the reference must give the SEMANTICS.md answer on each.
+# rounds differently from docs/semantics.md's (a_scale * b_scale) / out_scale, then float32(acc)
+# times that; the reference must give the docs/semantics.md answer on each.
 MM_WRONG_ORDERS = {
     "(as/os)*bs": lambda acc, a, b, o: exact.mul32(exact.f32(acc), exact.mul32(exact.div32(a, o), b)),
     "as*(bs/os)": lambda acc, a, b, o: exact.mul32(exact.f32(acc), exact.mul32(a, exact.div32(b, o))),
@@ -530,7 +530,7 @@ def _all_pairs(ta, tb):
 
 
 def _add_float64_model(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, to):
-    """SEMANTICS.md add, vectorized, in float64 with one rounding to float32 per step.
+    """docs/semantics.md add, vectorized, in float64 with one rounding to float32 per step.
 
     Why this equals float32 arithmetic: (a - a_zp) has at most 9 bits and a float32
     scale 24, so their product is exact in float64 (and far from its range limits);

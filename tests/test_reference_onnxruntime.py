@@ -65,8 +65,8 @@ def report(capsys, what, diff):
 # ---- QuantizeLinear ------------------------------------------------------------
 # ORT (MLAS) computes x / scale with a true division, clamps to [qmin - zp, qmax - zp],
 # rounds with the CPU's round-to-nearest-even conversion and adds zp: the same
-# operations as SEMANTICS.md, so it is bit-exact, near ties included. The one
-# deliberate difference is NaN: ORT's clamp turns NaN into qmin, SEMANTICS.md says zp,
+# operations as docs/semantics.md, so it is bit-exact, near ties included. The one
+# deliberate difference is NaN: ORT's clamp turns NaN into qmin, docs/semantics.md says zp,
 # so NaN inputs are left out here (tests/test_reference_edges.py covers them).
 
 def _near_ties(rng, scale, n):
@@ -136,7 +136,7 @@ def test_dequantize_linear(dtype, axis, rng):
 # ---- QLinearMatMul -------------------------------------------------------------
 # ORT accumulates exactly in int32, then computes float(acc) * (a_scale * b_scale /
 # y_scale), rounds to nearest even and clamps: the same float32 operations in the same
-# order as SEMANTICS.md, so it is bit-exact (measured: 0 mismatches). The ORT CPU
+# order as docs/semantics.md, so it is bit-exact (measured: 0 mismatches). The ORT CPU
 # kernels exist for (A, B, Y) = (int8, int8, int8), (uint8, int8, uint8) and
 # (uint8, uint8, uint8); a_scale and y_scale are per tensor, b per tensor or per column.
 # Caveat: on AVX2 without VNNI, MLAS's u8s8 kernel uses vpmaddubsw, whose int16 pair
@@ -194,7 +194,7 @@ def test_qlinear_matmul_extreme_values(ta, tb, to):
 # ---- com.microsoft QLinearAdd ----------------------------------------------------
 # ORT's x86 QLinearAdd (MLAS) folds the scales into per-input multipliers,
 # out = (a - a_zp) * (a_scale / c_scale) + (b - b_zp) * (b_scale / c_scale) + c_zp,
-# instead of SEMANTICS.md's requantize(float32(a - a_zp) * a_scale + ..., c_scale):
+# instead of docs/semantics.md's requantize(float32(a - a_zp) * a_scale + ..., c_scale):
 # different float roundings, so an input whose t lands within an ulp or so of a .5
 # boundary can round the other way. Measured on every pair over 20 random scale sets:
 # about 2e-6 of the outputs differ, each by 1. ORT requires A, B and C of one type.
@@ -241,12 +241,12 @@ def test_qlinear_add_broadcast(dtype, rng, capsys):
 
 # ---- com.microsoft QLinearAveragePool ---------------------------------------------
 # ORT dequantizes every tap to float, sums the floats, divides by the count and
-# quantizes; SEMANTICS.md sums the integers exactly and computes
+# quantizes; docs/semantics.md sums the integers exactly and computes
 # (float32(S) * x_scale) / count once. Different roundings again: measured about 1e-5
 # of the outputs differ, each by 1.
 # One real semantic difference is left out: with ceil_mode and count_include_pad, ORT
 # divides a last window that runs past the end padding by the full kernel size, while
-# SEMANTICS.md counts only taps inside [-start_pad, in + end_pad). Those output cells
+# docs/semantics.md counts only taps inside [-start_pad, in + end_pad). Those output cells
 # are masked off below. ORT has no dilations and only per-tensor scales.
 POOL_RATE_BOUND = 1e-3
 

@@ -1,4 +1,4 @@
-"""Hypothesis properties of dmlq.reference that follow from SEMANTICS.md."""
+"""Hypothesis properties of dmlq.reference that follow from docs/semantics.md."""
 from __future__ import annotations
 
 import numpy as np

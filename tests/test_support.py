@@ -543,7 +543,7 @@ def pool(in_spatial, out_spatial, window, strides=None, start=None, end=None, di
 
 
 def floor_ceil(size, window, stride, start, end, dil):
-    """Independent statement of SEMANTICS.md's output sizes (floor, ceil)."""
+    """Independent statement of docs/semantics.md's output sizes (floor, ceil)."""
     extent = (window - 1) * dil + 1
     f = (size + start + end - extent) // stride + 1
     return f, f + 1 if f * stride < size + start else f
@@ -551,7 +551,7 @@ def floor_ceil(size, window, stride, start, end, dil):
 
 # (in, window, stride, start, end, dilation, accepted outputs, refused outputs); 1-D specs
 # applied to every spatial dim. Where (padded - extent) % stride == 0, ONNX/PyTorch ceil mode
-# equals floor mode but SEMANTICS.md's rule gives floor + 1; those cases test only floor and
+# equals floor mode but docs/semantics.md's rule gives floor + 1; those cases test only floor and
 # sizes both rules refuse.
 POOL_GEOMETRY = [
     (7, 2, 2, 0, 0, 1, [3, 4], [2, 5]),       # ceil mode: last window starts at 6 < 7

@@ -462,7 +462,7 @@ def _unary(op, types, x, scale: _Param, zp: _Param, out, variant):
 # ----------------------------------------------------------------- operators
 
 def quantize_linear(x, scale, zero_point, out, *, variant=None):
-    """out = requantize(float32(x), float32(scale), zero_point) (SEMANTICS.md)."""
+    """out = requantize(float32(x), float32(scale), zero_point) (docs/semantics.md)."""
     _check_variant(variant)
     if out.size == 0:
         return out
