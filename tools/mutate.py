@@ -442,24 +442,20 @@ def write_table(results: dict, notes: dict, total_s: float | None, source: str =
 
 
 # Notes shown next to a result in the table (why a mutant survived, what was done).
-_LOCKSTEP = ("not equivalent: a real race on a GPU, invisible to the host harness, whose scheduler "
-             "advances every thread by one step (to its next barrier or warp collective) per round, "
-             "so warps stay in lock step and the overwrite lands only after the last read; "
-             "no test input can change that (a harness schedule that runs one warp ahead would)")
+_LOCKSTEP = ("survived while the harness ran threads only in lock step (thread-major); killed since "
+             "it also runs warp-major schedules, one warp ahead of the others")
 NOTES: dict = {
     "3": "survived before tests/test_host_mutants.py (axis cases were all < one 2048-element tile)",
     "5": "survived before tests/test_host_mutants.py (same gap)",
     "31": _LOCKSTEP,
-    "46": _LOCKSTEP + "; needs a block that pools more than one plane",
+    "46": _LOCKSTEP + ", by a test whose blocks pool several planes under all four schedules",
     "61": "survived before tests/test_host_mutants.py (no in-place mma case with K % 64 in 16..48)",
     "75": "survived before tests/test_host_mutants.py (no case with more planes than the grid's z extent)",
-    "_footer": ("Survivors that tests/test_host_mutants.py now kills are marked above; the two left "
-                "(31, 46) are dropped barriers whose race spans several warp collectives: a limit of "
-                "the harness's round-robin scheduler (tests/cuda_host/cuda_host.cpp run_block), "
-                "not of the test cases. Before the new tests: elementwise.cu 16/18 (89%), "
-                "matmul_mma.cu 19/21 (90%), avgpool.cu 18/20 (90%), matmul_dp4a.cu 16/16. "
-                "Wall time at 80ec01d: 27.3 min for all 75 mutants (plus ~2.5 min of baselines), "
-                "2.3 min for the rerun of the 4 survivors; one pytest and one g++ at a time."),
+    "_footer": ("Survivors marked above were killed by tests/test_host_mutants.py or by the harness's "
+                "warp-major schedules (31, 46). The first run, at 80ec01d, before those: elementwise.cu "
+                "16/18 (89%), matmul_mma.cu 19/21 (90%), avgpool.cu 18/20 (90%), matmul_dp4a.cu 16/16. "
+                "Wall time at 4a1ae93: 33.5 min for all 75 mutants (baselines included) on 2 shared "
+                "cores; one pytest and one g++ at a time.")
 }
 
 
