@@ -12,17 +12,7 @@ import pytest
 
 from dmlq import reference as ref
 from dmlq.gpu import elementwise as ew
-
-
-def poisoned(shape, dtype):
-    out = np.empty(shape, dtype)
-    out.reshape(-1).view(np.uint8)[...] = 0xA5
-    return out
-
-
-def qvals(rng, shape, dtype):
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, shape, dtype=np.int64).astype(dtype)
+from test_host_elementwise import poisoned, qvals
 
 
 def aligned16(v):
