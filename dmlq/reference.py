@@ -23,7 +23,7 @@ def _zp(zero_point):
 
 
 def round_saturate(t, zero_point, dtype):
-    """docs/semantics.md requantize steps 2-3 on t = v / s (float32): NaN -> zp,
+    """docs/semantics.md "Requantizing a value", steps 2-4 on t = v / s (float32): NaN -> zp,
     rint, clamp in float to [qmin - zp, qmax - zp], add zp."""
     qmin, qmax = qrange(dtype)
     zp = _zp(zero_point)

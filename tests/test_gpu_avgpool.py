@@ -199,7 +199,7 @@ def test_random_small_problems(rng, variant):
         check(rng, **random_problem(rng, variant, big=False))
 
 
-# ------------------------------------------------------------------ docs/semantics.md edge case 8
+# --------------------------------------- pooling edge cases (docs/semantics.md, quantized_avg_pool)
 
 EDGE_VARIANTS = ["general", "tile_k2s2", "tile_k3s1", "tile_k3s2", None]
 

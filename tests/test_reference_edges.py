@@ -1,4 +1,4 @@
-"""dmlq.reference on every edge case in docs/semantics.md (items 1-9).
+"""dmlq.reference on every edge case of docs/semantics.md, in groups 1-9 below.
 
 Expected values are worked out by hand (the arithmetic is in the comments) or
 computed by tests/exact.py, an independent exact-rational model; never copied
