@@ -411,6 +411,24 @@ def _desc(shape, dtype):
     return TensorDesc(DataType.of(dtype), tuple(shape) or (1,))
 
 
+def _vector(b, name, v, length, per_axis, wrong_shape):
+    """A per-tensor or per-axis scale or zero point, reshaped to 1-D for the backend.
+
+    None stays None; one element becomes shape (1,); a shape that per_axis(dims)
+    accepts becomes (length,); any other shape raises DescError(wrong_shape(dims)).
+    """
+    if v is None:
+        return None
+    if v.size == 1:
+        b.reshape(name, (1,))
+        return v.reshape(1)
+    dims = tuple(v.shape)
+    if not per_axis(dims):
+        raise DescError(wrong_shape(dims))
+    b.reshape(name, (length,))
+    return v.reshape(length)
+
+
 # ------------------------------------------------------------------ quantize / dequantize
 
 def _quantize_input(b):
@@ -557,22 +575,15 @@ def _axis_vector(b, name, v, length, axis_name, column):
     Per tensor: one element. Per row (column=True): shaped (M, 1), optionally
     with leading 1s. Per column: (N,) or (1, N), optionally with leading 1s.
     """
-    if v is None:
-        return None
-    if v.size == 1:
-        b.reshape(name, (1,))
-        return v.reshape(1)
-    dims = tuple(v.shape)
-    if column:
-        ok = len(dims) >= 2 and dims[-2:] == (length, 1) and all(d == 1 for d in dims[:-2])
-    else:
-        ok = len(dims) >= 1 and dims[-1] == length and all(d == 1 for d in dims[:-1])
-    if not ok:
-        shape = f"({axis_name}, 1)" if column else f"({axis_name},) or (1, {axis_name})"
-        raise DescError(f"{b.f}: {name} must be a single value or shaped {shape} with "
-                        f"{axis_name} = {length} (got {dims})")
-    b.reshape(name, (length,))
-    return v.reshape(length)
+    def per_axis(dims):
+        if column:
+            return len(dims) >= 2 and dims[-2:] == (length, 1) and all(d == 1 for d in dims[:-2])
+        return len(dims) >= 1 and dims[-1] == length and all(d == 1 for d in dims[:-1])
+
+    shape = f"({axis_name}, 1)" if column else f"({axis_name},) or (1, {axis_name})"
+    return _vector(b, name, v, length, per_axis,
+                   lambda dims: f"{b.f}: {name} must be a single value or shaped {shape} with "
+                                f"{axis_name} = {length} (got {dims})")
 
 
 def _plan_matmul(b, dtype):
@@ -655,20 +666,14 @@ def _param(f, name, value, nd, default, minimum):
 
 def _channel_vector(b, name, v, channels, ndim):
     """Per-tensor or per-channel pooling scale/zero point, reshaped to 1-D for the backend."""
-    if v is None:
-        return None
-    if v.size == 1:
-        b.reshape(name, (1,))
-        return v.reshape(1)
-    dims = tuple(v.shape)
-    aligned = (1,) * (ndim - len(dims)) + dims if len(dims) <= ndim else None
-    per_channel = (len(dims) == 1 and dims[0] == channels) or (
-        aligned is not None and aligned[1] == channels and all(d == 1 for i, d in enumerate(aligned) if i != 1))
-    if not per_channel:
-        raise DescError(f"{b.f}: {name} must be a single value or per channel ((C,) or (1, C, 1, ...) "
-                        f"with C = {channels}; got {dims})")
-    b.reshape(name, (channels,))
-    return v.reshape(channels)
+    def per_channel(dims):
+        aligned = (1,) * (ndim - len(dims)) + dims if len(dims) <= ndim else None
+        return (len(dims) == 1 and dims[0] == channels) or (
+            aligned is not None and aligned[1] == channels and all(d == 1 for i, d in enumerate(aligned) if i != 1))
+
+    return _vector(b, name, v, channels, per_channel,
+                   lambda dims: f"{b.f}: {name} must be a single value or per channel ((C,) or (1, C, 1, ...) "
+                                f"with C = {channels}; got {dims})")
 
 
 def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilations, include_padding,
