@@ -753,15 +753,22 @@ def _packed_strides(sizes):
     return tuple(reversed(strides))
 
 
+def _with_output_strides(desc, out, strides):
+    return dataclasses.replace(desc, output_tensor=TensorDesc(out.data_type, out.sizes, strides))
+
+
+def _assert_output_aliasing_refused(op, desc, out, strides):
+    with pytest.raises(DescError, match=rf"^{op}: OutputTensor Strides .* share memory"):
+        validate(_with_output_strides(desc, out, strides))
+
+
 @pytest.mark.parametrize("op", list(TABLES))
 def test_output_stride_zero_refused(op):
     desc, out = _output(op)
     dim = next(i for i, n in enumerate(out.sizes) if n > 1)
     strides = list(_packed_strides(out.sizes))
     strides[dim] = 0
-    bad = dataclasses.replace(desc, output_tensor=TensorDesc(out.data_type, out.sizes, strides))
-    with pytest.raises(DescError, match=rf"^{op}: OutputTensor Strides .* share memory"):
-        validate(bad)
+    _assert_output_aliasing_refused(op, desc, out, strides)
 
 
 @pytest.mark.parametrize("op", list(TABLES))
@@ -771,9 +778,7 @@ def test_output_overlapping_strides_refused(op):
     dim = max(i for i, n in enumerate(out.sizes) if n > 1)  # innermost non-trivial dim
     outer = max(i for i, n in enumerate(out.sizes) if n > 1 and i < dim)
     strides[outer] = strides[dim] * (out.sizes[dim] - 1)  # one element short: overlap
-    bad = dataclasses.replace(desc, output_tensor=TensorDesc(out.data_type, out.sizes, strides))
-    with pytest.raises(DescError, match=rf"^{op}: OutputTensor Strides .* share memory"):
-        validate(bad)
+    _assert_output_aliasing_refused(op, desc, out, strides)
 
 
 @pytest.mark.parametrize("op", list(TABLES))
@@ -784,8 +789,7 @@ def test_output_padded_transposed_and_unit_dims_accepted(op):
     reversed_ = _packed_strides(out.sizes[::-1])[::-1]     # column-major
     unit_zero = tuple(0 if n == 1 else s for n, s in zip(out.sizes, packed))
     for strides in (packed, padded, reversed_, unit_zero):
-        validate(dataclasses.replace(desc, output_tensor=TensorDesc(out.data_type, out.sizes,
-                                                                    strides)))
+        validate(_with_output_strides(desc, out, strides))
 
 
 def test_output_empty_with_zero_strides_accepted():
