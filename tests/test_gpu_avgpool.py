@@ -19,13 +19,12 @@ from conftest import poison
 from dmlq import reference
 from dmlq.desc import pool_output_accepted, pool_output_size
 from dmlq.gpu import avgpool as ap
+from kernel_cases import pool_params
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
 
 QTYPES = ("int8", "uint8")
-SPECIAL_SCALES = np.array([0.0, -0.0, 1e-45, 1e-39, 1e-10, 0.0039215686, 0.5, 3.0, 1e10, 3e38, np.inf, -np.inf,
-                           np.nan, -0.25], np.float32)
 LAYOUTS = ("contig", "offset", "wstride", "rows", "nhwc", "flipped", "bcast")
 
 
@@ -99,18 +98,7 @@ def check(rng, x_shape, window, strides, start, end, dil, include, ceil, xdt, od
         info = np.iinfo(xdt)
         values = rng.integers(info.min, info.max + 1, x_shape).astype(xdt)
     x = on_device(values, layout)
-    c = x_shape[1]
-
-    def vec(per_channel, kind):
-        n = c if per_channel else 1
-        if kind == "scale":
-            return (rng.choice(SPECIAL_SCALES, n) if special else rng.uniform(0.002, 0.2, n)).astype(np.float32)
-        info = np.iinfo(kind)
-        return rng.integers(info.min, info.max + 1, n).astype(kind)
-
-    xs, os_ = vec(pc[0], "scale"), vec(pc[2], "scale")
-    xzp = None if omit[0] else vec(pc[1], xdt)
-    ozp = None if omit[1] else vec(pc[3], odt)
+    xs, xzp, os_, ozp = pool_params(rng, x_shape[1], xdt, odt, pc, omit, special)
     whole = (tuple(window) == tuple(x_shape[2:]) and not any(start) and set(out_sizes) == {1}
              and math.prod(window) > 4096)
     if whole:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dmlq.gpu import matmul
+from kernel_cases import matmul_worst_cases
 
 pytestmark = pytest.mark.gpu
 
@@ -222,35 +223,11 @@ def test_size_zero_returns_at_once(cp, monkeypatch):
     assert calls == []
 
 
-def _worst_cases(rng, K):
-    """Inputs whose int32 partial sums sit at their limit (see test_select_matmul.worst_cases)."""
-    cases = []
-    for ta, tb, av, bv, azp, bzp in [("uint8", "uint8", 255, 255, 0, 0), ("int8", "int8", -128, -128, 0, 0),
-                                     ("uint8", "int8", 0, 127, 255, -128), ("int8", "uint8", -128, 255, 127, 0)]:
-        a, b = np.full((2, K), av, ta), np.full((K, 3), bv, tb)
-        exact = K * (av - azp) * (bv - bzp)
-        cases.append((a, b, (np.float32([1.0]), np.array([azp], ta), np.float32([1.0]), np.array([bzp], tb),
-                             np.float32([abs(exact) / 100.0]), np.int8([0])), "int8"))
-    for ta, tb, hi in [("uint8", "uint8", 255), ("int8", "int8", -128)]:
-        a = np.full((3, K), hi, ta)
-        a[:, rng.integers(0, K, 50)] = hi - 1 if hi > 0 else hi + 1
-        b = np.full((K, 4), hi, tb)
-        for j in range(4):
-            b[rng.integers(0, K, 20 + j), j] = rng.integers(0, 100) if hi > 0 else rng.integers(-100, 0)
-        cases.append((a, b, (np.float32([1.0]), None, np.float32([1.0]), np.array([hi], tb),
-                             np.float32([4.0]), np.uint8([128])), "uint8"))
-        cases.append((a, b, (np.float32([0.5, 1.0, 2.0]), np.full(3, hi, ta), np.float32([1.0]), None,
-                             np.float32([0.25]), np.int8([-5])), "int8"))
-        za = np.array([hi - 1 if hi > 0 else hi + 1], ta)
-        cases.append((a, b, (np.float32([1.0]), za, np.float32([1.0]), np.array([hi], tb),
-                             np.float32([3.0]), np.uint8([100])), "uint8"))
-    return cases
-
-
 @pytest.mark.parametrize("variant", VARIANTS + [pytest.param(None, id="selected")])
 @pytest.mark.parametrize("K", [32768, 33025, 33026])
 def test_worst_case_k(cp, ref, rng, variant, K):
-    for a, b, params, to in _worst_cases(rng, K):
+    for args, to in matmul_worst_cases(K, rng, both_zero_points=True):
+        a, b, params = args[0], args[3], args[1:3] + args[4:]
         if K > matmul.WIDE_K and variant not in (None, "dp4a-wide"):
             with pytest.raises(ValueError):
                 run(cp, ref, variant, a, b, params, to)

@@ -27,6 +27,7 @@ import pytest
 from dmlq import reference
 from dmlq.desc import pool_output_size
 from dmlq.gpu import avgpool as ap
+from kernel_cases import pool_params
 
 ARGS_2X2 = ((1, 64, 56, 56), (200704, 3136, 56, 1), (1, 64, 28, 28), (2, 2), (2, 2), (0, 0), (0, 0),
             (1, 1), False)
@@ -288,10 +289,6 @@ def make_input(rng, shape, dtype, layout, at_end, alloc=guarded):
     return x
 
 
-SPECIAL_SCALES = np.array([0.0, -0.0, 1e-45, 1e-39, 1e-10, 0.0039215686, 0.5, 3.0, 1e10, 3e38, np.inf, -np.inf,
-                           np.nan, -0.25], np.float32)
-
-
 def run_case(rng, x_shape, window, strides, start, end, dil, include, ceil, xdt, odt, *, pc=(False,) * 4,
              omit=(False, False), layout="contig", out_strided=False, variant=None, special=False, at_end=True):
     nd = len(x_shape) - 2
@@ -299,18 +296,7 @@ def run_case(rng, x_shape, window, strides, start, end, dil, include, ceil, xdt,
     out_shape = tuple(x_shape[:2]) + tuple(s[1] if ceil else s[0] for s in sizes)
     xdt, odt = np.dtype(xdt), np.dtype(odt)
     x = make_input(rng, tuple(x_shape), xdt, layout, at_end)
-    c = x_shape[1]
-
-    def vec(per_channel, kind):
-        n = c if per_channel else 1
-        if kind == "scale":
-            return (rng.choice(SPECIAL_SCALES, n) if special else rng.uniform(0.002, 0.2, n)).astype(np.float32)
-        info = np.iinfo(kind)
-        return rng.integers(info.min, info.max + 1, n).astype(kind)
-
-    xs, os_ = vec(pc[0], "scale"), vec(pc[2], "scale")
-    xzp = None if omit[0] else vec(pc[1], xdt)
-    ozp = None if omit[1] else vec(pc[3], odt)
+    xs, xzp, os_, ozp = pool_params(rng, x_shape[1], xdt, odt, pc, omit, special)
     want = np.empty(out_shape, odt)
     reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window, strides, start, end,
                                  dil, include)

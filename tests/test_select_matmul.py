@@ -18,6 +18,7 @@ import pytest
 
 from dmlq.gpu import loader, matmul
 from dmlq.gpu.matmul import select_kernel
+from kernel_cases import matmul_worst_cases
 
 WIDE = matmul.WIDE_K
 
@@ -408,37 +409,6 @@ def test_emulated_k_zero_and_size_zero(emu, rng):
     assert emu.calls == []
 
 
-def worst_cases(K, rng):
-    """(args without out, out dtype) whose int32 partial sums are at their limit.
-
-    Uniform extremes put |acc| = K * 255 * 255 (wraps past 2**31 for K > 33025);
-    out_scale maps it to ~100 so any wrap flips the sign. The "cancelling"
-    cases keep sum(a*b) at its limit while the zero points cancel it down to a
-    few hundred, and out_scale 4 makes every unit of the exact value count.
-    """
-    cases = []
-    for ta, tb, av, bv, azp, bzp in [("uint8", "uint8", 255, 255, 0, 0),
-                                     ("int8", "int8", -128, -128, 0, 0),
-                                     ("uint8", "int8", 0, 127, 255, -128),
-                                     ("int8", "uint8", -128, 255, 127, 0)]:
-        a = np.full((2, K), av, ta)
-        b = np.full((K, 3), bv, tb)
-        exact = K * (av - azp) * (bv - bzp)
-        cases.append(((a, np.float32([1.0]), np.array([azp], ta), b, np.float32([1.0]),
-                       np.array([bzp], tb), np.float32([abs(exact) / 100.0]), np.int8([0])), np.int8))
-    for ta, tb, hi in [("uint8", "uint8", 255), ("int8", "int8", -128)]:
-        a = np.full((3, K), hi, ta)
-        a[:, rng.integers(0, K, 50)] = hi - 1 if hi > 0 else hi + 1
-        b = np.full((K, 4), hi, tb)
-        for j in range(4):
-            b[rng.integers(0, K, 20 + j), j] = rng.integers(0, 100) if hi > 0 else rng.integers(-100, 0)
-        cases.append(((a, np.float32([1.0]), None, b, np.float32([1.0]), np.array([hi], tb),
-                       np.float32([4.0]), np.uint8([128])), np.uint8))
-        cases.append(((a, np.float32([0.5, 1.0, 2.0]), np.full(3, hi, ta), b, np.float32([1.0]),
-                       None, np.float32([0.25]), np.int8([-5])), np.int8))
-    return cases
-
-
 @pytest.mark.parametrize("K", [32768, 33025, 33026, 70001])
 def test_emulated_worst_case_k(emu, rng, K):
     ref = _reference()
@@ -446,7 +416,7 @@ def test_emulated_worst_case_k(emu, rng, K):
     if host and K in (33025, 70001):
         pytest.skip("32768 and 33026 cover both sides of the wide threshold on the host; "
                     f"K = {K} runs in the GPU tests")
-    for args, odt in worst_cases(K, rng):
+    for args, odt in matmul_worst_cases(K, rng):
         M, N = args[0].shape[0], args[3].shape[1]
         expect = ref.quantized_matmul(*args, np.empty((M, N), odt))
         variants = ["dp4a-wide", None] + (["dp4a-32x32"] if K <= 32768 else [])
