@@ -4,7 +4,7 @@ Two layers: DirectML-style descriptors compiled with ``compile_operator``, and
 NumPy-like functions. NumPy inputs run on the NumPy reference; CuPy (or other
 CUDA) arrays run on hand-written CUDA kernels. Importing dmlq touches no GPU.
 """
-from .api import (dequantize_linear, quantize_linear, quantized_add, quantized_avg_pool,
+from .api import (dequantize_linear, kernel_plan, quantize_linear, quantized_add, quantized_avg_pool,
                   quantized_matmul)
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc)
@@ -29,5 +29,5 @@ __all__ = [
     "DataType", "TensorDesc", "QuantizeLinearDesc", "DequantizeLinearDesc", "QuantizedLinearAddDesc",
     "QuantizedLinearMatrixMultiplyDesc", "QuantizedLinearAveragePoolingDesc", "compile_operator",
     "Operator", "DescError", "UnsupportedError", "quantize_linear", "dequantize_linear",
-    "quantized_add", "quantized_matmul", "quantized_avg_pool", "compile_all", "__version__",
+    "quantized_add", "quantized_matmul", "quantized_avg_pool", "kernel_plan", "compile_all", "__version__",
 ]

@@ -22,6 +22,7 @@ The numeric contract is docs/semantics.md.
 """
 from __future__ import annotations
 
+import contextvars
 import numbers
 
 import numpy as np
@@ -57,12 +58,15 @@ def _np(dt) -> str:
 class _Spec:
     """One public function: its name, operand names and which operands are float data."""
 
-    def __init__(self, fname, names, float_roles, planner, backend_name):
+    def __init__(self, fname, names, float_roles, planner, backend_name, gpu_takes_host_scalars=False):
         self.fname = fname
         self.names = names
         self.float_roles = float_roles
         self.planner = planner
         self.backend_name = backend_name
+        # The element-wise kernels take a per-tensor scale or zero point by value:
+        # a scalar stays on the host (no copy to the device per call).
+        self.gpu_takes_host_scalars = gpu_takes_host_scalars
 
 
 def _slow_operand(spec, name, v):
@@ -203,6 +207,7 @@ class _Builder:
 
     def __init__(self, spec, kind, vals, out):
         self.f = spec.fname
+        self.host_scalars = spec.gpu_takes_host_scalars
         self.kind = kind
         self.xp = dispatch.module(kind)
         self.names = spec.names
@@ -213,12 +218,23 @@ class _Builder:
     # -- helpers
     def _then(self, name, fn):
         prev = self.conv.get(name)
-        self.conv[name] = fn if prev is None else (lambda v, _p=prev, _f=fn: _f(_p(v)))
 
-    def _scalar(self, name, value, dtype):
+        def chained(v, _p=prev, _f=fn):
+            v = _p(v)
+            return None if v is None else _f(v)  # a zero point passed as omitted stays omitted
+
+        self.conv[name] = fn if prev is None else chained
+
+    def _scalar(self, name, value, dtype, param=False, zero_point=False):
+        """A scalar operand as a 0-d array of ``dtype``. A zero point of 0 is passed as
+        omitted (the same number), so no kernel reads it and matmul skips the row or
+        column sums it would need; on the GPU a scale or zero point (``param``) stays
+        on the host where the kernels take it by value."""
         with np.errstate(over="ignore"):
             arr = np.array(value, dtype=dtype)
-        if self.kind == HOST:
+        if zero_point and not arr.any():
+            self.conv[name] = lambda v: None
+        elif self.kind == HOST or (param and self.host_scalars):
             arr.flags.writeable = False
             self.conv[name] = lambda v, _a=arr: _a
         else:
@@ -245,7 +261,7 @@ class _Builder:
             raise TypeError(f"{self.f}: {name} must be a real number or a {_or(allowed)} array "
                             f"(got {type(v).__name__} {v!r}); pass {name}={example}")
         if not hasattr(v, "dtype") or isinstance(v, np.float64):
-            return self._scalar(name, float(v), py_dtype)
+            return self._scalar(name, float(v), py_dtype, param=True)
         dt = v.dtype
         if dt not in allowed:
             if dt == F64:
@@ -255,7 +271,7 @@ class _Builder:
                 why = f"; pass {name}.astype({_np(allowed[0])})"
             raise TypeError(f"{self.f}: {name} must have dtype {_or(allowed)}{context} (got {dt}){why}")
         if isinstance(v, np.generic):
-            return self._scalar(name, v, dt)
+            return self._scalar(name, v, dt, param=True)
         return v
 
     # -- integer data: q, a, b, pooling's x
@@ -296,16 +312,16 @@ class _Builder:
             if not lo <= v <= hi:
                 raise DescError(f"{f}: {name} = {v} is out of range for {dt} [{lo}, {hi}] {whose}; pass a "
                                 f"value in that range" + (" or dtype=np.int8" if dt == U8 and v < 0 else ""))
-            return self._scalar(name, int(v), dt)
+            return self._scalar(name, int(v), dt, param=True, zero_point=True)
         zdt = v.dtype
         if zdt == dt:
-            return self._scalar(name, v, dt) if isinstance(v, np.generic) else v
+            return self._scalar(name, v, dt, param=True, zero_point=True) if isinstance(v, np.generic) else v
         if zdt.kind not in "iu":
             raise TypeError(f"{f}: {name} must have an integer dtype ({dt} {whose}; got {zdt}); {fix}")
         if isinstance(v, np.generic):
             if not lo <= int(v) <= hi:
                 raise DescError(f"{f}: {name} = {int(v)} is out of range for {dt} [{lo}, {hi}] {whose}")
-            return self._scalar(name, int(v), dt)
+            return self._scalar(name, int(v), dt, param=True, zero_point=True)
         if self.kind == GPU:
             raise TypeError(f"{f}: {name} has dtype {zdt} but must be {dt} {whose}; checking that a GPU "
                             f"array's values fit would synchronize, so pass {name}.astype(cupy.{dt.name})")
@@ -399,12 +415,41 @@ def _run(spec, values, params_key, params, out):
     if out is None:
         out = (np if kind == HOST else dispatch.module(kind)).empty(plan.out_shape, plan.out_dtype)
         check = False
+        if _EXPLAINING.get():
+            return dispatch.kernel_plan(spec.backend_name, args, out, kind, plan.params)
     else:
         if kind == HOST and not out.flags.writeable:
             raise ValueError(f"{spec.fname}: out is read-only; pass a writeable array")
         check = True
     return dispatch.write(getattr(dispatch.backend(kind), spec.backend_name), args, out, kind,
                           plan.params, check)
+
+
+_EXPLAINING = contextvars.ContextVar("dmlq_explaining", default=False)
+
+
+def kernel_plan(function, *args, **kwargs):
+    """What the GPU runs for ``function(*args, **kwargs)``, without running it.
+
+    ``function`` is one of the five operator functions (quantize_linear ...
+    quantized_avg_pool), called with its usual arguments; the arguments are
+    checked as in a real call. Returns a ``dmlq.gpu.plan.Plan``: the kernel
+    variant, each launch's kernel, grid, block and dynamic shared memory, and
+    notes on copies and temporaries; ``print`` it. With CuPy arrays the plan is
+    for CuPy's current device; with NumPy arrays it is for a nominal H100 (no
+    GPU needed: selection is pure Python; occupancy then comes from threads
+    and shared memory only). ``out=`` is not taken.
+    """
+    if function not in _FUNCTIONS:
+        raise TypeError(f"kernel_plan: function must be one of {', '.join(f.__name__ for f in _FUNCTIONS)} "
+                        f"(got {function!r})")
+    if kwargs.get("out") is not None:
+        raise TypeError("kernel_plan: out= is not taken (the plan is made for a new output array)")
+    token = _EXPLAINING.set(True)
+    try:
+        return function(*args, **kwargs)
+    finally:
+        _EXPLAINING.reset(token)
 
 
 def _desc(shape, dtype):
@@ -486,9 +531,9 @@ def _plan_dequantize(b):
 
 
 _QUANTIZE = _Spec("quantize_linear", ("x", "scale", "zero_point"), {"x", "scale"}, _plan_quantize,
-                  "quantize_linear")
+                  "quantize_linear", gpu_takes_host_scalars=True)
 _DEQUANTIZE = _Spec("dequantize_linear", ("q", "scale", "zero_point"), {"scale"}, _plan_dequantize,
-                    "dequantize_linear")
+                    "dequantize_linear", gpu_takes_host_scalars=True)
 
 
 def quantize_linear(x, scale, zero_point=None, *, dtype=None, out=None):
@@ -553,7 +598,7 @@ def _plan_add(b, dtype):
 
 _ADD = _Spec("quantized_add", ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "out_scale",
                                "out_zero_point"),
-             {"a_scale", "b_scale", "out_scale"}, _plan_add, "quantized_add")
+             {"a_scale", "b_scale", "out_scale"}, _plan_add, "quantized_add", gpu_takes_host_scalars=True)
 
 
 def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
@@ -751,3 +796,6 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, wind
     params = (window_size, strides, start_padding, end_padding, dilations, include_padding, ceil_mode, dtype)
     return _run(_POOL, (x, x_scale, x_zero_point, out_scale, out_zero_point),
                 tuple(map(_param_key, params)), params, out)
+
+
+_FUNCTIONS = (quantize_linear, dequantize_linear, quantized_add, quantized_matmul, quantized_avg_pool)

@@ -254,45 +254,65 @@ def run_gpu_random(cupy, seed=0):
     return table, compiled
 
 
-class _KernelRecorder:
-    """Records the name of every CUDA kernel looked up through dmlq.gpu.loader.function
-    while active: the kernel variants a check exercised."""
+def _plan_lines(plans):
+    """The distinct plans a check ran, each with how many calls ran it."""
+    if not plans:
+        return ["kernel plans run: none"]
+    counts = {}
+    for p in plans:
+        text = str(p)
+        counts[text] = counts.get(text, 0) + 1
+    variants = sorted({(p.op, p.variant) for p in plans})
+    lines = [f"kernel plans run: {len(plans)} calls, {len(counts)} distinct plans, "
+             f"{len(variants)} operator variants ({', '.join(f'{op}:{v}' for op, v in variants)}):"]
+    for text, n in counts.items():
+        head, *rest = text.splitlines()
+        lines.append(f"  {head}  [{n} call{'s' if n > 1 else ''}]")
+        lines.extend(f"  {r}" for r in rest)
+    return lines
 
-    def __init__(self):
-        self.names = set()
-        self._loader = None
 
-    def __enter__(self):
+def showcase_calls():
+    """(label, function, args, kwargs): typical calls whose kernel plans ``check`` prints
+    without a GPU (NumPy stand-ins: nothing is computed, nothing large is touched)."""
+    f32, u8, i8 = np.float32, np.uint8, np.int8
+    x = np.empty((4096, 4096), f32)
+    q = np.empty((4096, 4096), u8)
+    rows = []
+    rows.append(("quantize 4096x4096 float32, per tensor", api.quantize_linear, (x, 0.02, 128), {}))
+    rows.append(("quantize, per-column scale", api.quantize_linear,
+                 (x, np.full((1, 4096), 0.02, f32), np.zeros((1, 4096), u8)), {}))
+    rows.append(("dequantize a transposed view", api.dequantize_linear, (q.T, 0.02, u8(128)), {}))
+    rows.append(("add 4096x4096 (table of all input pairs)", api.quantized_add,
+                 (q, 0.02, 128, q, 0.03, 0, 0.05, i8(0)), {}))
+    rows.append(("add with broadcasting", api.quantized_add,
+                 (q[:64], 0.02, 128, q[0], 0.03, 0, 0.05, i8(0)), {}))
+    for m, k, n in ((4096, 4096, 4096), (16, 4096, 4096), (1, 4096, 4096), (1000, 1000, 1000),
+                    (512, 4095, 50257), (8, 40000, 64)):
+        a = np.empty((m, k), u8)
+        w = np.empty((k, n), i8)
+        rows.append((f"matmul M={m} K={k} N={n}, per-row A scale, zero points 128 and 0",
+                     api.quantized_matmul, (a, np.full((m, 1), 0.01, f32), 128, w, 0.002, 0, 0.05, i8(0)), {}))
+    img = np.empty((8, 64, 56, 56), u8)
+    rows.append(("avgpool 3x3/1 pad 1", api.quantized_avg_pool, (img, 0.1, 3, 0.1, 3, (3, 3)),
+                 dict(start_padding=1, end_padding=1)))
+    rows.append(("avgpool 2x2/2", api.quantized_avg_pool, (img, 0.1, 3, 0.1, 3, (2, 2)), dict(strides=2)))
+    rows.append(("avgpool global", api.quantized_avg_pool, (img, 0.1, 3, 0.1, 3, (56, 56)), {}))
+    rows.append(("avgpool 3x3/2 dilation 2, ceil mode", api.quantized_avg_pool, (img, 0.1, 3, 0.1, 3, (3, 3)),
+                 dict(strides=2, dilations=2, ceil_mode=True)))
+    return rows
+
+
+def showcase_lines():
+    lines = ["kernel plans a GPU would run for typical calls (selection only, on a nominal H100 with "
+             "occupancy from threads and shared memory; nothing was compiled or run):"]
+    for label, fn, args, kwargs in showcase_calls():
         try:
-            from .gpu import loader
-        except Exception:  # noqa: BLE001 - nothing to record without the GPU package
-            return self
-        self._loader, original = loader, loader.function
-
-        def function(source, name, *rest, **kw):
-            self.names.add(name)
-            return original(source, name, *rest, **kw)
-
-        function.original = original
-        loader.function = function
-        return self
-
-    def __exit__(self, *exc):
-        if self._loader is not None:
-            self._loader.function = self._loader.function.original
-        return False
-
-
-def _variant_lines(names):
-    """Kernel names grouped by operator family, one line each."""
-    if not names:
-        return ["kernel variants exercised: none"]
-    lines = [f"kernel variants exercised ({len(names)} kernels):"]
-    families = {}
-    for n in sorted(names):
-        families.setdefault(n.split("_", 1)[0], []).append(n)
-    for fam, members in sorted(families.items()):
-        lines.append(f"  {fam}: {', '.join(members)}")
+            plan_text = str(api.kernel_plan(fn, *args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - a planning failure is reported, not fatal here
+            plan_text = f"planning failed: {type(e).__name__}: {e}"
+        lines.append(f"  {label}:")
+        lines.extend(f"    {line}" for line in plan_text.splitlines())
     return lines
 
 
@@ -307,8 +327,9 @@ def run(seed=0) -> int:
     for line in device_lines:
         print(f"  {line}")
     print(f"backends checked: {', '.join(b for b, _ in backends)}")
-    recorder = _KernelRecorder()
-    with recorder:
+    from .gpu.plan import recording
+
+    with recording() as plans:
         table = run_edge_cases(backends)
         if len(backends) > 1:
             print(f"on the GPU also: every operator and dtype combination on random data (seed {seed}) "
@@ -317,11 +338,13 @@ def run(seed=0) -> int:
             print(f"compiled {compiled} kernels")
             table.update(gpu_table)
     if len(backends) > 1:
-        for line in _variant_lines(recorder.names):
+        for line in _plan_lines(plans):
             print(line)
     else:
         print("kernel variants exercised: none -- no GPU, so no CUDA kernel was compiled or run; only the "
               "NumPy reference was checked")
+        for line in showcase_lines():
+            print(line)
     print()
     print(f"{'operator':<12} {'backend':<12} {'passed':>6} {'failed':>6}")
     failed = 0

@@ -115,6 +115,18 @@ def backend(kind: str):
     return be
 
 
+def kernel_plan(name: str, args, out, kind: str, params=()):
+    """The GPU backend's plan for ``name(*args, out, *params)``; for host arrays,
+    on a nominal device (no GPU needed)."""
+    from .gpu import device, ops
+
+    fn = getattr(ops, f"plan_{name}")
+    if kind != HOST:
+        return fn(*args, out, *params)
+    with device.using(device.NominalDevice()):
+        return fn(*args, out, *params)
+
+
 def write(fn, args, out, kind, params=(), check_overlap=True):
     """Run the backend function ``fn(*args, out, *params)`` and return ``out``.
 

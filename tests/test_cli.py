@@ -124,16 +124,30 @@ def test_gpu_report_without_cupy(monkeypatch):
     assert gpus == 0 and why == "CuPy is not installed" and "GPU: none (no CuPy)" in lines
 
 
-def test_kernel_recorder_names_the_kernels_looked_up(monkeypatch):
-    from dmlq.gpu import loader
+def test_plan_lines_count_calls_per_distinct_plan():
+    from dmlq.gpu.plan import Launch, Plan
 
-    monkeypatch.setattr(loader, "function", lambda source, name: (source, name))
-    rec = check._KernelRecorder()
-    with rec:
-        loader.function("elementwise.cu", "quantize_contig_f32_u8")
-        loader.function("matmul_dp4a.cu", "matmul_dp4a_128x64")
-    assert loader.function("a", "b") == ("a", "b")  # restored
-    assert rec.names == {"quantize_contig_f32_u8", "matmul_dp4a_128x64"}
-    lines = check._variant_lines(rec.names)
-    assert lines[0] == "kernel variants exercised (2 kernels):"
-    assert "  matmul: matmul_dp4a_128x64" in lines and "  quantize: quantize_contig_f32_u8" in lines
+    small = Plan("quantize_linear", "contig", (Launch("elementwise.cu", "quantize_contig<float, int8>", (4,), (256,)),))
+    mm = Plan("quantized_matmul", "mma-128x128",
+              (Launch("matmul_mma.cu", "matmul_mma<int8, int8, int8, 128, 128, 64, 4, 16>", (1, 1, 1), (128,), 65536),),
+              ("split-K: 2 splits of 64",))
+    lines = check._plan_lines([small, mm, small])
+    assert lines[0].startswith("kernel plans run: 3 calls, 2 distinct plans, 2 operator variants")
+    assert "quantize_linear:contig" in lines[0] and "quantized_matmul:mma-128x128" in lines[0]
+    assert "  quantize_linear: contig  [2 calls]" in lines
+    assert "  quantized_matmul: mma-128x128 (split-K: 2 splits of 64)  [1 call]" in lines
+    assert any("dynamic smem 65536 B" in line for line in lines)
+    assert check._plan_lines([]) == ["kernel plans run: none"]
+
+
+def test_check_without_a_gpu_prints_the_plans_a_gpu_would_run(capsys):
+    if gpu_available():
+        pytest.skip("with a GPU, check prints the plans it ran")
+    assert cli.main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert "nominal H100" in out and "planning failed" not in out
+    for variant in ("quantize_linear: contig", "quantize_linear: axis", "dequantize_linear: strided",
+                    "quantized_add: table", "quantized_matmul: mma-128x128 (split-K", "quantized_matmul: dp4a-32x32",
+                    "quantized_matmul: dp4a-wide", "quantized_avg_pool: tile_k3s1", "quantized_avg_pool: global_warp",
+                    "quantized_avg_pool: general"):
+        assert variant in out, variant

@@ -233,13 +233,13 @@ def launched(request, monkeypatch):
     if "dev" in request.fixturenames:
         request.getfixturevalue("dev")
     names = []
-    real = ew._launch
+    real = ew.execute
 
-    def spy(name, args, work):
-        names.append(name)
-        return real(name, args, work)
+    def spy(plan, arglists):
+        names.extend(launch.kernel for launch in plan.launches if launch.role == "main")
+        return real(plan, arglists)
 
-    monkeypatch.setattr(ew, "_launch", spy)
+    monkeypatch.setattr(ew, "execute", spy)
     return names
 
 
@@ -678,8 +678,8 @@ def test_odd_sizes_and_alignment(dev, rng, n):
 @pytest.mark.parametrize("variant", ["strided"])
 def test_wide_index_kernels(dev, launched, monkeypatch, request, rng, variant):
     """The 64-bit strided kernels on small inputs (forced), every operator family."""
-    ew._plan.cache_clear()  # plans are memoized with their 32/64-bit choice
-    request.addfinalizer(ew._plan.cache_clear)
+    ew._layout_plan.cache_clear()  # plans are memoized with their 32/64-bit choice
+    request.addfinalizer(ew._layout_plan.cache_clear)
     monkeypatch.setattr(ew, "needs_wide", lambda lay: True)
     for op, inputs, odt in _cases(rng):
         inputs = tuple(layout(v[:4096].reshape(64, 64), "T") if _is_tensor(v) else v for v in inputs)

@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device
 from .device import NULL
+from .plan import Launch, Plan, execute
 
 SOURCE = "avgpool.cu"
 QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
@@ -161,12 +162,14 @@ def _param_vector(xp, v, dtype):
     return xp.ascontiguousarray(v)
 
 
-def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
-                       strides, start_padding, end_padding, dilations, include_padding, *,
-                       variant=None):
+def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
+                            strides, start_padding, end_padding, dilations, include_padding, *,
+                            variant=None) -> Plan:
+    """The plan of :func:`quantized_avg_pool` (nothing launched). Its detail holds
+    the scalar kernel arguments around the pointers (x, out, parameters)."""
+    op = "quantized_avg_pool"
     if out.size == 0:
-        return out
-    xp = device.xp()
+        return Plan(op, "empty")
     x_strides = tuple(s // x.itemsize for s in x.strides)
     args = (x.shape, x_strides, out.shape, tuple(window_size), tuple(strides), tuple(start_padding),
             tuple(end_padding), tuple(dilations), bool(include_padding))
@@ -190,26 +193,17 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
     for name, o, s, k, d, i, p, e in (("D", OD, SD, KD, DD, D, PD, ED), ("H", OH, SH, KH, DH, H, PH, EH),
                                       ("W", OW, SW, KW, DW, W, PW, EW)):
         _check_int(**{f"{name} span": (o - 1) * s + (k - 1) * d + 1 + i + p + e})
-
-    xs = _param_vector(xp, x_scale, np.float32)
-    os_ = _param_vector(xp, out_scale, np.float32)
-    xzp = None if x_zero_point is None else _param_vector(xp, x_zero_point, x.dtype)
-    ozp = None if out_zero_point is None else _param_vector(xp, out_zero_point, out.dtype)
-    per_channel = sum(bit for bit, v in ((1, xs), (2, xzp), (4, os_), (8, ozp))
+    per_channel = sum(bit for bit, v in ((1, x_scale), (2, x_zero_point), (4, out_scale), (8, out_zero_point))
                       if v is not None and v.size > 1)
-    qargs = (xs, NULL if xzp is None else xzp, os_, NULL if ozp is None else ozp,
-             np.int32(per_channel))
-
-    dst = out if out.flags.c_contiguous else xp.empty(out.shape, out.dtype)
+    notes = () if _c_contiguous(out) else ("out written through a contiguous temporary",)
     name = kernel_name(variant, str(x.dtype), str(out.dtype))
     i32, i64 = np.int32, np.int64
 
     if variant in GLOBAL_GROUPS:
         planes = n_ * c_
         per_block = 256 // GLOBAL_GROUPS[variant]
-        grid = (min(-(-planes // per_block), GLOBAL_MAX_GRID),)
-        device.launch(SOURCE, name, grid, (256,), (x, dst, i64(planes), i32(c_), i64(D * H * W), i64(sxn), i64(sxc),
-                              *qargs))
+        launch = Launch(SOURCE, name, (min(-(-planes // per_block), GLOBAL_MAX_GRID),), (256,))
+        scalars = ((i64(planes), i32(c_), i64(D * H * W), i64(sxn), i64(sxc)), ())
     elif variant in TILE_CONFIGS:
         _, _, opt = TILE_CONFIGS[variant]
         rows = n_ * c_ * OD * OH
@@ -225,16 +219,16 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
         if lut_n:  # one wave of persistent blocks, each building the table once
             wave = device.info().sm_count * device.resident_blocks(SOURCE, name, bx * by, lut_n)
             gx = max(1, min(gx, wave // gy))
+            notes += (f"window-sum table of {lut_n} B per block",)
         m_oh, s_oh = _magic(OH)
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
-        device.launch(SOURCE, name, (gx, gy), (bx, by),
-               (x, dst, i32(rows), i32(groups), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H),
-                i32(W), np.uint32(m_oh), i32(s_oh), np.uint32(m_od), i32(s_od), np.uint32(m_c),
-                i32(s_c), i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(KH), i32(SD), i32(SH),
-                i32(DD), i32(DH), i32(PD), i32(PH), i32(PW), i32(ED), i32(EH), i32(EW),
-                i32(bool(include_padding)), *qargs, i32(lut_n)),
-                      shared_mem=lut_n)
+        launch = Launch(SOURCE, name, (gx, gy), (bx, by), lut_n)
+        scalars = ((i32(rows), i32(groups), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
+                    np.uint32(m_oh), i32(s_oh), np.uint32(m_od), i32(s_od), np.uint32(m_c), i32(s_c),
+                    i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(KH), i32(SD), i32(SH), i32(DD),
+                    i32(DH), i32(PD), i32(PH), i32(PW), i32(ED), i32(EH), i32(EW),
+                    i32(bool(include_padding))), (i32(lut_n),))
     else:
         planes = n_ * c_ * OD
         bx = min(32, 1 << (OW - 1).bit_length())
@@ -243,12 +237,38 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
         grid = (min(-(-OW // bx), INT_MAX), min(-(-OH // by), 65535), min(-(-planes // bz), 65535))
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
-        device.launch(SOURCE, name, grid, (bx, by, bz),
-               (x, dst, i64(planes), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
-                i64(sxn), i64(sxc), i64(sxd), i64(sxh), i64(sxw), i32(KD), i32(KH), i32(KW),
-                i32(SD), i32(SH), i32(SW), i32(DD), i32(DH), i32(DW), i32(PD), i32(PH), i32(PW),
-                i32(ED), i32(EH), i32(EW), i32(bool(include_padding)), np.uint32(m_od), i32(s_od),
-                np.uint32(m_c), i32(s_c), *qargs))
+        launch = Launch(SOURCE, name, grid, (bx, by, bz))
+        scalars = ((i64(planes), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
+                    i64(sxn), i64(sxc), i64(sxd), i64(sxh), i64(sxw), i32(KD), i32(KH), i32(KW),
+                    i32(SD), i32(SH), i32(SW), i32(DD), i32(DH), i32(DW), i32(PD), i32(PH), i32(PW),
+                    i32(ED), i32(EH), i32(EW), i32(bool(include_padding)), np.uint32(m_od), i32(s_od),
+                    np.uint32(m_c), i32(s_c)), ())
+    return Plan(op, variant, (launch,), notes, (scalars, per_channel))
+
+
+def _c_contiguous(a) -> bool:
+    flags = getattr(a, "flags", None)
+    return True if flags is None else bool(flags.c_contiguous)
+
+
+def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
+                       strides, start_padding, end_padding, dilations, include_padding, *,
+                       variant=None):
+    plan = plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
+                                   window_size, strides, start_padding, end_padding, dilations,
+                                   include_padding, variant=variant)
+    if not plan.launches:
+        return out
+    xp = device.xp()
+    (before, after), per_channel = plan.detail
+    xs = _param_vector(xp, x_scale, np.float32)
+    os_ = _param_vector(xp, out_scale, np.float32)
+    xzp = None if x_zero_point is None else _param_vector(xp, x_zero_point, x.dtype)
+    ozp = None if out_zero_point is None else _param_vector(xp, out_zero_point, out.dtype)
+    qargs = (xs, NULL if xzp is None else xzp, os_, NULL if ozp is None else ozp,
+             np.int32(per_channel))
+    dst = out if _c_contiguous(out) else xp.empty(out.shape, out.dtype)
+    execute(plan, [(x, dst, *before, *qargs, *after)])
     if dst is not out:
         out[...] = dst
     return out

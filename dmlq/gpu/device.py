@@ -8,6 +8,7 @@ argument packing stay exactly as on a GPU.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 
@@ -132,7 +133,77 @@ def check_args(name: str, args) -> None:
                             "for a null pointer")
 
 
+class NominalDevice:
+    """A device that is only described: planning (dmlq.gpu.plan) without a GPU or
+    CuPy, on NumPy arrays standing in for device arrays. Launching refuses.
+
+    Occupancy is estimated from threads and shared memory alone (the registers
+    need the compiled kernel): it can be higher than a real device's."""
+
+    THREADS_PER_SM = 2048
+    BLOCKS_PER_SM = 32
+    SMEM_PER_SM = 228 * 1024
+    SMEM_RESERVED_PER_BLOCK = 1024
+
+    def __init__(self, info: DeviceInfo = None):
+        self._info = info or DeviceInfo("NVIDIA H100 (nominal: no GPU, occupancy from threads and "
+                                        "shared memory only)", 90, 132, 227 * 1024)
+
+    @staticmethod
+    def xp():
+        return np
+
+    @staticmethod
+    def ptr(a) -> int:
+        return a.__array_interface__["data"][0]
+
+    @staticmethod
+    def is_array(a) -> bool:
+        return isinstance(a, np.ndarray)
+
+    def info(self) -> DeviceInfo:
+        return self._info
+
+    def resident_blocks(self, source: str, name: str, threads: int, smem: int) -> int:
+        del source, name
+        by_smem = self.SMEM_PER_SM // (smem + self.SMEM_RESERVED_PER_BLOCK)
+        return max(1, min(self.THREADS_PER_SM // threads, self.BLOCKS_PER_SM, by_smem))
+
+    def launch(self, source, name, grid, block, args, shared_mem=0):
+        raise RuntimeError(f"{name}: a nominal device only plans; it cannot launch kernels")
+
+
 backend = CupyBackend()
+
+
+@contextlib.contextmanager
+def using(dev):
+    """Make ``dev`` the device every launcher and planner talks to inside the block."""
+    global backend
+    saved, backend = backend, dev
+    try:
+        yield dev
+    finally:
+        backend = saved
+
+
+class Fresh:
+    """Stands, in a plan, for an array the launcher will allocate: C-contiguous,
+    at an address as aligned as any allocation's. Never launched with."""
+
+    ADDRESS = 1 << 40
+
+    def __init__(self, shape, dtype):
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(n) for n in shape)
+        self.ndim = len(self.shape)
+        self.itemsize = self.dtype.itemsize
+        strides, step = [], self.itemsize
+        for n in reversed(self.shape):
+            strides.append(step)
+            step *= max(n, 1)
+        self.strides = tuple(reversed(strides))
+        self.size = int(np.prod(self.shape, dtype=np.int64))
 
 
 def xp():
@@ -140,7 +211,7 @@ def xp():
 
 
 def ptr(a) -> int:
-    return backend.ptr(a)
+    return Fresh.ADDRESS if type(a) is Fresh else backend.ptr(a)
 
 
 def info() -> DeviceInfo:

@@ -22,6 +22,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from . import device
+from .plan import Launch, Plan, execute
 
 VARIANTS = ("contig", "axis", "strided")
 SOURCE = "elementwise.cu"
@@ -277,13 +278,6 @@ def vec_width(itemsizes) -> int:
 
 # ----------------------------------------------------------------- launching
 
-def _grid(name: str, work_items: int) -> int:
-    """Blocks for a grid-stride kernel: enough for the work, at most what the
-    device keeps resident at once."""
-    per_sm = device.resident_blocks(SOURCE, name, THREADS, 0)
-    return max(1, min(-(-work_items // THREADS), device.info().sm_count * per_sm))
-
-
 class _Param:
     """A scale or zero point: a device array (ptr, itemsize, strides over out's
     shape) or a host value (ptr 0). Absent: ptr 0, value 0."""
@@ -404,7 +398,7 @@ def _choose(variant, layout: Layout, nbig: int, axis_ok: bool) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan(shape, slots, nbig: int, axis_ok: bool, variant):
+def _layout_plan(shape, slots, nbig: int, axis_ok: bool, variant):
     """(canonical layout, variant, wide) of one call's geometry (memoized: repeated
     calls with the same shapes and strides skip the Python layout work)."""
     layout = canonicalize(shape, slots)
@@ -424,66 +418,88 @@ def _check_dtype(p: _Param, want: str, what: str):
         raise TypeError(f"dmlq: {what} must have dtype {want} (got {p.dtype})")
 
 
-def _launch(name: str, args, work: int):
-    device.launch(SOURCE, name, (_grid(name, work),), (THREADS,), args)
+def _launch(name: str, work: int, shared_mem: int = 0, role: str = "main") -> Launch:
+    """A grid-stride launch: enough blocks for the work, at most what the device
+    keeps resident at once."""
+    per_sm = device.resident_blocks(SOURCE, name, THREADS, shared_mem)
+    blocks = max(1, min(-(-work // THREADS), device.info().sm_count * per_sm))
+    return Launch(SOURCE, name, (blocks,), (THREADS,), shared_mem, role)
 
 
 def _overlapping(out, *inputs) -> bool:
     """Whether ``out`` may share memory with an input array (NumPy's bounds
     test): the kernels read and write in no fixed order, so such an out must
     be computed through a temporary."""
+    if type(out) is device.Fresh:
+        return False
     xp = device.xp()
     return any(device.backend.is_array(a) and a.size and xp.may_share_memory(a, out)
                for a in inputs if a is not None)
 
 
-def _via_temporary(fn, args, out, variant):
-    tmp = device.xp().empty(out.shape, out.dtype)
-    fn(*args, tmp, variant=variant)
-    out[...] = tmp
+_THROUGH_TEMPORARY = "out overlaps an input: computed into a temporary, then copied"
+
+
+def _run(plan_fn, args, out, variant):
+    """Plan the call and run it (through a temporary when out overlaps an input)."""
+    plan = plan_fn(*args, out, variant=variant)
+    if _THROUGH_TEMPORARY in plan.notes:
+        tmp = device.xp().empty(out.shape, out.dtype)
+        _run(plan_fn, args, tmp, variant)
+        out[...] = tmp
+        return out
+    if plan.variant == "table":  # the 64 KiB table of all input pairs, built by the first launch
+        arglists = add_table_args(plan.detail, device.xp().empty(TABLE_BYTES, out.dtype))
+    else:
+        arglists = [plan.detail] if plan.launches else []
+    execute(plan, arglists)
     return out
 
 
-def _unary(op, types, x, scale: _Param, zp: _Param, out, variant):
+def _unary_plan(opname, op, types, x, scale: _Param, zp: _Param, out, variant, notes):
     shape = out.shape
     zeros = (0,) * len(shape)
     slots = (_elem_strides(out, shape), _elem_strides(x, shape),
              scale.strides or zeros, zp.strides or zeros)
-    layout, v, wide = _plan(shape, slots, 2, True, variant)
+    layout, v, wide = _layout_plan(shape, slots, 2, True, variant)
     sizes = (out.itemsize, x.itemsize, scale.itemsize, zp.itemsize)
     bases = (device.ptr(out), device.ptr(x), scale.ptr, zp.ptr)
     ptrs = [b + o * s if b else 0 for b, o, s in zip(bases, layout.offsets, sizes)]
     args, work = unary_args(op, v, layout, ptrs, sizes[:2], scale.value, zp.value, wide,
                             scale.dtype == "float16")
-    _launch(kernel_name(op, v, types, wide), args, work)
-    return out
+    return Plan(opname, v, (_launch(kernel_name(op, v, types, wide), work),), notes, args)
 
 
-# ----------------------------------------------------------------- operators
+def _target(out, *inputs):
+    """(array the kernel writes, notes): a stand-in for the temporary when out overlaps an input."""
+    if _overlapping(out, *inputs):
+        return device.Fresh(out.shape, out.dtype), (_THROUGH_TEMPORARY,)
+    return out, ()
 
-def quantize_linear(x, scale, zero_point, out, *, variant=None):
-    """out = requantize(float32(x), float32(scale), zero_point) (docs/semantics.md)."""
+
+# ----------------------------------------------------------------- plans
+
+def plan_quantize_linear(x, scale, zero_point, out, *, variant=None) -> Plan:
+    """The plan of :func:`quantize_linear` (nothing launched)."""
     _check_variant(variant)
     if out.size == 0:
-        return out
-    if _overlapping(out, x, scale, zero_point):
-        return _via_temporary(quantize_linear, (x, scale, zero_point), out, variant)
+        return Plan("quantize_linear", "empty")
+    target, notes = _target(out, x, scale, zero_point)
     q, xt = out.dtype.name, x.dtype.name
     sc = _param(scale, out.shape)
     zp = _param(zero_point, out.shape)
     if xt not in QUANT_IN or q not in QUANT_OUT or (sc.ptr and sc.dtype not in QUANT_SCALE):
         raise TypeError(f"dmlq: quantize of {xt} with a {sc.dtype} scale to {q} is not supported")
     _check_dtype(zp, q, "zero_point")
-    return _unary("quantize", (xt, q), x, sc, zp, out, variant)
+    return _unary_plan("quantize_linear", "quantize", (xt, q), x, sc, zp, target, variant, notes)
 
 
-def dequantize_linear(q, scale, zero_point, out, *, variant=None):
-    """out = float32(int64(q) - int64(zero_point)) * float32(scale), in out's dtype."""
+def plan_dequantize_linear(q, scale, zero_point, out, *, variant=None) -> Plan:
+    """The plan of :func:`dequantize_linear` (nothing launched)."""
     _check_variant(variant)
     if out.size == 0:
-        return out
-    if _overlapping(out, q, scale, zero_point):
-        return _via_temporary(dequantize_linear, (q, scale, zero_point), out, variant)
+        return Plan("dequantize_linear", "empty")
+    target, notes = _target(out, q, scale, zero_point)
     it, ot = q.dtype.name, out.dtype.name
     if it not in DEQUANT_IN or ot not in DEQUANT_OUT:
         raise TypeError(f"dmlq: dequantize of {it} to {ot} is not supported")
@@ -491,20 +507,17 @@ def dequantize_linear(q, scale, zero_point, out, *, variant=None):
     zp = _param(zero_point, out.shape)
     _check_dtype(sc, ot, "scale")
     _check_dtype(zp, it, "zero_point")
-    return _unary("dequantize", (it, ot), q, sc, zp, out, variant)
+    return _unary_plan("dequantize_linear", "dequantize", (it, ot), q, sc, zp, target, variant, notes)
 
 
-def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                  out_scale, out_zero_point, out, *, variant=None):
-    """out = requantize(float32(a - a_zp) * a_scale + float32(b - b_zp) * b_scale,
-    out_scale, out_zp); scales and zero points are one element each."""
+def plan_quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                       out_scale, out_zero_point, out, *, variant=None) -> Plan:
+    """The plan of :func:`quantized_add` (nothing launched)."""
     _check_variant(variant, add=True)
     if out.size == 0:
-        return out
-    if _overlapping(out, a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
-                    out_zero_point):
-        return _via_temporary(quantized_add, (a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                                              out_scale, out_zero_point), out, variant)
+        return Plan("quantized_add", "empty")
+    out, notes = _target(out, a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
+                         out_zero_point)
     shape = out.shape
     types = (a.dtype.name, b.dtype.name, out.dtype.name)
     if any(t not in QUANT_OUT for t in types):
@@ -521,19 +534,33 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         params.append((par.ptr, par.value))
     slots = (_elem_strides(out, shape), _elem_strides(a, shape), _elem_strides(b, shape),
              (0,) * len(shape))
-    layout, v, wide = _plan(shape, slots, 3, False, "contig" if variant == "table" else variant)
+    layout, v, wide = _layout_plan(shape, slots, 3, False, "contig" if variant == "table" else variant)
     bases = (device.ptr(out), device.ptr(a), device.ptr(b), 0)
     ptrs = [bp + o if bp else 0 for bp, o in zip(bases, layout.offsets)]  # itemsize 1
     args, work = add_args(v, layout, ptrs, params, wide)
     if add_path(v, layout.size, variant) == "table":
-        table = device.xp().empty(TABLE_BYTES, out.dtype)
-        build_args, table_args = add_table_args(args, table)
-        device.launch(SOURCE, kernel_name("add", "table_build", types), (TABLE_BYTES // THREADS,),
-                      (THREADS,), build_args)
-        name = kernel_name("add", "table", types)
-        per_sm = device.resident_blocks(SOURCE, name, THREADS, TABLE_BYTES)
-        blocks = max(1, min(-(-work // THREADS), device.info().sm_count * per_sm))
-        device.launch(SOURCE, name, (blocks,), (THREADS,), table_args, TABLE_BYTES)
-        return out
-    _launch(kernel_name("add", v, types, wide), args, work)
-    return out
+        launches = (Launch(SOURCE, kernel_name("add", "table_build", types), (TABLE_BYTES // THREADS,),
+                           (THREADS,), 0, "table build"),
+                    _launch(kernel_name("add", "table", types), work, TABLE_BYTES))
+        return Plan("quantized_add", "table", launches, notes, args)
+    return Plan("quantized_add", v, (_launch(kernel_name("add", v, types, wide), work),), notes, args)
+
+
+# ----------------------------------------------------------------- operators
+
+def quantize_linear(x, scale, zero_point, out, *, variant=None):
+    """out = requantize(float32(x), float32(scale), zero_point) (docs/semantics.md)."""
+    return _run(plan_quantize_linear, (x, scale, zero_point), out, variant)
+
+
+def dequantize_linear(q, scale, zero_point, out, *, variant=None):
+    """out = float32(int64(q) - int64(zero_point)) * float32(scale), in out's dtype."""
+    return _run(plan_dequantize_linear, (q, scale, zero_point), out, variant)
+
+
+def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                  out_scale, out_zero_point, out, *, variant=None):
+    """out = requantize(float32(a - a_zp) * a_scale + float32(b - b_zp) * b_scale,
+    out_scale, out_zp); scales and zero points are one element each."""
+    return _run(plan_quantized_add, (a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                                     out_scale, out_zero_point), out, variant)

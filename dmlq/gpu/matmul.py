@@ -40,6 +40,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device
 from .device import NULL
+from .plan import Launch, Plan, execute
 from .loader import cuda_dir
 
 DP4A_SOURCE = "matmul_dp4a.cu"
@@ -206,8 +207,8 @@ def k_chunks(K: int, splits: int, bk: int = 64):
 # ---------------------------------------------------------------- batch plan
 
 @dataclass(frozen=True)
-class Launch:
-    """One kernel launch: element offsets of a, b, out and the ABI batch levels."""
+class BatchLaunch:
+    """One kernel launch's batch: element offsets of a, b, out and the ABI batch levels."""
 
     offsets: tuple   # (a, b, c) element offsets from each base pointer
     batch0: int
@@ -250,12 +251,12 @@ def plan_batches(batch_shape, sa, sb, sc, max_z=None) -> list:
             step = max_z // n1
             for s in range(0, n0, step):
                 off = (base[0] + s * a0, base[1] + s * b0, base[2] + s * c0)
-                launches.append(Launch(off, min(step, n0 - s), n1, strides))
+                launches.append(BatchLaunch(off, min(step, n0 - s), n1, strides))
         else:
             for s0, s in itertools.product(range(n0), range(0, n1, max_z)):
                 off = (base[0] + s0 * a0 + s * a1, base[1] + s0 * b0 + s * b1,
                        base[2] + s0 * c0 + s * c1)
-                launches.append(Launch(off, 1, min(max_z, n1 - s), strides))
+                launches.append(BatchLaunch(off, 1, min(max_z, n1 - s), strides))
     return launches
 
 
@@ -351,12 +352,72 @@ def _direct_out(out, a, b) -> bool:
     return not (_overlaps(out, a) or _overlaps(out, b))
 
 
-def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                     out_scale, out_zero_point, out, *, variant=None, splits=None):
-    """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
+# How an operand reaches the kernel: as it is, copied to a C-contiguous array
+# (rows must have unit stride), or copied into rows padded to 16 bytes (for
+# cp.async when no copy width fits the original).
+AS_IS, CONTIGUOUS, PADDED = "as is", "copied to a contiguous array", "copied into rows padded to 16 bytes"
+
+
+def _staging(x, tensor_cores: bool) -> str:
+    if x.size == 0:  # K = 0: nothing is read
+        return AS_IS
+    if x.shape[-1] > 1 and x.strides[-1] != x.itemsize:
+        if tensor_cores and cp_async_width(device.Fresh(x.shape, x.dtype)) == 0:
+            return PADDED
+        return CONTIGUOUS
+    if tensor_cores and cp_async_width(x) == 0:
+        return PADDED
+    return AS_IS
+
+
+def _padded_shape(x):
+    """The shape padded16 allocates, whose first (shape) columns a staged operand uses."""
+    return x.shape[:-1] + (-(-x.shape[-1] // 16) * 16,)
+
+
+def _staged(x, how: str):
+    """A stand-in for the array the kernel reads: the operand or the copy that
+    :func:`_stage` will make (same strides, addresses as aligned)."""
+    if how == AS_IS:
+        return x
+    if how == CONTIGUOUS:
+        return device.Fresh(x.shape, x.dtype)
+    fresh = device.Fresh(_padded_shape(x), x.dtype)
+    fresh.shape = x.shape
+    return fresh
+
+
+def _stage(xp, x, how: str, planned):
+    if how == AS_IS:
+        return x
+    y = xp.ascontiguousarray(x) if how == CONTIGUOUS else padded16(xp, x)
+    if y.strides != planned.strides:  # a copy laid out otherwise than planned
+        raise AssertionError(f"quantized_matmul: staged strides {y.strides}, planned {planned.strides}")
+    return y
+
+
+@dataclass(frozen=True)
+class _Detail:
+    """What quantized_matmul needs beyond the launches to build their arguments."""
+
+    cfg: object
+    stage_a: str
+    stage_b: str
+    direct_out: bool
+    batches: tuple        # Launch records (offsets and batch strides per launch)
+    need_rows: bool
+    need_cols: bool
+    nsplit: int
+    k_chunk: int
+    drop_zero_points: bool  # K == 0: the sums are all zero
+
+
+def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                          out_scale, out_zero_point, out, *, variant=None, splits=None) -> Plan:
+    """The plan of :func:`quantized_matmul` (nothing launched)."""
+    op = "quantized_matmul"
     if out.size == 0:
-        return out
-    xp = device.xp()
+        return Plan(op, "empty")
     M, K = a.shape[-2:]
     N = b.shape[-1]
     batch_shape = tuple(out.shape[:-2])
@@ -370,19 +431,22 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                                 sm_count=dev.sm_count)
     elif variant not in VARIANTS:
         raise ValueError(f"quantized_matmul: unknown variant {variant!r}; expected one of {VARIANTS}")
+    notes = []
     if K == 0:
         # acc = 0 exactly; the epilogue still applies mult (0 * Inf is NaN -> zp).
         a_zero_point = b_zero_point = None
         if variant in MMA_CONFIGS:
             variant = "dp4a-32x32"
+        notes.append("K = 0: the dp4a epilogue alone")
     elif K > WIDE_K and not getattr(CONFIGS[variant], "wide", False):
         raise ValueError(f"quantized_matmul: variant {variant!r} accumulates in int32 and is "
                          f"exact only for K <= {WIDE_K} (K = {K}); use 'dp4a-wide'")
     cfg = CONFIGS[variant]
-    wide = isinstance(cfg, Dp4aConfig) and cfg.wide
+    mma = isinstance(cfg, MmaConfig)
+    wide = not mma and cfg.wide
     grid_y = -(-M // cfg.bm)
     nsplit, k_chunk = 1, 0
-    if isinstance(cfg, MmaConfig):
+    if mma:
         if splits is None:
             splits = split_k(M, N, K, nbatch, device.info().sm_count, cfg)
         nsplit, k_chunk = k_chunks(K, splits, cfg.bk) if splits > 1 else (1, 0)
@@ -393,66 +457,102 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         raise UnsupportedError(f"quantized_matmul: M = {M} needs {grid_y} row tiles "
                                f"(grid limit {MAX_GRID_YZ}) with {variant}")
 
-    a = _unit_last(xp, a)
-    b = _unit_last(xp, b)
-    vec = None
-    if isinstance(cfg, MmaConfig):  # cp.async wants aligned bases and row/batch strides
-        a = a if cp_async_width(a) else padded16(xp, a)
-        b = b if cp_async_width(b) else padded16(xp, b)
-        vec = min(cp_async_width(a), cp_async_width(b))
-    target = out if _direct_out(out, a, b) else xp.empty(out.shape, out.dtype)
+    stage_a, stage_b = _staging(a, mma), _staging(b, mma)
+    sa, sb = _staged(a, stage_a), _staged(b, stage_b)
+    for name, how in (("a", stage_a), ("b", stage_b)):
+        if how != AS_IS:
+            notes.append(f"{name} {how}")
+    direct = _direct_out(out, a, b)
+    target = out if direct else device.Fresh(out.shape, out.dtype)
+    if not direct:
+        notes.append("out written through a contiguous temporary")
 
     ta, tb, to = a.dtype.name, b.dtype.name, out.dtype.name
+    name = cfg.name(ta, tb, to, min(cp_async_width(sa), cp_async_width(sb))) if mma else cfg.name(ta, tb, to)
+    if mma and name.endswith(", 4>"):
+        notes.append("4-byte cp.async staging")
+    if nsplit > 1:
+        notes.append(f"split-K: {nsplit} splits of {k_chunk}")
+    batches = tuple(plan_batches(batch_shape,
+                                 batch_strides(sa.shape, sa.strides, sa.itemsize, batch_shape),
+                                 batch_strides(sb.shape, sb.strides, sb.itemsize, batch_shape),
+                                 batch_strides(target.shape, target.strides, target.itemsize,
+                                               batch_shape)))
+    need_rows = b_zero_point is not None and not wide
+    need_cols = a_zero_point is not None and not wide
+    launches = []
+    for u in batches:
+        nz = u.batch0 * u.batch1
+        if need_rows:
+            launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),),
+                                   (256,), 0, "row sums of a, for b's zero point"))
+        if need_cols:
+            launches.append(Launch(DP4A_SOURCE, f"matmul_col_sums<{tb}>",
+                                   (-(-N // 128), min(nz, MAX_GRID_YZ)), (256,), 0,
+                                   "column sums of b, for a's zero point"))
+        launches.append(Launch(cfg.source, name, (-(-N // cfg.bn), grid_y, nz), (cfg.threads,), cfg.smem))
+        if nsplit > 1:
+            launches.append(Launch(MMA_SOURCE, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
+                                   (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
+    detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, K == 0)
+    return Plan(op, variant, tuple(launches), tuple(notes), detail)
+
+
+def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                     out_scale, out_zero_point, out, *, variant=None, splits=None):
+    """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
+    plan = plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
+                                 out_zero_point, out, variant=variant, splits=splits)
+    if not plan.launches:
+        return out
+    d = plan.detail
+    if d.drop_zero_points:
+        a_zero_point = b_zero_point = None
+    xp = device.xp()
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    a = _stage(xp, a, d.stage_a, _staged(a, d.stage_a))
+    b = _stage(xp, b, d.stage_b, _staged(b, d.stage_b))
+    target = out if d.direct_out else xp.empty(out.shape, out.dtype)
+
     a_per_row, a_scale, a_zp = _per_axis(xp, M, a_scale, a_zero_point, a.dtype)
     b_per_col, b_scale, b_zp = _per_axis(xp, N, b_scale, b_zero_point, b.dtype)
     o_per_row, out_scale, o_zp = _per_axis(xp, M, out_scale, out_zero_point, out.dtype)
-
-    launches = plan_batches(batch_shape,
-                            batch_strides(a.shape, a.strides, a.itemsize, batch_shape),
-                            batch_strides(b.shape, b.strides, b.itemsize, batch_shape),
-                            batch_strides(target.shape, target.strides, target.itemsize, batch_shape))
     lda = a.strides[-2] // a.itemsize
     ldb = b.strides[-2] // b.itemsize
     ldc = target.strides[-2] // target.itemsize
-    zmax = max(u.batch0 * u.batch1 for u in launches)
-    need_rows = b_zp is not None and not wide
-    need_cols = a_zp is not None and not wide
-    row_sums = xp.empty(zmax * M, np.int32) if need_rows else NULL
-    col_sums = xp.empty(zmax * N, np.int32) if need_cols else NULL
+    zmax = max(u.batch0 * u.batch1 for u in d.batches)
+    row_sums = xp.empty(zmax * M, np.int32) if d.need_rows else NULL
+    col_sums = xp.empty(zmax * N, np.int32) if d.need_cols else NULL
     pa, pb, pc = device.ptr(a), device.ptr(b), device.ptr(target)
     i32, i64 = np.int32, np.int64
-    name = cfg.name(ta, tb, to, vec) if vec else cfg.name(ta, tb, to)
-    block = (cfg.threads,)
-    for u in launches:
+    quant = (a_scale, b_scale, out_scale, _or_null(a_zp), _or_null(b_zp), _or_null(o_zp),
+             i32(a_per_row), i32(b_per_col), i32(o_per_row), row_sums, col_sums)
+    mma = isinstance(d.cfg, MmaConfig)
+    arglists = []
+    for u in d.batches:
         A = _addr(pa, u.offsets[0])
         B = _addr(pb, u.offsets[1])
         C = _addr(pc, u.offsets[2])
         nz = u.batch0 * u.batch1
         a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
-        if need_rows:
-            blocks = min(-(-nz * M // 8), 65535)
-            device.launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (blocks,), (256,),
-                    (A, i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1),
-                     i64(lda), row_sums))
-        if need_cols:
-            device.launch(DP4A_SOURCE, f"matmul_col_sums<{tb}>", (-(-N // 128), min(nz, MAX_GRID_YZ)),
-                    (256,), (B, i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1),
+        if d.need_rows:
+            arglists.append((A, i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1),
+                             i64(lda), row_sums))
+        if d.need_cols:
+            arglists.append((B, i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1),
                              i64(ldb), col_sums))
-        grid = (-(-N // cfg.bn), grid_y, nz)
-        quant = (a_scale, b_scale, out_scale, _or_null(a_zp), _or_null(b_zp), _or_null(o_zp),
-                 i32(a_per_row), i32(b_per_col), i32(o_per_row), row_sums, col_sums)
         args = (A, B, C, i32(M), i32(N), i32(K), i32(u.batch1),
                 i64(a_bs0), i64(a_bs1), i64(b_bs0), i64(b_bs1), i64(c_bs0), i64(c_bs1),
                 i64(lda), i64(ldb), i64(ldc), *quant)
-        if isinstance(cfg, MmaConfig):
-            partial = xp.empty(nsplit * nz * M * N, np.int32) if nsplit > 1 else NULL
-            args += (i32(nsplit), i32(k_chunk), partial)
-        device.launch(cfg.source, name, grid, block, args, cfg.smem)
-        if nsplit > 1:
-            device.launch(MMA_SOURCE, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
-                          (-(-M * N // 256), 1, nz), (256,),
-                          (partial, i32(nsplit), C, i32(M), i32(N), i32(K), i32(u.batch1),
-                           i64(c_bs0), i64(c_bs1), i64(ldc), *quant))
+        if mma:
+            partial = xp.empty(d.nsplit * nz * M * N, np.int32) if d.nsplit > 1 else NULL
+            args += (i32(d.nsplit), i32(d.k_chunk), partial)
+        arglists.append(args)
+        if d.nsplit > 1:
+            arglists.append((partial, i32(d.nsplit), C, i32(M), i32(N), i32(K), i32(u.batch1),
+                             i64(c_bs0), i64(c_bs1), i64(ldc), *quant))
+    execute(plan, arglists)
     if target is not out:
         out[...] = target
     return out

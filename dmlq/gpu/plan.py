@@ -1,0 +1,106 @@
+"""The one kernel-selection interface: what a call launches, as data.
+
+Each operator module of dmlq.gpu (elementwise, matmul, avgpool) has a pure
+selection rule (``select_*``: shapes and device facts in, a variant name out)
+and ``plan_<operator>(...)``: the backend function's own arguments in (their
+shapes, strides, dtypes and addresses are read, never their values), a
+:class:`Plan` out, and nothing allocated or launched. The backend function
+makes the same plan and runs it through :func:`execute`, so a printed plan is
+exactly what runs.
+
+Planning asks the device in use (``dmlq.gpu.device.backend``) for facts only:
+compute capability, SM count and occupancy. Under ``device.using(
+device.NominalDevice())`` it runs without a GPU or CuPy, on NumPy arrays, for
+a nominal H100; ``python -m dmlq check`` prints plans that way when no GPU is
+present, and the selection tests use it.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import device
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a plan."""
+
+    source: str        # the .cu file
+    kernel: str        # the name expression, e.g. matmul_mma<uint8, int8, int8, 128, 128, 64, 4, 16>
+    grid: tuple
+    block: tuple
+    shared_mem: int = 0  # dynamic shared memory, bytes
+    role: str = "main"   # or a helper pass: "row sums", "column sums", "table build", "split-K sum"
+
+    def __str__(self) -> str:
+        text = f"{self.kernel}  grid {_dims(self.grid)}  block {_dims(self.block)}"
+        if self.shared_mem:
+            text += f"  dynamic smem {self.shared_mem} B"
+        return text if self.role == "main" else f"{text}  ({self.role})"
+
+
+def _dims(t) -> str:
+    return "x".join(str(int(v)) for v in t)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one operator call runs: the variant, its launches in order, and notes
+    on data movement around them (copies, temporaries, splits)."""
+
+    op: str
+    variant: str
+    launches: tuple = ()
+    notes: tuple = ()
+    # What the operator's launcher needs to build arguments (not printed).
+    detail: Any = field(default=None, compare=False, repr=False)
+
+    def lines(self) -> list:
+        head = f"{self.op}: {self.variant}"
+        if self.notes:
+            head += f" ({'; '.join(self.notes)})"
+        if not self.launches:
+            return [head + ", nothing launched"]
+        body, last, repeats = [], None, 0
+        for launch in self.launches:  # identical consecutive launches are folded
+            text = str(launch)
+            if text == last:
+                repeats += 1
+                continue
+            if repeats:
+                body[-1] += f"  x{repeats + 1}"
+            body.append(text)
+            last, repeats = text, 0
+        if repeats:
+            body[-1] += f"  x{repeats + 1}"
+        return [head] + [f"  {b}" for b in body]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+_observers: list = []
+
+
+@contextlib.contextmanager
+def recording():
+    """Collects every plan executed inside the block, in order (a list)."""
+    plans: list = []
+    _observers.append(plans)
+    try:
+        yield plans
+    finally:
+        _observers.remove(plans)
+
+
+def execute(plan: Plan, arglists) -> None:
+    """Launch each of ``plan.launches`` with its argument tuple."""
+    launches = plan.launches
+    if len(arglists) != len(launches):
+        raise AssertionError(f"{plan.op}: {len(arglists)} argument lists for {len(launches)} launches")
+    for launch, args in zip(launches, arglists):
+        device.launch(launch.source, launch.kernel, launch.grid, launch.block, args, launch.shared_mem)
+    for plans in _observers:
+        plans.append(plan)
