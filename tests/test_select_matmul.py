@@ -1,6 +1,6 @@
 """CPU checks of the matmul kernels and launcher (no GPU needed).
 
-- select_kernel over shapes, capabilities and the K thresholds;
+- select_variant over shapes, capabilities and the K thresholds;
 - the KERNELS / config tables;
 - every matmul_dp4a.cu instantiation compiles through NVRTC (sm_80, sm_90)
   with an empty log and no flush-to-zero float arithmetic;
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from dmlq.gpu import loader, matmul
-from dmlq.gpu.matmul import select_kernel
+from dmlq.gpu.matmul import select_variant
 from kernel_cases import matmul_worst_cases
 
 WIDE = matmul.WIDE_K
@@ -29,32 +29,32 @@ WIDE = matmul.WIDE_K
 @pytest.mark.parametrize("have_mma", [False, True])
 def test_wide_above_32768_only(cc, have_mma):
     for m, n in [(1, 1), (7, 300), (4096, 4096)]:
-        assert select_kernel(m, n, WIDE + 1, 1, cc, have_mma=have_mma) == "dp4a-wide"
-        assert select_kernel(m, n, 33025, 3, cc, have_mma=have_mma) == "dp4a-wide"
-        assert select_kernel(m, n, 10**6, 1, cc, have_mma=have_mma) == "dp4a-wide"
-        assert select_kernel(m, n, WIDE, 1, cc, have_mma=have_mma) != "dp4a-wide"
-        assert select_kernel(m, n, 1, 1, cc, have_mma=have_mma) != "dp4a-wide"
+        assert select_variant(m, n, WIDE + 1, 1, cc, have_mma=have_mma) == "dp4a-wide"
+        assert select_variant(m, n, 33025, 3, cc, have_mma=have_mma) == "dp4a-wide"
+        assert select_variant(m, n, 10**6, 1, cc, have_mma=have_mma) == "dp4a-wide"
+        assert select_variant(m, n, WIDE, 1, cc, have_mma=have_mma) != "dp4a-wide"
+        assert select_variant(m, n, 1, 1, cc, have_mma=have_mma) != "dp4a-wide"
 
 
 def test_mma_needs_sm80_the_file_and_a_big_enough_product():
     big = (4096, 4096, 4096, 1)
-    assert select_kernel(*big, 90, have_mma=True) == "mma-128x128"
-    assert select_kernel(*big, (8, 0), have_mma=True) == "mma-128x128"
-    assert select_kernel(*big, 75, have_mma=True).startswith("dp4a-")
-    assert select_kernel(*big, 90, have_mma=False) == "dp4a-128x64"
+    assert select_variant(*big, 90, have_mma=True) == "mma-128x128"
+    assert select_variant(*big, (8, 0), have_mma=True) == "mma-128x128"
+    assert select_variant(*big, 75, have_mma=True).startswith("dp4a-")
+    assert select_variant(*big, 90, have_mma=False) == "dp4a-128x64"
     # LLM decode-ish shapes: M = 16 still goes to tensor cores.
-    assert select_kernel(16, 4096, 4096, 1, 90, have_mma=True) == "mma-128x128"
+    assert select_variant(16, 4096, 4096, 1, 90, have_mma=True) == "mma-128x128"
     # GEMV, tiny and short-K products stay on dp4a.
-    assert select_kernel(1, 4096, 4096, 1, 90, have_mma=True) == "dp4a-32x32"
-    assert select_kernel(8, 8, 8, 1, 90, have_mma=True) == "dp4a-32x32"
-    assert select_kernel(4096, 4096, 16, 1, 90, have_mma=True).startswith("dp4a-")
+    assert select_variant(1, 4096, 4096, 1, 90, have_mma=True) == "dp4a-32x32"
+    assert select_variant(8, 8, 8, 1, 90, have_mma=True) == "dp4a-32x32"
+    assert select_variant(4096, 4096, 16, 1, 90, have_mma=True).startswith("dp4a-")
     # Never past the int32 limit.
-    assert select_kernel(4096, 4096, WIDE + 1, 1, 90, have_mma=True) == "dp4a-wide"
-    assert select_kernel(4096, 4096, WIDE, 1, 90, have_mma=True) == "mma-128x128"
+    assert select_variant(4096, 4096, WIDE + 1, 1, 90, have_mma=True) == "dp4a-wide"
+    assert select_variant(4096, 4096, WIDE, 1, 90, have_mma=True) == "mma-128x128"
 
 
 def test_dp4a_tile_by_size():
-    sel = functools.partial(select_kernel, compute_capability=75, have_mma=False)
+    sel = functools.partial(select_variant, compute_capability=75, have_mma=False)
     assert sel(4096, 4096, 4096, 1) == "dp4a-128x64"
     assert sel(2048, 2048, 512, 1) == "dp4a-128x64"
     assert sel(1024, 1024, 1024, 1) == "dp4a-64x64"      # 128 blocks of 128x64 < 132 SMs
@@ -75,7 +75,7 @@ def test_selection_is_total_and_consistent():
         batch = int(rng.integers(1, 64))
         cc = int(rng.choice([61, 70, 75, 80, 86, 89, 90]))
         have = bool(rng.integers(2))
-        v = select_kernel(m, n, k, batch, cc, "int8", "uint8", have_mma=have)
+        v = select_variant(m, n, k, batch, cc, "int8", "uint8", have_mma=have)
         assert v in matmul.ALL_VARIANTS
         assert (v == "dp4a-wide") == (k > WIDE)
         if v in matmul.MMA_CONFIGS:
@@ -85,7 +85,7 @@ def test_selection_is_total_and_consistent():
 def test_default_have_mma_follows_the_source_file():
     big = (4096, 4096, 4096, 1, 90)
     expect = "mma-128x128" if matmul.HAVE_MMA else "dp4a-128x64"
-    assert select_kernel(*big) == expect
+    assert select_variant(*big) == expect
 
 
 # ---------------------------------------------------------------- tables
@@ -485,7 +485,7 @@ def test_devices_before_sm61_and_sm80():
     from dmlq.errors import UnsupportedError
 
     with pytest.raises(UnsupportedError, match="sm_61"):
-        select_kernel(256, 256, 256, 1, 60)
+        select_variant(256, 256, 256, 1, 60)
     assert loader.sources_for(75) == tuple(s for s in loader.registry() if s != matmul.MMA_SOURCE)
     assert matmul.MMA_SOURCE in loader.sources_for(80)
     assert matmul.DP4A_SOURCE not in loader.sources_for(60)

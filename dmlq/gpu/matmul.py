@@ -147,7 +147,7 @@ VARIANTS = tuple(DP4A_CONFIGS) + (tuple(MMA_CONFIGS) if HAVE_MMA else ())
 _cc = device.cc_int
 
 
-def select_kernel(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=None, *,
+def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=None, *,
                   sm_count=132, have_mma=None) -> str:
     """The variant for an (M, K) x (K, N) product repeated `batch` times.
 
@@ -427,7 +427,7 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                                f"(M={M}, N={N}, K={K})")
     if variant is None:
         dev = device.info()
-        variant = select_kernel(M, N, K, nbatch, dev.compute_capability, a.dtype, b.dtype,
+        variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, b.dtype,
                                 sm_count=dev.sm_count)
     elif variant not in VARIANTS:
         raise ValueError(f"quantized_matmul: unknown variant {variant!r}; expected one of {VARIANTS}")
