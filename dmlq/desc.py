@@ -4,7 +4,7 @@ Field names are the DML struct fields in snake case and in DML order
 (``InputTensor`` -> ``input_tensor``). Optional tensors (DirectML's
 ``_Maybenull_``) default to ``None``; the other fields default to ``None`` only so
 that the dataclasses keep DML's field order, and validation refuses them when
-missing. Validation of the operator rules lives in :mod:`dmlq.support`.
+missing. Validation of the operator rules lives in :mod:`dmlq.validation`.
 """
 from __future__ import annotations
 

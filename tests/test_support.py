@@ -1,8 +1,8 @@
-"""Descriptor validation (dmlq.support) against the seeds, row by row.
+"""Descriptor validation (dmlq.validation) against the seeds, row by row.
 
 The tables here are a second, independent transcription of the seeds' "Tensor
 support" tables (seed 003 from the Chinese text), in a different form from
-dmlq/support.py, so a typo in one shows up as a failure.
+dmlq/validation.py, so a typo in one shows up as a failure.
 """
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import re
 import numpy as np
 import pytest
 
-from dmlq import support
+from dmlq import validation
 from dmlq.desc import (DequantizeLinearDesc, QuantizedLinearAddDesc,
                        QuantizedLinearAveragePoolingDesc, QuantizedLinearMatrixMultiplyDesc,
                        QuantizeLinearDesc, TensorDesc, dml_name)
 from dmlq.dtypes import DataType
 from dmlq.errors import DescError
-from dmlq.support import parse_feature_level, validate
+from dmlq.validation import parse_feature_level, validate
 
 F32, F16, F64 = DataType.FLOAT32, DataType.FLOAT16, DataType.FLOAT64
 I8, I16, I32, I64 = DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64
@@ -298,8 +298,8 @@ def test_required_tensor_missing(op, field):
 # ---------------------------------------------------------------- feature levels
 
 def test_feature_level_list_and_default():
-    assert tuple(support.FEATURE_LEVELS) == tuple(LEVELS)
-    assert support.DEFAULT_FEATURE_LEVEL == "6.2"
+    assert tuple(validation.FEATURE_LEVELS) == tuple(LEVELS)
+    assert validation.DEFAULT_FEATURE_LEVEL == "6.2"
     validate(build(QL, drop=("ZeroPointTensor",)))  # default 6.2: optional
     validate(build(POOL))                           # default 6.2: pooling exists
     with pytest.raises(DescError, match="ZeroPointTensor is required"):
@@ -821,15 +821,15 @@ def test_input_may_alias():
 # ---------------------------------------------------------------- the exported pieces
 
 def test_support_table_lookup():
-    assert support.support_table(QL, "5.2")["InputTensor"].data_types == (F32, I32)
-    row = support.support_table(POOL)["InputScaleTensor"]
+    assert validation.support_table(QL, "5.2")["InputTensor"].data_types == (F32, I32)
+    row = validation.support_table(POOL)["InputScaleTensor"]
     assert (row.kind, row.min_dims, row.max_dims, row.data_types) == (IN, 1, 5, (F32,))
     with pytest.raises(DescError, match="QuantizedLinearAveragePooling: .*6.2.*6.1"):
-        support.support_table(POOL, "6.1")
+        validation.support_table(POOL, "6.1")
 
 
 def test_check_data_type():
-    support.check_data_type(QL, "InputTensor", F32, (F32, F16))
+    validation.check_data_type(QL, "InputTensor", F32, (F32, F16))
     with pytest.raises(DescError, match=r"^QuantizeLinear: InputTensor DataType must be one of "
                                         r"FLOAT32, FLOAT16 \(got INT8\)$"):
-        support.check_data_type(QL, "InputTensor", I8, (F32, F16))
+        validation.check_data_type(QL, "InputTensor", I8, (F32, F16))

@@ -73,23 +73,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from dmlq.gpu.device import H100_LIMITS, occupancy  # noqa: E402  (after the path set-up)
+
 ARCH = "sm_90"
 CACHE_VERSION = "1"
 
-# H100 (sm_90) per-SM and per-block limits used for theoretical occupancy.
-H100 = dict(
-    regs_per_sm=65536,
-    reg_sub_partitions=4,        # the register file is split between 4 schedulers
-    reg_alloc_unit=256,          # registers are allocated per warp in units of 256
-    max_regs_per_block=65536,
-    max_threads_per_sm=2048,
-    max_warps_per_sm=64,
-    max_blocks_per_sm=32,
-    smem_per_sm=228 * 1024,      # largest carveout
-    max_smem_per_block=227 * 1024,
-    smem_reserved_per_block=1024,
-    smem_alloc_unit=128,
-)
+# H100 (sm_90) limits and the occupancy calculator live with the device facts.
+H100 = H100_LIMITS
 
 # Targets from issue 13 ("What it must show"): MMA or DP4A per main-loop instruction.
 LOOP_TARGETS = {"matmul_mma": ("MMA", 1 / 6), "matmul_dp4a": ("DP4A", 1 / 3),
@@ -551,27 +541,6 @@ def launch_geometry(expr: str):
     if base == "avgpool_global":
         return 256, 0, ""
     return None
-
-
-def occupancy(regs: int, threads: int, smem: int, lim=H100):
-    """(blocks per SM, fraction of max warps, limiting factor) by the occupancy calculator's rules."""
-    warps = math.ceil(threads / 32)
-    regs_per_warp = math.ceil(regs * 32 / lim["reg_alloc_unit"]) * lim["reg_alloc_unit"]
-    smem_block = smem + lim["smem_reserved_per_block"]
-    smem_block = math.ceil(smem_block / lim["smem_alloc_unit"]) * lim["smem_alloc_unit"]
-    if regs_per_warp * warps > lim["max_regs_per_block"] or smem > lim["max_smem_per_block"]:
-        return 0, 0.0, "does not fit"
-    per_part = lim["regs_per_sm"] // lim["reg_sub_partitions"]
-    limits = {  # ties name the first: a hardware maximum before a kernel resource
-        "threads": lim["max_warps_per_sm"] // warps,
-        "blocks": lim["max_blocks_per_sm"],
-        "registers": (per_part // regs_per_warp * lim["reg_sub_partitions"]) // warps
-        if regs_per_warp else lim["max_blocks_per_sm"],
-        "smem": lim["smem_per_sm"] // smem_block,
-    }
-    limiter = min(limits, key=lambda k: limits[k])
-    blocks = limits[limiter]
-    return blocks, blocks * warps / lim["max_warps_per_sm"], limiter
 
 
 # --------------------------------------------------------------------------- report

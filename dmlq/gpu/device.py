@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -133,17 +134,52 @@ def check_args(name: str, args) -> None:
                             "for a null pointer")
 
 
+# H100 (sm_90) per-SM and per-block limits, for theoretical occupancy.
+H100_LIMITS = dict(
+    regs_per_sm=65536,
+    reg_sub_partitions=4,        # the register file is split between 4 schedulers
+    reg_alloc_unit=256,          # registers are allocated per warp in units of 256
+    max_regs_per_block=65536,
+    max_threads_per_sm=2048,
+    max_warps_per_sm=64,
+    max_blocks_per_sm=32,
+    smem_per_sm=228 * 1024,      # largest carveout
+    max_smem_per_block=227 * 1024,
+    smem_reserved_per_block=1024,
+    smem_alloc_unit=128,
+)
+
+
+def occupancy(regs: int, threads: int, smem: int, lim=H100_LIMITS):
+    """(blocks per SM, fraction of max warps, limiting factor) by the CUDA occupancy
+    calculator's rules; ``regs`` per thread (0 when unknown: no register limit),
+    ``smem`` static plus dynamic shared memory per block."""
+    warps = math.ceil(threads / 32)
+    regs_per_warp = math.ceil(regs * 32 / lim["reg_alloc_unit"]) * lim["reg_alloc_unit"]
+    smem_block = smem + lim["smem_reserved_per_block"]
+    smem_block = math.ceil(smem_block / lim["smem_alloc_unit"]) * lim["smem_alloc_unit"]
+    if regs_per_warp * warps > lim["max_regs_per_block"] or smem > lim["max_smem_per_block"]:
+        return 0, 0.0, "does not fit"
+    per_part = lim["regs_per_sm"] // lim["reg_sub_partitions"]
+    limits = {  # ties name the first: a hardware maximum before a kernel resource
+        "threads": lim["max_warps_per_sm"] // warps,
+        "blocks": lim["max_blocks_per_sm"],
+        "registers": (per_part // regs_per_warp * lim["reg_sub_partitions"]) // warps
+        if regs_per_warp else lim["max_blocks_per_sm"],
+        "smem": lim["smem_per_sm"] // smem_block,
+    }
+    limiter = min(limits, key=lambda k: limits[k])
+    blocks = limits[limiter]
+    return blocks, blocks * warps / lim["max_warps_per_sm"], limiter
+
+
 class NominalDevice:
     """A device that is only described: planning (dmlq.gpu.plan) without a GPU or
     CuPy, on NumPy arrays standing in for device arrays. Launching refuses.
 
-    Occupancy is estimated from threads and shared memory alone (the registers
-    need the compiled kernel): it can be higher than a real device's."""
-
-    THREADS_PER_SM = 2048
-    BLOCKS_PER_SM = 32
-    SMEM_PER_SM = 228 * 1024
-    SMEM_RESERVED_PER_BLOCK = 1024
+    Occupancy comes from the H100 limits with threads and dynamic shared memory
+    alone (registers and static shared memory need the compiled kernel): it can be
+    higher than a real device's."""
 
     def __init__(self, info: DeviceInfo = None):
         self._info = info or DeviceInfo("NVIDIA H100 (nominal: no GPU, occupancy from threads and "
@@ -166,8 +202,7 @@ class NominalDevice:
 
     def resident_blocks(self, source: str, name: str, threads: int, smem: int) -> int:
         del source, name
-        by_smem = self.SMEM_PER_SM // (smem + self.SMEM_RESERVED_PER_BLOCK)
-        return max(1, min(self.THREADS_PER_SM // threads, self.BLOCKS_PER_SM, by_smem))
+        return max(1, occupancy(0, threads, smem)[0])
 
     def launch(self, source, name, grid, block, args, shared_mem=0):
         raise RuntimeError(f"{name}: a nominal device only plans; it cannot launch kernels")
