@@ -23,7 +23,7 @@
 //   Shared memory: (BM + BN) * BK = 16 KiB per stage, 4 stages = 64 KiB, two
 //   blocks per SM on A100 (164 KiB) and H100 (228 KiB).
 //   Registers: 128 int32 accumulators + 32 fragment registers + addresses;
-//   ptxas: 244-248 per thread, no spills, so 2 blocks * 128 threads fit 64 Ki.
+//   ptxas: 250 per thread, no spills, so 2 blocks * 128 threads fit 64 Ki.
 //
 // Data path:
 //   A tiles (BM x 64 bytes, K contiguous) and B tiles (64 x BN bytes, N
@@ -39,21 +39,34 @@
 //   4 prmt = k32 x n16. So lane (g, t) accumulates output columns 4t..4t+3.
 //   Epilogue: each warp restages its int32 tile through shared memory (32 rows
 //   a pass) and writes 16 outputs per lane with one 16-byte store.
-//   Edges: rows, columns and k outside the matrix are zero-filled (cp.async
-//   src-size), which adds 0 to the dot products; the zero-point terms use the
-//   pre-pass row and column sums, so the result is exact. VEC (16 or 4) is the
-//   cp.async width the launcher picks from the operands' bases and row
-//   strides: K or N a multiple of 16 gives 16-byte copies, a multiple of 4
-//   four 4-byte copies per chunk (same tile speed, more copy instructions);
-//   only an operand that fits neither is first padded by the launcher. The
-//   kernel traps on a misaligned operand.
-//   Main loop (sm_90 SASS, bench/results/static.md): 247 instructions per
-//   64x128x128 k-tile, 64 of them IMMA.16832, i.e. 1 in 3.9. A scheduler
-//   issues one instruction per cycle and needs one m16n8k32 every 4 cycles at
-//   the tensor-core peak, so issue no longer bounds the loop (it did at 741
-//   instructions, 1 MMA in 11.6, with a byte-gather path inlined in it).
-//   Source pointers advance per tile, stage indices count instead of taking
-//   kt % STAGES, and the K tail is clamped arithmetically.
+//   Edges: k outside the matrix (the last tile of a K that is not a multiple
+//   of 64) is zero-filled in both operands (cp.async src-size), which adds 0
+//   to the dot products; rows of A past M and columns of B past N only feed
+//   outputs that are never stored, so a tile inside K reads row 0 for them (A)
+//   or leaves them as they are (B); the zero-point terms use the pre-pass row
+//   and column sums, so the result is exact. VEC (16 or 4) is the cp.async
+//   width the launcher picks from the operands' bases and row strides: K or N
+//   a multiple of 16 gives 16-byte copies, a multiple of 4 four 4-byte copies
+//   per 16-byte chunk; only an operand that fits neither is first padded by
+//   the launcher. The kernel traps on a misaligned operand.
+//   Staging: a tile inside K whose B chunk (per thread) is whole or wholly
+//   past N takes the fast path: fixed-size copies with no zero fill, each one
+//   LDGSTS with immediate offsets from a per-chunk pointer (A: a pointer per
+//   chunk row plus k0; B: one pointer advanced per tile plus the chunk-row
+//   stride). The last tile of a ragged K, and the few threads whose B chunk
+//   N cuts inside a copy, take a rolled loop over the 8 chunks with byte
+//   counts and zero fill (its code is counted once in the static report).
+//   Main loop (sm_90 SASS, bench/results/static.md), per 64x128x128 k-tile
+//   with 64 IMMA.16832: 232 instructions with 16-byte copies (1 in 3.6; was
+//   246), 292 with 4-byte copies (1 in 4.6; was 498, 1 in 7.8, when every
+//   4-byte copy computed its own byte count, zero-fill predicate and source
+//   address adjustment). These static counts include the rolled edge loop
+//   (54 and 86 instructions), which a fast tile skips: it issues about 178
+//   (2.8 per MMA) and 206 (3.2 per MMA). A scheduler issues one instruction
+//   per cycle and needs one m16n8k32 every 4 cycles at the tensor-core peak,
+//   so issue does not bound either loop (it did at 741 instructions, 1 MMA in
+//   11.6, with a byte-gather path inlined in it). Stage indices count instead
+//   of taking kt % STAGES.
 
 #include "common.cuh"
 
@@ -87,6 +100,23 @@ __device__ __forceinline__ void cp_async_chunk(unsigned dst, const unsigned char
                    (DMLQ_IN("r", dst + off), DMLQ_IN("l", __cvta_generic_to_global(src + (b ? off : 0))),
                     DMLQ_IN("n", VEC), DMLQ_IN("r", b)));
     }
+  }
+}
+
+// 16 whole bytes as 16/VEC copies of VEC bytes, no zero fill: the fast path of
+// a tile that lies inside the matrix. Constant sizes and immediate offsets, so
+// each copy is one LDGSTS.
+template <int VEC>
+__device__ __forceinline__ void cp_async_whole(unsigned dst, const unsigned char* src) {
+  if constexpr (VEC == 16) {
+    DMLQ_PTX_MEM("cp.async.cg.shared.global [%0], [%1], 16;", (),
+                 (DMLQ_IN("r", dst), DMLQ_IN("l", __cvta_generic_to_global(src))));
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16 / VEC; ++j)
+      DMLQ_PTX_MEM("cp.async.ca.shared.global [%0], [%1], %2;", (),
+                   (DMLQ_IN("r", dst + j * VEC), DMLQ_IN("l", __cvta_generic_to_global(src + j * VEC)),
+                    DMLQ_IN("n", VEC)));
   }
 }
 
@@ -245,7 +275,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   constexpr int kr_step = NT / (BN / 16);
   const int a_row0 = tid >> 2, a_kc = tid & 3;
   const unsigned a_dst0 = sA + a_off(a_row0, a_kc);
-  const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M (never read)
+  const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M
   int a_rows = 0;         // bit i: chunk i's row is inside M
 #pragma unroll
   for (int i = 0; i < A_CH; ++i) {
@@ -253,6 +283,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     a_rows |= (gm < M) << i;
     a_src[i] = A + (gm < M ? static_cast<int64>(gm) * lda : 0) + a_kc * 16;
   }
+  const int64 a_chunk_step = static_cast<int64>(NT / 4) * lda;  // chunk i's row: a_src[0] + i * this
   const int b_kr0 = tid / (BN / 16), b_nc = tid % (BN / 16);
   const unsigned b_dst0 = sB + b_off<BN>(b_kr0, b_nc);
   const int b_n = n0 + b_nc * 16;
@@ -261,22 +292,45 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   const int64 b_chunk_step = static_cast<int64>(kr_step) * ldb;
   const int64 b_tile_step = static_cast<int64>(BK) * ldb;
 
-  // Stage k-tile [k0, k0 + BK) into stage `stage`; a_src / b_src point at k0.
+  // Stage k-tile [k0, k0 + BK) into stage `stage`; b_src points at k0.
+  // Fast path: a tile wholly inside K whose B chunk (this thread's) holds whole
+  // copies: every A copy is whole (rows past M read row 0: their outputs are
+  // not stored), B copies past N are skipped (same reason); fixed sizes, no
+  // zero fill, immediate offsets. Otherwise (the last tile of a K that is not
+  // a multiple of BK, or a B chunk cut by N inside a copy) a rolled loop
+  // stages every chunk with byte counts and zero fill.
+  const bool b_whole = b_nbytes == 16 || b_nbytes == 0;
   auto load_tile = [&](unsigned stage, int k0) {
-    // Bytes of this thread's A chunk left in the row (16 on every full tile).
-    const unsigned a_left = static_cast<unsigned>(min(max(k_end - (k0 + a_kc * 16), 0), 16));
-    const int b_rows_left = k_end - (k0 + b_kr0);  // chunk i is inside K when i * kr_step < this
+    const unsigned a_dst = a_dst0 + stage * A_STAGE, b_dst = b_dst0 + stage * B_STAGE;
+    if (k0 + BK <= k_end && b_whole) {
 #pragma unroll
-    for (int i = 0; i < A_CH; ++i) {
-      const unsigned bytes = ((a_rows >> i) & 1) ? a_left : 0u;
-      cp_async_chunk<VEC>(a_dst0 + stage * A_STAGE + i * (NT / 4) * BK,
-                          reinterpret_cast<const unsigned char*>(bytes ? a_src[i] + k0 : A), bytes);
-    }
+      for (int i = 0; i < A_CH; ++i)
+        cp_async_whole<VEC>(a_dst + i * (NT / 4) * BK, reinterpret_cast<const unsigned char*>(a_src[i] + k0));
+      if (b_nbytes != 0) {
 #pragma unroll
-    for (int i = 0; i < B_CH; ++i) {
-      const unsigned bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;
-      cp_async_chunk<VEC>(b_dst0 + stage * B_STAGE + i * kr_step * BN,
-                          reinterpret_cast<const unsigned char*>(bytes ? b_src + i * b_chunk_step : B), bytes);
+        for (int i = 0; i < B_CH; ++i)
+          cp_async_whole<VEC>(b_dst + i * kr_step * BN, reinterpret_cast<const unsigned char*>(b_src + i * b_chunk_step));
+      }
+    } else {
+      // Bytes of this thread's A chunk left in the row (16 on every full tile).
+      const unsigned a_left = static_cast<unsigned>(min(max(k_end - (k0 + a_kc * 16), 0), 16));
+      const int b_rows_left = k_end - (k0 + b_kr0);  // chunk i is inside K when i * kr_step < this
+#pragma unroll 1
+      for (int c = 0; c < A_CH + B_CH; ++c) {
+        unsigned dst, bytes;
+        const unsigned char* src;
+        if (c < A_CH) {
+          bytes = ((a_rows >> c) & 1) ? a_left : 0u;
+          dst = a_dst + c * (NT / 4) * BK;
+          src = reinterpret_cast<const unsigned char*>(bytes ? a_src[0] + c * a_chunk_step + k0 : A);
+        } else {
+          const int i = c - A_CH;
+          bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;
+          dst = b_dst + i * kr_step * BN;
+          src = reinterpret_cast<const unsigned char*>(bytes ? b_src + i * b_chunk_step : B);
+        }
+        cp_async_chunk<VEC>(dst, src, bytes);
+      }
     }
     b_src += b_tile_step;
   };

@@ -166,8 +166,8 @@ MUTATIONS: list[Mutation] = [
       "B swizzle mask & 6 -> & 14 (chunks leave the row)", "index"),
     M("matmul_mma.cu", "const int lb_k = (q >> 1) * 16 + (q & 1) * 2 +", "const int lb_k = (q >> 1) * 16 + (q & 1) * 1 +",
       "ldmatrix.trans k-row offset of odd matrices 2 -> 1", "index"),
-    M("matmul_mma.cu", "const unsigned bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;",
-      "const unsigned bytes = i * kr_step <= b_rows_left ? b_nbytes : 0u;",
+    M("matmul_mma.cu", "bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;",
+      "bytes = i * kr_step <= b_rows_left ? b_nbytes : 0u;",
       "B k-edge `i * kr_step < b_rows_left` -> `<=` (row K staged)", "comparison"),
     M("matmul_mma.cu", "ph * 32 + r;\n      if (m >= M) continue;", "ph * 32 + r;\n      if (m > M) continue;",
       "epilogue row guard `m >= M` -> `m > M`", "comparison"),
@@ -268,6 +268,23 @@ MUTATIONS: list[Mutation] = [
       "B source pointer not advanced per k tile (stride dropped)", "stride"),
     M("avgpool.cu", "    int carry = od >= OD;", "    int carry = od > OD;",
       "general: plane carry `od >= OD` -> `od > OD`", "comparison"),
+    # ------------------------------------------------------------ fourth batch: the tile
+    # staging fast paths (mma: whole copies inside K; dp4a: word loads inside K)
+    M("matmul_mma.cu", "    if (k0 + BK <= k_end && b_whole) {", "    if (k0 < k_end && b_whole) {",
+      "staging fast path also taken by the K tail tile (no zero fill, reads past K)", "comparison"),
+    M("matmul_mma.cu", "const bool b_whole = b_nbytes == 16 || b_nbytes == 0;",
+      "const bool b_whole = b_nbytes % 4 == 0;",
+      "staging fast path for a B chunk that N cuts after a whole word (copies past N)", "comparison"),
+    M("matmul_mma.cu", "      if (b_nbytes != 0) {", "      if (b_nbytes >= 0) {",
+      "staging fast path copies B chunks wholly past N", "comparison"),
+    M("matmul_mma.cu", "          bytes = ((a_rows >> c) & 1) ? a_left : 0u;", "          bytes = a_left;",
+      "edge loop: A rows past M staged (row bit ignored)", "index"),
+    M("matmul_mma.cu", "  const int64 a_chunk_step = static_cast<int64>(NT / 4) * lda;",
+      "  const int64 a_chunk_step = static_cast<int64>(NT / 8) * lda;",
+      "edge loop: A chunk-row stride halved", "stride"),
+    M("matmul_mma.cu", "__cvta_generic_to_global(src + j * VEC)),\n                    DMLQ_IN(\"n\", VEC)));\n  }\n}",
+      "__cvta_generic_to_global(src + (j ^ 1) * VEC)),\n                    DMLQ_IN(\"n\", VEC)));\n  }\n}",
+      "whole 4-byte copies: words of a pair swapped", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu")

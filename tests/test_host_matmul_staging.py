@@ -1,0 +1,105 @@
+"""Host-harness cases for the matmul kernels' tile staging paths.
+
+matmul_mma stages a tile that lies wholly inside K with fixed-size copies and
+no zero fill (A rows past M read row 0, B copies past N are skipped: those
+only feed outputs that are not stored) and sends everything else (the last
+tile of a K that is not a multiple of 64, a B chunk cut by N inside one copy)
+through a rolled loop with byte counts and zero fill. matmul_dp4a does the
+same with word loads and byte gathers. These cases put every edge on both
+sides of that split, for both cp.async widths (4 and 16 bytes), with operands
+that are views of their own exact extent: the harness allocates each one
+exactly from its first to its last element, so a copy or load one byte past
+the last row is an ASan report. Tests are named `emulated` so that
+tools/mutate.py selects them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import as_strided
+
+from dmlq import reference as ref
+from dmlq.gpu import matmul
+
+TYPES = [("int8", "int8", "int8"), ("uint8", "int8", "uint8"), ("int8", "uint8", "uint8"),
+         ("uint8", "uint8", "int8")]
+
+
+def exact_view(rng, shape, strides, skew, dtype):
+    """Random values of `dtype` in a view of `shape` with element `strides`
+    (last one 1) whose base lies `skew` bytes past a 16-byte boundary and whose
+    allocation (its own root: as_strided's base is no ndarray) ends at its
+    last element."""
+    info = np.iinfo(dtype)
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    buf = np.zeros(span + 32, dtype)
+    off = (skew - buf.ctypes.data) % 16
+    v = as_strided(buf[off:], shape=shape, strides=tuple(s * buf.itemsize for s in strides))
+    v[...] = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+    assert v.ctypes.data % 16 == skew
+    return v
+
+
+def run_case(host, rng, variant, M, K, N, lda, a_skew, ldb, b_skew, types, batch=None, splits=None,
+             per_axis=True):
+    ta, tb, to = types
+    if batch:
+        nb, a_bs, b_bs = batch
+        a = exact_view(rng, (nb, M, K), (a_bs, lda, 1), a_skew, ta)
+        b = exact_view(rng, (nb, K, N), (b_bs, ldb, 1), b_skew, tb)
+    else:
+        a = exact_view(rng, (M, K), (lda, 1), a_skew, ta)
+        b = exact_view(rng, (K, N), (ldb, 1), b_skew, tb)
+    ia, ib, io = np.iinfo(ta), np.iinfo(tb), np.iinfo(to)
+    n_a, n_b = (M, N) if per_axis else (1, 1)
+    a_s = rng.uniform(0.5, 2, n_a).astype(np.float32)
+    b_s = rng.uniform(0.5, 2, n_b).astype(np.float32)
+    o_s = (rng.uniform(0.5, 2, n_a) * max(K, 1) * 64).astype(np.float32)
+    a_zp = rng.integers(ia.min, ia.max + 1, n_a).astype(ta)
+    b_zp = rng.integers(ib.min, ib.max + 1, n_b).astype(tb)
+    o_zp = rng.integers(io.min, io.max + 1, n_a).astype(to)
+    shape = a.shape[:-2] + (M, N)
+    want = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty(shape, to))
+    out = np.full(shape, 0x5A, np.uint8).view(to)
+    host.calls.clear()
+    kw = {} if splits is None else {"splits": splits}
+    matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant=variant, **kw)
+    np.testing.assert_array_equal(out, want, err_msg=f"{variant} M={M} K={K} N={N} lda={lda} ldb={ldb}")
+    return [c[0] for c in host.calls]
+
+
+# (M, K, N, lda, A skew, ldb, B skew, batch (count, A stride, B stride), splits), and
+# the cp.async width the launcher must pick (min of the operands' widths).
+MMA_CASES = [
+    # 4-byte copies
+    ((37, 70, 40, 72, 4, 48, 0, None, None), 4),       # K tail of 6: a part-word A copy, B rows past K
+    ((20, 128, 133, 128, 0, 136, 8, None, None), 4),   # N = 133: a part-word B copy in every tile
+    ((130, 200, 70, 200, 0, 72, 4, None, None), 4),    # M past one tile, K tail 8, N chunk of 6 bytes
+    ((16, 12, 16, 12, 0, 16, 0, None, None), 4),       # K < 16: one tile, shorter than the pipeline
+    ((16, 1000, 20, 1000, 4, 20, 0, None, 3), 4),      # split-K over K % 64 = 40
+    ((1, 68, 9, 68, 0, 12, 4, None, None), 4),         # one row of A; N = 9
+    ((50, 192, 36, 192, 4, 36, 0, None, None), 4),     # whole tiles only; N chunk of one word
+    ((33, 260, 132, 260, 0, 132, 0, None, None), 4),   # contiguous; K tail of one word, N tail of one word
+    ((24, 100, 28, 100, 0, 28, 4, (2, 2404, 2804), None), 4),  # a batch with 4-aligned strides
+    ((131, 63, 129, 64, 4, 132, 0, None, None), 4),    # K = 63 (one part tile), M and N one past a tile
+    ((5, 64, 7, 64, 4, 8, 0, None, None), 4),          # N < 16, whole tiles: chunks past N are not read
+    # 16-byte copies, the same edges
+    ((37, 70, 40, 80, 0, 48, 0, None, None), 16),      # K tail of 6 inside a 16-byte chunk
+    ((20, 128, 133, 128, 0, 144, 0, None, None), 16),  # N = 133: a part chunk in every tile
+    ((130, 192, 48, 192, 0, 48, 0, None, None), 16),   # whole tiles; rows past M read row 0
+    ((16, 1000, 20, 1008, 0, 32, 0, None, 3), 16),     # split-K
+    ((5, 128, 7, 128, 0, 16, 0, None, None), 16),      # N < 16, whole tiles
+]
+
+
+@pytest.mark.parametrize("case,vec", MMA_CASES)
+def test_emulated_mma_staging_edges(host, rng, case, vec):
+    if "mma-128x128" not in matmul.VARIANTS:
+        pytest.skip("mma kernel source absent")
+    M, K, N, lda, a_skew, ldb, b_skew, batch, splits = case
+    types = TYPES[(M + K + N) % 4]
+    names = run_case(host, rng, "mma-128x128", M, K, N, lda, a_skew, ldb, b_skew, types, batch, splits)
+    mma = [n for n in names if n.startswith("matmul_mma")]
+    assert mma and all(n.endswith(f", {vec}>") for n in mma), names
+    if splits:
+        assert any(n.startswith("matmul_splitk_epilogue") for n in names), names
