@@ -37,12 +37,30 @@
 //   loads at peak, half the 128 B/clk shared bandwidth; staging costs ~40
 //   instructions per 512 dp4a. Register prefetch of the next tile into two
 //   shared buffers, one __syncthreads per tile. Target >= 60% of dp4a peak.
-//   ptxas (sm_90): 156 registers for 128x64 (3 blocks = 12 warps per SM, 64
-//   independent accumulators per thread for ILP), 101 for 64x64, 80 for 32x32,
-//   168 for wide (8 B spill, rare path); no spills elsewhere.
-//   Loads are 4-byte words when a row is 4-byte aligned (base and lda/ldb
-//   multiples of 4), else predicated byte loads (K % 4 != 0 costs ~2x on
-//   loads only). Edges are predicated; nothing is padded or copied.
+//   ptxas (sm_90): 167 registers for 128x64 (3 blocks = 12 warps per SM, 64
+//   independent accumulators per thread for ILP), 95 for 64x64, 72 for
+//   32x32, 189 for wide (2 blocks); no spills.
+//   Staging: a tile inside K is loaded as 32-bit words when the operand's rows
+//   are 4-byte aligned (base and lda/ldb multiples of 4), one LDG per word
+//   with no predicates: rows of A past M read row M - 1 and B columns wholly
+//   past N read columns 0..3, since those only feed outputs that are never
+//   stored. The last tile of a K that is not a multiple of BK, unaligned rows
+//   and a B word cut by N take the edge path: each word is read as the 4-byte
+//   window inside its row that ends at the row's end where the word runs past
+//   it (4 byte loads, no predicates unless the row is shorter than 4 bytes)
+//   and one byte_perm moves the wanted bytes down with zeros above, so A reads
+//   0 past K (B rows past K read row K - 1; the wide kernel zeroes them for
+//   its column sums). Nothing is padded or copied.
+//   Main loop (sm_90 SASS, bench/results/static.md; both paths' code counted
+//   once): 808 instructions per 512 DP4A for 128x64 (1 in 1.6; was 987), 501
+//   per 256 for 64x64 (1 in 2.0; was 599), 357-360 per 128 for 32x32 (1 in
+//   2.8; was 451, 1 in 3.5, with a predicated word-or-bytes load per word),
+//   840 per 352 for wide (1 in 2.4; was 908). A tile on the word path skips
+//   both edge paths (about 130 of the 32x32 loop's instructions, 220 of
+//   128x64's) and issues about 1.8 (32x32) and 1.15 (128x64) instructions per
+//   DP4A: at 64 dp4a/SM/clk a scheduler may issue 2 per DP4A, so issue does
+//   not bound the loop there; the edge path alone costs about one more
+//   instruction per DP4A.
 // Indexing: every address is 64-bit (int64 strides); M, N, K are int.
 #include "common.cuh"
 
@@ -82,15 +100,24 @@ __device__ __forceinline__ unsigned dot4<uint8, uint8>(unsigned a, unsigned b, u
 enum : unsigned { kOnes = 0x01010101u };
 enum : int { kChunkK = 32768 };  // int32 partials stay exact up to here
 
-// Bytes p[0..3] little-endian in one word; bytes at index >= valid read as 0
-// and are never dereferenced.
-__device__ __forceinline__ unsigned load_word(const unsigned char* p, int valid, bool aligned) {
-  if (aligned && valid >= 4) return __ldg(reinterpret_cast<const unsigned*>(p));
-  unsigned w = 0;
+// The edge path reads a word as the 4-byte window inside the row that ends at
+// the row's end where the word runs past it, a byte at a time, then moves the
+// wanted bytes, d bytes into the window, down to byte 0 (zeros above).
+// shift_sel(d) is the byte_perm selector of that move on the two halves
+// [w0, w1, 0, 0] and [w2, w3, 0, 0] (byte indices 0, 1, 4, 5; 2 is a 0).
+__device__ __forceinline__ unsigned shift_sel(int d) {
+  return 0x22225410u >> (4 * min(d, 4));
+}
+
+// Window bytes p[0..3] (those at i >= len, len >= 1, read as 0 and never
+// dereferenced: len < 4 only for rows shorter than 4 bytes), moved by `sel`.
+__device__ __forceinline__ unsigned window_word(const unsigned char* p, int len, unsigned sel) {
+  unsigned b[4];
+  b[0] = __ldg(p);
 #pragma unroll
-  for (int b = 0; b < 4; ++b)
-    if (b < valid) w |= static_cast<unsigned>(__ldg(p + b)) << (8 * b);
-  return w;
+  for (int i = 1; i < 4; ++i) b[i] = i < len ? static_cast<unsigned>(__ldg(p + i)) : 0u;
+  // b[i] < 256, so byte 1 of each is 0.
+  return __byte_perm(__byte_perm(b[0], b[1], 0x1140), __byte_perm(b[2], b[3], 0x1140), sel);
 }
 
 // 4x4 byte transpose: word r holds row r's bytes for columns 0..3; word c of
@@ -161,33 +188,78 @@ __device__ __forceinline__ void gemm(
   // (k-words b_kq + s*B_KQ_STEP, columns b_n..b_n+3).
   const int a_kq = tid % KQ;
   const int a_m = tid / KQ;
-  const int a_rows_left = M - (m0 + a_m);
-  const unsigned char* a_src = Ab + static_cast<int64>(m0 + a_m) * lda + 4 * a_kq;
   const int b_n = 4 * (tid % (BN / 4));
   const int b_kq = tid / (BN / 4);
   const int b_cols_left = N - (n0 + b_n);
-  const unsigned char* b_src = Bb + n0 + b_n;
 
   unsigned ra[A_PER];
   unsigned rb[B_PER][4];
 
+  // Rows of A past M and columns of B past N only feed outputs that are not
+  // stored, so they read any bytes inside the matrix instead of 0: A word s
+  // reads row min(m0 + a_m + s*A_ROW_STEP, M - 1) (a_p[s]); B columns
+  // wholly past N read columns 0..3 (when N >= 4). K is the one edge that must
+  // read 0 (in A; and in B as well for the wide kernel's column sums).
+  // Word path (per operand): a tile inside K with the operand's rows 4-byte
+  // aligned (for B also this thread's 4 columns whole or redirected): one
+  // 32-bit load per word, no predicates. Edge path (the last tile of a K that
+  // is not a multiple of BK, unaligned rows, a column word cut by N): each word
+  // is read as the 4-byte window inside the row that ends at the row's end
+  // where the word runs past it, a byte at a time, and shifted into place.
+  const unsigned char* a_p[A_PER];  // word s of tile 0
+#pragma unroll
+  for (int s = 0; s < A_PER; ++s)
+    a_p[s] = Ab + static_cast<int64>(min(m0 + a_m + s * A_ROW_STEP, M - 1)) * lda + 4 * a_kq;
+  const bool b_redirect = b_cols_left <= 0 && N >= 4;
+  const bool b_words = b_al && (b_cols_left >= 4 || b_redirect);
+  const unsigned char* b_p = Bb + (b_redirect ? 0 : n0 + b_n) + static_cast<int64>(4 * b_kq) * ldb;
+  const int64 b_tile_step = static_cast<int64>(BK) * ldb;
+  // Edge path, B: the column window [b_ns, b_ns + 4) and the selector that
+  // brings columns n0 + b_n.. to byte 0 (wholly past N: 0).
+  const int b_ns = max(min(n0 + b_n, N - 4), 0);
+  const unsigned b_sel = shift_sel(n0 + b_n - b_ns);
+  const unsigned char* b_edge = Bb + b_ns;
+  const int b_len = N - b_ns;  // bytes in the window (4 unless N < 4)
+  // Which operands may take the word path (an int, tested per tile, so that
+  // the compiler keeps it instead of recomputing the alignment tests).
+  const int word_path = (a_al ? 1 : 0) | (b_words ? 2 : 0);
+
   auto load_tile = [&](int kt) {
     const int k0 = kt * BK;
+    const bool full = k0 + BK <= K;
+    if (full && (word_path & 1)) {
 #pragma unroll
-    for (int s = 0; s < A_PER; ++s) {
-      const bool row_ok = s * A_ROW_STEP < a_rows_left;
-      ra[s] = row_ok ? load_word(a_src + static_cast<int64>(s * A_ROW_STEP) * lda + k0,
-                                 K - (k0 + 4 * a_kq), a_al)
-                     : 0u;
+      for (int s = 0; s < A_PER; ++s) ra[s] = __ldg(reinterpret_cast<const unsigned*>(a_p[s] + k0));
+    } else {
+      const int kw = k0 + 4 * a_kq;               // the word's first k
+      const int ks = max(min(kw, K - 4), 0);      // the window's
+      const unsigned sel = shift_sel(kw - ks);
+#pragma unroll
+      for (int s = 0; s < A_PER; ++s) ra[s] = window_word(a_p[s] + (ks - 4 * a_kq), K - ks, sel);
     }
+    if (full && (word_path & 2)) {
 #pragma unroll
-    for (int s = 0; s < B_PER; ++s) {
+      for (int s = 0; s < B_PER; ++s)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int k = k0 + 4 * (b_kq + s * B_KQ_STEP) + r;
-        rb[s][r] = k < K ? load_word(b_src + static_cast<int64>(k) * ldb, b_cols_left, b_al) : 0u;
+        for (int r = 0; r < 4; ++r)
+          rb[s][r] = __ldg(reinterpret_cast<const unsigned*>(b_p + static_cast<int64>(4 * s * B_KQ_STEP + r) * ldb));
+    } else {
+#pragma unroll
+      for (int s = 0; s < B_PER; ++s) {
+        // Rows past K read row K - 1 (A is 0 there; the wide kernel zeroes them).
+        const int k = k0 + 4 * (b_kq + s * B_KQ_STEP);
+        const unsigned char* q = b_edge + static_cast<int64>(static_cast<unsigned>(min(k, K - 1))) * ldb;
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          rb[s][r] = window_word(q, b_len, b_sel);
+          if constexpr (WIDE) {
+            if (k + r >= K) rb[s][r] = 0u;  // the column sums see B alone
+          }
+          if (r < 3 && k + r + 1 < K) q += ldb;
+        }
       }
     }
+    b_p += b_tile_step;
   };
 
   auto store_tile = [&](int buf) {

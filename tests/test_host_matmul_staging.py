@@ -103,3 +103,56 @@ def test_emulated_mma_staging_edges(host, rng, case, vec):
     assert mma and all(n.endswith(f", {vec}>") for n in mma), names
     if splits:
         assert any(n.startswith("matmul_splitk_epilogue") for n in names), names
+
+
+# (M, K, N, lda, A skew, ldb, B skew): matmul_dp4a's word path needs a tile
+# inside K and 4-byte aligned rows; everything else goes through the byte
+# windows. Rows past M read the last row, B columns wholly past N read columns
+# 0..3 (N >= 4), B rows past K read row K - 1 (zeroed for the wide kernel).
+DP4A_CASES = [
+    (37, 70, 40, 72, 0, 40, 0),      # aligned; K tail of 6 (a part word); M tail; N inside a tile
+    (33, 67, 45, 67, 1, 45, 3),      # unaligned rows (contiguous, K % 4 = 3, N % 4 = 1)
+    (5, 3, 7, 3, 0, 7, 0),           # K < 4: windows shorter than a word
+    (6, 9, 2, 12, 4, 2, 0),          # N < 4
+    (5, 64, 3, 64, 0, 4, 0),         # N < 4 with aligned rows: no column redirect, last row in a whole tile
+    (1, 1, 1, 1, 0, 1, 0),           # one byte each
+    (2, 2, 3, 2, 0, 3, 0),           # operands of 4 and 6 bytes
+    (64, 96, 64, 96, 0, 64, 0),      # whole tiles only (the word path throughout)
+    (70, 64, 33, 64, 4, 36, 0),      # N = 33 with aligned rows: a word cut by N, words past N
+    (17, 200, 19, 201, 2, 19, 1),    # several tiles, unaligned, K tail of 8
+    (130, 33, 131, 36, 0, 132, 0),   # aligned, K tail of 1 (a one-byte window), M and N past a tile
+]
+
+
+@pytest.mark.parametrize("variant", sorted(matmul.DP4A_CONFIGS))
+@pytest.mark.parametrize("case", DP4A_CASES)
+def test_emulated_dp4a_staging_edges(host, rng, variant, case):
+    M, K, N, lda, a_skew, ldb, b_skew = case
+    types = TYPES[(M + K + N) % 4]
+    names = run_case(host, rng, variant, M, K, N, lda, a_skew, ldb, b_skew, types)
+    assert any(n.startswith("matmul_dp4a") for n in names), names
+
+
+@pytest.mark.parametrize("variant", sorted(matmul.DP4A_CONFIGS))
+def test_emulated_dp4a_reversed_rows_and_batches(host, rng, variant):
+    """Negative row strides (a view with its rows reversed) and batch strides:
+    rows past M and K still read inside each operand's exact extent."""
+    ta, tb, to = TYPES[1]
+    a = exact_view(rng, (45, 38), (40, 1), 0, ta)[::-1]
+    b = exact_view(rng, (38, 21), (24, 1), 0, tb)[::-1]
+    a3 = exact_view(rng, (3, 9, 50), (470, 52, 1), 0, ta)
+    b3 = exact_view(rng, (3, 50, 35), (1800, 36, 1), 0, tb)
+    for a_, b_ in ((a, b), (a3, b3)):
+        M, K = a_.shape[-2:]
+        N = b_.shape[-1]
+        a_s = rng.uniform(0.5, 2, M).astype(np.float32)
+        b_s = rng.uniform(0.5, 2, N).astype(np.float32)
+        o_s = np.float32([K * 64.0])
+        a_zp = rng.integers(-128, 128, M).astype(ta)
+        b_zp = rng.integers(0, 256, N).astype(tb)
+        o_zp = np.array([3], to)
+        shape = np.broadcast_shapes(a_.shape[:-2], b_.shape[:-2]) + (M, N)
+        want = ref.quantized_matmul(a_, a_s, a_zp, b_, b_s, b_zp, o_s, o_zp, np.empty(shape, to))
+        out = np.full(shape, 0x5A, np.uint8).view(to)
+        matmul.quantized_matmul(a_, a_s, a_zp, b_, b_s, b_zp, o_s, o_zp, out, variant=variant)
+        np.testing.assert_array_equal(out, want, err_msg=f"{variant} {a_.shape} {b_.shape}")
