@@ -55,3 +55,67 @@ def test_repeated_call_overhead(benchmark, stubbed, call):
         median = benchmark.stats.stats.median
         benchmark.extra_info["median_s"] = median
         assert median <= TARGET_S, f"{call}: {median * 1e6:.1f} us of Python per call (target 10 us)"
+
+
+# The GPU backend's own Python on a repeated call: planning (variant, grid, block),
+# argument packing and the launch call, on a device whose launch returns at once
+# (NumPy arrays stand in for device arrays). Added to the API's share above, this is
+# dmlq's whole Python cost of a GPU call; no target is asserted for it alone.
+class _LaunchlessDevice:
+    """dmlq.gpu.device's interface on NumPy arrays, with launches that do nothing."""
+
+    def __init__(self):
+        from dmlq.gpu import device
+
+        self._nominal = device.NominalDevice()
+        self.xp, self.is_array = self._nominal.xp, self._nominal.is_array
+        self.info, self.resident_blocks = self._nominal.info, self._nominal.resident_blocks
+        self._ptrs = {}
+
+    def ptr(self, a):
+        """A NumPy array's address, looked up as cheaply as CuPy's ``a.data.ptr`` (NumPy's
+        own ``__array_interface__`` costs a microsecond, CuPy's attribute a few dozen ns)."""
+        p = self._ptrs.get(id(a))
+        if p is None:
+            p = self._ptrs[id(a)] = (a, self._nominal.ptr(a))
+        return p[1]
+
+    @staticmethod
+    def launch(source, name, grid, block, args, shared_mem=0):
+        return None
+
+
+def _backend_calls():
+    from dmlq.gpu import ops
+
+    one, zp = np.full((1,), 0.02, f32), np.full((1,), 3, u8)
+    return {
+        "quantize_linear": (ops.quantize_linear, ("x", f32(0.02), u8(128)), ("xq",)),
+        "dequantize_linear": (ops.dequantize_linear, ("q", f32(0.02), u8(128)), ("qf",)),
+        "quantized_add": (ops.quantized_add, ("q", f32(0.02), u8(128), "q", f32(0.03), u8(120), f32(0.05),
+                                              u8(128)), ("qq",)),
+        "quantized_matmul": (ops.quantized_matmul, ("m", one, zp, "w", "ws", None, one, None), ("mo",)),
+        "quantized_avg_pool": (ops.quantized_avg_pool, ("img", one, zp, one, zp), ("po", (2, 2), (2, 2), (0, 0),
+                                                                                  (0, 0), (1, 1), False)),
+    }
+
+
+@pytest.mark.parametrize("call", sorted(CALLS.keys() - {"quantize_linear-arrays"}))
+def test_gpu_backend_python_per_call(benchmark, monkeypatch, call):
+    from dmlq.gpu import device
+
+    monkeypatch.setattr(device, "backend", _LaunchlessDevice())
+    rng = np.random.default_rng(0)
+    arrays = dict(x=rng.standard_normal(1024).astype(f32), xq=np.empty(1024, u8), qf=np.empty(1024, f32),
+                  q=rng.integers(0, 256, 1024, dtype=u8), qq=np.empty(1024, u8),
+                  m=rng.integers(0, 256, (16, 64), dtype=u8), w=rng.integers(-128, 128, (64, 32), dtype=i8),
+                  ws=np.full((32,), 0.01, f32), mo=np.empty((16, 32), i8),
+                  img=rng.integers(0, 256, (1, 4, 8, 8), dtype=u8), po=np.empty((1, 4, 4, 4), u8))
+    fn, args, rest = _backend_calls()[call]
+    resolve = lambda v: arrays[v] if isinstance(v, str) else v  # noqa: E731
+    args = [resolve(v) for v in args] + [resolve(v) for v in rest]
+    fn(*args)
+    benchmark.extra_info.update(impl="dmlq:gpu-backend-python")
+    benchmark(fn, *args)
+    if benchmark.stats is not None:
+        benchmark.extra_info["median_s"] = benchmark.stats.stats.median

@@ -678,8 +678,8 @@ def test_odd_sizes_and_alignment(dev, rng, n):
 @pytest.mark.parametrize("variant", ["strided"])
 def test_wide_index_kernels(dev, launched, monkeypatch, request, rng, variant):
     """The 64-bit strided kernels on small inputs (forced), every operator family."""
-    ew._layout_plan.cache_clear()  # plans are memoized with their 32/64-bit choice
-    request.addfinalizer(ew._layout_plan.cache_clear)
+    ew.clear_plan_cache()  # plans are memoized with their 32/64-bit choice
+    request.addfinalizer(ew.clear_plan_cache)
     monkeypatch.setattr(ew, "needs_wide", lambda lay: True)
     for op, inputs, odt in _cases(rng):
         inputs = tuple(layout(v[:4096].reshape(64, 64), "T") if _is_tensor(v) else v for v in inputs)

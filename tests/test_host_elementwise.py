@@ -121,7 +121,7 @@ def _views(rng, dtype, make):
 def test_strided_views_and_broadcasts(host, rng, monkeypatch, wide):
     if wide:  # force the 64-bit index path on small shapes
         monkeypatch.setattr(ew, "needs_wide", lambda layout: True)
-        ew._layout_plan.cache_clear()
+        ew.clear_plan_cache()
     try:
         for x in _views(rng, "float32", lambda s, d: fvals(rng, s, d)):
             s = scales(rng, (1,) + x.shape[1:2] + (1,))
@@ -133,7 +133,7 @@ def test_strided_views_and_broadcasts(host, rng, monkeypatch, wide):
             x = fvals(rng, big.shape, "float32")
             check_quantize(rng, x, np.float32(0.3), np.int8(1), "int8", None, out=big)
     finally:
-        ew._layout_plan.cache_clear()
+        ew.clear_plan_cache()
 
 
 @pytest.mark.parametrize("ta,tb,to", [(a, b, o) for a in QTYPES for b in QTYPES for o in QTYPES])

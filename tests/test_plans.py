@@ -243,3 +243,38 @@ def test_zero_points_of_zero_reach_the_backend_as_omitted_and_scalars_stay_on_th
     b = api._Builder(api._MATMUL, api.GPU, vals, None)
     plan = api._MATMUL.planner(b, None)
     assert plan.conv[2](vals[2]) is None and plan.conv[5](vals[5]) is None
+
+
+def test_repeated_calls_reuse_their_plan(host, rng, monkeypatch):
+    """A repeated call (same shapes, strides, dtypes, alignment) skips planning; another
+    alignment plans again (the contig kernel's scalar head depends on it); results stay exact."""
+    from dmlq import reference
+
+    elementwise.clear_plan_cache()
+    made = []
+    real = elementwise.plan_quantize_linear
+
+    def counting(*args, **kw):
+        made.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(elementwise, "plan_quantize_linear", counting)
+    buf = rng.standard_normal(1001).astype(f32)
+    for x in (buf[:1000], buf[:1000], buf[1:]):
+        out = np.full(1000, 0xA5, u8)
+        elementwise.quantize_linear(x, np.float32(0.01), np.uint8(7), out)
+        np.testing.assert_array_equal(out, reference.quantize_linear(x, np.float32(0.01), np.uint8(7),
+                                                                     np.empty(1000, u8)))
+    assert len(made) == 2
+    matmul_plans = []
+    real_mm = matmul.plan_quantized_matmul
+    monkeypatch.setattr(matmul, "plan_quantized_matmul", lambda *a, **k: matmul_plans.append(1) or real_mm(*a, **k))
+    a = rng.integers(0, 256, (5, 7), dtype=u8)
+    w = rng.integers(-128, 128, (7, 3), dtype=i8)
+    for zp in (np.ones(1, u8), np.ones(1, u8), None):
+        out = np.empty((5, 3), i8)
+        matmul.quantized_matmul(a, np.ones(1, f32), zp, w, np.ones(1, f32), None, np.ones(1, f32), None, out)
+        np.testing.assert_array_equal(out, reference.quantized_matmul(
+            a, np.ones(1, f32), zp, w, np.ones(1, f32), None, np.ones(1, f32), None, np.empty((5, 3), i8)))
+    assert len(matmul_plans) == 2  # a zero point present or omitted are two plans
+    elementwise.clear_plan_cache()

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device
 from .device import NULL
-from .plan import Launch, Plan, execute
+from .plan import Launch, Memo, Plan, device_key, execute
 
 SOURCE = "avgpool.cu"
 QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
@@ -251,12 +251,19 @@ def _c_contiguous(a) -> bool:
     return True if flags is None else bool(flags.c_contiguous)
 
 
+_memo = Memo()
+
+
 def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
                        strides, start_padding, end_padding, dilations, include_padding, *,
                        variant=None):
-    plan = plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
-                                   window_size, strides, start_padding, end_padding, dilations,
-                                   include_padding, variant=variant)
+    key = (*device_key(), variant, x.shape, x.strides, x.dtype, out.shape, out.dtype, _c_contiguous(out),
+           tuple(window_size), tuple(strides), tuple(start_padding), tuple(end_padding), tuple(dilations),
+           bool(include_padding), *((None if v is None else (v.size, v.dtype))
+                                    for v in (x_scale, x_zero_point, out_scale, out_zero_point)))
+    plan = _memo.get(key, lambda: plan_quantized_avg_pool(
+        x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size, strides, start_padding,
+        end_padding, dilations, include_padding, variant=variant))
     if not plan.launches:
         return out
     xp = device.xp()

@@ -150,6 +150,11 @@ H100_LIMITS = dict(
 )
 
 
+@functools.lru_cache(maxsize=1024)
+def _occupancy_h100(regs: int, threads: int, smem: int):
+    return occupancy(regs, threads, smem)
+
+
 def occupancy(regs: int, threads: int, smem: int, lim=H100_LIMITS):
     """(blocks per SM, fraction of max warps, limiting factor) by the CUDA occupancy
     calculator's rules; ``regs`` per thread (0 when unknown: no register limit),
@@ -202,7 +207,7 @@ class NominalDevice:
 
     def resident_blocks(self, source: str, name: str, threads: int, smem: int) -> int:
         del source, name
-        return max(1, occupancy(0, threads, smem)[0])
+        return max(1, _occupancy_h100(0, threads, smem)[0])
 
     def launch(self, source, name, grid, block, args, shared_mem=0):
         raise RuntimeError(f"{name}: a nominal device only plans; it cannot launch kernels")
@@ -239,6 +244,36 @@ class Fresh:
             step *= max(n, 1)
         self.strides = tuple(reversed(strides))
         self.size = int(np.prod(self.shape, dtype=np.int64))
+
+
+_NAMES: dict = {}
+
+
+def dtype_name(dt) -> str:
+    """``dt.name``, memoized (NumPy computes it anew on every access)."""
+    name = _NAMES.get(dt)
+    if name is None:
+        name = _NAMES[dt] = np.dtype(dt).name
+    return name
+
+
+def extent(a):
+    """[lo, hi) device byte range an array's elements occupy."""
+    lo = hi = ptr(a)
+    for n, s in zip(a.shape, a.strides):
+        if s < 0:
+            lo += s * (n - 1)
+        else:
+            hi += s * (n - 1)
+    return lo, hi + a.itemsize
+
+
+def overlaps(x, y) -> bool:
+    """Whether two arrays' byte ranges intersect (NumPy's may_share_memory bounds test)."""
+    if x.size == 0 or y.size == 0:
+        return False
+    (lx, hx), (ly, hy) = extent(x), extent(y)
+    return lx < hy and ly < hx
 
 
 def xp():

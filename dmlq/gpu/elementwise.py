@@ -22,7 +22,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from . import device
-from .plan import Launch, Plan, execute
+from .plan import Launch, Memo, Plan, device_key, execute
 
 VARIANTS = ("contig", "axis", "strided")
 SOURCE = "elementwise.cu"
@@ -290,7 +290,7 @@ class _Param:
         self.itemsize = 0 if array is None else array.itemsize
         self.strides = strides
         self.value = value
-        self.dtype = dtype if array is None else array.dtype.name
+        self.dtype = dtype if array is None else device.dtype_name(array.dtype)
 
 
 def _elem_strides(a, shape):
@@ -315,11 +315,11 @@ def _param(v, shape, per_tensor=False):
     if v is None:
         return _Param()
     if not device.backend.is_array(v):
-        host = np.asarray(v)
+        host = v if isinstance(v, (np.ndarray, np.generic)) else np.asarray(v)
         if host.size != 1:  # a per-axis host array: it has to live on the device
             v = device.xp().asarray(host)
         else:
-            return _Param(value=host.reshape(()).item(), dtype=host.dtype.name)
+            return _Param(value=host.item(), dtype=device.dtype_name(host.dtype))
     if v.size == 1 or per_tensor:
         _elem_strides(v, v.shape)  # alignment check
         return _Param(v, (0,) * len(shape))
@@ -432,28 +432,81 @@ def _overlapping(out, *inputs) -> bool:
     be computed through a temporary."""
     if type(out) is device.Fresh:
         return False
-    xp = device.xp()
-    return any(device.backend.is_array(a) and a.size and xp.may_share_memory(a, out)
-               for a in inputs if a is not None)
+    is_array = device.backend.is_array
+    return any(a is not None and is_array(a) and device.overlaps(a, out) for a in inputs)
 
 
 _THROUGH_TEMPORARY = "out overlaps an input: computed into a temporary, then copied"
 
 
+# Plans of repeated calls: geometry (shapes, strides, dtypes, addresses modulo 16,
+# which scales and zero points are host values) -> (plan, argument builder). The
+# arguments themselves (addresses, values) are built anew on every call.
+_memo = Memo()
+
+
+def clear_plan_cache() -> None:
+    """Forget memoized plans and layouts (tests that patch selection call this)."""
+    Memo.clear_all()
+    _layout_plan.cache_clear()
+
+
+def _memo_key(plan_fn, args, out, variant):
+    """The geometry a plan depends on, or None when a call is not memoized."""
+    is_array, ptr = device.backend.is_array, device.ptr
+    if not is_array(out):
+        return None
+    key = [plan_fn, variant, *device_key(), out.shape, out.strides, out.dtype, ptr(out) % 16]
+    for a in args:
+        if a is None:
+            key.append(None)
+        elif is_array(a):
+            key += (a.shape, a.strides, a.dtype, ptr(a) % 16)
+        elif isinstance(a, (np.generic, np.ndarray)) and a.size == 1:
+            key += ("host", a.dtype)
+        else:
+            return None
+    return tuple(key)
+
+
 def _run(plan_fn, args, out, variant):
-    """Plan the call and run it (through a temporary when out overlaps an input)."""
-    plan = plan_fn(*args, out, variant=variant)
-    if _THROUGH_TEMPORARY in plan.notes:
+    """Plan the call (memoized by geometry) and run it; through a temporary when
+    out overlaps an input."""
+    if _overlapping(out, *args):
         tmp = device.xp().empty(out.shape, out.dtype)
         _run(plan_fn, args, tmp, variant)
         out[...] = tmp
         return out
-    if plan.variant == "table":  # the 64 KiB table of all input pairs, built by the first launch
-        arglists = add_table_args(plan.detail, device.xp().empty(TABLE_BYTES, out.dtype))
+    key = _memo_key(plan_fn, args, out, variant)
+    if key is None:  # Python numbers, or per-axis host arrays (which must live on the device)
+        args = tuple(_device_or_scalar(a) for a in args)
+        plan = plan_fn(*args, out, variant=variant)
     else:
-        arglists = [plan.detail] if plan.launches else []
-    execute(plan, arglists)
+        plan = _memo.get(key, lambda: plan_fn(*args, out, variant=variant))
+    if not plan.launches:
+        return out
+    arglist = plan.detail(*args, out)
+    if plan.variant == "table":  # the 64 KiB table of all input pairs, built by the first launch
+        execute(plan, add_table_args(arglist, device.xp().empty(TABLE_BYTES, out.dtype)))
+    else:
+        execute(plan, [arglist])
     return out
+
+
+def _device_or_scalar(v):
+    if v is None or device.backend.is_array(v) or np.ndim(v) == 0 or np.size(v) == 1:
+        return v
+    return device.xp().asarray(v)
+
+
+def _ptr_value(v):
+    """(device address, host value) of a scale or zero point: (0, value) for a host
+    scalar, (address, 0) for a device array, (0, 0) when omitted."""
+    if v is None:
+        return 0, 0
+    if device.backend.is_array(v):
+        return device.ptr(v), 0
+    return 0, v.item() if hasattr(v, "item") else v
 
 
 def _unary_plan(opname, op, types, x, scale: _Param, zp: _Param, out, variant, notes):
@@ -463,11 +516,18 @@ def _unary_plan(opname, op, types, x, scale: _Param, zp: _Param, out, variant, n
              scale.strides or zeros, zp.strides or zeros)
     layout, v, wide = _layout_plan(shape, slots, 2, True, variant)
     sizes = (out.itemsize, x.itemsize, scale.itemsize, zp.itemsize)
+    f16 = scale.dtype == "float16"
+
+    def build(x, scale, zero_point, out):
+        (sp, sv), (zp_, zv) = _ptr_value(scale), _ptr_value(zero_point)
+        bases = (device.ptr(out), device.ptr(x), sp, zp_)
+        ptrs = [b + o * s if b else 0 for b, o, s in zip(bases, layout.offsets, sizes)]
+        return unary_args(op, v, layout, ptrs, sizes[:2], sv, zv, wide, f16)[0]
+
     bases = (device.ptr(out), device.ptr(x), scale.ptr, zp.ptr)
     ptrs = [b + o * s if b else 0 for b, o, s in zip(bases, layout.offsets, sizes)]
-    args, work = unary_args(op, v, layout, ptrs, sizes[:2], scale.value, zp.value, wide,
-                            scale.dtype == "float16")
-    return Plan(opname, v, (_launch(kernel_name(op, v, types, wide), work),), notes, args)
+    work = unary_args(op, v, layout, ptrs, sizes[:2], scale.value, zp.value, wide, f16)[1]
+    return Plan(opname, v, (_launch(kernel_name(op, v, types, wide), work),), notes, build)
 
 
 def _target(out, *inputs):
@@ -485,7 +545,7 @@ def plan_quantize_linear(x, scale, zero_point, out, *, variant=None) -> Plan:
     if out.size == 0:
         return Plan("quantize_linear", "empty")
     target, notes = _target(out, x, scale, zero_point)
-    q, xt = out.dtype.name, x.dtype.name
+    q, xt = device.dtype_name(out.dtype), device.dtype_name(x.dtype)
     sc = _param(scale, out.shape)
     zp = _param(zero_point, out.shape)
     if xt not in QUANT_IN or q not in QUANT_OUT or (sc.ptr and sc.dtype not in QUANT_SCALE):
@@ -500,7 +560,7 @@ def plan_dequantize_linear(q, scale, zero_point, out, *, variant=None) -> Plan:
     if out.size == 0:
         return Plan("dequantize_linear", "empty")
     target, notes = _target(out, q, scale, zero_point)
-    it, ot = q.dtype.name, out.dtype.name
+    it, ot = device.dtype_name(q.dtype), device.dtype_name(out.dtype)
     if it not in DEQUANT_IN or ot not in DEQUANT_OUT:
         raise TypeError(f"dmlq: dequantize of {it} to {ot} is not supported")
     sc = _param(scale, out.shape)
@@ -519,7 +579,7 @@ def plan_quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     out, notes = _target(out, a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
                          out_zero_point)
     shape = out.shape
-    types = (a.dtype.name, b.dtype.name, out.dtype.name)
+    types = (device.dtype_name(a.dtype), device.dtype_name(b.dtype), device.dtype_name(out.dtype))
     if any(t not in QUANT_OUT for t in types):
         raise TypeError(f"dmlq: quantized add of {types[0]} and {types[1]} to {types[2]} "
                         "is not supported")
@@ -535,26 +595,37 @@ def plan_quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     slots = (_elem_strides(out, shape), _elem_strides(a, shape), _elem_strides(b, shape),
              (0,) * len(shape))
     layout, v, wide = _layout_plan(shape, slots, 3, False, "contig" if variant == "table" else variant)
+    offsets = layout.offsets
+
+    def build(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
+        bases = (device.ptr(out), device.ptr(a), device.ptr(b), 0)
+        ptrs = [bp + o if bp else 0 for bp, o in zip(bases, offsets)]  # itemsize 1
+        values = [_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point, b_zero_point,
+                                          out_zero_point)]
+        return add_args(v, layout, ptrs, values, wide)[0]
+
     bases = (device.ptr(out), device.ptr(a), device.ptr(b), 0)
-    ptrs = [bp + o if bp else 0 for bp, o in zip(bases, layout.offsets)]  # itemsize 1
-    args, work = add_args(v, layout, ptrs, params, wide)
+    ptrs = [bp + o if bp else 0 for bp, o in zip(bases, offsets)]
+    work = add_args(v, layout, ptrs, params, wide)[1]
     if add_path(v, layout.size, variant) == "table":
         launches = (Launch(SOURCE, kernel_name("add", "table_build", types), (TABLE_BYTES // THREADS,),
                            (THREADS,), 0, "table build"),
                     _launch(kernel_name("add", "table", types), work, TABLE_BYTES))
-        return Plan("quantized_add", "table", launches, notes, args)
-    return Plan("quantized_add", v, (_launch(kernel_name("add", v, types, wide), work),), notes, args)
+        return Plan("quantized_add", "table", launches, notes, build)
+    return Plan("quantized_add", v, (_launch(kernel_name("add", v, types, wide), work),), notes, build)
 
 
 # ----------------------------------------------------------------- operators
 
 def quantize_linear(x, scale, zero_point, out, *, variant=None):
     """out = requantize(float32(x), float32(scale), zero_point) (docs/semantics.md)."""
+    _check_variant(variant)
     return _run(plan_quantize_linear, (x, scale, zero_point), out, variant)
 
 
 def dequantize_linear(q, scale, zero_point, out, *, variant=None):
     """out = float32(int64(q) - int64(zero_point)) * float32(scale), in out's dtype."""
+    _check_variant(variant)
     return _run(plan_dequantize_linear, (q, scale, zero_point), out, variant)
 
 
@@ -562,5 +633,6 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                   out_scale, out_zero_point, out, *, variant=None):
     """out = requantize(float32(a - a_zp) * a_scale + float32(b - b_zp) * b_scale,
     out_scale, out_zp); scales and zero points are one element each."""
+    _check_variant(variant, add=True)
     return _run(plan_quantized_add, (a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                                      out_scale, out_zero_point), out, variant)

@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device
 from .device import NULL
-from .plan import Launch, Plan, execute
+from .plan import Launch, Memo, Plan, device_key, execute
 from .loader import cuda_dir
 
 DP4A_SOURCE = "matmul_dp4a.cu"
@@ -270,24 +270,6 @@ def _addr(base: int, offset_elems: int, itemsize: int = 1):
     return np.uint64(base + offset_elems * itemsize)
 
 
-def _extent(x):
-    """[lo, hi) byte range an array's elements occupy."""
-    lo = hi = device.ptr(x)
-    for n, s in zip(x.shape, x.strides):
-        if s < 0:
-            lo += s * (n - 1)
-        else:
-            hi += s * (n - 1)
-    return lo, hi + x.itemsize
-
-
-def _overlaps(x, y) -> bool:
-    if x.size == 0 or y.size == 0:
-        return False
-    (lx, hx), (ly, hy) = _extent(x), _extent(y)
-    return lx < hy and ly < hx
-
-
 def cp_async_width(x) -> int:
     """The widest cp.async copy (16 or 4 bytes, 0 for none) that can stage ``x``:
     it must divide the base address, the row stride (passed to the kernel even
@@ -349,7 +331,7 @@ def _direct_out(out, a, b) -> bool:
         return False
     if any(n > 1 and s == 0 for n, s in zip(out.shape[:-2], out.strides[:-2])):
         return False
-    return not (_overlaps(out, a) or _overlaps(out, b))
+    return not (device.overlaps(out, a) or device.overlaps(out, b))
 
 
 # How an operand reaches the kernel: as it is, copied to a C-contiguous array
@@ -467,7 +449,7 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     if not direct:
         notes.append("out written through a contiguous temporary")
 
-    ta, tb, to = a.dtype.name, b.dtype.name, out.dtype.name
+    ta, tb, to = device.dtype_name(a.dtype), device.dtype_name(b.dtype), device.dtype_name(out.dtype)
     name = cfg.name(ta, tb, to, min(cp_async_width(sa), cp_async_width(sb))) if mma else cfg.name(ta, tb, to)
     if mma and name.endswith(", 4>"):
         notes.append("4-byte cp.async staging")
@@ -498,11 +480,27 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
 
 
+_memo = Memo()
+
+
+def _geometry(x):
+    return None if x is None else (x.shape, x.strides, x.dtype, device.ptr(x) % 16)
+
+
 def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                      out_scale, out_zero_point, out, *, variant=None, splits=None):
     """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
-    plan = plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
-                                 out_zero_point, out, variant=variant, splits=splits)
+    if variant is not None and variant not in VARIANTS:
+        raise ValueError(f"quantized_matmul: unknown variant {variant!r}; expected one of {VARIANTS}")
+    if splits not in (None, 1) and variant is not None and variant not in MMA_CONFIGS:
+        raise ValueError(f"quantized_matmul: split-K is a tensor-core option; {variant!r} takes none")
+    key = (*device_key(), variant, splits, _geometry(a), _geometry(b), out.shape, out.strides, out.dtype,
+           _direct_out(out, a, b), *((None if v is None else (v.size, v.dtype))
+                                     for v in (a_scale, a_zero_point, b_scale, b_zero_point, out_scale,
+                                               out_zero_point)))
+    plan = _memo.get(key, lambda: plan_quantized_matmul(
+        a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out,
+        variant=variant, splits=splits))
     if not plan.launches:
         return out
     d = plan.detail

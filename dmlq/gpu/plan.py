@@ -81,6 +81,42 @@ class Plan:
         return "\n".join(self.lines())
 
 
+class Memo:
+    """Plans of repeated calls, keyed by what they depend on (shapes, strides,
+    dtypes, address alignment, the device): a repeated call skips selection and
+    sizing and only builds its arguments. Bounded; cleared whole when full."""
+
+    _all: list = []
+
+    def __init__(self, size: int = 1024):
+        self.size = size
+        self._plans: dict = {}
+        Memo._all.append(self)
+
+    def get(self, key, make):
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = make()
+            if len(self._plans) >= self.size:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def clear(self) -> None:
+        self._plans.clear()
+
+    @classmethod
+    def clear_all(cls) -> None:
+        """Forget every memoized plan (tests that patch selection rules call this)."""
+        for memo in cls._all:
+            memo.clear()
+
+
+def device_key() -> tuple:
+    """The device part of a memo key: the device module's backend and its facts."""
+    return device.backend, device.info()
+
+
 _observers: list = []
 
 
