@@ -23,7 +23,7 @@
 //   Shared memory: (BM + BN) * BK = 16 KiB per stage, 4 stages = 64 KiB, two
 //   blocks per SM on A100 (164 KiB) and H100 (228 KiB).
 //   Registers: 128 int32 accumulators + 32 fragment registers + addresses;
-//   ptxas: 250 per thread, no spills, so 2 blocks * 128 threads fit 64 Ki.
+//   ptxas: 247 per thread, no spills, so 2 blocks * 128 threads fit 64 Ki.
 //
 // Data path:
 //   A tiles (BM x 64 bytes, K contiguous) and B tiles (64 x BN bytes, N
@@ -42,9 +42,9 @@
 //   Edges: k outside the matrix (the last tile of a K that is not a multiple
 //   of 64) is zero-filled in both operands (cp.async src-size), which adds 0
 //   to the dot products; rows of A past M and columns of B past N only feed
-//   outputs that are never stored, so a tile inside K reads row 0 for them (A)
-//   or leaves them as they are (B); the zero-point terms use the pre-pass row
-//   and column sums, so the result is exact. VEC (16 or 4) is the cp.async
+//   outputs that are never stored, so a tile inside K leaves their shared
+//   memory as it is (no copy, no memory traffic); the zero-point terms use
+//   the pre-pass row and column sums, so the result is exact. VEC (16 or 4) is the cp.async
 //   width the launcher picks from the operands' bases and row strides: K or N
 //   a multiple of 16 gives 16-byte copies, a multiple of 4 four 4-byte copies
 //   per 16-byte chunk; only an operand that fits neither is first padded by
@@ -57,12 +57,12 @@
 //   N cuts inside a copy, take a rolled loop over the 8 chunks with byte
 //   counts and zero fill (its code is counted once in the static report).
 //   Main loop (sm_90 SASS, bench/results/static.md), per 64x128x128 k-tile
-//   with 64 IMMA.16832: 232 instructions with 16-byte copies (1 in 3.6; was
-//   246), 292 with 4-byte copies (1 in 4.6; was 498, 1 in 7.8, when every
+//   with 64 IMMA.16832: 240 instructions with 16-byte copies (1 in 3.75; was
+//   246), 300 with 4-byte copies (1 in 4.7; was 498, 1 in 7.8, when every
 //   4-byte copy computed its own byte count, zero-fill predicate and source
 //   address adjustment). These static counts include the rolled edge loop
-//   (54 and 86 instructions), which a fast tile skips: it issues about 178
-//   (2.8 per MMA) and 206 (3.2 per MMA). A scheduler issues one instruction
+//   (54 and 86 instructions), which a fast tile skips: it issues about 186
+//   (2.9 per MMA) and 214 (3.3 per MMA). A scheduler issues one instruction
 //   per cycle and needs one m16n8k32 every 4 cycles at the tensor-core peak,
 //   so issue does not bound either loop (it did at 741 instructions, 1 MMA in
 //   11.6, with a byte-gather path inlined in it). Stage indices count instead
@@ -275,7 +275,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   constexpr int kr_step = NT / (BN / 16);
   const int a_row0 = tid >> 2, a_kc = tid & 3;
   const unsigned a_dst0 = sA + a_off(a_row0, a_kc);
-  const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M
+  const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M (not read)
   int a_rows = 0;         // bit i: chunk i's row is inside M
 #pragma unroll
   for (int i = 0; i < A_CH; ++i) {
@@ -294,9 +294,9 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 
   // Stage k-tile [k0, k0 + BK) into stage `stage`; b_src points at k0.
   // Fast path: a tile wholly inside K whose B chunk (this thread's) holds whole
-  // copies: every A copy is whole (rows past M read row 0: their outputs are
-  // not stored), B copies past N are skipped (same reason); fixed sizes, no
-  // zero fill, immediate offsets. Otherwise (the last tile of a K that is not
+  // copies: every A copy is whole, A rows past M and B copies past N are
+  // skipped (their outputs are not stored); fixed sizes, no zero fill,
+  // immediate offsets. Otherwise (the last tile of a K that is not
   // a multiple of BK, or a B chunk cut by N inside a copy) a rolled loop
   // stages every chunk with byte counts and zero fill.
   const bool b_whole = b_nbytes == 16 || b_nbytes == 0;
@@ -305,7 +305,8 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     if (k0 + BK <= k_end && b_whole) {
 #pragma unroll
       for (int i = 0; i < A_CH; ++i)
-        cp_async_whole<VEC>(a_dst + i * (NT / 4) * BK, reinterpret_cast<const unsigned char*>(a_src[i] + k0));
+        if ((a_rows >> i) & 1)
+          cp_async_whole<VEC>(a_dst + i * (NT / 4) * BK, reinterpret_cast<const unsigned char*>(a_src[i] + k0));
       if (b_nbytes != 0) {
 #pragma unroll
         for (int i = 0; i < B_CH; ++i)

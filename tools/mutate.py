@@ -298,6 +298,8 @@ MUTATIONS: list[Mutation] = [
     M("matmul_dp4a.cu", "const bool b_redirect = b_cols_left <= 0 && N >= 4;",
       "const bool b_redirect = b_cols_left <= 0 && N >= 0;",
       "word path redirects B columns past N when N < 4 (reads past the row)", "comparison"),
+    M("matmul_mma.cu", "        if ((a_rows >> i) & 1)\n", "        if ((a_rows >> (i + 1)) & 1)\n",
+      "staging fast path: A chunk skipped by the next chunk's row-in-M bit", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu")
