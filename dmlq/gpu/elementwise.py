@@ -335,46 +335,80 @@ def _u64(p: int):
 # four operand slots (out, x|a, scale|b, zero point) with layout offsets applied
 # (0 = none); scalar kernel arguments are NumPy scalars of the exact C type.
 
-def unary_args(op: str, variant: str, layout: Layout, ptrs, itemsizes, scale_value,
-               zp_value, wide: bool = False, scale_f16: bool = False):
-    """(args, work items) of quantize_* / dequantize_* (op "quantize" or "dequantize");
+def unary_arg_maker(op: str, variant: str, layout: Layout, ptrs, itemsizes, wide: bool = False,
+                    scale_f16: bool = False):
+    """(make, work items) of quantize_* / dequantize_* (op "quantize" or "dequantize"):
+    ``make(ptrs, scale_value, zp_value)`` builds the argument tuple; everything else
+    is fixed here (``ptrs`` only decide the vector head, by their alignment).
     itemsizes: of out and x; scale_f16: quantize's device scale is float16."""
     n = layout.size
-    sv = np.float32(scale_value)
-    zv = np.int32(int(zp_value)) if op == "quantize" else np.int64(int(zp_value))
-    y, x, s, z = (_u64(p) for p in ptrs)
-    sp = (s, np.int32(bool(scale_f16))) if op == "quantize" else (s,)
+    u64, f32, i64 = np.uint64, np.float32, np.int64
+    zt = np.int32 if op == "quantize" else np.int64
+    f16 = (np.int32(bool(scale_f16)),) if op == "quantize" else ()
+    count = i64(n)
     if variant == "contig":
         vec = vec_width(itemsizes)
         head = vector_head(ptrs[:2], itemsizes, n, vec)
         nvec = (n - head) // vec
-        return (x, y, np.int64(n), np.int64(head), *sp, sv, z, zv), max(nvec, n - nvec * vec)
+        h = i64(head)
+
+        def make(p, sv, zv):
+            return (u64(p[1]), u64(p[0]), count, h, u64(p[2]), *f16, f32(sv), u64(p[3]), zt(int(zv)))
+        return make, max(nvec, n - nvec * vec)
     if variant == "axis":
         _, length, inner = axis_dims(layout, 2)
         d = _vary_dim(layout, 2)
-        sst = layout.strides[2][d] if d is not None else 0
-        zst = layout.strides[3][d] if d is not None else 0
-        return ((x, y, np.int64(n), np.uint32(inner), np.uint32(length), *sp, np.int64(sst), sv,
-                 z, np.int64(zst), zv), -(-n // UNROLL))
-    return (x, y, np.int64(n), pack_geo(layout, wide), *sp, sv, z, zv), -(-n // STRIDED_UNROLL)
+        fixed = (np.uint32(inner), np.uint32(length))
+        sst = i64(layout.strides[2][d] if d is not None else 0)
+        zst = i64(layout.strides[3][d] if d is not None else 0)
+
+        def make(p, sv, zv):
+            return (u64(p[1]), u64(p[0]), count, *fixed, u64(p[2]), *f16, sst, f32(sv), u64(p[3]), zst,
+                    zt(int(zv)))
+        return make, -(-n // UNROLL)
+    geo = pack_geo(layout, wide)
+
+    def make(p, sv, zv):
+        return (u64(p[1]), u64(p[0]), count, geo, u64(p[2]), *f16, f32(sv), u64(p[3]), zt(int(zv)))
+    return make, -(-n // STRIDED_UNROLL)
 
 
-def add_args(variant: str, layout: Layout, ptrs, params, wide: bool = False):
-    """(args, work items) of add_*; params: six (pointer, value) pairs: a, b, out
-    scales then a, b, out zero points."""
+def unary_args(op: str, variant: str, layout: Layout, ptrs, itemsizes, scale_value,
+               zp_value, wide: bool = False, scale_f16: bool = False):
+    """(args, work items) of quantize_* / dequantize_* (see :func:`unary_arg_maker`)."""
+    make, work = unary_arg_maker(op, variant, layout, ptrs, itemsizes, wide, scale_f16)
+    return make(ptrs, scale_value, zp_value), work
+
+
+def add_arg_maker(variant: str, layout: Layout, ptrs, wide: bool = False):
+    """(make, work items) of add_*: ``make(ptrs, params)`` builds the argument tuple
+    from the three tensor addresses and six (pointer, value) pairs: a, b, out scales
+    then a, b, out zero points."""
     n = layout.size
-    y, a, b = (_u64(p) for p in ptrs[:3])
-    pargs = []
-    for i, (ptr, value) in enumerate(params):
-        pargs.append(_u64(ptr))
-        pargs.append(np.float32(value) if i < 3 else np.int32(int(value)))
+    u64, f32, i32 = np.uint64, np.float32, np.int32
+    count = np.int64(n)
     if variant == "contig":
         head = vector_head(ptrs[:3], (1, 1, 1), n, 16)
         nvec = (n - head) // 16
-        return (a, b, y, np.int64(n), np.int64(head), *pargs), max(nvec, n - nvec * 16)
-    if variant == "strided":
-        return (a, b, y, np.int64(n), pack_geo(layout, wide), *pargs), -(-n // STRIDED_UNROLL)
-    raise ValueError(f"quantized add has no {variant!r} kernel")
+        fixed = (count, np.int64(head))
+        work = max(nvec, n - nvec * 16)
+    elif variant == "strided":
+        fixed = (count, pack_geo(layout, wide))
+        work = -(-n // STRIDED_UNROLL)
+    else:
+        raise ValueError(f"quantized add has no {variant!r} kernel")
+
+    def make(p, params):
+        (s0, v0), (s1, v1), (s2, v2), (z0, w0), (z1, w1), (z2, w2) = params
+        return (u64(p[1]), u64(p[2]), u64(p[0]), *fixed, u64(s0), f32(v0), u64(s1), f32(v1), u64(s2),
+                f32(v2), u64(z0), i32(int(w0)), u64(z1), i32(int(w1)), u64(z2), i32(int(w2)))
+    return make, work
+
+
+def add_args(variant: str, layout: Layout, ptrs, params, wide: bool = False):
+    """(args, work items) of add_* (see :func:`add_arg_maker`)."""
+    make, work = add_arg_maker(variant, layout, ptrs, wide)
+    return make(ptrs, params), work
 
 
 def add_table_args(contig_args, table):
@@ -517,16 +551,17 @@ def _unary_plan(opname, op, types, x, scale: _Param, zp: _Param, out, variant, n
     layout, v, wide = _layout_plan(shape, slots, 2, True, variant)
     sizes = (out.itemsize, x.itemsize, scale.itemsize, zp.itemsize)
     f16 = scale.dtype == "float16"
+    bases = (device.ptr(out), device.ptr(x), scale.ptr, zp.ptr)
+    ptrs = [b + o * s if b else 0 for b, o, s in zip(bases, layout.offsets, sizes)]
+    make, work = unary_arg_maker(op, v, layout, ptrs, sizes[:2], wide, f16)
+    (o_out, o_x, o_s, o_z), (e_out, e_x, e_s, e_z) = layout.offsets, sizes
+    ptr = device.ptr
 
     def build(x, scale, zero_point, out):
         (sp, sv), (zp_, zv) = _ptr_value(scale), _ptr_value(zero_point)
-        bases = (device.ptr(out), device.ptr(x), sp, zp_)
-        ptrs = [b + o * s if b else 0 for b, o, s in zip(bases, layout.offsets, sizes)]
-        return unary_args(op, v, layout, ptrs, sizes[:2], sv, zv, wide, f16)[0]
+        return make((ptr(out) + o_out * e_out, ptr(x) + o_x * e_x, sp + o_s * e_s if sp else 0,
+                     zp_ + o_z * e_z if zp_ else 0), sv, zv)
 
-    bases = (device.ptr(out), device.ptr(x), scale.ptr, zp.ptr)
-    ptrs = [b + o * s if b else 0 for b, o, s in zip(bases, layout.offsets, sizes)]
-    work = unary_args(op, v, layout, ptrs, sizes[:2], scale.value, zp.value, wide, f16)[1]
     return Plan(opname, v, (_launch(kernel_name(op, v, types, wide), work),), notes, build)
 
 
@@ -583,30 +618,26 @@ def plan_quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     if any(t not in QUANT_OUT for t in types):
         raise TypeError(f"dmlq: quantized add of {types[0]} and {types[1]} to {types[2]} "
                         "is not supported")
-    params = []
     for p, want, what in ((a_scale, "float32", "a_scale"), (b_scale, "float32", "b_scale"),
                           (out_scale, "float32", "out_scale"),
                           (a_zero_point, types[0], "a_zero_point"),
                           (b_zero_point, types[1], "b_zero_point"),
                           (out_zero_point, types[2], "out_zero_point")):
-        par = _param(p, shape, per_tensor=True)
-        _check_dtype(par, want, what)
-        params.append((par.ptr, par.value))
+        _check_dtype(_param(p, shape, per_tensor=True), want, what)
     slots = (_elem_strides(out, shape), _elem_strides(a, shape), _elem_strides(b, shape),
              (0,) * len(shape))
     layout, v, wide = _layout_plan(shape, slots, 3, False, "contig" if variant == "table" else variant)
     offsets = layout.offsets
+    bases = (device.ptr(out), device.ptr(a), device.ptr(b), 0)
+    make, work = add_arg_maker(v, layout, [bp + o if bp else 0 for bp, o in zip(bases, offsets)], wide)
+    o_out, o_a, o_b = offsets[:3]
+    ptr = device.ptr
 
     def build(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
-        bases = (device.ptr(out), device.ptr(a), device.ptr(b), 0)
-        ptrs = [bp + o if bp else 0 for bp, o in zip(bases, offsets)]  # itemsize 1
-        values = [_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point, b_zero_point,
-                                          out_zero_point)]
-        return add_args(v, layout, ptrs, values, wide)[0]
+        return make((ptr(out) + o_out, ptr(a) + o_a, ptr(b) + o_b),  # itemsize 1
+                    [_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point, b_zero_point,
+                                             out_zero_point)])
 
-    bases = (device.ptr(out), device.ptr(a), device.ptr(b), 0)
-    ptrs = [bp + o if bp else 0 for bp, o in zip(bases, offsets)]
-    work = add_args(v, layout, ptrs, params, wide)[1]
     if add_path(v, layout.size, variant) == "table":
         launches = (Launch(SOURCE, kernel_name("add", "table_build", types), (TABLE_BYTES // THREADS,),
                            (THREADS,), 0, "table build"),
