@@ -1,4 +1,4 @@
-// QUANTIZED_LINEAR_AVERAGE_POOLING, 2-D and 3-D, bit-exact with SEMANTICS.md:
+// QUANTIZED_LINEAR_AVERAGE_POOLING, 2-D and 3-D, bit-exact with docs/semantics.md:
 //   S = sum of (x - x_zp[c]) over the taps inside the input (exact integer),
 //   out = count == 0 ? out_zp[c]
 //                    : requantize((float(S) * x_scale[c]) / float(count), out_scale[c], out_zp[c]).
@@ -56,7 +56,7 @@ __device__ __forceinline__ Quant load_quant(int c, const float* xs, const TX* xz
   return q;
 }
 
-// The SEMANTICS.md result for a window sum S over `count` divisor taps.
+// The docs/semantics.md result for a window sum S over `count` divisor taps.
 template <typename TO, typename I>
 __device__ __forceinline__ TO pool_value(I s, I count, const Quant& q) {
   if (count == 0) return static_cast<TO>(q.ozp);

@@ -1,4 +1,4 @@
-// dmlq shared device code: the SEMANTICS.md arithmetic in one place.
+// dmlq shared device code: the docs/semantics.md arithmetic in one place.
 //
 // Every float operation that decides a result bit goes through the ieee_*
 // helpers below. They are inline PTX without the .ftz modifier, so results are
@@ -73,7 +73,7 @@ __device__ __forceinline__ Q round_saturate(float t, int zp) {
   return static_cast<Q>(static_cast<int>(r) + zp);
 }
 
-// SEMANTICS.md requantize(v, s, zp).
+// docs/semantics.md, "Requantizing a value": requantize(v, s, zp).
 template <typename Q>
 __device__ __forceinline__ Q requantize(float v, float s, int zp) {
   return round_saturate<Q>(ieee_div(v, s), zp);

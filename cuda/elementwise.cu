@@ -126,7 +126,7 @@ __device__ __forceinline__ int64 global_thread() {
 }
 __device__ __forceinline__ int64 thread_count() { return static_cast<int64>(gridDim.x) * blockDim.x; }
 
-// ---- the per-element arithmetic (SEMANTICS.md) ----
+// ---- the per-element arithmetic (docs/semantics.md) ----
 
 template <typename Q, typename X>
 __device__ __forceinline__ Q quantize1(X x, float s, int zp) {

@@ -17,9 +17,10 @@
 //     each A row (one warp per row) and each B column (128 columns x 8
 //     k-slices per block, one 32-bit word of 4 columns per load where rows are
 //     4-byte aligned), launched only when the other operand has a zero point.
-// Selection: dmlq/gpu/matmul.py select_kernel (pure Python).
+// Selection: dmlq/gpu/matmul.py select_variant (pure Python); plan_quantized_matmul
+// gives the launches (kernel_plan prints them).
 //
-// Epilogue (SEMANTICS.md): acc = S - za*colsum(B) - zb*rowsum(A) + K*za*zb,
+// Epilogue (docs/semantics.md): acc = S - za*colsum(B) - zb*rowsum(A) + K*za*zb,
 // computed modulo 2**32 (the true value fits in int32 for K <= 33025, so the
 // wrapped result is exact); t = float32(acc) * ((a_scale*b_scale)/out_scale),
 // each op one IEEE-rounded non-ftz PTX instruction; round half even, clamp,
