@@ -247,8 +247,7 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
 
 
 def _c_contiguous(a) -> bool:
-    flags = getattr(a, "flags", None)
-    return True if flags is None else bool(flags.c_contiguous)
+    return bool(a.flags.c_contiguous)
 
 
 _memo = Memo()

@@ -228,21 +228,24 @@ def using(dev):
 
 
 class Fresh:
-    """Stands, in a plan, for an array the launcher will allocate: C-contiguous,
-    at an address as aligned as any allocation's. Never launched with."""
+    """Stands, in a plan, for an array the launcher will allocate: C-contiguous
+    unless ``strides`` (bytes) say otherwise, at an address as aligned as any
+    allocation's. Never launched with."""
 
     ADDRESS = 1 << 40
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape, dtype, strides=None):
         self.dtype = np.dtype(dtype)
         self.shape = tuple(int(n) for n in shape)
         self.ndim = len(self.shape)
         self.itemsize = self.dtype.itemsize
-        strides, step = [], self.itemsize
-        for n in reversed(self.shape):
-            strides.append(step)
-            step *= max(n, 1)
-        self.strides = tuple(reversed(strides))
+        if strides is None:
+            c_strides, step = [], self.itemsize
+            for n in reversed(self.shape):
+                c_strides.append(step)
+                step *= max(n, 1)
+            strides = reversed(c_strides)
+        self.strides = tuple(strides)
         self.size = int(np.prod(self.shape, dtype=np.int64))
 
 

@@ -364,9 +364,7 @@ def _staged(x, how: str):
         return x
     if how == CONTIGUOUS:
         return device.Fresh(x.shape, x.dtype)
-    fresh = device.Fresh(_padded_shape(x), x.dtype)
-    fresh.shape = x.shape
-    return fresh
+    return device.Fresh(x.shape, x.dtype, device.Fresh(_padded_shape(x), x.dtype).strides)
 
 
 def _stage(xp, x, how: str, planned):
@@ -378,6 +376,16 @@ def _stage(xp, x, how: str, planned):
     return y
 
 
+def _check_options(variant, splits) -> None:
+    """The caller's variant= and splits= (split-K is a tensor-core option)."""
+    if variant is None:
+        return
+    if variant not in VARIANTS:
+        raise ValueError(f"quantized_matmul: unknown variant {variant!r}; expected one of {VARIANTS}")
+    if splits not in (None, 1) and variant not in MMA_CONFIGS:
+        raise ValueError(f"quantized_matmul: split-K is a tensor-core option; {variant!r} takes none")
+
+
 @dataclass(frozen=True)
 class _Detail:
     """What quantized_matmul needs beyond the launches to build their arguments."""
@@ -386,7 +394,7 @@ class _Detail:
     stage_a: str
     stage_b: str
     direct_out: bool
-    batches: tuple        # Launch records (offsets and batch strides per launch)
+    batches: tuple        # BatchLaunch records (offsets and batch strides per launch)
     need_rows: bool
     need_cols: bool
     nsplit: int
@@ -407,12 +415,11 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     if max(M, N, K) > MAX_DIM:
         raise UnsupportedError(f"quantized_matmul: dimensions above {MAX_DIM} are not supported "
                                f"(M={M}, N={N}, K={K})")
+    _check_options(variant, splits)
     if variant is None:
         dev = device.info()
         variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, b.dtype,
                                 sm_count=dev.sm_count)
-    elif variant not in VARIANTS:
-        raise ValueError(f"quantized_matmul: unknown variant {variant!r}; expected one of {VARIANTS}")
     notes = []
     if K == 0:
         # acc = 0 exactly; the epilogue still applies mult (0 * Inf is NaN -> zp).
@@ -433,8 +440,8 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
             splits = split_k(M, N, K, nbatch, device.info().sm_count, cfg)
         nsplit, k_chunk = k_chunks(K, splits, cfg.bk) if splits > 1 else (1, 0)
         grid_y *= nsplit
-    elif splits not in (None, 1):
-        raise ValueError(f"quantized_matmul: split-K is a tensor-core option; {variant!r} takes none")
+    elif splits not in (None, 1):  # a selected dp4a variant
+        _check_options(variant, splits)
     if grid_y > MAX_GRID_YZ:
         raise UnsupportedError(f"quantized_matmul: M = {M} needs {grid_y} row tiles "
                                f"(grid limit {MAX_GRID_YZ}) with {variant}")
@@ -490,10 +497,7 @@ def _geometry(x):
 def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                      out_scale, out_zero_point, out, *, variant=None, splits=None):
     """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
-    if variant is not None and variant not in VARIANTS:
-        raise ValueError(f"quantized_matmul: unknown variant {variant!r}; expected one of {VARIANTS}")
-    if splits not in (None, 1) and variant is not None and variant not in MMA_CONFIGS:
-        raise ValueError(f"quantized_matmul: split-K is a tensor-core option; {variant!r} takes none")
+    _check_options(variant, splits)  # before the memo key asks the device anything
     key = (*device_key(), variant, splits, _geometry(a), _geometry(b), out.shape, out.strides, out.dtype,
            _direct_out(out, a, b), *((None if v is None else (v.size, v.dtype))
                                      for v in (a_scale, a_zero_point, b_scale, b_zero_point, out_scale,
