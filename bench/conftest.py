@@ -9,6 +9,7 @@ each timed span ends with the GPU done. Without a GPU every test skips.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 from dmlq import bench as B
 
 BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # gpu_stand_in, for the CPU benchmarks
 
 
 def _load(name):

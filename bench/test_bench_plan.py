@@ -8,11 +8,15 @@ of a CuPy ElementwiseKernel call: at most 10 us per call.
 
     python -m pytest bench/test_bench_plan.py --benchmark-columns=median,min,rounds
 """
+import importlib
+
 import numpy as np
 import pytest
 
 import dmlq
 from dmlq import reference
+
+S = importlib.import_module("gpu_stand_in")  # tests/gpu_stand_in.py, on sys.path via bench/conftest.py
 
 TARGET_S = 10e-6
 f32, u8, i8 = np.float32, np.uint8, np.int8
@@ -38,7 +42,10 @@ def stubbed(monkeypatch):
     for name in ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul",
                  "quantized_avg_pool"):
         monkeypatch.setattr(reference, name, stub)
-    rng = np.random.default_rng(0)
+    return _inputs(np.random.default_rng(0))
+
+
+def _inputs(rng):
     return dict(x=rng.standard_normal(1024).astype(f32), s=np.full((1,), 0.02, f32), z=np.full((1,), 128, u8),
                 q=rng.integers(0, 256, 1024, dtype=u8), m=rng.integers(0, 256, (16, 64), dtype=u8),
                 w=rng.integers(-128, 128, (64, 32), dtype=i8), ws=np.full((32,), 0.01, f32),
@@ -70,15 +77,9 @@ class _LaunchlessDevice:
         self._nominal = device.NominalDevice()
         self.xp, self.is_array = self._nominal.xp, self._nominal.is_array
         self.info, self.resident_blocks = self._nominal.info, self._nominal.resident_blocks
-        self._ptrs = {}
 
-    def ptr(self, a):
-        """A NumPy array's address, looked up as cheaply as CuPy's ``a.data.ptr`` (NumPy's
-        own ``__array_interface__`` costs a microsecond, CuPy's attribute a few dozen ns)."""
-        p = self._ptrs.get(id(a))
-        if p is None:
-            p = self._ptrs[id(a)] = (a, self._nominal.ptr(a))
-        return p[1]
+    # An address as cheap as CuPy's ``a.data.ptr`` for arrays that carry one.
+    ptr = staticmethod(S.address)
 
     @staticmethod
     def launch(source, name, grid, block, args, shared_mem=0):
@@ -106,16 +107,31 @@ def test_gpu_backend_python_per_call(benchmark, monkeypatch, call):
 
     monkeypatch.setattr(device, "backend", _LaunchlessDevice())
     rng = np.random.default_rng(0)
-    arrays = dict(x=rng.standard_normal(1024).astype(f32), xq=np.empty(1024, u8), qf=np.empty(1024, f32),
-                  q=rng.integers(0, 256, 1024, dtype=u8), qq=np.empty(1024, u8),
-                  m=rng.integers(0, 256, (16, 64), dtype=u8), w=rng.integers(-128, 128, (64, 32), dtype=i8),
-                  ws=np.full((32,), 0.01, f32), mo=np.empty((16, 32), i8),
-                  img=rng.integers(0, 256, (1, 4, 8, 8), dtype=u8), po=np.empty((1, 4, 4, 4), u8))
+    arrays = {k: S.to_device(v) for k, v in _inputs(rng).items()}
+    arrays.update(xq=S.Xp.empty(1024, u8), qf=S.Xp.empty(1024, f32), qq=S.Xp.empty(1024, u8),
+                  mo=S.Xp.empty((16, 32), i8), po=S.Xp.empty((1, 4, 4, 4), u8))
     fn, args, rest = _backend_calls()[call]
     resolve = lambda v: arrays[v] if isinstance(v, str) else v  # noqa: E731
     args = [resolve(v) for v in args] + [resolve(v) for v in rest]
     fn(*args)
     benchmark.extra_info.update(impl="dmlq:gpu-backend-python")
     benchmark(fn, *args)
+    if benchmark.stats is not None:
+        benchmark.extra_info["median_s"] = benchmark.stats.stats.median
+
+
+# The whole GPU call: the public function on arrays dispatch takes for GPU arrays
+# (tests/gpu_stand_in.py), through the per-signature plan, its runner and the
+# launch call, on a device whose launches return at once. CuPy's own costs
+# (cupy.empty, views, packing the kernel arguments) are not in it: NumPy's stand
+# in for them.
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_gpu_call_python(benchmark, monkeypatch, call):
+    S.install(monkeypatch, _LaunchlessDevice())
+    arrays = {k: S.to_device(v) for k, v in _inputs(np.random.default_rng(0)).items()}
+    fn = CALLS[call]
+    fn(arrays)
+    benchmark.extra_info.update(impl="dmlq:gpu-call-python", target_s=TARGET_S)
+    benchmark(fn, arrays)
     if benchmark.stats is not None:
         benchmark.extra_info["median_s"] = benchmark.stats.stats.median

@@ -130,9 +130,10 @@ def _normalize(spec, values, out):
     elif kind == GPU:
         if vals is values:
             vals = list(values)
+        current = dispatch.current_device()
         for i, v in enumerate(vals):
             if v is not None and not isinstance(v, (int, float, np.generic)):
-                vals[i] = dispatch.to_gpu_array(v, spec.fname, spec.names[i])
+                vals[i] = dispatch.to_gpu_array(v, spec.fname, spec.names[i], current)
     if out is not None:
         if type(out) is np.ndarray:
             side = HOST
@@ -177,15 +178,33 @@ def _param_key(p):
 # ------------------------------------------------------------------ plans
 
 class _Plan:
-    """A validated call signature: operand conversions, the output and the backend call."""
+    """A validated call signature: operand conversions, the output and the backend
+    call; for the GPU, the runners the backend keeps for this signature."""
 
-    __slots__ = ("conv", "out_shape", "out_dtype", "params")
+    __slots__ = ("conv", "out_shape", "out_dtype", "params", "fn", "empty", "runners")
 
     def __init__(self, conv, out_shape, out_dtype, params=()):
         self.conv = conv
         self.out_shape = out_shape
         self.out_dtype = out_dtype
         self.params = params
+        self.fn = self.empty = self.runners = None
+
+
+class _Constant:
+    """An operand conversion that returns a fixed value (a scalar made an array at
+    plan time); later conversions are applied to it once, at plan time."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def then(self, fn):
+        return self if self.value is None else _Constant(fn(self.value))
+
+    def __call__(self, _v):
+        return self.value
 
 
 PLAN_CACHE_SIZE = 4096
@@ -209,7 +228,6 @@ class _Builder:
         self.f = spec.fname
         self.host_scalars = spec.gpu_takes_host_scalars
         self.kind = kind
-        self.xp = dispatch.module(kind)
         self.names = spec.names
         self.v = dict(zip(spec.names, vals))
         self.out = out
@@ -218,6 +236,9 @@ class _Builder:
     # -- helpers
     def _then(self, name, fn):
         prev = self.conv.get(name)
+        if hasattr(prev, "then"):  # a constant: converted now, once
+            self.conv[name] = prev.then(fn)
+            return
 
         def chained(v, _p=prev, _f=fn):
             v = _p(v)
@@ -233,13 +254,12 @@ class _Builder:
         with np.errstate(over="ignore"):
             arr = np.array(value, dtype=dtype)
         if zero_point and not arr.any():
-            self.conv[name] = lambda v: None
+            self.conv[name] = _Constant(None)
         elif self.kind == HOST or (param and self.host_scalars):
             arr.flags.writeable = False
-            self.conv[name] = lambda v, _a=arr: _a
-        else:
-            xp = self.xp
-            self.conv[name] = lambda v, _x=arr: xp.asarray(_x)
+            self.conv[name] = _Constant(arr)
+        else:  # copied to the device once per plan, not on every call
+            self.conv[name] = dispatch.DeviceConstant(arr)
         return arr
 
     def reshape(self, name, shape):
@@ -407,13 +427,16 @@ def _run(spec, values, params_key, params, out):
         key, plan = None, None
     if plan is None:
         plan = spec.planner(_Builder(spec, kind, vals, out), *params)
+        plan.fn = getattr(dispatch.backend(kind), spec.backend_name)
+        plan.empty = dispatch.module(kind).empty
+        plan.runners = None if kind == HOST else {}
         if key is not None:
             if len(_PLANS) >= PLAN_CACHE_SIZE:
                 _PLANS.clear()
             _PLANS[key] = plan
     args = [v if c is None else c(v) for c, v in zip(plan.conv, vals)]
     if out is None:
-        out = (np if kind == HOST else dispatch.module(kind)).empty(plan.out_shape, plan.out_dtype)
+        out = plan.empty(plan.out_shape, plan.out_dtype)
         check = False
         if _EXPLAINING.get():
             return dispatch.kernel_plan(spec.backend_name, args, out, kind, plan.params)
@@ -421,8 +444,7 @@ def _run(spec, values, params_key, params, out):
         if kind == HOST and not out.flags.writeable:
             raise ValueError(f"{spec.fname}: out is read-only; pass a writeable array")
         check = True
-    return dispatch.write(getattr(dispatch.backend(kind), spec.backend_name), args, out, kind,
-                          plan.params, check)
+    return dispatch.write(plan.fn, args, out, kind, plan.params, check, plan.runners)
 
 
 _EXPLAINING = contextvars.ContextVar("dmlq_explaining", default=False)

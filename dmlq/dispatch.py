@@ -75,20 +75,60 @@ def kind_of(arrays, op: str) -> str:
     return kinds.pop() if kinds else HOST
 
 
-def to_gpu_array(obj, op: str, name: str):
-    """A cupy.ndarray view of a GPU array on the current device (no copy)."""
+def current_device() -> int:
+    """CuPy's current device."""
     import cupy
 
-    if not isinstance(obj, cupy.ndarray):
-        if hasattr(obj, "__cuda_array_interface__"):
+    return cupy.cuda.runtime.getDevice()
+
+
+def to_gpu_array(obj, op: str, name: str, current: int = None):
+    """A cupy.ndarray view of a GPU array on the current device (no copy);
+    ``current``: the current device, when the caller has asked already."""
+    import cupy
+
+    if type(obj) is not cupy.ndarray:
+        if isinstance(obj, cupy.ndarray):
+            pass
+        elif hasattr(obj, "__cuda_array_interface__"):
             obj = cupy.asarray(obj)
         else:
             obj = cupy.from_dlpack(obj)
-    current = cupy.cuda.runtime.getDevice()
-    if obj.device.id != current:
-        raise ValueError(f"{op}: {name} is on device {obj.device.id} but the current device is "
-                         f"{current}; use `with cupy.cuda.Device({obj.device.id}):`")
+    if current is None:
+        current = cupy.cuda.runtime.getDevice()
+    if obj.data.device_id != current:
+        raise ValueError(f"{op}: {name} is on device {obj.data.device_id} but the current device is "
+                         f"{current}; use `with cupy.cuda.Device({obj.data.device_id}):`")
     return obj
+
+
+class DeviceConstant:
+    """A host value a GPU kernel reads from device memory (a scale given as a
+    Python number): copied to each device once, on first use, then reused by
+    every call of the signature that holds it. Called like an operand
+    conversion (its argument is ignored)."""
+
+    __slots__ = ("host", "_copies")
+
+    def __init__(self, host):
+        self.host = host
+        self._copies = {}
+
+    def then(self, fn):
+        """The constant ``fn(host)``: a later conversion applied once, on the host."""
+        return DeviceConstant(fn(self.host))
+
+    def __call__(self, _v=None):
+        dev = current_device()
+        copy = self._copies.get(dev)
+        if copy is None:
+            xp = module(GPU)
+            copy = xp.asarray(self.host)
+            sync = getattr(getattr(xp, "cuda", None), "get_current_stream", None)
+            if sync is not None:  # a copy from pageable memory may still be in flight
+                sync().synchronize()
+            copy = self._copies.setdefault(dev, copy)
+        return copy
 
 
 def module(kind: str):
@@ -127,21 +167,31 @@ def kernel_plan(name: str, args, out, kind: str, params=()):
         return fn(*args, out, *params)
 
 
-def write(fn, args, out, kind, params=(), check_overlap=True):
+def write(fn, args, out, kind, params=(), check_overlap=True, runners=None):
     """Run the backend function ``fn(*args, out, *params)`` and return ``out``.
 
     When ``out`` may share memory with an input the result goes through a
     temporary first, so an overlapping ``out`` is never half-read. A freshly
     allocated ``out`` cannot overlap: callers pass ``check_overlap=False``.
+    ``runners``: for a GPU call, a dict the caller keeps per call signature,
+    where the GPU backend keeps what a repeated call runs (dmlq.gpu.ops.run).
     """
     if out.size == 0:
         return out
+    if runners is not None and kind != HOST:
+        run = backend(kind).run
+
+        def call(target):
+            run(fn, runners, args, target, params)
+    else:
+        def call(target):
+            fn(*args, target, *params)
     if check_overlap:
         xp = np if kind == HOST else module(kind)
         if any(a is not None and hasattr(a, "shape") and xp.may_share_memory(a, out) for a in args):
             tmp = xp.empty(out.shape, out.dtype)
-            fn(*args, tmp, *params)
+            call(tmp)
             out[...] = tmp
             return out
-    fn(*args, out, *params)
+    call(out)
     return out

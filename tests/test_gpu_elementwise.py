@@ -22,6 +22,7 @@ import pytest
 
 from dmlq import reference as R
 from dmlq.gpu import elementwise as ew
+from dmlq.gpu import plan as plan_module
 
 gpu = pytest.mark.gpu
 
@@ -233,13 +234,13 @@ def launched(request, monkeypatch):
     if "dev" in request.fixturenames:
         request.getfixturevalue("dev")
     names = []
-    real = ew.execute
+    real = plan_module.execute
 
-    def spy(plan, arglists):
+    def spy(plan, arglists, kernels=None):
         names.extend(launch.kernel for launch in plan.launches if launch.role == "main")
-        return real(plan, arglists)
+        return real(plan, arglists, kernels)
 
-    monkeypatch.setattr(ew, "execute", spy)
+    monkeypatch.setattr(plan_module, "execute", spy)
     return names
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device
 from .device import NULL
-from .plan import Launch, Memo, Plan, device_key, execute
+from .plan import Launch, Memo, Plan, Runner, device_key, launcher
 
 SOURCE = "avgpool.cu"
 QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
@@ -250,31 +250,58 @@ def _c_contiguous(a) -> bool:
     return bool(a.flags.c_contiguous)
 
 
+def bind_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
+                            strides, start_padding, end_padding, dilations, include_padding, *,
+                            variant=None) -> Runner:
+    """The runner of these arguments' plan (their geometry, on the device in use):
+    ``runner(x, x_scale, x_zero_point, out_scale, out_zero_point, out)``."""
+    plan = plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
+                                   strides, start_padding, end_padding, dilations, include_padding,
+                                   variant=variant)
+    if not plan.launches:
+        return Runner(plan, lambda *args: None)
+    xp, go = device.xp(), launcher(plan)
+    (before, after), per_channel = plan.detail
+    after = (np.int32(per_channel), *after)
+    direct = _c_contiguous(out)
+    x_dt, out_dt = x.dtype, out.dtype
+
+    def ready(v, dtype):  # already the contiguous 1-D vector the kernel reads
+        return v is None or (v.ndim == 1 and v.dtype == dtype and (v.size == 1 or v.strides[0] == v.itemsize))
+
+    if all(ready(v, dt) for v, dt in ((x_scale, np.float32), (x_zero_point, x_dt), (out_scale, np.float32),
+                                      (out_zero_point, out_dt))):
+        def params(xs, xz, os_, oz):
+            return xs, NULL if xz is None else xz, os_, NULL if oz is None else oz
+    else:
+        def params(xs, xz, os_, oz):
+            return (_param_vector(xp, xs, np.float32), NULL if xz is None else _param_vector(xp, xz, x_dt),
+                    _param_vector(xp, os_, np.float32), NULL if oz is None else _param_vector(xp, oz, out_dt))
+
+    def call(x, x_scale, x_zero_point, out_scale, out_zero_point, out):
+        dst = out if direct else xp.empty(out.shape, out_dt)
+        go(((x, dst, *before, *params(x_scale, x_zero_point, out_scale, out_zero_point), *after),))
+        if dst is not out:
+            out[...] = dst
+
+    return Runner(plan, call)
+
+
 _memo = Memo()
+
+
+def _shape(v):
+    return None if v is None else (v.shape, v.strides, v.dtype)
 
 
 def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
                        strides, start_padding, end_padding, dilations, include_padding, *,
                        variant=None):
+    params = (window_size, strides, start_padding, end_padding, dilations, include_padding)
     key = (*device_key(), variant, x.shape, x.strides, x.dtype, out.shape, out.dtype, _c_contiguous(out),
            tuple(window_size), tuple(strides), tuple(start_padding), tuple(end_padding), tuple(dilations),
-           bool(include_padding), *((None if v is None else (v.size, v.dtype))
-                                    for v in (x_scale, x_zero_point, out_scale, out_zero_point)))
-    plan = _memo.get(key, lambda: plan_quantized_avg_pool(
-        x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size, strides, start_padding,
-        end_padding, dilations, include_padding, variant=variant))
-    if not plan.launches:
-        return out
-    xp = device.xp()
-    (before, after), per_channel = plan.detail
-    xs = _param_vector(xp, x_scale, np.float32)
-    os_ = _param_vector(xp, out_scale, np.float32)
-    xzp = None if x_zero_point is None else _param_vector(xp, x_zero_point, x.dtype)
-    ozp = None if out_zero_point is None else _param_vector(xp, out_zero_point, out.dtype)
-    qargs = (xs, NULL if xzp is None else xzp, os_, NULL if ozp is None else ozp,
-             np.int32(per_channel))
-    dst = out if _c_contiguous(out) else xp.empty(out.shape, out.dtype)
-    execute(plan, [(x, dst, *before, *qargs, *after)])
-    if dst is not out:
-        out[...] = dst
+           bool(include_padding), *map(_shape, (x_scale, x_zero_point, out_scale, out_zero_point)))
+    runner = _memo.get(key, lambda: bind_quantized_avg_pool(
+        x, x_scale, x_zero_point, out_scale, out_zero_point, out, *params, variant=variant))
+    runner(x, x_scale, x_zero_point, out_scale, out_zero_point, out)
     return out

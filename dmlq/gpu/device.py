@@ -101,17 +101,29 @@ class CupyBackend:
             n = self._occupancy[key] = max(1, int(n))
         return n
 
-    def launch(self, source: str, name: str, grid, block, args, shared_mem: int = 0):
+    def _function(self, source: str, name: str, shared_mem: int):
         from . import loader
 
-        check_args(name, args)
         fn = loader.function(source, name)
         if shared_mem > 48 * 1024:
             key = (self.current(), source, name)
             if key not in self._opted_in:
                 fn.max_dynamic_shared_size_bytes = shared_mem
                 self._opted_in.add(key)
-        fn(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem)
+        return fn
+
+    def launch(self, source: str, name: str, grid, block, args, shared_mem: int = 0):
+        check_args(name, args)
+        self._function(source, name, shared_mem)(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem)
+
+    def kernel(self, source: str, name: str, shared_mem: int = 0):
+        """``launch`` bound to one kernel on the current device (the lookup and the
+        shared-memory opt-in done now): ``k(grid, block, args, shared_mem)``."""
+        fn = self._function(source, name, shared_mem)
+
+        def k(grid, block, args, smem):
+            fn(grid, block, args, shared_mem=smem)
+        return k
 
 
 @functools.lru_cache(maxsize=None)
@@ -297,6 +309,19 @@ def resident_blocks(source: str, name: str, threads: int, smem: int = 0) -> int:
 
 def launch(source: str, name: str, grid, block, args, shared_mem: int = 0) -> None:
     backend.launch(source, name, grid, block, args, shared_mem)
+
+
+def kernel(source: str, name: str, shared_mem: int = 0):
+    """One kernel's launch function on the device in use: ``k(grid, block, args,
+    shared_mem)``. A device without its own ``kernel`` gets ``launch`` bound to the name."""
+    bound = getattr(backend, "kernel", None)
+    if bound is not None:
+        return bound(source, name, shared_mem)
+    launch_on = backend.launch
+
+    def k(grid, block, args, smem):
+        launch_on(source, name, grid, block, args, smem)
+    return k
 
 
 def compile_all() -> int:

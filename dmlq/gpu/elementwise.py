@@ -22,7 +22,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from . import device
-from .plan import Launch, Memo, Plan, device_key, execute
+from .plan import Launch, Memo, Plan, Runner, device_key, launcher
 
 VARIANTS = ("contig", "axis", "strided")
 SOURCE = "elementwise.cu"
@@ -473,9 +473,8 @@ def _overlapping(out, *inputs) -> bool:
 _THROUGH_TEMPORARY = "out overlaps an input: computed into a temporary, then copied"
 
 
-# Plans of repeated calls: geometry (shapes, strides, dtypes, addresses modulo 16,
-# which scales and zero points are host values) -> (plan, argument builder). The
-# arguments themselves (addresses, values) are built anew on every call.
+# Runners of repeated calls: geometry (shapes, strides, dtypes, addresses modulo 16,
+# the values of host scalars) -> Runner. Addresses are read anew on every call.
 _memo = Memo()
 
 
@@ -497,14 +496,32 @@ def _memo_key(plan_fn, args, out, variant):
         elif is_array(a):
             key += (a.shape, a.strides, a.dtype, ptr(a) % 16)
         elif isinstance(a, (np.generic, np.ndarray)) and a.size == 1:
-            key += ("host", a.dtype)
+            key += ("host", a.dtype, a.tobytes())  # baked into the runner's arguments
         else:
             return None
     return tuple(key)
 
 
+def bind(plan_fn, args, out, variant=None) -> Runner:
+    """The runner of ``plan_fn``'s plan for these arguments' geometry, for an out
+    that overlaps no input; ``runner(*args, out)`` launches."""
+    plan = plan_fn(*args, out, variant=variant)
+    if not plan.launches:
+        return Runner(plan, lambda *a: None)
+    build, go = plan.detail, launcher(plan)
+    if plan.variant == "table":  # the 64 KiB table of all input pairs, built by the first launch
+        xp = device.xp()
+
+        def call(*a):
+            go(add_table_args(build(*a), xp.empty(TABLE_BYTES, a[-1].dtype)))
+    else:
+        def call(*a):
+            go((build(*a),))
+    return Runner(plan, call)
+
+
 def _run(plan_fn, args, out, variant):
-    """Plan the call (memoized by geometry) and run it; through a temporary when
+    """Bind the call (memoized by geometry) and run it; through a temporary when
     out overlaps an input."""
     if _overlapping(out, *args):
         tmp = device.xp().empty(out.shape, out.dtype)
@@ -514,16 +531,10 @@ def _run(plan_fn, args, out, variant):
     key = _memo_key(plan_fn, args, out, variant)
     if key is None:  # Python numbers, or per-axis host arrays (which must live on the device)
         args = tuple(_device_or_scalar(a) for a in args)
-        plan = plan_fn(*args, out, variant=variant)
+        runner = bind(plan_fn, args, out, variant)
     else:
-        plan = _memo.get(key, lambda: plan_fn(*args, out, variant=variant))
-    if not plan.launches:
-        return out
-    arglist = plan.detail(*args, out)
-    if plan.variant == "table":  # the 64 KiB table of all input pairs, built by the first launch
-        execute(plan, add_table_args(arglist, device.xp().empty(TABLE_BYTES, out.dtype)))
-    else:
-        execute(plan, [arglist])
+        runner = _memo.get(key, lambda: bind(plan_fn, args, out, variant))
+    runner(*args, out)
     return out
 
 
@@ -556,11 +567,17 @@ def _unary_plan(opname, op, types, x, scale: _Param, zp: _Param, out, variant, n
     make, work = unary_arg_maker(op, v, layout, ptrs, sizes[:2], wide, f16)
     (o_out, o_x, o_s, o_z), (e_out, e_x, e_s, e_z) = layout.offsets, sizes
     ptr = device.ptr
+    d_out, d_x = o_out * e_out, o_x * e_x
+    if scale.array is None and zp.array is None:  # host values (or none): fixed for the plan
+        sv, zv = scale.value, zp.value
 
-    def build(x, scale, zero_point, out):
-        (sp, sv), (zp_, zv) = _ptr_value(scale), _ptr_value(zero_point)
-        return make((ptr(out) + o_out * e_out, ptr(x) + o_x * e_x, sp + o_s * e_s if sp else 0,
-                     zp_ + o_z * e_z if zp_ else 0), sv, zv)
+        def build(x, scale, zero_point, out):
+            return make((ptr(out) + d_out, ptr(x) + d_x, 0, 0), sv, zv)
+    else:
+        def build(x, scale, zero_point, out):
+            (sp, sv), (zp_, zv) = _ptr_value(scale), _ptr_value(zero_point)
+            return make((ptr(out) + d_out, ptr(x) + d_x, sp + o_s * e_s if sp else 0,
+                         zp_ + o_z * e_z if zp_ else 0), sv, zv)
 
     return Plan(opname, v, (_launch(kernel_name(op, v, types, wide), work),), notes, build)
 
@@ -633,10 +650,18 @@ def plan_quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     o_out, o_a, o_b = offsets[:3]
     ptr = device.ptr
 
-    def build(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
-        return make((ptr(out) + o_out, ptr(a) + o_a, ptr(b) + o_b),  # itemsize 1
-                    [_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point, b_zero_point,
-                                             out_zero_point)])
+    if not any(device.backend.is_array(p) for p in (a_scale, a_zero_point, b_scale, b_zero_point,
+                                                   out_scale, out_zero_point)):
+        fixed = [_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point, b_zero_point,
+                                         out_zero_point)]  # host values (or none): fixed for the plan
+
+        def build(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
+            return make((ptr(out) + o_out, ptr(a) + o_a, ptr(b) + o_b), fixed)  # itemsize 1
+    else:
+        def build(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
+            return make((ptr(out) + o_out, ptr(a) + o_a, ptr(b) + o_b),
+                        [_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point, b_zero_point,
+                                                 out_zero_point)])
 
     if add_path(v, layout.size, variant) == "table":
         launches = (Launch(SOURCE, kernel_name("add", "table_build", types), (TABLE_BYTES // THREADS,),

@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device
 from .device import NULL
-from .plan import Launch, Memo, Plan, device_key, execute
+from .plan import Launch, Memo, Plan, Runner, device_key, launcher
 from .loader import cuda_dir
 
 DP4A_SOURCE = "matmul_dp4a.cu"
@@ -266,10 +266,6 @@ def _or_null(v):
     return NULL if v is None else v
 
 
-def _addr(base: int, offset_elems: int, itemsize: int = 1):
-    return np.uint64(base + offset_elems * itemsize)
-
-
 def cp_async_width(x) -> int:
     """The widest cp.async copy (16 or 4 bytes, 0 for none) that can stage ``x``:
     it must divide the base address, the row stride (passed to the kernel even
@@ -487,6 +483,97 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
 
 
+def _vector_prep(xp, length, scale, zero_point, zp_dtype):
+    """(per_axis flag, prep): ``prep(scale, zero_point)`` gives the kernel's
+    contiguous vectors (:func:`_per_axis`), or the arguments themselves when
+    they already are such vectors (decided once, from their geometry)."""
+    per = int(scale.size != 1 or (zero_point is not None and zero_point.size != 1))
+    n = length if per else 1
+
+    def ready(v, dtype):
+        return v is None or (v.ndim == 1 and v.shape[0] == n and v.dtype == dtype
+                             and (n == 1 or v.strides[0] == v.itemsize))
+
+    if ready(scale, np.float32) and ready(zero_point, zp_dtype):
+        return per, lambda s, z: (s, z)
+    return per, lambda s, z: _per_axis(xp, length, s, z, zp_dtype)[1:]
+
+
+def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                          out_scale, out_zero_point, out, *, variant=None, splits=None) -> Runner:
+    """The runner of these arguments' plan (their geometry, on the device in
+    use): ``runner(a, ..., out_zero_point, out)`` stages, allocates temporaries,
+    builds the argument lists and launches; every integer argument is fixed here."""
+    plan = plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
+                                 out_zero_point, out, variant=variant, splits=splits)
+    if not plan.launches:
+        return Runner(plan, lambda *args: None)
+    d, go = plan.detail, launcher(plan)
+    xp, ptr = device.xp(), device.ptr
+    i32, i64, u64 = np.int32, np.int64, np.uint64
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    if d.drop_zero_points:
+        a_zero_point = b_zero_point = None
+    plan_a, plan_b = _staged(a, d.stage_a), _staged(b, d.stage_b)
+    target = out if d.direct_out else device.Fresh(out.shape, out.dtype)
+    lda, ldb = plan_a.strides[-2] // a.itemsize, plan_b.strides[-2] // b.itemsize
+    ldc = target.strides[-2] // target.itemsize
+    a_per_row, prep_a = _vector_prep(xp, M, a_scale, a_zero_point, a.dtype)
+    b_per_col, prep_b = _vector_prep(xp, N, b_scale, b_zero_point, b.dtype)
+    o_per_row, prep_o = _vector_prep(xp, M, out_scale, out_zero_point, out.dtype)
+    flags = (i32(a_per_row), i32(b_per_col), i32(o_per_row))
+    zmax = max(u.batch0 * u.batch1 for u in d.batches)
+    mma = isinstance(d.cfg, MmaConfig)
+    fixed = []  # per batch launch: (offsets, row-sum, column-sum, main and split-K integer arguments)
+    for u in d.batches:
+        nz = u.batch0 * u.batch1
+        a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
+        fixed.append((u.offsets,
+                      (i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1), i64(lda)),
+                      (i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb)),
+                      (i32(M), i32(N), i32(K), i32(u.batch1), i64(a_bs0), i64(a_bs1), i64(b_bs0),
+                       i64(b_bs1), i64(c_bs0), i64(c_bs1), i64(lda), i64(ldb), i64(ldc)),
+                      nz * M * N,
+                      (i32(d.nsplit),), (i32(M), i32(N), i32(K), i32(u.batch1), i64(c_bs0), i64(c_bs1),
+                                         i64(ldc))))
+    split = (i32(d.nsplit), i32(d.k_chunk))
+    drop, need_rows, need_cols, nsplit = d.drop_zero_points, d.need_rows, d.need_cols, d.nsplit
+
+    def call(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
+        if drop:
+            a_zero_point = b_zero_point = None
+        a = _stage(xp, a, d.stage_a, plan_a)
+        b = _stage(xp, b, d.stage_b, plan_b)
+        dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
+        a_s, a_z = prep_a(a_scale, a_zero_point)
+        b_s, b_z = prep_b(b_scale, b_zero_point)
+        o_s, o_z = prep_o(out_scale, out_zero_point)
+        row_sums = xp.empty(zmax * M, np.int32) if need_rows else NULL
+        col_sums = xp.empty(zmax * N, np.int32) if need_cols else NULL
+        quant = (a_s, b_s, o_s, _or_null(a_z), _or_null(b_z), _or_null(o_z), *flags, row_sums, col_sums)
+        pa, pb, pc = ptr(a), ptr(b), ptr(dst)
+        arglists = []
+        for (oa, ob, oc), rows, cols, main, size, ns, epi in fixed:
+            A, B, C = u64(pa + oa), u64(pb + ob), u64(pc + oc)  # offsets in bytes (itemsize 1)
+            if need_rows:
+                arglists.append((A, *rows, row_sums))
+            if need_cols:
+                arglists.append((B, *cols, col_sums))
+            if not mma:
+                arglists.append((A, B, C, *main, *quant))
+                continue
+            partial = xp.empty(nsplit * size, np.int32) if nsplit > 1 else NULL
+            arglists.append((A, B, C, *main, *quant, *split, partial))
+            if nsplit > 1:
+                arglists.append((partial, *ns, C, *epi, *quant))
+        go(arglists)
+        if dst is not out:
+            out[...] = dst
+
+    return Runner(plan, call)
+
+
 _memo = Memo()
 
 
@@ -498,63 +585,11 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                      out_scale, out_zero_point, out, *, variant=None, splits=None):
     """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
     _check_options(variant, splits)  # before the memo key asks the device anything
+    args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
     key = (*device_key(), variant, splits, _geometry(a), _geometry(b), out.shape, out.strides, out.dtype,
-           _direct_out(out, a, b), *((None if v is None else (v.size, v.dtype))
+           _direct_out(out, a, b), *((None if v is None else (v.shape, v.strides, v.dtype))
                                      for v in (a_scale, a_zero_point, b_scale, b_zero_point, out_scale,
                                                out_zero_point)))
-    plan = _memo.get(key, lambda: plan_quantized_matmul(
-        a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out,
-        variant=variant, splits=splits))
-    if not plan.launches:
-        return out
-    d = plan.detail
-    if d.drop_zero_points:
-        a_zero_point = b_zero_point = None
-    xp = device.xp()
-    M, K = a.shape[-2:]
-    N = b.shape[-1]
-    a = _stage(xp, a, d.stage_a, _staged(a, d.stage_a))
-    b = _stage(xp, b, d.stage_b, _staged(b, d.stage_b))
-    target = out if d.direct_out else xp.empty(out.shape, out.dtype)
-
-    a_per_row, a_scale, a_zp = _per_axis(xp, M, a_scale, a_zero_point, a.dtype)
-    b_per_col, b_scale, b_zp = _per_axis(xp, N, b_scale, b_zero_point, b.dtype)
-    o_per_row, out_scale, o_zp = _per_axis(xp, M, out_scale, out_zero_point, out.dtype)
-    lda = a.strides[-2] // a.itemsize
-    ldb = b.strides[-2] // b.itemsize
-    ldc = target.strides[-2] // target.itemsize
-    zmax = max(u.batch0 * u.batch1 for u in d.batches)
-    row_sums = xp.empty(zmax * M, np.int32) if d.need_rows else NULL
-    col_sums = xp.empty(zmax * N, np.int32) if d.need_cols else NULL
-    pa, pb, pc = device.ptr(a), device.ptr(b), device.ptr(target)
-    i32, i64 = np.int32, np.int64
-    quant = (a_scale, b_scale, out_scale, _or_null(a_zp), _or_null(b_zp), _or_null(o_zp),
-             i32(a_per_row), i32(b_per_col), i32(o_per_row), row_sums, col_sums)
-    mma = isinstance(d.cfg, MmaConfig)
-    arglists = []
-    for u in d.batches:
-        A = _addr(pa, u.offsets[0])
-        B = _addr(pb, u.offsets[1])
-        C = _addr(pc, u.offsets[2])
-        nz = u.batch0 * u.batch1
-        a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
-        if d.need_rows:
-            arglists.append((A, i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1),
-                             i64(lda), row_sums))
-        if d.need_cols:
-            arglists.append((B, i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1),
-                             i64(ldb), col_sums))
-        args = (A, B, C, i32(M), i32(N), i32(K), i32(u.batch1),
-                i64(a_bs0), i64(a_bs1), i64(b_bs0), i64(b_bs1), i64(c_bs0), i64(c_bs1),
-                i64(lda), i64(ldb), i64(ldc), *quant)
-        if mma:
-            partial = xp.empty(d.nsplit * nz * M * N, np.int32) if d.nsplit > 1 else NULL
-            args += (i32(d.nsplit), i32(d.k_chunk), partial)
-        arglists.append(args)
-        if d.nsplit > 1:
-            arglists.append((partial, i32(d.nsplit), C, i32(M), i32(N), i32(K), i32(u.batch1),
-                             i64(c_bs0), i64(c_bs1), i64(ldc), *quant))
-    execute(plan, arglists)
-    if target is not out:
-        out[...] = target
+    runner = _memo.get(key, lambda: bind_quantized_matmul(*args, out, variant=variant, splits=splits))
+    runner(*args, out)
     return out

@@ -131,12 +131,49 @@ def recording():
         _observers.remove(plans)
 
 
-def execute(plan: Plan, arglists) -> None:
-    """Launch each of ``plan.launches`` with its argument tuple."""
+def execute(plan: Plan, arglists, kernels=None) -> None:
+    """Launch each of ``plan.launches`` with its argument tuple; ``kernels`` (from
+    :func:`kernels`) skips looking each kernel up again."""
     launches = plan.launches
     if len(arglists) != len(launches):
         raise AssertionError(f"{plan.op}: {len(arglists)} argument lists for {len(launches)} launches")
-    for launch, args in zip(launches, arglists):
-        device.launch(launch.source, launch.kernel, launch.grid, launch.block, args, launch.shared_mem)
+    if kernels is None:
+        for launch, args in zip(launches, arglists):
+            device.launch(launch.source, launch.kernel, launch.grid, launch.block, args, launch.shared_mem)
+    else:
+        for kernel, launch, args in zip(kernels, launches, arglists):
+            kernel(launch.grid, launch.block, args, launch.shared_mem)
     for plans in _observers:
         plans.append(plan)
+
+
+def kernels(plan: Plan) -> tuple:
+    """The launch functions of a plan's kernels on the device in use, looked up
+    (and compiled) once: ``k(grid, block, args, shared_mem)``."""
+    return tuple(device.kernel(launch.source, launch.kernel, launch.shared_mem) for launch in plan.launches)
+
+
+def launcher(plan: Plan):
+    """``go(arglists)``: :func:`execute` for ``plan`` with its kernels looked up once."""
+    found = kernels(plan)
+
+    def go(arglists):
+        execute(plan, arglists, found)
+    return go
+
+
+class Runner:
+    """A plan made runnable for one geometry on one device: ``runner(*args, out)``
+    builds the argument lists and launches (``call``, written by the operator's
+    module around :func:`launcher`). What a runner may assume -- shapes, strides,
+    dtypes, address alignment, the values of host scalars, that out overlaps no
+    input -- is what the key it is cached under holds."""
+
+    __slots__ = ("plan", "call")
+
+    def __init__(self, plan: Plan, call):
+        self.plan = plan
+        self.call = call
+
+    def __call__(self, *args):
+        return self.call(*args)
