@@ -103,20 +103,47 @@ def _slow_operand(spec, name, v):
 
 
 def _normalize(spec, values, out):
-    """(kind, operands): every operand as NumPy/CuPy array or scalar; the backend kind."""
+    """(kind, operands, out, keys): every operand as a NumPy/CuPy array or scalar,
+    the backend kind, and each operand's part of the plan key (:func:`_key`)."""
     kind = None
     vals = values
+    keys = []
+    add = keys.append
+    native = dispatch.NATIVE_GPU_TYPES
+    gpu_later = None  # operands whose key waits for their conversion to CuPy
+    on_gpu = []
     for i, v in enumerate(values):
         t = type(v)
         if t is np.ndarray:
             side = HOST
-        elif v is None or t is float or t is int or isinstance(v, np.generic):
+            add((v.dtype, v.shape, v.strides))
+        elif t in native:
+            side = GPU
+            on_gpu.append(i)
+            add((t, v.dtype, v.shape, v.strides))
+        elif v is None:
+            add(None)
+            continue
+        elif t is float:
+            add((float, v.hex()))  # -0.0 and 0.0 differ, NaN equals NaN
+            continue
+        elif t is int:
+            add((int, v))
+            continue
+        elif isinstance(v, np.generic):
+            add((t, v.tobytes()))
             continue
         else:
             v, side = _slow_operand(spec, spec.names[i], v)
             if vals is values:
                 vals = list(values)
             vals[i] = v
+            if side == GPU:
+                on_gpu.append(i)
+                gpu_later = (gpu_later or []) + [i]
+                add(None)
+            else:
+                add(_key(v))
             if side is None:
                 continue
         if kind is None:
@@ -131,9 +158,10 @@ def _normalize(spec, values, out):
         if vals is values:
             vals = list(values)
         current = dispatch.current_device()
-        for i, v in enumerate(vals):
-            if v is not None and not isinstance(v, (int, float, np.generic)):
-                vals[i] = dispatch.to_gpu_array(v, spec.fname, spec.names[i], current)
+        for i in on_gpu:
+            vals[i] = dispatch.to_gpu_array(vals[i], spec.fname, spec.names[i], current)
+        for i in gpu_later or ():
+            keys[i] = _key(vals[i])
     if out is not None:
         if type(out) is np.ndarray:
             side = HOST
@@ -149,7 +177,7 @@ def _normalize(spec, values, out):
                             "arrays are mixed")
         if side == GPU:
             out = dispatch.to_gpu_array(out, spec.fname, "out")
-    return kind, vals, out
+    return kind, vals, out, keys
 
 
 def _key(v):
@@ -179,16 +207,28 @@ def _param_key(p):
 
 class _Plan:
     """A validated call signature: operand conversions, the output and the backend
-    call; for the GPU, the runners the backend keeps for this signature."""
+    call; for the GPU, the runners the backend keeps for this signature.
 
-    __slots__ = ("conv", "out_shape", "out_dtype", "params", "fn", "empty", "runners")
+    The backend's arguments are ``template`` (a list: constants where the call
+    gave scalars, made arrays at plan time) with each ``(i, conv)`` of ``dynamic``
+    filled in from operand i (converted when conv is not None)."""
+
+    __slots__ = ("template", "dynamic", "out_shape", "out_dtype", "params", "fn", "empty", "runners")
 
     def __init__(self, conv, out_shape, out_dtype, params=()):
-        self.conv = conv
+        self.template = [c.value if isinstance(c, _Constant) else None for c in conv]
+        self.dynamic = tuple((i, c) for i, c in enumerate(conv) if not isinstance(c, _Constant))
         self.out_shape = out_shape
         self.out_dtype = out_dtype
         self.params = params
         self.fn = self.empty = self.runners = None
+
+    def arguments(self, vals) -> list:
+        """The backend's arguments for one call's operands."""
+        args = self.template.copy()
+        for i, c in self.dynamic:
+            args[i] = vals[i] if c is None else c(vals[i])
+        return args
 
 
 class _Constant:
@@ -419,8 +459,8 @@ class _Builder:
 
 
 def _run(spec, values, params_key, params, out):
-    kind, vals, out = _normalize(spec, values, out)
-    key = (spec.fname, kind, params_key, None if out is None else _key(out), *map(_key, vals))
+    kind, vals, out, keys = _normalize(spec, values, out)
+    key = (spec.fname, kind, params_key, None if out is None else _key(out), *keys)
     try:
         plan = _PLANS.get(key)
     except TypeError:  # an unhashable parameter: plan without caching
@@ -434,7 +474,7 @@ def _run(spec, values, params_key, params, out):
             if len(_PLANS) >= PLAN_CACHE_SIZE:
                 _PLANS.clear()
             _PLANS[key] = plan
-    args = [v if c is None else c(v) for c, v in zip(plan.conv, vals)]
+    args = plan.arguments(vals)
     if out is None:
         out = plan.empty(plan.out_shape, plan.out_dtype)
         check = False
@@ -486,14 +526,12 @@ def _vector(b, name, v, length, per_axis, wrong_shape):
     """
     if v is None:
         return None
-    if v.size == 1:
-        b.reshape(name, (1,))
-        return v.reshape(1)
-    dims = tuple(v.shape)
-    if not per_axis(dims):
-        raise DescError(wrong_shape(dims))
-    b.reshape(name, (length,))
-    return v.reshape(length)
+    want = (1,) if v.size == 1 else (length,)
+    if v.size != 1 and not per_axis(tuple(v.shape)):
+        raise DescError(wrong_shape(tuple(v.shape)))
+    if tuple(v.shape) != want:  # (no view made per call for an operand already 1-D)
+        b.reshape(name, want)
+    return v.reshape(want)
 
 
 # ------------------------------------------------------------------ quantize / dequantize

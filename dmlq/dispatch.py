@@ -26,10 +26,16 @@ _CPU_DLPACK = 1          # kDLCPU
 _GPU_DLPACK = (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 
 
+# The GPU array types the API takes as they are (cupy.ndarray, once one is seen):
+# a fast type test for the common case.
+NATIVE_GPU_TYPES: set = set()
+
+
 def is_gpu(obj) -> bool:
     """True for CuPy arrays and other CUDA arrays (CUDA array interface or CUDA DLPack)."""
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(obj, cupy.ndarray):
+        NATIVE_GPU_TYPES.add(cupy.ndarray)
         return True
     if hasattr(obj, "__cuda_array_interface__"):
         return True
@@ -178,20 +184,15 @@ def write(fn, args, out, kind, params=(), check_overlap=True, runners=None):
     """
     if out.size == 0:
         return out
-    if runners is not None and kind != HOST:
-        run = backend(kind).run
-
-        def call(target):
-            run(fn, runners, args, target, params)
-    else:
-        def call(target):
-            fn(*args, target, *params)
+    target = out
     if check_overlap:
         xp = np if kind == HOST else module(kind)
         if any(a is not None and hasattr(a, "shape") and xp.may_share_memory(a, out) for a in args):
-            tmp = xp.empty(out.shape, out.dtype)
-            call(tmp)
-            out[...] = tmp
-            return out
-    call(out)
+            target = xp.empty(out.shape, out.dtype)
+    if runners is not None and kind != HOST:
+        backend(kind).run(fn, runners, args, target, params)
+    else:
+        fn(*args, target, *params)
+    if target is not out:
+        out[...] = target
     return out

@@ -72,6 +72,7 @@ def install(monkeypatch, backend):
     with :class:`StandIn` operands; NumPy arrays stay host arrays."""
     is_gpu = dispatch.is_gpu
     monkeypatch.setattr(dispatch, "is_gpu", lambda a: type(a) is StandIn or is_gpu(a))
+    monkeypatch.setattr(dispatch, "NATIVE_GPU_TYPES", {StandIn})
     monkeypatch.setattr(dispatch, "to_gpu_array", lambda a, op, name, current=None: a)
     monkeypatch.setattr(dispatch, "current_device", lambda: 0)
     monkeypatch.setattr(dispatch, "module", lambda kind: np if kind == dispatch.HOST else Xp)

@@ -33,7 +33,7 @@ def _report():
 
 W = _load("workloads")  # the full suite's workloads (bench/, not installed)
 R = _report()
-CPU_BENCHMARKS = 11  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5), runs without a GPU
+CPU_BENCHMARKS = 17  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5, whole GPU call 6), no GPU needed
 
 
 def _run(*args, timeout=300):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,9 +21,9 @@ import numpy as np
 NULL = np.uint64(0)
 
 
-@dataclass(frozen=True)
-class DeviceInfo:
-    """What kernel selection and launch sizing need to know about a device."""
+class DeviceInfo(NamedTuple):
+    """What kernel selection and launch sizing need to know about a device (a
+    tuple: it is part of every plan key, and hashes at C speed)."""
 
     name: str
     compute_capability: int   # 90 for sm_90
@@ -68,17 +68,18 @@ class CupyBackend:
     def ptr(a) -> int:
         return a.data.ptr
 
+    def is_array(self, a) -> bool:
+        return isinstance(a, self._cupy().ndarray)
+
+    def current(self) -> int:
+        return self._cupy().cuda.runtime.getDevice()
+
     @staticmethod
-    def is_array(a) -> bool:
+    @functools.lru_cache(maxsize=None)
+    def _cupy():
         import cupy
 
-        return isinstance(a, cupy.ndarray)
-
-    @staticmethod
-    def current() -> int:
-        import cupy
-
-        return cupy.cuda.runtime.getDevice()
+        return cupy
 
     def info(self) -> DeviceInfo:
         return _info_for(self.current())

@@ -338,12 +338,12 @@ def _u64(p: int):
 def unary_arg_maker(op: str, variant: str, layout: Layout, ptrs, itemsizes, wide: bool = False,
                     scale_f16: bool = False):
     """(make, work items) of quantize_* / dequantize_* (op "quantize" or "dequantize"):
-    ``make(ptrs, scale_value, zp_value)`` builds the argument tuple; everything else
-    is fixed here (``ptrs`` only decide the vector head, by their alignment).
-    itemsizes: of out and x; scale_f16: quantize's device scale is float16."""
+    ``make(ptrs, *unary_values(op, scale_value, zp_value))`` builds the argument
+    tuple; everything else is fixed here (``ptrs`` only decide the vector head, by
+    their alignment). itemsizes: of out and x; scale_f16: quantize's device scale
+    is float16."""
     n = layout.size
-    u64, f32, i64 = np.uint64, np.float32, np.int64
-    zt = np.int32 if op == "quantize" else np.int64
+    u64, i64 = np.uint64, np.int64
     f16 = (np.int32(bool(scale_f16)),) if op == "quantize" else ()
     count = i64(n)
     if variant == "contig":
@@ -353,7 +353,7 @@ def unary_arg_maker(op: str, variant: str, layout: Layout, ptrs, itemsizes, wide
         h = i64(head)
 
         def make(p, sv, zv):
-            return (u64(p[1]), u64(p[0]), count, h, u64(p[2]), *f16, f32(sv), u64(p[3]), zt(int(zv)))
+            return (u64(p[1]), u64(p[0]), count, h, u64(p[2]), *f16, sv, u64(p[3]), zv)
         return make, max(nvec, n - nvec * vec)
     if variant == "axis":
         _, length, inner = axis_dims(layout, 2)
@@ -363,29 +363,33 @@ def unary_arg_maker(op: str, variant: str, layout: Layout, ptrs, itemsizes, wide
         zst = i64(layout.strides[3][d] if d is not None else 0)
 
         def make(p, sv, zv):
-            return (u64(p[1]), u64(p[0]), count, *fixed, u64(p[2]), *f16, sst, f32(sv), u64(p[3]), zst,
-                    zt(int(zv)))
+            return (u64(p[1]), u64(p[0]), count, *fixed, u64(p[2]), *f16, sst, sv, u64(p[3]), zst, zv)
         return make, -(-n // UNROLL)
     geo = pack_geo(layout, wide)
 
     def make(p, sv, zv):
-        return (u64(p[1]), u64(p[0]), count, geo, u64(p[2]), *f16, f32(sv), u64(p[3]), zt(int(zv)))
+        return (u64(p[1]), u64(p[0]), count, geo, u64(p[2]), *f16, sv, u64(p[3]), zv)
     return make, -(-n // STRIDED_UNROLL)
+
+
+def unary_values(op: str, scale_value, zp_value) -> tuple:
+    """The by-value scale and zero point of quantize_* / dequantize_*, as their C types."""
+    return np.float32(scale_value), (np.int32 if op == "quantize" else np.int64)(int(zp_value))
 
 
 def unary_args(op: str, variant: str, layout: Layout, ptrs, itemsizes, scale_value,
                zp_value, wide: bool = False, scale_f16: bool = False):
     """(args, work items) of quantize_* / dequantize_* (see :func:`unary_arg_maker`)."""
     make, work = unary_arg_maker(op, variant, layout, ptrs, itemsizes, wide, scale_f16)
-    return make(ptrs, scale_value, zp_value), work
+    return make(ptrs, *unary_values(op, scale_value, zp_value)), work
 
 
 def add_arg_maker(variant: str, layout: Layout, ptrs, wide: bool = False):
-    """(make, work items) of add_*: ``make(ptrs, params)`` builds the argument tuple
-    from the three tensor addresses and six (pointer, value) pairs: a, b, out scales
-    then a, b, out zero points."""
+    """(make, work items) of add_*: ``make(ptrs, add_values(params))`` builds the
+    argument tuple from the three tensor addresses and six (pointer, value) pairs:
+    a, b, out scales then a, b, out zero points."""
     n = layout.size
-    u64, f32, i32 = np.uint64, np.float32, np.int32
+    u64 = np.uint64
     count = np.int64(n)
     if variant == "contig":
         head = vector_head(ptrs[:3], (1, 1, 1), n, 16)
@@ -398,17 +402,24 @@ def add_arg_maker(variant: str, layout: Layout, ptrs, wide: bool = False):
     else:
         raise ValueError(f"quantized add has no {variant!r} kernel")
 
-    def make(p, params):
-        (s0, v0), (s1, v1), (s2, v2), (z0, w0), (z1, w1), (z2, w2) = params
-        return (u64(p[1]), u64(p[2]), u64(p[0]), *fixed, u64(s0), f32(v0), u64(s1), f32(v1), u64(s2),
-                f32(v2), u64(z0), i32(int(w0)), u64(z1), i32(int(w1)), u64(z2), i32(int(w2)))
+    def make(p, values):
+        return (u64(p[1]), u64(p[2]), u64(p[0]), *fixed, *values)
     return make, work
+
+
+def add_values(params) -> tuple:
+    """add_*'s twelve parameter arguments, as their C types, from the six (pointer,
+    value) pairs."""
+    u64, f32, i32 = np.uint64, np.float32, np.int32
+    (s0, v0), (s1, v1), (s2, v2), (z0, w0), (z1, w1), (z2, w2) = params
+    return (u64(s0), f32(v0), u64(s1), f32(v1), u64(s2), f32(v2), u64(z0), i32(int(w0)), u64(z1),
+            i32(int(w1)), u64(z2), i32(int(w2)))
 
 
 def add_args(variant: str, layout: Layout, ptrs, params, wide: bool = False):
     """(args, work items) of add_* (see :func:`add_arg_maker`)."""
     make, work = add_arg_maker(variant, layout, ptrs, wide)
-    return make(ptrs, params), work
+    return make(ptrs, add_values(params)), work
 
 
 def add_table_args(contig_args, table):
@@ -566,18 +577,18 @@ def _unary_plan(opname, op, types, x, scale: _Param, zp: _Param, out, variant, n
     ptrs = [b + o * s if b else 0 for b, o, s in zip(bases, layout.offsets, sizes)]
     make, work = unary_arg_maker(op, v, layout, ptrs, sizes[:2], wide, f16)
     (o_out, o_x, o_s, o_z), (e_out, e_x, e_s, e_z) = layout.offsets, sizes
-    ptr = device.ptr
+    ptr = device.backend.ptr  # at call time: never a Fresh stand-in
     d_out, d_x = o_out * e_out, o_x * e_x
     if scale.array is None and zp.array is None:  # host values (or none): fixed for the plan
-        sv, zv = scale.value, zp.value
+        values = unary_values(op, scale.value, zp.value)
 
         def build(x, scale, zero_point, out):
-            return make((ptr(out) + d_out, ptr(x) + d_x, 0, 0), sv, zv)
+            return make((ptr(out) + d_out, ptr(x) + d_x, 0, 0), *values)
     else:
         def build(x, scale, zero_point, out):
             (sp, sv), (zp_, zv) = _ptr_value(scale), _ptr_value(zero_point)
             return make((ptr(out) + d_out, ptr(x) + d_x, sp + o_s * e_s if sp else 0,
-                         zp_ + o_z * e_z if zp_ else 0), sv, zv)
+                         zp_ + o_z * e_z if zp_ else 0), *unary_values(op, sv, zv))
 
     return Plan(opname, v, (_launch(kernel_name(op, v, types, wide), work),), notes, build)
 
@@ -648,20 +659,20 @@ def plan_quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     bases = (device.ptr(out), device.ptr(a), device.ptr(b), 0)
     make, work = add_arg_maker(v, layout, [bp + o if bp else 0 for bp, o in zip(bases, offsets)], wide)
     o_out, o_a, o_b = offsets[:3]
-    ptr = device.ptr
+    ptr = device.backend.ptr  # at call time: never a Fresh stand-in
 
     if not any(device.backend.is_array(p) for p in (a_scale, a_zero_point, b_scale, b_zero_point,
                                                    out_scale, out_zero_point)):
-        fixed = [_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point, b_zero_point,
-                                         out_zero_point)]  # host values (or none): fixed for the plan
+        fixed = add_values([_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point, b_zero_point,
+                                                    out_zero_point)])  # host values (or none): fixed for the plan
 
         def build(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
             return make((ptr(out) + o_out, ptr(a) + o_a, ptr(b) + o_b), fixed)  # itemsize 1
     else:
         def build(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
             return make((ptr(out) + o_out, ptr(a) + o_a, ptr(b) + o_b),
-                        [_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point, b_zero_point,
-                                                 out_zero_point)])
+                        add_values([_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point,
+                                                            b_zero_point, out_zero_point)]))
 
     if add_path(v, layout.size, variant) == "table":
         launches = (Launch(SOURCE, kernel_name("add", "table_build", types), (TABLE_BYTES // THREADS,),

@@ -6,7 +6,6 @@ from .avgpool import bind_quantized_avg_pool, plan_quantized_avg_pool, quantized
 from .elementwise import (bind, dequantize_linear, plan_dequantize_linear, plan_quantize_linear,
                           plan_quantized_add, quantize_linear, quantized_add)
 from .matmul import bind_quantized_matmul, plan_quantized_matmul, quantized_matmul
-from .plan import device_key
 
 __all__ = ["quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul",
            "quantized_avg_pool", "plan_quantize_linear", "plan_dequantize_linear",
@@ -28,17 +27,18 @@ def run(fn, runners: dict, args, out, params=()) -> None:
     ``runners`` is a dict the caller keeps for one call signature -- operand
     shapes, strides and dtypes, the values of host scalars, the parameters --
     so the key here adds only what that signature does not fix: the device,
-    out's strides and every address modulo 16. ``out`` must overlap no input
+    out's strides and every address modulo 16. (``runners[backend]`` holds
+    which operands are device arrays, also fixed by the signature.) ``out`` must overlap no input
     (the caller's check): a repeated call skips the backend function's own
     overlap test, its geometry key and its planning.
     """
-    is_array, ptr = device.backend.is_array, device.ptr
-    key = [*device_key(), out.strides, ptr(out) % 16]
-    for a in args:
-        if a is not None and is_array(a):
-            key.append(ptr(a) % 16)
-    key = tuple(key)
+    be = device.backend
+    ptr = be.ptr
+    arrays = runners.get(be)  # which operands are device arrays: fixed by the signature
+    if arrays is None:
+        arrays = runners[be] = tuple(i for i, a in enumerate(args) if a is not None and be.is_array(a))
+    key = (be, be.info(), out.strides, ptr(out) % 16, *[ptr(args[i]) % 16 for i in arrays])
     runner = runners.get(key)
     if runner is None:
         runner = runners[key] = _BINDERS[fn](*args, out, *params)
-    runner(*args, out)
+    runner.call(*args, out)
