@@ -127,3 +127,23 @@ def test_kernel_plan_of_a_gpu_call(gpu, rng):
     p = dmlq.kernel_plan(dmlq.quantize_linear, S.to_device(np.ones(4096, f32)), 0.5, 3)
     assert (p.op, p.variant) == ("quantize_linear", "contig")
     assert _runners() == (1, 0)  # planned, not run
+
+
+def test_strided_per_axis_scales(gpu, rng):
+    """Per-channel and per-column vectors that are views with a stride: the runner
+    copies them to contiguous vectors on every call (its prep), not only the first."""
+    img = rng.integers(0, 256, (2, 3, 6, 5), dtype=u8)
+    for _ in range(2):
+        xs = rng.uniform(0.05, 1, 6).astype(f32)
+        zs = rng.integers(0, 256, 6, dtype=u8)
+        want = dmlq.quantized_avg_pool(img, xs[::2], zs[1::2], 0.3, 7, 2)
+        dxs, dzs = S.to_device(xs), S.to_device(zs)
+        got = dmlq.quantized_avg_pool(S.to_device(img), dxs[::2], dzs[1::2], 0.3, 7, 2)
+        np.testing.assert_array_equal(np.asarray(got), want)
+        a = rng.integers(0, 256, (4, 19), dtype=u8)
+        b = rng.integers(-128, 128, (19, 5), dtype=i8)
+        bs = rng.uniform(0.01, 0.1, 10).astype(f32)
+        want = dmlq.quantized_matmul(a, 0.02, 3, b, bs[::2], None, 0.5, i8(0))
+        got = dmlq.quantized_matmul(S.to_device(a), 0.02, 3, S.to_device(b), S.to_device(bs)[::2], None, 0.5,
+                                    i8(0))
+        np.testing.assert_array_equal(np.asarray(got), want)

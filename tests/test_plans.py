@@ -280,3 +280,27 @@ def test_repeated_calls_reuse_their_plan(host, rng, monkeypatch):
             a, np.ones(1, f32), zp, w, np.ones(1, f32), None, np.ones(1, f32), None, np.empty((5, 3), i8)))
     assert len(matmul_plans) == 2  # a zero point present or omitted are two plans
     elementwise.clear_plan_cache()
+
+
+def test_host_scalar_values_are_part_of_a_runner_key(host, rng):
+    """Host scalars are packed into a runner's arguments once: another value on the
+    same geometry must get another runner, never the first call's values."""
+    from dmlq import reference
+
+    elementwise.clear_plan_cache()
+    x = rng.standard_normal(777).astype(f32) * 30
+    q = rng.integers(0, 256, 777, dtype=u8)
+    for scale, zp in ((0.5, 3), (0.25, 3), (0.5, 200)):
+        s, z = np.float32(scale), np.uint8(zp)
+        out = np.full(777, 0xA5, u8)
+        elementwise.quantize_linear(x, s, z, out)
+        np.testing.assert_array_equal(out, reference.quantize_linear(x, s, z, np.empty(777, u8)))
+        out = np.full(777, np.nan, f32)
+        elementwise.dequantize_linear(q, s, z, out)
+        np.testing.assert_array_equal(out, reference.dequantize_linear(q, s, z, np.empty(777, f32)))
+        params = (s, z, np.float32(0.3), np.uint8(1), np.float32(scale * 3), z)
+        out = np.full(777, 0xA5, u8)
+        elementwise.quantized_add(q, *params[:2], q[::-1], *params[2:], out)
+        np.testing.assert_array_equal(out, reference.quantized_add(q, *params[:2], q[::-1], *params[2:],
+                                                                   np.empty(777, u8)))
+    elementwise.clear_plan_cache()
