@@ -110,8 +110,8 @@ def _normalize(spec, values, out):
     keys = []
     add = keys.append
     native = dispatch.NATIVE_GPU_TYPES
-    gpu_later = None  # operands whose key waits for their conversion to CuPy
     on_gpu = []
+    gpu_later = []  # of those, the ones whose key waits for their conversion to CuPy
     for i, v in enumerate(values):
         t = type(v)
         if t is np.ndarray:
@@ -140,7 +140,7 @@ def _normalize(spec, values, out):
             vals[i] = v
             if side == GPU:
                 on_gpu.append(i)
-                gpu_later = (gpu_later or []) + [i]
+                gpu_later.append(i)
                 add(None)
             else:
                 add(_key(v))
@@ -160,7 +160,7 @@ def _normalize(spec, values, out):
         current = dispatch.current_device()
         for i in on_gpu:
             vals[i] = dispatch.to_gpu_array(vals[i], spec.fname, spec.names[i], current)
-        for i in gpu_later or ():
+        for i in gpu_later:
             keys[i] = _key(vals[i])
     if out is not None:
         if type(out) is np.ndarray:

@@ -93,10 +93,8 @@ def to_gpu_array(obj, op: str, name: str, current: int = None):
     ``current``: the current device, when the caller has asked already."""
     import cupy
 
-    if type(obj) is not cupy.ndarray:
-        if isinstance(obj, cupy.ndarray):
-            pass
-        elif hasattr(obj, "__cuda_array_interface__"):
+    if not isinstance(obj, cupy.ndarray):
+        if hasattr(obj, "__cuda_array_interface__"):
             obj = cupy.asarray(obj)
         else:
             obj = cupy.from_dlpack(obj)

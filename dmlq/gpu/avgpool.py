@@ -266,11 +266,8 @@ def bind_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
     direct = _c_contiguous(out)
     x_dt, out_dt = x.dtype, out.dtype
 
-    def ready(v, dtype):  # already the contiguous 1-D vector the kernel reads
-        return v is None or (v.ndim == 1 and v.dtype == dtype and (v.size == 1 or v.strides[0] == v.itemsize))
-
-    if all(ready(v, dt) for v, dt in ((x_scale, np.float32), (x_zero_point, x_dt), (out_scale, np.float32),
-                                      (out_zero_point, out_dt))):
+    if all(device.is_vector(v, dt) for v, dt in ((x_scale, np.float32), (x_zero_point, x_dt),
+                                                 (out_scale, np.float32), (out_zero_point, out_dt))):
         def params(xs, xz, os_, oz):
             return xs, NULL if xz is None else xz, os_, NULL if oz is None else oz
     else:

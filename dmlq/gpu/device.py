@@ -273,6 +273,13 @@ def dtype_name(dt) -> str:
     return name
 
 
+def is_vector(v, dtype, length=None) -> bool:
+    """Whether a scale or zero point is already the contiguous 1-D vector (of
+    ``length`` elements, when given) that a kernel reads; None is."""
+    return v is None or (v.ndim == 1 and v.dtype == dtype and (length is None or v.shape[0] == length)
+                         and (v.size == 1 or v.strides[0] == v.itemsize))
+
+
 def extent(a):
     """[lo, hi) device byte range an array's elements occupy."""
     lo = hi = ptr(a)

@@ -489,12 +489,7 @@ def _vector_prep(xp, length, scale, zero_point, zp_dtype):
     they already are such vectors (decided once, from their geometry)."""
     per = int(scale.size != 1 or (zero_point is not None and zero_point.size != 1))
     n = length if per else 1
-
-    def ready(v, dtype):
-        return v is None or (v.ndim == 1 and v.shape[0] == n and v.dtype == dtype
-                             and (n == 1 or v.strides[0] == v.itemsize))
-
-    if ready(scale, np.float32) and ready(zero_point, zp_dtype):
+    if device.is_vector(scale, np.float32, n) and device.is_vector(zero_point, zp_dtype, n):
         return per, lambda s, z: (s, z)
     return per, lambda s, z: _per_axis(xp, length, s, z, zp_dtype)[1:]
 
