@@ -243,7 +243,11 @@ def test_qlinear_add_broadcast(dtype, rng, capsys):
 # ORT dequantizes every tap to float, sums the floats, divides by the count and
 # quantizes; docs/semantics.md sums the integers exactly and computes
 # (float32(S) * x_scale) / count once. Different roundings again: measured about 1e-5
-# of the outputs differ, each by 1.
+# of the outputs differ, each by 1, all of them next to a rounding boundary. A window of
+# two taps makes many exact halves, which the two orders then round either way (seed
+# 3735256806: 5 of 756 cells of one case, t = 2.5000032). So the rate is taken over the
+# cells away from a boundary -- those whose reference result stays the same when
+# out_scale moves by 1e-5 either way -- and every cell must still be within 1.
 # One real semantic difference is left out: with ceil_mode and count_include_pad, ORT
 # divides a last window that runs past the end padding by the full kernel size, while
 # docs/semantics.md counts only taps inside [-start_pad, in + end_pad). Those output cells
@@ -270,21 +274,25 @@ def test_qlinear_average_pool(dtype, nd, rng, capsys):
                            kernel_shape=list(window), strides=list(strides),
                            pads=list(pads) * 2, count_include_pad=int(include),
                            ceil_mode=int(ceil))
-        out = poison(np.empty(got_ort.shape, dtype))
-        got = R.quantized_avg_pool(x, np.array([xs]), np.array([xz]), np.array([os_]),
-                                   np.array([oz]), out, window, strides, pads, pads,
-                                   (1,) * nd, include)
+
+        def pool(out_scale):
+            out = poison(np.empty(got_ort.shape, dtype))
+            return R.quantized_avg_pool(x, np.array([xs]), np.array([xz]), np.array([out_scale], F32),
+                                        np.array([oz]), out, window, strides, pads, pads, (1,) * nd, include)
+
+        got = pool(os_)
         diff = np.abs(got.astype(int) - got_ort.astype(int))
+        same_semantics = np.ones(diff.shape, bool)
         if include and ceil:
-            keep = np.ones(diff.shape, bool)
             for i in range(nd):
                 o = np.arange(diff.shape[2 + i])
                 inside = o * strides[i] + window[i] <= spatial[i] + 2 * pads[i]
                 shape = [1] * diff.ndim
                 shape[2 + i] = -1
-                keep &= inside.reshape(shape)
-            diff = diff[keep]
-        diffs.append(diff.reshape(-1))
+                same_semantics &= inside.reshape(shape)
+        assert diff[same_semantics].max(initial=0) <= 1
+        away = (pool(os_ * F32(1 + 1e-5)) == got) & (pool(os_ * F32(1 - 1e-5)) == got)  # from a rounding boundary
+        diffs.append(diff[same_semantics & away])
     diff = np.concatenate(diffs)
     rate = report(capsys, f"QLinearAveragePool {nd}-D {np.dtype(dtype).name}", diff)
     assert diff.max(initial=0) <= 1 and rate <= POOL_RATE_BOUND
