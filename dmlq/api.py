@@ -23,6 +23,7 @@ The numeric contract is docs/semantics.md.
 from __future__ import annotations
 
 import contextvars
+import math
 import numbers
 
 import numpy as np
@@ -103,8 +104,9 @@ def _slow_operand(spec, name, v):
 
 
 def _normalize(spec, values, out):
-    """(kind, operands, out, keys): every operand as a NumPy/CuPy array or scalar,
-    the backend kind, and each operand's part of the plan key (:func:`_key`)."""
+    """(kind, operands, out, keys, device): every operand as a NumPy/CuPy array
+    or scalar, the backend kind, each operand's part of the plan key
+    (:func:`_key`) and, for the GPU, CuPy's current device."""
     kind = None
     vals = values
     keys = []
@@ -125,10 +127,13 @@ def _normalize(spec, values, out):
             add(None)
             continue
         elif t is float:
-            add((float, v.hex()))  # -0.0 and 0.0 differ, NaN equals NaN
+            add((float, v, _copysign(1.0, v)) if v == v else _NAN_KEY)
             continue
         elif t is int:
             add((int, v))
+            continue
+        elif t in _INT_SCALARS:
+            add((t, int(v)))
             continue
         elif isinstance(v, np.generic):
             add((t, v.tobytes()))
@@ -152,14 +157,19 @@ def _normalize(spec, values, out):
             raise TypeError(f"{spec.fname}: NumPy and GPU arrays are mixed ({spec.names[i]} is "
                             f"{'a GPU array' if side == GPU else 'on the host'}, an earlier operand is not); "
                             "put every operand on one side (cupy.asarray(...) or .get())")
+    current = None
     if kind is None:
         kind = HOST
     elif kind == GPU:
-        if vals is values:
-            vals = list(values)
         current = dispatch.current_device()
+        device_of = dispatch.device_id_of
         for i in on_gpu:
-            vals[i] = dispatch.to_gpu_array(vals[i], spec.fname, spec.names[i], current)
+            v = vals[i]
+            if type(v) in native and device_of(v) == current:
+                continue  # a CuPy array on the current device: taken as it is
+            if vals is values:
+                vals = list(values)
+            vals[i] = dispatch.to_gpu_array(v, spec.fname, spec.names[i], current)
         for i in gpu_later:
             keys[i] = _key(vals[i])
     if out is not None:
@@ -175,9 +185,17 @@ def _normalize(spec, values, out):
             raise TypeError(f"{spec.fname}: out is {'a GPU array' if side == GPU else 'a NumPy array'} but the "
                             f"inputs run on the {'GPU' if kind == GPU else 'host (NumPy)'}; NumPy and GPU "
                             "arrays are mixed")
-        if side == GPU:
-            out = dispatch.to_gpu_array(out, spec.fname, "out")
-    return kind, vals, out, keys
+        if side == GPU and not (type(out) in native and dispatch.device_id_of(out) == current):
+            out = dispatch.to_gpu_array(out, spec.fname, "out", current)
+    return kind, vals, out, keys, current
+
+
+# Scalar keys hold the value exactly: a float with its sign (-0.0 and 0.0 differ,
+# though equal) and every NaN as one key (a NaN equals no other); NumPy integer
+# scalars as Python ints (cheaper than their bytes), other NumPy scalars by bytes.
+_copysign = math.copysign
+_NAN_KEY = (float, "nan")
+_INT_SCALARS = frozenset(np.dtype(c).type for c in "bBhHiIlLqQ")
 
 
 def _key(v):
@@ -188,9 +206,11 @@ def _key(v):
     if v is None:
         return None
     if t is float:
-        return (float, v.hex())  # -0.0 and 0.0 differ, NaN equals NaN
+        return (float, v, _copysign(1.0, v)) if v == v else _NAN_KEY
     if t is int or t is bool:
         return (t, v)
+    if t in _INT_SCALARS:
+        return (t, int(v))
     if isinstance(v, np.generic):
         return (t, v.tobytes())
     shape = getattr(v, "shape", None)
@@ -211,23 +231,30 @@ class _Plan:
 
     The backend's arguments are ``template`` (a list: constants where the call
     gave scalars, made arrays at plan time) with each ``(i, conv)`` of ``dynamic``
-    filled in from operand i (converted when conv is not None)."""
+    filled in from operand i (converted when conv is not None) and each
+    ``(i, constant)`` of ``on_device`` by the constant's copy on the device."""
 
-    __slots__ = ("template", "dynamic", "out_shape", "out_dtype", "params", "fn", "empty", "runners")
+    __slots__ = ("template", "dynamic", "on_device", "out_shape", "out_dtype", "params", "fn", "empty",
+                 "runners")
 
     def __init__(self, conv, out_shape, out_dtype, params=()):
         self.template = [c.value if isinstance(c, _Constant) else None for c in conv]
-        self.dynamic = tuple((i, c) for i, c in enumerate(conv) if not isinstance(c, _Constant))
+        kinds = (_Constant, dispatch.DeviceConstant)
+        self.dynamic = tuple((i, c) for i, c in enumerate(conv) if not isinstance(c, kinds))
+        self.on_device = tuple((i, c) for i, c in enumerate(conv) if isinstance(c, dispatch.DeviceConstant))
         self.out_shape = out_shape
         self.out_dtype = out_dtype
         self.params = params
         self.fn = self.empty = self.runners = None
 
-    def arguments(self, vals) -> list:
-        """The backend's arguments for one call's operands."""
+    def arguments(self, vals, device=None) -> list:
+        """The backend's arguments for one call's operands (``device``: the
+        current GPU's number, for a GPU call)."""
         args = self.template.copy()
         for i, c in self.dynamic:
             args[i] = vals[i] if c is None else c(vals[i])
+        for i, c in self.on_device:
+            args[i] = c.on(device)
         return args
 
 
@@ -459,7 +486,7 @@ class _Builder:
 
 
 def _run(spec, values, params_key, params, out):
-    kind, vals, out, keys = _normalize(spec, values, out)
+    kind, vals, out, keys, current = _normalize(spec, values, out)
     key = (spec.fname, kind, params_key, None if out is None else _key(out), *keys)
     try:
         plan = _PLANS.get(key)
@@ -474,7 +501,7 @@ def _run(spec, values, params_key, params, out):
             if len(_PLANS) >= PLAN_CACHE_SIZE:
                 _PLANS.clear()
             _PLANS[key] = plan
-    args = plan.arguments(vals)
+    args = plan.arguments(vals, current)
     if out is None:
         out = plan.empty(plan.out_shape, plan.out_dtype)
         check = False

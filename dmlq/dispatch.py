@@ -15,6 +15,7 @@ device other than CuPy's current one are a ValueError.
 """
 from __future__ import annotations
 
+import operator
 import sys
 
 import numpy as np
@@ -83,9 +84,14 @@ def kind_of(arrays, op: str) -> str:
 
 def current_device() -> int:
     """CuPy's current device."""
-    import cupy
-
+    cupy = sys.modules.get("cupy")  # cheaper than an import statement on every call
+    if cupy is None:
+        import cupy
     return cupy.cuda.runtime.getDevice()
+
+
+# The device a cupy.ndarray lives on: a C-level attribute chain, no Python frame.
+device_id_of = operator.attrgetter("data.device_id")
 
 
 def to_gpu_array(obj, op: str, name: str, current: int = None):
@@ -100,17 +106,17 @@ def to_gpu_array(obj, op: str, name: str, current: int = None):
             obj = cupy.from_dlpack(obj)
     if current is None:
         current = cupy.cuda.runtime.getDevice()
-    if obj.data.device_id != current:
-        raise ValueError(f"{op}: {name} is on device {obj.data.device_id} but the current device is "
-                         f"{current}; use `with cupy.cuda.Device({obj.data.device_id}):`")
+    on = device_id_of(obj)
+    if on != current:
+        raise ValueError(f"{op}: {name} is on device {on} but the current device is {current}; use "
+                         f"`with cupy.cuda.Device({on}):`")
     return obj
 
 
 class DeviceConstant:
     """A host value a GPU kernel reads from device memory (a scale given as a
     Python number): copied to each device once, on first use, then reused by
-    every call of the signature that holds it. Called like an operand
-    conversion (its argument is ignored)."""
+    every call of the signature that holds it."""
 
     __slots__ = ("host", "_copies")
 
@@ -122,8 +128,8 @@ class DeviceConstant:
         """The constant ``fn(host)``: a later conversion applied once, on the host."""
         return DeviceConstant(fn(self.host))
 
-    def __call__(self, _v=None):
-        dev = current_device()
+    def on(self, dev: int):
+        """The copy on device ``dev`` (made now if there is none)."""
         copy = self._copies.get(dev)
         if copy is None:
             xp = module(GPU)

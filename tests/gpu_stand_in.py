@@ -75,6 +75,7 @@ def install(monkeypatch, backend):
     monkeypatch.setattr(dispatch, "NATIVE_GPU_TYPES", {StandIn})
     monkeypatch.setattr(dispatch, "to_gpu_array", lambda a, op, name, current=None: a)
     monkeypatch.setattr(dispatch, "current_device", lambda: 0)
+    monkeypatch.setattr(dispatch, "device_id_of", lambda a: 0)
     monkeypatch.setattr(dispatch, "module", lambda kind: np if kind == dispatch.HOST else Xp)
     monkeypatch.setattr(backend, "xp", lambda: Xp, raising=False)
     monkeypatch.setattr(backend, "is_array", lambda a: isinstance(a, StandIn), raising=False)

@@ -10,6 +10,7 @@ import pytest
 
 import dmlq
 from dmlq import api
+from dmlq.dispatch import to_gpu_array
 from dmlq.gpu import plan as plan_module
 
 import gpu_stand_in as S
@@ -43,7 +44,8 @@ def same(fn, *args, **kwargs):
 def _runners():
     """(plans, runners) the API holds for GPU signatures."""
     plans = [p for p in api._PLANS.values() if p.runners is not None]
-    return len(plans), sum(isinstance(r, plan_module.Runner) for p in plans for r in p.runners.values())
+    return len(plans), sum(isinstance(r, plan_module.Runner)
+                           for p in plans for _, table in p.runners.values() for r in table.values())
 
 
 def test_every_operator_through_the_api(gpu, rng):
@@ -147,3 +149,83 @@ def test_strided_per_axis_scales(gpu, rng):
         got = dmlq.quantized_matmul(S.to_device(a), 0.02, 3, S.to_device(b), S.to_device(bs)[::2], None, 0.5,
                                     i8(0))
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+class _TwoGpus:
+    """Two identical devices over the host harness: kernels looked up on one may
+    only launch there (as a CUfunction belongs to one device's context)."""
+
+    def __init__(self, host):
+        self.host, self.current, self.lookups = host, 0, []
+
+    def __getattr__(self, name):  # xp, ptr, is_array, resident_blocks, launch
+        return getattr(self.host, name)
+
+    def info(self):
+        return self.host.info()._replace(ordinal=self.current)
+
+    def kernel(self, source, name, shared_mem=0):
+        owner = self.current
+        self.lookups.append(owner)
+
+        def k(grid, block, args, shared_mem=0):
+            assert self.current == owner, f"{name}: looked up on device {owner}, launched on {self.current}"
+            self.host.launch(source, name, grid, block, args, shared_mem)
+        return k
+
+
+def test_identical_devices_get_their_own_runners(gpu, rng, host_device, monkeypatch):
+    two = _TwoGpus(host_device)
+    S.install(monkeypatch, two)
+    monkeypatch.setattr(api.dispatch, "current_device", lambda: two.current)
+    monkeypatch.setattr(api.dispatch, "device_id_of", lambda arr: two.current)  # made on the current one
+    a = rng.integers(0, 256, (5, 40), dtype=u8)
+    b = rng.integers(-128, 128, (40, 9), dtype=i8)
+    x = rng.standard_normal(100).astype(f32)
+    for dev in (0, 1, 0):
+        two.current = dev
+        same(dmlq.quantized_matmul, a, 0.02, 3, b, 0.04, None, 0.5, i8(1))
+        same(dmlq.quantize_linear, x, 0.02, 128)
+    assert sorted(set(two.lookups)) == [0, 1]
+    assert S.Xp.uploads == 2 * 5  # matmul's five scalar constants, once per device
+
+
+def test_an_array_on_another_device_is_refused(gpu, rng, monkeypatch):
+    """The fast path takes a CuPy array as it is only when it lives on the current
+    device; one elsewhere gets to_gpu_array's error, as an operand or as out."""
+    import sys
+    import types
+
+    real_cupy = types.SimpleNamespace(ndarray=S.StandIn, cuda=types.SimpleNamespace(
+        runtime=types.SimpleNamespace(getDevice=lambda: 0)))
+    monkeypatch.setitem(sys.modules, "cupy", real_cupy)
+    monkeypatch.setattr(api.dispatch, "to_gpu_array", to_gpu_array)
+    here = S.to_device(rng.standard_normal(10).astype(f32))
+    there = S.to_device(rng.standard_normal(10).astype(f32))
+    monkeypatch.setattr(api.dispatch, "device_id_of", lambda arr: 1 if arr is there else 0)
+    dmlq.quantize_linear(here, 0.1)  # the signature is planned: the next call takes the fast path
+    with pytest.raises(ValueError, match=r"quantize_linear: x is on device 1 but the current device is 0; "
+                                         r"use `with cupy.cuda.Device\(1\):`"):
+        dmlq.quantize_linear(there, 0.1)
+    there_out = S.to_device(np.zeros(10, u8))
+    monkeypatch.setattr(api.dispatch, "device_id_of", lambda arr: 1 if arr is there_out else 0)
+    with pytest.raises(ValueError, match="quantized_add: out is on device 1"):
+        dmlq.quantized_add(S.to_device(np.zeros(10, u8)), 0.1, 0, here.astype(u8).view(S.StandIn), 0.1, 0,
+                           0.1, 0, out=there_out)
+
+
+@pytest.mark.parametrize("which", ["scale", "zero_point", "both"])
+def test_per_axis_parameters_on_reversed_axes(gpu, rng, which):
+    """An out walked backwards (negative strides) moves every operand's origin,
+    per-axis scales and zero points included."""
+    x = (rng.standard_normal((6, 9)) * 30).astype(f32)
+    q = rng.integers(0, 256, (6, 9), dtype=u8)
+    s = rng.uniform(0.1, 1, (1, 9)).astype(f32)
+    z = rng.integers(0, 256, (1, 9), dtype=u8)
+    for view in (lambda a: a[:, ::-1], lambda a: a[::-1, ::-2]):
+        for fn, data, dt in ((dmlq.quantize_linear, x, u8), (dmlq.dequantize_linear, q, f32)):
+            args = (data, s if which != "zero_point" else 0.25, z if which != "scale" else u8(9))
+            want = fn(*(view(a) if isinstance(a, np.ndarray) else a for a in args))
+            out = view(S.to_device(np.full((6, 9 * np.dtype(dt).itemsize), 0xA5, np.uint8).view(dt)))
+            fn(*(view(S.to_device(a)) if isinstance(a, np.ndarray) else a for a in args), out=out)
+            np.testing.assert_array_equal(np.ascontiguousarray(out).view(np.uint8), want.view(np.uint8))

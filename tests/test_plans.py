@@ -242,9 +242,10 @@ def test_zero_points_of_zero_reach_the_backend_as_omitted_and_scalars_stay_on_th
     vals = (a, np.ones((4, 1), f32), np.uint8(0), w, np.ones(4, f32), 0, np.float32(1), None)
     b = api._Builder(api._MATMUL, api.GPU, vals, None)
     plan = api._MATMUL.planner(b, None)
-    assert [i for i, _ in plan.dynamic] == [0, 1, 3, 4, 6, 7]  # the zero points of 0 are constants: None
+    assert [i for i, _ in plan.dynamic] == [0, 1, 3, 4, 7]  # the zero points of 0 are constants: None
     assert plan.template[2] is None and plan.template[5] is None
-    assert isinstance(plan.dynamic[4][1], dispatch.DeviceConstant)  # out_scale: copied once per device
+    assert [i for i, _ in plan.on_device] == [6]  # out_scale: copied once per device
+    assert isinstance(plan.on_device[0][1], dispatch.DeviceConstant)
 
 
 def test_repeated_calls_reuse_their_plan(host, rng, monkeypatch):
@@ -304,3 +305,62 @@ def test_host_scalar_values_are_part_of_a_runner_key(host, rng):
         np.testing.assert_array_equal(out, reference.quantized_add(q, *params[:2], q[::-1], *params[2:],
                                                                    np.empty(777, u8)))
     elementwise.clear_plan_cache()
+
+
+def test_cupy_device_facts_carry_the_device_number(monkeypatch):
+    """Two identical GPUs differ in their facts (every plan, runner and kernel
+    cache key holds them), so nothing looked up on one is launched on the other."""
+    import sys
+    import types
+
+    class Dev:
+        compute_capability = "90"
+        attributes = {"MultiProcessorCount": 132}
+
+        def __init__(self, i):
+            self.i = i
+
+    cuda = types.SimpleNamespace(
+        Device=Dev, runtime=types.SimpleNamespace(
+            getDeviceProperties=lambda i: {"name": b"NVIDIA H100", "sharedMemPerBlockOptin": 232448}))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    device._info_for.cache_clear()
+    try:
+        first, second = device._info_for(0), device._info_for(1)
+    finally:
+        device._info_for.cache_clear()
+    assert first[:4] == second[:4] == ("NVIDIA H100", 90, 132, 232448)
+    assert (first.ordinal, second.ordinal) == (0, 1) and first != second
+
+
+def test_workspace_is_private_to_a_thread_and_a_stream(monkeypatch):
+    """Scratch memory is reused only where launches run in order: the same
+    thread on the same stream; it grows when a larger size is asked for."""
+    import threading
+
+    class Streams(device.NominalDevice):
+        handle = 0
+
+        def stream(self):
+            return self.handle
+
+    dev = Streams()
+    device.release_workspaces()
+    with device.using(dev):
+        take = device.workspace()
+    first = take(100)
+    assert take(100) == first == take(4096)  # reused; 4 KiB at least
+    grown = take(5000)
+    assert grown != first and take(5000) == grown
+    dev.handle = 7
+    on_other_stream = take(100)
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(take(100)))
+    worker.start()
+    worker.join()
+    held = {ptr for ptr in (grown, on_other_stream, seen[0])}  # three buffers alive at once
+    assert len(held) == 3 and len(device._workspaces) == 3
+    assert all(a % 16 == 0 for a in held)
+    dev.handle = 0
+    assert take(100) == grown
+    device.release_workspaces()

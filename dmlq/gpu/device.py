@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -29,6 +30,9 @@ class DeviceInfo(NamedTuple):
     compute_capability: int   # 90 for sm_90
     sm_count: int
     max_smem_per_block: int   # bytes of dynamic shared memory a block may opt in to
+    # CUDA's device number: two identical GPUs must not share keys, since what
+    # is cached under them holds kernels loaded on one device.
+    ordinal: int = 0
 
     @property
     def has_dp4a(self) -> bool:
@@ -74,6 +78,10 @@ class CupyBackend:
     def current(self) -> int:
         return self._cupy().cuda.runtime.getDevice()
 
+    def stream(self) -> int:
+        """The handle of the stream CuPy launches on now (per thread)."""
+        return self._cupy().cuda.get_current_stream().ptr
+
     @staticmethod
     @functools.lru_cache(maxsize=None)
     def _cupy():
@@ -118,13 +126,10 @@ class CupyBackend:
         self._function(source, name, shared_mem)(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem)
 
     def kernel(self, source: str, name: str, shared_mem: int = 0):
-        """``launch`` bound to one kernel on the current device (the lookup and the
-        shared-memory opt-in done now): ``k(grid, block, args, shared_mem)``."""
-        fn = self._function(source, name, shared_mem)
-
-        def k(grid, block, args, smem):
-            fn(grid, block, args, shared_mem=smem)
-        return k
+        """One kernel's cupy Function on the current device, the lookup and the
+        shared-memory opt-in done now: ``k(grid, block, args, shared_mem=n)``,
+        with grid and block tuples of ints (dmlq.gpu.plan.Launch makes them so)."""
+        return self._function(source, name, shared_mem)
 
 
 @functools.lru_cache(maxsize=None)
@@ -136,7 +141,7 @@ def _info_for(device_id: int) -> DeviceInfo:
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     optin = int(props.get("sharedMemPerBlockOptin", 48 * 1024))
     return DeviceInfo(name, cc_int(dev.compute_capability),
-                      int(dev.attributes["MultiProcessorCount"]), optin)
+                      int(dev.attributes["MultiProcessorCount"]), optin, device_id)
 
 
 def check_args(name: str, args) -> None:
@@ -321,15 +326,51 @@ def launch(source: str, name: str, grid, block, args, shared_mem: int = 0) -> No
 
 def kernel(source: str, name: str, shared_mem: int = 0):
     """One kernel's launch function on the device in use: ``k(grid, block, args,
-    shared_mem)``. A device without its own ``kernel`` gets ``launch`` bound to the name."""
+    shared_mem=n)`` (CuPy's calling convention). A device without its own
+    ``kernel`` gets ``launch`` bound to the name."""
     bound = getattr(backend, "kernel", None)
     if bound is not None:
         return bound(source, name, shared_mem)
     launch_on = backend.launch
 
-    def k(grid, block, args, smem):
-        launch_on(source, name, grid, block, args, smem)
+    def k(grid, block, args, shared_mem=0):
+        launch_on(source, name, grid, block, args, shared_mem)
     return k
+
+
+# Scratch memory for small temporaries (matmul's row and column sums): one
+# buffer per device, thread and stream, reused by every call there, since
+# launches on one stream from one thread run in the order they were made: a
+# call's first kernel starts after the previous call's last one has finished
+# reading. A buffer grows by reallocation; CuPy's pool hands freed memory only
+# to later work on the same stream. Larger temporaries are allocated per call.
+WORKSPACE_MAX = 1 << 20  # bytes
+
+_workspaces: dict = {}
+
+
+def workspace():
+    """``take(nbytes) -> address`` of at least ``nbytes`` (<= WORKSPACE_MAX,
+    16-byte aligned) of scratch memory on the device in use, private to the
+    calling thread's current stream until its next ``take``. Bound to the
+    device now (runners are made per device)."""
+    be = backend
+    ordinal, xp_, ptr_ = be.info().ordinal, be.xp(), be.ptr
+    stream = getattr(be, "stream", None) or (lambda: 0)
+    ident = threading.get_ident
+
+    def take(nbytes: int) -> int:
+        key = (be, ordinal, ident(), stream())
+        buf = _workspaces.get(key)
+        if buf is None or buf.nbytes < nbytes:
+            buf = _workspaces[key] = xp_.empty(max(nbytes, 4096), np.uint8)
+        return ptr_(buf)
+    return take
+
+
+def release_workspaces() -> None:
+    """Free every scratch buffer (the next call allocates again)."""
+    _workspaces.clear()
 
 
 def compile_all() -> int:

@@ -555,13 +555,10 @@ def _device_or_scalar(v):
     return device.xp().asarray(v)
 
 
-def _ptr_value(v):
-    """(device address, host value) of a scale or zero point: (0, value) for a host
-    scalar, (address, 0) for a device array, (0, 0) when omitted."""
+def _host_value(v):
+    """(0, value) of a scale or zero point on the host; (0, 0) when omitted."""
     if v is None:
         return 0, 0
-    if device.backend.is_array(v):
-        return device.ptr(v), 0
     return 0, v.item() if hasattr(v, "item") else v
 
 
@@ -579,16 +576,22 @@ def _unary_plan(opname, op, types, x, scale: _Param, zp: _Param, out, variant, n
     (o_out, o_x, o_s, o_z), (e_out, e_x, e_s, e_z) = layout.offsets, sizes
     ptr = device.backend.ptr  # at call time: never a Fresh stand-in
     d_out, d_x = o_out * e_out, o_x * e_x
-    if scale.array is None and zp.array is None:  # host values (or none): fixed for the plan
-        values = unary_values(op, scale.value, zp.value)
-
+    # Which of scale and zero point is a device array is fixed for the plan (every
+    # runner key holds it), and so are host values: a call reads addresses only.
+    values = unary_values(op, scale.value, zp.value)  # 0 for device arrays and omitted ones
+    d_s, d_z = o_s * e_s, o_z * e_z
+    if scale.array is None and zp.array is None:
         def build(x, scale, zero_point, out):
             return make((ptr(out) + d_out, ptr(x) + d_x, 0, 0), *values)
+    elif zp.array is None:
+        def build(x, scale, zero_point, out):
+            return make((ptr(out) + d_out, ptr(x) + d_x, ptr(scale) + d_s, 0), *values)
+    elif scale.array is None:
+        def build(x, scale, zero_point, out):
+            return make((ptr(out) + d_out, ptr(x) + d_x, 0, ptr(zero_point) + d_z), *values)
     else:
         def build(x, scale, zero_point, out):
-            (sp, sv), (zp_, zv) = _ptr_value(scale), _ptr_value(zero_point)
-            return make((ptr(out) + d_out, ptr(x) + d_x, sp + o_s * e_s if sp else 0,
-                         zp_ + o_z * e_z if zp_ else 0), *unary_values(op, sv, zv))
+            return make((ptr(out) + d_out, ptr(x) + d_x, ptr(scale) + d_s, ptr(zero_point) + d_z), *values)
 
     return Plan(opname, v, (_launch(kernel_name(op, v, types, wide), work),), notes, build)
 
@@ -661,18 +664,24 @@ def plan_quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     o_out, o_a, o_b = offsets[:3]
     ptr = device.backend.ptr  # at call time: never a Fresh stand-in
 
-    if not any(device.backend.is_array(p) for p in (a_scale, a_zero_point, b_scale, b_zero_point,
-                                                   out_scale, out_zero_point)):
-        fixed = add_values([_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point, b_zero_point,
-                                                    out_zero_point)])  # host values (or none): fixed for the plan
-
+    # Scales and zero points in add_values' order. Which are device arrays is fixed
+    # for the plan (every runner key holds it), and so are host values: a call
+    # packs only the arrays' addresses (add_values' slot 2i holds pair i's address).
+    params = (a_scale, b_scale, out_scale, a_zero_point, b_zero_point, out_zero_point)
+    on_device = tuple(i for i, p in enumerate(params) if device.backend.is_array(p))
+    fixed = add_values([(0, 0) if i in on_device else _host_value(p) for i, p in enumerate(params)])
+    if not on_device:
         def build(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
             return make((ptr(out) + o_out, ptr(a) + o_a, ptr(b) + o_b), fixed)  # itemsize 1
     else:
+        u64 = np.uint64
+
         def build(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
-            return make((ptr(out) + o_out, ptr(a) + o_a, ptr(b) + o_b),
-                        add_values([_ptr_value(p) for p in (a_scale, b_scale, out_scale, a_zero_point,
-                                                            b_zero_point, out_zero_point)]))
+            values = list(fixed)
+            given = (a_scale, b_scale, out_scale, a_zero_point, b_zero_point, out_zero_point)
+            for i in on_device:
+                values[2 * i] = u64(ptr(given[i]))
+            return make((ptr(out) + o_out, ptr(a) + o_a, ptr(b) + o_b), values)
 
     if add_path(v, layout.size, variant) == "table":
         launches = (Launch(SOURCE, kernel_name("add", "table_build", types), (TABLE_BYTES // THREADS,),

@@ -534,6 +534,10 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                                          i64(ldc))))
     split = (i32(d.nsplit), i32(d.k_chunk))
     drop, need_rows, need_cols, nsplit = d.drop_zero_points, d.need_rows, d.need_cols, d.nsplit
+    # Row and column sums share one int32 temporary: rows first, columns 16-byte aligned after.
+    cols_at = -(-zmax * M * 4 // 16) * 16 if need_rows else 0
+    sums_bytes = cols_at + (zmax * N * 4 if need_cols else 0)
+    take = device.workspace() if 0 < sums_bytes <= device.WORKSPACE_MAX else None
     whole = len(fixed) == 1 and fixed[0][0] == (0, 0, 0)  # one launch at the arrays' own addresses
     stage_a = None if d.stage_a == AS_IS else lambda x: _stage(xp, x, d.stage_a, plan_a)
     stage_b = None if d.stage_b == AS_IS else lambda x: _stage(xp, x, d.stage_b, plan_b)
@@ -549,8 +553,13 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         a_s, a_z = prep_a(a_scale, a_zero_point)
         b_s, b_z = prep_b(b_scale, b_zero_point)
         o_s, o_z = prep_o(out_scale, out_zero_point)
-        row_sums = xp.empty(zmax * M, np.int32) if need_rows else NULL
-        col_sums = xp.empty(zmax * N, np.int32) if need_cols else NULL
+        if take is not None:
+            sums = take(sums_bytes)
+        elif sums_bytes:
+            tmp = xp.empty(sums_bytes, np.uint8)  # kept alive until the launches are made
+            sums = ptr(tmp)
+        row_sums = u64(sums) if need_rows else NULL
+        col_sums = u64(sums + cols_at) if need_cols else NULL
         quant = (a_s, b_s, o_s, _or_null(a_z), _or_null(b_z), _or_null(o_z), *flags, row_sums, col_sums)
         if not whole:
             pa, pb, pc = ptr(a), ptr(b), ptr(dst)

@@ -11,13 +11,16 @@ __all__ = ["quantize_linear", "dequantize_linear", "quantized_add", "quantized_m
            "quantized_avg_pool", "plan_quantize_linear", "plan_dequantize_linear",
            "plan_quantized_add", "plan_quantized_matmul", "plan_quantized_avg_pool", "run"]
 
-# backend function -> binder(*args, out, *params) -> Runner
+# backend function -> (binder(*args, out, *params) -> Runner, the operand
+# positions whose address alignment its plan depends on: None for every device
+# array and out). These mirror the backend functions' own memo keys: matmul
+# reads a's and b's alignment (cp.async widths, staging), pooling none.
 _BINDERS = {
-    quantize_linear: lambda *a: bind(plan_quantize_linear, a[:-1], a[-1]),
-    dequantize_linear: lambda *a: bind(plan_dequantize_linear, a[:-1], a[-1]),
-    quantized_add: lambda *a: bind(plan_quantized_add, a[:-1], a[-1]),
-    quantized_matmul: bind_quantized_matmul,
-    quantized_avg_pool: bind_quantized_avg_pool,
+    quantize_linear: (lambda *a: bind(plan_quantize_linear, a[:-1], a[-1]), None),
+    dequantize_linear: (lambda *a: bind(plan_dequantize_linear, a[:-1], a[-1]), None),
+    quantized_add: (lambda *a: bind(plan_quantized_add, a[:-1], a[-1]), None),
+    quantized_matmul: (bind_quantized_matmul, (0, 3)),
+    quantized_avg_pool: (bind_quantized_avg_pool, ()),
 }
 
 
@@ -27,18 +30,28 @@ def run(fn, runners: dict, args, out, params=()) -> None:
     ``runners`` is a dict the caller keeps for one call signature -- operand
     shapes, strides and dtypes, the values of host scalars, the parameters --
     so the key here adds only what that signature does not fix: the device,
-    out's strides and every address modulo 16. (``runners[backend]`` holds
-    which operands are device arrays, also fixed by the signature.) ``out`` must overlap no input
-    (the caller's check): a repeated call skips the backend function's own
+    out's strides and the address alignments the plan reads. ``runners[backend]``
+    is ``(aligned, {key: runner})``, ``aligned`` the positions of the operands
+    whose alignment is read (fixed by the signature). ``out`` must overlap no
+    input (the caller's check): a repeated call skips the backend function's own
     overlap test, its geometry key and its planning.
     """
     be = device.backend
+    entry = runners.get(be)
+    if entry is None:
+        entry = runners[be] = _aligned(fn, args, be), {}
+    aligned, table = entry
     ptr = be.ptr
-    arrays = runners.get(be)  # which operands are device arrays: fixed by the signature
-    if arrays is None:
-        arrays = runners[be] = tuple(i for i, a in enumerate(args) if a is not None and be.is_array(a))
-    key = (be, be.info(), out.strides, ptr(out) % 16, *[ptr(args[i]) % 16 for i in arrays])
-    runner = runners.get(key)
+    key = (be.info(), out.strides, *[ptr(args[i]) % 16 if i >= 0 else ptr(out) % 16 for i in aligned])
+    runner = table.get(key)
     if runner is None:
-        runner = runners[key] = _BINDERS[fn](*args, out, *params)
+        runner = table[key] = _BINDERS[fn][0](*args, out, *params)
     runner.call(*args, out)
+
+
+def _aligned(fn, args, be) -> tuple:
+    """Positions of the operands whose address alignment ``fn``'s plan reads (-1: out)."""
+    fixed = _BINDERS[fn][1]
+    if fixed is not None:
+        return fixed
+    return (-1, *(i for i, a in enumerate(args) if a is not None and be.is_array(a)))

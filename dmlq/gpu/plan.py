@@ -34,6 +34,11 @@ class Launch:
     shared_mem: int = 0  # dynamic shared memory, bytes
     role: str = "main"   # or a helper pass: "row sums", "column sums", "table build", "split-K sum"
 
+    def __post_init__(self):  # CuPy launches take tuples of Python ints, nothing else
+        object.__setattr__(self, "grid", tuple(int(v) for v in self.grid))
+        object.__setattr__(self, "block", tuple(int(v) for v in self.block))
+        object.__setattr__(self, "shared_mem", int(self.shared_mem))
+
     def __str__(self) -> str:
         text = f"{self.kernel}  grid {_dims(self.grid)}  block {_dims(self.block)}"
         if self.shared_mem:
@@ -142,14 +147,14 @@ def execute(plan: Plan, arglists, kernels=None) -> None:
             device.launch(launch.source, launch.kernel, launch.grid, launch.block, args, launch.shared_mem)
     else:
         for kernel, launch, args in zip(kernels, launches, arglists):
-            kernel(launch.grid, launch.block, args, launch.shared_mem)
+            kernel(launch.grid, launch.block, args, shared_mem=launch.shared_mem)
     for plans in _observers:
         plans.append(plan)
 
 
 def kernels(plan: Plan) -> tuple:
     """The launch functions of a plan's kernels on the device in use, looked up
-    (and compiled) once: ``k(grid, block, args, shared_mem)``."""
+    (and compiled) once: ``k(grid, block, args, shared_mem=n)``."""
     return tuple(device.kernel(launch.source, launch.kernel, launch.shared_mem) for launch in plan.launches)
 
 
