@@ -107,69 +107,64 @@ def _normalize(spec, values, out):
     """(kind, operands, out, keys, device): every operand as a NumPy/CuPy array
     or scalar, the backend kind, each operand's part of the plan key
     (:func:`_key`) and, for the GPU, CuPy's current device."""
-    kind = None
+    kind = current = None
     vals = values
     keys = []
     add = keys.append
-    native = dispatch.NATIVE_GPU_TYPES
-    on_gpu = []
-    gpu_later = []  # of those, the ones whose key waits for their conversion to CuPy
+    native, device_of = dispatch.NATIVE_GPU_TYPES, dispatch.device_id_of
+    convert = []    # GPU operands to make CuPy views of (foreign, or on another device: refused)
+    gpu_later = []  # of those, the ones whose key waits for their conversion
     for i, v in enumerate(values):
         t = type(v)
         if t is np.ndarray:
-            side = HOST
+            if kind != HOST:
+                if kind is not None:
+                    _mixed(spec, i, HOST)
+                kind = HOST
             add((v.dtype, v.shape, v.strides))
         elif t in native:
-            side = GPU
-            on_gpu.append(i)
+            if kind != GPU:
+                if kind is not None:
+                    _mixed(spec, i, GPU)
+                kind, current = GPU, dispatch.current_device()
             add((t, v.dtype, v.shape, v.strides))
+            if device_of(v) != current:
+                convert.append(i)
         elif v is None:
             add(None)
-            continue
         elif t is float:
             add((float, v, _copysign(1.0, v)) if v == v else _NAN_KEY)
-            continue
         elif t is int:
             add((int, v))
-            continue
         elif t in _INT_SCALARS:
             add((t, int(v)))
-            continue
         elif isinstance(v, np.generic):
             add((t, v.tobytes()))
-            continue
         else:
             v, side = _slow_operand(spec, spec.names[i], v)
             if vals is values:
                 vals = list(values)
             vals[i] = v
             if side == GPU:
-                on_gpu.append(i)
+                convert.append(i)
                 gpu_later.append(i)
                 add(None)
             else:
                 add(_key(v))
-            if side is None:
+            if side is None or side == kind:
                 continue
-        if kind is None:
+            if kind is not None:
+                _mixed(spec, i, side)
             kind = side
-        elif kind != side:
-            raise TypeError(f"{spec.fname}: NumPy and GPU arrays are mixed ({spec.names[i]} is "
-                            f"{'a GPU array' if side == GPU else 'on the host'}, an earlier operand is not); "
-                            "put every operand on one side (cupy.asarray(...) or .get())")
-    current = None
     if kind is None:
         kind = HOST
-    elif kind == GPU:
-        current = dispatch.current_device()
-        device_of = dispatch.device_id_of
-        for i in on_gpu:
-            v = vals[i]
-            if type(v) in native and device_of(v) == current:
-                continue  # a CuPy array on the current device: taken as it is
-            if vals is values:
-                vals = list(values)
-            vals[i] = dispatch.to_gpu_array(v, spec.fname, spec.names[i], current)
+    elif convert:
+        if current is None:  # only foreign GPU arrays so far
+            current = dispatch.current_device()
+        if vals is values:
+            vals = list(values)
+        for i in convert:
+            vals[i] = dispatch.to_gpu_array(vals[i], spec.fname, spec.names[i], current)
         for i in gpu_later:
             keys[i] = _key(vals[i])
     if out is not None:
@@ -185,7 +180,7 @@ def _normalize(spec, values, out):
             raise TypeError(f"{spec.fname}: out is {'a GPU array' if side == GPU else 'a NumPy array'} but the "
                             f"inputs run on the {'GPU' if kind == GPU else 'host (NumPy)'}; NumPy and GPU "
                             "arrays are mixed")
-        if side == GPU and not (type(out) in native and dispatch.device_id_of(out) == current):
+        if side == GPU and not (type(out) in native and device_of(out) == current):
             out = dispatch.to_gpu_array(out, spec.fname, "out", current)
     return kind, vals, out, keys, current
 
@@ -196,6 +191,12 @@ def _normalize(spec, values, out):
 _copysign = math.copysign
 _NAN_KEY = (float, "nan")
 _INT_SCALARS = frozenset(np.dtype(c).type for c in "bBhHiIlLqQ")
+
+
+def _mixed(spec, i, side):
+    raise TypeError(f"{spec.fname}: NumPy and GPU arrays are mixed ({spec.names[i]} is "
+                    f"{'a GPU array' if side == GPU else 'on the host'}, an earlier operand is not); "
+                    "put every operand on one side (cupy.asarray(...) or .get())")
 
 
 def _key(v):
@@ -227,7 +228,8 @@ def _param_key(p):
 
 class _Plan:
     """A validated call signature: operand conversions, the output and the backend
-    call; for the GPU, the runners the backend keeps for this signature.
+    call; for the GPU, the runners the backend keeps for this signature;
+    ``fresh``, the backend call for a new, non-empty out (dispatch.fresh_writer).
 
     The backend's arguments are ``template`` (a list: constants where the call
     gave scalars, made arrays at plan time) with each ``(i, conv)`` of ``dynamic``
@@ -235,7 +237,7 @@ class _Plan:
     ``(i, constant)`` of ``on_device`` by the constant's copy on the device."""
 
     __slots__ = ("template", "dynamic", "on_device", "out_shape", "out_dtype", "params", "fn", "empty",
-                 "runners")
+                 "runners", "fresh")
 
     def __init__(self, conv, out_shape, out_dtype, params=()):
         self.template = [c.value if isinstance(c, _Constant) else None for c in conv]
@@ -245,7 +247,7 @@ class _Plan:
         self.out_shape = out_shape
         self.out_dtype = out_dtype
         self.params = params
-        self.fn = self.empty = self.runners = None
+        self.fn = self.empty = self.runners = self.fresh = None
 
     def arguments(self, vals, device=None) -> list:
         """The backend's arguments for one call's operands (``device``: the
@@ -497,6 +499,8 @@ def _run(spec, values, params_key, params, out):
         plan.fn = getattr(dispatch.backend(kind), spec.backend_name)
         plan.empty = dispatch.module(kind).empty
         plan.runners = None if kind == HOST else {}
+        if 0 not in plan.out_shape:
+            plan.fresh = dispatch.fresh_writer(plan.fn, kind, plan.runners)
         if key is not None:
             if len(_PLANS) >= PLAN_CACHE_SIZE:
                 _PLANS.clear()
@@ -504,9 +508,12 @@ def _run(spec, values, params_key, params, out):
     args = plan.arguments(vals, current)
     if out is None:
         out = plan.empty(plan.out_shape, plan.out_dtype)
-        check = False
         if _EXPLAINING.get():
             return dispatch.kernel_plan(spec.backend_name, args, out, kind, plan.params)
+        if plan.fresh is not None:
+            plan.fresh(args, out, plan.params)
+            return out
+        check = False
     else:
         if kind == HOST and not out.flags.writeable:
             raise ValueError(f"{spec.fname}: out is read-only; pass a writeable array")

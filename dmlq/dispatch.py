@@ -15,6 +15,7 @@ device other than CuPy's current one are a ValueError.
 """
 from __future__ import annotations
 
+import functools
 import operator
 import sys
 
@@ -175,6 +176,14 @@ def kernel_plan(name: str, args, out, kind: str, params=()):
         return fn(*args, out, *params)
     with device.using(device.NominalDevice()):
         return fn(*args, out, *params)
+
+
+def fresh_writer(fn, kind, runners=None):
+    """``go(args, out, params)``: :func:`write` for a freshly allocated, non-empty
+    ``out`` (no overlap to test), with the backend's path resolved once."""
+    if runners is not None and kind != HOST:
+        return functools.partial(backend(kind).run, fn, runners)
+    return lambda args, out, params: fn(*args, out, *params)
 
 
 def write(fn, args, out, kind, params=(), check_overlap=True, runners=None):

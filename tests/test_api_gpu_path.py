@@ -62,6 +62,12 @@ def test_every_operator_through_the_api(gpu, rng):
     same(dmlq.quantized_matmul, a, 0.02, 3, b, rng.uniform(0.01, 0.1, (9,)).astype(f32), None, 0.5, i8(1))
     same(dmlq.quantized_matmul, a, rng.uniform(0.01, 0.1, (17, 1)).astype(f32), np.full((17, 1), 5, u8),
          b, 0.04, i8(-3), 0.5, u8(7))
+    # every scale and zero point per axis, as 2-D (prepared into the kernels' vectors)
+    same(dmlq.quantized_matmul, a, 0.02, 3, b, rng.uniform(0.01, 0.1, (1, 9)).astype(f32),
+         rng.integers(-128, 128, (1, 9), dtype=i8), rng.uniform(0.1, 1, (17, 1)).astype(f32),
+         rng.integers(-128, 128, (17, 1), dtype=i8))
+    # K = 0: every sum is zero, the zero points of a and b drop out
+    same(dmlq.quantized_matmul, np.empty((4, 0), u8), 0.02, 3, np.empty((0, 6), i8), 0.5, i8(-2), 0.25, i8(1))
     img = rng.integers(0, 256, (2, 3, 9, 8), dtype=u8)
     same(dmlq.quantized_avg_pool, img, 0.1, 3, 0.2, 5, 3, strides=2, start_padding=1)
     same(dmlq.quantized_avg_pool, img, rng.uniform(0.1, 1, (3,)).astype(f32), None, 0.2, None, (2, 3),

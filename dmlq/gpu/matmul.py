@@ -485,13 +485,34 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
 
 def _vector_prep(xp, length, scale, zero_point, zp_dtype):
     """(per_axis flag, prep): ``prep(scale, zero_point)`` gives the kernel's
-    contiguous vectors (:func:`_per_axis`), or the arguments themselves when
-    they already are such vectors (decided once, from their geometry)."""
+    contiguous vectors (:func:`_per_axis`), or None when the arguments already
+    are such vectors (decided once, from their geometry)."""
     per = int(scale.size != 1 or (zero_point is not None and zero_point.size != 1))
     n = length if per else 1
     if device.is_vector(scale, np.float32, n) and device.is_vector(zero_point, zp_dtype, n):
-        return per, lambda s, z: (s, z)
+        return per, None
     return per, lambda s, z: _per_axis(xp, length, s, z, zp_dtype)[1:]
+
+
+def _quant_args(preps, zero_points):
+    """``quant(a_scale, a_zero_point, b_scale, b_zero_point, out_scale,
+    out_zero_point)``: the kernels' six scale and zero-point arguments (scales,
+    then zero points, NULL for an absent one). Which preps run and which zero
+    points are absent is fixed for a runner (``zero_points``: present or not)."""
+    has_a, has_b, has_o = zero_points
+    if preps == (None, None, None):  # already the kernel's vectors: passed as they are
+        def quant(a_s, a_z, b_s, b_z, o_s, o_z):
+            return (a_s, b_s, o_s, a_z if has_a else NULL, b_z if has_b else NULL, o_z if has_o else NULL)
+        return quant
+    identity = lambda s, z: (s, z)  # noqa: E731
+    prep_a, prep_b, prep_o = (p or identity for p in preps)
+
+    def quant(a_s, a_z, b_s, b_z, o_s, o_z):
+        a_s, a_z = prep_a(a_s, a_z if has_a else None)
+        b_s, b_z = prep_b(b_s, b_z if has_b else None)
+        o_s, o_z = prep_o(o_s, o_z if has_o else None)
+        return (a_s, b_s, o_s, _or_null(a_z), _or_null(b_z), _or_null(o_z))
+    return quant
 
 
 def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
@@ -518,6 +539,8 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     b_per_col, prep_b = _vector_prep(xp, N, b_scale, b_zero_point, b.dtype)
     o_per_row, prep_o = _vector_prep(xp, M, out_scale, out_zero_point, out.dtype)
     flags = (i32(a_per_row), i32(b_per_col), i32(o_per_row))
+    scales_and_zero_points = _quant_args((prep_a, prep_b, prep_o), tuple(
+        z is not None for z in (a_zero_point, b_zero_point, out_zero_point)))
     zmax = max(u.batch0 * u.batch1 for u in d.batches)
     mma = isinstance(d.cfg, MmaConfig)
     fixed = []  # per batch launch: (offsets, row-sum, column-sum, main and split-K integer arguments)
@@ -533,7 +556,7 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                       (i32(d.nsplit),), (i32(M), i32(N), i32(K), i32(u.batch1), i64(c_bs0), i64(c_bs1),
                                          i64(ldc))))
     split = (i32(d.nsplit), i32(d.k_chunk))
-    drop, need_rows, need_cols, nsplit = d.drop_zero_points, d.need_rows, d.need_cols, d.nsplit
+    need_rows, need_cols, nsplit = d.need_rows, d.need_cols, d.nsplit
     # Row and column sums share one int32 temporary: rows first, columns 16-byte aligned after.
     cols_at = -(-zmax * M * 4 // 16) * 16 if need_rows else 0
     sums_bytes = cols_at + (zmax * N * 4 if need_cols else 0)
@@ -543,16 +566,11 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     stage_b = None if d.stage_b == AS_IS else lambda x: _stage(xp, x, d.stage_b, plan_b)
 
     def call(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
-        if drop:
-            a_zero_point = b_zero_point = None
         if stage_a is not None:
             a = stage_a(a)
         if stage_b is not None:
             b = stage_b(b)
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
-        a_s, a_z = prep_a(a_scale, a_zero_point)
-        b_s, b_z = prep_b(b_scale, b_zero_point)
-        o_s, o_z = prep_o(out_scale, out_zero_point)
         if take is not None:
             sums = take(sums_bytes)
         elif sums_bytes:
@@ -560,7 +578,8 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
             sums = ptr(tmp)
         row_sums = u64(sums) if need_rows else NULL
         col_sums = u64(sums + cols_at) if need_cols else NULL
-        quant = (a_s, b_s, o_s, _or_null(a_z), _or_null(b_z), _or_null(o_z), *flags, row_sums, col_sums)
+        quant = (*scales_and_zero_points(a_scale, a_zero_point, b_scale, b_zero_point, out_scale,
+                                         out_zero_point), *flags, row_sums, col_sums)
         if not whole:
             pa, pb, pc = ptr(a), ptr(b), ptr(dst)
         arglists = []
