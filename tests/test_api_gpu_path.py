@@ -235,3 +235,14 @@ def test_per_axis_parameters_on_reversed_axes(gpu, rng, which):
             out = view(S.to_device(np.full((6, 9 * np.dtype(dt).itemsize), 0xA5, np.uint8).view(dt)))
             fn(*(view(S.to_device(a)) if isinstance(a, np.ndarray) else a for a in args), out=out)
             np.testing.assert_array_equal(np.ascontiguousarray(out).view(np.uint8), want.view(np.uint8))
+
+
+def test_sums_beyond_the_workspace_get_their_own_temporary(gpu, rng, monkeypatch):
+    """Row and column sums larger than the workspace are allocated per call."""
+    from dmlq.gpu import device
+
+    monkeypatch.setattr(device, "WORKSPACE_MAX", 0)
+    a = rng.integers(0, 256, (3, 11, 40), dtype=u8)
+    b = rng.integers(-128, 128, (40, 13), dtype=i8)
+    for _ in range(2):
+        same(dmlq.quantized_matmul, a, 0.02, 3, b, 0.04, i8(-5), 0.5, i8(1))
