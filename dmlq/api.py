@@ -261,8 +261,8 @@ class _Plan:
 
 
 class _Constant:
-    """An operand conversion that returns a fixed value (a scalar made an array at
-    plan time); later conversions are applied to it once, at plan time."""
+    """An operand's fixed value (a scalar made an array at plan time), in place of
+    a conversion; later conversions are applied to it once, at plan time."""
 
     __slots__ = ("value",)
 
@@ -271,9 +271,6 @@ class _Constant:
 
     def then(self, fn):
         return self if self.value is None else _Constant(fn(self.value))
-
-    def __call__(self, _v):
-        return self.value
 
 
 PLAN_CACHE_SIZE = 4096
@@ -510,15 +507,12 @@ def _run(spec, values, params_key, params, out):
         out = plan.empty(plan.out_shape, plan.out_dtype)
         if _EXPLAINING.get():
             return dispatch.kernel_plan(spec.backend_name, args, out, kind, plan.params)
-        if plan.fresh is not None:
+        if plan.fresh is not None:  # None for an empty out: nothing to compute
             plan.fresh(args, out, plan.params)
-            return out
-        check = False
-    else:
-        if kind == HOST and not out.flags.writeable:
-            raise ValueError(f"{spec.fname}: out is read-only; pass a writeable array")
-        check = True
-    return dispatch.write(plan.fn, args, out, kind, plan.params, check, plan.runners)
+        return out
+    if kind == HOST and not out.flags.writeable:
+        raise ValueError(f"{spec.fname}: out is read-only; pass a writeable array")
+    return dispatch.write(plan.fn, args, out, kind, plan.params, plan.runners)
 
 
 _EXPLAINING = contextvars.ContextVar("dmlq_explaining", default=False)

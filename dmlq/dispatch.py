@@ -186,22 +186,21 @@ def fresh_writer(fn, kind, runners=None):
     return lambda args, out, params: fn(*args, out, *params)
 
 
-def write(fn, args, out, kind, params=(), check_overlap=True, runners=None):
+def write(fn, args, out, kind, params=(), runners=None):
     """Run the backend function ``fn(*args, out, *params)`` and return ``out``.
 
     When ``out`` may share memory with an input the result goes through a
-    temporary first, so an overlapping ``out`` is never half-read. A freshly
-    allocated ``out`` cannot overlap: callers pass ``check_overlap=False``.
+    temporary first, so an overlapping ``out`` is never half-read (a freshly
+    allocated ``out`` cannot overlap: it goes through :func:`fresh_writer`).
     ``runners``: for a GPU call, a dict the caller keeps per call signature,
     where the GPU backend keeps what a repeated call runs (dmlq.gpu.ops.run).
     """
     if out.size == 0:
         return out
     target = out
-    if check_overlap:
-        xp = np if kind == HOST else module(kind)
-        if any(a is not None and hasattr(a, "shape") and xp.may_share_memory(a, out) for a in args):
-            target = xp.empty(out.shape, out.dtype)
+    xp = np if kind == HOST else module(kind)
+    if any(a is not None and hasattr(a, "shape") and xp.may_share_memory(a, out) for a in args):
+        target = xp.empty(out.shape, out.dtype)
     if runners is not None and kind != HOST:
         backend(kind).run(fn, runners, args, target, params)
     else:

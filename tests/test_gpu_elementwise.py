@@ -236,7 +236,7 @@ def launched(request, monkeypatch):
     names = []
     real = plan_module.execute
 
-    def spy(plan, arglists, kernels=None):
+    def spy(plan, arglists, kernels):
         names.extend(launch.kernel for launch in plan.launches if launch.role == "main")
         return real(plan, arglists, kernels)
 

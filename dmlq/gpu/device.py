@@ -320,10 +320,6 @@ def resident_blocks(source: str, name: str, threads: int, smem: int = 0) -> int:
     return backend.resident_blocks(source, name, threads, smem)
 
 
-def launch(source: str, name: str, grid, block, args, shared_mem: int = 0) -> None:
-    backend.launch(source, name, grid, block, args, shared_mem)
-
-
 def kernel(source: str, name: str, shared_mem: int = 0):
     """One kernel's launch function on the device in use: ``k(grid, block, args,
     shared_mem=n)`` (CuPy's calling convention). A device without its own

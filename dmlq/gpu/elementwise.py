@@ -555,13 +555,6 @@ def _device_or_scalar(v):
     return device.xp().asarray(v)
 
 
-def _host_value(v):
-    """(0, value) of a scale or zero point on the host; (0, 0) when omitted."""
-    if v is None:
-        return 0, 0
-    return 0, v.item() if hasattr(v, "item") else v
-
-
 def _unary_plan(opname, op, types, x, scale: _Param, zp: _Param, out, variant, notes):
     shape = out.shape
     zeros = (0,) * len(shape)
@@ -649,12 +642,15 @@ def plan_quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     if any(t not in QUANT_OUT for t in types):
         raise TypeError(f"dmlq: quantized add of {types[0]} and {types[1]} to {types[2]} "
                         "is not supported")
+    # Scales and zero points in add_values' order.
+    params = []
     for p, want, what in ((a_scale, "float32", "a_scale"), (b_scale, "float32", "b_scale"),
                           (out_scale, "float32", "out_scale"),
                           (a_zero_point, types[0], "a_zero_point"),
                           (b_zero_point, types[1], "b_zero_point"),
                           (out_zero_point, types[2], "out_zero_point")):
-        _check_dtype(_param(p, shape, per_tensor=True), want, what)
+        params.append(_param(p, shape, per_tensor=True))
+        _check_dtype(params[-1], want, what)
     slots = (_elem_strides(out, shape), _elem_strides(a, shape), _elem_strides(b, shape),
              (0,) * len(shape))
     layout, v, wide = _layout_plan(shape, slots, 3, False, "contig" if variant == "table" else variant)
@@ -664,12 +660,11 @@ def plan_quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     o_out, o_a, o_b = offsets[:3]
     ptr = device.backend.ptr  # at call time: never a Fresh stand-in
 
-    # Scales and zero points in add_values' order. Which are device arrays is fixed
-    # for the plan (every runner key holds it), and so are host values: a call
-    # packs only the arrays' addresses (add_values' slot 2i holds pair i's address).
-    params = (a_scale, b_scale, out_scale, a_zero_point, b_zero_point, out_zero_point)
-    on_device = tuple(i for i, p in enumerate(params) if device.backend.is_array(p))
-    fixed = add_values([(0, 0) if i in on_device else _host_value(p) for i, p in enumerate(params)])
+    # Which scales and zero points are device arrays is fixed for the plan (every
+    # runner key holds it), and so are host values: a call packs only the arrays'
+    # addresses (add_values' slot 2i holds pair i's address).
+    on_device = tuple(i for i, p in enumerate(params) if p.array is not None)
+    fixed = add_values([(0, p.value) for p in params])  # value 0 for device arrays and omitted ones
     if not on_device:
         def build(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
             return make((ptr(out) + o_out, ptr(a) + o_a, ptr(b) + o_b), fixed)  # itemsize 1

@@ -292,12 +292,6 @@ def padded16(xp, x):
     return p[..., :k]
 
 
-def _unit_last(xp, x):
-    if x.shape[-1] > 1 and x.strides[-1] != x.itemsize:
-        return xp.ascontiguousarray(x)  # documented copy: rows must be unit-stride
-    return x
-
-
 def _vector(xp, v, length, dtype=None):
     v = v.reshape(-1)
     if dtype is not None and v.dtype != dtype:
@@ -309,15 +303,12 @@ def _vector(xp, v, length, dtype=None):
     return xp.ascontiguousarray(v)
 
 
-def _per_axis(xp, length, scale, zero_point, zp_dtype):
-    """(per_axis flag, scale vector, zero-point vector or None) with one shared layout."""
-    per = scale.size != 1 or (zero_point is not None and zero_point.size != 1)
-    n = length if per else 1
+def _vectors(xp, n, scale, zero_point, zp_dtype):
+    """(scale vector, zero-point vector or None), both ``n`` long and contiguous."""
     scale = _vector(xp, scale, n)
     if scale.dtype != np.float32:
         scale = scale.astype(np.float32)  # float16 -> float32 is exact
-    zp = None if zero_point is None else _vector(xp, zero_point, n, zp_dtype)
-    return int(per), scale, zp
+    return scale, None if zero_point is None else _vector(xp, zero_point, n, zp_dtype)
 
 
 def _direct_out(out, a, b) -> bool:
@@ -395,7 +386,6 @@ class _Detail:
     need_cols: bool
     nsplit: int
     k_chunk: int
-    drop_zero_points: bool  # K == 0: the sums are all zero
 
 
 def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
@@ -479,19 +469,20 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         if nsplit > 1:
             launches.append(Launch(MMA_SOURCE, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
-    detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, K == 0)
+    detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk)
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
 
 
 def _vector_prep(xp, length, scale, zero_point, zp_dtype):
     """(per_axis flag, prep): ``prep(scale, zero_point)`` gives the kernel's
-    contiguous vectors (:func:`_per_axis`), or None when the arguments already
-    are such vectors (decided once, from their geometry)."""
+    contiguous vectors (:func:`_vectors`), or None when the arguments already
+    are such vectors (decided once, from their geometry: one element each, or
+    ``length`` when either is per axis)."""
     per = int(scale.size != 1 or (zero_point is not None and zero_point.size != 1))
     n = length if per else 1
     if device.is_vector(scale, np.float32, n) and device.is_vector(zero_point, zp_dtype, n):
         return per, None
-    return per, lambda s, z: _per_axis(xp, length, s, z, zp_dtype)[1:]
+    return per, lambda s, z: _vectors(xp, n, s, z, zp_dtype)
 
 
 def _quant_args(preps, zero_points):
@@ -529,7 +520,7 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     i32, i64, u64 = np.int32, np.int64, np.uint64
     M, K = a.shape[-2:]
     N = b.shape[-1]
-    if d.drop_zero_points:
+    if K == 0:  # as planned: the sums are all zero, so a's and b's zero points drop out
         a_zero_point = b_zero_point = None
     plan_a, plan_b = _staged(a, d.stage_a), _staged(b, d.stage_b)
     target = out if d.direct_out else device.Fresh(out.shape, out.dtype)

@@ -136,18 +136,14 @@ def recording():
         _observers.remove(plans)
 
 
-def execute(plan: Plan, arglists, kernels=None) -> None:
-    """Launch each of ``plan.launches`` with its argument tuple; ``kernels`` (from
-    :func:`kernels`) skips looking each kernel up again."""
+def execute(plan: Plan, arglists, kernels) -> None:
+    """Launch each of ``plan.launches`` with its argument tuple through its
+    launch function in ``kernels`` (from :func:`kernels`)."""
     launches = plan.launches
     if len(arglists) != len(launches):
         raise AssertionError(f"{plan.op}: {len(arglists)} argument lists for {len(launches)} launches")
-    if kernels is None:
-        for launch, args in zip(launches, arglists):
-            device.launch(launch.source, launch.kernel, launch.grid, launch.block, args, launch.shared_mem)
-    else:
-        for kernel, launch, args in zip(kernels, launches, arglists):
-            kernel(launch.grid, launch.block, args, shared_mem=launch.shared_mem)
+    for kernel, launch, args in zip(kernels, launches, arglists):
+        kernel(launch.grid, launch.block, args, shared_mem=launch.shared_mem)
     for plans in _observers:
         plans.append(plan)
 
