@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dmlq
-from dmlq import api, reference
+from dmlq import calls as call_path, checks, reference
 
 f32, f16, i8, u8 = np.float32, np.float16, np.int8, np.uint8
 X = np.array([0.5, -1.25, 3.0], f32)
@@ -221,14 +221,14 @@ def test_matmul_and_pool_with_zero_and_negative_scales():
 def counting(monkeypatch):
     """Counts plan builds (every full validation goes through compile_operator)."""
     calls = []
-    real = api.compile_operator
+    real = checks.compile_operator
 
     def counted(desc, *a, **k):
         calls.append(desc)
         return real(desc, *a, **k)
 
-    monkeypatch.setattr(api, "compile_operator", counted)
-    api.clear_plan_cache()
+    monkeypatch.setattr(checks, "compile_operator", counted)
+    call_path.clear_plan_cache()
     return calls
 
 
@@ -265,14 +265,14 @@ def test_plan_cache_is_never_stale(counting):
     # the results are those of a fresh, uncached call
     for make in variants:
         got = make()
-        api.clear_plan_cache()
+        call_path.clear_plan_cache()
         assert np.array_equal(got, make())
     assert np.array_equal(dmlq.quantize_linear(x, 0.5, 3), base)
 
 
 def test_plan_cache_distinguishes_signed_zero_and_checks_values_every_call():
     x = np.array([1.0, -1.0], f32)
-    api.clear_plan_cache()
+    call_path.clear_plan_cache()
     assert dmlq.quantize_linear(x, 0.0, i8(0)).tolist() == [127, -128]
     assert dmlq.quantize_linear(x, -0.0, i8(0)).tolist() == [-128, 127]
     assert dmlq.quantize_linear(x, 0.0, i8(0)).tolist() == [127, -128]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dmlq
-from dmlq import api
+from dmlq import calls
 from dmlq.dispatch import to_gpu_array
 from dmlq.gpu import plan as plan_module
 
@@ -21,10 +21,10 @@ f32, f16, u8, i8 = np.float32, np.float16, np.uint8, np.int8
 @pytest.fixture
 def gpu(monkeypatch, host_device):
     host_device.forget()
-    api.clear_plan_cache()
+    calls.clear_plan_cache()
     plan_module.Memo.clear_all()
     yield S.install(monkeypatch, host_device)
-    api.clear_plan_cache()
+    calls.clear_plan_cache()
 
 
 def _on_device(args):
@@ -43,7 +43,7 @@ def same(fn, *args, **kwargs):
 
 def _runners():
     """(plans, runners) the API holds for GPU signatures."""
-    plans = [p for p in api._PLANS.values() if p.runners is not None]
+    plans = [p for p in calls._PLANS.values() if p.runners is not None]
     return len(plans), sum(isinstance(r, plan_module.Runner)
                            for p in plans for _, table in p.runners.values() for r in table.values())
 
@@ -183,8 +183,8 @@ class _TwoGpus:
 def test_identical_devices_get_their_own_runners(gpu, rng, host_device, monkeypatch):
     two = _TwoGpus(host_device)
     S.install(monkeypatch, two)
-    monkeypatch.setattr(api.dispatch, "current_device", lambda: two.current)
-    monkeypatch.setattr(api.dispatch, "device_id_of", lambda arr: two.current)  # made on the current one
+    monkeypatch.setattr(calls.dispatch, "current_device", lambda: two.current)
+    monkeypatch.setattr(calls.dispatch, "device_id_of", lambda arr: two.current)  # made on the current one
     a = rng.integers(0, 256, (5, 40), dtype=u8)
     b = rng.integers(-128, 128, (40, 9), dtype=i8)
     x = rng.standard_normal(100).astype(f32)
@@ -205,16 +205,16 @@ def test_an_array_on_another_device_is_refused(gpu, rng, monkeypatch):
     real_cupy = types.SimpleNamespace(ndarray=S.StandIn, cuda=types.SimpleNamespace(
         runtime=types.SimpleNamespace(getDevice=lambda: 0)))
     monkeypatch.setitem(sys.modules, "cupy", real_cupy)
-    monkeypatch.setattr(api.dispatch, "to_gpu_array", to_gpu_array)
+    monkeypatch.setattr(calls.dispatch, "to_gpu_array", to_gpu_array)
     here = S.to_device(rng.standard_normal(10).astype(f32))
     there = S.to_device(rng.standard_normal(10).astype(f32))
-    monkeypatch.setattr(api.dispatch, "device_id_of", lambda arr: 1 if arr is there else 0)
+    monkeypatch.setattr(calls.dispatch, "device_id_of", lambda arr: 1 if arr is there else 0)
     dmlq.quantize_linear(here, 0.1)  # the signature is planned: the next call takes the fast path
     with pytest.raises(ValueError, match=r"quantize_linear: x is on device 1 but the current device is 0; "
                                          r"use `with cupy.cuda.Device\(1\):`"):
         dmlq.quantize_linear(there, 0.1)
     there_out = S.to_device(np.zeros(10, u8))
-    monkeypatch.setattr(api.dispatch, "device_id_of", lambda arr: 1 if arr is there_out else 0)
+    monkeypatch.setattr(calls.dispatch, "device_id_of", lambda arr: 1 if arr is there_out else 0)
     with pytest.raises(ValueError, match="quantized_add: out is on device 1"):
         dmlq.quantized_add(S.to_device(np.zeros(10, u8)), 0.1, 0, here.astype(u8).view(S.StandIn), 0.1, 0,
                            0.1, 0, out=there_out)

@@ -98,10 +98,13 @@ def test_cycle_finder_finds_the_old_api_operator_cycle():
 
 def test_layers_read_one_way():
     g = import_graph()
-    assert "dmlq.operator" in g["dmlq.api"]
+    # the API layer: the functions (api), the call path (calls), the planners' checks (checks)
+    assert {"dmlq.calls", "dmlq.checks"} <= g["dmlq.api"] and "dmlq.checks" in g["dmlq.calls"]
+    assert "dmlq.operator" in g["dmlq.checks"]
+    assert not g["dmlq.checks"] & {"dmlq.api", "dmlq.calls"} and "dmlq.api" not in g["dmlq.calls"]
     assert "dmlq.validation" in g["dmlq.operator"] and "dmlq.dispatch" in g["dmlq.operator"]
-    upper = {"dmlq.api", "dmlq.operator"}
-    assert not g["dmlq.operator"] & {"dmlq.api"}
+    upper = {"dmlq.api", "dmlq.calls", "dmlq.checks", "dmlq.operator"}
+    assert not g["dmlq.operator"] & {"dmlq.api", "dmlq.calls", "dmlq.checks"}
     assert not g["dmlq.validation"] & (upper | {"dmlq.dispatch"})
     assert not g["dmlq.dispatch"] & (upper | {"dmlq.validation"})
     assert not g["dmlq.reference"] & (upper | {"dmlq.validation", "dmlq.dispatch"})

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dmlq
-from dmlq import api, dispatch
+from dmlq import api, checks, dispatch
 from dmlq.gpu import avgpool, device, elementwise, matmul
 from dmlq.gpu.plan import Launch, Plan, recording
 
@@ -228,19 +228,19 @@ def test_zero_points_of_zero_reach_the_backend_as_omitted_and_scalars_stay_on_th
     pytest.importorskip("cupy")
     x = np.zeros((4, 4), f32)
     vals = (x, 0.5, 0)
-    b = api._Builder(api._QUANTIZE, api.GPU, vals, None)
+    b = checks.Builder(api._QUANTIZE, checks.GPU, vals, None)
     plan = api._QUANTIZE.planner(b, None)
     converted = plan.arguments(vals)
     assert converted[2] is None
     assert isinstance(converted[1], np.ndarray) and converted[1].dtype == f32  # by value, not copied
     vals = (x, 0.5, 7)
-    b = api._Builder(api._QUANTIZE, api.GPU, vals, None)
+    b = checks.Builder(api._QUANTIZE, checks.GPU, vals, None)
     plan = api._QUANTIZE.planner(b, None)
     zp = plan.arguments(vals)[2]
     assert isinstance(zp, np.ndarray) and zp.dtype == u8 and int(zp) == 7
     a, w = np.zeros((4, 4), u8), np.zeros((4, 4), i8)
     vals = (a, np.ones((4, 1), f32), np.uint8(0), w, np.ones(4, f32), 0, np.float32(1), None)
-    b = api._Builder(api._MATMUL, api.GPU, vals, None)
+    b = checks.Builder(api._MATMUL, checks.GPU, vals, None)
     plan = api._MATMUL.planner(b, None)
     assert [i for i, _ in plan.dynamic] == [0, 1, 3, 4, 7]  # the zero points of 0 are constants: None
     assert plan.template[2] is None and plan.template[5] is None

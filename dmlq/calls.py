@@ -1,0 +1,280 @@
+"""How a public call runs: its operands normalized, its call signature's key,
+the plan cache, and the backend call.
+
+A call first normalizes its operands (lists and tuples as ``np.asarray`` makes
+them, CPU DLPack tensors such as torch CPU tensors as NumPy views, CUDA arrays as
+CuPy views), then looks up a *plan* keyed by everything the checks depend on:
+the backend, each operand's type, dtype, shape and strides, the value of every
+scalar (bit for bit, so ``-0.0`` and ``0.0`` differ), and the keyword
+parameters. A new key runs the operator's planner (:mod:`dmlq.checks` holds the
+checks it makes) and stores the plan; a known key goes straight to the launch.
+What depends on an array's *values* (a zero point of a wider integer dtype that
+must fit) is checked on every call.
+
+A public function is a :class:`Spec` (its name, operand names and planner) and
+a call of :func:`run`; dmlq.api holds the operators' planners and functions.
+"""
+from __future__ import annotations
+
+import contextvars
+import math
+import numbers
+
+import numpy as np
+
+from . import dispatch
+from .checks import GPU, HOST, Builder
+
+
+# ------------------------------------------------------------------ operands
+
+class Spec:
+    """One public function: its name, operand names and which operands are float data."""
+
+    def __init__(self, fname, names, float_roles, planner, backend_name, gpu_takes_host_scalars=False):
+        self.fname = fname
+        self.names = names
+        self.float_roles = float_roles
+        self.planner = planner
+        self.backend_name = backend_name
+        # The element-wise kernels take a per-tensor scale or zero point by value:
+        # a scalar stays on the host (no copy to the device per call).
+        self.gpu_takes_host_scalars = gpu_takes_host_scalars
+
+
+def _slow_operand(spec, name, v):
+    """Anything that is not a NumPy array, None or a plain number: (value, side)."""
+    f = spec.fname
+    if dispatch.is_gpu(v):
+        return v, GPU  # made a CuPy view once every operand is known to be on the GPU
+    if isinstance(v, (list, tuple)):
+        try:
+            arr = np.asarray(v)
+        except Exception as e:  # ragged nesting, mixed GPU/host items...
+            raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray cannot turn into one "
+                            f"numeric array ({type(e).__name__}: {e}); pass a numpy array") from None
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray turns into dtype "
+                            f"{arr.dtype}, not numbers; pass a numeric numpy array")
+        if name in spec.float_roles and arr.dtype.kind in "iuf":
+            arr = arr.astype(np.float32)  # Python numbers carry no dtype: they become float32
+        return arr, HOST
+    if dispatch.cpu_dlpack(v):
+        try:
+            return np.from_dlpack(v), HOST
+        except Exception as e:
+            raise TypeError(f"{f}: {name} is a CPU {type(v).__name__} that NumPy cannot import through "
+                            f"DLPack ({type(e).__name__}: {e}); pass {name}.detach().numpy() or a numpy "
+                            f"array") from None
+    if isinstance(v, (bool, numbers.Number, np.generic)):
+        return v, None  # a scalar: typed by the planner
+    if hasattr(v, "__array__") or hasattr(v, "__array_interface__"):
+        return np.asarray(v), HOST
+    raise TypeError(f"{f}: {name} must be an array or a number (got {type(v).__name__}); pass a "
+                    "numpy.ndarray, a cupy.ndarray or other CUDA array (torch, Numba), a list, or a "
+                    "Python number")
+
+
+def normalize(spec, values, out):
+    """(kind, operands, out, keys, device): every operand as a NumPy/CuPy array
+    or scalar, the backend kind, each operand's part of the plan key
+    (:func:`operand_key`) and, for the GPU, CuPy's current device."""
+    kind = current = None
+    vals = values
+    keys = []
+    add = keys.append
+    native, device_of = dispatch.NATIVE_GPU_TYPES, dispatch.device_id_of
+    convert = []    # GPU operands to make CuPy views of (foreign, or on another device: refused)
+    gpu_later = []  # of those, the ones whose key waits for their conversion
+    for i, v in enumerate(values):
+        t = type(v)
+        if t is np.ndarray:
+            if kind != HOST:
+                if kind is not None:
+                    _mixed(spec, i, HOST)
+                kind = HOST
+            add((v.dtype, v.shape, v.strides))
+        elif t in native:
+            if kind != GPU:
+                if kind is not None:
+                    _mixed(spec, i, GPU)
+                kind, current = GPU, dispatch.current_device()
+            add((t, v.dtype, v.shape, v.strides))
+            if device_of(v) != current:
+                convert.append(i)
+        elif v is None:
+            add(None)
+        elif t is float:
+            add((float, v, _copysign(1.0, v)) if v == v else _NAN_KEY)
+        elif t is int:
+            add((int, v))
+        elif t in _INT_SCALARS:
+            add((t, int(v)))
+        elif isinstance(v, np.generic):
+            add((t, v.tobytes()))
+        else:
+            v, side = _slow_operand(spec, spec.names[i], v)
+            if vals is values:
+                vals = list(values)
+            vals[i] = v
+            if side == GPU:
+                convert.append(i)
+                gpu_later.append(i)
+                add(None)
+            else:
+                add(operand_key(v))
+            if side is None or side == kind:
+                continue
+            if kind is not None:
+                _mixed(spec, i, side)
+            kind = side
+    if kind is None:
+        kind = HOST
+    elif convert:
+        if current is None:  # only foreign GPU arrays so far
+            current = dispatch.current_device()
+        if vals is values:
+            vals = list(values)
+        for i in convert:
+            vals[i] = dispatch.to_gpu_array(vals[i], spec.fname, spec.names[i], current)
+        for i in gpu_later:
+            keys[i] = operand_key(vals[i])
+    if out is not None:
+        if type(out) is np.ndarray:
+            side = HOST
+        elif dispatch.is_gpu(out):
+            side = GPU
+        else:
+            raise TypeError(f"{spec.fname}: out must be a numpy.ndarray (or, for GPU inputs, a CuPy or "
+                            f"other CUDA array), like the inputs (got {type(out).__name__}); leave out=None "
+                            "to get a new array")
+        if side != kind:
+            raise TypeError(f"{spec.fname}: out is {'a GPU array' if side == GPU else 'a NumPy array'} but the "
+                            f"inputs run on the {'GPU' if kind == GPU else 'host (NumPy)'}; NumPy and GPU "
+                            "arrays are mixed")
+        if side == GPU and not (type(out) in native and device_of(out) == current):
+            out = dispatch.to_gpu_array(out, spec.fname, "out", current)
+    return kind, vals, out, keys, current
+
+
+# Scalar keys hold the value exactly: a float with its sign (-0.0 and 0.0 differ,
+# though equal) and every NaN as one key (a NaN equals no other); NumPy integer
+# scalars as Python ints (cheaper than their bytes), other NumPy scalars by bytes.
+_copysign = math.copysign
+_NAN_KEY = (float, "nan")
+_INT_SCALARS = frozenset(np.dtype(c).type for c in "bBhHiIlLqQ")
+
+
+def _mixed(spec, i, side):
+    raise TypeError(f"{spec.fname}: NumPy and GPU arrays are mixed ({spec.names[i]} is "
+                    f"{'a GPU array' if side == GPU else 'on the host'}, an earlier operand is not); "
+                    "put every operand on one side (cupy.asarray(...) or .get())")
+
+
+def operand_key(v):
+    """What a plan may depend on for one operand (never array values)."""
+    t = type(v)
+    if t is np.ndarray:
+        return (v.dtype, v.shape, v.strides)
+    if v is None:
+        return None
+    if t is float:
+        return (float, v, _copysign(1.0, v)) if v == v else _NAN_KEY
+    if t is int or t is bool:
+        return (t, v)
+    if t in _INT_SCALARS:
+        return (t, int(v))
+    if isinstance(v, np.generic):
+        return (t, v.tobytes())
+    shape = getattr(v, "shape", None)
+    if shape is not None:
+        return (t, v.dtype, shape, v.strides)
+    return (t, v)
+
+
+def param_key(p):
+    return tuple(p) if type(p) is list else p
+
+
+# ------------------------------------------------------------------ the plan cache
+
+PLAN_CACHE_SIZE = 4096
+_PLANS: dict = {}
+
+
+def clear_plan_cache() -> None:
+    """Forget every cached plan (the next call of each signature re-validates)."""
+    _PLANS.clear()
+
+
+def plan_cache_size() -> int:
+    return len(_PLANS)
+
+
+def run(spec, values, params_key, params, out):
+    kind, vals, out, keys, current = normalize(spec, values, out)
+    key = (spec.fname, kind, params_key, None if out is None else operand_key(out), *keys)
+    try:
+        plan = _PLANS.get(key)
+    except TypeError:  # an unhashable parameter: plan without caching
+        key, plan = None, None
+    if plan is None:
+        plan = spec.planner(Builder(spec, kind, vals, out), *params)
+        plan.fn = getattr(dispatch.backend(kind), spec.backend_name)
+        plan.empty = dispatch.module(kind).empty
+        plan.runners = None if kind == HOST else {}
+        if 0 not in plan.out_shape:
+            plan.fresh = dispatch.fresh_writer(plan.fn, kind, plan.runners)
+        if key is not None:
+            if len(_PLANS) >= PLAN_CACHE_SIZE:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    args = plan.arguments(vals, current)
+    if out is None:
+        out = plan.empty(plan.out_shape, plan.out_dtype)
+        if EXPLAINING.get():
+            return dispatch.kernel_plan(spec.backend_name, args, out, kind, plan.params)
+        if plan.fresh is not None:  # None for an empty out: nothing to compute
+            plan.fresh(args, out, plan.params)
+        return out
+    if kind == HOST and not out.flags.writeable:
+        raise ValueError(f"{spec.fname}: out is read-only; pass a writeable array")
+    return dispatch.write(plan.fn, args, out, kind, plan.params, plan.runners)
+
+
+EXPLAINING = contextvars.ContextVar("dmlq_explaining", default=False)
+
+# The public operator functions kernel_plan takes (each module of them registers its own).
+FUNCTIONS: list = []
+
+
+def public(function):
+    """Register a public operator function (one that calls :func:`run`) for kernel_plan."""
+    if function not in FUNCTIONS:
+        FUNCTIONS.append(function)
+    return function
+
+
+def kernel_plan(function, *args, **kwargs):
+    """What the GPU runs for ``function(*args, **kwargs)``, without running it.
+
+    ``function`` is one of the operator functions (quantize_linear ...
+    quantized_avg_pool: those registered with :func:`public`), called with its usual arguments; the arguments are
+    checked as in a real call. Returns a ``dmlq.gpu.plan.Plan``: the kernel
+    variant, each launch's kernel, grid, block and dynamic shared memory, and
+    notes on copies and temporaries; ``print`` it. With CuPy arrays the plan is
+    for CuPy's current device; with NumPy arrays it is for a nominal H100 (no
+    GPU needed: selection is pure Python; occupancy then comes from threads
+    and shared memory only). ``out=`` is not taken.
+    """
+    if function not in FUNCTIONS:
+        raise TypeError(f"kernel_plan: function must be one of {', '.join(f.__name__ for f in FUNCTIONS)} "
+                        f"(got {function!r})")
+    if kwargs.get("out") is not None:
+        raise TypeError("kernel_plan: out= is not taken (the plan is made for a new output array)")
+    token = EXPLAINING.set(True)
+    try:
+        return function(*args, **kwargs)
+    finally:
+        EXPLAINING.reset(token)
+

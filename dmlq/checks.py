@@ -1,0 +1,310 @@
+"""The checks a planner makes on a call's operands, and the plan they produce.
+
+A planner (one per public function, in dmlq.api) gets a :class:`Builder` over
+the call's normalized operands, checks each operand's shape and dtype -- in
+NumPy vocabulary, naming the argument, what it got, what it accepts and how to
+fix it --, builds and validates the equivalent DirectML descriptor, and returns
+a :class:`Plan`: how each operand becomes the array the backend receives, and
+the output's shape and dtype. Nothing here reads an array's values at plan
+time; a check on values becomes a conversion run on every call.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import dispatch
+from .desc import TensorDesc
+from .dtypes import DataType
+from .errors import DescError
+from .operator import compile_operator
+
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+I8, U8, I32 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32)
+F64 = np.dtype(np.float64)
+QUANT = (I8, U8)
+INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32))
+MAX_DIMS = 8  # DirectML's limit for the element-wise operators
+
+HOST, GPU = dispatch.HOST, dispatch.GPU
+
+
+def or_list(dtypes) -> str:
+    names = [np.dtype(d).name for d in dtypes]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def np_name(dt) -> str:
+    return f"np.{np.dtype(dt).name}"
+
+
+# ------------------------------------------------------------------ plans
+
+class Plan:
+    """A validated call signature: operand conversions, the output and the backend
+    call; for the GPU, the runners the backend keeps for this signature;
+    ``fresh``, the backend call for a new, non-empty out (dispatch.fresh_writer).
+
+    The backend's arguments are ``template`` (a list: constants where the call
+    gave scalars, made arrays at plan time) with each ``(i, conv)`` of ``dynamic``
+    filled in from operand i (converted when conv is not None) and each
+    ``(i, constant)`` of ``on_device`` by the constant's copy on the device."""
+
+    __slots__ = ("template", "dynamic", "on_device", "out_shape", "out_dtype", "params", "fn", "empty",
+                 "runners", "fresh")
+
+    def __init__(self, conv, out_shape, out_dtype, params=()):
+        self.template = [c.value if isinstance(c, Constant) else None for c in conv]
+        kinds = (Constant, dispatch.DeviceConstant)
+        self.dynamic = tuple((i, c) for i, c in enumerate(conv) if not isinstance(c, kinds))
+        self.on_device = tuple((i, c) for i, c in enumerate(conv) if isinstance(c, dispatch.DeviceConstant))
+        self.out_shape = out_shape
+        self.out_dtype = out_dtype
+        self.params = params
+        self.fn = self.empty = self.runners = self.fresh = None
+
+    def arguments(self, vals, device=None) -> list:
+        """The backend's arguments for one call's operands (``device``: the
+        current GPU's number, for a GPU call)."""
+        args = self.template.copy()
+        for i, c in self.dynamic:
+            args[i] = vals[i] if c is None else c(vals[i])
+        for i, c in self.on_device:
+            args[i] = c.on(device)
+        return args
+
+
+class Constant:
+    """An operand's fixed value (a scalar made an array at plan time), in place of
+    a conversion; later conversions are applied to it once, at plan time."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def then(self, fn):
+        return self if self.value is None else Constant(fn(self.value))
+
+
+
+class Builder:
+    """Plan-time view of one call: checks operands (shape and dtype only) and records
+    how each is turned into the array the backend receives."""
+
+    def __init__(self, spec, kind, vals, out):
+        self.f = spec.fname
+        self.host_scalars = spec.gpu_takes_host_scalars
+        self.kind = kind
+        self.names = spec.names
+        self.v = dict(zip(spec.names, vals))
+        self.out = out
+        self.conv = {}
+
+    # -- helpers
+    def _then(self, name, fn):
+        prev = self.conv.get(name)
+        if hasattr(prev, "then"):  # a constant: converted now, once
+            self.conv[name] = prev.then(fn)
+            return
+
+        def chained(v, _p=prev, _f=fn):
+            v = _p(v)
+            return None if v is None else _f(v)  # a zero point passed as omitted stays omitted
+
+        self.conv[name] = fn if prev is None else chained
+
+    def _scalar(self, name, value, dtype, param=False, zero_point=False):
+        """A scalar operand as a 0-d array of ``dtype``. A zero point of 0 is passed as
+        omitted (the same number), so no kernel reads it and matmul skips the row or
+        column sums it would need; on the GPU a scale or zero point (``param``) stays
+        on the host where the kernels take it by value."""
+        with np.errstate(over="ignore"):
+            arr = np.array(value, dtype=dtype)
+        if zero_point and not arr.any():
+            self.conv[name] = Constant(None)
+        elif self.kind == HOST or (param and self.host_scalars):
+            arr.flags.writeable = False
+            self.conv[name] = Constant(arr)
+        else:  # copied to the device once per plan, not on every call
+            self.conv[name] = dispatch.DeviceConstant(arr)
+        return arr
+
+    def reshape(self, name, shape):
+        self._then(name, lambda v, _s=shape: v.reshape(_s))
+
+    def required(self, name, example):
+        if self.v[name] is None:
+            raise TypeError(f"{self.f}: {name} is required (got None); pass {example}")
+
+    # -- float operands: scales, and quantize's x
+    def float_operand(self, name, allowed, py_dtype, context="", example="0.1"):
+        """A float array or scalar of a dtype in ``allowed``. Python numbers and NumPy
+        float64 scalars (which are Python floats) become ``py_dtype``."""
+        v = self.v[name]
+        if v is None:
+            raise TypeError(f"{self.f}: {name} is required (got None); pass {name}={example} or a "
+                            f"{or_list(allowed)} array")
+        if type(v) is bool or isinstance(v, np.bool_) or not (isinstance(v, numbers.Real) or hasattr(v, "dtype")):
+            raise TypeError(f"{self.f}: {name} must be a real number or a {or_list(allowed)} array "
+                            f"(got {type(v).__name__} {v!r}); pass {name}={example}")
+        if not hasattr(v, "dtype") or isinstance(v, np.float64):
+            return self._scalar(name, float(v), py_dtype, param=True)
+        dt = v.dtype
+        if dt not in allowed:
+            if dt == F64:
+                why = (f"; dmlq computes in float32 and never narrows a float64 array silently: pass "
+                       f"{name}.astype({np_name(allowed[0])})")
+            else:
+                why = f"; pass {name}.astype({np_name(allowed[0])})"
+            raise TypeError(f"{self.f}: {name} must have dtype {or_list(allowed)}{context} (got {dt}){why}")
+        if isinstance(v, np.generic):
+            return self._scalar(name, v, dt, param=True)
+        return v
+
+    # -- integer data: q, a, b, pooling's x
+    def int_data(self, name, allowed, fix):
+        v = self.v[name]
+        if v is None:
+            raise TypeError(f"{self.f}: {name} is required (got None); pass an array of dtype {or_list(allowed)}")
+        if not hasattr(v, "dtype"):
+            raise TypeError(f"{self.f}: {name} must be an array of dtype {or_list(allowed)} (got "
+                            f"{type(v).__name__} {v!r}); a Python number does not say which integer type "
+                            f"it is: pass {fix}")
+        if v.dtype not in allowed:
+            hint = (" (np.asarray makes int64 from a list of Python ints)" if v.dtype == np.dtype(np.int64)
+                    else "")
+            raise TypeError(f"{self.f}: {name} must have dtype {or_list(allowed)} (got {v.dtype}){hint}; pass "
+                            f"{fix} if its values fit")
+        if isinstance(v, np.generic):
+            return self._scalar(name, v, v.dtype)
+        return v
+
+    # -- zero points
+    def zero_point(self, name, dt, whose):
+        """A zero point of dtype ``dt`` (or None). Python ints, and integer arrays or NumPy
+        integers of another dtype, are accepted when their values fit in ``dt``."""
+        v = self.v[name]
+        if v is None:
+            return None
+        f = self.f
+        info = np.iinfo(dt)
+        lo, hi = int(info.min), int(info.max)
+        fix = f"for example {name}={np_name(dt)}({max(lo, 0)}) or {name}=None (zero)"
+        if type(v) is bool or isinstance(v, np.bool_) or getattr(v, "dtype", None) == np.bool_:
+            raise TypeError(f"{f}: {name} must be an integer of dtype {dt} {whose}, not a bool; {fix}")
+        if not hasattr(v, "dtype"):
+            if not isinstance(v, numbers.Integral):
+                raise TypeError(f"{f}: {name} must be an integer of dtype {dt} {whose} (got "
+                                f"{type(v).__name__} {v!r}); {fix}")
+            if not lo <= v <= hi:
+                raise DescError(f"{f}: {name} = {v} is out of range for {dt} [{lo}, {hi}] {whose}; pass a "
+                                f"value in that range" + (" or dtype=np.int8" if dt == U8 and v < 0 else ""))
+            return self._scalar(name, int(v), dt, param=True, zero_point=True)
+        zdt = v.dtype
+        if zdt == dt:
+            return self._scalar(name, v, dt, param=True, zero_point=True) if isinstance(v, np.generic) else v
+        if zdt.kind not in "iu":
+            raise TypeError(f"{f}: {name} must have an integer dtype ({dt} {whose}; got {zdt}); {fix}")
+        if isinstance(v, np.generic):
+            if not lo <= int(v) <= hi:
+                raise DescError(f"{f}: {name} = {int(v)} is out of range for {dt} [{lo}, {hi}] {whose}")
+            return self._scalar(name, int(v), dt, param=True, zero_point=True)
+        if self.kind == GPU:
+            raise TypeError(f"{f}: {name} has dtype {zdt} but must be {dt} {whose}; checking that a GPU "
+                            f"array's values fit would synchronize, so pass {name}.astype(cupy.{dt.name})")
+
+        def checked(a, _f=f, _n=name, _lo=lo, _hi=hi, _dt=dt, _w=whose):
+            if a.size and (int(a.min()) < _lo or int(a.max()) > _hi):
+                raise DescError(f"{_f}: {_n} holds values outside [{_lo}, {_hi}], the range of {_dt} {_w}; "
+                                f"an integer zero point of another dtype is accepted only when its values fit")
+            return a.astype(_dt)
+
+        self.conv[name] = checked
+        return np.broadcast_to(np.zeros((), dt), v.shape)  # a stand-in with the right shape and dtype
+
+    def out_dtype(self, zp_name, dtype):
+        """The output dtype: the output zero point's, else ``dtype=``, else out's, else uint8."""
+        f = self.f
+        if dtype is not None:
+            try:
+                dtype = np.dtype(dtype)
+            except TypeError:
+                raise TypeError(f"{f}: dtype must be np.int8 or np.uint8 (got {dtype!r})") from None
+            if dtype not in QUANT:
+                raise TypeError(f"{f}: dtype must be np.int8 or np.uint8, the output types (got {dtype})")
+        zp = self.v[zp_name]
+        zdt = getattr(zp, "dtype", None)
+        if zdt in QUANT:
+            if dtype is not None and dtype != zdt:
+                raise TypeError(f"{f}: dtype={dtype} contradicts the dtype of {zp_name} ({zdt}), which is the "
+                                f"output's; drop dtype= or pass {zp_name} as {np_name(dtype)}")
+            return np.dtype(zdt)
+        if dtype is not None:
+            return dtype
+        if zdt is not None and zdt.kind in "iu":
+            raise TypeError(f"{f}: {zp_name} has dtype {zdt}, but the output is int8 or uint8 and takes its "
+                            f"dtype from {zp_name}; pass {zp_name}=np.uint8(...) (or .astype(np.uint8)), or keep "
+                            f"it and say which output you want with dtype=np.uint8 or dtype=np.int8")
+        out_dt = getattr(self.out, "dtype", None)
+        if out_dt in QUANT:
+            return np.dtype(out_dt)
+        return U8
+
+    def broadcast(self, **shapes):
+        try:
+            shape = tuple(np.broadcast_shapes(*shapes.values()))
+        except ValueError:
+            described = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
+            raise ValueError(f"{self.f}: shapes do not broadcast: {described}; per-axis values need "
+                             "length-1 dimensions everywhere else, e.g. shape (1, C, 1)") from None
+        if len(shape) > MAX_DIMS:
+            raise ValueError(f"{self.f}: the result would have {len(shape)} dimensions; at most {MAX_DIMS} "
+                             "are supported (reshape to fewer dimensions)")
+        return shape
+
+    def check_out(self, shape, dtype):
+        out = self.out
+        if out is None:
+            return
+        f = self.f
+        if out.dtype != dtype:
+            raise TypeError(f"{f}: out must have dtype {np.dtype(dtype)} (got {out.dtype}); allocate it with "
+                            f"np.empty({tuple(shape)}, {np_name(dtype)})")
+        if tuple(out.shape) != tuple(shape):
+            raise ValueError(f"{f}: out must have shape {tuple(shape)} (got {tuple(out.shape)})")
+
+    def validate(self, desc):
+        """The DirectML descriptor behind the call; every rule the checks above missed."""
+        try:
+            compile_operator(desc)
+        except DescError as e:
+            raise DescError(f"{self.f}: these arguments break a rule of the underlying DirectML operator: "
+                            f"{e}") from None
+
+    def plan(self, out_shape, out_dtype, params=()):
+        return Plan(tuple(self.conv.get(n) for n in self.names), out_shape, out_dtype, params)
+
+
+
+def desc(shape, dtype):
+    return TensorDesc(DataType.of(dtype), tuple(shape) or (1,))
+
+
+def vector(b, name, v, length, per_axis, wrong_shape):
+    """A per-tensor or per-axis scale or zero point, reshaped to 1-D for the backend.
+
+    None stays None; one element becomes shape (1,); a shape that per_axis(dims)
+    accepts becomes (length,); any other shape raises DescError(wrong_shape(dims)).
+    """
+    if v is None:
+        return None
+    want = (1,) if v.size == 1 else (length,)
+    if v.size != 1 and not per_axis(tuple(v.shape)):
+        raise DescError(wrong_shape(tuple(v.shape)))
+    if tuple(v.shape) != want:  # (no view made per call for an operand already 1-D)
+        b.reshape(name, want)
+    return v.reshape(want)
+
+
