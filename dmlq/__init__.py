@@ -18,8 +18,31 @@ __version__ = "0.1.0"
 def compile_all() -> int:
     """Compile and load every CUDA kernel on CuPy's current device up front.
 
-    Returns the number of kernels; raises where no GPU is usable.
+    Kernels are otherwise compiled on first use; CuPy's on-disk cache keeps them
+    across processes, so this mainly moves the compile time to a moment of your choice.
+
+    Returns:
+        The number of kernels compiled and loaded.
+
+    Raises:
+        UnsupportedError: no GPU is usable (CuPy not installed, no NVIDIA driver, a driver
+            older than CuPy's CUDA runtime, or no device); the message says which.
+            NumPy arrays need no kernels: they run on the NumPy reference.
+
+    Example:
+        >>> import dmlq
+        >>> dmlq.compile_all()  # doctest: +SKIP
+        22
     """
+    from .check import gpu_report
+
+    _, gpus, why = gpu_report()
+    if not gpus:
+        raise UnsupportedError(
+            f"compile_all: no GPU to compile the CUDA kernels for ({why}); "
+            "the kernels need an NVIDIA GPU with its driver and the matching CuPy (pip install -e "
+            "\".[cuda13]\" or \".[cuda12]\"). NumPy arrays need no kernels: they run on the NumPy "
+            "reference. `python -m dmlq info` shows what was found.")
     from .gpu.device import compile_all as _compile_all
 
     return _compile_all()

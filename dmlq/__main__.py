@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
+from typing import Optional, Sequence
 
 DESCRIPTION = "dmlq: DirectML's quantized operators, bit-exact, on NumPy and NVIDIA GPUs."
 
@@ -18,7 +20,7 @@ COMMANDS = {
 }
 
 
-def info(args=None) -> int:
+def info(args: Optional[argparse.Namespace] = None) -> int:
     import numpy as np
 
     import dmlq
@@ -33,7 +35,8 @@ def info(args=None) -> int:
     return 0
 
 
-def _parser():
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and each command's own parser."""
     parser = argparse.ArgumentParser(
         prog="python -m dmlq", description=DESCRIPTION,
         epilog="Run `python -m dmlq <command> --help` for a command's options.")
@@ -42,17 +45,55 @@ def _parser():
     parser.add_argument("--version", action="version", version=f"dmlq {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{info,check,bench}", title="commands")
     sub.required = True
-    sub.add_parser("info", help=COMMANDS["info"], description=COMMANDS["info"])
+    commands = {"info": sub.add_parser("info", help=COMMANDS["info"], description=COMMANDS["info"])}
     from . import bench, check
 
-    check.add_arguments(sub.add_parser("check", help=COMMANDS["check"], description=COMMANDS["check"]))
-    bench.add_arguments(sub.add_parser("bench", help=COMMANDS["bench"], description=COMMANDS["bench"] + (
-        " The full suite is `python -m pytest bench --benchmark-json=<file>.json` from a checkout.")))
-    return parser
+    commands["check"] = sub.add_parser("check", help=COMMANDS["check"], description=COMMANDS["check"])
+    check.add_arguments(commands["check"])
+    commands["bench"] = sub.add_parser("bench", help=COMMANDS["bench"], description=COMMANDS["bench"] + (
+        " The full suite is `python -m pytest bench --benchmark-json=<file>.json` from a checkout."))
+    bench.add_arguments(commands["bench"])
+    return parser, commands
 
 
-def main(argv=None) -> int:
-    ns = _parser().parse_args(argv)  # unknown options and commands exit 2, --help exits 0
+def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """Unknown options and commands exit 2 with the usage of the parser they belong to (an
+    option after a command is that command's: ``check --bogus`` prints check's usage);
+    --help exits 0."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser, commands = _parser()
+    ns, extra = parser.parse_known_args(args)
+    if extra:
+        command = commands[ns.command]
+        if args.index(extra[0]) < args.index(ns.command):
+            command = parser  # an unknown option before the command is the top level's
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
+    return ns
+
+
+# What `python -m dmlq ...` exits with when its reader goes away early (`... | head -2`):
+# 128 + SIGPIPE, what a shell reports for a command the closed pipe stopped.
+EXIT_BROKEN_PIPE = 141
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``python -m dmlq`` with ``argv`` (default: the command line); returns the exit status."""
+    try:
+        try:
+            status = _command(_parse(argv))
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here (also after --help), not at interpreter exit
+    except BrokenPipeError:
+        # The reader stopped (`| head`): no traceback. Point stdout at /dev/null so that the
+        # interpreter's own flush at exit does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return status
+
+
+def _command(ns: argparse.Namespace) -> int:
     if ns.command == "info":
         return info(ns)
     if ns.command == "check":

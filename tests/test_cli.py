@@ -1,10 +1,12 @@
 """`python -m dmlq`: help texts, exit codes, and honest info/check output (issue 14)."""
+import os
 import subprocess
 import sys
 import types
 
 import pytest
 
+import dmlq
 from dmlq import __main__ as cli
 from dmlq import check
 
@@ -151,3 +153,57 @@ def test_check_without_a_gpu_prints_the_plans_a_gpu_would_run(capsys):
                     "quantized_matmul: dp4a-wide", "quantized_avg_pool: tile_k3s1", "quantized_avg_pool: global_warp",
                     "quantized_avg_pool: general"):
         assert variant in out, variant
+
+
+# ---- issue 28: the next things a new user tries --------------------------------------------------
+
+@pytest.mark.parametrize("argv, usage", [(["check", "--bogus"], "usage: python -m dmlq check "),
+                                         (["bench", "--nope"], "usage: python -m dmlq bench "),
+                                         (["info", "extra"], "usage: python -m dmlq info"),
+                                         (["--bogus", "check"], "usage: python -m dmlq [-h]")])
+def test_unknown_option_prints_the_usage_of_its_command(capsys, argv, usage):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage), err
+    assert f"unrecognized arguments: {argv[1] if argv[0] != '--bogus' else '--bogus'}" in err
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+@pytest.mark.parametrize("args", [("info",), ("check",), ("--help",)])
+def test_a_reader_that_stops_early_gets_no_traceback(args, unbuffered):
+    # `python -m dmlq info | head -2`: the pipe's read end is closed before the command writes,
+    # so every write fails (deterministically, whatever the buffering).
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run([sys.executable, "-m", "dmlq", *args], stdout=write, stderr=subprocess.PIPE,
+                           text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": unbuffered})
+    finally:
+        os.close(write)
+    # (argparse drops a failed write of --help itself and exits 0 when stdout is unbuffered)
+    assert r.returncode in ((0, cli.EXIT_BROKEN_PIPE) if args == ("--help",) else (cli.EXIT_BROKEN_PIPE,)), r.stderr
+    assert r.stderr == ""
+
+
+def test_compile_all_without_a_gpu_is_a_dmlq_error(monkeypatch):
+    _fake_cupy(monkeypatch, driver=0, count_error=RuntimeError("cudaErrorInsufficientDriver: misleading"))
+    with pytest.raises(dmlq.UnsupportedError, match=r"compile_all: no GPU to compile the CUDA kernels for "
+                                                     r"\(no NVIDIA driver on this machine\); .*NumPy arrays need "
+                                                     r"no kernels") as e:
+        dmlq.compile_all()
+    assert "insufficient" not in str(e.value).lower()
+    monkeypatch.setitem(sys.modules, "cupy", None)  # no CuPy at all (the lean install)
+    with pytest.raises(dmlq.UnsupportedError, match=r"\(CuPy is not installed\).*pip install -e"):
+        dmlq.compile_all()
+
+
+def test_compile_all_without_a_gpu_from_a_fresh_process():
+    if gpu_available():
+        pytest.skip("a GPU is present: compile_all compiles")
+    r = subprocess.run([sys.executable, "-c", "import dmlq; dmlq.compile_all()"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 1
+    assert "dmlq.errors.UnsupportedError: compile_all: no GPU" in r.stderr
+    assert "insufficient" not in r.stderr.lower()
