@@ -8,6 +8,11 @@ peer and the speedup over it (peer time / dmlq time). It opens with the GPU,
 versions, date and limits of the run, so every number names its source. Plots:
 one PNG per operator family (quantize, dequantize, add, matmul, avgpool,
 overhead, graph): dmlq's best, each peer, and the limit, per group.
+
+Targets: a result whose extra_info carries ``target_s`` (the Python-overhead
+benchmarks of bench/test_bench_plan.py) is judged here, median against target,
+in a table of its own; ``--check-targets`` exits 1 when one is missed. No test
+asserts a time: the judgment is made on a committed run, not on a busy CI box.
 """
 from __future__ import annotations
 
@@ -65,6 +70,20 @@ def summarize(benchmarks):
                         for impl, t, info in entries},
         })
     return rows
+
+
+def targets(benchmarks):
+    """Every result that names a time target (extra_info ``target_s``), judged:
+    name, impl, median_s, target_s and met (median <= target)."""
+    judged = []
+    for b in benchmarks:
+        info = b.get("extra_info") or {}
+        target, median = info.get("target_s"), _median(b)
+        if target is None or median is None:
+            continue
+        judged.append({"name": b.get("name") or b.get("fullname") or "?", "impl": info.get("impl"),
+                       "median_s": median, "target_s": target, "met": median <= target})
+    return judged
 
 
 format_time = B.format_time
@@ -131,6 +150,13 @@ def markdown(data, source=None):
     lines.append("time: median per call; achieved and limit in GB/s (element-wise, pooling, overhead, "
                  "graph) or TOPS (matmul, roofline min(peak, ops x copy bandwidth / bytes)); "
                  "speedup = best peer time / dmlq time.")
+    judged = targets(data.get("benchmarks", []))
+    if judged:
+        lines += ["", "| target | implementation | median | target | met |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {t['name'].replace('|', chr(92) + '|')} | {t['impl'] or '-'} | {format_time(t['median_s'])} | "
+                  f"{format_time(t['target_s'])} | {'yes' if t['met'] else '**no**'} |" for t in judged]
+        missed = sum(not t["met"] for t in judged)
+        lines += ["", f"{len(judged) - missed} of {len(judged)} time targets met (median per call)."]
     return "\n".join(lines) + "\n"
 
 
@@ -191,6 +217,8 @@ def main(argv=None) -> int:
     parser.add_argument("json", help="pytest-benchmark JSON (bench/results/<file>.json)")
     parser.add_argument("--markdown", metavar="OUT.md", help="write the table here (default: print it)")
     parser.add_argument("--plots", metavar="DIR", help="write <family>.png plots into DIR")
+    parser.add_argument("--check-targets", action="store_true",
+                        help="exit 1 when a result misses its time target (extra_info target_s)")
     args = parser.parse_args(argv)
     data = load(args.json)
     text = markdown(data, source=args.json)
@@ -201,7 +229,11 @@ def main(argv=None) -> int:
     if args.plots:
         for path in plot(data, args.plots):
             print(f"wrote {path}", file=sys.stderr)
-    return 0
+    missed = [t for t in targets(data.get("benchmarks", [])) if not t["met"]]
+    for t in missed:
+        print(f"target missed: {t['name']}: {format_time(t['median_s'])} > {format_time(t['target_s'])}",
+              file=sys.stderr)
+    return 1 if args.check_targets and missed else 0
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ The backend function each public function ends in (dmlq.reference's, on NumPy
 inputs) is replaced by a stub that returns at once, so what is timed is exactly
 dmlq's own Python: operand normalization, the plan-cache lookup, operand
 conversion, output allocation and the dispatch. The target (issue 14) is the cost
-of a CuPy ElementwiseKernel call: at most 10 us per call.
+of a CuPy ElementwiseKernel call: at most 10 us per call. It is written into each
+result's extra_info (``target_s`` beside ``median_s``) and judged by
+bench/report.py on the JSON, never asserted here: a shared machine's timing only
+measures the neighbours.
 
     python -m pytest bench/test_bench_plan.py --benchmark-columns=median,min,rounds
 """
@@ -59,9 +62,7 @@ def test_repeated_call_overhead(benchmark, stubbed, call):
     benchmark.extra_info.update(impl="dmlq:plan-cached", target_s=TARGET_S)
     benchmark(fn, stubbed)
     if benchmark.stats is not None:  # None under --benchmark-disable
-        median = benchmark.stats.stats.median
-        benchmark.extra_info["median_s"] = median
-        assert median <= TARGET_S, f"{call}: {median * 1e6:.1f} us of Python per call (target 10 us)"
+        benchmark.extra_info["median_s"] = benchmark.stats.stats.median
 
 
 # The GPU backend's own Python on a repeated call: planning (variant, grid, block),
@@ -133,7 +134,5 @@ def test_gpu_call_python(benchmark, monkeypatch, call):
     fn(arrays)
     benchmark.extra_info.update(impl="dmlq:gpu-call-python", target_s=TARGET_S)
     benchmark(fn, arrays)
-    if benchmark.stats is not None:
-        median = benchmark.stats.stats.median
-        benchmark.extra_info["median_s"] = median
-        assert median <= TARGET_S, f"{call}: {median * 1e6:.1f} us for the whole GPU call (target 10 us)"
+    if benchmark.stats is not None:  # None under --benchmark-disable
+        benchmark.extra_info["median_s"] = benchmark.stats.stats.median

@@ -145,7 +145,8 @@ def device_facts():
     driver = _driver_version()
     return {
         "gpu": name,
-        "cc": (attr(rt.cudaDevAttrComputeCapabilityMajor), attr(rt.cudaDevAttrComputeCapabilityMinor)),
+        # CuPy 14 exposes no cudaDevAttrComputeCapabilityMajor/Minor; its Device says "90"
+        "cc": (int(dev.compute_capability[:-1]), int(dev.compute_capability[-1])),
         "sm_count": attr(rt.cudaDevAttrMultiProcessorCount),
         "clock_khz": attr(rt.cudaDevAttrClockRate),
         "l2_bytes": attr(rt.cudaDevAttrL2CacheSize),

@@ -137,6 +137,25 @@ def test_workloads_follow_the_issue():
                                                         "avgpool", "overhead"}
 
 
+def test_device_facts_use_only_names_the_installed_cupy_has():
+    """Every ``rt.X`` / ``cupy.cuda.runtime.X`` the benchmark code reads exists in the
+    installed CuPy (14.2 has no cudaDevAttrComputeCapabilityMajor: the bench header died)."""
+    import ast
+
+    runtime = pytest.importorskip("cupy.cuda.runtime")
+    missing = []
+    for path in [ROOT / "dmlq" / "bench.py", *sorted((ROOT / "bench").glob("*.py"))]:
+        if not path.exists():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Attribute):
+                continue
+            base = ast.unparse(node.value)
+            if base in ("rt", "cupy.cuda.runtime", "runtime") and not hasattr(runtime, node.attr):
+                missing.append(f"{path.name}:{node.lineno}: {base}.{node.attr}")
+    assert missing == []
+
+
 def test_dmlq_bench_does_not_import_bench_dir_or_cupy():
     src = (ROOT / "dmlq" / "bench.py").read_text()
     assert "from bench" not in src and "import bench" not in src
@@ -212,6 +231,55 @@ def test_report_cli(tmp_path):
         "avgpool.png", "dequantize.png", "matmul.png", "overhead.png", "quantize.png"]
 
 
+def _targets_json(tmp_path):
+    """A SYNTHETIC run (hand-picked numbers): one time target met, one missed."""
+    data = json.loads(FIXTURE.read_text())
+    data["benchmarks"] += [
+        {"name": "test_gpu_call_python[quantize_linear]", "group": "plan-overhead", "stats": {"median": 7e-6},
+         "extra_info": {"impl": "dmlq:gpu-call-python", "target_s": 1e-5, "median_s": 7e-6}},
+        {"name": "test_gpu_call_python[quantized_matmul]", "group": "plan-overhead", "stats": {"median": 1.2e-5},
+         "extra_info": {"impl": "dmlq:gpu-call-python", "target_s": 1e-5, "median_s": 1.2e-5}},
+    ]
+    path = tmp_path / "targets.json"
+    path.write_text(json.dumps(data))
+    return data, path
+
+
+def test_report_judges_time_targets(tmp_path):
+    data, path = _targets_json(tmp_path)
+    judged = {t["name"]: t["met"] for t in R.targets(data["benchmarks"])}
+    assert judged == {"test_gpu_call_python[quantize_linear]": True, "test_gpu_call_python[quantized_matmul]": False}
+    text = R.markdown(data)
+    assert "| test_gpu_call_python[quantized_matmul] | dmlq:gpu-call-python | 12 us | 10 us | **no** |" in text
+    assert "1 of 2 time targets met" in text
+    assert _run("bench/report.py", str(path)).returncode == 0  # a table, not a verdict
+    r = _run("bench/report.py", str(path), "--check-targets")
+    assert r.returncode == 1 and "target missed: test_gpu_call_python[quantized_matmul]" in r.stderr
+    assert _run("bench/report.py", str(FIXTURE), "--check-targets").returncode == 0  # no targets: none missed
+
+
+_TIMING_NAMES = {"median", "median_s", "stats", "TARGET_S", "target_s", "perf_counter", "monotonic",
+                 "gpu_timer", "measure", "copy_bandwidth", "elapsed"}
+
+
+def test_no_test_asserts_a_time():
+    """Timing is judged by the report on committed JSON, never asserted (CI shares 2 cores)."""
+    import ast
+
+    offenders = []
+    for path in sorted((ROOT / "tests").glob("*.py")) + sorted((ROOT / "bench").glob("*.py")):
+        if path.name == Path(__file__).name:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Assert):
+                continue
+            used = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+            used |= {n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)}
+            if used & _TIMING_NAMES:
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
 # ---------------------------------------------------------------- bench/ without a GPU
 
 def test_bench_collects():
@@ -224,7 +292,9 @@ def test_bench_collects():
 def test_bench_skips_cleanly_without_gpu():
     if B.gpu_status()[0]:
         pytest.skip("a GPU is present: the suite would run for real (python -m pytest bench)")
-    r = _run("-m", "pytest", "bench", "-q", "-p", "no:cacheprovider", "-rs")
+    # --benchmark-disable: each benchmark body runs once, untimed (inside the test suite a
+    # timing would only measure the machine's other work)
+    r = _run("-m", "pytest", "bench", "-q", "-p", "no:cacheprovider", "-rs", "--benchmark-disable")
     assert r.returncode == 0, r.stdout + r.stderr
     tail = r.stdout.strip().splitlines()[-1]
     assert "skipped" in tail and "failed" not in tail and "error" not in tail, tail
@@ -257,9 +327,8 @@ def test_primitives_on_gpu():
     t1 = B.gpu_timer()
     assert t1 >= t0
     times = B.measure(lambda: cupy.multiply(f, f), rounds=3)
-    assert len(times) == 3 and all(0 < t < 0.1 for t in times)
-    bw = B.copy_bandwidth(256 << 20, rounds=3)
-    assert 50 < bw < 20000  # GB/s: any real GPU
+    assert len(times) == 3 and all(t > 0 for t in times)  # no bound on how long: that is the report's
+    assert B.copy_bandwidth(256 << 20, rounds=3) > 0
 
 
 @pytest.mark.gpu
