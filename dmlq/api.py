@@ -41,7 +41,7 @@ def _quantize_input(b):
         if type(x) is bool or not isinstance(x, numbers.Real):
             raise TypeError(f"{f}: x must be a real number or an array of dtype float32, float16 or int32 "
                             f"(got {type(x).__name__} {x!r})")
-        return b._scalar("x", float(x), F32)  # a Python number: float32, like a list of them
+        return b._scalar("x", b.real("x", x, F32), F32)  # a Python number: float32, like a list of them
     dt = x.dtype
     if dt not in (F32, F16, I32):
         if dt == F64:
@@ -51,7 +51,7 @@ def _quantize_input(b):
             fix = "pass x.astype(np.int32) if its values fit, or x.astype(np.float32)"
         else:
             fix = "pass x.astype(np.float32)"
-        raise TypeError(f"{f}: x must have dtype float32, float16 or int32 (got {dt}); {fix}")
+        raise TypeError(f"{f}: x must have dtype float32, float16 or int32 (got {dt}); {b.fix('x', fix)}")
     if isinstance(x, np.generic):
         return b._scalar("x", x, dt)
     return x
@@ -249,11 +249,22 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_sca
 
 # ------------------------------------------------------------------ quantized average pooling
 
+# Pooling's sizes, strides, paddings and dilations are C ints in the kernels.
+POOL_PARAM_LIMIT = 2**31
+
+
 def _param(f, name, value, nd, default, minimum):
     if value is None:
         return (default,) * nd
     if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
         value = (value,) * nd
+    if isinstance(value, (str, bytes)):
+        hint = ""
+        if name.endswith("padding"):
+            hint = ("; dmlq takes explicit paddings: for 'same' with window k, stride 1 and dilation 1 pass "
+                    "start_padding=(k - 1) // 2 and end_padding=k - 1 - (k - 1) // 2 in each dimension (ONNX's "
+                    "SAME_UPPER), for 'valid' pass 0")
+        raise TypeError(f"{f}: {name} must be an int or a sequence of {nd} ints (got the string {value!r}){hint}")
     try:
         value = tuple(int(v) if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) else v
                       for v in value)
@@ -263,8 +274,9 @@ def _param(f, name, value, nd, default, minimum):
         raise DescError(f"{f}: {name} must have {nd} integers, one per spatial dimension (got {value!r})")
     if any(v < minimum for v in value):
         raise DescError(f"{f}: every {name} value must be >= {minimum} (got {value})")
-    if any(v >= 2**32 for v in value):
-        raise DescError(f"{f}: {name} values must be below 2**32 (got {value})")
+    if any(v >= POOL_PARAM_LIMIT for v in value):
+        raise DescError(f"{f}: {name} values must be below 2**31, the kernels' C ints (got {value}); pass "
+                        "smaller ones")
     return value
 
 
@@ -315,6 +327,11 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
         vec[name] = _channel_vector(b, name, v, channels, x.ndim)
     out_spatial = []
     for i in range(nd):
+        padded = x.shape[2 + i] + start[i] + end[i]
+        if padded >= POOL_PARAM_LIMIT:
+            raise DescError(f"{f}: start_padding + x's size + end_padding must stay below 2**31, the kernels' C "
+                            f"ints (spatial dimension {i}: {start[i]} + {x.shape[2 + i]} + {end[i]} = {padded}); "
+                            "pass smaller paddings (a window entirely in padding only gives the output zero point)")
         floor_size, ceil_size = pool_output_size(x.shape[2 + i], window[i], stride[i], start[i], end[i], dil[i])
         if floor_size <= 0:
             raise DescError(f"{f}: the dilated window ({(window[i] - 1) * dil[i] + 1}) is larger than the "

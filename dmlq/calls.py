@@ -57,7 +57,14 @@ def _slow_operand(spec, name, v):
             raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray turns into dtype "
                             f"{arr.dtype}, not numbers; pass a numeric numpy array")
         if name in spec.float_roles and arr.dtype.kind in "iuf":
-            arr = arr.astype(np.float32)  # Python numbers carry no dtype: they become float32
+            with np.errstate(over="ignore"):
+                wide, arr = arr, arr.astype(np.float32)  # Python numbers carry no dtype: they become float32
+            beyond = np.isinf(arr) & np.isfinite(wide)
+            if beyond.any():
+                raise ValueError(f"{f}: {name} holds {float(wide[beyond].flat[0])!r}, beyond the range of float32 (largest "
+                                 f"magnitude {np.finfo(np.float32).max:.8g}), the dtype dmlq computes it in; it "
+                                 "would become inf. Pass values within that range (np.inf where an infinite value "
+                                 "is meant)")
         return arr, HOST
     if dispatch.cpu_dlpack(v):
         try:
@@ -68,6 +75,10 @@ def _slow_operand(spec, name, v):
                             f"array") from None
     if isinstance(v, (bool, numbers.Number, np.generic)):
         return v, None  # a scalar: typed by the planner
+    if isinstance(v, np.ma.MaskedArray):
+        raise TypeError(f"{f}: {name} is a masked array (numpy.ma); dmlq computes every element and would drop "
+                        f"the mask: pass {name}.filled(value) to say what the masked elements hold, or "
+                        f"{name}.data for the values underneath")
     if hasattr(v, "__array__") or hasattr(v, "__array_interface__"):
         return np.asarray(v), HOST
     raise TypeError(f"{f}: {name} must be an array or a number (got {type(v).__name__}); pass a "
@@ -212,6 +223,8 @@ def plan_cache_size() -> int:
 
 
 def run(spec, values, params_key, params, out):
+    if out is not None and type(out) is not np.ndarray and isinstance(out, np.ndarray):
+        return _into_subclass(spec, values, params_key, params, out)
     kind, vals, out, keys, current = normalize(spec, values, out)
     key = (spec.fname, kind, params_key, None if out is None else operand_key(out), *keys)
     try:
@@ -219,7 +232,7 @@ def run(spec, values, params_key, params, out):
     except TypeError:  # an unhashable parameter: plan without caching
         key, plan = None, None
     if plan is None:
-        plan = spec.planner(Builder(spec, kind, vals, out), *params)
+        plan = spec.planner(Builder(spec, kind, vals, out, values), *params)
         plan.fn = getattr(dispatch.backend(kind), spec.backend_name)
         plan.empty = dispatch.module(kind).empty
         plan.runners = None if kind == HOST else {}
@@ -240,6 +253,17 @@ def run(spec, values, params_key, params, out):
     if kind == HOST and not out.flags.writeable:
         raise ValueError(f"{spec.fname}: out is read-only; pass a writeable array")
     return dispatch.write(plan.fn, args, out, kind, plan.params, plan.runners)
+
+
+def _into_subclass(spec, values, params_key, params, out):
+    """``out`` of an ndarray subclass (np.memmap): written through a plain view of its memory
+    and returned itself, as NumPy's ufuncs do. A masked array is refused: its mask would
+    be left as it was, describing values that are no longer there."""
+    if isinstance(out, np.ma.MaskedArray):
+        raise TypeError(f"{spec.fname}: out is a masked array (numpy.ma); dmlq writes every element and would "
+                        "leave its mask as it was: pass out.data (the array underneath) or a plain numpy array")
+    run(spec, values, params_key, params, out.view(np.ndarray))
+    return out
 
 
 EXPLAINING = contextvars.ContextVar("dmlq_explaining", default=False)

@@ -10,7 +10,9 @@ time; a check on values becomes a conversion run on every call.
 """
 from __future__ import annotations
 
+import math
 import numbers
+import re
 
 import numpy as np
 
@@ -37,6 +39,16 @@ def or_list(dtypes) -> str:
 
 def np_name(dt) -> str:
     return f"np.{np.dtype(dt).name}"
+
+
+def short(value) -> str:
+    """``repr(value)``, but a huge Python int as its size (10**400 has 401 digits)."""
+    if isinstance(value, float):
+        return repr(float(value))  # 1e+300, also for a NumPy float64
+    text = repr(value)
+    if isinstance(value, int) and len(text) > 24:
+        return f"{text[:3]}... (an integer of {len(text.lstrip('-'))} digits)"
+    return text
 
 
 # ------------------------------------------------------------------ plans
@@ -93,7 +105,7 @@ class Builder:
     """Plan-time view of one call: checks operands (shape and dtype only) and records
     how each is turned into the array the backend receives."""
 
-    def __init__(self, spec, kind, vals, out):
+    def __init__(self, spec, kind, vals, out, given=()):
         self.f = spec.fname
         self.host_scalars = spec.gpu_takes_host_scalars
         self.kind = kind
@@ -101,6 +113,39 @@ class Builder:
         self.v = dict(zip(spec.names, vals))
         self.out = out
         self.conv = {}
+        # operands the caller gave as torch tensors: their fixes are said in torch's words
+        self.torch = {n for n, g in zip(spec.names, given) if type(g).__module__.partition(".")[0] == "torch"}
+
+    def astype(self, name, dt):
+        """How the caller converts operand ``name`` to dtype ``dt``, in the words of its type:
+        ``x.astype(np.float32)`` for arrays, ``x.to(torch.float32)`` for a torch tensor."""
+        dt = np.dtype(dt).name
+        return f"{name}.to(torch.{dt})" if name in self.torch else f"{name}.astype(np.{dt})"
+
+    def fix(self, name, text):
+        """``text`` (a fix written for NumPy) in the words of operand ``name``'s type."""
+        if name not in self.torch:
+            return text
+        text = re.sub(rf"\b{name}\.astype\(np\.(\w+)\)", rf"{name}.to(torch.\1)", text)
+        return re.sub(rf"np\.asarray\({name}, np\.(\w+)\)", rf"{name}.to(torch.\1)", text)
+
+    def real(self, name, value, dtype):
+        """A Python number (or NumPy float64 scalar) given as ``name`` as a 0-d array of float
+        ``dtype``, or a ValueError where it lies beyond the dtype's range: it would become
+        inf, as a float64 array is refused rather than narrowed."""
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond float64
+            number = math.inf if value > 0 else -math.inf
+        with np.errstate(over="ignore"):
+            arr = np.array(number, dtype=dtype)
+        if np.isinf(arr) and not (isinstance(value, float) and math.isinf(value)):
+            top = np.finfo(dtype).max
+            raise ValueError(f"{self.f}: {name} = {short(value)} is beyond the range of {np.dtype(dtype)} (largest "
+                             f"magnitude {top:.8g}), the dtype dmlq computes it in; it would become inf. Pass a "
+                             f"value within that range, or {name}={'-' if number < 0 else ''}np.inf if an "
+                             "infinite value is meant")
+        return arr
 
     # -- helpers
     def _then(self, name, fn):
@@ -150,14 +195,14 @@ class Builder:
             raise TypeError(f"{self.f}: {name} must be a real number or a {or_list(allowed)} array "
                             f"(got {type(v).__name__} {v!r}); pass {name}={example}")
         if not hasattr(v, "dtype") or isinstance(v, np.float64):
-            return self._scalar(name, float(v), py_dtype, param=True)
+            return self._scalar(name, self.real(name, v, py_dtype), py_dtype, param=True)
         dt = v.dtype
         if dt not in allowed:
             if dt == F64:
                 why = (f"; dmlq computes in float32 and never narrows a float64 array silently: pass "
-                       f"{name}.astype({np_name(allowed[0])})")
+                       f"{self.astype(name, allowed[0])}")
             else:
-                why = f"; pass {name}.astype({np_name(allowed[0])})"
+                why = f"; pass {self.astype(name, allowed[0])}"
             raise TypeError(f"{self.f}: {name} must have dtype {or_list(allowed)}{context} (got {dt}){why}")
         if isinstance(v, np.generic):
             return self._scalar(name, v, dt, param=True)
@@ -170,13 +215,15 @@ class Builder:
             raise TypeError(f"{self.f}: {name} is required (got None); pass an array of dtype {or_list(allowed)}")
         if not hasattr(v, "dtype"):
             raise TypeError(f"{self.f}: {name} must be an array of dtype {or_list(allowed)} (got "
-                            f"{type(v).__name__} {v!r}); a Python number does not say which integer type "
-                            f"it is: pass {fix}")
+                            f"{type(v).__name__} {short(v)}); a Python number does not say which integer "
+                            f"type it is: pass {self.fix(name, fix)}")
         if v.dtype not in allowed:
-            hint = (" (np.asarray makes int64 from a list of Python ints)" if v.dtype == np.dtype(np.int64)
-                    else "")
+            hint = ""
+            if v.dtype == np.dtype(np.int64):
+                hint = (" (torch.tensor makes int64 from Python ints)" if name in self.torch
+                        else " (np.asarray makes int64 from a list of Python ints)")
             raise TypeError(f"{self.f}: {name} must have dtype {or_list(allowed)} (got {v.dtype}){hint}; pass "
-                            f"{fix} if its values fit")
+                            f"{self.fix(name, fix)} if its values fit")
         if isinstance(v, np.generic):
             return self._scalar(name, v, v.dtype)
         return v
@@ -197,9 +244,9 @@ class Builder:
         if not hasattr(v, "dtype"):
             if not isinstance(v, numbers.Integral):
                 raise TypeError(f"{f}: {name} must be an integer of dtype {dt} {whose} (got "
-                                f"{type(v).__name__} {v!r}); {fix}")
+                                f"{type(v).__name__} {short(v)}); {fix}")
             if not lo <= v <= hi:
-                raise DescError(f"{f}: {name} = {v} is out of range for {dt} [{lo}, {hi}] {whose}; pass a "
+                raise DescError(f"{f}: {name} = {short(v)} is out of range for {dt} [{lo}, {hi}] {whose}; pass a "
                                 f"value in that range" + (" or dtype=np.int8" if dt == U8 and v < 0 else ""))
             return self._scalar(name, int(v), dt, param=True, zero_point=True)
         zdt = v.dtype

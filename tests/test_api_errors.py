@@ -82,6 +82,50 @@ MISTAKES = [
      r"out must be a numpy.ndarray .*\(got list\)"),
     ("too many dimensions", lambda: dmlq.quantize_linear(np.zeros((1,) * 9, f32), 0.1), ValueError,
      r"the result would have 9 dimensions; at most 8 are supported"),
+    # issue 28: escapes a new user found
+    ("10**400 as a scale", lambda: dmlq.quantize_linear(X, 10**400), ValueError,
+     r"quantize_linear: scale = 100\.\.\. \(an integer of 401 digits\) is beyond the range of float32 \(largest "
+     r"magnitude 3.4028235e\+38\), the dtype dmlq computes it in; it would become inf\. Pass a value within that "
+     r"range, or scale=np.inf if an infinite value is meant"),
+    ("10**400 as x", lambda: dmlq.quantize_linear(10**400, 0.1), ValueError,
+     r"quantize_linear: x = 100\.\.\. \(an integer of 401 digits\) is beyond the range of float32"),
+    ("-10**400 as a dequantize scale", lambda: dmlq.dequantize_linear(Q, -10**400), ValueError,
+     r"dequantize_linear: scale = -10\.\.\. \(an integer of 401 digits\) is beyond .* or scale=-np.inf"),
+    ("Python 1e300 scale (np.array(1e300) is refused too)", lambda: dmlq.quantize_linear(X, 1e300), ValueError,
+     r"quantize_linear: scale = 1e\+300 is beyond the range of float32 \(largest magnitude 3.4028235e\+38\)"),
+    ("NumPy float64 scalar 1e300 scale", lambda: dmlq.quantized_matmul(np.zeros((2, 3), u8), 1.0, None,
+                                                                      np.zeros((3, 4), u8), np.float64(1e300), None, 1.0),
+     ValueError, r"quantized_matmul: b_scale = 1e\+300 is beyond the range of float32"),
+    ("1e300 in a list of scales", lambda: dmlq.quantize_linear(X, [0.1, 1e300, 0.1]), ValueError,
+     r"quantize_linear: scale holds 1e\+300, beyond the range of float32 .* Pass values within that range"),
+    ("Python 1e5 scale for a float16 x", lambda: dmlq.quantize_linear(X.astype(f16), 1e5), ValueError,
+     r"quantize_linear: scale = 100000.0 is beyond the range of float16 \(largest magnitude 65504\)"),
+    ("10**400 as a zero point", lambda: dmlq.quantize_linear(X, 0.1, 10**400), ValueError,
+     r"zero_point = 100\.\.\. \(an integer of 401 digits\) is out of range for uint8 \[0, 255\]"),
+    ("start_padding=2**31", lambda: dmlq.quantized_avg_pool(np.zeros((1, 1, 4, 4), u8), 1.0, None, 1.0, None, 2,
+                                                            start_padding=2**31), ValueError,
+     r"quantized_avg_pool: start_padding values must be below 2\*\*31, the kernels' C ints \(got \(2147483648, "
+     r"2147483648\)\); pass smaller ones"),
+    ("paddings past 2**31 together", lambda: dmlq.quantized_avg_pool(np.zeros((1, 1, 4, 4), u8), 1.0, None, 1.0, None,
+                                                                     2, start_padding=2**30, end_padding=(0, 2**30)),
+     ValueError, r"start_padding \+ x's size \+ end_padding must stay below 2\*\*31, the kernels' C ints \(spatial "
+                 r"dimension 1: 1073741824 \+ 4 \+ 1073741824 = 2147483652\); pass smaller paddings"),
+    ("start_padding='same'", lambda: dmlq.quantized_avg_pool(np.zeros((1, 1, 4, 4), u8), 1.0, None, 1.0, None, 3,
+                                                             start_padding="same"), TypeError,
+     r"quantized_avg_pool: start_padding must be an int or a sequence of 2 ints \(got the string 'same'\); dmlq "
+     r"takes explicit paddings: for 'same' with window k, stride 1 and dilation 1 pass start_padding=\(k - 1\) // 2 "
+     r"and end_padding=k - 1 - \(k - 1\) // 2"),
+    ("window_size as a string", lambda: dmlq.quantized_avg_pool(np.zeros((1, 1, 4, 4), u8), 1.0, None, 1.0, None,
+                                                                "22"), TypeError,
+     r"window_size must be an int or a sequence of 2 ints \(got the string '22'\)"),
+    ("masked array as x", lambda: dmlq.quantize_linear(np.ma.masked_array(X, [0, 1, 0]), 0.1), TypeError,
+     r"quantize_linear: x is a masked array \(numpy.ma\); dmlq computes every element and would drop the mask: "
+     r"pass x.filled\(value\) to say what the masked elements hold, or x.data for the values underneath"),
+    ("masked array as a scale", lambda: dmlq.dequantize_linear(Q, np.ma.masked_array(np.ones(3, f32), [0, 0, 1])),
+     TypeError, r"dequantize_linear: scale is a masked array \(numpy.ma\)"),
+    ("masked array as out", lambda: dmlq.quantize_linear(X, 0.1, out=np.ma.masked_array(np.zeros(3, u8))), TypeError,
+     r"quantize_linear: out is a masked array \(numpy.ma\); dmlq writes every element and would leave its mask as "
+     r"it was: pass out.data \(the array underneath\) or a plain numpy array"),
 ]
 
 
@@ -93,6 +137,58 @@ def test_common_mistake_gets_a_numpy_message(what, call, exc, message):
     # NumPy vocabulary: no DirectML descriptor words in a public function's message
     for word in ("Tensor", "feature level", "DataType", "FLOAT32", "UINT8", "Sizes"):
         assert word not in text, (what, text)
+
+
+def _torch_mistakes():
+    torch = pytest.importorskip("torch")
+    t64 = torch.tensor([0.5, -1.25, 3.0], dtype=torch.float64)
+    return [
+        (lambda: dmlq.quantize_linear(t64, 0.1),
+         r"x must have dtype float32, float16 or int32 \(got float64\); dmlq computes in float32 and does not "
+         r"narrow a float64 array silently: pass x.to\(torch.float32\)"),
+        (lambda: dmlq.quantize_linear(t64.float(), torch.tensor(0.1, dtype=torch.float64)),
+         r"scale must have dtype float32 for a float32 x \(got float64\); .* pass scale.to\(torch.float32\)"),
+        (lambda: dmlq.quantize_linear(torch.tensor([1, 2], dtype=torch.int16), 0.1),
+         r"pass x.to\(torch.int32\) if its values fit, or x.to\(torch.float32\)"),
+        (lambda: dmlq.dequantize_linear(torch.tensor([1, 2]), 0.5),
+         r"q must have dtype int8, .* \(got int64\) \(torch.tensor makes int64 from Python ints\); pass "
+         r"q.to\(torch.int32\) or q.to\(torch.uint8\) if its values fit"),
+        (lambda: dmlq.quantized_add(Q, 0.1, 0, torch.tensor([1, 2, 3]), 0.1, 0, 0.2),
+         r"b must have dtype int8 or uint8 \(got int64\) .*; pass b.to\(torch.uint8\) or b.to\(torch.int8\)"),
+    ]
+
+
+def test_torch_tensors_get_fixes_in_torch_words():
+    # the README's row: a float64 torch tensor is told x.to(torch.float32), not .astype (tensors have none)
+    for call, message in _torch_mistakes():
+        with pytest.raises(TypeError, match=message) as info:
+            call()
+        assert ".astype(" not in str(info.value) and "np.asarray" not in str(info.value)
+    # a NumPy operand beside a torch one keeps NumPy's words
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"pass scale.astype\(np.float32\)"):
+        dmlq.quantize_linear(torch.tensor([1.0]), np.array([0.1]))
+
+
+def test_memmap_as_out_is_written_and_returned(tmp_path):
+    out = np.memmap(tmp_path / "q.bin", u8, "w+", shape=(3,))
+    got = dmlq.quantize_linear(X, 0.1, out=out)
+    assert got is out
+    out.flush()
+    assert np.array_equal(np.fromfile(tmp_path / "q.bin", u8), dmlq.quantize_linear(X, 0.1))
+    # and as an input (ndarray subclasses are read as the arrays they are)
+    x = np.memmap(tmp_path / "x.bin", f32, "w+", shape=(3,))
+    x[...] = X
+    assert np.array_equal(dmlq.quantize_linear(x, 0.1), dmlq.quantize_linear(X, 0.1))
+
+
+def test_numbers_in_float32_range_and_infinities_are_still_taken():
+    big = float(np.finfo(f32).max)
+    assert dmlq.quantize_linear(X, big, np.int8(0)).tolist() == [0, 0, 0]
+    assert dmlq.quantize_linear(X, -np.inf, np.int8(1)).tolist() == [1, 1, 1]  # x / -inf = -0 -> zp
+    assert dmlq.quantize_linear(X, 2**100, np.int8(0)).tolist() == [0, 0, 0]  # an int within float32
+    assert dmlq.quantize_linear(np.array([1.0], f16), 65504.0).tolist() == [0]
+    assert dmlq.quantize_linear([1e38, -np.inf], 1.0).tolist() == [255, 0]
 
 
 @pytest.mark.parametrize("bad", [None, "0.1", object(), [[1, 2], [3]], 1 + 2j])
