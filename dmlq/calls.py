@@ -223,7 +223,7 @@ def plan_cache_size() -> int:
 
 
 def run(spec, values, params_key, params, out):
-    if out is not None and type(out) is not np.ndarray and isinstance(out, np.ndarray):
+    if out is not None and type(out) is not np.ndarray and isinstance(out, np.ndarray) and not dispatch.is_gpu(out):
         return _into_subclass(spec, values, params_key, params, out)
     kind, vals, out, keys, current = normalize(spec, values, out)
     key = (spec.fname, kind, params_key, None if out is None else operand_key(out), *keys)
