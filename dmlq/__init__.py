@@ -6,10 +6,12 @@ CUDA) arrays run on hand-written CUDA kernels. Importing dmlq touches no GPU.
 """
 from .api import (dequantize_linear, kernel_plan, quantize_linear, quantized_add, quantized_avg_pool,
                   quantized_matmul)
-from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
-                   QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc)
+from .desc import (DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, QuantizedLinearAddDesc,
+                   QuantizedLinearAveragePoolingDesc, QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc,
+                   TensorDesc)
 from .dtypes import DataType
 from .errors import DescError, UnsupportedError
+from .intmm import matmul_integer, matmul_integer_to_float
 from .operator import Operator, compile_operator
 
 __version__ = "0.1.0"
@@ -50,7 +52,9 @@ def compile_all() -> int:
 
 __all__ = [
     "DataType", "TensorDesc", "QuantizeLinearDesc", "DequantizeLinearDesc", "QuantizedLinearAddDesc",
-    "QuantizedLinearMatrixMultiplyDesc", "QuantizedLinearAveragePoolingDesc", "compile_operator",
+    "QuantizedLinearMatrixMultiplyDesc", "QuantizedLinearAveragePoolingDesc",
+    "MatrixMultiplyIntegerToFloatDesc", "compile_operator",
     "Operator", "DescError", "UnsupportedError", "quantize_linear", "dequantize_linear",
-    "quantized_add", "quantized_matmul", "quantized_avg_pool", "kernel_plan", "compile_all", "__version__",
+    "quantized_add", "quantized_matmul", "quantized_avg_pool",
+    "matmul_integer", "matmul_integer_to_float", "kernel_plan", "compile_all", "__version__",
 ]

@@ -1,4 +1,4 @@
-"""DirectML-style descriptors: TensorDesc and the five operator descs.
+"""DirectML-style descriptors: TensorDesc and the operator descs.
 
 Field names are the DML struct fields in snake case and in DML order
 (``InputTensor`` -> ``input_tensor``). Optional tensors (DirectML's
@@ -210,12 +210,29 @@ class QuantizedLinearAveragePoolingDesc(_OperatorDesc):
                     pass  # validation reports it
 
 
+@dataclass(frozen=True)
+class MatrixMultiplyIntegerToFloatDesc(_OperatorDesc):
+    """DML_MATRIX_MULTIPLY_INTEGER_TO_FLOAT_OPERATOR_DESC."""
+
+    OPERATOR: ClassVar[str] = "MatrixMultiplyIntegerToFloat"
+    FEATURE_LEVEL: ClassVar[str] = "6.2"
+    a_tensor: TensorDesc = None
+    a_scale_tensor: TensorDesc = None
+    a_zero_point_tensor: Optional[TensorDesc] = None
+    b_tensor: TensorDesc = None
+    b_scale_tensor: TensorDesc = None
+    b_zero_point_tensor: Optional[TensorDesc] = None
+    bias_tensor: Optional[TensorDesc] = None
+    output_tensor: TensorDesc = None
+
+
 OPERATOR_DESCS = (
     QuantizeLinearDesc,
     DequantizeLinearDesc,
     QuantizedLinearAddDesc,
     QuantizedLinearMatrixMultiplyDesc,
     QuantizedLinearAveragePoolingDesc,
+    MatrixMultiplyIntegerToFloatDesc,
 )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 from . import dispatch as _dispatch
-from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
+from .desc import (DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, dml_name)
 from .validation import validate
 
@@ -131,4 +131,15 @@ def run(desc, v: dict, out, kind):
         params = (desc.window_size, desc.strides, desc.start_padding, desc.end_padding,
                   desc.dilations, bool(desc.include_padding))
         return _write(be.quantized_avg_pool, args, out, kind, params)
+    if isinstance(desc, MatrixMultiplyIntegerToFloatDesc):
+        def param(name, per_row):  # the reference's shapes: () per tensor, (M, 1) or (1, N)
+            p = g(name)
+            if p is None or p.size == 1:
+                return None if p is None else p.reshape(())
+            return p.reshape(-1, 1) if per_row else p.reshape(1, -1)
+
+        args = (g("a_tensor"), param("a_scale_tensor", True), param("a_zero_point_tensor", True),
+                g("b_tensor"), param("b_scale_tensor", False), param("b_zero_point_tensor", False),
+                g("bias_tensor"))
+        return _write(be.matmul_integer_to_float, args, out, kind)
     raise TypeError(f"not a dmlq operator desc: {type(desc).__name__}")

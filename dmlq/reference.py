@@ -71,6 +71,71 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     return out
 
 
+def _exact_matmul(da, db):
+    """The exact integer product of two int64 arrays (numpy.matmul shapes), as int64.
+
+    Through float64 (BLAS) while every partial sum stays an integer below 2**53,
+    otherwise in int64 arithmetic (exact while |sum| < 2**63)."""
+    k = da.shape[-1]
+    bound = max(int(np.abs(da).max(initial=0)), 1) * max(int(np.abs(db).max(initial=0)), 1) * max(k, 1)
+    if bound < 2**53:
+        return np.matmul(da.astype(np.float64), db.astype(np.float64)).astype(np.int64)
+    return np.matmul(da, db)
+
+
+def _per_k(param, k, block_size):
+    """A B-side parameter shaped (..., G, N) (G groups along K, or G = 1) as (..., K, N)."""
+    p = np.asarray(param)
+    if p.ndim < 2 or p.shape[-2] == 1:
+        return p
+    return np.repeat(p, block_size, axis=-2)[..., :k, :]
+
+
+def _diff(x, zero_point):
+    """int64(x) - int64(zero_point) (x may be an ml_dtypes int4/uint4 array)."""
+    return np.asarray(x).astype(np.int64) - _zp(zero_point)
+
+
+def matmul_integer(a, a_zero_point, b, b_zero_point, out):
+    """docs/semantics.md matmul_integer: the exact sum, wrapped to int32."""
+    acc = _exact_matmul(_diff(a, a_zero_point), _diff(b, b_zero_point))
+    out[...] = acc.astype(np.int32)  # two's complement wrap where the sum does not fit
+    return out
+
+
+def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
+                            block_size=None):
+    """docs/semantics.md matmul_integer_to_float.
+
+    a_scale, a_zero_point: () or (M, 1); b_scale, b_zero_point: () or (..., G, N)
+    with G = 1, or G = ceil(K / block_size) groups along K; bias: None or
+    broadcastable to out."""
+    k = np.shape(a)[-1]
+    da = _diff(a, a_zero_point)
+    a_s = np.asarray(a_scale).astype(_F32)
+    b_s = np.asarray(b_scale).astype(_F32)
+    with np.errstate(all="ignore"):
+        if block_size is None:
+            db = _diff(b, b_zero_point)
+            mult = np.multiply(a_s, b_s, dtype=_F32)
+            v = np.multiply(_exact_matmul(da, db).astype(_F32), mult, dtype=_F32)
+        else:
+            db = _diff(b, None if b_zero_point is None else _per_k(b_zero_point, k, block_size))
+            v = None
+            for g, start in enumerate(range(0, k, block_size)):
+                sl = slice(start, min(start + block_size, k))
+                s_g = b_s[..., g:g + 1, :] if b_s.ndim >= 2 and b_s.shape[-2] > 1 else b_s
+                term = np.multiply(_exact_matmul(da[..., sl], db[..., sl, :]).astype(_F32),
+                                   np.multiply(a_s, s_g, dtype=_F32), dtype=_F32)
+                v = term if v is None else np.add(v, term, dtype=_F32)
+            if v is None:  # K = 0: no groups, the empty sum +0.0
+                v = np.zeros(out.shape, _F32)
+        if bias is not None:
+            v = np.add(v, np.asarray(bias).astype(_F32), dtype=_F32)
+        out[...] = np.broadcast_to(v, out.shape).astype(out.dtype)  # float16: rounded once, inf past 65504
+    return out
+
+
 def _column(v):
     """A per-tensor (length 1) or per-row (length M) 1-D array as shape (n, 1)."""
     return None if v is None else np.asarray(v).reshape(-1, 1)

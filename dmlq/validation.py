@@ -120,6 +120,16 @@ OutputScaleTensor     | Input          | 4      | FLOAT32
 OutputZeroPointTensor | Optional input | 4      | INT8, UINT8
 OutputTensor          | Output         | 4      | INT8, UINT8
 
+MatrixMultiplyIntegerToFloat 6.2
+ATensor               | Input          | 2 to 4 | INT32, INT16, INT8, UINT32, UINT16, UINT8
+AScaleTensor          | Input          | 1 to 4 | FLOAT32, FLOAT16
+AZeroPointTensor      | Optional input | 1 to 4 | INT32, INT16, INT8, UINT32, UINT16, UINT8
+BTensor               | Input          | 2 to 4 | INT32, INT16, INT8, UINT32, UINT16, UINT8
+BScaleTensor          | Input          | 1 to 4 | FLOAT32, FLOAT16
+BZeroPointTensor      | Optional input | 1 to 4 | INT32, INT16, INT8, UINT32, UINT16, UINT8
+BiasTensor            | Optional input | 2 to 4 | FLOAT32, FLOAT16
+OutputTensor          | Output         | 2 to 4 | FLOAT32, FLOAT16
+
 QuantizedLinearAveragePooling 6.2
 InputTensor           | Input          | 4 to 5 | INT8, UINT8
 InputScaleTensor      | Input          | 1 to 5 | FLOAT32
@@ -162,6 +172,10 @@ SAME_DATA_TYPE = {
                                       ("OutputTensor", "OutputZeroPointTensor")),
     "QuantizedLinearAveragePooling": (("InputTensor", "InputZeroPointTensor"),
                                       ("OutputTensor", "OutputZeroPointTensor")),
+    "MatrixMultiplyIntegerToFloat": (("ATensor", "AZeroPointTensor"), ("ATensor", "BTensor"),
+                                     ("BTensor", "BZeroPointTensor"),
+                                     ("AScaleTensor", "BiasTensor"), ("AScaleTensor", "BScaleTensor"),
+                                     ("AScaleTensor", "OutputTensor")),
 }
 _ELEMENTWISE = ("InputTensor", "OutputTensor", "ScaleTensor", "ZeroPointTensor")
 SAME_DIMENSION_COUNT = {
@@ -171,8 +185,12 @@ SAME_DIMENSION_COUNT = {
                            "BTensor", "BZeroPointTensor", "OutputScaleTensor", "OutputTensor",
                            "OutputZeroPointTensor"),
     "QuantizedLinearAveragePooling": ("InputTensor", "OutputTensor"),
+    "MatrixMultiplyIntegerToFloat": (("AScaleTensor", "AZeroPointTensor", "BScaleTensor",
+                                      "BZeroPointTensor"),
+                                     ("ATensor", "BiasTensor", "BTensor", "OutputTensor")),
 }
-SAME_SIZES = {"QuantizeLinear": _ELEMENTWISE, "DequantizeLinear": _ELEMENTWISE}
+SAME_SIZES = {"QuantizeLinear": _ELEMENTWISE, "DequantizeLinear": _ELEMENTWISE,
+              "MatrixMultiplyIntegerToFloat": ("BiasTensor", "OutputTensor")}
 
 _DESC_BY_OPERATOR = {cls.OPERATOR: cls for cls in OPERATOR_DESCS}
 _UINT_MAX = 2**32 - 1
@@ -249,13 +267,17 @@ def _check_bullets(op, tensors):
             raise DescError(f"{op}: {a} and {b} must have the same DataType "
                             f"(got {ta.data_type.name} and {tb.data_type.name})")
     for rule, attr in ((SAME_DIMENSION_COUNT, "dimension_count"), (SAME_SIZES, "sizes")):
-        present = [(f, tensors[f]) for f in rule.get(op, ()) if tensors[f] is not None]
-        for f, t in present[1:]:
-            f0, t0 = present[0]
-            if getattr(t, attr) != getattr(t0, attr):
-                what = "DimensionCount" if attr == "dimension_count" else "Sizes"
-                raise DescError(f"{op}: {f0} and {f} must have the same {what} "
-                                f"(got {getattr(t0, attr)} and {getattr(t, attr)})")
+        groups = rule.get(op, ())
+        if groups and isinstance(groups[0], str):  # one group, or a tuple of groups
+            groups = (groups,)
+        for group in groups:
+            present = [(f, tensors[f]) for f in group if tensors[f] is not None]
+            for f, t in present[1:]:
+                f0, t0 = present[0]
+                if getattr(t, attr) != getattr(t0, attr):
+                    what = "DimensionCount" if attr == "dimension_count" else "Sizes"
+                    raise DescError(f"{op}: {f0} and {f} must have the same {what} "
+                                    f"(got {getattr(t0, attr)} and {getattr(t, attr)})")
 
 
 def _check_quantize(desc, t):
@@ -307,6 +329,36 @@ def _check_matmul(desc, t):
         if t[f] is not None and t[f].sizes not in ((1, 1, 1, 1), shape):
             raise DescError(f"{op}: {f} Sizes must be (1, 1, 1, 1) (per tensor) or {shape} "
                             f"(per {axis}) (got {t[f].sizes})")
+
+
+def _check_matmul_to_float(desc, t):
+    """The seed's field texts: {[Batch], [Channel], M, K} x {..., K, N} -> {..., M, N}; A's
+    scale and zero point per tensor or per row, B's per tensor or per column."""
+    op = desc.OPERATOR
+    a, b, y = t["ATensor"], t["BTensor"], t["OutputTensor"]
+    (m, k), (k2, n) = a.sizes[-2:], b.sizes[-2:]
+    if k != k2:
+        raise DescError(f"{op}: ATensor's K (Sizes[-1] = {k}) and BTensor's K (Sizes[-2] = {k2}) "
+                        f"must be equal")
+    if y.sizes[-2:] != (m, n):
+        raise DescError(f"{op}: OutputTensor Sizes[-2:] must be (M, N) = ({m}, {n}) (got {y.sizes[-2:]})")
+    for f in ("ATensor", "BTensor"):
+        for i in range(y.dimension_count - 2):
+            if t[f].sizes[i] not in (1, y.sizes[i]):
+                raise DescError(f"{op}: {f} Sizes[{i}] must be 1 or OutputTensor's {y.sizes[i]} "
+                                f"(got {t[f].sizes[i]})")
+    for f, count, row in (("AScaleTensor", m, True), ("AZeroPointTensor", m, True),
+                          ("BScaleTensor", n, False), ("BZeroPointTensor", n, False)):
+        s = t[f]
+        if s is None or s.element_count == 1:
+            continue
+        tail = (count, 1) if row else (1, count)
+        ok = s.sizes == (count,) or (s.dimension_count >= 2 and s.sizes[-2:] == tail
+                                      and all(d == 1 for d in s.sizes[:-2]))
+        if not ok:
+            shape = "{..., M, 1} (per row)" if row else "{..., 1, N} (per column)"
+            raise DescError(f"{op}: {f} Sizes must hold 1 element (per tensor) or be {shape} with "
+                            f"{'M' if row else 'N'} = {count} (got {s.sizes})")
 
 
 def _is_int(v) -> bool:
@@ -392,6 +444,7 @@ _RULES = {
     "QuantizedLinearAdd": _check_add,
     "QuantizedLinearMatrixMultiply": _check_matmul,
     "QuantizedLinearAveragePooling": _check_pooling,
+    "MatrixMultiplyIntegerToFloat": _check_matmul_to_float,
 }
 
 

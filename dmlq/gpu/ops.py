@@ -7,7 +7,21 @@ from .elementwise import (bind, dequantize_linear, plan_dequantize_linear, plan_
                           plan_quantized_add, quantize_linear, quantized_add)
 from .matmul import bind_quantized_matmul, plan_quantized_matmul, quantized_matmul
 
-__all__ = ["quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul",
+from ..errors import UnsupportedError
+
+
+def _no_kernel(name):
+    def refuse(*args, **kwargs):
+        raise UnsupportedError(f"{name}: no CUDA kernel yet for GPU arrays; pass NumPy arrays "
+                               f"(cupy.asnumpy(...)) to run it on the host")
+    refuse.__name__ = name
+    return refuse
+
+
+matmul_integer = _no_kernel("matmul_integer")
+matmul_integer_to_float = _no_kernel("matmul_integer_to_float")
+
+__all__ = ["matmul_integer", "matmul_integer_to_float", "quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul",
            "quantized_avg_pool", "plan_quantize_linear", "plan_dequantize_linear",
            "plan_quantized_add", "plan_quantized_matmul", "plan_quantized_avg_pool", "run"]
 

@@ -1,0 +1,249 @@
+"""The integer matmul family: public functions with an integer sum and no requantization.
+
+``matmul_integer`` (ONNX MatMulInteger: exact sums as int32) and
+``matmul_integer_to_float`` (DirectML MATRIX_MULTIPLY_INTEGER_TO_FLOAT,
+onnxruntime com.microsoft.MatMulIntegerToFloat: scales, zero points and an
+optional bias, float32 or float16 out; blocked B scales along K with
+``block_size=``). Shapes as ``numpy.matmul``; B may be int4/uint4
+(``ml_dtypes``). The numeric contract is docs/semantics.md; the NumPy backend is
+dmlq.reference. GPU arrays are refused with UnsupportedError until the kernels
+exist.
+"""
+from __future__ import annotations
+
+import numbers
+
+import ml_dtypes
+import numpy as np
+
+from .calls import Spec, public, run
+from .checks import F16, F32, GPU, QUANT
+from .desc import MatrixMultiplyIntegerToFloatDesc, TensorDesc
+from .dtypes import DataType
+from .errors import DescError, UnsupportedError
+
+I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+_FOUR_BIT = (I4, U4)
+_B_TYPES = QUANT + _FOUR_BIT
+_FLOATS = (F32, F16)
+
+
+def _zero_point(b, name, dt, whose):
+    """A zero point of ``dt`` (int8/uint8 through the shared check; int4/uint4 here)."""
+    if dt not in _FOUR_BIT:
+        return b.zero_point(name, dt, whose)
+    v = b.v[name]
+    if v is None:
+        return None
+    info = ml_dtypes.iinfo(dt)
+    lo, hi = int(info.min), int(info.max)
+    if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)):
+        if not lo <= int(v) <= hi:
+            raise DescError(f"{b.f}: {name} = {int(v)} is out of range for {dt} [{lo}, {hi}] {whose}")
+        return b._scalar(name, int(v), dt, param=True, zero_point=True)
+    if getattr(v, "dtype", None) != dt:
+        got = getattr(v, "dtype", type(v).__name__)
+        raise TypeError(f"{b.f}: {name} must be a Python int or an array of dtype {dt} {whose} (got {got}); "
+                        f"pass {name}.astype(ml_dtypes.{dt.name})")
+    if isinstance(v, np.generic):
+        return b._scalar(name, v, dt, param=True, zero_point=True)
+    return v
+
+
+def _operands(b):
+    """a, b (checked dtypes and matmul shapes), M, K, N and the broadcast batch shape."""
+    f = b.f
+    a = b.int_data("a", QUANT, "a.astype(np.uint8) or a.astype(np.int8)")
+    bb = b.int_data("b", _B_TYPES, "b.astype(np.int8), or an ml_dtypes.int4/uint4 array")
+    if a.ndim < 2 or bb.ndim < 2:
+        raise DescError(f"{f}: a and b must be at least 2-D, (..., M, K) and (..., K, N) (got {a.ndim}-D and "
+                        f"{bb.ndim}-D); a vector v becomes a matrix with v.reshape(1, -1) or v.reshape(-1, 1)")
+    (m, k), (k2, n) = a.shape[-2:], bb.shape[-2:]
+    if k != k2:
+        raise ValueError(f"{f}: a has K = {k} columns but b has {k2} rows (a is {tuple(a.shape)}, b is "
+                         f"{tuple(bb.shape)})")
+    batch = b.broadcast(a_batch=a.shape[:-2], b_batch=bb.shape[:-2])
+    return a, bb, m, k, n, batch
+
+
+def _a_param(b, name, v, m):
+    """Per tensor -> shape (); per row ((M, 1), leading 1s allowed) -> (M, 1)."""
+    if v is None:
+        return None
+    dims = tuple(v.shape)
+    if v.size == 1:
+        want = ()
+    elif len(dims) >= 2 and dims[-2:] == (m, 1) and all(d == 1 for d in dims[:-2]):
+        want = (m, 1)
+    else:
+        raise DescError(f"{b.f}: {name} must be a single value (per tensor) or shaped (M, 1) with M = {m} "
+                        f"(per row of a) (got shape {dims})")
+    if dims != want:
+        b.reshape(name, want)
+    return v.reshape(want)
+
+
+def _b_param(b, name, v, bb, n, groups, what):
+    """Per tensor -> (); per column ((N,), or (1, N) with leading 1s) -> (1, N); per
+    batch and column (b's batch shape, then (1, N)) as it is; with ``groups`` > 1
+    (blocked along K) also (groups, N), with leading 1s or b's batch shape."""
+    if v is None:
+        return None
+    dims = tuple(v.shape)
+    rows = {1, groups}
+    if v.size == 1:
+        want = ()
+    elif dims == (n,):
+        want = (1, n)
+    elif len(dims) >= 2 and dims[-1] == n and dims[-2] in rows and all(d == 1 for d in dims[:-2]):
+        want = dims[-2:]
+    elif len(dims) == bb.ndim and dims[-1] == n and dims[-2] in rows and dims[:-2] == tuple(bb.shape[:-2]):
+        want = dims
+    else:
+        batch = tuple(bb.shape[:-2])
+        forms = f"(N,) or (1, N) per column, {batch + (1, n)} per batch and column" if batch else \
+            "(N,) or (1, N) per column"
+        if groups > 1:
+            forms += f", or ({groups}, N){' or ' + str(batch + (groups, n)) if batch else ''} per group of " \
+                     f"block_size rows of b ({what})"
+        hint = ("; scales blocked along K need block_size=" if groups == 1 and len(dims) >= 2 and dims[-1] == n
+                else "")
+        raise DescError(f"{b.f}: {name} must be a single value (per tensor), {forms}, with N = {n} "
+                        f"(got shape {dims}){hint}")
+    if dims != want:
+        b.reshape(name, want)
+    return v.reshape(want)
+
+
+def _refuse_gpu(b):
+    if b.kind == GPU:
+        raise UnsupportedError(f"{b.f}: no CUDA kernel yet for GPU arrays (the arguments are valid); pass "
+                               f"NumPy arrays (cupy.asnumpy(...)) to run it on the host")
+
+
+# ------------------------------------------------------------------ matmul_integer
+
+def _plan_matmul_integer(b):
+    a, bb, m, k, n, batch = _operands(b)
+    _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m)
+    _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)"), bb, n, 1, "")
+    shape = batch + (m, n)
+    b.check_out(shape, np.dtype(np.int32))
+    _refuse_gpu(b)
+    return b.plan(shape, np.dtype(np.int32))
+
+
+_MATMUL_INTEGER = Spec("matmul_integer", ("a", "a_zero_point", "b", "b_zero_point"), set(),
+                       _plan_matmul_integer, "matmul_integer")
+
+
+@public
+def matmul_integer(a, b, a_zero_point=None, b_zero_point=None, *, out=None):
+    """ONNX MatMulInteger: ``(a - a_zero_point) @ (b - b_zero_point)`` as int32.
+
+    a: (..., M, K) int8/uint8; b: (..., K, N) int8/uint8 or ml_dtypes int4/uint4;
+    batch dimensions broadcast as in numpy.matmul. a_zero_point (a's dtype): per
+    tensor or per row, (M, 1); b_zero_point (b's dtype): per tensor, per column
+    ((N,) or (1, N)) or per batch and column (b's batch shape + (1, N)). The sum is
+    exact and wraps to int32 only past K = 33025 at extreme values.
+    """
+    return run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), None, (), out)
+
+
+# ------------------------------------------------------------------ matmul_integer_to_float
+
+def _out_float_dtype(b, dtype):
+    f = b.f
+    if dtype is not None:
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"{f}: dtype must be np.float32 or np.float16 (got {dtype!r})") from None
+        if dtype not in _FLOATS:
+            raise TypeError(f"{f}: dtype must be np.float32 or np.float16, the output types (got {dtype})")
+        return dtype
+    out_dt = getattr(b.out, "dtype", None)
+    return np.dtype(out_dt) if out_dt in _FLOATS else F32
+
+
+def _block_groups(f, block_size, k):
+    if block_size is None:
+        return 1
+    if isinstance(block_size, (bool, np.bool_)) or not isinstance(block_size, numbers.Integral):
+        raise TypeError(f"{f}: block_size must be an int (got {type(block_size).__name__} {block_size!r})")
+    if block_size < 1:
+        raise DescError(f"{f}: block_size must be >= 1 (got {block_size})")
+    return -(-k // int(block_size))
+
+
+def _plan_matmul_integer_to_float(b, dtype, block_size):
+    f = b.f
+    a, bb, m, k, n, batch = _operands(b)
+    odt = _out_float_dtype(b, dtype)
+    groups = _block_groups(f, block_size, k)
+    a_scale = _a_param(b, "a_scale", b.float_operand("a_scale", _FLOATS, F32), m)
+    azp = _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m)
+    b_scale = _b_param(b, "b_scale", b.float_operand("b_scale", _FLOATS, F32), bb, n, groups, "scales")
+    bzp = _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)"), bb, n,
+                   groups, "zero points")
+    if k == 0 and block_size is not None:
+        for name, v in (("b_scale", b_scale), ("b_zero_point", bzp)):
+            if v is not None and v.ndim >= 2 and v.shape[-2] not in (0, 1):
+                raise DescError(f"{f}: {name} must have 0 rows of groups for K = 0 (got {v.shape})")
+    shape = batch + (m, n)
+    bias = b.v["bias"]
+    if bias is not None:
+        bias = b.float_operand("bias", _FLOATS, F32)
+        try:
+            fits = np.broadcast_shapes(bias.shape, shape) == shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"{f}: bias of shape {tuple(bias.shape)} must broadcast to the output's {shape} "
+                             f"without growing it: (N,) per column, (M, N), or the whole output shape")
+    b.check_out(shape, odt)
+
+    def desc(sizes, dt):
+        return TensorDesc(DataType.of(dt), sizes)
+
+    # DirectML's operator on one {1, 1, M, K} x {1, 1, K, N} product: its dtype and per-row / per-column
+    # rules. dmlq extensions, checked above instead: a and b of different integer types (b's desc takes
+    # a's type), 4-bit b, scales and bias of another float type than the output, per-batch and blocked
+    # B parameters (the desc gets their per-column form).
+    qdt = a.dtype
+    rows = (1, 1, m, 1)
+    cols = (1, 1, 1, n)
+    one = (1, 1, 1, 1)
+    b.validate(MatrixMultiplyIntegerToFloatDesc(
+        desc((1, 1, m, k), qdt), desc(rows if a_scale.size > 1 else one, odt),
+        None if azp is None else desc(rows if azp.size > 1 else one, qdt),
+        desc((1, 1, k, n), qdt), desc(cols if b_scale.size > 1 else one, odt),
+        None if bzp is None else desc(cols if bzp.size > 1 else one, qdt),
+        None if bias is None else desc((1, 1, m, n), odt), desc((1, 1, m, n), odt)))
+    _refuse_gpu(b)
+    return b.plan(shape, odt, (None if block_size is None else int(block_size),))
+
+
+_MATMUL_INTEGER_TO_FLOAT = Spec(
+    "matmul_integer_to_float", ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "bias"),
+    {"a_scale", "b_scale", "bias"}, _plan_matmul_integer_to_float, "matmul_integer_to_float")
+
+
+@public
+def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias=None, *, dtype=None,
+                            block_size=None, out=None):
+    """DirectML MATRIX_MULTIPLY_INTEGER_TO_FLOAT (onnxruntime com.microsoft.MatMulIntegerToFloat).
+
+    ``float32(acc) * (a_scale * b_scale) + bias`` with ``acc`` the exact sum of
+    ``(a - a_zero_point) * (b - b_zero_point)``, in float32, rounded once to a
+    float16 output (docs/semantics.md gives the order). a: (..., M, K)
+    int8/uint8; b: (..., K, N) int8/uint8 or ml_dtypes int4/uint4. Scales float32
+    or float16: a's per tensor or per row (M, 1); b's per tensor, per column
+    ((N,) or (1, N)) or per batch and column. With ``block_size=G`` b_scale (and
+    optionally b_zero_point) hold one row per G rows of b, ``(ceil(K / G), N)``,
+    and the groups' float products are added in ascending order. bias: float32 or
+    float16, broadcasting to the output ((N,), (M, N) or the whole shape).
+    dtype: np.float32 (default) or np.float16.
+    """
+    return run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias),
+               (dtype, block_size), (dtype, block_size), out)

@@ -1,0 +1,378 @@
+"""The integer matmul family (dmlq.matmul_integer, dmlq.matmul_integer_to_float):
+docs/semantics.md checked against onnxruntime's CPU provider (MatMulInteger,
+com.microsoft.MatMulIntegerToFloat) on the same vectors, against Python-integer
+and float32-scalar re-computations for what onnxruntime does not take (per-row
+zero points, blocked scales, float16 output, 4-bit B), and the argument errors.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import dmlq
+from dmlq.desc import MatrixMultiplyIntegerToFloatDesc, TensorDesc
+from dmlq.errors import DescError
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+from onnx import helper  # noqa: E402
+
+I8, U8, I32, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32, np.float16))
+I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+
+
+def run_onnx(op, inputs, out_dtype, domain=""):
+    """One node on onnxruntime's CPU provider, graph optimizations off (None: omitted input)."""
+    names = [f"in{i}" if v is not None else "" for i, v in enumerate(inputs)]
+    while names and names[-1] == "":
+        names.pop()
+    feeds = {n: v for n, v in zip(names, inputs) if n}
+    node = helper.make_node(op, names, ["out"], domain=domain or None)
+    tp = helper.np_dtype_to_tensor_dtype
+    graph = helper.make_graph([node], op, [helper.make_tensor_value_info(n, tp(v.dtype), v.shape)
+                                           for n, v in feeds.items()],
+                              [helper.make_tensor_value_info("out", tp(np.dtype(out_dtype)), None)])
+    opsets = [helper.make_opsetid("", 13)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def qrand(rng, dtype, shape):
+    info = ml_dtypes.iinfo(dtype) if dtype in (I4, U4) else np.iinfo(dtype)
+    return rng.integers(int(info.min), int(info.max) + 1, shape).astype(dtype)
+
+
+def exact_sums(a, azp, b, bzp):
+    """The exact sums with Python integers (object arrays): no float, no wrap."""
+    da = np.asarray(a).astype(np.int64).astype(object) - np.asarray(azp).astype(np.int64).astype(object)
+    db = np.asarray(b).astype(np.int64).astype(object) - np.asarray(bzp).astype(np.int64).astype(object)
+    return np.matmul(da, db)
+
+
+def bits(x):
+    x = np.asarray(x)
+    return x.view({2: np.uint16, 4: np.uint32}[x.dtype.itemsize])
+
+
+# ------------------------------------------------------------------ MatMulInteger
+
+SHAPES = [((3, 5), (5, 4)), ((1, 7), (7, 1)), ((4, 1), (1, 6)), ((2, 3, 9), (9, 5)),
+          ((2, 1, 4, 6), (3, 6, 2)), ((3, 0), (0, 4)), ((5, 33), (33, 3))]
+
+
+@pytest.mark.parametrize("adt,bdt", [(U8, U8), (U8, I8), (I8, U8), (I8, I8)])
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+def test_matmul_integer_equals_onnxruntime(adt, bdt, shapes):
+    rng = np.random.default_rng(abs(hash((adt.str, bdt.str, shapes))) % 2**32)
+    a, b = qrand(rng, adt, shapes[0]), qrand(rng, bdt, shapes[1])
+    azp, bzp = qrand(rng, adt, ()), qrand(rng, bdt, ())
+    want = run_onnx("MatMulInteger", [a, b, np.array(azp), np.array(bzp)], I32)
+    got = dmlq.matmul_integer(a, b, azp, bzp)
+    assert got.dtype == I32 and got.shape == want.shape
+    np.testing.assert_array_equal(got, exact_sums(a, azp, b, bzp).astype(np.int64))
+    if a.shape[-1] == 0:
+        return  # onnxruntime 1.32 returns an uninitialized output for K = 0 (docs/semantics.md)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_matmul_integer_per_batch_b_zero_point_equals_onnxruntime():
+    rng = np.random.default_rng(1)
+    a, b = qrand(rng, U8, (2, 3, 8)), qrand(rng, I8, (2, 8, 5))
+    bzp = qrand(rng, I8, (2, 1, 5))
+    want = run_onnx("MatMulInteger", [a, b, np.array(U8.type(7)), bzp], I32)
+    np.testing.assert_array_equal(dmlq.matmul_integer(a, b, np.uint8(7), bzp), want)
+
+
+def test_matmul_integer_per_row_and_column_zero_points():
+    """Per-row a and per-column b zero points (onnxruntime takes neither for 2-D b): exact sums."""
+    rng = np.random.default_rng(2)
+    a, b = qrand(rng, I8, (4, 11)), qrand(rng, U8, (11, 3))
+    azp, bzp = qrand(rng, I8, (4, 1)), qrand(rng, U8, (3,))
+    got = dmlq.matmul_integer(a, b, azp, bzp)
+    np.testing.assert_array_equal(got, exact_sums(a, azp, b, bzp).astype(np.int64))
+    np.testing.assert_array_equal(dmlq.matmul_integer(a, b, azp, bzp.reshape(1, 3)), got)
+
+
+@pytest.mark.parametrize("k", [33025, 33026, 70000])
+def test_matmul_integer_extremes_wrap_like_onnxruntime(k):
+    """(0 - 255) * (255 - 0) per term: the sum fits int32 up to K = 33025, then wraps as ONNX's does."""
+    a = np.zeros((1, k), U8)
+    b = np.full((k, 2), 255, U8)
+    b[:, 1] = 0
+    got = dmlq.matmul_integer(a, b, np.uint8(255), np.uint8(0))
+    want = run_onnx("MatMulInteger", [a, b, np.array(U8.type(255)), np.array(U8.type(0))], I32)
+    np.testing.assert_array_equal(got, want)
+    exact = -255 * 255 * k
+    assert int(got[0, 0]) == (exact + 2**31) % 2**32 - 2**31
+    assert int(got[0, 1]) == 0
+
+
+# ------------------------------------------------------------------ MatMulIntegerToFloat
+
+# onnxruntime registers u8 x u8, u8 x s8 and s8 x s8 (no s8 x u8).
+ORT_TYPES = [(U8, U8), (U8, I8), (I8, I8)]
+
+
+@pytest.mark.parametrize("adt,bdt", ORT_TYPES)
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_matmul_integer_to_float_equals_onnxruntime(adt, bdt, shapes, per_column, with_bias):
+    """Per-tensor a scale: onnxruntime's order is the contract's, bit for bit."""
+    rng = np.random.default_rng(abs(hash((adt.str, bdt.str, shapes, per_column, with_bias))) % 2**32)
+    a, b = qrand(rng, adt, shapes[0]), qrand(rng, bdt, shapes[1])
+    n = shapes[1][-1]
+    a_s = np.array(rng.uniform(1e-3, 0.1), F32)
+    b_s = (rng.uniform(-0.1, 0.1, n) if per_column else rng.uniform(1e-3, 0.1, ())).astype(F32)
+    azp, bzp = np.array(qrand(rng, adt, ())), qrand(rng, bdt, (n,) if per_column else ())
+    ort_b_s, ort_bzp = b_s, np.asarray(bzp)
+    if len(shapes[1]) > 2 and per_column:
+        # onnxruntime takes (N,) for a 2-D b only; a batched b takes b's batch shape + (1, N).
+        # (It accepts an (N,) scale there too, but then scales after the bias: docs/semantics.md.)
+        per_batch = shapes[1][:-2] + (1, n)
+        ort_b_s = np.ascontiguousarray(np.broadcast_to(b_s, per_batch))
+        ort_bzp = np.ascontiguousarray(np.broadcast_to(bzp, per_batch))
+    bias = rng.uniform(-100, 100, n).astype(F32) if with_bias else None
+    want = run_onnx("MatMulIntegerToFloat", [a, b, a_s, ort_b_s, azp, ort_bzp, bias], F32,
+                    domain="com.microsoft")
+    got = dmlq.matmul_integer_to_float(a, a_s, azp, b, b_s, bzp, bias)
+    assert got.dtype == F32 and got.shape == want.shape
+    if a.shape[-1] == 0:  # onnxruntime 1.32 leaves the output uninitialized: the contract's value
+        zero = np.float32(0) * (a_s * b_s)
+        want = np.broadcast_to(zero if bias is None else zero + bias, got.shape)
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def test_matmul_integer_to_float_per_batch_b_scale_equals_onnxruntime():
+    rng = np.random.default_rng(3)
+    a, b = qrand(rng, U8, (2, 3, 16)), qrand(rng, I8, (2, 16, 5))
+    b_s = rng.uniform(-0.1, 0.1, (2, 1, 5)).astype(F32)
+    bzp = qrand(rng, I8, (2, 1, 5))
+    bias = rng.uniform(-1, 1, 5).astype(F32)
+    a_s, azp = np.array(0.037, F32), np.array(U8.type(128))
+    want = run_onnx("MatMulIntegerToFloat", [a, b, a_s, b_s, azp, bzp, bias], F32, domain="com.microsoft")
+    got = dmlq.matmul_integer_to_float(a, a_s, azp, b, b_s, bzp, bias)
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3e38])
+def test_special_scales_equal_onnxruntime(scale):
+    rng = np.random.default_rng(4)
+    a, b = qrand(rng, U8, (3, 6)), qrand(rng, I8, (6, 4))
+    a[0] = 10  # with azp = 10: a zero sum in row 0
+    a_s, b_s = np.array(scale, F32), np.array([0.5, -0.5, 2.0, 1.0], F32)
+    bias = np.array([1, -1, 0, 0.25], F32)
+    want = run_onnx("MatMulIntegerToFloat", [a, b, a_s, b_s, np.array(U8.type(10)), None, bias], F32,
+                    domain="com.microsoft")
+    with np.errstate(all="ignore"):
+        got = dmlq.matmul_integer_to_float(a, a_s, np.uint8(10), b, b_s, None, bias)
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def test_per_row_a_scale_differs_from_onnxruntime_as_documented():
+    """onnxruntime applies a per-row a scale last, to the biased result: (float32(acc) * b_scale + bias)
+    * a_scale. dmlq (DirectML) does float32(acc) * (a_scale * b_scale) + bias."""
+    rng = np.random.default_rng(5)
+    a, b = qrand(rng, U8, (64, 40)), qrand(rng, I8, (40, 32))
+    a_s = rng.uniform(1e-3, 1, (64, 1)).astype(F32)
+    b_s = rng.uniform(1e-3, 1, 32).astype(F32)
+    bias = rng.uniform(-10, 10, 32).astype(F32)
+    acc = exact_sums(a, 0, b, 0).astype(np.int64).astype(F32)
+    want_ort = run_onnx("MatMulIntegerToFloat", [a, b, a_s, b_s, None, None, bias], F32, domain="com.microsoft")
+    np.testing.assert_array_equal(want_ort, (acc * b_s + bias) * a_s)
+    got = dmlq.matmul_integer_to_float(a, a_s, None, b, b_s, None, bias)
+    np.testing.assert_array_equal(got, acc * (a_s * b_s) + bias)
+    no_bias_ort = run_onnx("MatMulIntegerToFloat", [a, b, a_s, b_s], F32, domain="com.microsoft")
+    no_bias = dmlq.matmul_integer_to_float(a, a_s, None, b, b_s, None)
+    assert np.count_nonzero(no_bias != no_bias_ort) > 0  # one rounding fewer: some last bits differ
+    np.testing.assert_allclose(no_bias, no_bias_ort, rtol=2**-22)
+
+
+def scalar_formula(a, a_s, azp, b, b_s, bzp, bias, block, out_dtype):
+    """docs/semantics.md with one NumPy float32 scalar operation at a time (2-D only)."""
+    m, k = a.shape
+    n = b.shape[1]
+    groups = [(s, min(s + block, k)) for s in range(0, k, block)] if block else [(0, k)]
+    out = np.empty((m, n), out_dtype)
+    for i in range(m):
+        for j in range(n):
+            v = None
+            for g, (lo, hi) in enumerate(groups):
+                acc = sum((int(a[i, t]) - int(azp[i, 0])) * (int(b[t, j]) - int(bzp[g if block else 0, j]))
+                          for t in range(lo, hi))
+                term = F32.type(acc) * (F32.type(a_s[i, 0]) * F32.type(b_s[g if block else 0, j]))
+                v = term if v is None else F32.type(v + term)
+            if v is None:
+                v = F32.type(0.0) if block else F32.type(0) * (F32.type(a_s[i, 0]) * F32.type(b_s[0, j]))
+            if bias is not None:
+                v = F32.type(v + F32.type(bias[j]))
+            out[i, j] = out_dtype.type(v)
+    return out
+
+
+@pytest.mark.parametrize("k,block", [(0, 32), (1, 32), (31, 32), (32, 32), (33, 32), (100, 32), (257, 64),
+                                     (300, 256), (75, None)])
+def test_blocked_scales_follow_the_group_order(k, block):
+    rng = np.random.default_rng(k)
+    m, n = 3, 4
+    groups = -(-k // block) if block else 1
+    a, b = qrand(rng, I8, (m, k)), qrand(rng, I4, (k, n))
+    a_s, azp = rng.uniform(1e-3, 1, (m, 1)).astype(F32), qrand(rng, I8, (m, 1))
+    b_s = rng.uniform(-1, 1, (groups, n)).astype(F32)
+    bzp = qrand(rng, I4, (groups, n))
+    bias = rng.uniform(-1, 1, n).astype(F32)
+    with np.errstate(all="ignore"):
+        got = dmlq.matmul_integer_to_float(a, a_s, azp, b, b_s, bzp, bias, block_size=block)
+        want = scalar_formula(a, a_s, azp, b, b_s, bzp, bias, block, F32)
+    np.testing.assert_array_equal(bits(got), bits(want))
+    if groups == 1:  # one group: the unblocked result
+        same = dmlq.matmul_integer_to_float(a, a_s, azp, b, b_s, bzp, bias)
+        np.testing.assert_array_equal(bits(got), bits(same))
+
+
+def test_blocked_order_is_visible():
+    """Ascending group order, not pairwise: a sum whose rounding depends on the order."""
+    a = np.ones((1, 3), I8)
+    b = np.ones((3, 1), I8)
+    b_s = np.array([[1.0], [2.0**-24], [2.0**-24]], F32)
+    got = dmlq.matmul_integer_to_float(a, np.float32(1), None, b, b_s, None, block_size=1)
+    assert got[0, 0] == np.float32(1.0)  # (1 + 2^-24) + 2^-24 = 1 (ties to even twice); 1 + 2^-23 otherwise
+
+
+def test_float16_output_rounds_once_and_overflows_to_inf():
+    a = np.full((2, 4), 127, I8)
+    b = np.full((4, 3), 127, I8)
+    b_s = np.array([1.0, 1.0, 1e-4], F32)  # 64516 * 1.02 > 65504 -> inf; 6.58 -> nearest float16
+    a_s = np.array([[1.02], [-1.02]], F32)
+    got = dmlq.matmul_integer_to_float(a, a_s, None, b, b_s, None, dtype=np.float16)
+    f32 = dmlq.matmul_integer_to_float(a, a_s, None, b, b_s, None)
+    assert got.dtype == F16
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(bits(got), bits(f32.astype(F16)))
+    assert got[0, 0] == np.inf and got[1, 0] == -np.inf
+    assert got[0, 2] == np.float16(np.float32(64516) * (np.float32(1.02) * np.float32(1e-4)))
+    out = np.empty((2, 3), F16)
+    assert dmlq.matmul_integer_to_float(a, a_s, None, b, b_s, None, out=out) is out
+    np.testing.assert_array_equal(bits(out), bits(got))
+
+
+def test_float16_scales_and_bias_are_widened_exactly():
+    rng = np.random.default_rng(6)
+    a, b = qrand(rng, U8, (5, 9)), qrand(rng, U8, (9, 7))
+    a_s, b_s = np.float16(0.0123), rng.uniform(0, 1, 7).astype(F16)
+    bias = rng.uniform(-1, 1, (5, 7)).astype(F16)
+    got = dmlq.matmul_integer_to_float(a, a_s, None, b, b_s, None, bias)
+    want = dmlq.matmul_integer_to_float(a, np.float32(a_s), None, b, b_s.astype(F32), None, bias.astype(F32))
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+@pytest.mark.parametrize("bdt", [I4, U4])
+def test_four_bit_b_is_its_values(bdt):
+    rng = np.random.default_rng(7)
+    a, b = qrand(rng, U8, (4, 13)), qrand(rng, bdt, (13, 6))
+    info = ml_dtypes.iinfo(bdt)
+    b[0] = info.min
+    b[1] = info.max
+    bzp = qrand(rng, bdt, (6,))
+    wide = b.astype(np.int16).astype(I8 if bdt == I4 else U8)
+    np.testing.assert_array_equal(dmlq.matmul_integer(a, b, np.uint8(3), bzp),
+                                  dmlq.matmul_integer(a, wide, np.uint8(3), bzp.astype(np.int16).astype(wide.dtype)))
+    np.testing.assert_array_equal(dmlq.matmul_integer(a, b, None, int(info.max)),
+                                  exact_sums(a, 0, b, int(info.max)).astype(np.int64))
+
+
+def test_extreme_sums_are_exact_in_the_float_output():
+    """K = 40000 at the extremes: the sum passes int32 and is rounded to float32 once."""
+    k = 40000
+    a = np.zeros((1, k), U8)
+    b = np.full((k, 1), 255, U8)
+    got = dmlq.matmul_integer_to_float(a, np.float32(1), np.uint8(255), b, np.float32(1), np.uint8(0))
+    assert got[0, 0] == np.float32(-255 * 255 * k)
+
+
+def test_descriptor_runs_the_same_computation():
+    rng = np.random.default_rng(8)
+    a, b = qrand(rng, I8, (2, 3, 4, 5)), qrand(rng, I8, (2, 3, 5, 6))
+    a_s = rng.uniform(0, 1, (1, 1, 4, 1)).astype(F32)
+    b_s = rng.uniform(0, 1, (1, 1, 1, 6)).astype(F32)
+    bzp = qrand(rng, I8, (1, 1, 1, 6))
+    bias = rng.uniform(-1, 1, (2, 3, 4, 6)).astype(F32)
+    t = TensorDesc
+    desc = MatrixMultiplyIntegerToFloatDesc(
+        t("INT8", a.shape), t("FLOAT32", a_s.shape), None, t("INT8", b.shape), t("FLOAT32", b_s.shape),
+        t("INT8", bzp.shape), t("FLOAT32", bias.shape), t("FLOAT32", bias.shape))
+    got = dmlq.compile_operator(desc)(a, a_s, b, b_s, bzp, bias)
+    want = dmlq.matmul_integer_to_float(a, a_s.reshape(4, 1), None, b, b_s.reshape(6), bzp.reshape(6), bias)
+    np.testing.assert_array_equal(bits(got), bits(want))
+    with pytest.raises(DescError, match="feature level 6.2"):
+        dmlq.compile_operator(desc, feature_level="6.1")
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(b_tensor=TensorDesc("UINT8", (1, 1, 5, 6))), "ATensor and BTensor must have the same DataType"),
+    (dict(output_tensor=TensorDesc("FLOAT16", (1, 1, 4, 6))), "must have the same DataType"),
+    (dict(output_tensor=TensorDesc("INT32", (1, 1, 4, 6))), "OutputTensor DataType"),
+    (dict(a_scale_tensor=TensorDesc("FLOAT32", (1, 1, 1, 4))), "AScaleTensor Sizes"),
+    (dict(b_zero_point_tensor=TensorDesc("INT8", (1, 1, 6, 1))), "BZeroPointTensor Sizes"),
+    (dict(bias_tensor=TensorDesc("FLOAT32", (1, 1, 1, 6))), "BiasTensor and OutputTensor must have the same"),
+    (dict(b_tensor=TensorDesc("INT8", (1, 1, 4, 6))), "K"),
+    (dict(a_tensor=TensorDesc("INT8", (4, 5))), "DimensionCount"),
+])
+def test_descriptor_rules(change, match):
+    t = TensorDesc
+    fields = dict(a_tensor=t("INT8", (1, 1, 4, 5)), a_scale_tensor=t("FLOAT32", (1, 1, 4, 1)),
+                  b_tensor=t("INT8", (1, 1, 5, 6)), b_scale_tensor=t("FLOAT32", (1, 1, 1, 6)),
+                  bias_tensor=t("FLOAT32", (1, 1, 4, 6)), output_tensor=t("FLOAT32", (1, 1, 4, 6)))
+    dmlq.compile_operator(MatrixMultiplyIntegerToFloatDesc(**fields))
+    fields.update(change)
+    with pytest.raises(DescError, match=match):
+        dmlq.compile_operator(MatrixMultiplyIntegerToFloatDesc(**fields))
+
+
+def _args():
+    rng = np.random.default_rng(9)
+    return dict(a=qrand(rng, U8, (3, 8)), a_scale=np.float32(0.1), a_zero_point=None,
+                b=qrand(rng, I8, (8, 5)), b_scale=np.float32(0.2), b_zero_point=None)
+
+
+@pytest.mark.parametrize("change,error,match", [
+    (dict(a=np.zeros((3, 8), np.int16)), TypeError, "a must have dtype int8 or uint8"),
+    (dict(b=np.zeros((8, 5), np.float32)), TypeError, "b must have dtype"),
+    (dict(b=np.zeros((7, 5), np.int8)), ValueError, "a has K = 8 columns but b has 7 rows"),
+    (dict(a=np.zeros(8, np.uint8)), DescError, "at least 2-D"),
+    (dict(a_scale=np.ones(3, np.float32)), DescError, "a_scale must be a single value .* \\(M, 1\\)"),
+    (dict(b_scale=np.ones((2, 5), np.float32)), DescError, "blocked along K need block_size="),
+    (dict(b_scale=np.ones(4, np.float32)), DescError, "b_scale must be a single value"),
+    (dict(b_scale=np.float64(1)[None]), TypeError, "b_scale must have dtype float32 or float16"),
+    (dict(a_zero_point=np.float32(1)), TypeError, "a_zero_point must have an integer dtype"),
+    (dict(b_zero_point=300), DescError, "b_zero_point = 300 is out of range"),
+    (dict(bias=np.ones(4, np.float32)), ValueError, "bias of shape \\(4,\\)"),
+    (dict(bias=np.ones((2, 3, 5), np.float32)), ValueError, "without growing it"),
+    (dict(dtype=np.int32), TypeError, "dtype must be np.float32 or np.float16"),
+    (dict(block_size=0), DescError, "block_size must be >= 1"),
+    (dict(block_size=2.5), TypeError, "block_size must be an int"),
+    (dict(block_size=4, b_scale=np.ones((3, 5), np.float32)), DescError, "per group of block_size"),
+    (dict(out=np.empty((3, 5), np.float64)), TypeError, "out must have dtype float32"),
+])
+def test_matmul_integer_to_float_errors_name_the_argument(change, error, match):
+    kw = {**_args(), **change}
+    with pytest.raises(error, match=match):
+        dmlq.matmul_integer_to_float(**kw)
+
+
+def test_matmul_integer_errors_name_the_argument():
+    rng = np.random.default_rng(10)
+    a, b = qrand(rng, U8, (3, 8)), qrand(rng, I4, (8, 5))
+    with pytest.raises(TypeError, match="b_zero_point must be a Python int or an array of dtype int4"):
+        dmlq.matmul_integer(a, b, None, np.ones(5, np.int8))
+    with pytest.raises(DescError, match="b_zero_point = 8 is out of range for int4"):
+        dmlq.matmul_integer(a, b, None, 8)
+    with pytest.raises(DescError, match=r"a_zero_point must be a single value .*\(per row of a\)"):
+        dmlq.matmul_integer(a, b, np.zeros(3, np.uint8))
+    with pytest.raises(TypeError, match="out must have dtype int32"):
+        dmlq.matmul_integer(a, b, out=np.empty((3, 5), np.int64))
