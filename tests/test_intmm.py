@@ -376,3 +376,21 @@ def test_matmul_integer_errors_name_the_argument():
         dmlq.matmul_integer(a, b, np.zeros(3, np.uint8))
     with pytest.raises(TypeError, match="out must have dtype int32"):
         dmlq.matmul_integer(a, b, out=np.empty((3, 5), np.int64))
+
+
+def test_gpu_arrays_are_refused_until_the_kernels_exist(monkeypatch):
+    """A GPU call (stand-in arrays, tests/gpu_stand_in.py) is checked as on the host, then refused."""
+    import gpu_stand_in as S
+    from dmlq import calls
+
+    calls.clear_plan_cache()
+    S.install(monkeypatch, type("NoDevice", (), {})())  # nothing may reach a device
+    kw = _args()
+    gpu = {k: S.to_device(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer_to_float: no CUDA kernel"):
+        dmlq.matmul_integer_to_float(**gpu)
+    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer: no CUDA kernel"):
+        dmlq.matmul_integer(gpu["a"], gpu["b"])
+    with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):
+        dmlq.matmul_integer(gpu["a"], S.to_device(np.zeros((7, 2), np.int8)))
+    calls.clear_plan_cache()
