@@ -22,11 +22,11 @@ import numbers
 import numpy as np
 
 from .calls import Spec, kernel_plan, param_key, public, run
-from .checks import QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
+from .checks import GPU, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
 from .dtypes import DataType
-from .errors import DescError
+from .errors import DescError, UnsupportedError
 
 
 # ------------------------------------------------------------------ quantize / dequantize
@@ -189,6 +189,12 @@ def _axis_vector(b, name, v, length, axis_name, column):
                                 f"{axis_name} = {length} (got {dims})")
 
 
+def _per_batch(dims, b_dims) -> bool:
+    """B's per-batch, per-column form: b's batch shape (not all 1s), then (1, N)."""
+    return (len(dims) == len(b_dims) > 2 and tuple(dims[:-2]) == tuple(b_dims[:-2])
+            and tuple(dims[-2:]) == (1, b_dims[-1]) and any(d != 1 for d in dims[:-2]))
+
+
 def _plan_matmul(b, dtype):
     f = b.f
     a = b.int_data("a", QUANT, "a.astype(np.uint8) or a.astype(np.int8)")
@@ -207,12 +213,20 @@ def _plan_matmul(b, dtype):
             ("b_scale", None, n, "N", False), ("b_zero_point", bb.dtype, n, "N", False),
             ("out_scale", None, m, "M", True), ("out_zero_point", qdt, m, "M", True))
     vec = {}
+    per_batch = False
     for name, zdt, length, axis, column in spec:
         whose = {"a_zero_point": "(a's dtype)", "b_zero_point": "(b's dtype)"}.get(name, "(the output dtype)")
         v = b.float_operand(name, (F32,), F32) if zdt is None else b.zero_point(name, zdt, whose)
+        if name[0] == "b" and v is not None and _per_batch(v.shape, bb.shape):
+            vec[name] = v  # (..., 1, N): one row of per-column values per matrix of b, as it is
+            per_batch = True
+            continue
         vec[name] = _axis_vector(b, name, v, length, axis, column)
     shape = batch + (m, n)
     b.check_out(shape, qdt)
+    if per_batch and b.kind == GPU:
+        raise UnsupportedError(f"{f}: per-batch b_scale / b_zero_point (shaped like b with K = 1) have no CUDA "
+                               "kernel yet; pass per-column values, or NumPy arrays to run it on the host")
 
     def sdesc(name, per_row):
         v = vec[name]
@@ -240,7 +254,8 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_sca
 
     a: (..., M, K), b: (..., K, N), int8/uint8, batch dims broadcast. a_scale,
     a_zero_point, out_scale, out_zero_point: per tensor or per row, (M, 1);
-    b_scale, b_zero_point: per tensor or per column, (N,) or (1, N). Scales
+    b_scale, b_zero_point: per tensor, per column, (N,) or (1, N), or per batch
+    and column (b's batch shape + (1, N); NumPy arrays only for now). Scales
     float32; the integer accumulation is exact for every K.
     """
     return run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),

@@ -141,6 +141,12 @@ def _column(v):
     return None if v is None else np.asarray(v).reshape(-1, 1)
 
 
+def _b_row(v):
+    """A per-tensor or per-column 1-D array as (1, N); per batch, (..., 1, N), as it is."""
+    v = np.asarray(v)
+    return v if v.ndim >= 2 else v.reshape(1, -1)
+
+
 def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                      out_scale, out_zero_point, out):
     a = np.asarray(a)
@@ -151,12 +157,11 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     assert k * 255 * 255 < 2**53
     da = (a.astype(np.int64) - _zp(_column(a_zero_point))).astype(np.float64)
     db = (b.astype(np.int64) - _zp(None if b_zero_point is None
-                                   else np.asarray(b_zero_point).reshape(1, -1))).astype(np.float64)
+                                   else _b_row(b_zero_point))).astype(np.float64)
     acc = np.matmul(da, db)
     with np.errstate(all="ignore"):
         mult = np.divide(
-            np.multiply(np.asarray(a_scale, _F32).reshape(-1, 1),
-                        np.asarray(b_scale, _F32).reshape(1, -1), dtype=_F32),
+            np.multiply(np.asarray(a_scale, _F32).reshape(-1, 1), _b_row(b_scale).astype(_F32), dtype=_F32),
             np.asarray(out_scale, _F32).reshape(-1, 1), dtype=_F32)
         t = np.multiply(acc.astype(_F32), mult, dtype=_F32)
     out[...] = round_saturate(t, _column(out_zero_point), out.dtype)

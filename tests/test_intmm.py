@@ -47,6 +47,14 @@ def qrand(rng, dtype, shape):
     return rng.integers(int(info.min), int(info.max) + 1, shape).astype(dtype)
 
 
+def ort_b(rng, adt, bdt, shape):
+    """b for an onnxruntime comparison: uint8 x int8 draws b from [-64, 63], where MLAS's AVX2
+    (non-VNNI) u8s8 kernel cannot saturate its int16 pair sums (tests/test_reference_onnxruntime.py)."""
+    if (adt, bdt) == (U8, I8):
+        return rng.integers(-64, 64, shape).astype(I8)
+    return qrand(rng, bdt, shape)
+
+
 def exact_sums(a, azp, b, bzp):
     """The exact sums with Python integers (object arrays): no float, no wrap."""
     da = np.asarray(a).astype(np.int64).astype(object) - np.asarray(azp).astype(np.int64).astype(object)
@@ -69,8 +77,8 @@ SHAPES = [((3, 5), (5, 4)), ((1, 7), (7, 1)), ((4, 1), (1, 6)), ((2, 3, 9), (9, 
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
 def test_matmul_integer_equals_onnxruntime(adt, bdt, shapes):
     rng = np.random.default_rng(abs(hash((adt.str, bdt.str, shapes))) % 2**32)
-    a, b = qrand(rng, adt, shapes[0]), qrand(rng, bdt, shapes[1])
-    azp, bzp = qrand(rng, adt, ()), qrand(rng, bdt, ())
+    a, b = qrand(rng, adt, shapes[0]), ort_b(rng, adt, bdt, shapes[1])
+    azp, bzp = qrand(rng, adt, ()), ort_b(rng, adt, bdt, ())
     want = run_onnx("MatMulInteger", [a, b, np.array(azp), np.array(bzp)], I32)
     got = dmlq.matmul_integer(a, b, azp, bzp)
     assert got.dtype == I32 and got.shape == want.shape
@@ -82,8 +90,8 @@ def test_matmul_integer_equals_onnxruntime(adt, bdt, shapes):
 
 def test_matmul_integer_per_batch_b_zero_point_equals_onnxruntime():
     rng = np.random.default_rng(1)
-    a, b = qrand(rng, U8, (2, 3, 8)), qrand(rng, I8, (2, 8, 5))
-    bzp = qrand(rng, I8, (2, 1, 5))
+    a, b = qrand(rng, U8, (2, 3, 8)), ort_b(rng, U8, I8, (2, 8, 5))
+    bzp = ort_b(rng, U8, I8, (2, 1, 5))
     want = run_onnx("MatMulInteger", [a, b, np.array(U8.type(7)), bzp], I32)
     np.testing.assert_array_equal(dmlq.matmul_integer(a, b, np.uint8(7), bzp), want)
 
@@ -125,11 +133,11 @@ ORT_TYPES = [(U8, U8), (U8, I8), (I8, I8)]
 def test_matmul_integer_to_float_equals_onnxruntime(adt, bdt, shapes, per_column, with_bias):
     """Per-tensor a scale: onnxruntime's order is the contract's, bit for bit."""
     rng = np.random.default_rng(abs(hash((adt.str, bdt.str, shapes, per_column, with_bias))) % 2**32)
-    a, b = qrand(rng, adt, shapes[0]), qrand(rng, bdt, shapes[1])
+    a, b = qrand(rng, adt, shapes[0]), ort_b(rng, adt, bdt, shapes[1])
     n = shapes[1][-1]
     a_s = np.array(rng.uniform(1e-3, 0.1), F32)
     b_s = (rng.uniform(-0.1, 0.1, n) if per_column else rng.uniform(1e-3, 0.1, ())).astype(F32)
-    azp, bzp = np.array(qrand(rng, adt, ())), qrand(rng, bdt, (n,) if per_column else ())
+    azp, bzp = np.array(qrand(rng, adt, ())), ort_b(rng, adt, bdt, (n,) if per_column else ())
     ort_b_s, ort_bzp = b_s, np.asarray(bzp)
     if len(shapes[1]) > 2 and per_column:
         # onnxruntime takes (N,) for a 2-D b only; a batched b takes b's batch shape + (1, N).
@@ -150,9 +158,9 @@ def test_matmul_integer_to_float_equals_onnxruntime(adt, bdt, shapes, per_column
 
 def test_matmul_integer_to_float_per_batch_b_scale_equals_onnxruntime():
     rng = np.random.default_rng(3)
-    a, b = qrand(rng, U8, (2, 3, 16)), qrand(rng, I8, (2, 16, 5))
+    a, b = qrand(rng, U8, (2, 3, 16)), ort_b(rng, U8, I8, (2, 16, 5))
     b_s = rng.uniform(-0.1, 0.1, (2, 1, 5)).astype(F32)
-    bzp = qrand(rng, I8, (2, 1, 5))
+    bzp = ort_b(rng, U8, I8, (2, 1, 5))
     bias = rng.uniform(-1, 1, 5).astype(F32)
     a_s, azp = np.array(0.037, F32), np.array(U8.type(128))
     want = run_onnx("MatMulIntegerToFloat", [a, b, a_s, b_s, azp, bzp, bias], F32, domain="com.microsoft")
@@ -163,7 +171,7 @@ def test_matmul_integer_to_float_per_batch_b_scale_equals_onnxruntime():
 @pytest.mark.parametrize("scale", [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3e38])
 def test_special_scales_equal_onnxruntime(scale):
     rng = np.random.default_rng(4)
-    a, b = qrand(rng, U8, (3, 6)), qrand(rng, I8, (6, 4))
+    a, b = qrand(rng, U8, (3, 6)), ort_b(rng, U8, I8, (6, 4))
     a[0] = 10  # with azp = 10: a zero sum in row 0
     a_s, b_s = np.array(scale, F32), np.array([0.5, -0.5, 2.0, 1.0], F32)
     bias = np.array([1, -1, 0, 0.25], F32)
@@ -178,7 +186,7 @@ def test_per_row_a_scale_differs_from_onnxruntime_as_documented():
     """onnxruntime applies a per-row a scale last, to the biased result: (float32(acc) * b_scale + bias)
     * a_scale. dmlq (DirectML) does float32(acc) * (a_scale * b_scale) + bias."""
     rng = np.random.default_rng(5)
-    a, b = qrand(rng, U8, (64, 40)), qrand(rng, I8, (40, 32))
+    a, b = qrand(rng, U8, (64, 40)), ort_b(rng, U8, I8, (40, 32))
     a_s = rng.uniform(1e-3, 1, (64, 1)).astype(F32)
     b_s = rng.uniform(1e-3, 1, 32).astype(F32)
     bias = rng.uniform(-10, 10, 32).astype(F32)
@@ -393,4 +401,38 @@ def test_gpu_arrays_are_refused_until_the_kernels_exist(monkeypatch):
         dmlq.matmul_integer(gpu["a"], gpu["b"])
     with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):
         dmlq.matmul_integer(gpu["a"], S.to_device(np.zeros((7, 2), np.int8)))
+    calls.clear_plan_cache()
+
+
+# ------------------------------------------------------------------ quantized_matmul, per-batch B
+
+def test_quantized_matmul_per_batch_b_parameters():
+    """Per-batch b_scale / b_zero_point: each matrix of the batch equals the 2-D call with its row,
+    and onnxruntime's QLinearMatMul with the same per-batch tensors gives the same bytes."""
+    rng = np.random.default_rng(11)
+    a, b = qrand(rng, U8, (3, 4, 24)), ort_b(rng, U8, I8, (3, 24, 6))
+    b_s = rng.uniform(1e-3, 2e-2, (3, 1, 6)).astype(F32)
+    bzp = ort_b(rng, U8, I8, (3, 1, 6))
+    a_s, azp, o_s, ozp = np.float32(0.02), np.uint8(120), np.float32(0.05), np.uint8(128)
+    got = dmlq.quantized_matmul(a, a_s, azp, b, b_s, bzp, o_s, ozp)
+    for i in range(3):
+        one = dmlq.quantized_matmul(a[i], a_s, azp, b[i], b_s[i, 0], bzp[i, 0], o_s, ozp)
+        np.testing.assert_array_equal(got[i], one)
+    want = run_onnx("QLinearMatMul", [a, np.array(a_s), np.array(azp), b, b_s, bzp, np.array(o_s),
+                                      np.array(ozp)], U8)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(DescError, match="b_scale must be a single value"):
+        dmlq.quantized_matmul(a, a_s, azp, b, b_s[:2], bzp, o_s, ozp)
+
+
+def test_quantized_matmul_per_batch_on_gpu_arrays_is_refused(monkeypatch):
+    import gpu_stand_in as S
+    from dmlq import calls
+
+    calls.clear_plan_cache()
+    S.install(monkeypatch, type("NoDevice", (), {})())
+    a, b = S.to_device(np.zeros((2, 3, 4), U8)), S.to_device(np.zeros((2, 4, 5), I8))
+    b_s = S.to_device(np.ones((2, 1, 5), F32))
+    with pytest.raises(dmlq.UnsupportedError, match="per-batch b_scale"):
+        dmlq.quantized_matmul(a, 0.1, None, b, b_s, None, 0.2)
     calls.clear_plan_cache()
