@@ -436,3 +436,13 @@ def test_quantized_matmul_per_batch_on_gpu_arrays_is_refused(monkeypatch):
     with pytest.raises(dmlq.UnsupportedError, match="per-batch b_scale"):
         dmlq.quantized_matmul(a, 0.1, None, b, b_s, None, 0.2)
     calls.clear_plan_cache()
+
+
+def test_kernel_plan_says_there_is_no_kernel_yet():
+    args = _args()
+    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer_to_float: no CUDA kernel yet"):
+        dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args.values())
+    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer: no CUDA kernel yet"):
+        dmlq.kernel_plan(dmlq.matmul_integer, args["a"], args["b"])
+    with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):  # checked first
+        dmlq.kernel_plan(dmlq.matmul_integer, args["a"], np.zeros((7, 2), np.int8))

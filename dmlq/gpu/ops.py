@@ -18,10 +18,11 @@ def _no_kernel(name):
     return refuse
 
 
-matmul_integer = _no_kernel("matmul_integer")
-matmul_integer_to_float = _no_kernel("matmul_integer_to_float")
+matmul_integer = plan_matmul_integer = _no_kernel("matmul_integer")
+matmul_integer_to_float = plan_matmul_integer_to_float = _no_kernel("matmul_integer_to_float")
 
-__all__ = ["matmul_integer", "matmul_integer_to_float", "quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul",
+__all__ = ["matmul_integer", "matmul_integer_to_float", "plan_matmul_integer", "plan_matmul_integer_to_float",
+           "quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul",
            "quantized_avg_pool", "plan_quantize_linear", "plan_dequantize_linear",
            "plan_quantized_add", "plan_quantized_matmul", "plan_quantized_avg_pool", "run"]
 
