@@ -197,17 +197,7 @@ def _per_batch(dims, b_dims) -> bool:
 
 def _plan_matmul(b, dtype):
     f = b.f
-    a = b.int_data("a", QUANT, "a.astype(np.uint8) or a.astype(np.int8)")
-    bb = b.int_data("b", QUANT, "b.astype(np.uint8) or b.astype(np.int8)")
-    if a.ndim < 2 or bb.ndim < 2:
-        raise DescError(f"{f}: a and b must be at least 2-D, (..., M, K) and (..., K, N) (got {a.ndim}-D and "
-                        f"{bb.ndim}-D); a vector v becomes a matrix with v.reshape(1, -1) or v.reshape(-1, 1)")
-    m, k = a.shape[-2:]
-    k2, n = bb.shape[-2:]
-    if k != k2:
-        raise ValueError(f"{f}: a has K = {k} columns but b has {k2} rows (a is {tuple(a.shape)}, b is "
-                         f"{tuple(bb.shape)})")
-    batch = b.broadcast(a_batch=a.shape[:-2], b_batch=bb.shape[:-2])
+    a, bb, m, k, n, batch = b.matmul_operands(QUANT, "b.astype(np.uint8) or b.astype(np.int8)")
     qdt = b.out_dtype("out_zero_point", dtype)
     spec = (("a_scale", None, m, "M", True), ("a_zero_point", a.dtype, m, "M", True),
             ("b_scale", None, n, "N", False), ("b_zero_point", bb.dtype, n, "N", False),

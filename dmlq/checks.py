@@ -271,16 +271,37 @@ class Builder:
         self.conv[name] = checked
         return np.broadcast_to(np.zeros((), dt), v.shape)  # a stand-in with the right shape and dtype
 
+    def dtype_param(self, dtype, allowed):
+        """``dtype=`` as a numpy dtype in ``allowed`` (None stays None)."""
+        if dtype is None:
+            return None
+        names = " or ".join(np_name(d) for d in allowed)
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"{self.f}: dtype must be {names} (got {dtype!r})") from None
+        if dtype not in allowed:
+            raise TypeError(f"{self.f}: dtype must be {names}, the output types (got {dtype})")
+        return dtype
+
+    def matmul_operands(self, b_types, b_fix):
+        """a (int8/uint8) and b (``b_types``) as numpy.matmul operands: (a, b, M, K, N, batch shape)."""
+        f = self.f
+        a = self.int_data("a", QUANT, "a.astype(np.uint8) or a.astype(np.int8)")
+        bb = self.int_data("b", b_types, b_fix)
+        if a.ndim < 2 or bb.ndim < 2:
+            raise DescError(f"{f}: a and b must be at least 2-D, (..., M, K) and (..., K, N) (got {a.ndim}-D and "
+                            f"{bb.ndim}-D); a vector v becomes a matrix with v.reshape(1, -1) or v.reshape(-1, 1)")
+        (m, k), (k2, n) = a.shape[-2:], bb.shape[-2:]
+        if k != k2:
+            raise ValueError(f"{f}: a has K = {k} columns but b has {k2} rows (a is {tuple(a.shape)}, b is "
+                             f"{tuple(bb.shape)})")
+        return a, bb, m, k, n, self.broadcast(a_batch=a.shape[:-2], b_batch=bb.shape[:-2])
+
     def out_dtype(self, zp_name, dtype):
         """The output dtype: the output zero point's, else ``dtype=``, else out's, else uint8."""
         f = self.f
-        if dtype is not None:
-            try:
-                dtype = np.dtype(dtype)
-            except TypeError:
-                raise TypeError(f"{f}: dtype must be np.int8 or np.uint8 (got {dtype!r})") from None
-            if dtype not in QUANT:
-                raise TypeError(f"{f}: dtype must be np.int8 or np.uint8, the output types (got {dtype})")
+        dtype = self.dtype_param(dtype, QUANT)
         zp = self.v[zp_name]
         zdt = getattr(zp, "dtype", None)
         if zdt in QUANT:

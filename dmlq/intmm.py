@@ -26,6 +26,7 @@ I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 _FOUR_BIT = (I4, U4)
 _B_TYPES = QUANT + _FOUR_BIT
 _FLOATS = (F32, F16)
+_B_FIX = "b.astype(np.int8), or an ml_dtypes.int4/uint4 array"
 
 
 def _zero_point(b, name, dt, whose):
@@ -48,22 +49,6 @@ def _zero_point(b, name, dt, whose):
     if isinstance(v, np.generic):
         return b._scalar(name, v, dt, param=True, zero_point=True)
     return v
-
-
-def _operands(b):
-    """a, b (checked dtypes and matmul shapes), M, K, N and the broadcast batch shape."""
-    f = b.f
-    a = b.int_data("a", QUANT, "a.astype(np.uint8) or a.astype(np.int8)")
-    bb = b.int_data("b", _B_TYPES, "b.astype(np.int8), or an ml_dtypes.int4/uint4 array")
-    if a.ndim < 2 or bb.ndim < 2:
-        raise DescError(f"{f}: a and b must be at least 2-D, (..., M, K) and (..., K, N) (got {a.ndim}-D and "
-                        f"{bb.ndim}-D); a vector v becomes a matrix with v.reshape(1, -1) or v.reshape(-1, 1)")
-    (m, k), (k2, n) = a.shape[-2:], bb.shape[-2:]
-    if k != k2:
-        raise ValueError(f"{f}: a has K = {k} columns but b has {k2} rows (a is {tuple(a.shape)}, b is "
-                         f"{tuple(bb.shape)})")
-    batch = b.broadcast(a_batch=a.shape[:-2], b_batch=bb.shape[:-2])
-    return a, bb, m, k, n, batch
 
 
 def _a_param(b, name, v, m):
@@ -124,7 +109,7 @@ def _refuse_gpu(b):
 # ------------------------------------------------------------------ matmul_integer
 
 def _plan_matmul_integer(b):
-    a, bb, m, k, n, batch = _operands(b)
+    a, bb, m, k, n, batch = b.matmul_operands(_B_TYPES, _B_FIX)
     _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m)
     _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)"), bb, n, 1, "")
     shape = batch + (m, n)
@@ -153,14 +138,9 @@ def matmul_integer(a, b, a_zero_point=None, b_zero_point=None, *, out=None):
 # ------------------------------------------------------------------ matmul_integer_to_float
 
 def _out_float_dtype(b, dtype):
-    f = b.f
+    """dtype=, else out's dtype where it is float32 or float16, else float32."""
+    dtype = b.dtype_param(dtype, _FLOATS)
     if dtype is not None:
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError:
-            raise TypeError(f"{f}: dtype must be np.float32 or np.float16 (got {dtype!r})") from None
-        if dtype not in _FLOATS:
-            raise TypeError(f"{f}: dtype must be np.float32 or np.float16, the output types (got {dtype})")
         return dtype
     out_dt = getattr(b.out, "dtype", None)
     return np.dtype(out_dt) if out_dt in _FLOATS else F32
@@ -178,7 +158,7 @@ def _block_groups(f, block_size, k):
 
 def _plan_matmul_integer_to_float(b, dtype, block_size):
     f = b.f
-    a, bb, m, k, n, batch = _operands(b)
+    a, bb, m, k, n, batch = b.matmul_operands(_B_TYPES, _B_FIX)
     odt = _out_float_dtype(b, dtype)
     groups = _block_groups(f, block_size, k)
     a_scale = _a_param(b, "a_scale", b.float_operand("a_scale", _FLOATS, F32), m)
