@@ -80,7 +80,28 @@ def _exact_matmul(da, db):
     bound = max(int(np.abs(da).max(initial=0)), 1) * max(int(np.abs(db).max(initial=0)), 1) * max(k, 1)
     if bound < 2**53:
         return np.matmul(da.astype(np.float64), db.astype(np.float64)).astype(np.int64)
-    return np.matmul(da, db)
+    if bound < 2**63:
+        return np.matmul(da, db)
+    return np.matmul(da.astype(object), db.astype(object))  # 32-bit inputs (descriptors): Python ints
+
+
+def _f32_of_int(n: int) -> float:
+    """A Python int rounded to float32 once (ties to even), as a float."""
+    if -2**24 <= n <= 2**24:
+        return float(n)
+    mag = abs(n)
+    shift = mag.bit_length() - 24
+    q, r = divmod(mag, 1 << shift)
+    half = 1 << (shift - 1)
+    q += r > half or (r == half and q & 1)
+    return float(q << shift) if n > 0 else -float(q << shift)
+
+
+def _sums_f32(acc):
+    """float32(acc), each exact sum rounded once."""
+    if acc.dtype == object:
+        return np.vectorize(_f32_of_int, otypes=[np.float64])(acc).astype(_F32)
+    return acc.astype(_F32)
 
 
 def _per_k(param, k, block_size):
@@ -99,6 +120,8 @@ def _diff(x, zero_point):
 def matmul_integer(a, a_zero_point, b, b_zero_point, out):
     """docs/semantics.md matmul_integer: the exact sum, wrapped to int32."""
     acc = _exact_matmul(_diff(a, a_zero_point), _diff(b, b_zero_point))
+    if acc.dtype == object:
+        acc = ((acc + 2**31) % 2**32 - 2**31).astype(np.int64)
     out[...] = acc.astype(np.int32)  # two's complement wrap where the sum does not fit
     return out
 
@@ -118,14 +141,14 @@ def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, 
         if block_size is None:
             db = _diff(b, b_zero_point)
             mult = np.multiply(a_s, b_s, dtype=_F32)
-            v = np.multiply(_exact_matmul(da, db).astype(_F32), mult, dtype=_F32)
+            v = np.multiply(_sums_f32(_exact_matmul(da, db)), mult, dtype=_F32)
         else:
             db = _diff(b, None if b_zero_point is None else _per_k(b_zero_point, k, block_size))
             v = None
             for g, start in enumerate(range(0, k, block_size)):
                 sl = slice(start, min(start + block_size, k))
                 s_g = b_s[..., g:g + 1, :] if b_s.ndim >= 2 and b_s.shape[-2] > 1 else b_s
-                term = np.multiply(_exact_matmul(da[..., sl], db[..., sl, :]).astype(_F32),
+                term = np.multiply(_sums_f32(_exact_matmul(da[..., sl], db[..., sl, :])),
                                    np.multiply(a_s, s_g, dtype=_F32), dtype=_F32)
                 v = term if v is None else np.add(v, term, dtype=_F32)
             if v is None:  # K = 0: no groups, the empty sum +0.0

@@ -446,3 +446,23 @@ def test_kernel_plan_says_there_is_no_kernel_yet():
         dmlq.kernel_plan(dmlq.matmul_integer, args["a"], args["b"])
     with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):  # checked first
         dmlq.kernel_plan(dmlq.matmul_integer, args["a"], np.zeros((7, 2), np.int8))
+
+
+@pytest.mark.parametrize("dt,value", [(np.uint32, 2**32 - 1), (np.int32, -2**31), (np.int16, -2**15)])
+def test_descriptor_wide_integers_are_exact(dt, value):
+    """DirectML's table also takes 16- and 32-bit A and B: sums past int64 stay exact, rounded once."""
+    k = 5
+    a = np.full((1, 1, 1, k), value, dt)
+    b = np.full((1, 1, k, 1), value, dt)
+    b[0, 0, 0, 0] = 3
+    one = np.ones((1, 1, 1, 1), F32)
+    t = TensorDesc
+    name = np.dtype(dt).name.upper()
+    desc = MatrixMultiplyIntegerToFloatDesc(t(name, a.shape), t("FLOAT32", one.shape), None, t(name, b.shape),
+                                            t("FLOAT32", one.shape), None, None, t("FLOAT32", (1, 1, 1, 1)))
+    got = dmlq.compile_operator(desc)(a, one, b, one)
+    exact = value * 3 + (k - 1) * value * value  # a Python int, past int64 for 32-bit values
+    from fractions import Fraction
+    err = abs(Fraction(got.item()) - exact)  # rounded once: within half an ulp of float32
+    ulp = Fraction(np.spacing(np.float32(abs(got.item()))).item())
+    assert err <= ulp / 2
