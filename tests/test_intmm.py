@@ -466,3 +466,70 @@ def test_descriptor_wide_integers_are_exact(dt, value):
     err = abs(Fraction(got.item()) - exact)  # rounded once: within half an ulp of float32
     ulp = Fraction(np.spacing(np.float32(abs(got.item()))).item())
     assert err <= ulp / 2
+
+
+# The seed's "Tensor support" table for MATRIX_MULTIPLY_INTEGER_TO_FLOAT, transcribed a second
+# time (learn.microsoft.com, DML_MATRIX_MULTIPLY_INTEGER_TO_FLOAT_OPERATOR_DESC): field -> (dims, types).
+_INTS = {"INT32", "INT16", "INT8", "UINT32", "UINT16", "UINT8"}
+_FLOAT_TYPES = {"FLOAT32", "FLOAT16"}
+I2F_TABLE = {"ATensor": ((2, 4), _INTS), "AScaleTensor": ((1, 4), _FLOAT_TYPES),
+             "AZeroPointTensor": ((1, 4), _INTS), "BTensor": ((2, 4), _INTS),
+             "BScaleTensor": ((1, 4), _FLOAT_TYPES), "BZeroPointTensor": ((1, 4), _INTS),
+             "BiasTensor": ((2, 4), _FLOAT_TYPES), "OutputTensor": ((2, 4), _FLOAT_TYPES)}
+# The fields each "Tensor constraints" bullet ties to one DataType.
+I2F_TYPE_GROUPS = (("ATensor", "AZeroPointTensor", "BTensor", "BZeroPointTensor"),
+                   ("AScaleTensor", "BiasTensor", "BScaleTensor", "OutputTensor"))
+
+
+def _i2f_fields(types=None, ranks=None):
+    """A valid desc's fields (M = 4, K = 5, N = 6), with DataType and rank overrides."""
+    shapes = {"ATensor": (4, 5), "AScaleTensor": (4, 1), "AZeroPointTensor": (4, 1), "BTensor": (5, 6),
+              "BScaleTensor": (1, 6), "BZeroPointTensor": (1, 6), "BiasTensor": (4, 6), "OutputTensor": (4, 6)}
+    types = {**{f: "INT8" for f in I2F_TYPE_GROUPS[0]}, **{f: "FLOAT32" for f in I2F_TYPE_GROUPS[1]},
+             **(types or {})}
+    ranks = ranks or {}
+    fields = {}
+    for f, shape in shapes.items():
+        r = ranks.get(f, 4)
+        full = (1,) * max(r - len(shape), 0) + shape
+        fields[f] = TensorDesc(types[f], full[len(full) - r:] if r < len(shape) else full)
+    from dmlq.desc import dml_name
+    return {n: fields[dml_name(n)] for n in ("a_tensor", "a_scale_tensor", "a_zero_point_tensor", "b_tensor",
+                                              "b_scale_tensor", "b_zero_point_tensor", "bias_tensor",
+                                              "output_tensor")}
+
+
+@pytest.mark.parametrize("field", list(I2F_TABLE))
+def test_descriptor_table_types_row_by_row(field):
+    from dmlq.dtypes import DataType
+    group = next(g for g in I2F_TYPE_GROUPS if field in g)
+    for dt in DataType:
+        fields = _i2f_fields({f: dt.name for f in group})
+        desc = MatrixMultiplyIntegerToFloatDesc(**fields)
+        if dt.name in I2F_TABLE[field][1]:
+            dmlq.compile_operator(desc)
+        else:
+            with pytest.raises(DescError, match="DataType must be one of"):
+                dmlq.compile_operator(desc)
+
+
+_PARAMS = ("AScaleTensor", "AZeroPointTensor", "BScaleTensor", "BZeroPointTensor")
+_DATA = ("ATensor", "BTensor", "BiasTensor", "OutputTensor")
+
+
+@pytest.mark.parametrize("group", [_PARAMS, _DATA], ids=["parameters", "data"])
+def test_descriptor_table_ranks(group):
+    """Each group's rows allow the table's DimensionCounts (one rule ties each group's count)."""
+    lo, hi = I2F_TABLE[group[0]][0]
+    for r in range(max(lo, 2), hi + 1):
+        dmlq.compile_operator(MatrixMultiplyIntegerToFloatDesc(**_i2f_fields(ranks={f: r for f in group})))
+    for r in (lo - 1, hi + 1):
+        if r >= 1:
+            with pytest.raises(DescError, match=f"DimensionCount must be {lo} to {hi}"):
+                dmlq.compile_operator(MatrixMultiplyIntegerToFloatDesc(**_i2f_fields(ranks={f: r for f in group})))
+    with pytest.raises(DescError, match="must have the same DimensionCount"):
+        dmlq.compile_operator(MatrixMultiplyIntegerToFloatDesc(**_i2f_fields(ranks={group[-1]: 3})))
+    if lo == 1:  # one-dimensional parameters: per tensor (1,) or per row / column (M,) / (N,)
+        one = {k: TensorDesc(v.data_type, (v.element_count,) if v.element_count > 1 else (1,))
+               for k, v in _i2f_fields().items() if "scale" in k or "zero" in k}
+        dmlq.compile_operator(MatrixMultiplyIntegerToFloatDesc(**{**_i2f_fields(), **one}))
