@@ -21,7 +21,7 @@ import numbers
 
 import numpy as np
 
-from .calls import Spec, kernel_plan, param_key, public, run
+from .calls import Spec, kernel_plan, public, run
 from .checks import GPU, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
@@ -103,7 +103,7 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, out=None):
     whose values fit is accepted. Zero, negative, NaN and infinite scales follow
     IEEE arithmetic (docs/semantics.md).
     """
-    return run(_QUANTIZE, (x, scale, zero_point), dtype, (dtype,), out)
+    return run(_QUANTIZE, (x, scale, zero_point), (dtype,), out)
 
 
 @public
@@ -114,7 +114,7 @@ def dequantize_linear(q, scale, zero_point=None, *, out=None):
     Python int or an integer array whose values fit is converted); scale:
     float32 or float16 (a Python float is float32).
     """
-    return run(_DEQUANTIZE, (q, scale, zero_point), None, (), out)
+    return run(_DEQUANTIZE, (q, scale, zero_point), (), out)
 
 
 # ------------------------------------------------------------------ quantized add
@@ -167,7 +167,7 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
     zero point (a's, b's, the output's dtype) is a single value.
     """
     return run(_ADD, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
-                dtype, (dtype,), out)
+               (dtype,), out)
 
 
 # ------------------------------------------------------------------ quantized matmul
@@ -249,7 +249,7 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_sca
     float32; the integer accumulation is exact for every K.
     """
     return run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
-                dtype, (dtype,), out)
+               (dtype,), out)
 
 
 # ------------------------------------------------------------------ quantized average pooling
@@ -376,8 +376,7 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, wind
     starts inside the input or start padding.
     """
     params = (window_size, strides, start_padding, end_padding, dilations, include_padding, ceil_mode, dtype)
-    return run(_POOL, (x, x_scale, x_zero_point, out_scale, out_zero_point),
-                tuple(map(param_key, params)), params, out)
+    return run(_POOL, (x, x_scale, x_zero_point, out_scale, out_zero_point), params, out)
 
 
 __all__ = ["quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul", "quantized_avg_pool",

@@ -6,7 +6,7 @@ them, CPU DLPack tensors such as torch CPU tensors as NumPy views, CUDA arrays a
 CuPy views), then looks up a *plan* keyed by everything the checks depend on:
 the backend, each operand's type, dtype, shape and strides, the value of every
 scalar (bit for bit, so ``-0.0`` and ``0.0`` differ), and the keyword
-parameters. A new key runs the operator's planner (:mod:`dmlq.checks` holds the
+parameters (:mod:`dmlq.keys`: the one rule every cache keys by). A new key runs the operator's planner (:mod:`dmlq.checks` holds the
 checks it makes) and stores the plan; a known key goes straight to the launch.
 What depends on an array's *values* (a zero point of a wider integer dtype that
 must fit) is checked on every call.
@@ -17,13 +17,13 @@ a call of :func:`run`; dmlq.api holds the operators' planners and functions.
 from __future__ import annotations
 
 import contextvars
-import math
 import numbers
 
 import numpy as np
 
 from . import dispatch
 from .checks import GPU, HOST, Builder
+from .keys import key, param_key
 
 
 # ------------------------------------------------------------------ operands
@@ -87,16 +87,13 @@ def _slow_operand(spec, name, v):
 
 
 def normalize(spec, values, out):
-    """(kind, operands, out, keys, device): every operand as a NumPy/CuPy array
-    or scalar, the backend kind, each operand's part of the plan key
-    (:func:`operand_key`) and, for the GPU, CuPy's current device."""
+    """(kind, operands, out, device): every operand as a NumPy/CuPy array or
+    scalar, the backend kind and, for the GPU, CuPy's current device. Keys are
+    not made here: :func:`run` makes the call's one key from what this returns."""
     kind = current = None
     vals = values
-    keys = []
-    add = keys.append
     native, device_of = dispatch.NATIVE_GPU_TYPES, dispatch.device_id_of
     convert = []    # GPU operands to make CuPy views of (foreign, or on another device: refused)
-    gpu_later = []  # of those, the ones whose key waits for their conversion
     for i, v in enumerate(values):
         t = type(v)
         if t is np.ndarray:
@@ -104,25 +101,15 @@ def normalize(spec, values, out):
                 if kind is not None:
                     _mixed(spec, i, HOST)
                 kind = HOST
-            add((v.dtype, v.shape, v.strides))
         elif t in native:
             if kind != GPU:
                 if kind is not None:
                     _mixed(spec, i, GPU)
                 kind, current = GPU, dispatch.current_device()
-            add((t, v.dtype, v.shape, v.strides))
             if device_of(v) != current:
                 convert.append(i)
-        elif v is None:
-            add(None)
-        elif t is float:
-            add((float, v, _copysign(1.0, v)) if v == v else _NAN_KEY)
-        elif t is int:
-            add((int, v))
-        elif t in _INT_SCALARS:
-            add((t, int(v)))
-        elif isinstance(v, np.generic):
-            add((t, v.tobytes()))
+        elif v is None or t is float or t is int or isinstance(v, np.generic):
+            continue  # a scalar: neutral, typed by the planner
         else:
             v, side = _slow_operand(spec, spec.names[i], v)
             if vals is values:
@@ -130,10 +117,6 @@ def normalize(spec, values, out):
             vals[i] = v
             if side == GPU:
                 convert.append(i)
-                gpu_later.append(i)
-                add(None)
-            else:
-                add(operand_key(v))
             if side is None or side == kind:
                 continue
             if kind is not None:
@@ -148,8 +131,6 @@ def normalize(spec, values, out):
             vals = list(values)
         for i in convert:
             vals[i] = dispatch.to_gpu_array(vals[i], spec.fname, spec.names[i], current)
-        for i in gpu_later:
-            keys[i] = operand_key(vals[i])
     if out is not None:
         if type(out) is np.ndarray:
             side = HOST
@@ -165,15 +146,7 @@ def normalize(spec, values, out):
                             "arrays are mixed")
         if side == GPU and not (type(out) in native and device_of(out) == current):
             out = dispatch.to_gpu_array(out, spec.fname, "out", current)
-    return kind, vals, out, keys, current
-
-
-# Scalar keys hold the value exactly: a float with its sign (-0.0 and 0.0 differ,
-# though equal) and every NaN as one key (a NaN equals no other); NumPy integer
-# scalars as Python ints (cheaper than their bytes), other NumPy scalars by bytes.
-_copysign = math.copysign
-_NAN_KEY = (float, "nan")
-_INT_SCALARS = frozenset(np.dtype(c).type for c in "bBhHiIlLqQ")
+    return kind, vals, out, current
 
 
 def _mixed(spec, i, side):
@@ -182,29 +155,11 @@ def _mixed(spec, i, side):
                     "put every operand on one side (cupy.asarray(...) or .get())")
 
 
-def operand_key(v):
-    """What a plan may depend on for one operand (never array values)."""
-    t = type(v)
-    if t is np.ndarray:
-        return (v.dtype, v.shape, v.strides)
-    if v is None:
-        return None
-    if t is float:
-        return (float, v, _copysign(1.0, v)) if v == v else _NAN_KEY
-    if t is int or t is bool:
-        return (t, v)
-    if t in _INT_SCALARS:
-        return (t, int(v))
-    if isinstance(v, np.generic):
-        return (t, v.tobytes())
-    shape = getattr(v, "shape", None)
-    if shape is not None:
-        return (t, v.dtype, shape, v.strides)
-    return (t, v)
-
-
-def param_key(p):
-    return tuple(p) if type(p) is list else p
+def signature(spec, kind, vals, out, params):
+    """The call signature's key, made once per call by :mod:`dmlq.keys`' rules from the
+    normalized operands, out and the keyword parameters: equal keys mean equal checks
+    and an equal plan. Raises TypeError where a parameter has no key (not cached)."""
+    return (spec.fname, kind, param_key(params), None if out is None else key(out), *map(key, vals))
 
 
 # ------------------------------------------------------------------ the plan cache
@@ -222,15 +177,17 @@ def plan_cache_size() -> int:
     return len(_PLANS)
 
 
-def run(spec, values, params_key, params, out):
+def run(spec, values, params, out):
+    """Call ``spec``'s operator on ``values`` (its operands, in order) with keyword
+    parameters ``params`` (passed to the planner after the builder) and ``out``."""
     if out is not None and type(out) is not np.ndarray and isinstance(out, np.ndarray) and not dispatch.is_gpu(out):
-        return _into_subclass(spec, values, params_key, params, out)
-    kind, vals, out, keys, current = normalize(spec, values, out)
-    key = (spec.fname, kind, params_key, None if out is None else operand_key(out), *keys)
+        return _into_subclass(spec, values, params, out)
+    kind, vals, out, current = normalize(spec, values, out)
     try:
-        plan = _PLANS.get(key)
-    except TypeError:  # an unhashable parameter: plan without caching
-        key, plan = None, None
+        sig = signature(spec, kind, vals, out, params)
+        plan = _PLANS.get(sig)
+    except TypeError:  # a parameter with no key (an array), or an unhashable one: planned afresh
+        sig, plan = None, None
     if plan is None:
         plan = spec.planner(Builder(spec, kind, vals, out, values), *params)
         plan.fn = getattr(dispatch.backend(kind), spec.backend_name)
@@ -238,10 +195,10 @@ def run(spec, values, params_key, params, out):
         plan.runners = None if kind == HOST else {}
         if 0 not in plan.out_shape:
             plan.fresh = dispatch.fresh_writer(plan.fn, kind, plan.runners)
-        if key is not None:
+        if sig is not None:
             if len(_PLANS) >= PLAN_CACHE_SIZE:
                 _PLANS.clear()
-            _PLANS[key] = plan
+            _PLANS[sig] = plan
     args = plan.arguments(vals, current)
     if out is None:
         out = plan.empty(plan.out_shape, plan.out_dtype)
@@ -255,14 +212,14 @@ def run(spec, values, params_key, params, out):
     return dispatch.write(plan.fn, args, out, kind, plan.params, plan.runners)
 
 
-def _into_subclass(spec, values, params_key, params, out):
+def _into_subclass(spec, values, params, out):
     """``out`` of an ndarray subclass (np.memmap): written through a plain view of its memory
     and returned itself, as NumPy's ufuncs do. A masked array is refused: its mask would
     be left as it was, describing values that are no longer there."""
     if isinstance(out, np.ma.MaskedArray):
         raise TypeError(f"{spec.fname}: out is a masked array (numpy.ma); dmlq writes every element and would "
                         "leave its mask as it was: pass out.data (the array underneath) or a plain numpy array")
-    run(spec, values, params_key, params, out.view(np.ndarray))
+    run(spec, values, params, out.view(np.ndarray))
     return out
 
 

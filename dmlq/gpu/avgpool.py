@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedError
+from ..keys import key, param_key
 from . import device
 from .device import NULL
 from .plan import Launch, Memo, Plan, Runner, device_key, launcher
@@ -287,18 +288,13 @@ def bind_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
 _memo = Memo()
 
 
-def _shape(v):
-    return None if v is None else (v.shape, v.strides, v.dtype)
-
-
 def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
                        strides, start_padding, end_padding, dilations, include_padding, *,
                        variant=None):
     params = (window_size, strides, start_padding, end_padding, dilations, include_padding)
-    key = (*device_key(), variant, x.shape, x.strides, x.dtype, out.shape, out.dtype, _c_contiguous(out),
-           tuple(window_size), tuple(strides), tuple(start_padding), tuple(end_padding), tuple(dilations),
-           bool(include_padding), *map(_shape, (x_scale, x_zero_point, out_scale, out_zero_point)))
-    runner = _memo.get(key, lambda: bind_quantized_avg_pool(
+    memo_key = (*device_key(), variant, key(x), key(out), _c_contiguous(out), param_key(params),
+                *map(key, (x_scale, x_zero_point, out_scale, out_zero_point)))
+    runner = _memo.get(memo_key, lambda: bind_quantized_avg_pool(
         x, x_scale, x_zero_point, out_scale, out_zero_point, out, *params, variant=variant))
     runner(x, x_scale, x_zero_point, out_scale, out_zero_point, out)
     return out

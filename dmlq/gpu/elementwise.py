@@ -21,6 +21,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from ..keys import key, value_key
 from . import device
 from .plan import Launch, Memo, Plan, Runner, device_key, launcher
 
@@ -442,10 +443,10 @@ def _choose(variant, layout: Layout, nbig: int, axis_ok: bool) -> str:
     return variant
 
 
-@functools.lru_cache(maxsize=1024)
 def _layout_plan(shape, slots, nbig: int, axis_ok: bool, variant):
-    """(canonical layout, variant, wide) of one call's geometry (memoized: repeated
-    calls with the same shapes and strides skip the Python layout work)."""
+    """(canonical layout, variant, wide) of one call's geometry. Not memoized on
+    its own: it runs when a runner is bound, and runners are kept under the call's
+    key (dmlq.keys) already."""
     layout = canonicalize(shape, slots)
     v = _choose(variant, layout, nbig, axis_ok)
     return layout, v, v == "strided" and needs_wide(layout)
@@ -490,27 +491,27 @@ _memo = Memo()
 
 
 def clear_plan_cache() -> None:
-    """Forget memoized plans and layouts (tests that patch selection call this)."""
+    """Forget memoized plans (tests that patch selection call this)."""
     Memo.clear_all()
-    _layout_plan.cache_clear()
 
 
 def _memo_key(plan_fn, args, out, variant):
-    """The geometry a plan depends on, or None when a call is not memoized."""
+    """The geometry a plan depends on (dmlq.keys' keys plus address alignment), or
+    None when a call is not memoized."""
     is_array, ptr = device.backend.is_array, device.ptr
     if not is_array(out):
         return None
-    key = [plan_fn, variant, *device_key(), out.shape, out.strides, out.dtype, ptr(out) % 16]
+    memo_key = [plan_fn, variant, *device_key(), key(out), ptr(out) % 16]
     for a in args:
         if a is None:
-            key.append(None)
+            memo_key.append(None)
         elif is_array(a):
-            key += (a.shape, a.strides, a.dtype, ptr(a) % 16)
+            memo_key += (key(a), ptr(a) % 16)
         elif isinstance(a, (np.generic, np.ndarray)) and a.size == 1:
-            key += ("host", a.dtype, a.tobytes())  # baked into the runner's arguments
+            memo_key.append(value_key(a))  # baked into the runner's arguments
         else:
             return None
-    return tuple(key)
+    return tuple(memo_key)
 
 
 def bind(plan_fn, args, out, variant=None) -> Runner:
@@ -539,12 +540,12 @@ def _run(plan_fn, args, out, variant):
         _run(plan_fn, args, tmp, variant)
         out[...] = tmp
         return out
-    key = _memo_key(plan_fn, args, out, variant)
-    if key is None:  # Python numbers, or per-axis host arrays (which must live on the device)
+    memo_key = _memo_key(plan_fn, args, out, variant)
+    if memo_key is None:  # Python numbers, or per-axis host arrays (which must live on the device)
         args = tuple(_device_or_scalar(a) for a in args)
         runner = bind(plan_fn, args, out, variant)
     else:
-        runner = _memo.get(key, lambda: bind(plan_fn, args, out, variant))
+        runner = _memo.get(memo_key, lambda: bind(plan_fn, args, out, variant))
     runner(*args, out)
     return out
 

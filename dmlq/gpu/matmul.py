@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UnsupportedError
+from ..keys import key
 from . import device
 from .device import NULL
 from .plan import Launch, Memo, Plan, Runner, device_key, launcher
@@ -601,7 +602,7 @@ _memo = Memo()
 
 
 def _geometry(x):
-    return None if x is None else (x.shape, x.strides, x.dtype, device.ptr(x) % 16)
+    return None if x is None else (key(x), device.ptr(x) % 16)
 
 
 def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
@@ -609,10 +610,8 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
     _check_options(variant, splits)  # before the memo key asks the device anything
     args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
-    key = (*device_key(), variant, splits, _geometry(a), _geometry(b), out.shape, out.strides, out.dtype,
-           _direct_out(out, a, b), *((None if v is None else (v.shape, v.strides, v.dtype))
-                                     for v in (a_scale, a_zero_point, b_scale, b_zero_point, out_scale,
-                                               out_zero_point)))
-    runner = _memo.get(key, lambda: bind_quantized_matmul(*args, out, variant=variant, splits=splits))
+    memo_key = (*device_key(), variant, splits, _geometry(a), _geometry(b), key(out), _direct_out(out, a, b),
+                *map(key, (a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point)))
+    runner = _memo.get(memo_key, lambda: bind_quantized_matmul(*args, out, variant=variant, splits=splits))
     runner(*args, out)
     return out
