@@ -106,7 +106,7 @@ def _backend_calls():
 def test_gpu_backend_python_per_call(benchmark, monkeypatch, call):
     from dmlq.gpu import device
 
-    monkeypatch.setattr(device, "backend", _LaunchlessDevice())
+    monkeypatch.setattr(device, "default", _LaunchlessDevice())
     rng = np.random.default_rng(0)
     arrays = {k: S.to_device(v) for k, v in _inputs(rng).items()}
     arrays.update(xq=S.Xp.empty(1024, u8), qf=S.Xp.empty(1024, f32), qq=S.Xp.empty(1024, u8),

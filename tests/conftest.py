@@ -79,7 +79,7 @@ def host(request, monkeypatch):
     from dmlq.gpu import device
 
     dev = request.getfixturevalue("host_device" if request.param == "host" else "gpu_mirror_device")
-    monkeypatch.setattr(device, "backend", dev)
     dev.forget()
-    yield dev
+    with device.using(dev):
+        yield dev
     dev.forget()

@@ -79,6 +79,6 @@ def install(monkeypatch, backend):
     monkeypatch.setattr(dispatch, "module", lambda kind: np if kind == dispatch.HOST else Xp)
     monkeypatch.setattr(backend, "xp", lambda: Xp, raising=False)
     monkeypatch.setattr(backend, "is_array", lambda a: isinstance(a, StandIn), raising=False)
-    monkeypatch.setattr(device, "backend", backend)
+    monkeypatch.setattr(device, "default", backend)
     Xp.uploads = 0
     return backend

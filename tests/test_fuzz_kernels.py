@@ -58,16 +58,15 @@ def _fuzz(op, dev_name, request):
             if variant is not None and op == "matmul" and variant not in matmul.VARIANTS:
                 continue
             out[...] = before
-            saved, device.backend = device.backend, dev
             try:
                 dev.forget()
-                got = kernel(**args, variant=variant)
+                with device.using(dev):
+                    got = kernel(**args, variant=variant)
             except ValueError as e:
                 if variant is None or not any(w in str(e) for w in ("cannot", "does not apply", "exact only")):
                     raise
                 continue
             finally:
-                device.backend = saved
                 dev.forget()
             assert got is out
             ok = _same(out, want)

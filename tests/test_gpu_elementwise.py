@@ -223,7 +223,7 @@ def dev(request, monkeypatch):
         from dmlq.gpu import device
 
         host = request.getfixturevalue("host_device")
-        monkeypatch.setattr(device, "backend", host)
+        monkeypatch.setattr(device, "default", host)  # every thread's device, for this test
         host.forget()
     return Device(request.param)
 

@@ -27,7 +27,7 @@ def _kernels(plan):
 # ------------------------------------------------------------------ nominal plans
 
 def test_nominal_device_only_plans(nominal):
-    assert device.backend is nominal
+    assert device.current() is nominal
     with pytest.raises(RuntimeError, match="only plans"):
         nominal.launch("elementwise.cu", "quantize_contig<float, int8>", (1,), (256,), ())
     # threads: 2048 / 256 = 8; shared memory: 228 KiB / (64 KiB + 1 KiB) = 3

@@ -1,14 +1,18 @@
 """The one place that talks to the CUDA device: array module, pointers, device
 facts (compute capability, SM count, occupancy) and the kernel launch.
 
-Every launcher in dmlq.gpu goes through :data:`backend`, so a test can swap the
-whole device for another one (tests/cuda_host runs the same launchers against
-the kernels compiled for the CPU) while grid, block, shared-memory size and
-argument packing stay exactly as on a GPU.
+Every launcher in dmlq.gpu goes through :func:`current`, the device in use in
+the calling context: :data:`default` (CuPy's devices) unless a ``with
+using(dev):`` block in this thread or task says otherwise, so a test can run
+the launchers on another device (tests/cuda_host runs them against the kernels
+compiled for the CPU) while grid, block, shared-memory size and argument packing
+stay exactly as on a GPU, and ``kernel_plan`` can plan on a nominal device
+without changing the device of any other thread.
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import math
 import threading
@@ -231,18 +235,28 @@ class NominalDevice:
         raise RuntimeError(f"{name}: a nominal device only plans; it cannot launch kernels")
 
 
-backend = CupyBackend()
+# The device where no ``using`` block is active. dmlq never reassigns it: the
+# device a call uses is chosen per context (a ContextVar), never by swapping a
+# process-wide global that every thread reads.
+default = CupyBackend()
+_in_use = contextvars.ContextVar("dmlq_device_in_use", default=None)
+
+
+def current():
+    """The device every launcher and planner talks to in the calling context."""
+    dev = _in_use.get()
+    return default if dev is None else dev
 
 
 @contextlib.contextmanager
 def using(dev):
-    """Make ``dev`` the device every launcher and planner talks to inside the block."""
-    global backend
-    saved, backend = backend, dev
+    """Make ``dev`` the device of the calling context (this thread or task only)
+    inside the block; other threads keep theirs."""
+    token = _in_use.set(dev)
     try:
         yield dev
     finally:
-        backend = saved
+        _in_use.reset(token)
 
 
 class Fresh:
@@ -305,29 +319,30 @@ def overlaps(x, y) -> bool:
 
 
 def xp():
-    return backend.xp()
+    return current().xp()
 
 
 def ptr(a) -> int:
-    return Fresh.ADDRESS if type(a) is Fresh else backend.ptr(a)
+    return Fresh.ADDRESS if type(a) is Fresh else current().ptr(a)
 
 
 def info() -> DeviceInfo:
-    return backend.info()
+    return current().info()
 
 
 def resident_blocks(source: str, name: str, threads: int, smem: int = 0) -> int:
-    return backend.resident_blocks(source, name, threads, smem)
+    return current().resident_blocks(source, name, threads, smem)
 
 
 def kernel(source: str, name: str, shared_mem: int = 0):
     """One kernel's launch function on the device in use: ``k(grid, block, args,
     shared_mem=n)`` (CuPy's calling convention). A device without its own
     ``kernel`` gets ``launch`` bound to the name."""
-    bound = getattr(backend, "kernel", None)
+    dev = current()
+    bound = getattr(dev, "kernel", None)
     if bound is not None:
         return bound(source, name, shared_mem)
-    launch_on = backend.launch
+    launch_on = dev.launch
 
     def k(grid, block, args, shared_mem=0):
         launch_on(source, name, grid, block, args, shared_mem)
@@ -350,7 +365,7 @@ def workspace():
     16-byte aligned) of scratch memory on the device in use, private to the
     calling thread's current stream until its next ``take``. Bound to the
     device now (runners are made per device)."""
-    be = backend
+    be = current()
     ordinal, xp_, ptr_ = be.info().ordinal, be.xp(), be.ptr
     stream = getattr(be, "stream", None) or (lambda: 0)
     ident = threading.get_ident

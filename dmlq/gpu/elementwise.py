@@ -315,7 +315,7 @@ def _elem_strides(a, shape):
 def _param(v, shape, per_tensor=False):
     if v is None:
         return _Param()
-    if not device.backend.is_array(v):
+    if not device.current().is_array(v):
         host = v if isinstance(v, (np.ndarray, np.generic)) else np.asarray(v)
         if host.size != 1:  # a per-axis host array: it has to live on the device
             v = device.xp().asarray(host)
@@ -478,7 +478,7 @@ def _overlapping(out, *inputs) -> bool:
     be computed through a temporary."""
     if type(out) is device.Fresh:
         return False
-    is_array = device.backend.is_array
+    is_array = device.current().is_array
     return any(a is not None and is_array(a) and device.overlaps(a, out) for a in inputs)
 
 
@@ -498,7 +498,7 @@ def clear_plan_cache() -> None:
 def _memo_key(plan_fn, args, out, variant):
     """The geometry a plan depends on (dmlq.keys' keys plus address alignment), or
     None when a call is not memoized."""
-    is_array, ptr = device.backend.is_array, device.ptr
+    is_array, ptr = device.current().is_array, device.ptr
     if not is_array(out):
         return None
     memo_key = [plan_fn, variant, *device_key(), key(out), ptr(out) % 16]
@@ -551,7 +551,7 @@ def _run(plan_fn, args, out, variant):
 
 
 def _device_or_scalar(v):
-    if v is None or device.backend.is_array(v) or np.ndim(v) == 0 or np.size(v) == 1:
+    if v is None or device.current().is_array(v) or np.ndim(v) == 0 or np.size(v) == 1:
         return v
     return device.xp().asarray(v)
 
@@ -568,7 +568,7 @@ def _unary_plan(opname, op, types, x, scale: _Param, zp: _Param, out, variant, n
     ptrs = [b + o * s if b else 0 for b, o, s in zip(bases, layout.offsets, sizes)]
     make, work = unary_arg_maker(op, v, layout, ptrs, sizes[:2], wide, f16)
     (o_out, o_x, o_s, o_z), (e_out, e_x, e_s, e_z) = layout.offsets, sizes
-    ptr = device.backend.ptr  # at call time: never a Fresh stand-in
+    ptr = device.current().ptr  # at call time: never a Fresh stand-in
     d_out, d_x = o_out * e_out, o_x * e_x
     # Which of scale and zero point is a device array is fixed for the plan (every
     # runner key holds it), and so are host values: a call reads addresses only.
@@ -659,7 +659,7 @@ def plan_quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     bases = (device.ptr(out), device.ptr(a), device.ptr(b), 0)
     make, work = add_arg_maker(v, layout, [bp + o if bp else 0 for bp, o in zip(bases, offsets)], wide)
     o_out, o_a, o_b = offsets[:3]
-    ptr = device.backend.ptr  # at call time: never a Fresh stand-in
+    ptr = device.current().ptr  # at call time: never a Fresh stand-in
 
     # Which scales and zero points are device arrays is fixed for the plan (every
     # runner key holds it), and so are host values: a call packs only the arrays'

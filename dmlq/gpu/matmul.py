@@ -517,7 +517,7 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     if not plan.launches:
         return Runner(plan, lambda *args: None)
     d, go = plan.detail, launcher(plan)
-    xp, ptr = device.xp(), device.backend.ptr  # at call time: never a Fresh stand-in
+    xp, ptr = device.xp(), device.current().ptr  # at call time: never a Fresh stand-in
     i32, i64, u64 = np.int32, np.int64, np.uint64
     M, K = a.shape[-2:]
     N = b.shape[-1]

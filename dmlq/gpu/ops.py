@@ -51,7 +51,7 @@ def run(fn, runners: dict, args, out, params=()) -> None:
     input (the caller's check): a repeated call skips the backend function's own
     overlap test, its geometry key and its planning.
     """
-    be = device.backend
+    be = device.current()
     entry = runners.get(be)
     if entry is None:
         entry = runners[be] = _aligned(fn, args, be), {}

@@ -8,7 +8,7 @@ shapes, strides, dtypes and addresses are read, never their values), a
 makes the same plan and runs it through :func:`execute`, so a printed plan is
 exactly what runs.
 
-Planning asks the device in use (``dmlq.gpu.device.backend``) for facts only:
+Planning asks the device in use (``dmlq.gpu.device.current()``) for facts only:
 compute capability, SM count and occupancy. Under ``device.using(
 device.NominalDevice())`` it runs without a GPU or CuPy, on NumPy arrays, for
 a nominal H100; ``python -m dmlq check`` prints plans that way when no GPU is
@@ -119,7 +119,8 @@ class Memo:
 
 def device_key() -> tuple:
     """The device part of a memo key: the device module's backend and its facts."""
-    return device.backend, device.info()
+    dev = device.current()
+    return dev, dev.info()
 
 
 _observers: list = []

@@ -1,7 +1,7 @@
 """Run dmlq's CUDA kernels on the CPU: build, launch, compare.
 
 ``HostDevice`` has the interface of ``dmlq.gpu.device.CupyBackend``; installed as
-``dmlq.gpu.device.backend`` it makes the launchers in dmlq/gpu/ run unchanged
+the device in use (``dmlq.gpu.device.using``) it makes the launchers in dmlq/gpu/ run unchanged
 (same grid, block, shared memory and argument packing) on NumPy arrays, with
 only the final launch swapped: each launch goes to a runner process built from
 the kernel's own source with g++ (cuda_host.h, cuda_host.cpp), under
