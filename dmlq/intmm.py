@@ -132,7 +132,7 @@ def matmul_integer(a, b, a_zero_point=None, b_zero_point=None, *, out=None):
     ((N,) or (1, N)) or per batch and column (b's batch shape + (1, N)). The sum is
     exact and wraps to int32 only past K = 33025 at extreme values.
     """
-    return run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), None, (), out)
+    return run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), (), out)
 
 
 # ------------------------------------------------------------------ matmul_integer_to_float
@@ -226,4 +226,4 @@ def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, 
     dtype: np.float32 (default) or np.float16.
     """
     return run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias),
-               (dtype, block_size), (dtype, block_size), out)
+               (dtype, block_size), out)
