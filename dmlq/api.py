@@ -18,8 +18,10 @@ The numeric contract is docs/semantics.md.
 from __future__ import annotations
 
 import numbers
+from typing import Any, overload
 
 import numpy as np
+from numpy.typing import DTypeLike, NDArray
 
 from .calls import Spec, kernel_plan, public, run
 from .checks import GPU, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
@@ -27,6 +29,7 @@ from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinear
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
 from .dtypes import DataType
 from .errors import DescError, UnsupportedError
+from .typing import CudaArray, HostArray, Operand, Params
 
 
 # ------------------------------------------------------------------ quantize / dequantize
@@ -91,28 +94,116 @@ _DEQUANTIZE = Spec("dequantize_linear", ("q", "scale", "zero_point"), {"scale"},
                     "dequantize_linear", gpu_takes_host_scalars=True)
 
 
-@public
-def quantize_linear(x, scale, zero_point=None, *, dtype=None, out=None):
-    """ELEMENT_WISE_QUANTIZE_LINEAR: ``clip(rint(x / scale) + zero_point)``.
+@overload
+def quantize_linear(x: CudaArray, scale: Operand, zero_point: Operand | None = None, *,
+                    dtype: DTypeLike | None = None, out: Any = None) -> Any: ...
+@overload
+def quantize_linear(x: HostArray, scale: HostArray, zero_point: HostArray | None = None, *,
+                    dtype: DTypeLike | None = None, out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
-    x: float32, float16 or int32 array (Python numbers and lists become float32;
-    float64 arrays are refused: pass ``x.astype(np.float32)``). scale: float32
-    (float16 for a float16 x), a Python number or an array that broadcasts
-    against x. zero_point: None (0), a Python int, or an int8/uint8 array or
-    scalar whose dtype is the output's; with ``dtype=`` any integer zero point
-    whose values fit is accepted. Zero, negative, NaN and infinite scales follow
-    IEEE arithmetic (docs/semantics.md).
+
+@public
+def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = None, *,
+                    dtype: DTypeLike | None = None, out: Any = None) -> Any:
+    """Quantize: ``clip(rint(x / scale) + zero_point)`` (DirectML's ELEMENT_WISE_QUANTIZE_LINEAR,
+    ONNX QuantizeLinear), bit for bit as docs/semantics.md defines it.
+
+    Parameters
+    ----------
+    x : float32, float16 or int32 array
+        The data. Python numbers and lists become float32; a float64 array is
+        refused (pass ``x.astype(np.float32)``): dmlq computes in float32.
+    scale : float32 array or number (float16 for a float16 ``x``)
+        Per tensor (a number, 0-d or size-1 array) or per axis (any shape that
+        broadcasts against ``x``). Zero, negative, NaN and infinite scales follow IEEE
+        arithmetic; a number beyond float32's range is refused rather than made inf.
+    zero_point : int8 or uint8 array or number, optional
+        Its dtype is the output's. ``None`` (the default) means 0. A Python int, or
+        an integer array of another dtype together with ``dtype=``, is taken when its
+        values fit.
+    dtype : np.int8 or np.uint8, optional
+        The output type when ``zero_point`` does not say it. **With neither, the
+        output is uint8 (as ONNX), which clips every negative ``x / scale`` to 0**:
+        for signed data pass ``dtype=np.int8``, or a uint8 zero point such as 128.
+    out : array, optional
+        Where to write the result: the output's dtype and the broadcast shape, on the
+        inputs' side (a NumPy array, or a CuPy/CUDA array for GPU inputs). It is
+        returned. An ``out`` that overlaps an input is written through a temporary.
+
+    Returns
+    -------
+    ndarray
+        int8 or uint8 of the broadcast shape: a ``numpy.ndarray`` for NumPy inputs, a
+        ``cupy.ndarray`` for GPU inputs (or ``out``).
+
+    Raises
+    ------
+    TypeError
+        A wrong type or dtype (a float64 array, a float zero point, NumPy and GPU
+        arrays mixed, ``out`` of the wrong dtype); the message names the argument
+        and the fix.
+    ValueError
+        A wrong value or shape (shapes that do not broadcast, a zero point out of
+        range, a scale beyond float32); often ``dmlq.DescError``.
+
+    Examples
+    --------
+    >>> import numpy as np, dmlq
+    >>> x = np.array([-1.0, -0.26, 0.0, 0.25, 1.0, 3.0], np.float32)
+    >>> dmlq.quantize_linear(x, 0.01)                 # uint8: negatives clip to 0, 300 to 255
+    array([  0,   0,   0,  25, 100, 255], dtype=uint8)
+    >>> dmlq.quantize_linear(x, 0.01, dtype=np.int8)
+    array([-100,  -26,    0,   25,  100,  127], dtype=int8)
+    >>> dmlq.quantize_linear(x, 0.01, 128)            # uint8 with zero point 128
+    array([ 28, 102, 128, 153, 228, 255], dtype=uint8)
     """
     return run(_QUANTIZE, (x, scale, zero_point), (dtype,), out)
 
 
-@public
-def dequantize_linear(q, scale, zero_point=None, *, out=None):
-    """ELEMENT_WISE_DEQUANTIZE_LINEAR: ``(q - zero_point) * scale`` in scale's dtype.
+@overload
+def dequantize_linear(q: CudaArray, scale: Operand, zero_point: Operand | None = None, *,
+                      out: Any = None) -> Any: ...
+@overload
+def dequantize_linear(q: HostArray, scale: HostArray, zero_point: HostArray | None = None, *,
+                      out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
-    q: int8, uint8, int16, uint16, int32 or uint32; zero_point: q's dtype (a
-    Python int or an integer array whose values fit is converted); scale:
-    float32 or float16 (a Python float is float32).
+
+@public
+def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = None, *,
+                      out: Any = None) -> Any:
+    """Dequantize: ``(q - zero_point) * scale`` in the scale's dtype (DirectML's
+    ELEMENT_WISE_DEQUANTIZE_LINEAR, ONNX DequantizeLinear), as docs/semantics.md defines it.
+
+    Parameters
+    ----------
+    q : int8, uint8, int16, uint16, int32 or uint32 array
+        The quantized data. A list of Python ints is int64 and refused: say the
+        dtype (``np.asarray(q, np.uint8)``).
+    scale : float32 or float16 array or number
+        Per tensor or per axis (broadcasting against ``q``); a Python number is float32.
+    zero_point : array or number of ``q``'s dtype, optional
+        ``None`` means 0; a Python int or an integer array of another dtype is taken
+        when its values fit.
+    out : array, optional
+        Where to write the result (the scale's dtype, the broadcast shape); returned.
+
+    Returns
+    -------
+    ndarray
+        float32 or float16 (the scale's dtype): NumPy for NumPy inputs, CuPy for GPU ones.
+
+    Raises
+    ------
+    TypeError
+        A wrong type or dtype, named with the fix.
+    ValueError
+        Shapes that do not broadcast, a zero point that does not fit ``q``'s dtype.
+
+    Examples
+    --------
+    >>> import numpy as np, dmlq
+    >>> dmlq.dequantize_linear(np.array([0, 100, 255], np.uint8), 0.5, 100)
+    array([-50. ,   0. ,  77.5], dtype=float32)
     """
     return run(_DEQUANTIZE, (q, scale, zero_point), (), out)
 
@@ -158,13 +249,60 @@ _ADD = Spec("quantized_add", ("a", "a_scale", "a_zero_point", "b", "b_scale", "b
              {"a_scale", "b_scale", "out_scale"}, _plan_add, "quantized_add", gpu_takes_host_scalars=True)
 
 
-@public
-def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
-                  out_zero_point=None, *, dtype=None, out=None):
-    """ELEMENT_WISE_QUANTIZED_LINEAR_ADD: dequantize a and b, add, requantize.
+@overload
+def quantized_add(a: CudaArray, a_scale: Operand, a_zero_point: Operand | None, b: Operand, b_scale: Operand,
+                  b_zero_point: Operand | None, out_scale: Operand, out_zero_point: Operand | None = None, *,
+                  dtype: DTypeLike | None = None, out: Any = None) -> Any: ...
+@overload
+def quantized_add(a: HostArray, a_scale: HostArray, a_zero_point: HostArray | None, b: HostArray,
+                  b_scale: HostArray, b_zero_point: HostArray | None, out_scale: HostArray,
+                  out_zero_point: HostArray | None = None, *, dtype: DTypeLike | None = None,
+                  out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
-    a, b: int8/uint8 arrays that broadcast together; every scale (float32) and
-    zero point (a's, b's, the output's dtype) is a single value.
+
+@public
+def quantized_add(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b: Operand, b_scale: Operand,
+                  b_zero_point: Operand | None, out_scale: Operand, out_zero_point: Operand | None = None, *,
+                  dtype: DTypeLike | None = None, out: Any = None) -> Any:
+    """Quantized add: dequantize ``a`` and ``b``, add, requantize (DirectML's
+    ELEMENT_WISE_QUANTIZED_LINEAR_ADD, ONNX QLinearAdd), as docs/semantics.md defines it.
+
+    Parameters
+    ----------
+    a, b : int8 or uint8 arrays
+        Broadcasting together, as NumPy's ``a + b``.
+    a_scale, b_scale, out_scale : float32, one value each
+        Python numbers, 0-d or size-1 arrays (quantized add takes no per-axis scales).
+    a_zero_point, b_zero_point : one value each, or None (0)
+        In ``a``'s and ``b``'s dtype (a Python int or another integer dtype that fits).
+    out_zero_point : int8 or uint8, one value, optional
+        Its dtype is the output's; ``None`` means 0.
+    dtype : np.int8 or np.uint8, optional
+        The output type when ``out_zero_point`` does not say it; default uint8, which
+        clips negative results to 0.
+    out : array, optional
+        Where to write the result; returned.
+
+    Returns
+    -------
+    ndarray
+        int8 or uint8 of the broadcast shape (NumPy or CuPy, as the inputs).
+
+    Raises
+    ------
+    TypeError
+        A wrong type or dtype, named with the fix.
+    ValueError
+        A per-axis scale or zero point, shapes that do not broadcast, a zero point
+        out of range (``dmlq.DescError``).
+
+    Examples
+    --------
+    >>> import numpy as np, dmlq
+    >>> a = np.array([10, 200, 255], np.uint8)        # 1.0, 20.0, 25.5 at scale 0.1
+    >>> b = np.array([-5, 0, 127], np.int8)           # -1.0, 0.0, 25.4 at scale 0.2
+    >>> dmlq.quantized_add(a, 0.1, 0, b, 0.2, 0, 0.5, np.int8(0))
+    array([  0,  40, 102], dtype=int8)
     """
     return run(_ADD, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
                (dtype,), out)
@@ -237,16 +375,65 @@ def _plan_matmul(b, dtype):
 _MATMUL = Spec("quantized_matmul", _ADD.names, _ADD.float_roles, _plan_matmul, "quantized_matmul")
 
 
-@public
-def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
-                     out_zero_point=None, *, dtype=None, out=None):
-    """QUANTIZED_LINEAR_MATRIX_MULTIPLY with numpy.matmul shapes.
+@overload
+def quantized_matmul(a: CudaArray, a_scale: Operand, a_zero_point: Operand | None, b: Operand, b_scale: Operand,
+                     b_zero_point: Operand | None, out_scale: Operand, out_zero_point: Operand | None = None, *,
+                     dtype: DTypeLike | None = None, out: Any = None) -> Any: ...
+@overload
+def quantized_matmul(a: HostArray, a_scale: HostArray, a_zero_point: HostArray | None, b: HostArray,
+                     b_scale: HostArray, b_zero_point: HostArray | None, out_scale: HostArray,
+                     out_zero_point: HostArray | None = None, *, dtype: DTypeLike | None = None,
+                     out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
-    a: (..., M, K), b: (..., K, N), int8/uint8, batch dims broadcast. a_scale,
-    a_zero_point, out_scale, out_zero_point: per tensor or per row, (M, 1);
-    b_scale, b_zero_point: per tensor, per column, (N,) or (1, N), or per batch
-    and column (b's batch shape + (1, N); NumPy arrays only for now). Scales
-    float32; the integer accumulation is exact for every K.
+
+@public
+def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b: Operand, b_scale: Operand,
+                     b_zero_point: Operand | None, out_scale: Operand, out_zero_point: Operand | None = None, *,
+                     dtype: DTypeLike | None = None, out: Any = None) -> Any:
+    """Quantized matrix multiply with ``numpy.matmul`` shapes (DirectML's
+    QUANTIZED_LINEAR_MATRIX_MULTIPLY, ONNX QLinearMatMul), as docs/semantics.md defines it:
+    the exact integer sum of ``(a - a_zero_point) @ (b - b_zero_point)``, then
+    ``rint(float32(acc) * ((a_scale * b_scale) / out_scale)) + out_zero_point``, saturated.
+
+    Parameters
+    ----------
+    a : int8 or uint8 array, (..., M, K)
+    b : int8 or uint8 array, (..., K, N)
+        Batch dimensions broadcast. A vector needs ``v.reshape(1, -1)`` first.
+    a_scale, a_zero_point, out_scale, out_zero_point : per tensor or per row
+        One value, or shaped (M, 1). Scales float32; zero points in ``a``'s dtype and
+        the output's dtype; ``None`` zero points mean 0.
+    b_scale, b_zero_point : per tensor, per column or per batch and column
+        One value, shaped (N,) or (1, N), or b's batch shape + (1, N) (NumPy arrays
+        only for now).
+    dtype : np.int8 or np.uint8, optional
+        The output type when ``out_zero_point`` does not say it; default uint8, which
+        clips negative results to 0.
+    out : array, optional
+        Where to write the (..., M, N) result; returned.
+
+    Returns
+    -------
+    ndarray
+        int8 or uint8, (..., M, N) (NumPy or CuPy, as the inputs). The accumulation is
+        exact for every K.
+
+    Raises
+    ------
+    TypeError
+        A wrong type or dtype, named with the fix.
+    ValueError
+        Fewer than 2 dimensions, mismatched K, batch shapes that do not broadcast, a
+        scale or zero point of the wrong shape or out of range (``dmlq.DescError``).
+
+    Examples
+    --------
+    >>> import numpy as np, dmlq
+    >>> a = np.array([[1, 2, 3], [4, 5, 6]], np.uint8)
+    >>> w = np.array([[1, -1], [2, 0], [3, 1]], np.int8)
+    >>> dmlq.quantized_matmul(a, 0.5, None, w, 0.25, None, 0.125, np.int8(0))   # multiplier 1
+    array([[14,  2],
+           [32,  2]], dtype=int8)
     """
     return run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
                (dtype,), out)
@@ -363,17 +550,73 @@ _POOL = Spec("quantized_avg_pool", ("x", "x_scale", "x_zero_point", "out_scale",
               {"x_scale", "out_scale"}, _plan_avg_pool, "quantized_avg_pool")
 
 
-@public
-def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, window_size, *,
-                       strides=None, start_padding=None, end_padding=None, dilations=None,
-                       include_padding=False, ceil_mode=False, dtype=None, out=None):
-    """QUANTIZED_LINEAR_AVERAGE_POOLING over (N, C, H, W) or (N, C, D, H, W).
+@overload
+def quantized_avg_pool(x: CudaArray, x_scale: Operand, x_zero_point: Operand | None, out_scale: Operand,
+                       out_zero_point: Operand | None, window_size: Params, *, strides: Params | None = None,
+                       start_padding: Params | None = None, end_padding: Params | None = None,
+                       dilations: Params | None = None, include_padding: bool = False, ceil_mode: bool = False,
+                       dtype: DTypeLike | None = None, out: Any = None) -> Any: ...
+@overload
+def quantized_avg_pool(x: HostArray, x_scale: HostArray, x_zero_point: HostArray | None, out_scale: HostArray,
+                       out_zero_point: HostArray | None, window_size: Params, *, strides: Params | None = None,
+                       start_padding: Params | None = None, end_padding: Params | None = None,
+                       dilations: Params | None = None, include_padding: bool = False, ceil_mode: bool = False,
+                       dtype: DTypeLike | None = None, out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
-    window_size, strides (default 1), start_padding/end_padding (default 0),
-    dilations (default 1): an int or one int per spatial dimension. Scales
-    float32 and zero points (x's / the output's dtype) per tensor or per channel.
-    ceil_mode adds the extra output docs/semantics.md allows where its window
-    starts inside the input or start padding.
+
+@public
+def quantized_avg_pool(x: Operand, x_scale: Operand, x_zero_point: Operand | None, out_scale: Operand,
+                       out_zero_point: Operand | None, window_size: Params, *, strides: Params | None = None,
+                       start_padding: Params | None = None, end_padding: Params | None = None,
+                       dilations: Params | None = None, include_padding: bool = False, ceil_mode: bool = False,
+                       dtype: DTypeLike | None = None, out: Any = None) -> Any:
+    """Quantized average pooling over (N, C, H, W) or (N, C, D, H, W) (DirectML's
+    QUANTIZED_LINEAR_AVERAGE_POOLING, ONNX QLinearAveragePool), as docs/semantics.md
+    defines it: integer window sums, divided by the taps counted, requantized.
+
+    Parameters
+    ----------
+    x : int8 or uint8 array, 4-D or 5-D
+    x_scale, out_scale : float32, per tensor or per channel ((C,) or (1, C, 1, ...))
+    x_zero_point, out_zero_point : per tensor or per channel, or None (0)
+        In ``x``'s dtype and the output's dtype (``out_zero_point``'s dtype is the output's).
+    window_size : int or one int per spatial dimension
+    strides, dilations : int or ints, optional
+        Default 1.
+    start_padding, end_padding : int or ints, optional
+        Default 0; explicit numbers (for ONNX's 'same', compute them). The padded size
+        must stay below 2**31 in every dimension.
+    include_padding : bool
+        Count padded taps in the divisor (ONNX count_include_pad).
+    ceil_mode : bool
+        Size the output by ceiling, as ONNX and PyTorch do: one more output where its
+        window starts inside the input or the start padding.
+    dtype : np.int8 or np.uint8, optional
+        The output type when ``out_zero_point`` does not say it; default uint8.
+    out : array, optional
+        Where to write the result; returned.
+
+    Returns
+    -------
+    ndarray
+        int8 or uint8, (N, C, out spatial...) (NumPy or CuPy, as the inputs). A window
+        entirely in padding gives the output zero point.
+
+    Raises
+    ------
+    TypeError
+        A wrong type or dtype, a string or float as a window parameter, a non-bool flag.
+    ValueError
+        A wrong rank, a window larger than the padded input, parameters below their
+        minimum or from 2**31, scales or zero points of the wrong shape (``dmlq.DescError``).
+
+    Examples
+    --------
+    >>> import numpy as np, dmlq
+    >>> img = np.arange(16, dtype=np.uint8).reshape(1, 1, 4, 4)
+    >>> dmlq.quantized_avg_pool(img, 1.0, None, 1.0, None, 2, strides=2)   # 2.5 -> 2: ties to even
+    array([[[[ 2,  4],
+             [10, 12]]]], dtype=uint8)
     """
     params = (window_size, strides, start_padding, end_padding, dilations, include_padding, ceil_mode, dtype)
     return run(_POOL, (x, x_scale, x_zero_point, out_scale, out_zero_point), params, out)

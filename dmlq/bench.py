@@ -593,7 +593,7 @@ def _qrange(dtype):
 
 # ---- element-wise ------------------------------------------------------------------
 
-_KERNELS = {}
+_KERNELS: dict = {}
 
 
 def _cupy_kernel(name):

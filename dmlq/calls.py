@@ -19,11 +19,16 @@ from __future__ import annotations
 import contextvars
 import numbers
 
+from typing import TYPE_CHECKING, Any, Callable
+
 import numpy as np
 
 from . import dispatch
 from .checks import GPU, HOST, Builder
 from .keys import key, param_key
+
+if TYPE_CHECKING:
+    from .gpu.plan import Plan
 
 
 # ------------------------------------------------------------------ operands
@@ -236,17 +241,38 @@ def public(function):
     return function
 
 
-def kernel_plan(function, *args, **kwargs):
+def kernel_plan(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Plan:
     """What the GPU runs for ``function(*args, **kwargs)``, without running it.
 
-    ``function`` is one of the operator functions (quantize_linear ...
-    quantized_avg_pool: those registered with :func:`public`), called with its usual arguments; the arguments are
-    checked as in a real call. Returns a ``dmlq.gpu.plan.Plan``: the kernel
-    variant, each launch's kernel, grid, block and dynamic shared memory, and
-    notes on copies and temporaries; ``print`` it. With CuPy arrays the plan is
-    for CuPy's current device; with NumPy arrays it is for a nominal H100 (no
-    GPU needed: selection is pure Python; occupancy then comes from threads
-    and shared memory only). ``out=`` is not taken.
+    Parameters
+    ----------
+    function : one of dmlq's operator functions
+        ``dmlq.quantize_linear`` ... ``dmlq.quantized_avg_pool`` (those registered with
+        :func:`public`).
+    *args, **kwargs
+        Its usual arguments, checked as in a real call; ``out=`` is not taken. With CuPy
+        arrays the plan is for CuPy's current device; with NumPy arrays it is for a
+        nominal H100 (no GPU needed: selection is pure Python; occupancy then comes from
+        threads and shared memory only).
+
+    Returns
+    -------
+    dmlq.gpu.plan.Plan
+        The kernel variant, each launch's kernel, grid, block and dynamic shared memory,
+        and notes on copies and temporaries; ``print`` it.
+
+    Raises
+    ------
+    TypeError
+        ``function`` is not an operator function, ``out=`` was given, or the arguments
+        are wrong as for the real call (which also raises ValueError).
+
+    Examples
+    --------
+    >>> import numpy as np, dmlq
+    >>> print(dmlq.kernel_plan(dmlq.quantize_linear, np.empty((1024, 1024), np.float32), 0.02, 128))
+    quantize_linear: contig
+      quantize_contig<float, uint8>  grid 256  block 256
     """
     if function not in FUNCTIONS:
         raise TypeError(f"kernel_plan: function must be one of {', '.join(f.__name__ for f in FUNCTIONS)} "

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import ClassVar, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Sequence, SupportsIndex, Tuple
+
+import numpy.typing as npt
 
 from .dtypes import DataType
 from .errors import DescError
@@ -51,6 +53,11 @@ class TensorDesc:
     sizes: Tuple[int, ...]
     strides: Optional[Tuple[int, ...]] = None
     total_tensor_size_in_bytes: Optional[int] = None
+
+    if TYPE_CHECKING:  # what the dataclass's __init__ takes (it stores the types above)
+        def __init__(self, data_type: DataType | str | npt.DTypeLike, sizes: Sequence[SupportsIndex],
+                     strides: Optional[Sequence[SupportsIndex]] = None,
+                     total_tensor_size_in_bytes: Optional[int] = None) -> None: ...
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -104,16 +111,26 @@ class TensorDesc:
         return (self.minimum_element_count * self.data_type.itemsize + 3) & ~3
 
     @classmethod
-    def like(cls, array) -> "TensorDesc":
+    def like(cls, array: Any) -> TensorDesc:
         """A packed desc with the array's dtype and shape (0-d arrays become {1})."""
         return cls(DataType.of(array.dtype), tuple(array.shape) or (1,))
 
 
+# The default of a field DirectML requires: None at run time (validation refuses it
+# when missing), typed Any so that the field keeps its own type. Dataclass fields
+# after an optional one need a default; this keeps DML's field order.
+REQUIRED: Any = None
+
+
 class _OperatorDesc:
+    """What every operator desc has (each is a frozen dataclass of the DML struct's fields)."""
+
     OPERATOR: ClassVar[str]
     FEATURE_LEVEL: ClassVar[str]
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+    output_tensor: TensorDesc
 
-    def tensor_fields(self):
+    def tensor_fields(self) -> list[tuple[str, Optional[TensorDesc]]]:
         """(field name, TensorDesc or None) for every tensor field, in DML order."""
         return [(f.name, getattr(self, f.name)) for f in fields(self) if f.name.endswith("_tensor")]
 
@@ -124,10 +141,10 @@ class QuantizeLinearDesc(_OperatorDesc):
 
     OPERATOR: ClassVar[str] = "QuantizeLinear"
     FEATURE_LEVEL: ClassVar[str] = "1.0"
-    input_tensor: TensorDesc = None
-    scale_tensor: TensorDesc = None
+    input_tensor: TensorDesc = REQUIRED
+    scale_tensor: TensorDesc = REQUIRED
     zero_point_tensor: Optional[TensorDesc] = None
-    output_tensor: TensorDesc = None
+    output_tensor: TensorDesc = REQUIRED
 
 
 @dataclass(frozen=True)
@@ -136,10 +153,10 @@ class DequantizeLinearDesc(_OperatorDesc):
 
     OPERATOR: ClassVar[str] = "DequantizeLinear"
     FEATURE_LEVEL: ClassVar[str] = "1.0"
-    input_tensor: TensorDesc = None
-    scale_tensor: TensorDesc = None
+    input_tensor: TensorDesc = REQUIRED
+    scale_tensor: TensorDesc = REQUIRED
     zero_point_tensor: Optional[TensorDesc] = None
-    output_tensor: TensorDesc = None
+    output_tensor: TensorDesc = REQUIRED
 
 
 @dataclass(frozen=True)
@@ -148,15 +165,15 @@ class QuantizedLinearAddDesc(_OperatorDesc):
 
     OPERATOR: ClassVar[str] = "QuantizedLinearAdd"
     FEATURE_LEVEL: ClassVar[str] = "4.0"
-    a_tensor: TensorDesc = None
-    a_scale_tensor: TensorDesc = None
+    a_tensor: TensorDesc = REQUIRED
+    a_scale_tensor: TensorDesc = REQUIRED
     a_zero_point_tensor: Optional[TensorDesc] = None
-    b_tensor: TensorDesc = None
-    b_scale_tensor: TensorDesc = None
+    b_tensor: TensorDesc = REQUIRED
+    b_scale_tensor: TensorDesc = REQUIRED
     b_zero_point_tensor: Optional[TensorDesc] = None
-    output_scale_tensor: TensorDesc = None
+    output_scale_tensor: TensorDesc = REQUIRED
     output_zero_point_tensor: Optional[TensorDesc] = None
-    output_tensor: TensorDesc = None
+    output_tensor: TensorDesc = REQUIRED
 
 
 @dataclass(frozen=True)
@@ -165,15 +182,15 @@ class QuantizedLinearMatrixMultiplyDesc(_OperatorDesc):
 
     OPERATOR: ClassVar[str] = "QuantizedLinearMatrixMultiply"
     FEATURE_LEVEL: ClassVar[str] = "2.1"
-    a_tensor: TensorDesc = None
-    a_scale_tensor: TensorDesc = None
+    a_tensor: TensorDesc = REQUIRED
+    a_scale_tensor: TensorDesc = REQUIRED
     a_zero_point_tensor: Optional[TensorDesc] = None
-    b_tensor: TensorDesc = None
-    b_scale_tensor: TensorDesc = None
+    b_tensor: TensorDesc = REQUIRED
+    b_scale_tensor: TensorDesc = REQUIRED
     b_zero_point_tensor: Optional[TensorDesc] = None
-    output_scale_tensor: TensorDesc = None
+    output_scale_tensor: TensorDesc = REQUIRED
     output_zero_point_tensor: Optional[TensorDesc] = None
-    output_tensor: TensorDesc = None
+    output_tensor: TensorDesc = REQUIRED
 
 
 @dataclass(frozen=True)
@@ -185,18 +202,18 @@ class QuantizedLinearAveragePoolingDesc(_OperatorDesc):
 
     OPERATOR: ClassVar[str] = "QuantizedLinearAveragePooling"
     FEATURE_LEVEL: ClassVar[str] = "6.2"
-    input_tensor: TensorDesc = None
-    input_scale_tensor: TensorDesc = None
+    input_tensor: TensorDesc = REQUIRED
+    input_scale_tensor: TensorDesc = REQUIRED
     input_zero_point_tensor: Optional[TensorDesc] = None
-    output_scale_tensor: TensorDesc = None
+    output_scale_tensor: TensorDesc = REQUIRED
     output_zero_point_tensor: Optional[TensorDesc] = None
-    output_tensor: TensorDesc = None
-    dimension_count: int = None
-    strides: Tuple[int, ...] = None
-    window_size: Tuple[int, ...] = None
-    start_padding: Tuple[int, ...] = None
-    end_padding: Tuple[int, ...] = None
-    dilations: Tuple[int, ...] = None
+    output_tensor: TensorDesc = REQUIRED
+    dimension_count: int = REQUIRED
+    strides: Tuple[int, ...] = REQUIRED
+    window_size: Tuple[int, ...] = REQUIRED
+    start_padding: Tuple[int, ...] = REQUIRED
+    end_padding: Tuple[int, ...] = REQUIRED
+    dilations: Tuple[int, ...] = REQUIRED
     include_padding: bool = False
 
     def __post_init__(self):
@@ -216,15 +233,18 @@ class MatrixMultiplyIntegerToFloatDesc(_OperatorDesc):
 
     OPERATOR: ClassVar[str] = "MatrixMultiplyIntegerToFloat"
     FEATURE_LEVEL: ClassVar[str] = "6.2"
-    a_tensor: TensorDesc = None
-    a_scale_tensor: TensorDesc = None
+    a_tensor: TensorDesc = REQUIRED
+    a_scale_tensor: TensorDesc = REQUIRED
     a_zero_point_tensor: Optional[TensorDesc] = None
-    b_tensor: TensorDesc = None
-    b_scale_tensor: TensorDesc = None
+    b_tensor: TensorDesc = REQUIRED
+    b_scale_tensor: TensorDesc = REQUIRED
     b_zero_point_tensor: Optional[TensorDesc] = None
     bias_tensor: Optional[TensorDesc] = None
-    output_tensor: TensorDesc = None
+    output_tensor: TensorDesc = REQUIRED
 
+
+# The type of any operator desc (compile_operator's argument).
+OperatorDesc = _OperatorDesc
 
 OPERATOR_DESCS = (
     QuantizeLinearDesc,

@@ -16,8 +16,10 @@ device other than CuPy's current one are a ValueError.
 from __future__ import annotations
 
 import functools
+import importlib
 import operator
 import sys
+from typing import Optional
 
 import numpy as np
 
@@ -87,7 +89,7 @@ def current_device() -> int:
     """CuPy's current device."""
     cupy = sys.modules.get("cupy")  # cheaper than an import statement on every call
     if cupy is None:
-        import cupy
+        cupy = importlib.import_module("cupy")
     return cupy.cuda.runtime.getDevice()
 
 
@@ -95,7 +97,7 @@ def current_device() -> int:
 device_id_of = operator.attrgetter("data.device_id")
 
 
-def to_gpu_array(obj, op: str, name: str, current: int = None):
+def to_gpu_array(obj, op: str, name: str, current: Optional[int] = None):
     """A cupy.ndarray view of a GPU array on the current device (no copy);
     ``current``: the current device, when the caller has asked already."""
     import cupy
@@ -151,7 +153,7 @@ def module(kind: str):
     return cupy
 
 
-_BACKENDS = {}
+_BACKENDS: dict = {}
 
 
 def backend(kind: str):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import enum
 
 import numpy as np
+import numpy.typing as npt
 
 
 class DataType(enum.Enum):
@@ -30,7 +31,7 @@ class DataType(enum.Enum):
         return self.numpy.itemsize
 
     @classmethod
-    def of(cls, value) -> "DataType":
+    def of(cls, value: DataType | str | npt.DTypeLike) -> DataType:
         """Accept a DataType, its name ("UINT8"), or anything numpy.dtype accepts."""
         if isinstance(value, DataType):
             return value

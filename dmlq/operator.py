@@ -8,10 +8,12 @@ backends). It imports neither ``dmlq.api`` nor anything above it.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from . import dispatch as _dispatch
-from .desc import (DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
-                   QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, dml_name)
+from .desc import (DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, OperatorDesc, QuantizedLinearAddDesc,
+                   QuantizedLinearAveragePoolingDesc, QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc,
+                   TensorDesc, dml_name)
 from .validation import validate
 
 
@@ -20,10 +22,41 @@ def _validate_cached(desc, feature_level):
     validate(desc, feature_level)
 
 
-def compile_operator(desc, feature_level="6.2") -> "Operator":
-    """Validate ``desc`` against every seed rule at ``feature_level`` and bind it.
+def compile_operator(desc: OperatorDesc, feature_level: str = "6.2") -> Operator:
+    """Validate an operator descriptor against DirectML's rules and make it callable.
 
-    Raises DescError (or TypeError for a wrong field type) before anything runs.
+    Parameters
+    ----------
+    desc : QuantizeLinearDesc, DequantizeLinearDesc, QuantizedLinearAddDesc,
+           QuantizedLinearMatrixMultiplyDesc or QuantizedLinearAveragePoolingDesc
+        The DML struct, field for field; each tensor a :class:`dmlq.TensorDesc`.
+    feature_level : str
+        The DirectML feature level whose rules apply, "1.0" to "6.4" (default "6.2"):
+        every row of its "Tensor support" tables and every "Tensor constraints" bullet,
+        plus the matmul and pooling shape rules. An operator asked for below the level
+        that introduced it is refused.
+
+    Returns
+    -------
+    Operator
+        Call it with the input arrays in DML field order (``op(x, scale, zero_point)``).
+
+    Raises
+    ------
+    DescError
+        A broken rule (a ValueError), naming the operator, the field and the rule;
+        raised here, before anything runs.
+    TypeError
+        A field of the wrong type.
+
+    Examples
+    --------
+    >>> from dmlq import TensorDesc, DequantizeLinearDesc, compile_operator
+    >>> op = compile_operator(DequantizeLinearDesc(
+    ...     TensorDesc("UINT8", (4,)), TensorDesc("FLOAT32", (4,)), None, TensorDesc("FLOAT32", (4,))))
+    >>> import numpy as np
+    >>> op(np.array([0, 1, 2, 3], np.uint8), np.full(4, 0.5, np.float32))
+    array([0. , 0.5, 1. , 1.5], dtype=float32)
     """
     try:
         _validate_cached(desc, feature_level)
@@ -67,16 +100,23 @@ class Operator:
     reference and GPU arrays on the CUDA kernels, and returns the output.
     """
 
-    def __init__(self, desc, feature_level):
+    def __init__(self, desc: OperatorDesc, feature_level: str) -> None:
         self.desc = desc
         self.feature_level = feature_level
         self.input_fields = tuple(n for n, t in desc.tensor_fields()
                                   if t is not None and n != "output_tensor")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<dmlq.Operator {self.desc.OPERATOR} inputs={[dml_name(n) for n in self.input_fields]}>"
 
-    def __call__(self, *inputs, out=None):
+    def __call__(self, *inputs: Any, out: Any = None) -> Any:
+        """Run the operator on NumPy arrays (the reference) or GPU arrays (the kernels).
+
+        ``inputs``: one array per input tensor the desc sets, in DML field order, each of
+        its TensorDesc's dtype and sizes (or, for a TensorDesc with strides, a contiguous
+        1-D buffer read through them). ``out``: an array to write to, else a new one is
+        made. Returns the output. Raises TypeError for a wrong count or dtype,
+        ValueError for a wrong shape."""
         op = self.desc.OPERATOR
         if len(inputs) != len(self.input_fields):
             raise TypeError(f"{op}: expected {len(self.input_fields)} inputs "
@@ -109,6 +149,7 @@ def run(desc, v: dict, out, kind):
     def flat(name):
         return None if g(name) is None else g(name).reshape(-1)
 
+    args: tuple
     if isinstance(desc, QuantizeLinearDesc):
         args = (g("input_tensor"), g("scale_tensor"), g("zero_point_tensor"))
         return _write(be.quantize_linear, args, out, kind)

@@ -11,7 +11,7 @@ naming the operator, the DML field and the rule.
 from __future__ import annotations
 
 import numbers
-from typing import Dict, NamedTuple, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -142,7 +142,7 @@ OutputTensor          | Output         | 4 to 5 | INT8, UINT8
 
 def _parse_tables(text: str) -> Dict[str, Dict[str, Dict[str, TensorSupport]]]:
     tables: Dict[str, Dict[str, Dict[str, TensorSupport]]] = {}
-    rows = None
+    rows: Optional[Dict[str, TensorSupport]] = None
     for line in text.strip().splitlines():
         if not line.strip():
             continue
@@ -150,6 +150,7 @@ def _parse_tables(text: str) -> Dict[str, Dict[str, Dict[str, TensorSupport]]]:
             operator, level = line.split()
             rows = tables.setdefault(operator, {})[level] = {}
             continue
+        assert rows is not None, f"a table row before its operator's header: {line}"
         field, kind, dims, types = (cell.strip() for cell in line.split("|"))
         lo, _, hi = dims.partition(" to ")
         rows[field] = TensorSupport(kind, int(lo), int(hi or lo),
@@ -376,7 +377,7 @@ def _check_pooling(desc, t):
     if x.dimension_count != dc + 2:
         raise DescError(f"{op}: InputTensor must have DimensionCount + 2 = {dc + 2} dimensions "
                         f"(got {x.dimension_count})")
-    arrays = {}
+    arrays: Dict[str, Tuple[int, ...]] = {}
     for name, least in (("strides", 1), ("window_size", 1), ("start_padding", 0),
                         ("end_padding", 0), ("dilations", 1)):
         field, value = dml_name(name), getattr(desc, name)
@@ -402,8 +403,9 @@ def _check_pooling(desc, t):
             raise DescError(f"{op}: OutputTensor Sizes[{i}] ({what}) must equal InputTensor's "
                             f"{x.sizes[i]} (got {y.sizes[i]})")
     for i in range(dc):
-        size, w, s, sp, ep, d = (x.sizes[2 + i], *(arrays[k][i] for k in (
-            "window_size", "strides", "start_padding", "end_padding", "dilations")))
+        size = x.sizes[2 + i]
+        w, s, sp, ep, d = (arrays[k][i] for k in ("window_size", "strides", "start_padding", "end_padding",
+                                                   "dilations"))
         floor_size, _ = pool_output_size(size, w, s, sp, ep, d)
         accepted = pool_output_accepted(size, w, s, sp, ep, d)
         if floor_size <= 0:

@@ -16,7 +16,7 @@ def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
     src = tmp_path_factory.mktemp("src")
     # Build from a copy so no build/ or egg-info lands in the checkout.
-    for item in ("pyproject.toml", "README.md", "dmlq", "cuda"):
+    for item in ("pyproject.toml", "README.md", "LICENSE", "dmlq", "cuda"):
         (shutil.copytree if (ROOT / item).is_dir() else shutil.copy)(ROOT / item, src / item)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(out), str(src)], check=True)
@@ -31,6 +31,17 @@ def test_wheel_has_every_kernel_source(wheel):
     for s in sources:
         assert f"dmlq/cuda/{s}" in names, s
     assert "dmlq/gpu/loader.py" in names
+
+
+def test_wheel_is_typed_and_licensed(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "dmlq/py.typed" in names  # PEP 561: type checkers read the annotations
+    assert "dmlq/typing.py" in names
+    (license_file,) = [n for n in names if ".dist-info/" in n and n.endswith("LICENSE")]
+    text = zipfile.ZipFile(wheel).read(license_file).decode()
+    assert text.startswith("MIT License") and "the dmlq authors" in text
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "MIT" in metadata
 
 
 def test_loader_reads_sources_from_installed_wheel(wheel, tmp_path):

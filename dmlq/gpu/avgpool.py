@@ -196,7 +196,8 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         _check_int(**{f"{name} span": (o - 1) * s + (k - 1) * d + 1 + i + p + e})
     per_channel = sum(bit for bit, v in ((1, x_scale), (2, x_zero_point), (4, out_scale), (8, out_zero_point))
                       if v is not None and v.size > 1)
-    notes = () if _c_contiguous(out) else ("out written through a contiguous temporary",)
+    notes: tuple[str, ...] = () if _c_contiguous(out) else ("out written through a contiguous temporary",)
+    scalars: tuple  # (kernel arguments, arguments after the pointers)
     name = kernel_name(variant, str(x.dtype), str(out.dtype))
     i32, i64 = np.int32, np.int64
 

@@ -16,7 +16,7 @@ import contextvars
 import functools
 import math
 import threading
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -208,7 +208,7 @@ class NominalDevice:
     alone (registers and static shared memory need the compiled kernel): it can be
     higher than a real device's."""
 
-    def __init__(self, info: DeviceInfo = None):
+    def __init__(self, info: Optional[DeviceInfo] = None):
         self._info = info or DeviceInfo("NVIDIA H100 (nominal: no GPU, occupancy from threads and "
                                         "shared memory only)", 90, 132, 227 * 1024)
 

@@ -140,7 +140,8 @@ def canonicalize(shape, strides) -> Layout:
                 st[k][i] = -st[k][i]
     order = sorted(range(len(sizes)),
                    key=lambda i: tuple(-abs(st[k][i]) for k in range(nops)))
-    out_sizes, out_st = [], [[] for _ in range(nops)]
+    out_sizes: list = []
+    out_st: list = [[] for _ in range(nops)]
     for i in order:
         if out_sizes and all(out_st[k][-1] == st[k][i] * sizes[i] for k in range(nops)):
             out_sizes[-1] *= sizes[i]
@@ -368,9 +369,9 @@ def unary_arg_maker(op: str, variant: str, layout: Layout, ptrs, itemsizes, wide
         return make, -(-n // UNROLL)
     geo = pack_geo(layout, wide)
 
-    def make(p, sv, zv):
+    def make_strided(p, sv, zv):
         return (u64(p[1]), u64(p[0]), count, geo, u64(p[2]), *f16, sv, u64(p[3]), zv)
-    return make, -(-n // STRIDED_UNROLL)
+    return make_strided, -(-n // STRIDED_UNROLL)
 
 
 def unary_values(op: str, scale_value, zp_value) -> tuple:

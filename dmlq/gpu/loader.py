@@ -65,7 +65,7 @@ def source_text(name: str) -> str:
 
 def registry() -> dict:
     """{source file: tuple of kernel names (template instantiations included)}."""
-    table = {}
+    table: dict = {}
     for mod_name in KERNEL_MODULES:
         mod = importlib.import_module(f"dmlq.gpu.{mod_name}")
         for source, names in mod.KERNELS.items():

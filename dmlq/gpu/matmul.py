@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -108,7 +109,7 @@ DP4A_CONFIGS = {
 MMA_CONFIGS = {
     "mma-128x128": MmaConfig(bm=128, bn=128, bk=64, stages=4, threads=128),  # 2x2 warps of 64x64
 }
-CONFIGS = {**DP4A_CONFIGS, **MMA_CONFIGS}
+CONFIGS: dict[str, Any] = {**DP4A_CONFIGS, **MMA_CONFIGS}
 ALL_VARIANTS = tuple(CONFIGS)
 
 PREPASS_KERNELS = tuple(f"matmul_row_sums<{t}>" for t in QTYPES) + \
@@ -235,7 +236,7 @@ def plan_batches(batch_shape, sa, sb, sc, max_z=None) -> list:
     """Launches covering batch_shape; each has batch0 * batch1 <= max_z (grid z limit)."""
     max_z = MAX_GRID_YZ if max_z is None else max_z
     dims = [(n, a, b, c) for n, a, b, c in zip(batch_shape, sa, sb, sc) if n != 1]
-    merged = []
+    merged: list = []
     for d in dims:
         if merged and all(merged[-1][i] == d[i] * d[0] for i in (1, 2, 3)):
             merged[-1] = (merged[-1][0] * d[0], d[1], d[2], d[3])

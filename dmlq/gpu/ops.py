@@ -1,6 +1,8 @@
 """The GPU backend: the same functions as dmlq.reference, on CuPy arrays; for each
 the plan of what it launches (dmlq.gpu.plan), made without launching; and
 :func:`run`, the path of a call whose signature the caller has already checked."""
+from typing import Any
+
 from . import device
 from .avgpool import bind_quantized_avg_pool, plan_quantized_avg_pool, quantized_avg_pool
 from .elementwise import (bind, dequantize_linear, plan_dequantize_linear, plan_quantize_linear,
@@ -30,7 +32,7 @@ __all__ = ["matmul_integer", "matmul_integer_to_float", "plan_matmul_integer", "
 # positions whose address alignment its plan depends on: None for every device
 # array and out). These mirror the backend functions' own memo keys: matmul
 # reads a's and b's alignment (cp.async widths, staging), pooling none.
-_BINDERS = {
+_BINDERS: dict[Any, tuple[Any, Any]] = {
     quantize_linear: (lambda *a: bind(plan_quantize_linear, a[:-1], a[-1]), None),
     dequantize_linear: (lambda *a: bind(plan_dequantize_linear, a[:-1], a[-1]), None),
     quantized_add: (lambda *a: bind(plan_quantized_add, a[:-1], a[-1]), None),
@@ -54,7 +56,8 @@ def run(fn, runners: dict, args, out, params=()) -> None:
     be = device.current()
     entry = runners.get(be)
     if entry is None:
-        entry = runners[be] = _aligned(fn, args, be), {}
+        table: dict = {}
+        entry = runners[be] = _aligned(fn, args, be), table
     aligned, table = entry
     ptr = be.ptr
     key = (be.info(), out.strides, *[ptr(args[i]) % 16 if i >= 0 else ptr(out) % 16 for i in aligned])

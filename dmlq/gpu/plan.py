@@ -68,7 +68,8 @@ class Plan:
             head += f" ({'; '.join(self.notes)})"
         if not self.launches:
             return [head + ", nothing launched"]
-        body, last, repeats = [], None, 0
+        body: list[str] = []
+        last, repeats = None, 0
         for launch in self.launches:  # identical consecutive launches are folded
             text = str(launch)
             if text == last:
