@@ -12,15 +12,18 @@ exist.
 from __future__ import annotations
 
 import numbers
+from typing import Any, overload
 
 import ml_dtypes
 import numpy as np
+from numpy.typing import DTypeLike, NDArray
 
 from .calls import Spec, public, run
 from .checks import F16, F32, GPU, QUANT
 from .desc import MatrixMultiplyIntegerToFloatDesc, TensorDesc
 from .dtypes import DataType
 from .errors import DescError, UnsupportedError
+from .typing import CudaArray, HostArray, Operand
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 _FOUR_BIT = (I4, U4)
@@ -122,15 +125,56 @@ _MATMUL_INTEGER = Spec("matmul_integer", ("a", "a_zero_point", "b", "b_zero_poin
                        _plan_matmul_integer, "matmul_integer")
 
 
+@overload
+def matmul_integer(a: CudaArray, b: Operand, a_zero_point: Operand | None = None,
+                   b_zero_point: Operand | None = None, *, out: Any = None) -> Any: ...
+@overload
+def matmul_integer(a: HostArray, b: HostArray, a_zero_point: HostArray | None = None,
+                   b_zero_point: HostArray | None = None, *, out: NDArray[Any] | None = None) -> NDArray[Any]: ...
+
+
 @public
-def matmul_integer(a, b, a_zero_point=None, b_zero_point=None, *, out=None):
+def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, b_zero_point: Operand | None = None,
+                   *, out: Any = None) -> Any:
     """ONNX MatMulInteger: ``(a - a_zero_point) @ (b - b_zero_point)`` as int32.
 
-    a: (..., M, K) int8/uint8; b: (..., K, N) int8/uint8 or ml_dtypes int4/uint4;
-    batch dimensions broadcast as in numpy.matmul. a_zero_point (a's dtype): per
-    tensor or per row, (M, 1); b_zero_point (b's dtype): per tensor, per column
-    ((N,) or (1, N)) or per batch and column (b's batch shape + (1, N)). The sum is
-    exact and wraps to int32 only past K = 33025 at extreme values.
+    Parameters
+    ----------
+    a : int8 or uint8 array, (..., M, K)
+    b : int8 or uint8 array, or ml_dtypes int4/uint4, (..., K, N)
+        Batch dimensions broadcast as in numpy.matmul.
+    a_zero_point : a's dtype, optional
+        Per tensor or per row, (M, 1); None means 0.
+    b_zero_point : b's dtype, optional
+        Per tensor, per column ((N,) or (1, N)) or per batch and column (b's batch
+        shape + (1, N)); None means 0.
+    out : int32 array, optional
+        Where to write the result; returned.
+
+    Returns
+    -------
+    numpy.ndarray
+        int32, (..., M, N). The sum is exact and wraps to int32 only past K = 33025 at
+        extreme values.
+
+    Raises
+    ------
+    TypeError
+        A wrong type or dtype, named with the fix.
+    ValueError
+        Fewer than 2 dimensions, mismatched K, zero points of the wrong shape or out of
+        range (``dmlq.DescError``).
+    UnsupportedError
+        GPU arrays: no CUDA kernel yet.
+
+    Examples
+    --------
+    >>> import numpy as np, dmlq
+    >>> a = np.array([[1, 2, 3], [4, 5, 6]], np.uint8)
+    >>> w = np.array([[1, -1], [2, 0], [3, 1]], np.int8)
+    >>> dmlq.matmul_integer(a, w, 1)               # (a - 1) @ w
+    array([[ 8,  2],
+           [26,  2]], dtype=int32)
     """
     return run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), (), out)
 
@@ -209,21 +253,69 @@ _MATMUL_INTEGER_TO_FLOAT = Spec(
     {"a_scale", "b_scale", "bias"}, _plan_matmul_integer_to_float, "matmul_integer_to_float")
 
 
+@overload
+def matmul_integer_to_float(a: CudaArray, a_scale: Operand, a_zero_point: Operand | None, b: Operand,
+                            b_scale: Operand, b_zero_point: Operand | None, bias: Operand | None = None, *,
+                            dtype: DTypeLike | None = None, block_size: int | None = None,
+                            out: Any = None) -> Any: ...
+@overload
+def matmul_integer_to_float(a: HostArray, a_scale: HostArray, a_zero_point: HostArray | None, b: HostArray,
+                            b_scale: HostArray, b_zero_point: HostArray | None, bias: HostArray | None = None, *,
+                            dtype: DTypeLike | None = None, block_size: int | None = None,
+                            out: NDArray[Any] | None = None) -> NDArray[Any]: ...
+
+
 @public
-def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias=None, *, dtype=None,
-                            block_size=None, out=None):
+def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b: Operand,
+                            b_scale: Operand, b_zero_point: Operand | None, bias: Operand | None = None, *,
+                            dtype: DTypeLike | None = None, block_size: int | None = None,
+                            out: Any = None) -> Any:
     """DirectML MATRIX_MULTIPLY_INTEGER_TO_FLOAT (onnxruntime com.microsoft.MatMulIntegerToFloat).
 
     ``float32(acc) * (a_scale * b_scale) + bias`` with ``acc`` the exact sum of
     ``(a - a_zero_point) * (b - b_zero_point)``, in float32, rounded once to a
-    float16 output (docs/semantics.md gives the order). a: (..., M, K)
-    int8/uint8; b: (..., K, N) int8/uint8 or ml_dtypes int4/uint4. Scales float32
-    or float16: a's per tensor or per row (M, 1); b's per tensor, per column
-    ((N,) or (1, N)) or per batch and column. With ``block_size=G`` b_scale (and
-    optionally b_zero_point) hold one row per G rows of b, ``(ceil(K / G), N)``,
-    and the groups' float products are added in ascending order. bias: float32 or
-    float16, broadcasting to the output ((N,), (M, N) or the whole shape).
-    dtype: np.float32 (default) or np.float16.
+    float16 output (docs/semantics.md gives the order).
+
+    Parameters
+    ----------
+    a : int8 or uint8 array, (..., M, K)
+    a_scale, a_zero_point : per tensor or per row (M, 1)
+        Scale float32 or float16; zero point in a's dtype or None (0).
+    b : int8 or uint8 array, or ml_dtypes int4/uint4, (..., K, N)
+    b_scale, b_zero_point : per tensor, per column ((N,) or (1, N)) or per batch and column
+        With ``block_size=G``: one row per G rows of b, ``(ceil(K / G), N)``; the groups'
+        float products are added in ascending order.
+    bias : float32 or float16, optional
+        Broadcasting to the output ((N,), (M, N) or the whole shape).
+    dtype : np.float32 (default) or np.float16
+    block_size : int, optional
+        The K group size of blocked b scales (and zero points).
+    out : array, optional
+        Where to write the result; returned.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 or float16, (..., M, N).
+
+    Raises
+    ------
+    TypeError
+        A wrong type or dtype, named with the fix.
+    ValueError
+        Wrong shapes of operands, scales, zero points or bias; a block_size below 1
+        (``dmlq.DescError``).
+    UnsupportedError
+        GPU arrays: no CUDA kernel yet.
+
+    Examples
+    --------
+    >>> import numpy as np, dmlq
+    >>> a = np.array([[1, 2, 3], [4, 5, 6]], np.uint8)
+    >>> w = np.array([[1, -1], [2, 0], [3, 1]], np.int8)
+    >>> dmlq.matmul_integer_to_float(a, 0.5, None, w, 0.25, None, np.array([0.5, -0.5], np.float32))
+    array([[ 2.25, -0.25],
+           [ 4.5 , -0.25]], dtype=float32)
     """
     return run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias),
                (dtype, block_size), out)
