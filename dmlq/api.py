@@ -425,6 +425,8 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     ValueError
         Fewer than 2 dimensions, mismatched K, batch shapes that do not broadcast, a
         scale or zero point of the wrong shape or out of range (``dmlq.DescError``).
+    UnsupportedError
+        Per-batch ``b_scale``/``b_zero_point`` with GPU arrays (no kernel yet).
 
     Examples
     --------
