@@ -6,7 +6,7 @@ DirectML rules) -> this module (reference or GPU). Nothing here imports the
 layers above it.
 
 The array types of a call's operands pick its backend: all NumPy (or Python
-scalars) -> :mod:`dmlq.reference`; all GPU arrays -> :mod:`dmlq.gpu`. CuPy
+scalars) -> :mod:`dmlq.cpu`; all GPU arrays -> :mod:`dmlq.gpu`. CuPy
 arrays are used as they are, other CUDA arrays (torch tensors, Numba arrays...)
 are wrapped without a copy through ``__cuda_array_interface__`` or DLPack. CPU
 arrays that speak DLPack (a torch CPU tensor) are wrapped as NumPy arrays
@@ -157,11 +157,12 @@ _BACKENDS: dict = {}
 
 
 def backend(kind: str):
-    """The module implementing the backend interface for a kind (dmlq.reference or dmlq.gpu.ops)."""
+    """The module implementing the backend interface for a kind: dmlq.cpu (the fast
+    CPU backend, bit-identical to dmlq.reference) or dmlq.gpu.ops."""
     be = _BACKENDS.get(kind)
     if be is None:
         if kind == HOST:
-            from . import reference as be
+            from . import cpu as be
         else:
             from .gpu import ops as be
         _BACKENDS[kind] = be

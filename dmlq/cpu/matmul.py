@@ -1,0 +1,203 @@
+"""Quantized matmul on the CPU: exact integer sums from float32 BLAS on K-chunks.
+
+``acc[m, n] = sum_k (a[m, k] - a_zp[m]) * (b[k, n] - b_zp[n])`` is computed as
+
+    P[m, n] - u[m] * b_zp[n] - a_zp[m] * colsum_b[n],   u[m] = rowsum_a[m] - K * a_zp[m]
+
+with ``P = a @ b`` on the raw int8/uint8 values. P comes from float32 matmuls
+(OpenBLAS sgemm) on K-chunks of ``KC`` columns of a and rows of b, added into a
+float64 tile; the corrections are exact integers in float64.
+
+Why every float operation here is exact: within one K-chunk every product
+``a * b`` is an integer with ``|a * b| <= amax * bmax`` (amax, bmax: 255 for
+uint8, 128 for int8), and ``KC * amax * bmax <= 2**24`` (KC = 256 for
+uint8 x uint8, 512 for uint8 x int8, 1024 for int8 x int8). Whatever order
+and blocking the BLAS sums in, with or without fused multiply-adds, every
+intermediate value is then an integer of magnitude at most 2**24, which
+float32 represents exactly, so no operation rounds and the chunk's result is
+the exact integer sum. Across chunks, and in the zero-point corrections, the
+values are integers far below 2**53 (|acc| <= K * 255 * 255, K < 2**37), so
+float64 adds and multiplies them exactly. The result is therefore the exact
+``acc`` of docs/semantics.md, as a float64 -- the same value dmlq.reference
+holds, which it rounds to float32 the same way.
+
+Then, per output tile, the reference's order: ``mult = (a_scale * b_scale) /
+out_scale`` and ``t = float32(acc) * mult`` in float32, and requant.finish.
+
+Memory: a and b are never widened whole. A tile of the output (at most
+``TILE_M x TILE_N``) holds a float64 accumulator, and each K-chunk converts
+only the ``TILE_M x KC`` and ``KC x TILE_N`` pieces of a and b it multiplies.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numpy as np
+
+from .. import reference as _reference
+from . import tiles
+from .requant import F32, finish
+
+F64 = np.dtype(np.float64)
+_QUANT = (np.dtype(np.int8), np.dtype(np.uint8))
+TILE_M = 256
+TILE_N = 512
+TILE_N_SKINNY = 2048  # for M <= 16: b's pieces are what costs, converted once each
+
+
+def k_chunk(a_dtype, b_dtype) -> int:
+    """The longest K-chunk whose float32 sums stay exact (see the module docstring)."""
+    amax = 255 if a_dtype == np.uint8 else 128
+    bmax = 255 if b_dtype == np.uint8 else 128
+    kc = (1 << 24) // (amax * bmax)
+    return kc - kc % 64 if kc >= 64 else kc
+
+
+def _vec(v, dtype=F64):
+    """A per-tensor (length 1) or per-axis 1-D parameter as ``dtype`` (None stays None)."""
+    return None if v is None else np.asarray(v).reshape(-1).astype(dtype)
+
+
+def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out,
+                     *extra, **kw):
+    a, b = np.asarray(a), np.asarray(b)
+    args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
+    if (extra or kw or a.dtype not in _QUANT or b.dtype not in _QUANT or out.dtype not in _QUANT
+            or any(np.asarray(s).dtype != F32 for s in (a_scale, b_scale, out_scale))
+            or a.shape[-1] >= 1 << 37):
+        return _reference.quantized_matmul(*args, out, *extra, **kw)
+    if any(np.may_share_memory(x, out) for x in (a, b)):
+        tmp = np.empty(out.shape, out.dtype)
+        quantized_matmul(*args, tmp)
+        out[...] = tmp
+        return out
+    if out.size == 0:
+        return out
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = out.shape[:-2]
+    ab = np.broadcast_to(a, batch + (m, k))
+    bb = np.broadcast_to(b, batch + (k, n))
+    plan = _Plan(a, b, a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point, m, k, n)
+    pieces = [(i, m0, n0) for i in np.ndindex(*batch)
+              for n0 in range(0, n, plan.tn) for m0 in range(0, m, plan.tm)]
+    with _blas_single_threaded(len(pieces) > 1 and tiles.THREADS > 1) as threaded:
+        tiles.run_pieces(lambda group: plan.work(group, ab, bb, out), pieces, threaded)
+    return out
+
+
+# dmlq's threads each run their own tiles' sgemm calls, so BLAS's own threads
+# are held at 1 meanwhile (threadpoolctl): two levels of threads on the same
+# cores only wait for each other. Without threadpoolctl the tiles run on the
+# calling thread and BLAS threads as it likes. The limit is process-wide: one
+# lock and a count keep it set from the first concurrent call to the last.
+_BLAS = {"lock": threading.Lock(), "users": 0, "limiter": None, "controller": None}
+
+
+@contextlib.contextmanager
+def _blas_single_threaded(wanted):
+    """Yields whether the tiles may run on several threads."""
+    if not wanted:
+        yield False
+        return
+    state = _BLAS
+    with state["lock"]:
+        if state["controller"] is None:
+            try:
+                import threadpoolctl
+            except ImportError:
+                state["controller"] = False
+            else:
+                state["controller"] = threadpoolctl.ThreadpoolController()
+        if state["controller"] is False:
+            yield_value = False
+        else:
+            if state["users"] == 0:
+                state["limiter"] = state["controller"].limit(limits=1, user_api="blas")
+            state["users"] += 1
+            yield_value = True
+    try:
+        yield yield_value
+    finally:
+        if yield_value:
+            with state["lock"]:
+                state["users"] -= 1
+                if state["users"] == 0:
+                    state["limiter"].restore_original_limits()
+                    state["limiter"] = None
+
+
+class _Plan:
+    """What every tile of one call shares: chunk sizes, per-row and per-column vectors."""
+
+    def __init__(self, a, b, a_scale, a_zp, b_scale, b_zp, o_scale, o_zp, m, k, n):
+        self.m, self.k, self.n = m, k, n
+        self.kc = k_chunk(a.dtype, b.dtype)
+        self.tm = min(m, TILE_M)
+        self.tn = min(n, TILE_N_SKINNY if m <= 16 else TILE_N)
+        self.a_zp = _vec(a_zp)          # float64, length 1 or M
+        self.b_zp = _vec(b_zp)          # length 1 or N
+        if self.a_zp is not None and not self.a_zp.any():
+            self.a_zp = None
+        if self.b_zp is not None and not self.b_zp.any():
+            self.b_zp = None
+        # mult = (a_scale[m] * b_scale[n]) / out_scale[m], float32, shaped to broadcast
+        self.a_s = np.asarray(a_scale, F32).reshape(-1, 1)
+        self.b_s = np.asarray(b_scale, F32).reshape(1, -1)
+        self.o_s = np.asarray(o_scale, F32).reshape(-1, 1)
+        self.o_zp = None if o_zp is None else np.asarray(o_zp).reshape(-1, 1)
+        if self.o_zp is not None and self.o_zp.size == 1:
+            self.o_zp = int(self.o_zp[0, 0])
+        elif self.o_zp is None:
+            self.o_zp = 0
+
+    @staticmethod
+    def _rows(v, m0, m1):
+        return v if v is None or v.shape[0] == 1 else v[m0:m1]
+
+    @staticmethod
+    def _cols(v, n0, n1):
+        return v if v is None or v.shape[-1] == 1 else v[..., n0:n1]
+
+    def work(self, group, ab, bb, out):
+        kc, k = self.kc, self.k
+        acc_buf = np.empty(self.tm * self.tn, F64)
+        p_buf = np.empty(self.tm * self.tn, F32)
+        a_buf = np.empty(self.tm * min(kc, max(k, 1)), F32)
+        b_buf = np.empty(min(kc, max(k, 1)) * self.tn, F32)
+        mask_buf = np.empty(self.tm * self.tn, np.bool_)
+        for i, m0, n0 in group:
+            m1, n1 = min(m0 + self.tm, self.m), min(n0 + self.tn, self.n)
+            tm, tn = m1 - m0, n1 - n0
+            acc = tiles.shaped(acc_buf, (tm, tn))
+            acc[...] = 0
+            av, bv = ab[i][m0:m1], bb[i][:, n0:n1]
+            for k0 in range(0, k, kc):
+                k1 = min(k0 + kc, k)
+                ac = tiles.shaped(a_buf, (tm, k1 - k0))
+                bc = tiles.shaped(b_buf, (k1 - k0, tn))
+                np.copyto(ac, av[:, k0:k1], casting="unsafe")
+                np.copyto(bc, bv[k0:k1], casting="unsafe")
+                p = tiles.shaped(p_buf, (tm, tn))
+                np.matmul(ac, bc, out=p)
+                np.add(acc, p, out=acc)
+            self._correct(acc, av, bv, m0, m1, n0, n1)
+            t = tiles.shaped(p_buf, (tm, tn))
+            mult = np.divide(np.multiply(self._rows(self.a_s, m0, m1), self._cols(self.b_s, n0, n1), dtype=F32),
+                             self._rows(self.o_s, m0, m1), dtype=F32)
+            np.multiply(acc, mult, out=t, dtype=F32)  # float32(acc) * mult: acc rounded first
+            zp = self.o_zp if isinstance(self.o_zp, int) else self._rows(self.o_zp, m0, m1)
+            finish(t, zp, out[i][m0:m1, n0:n1], tiles.shaped(mask_buf, (tm, tn)))
+
+    def _correct(self, acc, av, bv, m0, m1, n0, n1):
+        """acc -= u[m] * b_zp[n] + a_zp[m] * colsum_b[n] (exact float64 integers)."""
+        a_zp, b_zp = self._rows(self.a_zp, m0, m1), self._cols(self.b_zp, n0, n1)
+        if b_zp is not None:
+            u = np.add.reduce(av, axis=1, dtype=np.int64).astype(F64)
+            if a_zp is not None:
+                u -= self.k * a_zp
+            acc -= u[:, None] * b_zp[None, :]
+        if a_zp is not None:
+            colsum = np.add.reduce(bv, axis=0, dtype=np.int64).astype(F64)
+            acc -= a_zp[:, None] * colsum[None, :]

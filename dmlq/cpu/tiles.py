@@ -1,0 +1,141 @@
+"""How the CPU backend splits a call into cache-sized pieces and runs them.
+
+Every operator works on pieces of at most ``CHUNK`` output elements, each with
+its own small scratch buffers, so a call never allocates more than the output
+(when dmlq makes it) plus a few chunk-sized temporaries per worker thread,
+whatever the size of its operands. NumPy's ufuncs release the GIL, so pieces
+run on ``THREADS`` threads at once (default: the CPUs this process may use;
+``DMLQ_CPU_THREADS`` overrides it, 1 runs everything on the calling thread).
+The pieces of one call write disjoint parts of the output, and each element's
+arithmetic is the same whichever thread runs it, so the result never depends
+on the thread count.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import os
+import threading
+
+import numpy as np
+
+# Elements per piece: 64 Ki float32 = 256 KiB of scratch, which stays in L2.
+CHUNK = 1 << 16
+
+
+def _thread_count() -> int:
+    env = os.environ.get("DMLQ_CPU_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+THREADS = _thread_count()
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = concurrent.futures.ThreadPoolExecutor(THREADS - 1, thread_name_prefix="dmlq-cpu")
+    return _POOL
+
+
+def _ignoring_fp(work, group):
+    # NumPy's floating-point error state is per thread. Overflow to inf, 0 / 0 and
+    # NaN are defined results here (docs/semantics.md), never warnings.
+    with np.errstate(all="ignore"):
+        work(group)
+
+
+def run_pieces(work, pieces, threaded=True) -> None:
+    """Call ``work(group)`` on ``THREADS`` contiguous groups of ``pieces`` (a
+    list), one on the calling thread (all of them there when not ``threaded``);
+    ``work`` allocates its scratch once per group. The first exception raised
+    is re-raised here."""
+    n = len(pieces)
+    groups = min(THREADS if threaded else 1, n)
+    if groups <= 1:
+        if n:
+            _ignoring_fp(work, pieces)
+        return
+    bounds = [n * i // groups for i in range(groups + 1)]
+    parts = [pieces[bounds[i]:bounds[i + 1]] for i in range(groups)]
+    futures = [_pool().submit(_ignoring_fp, work, part) for part in parts[1:]]
+    try:
+        _ignoring_fp(work, parts[0])
+    finally:
+        for f in futures:
+            f.result()
+
+
+def coalesce(shape, *arrays):
+    """``(shape, views)``: the operands (each already of ``shape``) as views of
+    the fewest dimensions that keep every operand's element order. Length-1
+    axes go; two neighbouring axes merge when every operand steps over the
+    outer one exactly as far as over the whole inner one (a contiguous array
+    becomes 1-D; a broadcast scalar, stride 0 everywhere, merges with anything)."""
+    if 0 in shape:
+        return tuple(shape), arrays
+    merged = []
+    for i, n in enumerate(shape):
+        if n == 1:
+            continue
+        st = [a.strides[i] for a in arrays]
+        if merged and all(ps == s * n for ps, s in zip(merged[-1][1], st)):
+            merged[-1] = (merged[-1][0] * n, st)
+        else:
+            merged.append((n, st))
+    new_shape = tuple(n for n, _ in merged)
+    views = tuple(np.lib.stride_tricks.as_strided(a, new_shape, tuple(st[k] for _, st in merged))
+                  for k, a in enumerate(arrays))
+    return new_shape, views
+
+
+def blocks(shape, chunk=CHUNK):
+    """Index tuples that cover an array of ``shape`` in pieces of at most
+    ``chunk`` elements (at least one element along the last axis), in C order."""
+    shape = tuple(shape)
+    if not shape:
+        return [()]
+    if 0 in shape:
+        return []
+    inner = 1
+    axis = len(shape)
+    while axis > 0 and inner * shape[axis - 1] <= chunk:
+        axis -= 1
+        inner *= shape[axis]
+    if axis == 0:
+        return [(slice(None),) * len(shape)]
+    step = max(1, chunk // inner)
+    rest = (slice(None),) * (len(shape) - axis)
+    out = []
+    for prefix in np.ndindex(*shape[:axis - 1]):
+        for s in range(0, shape[axis - 1], step):
+            out.append(prefix + (slice(s, min(s + step, shape[axis - 1])),) + rest)
+    return out
+
+
+def block_shape(shape, index):
+    """The shape of ``array[index]`` for an index tuple from :func:`blocks`."""
+    dims = []
+    for n, ix in zip(shape, index):
+        if isinstance(ix, slice):
+            dims.append(len(range(*ix.indices(n))))
+    return tuple(dims)
+
+
+def scratch(dtype, count=CHUNK):
+    """A flat scratch buffer for one group of pieces."""
+    return np.empty(count, dtype)
+
+
+def shaped(buffer, shape):
+    """The first ``prod(shape)`` elements of a scratch buffer, as ``shape``."""
+    return buffer[:math.prod(shape)].reshape(shape)
