@@ -1,4 +1,6 @@
-"""dmlq.reference on every edge case of docs/semantics.md, in groups 1-9 below.
+"""The host backends on every edge case of docs/semantics.md, in groups 1-9 below:
+dmlq.reference, and dmlq.cpu with each call also compared bit for bit with the
+reference (tests/host_backends.py); every test runs once per backend.
 
 Expected values are worked out by hand (the arithmetic is in the comments) or
 computed by tests/exact.py, an independent exact-rational model; never copied
@@ -14,8 +16,18 @@ import numpy as np
 import pytest
 
 import exact
+import host_backends
 from conftest import poison
-from dmlq import reference as R
+
+R = host_backends.get("reference")  # the backend under test, set per test by _backend
+
+
+@pytest.fixture(autouse=True, params=host_backends.NAMES)
+def _backend(request):
+    global R
+    R = host_backends.get(request.param)
+    yield
+    R = host_backends.get("reference")
 
 I8, U8 = np.int8, np.uint8
 QTYPES = (I8, U8)

@@ -126,7 +126,7 @@ class _Pool:
             dst.append(slice(lo - starts[j], hi - starts[j]))
             src.append(slice(lo, hi))
             whole = whole and lo == starts[j] and hi == starts[j] + lengths[j]
-        if not whole:
+        if dst is None or not whole:  # taps in padding read zeros
             region[...] = 0
         if dst is not None:
             xs = self.x[i][tuple(src)]

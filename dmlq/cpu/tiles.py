@@ -103,7 +103,7 @@ def blocks(shape, chunk=CHUNK):
     ``chunk`` elements (at least one element along the last axis), in C order."""
     shape = tuple(shape)
     if not shape:
-        return [()]
+        return [(Ellipsis,)]  # a 0-d view (``a[()]`` would be a scalar)
     if 0 in shape:
         return []
     inner = 1

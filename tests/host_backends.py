@@ -1,0 +1,55 @@
+"""The host backends the CPU suites run: dmlq.reference (the oracle) and dmlq.cpu
+(the fast backend), the latter with every call also run on the reference and
+compared bit for bit (any NaN matches any NaN: docs/semantics.md fixes no
+payload).
+
+    be = host_backends.get("cpu")
+    be.quantize_linear(x, scale, zp, out)   # dmlq.cpu's result, checked
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from dmlq import cpu as _cpu
+from dmlq import reference as _reference
+
+NAMES = ("reference", "cpu")
+
+
+def bits_differ(got, want):
+    """Element mask of got != want, bit for bit, NaN equal to NaN."""
+    if got.dtype.kind == "f":
+        bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
+        return (got.view(bits) != want.view(bits)) & ~(np.isnan(got) & np.isnan(want))
+    return got != want
+
+
+class CheckedCPU:
+    """dmlq.cpu, each function also run on dmlq.reference with a copy of ``out``."""
+
+    def __getattr__(self, name):
+        fn, ref = getattr(_cpu, name), getattr(_reference, name)
+        sig = inspect.signature(ref)
+
+        def call(*args, **kwargs):
+            bound = sig.bind(*args, **kwargs)
+            out = bound.arguments["out"]
+            ref_args = dict(bound.arguments, out=np.array(out, copy=True))
+            want = ref(**ref_args)
+            got = fn(*args, **kwargs)
+            assert got is out
+            assert got.shape == want.shape and got.dtype == want.dtype
+            bad = bits_differ(got, want)
+            if bad.any():
+                idx = tuple(np.argwhere(bad)[0])
+                raise AssertionError(f"dmlq.cpu.{name} differs from dmlq.reference in {bad.sum()} of "
+                                     f"{bad.size} elements, first at {idx}: {got[idx]!r} vs {want[idx]!r}")
+            return got
+
+        return call
+
+
+def get(name):
+    return _reference if name == "reference" else CheckedCPU()
