@@ -43,7 +43,8 @@ F64 = np.dtype(np.float64)
 _QUANT = (np.dtype(np.int8), np.dtype(np.uint8))
 TILE_M = 256
 TILE_N = 512
-TILE_N_SKINNY = 2048  # for M <= 16: b's pieces are what costs, converted once each
+B_PIECE = 1 << 19     # elements of b converted at once (2 MiB of float32)
+SKINNY_M = 16         # up to this M, b's pieces are what costs: wider tiles, each converted once
 
 
 def k_chunk(a_dtype, b_dtype) -> int:
@@ -135,7 +136,7 @@ class _Plan:
         self.m, self.k, self.n = m, k, n
         self.kc = k_chunk(a.dtype, b.dtype)
         self.tm = min(m, TILE_M)
-        self.tn = min(n, TILE_N_SKINNY if m <= 16 else TILE_N)
+        self.tn = min(n, max(TILE_N, B_PIECE // self.kc) if m <= SKINNY_M else TILE_N)
         self.a_zp = _vec(a_zp)          # float64, length 1 or M
         self.b_zp = _vec(b_zp)          # length 1 or N
         if self.a_zp is not None and not self.a_zp.any():
