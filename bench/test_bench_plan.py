@@ -1,7 +1,7 @@
 """Python work per call on a repeated call, up to just before the launch (CPU, no GPU needed).
 
-The backend function each public function ends in (dmlq.reference's, on NumPy
-inputs) is replaced by a stub that returns at once, so what is timed is exactly
+The backend function each public function ends in (dmlq.cpu's, the host backend,
+on NumPy inputs) is replaced by a stub that returns at once, so what is timed is exactly
 dmlq's own Python: operand normalization, the plan-cache lookup, operand
 conversion, output allocation and the dispatch. The target (issue 14) is the cost
 of a CuPy ElementwiseKernel call: at most 10 us per call. It is written into each
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dmlq
-from dmlq import reference
+from dmlq import dispatch
 
 S = importlib.import_module("gpu_stand_in")  # tests/gpu_stand_in.py, on sys.path via bench/conftest.py
 
@@ -38,13 +38,13 @@ CALLS = {
 
 @pytest.fixture
 def stubbed(monkeypatch):
-    """The reference backend's five functions as no-ops: the timed span ends where the launch begins."""
+    """The host backend's five functions as no-ops: the timed span ends where the launch begins."""
     def stub(*args):
         return None
 
     for name in ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul",
                  "quantized_avg_pool"):
-        monkeypatch.setattr(reference, name, stub)
+        monkeypatch.setattr(dispatch.backend(dispatch.HOST), name, stub)
     return _inputs(np.random.default_rng(0))
 
 
