@@ -34,6 +34,7 @@ def _report():
 W = _load("workloads")  # the full suite's workloads (bench/, not installed)
 R = _report()
 CPU_BENCHMARKS = 17  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5, whole GPU call 6), no GPU needed
+CPU_BACKEND_BENCHMARKS = 21  # bench/test_bench_cpu.py: 7 groups x (dmlq:cpu, onnxruntime, reference), run when asked
 
 
 def _run(*args, timeout=300):
@@ -285,7 +286,7 @@ def test_no_test_asserts_a_time():
 def test_bench_collects():
     r = _run("-m", "pytest", "bench", "--collect-only", "-q", "-p", "no:cacheprovider")
     assert r.returncode == 0, r.stdout + r.stderr
-    expected = len(B.case_impls(W.all_cases())) + CPU_BENCHMARKS
+    expected = len(B.case_impls(W.all_cases())) + CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS
     assert f"{expected} tests collected" in r.stdout, r.stdout[-2000:]
 
 

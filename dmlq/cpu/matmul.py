@@ -163,27 +163,36 @@ class _Plan:
 
     def work(self, group, ab, bb, out):
         kc, k = self.kc, self.k
-        acc_buf = np.empty(self.tm * self.tn, F64)
-        p_buf = np.empty(self.tm * self.tn, F32)
-        a_buf = np.empty(self.tm * min(kc, max(k, 1)), F32)
-        b_buf = np.empty(min(kc, max(k, 1)) * self.tn, F32)
+        # with an a zero point, a row of ones under a's piece makes the sgemm give
+        # b's column sums too (exact: at most 255 * KC)
+        extra = 0 if self.a_zp is None else 1
+        rows = self.tm + extra
+        kcl = min(kc, max(k, 1))
+        acc_buf = np.empty(rows * self.tn, F64)
+        p_buf = np.empty(rows * self.tn, F32)
+        a_buf = np.empty(rows * kcl, F32)
+        b_buf = np.empty(kcl * self.tn, F32)
         mask_buf = np.empty(self.tm * self.tn, np.bool_)
         for i, m0, n0 in group:
             m1, n1 = min(m0 + self.tm, self.m), min(n0 + self.tn, self.n)
             tm, tn = m1 - m0, n1 - n0
-            acc = tiles.shaped(acc_buf, (tm, tn))
+            acc = tiles.shaped(acc_buf, (tm + extra, tn))
             acc[...] = 0
             av, bv = ab[i][m0:m1], bb[i][:, n0:n1]
             for k0 in range(0, k, kc):
                 k1 = min(k0 + kc, k)
-                ac = tiles.shaped(a_buf, (tm, k1 - k0))
+                ac = tiles.shaped(a_buf, (tm + extra, k1 - k0))
                 bc = tiles.shaped(b_buf, (k1 - k0, tn))
-                np.copyto(ac, av[:, k0:k1], casting="unsafe")
+                np.copyto(ac[:tm], av[:, k0:k1], casting="unsafe")
+                if extra:
+                    ac[tm] = 1
                 np.copyto(bc, bv[k0:k1], casting="unsafe")
-                p = tiles.shaped(p_buf, (tm, tn))
+                p = tiles.shaped(p_buf, (tm + extra, tn))
                 np.matmul(ac, bc, out=p)
                 np.add(acc, p, out=acc)
-            self._correct(acc, av, bv, m0, m1, n0, n1)
+            colsum = acc[tm] if extra else None
+            acc = acc[:tm]
+            self._correct(acc, av, colsum, m0, m1, n0, n1)
             t = tiles.shaped(p_buf, (tm, tn))
             mult = np.divide(np.multiply(self._rows(self.a_s, m0, m1), self._cols(self.b_s, n0, n1), dtype=F32),
                              self._rows(self.o_s, m0, m1), dtype=F32)
@@ -191,7 +200,7 @@ class _Plan:
             zp = self.o_zp if isinstance(self.o_zp, int) else self._rows(self.o_zp, m0, m1)
             finish(t, zp, out[i][m0:m1, n0:n1], tiles.shaped(mask_buf, (tm, tn)))
 
-    def _correct(self, acc, av, bv, m0, m1, n0, n1):
+    def _correct(self, acc, av, colsum, m0, m1, n0, n1):
         """acc -= u[m] * b_zp[n] + a_zp[m] * colsum_b[n] (exact float64 integers)."""
         a_zp, b_zp = self._rows(self.a_zp, m0, m1), self._cols(self.b_zp, n0, n1)
         if b_zp is not None:
@@ -200,5 +209,4 @@ class _Plan:
                 u -= self.k * a_zp
             acc -= u[:, None] * b_zp[None, :]
         if a_zp is not None:
-            colsum = np.add.reduce(bv, axis=0, dtype=np.int64).astype(F64)
             acc -= a_zp[:, None] * colsum[None, :]
