@@ -20,7 +20,8 @@ result, VmHWM after resetting it through /proc/self/clear_refs); for the NumPy
 implementations ``peak_traced_bytes`` is tracemalloc's peak for one call.
 
 Not part of the test suite (testpaths = tests); marked ``cpu`` so it runs without a
-GPU, and only when asked (DMLQ_CPU_BENCH=1, or --benchmark-disable: each once).
+GPU, and only when asked (DMLQ_CPU_BENCH=1; under --benchmark-disable each runs once
+on small inputs).
 """
 from __future__ import annotations
 
@@ -57,11 +58,22 @@ IMPLS = ("peer:onnxruntime-cpu", "dmlq:cpu", "dmlq:reference")
 ROUNDS = {"dmlq:reference": 3}
 
 
-class Workload:
-    """Inputs and the three implementations of one group."""
+def _smoke(kind, p):
+    """The same workload at a size that runs in milliseconds (--benchmark-disable)."""
+    if kind in ("quantize", "dequantize", "add"):
+        return dict(p, n=65536 + 3)
+    if kind == "matmul":
+        return dict(m=min(p["m"], 33), k=min(p["k"], 300), n=min(p["n"], 70))
+    return dict(p, shape=(1, 3, 17, 19))
 
-    def __init__(self, group, seed=0):
+
+class Workload:
+    """Inputs and the three implementations of one group (``smoke``: small sizes)."""
+
+    def __init__(self, group, seed=0, smoke=False):
         kind, p = GROUPS[group]
+        if smoke:
+            p = _smoke(kind, p)
         rng = np.random.default_rng(seed)
         self.kind, self.p = kind, p
         s, z = f32(0.02), u8(128)
@@ -236,19 +248,23 @@ def _versions():
 pytestmark = [pytest.mark.cpu, pytest.mark.benchmark(disable_gc=True)]
 
 
-@pytest.fixture(autouse=True)
-def _only_when_asked(request):
-    """Seconds of work per result: not in a plain ``pytest bench`` (the GPU-less CI
-    run of tests/test_bench_report.py); with --benchmark-disable each runs once."""
-    if not (os.environ.get("DMLQ_CPU_BENCH") or request.config.getoption("benchmark_disable", False)):
-        pytest.skip("CPU benchmarks run when asked: DMLQ_CPU_BENCH=1 python -m pytest bench/test_bench_cpu.py")
+@pytest.fixture
+def smoke(request):
+    """Seconds of work per result, so: only when asked (DMLQ_CPU_BENCH=1). Under
+    --benchmark-disable (the test suite's run of bench/) each result runs once on
+    small inputs; otherwise it skips."""
+    if os.environ.get("DMLQ_CPU_BENCH"):
+        return False
+    if request.config.getoption("benchmark_disable", False):
+        return True
+    pytest.skip("CPU benchmarks run when asked: DMLQ_CPU_BENCH=1 python -m pytest bench/test_bench_cpu.py")
 _ORT_MEDIAN: dict = {}
 CASES = [(g, i) for g in GROUPS for i in IMPLS]
 
 
 @pytest.mark.parametrize("group, impl", CASES, ids=[f"{g}|{i}" for g, i in CASES])
-def test_cpu(benchmark, group, impl):
-    w = Workload(group)
+def test_cpu(benchmark, smoke, group, impl):
+    w = Workload(group, smoke=smoke)
     fn = w.impl(impl)
     benchmark.group = group
     benchmark.pedantic(fn, rounds=ROUNDS.get(impl, 10), iterations=1, warmup_rounds=1)
