@@ -66,6 +66,7 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_sca
     args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
     if (extra or kw or a.dtype not in _QUANT or b.dtype not in _QUANT or out.dtype not in _QUANT
             or any(np.asarray(s).dtype != F32 for s in (a_scale, b_scale, out_scale))
+            or any(v is not None and np.ndim(v) > 1 for v in (b_scale, b_zero_point))  # per batch
             or a.shape[-1] >= 1 << 37):
         return _reference.quantized_matmul(*args, out, *extra, **kw)
     if any(np.may_share_memory(x, out) for x in (a, b)):
