@@ -12,6 +12,7 @@ from .desc import (DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, Quant
 from .dtypes import DataType
 from .errors import DescError, UnsupportedError
 from .intmm import matmul_integer, matmul_integer_to_float
+from . import frameworks as _frameworks  # noqa: F401  (torch tensors and dask arrays; imports neither)
 from .operator import Operator, compile_operator
 
 __version__ = "0.1.0"

@@ -50,6 +50,8 @@ class Spec:
 def _slow_operand(spec, name, v):
     """Anything that is not a NumPy array, None or a plain number: (value, side)."""
     f = spec.fname
+    if dispatch.foreign(v):
+        raise dispatch.Foreign  # a torch tensor or dask array: dmlq.frameworks takes the call
     if dispatch.is_gpu(v):
         return v, GPU  # made a CuPy view once every operand is known to be on the GPU
     if isinstance(v, (list, tuple)):
@@ -139,6 +141,8 @@ def normalize(spec, values, out):
     if out is not None:
         if type(out) is np.ndarray:
             side = HOST
+        elif dispatch.foreign(out):
+            raise dispatch.Foreign
         elif dispatch.is_gpu(out):
             side = GPU
         else:
@@ -187,7 +191,10 @@ def run(spec, values, params, out):
     parameters ``params`` (passed to the planner after the builder) and ``out``."""
     if out is not None and type(out) is not np.ndarray and isinstance(out, np.ndarray) and not dispatch.is_gpu(out):
         return _into_subclass(spec, values, params, out)
-    kind, vals, out, current = normalize(spec, values, out)
+    try:
+        kind, vals, out, current = normalize(spec, values, out)
+    except dispatch.Foreign:  # torch tensors or dask arrays: dmlq.frameworks takes the call
+        return dispatch.foreign_call(spec.fname, values, params, out)
     try:
         sig = signature(spec, kind, vals, out, params)
         plan = _PLANS.get(sig)
@@ -204,14 +211,18 @@ def run(spec, values, params, out):
             if len(_PLANS) >= PLAN_CACHE_SIZE:
                 _PLANS.clear()
             _PLANS[sig] = plan
-    args = plan.arguments(vals, current)
     if out is None:
+        explaining = EXPLAINING.get()
+        if explaining is _META:
+            return plan.out_shape, plan.out_dtype
+        args = plan.arguments(vals, current)
         out = plan.empty(plan.out_shape, plan.out_dtype)
-        if EXPLAINING.get():
+        if explaining:
             return dispatch.kernel_plan(spec.backend_name, args, out, kind, plan.params)
         if plan.fresh is not None:  # None for an empty out: nothing to compute
             plan.fresh(args, out, plan.params)
         return out
+    args = plan.arguments(vals, current)
     if kind == HOST and not out.flags.writeable:
         raise ValueError(f"{spec.fname}: out is read-only; pass a writeable array")
     return dispatch.write(plan.fn, args, out, kind, plan.params, plan.runners)
@@ -229,6 +240,19 @@ def _into_subclass(spec, values, params, out):
 
 
 EXPLAINING = contextvars.ContextVar("dmlq_explaining", default=False)
+_META = "meta"
+
+
+def output_meta(function, *args, **kwargs):
+    """(shape, dtype) of what ``function(*args, **kwargs)`` returns, with every
+    check of a real call made and nothing computed. Arrays only lend their shape
+    and dtype (zero-stride stand-ins serve); used by dmlq.torch's fake tensors and
+    dmlq.dask's meta."""
+    token = EXPLAINING.set(_META)
+    try:
+        return function(*args, **kwargs)
+    finally:
+        EXPLAINING.reset(token)
 
 # The public operator functions kernel_plan takes (each module of them registers its own).
 FUNCTIONS: list = []

@@ -63,6 +63,27 @@ def cpu_dlpack(obj) -> bool:
         return False
 
 
+class Foreign(Exception):
+    """Raised while a call's operands are normalized: a torch tensor or a dask
+    array, whose call :data:`foreign_call` hands to dmlq.torch or dmlq.dask."""
+
+
+# (fname, operands, params, out) -> result: dmlq.frameworks.call, installed on import of dmlq.
+foreign_call = None
+
+
+def foreign(obj) -> bool:
+    """True for a torch tensor or a dask array (neither module is imported here)."""
+    top = type(obj).__module__.partition(".")[0]
+    if top == "torch":
+        torch = sys.modules.get("torch")
+        return torch is not None and isinstance(obj, torch.Tensor)
+    if top == "dask":
+        array = sys.modules.get("dask.array")
+        return array is not None and isinstance(obj, array.Array)
+    return False
+
+
 def _is_host(obj) -> bool:
     return isinstance(obj, (np.ndarray, np.generic, int, float, bool))
 

@@ -1,0 +1,36 @@
+"""Which adapter takes a call with torch tensors or dask arrays.
+
+A dask array anywhere among the operands or ``out`` makes it a dask call
+(dmlq.dask: NumPy or CuPy chunks; a torch tensor beside one is refused there);
+otherwise it is a torch call (dmlq.torch). Importing dmlq installs
+:func:`call` as ``dispatch.foreign_call``; neither torch nor dask is imported
+until such a call comes.
+"""
+from __future__ import annotations
+
+import sys
+
+from . import dispatch
+from .adapters import PARAMS
+
+
+def _is_dask(obj) -> bool:
+    mod = sys.modules.get("dask.array")
+    return mod is not None and isinstance(obj, mod.Array)
+
+
+def call(fname, values, params, out):
+    """The public function ``fname`` on operands ``values`` (as given), keyword
+    ``params`` (in dmlq.adapters.PARAMS order) and ``out``."""
+    if fname not in PARAMS:
+        raise TypeError(f"{fname} does not take torch tensors or dask arrays yet; pass NumPy or CuPy arrays "
+                        "(t.numpy(), cupy.asarray(t), x.compute())")
+    kwargs = dict(zip(PARAMS[fname], params))
+    if any(_is_dask(v) for v in values) or _is_dask(out):
+        from . import dask as adapter
+    else:
+        from . import torch as adapter
+    return adapter.call(fname, tuple(values), kwargs, out)
+
+
+dispatch.foreign_call = call

@@ -1,0 +1,240 @@
+"""torch tensors in, torch tensors out; every operator as a torch custom op.
+
+The public functions take torch tensors (dmlq.adapters sends such calls here):
+
+- CPU tensors run the CPU path on NumPy views of the same memory
+  (``Tensor.numpy()``); the result comes back as a tensor sharing the NumPy
+  array's memory (``torch.from_numpy``), ``out=`` a tensor written in place.
+- CUDA tensors run the CUDA kernels on **torch's current stream**: CuPy's
+  current device and stream are set to the tensors' device and
+  ``torch.cuda.current_stream()`` (``cupy.cuda.ExternalStream``) for the call,
+  operands are CuPy views taken through the CUDA array interface (version 2,
+  which carries no stream, so nothing synchronizes; DLPack would make CuPy
+  hand over its stream and torch wait on it), and the output is allocated by
+  torch's caching allocator on that stream (it shows in
+  ``torch.cuda.memory_allocated()`` and is stream-safe), shape and dtype taken
+  from the call's own checks first (``dmlq.api.output_meta``). No host
+  synchronization, so the calls can be captured in a CUDA graph.
+- Every tensor of a call must be on one device (a CPU scale for a CUDA x is a
+  ``ValueError``); NumPy or CuPy arrays mixed with tensors are a ``TypeError``.
+  Errors speak torch: ``x.float()``, not ``x.astype(np.float32)``.
+
+Importing this module registers each operator as a custom op in the ``dmlq``
+namespace (``torch.ops.dmlq.quantize_linear`` ...), as torch's own quantized
+ops do it: a default overload whose scales are ``float`` and zero points
+``int``, and a ``.tensor`` overload whose scales are tensors and zero points
+``Tensor?`` (None = 0); ``ScalarType? dtype`` picks int8/uint8 output where no
+zero point fixes it. The fake implementation beside each real one gives the
+output's shape and dtype from the same checks (``torch.compile``,
+``torch.export`` and ``torch.library.opcheck`` use it); shapes are made
+concrete there (a dynamic dimension is specialized).
+"""
+import re
+
+import numpy as np
+import torch
+
+from . import adapters
+from .calls import output_meta
+
+_TO_NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
+             torch.int8: np.int8, torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32,
+             torch.int64: np.int64, torch.bool: np.bool_}
+for _name in ("uint16", "uint32", "uint64"):  # torch >= 2.3
+    if hasattr(torch, _name):
+        _TO_NUMPY[getattr(torch, _name)] = getattr(np, _name)
+_TO_TORCH = {np.dtype(v): k for k, v in _TO_NUMPY.items()}
+
+
+def numpy_dtype(dtype):
+    """A torch dtype as NumPy's (anything else as it is)."""
+    return np.dtype(_TO_NUMPY[dtype]) if isinstance(dtype, torch.dtype) and dtype in _TO_NUMPY else dtype
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    return _TO_TORCH[np.dtype(dtype)]
+
+
+# ------------------------------------------------------------------ errors in torch words
+
+_HINTS = (
+    (re.compile(r"(\w+)\.astype\((?:np|cupy)\.float32\)"), r"\1.float()"),
+    (re.compile(r"(\w+)\.astype\((?:np|cupy)\.float16\)"), r"\1.half()"),
+    (re.compile(r"(\w+)\.astype\((?:np|cupy)\.int32\)"), r"\1.int()"),
+    (re.compile(r"(\w+)\.astype\((?:np|cupy)\.(\w+)\)"), r"\1.to(torch.\2)"),
+    (re.compile(r"np\.asarray\((\w+), np\.(\w+)\)"), r"\1.to(torch.\2)"),
+    (re.compile(r"np\.empty\((\([^()]*\)), np\.(\w+)\)"), r"torch.empty(\1, dtype=torch.\2)"),
+    (re.compile(r"np\.(u?int\d+|float\d+)\(([^()]*)\)"), r"torch.tensor(\2, dtype=torch.\1)"),
+    (re.compile(r"\bnp\.(u?int\d+|float\d+)\b"), r"torch.\1"),
+    (re.compile(r"a numpy\.ndarray|a numpy array"), "a torch tensor"),
+)
+
+
+def _in_torch_words(e: Exception) -> Exception:
+    """The same exception type with its hints rewritten for a torch user."""
+    msg = str(e)
+    for pattern, repl in _HINTS:
+        msg = pattern.sub(repl, msg)
+    try:
+        return type(e)(msg)
+    except Exception:
+        return e
+
+
+# ------------------------------------------------------------------ calls on tensors
+
+def _is_array(v) -> bool:
+    return hasattr(v, "shape") and not isinstance(v, np.generic) or isinstance(v, (list, tuple))
+
+
+def _checked(fname, values, out):
+    """The call's device (of its first tensor), after checking that every
+    tensor is on it and that no other kind of array is mixed in."""
+    names = adapters.operand_names(fname)
+    first = device = None
+    for name, v in zip(names + ("out",), tuple(values) + (out,)):
+        if isinstance(v, torch.Tensor):
+            if device is None:
+                first, device = name, v.device
+            elif v.device != device:
+                raise ValueError(f"{fname}: {name} is on {v.device} but {first} is on {device}; every tensor of a "
+                                 f"call must be on one device: pass {name}.to({first}.device)"
+                                 + (" (or a Python number)" if name != "out" and v.ndim == 0 else ""))
+    for name, v in zip(names + ("out",), tuple(values) + (out,)):
+        if v is not None and not isinstance(v, torch.Tensor) and _is_array(v):
+            raise TypeError(f"{fname}: {name} is a {type(v).__name__} but {first} is a torch tensor; pass "
+                            f"torch.as_tensor({name}, device={first}.device) (NumPy, CuPy and torch arrays are "
+                            "not mixed in one call)")
+    return device
+
+
+def _numpy(fname, name, t):
+    try:
+        return t.detach().numpy()
+    except (TypeError, RuntimeError):
+        raise TypeError(f"{fname}: {name} has dtype {t.dtype}, which dmlq does not take; pass {name}.float() "
+                        f"or {name}.to(torch.uint8) (whichever the operand is)") from None
+
+
+def _kwargs(kwargs):
+    if kwargs.get("dtype") is not None:
+        kwargs = dict(kwargs, dtype=numpy_dtype(kwargs["dtype"]))
+    return kwargs
+
+
+def call(fname, values, kwargs, out=None):
+    """``fname(*values, **kwargs, out=out)`` (a public function) on torch tensors."""
+    device = _checked(fname, values, out)
+    fn = adapters.function(fname)
+    kwargs = _kwargs(kwargs)
+    names = adapters.operand_names(fname)
+    try:
+        if device.type == "cuda":
+            return _cuda_call(fn, names, values, kwargs, out, device)
+        args = [_numpy(fname, n, v) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)]
+        result = fn(*args, **kwargs, out=None if out is None else _numpy(fname, "out", out))
+    except (TypeError, ValueError, NotImplementedError) as e:
+        raise _in_torch_words(e) from None
+    if out is not None:
+        return out
+    if not isinstance(result, np.ndarray):  # dmlq.kernel_plan or output_meta
+        return result
+    return torch.from_numpy(result)
+
+
+def _cuda_call(fn, names, values, kwargs, out, device):
+    """The CUDA path: CuPy views on torch's current stream, output from torch's allocator."""
+    import cupy
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    stream = torch.cuda.current_stream(index)
+    with cupy.cuda.Device(index), cupy.cuda.ExternalStream(stream.cuda_stream, index):
+        args = [cupy.asarray(v.detach()) if isinstance(v, torch.Tensor) else v for v in values]
+        if out is None:
+            meta = output_meta(fn, *args, **kwargs)
+            if not isinstance(meta, tuple) or len(meta) != 2:  # dmlq.kernel_plan
+                return fn(*args, **kwargs)
+            out = torch.empty(meta[0], dtype=torch_dtype(meta[1]), device=torch.device("cuda", index))
+        fn(*args, **kwargs, out=cupy.asarray(out.detach()))
+    return out
+
+
+def _stand_in(t):
+    """A NumPy array with ``t``'s shape and dtype that holds one element (zero strides)."""
+    shape = tuple(int(s) for s in t.shape)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, numpy_dtype(t.dtype)), shape, (0,) * len(shape))
+
+
+def fake(fname, values, kwargs):
+    """The output of ``fname`` as an empty tensor: the real call's checks, nothing computed."""
+    device = _checked(fname, values, None)
+    names = adapters.operand_names(fname)
+    args = []
+    for name, v in zip(names, values):
+        if isinstance(v, torch.Tensor):
+            if v.dtype not in _TO_NUMPY:
+                raise TypeError(f"{fname}: {name} has dtype {v.dtype}, which dmlq does not take")
+            v = _stand_in(v)
+        args.append(v)
+    try:
+        shape, dtype = output_meta(adapters.function(fname), *args, **_kwargs(kwargs))
+    except (TypeError, ValueError, NotImplementedError) as e:
+        raise _in_torch_words(e) from None
+    return torch.empty(shape, dtype=torch_dtype(dtype), device=device)
+
+
+# ------------------------------------------------------------------ custom ops: one registration point
+
+_ZP = "int"  # a per-tensor zero point in the default overloads (as torch.quantize_per_tensor)
+_SCHEMAS = {
+    "quantize_linear": "Tensor x, {s} scale, {z} zero_point={zd}, *, ScalarType? dtype=None",
+    "dequantize_linear": "Tensor q, {s} scale, {z} zero_point={zd}",
+    "quantized_add": "Tensor a, {s} a_scale, {z} a_zero_point, Tensor b, {s} b_scale, {z} b_zero_point, "
+                     "{s} out_scale, {z} out_zero_point={zd}, *, ScalarType? dtype=None",
+    "quantized_avg_pool": "Tensor x, {s} x_scale, {z} x_zero_point, {s} out_scale, {z} out_zero_point, "
+                          "int[] window_size, *, int[]? strides=None, int[]? start_padding=None, "
+                          "int[]? end_padding=None, int[]? dilations=None, bool include_padding=False, "
+                          "bool ceil_mode=False, ScalarType? dtype=None",
+}
+_SCHEMAS["quantized_matmul"] = _SCHEMAS["quantized_add"]
+
+OPS = {}
+
+
+def _register(fname, overload):
+    """``dmlq::<fname>[.tensor]``: the real implementation (:func:`call`) and the
+    fake one (:func:`fake`) registered together."""
+    template = _SCHEMAS[fname]
+    if overload == "tensor":
+        schema = template.format(s="Tensor", z="Tensor?", zd="None")
+    else:
+        schema = template.format(s="float", z=_ZP, zd="0")
+    names = adapters.operand_names(fname)
+    keywords = adapters.PARAMS[fname]
+
+    def split(args, kwargs):
+        values = list(args[:len(names)]) + [kwargs.pop(n) for n in names[len(args):] if n in kwargs]
+        values += [None] * (len(names) - len(values))
+        if fname == "quantized_avg_pool" and len(args) > len(names):
+            kwargs["window_size"] = args[len(names)]
+        kw = {k: kwargs[k] for k in keywords if k in kwargs}
+        return values, kw
+
+    def real(*args, **kwargs):
+        values, kw = split(args, dict(kwargs))
+        return call(fname, values, kw)
+
+    def fake_impl(*args, **kwargs):
+        values, kw = split(args, dict(kwargs))
+        return fake(fname, values, kw)
+
+    qualname = f"dmlq::{fname}" + (".tensor" if overload == "tensor" else "")
+    op = torch.library.custom_op(qualname, real, mutates_args=(), schema=f"({schema}) -> Tensor")
+    op.register_fake(fake_impl)
+    OPS[qualname] = op
+    return op
+
+
+for _fname in _SCHEMAS:
+    for _overload in ("default", "tensor"):
+        _register(_fname, _overload)

@@ -1,0 +1,263 @@
+"""torch tensors through the public functions and the torch.ops.dmlq custom ops.
+
+Expected values come from dmlq.reference (NumPy), never from the torch path.
+CPU tests run in CI; the CUDA ones (torch's stream, graph capture) carry `gpu`.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import dmlq  # noqa: E402
+import dmlq.torch  # noqa: E402,F401  (registers torch.ops.dmlq)
+from dmlq import reference as R  # noqa: E402
+
+f32 = np.float32
+
+
+def _t(a):
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def _ref(fn, shape, dtype, *args, params=()):
+    out = np.empty(shape, dtype)
+    return fn(*args, out, *params)
+
+
+# ---- one seeded case per operator: (name, scalar-overload args, kwargs, expected) and the tensor form
+
+def _cases(seed=7):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((5, 6)) * 4).astype(f32)
+    x[0, :3] = [np.nan, np.inf, 2.5]
+    q = rng.integers(0, 256, (5, 6), dtype=np.uint8)
+    a = rng.integers(0, 256, (6, 9), dtype=np.uint8)
+    b = rng.integers(-128, 128, (9, 5), dtype=np.int8)
+    img = rng.integers(0, 256, (2, 3, 7, 6), dtype=np.uint8)
+    s_col = rng.uniform(0.01, 0.1, (1, 6)).astype(f32)
+    z_col = rng.integers(0, 256, (1, 6), dtype=np.uint8)
+    s_row = rng.uniform(0.01, 0.1, (6, 1)).astype(f32)
+    s_n = rng.uniform(0.001, 0.01, (5,)).astype(f32)
+    s_c = rng.uniform(0.05, 0.2, (3,)).astype(f32)
+    pool_kw = dict(strides=[2, 2], start_padding=[1, 0], end_padding=[1, 1], ceil_mode=True)
+    pool_params = ((3, 2), (2, 2), (1, 0), (1, 1), (1, 1), False)
+    u8, i8 = np.uint8, np.int8
+    return [
+        ("quantize_linear", (x, 0.05, 7), {}, _ref(R.quantize_linear, x.shape, u8, x, f32(0.05), u8(7)),
+         (x, s_col, z_col), {}, _ref(R.quantize_linear, x.shape, u8, x, s_col, z_col)),
+        ("dequantize_linear", (q, 0.1, 3), {}, _ref(R.dequantize_linear, q.shape, f32, q, f32(0.1), u8(3)),
+         (q, s_col, z_col), {}, _ref(R.dequantize_linear, q.shape, f32, q, s_col, z_col)),
+        ("quantized_add", (q, 0.1, 3, q.T.copy().T, 0.05, 128, 0.2, -4), {"dtype": torch.int8},
+         _ref(R.quantized_add, q.shape, i8, q, f32(.1), u8(3), q, f32(.05), u8(128), f32(.2), i8(-4)),
+         (q, np.array(0.1, f32), np.array(3, u8), q, np.array(.05, f32), None, np.array(.2, f32), None),
+         {}, _ref(R.quantized_add, q.shape, u8, q, f32(.1), u8(3), q, f32(.05), None, f32(.2), None)),
+        ("quantized_matmul", (a, 0.02, 128, b, 0.01, 0, 0.5, 5), {},
+         _ref(R.quantized_matmul, (6, 5), u8, a, f32(.02), u8(128), b, f32(.01), None, f32(.5), u8(5)),
+         (a, s_row, np.array(128, u8), b, s_n, None, np.array(0.5, f32), None), {"dtype": torch.int8},
+         _ref(R.quantized_matmul, (6, 5), i8, a, s_row.ravel(), u8(128), b, s_n, None, f32(.5), None)),
+        ("quantized_avg_pool", (img, 0.1, 3, 0.1, 3, [3, 2]), pool_kw,
+         _ref(R.quantized_avg_pool, (2, 3, 4, 3), u8, img, f32(.1), u8(3), f32(.1), u8(3), params=pool_params),
+         (img, s_c, None, np.array(0.1, f32), None, [3, 2]), pool_kw,
+         _ref(R.quantized_avg_pool, (2, 3, 4, 3), u8, img, s_c, None, f32(.1), None, params=pool_params)),
+    ]
+
+
+CASES = {c[0]: c for c in _cases()}
+
+
+def _tensors(args):
+    return tuple(_t(v) if isinstance(v, np.ndarray) else v for v in args)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_public_function_takes_and_returns_cpu_tensors(name):
+    _, args, kw, want, targs, tkw, twant = CASES[name]
+    fn = getattr(dmlq, name)
+    for a, k, w in ((args, kw, want), (targs, tkw, twant)):
+        got = fn(*_tensors(a), **k)
+        assert isinstance(got, torch.Tensor) and got.device.type == "cpu"
+        assert got.dtype == dmlq.torch.torch_dtype(w.dtype)
+        np.testing.assert_array_equal(got.numpy(), w, strict=True)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_custom_op_both_overloads_equal_the_reference(name):
+    _, args, kw, want, targs, tkw, twant = CASES[name]
+    packet = getattr(torch.ops.dmlq, name)
+    got = packet(*_tensors(args), **kw)  # resolves to .default: Python scalars
+    np.testing.assert_array_equal(got.numpy(), want, strict=True)
+    got = packet.tensor(*_tensors(targs), **tkw)
+    np.testing.assert_array_equal(got.numpy(), twant, strict=True)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_opcheck(name):
+    _, args, kw, _, targs, tkw, _ = CASES[name]
+    packet = getattr(torch.ops.dmlq, name)
+    torch.library.opcheck(packet.default, _tensors(args), kw)
+    torch.library.opcheck(packet.tensor, _tensors(targs), tkw)
+
+
+def test_schemas_say_scalars_and_optional_zero_points_as_torch_does():
+    assert str(torch.ops.dmlq.quantize_linear.default._schema) == (
+        "dmlq::quantize_linear(Tensor x, float scale, int zero_point=0, *, ScalarType? dtype=None) -> Tensor")
+    assert str(torch.ops.dmlq.dequantize_linear.tensor._schema) == (
+        "dmlq::dequantize_linear.tensor(Tensor q, Tensor scale, Tensor? zero_point=None) -> Tensor")
+    assert "int[] window_size, *, int[]? strides=None" in str(torch.ops.dmlq.quantized_avg_pool.default._schema)
+
+
+def test_out_is_written_in_place_and_views_need_no_copy():
+    x = torch.randn(6, 8)[:, ::2]  # a strided view: read where it lies
+    out = torch.empty(6, 4, dtype=torch.int8)
+    ptr = out.data_ptr()
+    got = dmlq.quantize_linear(x, 0.1, dtype=torch.int8, out=out)
+    assert got is out and out.data_ptr() == ptr
+    xn = x.numpy()
+    np.testing.assert_array_equal(out.numpy(), _ref(R.quantize_linear, xn.shape, np.int8, xn, f32(.1), None))
+    # out= overlapping an input (in place) is still exact: the tensor's own memory is written
+    a = _t(np.arange(-8, 8, dtype=np.int8))
+    want = _ref(R.quantized_add, (16,), np.int8, a.numpy().copy(), f32(.5), None, a.numpy().copy(), f32(.5),
+                None, f32(.75), None)
+    assert dmlq.quantized_add(a, 0.5, None, a, 0.5, None, 0.75, None, dtype=torch.int8, out=a) is a
+    np.testing.assert_array_equal(a.numpy(), want)
+
+
+def test_errors_speak_torch_and_name_the_argument():
+    x = torch.randn(4)
+    with pytest.raises(TypeError, match=r"got float64.*x\.float\(\)"):
+        dmlq.quantize_linear(x.double(), 0.1)
+    with pytest.raises(TypeError, match=r"scale\.half\(\)"):
+        dmlq.quantize_linear(x.half(), torch.ones(4))
+    with pytest.raises(TypeError, match=r"q\.int\(\) or q\.to\(torch\.uint8\)"):
+        dmlq.dequantize_linear(torch.tensor([1, 2]), 0.5)  # int64
+    with pytest.raises(TypeError, match=r"bfloat16.*x\.float\(\)"):
+        dmlq.quantize_linear(x.bfloat16(), 0.1)
+    with pytest.raises(TypeError, match=r"torch\.empty\(\(4,\), dtype=torch\.uint8\)"):
+        dmlq.quantize_linear(x, 0.1, out=torch.empty(4, dtype=torch.int32))
+
+
+def test_mixed_arrays_and_devices_are_refused_before_any_work():
+    x = torch.randn(4)
+    with pytest.raises(TypeError, match=r"scale is a ndarray but x is a torch tensor; pass torch\.as_tensor"):
+        dmlq.quantize_linear(x, np.full(4, 0.1, f32))
+    with pytest.raises(TypeError, match="out is a ndarray"):
+        dmlq.quantize_linear(x, 0.1, out=np.empty(4, np.uint8))
+    meta = torch.empty(4, device="meta")  # a tensor on another device than x
+    with pytest.raises(ValueError, match=r"scale is on meta but x is on cpu.*scale\.to\(x\.device\)"):
+        dmlq.quantize_linear(x, meta)
+    with pytest.raises(ValueError, match=r"scale is on cpu but x is on meta.*\(or a Python number\)"):
+        torch.ops.dmlq.quantize_linear.tensor(meta, torch.tensor(0.1))  # the fake implementation checks too
+    with pytest.raises(ValueError, match=r"out is on cpu but x is on meta"):
+        dmlq.quantize_linear(meta, 0.1, out=torch.empty(4, dtype=torch.uint8))
+
+
+def test_fake_implementation_runs_the_real_checks():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(3, 5)
+        y = torch.ops.dmlq.quantize_linear(x, 0.1, -3, dtype=torch.int8)
+        assert y.shape == (3, 5) and y.dtype == torch.int8
+        with pytest.raises(ValueError, match="shapes do not broadcast"):
+            torch.ops.dmlq.quantize_linear.tensor(x, torch.ones(4))
+        p = torch.ops.dmlq.quantized_avg_pool(torch.empty(1, 2, 7, 7, dtype=torch.uint8), 0.1, 0, 0.1, 0, [2, 2],
+                                              strides=[2, 2], ceil_mode=True)
+        assert p.shape == (1, 2, 4, 4) and p.dtype == torch.uint8
+
+
+def test_compile_fullgraph_chain_equals_eager_bit_for_bit():
+    rng = np.random.default_rng(11)
+    x = _t((rng.standard_normal((16, 24)) * 3).astype(f32))
+    w = _t(rng.integers(-128, 128, (24, 8), dtype=np.int8))
+    ws = _t(rng.uniform(0.005, 0.02, (8,)).astype(f32))
+
+    def chain(x, w, ws):
+        q = torch.ops.dmlq.quantize_linear(x, 0.05, 128)
+        y = torch.ops.dmlq.quantized_matmul.tensor(q, torch.tensor(0.05), torch.tensor(128, dtype=torch.uint8),
+                                                   w, ws, None, torch.tensor(0.25), None, dtype=torch.int8)
+        return torch.ops.dmlq.dequantize_linear(y, 0.25, 0)
+
+    start = time.perf_counter()
+    compiled = torch.compile(chain, fullgraph=True)
+    got = compiled(x, w, ws)
+    print(f"torch.compile + first call: {time.perf_counter() - start:.1f} s")
+    eager = chain(x, w, ws)
+    assert torch.equal(got, eager) and got.dtype == torch.float32
+    xn = x.numpy()
+    q = _ref(R.quantize_linear, xn.shape, np.uint8, xn, f32(.05), np.uint8(128))
+    y = _ref(R.quantized_matmul, (16, 8), np.int8, q, f32(.05), np.uint8(128), w.numpy(), ws.numpy(), None,
+             f32(.25), None)
+    np.testing.assert_array_equal(got.numpy(), _ref(R.dequantize_linear, y.shape, f32, y, f32(.25), None))
+
+
+# ---- CUDA: for the next device session
+
+def _cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device here")
+    return torch.device("cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(CASES))
+def test_cuda_tensors_on_a_side_stream_without_synchronizing(name):
+    dev = _cuda()
+    _, args, kw, want, targs, tkw, twant = CASES[name]
+    side = torch.cuda.Stream()
+    before = torch.cuda.memory_allocated()
+    with torch.cuda.stream(side):
+        for a, k, w in ((args, kw, want), (targs, tkw, twant)):
+            big = torch.empty(1 << 24, device=dev).fill_(1.0)  # queue work ahead on this stream
+            ins = tuple(t.to(dev, non_blocking=True) for t in _tensors(a))
+            got = getattr(dmlq, name)(*ins, **k)
+            assert got.device == dev and torch.cuda.memory_allocated() > before  # torch's allocator
+            res = got.cpu()  # ordered on the side stream
+            np.testing.assert_array_equal(res.numpy(), w, strict=True)
+            del big
+
+
+@pytest.mark.gpu
+def test_cuda_graph_capture_replays():
+    dev = _cuda()
+    x = torch.randn(64, 32, device=dev)
+    w = torch.randint(-128, 128, (32, 16), dtype=torch.int8, device=dev)
+
+    def step():
+        q = dmlq.quantize_linear(x, 0.05, 128)
+        return dmlq.quantized_matmul(q, 0.05, 128, w, 0.01, 0, 0.3, 2)
+
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        step()  # plans, constants and kernels made outside the capture
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = step()
+    x.copy_(torch.randn(64, 32, device=dev))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, step())
+
+
+@pytest.mark.gpu
+def test_cuda_tensor_with_cpu_scale_is_refused():
+    dev = _cuda()
+    with pytest.raises(ValueError, match=r"scale is on cpu but x is on cuda:0; .*scale\.to\(x\.device\)"):
+        dmlq.quantize_linear(torch.randn(4, device=dev), torch.full((4,), 0.1))
+    with pytest.raises(ValueError, match="scale is on cpu"):
+        torch.ops.dmlq.quantize_linear.tensor(torch.randn(4, device=dev), torch.tensor(0.1))
+
+
+@pytest.mark.gpu
+def test_cuda_opcheck_and_compile():
+    dev = _cuda()
+    for name, (_, args, kw, _, targs, tkw, _) in CASES.items():
+        packet = getattr(torch.ops.dmlq, name)
+        torch.library.opcheck(packet.default, tuple(v.to(dev) if isinstance(v, torch.Tensor) else v
+                                                    for v in _tensors(args)), kw)
+        torch.library.opcheck(packet.tensor, tuple(v.to(dev) if isinstance(v, torch.Tensor) else v
+                                                   for v in _tensors(targs)), tkw)
