@@ -1,0 +1,391 @@
+"""dask.array inputs: lazy dask arrays out, equal bit for bit to the one-array result.
+
+dmlq.frameworks sends a call here when any operand is a dask array. Nothing is
+computed while the graph is built: the call's checks run first on zero-stride
+stand-ins of the operands (``dmlq.calls.output_meta``: every error the
+one-array call would raise, raised now, naming the argument), the result's
+``meta`` is an empty array of the chunks' own type (NumPy or CuPy; no kernel
+runs to infer it), and each task calls the public function on its chunks.
+
+- quantize / dequantize / add: chunk-wise (``map_blocks``); every operand that
+  is an array becomes a dask array, so per-axis scales and zero points are cut
+  to each chunk by dask's broadcasting alignment.
+- average pooling: ``map_overlap`` with a right halo of ``(window - 1) *
+  dilation`` input elements per spatial axis (chunks merged first where one is
+  smaller than that). The output is cut where the windows start: output block j
+  holds the outputs whose window starts in input chunk j (those starting in the
+  start padding with chunk 0, in the end padding with the last one). Each task
+  pools its slice with the padding that puts every window where it lies in the
+  whole array and that counts the same taps (IncludePadding: the padded extent
+  is cut where the whole array's is); a block whose windows miss the input in
+  some axis holds the output zero point, as the whole array gives there.
+- matmul: M and N chunked freely; K in one chunk calls the public matmul per
+  block; K split across chunks sums exact partial products per K chunk (int32
+  while a chunk's K <= 33025, int64 beyond, added in int64) and requantizes the
+  sum once, in docs/semantics.md's order.
+
+Scales and zero points of pooling and matmul are NumPy/CuPy arrays or numbers
+(a dask array there is refused); ``out=`` is not taken (store a result with
+``dask.array.store``).
+"""
+from __future__ import annotations
+
+import numbers
+
+import dask.array as da
+import numpy as np
+from dask.array.utils import meta_from_array
+
+from . import adapters
+from .calls import output_meta
+from .desc import pool_output_size
+
+_F32 = np.float32
+
+
+def _module_of(a):
+    """'numpy' or 'cupy' (or another module name) for an array or a dask array's chunks."""
+    a = getattr(a, "_meta", a)
+    return type(a).__module__.partition(".")[0]
+
+
+def _stand_in(shape, dtype):
+    """A NumPy array of ``shape`` and ``dtype`` holding one element (zero strides)."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), tuple(shape), (0,) * len(shape))
+
+
+def _check(fname, values, out):
+    """The chunk module of the call's dask arrays, after the type checks."""
+    if out is not None:
+        raise TypeError(f"{fname}: out= is not taken with dask arrays (the result is a new lazy array); drop "
+                        "out= and write the result with dask.array.store(result, target)")
+    names = adapters.operand_names(fname)
+    first = chunks = None
+    for name, v in zip(names, values):
+        if isinstance(v, da.Array):
+            if any(isinstance(c, float) and c != c for c in v.shape):
+                raise ValueError(f"{fname}: {name} has unknown chunk sizes (shape {v.shape}); call "
+                                 f"{name}.compute_chunk_sizes() first")
+            mod = _module_of(v)
+            if chunks is None:
+                first, chunks = name, mod
+            elif mod != chunks:
+                raise TypeError(f"{fname}: {name} has {mod} chunks but {first} has {chunks} chunks; use one "
+                                "chunk type in a call")
+    if chunks not in ("numpy", "cupy"):
+        raise TypeError(f"{fname}: {first} has chunks of type {type(values[names.index(first)]._meta).__name__}; "
+                        "dmlq takes dask arrays of NumPy or CuPy chunks")
+    for name, v in zip(names, values):
+        if v is None or isinstance(v, (da.Array, numbers.Number, np.generic)):
+            continue
+        if isinstance(v, (list, tuple)):
+            continue  # converted as np.asarray converts them (NumPy chunks only; CuPy refuses them below)
+        mod = _module_of(v)
+        if mod != chunks:
+            fix = "cupy.asarray(...)" if chunks == "cupy" else ("np.asarray(...)" if mod == "cupy"
+                                                                 else "x.compute() or .numpy()")
+            raise TypeError(f"{fname}: {name} is a {type(v).__module__}.{type(v).__name__} but {first} is a dask "
+                            f"array of {chunks} chunks; pass {name} as a {chunks} array ({fix}) or a dask array")
+    return chunks
+
+
+def _meta_call(fname, values, kwargs):
+    """(shape, dtype) of the one-array result: every check made, nothing computed."""
+    args = []
+    for v in values:
+        if isinstance(v, da.Array) or _module_of(v) == "cupy":
+            v = _stand_in(v.shape, v.dtype)
+        args.append(v)
+    return output_meta(adapters.function(fname), *args, **kwargs)
+
+
+def call(fname, values, kwargs, out=None):
+    """``fname(*values, **kwargs)`` (a public function) with dask arrays among ``values``."""
+    _check(fname, values, out)
+    shape, dtype = _meta_call(fname, values, kwargs)
+    like = next(v for v in values if isinstance(v, da.Array))._meta
+    meta = meta_from_array(like, ndim=len(shape), dtype=dtype)
+    if fname == "quantized_avg_pool":
+        return _avg_pool(values, kwargs, shape, dtype, meta)
+    if fname == "quantized_matmul":
+        return _matmul(values, kwargs, shape, dtype, meta)
+    return _elementwise(fname, values, kwargs, shape, dtype, meta)
+
+
+# ------------------------------------------------------------------ element-wise
+
+def _elementwise(fname, values, kwargs, shape, dtype, meta):
+    """Chunk-wise: every array operand cut where the output's chunks fall (the
+    first dask operand of full length decides each axis; a length-1 axis is
+    one chunk that every output chunk reads)."""
+    fn = adapters.function(fname)
+    nd = len(shape)
+    arrays = []
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            v = np.asarray(v)
+        if getattr(v, "ndim", 0) > 0 and not isinstance(v, da.Array):
+            v = da.from_array(v, chunks=v.shape, asarray=False)  # cut per chunk, not sent whole to each
+        arrays.append(v)
+    chunks = []
+    for axis in range(nd):
+        found = None
+        for v in arrays:
+            if isinstance(v, da.Array) and v.ndim >= nd - axis and shape[axis] != 1:
+                if v.shape[axis - nd] == shape[axis]:
+                    found = v.chunks[axis - nd]
+                    break
+        chunks.append(found or (shape[axis],))
+    args = []
+    for v in arrays:
+        if isinstance(v, da.Array):
+            lead = nd - v.ndim
+            v = v.rechunk(tuple(c if n != 1 else (1,) for c, n in zip(chunks[lead:], v.shape)))
+            args += [v, tuple(range(lead, nd))]
+        else:
+            args += [v, None]
+    return da.blockwise(_apply, tuple(range(nd)), *args, fn=fn, kwargs=kwargs, align_arrays=False, dtype=dtype,
+                        meta=meta)
+
+
+def _apply(*blocks, fn, kwargs):
+    return fn(*blocks, **kwargs)
+
+
+# ------------------------------------------------------------------ average pooling
+
+def _ints(value, nd, default):
+    if value is None:
+        return (default,) * nd
+    if isinstance(value, numbers.Integral):
+        return (int(value),) * nd
+    return tuple(int(v) for v in value)
+
+
+def _refuse_dask_params(fname, values, names):
+    for name, v in zip(names, values):
+        if isinstance(v, da.Array) and name not in ("x", "a", "b"):
+            raise TypeError(f"{fname}: {name} is a dask array; pass scales and zero points of pooling and matmul "
+                            f"as NumPy/CuPy arrays or numbers ({name}.compute() if it is small)")
+
+
+def _min_chunks(chunks, least):
+    """Chunks merged left to right until each holds at least ``least`` elements
+    (the total permitting)."""
+    if least <= 1:
+        return tuple(chunks)
+    merged, acc = [], 0
+    for c in chunks:
+        acc += c
+        if acc >= least:
+            merged.append(acc)
+            acc = 0
+    if acc:
+        if merged:
+            merged[-1] += acc
+        else:
+            merged.append(acc)
+    return tuple(merged)
+
+
+def _axis_plan(length, chunks, window, stride, start, end, dilation, include, out_len):
+    """Per input chunk along one spatial axis: (oa, ob, lo, hi, pad_start, pad_end) -- the
+    outputs [oa, ob) whose windows start in that chunk, and how to pool them from the chunk's
+    data (with its right halo): the slice [lo, hi) of that data and the padding around it."""
+    extent = (window - 1) * dilation + 1
+    bounds = np.cumsum((0,) + tuple(chunks))
+    plans = []
+    for j in range(len(chunks)):
+        b0, b1 = int(bounds[j]), int(bounds[j + 1])
+        first = 0 if j == 0 else -(-(b0 + start) // stride)  # first output whose window starts at >= b0
+        last = out_len if j == len(chunks) - 1 else -(-(b1 + start) // stride)
+        oa, ob = min(first, out_len), min(max(last, first), out_len)
+        if ob <= oa:
+            plans.append((oa, oa, 0, 0, 0, 0))
+            continue
+        have = min(length, b1 + extent - 1) - b0       # the chunk and its halo
+        g0 = oa * stride - start                        # where the first window starts (global)
+        g1 = (ob - 1) * stride - start + extent         # where the last window ends
+        lo, pad_start = max(0, g0 - b0), max(0, b0 - g0)
+        hi = max(lo, min(have, g1 - b0))
+        upper = min(length + end, g1) if include else g1  # IncludePadding counts taps below this
+        pad_end = max(0, upper - (b0 + hi))
+        plans.append((oa, ob, lo, hi, pad_start, pad_end))
+    return plans
+
+
+def _avg_pool(values, kwargs, shape, dtype, meta):
+    names = adapters.operand_names("quantized_avg_pool")
+    _refuse_dask_params("quantized_avg_pool", values, names)
+    x, x_scale, x_zp, out_scale, out_zp = values
+    if not isinstance(x, da.Array):
+        x = da.from_array(x, chunks=x.shape, asarray=False)
+    nd = x.ndim - 2
+    window = _ints(kwargs.get("window_size"), nd, 1)
+    stride = _ints(kwargs.get("strides"), nd, 1)
+    start = _ints(kwargs.get("start_padding"), nd, 0)
+    end = _ints(kwargs.get("end_padding"), nd, 0)
+    dil = _ints(kwargs.get("dilations"), nd, 1)
+    include = bool(kwargs.get("include_padding", False))
+    halo = [(window[i] - 1) * dil[i] for i in range(nd)]
+    x = x.rechunk(x.chunks[:2] + tuple(_min_chunks(x.chunks[2 + i], halo[i]) for i in range(nd)))
+    plans = [_axis_plan(x.shape[2 + i], x.chunks[2 + i], window[i], stride[i], start[i], end[i], dil[i],
+                        include, shape[2 + i]) for i in range(nd)]
+    out_chunks = x.chunks[:2] + tuple(tuple(p[1] - p[0] for p in plans[i]) for i in range(nd))
+    channel_bounds = np.cumsum((0,) + x.chunks[1])
+    params = dict(kwargs, window_size=window, strides=stride, dilations=dil)
+    params.pop("start_padding", None), params.pop("end_padding", None), params.pop("ceil_mode", None)
+    task = _PoolTask(plans, channel_bounds, (window, stride, dil), (x_scale, x_zp, out_scale, out_zp), params,
+                     dtype)
+    result = da.map_overlap(task, x, depth={2 + i: (0, halo[i]) for i in range(nd)}, boundary="none",
+                            trim=False, chunks=out_chunks, dtype=dtype, meta=meta)
+    assert result.shape == shape, (result.shape, shape)
+    return result
+
+
+def _channel_slice(v, c0, c1):
+    """A per-tensor or per-channel scale or zero point for channels [c0, c1)."""
+    if v is None or not hasattr(v, "size") or v.size == 1:
+        return v
+    return v.reshape(-1)[c0:c1]
+
+
+class _PoolTask:
+    """One output block of pooling from one input block and its right halo."""
+
+    def __init__(self, plans, channel_bounds, geometry, params, kwargs, dtype):
+        self.plans, self.channel_bounds = plans, channel_bounds
+        self.window, self.stride, self.dil = geometry
+        self.params, self.kwargs, self.dtype = params, kwargs, dtype
+
+    def __call__(self, block, block_info=None):
+        from . import api
+
+        where = block_info[0]["chunk-location"]
+        c0, c1 = int(self.channel_bounds[where[1]]), int(self.channel_bounds[where[1] + 1])
+        x_scale, x_zp, out_scale, out_zp = (_channel_slice(v, c0, c1) for v in self.params)
+        nd = block.ndim - 2
+        axes = [self.plans[i][where[2 + i]] for i in range(nd)]
+        counts = tuple(ob - oa for oa, ob, *_ in axes)
+        xp = _array_module(block)
+        shape = block.shape[:2] + counts
+        if 0 in shape:
+            return xp.empty(shape, self.dtype)
+        if any(hi <= lo for _, _, lo, hi, _, _ in axes):
+            # every window of this block misses the input along some axis: no tap is summed, and
+            # a zero sum (or a zero count) requantizes to the output zero point, whatever the scales
+            out = xp.empty(shape, self.dtype)
+            zp = 0 if out_zp is None else out_zp
+            if getattr(zp, "size", 1) > 1:
+                zp = xp.asarray(zp).reshape((1, -1) + (1,) * nd)
+            out[...] = zp
+            return out
+        index, starts, keep, ceil = [slice(None), slice(None)], [], [slice(None), slice(None)], False
+        for i, (oa, ob, lo, hi, pad_start, pad_end) in enumerate(axes):
+            w, s, d = self.window[i], self.stride[i], self.dil[i]
+            # windows put in front in the start padding, dropped after, where the slice and its
+            # padding are shorter than one window; they change no kept window's count
+            lead = max(0, -(-((w - 1) * d + 1 - (pad_start + hi - lo + pad_end)) // s))
+            floor_size, _ = pool_output_size(hi - lo, w, s, pad_start + lead * s, pad_end, d)
+            ceil = ceil or floor_size < lead + ob - oa
+            index.append(slice(lo, hi))
+            starts.append(pad_start + lead * s)
+            keep.append(slice(lead, lead + ob - oa))
+        pooled = api.quantized_avg_pool(block[tuple(index)], x_scale, x_zp, out_scale, out_zp,
+                                        start_padding=tuple(starts), end_padding=tuple(a[5] for a in axes),
+                                        ceil_mode=ceil, **self.kwargs)
+        return pooled[tuple(keep)]
+
+
+def _array_module(a):
+    if type(a).__module__.partition(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+# ------------------------------------------------------------------ matmul
+
+def _vector(v):
+    """A per-row/column scale or zero point as 1-D (per tensor: as it is)."""
+    return v.reshape(-1) if hasattr(v, "size") and v.size > 1 else v
+
+
+def _matmul(values, kwargs, shape, dtype, meta):
+    names = adapters.operand_names("quantized_matmul")
+    _refuse_dask_params("quantized_matmul", values, names)
+    a, a_scale, a_zp, b, b_scale, b_zp, out_scale, out_zp = values
+    a, b = (v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False) for v in (a, b))
+    batch = shape[:-2]
+    a = da.broadcast_to(a, batch + a.shape[-2:])
+    b = da.broadcast_to(b, batch + b.shape[-2:])
+    b = b.rechunk(a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],))  # K (and batch) cut where a's are
+    rows = {"a_scale": _vector(a_scale), "a_zp": _vector(a_zp), "out_scale": _vector(out_scale),
+            "out_zp": _vector(out_zp)}
+    cols = {"b_scale": _vector(b_scale), "b_zp": _vector(b_zp)}
+    bi = tuple(f"z{i}" for i in range(len(batch)))
+    args, inds, order = [], [], []
+    for name, v in list(rows.items()) + list(cols.items()):
+        order.append(name)
+        if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
+            chunks = (a.chunks[-2],) if name in rows else (b.chunks[-1],)
+            args += [da.from_array(v, chunks=chunks, asarray=False), ("m",) if name in rows else ("n",)]
+        else:
+            args += [v, None]
+    if len(a.chunks[-1]) == 1:
+        fn = adapters.function("quantized_matmul")
+        return da.blockwise(_block_matmul, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
+                            fn=fn, kwargs=kwargs, concatenate=True, dtype=dtype, meta=meta)
+    acc_meta = meta_from_array(meta, ndim=len(shape), dtype=np.int64)
+    acc = da.blockwise(_partial_sums, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"),
+                       *args[2:4], *args[10:12], concatenate=False, dtype=np.int64, meta=acc_meta)
+    return da.blockwise(_requantize, bi + ("m", "n"), acc, bi + ("m", "n"), *args[0:2], *args[4:10],
+                        out_dtype=dtype, dtype=dtype, meta=meta)
+
+
+def _column(v):
+    return v.reshape(-1, 1) if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1 else v
+
+
+def _block_matmul(a, b, a_scale, a_zp, out_scale, out_zp, b_scale, b_zp, fn, kwargs):
+    return fn(a, _column(a_scale), _column(a_zp), b, b_scale, b_zp, _column(out_scale), _column(out_zp),
+              **kwargs)
+
+
+def matmul_integer_sum(a, a_zp, b, b_zp, xp):
+    """The exact integer products ``(a - a_zp) @ (b - b_zp)`` of one K chunk (a_zp per
+    row or per tensor, b_zp per column or per tensor): int32 while the chunk's K
+    cannot overflow it (K <= 33025), int64 beyond."""
+    k = a.shape[-1]
+    da_ = a.astype(xp.int32) - (0 if a_zp is None else xp.asarray(_column(a_zp)).astype(xp.int32))
+    db_ = b.astype(xp.int32) - (0 if b_zp is None else xp.asarray(b_zp).astype(xp.int32))
+    # float64 products are exact integers: each |term| <= 255 * 255 and K * 65025 < 2**53
+    acc = xp.matmul(da_.astype(xp.float64), db_.astype(xp.float64))
+    return acc.astype(xp.int32 if k * 255 * 255 < 2**31 else xp.int64)
+
+
+def _partial_sums(a_blocks, b_blocks, a_zp, b_zp):
+    xp = _array_module(a_blocks[0])
+    total = None
+    for a, b in zip(a_blocks, b_blocks):
+        part = matmul_integer_sum(a, a_zp, b, b_zp, xp).astype(xp.int64)
+        total = part if total is None else total + part
+    return total
+
+
+def _requantize(acc, a_scale, out_scale, out_zp, b_scale, out_dtype):
+    """docs/semantics.md's matmul requantization of an exact sum:
+    ``t = float32(acc) * ((a_scale * b_scale) / out_scale)``, rounded half to even,
+    saturated in float, plus the zero point."""
+    xp = _array_module(acc)
+    col = (lambda v: xp.asarray(v, dtype=_F32).reshape(-1, 1))
+    with np.errstate(all="ignore"):
+        mult = xp.divide(xp.multiply(col(a_scale), xp.asarray(b_scale, dtype=_F32).reshape(1, -1), dtype=_F32),
+                         col(out_scale), dtype=_F32)
+        t = xp.multiply(acc.astype(_F32), mult, dtype=_F32)
+    info = np.iinfo(out_dtype)
+    zp = xp.zeros((1, 1), xp.int64) if out_zp is None else xp.asarray(out_zp).astype(xp.int64).reshape(-1, 1)
+    low, high = (info.min - zp).astype(_F32), (info.max - zp).astype(_F32)
+    r = xp.where(xp.isnan(t), _F32(0), xp.minimum(xp.maximum(xp.rint(t), low), high))
+    return (r.astype(xp.int64) + zp).astype(out_dtype)

@@ -1,0 +1,242 @@
+"""dask.array through the public functions: lazy results, bit for bit the one-array result.
+
+Expected values are the public functions on whole NumPy arrays (the reference
+backend; tests/test_api.py ties it to dmlq.reference) and dmlq.reference itself.
+Computed with the threaded scheduler, and with a two-process distributed
+LocalCluster (loopback) started and closed by this module.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+import dmlq  # noqa: E402
+from dmlq import reference as R  # noqa: E402
+
+f32, u8, i8 = np.float32, np.uint8, np.int8
+
+
+def _threads(x):
+    return x.compute(scheduler="threads")
+
+
+def _exact(got, want):
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
+def _chunked(a, chunks):
+    return da.from_array(a, chunks=chunks)
+
+
+# ---- element-wise ---------------------------------------------------------------------------
+
+ELEMENTWISE_CHUNKS = [((2, 5), (4, 1, 1)), ((7,), (6,)), ((1,) * 7, (5, 1)), ((3, 4), (6,))]
+
+
+def test_quantize_dequantize_add_any_chunking(rng):
+    x = (rng.standard_normal((7, 6)) * 5).astype(f32)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    s_col = rng.uniform(0.01, 0.2, (1, 6)).astype(f32)
+    z_col = rng.integers(0, 256, (1, 6), dtype=u8)
+    s_row = rng.uniform(0.01, 0.2, (7, 1)).astype(f32)
+    q = rng.integers(-128, 128, (7, 6), dtype=i8)
+    b = rng.integers(0, 256, (6,), dtype=u8)
+    for chunks in ELEMENTWISE_CHUNKS:
+        dx, dq = _chunked(x, chunks), _chunked(q, chunks)
+        cases = [
+            (dmlq.quantize_linear, (dx, s_col, z_col), (x, s_col, z_col), {}),
+            (dmlq.quantize_linear, (dx, _chunked(s_row, (chunks[0], 1)), None), (x, s_row, None),
+             {"dtype": i8}),
+            (dmlq.quantize_linear, (dx, 0.07, 3), (x, 0.07, 3), {}),
+            (dmlq.dequantize_linear, (dq, s_col, i8(-5)), (q, s_col, i8(-5)), {}),
+            (dmlq.quantized_add, (dq, 0.1, -3, _chunked(b, 4), 0.05, 128, 0.2, u8(9)),
+             (q, 0.1, -3, b, 0.05, 128, 0.2, u8(9)), {}),
+        ]
+        for fn, dargs, args, kw in cases:
+            lazy = fn(*dargs, **kw)
+            assert isinstance(lazy, da.Array) and type(lazy._meta) is np.ndarray
+            want = fn(*args, **kw)
+            assert lazy.dtype == want.dtype and lazy.shape == want.shape and lazy._meta.dtype == want.dtype
+            _exact(_threads(lazy), want)
+    ref = np.empty(x.shape, u8)
+    R.quantize_linear(x, s_col, z_col, ref)
+    _exact(_threads(dmlq.quantize_linear(_chunked(x, (3, 2)), s_col, z_col)), ref)
+
+
+def test_empty_dimension_and_single_chunk():
+    x = np.zeros((0, 5), f32)
+    lazy = dmlq.quantize_linear(da.from_array(x, chunks=(1, 2)), 0.5, 1)
+    assert lazy.shape == (0, 5)
+    _exact(_threads(lazy), np.zeros((0, 5), u8))
+    one = np.arange(12, dtype=f32).reshape(3, 4)
+    _exact(_threads(dmlq.quantize_linear(da.from_array(one, chunks=-1), 0.5)), dmlq.quantize_linear(one, 0.5))
+
+
+# ---- average pooling ------------------------------------------------------------------------
+
+POOLS = [  # window, strides, start, end, dilations, include_padding, ceil_mode
+    ((3, 3), (2, 2), (1, 1), (1, 1), (1, 1), False, True),
+    ((3, 2), (2, 3), (1, 0), (0, 2), (1, 2), True, True),
+    ((2, 2), (2, 2), (0, 0), (0, 0), (1, 1), False, False),
+    ((3, 1), (1, 1), (2, 0), (2, 0), (2, 1), True, False),
+    ((2, 3), (3, 2), (4, 5), (4, 3), (1, 1), True, True),    # windows entirely in padding
+    ((2, 3), (3, 2), (4, 5), (4, 3), (1, 1), False, True),
+]
+POOL_CHUNKS = [((1, 1), (2, 1), (5, 1, 7, 4), (4, 4, 5)),    # uneven; one chunk smaller than the halo
+               ((2,), (3,), (17,), (13,)),                    # one chunk
+               ((2,), (1, 1, 1), (1,) * 17, (1,) * 13)]       # every chunk smaller than a window
+
+
+def _pool_whole(x, xs, xz, os_, oz, p, dtype=None):
+    w, s, sp, ep, d, inc, ceil = p
+    return dmlq.quantized_avg_pool(x, xs, xz, os_, oz, w, strides=s, start_padding=sp, end_padding=ep, dilations=d,
+                                   include_padding=inc, ceil_mode=ceil, dtype=dtype)
+
+
+def test_avg_pool_any_chunking(rng):
+    x = rng.integers(0, 256, (2, 3, 17, 13), dtype=u8)
+    xs = rng.uniform(0.05, 0.2, (3,)).astype(f32)
+    xz = rng.integers(0, 256, (1, 3, 1, 1), dtype=u8)
+    oz = np.array([-3, 0, 7], i8)
+    for p, chunks in itertools.product(POOLS, POOL_CHUNKS):
+        want = _pool_whole(x, xs, xz, 0.11, oz, p)
+        lazy = _pool_whole(_chunked(x, chunks), xs, xz, 0.11, oz, p)
+        assert lazy.shape == want.shape and lazy.dtype == want.dtype, (p, chunks)
+        _exact(_threads(lazy), want)
+    w, s, sp, ep, d, inc, ceil = POOLS[0]
+    ref = np.empty(want.shape if False else _pool_whole(x, 0.1, 2, 0.1, None, POOLS[0]).shape, u8)
+    R.quantized_avg_pool(x, f32(0.1), u8(2), f32(0.1), None, ref, w, s, sp, ep, d, inc)
+    _exact(_threads(_pool_whole(_chunked(x, POOL_CHUNKS[0]), 0.1, 2, 0.1, None, POOLS[0])), ref)
+
+
+def test_avg_pool_3d_and_empty_batch(rng):
+    x = rng.integers(-128, 128, (1, 2, 7, 6, 5), dtype=i8)
+    p = ((2, 3, 2), (2, 2, 1), (1, 0, 1), (1, 1, 0), (1, 1, 2), False, True)
+    w, s, sp, ep, d, inc, ceil = p
+    kw = dict(strides=s, start_padding=sp, end_padding=ep, dilations=d, include_padding=inc, ceil_mode=ceil)
+    want = dmlq.quantized_avg_pool(x, 0.1, -2, 0.2, None, w, dtype=u8, **kw)
+    lazy = dmlq.quantized_avg_pool(_chunked(x, (1, 1, (3, 4), (1, 5), 2)), 0.1, -2, 0.2, None, w, dtype=u8, **kw)
+    _exact(_threads(lazy), want)
+    empty = np.zeros((0, 2, 6, 6), u8)
+    lazy = dmlq.quantized_avg_pool(_chunked(empty, (1, 1, 3, 2)), 0.1, 0, 0.1, 0, 2, strides=2)
+    assert lazy.shape == (0, 2, 3, 3)
+    _exact(_threads(lazy), np.zeros((0, 2, 3, 3), u8))
+
+
+# ---- matmul ---------------------------------------------------------------------------------
+
+def _mm(a, b, params, dtype=None):
+    a_s, a_z, b_s, b_z, o_s, o_z = params
+    return dmlq.quantized_matmul(a, a_s, a_z, b, b_s, b_z, o_s, o_z, dtype=dtype)
+
+
+def test_matmul_k_split_and_any_m_n_chunking(rng):
+    m, k, n = 9, 40, 7
+    a = rng.integers(0, 256, (m, k), dtype=u8)
+    b = rng.integers(-128, 128, (k, n), dtype=i8)
+    params = [
+        (rng.uniform(0.01, 0.05, (m, 1)).astype(f32), rng.integers(0, 256, (m, 1), dtype=u8),
+         rng.uniform(0.001, 0.01, (n,)).astype(f32), rng.integers(-128, 128, (1, n), dtype=i8),
+         rng.uniform(0.5, 2.0, (m, 1)).astype(f32), rng.integers(-128, 128, (m, 1), dtype=i8)),
+        (0.02, 128, 0.004, None, 1.3, None),
+        (0.02, 0, 0.004, 3, np.float32(0.0), u8(7)),  # a zero out_scale: IEEE, as the whole array
+    ]
+    chunkings = [((9,), (40,)), ((4, 5), (40,)), ((2, 7), (13, 1, 26)), ((1,) * 9, (8,) * 5)]
+    b_chunks = [((40,), (7,)), ((40,), (3, 4)), ((20, 20), (1, 6)), ((3, 37), (7,))]
+    for p, (ac, bc) in itertools.product(params, zip(chunkings, b_chunks)):
+        want = _mm(a, b, p)
+        lazy = _mm(_chunked(a, ac), _chunked(b, bc), p)
+        assert lazy.dtype == want.dtype and lazy.shape == want.shape
+        _exact(_threads(lazy), want)
+    ref = np.empty((m, n), i8)
+    a_s, a_z, b_s, b_z, o_s, o_z = params[0]
+    R.quantized_matmul(a, a_s.ravel(), a_z.ravel(), b, b_s, b_z.ravel(), o_s.ravel(), o_z.ravel(), ref)
+    _exact(_threads(_mm(_chunked(a, ((2, 7), (13, 1, 26))), b, params[0])), ref)
+
+
+def test_matmul_batched_and_k_zero(rng):
+    a = rng.integers(-128, 128, (3, 5, 12), dtype=i8)
+    b = rng.integers(0, 256, (12, 4), dtype=u8)
+    p = (0.03, -4, 0.01, 100, 0.5, None)
+    _exact(_threads(_mm(_chunked(a, (2, 3, (5, 7))), _chunked(b, (7, 2)), p, dtype=i8)), _mm(a, b, p, dtype=i8))
+    a0, b0 = np.zeros((3, 0), u8), np.zeros((0, 2), i8)
+    _exact(_threads(_mm(_chunked(a0, (2, 1)), b0, (0.1, 3, 0.1, None, 0.5, u8(4)))),
+           _mm(a0, b0, (0.1, 3, 0.1, None, 0.5, u8(4))))
+
+
+# ---- laziness and errors --------------------------------------------------------------------
+
+def _poisoned(shape, dtype, chunks):
+    """A dask array that raises if any chunk is ever computed."""
+    def boom(block_info=None):
+        raise AssertionError("a lazy input was computed")
+    return da.map_blocks(boom, dtype=dtype, chunks=chunks, meta=np.empty((0,) * len(shape), dtype))
+
+
+def test_nothing_is_computed_while_the_graph_is_built():
+    x = _poisoned((6, 4), f32, ((3, 3), (4,)))
+    q = _poisoned((6, 4), u8, ((2, 4), (2, 2)))
+    img = _poisoned((1, 2, 8, 8), u8, ((1,), (2,), (3, 5), (8,)))
+    for lazy in (dmlq.quantize_linear(x, 0.1), dmlq.dequantize_linear(q, 0.1, 3),
+                 dmlq.quantized_add(q, 0.1, 0, q, 0.1, 0, 0.2),
+                 dmlq.quantized_matmul(q, 0.1, 0, _poisoned((4, 3), i8, ((1, 3), (3,))), 0.1, 0, 0.2),
+                 dmlq.quantized_avg_pool(img, 0.1, 0, 0.1, 0, 3, strides=2, ceil_mode=True)):
+        assert isinstance(lazy, da.Array) and lazy._meta.size == 0
+    with pytest.raises(AssertionError, match="lazy input was computed"):
+        _threads(dmlq.quantize_linear(x, 0.1))
+
+
+def test_errors_before_anything_runs():
+    x = _poisoned((6, 4), f32, ((3, 3), (4,)))
+    with pytest.raises(ValueError, match=r"quantize_linear: shapes do not broadcast: x \(6, 4\), scale \(3,\)"):
+        dmlq.quantize_linear(x, np.ones(3, f32))
+    with pytest.raises(TypeError, match=r"x must have dtype float32, float16 or int32 \(got float64\)"):
+        dmlq.quantize_linear(x.astype(np.float64), 0.1)
+    with pytest.raises(TypeError, match="out= is not taken with dask arrays"):
+        dmlq.quantize_linear(x, 0.1, out=np.empty((6, 4), u8))
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"scale is a torch\.Tensor but x is a dask array of numpy chunks"):
+        dmlq.quantize_linear(x, torch.ones(4))
+    img = _poisoned((1, 2, 8, 8), u8, ((1,), (2,), (3, 5), (8,)))
+    with pytest.raises(TypeError, match="x_scale is a dask array"):
+        dmlq.quantized_avg_pool(img, da.ones(2, dtype=f32), 0, 0.1, 0, 2)
+    with pytest.raises(ValueError, match="a has K = 4 columns but b has 5 rows"):
+        dmlq.quantized_matmul(_poisoned((6, 4), u8, ((6,), (4,))), 0.1, 0, np.zeros((5, 2), i8), 0.1, 0, 0.2)
+
+
+# ---- a distributed cluster of two worker processes ------------------------------------------
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=None, worker_dashboard_address=None)
+    client = distributed.Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_distributed_cluster_every_operator(client, rng):
+    x = (rng.standard_normal((9, 8)) * 3).astype(f32)
+    a = rng.integers(0, 256, (9, 30), dtype=u8)
+    b = rng.integers(-128, 128, (30, 8), dtype=i8)
+    img = rng.integers(0, 256, (2, 2, 11, 9), dtype=u8)
+    p = POOLS[1]
+    lazies = [dmlq.quantize_linear(_chunked(x, (4, 3)), 0.05, 128),
+              dmlq.dequantize_linear(_chunked(a, (5, 7)), np.full((1, 30), 0.5, f32), u8(3)),
+              dmlq.quantized_add(_chunked(a, (2, 30)), 0.1, 7, _chunked(a, (9, 11)), 0.1, 9, 0.3),
+              _mm(_chunked(a, (4, (10, 20))), _chunked(b, ((10, 20), 3)), (0.02, 1, 0.01, 0, 0.7, i8(5))),
+              _pool_whole(_chunked(img, (1, 2, (3, 8), (2, 7))), 0.1, 0, 0.1, 0, p)]
+    wants = [dmlq.quantize_linear(x, 0.05, 128), dmlq.dequantize_linear(a, np.full((1, 30), 0.5, f32), u8(3)),
+             dmlq.quantized_add(a, 0.1, 7, a, 0.1, 9, 0.3), _mm(a, b, (0.02, 1, 0.01, 0, 0.7, i8(5))),
+             _pool_whole(img, 0.1, 0, 0.1, 0, p)]
+    for got, want in zip(client.compute(lazies, sync=True), wants):
+        _exact(got, want)
