@@ -16,8 +16,10 @@ The public functions take torch tensors (dmlq.adapters sends such calls here):
   from the call's own checks first (``dmlq.api.output_meta``). No host
   synchronization, so the calls can be captured in a CUDA graph.
 - Every tensor of a call must be on one device (a CPU scale for a CUDA x is a
-  ``ValueError``); NumPy or CuPy arrays mixed with tensors are a ``TypeError``.
-  Errors speak torch: ``x.float()``, not ``x.astype(np.float32)``.
+  ``ValueError``). NumPy arrays beside CPU tensors are taken (host memory, as
+  before); beside CUDA tensors, and CuPy arrays or a non-tensor ``out=`` beside
+  any tensor, they are a ``TypeError``. Fixes for a tensor operand are said in
+  torch's words: ``x.to(torch.float32)``, not ``x.astype(np.float32)``.
 
 Importing this module registers each operator as a custom op in the ``dmlq``
 namespace (``torch.ops.dmlq.quantize_linear`` ...), as torch's own quantized
@@ -57,24 +59,19 @@ def torch_dtype(dtype) -> torch.dtype:
 
 # ------------------------------------------------------------------ errors in torch words
 
-_HINTS = (
-    (re.compile(r"(\w+)\.astype\((?:np|cupy)\.float32\)"), r"\1.float()"),
-    (re.compile(r"(\w+)\.astype\((?:np|cupy)\.float16\)"), r"\1.half()"),
-    (re.compile(r"(\w+)\.astype\((?:np|cupy)\.int32\)"), r"\1.int()"),
-    (re.compile(r"(\w+)\.astype\((?:np|cupy)\.(\w+)\)"), r"\1.to(torch.\2)"),
-    (re.compile(r"np\.asarray\((\w+), np\.(\w+)\)"), r"\1.to(torch.\2)"),
-    (re.compile(r"np\.empty\((\([^()]*\)), np\.(\w+)\)"), r"torch.empty(\1, dtype=torch.\2)"),
-    (re.compile(r"np\.(u?int\d+|float\d+)\(([^()]*)\)"), r"torch.tensor(\2, dtype=torch.\1)"),
-    (re.compile(r"\bnp\.(u?int\d+|float\d+)\b"), r"torch.\1"),
-    (re.compile(r"a numpy\.ndarray|a numpy array"), "a torch tensor"),
-)
-
-
-def _in_torch_words(e: Exception) -> Exception:
-    """The same exception type with its hints rewritten for a torch user."""
+def _in_torch_words(e: Exception, names) -> Exception:
+    """The same exception type, each fix for an operand in ``names`` (given as a torch
+    tensor) said in torch's words (``x.to(torch.float32)``, as dmlq.checks says it for
+    tensors it is given itself); other operands keep NumPy's words."""
     msg = str(e)
-    for pattern, repl in _HINTS:
-        msg = pattern.sub(repl, msg)
+    for name in names:
+        msg = re.sub(rf"\b{name}\.astype\((?:np|cupy)\.(\w+)\)", rf"{name}.to(torch.\1)", msg)
+        msg = re.sub(rf"np\.asarray\({name}, np\.(\w+)\)", rf"{name}.to(torch.\1)", msg)
+    if "out" in names:
+        msg = re.sub(r"np\.empty\((\([^()]*\)), np\.(\w+)\)", r"torch.empty(\1, dtype=torch.\2)", msg)
+    msg = msg.replace("(np.asarray makes int64 from a list of Python ints)",
+                      "(torch.tensor makes int64 from Python ints)")
+    msg = re.sub(r"\bdtype=np\.(u?int8)\b", r"dtype=torch.\1", msg)
     try:
         return type(e)(msg)
     except Exception:
@@ -101,10 +98,14 @@ def _checked(fname, values, out):
                                  f"call must be on one device: pass {name}.to({first}.device)"
                                  + (" (or a Python number)" if name != "out" and v.ndim == 0 else ""))
     for name, v in zip(names + ("out",), tuple(values) + (out,)):
-        if v is not None and not isinstance(v, torch.Tensor) and _is_array(v):
-            raise TypeError(f"{fname}: {name} is a {type(v).__name__} but {first} is a torch tensor; pass "
-                            f"torch.as_tensor({name}, device={first}.device) (NumPy, CuPy and torch arrays are "
-                            "not mixed in one call)")
+        if v is None or isinstance(v, torch.Tensor) or not _is_array(v):
+            continue
+        host = isinstance(v, (np.ndarray, list, tuple))
+        if name == "out" or not host or device.type != "cpu":
+            where = "" if device.type == "cpu" else f" on {device}"
+            raise TypeError(f"{fname}: {name} is a {type(v).__module__.partition('.')[0]}.{type(v).__name__} but "
+                            f"{first} is a torch tensor{where}; pass torch.as_tensor({name}, device={first}.device)"
+                            + ("" if name != "out" else " or leave out=None"))
     return device
 
 
@@ -125,16 +126,20 @@ def _kwargs(kwargs):
 def call(fname, values, kwargs, out=None):
     """``fname(*values, **kwargs, out=out)`` (a public function) on torch tensors."""
     device = _checked(fname, values, out)
+    if device.type not in ("cpu", "cuda"):
+        raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
+                        ".cuda() tensors)")
     fn = adapters.function(fname)
     kwargs = _kwargs(kwargs)
     names = adapters.operand_names(fname)
+    tensors = [n for n, v in zip(names + ("out",), tuple(values) + (out,)) if isinstance(v, torch.Tensor)]
     try:
         if device.type == "cuda":
             return _cuda_call(fn, names, values, kwargs, out, device)
         args = [_numpy(fname, n, v) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)]
         result = fn(*args, **kwargs, out=None if out is None else _numpy(fname, "out", out))
     except (TypeError, ValueError, NotImplementedError) as e:
-        raise _in_torch_words(e) from None
+        raise _in_torch_words(e, tensors) from None
     if out is not None:
         return out
     if not isinstance(result, np.ndarray):  # dmlq.kernel_plan or output_meta
@@ -179,7 +184,7 @@ def fake(fname, values, kwargs):
     try:
         shape, dtype = output_meta(adapters.function(fname), *args, **_kwargs(kwargs))
     except (TypeError, ValueError, NotImplementedError) as e:
-        raise _in_torch_words(e) from None
+        raise _in_torch_words(e, [n for n, v in zip(names, values) if isinstance(v, torch.Tensor)]) from None
     return torch.empty(shape, dtype=torch_dtype(dtype), device=device)
 
 

@@ -128,31 +128,42 @@ def test_out_is_written_in_place_and_views_need_no_copy():
 
 def test_errors_speak_torch_and_name_the_argument():
     x = torch.randn(4)
-    with pytest.raises(TypeError, match=r"got float64.*x\.float\(\)"):
+    with pytest.raises(TypeError, match=r"got float64.*pass x\.to\(torch\.float32\)"):
         dmlq.quantize_linear(x.double(), 0.1)
-    with pytest.raises(TypeError, match=r"scale\.half\(\)"):
+    with pytest.raises(TypeError, match=r"pass scale\.to\(torch\.float16\)"):
         dmlq.quantize_linear(x.half(), torch.ones(4))
-    with pytest.raises(TypeError, match=r"q\.int\(\) or q\.to\(torch\.uint8\)"):
+    with pytest.raises(TypeError, match=r"torch\.tensor makes int64.*q\.to\(torch\.int32\) or q\.to\(torch\.uint8\)"):
         dmlq.dequantize_linear(torch.tensor([1, 2]), 0.5)  # int64
-    with pytest.raises(TypeError, match=r"bfloat16.*x\.float\(\)"):
+    with pytest.raises(TypeError, match=r"x has dtype torch\.bfloat16, which dmlq does not take"):
         dmlq.quantize_linear(x.bfloat16(), 0.1)
     with pytest.raises(TypeError, match=r"torch\.empty\(\(4,\), dtype=torch\.uint8\)"):
         dmlq.quantize_linear(x, 0.1, out=torch.empty(4, dtype=torch.int32))
+    # a NumPy operand beside a CPU tensor is taken, and keeps NumPy's words
+    with pytest.raises(TypeError, match=r"pass scale\.astype\(np\.float32\)"):
+        dmlq.quantize_linear(x, np.array([0.1]))
+    got = dmlq.quantize_linear(x, np.full(4, 0.1, f32))
+    assert isinstance(got, torch.Tensor) and torch.equal(got, dmlq.quantize_linear(x, 0.1))
 
 
 def test_mixed_arrays_and_devices_are_refused_before_any_work():
     x = torch.randn(4)
-    with pytest.raises(TypeError, match=r"scale is a ndarray but x is a torch tensor; pass torch\.as_tensor"):
-        dmlq.quantize_linear(x, np.full(4, 0.1, f32))
-    with pytest.raises(TypeError, match="out is a ndarray"):
+    with pytest.raises(TypeError, match=r"out is a numpy\.ndarray but x is a torch tensor; pass torch\.as_tensor"):
         dmlq.quantize_linear(x, 0.1, out=np.empty(4, np.uint8))
     meta = torch.empty(4, device="meta")  # a tensor on another device than x
     with pytest.raises(ValueError, match=r"scale is on meta but x is on cpu.*scale\.to\(x\.device\)"):
         dmlq.quantize_linear(x, meta)
-    with pytest.raises(ValueError, match=r"scale is on cpu but x is on meta.*\(or a Python number\)"):
-        torch.ops.dmlq.quantize_linear.tensor(meta, torch.tensor(0.1))  # the fake implementation checks too
     with pytest.raises(ValueError, match=r"out is on cpu but x is on meta"):
         dmlq.quantize_linear(meta, 0.1, out=torch.empty(4, dtype=torch.uint8))
+    with pytest.raises(TypeError, match=r"scale is a numpy\.ndarray but x is a torch tensor on meta"):
+        dmlq.quantize_linear(meta, np.full(4, 0.1, f32))  # host arrays go only with CPU tensors
+    with pytest.raises(ValueError, match=r"scale is on cpu but x is on meta.*\(or a Python number\)"):
+        torch.ops.dmlq.quantize_linear.tensor(meta, torch.tensor(0.1))  # the fake implementation checks too
+    with pytest.raises(TypeError, match="the tensors are on meta; dmlq runs CPU and CUDA tensors"):
+        dmlq.quantize_linear(meta, 0.1)
+    # on the meta device the fake implementation gives the output (as torch's own ops do)
+    assert torch.ops.dmlq.quantized_matmul(torch.empty(3, 4, dtype=torch.uint8, device="meta"), 0.1, 0,
+                                           torch.empty(4, 2, dtype=torch.int8, device="meta"), 0.1, 0, 0.2,
+                                           dtype=torch.int8).shape == (3, 2)
 
 
 def test_fake_implementation_runs_the_real_checks():
