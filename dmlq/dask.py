@@ -20,9 +20,10 @@ runs to infer it), and each task calls the public function on its chunks.
   is cut where the whole array's is); a block whose windows miss the input in
   some axis holds the output zero point, as the whole array gives there.
 - matmul: M and N chunked freely; K in one chunk calls the public matmul per
-  block; K split across chunks sums exact partial products per K chunk (int32
-  while a chunk's K <= 33025, int64 beyond, added in int64) and requantizes the
-  sum once, in docs/semantics.md's order.
+  block; K split across chunks sums exact partial products per K chunk
+  (dmlq.matmul_integer's int32 for NumPy chunks of K <= 33025, exact float64
+  products otherwise), adds them in int64 and requantizes the sum once, in
+  docs/semantics.md's order.
 
 Scales and zero points of pooling and matmul are NumPy/CuPy arrays or numbers
 (a dask array there is refused); ``out=`` is not taken (store a result with
@@ -39,6 +40,7 @@ from dask.array.utils import meta_from_array
 from . import adapters
 from .calls import output_meta
 from .desc import pool_output_size
+from .intmm import matmul_integer
 
 _F32 = np.float32
 
@@ -355,14 +357,15 @@ def _block_matmul(a, b, a_scale, a_zp, out_scale, out_zp, b_scale, b_zp, fn, kwa
 
 def matmul_integer_sum(a, a_zp, b, b_zp, xp):
     """The exact integer products ``(a - a_zp) @ (b - b_zp)`` of one K chunk (a_zp per
-    row or per tensor, b_zp per column or per tensor): int32 while the chunk's K
-    cannot overflow it (K <= 33025), int64 beyond."""
-    k = a.shape[-1]
+    row or per tensor, b_zp per column or per tensor). NumPy chunks of K <= 33025 go
+    through dmlq.matmul_integer (exact int32 there); CuPy chunks (no integer matmul
+    kernel yet) and longer K through float64 products, exact integers (each term is at
+    most 255 * 255 and K * 65025 < 2**53), as int64."""
+    if xp is np and a.shape[-1] <= 33025:
+        return matmul_integer(a, b, _column(a_zp), b_zp)
     da_ = a.astype(xp.int32) - (0 if a_zp is None else xp.asarray(_column(a_zp)).astype(xp.int32))
     db_ = b.astype(xp.int32) - (0 if b_zp is None else xp.asarray(b_zp).astype(xp.int32))
-    # float64 products are exact integers: each |term| <= 255 * 255 and K * 65025 < 2**53
-    acc = xp.matmul(da_.astype(xp.float64), db_.astype(xp.float64))
-    return acc.astype(xp.int32 if k * 255 * 255 < 2**31 else xp.int64)
+    return xp.matmul(da_.astype(xp.float64), db_.astype(xp.float64)).astype(xp.int64)
 
 
 def _partial_sums(a_blocks, b_blocks, a_zp, b_zp):

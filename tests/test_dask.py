@@ -164,6 +164,12 @@ def test_matmul_batched_and_k_zero(rng):
     b = rng.integers(0, 256, (12, 4), dtype=u8)
     p = (0.03, -4, 0.01, 100, 0.5, None)
     _exact(_threads(_mm(_chunked(a, (2, 3, (5, 7))), _chunked(b, (7, 2)), p, dtype=i8)), _mm(a, b, p, dtype=i8))
+    # sums past int32: a K chunk beyond 33025 (exact float64 products) beside a short one (matmul_integer)
+    k = 33030
+    a1, b1 = np.full((2, k), 255, u8), np.full((k, 2), -128, i8)
+    p1 = (1.0, 0, 1.0, 127, 2.0**26, None)  # sum = -k * 255 * 255 = -2147775750 < -2**31
+    _exact(_threads(_mm(_chunked(a1, (1, (33026, 4))), _chunked(b1, ((33026, 4), 2)), p1, dtype=i8)),
+           _mm(a1, b1, p1, dtype=i8))
     a0, b0 = np.zeros((3, 0), u8), np.zeros((0, 2), i8)
     _exact(_threads(_mm(_chunked(a0, (2, 1)), b0, (0.1, 3, 0.1, None, 0.5, u8(4)))),
            _mm(a0, b0, (0.1, 3, 0.1, None, 0.5, u8(4))))
