@@ -243,3 +243,69 @@ def _register(fname, overload):
 for _fname in _SCHEMAS:
     for _overload in ("default", "tensor"):
         _register(_fname, _overload)
+
+
+# ------------------------------------------------------------------ the public functions inside torch.compile
+
+# Which operands are data (the rest are scales and zero points), and each zero point's dtype
+# source when a Python int must become a tensor: an input's dtype, or the output's ("out").
+_DATA = {"quantize_linear": ("x",), "dequantize_linear": ("q",), "quantized_add": ("a", "b"),
+         "quantized_matmul": ("a", "b"), "quantized_avg_pool": ("x",)}
+_ZP_OF = {"zero_point": "out", "a_zero_point": "a", "b_zero_point": "b", "out_zero_point": "out",
+          "x_zero_point": "x"}
+
+
+def _polyfill(fname):
+    """What torch.compile traces in place of the public function ``fname``: the
+    custom op (the default overload when every scale and zero point is a number,
+    else ``.tensor`` with the numbers made tensors of the dtypes the call gives them)."""
+    names = adapters.operand_names(fname)
+    keywords = adapters.PARAMS[fname]
+    default, tensor = getattr(torch.ops.dmlq, fname).default, getattr(torch.ops.dmlq, fname).tensor
+    data = _DATA[fname]
+
+    def traced(*args, **kwargs):
+        if kwargs.get("out") is not None:
+            raise TypeError(f"{fname}: out= is not taken inside torch.compile; use the result")
+        values = dict(zip(names, args))
+        values.update({n: kwargs.get(n) for n in names[len(args):]})
+        kw = {k: kwargs[k] for k in keywords if k in kwargs}
+        if len(args) > len(names):  # quantized_avg_pool's window_size, given by position
+            kw["window_size"] = args[len(names)]
+        dtype = kw.get("dtype")
+        if dtype is not None and not isinstance(dtype, torch.dtype):
+            kw["dtype"] = dtype = torch_dtype(dtype)
+        lead = values[data[0]]
+        params = [n for n in names if n not in data]
+        if not any(isinstance(values[n], torch.Tensor) for n in params):
+            for n in params:
+                v = values[n]
+                if n in _ZP_OF:
+                    if isinstance(v, np.generic):
+                        if _ZP_OF[n] == "out" and dtype is None:
+                            kw["dtype"] = dtype = torch_dtype(v.dtype)
+                        v = int(v)
+                    values[n] = 0 if v is None else v
+                else:
+                    values[n] = float(v)
+            return default(*(values[n] for n in names), **kw)
+        for n in params:
+            v = values[n]
+            if isinstance(v, torch.Tensor) or v is None:
+                continue
+            if n in _ZP_OF:
+                source = _ZP_OF[n]
+                zdt = (dtype or torch.uint8) if source == "out" else values[source].dtype
+                if isinstance(v, np.generic) and source == "out" and dtype is None:
+                    zdt = kw["dtype"] = dtype = torch_dtype(v.dtype)
+                values[n] = None if int(v) == 0 else torch.tensor(int(v), dtype=zdt, device=lead.device)
+            else:
+                sdt = torch.float16 if fname == "quantize_linear" and lead.dtype == torch.float16 else torch.float32
+                values[n] = torch.tensor(float(v), dtype=sdt, device=lead.device)
+        return tensor(*(values[n] for n in names), **kw)
+
+    return traced
+
+
+for _fname in _SCHEMAS:
+    torch.compiler.substitute_in_graph(adapters.function(_fname), skip_signature_check=True)(_polyfill(_fname))

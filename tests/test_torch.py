@@ -186,14 +186,15 @@ def test_compile_fullgraph_chain_equals_eager_bit_for_bit():
     w = _t(rng.integers(-128, 128, (24, 8), dtype=np.int8))
     ws = _t(rng.uniform(0.005, 0.02, (8,)).astype(f32))
 
-    def chain(x, w, ws):
+    def chain(x, w, ws):  # the custom ops, and the public functions (traced as the custom ops)
         q = torch.ops.dmlq.quantize_linear(x, 0.05, 128)
-        y = torch.ops.dmlq.quantized_matmul.tensor(q, torch.tensor(0.05), torch.tensor(128, dtype=torch.uint8),
-                                                   w, ws, None, torch.tensor(0.25), None, dtype=torch.int8)
-        return torch.ops.dmlq.dequantize_linear(y, 0.25, 0)
+        y = dmlq.quantized_matmul(q, 0.05, 128, w, ws, None, 0.25, None, dtype=torch.int8)
+        y = torch.ops.dmlq.quantized_add.tensor(y, torch.tensor(0.25), None, y, torch.tensor(0.25), None,
+                                                torch.tensor(0.5), None, dtype=torch.int8)
+        return dmlq.dequantize_linear(y, 0.5, 0)
 
     start = time.perf_counter()
-    compiled = torch.compile(chain, fullgraph=True)
+    compiled = torch.compile(chain, fullgraph=True)  # fullgraph: a graph break is an error
     got = compiled(x, w, ws)
     print(f"torch.compile + first call: {time.perf_counter() - start:.1f} s")
     eager = chain(x, w, ws)
@@ -202,7 +203,8 @@ def test_compile_fullgraph_chain_equals_eager_bit_for_bit():
     q = _ref(R.quantize_linear, xn.shape, np.uint8, xn, f32(.05), np.uint8(128))
     y = _ref(R.quantized_matmul, (16, 8), np.int8, q, f32(.05), np.uint8(128), w.numpy(), ws.numpy(), None,
              f32(.25), None)
-    np.testing.assert_array_equal(got.numpy(), _ref(R.dequantize_linear, y.shape, f32, y, f32(.25), None))
+    y = _ref(R.quantized_add, y.shape, np.int8, y, f32(.25), None, y, f32(.25), None, f32(.5), None)
+    np.testing.assert_array_equal(got.numpy(), _ref(R.dequantize_linear, y.shape, f32, y, f32(.5), None))
 
 
 # ---- CUDA: for the next device session
