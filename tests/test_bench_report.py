@@ -33,6 +33,7 @@ def _report():
 
 W = _load("workloads")  # the full suite's workloads (bench/, not installed)
 R = _report()
+TORCH_BENCHMARKS = 4  # bench/test_bench_torch.py: a call on torch CUDA tensors and its peers (GPU only)
 CPU_BENCHMARKS = 17  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5, whole GPU call 6), no GPU needed
 CPU_BACKEND_BENCHMARKS = 21  # bench/test_bench_cpu.py: 7 groups x (dmlq:cpu, onnxruntime, reference)
 
@@ -286,7 +287,7 @@ def test_no_test_asserts_a_time():
 def test_bench_collects():
     r = _run("-m", "pytest", "bench", "--collect-only", "-q", "-p", "no:cacheprovider")
     assert r.returncode == 0, r.stdout + r.stderr
-    expected = len(B.case_impls(W.all_cases())) + CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS
+    expected = len(B.case_impls(W.all_cases())) + CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS + TORCH_BENCHMARKS
     assert f"{expected} tests collected" in r.stdout, r.stdout[-2000:]
 
 
