@@ -187,7 +187,7 @@ def _min_chunks(chunks, least):
             merged[-1] += acc
         else:
             merged.append(acc)
-    return tuple(merged)
+    return tuple(merged) or (0,)  # an empty axis stays one empty chunk
 
 
 def _axis_plan(length, chunks, window, stride, start, end, dilation, include, out_len):
@@ -239,7 +239,9 @@ def _avg_pool(values, kwargs, shape, dtype, meta):
     params.pop("start_padding", None), params.pop("end_padding", None), params.pop("ceil_mode", None)
     task = _PoolTask(plans, channel_bounds, (window, stride, dil), (x_scale, x_zp, out_scale, out_zp), params,
                      dtype)
-    result = da.map_overlap(task, x, depth={2 + i: (0, halo[i]) for i in range(nd)}, boundary="none",
+    # an axis in one chunk needs no halo (and dask refuses one longer than the axis)
+    depth = {2 + i: (0, halo[i] if len(x.chunks[2 + i]) > 1 else 0) for i in range(nd)}
+    result = da.map_overlap(task, x, depth=depth, boundary="none",
                             trim=False, chunks=out_chunks, dtype=dtype, meta=meta)
     assert result.shape == shape, (result.shape, shape)
     return result

@@ -122,6 +122,17 @@ def test_avg_pool_3d_and_empty_batch(rng):
     want = dmlq.quantized_avg_pool(x, 0.1, -2, 0.2, None, w, dtype=u8, **kw)
     lazy = dmlq.quantized_avg_pool(_chunked(x, (1, 1, (3, 4), (1, 5), 2)), 0.1, -2, 0.2, None, w, dtype=u8, **kw)
     _exact(_threads(lazy), want)
+    # an axis shorter than the window's halo (padding makes the window fit): one chunk, no halo
+    short = rng.integers(0, 256, (1, 2, 3, 9), dtype=u8)
+    for chunks, inc in itertools.product([(1, 2, 3, (4, 5)), (1, 1, (1, 2), (1,) * 9)], (False, True)):
+        kw = dict(strides=(2, 3), start_padding=(2, 1), end_padding=(2, 2), include_padding=inc, ceil_mode=True)
+        want = dmlq.quantized_avg_pool(short, 0.1, 3, 0.1, 3, (5, 4), **kw)
+        _exact(_threads(dmlq.quantized_avg_pool(_chunked(short, chunks), 0.1, 3, 0.1, 3, (5, 4), **kw)), want)
+    # an empty spatial axis whose padding still holds windows: they lie wholly in padding
+    flat = np.zeros((1, 2, 0, 5), u8)
+    kw = dict(strides=2, start_padding=(2, 0), end_padding=(1, 0), include_padding=True)
+    _exact(_threads(dmlq.quantized_avg_pool(_chunked(flat, (1, 1, 0, (2, 3))), 0.1, 0, 0.1, u8(9), 2, **kw)),
+           dmlq.quantized_avg_pool(flat, 0.1, 0, 0.1, u8(9), 2, **kw))
     empty = np.zeros((0, 2, 6, 6), u8)
     lazy = dmlq.quantized_avg_pool(_chunked(empty, (1, 1, 3, 2)), 0.1, 0, 0.1, 0, 2, strides=2)
     assert lazy.shape == (0, 2, 3, 3)
