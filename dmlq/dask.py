@@ -40,6 +40,7 @@ from dask.array.utils import meta_from_array
 from . import adapters
 from .calls import output_meta
 from .desc import pool_output_size
+from .errors import UnsupportedError
 from .intmm import matmul_integer
 
 _F32 = np.float32
@@ -320,6 +321,11 @@ def _matmul(values, kwargs, shape, dtype, meta):
     names = adapters.operand_names("quantized_matmul")
     _refuse_dask_params("quantized_matmul", values, names)
     a, a_scale, a_zp, b, b_scale, b_zp, out_scale, out_zp = values
+    for name, v in (("b_scale", b_scale), ("b_zero_point", b_zp)):
+        if getattr(v, "ndim", 0) > 2 and any(d != 1 for d in v.shape[:-2]):
+            raise UnsupportedError(f"quantized_matmul: {name} per batch and column (shape {tuple(v.shape)}) is "
+                                   "not taken with dask arrays yet; pass a per-column or per-tensor value, or "
+                                   "call it per batch")
     a, b = (v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False) for v in (a, b))
     batch = shape[:-2]
     a = da.broadcast_to(a, batch + a.shape[-2:])

@@ -222,6 +222,9 @@ def test_errors_before_anything_runs():
     img = _poisoned((1, 2, 8, 8), u8, ((1,), (2,), (3, 5), (8,)))
     with pytest.raises(TypeError, match="x_scale is a dask array"):
         dmlq.quantized_avg_pool(img, da.ones(2, dtype=f32), 0, 0.1, 0, 2)
+    with pytest.raises(dmlq.UnsupportedError, match=r"b_scale per batch and column \(shape \(2, 1, 3\)\)"):
+        dmlq.quantized_matmul(_poisoned((2, 6, 4), u8, ((1, 1), (6,), (4,))), 0.1, 0, np.zeros((2, 4, 3), i8),
+                              np.ones((2, 1, 3), f32), 0, 0.2)
     with pytest.raises(ValueError, match="a has K = 4 columns but b has 5 rows"):
         dmlq.quantized_matmul(_poisoned((6, 4), u8, ((6,), (4,))), 0.1, 0, np.zeros((5, 2), i8), 0.1, 0, 0.2)
 
