@@ -307,5 +307,6 @@ def _polyfill(fname):
     return traced
 
 
-for _fname in _SCHEMAS:
-    torch.compiler.substitute_in_graph(adapters.function(_fname), skip_signature_check=True)(_polyfill(_fname))
+if hasattr(torch.compiler, "substitute_in_graph"):  # torch >= 2.5
+    for _fname in _SCHEMAS:
+        torch.compiler.substitute_in_graph(adapters.function(_fname), skip_signature_check=True)(_polyfill(_fname))
