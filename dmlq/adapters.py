@@ -29,7 +29,7 @@ def function(fname):
     return getattr(api, fname)
 
 
-_NAMES = {}
+_NAMES: dict = {}
 
 
 def operand_names(fname) -> tuple:

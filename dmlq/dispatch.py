@@ -19,7 +19,7 @@ import functools
 import importlib
 import operator
 import sys
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -69,7 +69,7 @@ class Foreign(Exception):
 
 
 # (fname, operands, params, out) -> result: dmlq.frameworks.call, installed on import of dmlq.
-foreign_call = None
+foreign_call: Optional[Callable[..., Any]] = None
 
 
 def foreign(obj) -> bool:

@@ -203,7 +203,7 @@ _SCHEMAS = {
 }
 _SCHEMAS["quantized_matmul"] = _SCHEMAS["quantized_add"]
 
-OPS = {}
+OPS: dict = {}
 
 
 def _register(fname, overload):
