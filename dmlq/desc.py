@@ -42,11 +42,17 @@ def _int_tuple(value, what: str) -> Tuple[int, ...]:
 class TensorDesc:
     """DML_BUFFER_TENSOR_DESC: data type, sizes, optional strides in elements.
 
-    A stride of 0 broadcasts, as in DirectML. ``total_tensor_size_in_bytes``
+    ``data_type``: a :class:`DataType`, its name ("UINT8") or a NumPy dtype.
+    ``sizes``: 1 to 8 non-negative ints. ``strides``: one int per dimension, in
+    elements; a stride of 0 broadcasts, as in DirectML. ``total_tensor_size_in_bytes``
     defaults to DirectML's minimum (DMLCalcBufferTensorSize: the byte after the
     last addressed element, rounded up to a multiple of 4); a given value must
     not be smaller. Sizes of 0 are accepted (DirectML has none; dmlq returns
-    empty results for them).
+    empty results for them). Raises DescError for a rule broken.
+
+    >>> from dmlq import TensorDesc
+    >>> TensorDesc("FLOAT32", (2, 3, 4), strides=(0, 1, 0)).total_tensor_size_in_bytes  # 3 floats
+    12
     """
 
     data_type: DataType

@@ -53,7 +53,8 @@ def test_every_public_function_documents_parameters_returns_errors_and_an_exampl
             assert section in doc, (name, section)
 
 
-@pytest.mark.parametrize("name", [n for n in dmlq.__all__ if inspect.isfunction(getattr(dmlq, n))])
+@pytest.mark.parametrize("name", [n for n in dmlq.__all__ if inspect.isfunction(getattr(dmlq, n))
+                                  or inspect.isclass(getattr(dmlq, n))])
 def test_docstring_examples_run(name):
     """Each example is a doctest: its output is what the call returns today."""
     fn = getattr(dmlq, name)
