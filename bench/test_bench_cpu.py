@@ -242,7 +242,8 @@ def _versions():
         ort_version = None
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
-    return {"numpy": np.__version__, "onnxruntime": ort_version, "cpu": cpu, "cpu_count": os.cpu_count()}
+    return {"numpy": np.__version__, "onnxruntime": ort_version, "cpu": cpu, "cpu_count": os.cpu_count(),
+            "loadavg_1_5_15": os.getloadavg()}  # the machine is shared: how busy it was
 
 
 pytestmark = [pytest.mark.cpu, pytest.mark.benchmark(disable_gc=True)]

@@ -31,7 +31,7 @@ from .requant import F32, finish, zp_value
 
 F64 = np.dtype(np.float64)
 _QUANT = (np.dtype(np.int8), np.dtype(np.uint8))
-TILE_ELEMENTS = 4 * tiles.CHUNK  # input-region elements per tile
+TILE_ELEMENTS = 1 << 18  # input-region elements per tile (1 MiB of float32)
 
 
 def tap_counts(in_size, out_size, window, stride, start, dilation, lo, hi):
