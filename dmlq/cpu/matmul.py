@@ -25,8 +25,9 @@ Then, per output tile, the reference's order: ``mult = (a_scale * b_scale) /
 out_scale`` and ``t = float32(acc) * mult`` in float32, and requant.finish.
 
 Memory: a and b are never widened whole. A tile of the output (at most
-``TILE_M x TILE_N``) holds a float64 accumulator, and each K-chunk converts
-only the ``TILE_M x KC`` and ``KC x TILE_N`` pieces of a and b it multiplies.
+``TILE_M x TILE_N``; for M <= SKINNY_M a column block of at most 2**17 outputs)
+holds a float64 accumulator, and each K-chunk converts only the pieces of a and
+b it multiplies.
 """
 from __future__ import annotations
 
@@ -43,8 +44,10 @@ F64 = np.dtype(np.float64)
 _QUANT = (np.dtype(np.int8), np.dtype(np.uint8))
 TILE_M = 256
 TILE_N = 512
-B_PIECE = 1 << 19     # elements of b converted at once (2 MiB of float32)
-SKINNY_M = 16         # up to this M, b's pieces are what costs: wider tiles, each converted once
+SKINNY_M = 16         # up to this M, converting b is the whole cost: b is cut into one
+SKINNY_PIECE = 1 << 19  # column block per thread, converted in whole-row pieces of at most
+                        # this many elements (2 MiB of float32): NumPy copies row by row, and
+                        # short rows cost more in loop overhead than in bytes
 
 
 def k_chunk(a_dtype, b_dtype) -> int:
@@ -137,7 +140,11 @@ class _Plan:
         self.m, self.k, self.n = m, k, n
         self.kc = k_chunk(a.dtype, b.dtype)
         self.tm = min(m, TILE_M)
-        self.tn = min(n, max(TILE_N, B_PIECE // self.kc) if m <= SKINNY_M else TILE_N)
+        if m <= SKINNY_M:
+            self.tn = max(1, min(-(-n // tiles.THREADS), max(64, (1 << 17) // (self.tm + 1))))
+            self.kc = min(self.kc, max(8, SKINNY_PIECE // self.tn))  # shorter chunks stay exact
+        else:
+            self.tn = min(n, TILE_N)
         self.a_zp = _vec(a_zp)          # float64, length 1 or M
         self.b_zp = _vec(b_zp)          # length 1 or N
         if self.a_zp is not None and not self.a_zp.any():
@@ -164,14 +171,14 @@ class _Plan:
 
     def work(self, group, ab, bb, out):
         kc, k = self.kc, self.k
-        # with an a zero point, a row of ones under a's piece makes the sgemm give
-        # b's column sums too (exact: at most 255 * KC)
+        # with an a zero point, b's column sums ride along in an extra accumulator row
+        # (np.add.reduce over the float32 piece: exact, at most 255 * KC)
         extra = 0 if self.a_zp is None else 1
         rows = self.tm + extra
         kcl = min(kc, max(k, 1))
         acc_buf = np.empty(rows * self.tn, F64)
         p_buf = np.empty(rows * self.tn, F32)
-        a_buf = np.empty(rows * kcl, F32)
+        a_buf = np.empty(self.tm * kcl, F32)
         b_buf = np.empty(kcl * self.tn, F32)
         mask_buf = np.empty(self.tm * self.tn, np.bool_)
         for i, m0, n0 in group:
@@ -182,14 +189,14 @@ class _Plan:
             av, bv = ab[i][m0:m1], bb[i][:, n0:n1]
             for k0 in range(0, k, kc):
                 k1 = min(k0 + kc, k)
-                ac = tiles.shaped(a_buf, (tm + extra, k1 - k0))
+                ac = tiles.shaped(a_buf, (tm, k1 - k0))
                 bc = tiles.shaped(b_buf, (k1 - k0, tn))
-                np.copyto(ac[:tm], av[:, k0:k1], casting="unsafe")
-                if extra:
-                    ac[tm] = 1
+                np.copyto(ac, av[:, k0:k1], casting="unsafe")
                 np.copyto(bc, bv[k0:k1], casting="unsafe")
                 p = tiles.shaped(p_buf, (tm + extra, tn))
-                np.matmul(ac, bc, out=p)
+                np.matmul(ac, bc, out=p[:tm])
+                if extra:
+                    np.add.reduce(bc, axis=0, out=p[tm])
                 np.add(acc, p, out=acc)
             colsum = acc[tm] if extra else None
             acc = acc[:tm]
