@@ -103,8 +103,9 @@ def dequantize_linear(q, scale, zero_point, out, *extra, **kw):
                     db = tiles.shaped(d64, bs)
                     np.subtract(qv[ix], zv if zp is not None else zv[ix], out=db, dtype=F64)
                     np.copyto(tb, db, casting="same_kind")
-                else:
-                    np.subtract(qv[ix], zv if zp is not None else zv[ix], out=tb, dtype=F32)
+                else:  # widen, then subtract in place: cheaper than a casting subtract
+                    np.copyto(tb, qv[ix], casting="unsafe")
+                    np.subtract(tb, zv if zp is not None else zv[ix], out=tb, dtype=F32)
                 np.multiply(tb, sv[ix], out=tb, dtype=F32)
             if not direct:
                 np.copyto(o[ix], tb, casting="same_kind")
@@ -137,7 +138,8 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
 
     def side(src, zp, s, dst):
         if zp:
-            np.subtract(src, np.float32(zp), out=dst, dtype=F32)
+            np.copyto(dst, src, casting="unsafe")  # exact: int8/uint8 in float32
+            np.subtract(dst, np.float32(zp), out=dst)
             np.multiply(dst, s, out=dst)
         else:
             np.multiply(src, s, out=dst, dtype=F32)
