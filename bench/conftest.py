@@ -3,33 +3,25 @@
     python -m pytest bench --benchmark-json=bench/results/<gpu>-<date>.json
 
 Every test times one implementation (``dmlq:<variant>`` or ``peer:<name>``) of
-one group ``op/dtype/shape`` with CUDA-event timing (dmlq.bench.gpu_timer), so
+one group ``op/dtype/shape`` with CUDA-event timing (bench.timing.gpu_timer), so
 each timed span ends with the GPU done. Without a GPU every test skips.
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dmlq import bench as B
-
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # gpu_stand_in, for the CPU benchmarks
+if str(BENCH_DIR.parent) not in sys.path:  # the bench package, however pytest was started
+    sys.path.insert(0, str(BENCH_DIR.parent))
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"dmlq_bench_{name}", BENCH_DIR / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-limits_mod = _load("limits")
-W = _load("workloads")
+from bench import limits as limits_mod  # noqa: E402
+from bench import peers, timing  # noqa: E402
+from bench import workloads as W  # noqa: E402
 
 
 def pytest_configure(config):
@@ -37,7 +29,7 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    ok, why = B.gpu_status()
+    ok, why = limits_mod.gpu_status()
     if ok:
         return
     skip = pytest.mark.skip(reason=f"benchmarks need a CUDA GPU: {why}")
@@ -49,12 +41,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_report_header(config):
-    ok, why = B.gpu_status()
-    return f"dmlq bench: {B.device_facts()['gpu'] if ok else 'no GPU (' + why + ')'}"
+    ok, why = limits_mod.gpu_status()
+    return f"dmlq bench: {limits_mod.device_facts()['gpu'] if ok else 'no GPU (' + why + ')'}"
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    machine_info.update(B.machine_info(limits_mod.current()))
+    machine_info.update(limits_mod.machine_info(limits_mod.current()))
 
 
 @pytest.fixture(scope="session")
@@ -74,16 +66,16 @@ def run_bench(benchmark, limits):
         seed = int(np.random.SeedSequence().entropy % 2**32)
         print(f"seed={seed}")
         try:
-            prep = W.prepare(case, impl, limits, seed)
-        except B.Unavailable as e:
+            prep = peers.prepare(case, impl, limits, seed)
+        except peers.Unavailable as e:
             pytest.skip(str(e))
         with prep.stream if prep.stream is not None else cupy.cuda.get_current_stream():
-            iterations = B.plan_iterations(prep.fn, case.round_s)
+            iterations = timing.plan_iterations(prep.fn, case.round_s)
             benchmark.pedantic(prep.fn, rounds=case.rounds, iterations=iterations, warmup_rounds=1)
         if benchmark.stats is not None:  # None under --benchmark-disable
             t = benchmark.stats.stats.median
-            benchmark.extra_info.update(B.result_info(impl, prep.bytes, prep.ops, t, prep.limit, case.unit))
+            benchmark.extra_info.update(timing.result_info(impl, prep.bytes, prep.ops, t, prep.limit, case.unit))
 
     yield run
-    if B.gpu_status()[0]:
-        B.free_memory()
+    if limits_mod.gpu_status()[0]:
+        peers.free_memory()

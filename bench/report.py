@@ -21,11 +21,10 @@ import json
 import sys
 from pathlib import Path
 
-try:
-    from dmlq import bench as B
-except ImportError:  # run from a checkout without PYTHONPATH: the repo root is bench/..
+if __package__ in (None, ""):  # run as a script (python bench/report.py): the checkout's root first
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from dmlq import bench as B
+from bench.timing import format_time  # noqa: E402
+from bench.workloads import unit_of  # noqa: E402
 
 
 # ------------------------------------------------------------------ summaries
@@ -56,7 +55,7 @@ def summarize(benchmarks):
             continue
         best = min(dm, key=lambda e: e[1])
         peer = min(peers, key=lambda e: e[1]) if peers else None
-        unit = B.unit_of(group)
+        unit = unit_of(group)
         key = "tops" if unit == "TOPS" else "gb_per_s"
         rows.append({
             "group": group, "op": op, "dtype": dtype, "shape": shape, "unit": unit,
@@ -84,9 +83,6 @@ def targets(benchmarks):
         judged.append({"name": b.get("name") or b.get("fullname") or "?", "impl": info.get("impl"),
                        "median_s": median, "target_s": target, "met": median <= target})
     return judged
-
-
-format_time = B.format_time
 
 
 def format_row(row):

@@ -4,11 +4,12 @@ expression and torch avg_pool2d/3d on the dequantized float16 tensor, in GB/s
 (input + output bytes) against the same-run copy bandwidth."""
 import pytest
 
-import workloads as W
-from dmlq import bench as B
+from bench import workloads as W
+from bench.peers import case_impls
+from bench.timing import gpu_timer
 
-pytestmark = pytest.mark.benchmark(timer=B.gpu_timer, disable_gc=True)
-PARAMS = B.case_impls(W.avgpool_cases())
+pytestmark = pytest.mark.benchmark(timer=gpu_timer, disable_gc=True)
+PARAMS = case_impls(W.avgpool_cases())
 
 
 @pytest.mark.parametrize("group, impl", PARAMS, ids=[f"{g}|{i}" for g, i in PARAMS])

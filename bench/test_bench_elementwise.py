@@ -3,11 +3,12 @@ dmlq's variants against CuPy (expression and fused kernel) and torch, in GB/s
 against the same-run copy bandwidth."""
 import pytest
 
-import workloads as W
-from dmlq import bench as B
+from bench import workloads as W
+from bench.peers import case_impls
+from bench.timing import gpu_timer
 
-pytestmark = pytest.mark.benchmark(timer=B.gpu_timer, disable_gc=True)
-PARAMS = B.case_impls(W.elementwise_cases())
+pytestmark = pytest.mark.benchmark(timer=gpu_timer, disable_gc=True)
+PARAMS = case_impls(W.elementwise_cases())
 
 
 @pytest.mark.parametrize("group, impl", PARAMS, ids=[f"{g}|{i}" for g, i in PARAMS])

@@ -5,11 +5,12 @@ float16/float32 matmul on dequantized inputs, in TOPS against the roofline
 min(peak, ops * copy_bw / bytes); dp4a variants against the dp4a peak."""
 import pytest
 
-import workloads as W
-from dmlq import bench as B
+from bench import workloads as W
+from bench.peers import case_impls
+from bench.timing import gpu_timer
 
-pytestmark = pytest.mark.benchmark(timer=B.gpu_timer, disable_gc=True)
-PARAMS = B.case_impls(W.matmul_cases())
+pytestmark = pytest.mark.benchmark(timer=gpu_timer, disable_gc=True)
+PARAMS = case_impls(W.matmul_cases())
 
 
 @pytest.mark.parametrize("group, impl", PARAMS, ids=[f"{g}|{i}" for g, i in PARAMS])

@@ -5,12 +5,13 @@ Stream.begin_capture / end_capture and replayed with graph.launch, against the
 same calls made eagerly and against CuPy kernels (eager and captured)."""
 import pytest
 
-import workloads as W
-from dmlq import bench as B
+from bench import workloads as W
+from bench.peers import case_impls
+from bench.timing import gpu_timer
 
-pytestmark = pytest.mark.benchmark(timer=B.gpu_timer, disable_gc=True)
-OVERHEAD = B.case_impls(W.overhead_cases())
-GRAPH = B.case_impls(W.graph_cases())
+pytestmark = pytest.mark.benchmark(timer=gpu_timer, disable_gc=True)
+OVERHEAD = case_impls(W.overhead_cases())
+GRAPH = case_impls(W.graph_cases())
 
 
 @pytest.mark.parametrize("group, impl", OVERHEAD, ids=[f"{g}|{i}" for g, i in OVERHEAD])

@@ -8,9 +8,9 @@ current stream. Judged in the report, never asserted (bench/report.py)."""
 import numpy as np
 import pytest
 
-from dmlq import bench as B
+from bench.timing import gpu_timer, plan_iterations, result_info
 
-pytestmark = pytest.mark.benchmark(group="overhead-torch/float32->uint8/1024", timer=B.gpu_timer, disable_gc=True)
+pytestmark = pytest.mark.benchmark(group="overhead-torch/float32->uint8/1024", timer=gpu_timer, disable_gc=True)
 N = 1024
 IMPLS = ("dmlq:torch-tensors", "dmlq:torch.ops", "dmlq:cupy-arrays", "peer:torch.quantize_per_tensor")
 
@@ -41,9 +41,9 @@ def test_torch_call_overhead(benchmark, impl):
         pytest.skip("the timer's events go on CuPy's current stream, the legacy default one; torch's is another")
     fn = _calls(torch, impl)
     fn()  # the call signature's plan made before timing
-    iterations = B.plan_iterations(fn, 0.005)
+    iterations = plan_iterations(fn, 0.005)
     benchmark.pedantic(fn, rounds=200, iterations=iterations, warmup_rounds=5)
     if benchmark.stats is not None:  # None under --benchmark-disable
         t = benchmark.stats.stats.median
-        benchmark.extra_info.update(B.result_info(impl, 5 * N, N, t, None, "GB/s"))
+        benchmark.extra_info.update(result_info(impl, 5 * N, N, t, None, "GB/s"))
         benchmark.extra_info["seconds_per_call"] = t

@@ -1,36 +1,104 @@
-"""The full benchmark suite's workloads: every group ``op/dtype/shape`` the
-pytest-benchmark tests in bench/ time, and the CUDA-graph sequence builder.
-
-``python -m dmlq bench`` needs only the quick groups, which live in the
-installed package (``dmlq.bench.quick_cases``); this file adds the rest and is
-not installed. Every quick group is one of these (tests/test_bench_report.py).
+"""The benchmark workloads: every group ``op/dtype/shape`` the pytest-benchmark
+tests in bench/ time, and the quick groups ``python -m dmlq bench`` times (each
+quick group is one of the full suite's, marked ``quick``).
 """
 from __future__ import annotations
 
-import math
-import sys
-from pathlib import Path
+import dataclasses
 
 import numpy as np
 
-try:
-    from dmlq import bench as B
-except ImportError:  # run from a checkout without PYTHONPATH: the repo root is bench/..
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from dmlq import bench as B
 
-MiB = B.MiB
-_QUICK = {c.group for c in B.quick_cases()}
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One benchmark group ``op/dtype/shape``; ``p`` holds the workload's parameters."""
+
+    op: str
+    dtype: str
+    shape: str
+    p: dict = dataclasses.field(compare=False, hash=False)
+    quick: bool = False
+    rounds: int = 10
+    round_s: float = 0.02
+
+    @property
+    def group(self):
+        return f"{self.op}/{self.dtype}/{self.shape}"
+
+    @property
+    def unit(self):
+        return unit_of(self.group)
+
+
+def unit_of(group):
+    return "TOPS" if group.split("/", 1)[0] == "matmul" else "GB/s"
+
+
+MiB = 1 << 20
+COLS = 4096
+
+
+def elementwise_case(op, dtype, in_dtype, nbytes, axis=None, quick=False, **p):
+    """An element-wise group over a (rows, 4096) array of ``nbytes`` of (first) input."""
+    rows = nbytes // np.dtype(in_dtype).itemsize // COLS
+    shape = f"{rows}x{COLS}" + (":axis1" if axis else "")
+    return Case(op, dtype, shape, dict(shape=(rows, COLS), axis=axis, **p), quick=quick)
+
+
+OVERHEAD_N = 1024
+
+
+def matmul_case(m, n, k, quick=False):
+    """int8 x int8 -> int8, zero points omitted (what torch._int_mm supports)."""
+    return Case("matmul", "int8", f"M={m},N={n},K={k}", dict(M=m, N=n, K=k), quick=quick)
+
+
+def pool_out_size(n, w, s, sp, ep):
+    return (n + sp + ep - w) // s + 1
+
+
+def avgpool_case(label, shape, window, strides, pad, quick=False):
+    """A uint8 pooling group; ``pad`` is both the start and the end padding."""
+    out = tuple(pool_out_size(n, w, s, p, p) for n, w, s, p in zip(shape[2:], window, strides, pad))
+    return Case("avgpool", "uint8", label, dict(shape=shape, window=window, strides=strides, pad=pad,
+                                                  out=shape[:2] + out), quick=quick)
+
+
+def overhead_case():
+    return Case("overhead", "float32->uint8", str(OVERHEAD_N), dict(n=OVERHEAD_N), quick=True,
+                rounds=200, round_s=0.002)
+
+
+def quick_cases():
+    """The groups ``python -m dmlq bench`` times: one or more per operator family.
+
+    The full suite's workloads (bench/workloads.py, not installed) include these.
+    """
+    return [
+        elementwise_case("quantize", "float32->uint8", "float32", 256 * MiB, quick=True, x="float32", q="uint8"),
+        elementwise_case("dequantize", "uint8->float32", "uint8", 256 * MiB, quick=True, q="uint8", y="float32"),
+        elementwise_case("add", "uint8+uint8->uint8", "uint8", 256 * MiB, quick=True, a="uint8", b="uint8",
+                         q="uint8"),
+        matmul_case(4096, 4096, 4096, quick=True),
+        matmul_case(16, 4096, 14336, quick=True),
+        matmul_case(2048, 14336, 4096, quick=True),
+        avgpool_case("256x256x56x56:k2s2", (256, 256, 56, 56), (2, 2), (2, 2), (0, 0), quick=True),
+        avgpool_case("8x64x16x56x56:k2s2", (8, 64, 16, 56, 56), (2, 2, 2), (2, 2, 2), (0, 0, 0), quick=True),
+        overhead_case(),
+    ]
+
+
+_QUICK = {c.group for c in quick_cases()}
 
 
 def _quick(case):
     """``case`` marked quick when ``python -m dmlq bench`` times it too."""
-    return B.dataclasses.replace(case, quick=case.group in _QUICK)
+    return dataclasses.replace(case, quick=case.group in _QUICK)
 
 
 def elementwise_cases():
     """Quantize / dequantize / add with 256 MiB and 1 GiB of (first) input."""
-    ew = B.elementwise_case
+    ew = elementwise_case
     cases = []
     for nbytes in (256 * MiB, 1024 * MiB):
         cases += [
@@ -55,7 +123,7 @@ def matmul_cases():
     """int8 x int8 -> int8, zero points omitted (what torch._int_mm supports)."""
     shapes = [(4096, 4096, 4096), (8192, 8192, 8192)]
     shapes += [(m, n, k) for m in (16, 128, 2048) for n, k in LLM_NK]
-    return [_quick(B.matmul_case(m, n, k)) for m, n, k in shapes]
+    return [_quick(matmul_case(m, n, k)) for m, n, k in shapes]
 
 
 POOLS = (  # label, input shape, window, strides, padding (start = end)
@@ -67,11 +135,11 @@ POOLS = (  # label, input shape, window, strides, padding (start = end)
 
 
 def avgpool_cases():
-    return [_quick(B.avgpool_case(*p)) for p in POOLS]
+    return [_quick(avgpool_case(*p)) for p in POOLS]
 
 
 def overhead_cases():
-    return [B.overhead_case()]
+    return [overhead_case()]
 
 
 GRAPH_SHAPE = (256, 1024)
@@ -80,7 +148,7 @@ GRAPH_REPEAT = 4
 
 def graph_cases():
     r, c = GRAPH_SHAPE
-    return [B.Case("graph", "float32->uint8->float32", f"{r}x{c}:x{GRAPH_REPEAT}",
+    return [Case("graph", "float32->uint8->float32", f"{r}x{c}:x{GRAPH_REPEAT}",
                    dict(shape=GRAPH_SHAPE, repeat=GRAPH_REPEAT), rounds=50, round_s=0.005)]
 
 
@@ -93,69 +161,3 @@ def find_case(group):
         if case.group == group:
             return case
     raise KeyError(group)
-
-
-# ---- CUDA graph of a sequence of calls ---------------------------------------------
-
-def _graph_sequence(impl, shape, repeat, seed):
-    """(enqueue-the-sequence callable, final output): quantize -> add -> dequantize, ``repeat`` times."""
-    import cupy
-
-    x = B.random_array(shape, np.float32, seed)
-    q, r, y = cupy.empty(shape, np.uint8), cupy.empty(shape, np.uint8), cupy.empty(shape, np.float32)
-    s, z = cupy.full((1,), 0.02, np.float32), cupy.full((1,), 128, np.uint8)
-    so = cupy.full((1,), 0.04, np.float32)
-    if impl.startswith("dmlq:"):
-        import dmlq
-
-        if all(hasattr(dmlq, f) for f in ("quantize_linear", "quantized_add", "dequantize_linear")):
-            step = (lambda: dmlq.quantize_linear(x, s, z, out=q),
-                    lambda: dmlq.quantized_add(q, s, z, q, s, z, so, z, out=r),
-                    lambda: dmlq.dequantize_linear(r, so, z, out=y))
-        else:
-            mod = B.gpu_module("quantize")
-            step = (lambda: mod.quantize_linear(x, s, z, q),
-                    lambda: mod.quantized_add(q, s, z, q, s, z, so, z, r),
-                    lambda: mod.dequantize_linear(r, so, z, y))
-    else:
-        kq, ka, kd = B._cupy_kernel("quantize"), B._cupy_kernel("add"), B._cupy_kernel("dequantize")
-        step = (lambda: kq(x, 0.02, 128, 0, 255, q),
-                lambda: ka(q, q, 0.02, 128, 0.02, 128, 0.04, 128, 0, 255, r),
-                lambda: kd(r, 128, 0.04, y))
-
-    def run():
-        for _ in range(repeat):
-            for f in step:
-                f()
-    return run, y, 5 * x.size * repeat * 3  # about 5 bytes per element per op
-
-
-def _build_graph(case, impl, limits, seed):
-    import cupy
-
-    shape, repeat = case.p["shape"], case.p["repeat"]
-    stream = cupy.cuda.Stream(non_blocking=True)
-    n_ops = math.prod(shape) * 3 * repeat
-    with stream:
-        run, y, nbytes = _graph_sequence(impl, shape, repeat, seed)
-        B._check_runs(run, impl)  # compiles and allocates everything before capture
-        if not impl.endswith("graph"):
-            return B.Prepared(run, nbytes, n_ops, limits.copy_gb_per_s, stream)
-        eager = y.copy()
-        stream.synchronize()
-        stream.begin_capture()
-        try:
-            run()
-        finally:
-            graph = stream.end_capture()
-        y.fill(0)
-        graph.launch(stream)
-        stream.synchronize()
-        if not bool(cupy.array_equal(y, eager)):
-            raise AssertionError(f"{impl}: the graph replay differs from the eager sequence")
-    return B.Prepared(lambda: graph.launch(stream), nbytes, n_ops, limits.copy_gb_per_s, stream,
-                    keep=(run, y, graph))
-
-
-B.BUILDERS.setdefault("graph", _build_graph)
-prepare = B.prepare

@@ -5,6 +5,7 @@ import argparse
 import os
 import platform
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 DESCRIPTION = "dmlq: DirectML's quantized operators, bit-exact, on NumPy and NVIDIA GPUs."
@@ -16,7 +17,8 @@ COMMANDS = {
              "(the NumPy reference; on a GPU also the CUDA kernels, plus every operator and dtype "
              "combination on random data); print what ran where and exit 1 on any mismatch.",
     "bench": "Time dmlq against same-run hardware limits and the peers present (CuPy, torch) "
-             "on a GPU, as a quick table; without a GPU it says so and measures nothing.",
+             "on a GPU, as a quick table, from a dmlq checkout; without a GPU it says so and measures "
+             "nothing.",
 }
 
 
@@ -46,13 +48,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     sub = parser.add_subparsers(dest="command", metavar="{info,check,bench}", title="commands")
     sub.required = True
     commands = {"info": sub.add_parser("info", help=COMMANDS["info"], description=COMMANDS["info"])}
-    from . import bench, check
+    from . import check
 
     commands["check"] = sub.add_parser("check", help=COMMANDS["check"], description=COMMANDS["check"])
     check.add_arguments(commands["check"])
     commands["bench"] = sub.add_parser("bench", help=COMMANDS["bench"], description=COMMANDS["bench"] + (
-        " The full suite is `python -m pytest bench --benchmark-json=<file>.json` from a checkout."))
-    bench.add_arguments(commands["bench"])
+        " It runs bench/quick.py of the dmlq checkout it is started from; the full suite is "
+        "`python -m pytest bench --benchmark-json=<file>.json` there."))
+    _bench_arguments(commands["bench"])
     return parser, commands
 
 
@@ -100,9 +103,36 @@ def _command(ns: argparse.Namespace) -> int:
         from .check import run
 
         return run(seed=ns.seed)
-    from .bench import run as bench
+    return _bench(ns)
 
-    return bench(only=ns.only, variants=ns.variants, json_path=ns.json)
+
+def _bench_arguments(parser) -> None:
+    parser.add_argument("--only", default="", help="run only groups whose name contains this text")
+    parser.add_argument("--variants", action="store_true", help="also time every forced kernel variant")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+
+
+def bench_suite():
+    """The checkout's bench/ (where this dmlq runs from one) as its ``quick`` module, or None:
+    the benchmark code (workloads, peers, limits, timing) is not part of the installed package."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "bench" / "quick.py").is_file() or not (root / "pyproject.toml").is_file():
+        return None
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from bench import quick
+
+    return quick
+
+
+def _bench(ns) -> int:
+    quick = bench_suite()
+    if quick is None:
+        print(f"dmlq bench: the benchmark suite lives in bench/ of a dmlq checkout, and this dmlq "
+              f"({Path(__file__).resolve().parent}) is installed without one; run `python -m dmlq bench` "
+              "from a checkout (with dmlq installed from it, pip install -e .)", file=sys.stderr)
+        return 1
+    return quick.run(only=ns.only, variants=ns.variants, json_path=ns.json)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ bench/report.py on a synthetic fixture (tests/data/bench_fixture.json, hand-pick
 numbers, not a measurement), and bench/ collecting and skipping cleanly."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -11,28 +10,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from dmlq import bench as B
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # bench/ is a package of the checkout, not installed
+    sys.path.insert(0, str(ROOT))
+
+from bench import limits, peers, quick, timing  # noqa: E402
+from bench import report as R  # noqa: E402
+from bench import workloads as W  # noqa: E402
+
 FIXTURE = ROOT / "tests" / "data" / "bench_fixture.json"
 EXTRA_KEYS = {"impl", "bytes", "ops", "gb_per_s", "tops", "limit", "fraction_of_limit"}
 
 
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"dmlq_bench_{name}", ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _report():
-    return _load("report")
+    return R
 
 
-W = _load("workloads")  # the full suite's workloads (bench/, not installed)
-R = _report()
 TORCH_BENCHMARKS = 4  # bench/test_bench_torch.py: a call on torch CUDA tensors and its peers (GPU only)
 CPU_BENCHMARKS = 17  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5, whole GPU call 6), no GPU needed
 CPU_BACKEND_BENCHMARKS = 21  # bench/test_bench_cpu.py: 7 groups x (dmlq:cpu, onnxruntime, reference)
@@ -64,19 +61,19 @@ def rows(data):
     ("H100 SXM", (9, 0), 132, 1830, 1979),
 ])
 def test_int8_tensor_core_peak_matches_datasheets(gpu, cc, sms, mhz, datasheet_tops):
-    tops = B.peak_tops(sms, mhz * 1000, B.int8_tc_ops_per_sm_clk(cc))
+    tops = limits.peak_tops(sms, mhz * 1000, limits.int8_tc_ops_per_sm_clk(cc))
     assert tops == pytest.approx(datasheet_tops, rel=0.005), gpu
 
 
 def test_peak_formulas():
-    assert B.int8_tc_ops_per_sm_clk((8, 0)) == 4096 == 2 * 2048  # 2048 MACs/clk/SM
-    assert B.int8_tc_ops_per_sm_clk((9, 0)) == 8192
-    assert B.int8_tc_ops_per_sm_clk((12, 0)) is None
-    assert B.dp4a_ops_per_sm_clk((9, 0)) == 64 * 8
-    assert B.dp4a_ops_per_sm_clk((5, 2)) is None
+    assert limits.int8_tc_ops_per_sm_clk((8, 0)) == 4096 == 2 * 2048  # 2048 MACs/clk/SM
+    assert limits.int8_tc_ops_per_sm_clk((9, 0)) == 8192
+    assert limits.int8_tc_ops_per_sm_clk((12, 0)) is None
+    assert limits.dp4a_ops_per_sm_clk((9, 0)) == 64 * 8
+    assert limits.dp4a_ops_per_sm_clk((5, 2)) is None
     # H100 SXM at its reported max clock (1980 MHz): the limit the suite uses by default.
     facts = {"cc": (9, 0), "sm_count": 132, "clock_khz": 1980000}
-    p = B.peaks(facts, env={})
+    p = limits.peaks(facts, env={})
     assert p["int8_tc_tops"] == pytest.approx(132 * 1.98e9 * 8192 / 1e12)
     assert p["dp4a_tops"] == pytest.approx(132 * 1.98e9 * 512 / 1e12)
     assert p["int8_tc_source"] == "132 SMs x 1980 MHz x 8192 ops/clk/SM"
@@ -84,28 +81,28 @@ def test_peak_formulas():
 
 def test_peak_env_overrides():
     facts = {"cc": (9, 0), "sm_count": 132, "clock_khz": 1980000}
-    p = B.peaks(facts, env={B.ENV_CLOCK_MHZ: "1830", B.ENV_SM_COUNT: "114"})
+    p = limits.peaks(facts, env={limits.ENV_CLOCK_MHZ: "1830", limits.ENV_SM_COUNT: "114"})
     assert p["int8_tc_tops"] == pytest.approx(114 * 1.83e9 * 8192 / 1e12)
     assert (p["sm_count"], p["clock_mhz"]) == (114, 1830)
-    p = B.peaks(facts, env={B.ENV_INT8_TC_TOPS: "1979", B.ENV_DP4A_TOPS: "120.5"})
+    p = limits.peaks(facts, env={limits.ENV_INT8_TC_TOPS: "1979", limits.ENV_DP4A_TOPS: "120.5"})
     assert (p["int8_tc_tops"], p["dp4a_tops"]) == (1979.0, 120.5)
-    assert B.ENV_INT8_TC_TOPS in p["int8_tc_source"]
-    p = B.peaks({"cc": (12, 0), "sm_count": 10, "clock_khz": 1e6}, env={})
-    assert p["int8_tc_tops"] is None and B.ENV_INT8_TC_TOPS in p["int8_tc_source"]
+    assert limits.ENV_INT8_TC_TOPS in p["int8_tc_source"]
+    p = limits.peaks({"cc": (12, 0), "sm_count": 10, "clock_khz": 1e6}, env={})
+    assert p["int8_tc_tops"] is None and limits.ENV_INT8_TC_TOPS in p["int8_tc_source"]
     assert p["dp4a_tops"] == pytest.approx(10 * 1e9 * 512 / 1e12)
 
 
 # ---------------------------------------------------------------- records and workloads
 
 def test_result_info_has_exactly_the_design_keys():
-    info = B.result_info("dmlq:contig", 2e9, 1e9, 1e-3, 2500.0, "GB/s")
+    info = timing.result_info("dmlq:contig", 2e9, 1e9, 1e-3, 2500.0, "GB/s")
     assert set(info) == EXTRA_KEYS
     assert info["gb_per_s"] == pytest.approx(2000.0)
     assert info["tops"] == pytest.approx(1.0)  # 1e9 ops in 1 ms
     assert info["fraction_of_limit"] == pytest.approx(0.8)
-    info = B.result_info("peer:torch._int_mm", 1, 2e12, 2e-3, 2000.0, "TOPS")
+    info = timing.result_info("peer:torch._int_mm", 1, 2e12, 2e-3, 2000.0, "TOPS")
     assert info["tops"] == pytest.approx(1000.0) and info["fraction_of_limit"] == pytest.approx(0.5)
-    assert B.result_info("dmlq:auto", 1, 1, 1.0, None, "GB/s")["fraction_of_limit"] is None
+    assert timing.result_info("dmlq:auto", 1, 1, 1.0, None, "GB/s")["fraction_of_limit"] is None
 
 
 def test_workloads_follow_the_issue():
@@ -114,12 +111,12 @@ def test_workloads_follow_the_issue():
     assert len(set(groups)) == len(groups)
     for c in cases:
         assert c.group.count("/") >= 2 and c.group.split("/")[0] == c.op
-        impls = B.impl_names(c)
+        impls = peers.impl_names(c)
         assert any(i.startswith("dmlq:") for i in impls) and any(i.startswith("peer:") for i in impls)
         assert all(i.split(":")[0] in ("dmlq", "peer") for i in impls)
     # element-wise: 256 MiB and 1 GiB of first input, per-tensor, plus per-axis cases
     first_input = {"quantize": "x", "dequantize": "q", "add": "a"}
-    sizes = {(c.op, math.prod(c.p["shape"]) * B.np.dtype(c.p[first_input[c.op]]).itemsize)
+    sizes = {(c.op, math.prod(c.p["shape"]) * np.dtype(c.p[first_input[c.op]]).itemsize)
              for c in W.elementwise_cases()}
     for op in first_input:
         assert {(op, 256 << 20), (op, 1 << 30)} <= sizes
@@ -132,10 +129,10 @@ def test_workloads_follow_the_issue():
     outs = {c.shape: c.p["out"] for c in W.avgpool_cases()}
     assert outs == {"64x64x112x112:k3s2p1": (64, 64, 56, 56), "256x256x56x56:k2s2": (256, 256, 28, 28),
                     "64x256x56x56:k3s1p1": (64, 256, 56, 56), "8x64x16x56x56:k2s2": (8, 64, 8, 28, 28)}
-    assert B.unit_of("matmul/int8/x") == "TOPS" and B.unit_of("avgpool/uint8/x") == "GB/s"
+    assert W.unit_of("matmul/int8/x") == "TOPS" and W.unit_of("avgpool/uint8/x") == "GB/s"
     # the quick runner covers every family
-    assert {c.group for c in W.all_cases() if c.quick} == {c.group for c in B.quick_cases()}
-    assert {c.op for c in B.quick_cases()} == {"quantize", "dequantize", "add", "matmul",
+    assert {c.group for c in W.all_cases() if c.quick} == {c.group for c in W.quick_cases()}
+    assert {c.op for c in W.quick_cases()} == {"quantize", "dequantize", "add", "matmul",
                                                         "avgpool", "overhead"}
 
 
@@ -146,9 +143,7 @@ def test_device_facts_use_only_names_the_installed_cupy_has():
 
     runtime = pytest.importorskip("cupy.cuda.runtime")
     missing = []
-    for path in [ROOT / "dmlq" / "bench.py", *sorted((ROOT / "bench").glob("*.py"))]:
-        if not path.exists():
-            continue
+    for path in sorted((ROOT / "bench").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(node, ast.Attribute):
                 continue
@@ -158,11 +153,17 @@ def test_device_facts_use_only_names_the_installed_cupy_has():
     assert missing == []
 
 
-def test_dmlq_bench_does_not_import_bench_dir_or_cupy():
-    src = (ROOT / "dmlq" / "bench.py").read_text()
-    assert "from bench" not in src and "import bench" not in src
-    r = _run("-c", "import sys, dmlq; before = 'cupy' in sys.modules; import dmlq.bench, dmlq.bench as B;"
-                   " B.quick_cases(); assert ('cupy' in sys.modules) == before, 'dmlq.bench imported cupy'")
+def test_benchmark_code_lives_in_bench_not_in_the_package():
+    """dmlq/ holds what users import: no workloads, peers, limits or timing (issue 24)."""
+    assert not (ROOT / "dmlq" / "bench.py").exists()
+    words = ("ElementwiseKernel", "copy_bandwidth", "quantize_per_tensor", "_int_mm", "get_elapsed_time",
+             "PEERS", "pytest_benchmark")
+    for path in (ROOT / "dmlq").rglob("*.py"):
+        text = path.read_text()
+        assert not [w for w in words if w in text], path
+    r = _run("-c", "import sys; sys.path.insert(0, '.'); before = 'cupy' in sys.modules;"
+                   " from bench import limits, peers, quick, report, timing, workloads; workloads.all_cases();"
+                   " assert ('cupy' in sys.modules) == before, 'importing bench/ imported cupy'")
     assert r.returncode == 0, r.stderr
 
 
@@ -287,12 +288,12 @@ def test_no_test_asserts_a_time():
 def test_bench_collects():
     r = _run("-m", "pytest", "bench", "--collect-only", "-q", "-p", "no:cacheprovider")
     assert r.returncode == 0, r.stdout + r.stderr
-    expected = len(B.case_impls(W.all_cases())) + CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS + TORCH_BENCHMARKS
+    expected = len(peers.case_impls(W.all_cases())) + CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS + TORCH_BENCHMARKS
     assert f"{expected} tests collected" in r.stdout, r.stdout[-2000:]
 
 
 def test_bench_skips_cleanly_without_gpu():
-    if B.gpu_status()[0]:
+    if limits.gpu_status()[0]:
         pytest.skip("a GPU is present: the suite would run for real (python -m pytest bench)")
     # --benchmark-disable: each benchmark body runs once, untimed (inside the test suite a
     # timing would only measure the machine's other work)
@@ -306,12 +307,24 @@ def test_bench_skips_cleanly_without_gpu():
 
 
 def test_quick_runner_without_gpu(capsys):
-    if B.gpu_status()[0]:
+    if limits.gpu_status()[0]:
         pytest.skip("a GPU is present")
-    assert B.main([]) == 0
+    assert quick.run() == 0
     assert "nothing to measure" in capsys.readouterr().out
     r = _run("-m", "dmlq", "bench")
     assert r.returncode == 0 and "nothing to measure" in r.stdout, r.stdout + r.stderr
+
+
+def test_bench_command_outside_a_checkout_says_where_the_suite_is(tmp_path):
+    """An installed dmlq (the package alone, no bench/ beside it) has no benchmark code."""
+    import shutil
+
+    shutil.copytree(ROOT / "dmlq", tmp_path / "site" / "dmlq", ignore=shutil.ignore_patterns("__pycache__"))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+    r = subprocess.run([sys.executable, "-m", "dmlq", "bench"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 1 and "lives in bench/ of a dmlq checkout" in r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
 
 
 # ---------------------------------------------------------------- primitives on a GPU
@@ -320,22 +333,22 @@ def test_quick_runner_without_gpu(capsys):
 def test_primitives_on_gpu():
     import cupy
 
-    u = B.random_array((1 << 20,), "uint8", seed=1)
-    i = B.random_array((1 << 20,), "int8", seed=1)
-    f = B.random_array((1 << 20,), "float16", seed=2, lo=-3.0, hi=3.0)
+    u = timing.random_array((1 << 20,), "uint8", seed=1)
+    i = timing.random_array((1 << 20,), "int8", seed=1)
+    f = timing.random_array((1 << 20,), "float16", seed=2, lo=-3.0, hi=3.0)
     assert int(u.min()) == 0 and int(u.max()) == 255 and int(i.min()) == -128 and int(i.max()) == 127
     assert float(f.min()) >= -3.0 and float(f.max()) <= 3.0 and int((f == 0).sum()) < 100
-    assert not bool(cupy.array_equal(u, B.random_array((1 << 20,), "uint8", seed=2)))
-    t0 = B.gpu_timer()
-    t1 = B.gpu_timer()
+    assert not bool(cupy.array_equal(u, timing.random_array((1 << 20,), "uint8", seed=2)))
+    t0 = timing.gpu_timer()
+    t1 = timing.gpu_timer()
     assert t1 >= t0
-    times = B.measure(lambda: cupy.multiply(f, f), rounds=3)
+    times = timing.measure(lambda: cupy.multiply(f, f), rounds=3)
     assert len(times) == 3 and all(t > 0 for t in times)  # no bound on how long: that is the report's
-    assert B.copy_bandwidth(256 << 20, rounds=3) > 0
+    assert timing.copy_bandwidth(256 << 20, rounds=3) > 0
 
 
 @pytest.mark.gpu
 def test_quick_runner_on_gpu(capsys):
-    assert B.main(["--only", "overhead"]) == 0
+    assert quick.run(only="overhead") == 0
     out = capsys.readouterr().out
     assert "overhead" in out and "limits: copy" in out
