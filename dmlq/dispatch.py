@@ -139,8 +139,16 @@ def to_gpu_array(obj, op: str, name: str, current: Optional[int] = None):
 
 class DeviceConstant:
     """A host value a GPU kernel reads from device memory (a scale given as a
-    Python number): copied to each device once, on first use, then reused by
-    every call of the signature that holds it."""
+    Python number): copied once per device and stream, on first use there, then
+    reused by every call of the signature that holds it.
+
+    A copy is made on the stream that reads it, so the kernels after it on that
+    stream see it complete without a synchronize (CuPy stages a host array
+    through pinned memory and copies asynchronously), and another stream never
+    reads a copy still in flight: it gets its own. When the signature is
+    forgotten the copies go back to CuPy's pool, which hands a block freed on a
+    stream only to later work on that same stream -- after every kernel that
+    read it."""
 
     __slots__ = ("host", "_copies")
 
@@ -153,15 +161,12 @@ class DeviceConstant:
         return DeviceConstant(fn(self.host))
 
     def on(self, dev: int):
-        """The copy on device ``dev`` (made now if there is none)."""
-        copy = self._copies.get(dev)
+        """The copy on device ``dev`` for CuPy's current stream (made now if there is none)."""
+        xp = module(GPU)
+        where = (dev, xp.cuda.get_current_stream().ptr)
+        copy = self._copies.get(where)
         if copy is None:
-            xp = module(GPU)
-            copy = xp.asarray(self.host)
-            sync = getattr(getattr(xp, "cuda", None), "get_current_stream", None)
-            if sync is not None:  # a copy from pageable memory may still be in flight
-                sync().synchronize()
-            copy = self._copies.setdefault(dev, copy)
+            copy = self._copies.setdefault(where, xp.asarray(self.host))
         return copy
 
 

@@ -39,10 +39,27 @@ def address(a) -> int:
     return a.__array_interface__["data"][0] if addr is None else addr
 
 
+class _Stream:
+    """CuPy's current stream (the default one): synchronizations are counted in Xp.syncs."""
+
+    ptr = 0
+
+    @staticmethod
+    def synchronize():
+        Xp.syncs += 1
+
+
 class Xp:
-    """The few CuPy functions dmlq calls, making stand-ins; counts host-to-device copies."""
+    """The few CuPy functions dmlq calls, making stand-ins; counts host-to-device copies
+    and stream synchronizations."""
 
     uploads = 0
+    syncs = 0
+
+    class cuda:  # noqa: N801 - cupy.cuda
+        @staticmethod
+        def get_current_stream():
+            return _Stream()
 
     @staticmethod
     def empty(shape, dtype):
@@ -80,5 +97,5 @@ def install(monkeypatch, backend):
     monkeypatch.setattr(backend, "xp", lambda: Xp, raising=False)
     monkeypatch.setattr(backend, "is_array", lambda a: isinstance(a, StandIn), raising=False)
     monkeypatch.setattr(device, "default", backend)
-    Xp.uploads = 0
+    Xp.uploads = Xp.syncs = 0
     return backend

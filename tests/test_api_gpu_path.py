@@ -74,6 +74,16 @@ def test_every_operator_through_the_api(gpu, rng):
          include_padding=True, ceil_mode=True, start_padding=(1, 0), end_padding=(1, 2))
 
 
+def test_scalar_scales_reach_matmul_and_pooling_without_a_synchronize(gpu, rng):
+    a = S.to_device(rng.integers(0, 256, (16, 64), dtype=u8))
+    b = S.to_device(rng.integers(-128, 128, (64, 32), dtype=i8))
+    img = S.to_device(rng.integers(0, 256, (1, 2, 4, 4), dtype=u8))
+    for scale in (0.1, 0.2, 0.3):  # a scale that changes per call: a new signature each time
+        dmlq.quantized_matmul(a, scale, 3, b, 0.5, None, 0.5, i8(0))
+        dmlq.quantized_avg_pool(img, scale, 3, 0.2, 5, 2)
+    assert S.Xp.uploads > 0 and S.Xp.syncs == 0  # uploaded, and nothing waited for the GPU
+
+
 def test_repeated_calls_reuse_one_runner(gpu, rng, host_device):
     a = S.to_device(rng.integers(0, 256, (16, 64), dtype=u8))
     b = S.to_device(rng.integers(-128, 128, (64, 32), dtype=i8))
