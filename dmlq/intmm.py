@@ -6,8 +6,8 @@ onnxruntime com.microsoft.MatMulIntegerToFloat: scales, zero points and an
 optional bias, float32 or float16 out; blocked B scales along K with
 ``block_size=``). Shapes as ``numpy.matmul``; B may be int4/uint4
 (``ml_dtypes``). The numeric contract is docs/semantics.md; the NumPy backend is
-dmlq.reference. GPU arrays are refused with UnsupportedError until the kernels
-exist.
+dmlq.reference; on the GPU dmlq.gpu.intmm (M <= 16 so far; other GPU calls raise
+UnsupportedError).
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
 from .calls import Spec, public, run
-from .checks import F16, F32, GPU, QUANT
+from .checks import F16, F32, QUANT
 from .desc import MatrixMultiplyIntegerToFloatDesc, TensorDesc
 from .dtypes import DataType
-from .errors import DescError, UnsupportedError
+from .errors import DescError
 from .typing import CudaArray, HostArray, Operand
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -103,12 +103,6 @@ def _b_param(b, name, v, bb, n, groups, what):
     return v.reshape(want)
 
 
-def _refuse_gpu(b):
-    if b.kind == GPU:
-        raise UnsupportedError(f"{b.f}: no CUDA kernel yet for GPU arrays (the arguments are valid); pass "
-                               f"NumPy arrays (cupy.asnumpy(...)) to run it on the host")
-
-
 # ------------------------------------------------------------------ matmul_integer
 
 def _plan_matmul_integer(b):
@@ -117,7 +111,6 @@ def _plan_matmul_integer(b):
     _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)"), bb, n, 1, "")
     shape = batch + (m, n)
     b.check_out(shape, np.dtype(np.int32))
-    _refuse_gpu(b)
     return b.plan(shape, np.dtype(np.int32))
 
 
@@ -165,7 +158,7 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
         Fewer than 2 dimensions, mismatched K, zero points of the wrong shape or out of
         range (``dmlq.DescError``).
     UnsupportedError
-        GPU arrays: no CUDA kernel yet.
+        GPU arrays with M > 16 rows (no CUDA kernel yet; M <= 16 runs cuda/matmul_stream.cu).
 
     Examples
     --------
@@ -244,7 +237,6 @@ def _plan_matmul_integer_to_float(b, dtype, block_size):
         desc((1, 1, k, n), qdt), desc(cols if b_scale.size > 1 else one, odt),
         None if bzp is None else desc(cols if bzp.size > 1 else one, qdt),
         None if bias is None else desc((1, 1, m, n), odt), desc((1, 1, m, n), odt)))
-    _refuse_gpu(b)
     return b.plan(shape, odt, (None if block_size is None else int(block_size),))
 
 
@@ -306,7 +298,7 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
         Wrong shapes of operands, scales, zero points or bias; a block_size below 1
         (``dmlq.DescError``).
     UnsupportedError
-        GPU arrays: no CUDA kernel yet.
+        GPU arrays with M > 16 rows (no CUDA kernel yet; M <= 16 runs cuda/matmul_stream.cu).
 
     Examples
     --------

@@ -386,24 +386,6 @@ def test_matmul_integer_errors_name_the_argument():
         dmlq.matmul_integer(a, b, out=np.empty((3, 5), np.int64))
 
 
-def test_gpu_arrays_are_refused_until_the_kernels_exist(monkeypatch):
-    """A GPU call (stand-in arrays, tests/gpu_stand_in.py) is checked as on the host, then refused."""
-    import gpu_stand_in as S
-    from dmlq import calls
-
-    calls.clear_plan_cache()
-    S.install(monkeypatch, type("NoDevice", (), {})())  # nothing may reach a device
-    kw = _args()
-    gpu = {k: S.to_device(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
-    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer_to_float: no CUDA kernel"):
-        dmlq.matmul_integer_to_float(**gpu)
-    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer: no CUDA kernel"):
-        dmlq.matmul_integer(gpu["a"], gpu["b"])
-    with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):
-        dmlq.matmul_integer(gpu["a"], S.to_device(np.zeros((7, 2), np.int8)))
-    calls.clear_plan_cache()
-
-
 # ------------------------------------------------------------------ quantized_matmul, per-batch B
 
 def test_quantized_matmul_per_batch_b_parameters():
@@ -438,14 +420,15 @@ def test_quantized_matmul_per_batch_on_gpu_arrays_is_refused(monkeypatch):
     calls.clear_plan_cache()
 
 
-def test_kernel_plan_says_there_is_no_kernel_yet():
-    args = _args()
-    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer_to_float: no CUDA kernel yet"):
-        dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args.values())
-    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer: no CUDA kernel yet"):
-        dmlq.kernel_plan(dmlq.matmul_integer, args["a"], args["b"])
+def test_kernel_plan_of_the_new_operators():
+    rng = np.random.default_rng(13)
+    a, b = qrand(rng, U8, (3, 8)), qrand(rng, I8, (8, 5))
+    plan = str(dmlq.kernel_plan(dmlq.matmul_integer, a, b))
+    assert plan.splitlines() == ["matmul_integer: stream-m4", "  matmul_stream<uint8, int8, int, 4>  grid 1x1  block 128"]
+    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer_to_float: no CUDA kernel yet for M = 17"):
+        dmlq.kernel_plan(dmlq.matmul_integer_to_float, qrand(rng, U8, (17, 8)), 0.1, None, b, 0.2, None)
     with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):  # checked first
-        dmlq.kernel_plan(dmlq.matmul_integer, args["a"], np.zeros((7, 2), np.int8))
+        dmlq.kernel_plan(dmlq.matmul_integer, a, np.zeros((7, 2), np.int8))
 
 
 @pytest.mark.parametrize("dt,value", [(np.uint32, 2**32 - 1), (np.int32, -2**31), (np.int16, -2**15)])

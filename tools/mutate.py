@@ -300,9 +300,35 @@ MUTATIONS: list[Mutation] = [
       "word path redirects B columns past N when N < 4 (reads past the row)", "comparison"),
     M("matmul_mma.cu", "        if ((a_rows >> i) & 1)\n", "        if ((a_rows >> (i + 1)) & 1)\n",
       "staging fast path: A chunk skipped by the next chunk's row-in-M bit", "index"),
+    # ------------------------------------------------------------ matmul_stream.cu
+    M("matmul_stream.cu", "  if (n >= N) return;", "  if (n > N) return;",
+      "column N computed and stored (one past the row)", "comparison"),
+    M("matmul_stream.cu", "    if (m >= M) break;", "    if (m > M) break;",
+      "row M stored (one past the matrix)", "comparison"),
+    M("matmul_stream.cu", "    const int mm = min(m, M - 1);  // rows", "    const int mm = m;  // rows",
+      "per-row A vectors read past M", "index"),
+    M("matmul_stream.cu", "const int64* off = offsets + 6 * static_cast<int64>(blockIdx.y);",
+      "const int64* off = offsets + 6 * static_cast<int64>(blockIdx.y / 2);",
+      "matrix z reads the offsets of z / 2", "index"),
+    M("matmul_stream.cu", "static_cast<int>(b[static_cast<int64>(k) * ldb]) - zb;",
+      "static_cast<int>(b[static_cast<int64>(k) * ldb]) + zb;", "b's zero point added", "sign"),
+    M("matmul_stream.cu", "const int k0 = g * group, k1 = min(k0 + group, K);",
+      "const int k0 = g * group, k1 = k0 + group;", "the last group runs past K", "index"),
+    M("matmul_stream.cu", "b_scale[off[3] + static_cast<int64>(g) * N + n]",
+      "b_scale[off[3] + static_cast<int64>(g / 2) * N + n]", "groups read the wrong scale row", "index"),
+    M("matmul_stream.cu", "static_cast<int64>(bz_groups > 1 ? g : 0) * N + n]",
+      "static_cast<int64>(0) * N + n]", "blocked zero points: group 0's for every group", "index"),
+    M("matmul_stream.cu", "        v[m] = g == 0 ? term : ieee_add(v[m], term);",
+      "        v[m] = ieee_add(v[m], term);", "the sum starts from +0.0 (loses a -0.0 first term)", "order"),
+    M("matmul_stream.cu", "wide[m] += static_cast<int64>(static_cast<int>(acc[m]));",
+      "wide[m] += static_cast<int64>(acc[m]);", "int32 partial read as unsigned", "conversion"),
+    M("matmul_stream.cu", "enum : int { kChunk = 32768 };", "enum : int { kChunk = 65536 };",
+      "int32 partials over 65536 terms (overflow)", "tile constant"),
+    M("matmul_stream.cu", "bias[off[5] + static_cast<int64>(m) * N + n]", "bias[off[5] + n]",
+      "bias row 0 for every row", "index"),
 ]
 
-FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu")
+FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu")
 
 # The CI tests that drive each source on the host harness (fast subset).
 TESTS = {
@@ -314,6 +340,7 @@ TESTS = {
                        "tests/test_host_matmul_staging.py"], "emulated or mutant_mma"),
     "avgpool.cu": (["tests/test_select_avgpool.py", "tests/test_host_mutants.py"],
                    "emulated or mutant_avgpool"),
+    "matmul_stream.cu": (["tests/test_gpu_intmm.py"], "not selection"),
 }
 
 # Loaded into the mutant's pytest with -p: key each runner on the headers and

@@ -7,21 +7,9 @@ from . import device
 from .avgpool import bind_quantized_avg_pool, plan_quantized_avg_pool, quantized_avg_pool
 from .elementwise import (bind, dequantize_linear, plan_dequantize_linear, plan_quantize_linear,
                           plan_quantized_add, quantize_linear, quantized_add)
+from .intmm import (bind_matmul_integer, bind_matmul_integer_to_float, matmul_integer, matmul_integer_to_float,
+                    plan_matmul_integer, plan_matmul_integer_to_float)
 from .matmul import bind_quantized_matmul, plan_quantized_matmul, quantized_matmul
-
-from ..errors import UnsupportedError
-
-
-def _no_kernel(name):
-    def refuse(*args, **kwargs):
-        raise UnsupportedError(f"{name}: no CUDA kernel yet for GPU arrays; pass NumPy arrays "
-                               f"(cupy.asnumpy(...)) to run it on the host")
-    refuse.__name__ = name
-    return refuse
-
-
-matmul_integer = plan_matmul_integer = _no_kernel("matmul_integer")
-matmul_integer_to_float = plan_matmul_integer_to_float = _no_kernel("matmul_integer_to_float")
 
 __all__ = ["matmul_integer", "matmul_integer_to_float", "plan_matmul_integer", "plan_matmul_integer_to_float",
            "quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul",
@@ -38,6 +26,8 @@ _BINDERS: dict[Any, tuple[Any, Any]] = {
     quantized_add: (lambda *a: bind(plan_quantized_add, a[:-1], a[-1]), None),
     quantized_matmul: (bind_quantized_matmul, (0, 3)),
     quantized_avg_pool: (bind_quantized_avg_pool, ()),
+    matmul_integer: (bind_matmul_integer, ()),
+    matmul_integer_to_float: (bind_matmul_integer_to_float, ()),
 }
 
 

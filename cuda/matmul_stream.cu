@@ -1,0 +1,128 @@
+// The integer matmul family (docs/semantics.md, "The integer matmul family") for
+// small M: one thread per output column streams its column of B once, for up
+// to MT rows of A at a time.
+//
+// Kernels (TA, TB each int8 or uint8; TO int (matmul_integer: the exact sum
+// modulo 2**32), float or float16 (matmul_integer_to_float)):
+//   matmul_stream<TA, TB, TO, MT>   MT in 1, 4, 16: M <= MT rows per launch
+//     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/intmm.py select_variant).
+// Each thread owns output column n of one matrix z (blockIdx.y) and all M rows:
+// per k it reads one byte of B (a warp reads 32 consecutive bytes of a row of
+// B) and M bytes of A (the same address across the warp: one broadcast load),
+// and adds (a - a_zp[m]) * (b - b_zp[g, n]) to an int32 per row. The float
+// output is made group by group in ascending order (blocked scales along K,
+// or one group of all K): acc_g rounded to float32 once, times
+// (a_scale[m] * b_scale[g, n]), added to the running float32 sum, then the
+// bias, then one rounding to float16; each step one non-ftz IEEE PTX op.
+// Exactness: a group's int32 sum is exact while its length is <= 33025
+// (255 * 255 per term); longer groups fold int32 partials of 32768 terms into
+// an int64 before the one conversion to float32. The int output wraps modulo
+// 2**32, which is matmul_integer's contract.
+// Parameters arrive as per-matrix tables built on the host (dmlq/gpu/intmm.py):
+// offsets[z] = {a, b, out, b_scale, b_zp, bias} element offsets, per-row A
+// vectors of M, B parameters as (groups, N) rows, the bias expanded to the
+// output's shape. Nothing is padded; columns past N return at once.
+//
+// Napkin math (H100 SXM, 3.35 TB/s HBM): at M <= 16 the limit is the bytes of
+// B (K * N); this first version issues per k one 1-byte load of B per thread
+// plus M broadcast loads of A and M IMADs, so it is issue-bound well below
+// the bandwidth limit for M = 16 (about 2 * M + 2 instructions per byte of B
+// per thread): correct first; a vectorized, shared-memory A version is the
+// next step once a GPU session measures this one.
+// ptxas (sm_90, bench/results/static.md): 40-56 registers for MT = 1 and 4,
+// 44-56 for the int output at MT = 16, 124-128 for the float outputs at
+// MT = 16 (16 int64 partials: 4 blocks of 128 per SM); no spills.
+#include "common.cuh"
+
+namespace dmlq {
+namespace stream {
+
+enum : int { kChunk = 32768 };  // int32 partial sums stay exact up to here
+
+template <typename TO> struct is_int_out { static constexpr bool value = false; };
+template <> struct is_int_out<int> { static constexpr bool value = true; };
+
+}  // namespace stream
+}  // namespace dmlq
+
+// offsets: 6 int64 per matrix z (a, b, out, b_scale, b_zp, bias element offsets).
+// b_scale / b_zp rows: `groups` (b_scale) and bz_groups (b_zp: 1 or groups) rows of N.
+// group: the group length along K (K for one group); groups = number of groups.
+template <typename TA, typename TB, typename TO, int MT>
+__global__ void __launch_bounds__(128) matmul_stream(
+    const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ C,
+    int M, int N, int K, int group, int groups, int bz_groups,
+    const int64* __restrict__ offsets, int64 lda, int64 ldb, int64 ldc,
+    const float* __restrict__ a_scale, const TA* __restrict__ a_zp,
+    const float* __restrict__ b_scale, const TB* __restrict__ b_zp,
+    const float* __restrict__ bias) {
+  using namespace dmlq;
+  constexpr bool INT_OUT = stream::is_int_out<TO>::value;
+  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  const int64* off = offsets + 6 * static_cast<int64>(blockIdx.y);
+  const TA* a = A + off[0];
+  const TB* b = B + off[1] + n;
+  TO* c = C + off[2] + n;
+
+  int za[MT];
+  float as[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    const int mm = min(m, M - 1);  // rows past M compute throwaway values
+    za[m] = a_zp != nullptr ? static_cast<int>(a_zp[mm]) : 0;
+    as[m] = INT_OUT ? 0.0f : a_scale[mm];
+  }
+  float v[MT];
+  unsigned acc[MT];
+  int64 wide[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    v[m] = 0.0f;
+    acc[m] = 0u;
+    wide[m] = 0;
+  }
+  for (int g = 0; g < groups; ++g) {
+    const int k0 = g * group, k1 = min(k0 + group, K);
+    const int zb = b_zp != nullptr ? static_cast<int>(b_zp[off[4] + static_cast<int64>(bz_groups > 1 ? g : 0) * N + n])
+                                   : 0;
+    for (int kc = k0; kc < k1; kc += stream::kChunk) {
+      const int kend = min(kc + stream::kChunk, k1);
+      for (int k = kc; k < kend; ++k) {
+        const int db = static_cast<int>(b[static_cast<int64>(k) * ldb]) - zb;
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          const int da = static_cast<int>(__ldg(a + static_cast<int64>(min(m, M - 1)) * lda + k)) - za[m];
+          acc[m] += static_cast<unsigned>(da * db);  // |da * db| <= 65025; wraps mod 2**32
+        }
+      }
+      if constexpr (!INT_OUT) {
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          wide[m] += static_cast<int64>(static_cast<int>(acc[m]));
+          acc[m] = 0u;
+        }
+      }
+    }
+    if constexpr (!INT_OUT) {
+      const float bs = b_scale[off[3] + static_cast<int64>(g) * N + n];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        const float term = ieee_mul(to_f32(wide[m]), ieee_mul(as[m], bs));
+        v[m] = g == 0 ? term : ieee_add(v[m], term);
+        wide[m] = 0;
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    if (m >= M) break;
+    if constexpr (INT_OUT) {
+      c[static_cast<int64>(m) * ldc] = static_cast<int>(acc[m]);
+    } else {
+      float r = v[m];
+      if (bias != nullptr) r = ieee_add(r, bias[off[5] + static_cast<int64>(m) * N + n]);
+      c[static_cast<int64>(m) * ldc] = from_f32<TO>(r);
+    }
+  }
+}

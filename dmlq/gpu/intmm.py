@@ -1,0 +1,235 @@
+"""The integer matmul family on the GPU (cuda/matmul_stream.cu): small M only, so far.
+
+``matmul_integer`` and ``matmul_integer_to_float`` with M <= 16 (the decode step
+of an LLM) run ``matmul_stream``: one thread per output column streams B once
+for all M rows (docs/semantics.md's order: groups ascending, then the bias, one
+rounding to float16). Larger M, 4-bit B and more than 65535 matrices have no
+kernel yet: :func:`plan_matmul_integer_to_float` raises UnsupportedError for them.
+
+Launch conventions: a and b are read with unit stride along their last axis (an
+operand that is not is copied to a contiguous array); numpy.matmul batch
+broadcasting through a per-matrix table of element offsets (blockIdx.y = the
+matrix, no copies of a or b); per-row A parameters as length-M vectors, B
+parameters as (groups, N) rows per matrix, the bias expanded to the output's
+shape in float32 (float16 inputs widen exactly); out written in place when it is
+C-contiguous, else through a temporary.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from . import device
+from .device import NULL
+from .plan import Launch, Plan, Runner, launcher
+
+SOURCE = "matmul_stream.cu"
+QTYPES = ("int8", "uint8")
+OUT_TYPES = {np.dtype(np.int32): "int", np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
+# Variant name -> rows per launch (MT). One line per variant.
+VARIANTS = {"stream-m1": 1, "stream-m4": 4, "stream-m16": 16}
+THREADS = 128
+MAX_GRID_Y = 65535
+MAX_DIM = 2**31 - 1
+
+
+def kernel_name(ta: str, tb: str, to: str, mt: int) -> str:
+    return f"matmul_stream<{ta}, {tb}, {to}, {mt}>"
+
+
+KERNELS = {SOURCE: tuple(kernel_name(ta, tb, to, mt) for ta in QTYPES for tb in QTYPES
+                         for to in OUT_TYPES.values() for mt in VARIANTS.values())}
+
+
+def select_variant(m: int):
+    """The smallest stream variant that holds M rows, or None (no kernel for this M yet)."""
+    for name, mt in VARIANTS.items():
+        if m <= mt:
+            return name
+    return None
+
+
+@dataclass(frozen=True)
+class _Detail:
+    mt: int
+    groups: int
+    group: int
+    offsets: np.ndarray    # (nbatch, 6) int64: a, b, out, b_scale, b_zp, bias element offsets
+    copy_a: bool
+    copy_b: bool
+    direct_out: bool
+
+
+def _elem_strides(x, batch_shape):
+    """x's batch strides in elements, right-aligned to batch_shape (0 where broadcast)."""
+    nb = x.ndim - 2
+    out = [0] * len(batch_shape)
+    for i in range(nb):
+        j = len(batch_shape) - nb + i
+        out[j] = 0 if x.shape[i] == 1 else x.strides[i] // x.itemsize
+    return out
+
+
+def _contiguous_rows(x) -> bool:
+    return x.size == 0 or x.shape[-1] == 1 or x.strides[-1] == x.itemsize
+
+
+def _plan(op, a, b, out, groups, group, b_param_rows):
+    if out.size == 0:
+        return Plan(op, "empty")
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    batch_shape = tuple(out.shape[:-2])
+    nbatch = math.prod(batch_shape)
+    variant = select_variant(M)
+    if variant is None:
+        raise UnsupportedError(f"{op}: no CUDA kernel yet for M = {M} > 16 rows (the small-M streaming "
+                               f"kernel takes up to 16); pass NumPy arrays to run it on the host")
+    if b.dtype.name not in QTYPES:
+        raise UnsupportedError(f"{op}: no CUDA kernel yet for a {b.dtype} b")
+    if nbatch > MAX_GRID_Y or max(M, N, K) > MAX_DIM:
+        raise UnsupportedError(f"{op}: {nbatch} matrices (at most {MAX_GRID_Y}) or a dimension above {MAX_DIM}")
+    copy_a, copy_b = not _contiguous_rows(a), not _contiguous_rows(b)
+    direct = out.flags.c_contiguous and not (device.overlaps(out, a) or device.overlaps(out, b))
+    notes = [f"{name} copied to a contiguous array" for name, c in (("a", copy_a), ("b", copy_b)) if c]
+    if not direct:
+        notes.append("out written through a contiguous temporary")
+    if groups > 1:
+        notes.append(f"{groups} groups of {group} along K")
+    sa = device.Fresh(a.shape, a.dtype) if copy_a else a
+    sb = device.Fresh(b.shape, b.dtype) if copy_b else b
+    a_st, b_st = _elem_strides(sa, batch_shape), _elem_strides(sb, batch_shape)
+    offsets = np.zeros((nbatch, 6), np.int64)
+    for z, idx in enumerate(np.ndindex(*batch_shape)):
+        offsets[z, 0] = sum(i * s for i, s in zip(idx, a_st))
+        offsets[z, 1] = sum(i * s for i, s in zip(idx, b_st))
+    z = np.arange(nbatch, dtype=np.int64)
+    offsets[:, 2] = z * M * N
+    offsets[:, 3] = z * groups * N
+    offsets[:, 4] = z * b_param_rows * N
+    offsets[:, 5] = z * M * N
+    mt = VARIANTS[variant]
+    name = kernel_name(a.dtype.name, b.dtype.name, OUT_TYPES[np.dtype(out.dtype)], mt)
+    launch = Launch(SOURCE, name, (-(-N // THREADS), nbatch), (THREADS,))
+    return Plan(op, variant, (launch,), tuple(notes),
+                _Detail(mt, groups, group, offsets, copy_a, copy_b, direct))
+
+
+def _groups(k, block_size):
+    if block_size is None:
+        return 1, max(k, 1)
+    return -(-k // block_size), block_size
+
+
+def _b_rows(v):
+    """How many rows of B parameters (1, or the groups) a scale or zero point holds."""
+    return 1 if v is None or v.ndim < 2 else v.shape[-2]
+
+
+def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out) -> Plan:
+    return _plan("matmul_integer", a, b, out, 1, max(a.shape[-1], 1), 1)
+
+
+def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
+                                 block_size=None) -> Plan:
+    groups, group = _groups(a.shape[-1], block_size)
+    return _plan("matmul_integer_to_float", a, b, out, groups, group, _b_rows(b_zero_point))
+
+
+def _row_vector(xp, v, m, dtype):
+    """A per-tensor or per-row parameter as a contiguous length-M vector (None stays None)."""
+    if v is None:
+        return None
+    return xp.ascontiguousarray(xp.broadcast_to(v.reshape(-1).astype(dtype), (m,)))
+
+
+def _b_table(xp, v, batch_shape, rows, n, dtype):
+    """A B parameter as a contiguous (matrices, rows, N) table (per tensor, per column,
+    per group, per batch: all broadcast)."""
+    if v is None:
+        return None
+    if v.ndim < 2:
+        v = v.reshape(1, -1)
+    full = xp.broadcast_to(v.astype(dtype), tuple(batch_shape) + (rows, n))
+    return xp.ascontiguousarray(full)
+
+
+def _bind(plan, a_shape, b_shape, out, float_out):
+    d = plan.detail
+    go = launcher(plan)
+    xp = device.xp()
+    i32, i64 = np.int32, np.int64
+    M, K = a_shape[-2:]
+    N = b_shape[-1]
+    batch_shape = tuple(out.shape[:-2])
+    offsets_dev = [None]  # uploaded on the first call (the runner's device)
+
+    def launch(a, b, dst, a_s, a_z, b_s, b_z, bias, bz_rows):
+        if d.copy_a:
+            a = xp.ascontiguousarray(a)
+        if d.copy_b:
+            b = xp.ascontiguousarray(b)
+        if offsets_dev[0] is None:
+            offsets_dev[0] = xp.asarray(d.offsets)
+        lda = a.strides[-2] // a.itemsize if M > 1 else K
+        ldb = b.strides[-2] // b.itemsize if K > 1 else N
+        args = (a, b, dst, i32(M), i32(N), i32(K), i32(d.group), i32(d.groups), i32(bz_rows), offsets_dev[0],
+                i64(lda), i64(ldb), i64(N),
+                NULL if a_s is None else a_s, NULL if a_z is None else a_z,
+                NULL if b_s is None else b_s, NULL if b_z is None else b_z, NULL if bias is None else bias)
+        go([args])
+
+    def finish(dst, out):
+        if dst is not out:
+            out[...] = dst
+
+    if not float_out:
+        def call(a, a_zero_point, b, b_zero_point, out):
+            dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
+            launch(a, b, dst, None, _row_vector(xp, a_zero_point, M, a.dtype), None,
+                   _b_table(xp, b_zero_point, batch_shape, 1, N, b.dtype), None, 1)
+            finish(dst, out)
+        return Runner(plan, call)
+
+    def call(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out):
+        dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
+        bz_rows = _b_rows(b_zero_point)
+        b_s = _b_table(xp, b_scale, batch_shape, d.groups, N, np.float32)
+        full_bias = None if bias is None else xp.ascontiguousarray(
+            xp.broadcast_to(bias.astype(np.float32), out.shape))
+        launch(a, b, dst, _row_vector(xp, a_scale, M, np.float32), _row_vector(xp, a_zero_point, M, a.dtype),
+               b_s, _b_table(xp, b_zero_point, batch_shape, bz_rows, N, b.dtype), full_bias, bz_rows)
+        finish(dst, out)
+    return Runner(plan, call)
+
+
+def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out) -> Runner:
+    plan = plan_matmul_integer(a, a_zero_point, b, b_zero_point, out)
+    if not plan.launches:
+        return Runner(plan, lambda *args: None)
+    return _bind(plan, a.shape, b.shape, out, False)
+
+
+def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
+                                 block_size=None) -> Runner:
+    plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
+                                        block_size)
+    if not plan.launches:
+        return Runner(plan, lambda *args: None)
+    return _bind(plan, a.shape, b.shape, out, True)
+
+
+def matmul_integer(a, a_zero_point, b, b_zero_point, out):
+    """Backend interface (see dmlq.reference.matmul_integer); returns out."""
+    bind_matmul_integer(a, a_zero_point, b, b_zero_point, out)(a, a_zero_point, b, b_zero_point, out)
+    return out
+
+
+def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out, block_size=None):
+    """Backend interface (see dmlq.reference.matmul_integer_to_float); returns out."""
+    args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias)
+    bind_matmul_integer_to_float(*args, out, block_size)(*args, out)
+    return out

@@ -1,0 +1,108 @@
+"""dmlq.matmul_integer / matmul_integer_to_float on the GPU path: cuda/matmul_stream.cu run by the
+host harness (tests/cuda_host) through the public functions with stand-in arrays
+(tests/gpu_stand_in.py), byte for byte against the NumPy reference on seeded random inputs and
+the contract's edge cases."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import dmlq
+import gpu_stand_in as S
+from dmlq.gpu import intmm as G
+from conftest import poison
+from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
+
+I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
+
+
+def dev(x):
+    return S.to_device(x) if isinstance(x, np.ndarray) else x
+
+
+def same(fn, *args, **kwargs):
+    """fn on stand-ins, into a poisoned out, equals fn on NumPy arrays (dtype, shape, every byte)."""
+    want = fn(*args, **kwargs)
+    out = S.to_device(poison(np.empty(want.shape, want.dtype)))
+    got = fn(*(dev(a) for a in args), **kwargs, out=out)
+    assert got is out
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint8), want.view(np.uint8))
+    fresh = fn(*(dev(a) for a in args), **kwargs)  # and into a new array
+    assert type(fresh) is S.StandIn and fresh.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(fresh).view(np.uint8), want.view(np.uint8))
+
+
+def q(rng, dt, shape):
+    info = np.iinfo(dt)
+    return rng.integers(int(info.min), int(info.max) + 1, shape).astype(dt)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 37, 5), (3, 64, 130), (4, 0, 7), (7, 33, 1), (16, 100, 9)])
+@pytest.mark.parametrize("ta,tb", [(U8, I8), (I8, I8), (U8, U8), (I8, U8)])
+def test_matmul_integer(gpu, m, k, n, ta, tb):
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    a, b = q(rng, ta, (m, k)), q(rng, tb, (k, n))
+    same(dmlq.matmul_integer, a, b, q(rng, ta, (m, 1)), q(rng, tb, (n,)))
+    same(dmlq.matmul_integer, a, b)
+
+
+@pytest.mark.parametrize("out_dtype", [F32, F16])
+@pytest.mark.parametrize("m,k,n,block", [(1, 64, 33, None), (2, 100, 17, 32), (5, 31, 8, 32), (16, 257, 4, 64),
+                                         (3, 0, 5, None), (3, 0, 5, 32), (1, 1, 1, 1)])
+def test_matmul_integer_to_float(gpu, out_dtype, m, k, n, block):
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    a, b = q(rng, U8, (m, k)), q(rng, I8, (k, n))
+    groups = -(-k // block) if block else 1
+    a_s = rng.uniform(1e-3, 1, (m, 1)).astype(F32)
+    b_s = rng.uniform(-1, 1, (groups, n)).astype(F32)
+    bzp = q(rng, I8, (groups, n))
+    bias = rng.uniform(-50, 50, n).astype(F32)
+    kw = dict(dtype=out_dtype, block_size=block)
+    with np.errstate(all="ignore"):
+        same(dmlq.matmul_integer_to_float, a, a_s, q(rng, U8, (m, 1)), b, b_s, bzp, bias, **kw)
+        same(dmlq.matmul_integer_to_float, a, np.float32(0.01), None, b, b_s[:1], None, **kw)
+
+
+def test_batches_broadcast_and_per_batch_parameters(gpu):
+    rng = np.random.default_rng(1)
+    a, b = q(rng, I8, (2, 1, 3, 40)), q(rng, I8, (4, 40, 6))
+    b_s = rng.uniform(0, 1, (4, 1, 6)).astype(F32)
+    bzp = q(rng, I8, (4, 1, 6))
+    bias = rng.uniform(-1, 1, (3, 6)).astype(F16)
+    same(dmlq.matmul_integer_to_float, a, np.float16(0.5), np.int8(3), b, b_s, bzp, bias)
+    same(dmlq.matmul_integer, a, b, None, bzp)
+
+
+def test_edge_values(gpu):
+    """Extreme sums (past int32: exact in the float output, wrapped in the int32 one), float16
+    overflow, NaN / inf / zero scales, a strided a."""
+    k = 40000
+    a = np.zeros((2, k), U8)
+    b = np.full((k, 3), 255, U8)
+    b[:, 1] = 0
+    same(dmlq.matmul_integer, a, b, np.uint8(255), None)
+    same(dmlq.matmul_integer_to_float, a, np.float32(1), np.uint8(255), b, np.float32(1), None)
+    s = np.array([[np.nan], [np.inf]], F32)
+    with np.errstate(all="ignore"):
+        same(dmlq.matmul_integer_to_float, a[:, :5], s, np.uint8(255), b[:5], np.float32(-0.0), None)
+        same(dmlq.matmul_integer_to_float, a[:, :5], np.float32(1e30), np.uint8(255), b[:5],
+             np.array([1, 0, 1e-30], F32), None, dtype=np.float16)
+    big = q(np.random.default_rng(2), U8, (3, 50))
+    same(dmlq.matmul_integer_to_float, big[:, ::2], np.float32(0.1), None, b[:25], np.float32(0.2), None)
+
+
+def test_selection_and_refusals(gpu):
+    assert [G.select_variant(m) for m in (1, 2, 4, 5, 16, 17)] == \
+        ["stream-m1", "stream-m4", "stream-m4", "stream-m16", "stream-m16", None]
+    a, b = dev(np.zeros((17, 8), U8)), dev(np.zeros((8, 4), I8))
+    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer: no CUDA kernel yet for M = 17 > 16"):
+        dmlq.matmul_integer(a, b)
+    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer_to_float: no CUDA kernel yet for M = 17"):
+        dmlq.matmul_integer_to_float(a, np.float32(0.1), None, b, np.float32(0.2), None)
+    with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):  # the host's checks first
+        dmlq.matmul_integer(dev(np.zeros((3, 8), U8)), dev(np.zeros((7, 2), I8)))
+    plan = dmlq.kernel_plan(dmlq.matmul_integer_to_float, np.zeros((4, 64), U8), 0.1, None, np.zeros((64, 300), I8),
+                            0.1, None, dtype=np.float16)
+    assert str(plan).splitlines()[0] == "matmul_integer_to_float: stream-m4"
+    assert "matmul_stream<uint8, int8, float16, 4>  grid 3x1  block 128" in str(plan)
