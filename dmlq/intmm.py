@@ -146,8 +146,8 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
 
     Returns
     -------
-    numpy.ndarray
-        int32, (..., M, N). The sum is exact and wraps to int32 only past K = 33025 at
+    ndarray
+        int32, (..., M, N), NumPy or CuPy as the inputs. The sum is exact and wraps to int32 only past K = 33025 at
         extreme values.
 
     Raises
@@ -287,8 +287,8 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
 
     Returns
     -------
-    numpy.ndarray
-        float32 or float16, (..., M, N).
+    ndarray
+        float32 or float16, (..., M, N), NumPy or CuPy as the inputs.
 
     Raises
     ------
