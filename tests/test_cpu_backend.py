@@ -192,6 +192,17 @@ def test_matmul_batches_broadcast_and_strided_out(rng):
     assert (big[rest] == 0xA5).all()
 
 
+def test_matmul_per_batch_b_parameters(rng):
+    # b_scale / b_zero_point of shape batch + (1, N) (or (1, 1)), broadcasting over the batch
+    a = qrand(rng, U8, (2, 3, 20, 300))
+    b = qrand(rng, I8, (3, 300, 600))
+    for b_s, b_zp in ((rng.uniform(0.01, 0.1, (3, 1, 600)).astype(F32), qrand(rng, I8, (3, 1, 600))),
+                      (rng.uniform(0.01, 0.1, (2, 3, 1, 1)).astype(F32), qrand(rng, I8, (3, 1, 1))),
+                      (np.float32([0.05]), np.zeros((3, 1, 600), I8))):
+        C.quantized_matmul(a, np.float32([0.02]), np.uint8([100]), b, b_s, b_zp, np.float32([3.0]),
+                           np.uint8([128]), poison(np.empty((2, 3, 20, 600), U8)))
+
+
 # ---- pooling: tiles along channels and rows --------------------------------------
 
 @pytest.mark.parametrize("shape,window,strides,pads,dil,incl", [

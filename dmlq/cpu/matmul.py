@@ -63,13 +63,21 @@ def _vec(v, dtype=F64):
     return None if v is None else np.asarray(v).reshape(-1).astype(dtype)
 
 
+def _per_batch(v, batch, dtype):
+    """One of b's parameters (1-D: per tensor or column; or batch dims + (1, N)) as a
+    view of shape ``batch + (1, 1 or N)``, in ``dtype``."""
+    v = np.asarray(v).astype(dtype)
+    if v.ndim <= 1:
+        v = v.reshape(1, -1)
+    return np.broadcast_to(v, tuple(batch) + v.shape[-2:])
+
+
 def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out,
                      *extra, **kw):
     a, b = np.asarray(a), np.asarray(b)
     args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
     if (extra or kw or a.dtype not in _QUANT or b.dtype not in _QUANT or out.dtype not in _QUANT
             or any(np.asarray(s).dtype != F32 for s in (a_scale, b_scale, out_scale))
-            or any(v is not None and np.ndim(v) > 1 for v in (b_scale, b_zero_point))  # per batch
             or a.shape[-1] >= 1 << 37):
         return _reference.quantized_matmul(*args, out, *extra, **kw)
     if any(np.may_share_memory(x, out) for x in (a, b)):
@@ -84,7 +92,7 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_sca
     batch = out.shape[:-2]
     ab = np.broadcast_to(a, batch + (m, k))
     bb = np.broadcast_to(b, batch + (k, n))
-    plan = _Plan(a, b, a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point, m, k, n)
+    plan = _Plan(a, b, a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point, m, k, n, batch)
     pieces = [(i, m0, n0) for i in np.ndindex(*batch)
               for n0 in range(0, n, plan.tn) for m0 in range(0, m, plan.tm)]
     with _blas_single_threaded(len(pieces) > 1 and tiles.THREADS > 1) as threaded:
@@ -136,7 +144,7 @@ def _blas_single_threaded(wanted):
 class _Plan:
     """What every tile of one call shares: chunk sizes, per-row and per-column vectors."""
 
-    def __init__(self, a, b, a_scale, a_zp, b_scale, b_zp, o_scale, o_zp, m, k, n):
+    def __init__(self, a, b, a_scale, a_zp, b_scale, b_zp, o_scale, o_zp, m, k, n, batch):
         self.m, self.k, self.n = m, k, n
         self.kc = k_chunk(a.dtype, b.dtype)
         self.tm = min(m, TILE_M)
@@ -146,14 +154,13 @@ class _Plan:
         else:
             self.tn = min(n, TILE_N)
         self.a_zp = _vec(a_zp)          # float64, length 1 or M
-        self.b_zp = _vec(b_zp)          # length 1 or N
         if self.a_zp is not None and not self.a_zp.any():
             self.a_zp = None
-        if self.b_zp is not None and not self.b_zp.any():
-            self.b_zp = None
+        # b's parameters per batch matrix: batch + (1, 1 or N) (one row for all, or one per batch)
+        self.b_zp = None if b_zp is None or not np.asarray(b_zp).any() else _per_batch(b_zp, batch, F64)
         # mult = (a_scale[m] * b_scale[n]) / out_scale[m], float32, shaped to broadcast
         self.a_s = np.asarray(a_scale, F32).reshape(-1, 1)
-        self.b_s = np.asarray(b_scale, F32).reshape(1, -1)
+        self.b_s = _per_batch(b_scale, batch, F32)
         self.o_s = np.asarray(o_scale, F32).reshape(-1, 1)
         self.o_zp = None if o_zp is None else np.asarray(o_zp).reshape(-1, 1)
         if self.o_zp is not None and self.o_zp.size == 1:
@@ -187,6 +194,8 @@ class _Plan:
             acc = tiles.shaped(acc_buf, (tm + extra, tn))
             acc[...] = 0
             av, bv = ab[i][m0:m1], bb[i][:, n0:n1]
+            b_s = self.b_s[i]
+            b_zp = None if self.b_zp is None else self.b_zp[i].reshape(-1)
             for k0 in range(0, k, kc):
                 k1 = min(k0 + kc, k)
                 ac = tiles.shaped(a_buf, (tm, k1 - k0))
@@ -200,17 +209,17 @@ class _Plan:
                 np.add(acc, p, out=acc)
             colsum = acc[tm] if extra else None
             acc = acc[:tm]
-            self._correct(acc, av, colsum, m0, m1, n0, n1)
+            self._correct(acc, av, colsum, b_zp, m0, m1, n0, n1)
             t = tiles.shaped(p_buf, (tm, tn))
-            mult = np.divide(np.multiply(self._rows(self.a_s, m0, m1), self._cols(self.b_s, n0, n1), dtype=F32),
+            mult = np.divide(np.multiply(self._rows(self.a_s, m0, m1), self._cols(b_s, n0, n1), dtype=F32),
                              self._rows(self.o_s, m0, m1), dtype=F32)
             np.multiply(acc, mult, out=t, dtype=F32)  # float32(acc) * mult: acc rounded first
             zp = self.o_zp if isinstance(self.o_zp, int) else self._rows(self.o_zp, m0, m1)
             finish(t, zp, out[i][m0:m1, n0:n1], tiles.shaped(mask_buf, (tm, tn)))
 
-    def _correct(self, acc, av, colsum, m0, m1, n0, n1):
+    def _correct(self, acc, av, colsum, b_zp, m0, m1, n0, n1):
         """acc -= u[m] * b_zp[n] + a_zp[m] * colsum_b[n] (exact float64 integers)."""
-        a_zp, b_zp = self._rows(self.a_zp, m0, m1), self._cols(self.b_zp, n0, n1)
+        a_zp, b_zp = self._rows(self.a_zp, m0, m1), self._cols(b_zp, n0, n1)
         if b_zp is not None:
             u = np.add.reduce(av, axis=1, dtype=np.int64).astype(F64)
             if a_zp is not None:
