@@ -305,3 +305,29 @@ def test_peak_memory_pool(rng):
     x = qrand(rng, U8, (1, 16, 256, 256))   # 1 MiB in
     within("pool", peak_of(lambda: dmlq.quantized_avg_pool(x, 0.1, np.uint8(3), 0.1, np.uint8(5), 3,
                                                            start_padding=1, end_padding=1)), x.size)
+
+
+# ---- a forked child ----------------------------------------------------------------
+
+def test_a_forked_child_runs_its_own_threads(rng):
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    x = (rng.standard_normal(3 * CHUNK) * 50).astype(F32)
+    a, b = qrand(rng, U8, (40, 300)), qrand(rng, I8, (300, 1100))
+    cpu.quantize_linear(x, np.float32([0.5]), None, np.empty(x.shape, I8))  # the parent's pool exists
+    want = R.quantize_linear(x, np.float32([0.5]), None, np.empty(x.shape, I8))
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(_child_work, (x, a, b)).get(timeout=120)  # an inherited pool would hang here
+    assert np.array_equal(got[0], want)
+    assert np.array_equal(got[1], R.quantized_matmul(a, np.float32([0.1]), np.uint8([3]), b, np.float32([0.1]),
+                                                     None, np.float32([40.0]), None, np.empty((40, 1100), I8)))
+
+
+def _child_work(x, a, b):
+    q = cpu.quantize_linear(x, np.float32([0.5]), None, np.empty(x.shape, I8))
+    m = cpu.quantized_matmul(a, np.float32([0.1]), np.uint8([3]), b, np.float32([0.1]), None, np.float32([40.0]),
+                             None, np.empty((40, 1100), I8))
+    return q, m

@@ -32,6 +32,7 @@ b it multiplies.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 
 import numpy as np
@@ -106,6 +107,15 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_sca
 # calling thread and BLAS threads as it likes. The limit is process-wide: one
 # lock and a count keep it set from the first concurrent call to the last.
 _BLAS = {"lock": threading.Lock(), "users": 0, "limiter": None, "controller": None}
+
+
+def _reset_blas_state_in_child():
+    # a fork while another thread held the lock must not leave the child's lock taken
+    _BLAS.update(lock=threading.Lock(), users=0, limiter=None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_blas_state_in_child)
 
 
 @contextlib.contextmanager

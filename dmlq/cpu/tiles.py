@@ -39,6 +39,17 @@ _POOL = None
 _POOL_LOCK = threading.Lock()
 
 
+def _forget_pool_in_child():
+    # A forked child has none of the parent's threads: a pool inherited from it would
+    # take work and never run it. The child makes its own on first use.
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _pool():
     global _POOL
     if _POOL is None:
