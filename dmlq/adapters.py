@@ -19,21 +19,25 @@ PARAMS = {
     "quantized_matmul": ("dtype",),
     "quantized_avg_pool": ("window_size", "strides", "start_padding", "end_padding", "dilations",
                            "include_padding", "ceil_mode", "dtype"),
+    "matmul_integer": (),
+    "matmul_integer_to_float": ("dtype", "block_size"),
 }
 
 
 def function(fname):
     """The public function named ``fname``."""
-    from . import api
+    from . import api, intmm
 
-    return getattr(api, fname)
+    return getattr(api, fname, None) or getattr(intmm, fname)
 
 
 _NAMES: dict = {}
 
 
 def operand_names(fname) -> tuple:
-    """The public function's positional operand names (x, scale, zero_point...)."""
+    """The public function's positional operand names (x, scale, zero_point...), in
+    the order of its signature (the order dmlq.calls.run gets them for the five
+    operators; the integer matmul family passes a, a_zero_point, b, ... instead)."""
     names = _NAMES.get(fname)
     if names is None:
         params = inspect.signature(function(fname)).parameters.values()

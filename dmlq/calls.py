@@ -194,7 +194,7 @@ def run(spec, values, params, out):
     try:
         kind, vals, out, current = normalize(spec, values, out)
     except dispatch.Foreign:  # torch tensors or dask arrays: dmlq.frameworks takes the call
-        return dispatch.foreign_call(spec.fname, values, params, out)
+        return dispatch.foreign_call(spec.fname, spec.names, values, params, out)
     try:
         sig = signature(spec, kind, vals, out, params)
         plan = _PLANS.get(sig)

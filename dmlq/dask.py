@@ -44,6 +44,8 @@ from .errors import UnsupportedError
 from .intmm import matmul_integer
 
 _F32 = np.float32
+_OPERATORS = ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul", "quantized_avg_pool",
+              "matmul_integer")
 
 
 def _module_of(a):
@@ -102,8 +104,14 @@ def _meta_call(fname, values, kwargs):
     return output_meta(adapters.function(fname), *args, **kwargs)
 
 
-def call(fname, values, kwargs, out=None):
-    """``fname(*values, **kwargs)`` (a public function) with dask arrays among ``values``."""
+def call(fname, values, kwargs, out=None, names=None):
+    """``fname(*values, **kwargs)`` (a public function) with dask arrays among ``values``
+    (``names``: the operands' names as dmlq.calls passes them)."""
+    if fname == "matmul_integer":  # run passes (a, a_zero_point, b, b_zero_point)
+        a, a_zp, b, b_zp = values
+        values = (a, b, a_zp, b_zp)
+    elif fname not in _OPERATORS:
+        raise UnsupportedError(f"{fname} does not take dask arrays yet; pass NumPy arrays (x.compute())")
     _check(fname, values, out)
     shape, dtype = _meta_call(fname, values, kwargs)
     like = next(v for v in values if isinstance(v, da.Array))._meta
@@ -112,6 +120,8 @@ def call(fname, values, kwargs, out=None):
         return _avg_pool(values, kwargs, shape, dtype, meta)
     if fname == "quantized_matmul":
         return _matmul(values, kwargs, shape, dtype, meta)
+    if fname == "matmul_integer":
+        return _matmul_integer(values, shape, meta)
     return _elementwise(fname, values, kwargs, shape, dtype, meta)
 
 
@@ -352,6 +362,35 @@ def _matmul(values, kwargs, shape, dtype, meta):
                        *args[2:4], *args[10:12], concatenate=False, dtype=np.int64, meta=acc_meta)
     return da.blockwise(_requantize, bi + ("m", "n"), acc, bi + ("m", "n"), *args[0:2], *args[4:10],
                         out_dtype=dtype, dtype=dtype, meta=meta)
+
+
+def _matmul_integer(values, shape, meta):
+    """dmlq.matmul_integer: the exact sums of every K chunk added, wrapped to int32 as
+    the one-array result wraps them (past K = 33025 at extreme values only)."""
+    a, b, a_zp, b_zp = values
+    for name, v in (("b_zero_point", b_zp),):
+        if getattr(v, "ndim", 0) > 2 and any(d != 1 for d in v.shape[:-2]):
+            raise UnsupportedError(f"matmul_integer: {name} per batch and column (shape {tuple(v.shape)}) is not "
+                                   "taken with dask arrays yet; pass a per-column or per-tensor value")
+    a, b = (v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False) for v in (a, b))
+    batch = shape[:-2]
+    a = da.broadcast_to(a, batch + a.shape[-2:])
+    b = da.broadcast_to(b, batch + b.shape[-2:])
+    b = b.rechunk(a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],))
+    bi = tuple(f"z{i}" for i in range(len(batch)))
+    args = []
+    for v, axis, chunks in ((_vector(a_zp), "m", a.chunks[-2]), (_vector(b_zp), "n", b.chunks[-1])):
+        if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
+            args += [da.from_array(v, chunks=(chunks,), asarray=False), (axis,)]
+        else:
+            args += [v, None]
+    acc = da.blockwise(_partial_sums, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
+                       concatenate=False, dtype=np.int64, meta=meta_from_array(meta, dtype=np.int64))
+    return acc.map_blocks(_wrap_int32, dtype=np.int32, meta=meta)
+
+
+def _wrap_int32(acc):
+    return acc.astype(np.int32)
 
 
 def _column(v):

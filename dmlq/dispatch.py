@@ -68,7 +68,7 @@ class Foreign(Exception):
     array, whose call :data:`foreign_call` hands to dmlq.torch or dmlq.dask."""
 
 
-# (fname, operands, params, out) -> result: dmlq.frameworks.call, installed on import of dmlq.
+# (fname, operand names, operands, params, out) -> result: dmlq.frameworks.call, installed on import of dmlq.
 foreign_call: Optional[Callable[..., Any]] = None
 
 

@@ -19,9 +19,9 @@ def _is_dask(obj) -> bool:
     return mod is not None and isinstance(obj, mod.Array)
 
 
-def call(fname, values, params, out):
-    """The public function ``fname`` on operands ``values`` (as given), keyword
-    ``params`` (in dmlq.adapters.PARAMS order) and ``out``."""
+def call(fname, names, values, params, out):
+    """The public function ``fname`` on operands ``values`` (as given, named
+    ``names``), keyword ``params`` (in dmlq.adapters.PARAMS order) and ``out``."""
     if fname not in PARAMS:
         raise TypeError(f"{fname} does not take torch tensors or dask arrays yet; pass NumPy or CuPy arrays "
                         "(t.numpy(), cupy.asarray(t), x.compute())")
@@ -30,7 +30,7 @@ def call(fname, values, params, out):
         from . import dask as adapter
     else:
         from . import torch as adapter
-    return adapter.call(fname, tuple(values), kwargs, out)
+    return adapter.call(fname, tuple(values), kwargs, out, names=tuple(names))
 
 
 dispatch.foreign_call = call

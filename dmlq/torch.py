@@ -84,10 +84,9 @@ def _is_array(v) -> bool:
     return hasattr(v, "shape") and not isinstance(v, np.generic) or isinstance(v, (list, tuple))
 
 
-def _checked(fname, values, out):
+def _checked(fname, values, out, names):
     """The call's device (of its first tensor), after checking that every
     tensor is on it and that no other kind of array is mixed in."""
-    names = adapters.operand_names(fname)
     first = device = None
     for name, v in zip(names + ("out",), tuple(values) + (out,)):
         if isinstance(v, torch.Tensor):
@@ -123,21 +122,22 @@ def _kwargs(kwargs):
     return kwargs
 
 
-def call(fname, values, kwargs, out=None):
-    """``fname(*values, **kwargs, out=out)`` (a public function) on torch tensors."""
-    device = _checked(fname, values, out)
+def call(fname, values, kwargs, out=None, names=None):
+    """``fname(**dict(zip(names, values)), **kwargs, out=out)`` (a public function) on
+    torch tensors; ``names``: the operands' names (default: the signature's order)."""
+    names = adapters.operand_names(fname) if names is None else names
+    device = _checked(fname, values, out, names)
     if device.type not in ("cpu", "cuda"):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
                         ".cuda() tensors)")
     fn = adapters.function(fname)
     kwargs = _kwargs(kwargs)
-    names = adapters.operand_names(fname)
     tensors = [n for n, v in zip(names + ("out",), tuple(values) + (out,)) if isinstance(v, torch.Tensor)]
     try:
         if device.type == "cuda":
             return _cuda_call(fn, names, values, kwargs, out, device)
-        args = [_numpy(fname, n, v) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)]
-        result = fn(*args, **kwargs, out=None if out is None else _numpy(fname, "out", out))
+        args = {n: _numpy(fname, n, v) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)}
+        result = fn(**args, **kwargs, out=None if out is None else _numpy(fname, "out", out))
     except (TypeError, ValueError, NotImplementedError) as e:
         raise _in_torch_words(e, tensors) from None
     if out is not None:
@@ -154,13 +154,13 @@ def _cuda_call(fn, names, values, kwargs, out, device):
     index = device.index if device.index is not None else torch.cuda.current_device()
     stream = torch.cuda.current_stream(index)
     with cupy.cuda.Device(index), cupy.cuda.ExternalStream(stream.cuda_stream, index):
-        args = [cupy.asarray(v.detach()) if isinstance(v, torch.Tensor) else v for v in values]
+        args = {n: cupy.asarray(v.detach()) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)}
         if out is None:
-            meta = output_meta(fn, *args, **kwargs)
+            meta = output_meta(fn, **args, **kwargs)
             if not isinstance(meta, tuple) or len(meta) != 2:  # dmlq.kernel_plan
-                return fn(*args, **kwargs)
+                return fn(**args, **kwargs)
             out = torch.empty(meta[0], dtype=torch_dtype(meta[1]), device=torch.device("cuda", index))
-        fn(*args, **kwargs, out=cupy.asarray(out.detach()))
+        fn(**args, **kwargs, out=cupy.asarray(out.detach()))
     return out
 
 
@@ -172,8 +172,8 @@ def _stand_in(t):
 
 def fake(fname, values, kwargs):
     """The output of ``fname`` as an empty tensor: the real call's checks, nothing computed."""
-    device = _checked(fname, values, None)
     names = adapters.operand_names(fname)
+    device = _checked(fname, values, None, names)
     args = []
     for name, v in zip(names, values):
         if isinstance(v, torch.Tensor):

@@ -186,6 +186,21 @@ def test_matmul_batched_and_k_zero(rng):
            _mm(a0, b0, (0.1, 3, 0.1, None, 0.5, u8(4))))
 
 
+def test_matmul_integer_k_split_wraps_as_the_whole_array(rng):
+    a = rng.integers(-128, 128, (2, 7, 30), dtype=i8)
+    b = rng.integers(0, 256, (30, 5), dtype=u8)
+    a_zp, b_zp = rng.integers(-128, 128, (7, 1), dtype=i8), rng.integers(0, 256, (5,), dtype=u8)
+    lazy = dmlq.matmul_integer(_chunked(a, (1, (3, 4), (10, 20))), _chunked(b, ((10, 20), (2, 3))), a_zp, b_zp)
+    assert lazy.dtype == np.int32 and lazy._meta.size == 0
+    _exact(_threads(lazy), dmlq.matmul_integer(a, b, a_zp, b_zp))
+    k = 33030  # past int32: the whole array's sums wrap, and so do the chunks' sums added
+    a1, b1 = np.full((2, k), 255, u8), np.full((k, 2), -128, i8)
+    _exact(_threads(dmlq.matmul_integer(_chunked(a1, (1, (33026, 4))), _chunked(b1, ((33026, 4), 2)), None, i8(127))),
+           dmlq.matmul_integer(a1, b1, None, i8(127)))
+    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer_to_float does not take dask arrays yet"):
+        dmlq.matmul_integer_to_float(_chunked(a1, 1), 0.1, None, b1, 0.1, None)
+
+
 # ---- laziness and errors --------------------------------------------------------------------
 
 def _poisoned(shape, dtype, chunks):

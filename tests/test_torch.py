@@ -102,6 +102,22 @@ def test_opcheck(name):
     torch.library.opcheck(packet.tensor, _tensors(targs), tkw)
 
 
+def test_integer_matmul_family_takes_cpu_tensors():
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, (4, 9), dtype=np.uint8)
+    b = rng.integers(-128, 128, (9, 3), dtype=np.int8)
+    a_zp = rng.integers(0, 256, (4, 1), dtype=np.uint8)
+    want = np.empty((4, 3), np.int32)
+    R.matmul_integer(a, a_zp, b, None, want)
+    got = dmlq.matmul_integer(_t(a), _t(b), _t(a_zp))
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.int32
+    np.testing.assert_array_equal(got.numpy(), want)
+    f = dmlq.matmul_integer_to_float(_t(a), 0.5, _t(a_zp), _t(b), torch.full((3,), 0.25), None, dtype=torch.float16)
+    assert f.dtype == torch.float16
+    np.testing.assert_array_equal(f.numpy(), dmlq.matmul_integer_to_float(a, 0.5, a_zp, b, np.full(3, 0.25, f32), None,
+                                                                           dtype=np.float16))
+
+
 def test_schemas_say_scalars_and_optional_zero_points_as_torch_does():
     assert str(torch.ops.dmlq.quantize_linear.default._schema) == (
         "dmlq::quantize_linear(Tensor x, float scale, int zero_point=0, *, ScalarType? dtype=None) -> Tensor")
