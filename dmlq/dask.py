@@ -405,8 +405,8 @@ def _block_matmul(a, b, a_scale, a_zp, out_scale, out_zp, b_scale, b_zp, fn, kwa
 def matmul_integer_sum(a, a_zp, b, b_zp, xp):
     """The exact integer products ``(a - a_zp) @ (b - b_zp)`` of one K chunk (a_zp per
     row or per tensor, b_zp per column or per tensor). NumPy chunks of K <= 33025 go
-    through dmlq.matmul_integer (exact int32 there); CuPy chunks (no integer matmul
-    kernel yet) and longer K through float64 products, exact integers (each term is at
+    through dmlq.matmul_integer (exact int32 there); CuPy chunks (matmul_integer's
+    kernel covers small M only) and longer K through float64 products, exact integers (each term is at
     most 255 * 255 and K * 65025 < 2**53), as int64."""
     if xp is np and a.shape[-1] <= 33025:
         return matmul_integer(a, b, _column(a_zp), b_zp)
