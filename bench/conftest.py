@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 BENCH_DIR = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # gpu_stand_in, for the CPU benchmarks
+sys.path.insert(0, str(BENCH_DIR.parent / "tests"))  # cupy_stand_in, for the CPU benchmarks
 if str(BENCH_DIR.parent) not in sys.path:  # the bench package, however pytest was started
     sys.path.insert(0, str(BENCH_DIR.parent))
 

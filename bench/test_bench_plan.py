@@ -19,7 +19,7 @@ import pytest
 import dmlq
 from dmlq import dispatch
 
-S = importlib.import_module("gpu_stand_in")  # tests/gpu_stand_in.py, on sys.path via bench/conftest.py
+S = importlib.import_module("cupy_stand_in")  # tests/cupy_stand_in, on sys.path via bench/conftest.py
 
 TARGET_S = 10e-6
 f32, u8, i8 = np.float32, np.uint8, np.int8
@@ -66,51 +66,42 @@ def test_repeated_call_overhead(benchmark, stubbed, call):
 
 
 # The GPU backend's own Python on a repeated call: planning (variant, grid, block),
-# argument packing and the launch call, on a device whose launch returns at once
-# (NumPy arrays stand in for device arrays). Added to the API's share above, this is
-# dmlq's whole Python cost of a GPU call; no target is asserted for it alone.
-class _LaunchlessDevice:
-    """dmlq.gpu.device's interface on NumPy arrays, with launches that do nothing."""
-
-    def __init__(self):
-        from dmlq.gpu import device
-
-        self._nominal = device.NominalDevice()
-        self.xp, self.is_array = self._nominal.xp, self._nominal.is_array
-        self.info, self.resident_blocks = self._nominal.info, self._nominal.resident_blocks
-
-    # An address as cheap as CuPy's ``a.data.ptr`` for arrays that carry one.
-    ptr = staticmethod(S.address)
-
-    @staticmethod
-    def launch(source, name, grid, block, args, shared_mem=0):
-        return None
+# argument packing and the launch call, on the cupy stand-in with launches that
+# return once CuPy's packing and checks are done. Added to the API's share above,
+# this is dmlq's whole Python cost of a GPU call; no target is asserted for it alone.
+@pytest.fixture
+def launchless():
+    """``import cupy`` gives tests/cupy_stand_in, whose launches do nothing."""
+    with S.installed(run_kernels=False) as cp:
+        yield cp
 
 
 def _backend_calls():
     from dmlq.gpu import ops
 
-    one, zp = np.full((1,), 0.02, f32), np.full((1,), 3, u8)
     return {
         "quantize_linear": (ops.quantize_linear, ("x", f32(0.02), u8(128)), ("xq",)),
         "dequantize_linear": (ops.dequantize_linear, ("q", f32(0.02), u8(128)), ("qf",)),
         "quantized_add": (ops.quantized_add, ("q", f32(0.02), u8(128), "q", f32(0.03), u8(120), f32(0.05),
                                               u8(128)), ("qq",)),
-        "quantized_matmul": (ops.quantized_matmul, ("m", one, zp, "w", "ws", None, one, None), ("mo",)),
-        "quantized_avg_pool": (ops.quantized_avg_pool, ("img", one, zp, one, zp), ("po", (2, 2), (2, 2), (0, 0),
-                                                                                  (0, 0), (1, 1), False)),
+        "quantized_matmul": (ops.quantized_matmul, ("m", "one", "zp", "w", "ws", None, "one", None), ("mo",)),
+        "quantized_avg_pool": (ops.quantized_avg_pool, ("img", "one", "zp", "one", "zp"),
+                               ("po", (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), False)),
     }
 
 
-@pytest.mark.parametrize("call", sorted(CALLS.keys() - {"quantize_linear-arrays"}))
-def test_gpu_backend_python_per_call(benchmark, monkeypatch, call):
-    from dmlq.gpu import device
+def _device_inputs(cp):
+    arrays = {k: cp.asarray(v) for k, v in _inputs(np.random.default_rng(0)).items()}
+    arrays.update(one=cp.full((1,), 0.02, f32), zp=cp.full((1,), 3, u8))
+    return arrays
 
-    monkeypatch.setattr(device, "default", _LaunchlessDevice())
-    rng = np.random.default_rng(0)
-    arrays = {k: S.to_device(v) for k, v in _inputs(rng).items()}
-    arrays.update(xq=S.Xp.empty(1024, u8), qf=S.Xp.empty(1024, f32), qq=S.Xp.empty(1024, u8),
-                  mo=S.Xp.empty((16, 32), i8), po=S.Xp.empty((1, 4, 4, 4), u8))
+
+@pytest.mark.parametrize("call", sorted(CALLS.keys() - {"quantize_linear-arrays"}))
+def test_gpu_backend_python_per_call(benchmark, launchless, call):
+    cp = launchless
+    arrays = _device_inputs(cp)
+    arrays.update(xq=cp.empty(1024, u8), qf=cp.empty(1024, f32), qq=cp.empty(1024, u8),
+                  mo=cp.empty((16, 32), i8), po=cp.empty((1, 4, 4, 4), u8))
     fn, args, rest = _backend_calls()[call]
     resolve = lambda v: arrays[v] if isinstance(v, str) else v  # noqa: E731
     args = [resolve(v) for v in args] + [resolve(v) for v in rest]
@@ -121,18 +112,16 @@ def test_gpu_backend_python_per_call(benchmark, monkeypatch, call):
         benchmark.extra_info["median_s"] = benchmark.stats.stats.median
 
 
-# The whole GPU call: the public function on arrays dispatch takes for GPU arrays
-# (tests/gpu_stand_in.py), through the per-signature plan, its runner and the
-# launch call, on a device whose launches return at once. CuPy's own costs
-# (cupy.empty, views, packing the kernel arguments) are not in it: NumPy's stand
-# in for them.
+# The whole GPU call: the public function on CuPy arrays of the stand-in, through
+# the per-signature plan, its runner and the launch call (CuPy's packing and
+# checks included, the kernel not run). The stand-in's own costs (its arrays,
+# views and packing are Python, CuPy's are C) are in it.
 @pytest.mark.parametrize("call", sorted(CALLS))
-def test_gpu_call_python(benchmark, monkeypatch, call):
-    S.install(monkeypatch, _LaunchlessDevice())
-    arrays = {k: S.to_device(v) for k, v in _inputs(np.random.default_rng(0)).items()}
+def test_gpu_call_python(benchmark, launchless, call):
+    arrays = _device_inputs(launchless)
     fn = CALLS[call]
     fn(arrays)
-    benchmark.extra_info.update(impl="dmlq:gpu-call-python", target_s=TARGET_S)
+    benchmark.extra_info.update(impl="dmlq:gpu-call-python")
     benchmark(fn, arrays)
-    if benchmark.stats is not None:  # None under --benchmark-disable
+    if benchmark.stats is not None:  # None under --benchmark-disable; no target: the stand-in's Python is in it
         benchmark.extra_info["median_s"] = benchmark.stats.stats.median

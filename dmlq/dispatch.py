@@ -228,7 +228,9 @@ def write(fn, args, out, kind, params=(), runners=None):
         return out
     target = out
     xp = np if kind == HOST else module(kind)
-    if any(a is not None and hasattr(a, "shape") and xp.may_share_memory(a, out) for a in args):
+    # Only arrays of out's own kind can share its memory: a GPU call's host
+    # scalars (0-d NumPy arrays) cannot, and CuPy refuses NumPy arrays.
+    if any(isinstance(a, xp.ndarray) and xp.may_share_memory(a, out) for a in args):
         target = xp.empty(out.shape, out.dtype)
     if runners is not None and kind != HOST:
         backend(kind).run(fn, runners, args, target, params)

@@ -50,6 +50,18 @@ def rng(request):
     return np.random.default_rng(seed)
 
 
+# ------------------------------------------------------------ the cupy stand-in
+
+@pytest.fixture
+def cupy_stand_in(host_device):
+    """``import cupy`` gives tests/cupy_stand_in for one test: dmlq runs its GPU
+    path unchanged, launches going to the host harness."""
+    import cupy_stand_in
+
+    with cupy_stand_in.installed() as cp:
+        yield cp
+
+
 # ------------------------------------------------------------ the host harness
 
 @pytest.fixture(scope="session")

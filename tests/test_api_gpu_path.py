@@ -1,8 +1,9 @@
-"""The public functions' GPU path, end to end on the host harness: operands that
-dispatch takes for GPU arrays (tests/gpu_stand_in.py), the per-signature plan
-and its runners, device constants for scalar scales, dispatch and the kernels
-compiled for the CPU. Every result is compared bit for bit with the same call
-on NumPy arrays (dmlq.reference); outputs start poisoned."""
+"""The public functions' GPU path, end to end on the host harness: CuPy arrays of
+the cupy stand-in (tests/cupy_stand_in: the only thing replaced), dispatch, the
+per-signature plan and its runners, device constants for scalar scales, dmlq's
+CupyBackend and the kernels compiled for the CPU. Every result is compared bit
+for bit with the same call on NumPy arrays (dmlq.reference); outputs start
+poisoned."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,34 +11,38 @@ import pytest
 
 import dmlq
 from dmlq import calls
-from dmlq.dispatch import to_gpu_array
 from dmlq.gpu import plan as plan_module
 
-import gpu_stand_in as S
+import cupy_stand_in as S
 
 f32, f16, u8, i8 = np.float32, np.float16, np.uint8, np.int8
 
 
 @pytest.fixture
-def gpu(monkeypatch, host_device):
-    host_device.forget()
-    calls.clear_plan_cache()
-    plan_module.Memo.clear_all()
-    yield S.install(monkeypatch, host_device)
-    calls.clear_plan_cache()
+def gpu(cupy_stand_in):
+    return cupy_stand_in
+
+
+def to_device(a):
+    """A device copy of a host array, its layout kept."""
+    return S.module.asarray(a)
 
 
 def _on_device(args):
-    return [S.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
+    return [to_device(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _names():
+    return [launch[0] for launch in S.launches]
 
 
 def same(fn, *args, **kwargs):
     """fn on stand-ins equals fn on NumPy arrays (dtype, shape, every byte)."""
     want = fn(*args, **kwargs)
     got = fn(*_on_device(args), **kwargs)
-    assert type(got) is S.StandIn
+    assert type(got) is S.module.ndarray
     assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(np.asarray(got).view(np.uint8), want.view(np.uint8))
+    np.testing.assert_array_equal(got.get().view(np.uint8), want.view(np.uint8))
     return got
 
 
@@ -75,29 +80,30 @@ def test_every_operator_through_the_api(gpu, rng):
 
 
 def test_scalar_scales_reach_matmul_and_pooling_without_a_synchronize(gpu, rng):
-    a = S.to_device(rng.integers(0, 256, (16, 64), dtype=u8))
-    b = S.to_device(rng.integers(-128, 128, (64, 32), dtype=i8))
-    img = S.to_device(rng.integers(0, 256, (1, 2, 4, 4), dtype=u8))
+    a = to_device(rng.integers(0, 256, (16, 64), dtype=u8))
+    b = to_device(rng.integers(-128, 128, (64, 32), dtype=i8))
+    img = to_device(rng.integers(0, 256, (1, 2, 4, 4), dtype=u8))
+    S.counts["uploads"] = S.counts["syncs"] = 0
     for scale in (0.1, 0.2, 0.3):  # a scale that changes per call: a new signature each time
         dmlq.quantized_matmul(a, scale, 3, b, 0.5, None, 0.5, i8(0))
         dmlq.quantized_avg_pool(img, scale, 3, 0.2, 5, 2)
-    assert S.Xp.uploads > 0 and S.Xp.syncs == 0  # uploaded, and nothing waited for the GPU
+    assert S.counts["uploads"] > 0 and S.counts["syncs"] == 0  # uploaded, and nothing waited for the GPU
 
 
-def test_repeated_calls_reuse_one_runner(gpu, rng, host_device):
-    a = S.to_device(rng.integers(0, 256, (16, 64), dtype=u8))
-    b = S.to_device(rng.integers(-128, 128, (64, 32), dtype=i8))
-    ws = S.to_device(rng.uniform(0.01, 0.1, (32,)).astype(f32))
-    x = S.to_device(rng.standard_normal(1000).astype(f32))
+def test_repeated_calls_reuse_one_runner(gpu, rng):
+    a = to_device(rng.integers(0, 256, (16, 64), dtype=u8))
+    b = to_device(rng.integers(-128, 128, (64, 32), dtype=i8))
+    ws = to_device(rng.uniform(0.01, 0.1, (32,)).astype(f32))
+    x = to_device(rng.standard_normal(1000).astype(f32))
     for _ in range(3):
         dmlq.quantized_matmul(a, 0.02, 3, b, ws, None, 0.5, i8(0))
         dmlq.quantize_linear(x, 0.02, 128)
     assert _runners() == (2, 2)
-    assert S.Xp.uploads == 3  # the matmul's a_scale, a_zero_point and out_scale: once for three calls
-    names = [c[0] for c in host_device.calls]
+    assert S.stats["uploads"] == 4 + 3  # the operands; the matmul's a_scale, a_zero_point, out_scale once
+    names = _names()
     assert len(names) == 9 and names[:3] == names[3:6] == names[6:]  # column sums, matmul, quantize
     # another alignment is another runner (the vector head and cp.async width depend on it)
-    dmlq.quantize_linear(S.to_device(np.zeros(1001, f32))[1:], 0.02, 128)
+    dmlq.quantize_linear(to_device(np.zeros(1001, f32))[1:], 0.02, 128)
     assert _runners() == (2, 3)
 
 
@@ -123,26 +129,38 @@ def test_scalar_values_are_part_of_the_signature(gpu, rng):
     assert _runners() == (4, 4)
 
 
+def test_out_with_scalar_parameters(gpu, rng):
+    """Issue 24, defect 1: with out=, the overlap test met the host scalar (a 0-d
+    NumPy array) and CuPy's may_share_memory refuses NumPy arrays."""
+    x = rng.standard_normal(50).astype(f32) * 20
+    out = gpu.empty(50, u8)
+    assert dmlq.quantize_linear(to_device(x), 0.5, 3, out=out) is out
+    np.testing.assert_array_equal(out.get(), dmlq.quantize_linear(x, 0.5, 3))
+    q = gpu.empty(50, f32)
+    assert dmlq.dequantize_linear(out, 0.5, 3, out=q) is q
+    np.testing.assert_array_equal(q.get(), dmlq.dequantize_linear(dmlq.quantize_linear(x, 0.5, 3), 0.5, 3))
+
+
 def test_user_out_strided_and_overlapping(gpu, rng):
     q = rng.integers(0, 256, (6, 10), dtype=u8)
     want = dmlq.quantized_add(q, 0.02, 128, q, 0.03, 120, 0.05, 100)
-    dq = S.to_device(q)
-    out = S.Xp.empty((10, 6), u8).T  # strided out
+    dq = to_device(q)
+    out = gpu.empty((10, 6), u8).T  # strided out
     out[...] = 0xA5
     assert dmlq.quantized_add(dq, 0.02, 128, dq, 0.03, 120, 0.05, 100, out=out) is out
-    np.testing.assert_array_equal(np.asarray(out), want)
+    np.testing.assert_array_equal(out.get(), want)
     # out is an input: computed through a temporary, with a runner for its C layout
     assert dmlq.quantized_add(dq, 0.02, 128, dq, 0.03, 120, 0.05, 100, out=dq) is dq
-    np.testing.assert_array_equal(np.asarray(dq), want)
+    np.testing.assert_array_equal(dq.get(), want)
     img = rng.integers(0, 256, (1, 2, 6, 6), dtype=u8)
     want = dmlq.quantized_avg_pool(img, 0.1, 3, 0.1, 3, 2, strides=2)
-    out = S.Xp.empty((1, 2, 3, 6), u8)[..., ::2]
-    dmlq.quantized_avg_pool(S.to_device(img), 0.1, 3, 0.1, 3, 2, strides=2, out=out)
-    np.testing.assert_array_equal(np.asarray(out), want)
+    out = gpu.empty((1, 2, 3, 6), u8)[..., ::2]
+    dmlq.quantized_avg_pool(to_device(img), 0.1, 3, 0.1, 3, 2, strides=2, out=out)
+    np.testing.assert_array_equal(out.get(), want)
 
 
 def test_kernel_plan_of_a_gpu_call(gpu, rng):
-    p = dmlq.kernel_plan(dmlq.quantize_linear, S.to_device(np.ones(4096, f32)), 0.5, 3)
+    p = dmlq.kernel_plan(dmlq.quantize_linear, to_device(np.ones(4096, f32)), 0.5, 3)
     assert (p.op, p.variant) == ("quantize_linear", "contig")
     assert _runners() == (1, 0)  # planned, not run
 
@@ -155,79 +173,50 @@ def test_strided_per_axis_scales(gpu, rng):
         xs = rng.uniform(0.05, 1, 6).astype(f32)
         zs = rng.integers(0, 256, 6, dtype=u8)
         want = dmlq.quantized_avg_pool(img, xs[::2], zs[1::2], 0.3, 7, 2)
-        dxs, dzs = S.to_device(xs), S.to_device(zs)
-        got = dmlq.quantized_avg_pool(S.to_device(img), dxs[::2], dzs[1::2], 0.3, 7, 2)
-        np.testing.assert_array_equal(np.asarray(got), want)
+        dxs, dzs = to_device(xs), to_device(zs)
+        got = dmlq.quantized_avg_pool(to_device(img), dxs[::2], dzs[1::2], 0.3, 7, 2)
+        np.testing.assert_array_equal(got.get(), want)
         a = rng.integers(0, 256, (4, 19), dtype=u8)
         b = rng.integers(-128, 128, (19, 5), dtype=i8)
         bs = rng.uniform(0.01, 0.1, 10).astype(f32)
         want = dmlq.quantized_matmul(a, 0.02, 3, b, bs[::2], None, 0.5, i8(0))
-        got = dmlq.quantized_matmul(S.to_device(a), 0.02, 3, S.to_device(b), S.to_device(bs)[::2], None, 0.5,
+        got = dmlq.quantized_matmul(to_device(a), 0.02, 3, to_device(b), to_device(bs)[::2], None, 0.5,
                                     i8(0))
-        np.testing.assert_array_equal(np.asarray(got), want)
+        np.testing.assert_array_equal(got.get(), want)
 
 
-class _TwoGpus:
-    """Two identical devices over the host harness: kernels looked up on one may
-    only launch there (as a CUfunction belongs to one device's context)."""
-
-    def __init__(self, host):
-        self.host, self.current, self.lookups = host, 0, []
-
-    def __getattr__(self, name):  # xp, ptr, is_array, resident_blocks, launch
-        return getattr(self.host, name)
-
-    def info(self):
-        return self.host.info()._replace(ordinal=self.current)
-
-    def kernel(self, source, name, shared_mem=0):
-        owner = self.current
-        self.lookups.append(owner)
-
-        def k(grid, block, args, shared_mem=0):
-            assert self.current == owner, f"{name}: looked up on device {owner}, launched on {self.current}"
-            self.host.launch(source, name, grid, block, args, shared_mem)
-        return k
-
-
-def test_identical_devices_get_their_own_runners(gpu, rng, host_device, monkeypatch):
-    two = _TwoGpus(host_device)
-    S.install(monkeypatch, two)
-    monkeypatch.setattr(calls.dispatch, "current_device", lambda: two.current)
-    monkeypatch.setattr(calls.dispatch, "device_id_of", lambda arr: two.current)  # made on the current one
+def test_identical_devices_get_their_own_runners(gpu, rng):
+    """Two identical devices: kernels looked up on one launch only there (the
+    stand-in refuses a function of one device launched on the other), and each
+    device gets its own copies of the scalar constants."""
     a = rng.integers(0, 256, (5, 40), dtype=u8)
     b = rng.integers(-128, 128, (40, 9), dtype=i8)
     x = rng.standard_normal(100).astype(f32)
+    seen = set()
     for dev in (0, 1, 0):
-        two.current = dev
-        same(dmlq.quantized_matmul, a, 0.02, 3, b, 0.04, None, 0.5, i8(1))
-        same(dmlq.quantize_linear, x, 0.02, 128)
-    assert sorted(set(two.lookups)) == [0, 1]
-    assert S.Xp.uploads == 2 * 5  # matmul's five scalar constants, once per device
+        with gpu.cuda.Device(dev):
+            S.stats["uploads"] = 0
+            same(dmlq.quantized_matmul, a, 0.02, 3, b, 0.04, None, 0.5, i8(1))
+            same(dmlq.quantize_linear, x, 0.02, 128)
+            # a, b and x; the matmul's five scalar constants only on a device's first call
+            assert S.stats["uploads"] == 3 + (0 if dev in seen else 5)
+            seen.add(dev)
+    assert sorted({launch[5] for launch in S.launches}) == [0, 1]
 
 
-def test_an_array_on_another_device_is_refused(gpu, rng, monkeypatch):
+def test_an_array_on_another_device_is_refused(gpu, rng):
     """The fast path takes a CuPy array as it is only when it lives on the current
     device; one elsewhere gets to_gpu_array's error, as an operand or as out."""
-    import sys
-    import types
-
-    real_cupy = types.SimpleNamespace(ndarray=S.StandIn, cuda=types.SimpleNamespace(
-        runtime=types.SimpleNamespace(getDevice=lambda: 0)))
-    monkeypatch.setitem(sys.modules, "cupy", real_cupy)
-    monkeypatch.setattr(calls.dispatch, "to_gpu_array", to_gpu_array)
-    here = S.to_device(rng.standard_normal(10).astype(f32))
-    there = S.to_device(rng.standard_normal(10).astype(f32))
-    monkeypatch.setattr(calls.dispatch, "device_id_of", lambda arr: 1 if arr is there else 0)
+    here = to_device(rng.standard_normal(10).astype(f32))
+    with gpu.cuda.Device(1):
+        there = to_device(rng.standard_normal(10).astype(f32))
+        there_out = gpu.zeros(10, u8)
     dmlq.quantize_linear(here, 0.1)  # the signature is planned: the next call takes the fast path
     with pytest.raises(ValueError, match=r"quantize_linear: x is on device 1 but the current device is 0; "
                                          r"use `with cupy.cuda.Device\(1\):`"):
         dmlq.quantize_linear(there, 0.1)
-    there_out = S.to_device(np.zeros(10, u8))
-    monkeypatch.setattr(calls.dispatch, "device_id_of", lambda arr: 1 if arr is there_out else 0)
     with pytest.raises(ValueError, match="quantized_add: out is on device 1"):
-        dmlq.quantized_add(S.to_device(np.zeros(10, u8)), 0.1, 0, here.astype(u8).view(S.StandIn), 0.1, 0,
-                           0.1, 0, out=there_out)
+        dmlq.quantized_add(gpu.zeros(10, u8), 0.1, 0, here.astype(u8), 0.1, 0, 0.1, 0, out=there_out)
 
 
 @pytest.mark.parametrize("which", ["scale", "zero_point", "both"])
@@ -242,9 +231,9 @@ def test_per_axis_parameters_on_reversed_axes(gpu, rng, which):
         for fn, data, dt in ((dmlq.quantize_linear, x, u8), (dmlq.dequantize_linear, q, f32)):
             args = (data, s if which != "zero_point" else 0.25, z if which != "scale" else u8(9))
             want = fn(*(view(a) if isinstance(a, np.ndarray) else a for a in args))
-            out = view(S.to_device(np.full((6, 9 * np.dtype(dt).itemsize), 0xA5, np.uint8).view(dt)))
-            fn(*(view(S.to_device(a)) if isinstance(a, np.ndarray) else a for a in args), out=out)
-            np.testing.assert_array_equal(np.ascontiguousarray(out).view(np.uint8), want.view(np.uint8))
+            out = view(to_device(np.full((6, 9 * np.dtype(dt).itemsize), 0xA5, np.uint8).view(dt)))
+            fn(*(view(to_device(a)) if isinstance(a, np.ndarray) else a for a in args), out=out)
+            np.testing.assert_array_equal(gpu.ascontiguousarray(out).get().view(np.uint8), want.view(np.uint8))
 
 
 def test_sums_beyond_the_workspace_get_their_own_temporary(gpu, rng, monkeypatch):

@@ -1,0 +1,518 @@
+"""``cupy.ndarray`` and the array functions of the stand-in, on host memory.
+
+An array is a NumPy view of one stand-in allocation (``_cuda.Memory``) plus
+that allocation: ``.data.ptr`` is the element address, ``.data.device_id`` and
+``.device`` the allocation's device. Like CuPy, an array never turns into a
+NumPy array implicitly (``numpy.asarray(a)`` raises ``TypeError``; ``.get()``
+and ``cupy.asnumpy`` copy), and CuPy functions refuse NumPy arrays where CuPy
+refuses them. Work that writes device memory goes through the current stream
+(recorded while it captures a graph); copies to the host are synchronous and
+refused during a capture.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import _cuda
+
+
+stats = {"uploads": 0}  # host-to-device copies (tests count them)
+
+
+def _shape(shape) -> tuple:
+    if isinstance(shape, (numbers.Integral, np.integer)):
+        return (int(shape),)
+    return tuple(int(n) for n in shape)
+
+
+def _dense_view(mem: _cuda.Memory, shape, dtype, like_strides=None, order="C"):
+    """A NumPy array over ``mem``: C order, F order, or ``like_strides``' dense layout."""
+    if like_strides is not None:
+        return np.ndarray(shape, dtype, buffer=mem.buf, strides=like_strides) if mem.size else \
+            np.empty(shape, dtype)
+    if mem.size == 0:
+        return np.empty(shape, dtype, order=order)
+    return np.ndarray(shape, dtype, buffer=mem.buf, order=order)
+
+
+def _wrap(h: np.ndarray, mem: _cuda.Memory) -> "ndarray":
+    a = ndarray.__new__(ndarray)
+    a._h, a._mem = h, mem
+    a._off = (h.__array_interface__["data"][0] - mem.ptr) if mem.ptr else 0
+    return a
+
+
+def _new(shape, dtype, order="C") -> "ndarray":
+    shape, dtype = _shape(shape), np.dtype(dtype)
+    mem = _cuda.Memory(math.prod(shape) * dtype.itemsize)
+    return _wrap(_dense_view(mem, shape, dtype, order=order), mem)
+
+
+def _from_host(values, dtype=None, order="K") -> "ndarray":
+    """A device copy of host values (NumPy arrays, scalars, lists): cudaMemcpy."""
+    _cuda._refuse_while_capturing("cudaMemcpy (host to device)")
+    stats["uploads"] += 1
+    h = np.asarray(values, dtype=dtype)
+    layout = np.empty_like(h, order=order)
+    mem = _cuda.Memory(h.nbytes)
+    out = _dense_view(mem, h.shape, h.dtype, like_strides=layout.strides)
+    out[...] = h
+    return _wrap(out, mem)
+
+
+def _result(h: np.ndarray) -> "ndarray":
+    """A new device array holding the values of ``h`` (the output of a device computation)."""
+    h = np.asarray(h)
+    mem = _cuda.Memory(h.nbytes)
+    out = _dense_view(mem, h.shape, h.dtype)
+    out[...] = h
+    return _wrap(out, mem)
+
+
+def _host_of(x, fname: str, argname: str = "x"):
+    """The NumPy view behind a device operand; Python and NumPy scalars pass; a
+    NumPy array is refused, as CuPy's ufuncs refuse it."""
+    if isinstance(x, ndarray):
+        return x._h
+    if isinstance(x, np.ndarray):
+        raise TypeError(f"Unsupported type {type(x)}")
+    if isinstance(x, (list, tuple)):
+        raise TypeError(f"Unsupported type {type(x)}")
+    return x
+
+
+def _type_name(x) -> str:
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+def _typed(x, argname: str):
+    """Cython's typed-argument check CuPy functions such as may_share_memory make."""
+    if not isinstance(x, ndarray):
+        raise TypeError(f"Argument '{argname}' has incorrect type (expected cupy._core.core._ndarray_base, "
+                        f"got {_type_name(x)})")
+    return x._h
+
+
+class _Flags:
+    def __init__(self, h):
+        self.c_contiguous = h.flags.c_contiguous
+        self.f_contiguous = h.flags.f_contiguous
+        self.owndata = False
+
+    def __getitem__(self, name):
+        return {"C_CONTIGUOUS": self.c_contiguous, "F_CONTIGUOUS": self.f_contiguous,
+                "OWNDATA": self.owndata}[name]
+
+
+class ndarray:
+    """cupy.ndarray on stand-in device memory."""
+
+    __slots__ = ("_h", "_mem", "_off", "__weakref__")
+
+    def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
+        shape, dtype = _shape(shape), np.dtype(dtype)
+        if memptr is None:
+            mem = _cuda.Memory(math.prod(shape) * dtype.itemsize)
+            h = _dense_view(mem, shape, dtype, order=order) if strides is None else \
+                np.ndarray(shape, dtype, buffer=mem.buf, strides=strides)
+        else:
+            mem = memptr.mem
+            if mem.size == 0 or math.prod(shape) == 0:
+                h = np.empty(shape, dtype) if strides is None else \
+                    np.ndarray(shape, dtype, buffer=np.empty(0, np.uint8), strides=strides)
+            else:
+                h = np.ndarray(shape, dtype, buffer=mem.buf, offset=memptr.ptr - mem.ptr,
+                               strides=strides, order=order)
+        self._h, self._mem = h, mem
+        self._off = (h.__array_interface__["data"][0] - mem.ptr) if mem.ptr else 0
+
+    # -- attributes
+    shape = property(lambda self: self._h.shape)
+    dtype = property(lambda self: self._h.dtype)
+    strides = property(lambda self: self._h.strides)
+    ndim = property(lambda self: self._h.ndim)
+    size = property(lambda self: self._h.size)
+    itemsize = property(lambda self: self._h.itemsize)
+    nbytes = property(lambda self: self._h.nbytes)
+    flags = property(lambda self: _Flags(self._h))
+
+    @property
+    def data(self):
+        return _cuda.MemoryPointer(self._mem, self._off)
+
+    @property
+    def device(self):
+        return _cuda.Device(self._mem.device_id)
+
+    @property
+    def base(self):
+        return None
+
+    @property
+    def T(self):
+        return _wrap(self._h.T, self._mem)
+
+    @property
+    def __cuda_array_interface__(self):
+        stream = _cuda.get_current_stream()
+        h = self._h
+        return {"shape": h.shape, "typestr": h.dtype.str, "descr": h.dtype.descr,
+                "data": (self.data.ptr, False), "version": 3,
+                "strides": None if h.flags.c_contiguous else h.strides,
+                "stream": stream.ptr or 1}
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
+                        "construct a NumPy array explicitly.")
+
+    __array_ufunc__ = None   # NumPy's operators on a stand-in array return NotImplemented
+    __array_priority__ = 100
+
+    def __repr__(self):
+        return f"stand-in {self._h!r}"
+
+    def __len__(self):
+        return len(self._h)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    # -- copies to the host (synchronous)
+    def get(self, stream=None, order="C", out=None, blocking=True):
+        _cuda._refuse_while_capturing("cudaMemcpy (device to host)")
+        if out is not None:
+            out[...] = self._h
+            return out
+        return np.array(self._h, order="K" if (self._h.flags.c_contiguous or self._h.flags.f_contiguous)
+                        else order)
+
+    def set(self, arr, stream=None):
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray (got {type(arr)})")
+        _cuda._refuse_while_capturing("cudaMemcpy (host to device)")
+        self._h[...] = arr
+
+    def item(self):
+        return self.get().item()
+
+    def tolist(self):
+        return self.get().tolist()
+
+    def __bool__(self):
+        return bool(self.get())
+
+    def __int__(self):
+        return int(self.get())
+
+    def __float__(self):
+        return float(self.get())
+
+    def __index__(self):
+        return int(self.get())
+
+    # -- views
+    def view(self, dtype=None):
+        return _wrap(self._h.view(dtype), self._mem)
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and not isinstance(shape[0], (numbers.Integral, np.integer)):
+            shape = tuple(shape[0])
+        r = self._h.reshape(shape, order=order)
+        return _wrap(r, self._mem) if np.shares_memory(r, self._h) or r.size == 0 else _result(r)
+
+    def ravel(self, order="C"):
+        return self.reshape(-1, order=order)
+
+    def transpose(self, *axes):
+        return _wrap(self._h.transpose(*axes), self._mem)
+
+    def swapaxes(self, a, b):
+        return _wrap(self._h.swapaxes(a, b), self._mem)
+
+    def squeeze(self, axis=None):
+        return _wrap(self._h.squeeze(axis), self._mem)
+
+    def __getitem__(self, key):
+        key = _key(key)
+        r = self._h[key]
+        if isinstance(r, np.ndarray) and r.size and np.may_share_memory(r, self._mem.buf):
+            return _wrap(r, self._mem)
+        if isinstance(r, np.ndarray) and r.size == 0 and not isinstance(key, ndarray):
+            return _wrap(r, self._mem)
+        return _result(np.asarray(r))
+
+    def __setitem__(self, key, value):
+        key = _key(key)
+        if isinstance(value, ndarray):
+            v = value._h
+        else:
+            v = np.asarray(value)
+        h = self._h
+        _cuda._submit(lambda: h.__setitem__(key, v))
+
+    def fill(self, value):
+        h = self._h
+        _cuda._submit(lambda: h.fill(value))
+
+    # -- copies on the device
+    def copy(self, order="C"):
+        mem = _cuda.Memory(self._h.nbytes)
+        out = _dense_view(mem, self.shape, self.dtype, order="F" if order == "F" else "C")
+        src = self._h
+        _cuda._submit(lambda: out.__setitem__(Ellipsis, src))
+        return _wrap(out, mem)
+
+    def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
+        dtype = np.dtype(dtype)
+        if not copy and dtype == self.dtype:
+            return self
+        return _result(self._h.astype(dtype))
+
+    # -- computations (run at once on the host)
+    def _reduce(self, name, *args, **kwargs):
+        return _result(getattr(self._h, name)(*args, **kwargs))
+
+    def all(self, axis=None, out=None, keepdims=False):
+        return self._reduce("all", axis=axis, keepdims=keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False):
+        return self._reduce("any", axis=axis, keepdims=keepdims)
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        return self._reduce("sum", axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        return self._reduce("max", axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        return self._reduce("min", axis=axis, keepdims=keepdims)
+
+    def nonzero(self):
+        return tuple(_result(i) for i in self._h.nonzero())
+
+
+def _key(key):
+    if isinstance(key, ndarray):
+        return key._h
+    if isinstance(key, tuple):
+        return tuple(k._h if isinstance(k, ndarray) else k for k in key)
+    return key
+
+
+def _binary(np_fn):
+    def op(self, other):
+        if isinstance(other, np.ndarray):
+            raise TypeError(f"Unsupported type {type(other)}")
+        o = other._h if isinstance(other, ndarray) else other
+        return _result(np_fn(self._h, o))
+
+    def rop(self, other):
+        if isinstance(other, np.ndarray):
+            raise TypeError(f"Unsupported type {type(other)}")
+        return _result(np_fn(other, self._h))
+    return op, rop
+
+
+for _name, _fn in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("truediv", np.true_divide),
+                   ("floordiv", np.floor_divide), ("mod", np.mod), ("and", np.bitwise_and),
+                   ("or", np.bitwise_or), ("xor", np.bitwise_xor), ("lshift", np.left_shift),
+                   ("rshift", np.right_shift), ("pow", np.power), ("matmul", np.matmul)):
+    _op, _rop = _binary(_fn)
+    setattr(ndarray, f"__{_name}__", _op)
+    setattr(ndarray, f"__r{_name}__", _rop)
+for _name, _fn in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                   ("gt", np.greater), ("ge", np.greater_equal)):
+    setattr(ndarray, f"__{_name}__", _binary(_fn)[0])
+ndarray.__neg__ = lambda self: _result(-self._h)
+ndarray.__abs__ = lambda self: _result(np.abs(self._h))
+ndarray.__invert__ = lambda self: _result(~self._h)
+ndarray.__hash__ = None
+
+
+# ------------------------------------------------------------------ module functions
+
+def empty(shape, dtype=float, order="C"):
+    return _new(shape, dtype, order)
+
+
+def zeros(shape, dtype=float, order="C"):
+    a = _new(shape, dtype, order)
+    a._h[...] = 0
+    return a
+
+
+def ones(shape, dtype=float, order="C"):
+    a = _new(shape, dtype, order)
+    a._h[...] = 1
+    return a
+
+
+def full(shape, fill_value, dtype=None, order="C"):
+    if isinstance(fill_value, np.ndarray):
+        raise TypeError(f"Unsupported type {type(fill_value)}")
+    dtype = np.asarray(fill_value).dtype if dtype is None else dtype
+    a = _new(shape, dtype, order)
+    a._h[...] = fill_value
+    return a
+
+
+def _like(a, dtype, shape):
+    _typed(a, "a")
+    return _new(a.shape if shape is None else shape, a.dtype if dtype is None else dtype)
+
+
+def empty_like(a, dtype=None, order="K", subok=None, shape=None):
+    return _like(a, dtype, shape)
+
+
+def zeros_like(a, dtype=None, order="K", subok=None, shape=None):
+    r = _like(a, dtype, shape)
+    r._h[...] = 0
+    return r
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=None, shape=None):
+    r = _like(a, dtype, shape)
+    r._h[...] = fill_value
+    return r
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    return _result(np.arange(start, stop, step, dtype=dtype) if stop is not None else
+                   np.arange(start, dtype=dtype))
+
+
+def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocking=False):
+    if isinstance(obj, ndarray):
+        r = obj.astype(obj.dtype if dtype is None else dtype) if copy or dtype is not None else obj
+        return r
+    return _from_host(obj, dtype, "C" if order in ("C", None) else order)
+
+
+def asarray(a, dtype=None, order=None, *, blocking=False):
+    if isinstance(a, ndarray):
+        return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _from_interface(cai, dtype)
+    return _from_host(a, dtype, "K" if order is None else order)
+
+
+def _from_interface(cai, dtype):
+    address = cai["data"][0]
+    mem = _cuda.find_allocation(address)
+    if mem is None:
+        raise ValueError(f"cupy stand-in: __cuda_array_interface__ address {address:#x} is no stand-in "
+                         "device memory")
+    a = ndarray(cai["shape"], np.dtype(cai["typestr"]), _cuda.MemoryPointer(mem, address - mem.ptr),
+                cai.get("strides"))
+    return a if dtype is None else a.astype(dtype)
+
+
+def from_dlpack(array_like, *, device=None, copy=None):
+    if isinstance(array_like, ndarray):
+        return array_like
+    cai = getattr(array_like, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _from_interface(cai, None)
+    raise TypeError(f"cupy stand-in: from_dlpack of {type(array_like).__name__}")
+
+
+def ascontiguousarray(a, dtype=None):
+    _typed(a, "a")
+    if a._h.flags.c_contiguous and (dtype is None or np.dtype(dtype) == a.dtype):
+        return a
+    return _result(np.ascontiguousarray(a._h, dtype))
+
+
+def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
+    if isinstance(a, ndarray):
+        return a.get(stream=stream, order=order, out=out, blocking=blocking)
+    h = np.asarray(a, order=order)
+    if out is not None:
+        out[...] = h
+        return out
+    return h
+
+
+def broadcast_to(array, shape):
+    return _wrap(np.broadcast_to(_typed(array, "array"), _shape(shape)), array._mem)
+
+
+def may_share_memory(a, b, max_work=None):
+    return bool(np.may_share_memory(_typed(a, "a"), _typed(b, "b")))
+
+
+def shares_memory(a, b, max_work=None):
+    return bool(np.shares_memory(_typed(a, "a"), _typed(b, "b")))
+
+
+def _ufunc(np_fn, nin):
+    def fn(*args, out=None, dtype=None, **kwargs):
+        hs = [_host_of(x, np_fn.__name__) for x in args[:nin]]
+        r = np_fn(*hs, *args[nin:], dtype=dtype, **kwargs) if dtype is not None else \
+            np_fn(*hs, *args[nin:], **kwargs)
+        if out is not None:
+            _typed(out, "out")._h[...] = r
+            return out
+        return _result(r)
+    fn.__name__ = np_fn.__name__
+    return fn
+
+
+rint = _ufunc(np.rint, 1)
+multiply = _ufunc(np.multiply, 2)
+add = _ufunc(np.add, 2)
+subtract = _ufunc(np.subtract, 2)
+minimum = _ufunc(np.minimum, 2)
+maximum = _ufunc(np.maximum, 2)
+matmul = _ufunc(np.matmul, 2)
+
+
+def clip(a, a_min, a_max, out=None):
+    r = np.clip(_typed(a, "a"), _host_of(a_min, "clip"), _host_of(a_max, "clip"))
+    if out is not None:
+        out._h[...] = r
+        return out
+    return _result(r)
+
+
+def where(condition, x, y):
+    return _result(np.where(_host_of(condition, "where"), _host_of(x, "where"), _host_of(y, "where")))
+
+
+def array_equal(a1, a2, equal_nan=False):
+    return _result(np.array_equal(_host_of(a1, "array_equal"), _host_of(a2, "array_equal"), equal_nan=equal_nan))
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    return _result(np.pad(_typed(array, "array"), pad_width, mode=mode, **kwargs))
+
+
+def tile(A, reps):
+    return _result(np.tile(_typed(A, "A"), reps))
+
+
+def concatenate(tup, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    return _result(np.concatenate([_typed(t, "tup") for t in tup], axis=axis, dtype=dtype))
+
+
+def stack(tup, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    return _result(np.stack([_typed(t, "tup") for t in tup], axis=axis, dtype=dtype))
+
+
+class _Random:
+    """cupy.random: a seeded host generator (the stand-in's draws are not CuPy's)."""
+
+    def __init__(self):
+        self._rng = np.random.default_rng(0)
+
+    def randint(self, low, high=None, size=None, dtype=int):
+        return _result(self._rng.integers(low, high, size, dtype=dtype))
+
+    def seed(self, seed=None):
+        self._rng = np.random.default_rng(seed)

@@ -1,0 +1,463 @@
+"""``cupy.cuda`` of the stand-in: devices, memory, the pool, streams, events,
+graph capture, and the runtime/driver/nvrtc calls dmlq makes.
+
+Two identical devices, each an H100 (sm_90) as CUDA describes it, except for
+the SM count (HOST_SMS: grids sized from it run on the CPU). Device memory is
+host memory: each allocation its own exact-size buffer at a 256-byte aligned
+address, so an address handed to a kernel is found again (and checked: live,
+on the current device) when it is launched. Work "on a stream" runs at once,
+in order, except while the stream captures a graph: then it is recorded and
+runs at each ``Graph.launch``. Synchronizing or a synchronous copy while a
+capture is active is refused, as CUDA refuses it.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+import weakref
+
+import numpy as np
+
+DEVICE_COUNT = 2
+HOST_SMS = 4                      # the harness runs every thread on the CPU
+CC = (9, 0)
+NAME = b"NVIDIA H100 80GB HBM3 (cupy stand-in, host harness)"
+TOTAL_MEMORY = 80 * 2**30
+# H100 limits (CUDA's device attributes for sm_90)
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK = (1024, 1024, 64)
+MAX_GRID = (2**31 - 1, 65535, 65535)
+SMEM_PER_BLOCK = 48 * 1024        # without the opt-in
+SMEM_PER_BLOCK_OPTIN = 227 * 1024
+SMEM_PER_SM = 228 * 1024
+SMEM_RESERVED_PER_BLOCK = 1024
+MAX_THREADS_PER_SM = 2048
+MAX_BLOCKS_PER_SM = 32
+L2_BYTES = 50 * 2**20
+CLOCK_KHZ = 1980000
+ALIGN = 256
+POISON = 0xDB                     # fresh allocations hold this, as device memory holds leftovers
+
+# CUDA's cudaDeviceAttr values (the enum is the runtime's; CuPy exposes it)
+ATTR = dict(cudaDevAttrMaxThreadsPerBlock=1, cudaDevAttrMaxBlockDimX=2, cudaDevAttrMaxBlockDimY=3,
+            cudaDevAttrMaxBlockDimZ=4, cudaDevAttrMaxGridDimX=5, cudaDevAttrMaxGridDimY=6,
+            cudaDevAttrMaxGridDimZ=7, cudaDevAttrMaxSharedMemoryPerBlock=8, cudaDevAttrWarpSize=10,
+            cudaDevAttrClockRate=13, cudaDevAttrMultiProcessorCount=16, cudaDevAttrMemoryClockRate=36,
+            cudaDevAttrGlobalMemoryBusWidth=37, cudaDevAttrL2CacheSize=38,
+            cudaDevAttrMaxThreadsPerMultiProcessor=39, cudaDevAttrMaxSharedMemoryPerMultiprocessor=81,
+            cudaDevAttrMaxSharedMemoryPerBlockOptin=97)
+_ATTR_VALUES = {1: MAX_THREADS_PER_BLOCK, 2: MAX_BLOCK[0], 3: MAX_BLOCK[1], 4: MAX_BLOCK[2], 5: MAX_GRID[0],
+                6: MAX_GRID[1], 7: MAX_GRID[2], 8: SMEM_PER_BLOCK, 10: 32, 13: CLOCK_KHZ, 16: HOST_SMS,
+                36: 2619000, 37: 5120, 38: L2_BYTES, 39: MAX_THREADS_PER_SM, 81: SMEM_PER_SM,
+                97: SMEM_PER_BLOCK_OPTIN}
+
+
+class CUDARuntimeError(RuntimeError):
+    def __init__(self, status: int, text: str):
+        self.status = status
+        super().__init__(text)
+
+
+class CUDADriverError(RuntimeError):
+    def __init__(self, status: int, text: str):
+        self.status = status
+        super().__init__(text)
+
+
+# ------------------------------------------------------------------ per-thread state
+
+class _State(threading.local):
+    def __init__(self):
+        self.device = 0
+        self.streams = {}  # device -> current Stream
+
+
+_tls = _State()
+
+
+def get_device_id() -> int:
+    return _tls.device
+
+
+def _check_device(dev) -> int:
+    dev = int(dev)
+    if not 0 <= dev < DEVICE_COUNT:
+        raise CUDARuntimeError(101, "cudaErrorInvalidDevice: invalid device ordinal")
+    return dev
+
+
+# ------------------------------------------------------------------ devices
+
+class Device:
+    def __init__(self, device=None):
+        self.id = _tls.device if device is None else _check_device(device)
+        self._before = []
+
+    def __enter__(self):
+        self._before.append(_tls.device)
+        _tls.device = self.id
+        return self
+
+    def __exit__(self, *exc):
+        _tls.device = self._before.pop()
+
+    def use(self):
+        _tls.device = self.id
+
+    def synchronize(self):
+        _synchronize("cudaDeviceSynchronize")
+
+    @property
+    def compute_capability(self) -> str:
+        return f"{CC[0]}{CC[1]}"
+
+    @property
+    def attributes(self) -> dict:
+        return {"MultiProcessorCount": HOST_SMS, "MaxThreadsPerBlock": MAX_THREADS_PER_BLOCK,
+                "MaxSharedMemoryPerBlock": SMEM_PER_BLOCK, "MaxSharedMemoryPerBlockOptin": SMEM_PER_BLOCK_OPTIN,
+                "MaxSharedMemoryPerMultiprocessor": SMEM_PER_SM, "L2CacheSize": L2_BYTES, "WarpSize": 32,
+                "ClockRate": CLOCK_KHZ, "ComputeCapabilityMajor": CC[0], "ComputeCapabilityMinor": CC[1],
+                "MaxGridDimX": MAX_GRID[0], "MaxGridDimY": MAX_GRID[1], "MaxGridDimZ": MAX_GRID[2],
+                "MaxBlockDimX": MAX_BLOCK[0], "MaxBlockDimY": MAX_BLOCK[1], "MaxBlockDimZ": MAX_BLOCK[2],
+                "MaxThreadsPerMultiProcessor": MAX_THREADS_PER_SM}
+
+    @property
+    def mem_info(self):
+        return runtime_memGetInfo(self.id)
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and other.id == self.id
+
+    def __hash__(self):
+        return hash(self.id)
+
+    def __int__(self):
+        return self.id
+
+    def __repr__(self):
+        return f"<CUDA Device {self.id}>"
+
+
+# ------------------------------------------------------------------ memory
+
+_live: "weakref.WeakValueDictionary[int, Memory]" = weakref.WeakValueDictionary()
+_used = [0] * DEVICE_COUNT
+
+
+class Memory:
+    """One device allocation: ``size`` bytes at ``ptr`` on ``device_id``."""
+
+    def __init__(self, size: int, device_id: int = None):
+        self.size = int(size)
+        self.device_id = _tls.device if device_id is None else device_id
+        if self.size == 0:
+            self.ptr, self._raw, self.buf = 0, None, np.empty(0, np.uint8)
+            return
+        self._raw = np.empty(self.size + ALIGN, np.uint8)
+        start = self._raw.ctypes.data
+        self.ptr = start + (-start) % ALIGN
+        # its own root array (no .base chain to the padded block), so the harness
+        # sees exactly the allocation and its sanitizers catch an overrun past it
+        self.buf = np.frombuffer((ctypes.c_uint8 * self.size).from_address(self.ptr), np.uint8)
+        self.buf[...] = POISON
+        _live[self.ptr] = self
+        _used[self.device_id] += self.size
+        self._finalizer = weakref.finalize(self, _release, self.device_id, self.size)
+
+    @property
+    def device(self):
+        return Device(self.device_id)
+
+
+def _release(dev, size):
+    _used[dev] -= size
+
+
+def find_allocation(address: int):
+    """The live allocation holding ``address`` (one past its end included), or None."""
+    for ptr, mem in list(_live.items()):
+        if ptr <= address <= ptr + mem.size:
+            return mem
+    return None
+
+
+class MemoryPointer:
+    def __init__(self, mem: Memory, offset: int):
+        self.mem = mem
+        self.ptr = mem.ptr + offset if mem.ptr else 0
+        self.device_id = mem.device_id
+
+    @property
+    def device(self):
+        return Device(self.device_id)
+
+    def __add__(self, offset):
+        if not isinstance(offset, (int, np.integer)):
+            return NotImplemented
+        return MemoryPointer(self.mem, self.ptr - self.mem.ptr + int(offset))
+
+    __radd__ = __add__
+
+    def __sub__(self, offset):
+        return self.__add__(-int(offset))
+
+    def __int__(self):
+        return self.ptr
+
+    def copy_from_host(self, mem, size):
+        _refuse_while_capturing("cudaMemcpy")
+        ctypes.memmove(self.ptr, int(mem) if not isinstance(mem, ctypes.c_void_p) else mem.value, size)
+
+    def copy_to_host(self, mem, size):
+        _refuse_while_capturing("cudaMemcpy")
+        ctypes.memmove(int(mem) if not isinstance(mem, ctypes.c_void_p) else mem.value, self.ptr, size)
+
+    def memset(self, value, size):
+        _submit(lambda: ctypes.memset(self.ptr, value, size))
+
+    def memset_async(self, value, size, stream=None):
+        _submit(lambda: ctypes.memset(self.ptr, value, size), stream)
+
+
+class MemoryPool:
+    def __init__(self):
+        self._limit = 0
+
+    def malloc(self, size):
+        return MemoryPointer(Memory(size), 0)
+
+    def used_bytes(self):
+        return _used[_tls.device]
+
+    def total_bytes(self):
+        return _used[_tls.device]
+
+    def free_bytes(self):
+        return 0
+
+    def n_free_blocks(self):
+        return 0
+
+    def free_all_blocks(self, stream=None):
+        return None
+
+    def set_limit(self, size=None, fraction=None):
+        self._limit = size or 0
+
+    def get_limit(self):
+        return self._limit
+
+
+_pool = MemoryPool()
+
+
+def get_default_memory_pool():
+    return _pool
+
+
+def alloc(size):
+    return _pool.malloc(size)
+
+
+# ------------------------------------------------------------------ streams, capture
+
+_handles = itertools.count(0x5EA0000)
+_capturing_streams: "weakref.WeakSet" = weakref.WeakSet()
+
+
+class Graph:
+    def __init__(self, work):
+        self._work = work
+
+    def launch(self, stream=None):
+        for fn in self._work:
+            fn()
+
+    def upload(self, stream=None):
+        return None
+
+
+class Stream:
+    null = None  # set below
+
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
+        self.ptr = 0 if null else (2 if ptds else next(_handles))
+        self.device_id = -1 if null else _tls.device
+        self.is_non_blocking = bool(non_blocking)
+        self.priority = priority or 0
+        self._capture = None
+        self._before = []
+
+    def __enter__(self):
+        dev = _tls.device
+        self._before.append((dev, _tls.streams.get(dev)))
+        _tls.streams[dev] = self
+        return self
+
+    def __exit__(self, *exc):
+        dev, prev = self._before.pop()
+        if prev is None:
+            _tls.streams.pop(dev, None)
+        else:
+            _tls.streams[dev] = prev
+
+    def use(self):
+        _tls.streams[_tls.device] = self
+        return self
+
+    def synchronize(self):
+        _synchronize("cudaStreamSynchronize")
+
+    @property
+    def done(self):
+        return True
+
+    def record(self, event=None):
+        event = Event() if event is None else event
+        return event
+
+    def wait_event(self, event):
+        return None
+
+    def begin_capture(self, mode=None):
+        if self._capture is not None:
+            raise CUDARuntimeError(900, "cudaErrorIllegalState: the stream is capturing already")
+        if self.ptr == 0:
+            raise CUDARuntimeError(900, "cudaErrorStreamCaptureUnsupported: the legacy null stream "
+                                   "cannot capture")
+        self._capture = []
+        _capturing_streams.add(self)
+
+    def is_capturing(self):
+        return self._capture is not None
+
+    def end_capture(self):
+        if self._capture is None:
+            raise CUDARuntimeError(900, "cudaErrorIllegalState: the stream is not capturing")
+        work, self._capture = self._capture, None
+        return Graph(work)
+
+    def __repr__(self):
+        return f"<Stream {self.ptr:#x} (device {self.device_id})>"
+
+
+Stream.null = Stream(null=True)
+
+
+class ExternalStream(Stream):
+    def __init__(self, ptr, device_id=-1):
+        super().__init__()
+        self.ptr = int(ptr)
+        self.device_id = device_id
+
+
+def get_current_stream(device_id=-1):
+    dev = _tls.device if device_id == -1 else device_id
+    return _tls.streams.get(dev, Stream.null)
+
+
+def _capturing():
+    """Streams capturing now (all threads: capture is global mode)."""
+    return [s for s in _capturing_streams if s._capture is not None]
+
+
+
+def _synchronize(what: str):
+    """The host waits for the device: refused during a capture, counted."""
+    from ._array import counts
+
+    _refuse_while_capturing(what)
+    counts["syncs"] += 1
+
+
+def _refuse_while_capturing(what: str):
+    if _capturing():
+        raise CUDARuntimeError(900, f"cudaErrorStreamCaptureUnsupported: {what} while a stream "
+                               "captures a graph")
+
+
+def _submit(fn, stream=None):
+    """Run ``fn`` on ``stream`` (the current one): now, or at each launch of the
+    graph the stream is capturing."""
+    stream = get_current_stream() if stream is None else stream
+    if stream._capture is not None:
+        stream._capture.append(fn)
+        return
+    if stream.ptr == 0 and _capturing():
+        raise CUDARuntimeError(906, "cudaErrorStreamCaptureImplicit: work on the legacy null stream "
+                               "while another stream captures a graph")
+    fn()
+
+
+class Event:
+    def __init__(self, block=False, disable_timing=False, interprocess=False):
+        self.ptr = next(_handles)
+
+    def record(self, stream=None):
+        return None
+
+    def synchronize(self):
+        _synchronize("cudaEventSynchronize")
+
+    @property
+    def done(self):
+        return True
+
+
+def get_elapsed_time(start_event, end_event):
+    return 0.0
+
+
+# ------------------------------------------------------------------ runtime, driver, nvrtc
+
+def runtime_memGetInfo(dev=None):
+    dev = _tls.device if dev is None else dev
+    return TOTAL_MEMORY - _used[dev], TOTAL_MEMORY
+
+
+def _props(dev):
+    dev = _check_device(dev)
+    return {"name": NAME, "major": CC[0], "minor": CC[1], "multiProcessorCount": HOST_SMS,
+            "totalGlobalMem": TOTAL_MEMORY, "sharedMemPerBlock": SMEM_PER_BLOCK,
+            "sharedMemPerBlockOptin": SMEM_PER_BLOCK_OPTIN, "sharedMemPerMultiprocessor": SMEM_PER_SM,
+            "maxThreadsPerBlock": MAX_THREADS_PER_BLOCK, "maxThreadsDim": MAX_BLOCK, "maxGridSize": MAX_GRID,
+            "warpSize": 32, "clockRate": CLOCK_KHZ, "l2CacheSize": L2_BYTES,
+            "maxThreadsPerMultiProcessor": MAX_THREADS_PER_SM, "maxBlocksPerMultiProcessor": MAX_BLOCKS_PER_SM,
+            "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "pciBusID": 0x18 + dev}
+
+
+def _device_get_attribute(attrib, device):
+    value = _ATTR_VALUES.get(int(attrib))
+    _check_device(device)
+    if value is None:
+        raise CUDARuntimeError(1, f"cudaErrorInvalidValue: the stand-in knows no device attribute {attrib}")
+    return value
+
+
+def _set_device(dev):
+    _tls.device = _check_device(dev)
+
+
+def _device_synchronize():
+    _synchronize("cudaDeviceSynchronize")
+
+
+runtime_names = dict(
+    getDevice=get_device_id, setDevice=_set_device, getDeviceCount=lambda: DEVICE_COUNT,
+    getDeviceProperties=_props, deviceGetAttribute=_device_get_attribute,
+    runtimeGetVersion=lambda: 13000, driverGetVersion=lambda: 13000, memGetInfo=lambda: runtime_memGetInfo(),
+    deviceSynchronize=_device_synchronize, CUDARuntimeError=CUDARuntimeError, **ATTR)
+
+
+def occupancy(threads: int, smem: int, max_dynamic_smem: int) -> int:
+    """Blocks per SM by CUDA's occupancy rules on sm_90, from the block size and
+    dynamic shared memory (registers and static shared memory are not known on
+    the host; dmlq's kernels are not register-limited at their block sizes).
+    0 when the block cannot launch, e.g. more dynamic shared memory than the
+    function's opt-in allows."""
+    if smem > max_dynamic_smem or threads > MAX_THREADS_PER_BLOCK or threads < 1:
+        return 0
+    warps = -(-threads // 32)
+    per_block = -(-(smem + SMEM_RESERVED_PER_BLOCK) // 128) * 128
+    return min(MAX_BLOCKS_PER_SM, (MAX_THREADS_PER_SM // 32) // warps, SMEM_PER_SM // per_block)

@@ -1,0 +1,308 @@
+"""``cupy.RawModule`` / ``cupy.RawKernel`` of the stand-in: kernels launched into
+the g++ host harness (tests/cuda_host), with CuPy 14.2's argument packing.
+
+Packing follows ``cupy/cuda/function.pyx`` (``_pointer``) and
+``cupy/_core/_scalar.pyx`` (``CScalar``) of CuPy v14.2.0:
+
+- ``None`` -> a null pointer; a ``cupy.ndarray`` or ``MemoryPointer`` -> its address;
+- a ``numpy.ndarray`` of size 1 -> its element's bytes, by value (its dtype's width);
+  a larger one -> ``TypeError``;
+- Python ``bool`` -> 1 byte, ``int`` -> int64 (uint64 from 2**63; beyond -> OverflowError),
+  ``float`` -> double, ``complex`` -> complex128; a NumPy scalar -> its dtype;
+- anything else -> ``TypeError('Unsupported type ...')``.
+
+CuPy passes those bytes whatever the kernel declares; on a GPU a width that
+differs from the C parameter shifts every later argument. The stand-in checks
+each packed width against the kernel's C signature (the harness reads it from
+the compiled kernel) and refuses a mismatch, and checks every pointer: zero, or
+inside a live allocation of the launching device. CUDA's launch limits for an
+H100 (grid, block, dynamic shared memory above 48 KiB only after the opt-in)
+raise ``CUDADriverError`` as the driver would.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import weakref
+
+import numpy as np
+
+from . import _cuda
+from ._cuda import CUDADriverError
+
+_ptrs = itertools.count(0xF0000)
+_functions_by_ptr: "weakref.WeakValueDictionary[int, Function]" = weakref.WeakValueDictionary()
+
+_harness = {}  # "device": the shared HostDevice
+
+
+def harness_device():
+    """The HostDevice every stand-in launch runs on (one for both devices: the CPU)."""
+    dev = _harness.get("device")
+    if dev is None:
+        from cuda_host import harness
+
+        if not harness.available():
+            raise RuntimeError("cupy stand-in: no g++ for the host harness")
+        dev = _harness["device"] = harness.HostDevice()
+    return dev
+
+
+class Refused(AssertionError):
+    """What a GPU would run wrongly or fault on, refused by the stand-in."""
+
+
+# ------------------------------------------------------------------ packing (CuPy 14.2's rules)
+
+def pack(x):
+    """(is_device_address, raw bytes) of one kernel argument, as CuPy packs it."""
+    from . import _array
+
+    if x is None:
+        return True, bytes(8)
+    if isinstance(x, _array.ndarray):
+        return True, x.data.ptr.to_bytes(8, "little")
+    if isinstance(x, _cuda.MemoryPointer):
+        return True, x.ptr.to_bytes(8, "little")
+    if isinstance(x, np.ndarray):
+        if x.size == 1:
+            return False, x.reshape(-1)[:1].tobytes()
+        raise TypeError(f"You are trying to pass a numpy.ndarray of shape {x.shape} as a kernel parameter. "
+                        "Only numpy.ndarrays of size one can be passed by value. If you meant to pass a "
+                        "pointer to __global__ memory, you need to pass a cupy.ndarray instead.")
+    return False, np.array(x, dtype=scalar_dtype(x)).tobytes()
+
+
+def scalar_dtype(x) -> np.dtype:
+    """CScalar's dtype for a Python or NumPy scalar (TypeError otherwise)."""
+    t = type(x)
+    if t is bool:
+        return np.dtype(np.bool_)
+    if t is float:
+        return np.dtype(np.float64)
+    if t is complex:
+        return np.dtype(np.complex128)
+    if t is int:
+        if x >= 2**63:
+            if x >= 2**64:
+                raise OverflowError("Python int too large to convert to C unsigned long")
+            return np.dtype(np.uint64)
+        if x < -2**63:
+            raise OverflowError("Python int too large to convert to C long")
+        return np.dtype(np.int64)
+    if isinstance(x, np.generic):
+        return x.dtype
+    raise TypeError(f"Unsupported type {t}")
+
+
+_WIDTH = re.compile(r"[iufs](\d+)$")
+
+
+def code_width(code: str) -> int:
+    if code in ("C", "P"):
+        return 8
+    return int(_WIDTH.match(code).group(1))
+
+
+# ------------------------------------------------------------------ modules and functions
+
+def _source_of(code: str, names):
+    """The harness source for ``code``: dmlq's own file when the text is exactly
+    what dmlq.gpu.loader makes of it (one build, shared with the host tests),
+    else the text itself in a file of the harness cache."""
+    from cuda_host import harness
+
+    m = re.match(r'#line 1 "([\w.]+)"\n', code)
+    if m:
+        from dmlq.gpu import loader
+
+        name = m.group(1)
+        if (loader.cuda_dir() / name).is_file() and code == loader.source_text(name) \
+                and tuple(names) == tuple(loader.registry().get(name, ())):
+            return name
+    digest = hashlib.sha256(code.encode() + repr(tuple(names)).encode()).hexdigest()[:16]
+    key = f"standin-{digest}.cu"
+    dev = harness_device()
+    if key not in dev.sources:
+        path = harness.cache_dir() / key
+        if not path.exists():
+            path.write_text(code)
+        dev.sources[key] = (path, tuple(names))
+    return key
+
+
+class _Module:
+    """A module loaded on one device."""
+
+    def __init__(self, source: str, device_id: int):
+        self.source, self.device_id = source, device_id
+        self.kernels = harness_device().runner(source).kernels  # name -> (index, signature)
+
+
+class Function:
+    """cupy.cuda.function.Function: one kernel in one device's context."""
+
+    def __init__(self, module: _Module, name: str):
+        if name not in module.kernels:
+            raise CUDADriverError(500, f"CUDA_ERROR_NOT_FOUND: named symbol not found ({name})")
+        self.module, self.name = module, name
+        self.signature = module.kernels[name][1]
+        self.ptr = next(_ptrs)
+        self.max_dynamic_shared_size_bytes = _cuda.SMEM_PER_BLOCK
+        _functions_by_ptr[self.ptr] = self
+
+    def __call__(self, grid, block, args, shared_mem=0, stream=None, enable_cooperative_groups=False):
+        if not isinstance(grid, tuple):
+            raise TypeError(f"Argument 'grid' has incorrect type (expected tuple, got {type(grid).__name__})")
+        if not isinstance(block, tuple):
+            raise TypeError(f"Argument 'block' has incorrect type (expected tuple, got {type(block).__name__})")
+        if shared_mem < 0:
+            raise OverflowError("can't convert negative value to size_t")
+        grid = tuple(max(1, int(g)) for g in (grid + (1, 1))[:3])
+        block = tuple(max(1, int(b)) for b in (block + (1, 1))[:3])
+        packed = [pack(a) for a in args]   # CuPy packs before it asks the driver anything
+        stream = _cuda.get_current_stream() if stream is None else stream
+        _launch(self, grid, block, packed, int(shared_mem), stream)
+
+
+def _launch(fn: Function, grid, block, packed, shared_mem, stream):
+    dev = _cuda.get_device_id()
+    name = fn.name
+    if fn.module.device_id != dev:
+        raise CUDADriverError(400, f"CUDA_ERROR_INVALID_HANDLE: {name} was loaded on device "
+                              f"{fn.module.device_id} and launched on device {dev}")
+    if stream.device_id not in (-1, dev):
+        raise CUDADriverError(400, f"CUDA_ERROR_INVALID_HANDLE: {name} launched on a stream of device "
+                              f"{stream.device_id} while device {dev} is current")
+    threads = block[0] * block[1] * block[2]
+    if any(g > m for g, m in zip(grid, _cuda.MAX_GRID)) or any(b > m for b, m in zip(block, _cuda.MAX_BLOCK)) \
+            or threads > _cuda.MAX_THREADS_PER_BLOCK:
+        raise CUDADriverError(1, f"CUDA_ERROR_INVALID_VALUE: {name} grid {grid} block {block} outside "
+                              "the H100's limits")
+    if shared_mem > fn.max_dynamic_shared_size_bytes:
+        raise CUDADriverError(1, f"CUDA_ERROR_INVALID_VALUE: {name} asks {shared_mem} bytes of dynamic "
+                              f"shared memory, the function allows {fn.max_dynamic_shared_size_bytes} "
+                              "(set max_dynamic_shared_size_bytes first)")
+    sig = fn.signature
+    if len(sig) != len(packed):
+        raise Refused(f"{name}: {len(packed)} arguments for {len(sig)} parameters")
+    hd = harness_device()
+    converted, holding = [], []
+    for i, ((is_addr, raw), code) in enumerate(zip(packed, sig)):
+        what = f"{name} argument {i} ({code})"
+        if len(raw) != code_width(code):
+            raise Refused(f"{what}: CuPy packs {len(raw)} bytes for a {code_width(code)}-byte C parameter")
+        if code in ("C", "P"):
+            address = int.from_bytes(raw, "little")
+            if address:
+                mem = _cuda.find_allocation(address)
+                if mem is None:
+                    raise Refused(f"{what}: address {address:#x} is in no live device allocation"
+                                  + ("" if is_addr else " (a value packed by value, not a device array)"))
+                if mem.device_id != dev:
+                    raise Refused(f"{what}: memory of device {mem.device_id} on a launch on device {dev}")
+                holding.append(mem)
+            converted.append(np.uint64(address))
+        elif code.startswith("s"):
+            converted.append(np.frombuffer(raw, dtype=[("v", f"V{len(raw)}")]).copy())
+        else:
+            converted.append(np.frombuffer(raw, dtype=code)[0])
+    source = fn.module.source
+
+    def run():
+        hd.regions.clear()
+        for mem in holding:
+            hd.register(mem.buf)
+        try:
+            hd.launch(source, name, grid, block, converted, shared_mem)
+        finally:
+            hd.regions.clear()
+        launches.append((name, grid, block, shared_mem, stream.ptr, dev))
+
+    _cuda._submit(run if settings["run"] else (lambda: None), stream)
+
+
+settings = {"run": True}  # False: launches are checked and packed, and then do nothing (overhead benchmarks)
+launches: list = []  # (name, grid, block, shared_mem, stream handle, device) per launch run
+
+
+class RawKernel:
+    def __init__(self, code, name, options=(), backend="nvrtc", *, translate_cucomplex=False,
+                 enable_cooperative_groups=False, jitify=None):
+        if not isinstance(code, str) or not isinstance(name, str):
+            raise TypeError("RawKernel: code and name must be str")
+        if not isinstance(options, tuple):
+            raise TypeError(f"Argument 'options' has incorrect type (expected tuple, got "
+                            f"{type(options).__name__})")
+        self.code, self.name, self.options, self.backend = code, name, options, backend
+        self.enable_cooperative_groups = enable_cooperative_groups
+        self.name_expressions = None
+        self._source = None
+        self._per_device = {}
+
+    @property
+    def kernel(self) -> Function:
+        dev = _cuda.get_device_id()
+        fn = self._per_device.get(dev)
+        if fn is None:
+            if self._source is None:
+                names = self.name_expressions or (self.name,)
+                self._source = _source_of(self.code, names)
+            fn = self._per_device[dev] = Function(_Module(self._source, dev), self.name)
+        return fn
+
+    def __call__(self, grid, block, args, **kwargs):
+        self.kernel(grid, block, args, enable_cooperative_groups=self.enable_cooperative_groups, **kwargs)
+
+    @property
+    def max_dynamic_shared_size_bytes(self):
+        return self.kernel.max_dynamic_shared_size_bytes
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, nbytes):
+        if not 0 <= nbytes <= _cuda.SMEM_PER_BLOCK_OPTIN:
+            raise CUDADriverError(1, f"CUDA_ERROR_INVALID_VALUE: max_dynamic_shared_size_bytes {nbytes}")
+        self.kernel.max_dynamic_shared_size_bytes = int(nbytes)
+
+    @property
+    def attributes(self):
+        return {"max_threads_per_block": _cuda.MAX_THREADS_PER_BLOCK,
+                "max_dynamic_shared_size_bytes": self.max_dynamic_shared_size_bytes}
+
+    def compile(self, log_stream=None):
+        self.kernel  # noqa: B018 - loads it on the current device
+
+
+class RawModule:
+    def __init__(self, *, code=None, path=None, options=(), backend="nvrtc", translate_cucomplex=False,
+                 enable_cooperative_groups=False, name_expressions=None, jitify=None):
+        if (code is None) == (path is None):
+            raise TypeError("Exactly one of `code` and `path` keyword arguments must be given.")
+        if path is not None:
+            raise NotImplementedError("cupy stand-in: RawModule(path=...) (dmlq compiles from code)")
+        if not isinstance(options, tuple):
+            raise TypeError(f"Argument 'options' has incorrect type (expected tuple, got "
+                            f"{type(options).__name__})")
+        self.code, self.file_path, self.options, self.backend = code, None, options, backend
+        self.enable_cooperative_groups = enable_cooperative_groups
+        self.name_expressions = None if name_expressions is None else tuple(name_expressions)
+
+    def get_function(self, name):
+        if not isinstance(name, str):
+            raise TypeError(f"Argument 'name' has incorrect type (expected str, got {type(name).__name__})")
+        ker = RawKernel(self.code, name, self.options, self.backend,
+                        enable_cooperative_groups=self.enable_cooperative_groups)
+        ker.name_expressions = self.name_expressions
+        ker.kernel  # noqa: B018 - CuPy loads it now, on the current device
+        return ker
+
+    def compile(self, log_stream=None):
+        return None
+
+
+def occupancy_max_active_blocks_per_multiprocessor(func, block_size, dynamic_smem_size):
+    fn = _functions_by_ptr.get(int(func))
+    if fn is None:
+        raise CUDADriverError(400, "CUDA_ERROR_INVALID_HANDLE: no such function")
+    return _cuda.occupancy(int(block_size), int(dynamic_smem_size), fn.max_dynamic_shared_size_bytes)
