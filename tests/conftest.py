@@ -21,13 +21,69 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU and CuPy; skipped without one")
 
 
+STAND_IN = "stand-in"
+
+
+def pytest_generate_tests(metafunc):
+    """Every test marked ``gpu`` (on the function or its module) runs twice: on
+    the GPU, and on the cupy stand-in (tests/cupy_stand_in), which runs the
+    same CuPy calls with the kernels on the host harness -- so a GPU test that
+    cannot even start fails in CI. Fixtures with their own gpu parameter (host,
+    dev) add a stand-in parameter themselves."""
+    if metafunc.definition.get_closest_marker("gpu") is not None:
+        metafunc.parametrize("cupy_twin", [STAND_IN, "gpu"], indirect=True)
+
+
+def _on_stand_in(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return STAND_IN in (params.get("cupy_twin"), params.get("dev"), params.get("host"))
+
+
 def pytest_collection_modifyitems(config, items):
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="no CUDA GPU (cupy.cuda.runtime.getDeviceCount() failed or is 0)")
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and not _on_stand_in(item):
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def cupy_twin(request):
+    """For a gpu test's stand-in twin, ``import cupy`` gives the stand-in."""
+    which = getattr(request, "param", None)
+    if which != STAND_IN:
+        yield which
+        return
+    request.getfixturevalue("host_device")
+    import cupy_stand_in
+
+    with cupy_stand_in.installed():
+        yield which
+
+
+def on_stand_in() -> bool:
+    """Whether ``import cupy`` gives the stand-in now (tests shrink sizes there)."""
+    import sys
+
+    return getattr(sys.modules.get("cupy"), "__stand_in__", False)
+
+
+def skip_past_2_31_on_the_stand_in():
+    """A test over more than 2**31 elements needs a GPU's memory and speed: on
+    the stand-in (2 GiB of host memory, every thread on the CPU) it skips; the
+    host tests cover 64-bit indexing with the wide-index kernels on small arrays."""
+    if on_stand_in():
+        pytest.skip("more than 2**31 elements: GPU only (the stand-in has 2 GiB of host memory)")
+
+
+class CurrentCupy:
+    """``cupy`` as imported at each use: the stand-in inside a stand-in twin."""
+
+    def __getattr__(self, name):
+        import cupy
+
+        return getattr(cupy, name)
 
 
 def poison(out):

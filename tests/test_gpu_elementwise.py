@@ -20,6 +20,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import STAND_IN, on_stand_in, skip_past_2_31_on_the_stand_in
 from dmlq import reference as R
 from dmlq.gpu import elementwise as ew
 from dmlq.gpu import plan as plan_module
@@ -37,7 +38,7 @@ SIZES = (1, 15, 17, 2**20 + 3)
 
 def sizes(dev):
     """SIZES; the host harness stops at a few thousand (it runs every thread on the CPU)."""
-    return SIZES if dev.mode == "gpu" else tuple(min(n, 4099) for n in SIZES)
+    return SIZES if dev.full else tuple(min(n, 4099) for n in SIZES)
 NAN, INF = float("nan"), float("inf")
 POISON = 0xA5
 
@@ -84,6 +85,7 @@ class Device:
 
     def __init__(self, mode: str):
         self.mode = mode
+        self.full = mode == "gpu" and not on_stand_in()  # full sizes: a real GPU
 
     def put(self, a):
         if a is None or not isinstance(a, np.ndarray):
@@ -214,9 +216,18 @@ def check(dev: Device, op, inputs, out_shape, out_dtype, out_kind="c", variant=N
     return want
 
 
-@pytest.fixture(params=[pytest.param("gpu", marks=pytest.mark.gpu), "emu"])
+@pytest.fixture(params=[pytest.param("gpu", marks=pytest.mark.gpu), "emu",
+                        pytest.param(STAND_IN, marks=pytest.mark.gpu)])
 def dev(request, monkeypatch):
-    """The GPU, or (without one) the host harness running the same launch path."""
+    """The GPU; the host harness running the same launchers ("emu"); or the GPU
+    test on the cupy stand-in (CuPy's calls, the kernels on the host harness)."""
+    if request.param == STAND_IN:
+        request.getfixturevalue("host_device")
+        import cupy_stand_in
+
+        with cupy_stand_in.installed():
+            yield Device("gpu")
+        return
     if request.param == "gpu":
         import cupy  # noqa: F401
     else:
@@ -225,7 +236,7 @@ def dev(request, monkeypatch):
         host = request.getfixturevalue("host_device")
         monkeypatch.setattr(device, "default", host)  # every thread's device, for this test
         host.forget()
-    return Device(request.param)
+    yield Device(request.param)
 
 
 @pytest.fixture
@@ -554,7 +565,7 @@ def test_dequantize_edges(dev, qdt, odt, variant):
                             (2**24 + 3) if info.max > 2**24 else 5}), np.int64)
     q = vals.astype(qdt)
     # every extreme difference, incl. 2**31-1 - (-1) and 2**32-1 - 0 (the host harness: a few)
-    for zp in (vals if dev.mode == "gpu" else vals[::3]):
+    for zp in (vals if dev.full else vals[::3]):
         for s in DEQ_SCALES:
             check(dev, "dequantize_linear", (q, _as(s, odt), np.array(zp, qdt)), q.shape, odt,
                   "c", variant, f"zp={zp} s={s}")
@@ -601,7 +612,7 @@ def _zp_value(frac, dt):
 @pytest.mark.parametrize("adt,bdt,odt", [(a, b, o) for a in QT for b in QT for o in QT])
 def test_add_all_pairs(dev, launched, adt, bdt, odt, variant):
     a, b = _all_pairs(adt, bdt)
-    for i, (sa, sb, so, zps) in enumerate(ADD_PARAMS if dev.mode == "gpu" else ADD_PARAMS[:3]):
+    for i, (sa, sb, so, zps) in enumerate(ADD_PARAMS if dev.full else ADD_PARAMS[:3]):
         zs = (None, None, None) if zps is None else tuple(
             np.full(sh, _zp_value(f, dt), dt)
             for f, dt, sh in zip(zps, (adt, bdt, odt), ((1,), (), (1, 1))))
@@ -665,7 +676,7 @@ def _cases(rng):
 def test_odd_sizes_and_alignment(dev, rng, n):
     """Every head/tail split of the vector loop: misaligned inputs and outputs, alone
     and together (no common head: all scalar)."""
-    n = n if dev.mode == "gpu" else min(n, 4099)
+    n = n if dev.full else min(n, 4099)
     for op, inputs, odt in _cases(rng):
         big = [i for i, v in enumerate(inputs) if _is_tensor(v)]
         inputs = tuple(v[:n] if i in big else v for i, v in enumerate(inputs))
@@ -790,6 +801,7 @@ def _tiled(cupy, pattern, n, dtype):
 
 @gpu
 def test_add_contig_beyond_2_31_elements():
+    skip_past_2_31_on_the_stand_in()
     import cupy
 
     n = 2**31 + 19
@@ -812,6 +824,7 @@ def test_add_contig_beyond_2_31_elements():
 
 @gpu
 def test_dequantize_axis_beyond_2_31_elements(launched):
+    skip_past_2_31_on_the_stand_in()
     import cupy
 
     cols = 2**30 + 7
@@ -831,6 +844,7 @@ def test_dequantize_axis_beyond_2_31_elements(launched):
 
 @gpu
 def test_strided_wide_by_extent_and_by_count(launched):
+    skip_past_2_31_on_the_stand_in()
     import cupy
 
     # few elements, but the input view spans more than 2**31 elements

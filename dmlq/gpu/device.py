@@ -100,12 +100,12 @@ class CupyBackend:
         """Blocks of kernel ``name`` one SM holds at once (CUDA's occupancy calculator)."""
         import cupy
 
-        from . import loader
-
         key = (self.current(), source, name, threads, smem)
         n = self._occupancy.get(key)
         if n is None:
-            fn = loader.function(source, name)
+            # opted in first: above 48 KiB of dynamic shared memory CUDA counts
+            # 0 resident blocks for a function that has not opted in
+            fn = self._function(source, name, smem)
             try:
                 n = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
                     fn.kernel.ptr, threads, smem)

@@ -274,7 +274,14 @@ class HostDevice:
                                      HOST_MAX_SMEM)
 
     def resident_blocks(self, source, name, threads, smem) -> int:
-        return self.resident
+        """CUDA's count for an H100 from the block size and dynamic shared memory
+        (the kernel opted in; registers unknown), capped at ``resident`` so host
+        grids stay small; a block no SM can hold is an error, not 1."""
+        fits = gpu_device.occupancy(0, threads, smem)[0]
+        if fits == 0:
+            raise KernelFault(f"{name}: a block of {threads} threads with {smem} bytes of dynamic shared "
+                              "memory fits on no SM")
+        return min(self.resident, fits)
 
     def register(self, a: np.ndarray):
         """Remember the allocation ``a`` lives in (kept alive, so never reused)."""

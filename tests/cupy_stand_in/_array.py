@@ -211,9 +211,6 @@ class ndarray:
     def __float__(self):
         return float(self.get())
 
-    def __index__(self):
-        return int(self.get())
-
     # -- views
     def view(self, dtype=None):
         return _wrap(self._h.view(dtype), self._mem)
@@ -470,7 +467,10 @@ add = _ufunc(np.add, 2)
 subtract = _ufunc(np.subtract, 2)
 minimum = _ufunc(np.minimum, 2)
 maximum = _ufunc(np.maximum, 2)
-matmul = _ufunc(np.matmul, 2)
+
+
+def matmul(a, b, out=None, **kwargs):
+    return _result(np.matmul(_typed(a, "a"), _typed(b, "b")))
 
 
 def clip(a, a_min, a_max, out=None):

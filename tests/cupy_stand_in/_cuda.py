@@ -23,7 +23,7 @@ DEVICE_COUNT = 2
 HOST_SMS = 4                      # the harness runs every thread on the CPU
 CC = (9, 0)
 NAME = b"NVIDIA H100 80GB HBM3 (cupy stand-in, host harness)"
-TOTAL_MEMORY = 80 * 2**30
+TOTAL_MEMORY = 2 * 2**30          # host memory: tests that need more see too little free and skip
 # H100 limits (CUDA's device attributes for sm_90)
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK = (1024, 1024, 64)
@@ -57,6 +57,10 @@ class CUDARuntimeError(RuntimeError):
     def __init__(self, status: int, text: str):
         self.status = status
         super().__init__(text)
+
+
+class OutOfMemoryError(MemoryError):
+    pass
 
 
 class CUDADriverError(RuntimeError):
@@ -154,6 +158,9 @@ class Memory:
         if self.size == 0:
             self.ptr, self._raw, self.buf = 0, None, np.empty(0, np.uint8)
             return
+        if _used[self.device_id] + self.size > TOTAL_MEMORY:
+            raise OutOfMemoryError(f"Out of memory allocating {self.size:,} bytes (the stand-in's devices "
+                                   f"have {TOTAL_MEMORY:,} bytes)")
         self._raw = np.empty(self.size + ALIGN, np.uint8)
         start = self._raw.ctypes.data
         self.ptr = start + (-start) % ALIGN

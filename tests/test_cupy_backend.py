@@ -1,0 +1,41 @@
+"""dmlq's CupyBackend and launchers on the cupy stand-in: what only the real
+CuPy path showed (issue 24, defects 3 and 4)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dmlq import reference as R
+from dmlq.gpu import elementwise as ew
+from dmlq.gpu import plan as plan_module
+
+f32, u8, i8 = np.float32, np.uint8, np.int8
+
+
+def test_add_table_occupancy_is_asked_after_its_opt_in(cupy_stand_in, rng):
+    """Defect 3: the 64 KiB add-table kernel's occupancy was asked before its opt-in
+    to more than 48 KiB of dynamic shared memory, so CUDA answered 0 and the grid
+    got 1 block per SM instead of 3 (228 KiB per SM / (64 + 1) KiB per block)."""
+    cp = cupy_stand_in
+    n = 1 << 16  # work for more than 3 blocks per SM
+    a, b = rng.integers(0, 256, n, dtype=u8), rng.integers(0, 256, n, dtype=u8)
+    params = (f32(0.02), u8(128), f32(0.03), u8(120), f32(0.05), u8(128))
+    out = cp.empty(n, u8)
+    with plan_module.recording() as plans:
+        ew.quantized_add(cp.asarray(a), *params[:2], cp.asarray(b), *params[2:], out, variant="table")
+    (main,) = [launch for launch in plans[-1].launches if launch.role == "main"]
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    assert main.shared_mem == ew.TABLE_BYTES and main.grid == (3 * sms,)
+    np.testing.assert_array_equal(out.get(), R.quantized_add(a, *params[:2], b, *params[2:], np.empty(n, u8)))
+
+
+def test_host_device_occupancy_follows_shared_memory(host_device):
+    """Defect 3: HostDevice.resident_blocks answered 2 whatever the block; now
+    CUDA's count for the block (capped at 2 to keep host grids small)."""
+    assert host_device.resident_blocks("elementwise.cu", "k", 256, 0) == 2
+    assert host_device.resident_blocks("elementwise.cu", "k", 256, 120 * 1024) == 1
+    assert host_device.resident_blocks("elementwise.cu", "k", 1024, 0) == 2
+    from cuda_host.harness import KernelFault
+
+    with pytest.raises(KernelFault, match="fits on no SM"):
+        host_device.resident_blocks("elementwise.cu", "k", 256, 228 * 1024)

@@ -1,0 +1,433 @@
+"""The cupy stand-in (tests/cupy_stand_in) held to the installed CuPy.
+
+- Every name the stand-in offers (module attributes, and the attributes of its
+  classes) exists in the installed CuPy, and every ``cupy.*`` name that dmlq/,
+  bench/, tools/ and tests/ use (aliases such as ``cp.`` and ``rt.`` included)
+  resolves there.
+- Each refusal the stand-in makes that CuPy makes without a device is checked
+  against the installed CuPy itself: the same exception type (and message where
+  CuPy's is fixed). CuPy's kernel-argument packing is reached without a device
+  by calling a bare ``cupy.cuda.function.Function``: an argument CuPy refuses
+  raises before the launch asks for a CUDA context, one it accepts gets as far
+  as the context (a CUDA error on a machine without a GPU).
+- What needs a device (occupancy, launch limits, the shared-memory opt-in) is
+  checked on the stand-in against CUDA's documented H100 figures.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cupy_stand_in as S
+from cupy_stand_in import _cuda, _kernels
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def real():
+    """The installed CuPy (imported without a device: its names and type checks)."""
+    if "cupy" in sys.modules and getattr(sys.modules["cupy"], "__stand_in__", False):
+        pytest.fail("the stand-in is still installed")
+    import cupy
+    import cupy.cuda.function  # noqa: F401
+    import cupy.cuda.graph  # noqa: F401
+
+    return cupy
+
+
+# ------------------------------------------------------------------ names
+
+def _public(obj):
+    return [n for n in vars(obj) if not n.startswith("_") or n == "__version__"]
+
+
+_DUNDERS = ("__cuda_array_interface__", "__array__", "__getitem__", "__setitem__", "__len__", "__iter__",
+            "__bool__", "__int__", "__float__", "__index__", "__add__", "__mul__", "__eq__", "__neg__",
+            "__matmul__", "__enter__", "__exit__", "__call__", "__array_ufunc__", "__array_priority__")
+
+
+def _real_class(real, cls):
+    return {
+        S.module.ndarray: real.ndarray, _cuda.Device: real.cuda.Device, _cuda.Stream: real.cuda.Stream,
+        _cuda.ExternalStream: real.cuda.ExternalStream, _cuda.Event: real.cuda.Event,
+        _cuda.Memory: real.cuda.Memory, _cuda.MemoryPointer: real.cuda.MemoryPointer,
+        _cuda.MemoryPool: real.cuda.MemoryPool, _cuda.Graph: real.cuda.graph.Graph,
+        _kernels.RawKernel: real.RawKernel, _kernels.RawModule: real.RawModule,
+        _kernels.Function: real.cuda.function.Function,
+        _cuda.CUDARuntimeError: real.cuda.runtime.CUDARuntimeError,
+        _cuda.CUDADriverError: real.cuda.driver.CUDADriverError,
+    }[cls]
+
+
+def test_every_name_the_stand_in_offers_exists_in_cupy(real):
+    missing, classes = [], set()
+    for name, mod in S._MODULES.items():
+        real_mod = real
+        for part in name.split(".")[1:]:
+            real_mod = getattr(real_mod, part)
+        for attr in _public(mod):
+            if not hasattr(real_mod, attr):
+                missing.append(f"{name}.{attr}")
+            value = getattr(mod, attr)
+            if isinstance(value, type) and value.__module__.startswith("cupy_stand_in"):
+                classes.add(value)
+    classes |= {_cuda.Graph}
+    for cls in classes:
+        target = _real_class(real, cls)
+        own = set(vars(cls))
+        for attr in sorted(own):
+            if (not attr.startswith("_") or attr in _DUNDERS) and not hasattr(target, attr):
+                missing.append(f"{target.__module__}.{target.__name__}.{attr}")
+    assert missing == []
+    # the device-attribute enum's values are CUDA's
+    for attr in _cuda.ATTR:
+        assert getattr(S._MODULES["cupy.cuda.runtime"], attr) == getattr(real.cuda.runtime, attr), attr
+
+
+_ALIAS_CALLS = {"importorskip", "import_module"}
+
+
+def _cupy_names(tree: ast.AST) -> set:
+    """Dotted names rooted at the cupy module or an alias of it or of one of its
+    submodules (``import cupy as cp``, ``from cupy.cuda import runtime as rt``,
+    ``cp = pytest.importorskip("cupy")``, ``rt = cupy.cuda.runtime``; a function
+    parameter or fixture called ``cp`` or ``cupy``)."""
+    aliases = {"cupy": "cupy", "cp": "cupy"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "cupy":
+                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else "cupy"
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "cupy":
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def dotted(node):
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name):
+            return [node.id] + parts[::-1]
+        return None
+
+    changed = True
+    while changed:  # rt = cupy.cuda.runtime, cp = pytest.importorskip("cupy")
+        changed = False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                target, v = node.targets[0].id, node.value
+                path = None
+                if isinstance(v, ast.Call) and isinstance(v.func, (ast.Attribute, ast.Name)) \
+                        and (getattr(v.func, "attr", None) or getattr(v.func, "id", None)) in _ALIAS_CALLS \
+                        and v.args and isinstance(v.args[0], ast.Constant) \
+                        and str(v.args[0].value).split(".")[0] == "cupy":
+                    path = v.args[0].value
+                elif isinstance(v, ast.Attribute):
+                    d = dotted(v)
+                    if d and d[0] in aliases and aliases[d[0]]:
+                        path = ".".join([aliases[d[0]], *d[1:]])
+                if path and aliases.get(target) != path:
+                    aliases[target] = path
+                    changed = True
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and not isinstance(getattr(node, "_parent", None), ast.Attribute):
+            d = dotted(node)
+            if d and d[0] in aliases:
+                names.add(".".join([aliases[d[0]], *d[1:]]))
+    return names
+
+
+def _mark_parents(tree):
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            child._parent = node
+    return tree
+
+
+def _sources():
+    for top in ("dmlq", "bench", "tools", "tests"):
+        for path in sorted((ROOT / top).rglob("*")):
+            if "cupy_stand_in" in path.parts or "__pycache__" in path.parts:
+                continue
+            if path.suffix in (".py", ".sh"):
+                yield path
+
+
+def scan_cupy_names() -> dict:
+    """{dotted name: [files using it]} over dmlq/, bench/, tools/ and tests/."""
+    found: dict = {}
+    for path in _sources():
+        text = path.read_text()
+        if path.suffix == ".sh":  # python -c snippets inside the runbook
+            names = set(re.findall(r"\bcupy(?:\.[A-Za-z_]\w*)+", text))
+        else:
+            names = _cupy_names(_mark_parents(ast.parse(text)))
+        for n in names:
+            found.setdefault(n, []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def _resolves(real, dotted: str) -> bool:
+    obj = real
+    for part in dotted.split(".")[1:]:
+        if not hasattr(obj, part):
+            try:
+                import importlib
+
+                obj = importlib.import_module(f"{obj.__name__}.{part}")
+                continue
+            except Exception:  # noqa: BLE001
+                return False
+        obj = getattr(obj, part)
+    return True
+
+
+def test_scan_finds_aliases():
+    tree = _mark_parents(ast.parse(
+        "import cupy as xq\nfrom cupy.cuda import runtime as rt\nimport pytest\n"
+        "c2 = pytest.importorskip('cupy')\nd = xq.cuda.driver\n"
+        "xq.empty(1); rt.getDevice(); c2.cuda.Stream.null; d.occupancyMaxActiveBlocksPerMultiprocessor\n"
+        "rt.noSuchThing\n"))
+    assert _cupy_names(tree) == {"cupy.empty", "cupy.cuda.runtime.getDevice", "cupy.cuda.Stream.null",
+                                 "cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor",
+                                 "cupy.cuda.runtime.noSuchThing", "cupy.cuda.driver"}
+
+
+def test_every_cupy_name_in_the_sources_exists_in_cupy(real):
+    found = scan_cupy_names()
+    assert len(found) > 40  # the scan sees the sources
+    assert "cupy.cuda.runtime.getDevice" in found and "cupy.RawModule" in found
+    missing = {n: files for n, files in found.items() if not _resolves(real, n)}
+    assert missing == {}
+
+
+# ------------------------------------------------------------------ refusals CuPy makes without a device
+
+def _real_pack(real, arg):
+    """What CuPy 14 does with ``arg`` as a kernel argument: None when accepted
+    (the launch then needs a CUDA context), else the exception it raises."""
+    fn = real.cuda.function.Function.__new__(real.cuda.function.Function)
+    try:
+        fn((1,), (1,), (arg,), stream=types.SimpleNamespace(ptr=0))
+    except (TypeError, OverflowError, ValueError) as e:
+        return e
+    except Exception as e:  # noqa: BLE001 - the CUDA error after packing
+        if type(e).__name__ not in ("CUDARuntimeError", "CUDADriverError"):
+            raise
+        return None
+    pytest.fail("a launch without a device did not fail")
+
+
+class _IntLike(int):
+    pass
+
+
+ARGS = [5, -1, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, 1.5, True, 1 + 2j, np.float32(1.5), np.float16(2),
+        np.int8(-3), np.uint8(3), np.int32(7), np.uint32(7), np.int64(-9), np.uint64(9), np.bool_(True),
+        np.zeros(1, np.float32), np.zeros((1, 1), np.int16), np.zeros(1, np.uint64), np.zeros(3, np.float32),
+        np.zeros(0, np.int32), np.zeros((2, 2), np.int8), np.array(4, np.int32), None, object(), "s", [1, 2],
+        _IntLike(3)]
+
+
+@pytest.mark.parametrize("arg", ARGS, ids=lambda a: f"{type(a).__name__}:{np.asarray(a).shape}"
+                         if isinstance(a, np.ndarray) else f"{type(a).__name__}:{a!r}"[:40])
+def test_kernel_argument_packing_is_cupys(real, arg):
+    want = _real_pack(real, arg)
+    if want is not None:
+        with pytest.raises(type(want)) as got:
+            _kernels.pack(arg)
+        if isinstance(want, TypeError):
+            assert str(got.value) == str(want)
+        return
+    is_address, raw = _kernels.pack(arg)
+    if arg is None:
+        assert (is_address, raw) == (True, bytes(8))  # a null pointer
+    elif isinstance(arg, np.ndarray):
+        assert not is_address and raw == arg.tobytes()  # by value, its dtype's width
+    else:
+        from cupy._core._scalar import CScalar
+
+        dt = CScalar(arg).dtype
+        assert not is_address and raw == np.array(arg, dt).tobytes()
+        assert len(raw) == dt.itemsize
+
+
+def test_launch_needs_tuples_as_cupy_does(real, cupy_stand_in):
+    fn = real.cuda.function.Function.__new__(real.cuda.function.Function)
+    s = types.SimpleNamespace(ptr=0)
+    for grid, block in (([1], (1,)), ((1,), [1])):
+        with pytest.raises(TypeError) as want:
+            fn(grid, block, (), stream=s)
+        ker = _any_kernel(cupy_stand_in)
+        with pytest.raises(TypeError) as got:
+            ker(grid, block, ())
+        assert str(got.value) == str(want.value)
+
+
+def test_raw_module_and_kernel_arguments_as_cupy_checks_them(real):
+    for make in (lambda cp: cp.RawModule(), lambda cp: cp.RawModule(code="x", path="y"),
+                 lambda cp: cp.RawModule(code="x", options=["-a"]), lambda cp: cp.RawKernel("x", "k", options=["-a"])):
+        with pytest.raises(TypeError) as want:
+            make(real)
+        with pytest.raises(TypeError) as got:
+            make(S.module)
+        assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda cp, h, d: cp.may_share_memory(h, d),
+    lambda cp, h, d: cp.ascontiguousarray(h), lambda cp, h, d: cp.broadcast_to(h, (2, 3)),
+    lambda cp, h, d: cp.matmul(h, d)], ids=["may_share_memory", "ascontiguousarray",
+                                           "broadcast_to", "matmul"])
+def test_numpy_arrays_refused_as_cupy_refuses_them(real, cupy_stand_in, call):
+    host = np.zeros(3, np.float32)
+    with pytest.raises(TypeError) as want:
+        call(real, host, host)  # CuPy checks its argument types before it needs a device
+    with pytest.raises(TypeError) as got:
+        call(cupy_stand_in, host, cupy_stand_in.zeros(3, np.float32))
+    assert str(got.value) == str(want.value)
+
+
+def test_numpy_arrays_refused_by_ufuncs(cupy_stand_in):
+    """CuPy's ufuncs take scalars through CScalar, which refuses a NumPy array
+    (cupy/_core/_kernel.pyx, _preprocess_arg; the installed CuPy asks for a
+    device first, so this one is the stand-in's alone)."""
+    cp = cupy_stand_in
+    for fn in (cp.multiply, cp.add, cp.maximum):
+        with pytest.raises(TypeError, match="Unsupported type <class 'numpy.ndarray'>"):
+            fn(cp.zeros(3), np.zeros(3))
+    with pytest.raises(TypeError, match="Implicit conversion to a NumPy array is not allowed"):
+        np.asarray(cp.zeros(3))
+
+
+# ------------------------------------------------------------------ what needs a device: CUDA's H100 figures
+
+_KERNEL = r"""
+extern "C" __global__ void k(const float* x, float* y, int n, double s) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * (float)s;
+}
+"""
+
+
+def _any_kernel(cp):
+    return cp.RawKernel(_KERNEL, "k")
+
+
+def test_a_kernel_runs_on_the_harness(cupy_stand_in):
+    cp = cupy_stand_in
+    ker = _any_kernel(cp)
+    x = cp.asarray(np.arange(10, dtype=np.float32))
+    y = cp.zeros(10, np.float32)
+    ker((1,), (32,), (x, y, np.int32(10), 2.0))
+    np.testing.assert_array_equal(y.get(), np.arange(10, dtype=np.float32) * 2)
+    assert S.launches[-1][:4] == ("k", (1, 1, 1), (32, 1, 1), 0)
+
+
+@pytest.mark.parametrize("args, match", [
+    (lambda cp, x, y: (x, y, 10, 2.0), "CuPy packs 8 bytes for a 4-byte C parameter"),   # int -> int64
+    (lambda cp, x, y: (x, y, np.int32(10), np.float32(2)), "4 bytes for a 8-byte"),       # float32 for double
+    (lambda cp, x, y: (x, np.ones(1, np.float64), np.int32(10), 2.0), "in no live device allocation"),
+    (lambda cp, x, y: (x, np.zeros(1, np.float32), np.int32(10), 2.0), "4 bytes for a 8-byte"),
+    (lambda cp, x, y: (x, y, np.int32(10)), "3 arguments for 4 parameters"),
+])
+def test_widths_and_pointers_checked_against_the_signature(cupy_stand_in, args, match):
+    cp = cupy_stand_in
+    x, y = cp.zeros(10, np.float32), cp.zeros(10, np.float32)
+    with pytest.raises(_kernels.Refused, match=match):
+        _any_kernel(cp)((1,), (32,), args(cp, x, y))
+
+
+def test_a_null_pointer_is_none_and_memory_of_another_device_refused(cupy_stand_in):
+    cp = cupy_stand_in
+    ker = _any_kernel(cp)
+    ker((1,), (32,), (None, None, np.int32(0), 1.0))  # n = 0: nothing dereferenced
+    with cp.cuda.Device(1):
+        elsewhere = cp.zeros(10, np.float32)
+    with pytest.raises(_kernels.Refused, match="memory of device 1 on a launch on device 0"):
+        ker((1,), (32,), (elsewhere, elsewhere, np.int32(10), 1.0))
+    on_zero = ker.kernel  # a RawKernel loads itself per device; a Function belongs to one
+    with cp.cuda.Device(1), pytest.raises(_cuda.CUDADriverError, match="loaded on device 0"):
+        on_zero((1,), (32,), (elsewhere, elsewhere, np.int32(10), 1.0))
+
+
+def test_h100_launch_limits(cupy_stand_in):
+    cp = cupy_stand_in
+    ker = _any_kernel(cp)
+    x = cp.zeros(1, np.float32)
+    args = (x, x, np.int32(0), 1.0)
+    for grid, block in (((1,), (1025,)), ((1,), (32, 32, 2)), ((1,), (1, 1, 65)), ((1, 65536), (1,)),
+                        ((1, 1, 65536), (1,)), ((2**31,), (1,))):
+        with pytest.raises(_cuda.CUDADriverError, match="CUDA_ERROR_INVALID_VALUE"):
+            ker(grid, block, args)
+    ker((0,), (0,), args)  # CuPy launches max(1, dim)
+    assert S.launches[-1][1:3] == ((1, 1, 1), (1, 1, 1))
+
+
+def test_dynamic_shared_memory_needs_the_opt_in(cupy_stand_in):
+    cp = cupy_stand_in
+    ker = _any_kernel(cp)
+    x = cp.zeros(1, np.float32)
+    args = (x, x, np.int32(0), 1.0)
+    occupancy = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
+    assert occupancy(ker.kernel.ptr, 256, 48 * 1024) == 4       # 228 KiB / (48 + 1) KiB
+    assert occupancy(ker.kernel.ptr, 256, 64 * 1024) == 0       # above 48 KiB before the opt-in
+    with pytest.raises(_cuda.CUDADriverError, match="set max_dynamic_shared_size_bytes first"):
+        ker((1,), (32,), args, shared_mem=64 * 1024)
+    ker.max_dynamic_shared_size_bytes = 64 * 1024
+    assert occupancy(ker.kernel.ptr, 256, 64 * 1024) == 3
+    ker((1,), (32,), args, shared_mem=64 * 1024)
+    with cp.cuda.Device(1):  # the opt-in is per device (a function per context)
+        assert occupancy(ker.kernel.ptr, 256, 64 * 1024) == 0
+    with pytest.raises(_cuda.CUDADriverError):
+        ker.max_dynamic_shared_size_bytes = 228 * 1024
+    assert occupancy(ker.kernel.ptr, 1024, 0) == 2 and occupancy(ker.kernel.ptr, 64, 0) == 32
+
+
+def test_streams_devices_and_capture(cupy_stand_in):
+    cp = cupy_stand_in
+    assert cp.cuda.runtime.getDeviceCount() == 2 and cp.cuda.get_current_stream() is cp.cuda.Stream.null
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        assert cp.cuda.get_current_stream() is s
+        with cp.cuda.Device(1):
+            assert cp.cuda.get_current_stream().ptr == 0 and cp.zeros(1).device.id == 1
+    ext = cp.cuda.ExternalStream(s.ptr)
+    assert ext.ptr == s.ptr
+    x = cp.zeros(4, np.float32)
+    with s:
+        s.begin_capture()
+        x[...] = 3
+        with pytest.raises(_cuda.CUDARuntimeError, match="Capture"):
+            s.synchronize()
+        with pytest.raises(_cuda.CUDARuntimeError, match="Capture"):
+            cp.asarray(np.zeros(3))
+        graph = s.end_capture()
+    np.testing.assert_array_equal(x.get(), 0)  # recorded, not run
+    graph.launch(s)
+    np.testing.assert_array_equal(x.get(), 3)
+
+
+def test_arrays_views_and_interface(cupy_stand_in):
+    cp = cupy_stand_in
+    h = np.arange(24, dtype=np.int16).reshape(4, 6)
+    a = cp.asarray(h)
+    v = a[1:, ::-2]
+    assert v.data.ptr == a.data.ptr + 1 * 12 + 5 * 2 and v.strides == (12, -4)
+    np.testing.assert_array_equal(v.get(), h[1:, ::-2])
+    cai = v.__cuda_array_interface__
+    assert cai["data"][0] == v.data.ptr and cai["strides"] == (12, -4) and cai["typestr"] == "<i2"
+    w = cp.ndarray(v.shape, v.dtype, memptr=a.data + 12 + 10, strides=v.strides)
+    np.testing.assert_array_equal(w.get(), h[1:, ::-2])
+    assert a.data.device_id == 0 and a.device.id == 0
+    assert cp.asarray(v) is v and cp.may_share_memory(a, v) and not cp.may_share_memory(a, cp.zeros(3))
+    assert cp.empty(0).data.ptr == 0
