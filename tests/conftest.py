@@ -39,7 +39,33 @@ def _on_stand_in(item) -> bool:
     return STAND_IN in (params.get("cupy_twin"), params.get("dev"), params.get("host"))
 
 
+# Stand-in twins per gpu test function: all of its parameter sets on a GPU, the
+# first and the last on the stand-in (every thread of every kernel runs on the
+# CPU there; the host tests already run the same launchers on the harness), so
+# every gpu test starts in CI. DMLQ_STAND_IN_ALL=1 runs every stand-in twin.
+STAND_IN_PER_FUNCTION = 2
+
+
+def _sample_stand_in_twins(items):
+    import os
+
+    if os.environ.get("DMLQ_STAND_IN_ALL"):
+        return
+    groups: dict = {}
+    for item in items:
+        if "gpu" in item.keywords and _on_stand_in(item):
+            groups.setdefault((item.module.__name__, item.originalname), []).append(item)
+    skip = pytest.mark.skip(reason="stand-in twin not in the sample (first and last parameter set of each "
+                                   "gpu test; DMLQ_STAND_IN_ALL=1 runs all)")
+    for twins in groups.values():
+        keep = {0, len(twins) - 1} if STAND_IN_PER_FUNCTION == 2 else {0}
+        for i, item in enumerate(twins):
+            if i not in keep:
+                item.add_marker(skip)
+
+
 def pytest_collection_modifyitems(config, items):
+    _sample_stand_in_twins(items)
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="no CUDA GPU (cupy.cuda.runtime.getDeviceCount() failed or is 0)")

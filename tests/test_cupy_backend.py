@@ -39,3 +39,29 @@ def test_host_device_occupancy_follows_shared_memory(host_device):
 
     with pytest.raises(KernelFault, match="fits on no SM"):
         host_device.resident_blocks("elementwise.cu", "k", 256, 228 * 1024)
+
+
+def test_host_scale_arrays_reach_the_kernels_as_device_arrays(cupy_stand_in, rng):
+    """Defect 4: a NumPy scale or zero point given to the backend went to the
+    kernel where it takes a pointer: the harness took the host address as a
+    device pointer, CuPy 14 packs a 1-element NumPy array by value (4 bytes
+    for an 8-byte pointer) and refuses a larger one. Now copied to the device."""
+    from dmlq.gpu import avgpool, matmul
+
+    cp = cupy_stand_in
+    a = rng.integers(0, 256, (5, 40), dtype=u8)
+    b = rng.integers(-128, 128, (40, 9), dtype=i8)
+    params = (np.float32([0.02]), np.uint8([3]), rng.uniform(0.01, 0.1, 9).astype(f32), None, np.float32([0.5]),
+              np.int8([1]))
+    want = R.quantized_matmul(a, *params[:2], b, *params[2:], np.empty((5, 9), i8))
+    out = cp.empty((5, 9), i8)
+    matmul.quantized_matmul(cp.asarray(a), *params[:2], cp.asarray(b), *params[2:], out)
+    np.testing.assert_array_equal(out.get(), want)
+    img = rng.integers(0, 256, (1, 3, 6, 6), dtype=u8)
+    pool = ((2, 2), (2, 2), (0, 0), (0, 0), (1, 1), False)
+    scales = (rng.uniform(0.1, 1, 3).astype(f32), np.uint8([4]), np.float32([0.3]), np.uint8([9]))
+    want = np.empty((1, 3, 3, 3), u8)
+    R.quantized_avg_pool(img, *scales, want, *pool)
+    out = cp.empty((1, 3, 3, 3), u8)
+    avgpool.quantized_avg_pool(cp.asarray(img), *scales, out, *pool)
+    np.testing.assert_array_equal(out.get(), want)

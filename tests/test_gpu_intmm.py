@@ -1,6 +1,6 @@
 """dmlq.matmul_integer / matmul_integer_to_float on the GPU path: cuda/matmul_stream.cu run by the
-host harness (tests/cuda_host) through the public functions with stand-in arrays
-(tests/gpu_stand_in.py), byte for byte against the NumPy reference on seeded random inputs and
+host harness (tests/cuda_host) through the public functions on CuPy arrays of the cupy stand-in
+(tests/cupy_stand_in), byte for byte against the NumPy reference on seeded random inputs and
 the contract's edge cases."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dmlq
-import gpu_stand_in as S
+import cupy_stand_in as S
 from dmlq.gpu import intmm as G
 from conftest import poison
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
@@ -18,19 +18,19 @@ I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.floa
 
 
 def dev(x):
-    return S.to_device(x) if isinstance(x, np.ndarray) else x
+    return S.module.asarray(x) if isinstance(x, np.ndarray) else x
 
 
 def same(fn, *args, **kwargs):
     """fn on stand-ins, into a poisoned out, equals fn on NumPy arrays (dtype, shape, every byte)."""
     want = fn(*args, **kwargs)
-    out = S.to_device(poison(np.empty(want.shape, want.dtype)))
+    out = S.module.asarray(poison(np.empty(want.shape, want.dtype)))
     got = fn(*(dev(a) for a in args), **kwargs, out=out)
     assert got is out
-    np.testing.assert_array_equal(np.asarray(got).view(np.uint8), want.view(np.uint8))
+    np.testing.assert_array_equal(got.get().view(np.uint8), want.view(np.uint8))
     fresh = fn(*(dev(a) for a in args), **kwargs)  # and into a new array
-    assert type(fresh) is S.StandIn and fresh.dtype == want.dtype
-    np.testing.assert_array_equal(np.asarray(fresh).view(np.uint8), want.view(np.uint8))
+    assert type(fresh) is S.module.ndarray and fresh.dtype == want.dtype
+    np.testing.assert_array_equal(fresh.get().view(np.uint8), want.view(np.uint8))
 
 
 def q(rng, dt, shape):

@@ -88,6 +88,85 @@ def test_mutant_mma_k_tail_multiple_of_16_in_place(host, rng, M, K, N):
     assert any(c[0].startswith("matmul_mma") for c in host.calls)
 
 
+class _ChangedMmaLaunches:
+    """The host harness, with each tensor-core main launch changed by
+    ``change(grid, args) -> (grid, args)`` before it runs (a test double of the
+    device: dmlq's launchers and plans run unchanged)."""
+
+    def __init__(self, host, change):
+        self.host, self.change = host, change
+
+    def __getattr__(self, name):  # xp, ptr, is_array, info, resident_blocks, register
+        return getattr(self.host, name)
+
+    def launch(self, source, name, grid, block, args, shared_mem=0):
+        if name.startswith("matmul_mma<"):
+            grid, args = self.change(tuple(grid), list(args))
+        self.host.launch(source, name, grid, block, args, shared_mem)
+
+
+def _mma_case(rng, M, K, N):
+    a = aligned16(qvals(rng, (M, K), "uint8"))
+    b = aligned16(qvals(rng, (K, N), "int8"))
+    params = (np.float32([0.02]), np.uint8([3]), np.float32([0.5]), None, np.float32([K * 2.0]), np.int8([1]))
+    want = ref.quantized_matmul(a, *params[:2], b, *params[2:], np.empty((M, N), np.int8))
+    return a, b, params, want
+
+
+# Blocks past the last tile (lin >= tiles * splits) return at once. dmlq's
+# launcher sizes the grid to the tiles exactly, so only a grid with more blocks
+# than tiles (a folded 2-D grid, e.g. above 65,535 tiles) reaches the guard:
+# here one more row of blocks. With split-K such a block would compute split
+# = splits and write past the partial sums (an ASan report). Found by: `lin >=
+# tiles * splits` -> `lin > tiles * splits` surviving every test.
+def test_mutant_mma_blocks_past_the_last_tile_return(host, rng):
+    from dmlq.gpu import device, matmul
+
+    if "mma-128x128" not in matmul.VARIANTS:
+        pytest.skip("mma kernel source absent")
+    a, b, params, want = _mma_case(rng, 130, 256, 72)
+    seen = []
+
+    def one_more_row(grid, args):
+        seen.append(grid)
+        return (grid[0], grid[1] + 1, grid[2]), args
+
+    out = poisoned(want.shape, np.int8)
+    with device.using(_ChangedMmaLaunches(host, one_more_row)):
+        matmul.quantized_matmul(a, *params[:2], b, *params[2:], out, variant="mma-128x128", splits=2)
+    np.testing.assert_array_equal(out, want)
+    assert seen and seen[0][1] == 2 * 2  # two row tiles, two splits: the guard met one more row
+
+
+# The launcher pads operands that cp.async cannot read at its width, so the
+# kernel's misalignment __trap is reached only by a launch with a misaligned
+# A: here A one byte past a 16-byte boundary under the 16-byte copy width.
+# Found by: `& (VEC - 1)` -> `& (VEC - 2)` surviving (1 & 14 == 0).
+def test_mutant_mma_traps_on_a_misaligned_operand(host, rng):
+    from cuda_host.harness import KernelFault
+    from dmlq.gpu import device, matmul
+
+    if "mma-128x128" not in matmul.VARIANTS:
+        pytest.skip("mma kernel source absent")
+    a, b, params, want = _mma_case(rng, 40, 128, 48)
+    slack = aligned16(np.zeros(a.nbytes + 16, np.uint8))
+    slack[1:1 + a.nbytes] = a.reshape(-1).view(np.uint8)
+    names = []
+
+    def misaligned_a(grid, args):
+        host.register(slack)
+        args[0] = np.uint64(slack.ctypes.data + 1)
+        return grid, args
+
+    dev = _ChangedMmaLaunches(host, misaligned_a)
+    launch = dev.launch
+    dev.launch = lambda source, name, *rest: (names.append(name), launch(source, name, *rest))
+    with device.using(dev), pytest.raises(KernelFault, match=r"__trap\(\) at .*matmul_mma"):
+        matmul.quantized_matmul(a, *params[:2], b, *params[2:], poisoned(want.shape, np.int8),
+                                variant="mma-128x128")
+    assert [n for n in names if n.startswith("matmul_mma<")][0].endswith(", 16>")
+
+
 # ------------------------------------------------------------ avgpool.cu
 
 # avgpool_general walks planes p = (n*C + c)*OD + od by a grid stride, advancing

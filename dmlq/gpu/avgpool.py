@@ -293,6 +293,8 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
                        strides, start_padding, end_padding, dilations, include_padding, *,
                        variant=None):
     params = (window_size, strides, start_padding, end_padding, dilations, include_padding)
+    x_scale, x_zero_point, out_scale, out_zero_point = map(device.on_device, (x_scale, x_zero_point, out_scale,
+                                                                              out_zero_point))
     memo_key = (*device_key(), variant, key(x), key(out), _c_contiguous(out), param_key(params),
                 *map(key, (x_scale, x_zero_point, out_scale, out_zero_point)))
     runner = _memo.get(memo_key, lambda: bind_quantized_avg_pool(

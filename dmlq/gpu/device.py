@@ -322,6 +322,17 @@ def xp():
     return current().xp()
 
 
+def on_device(v):
+    """A scale or zero point a kernel reads through a pointer, on the device in
+    use: a host (NumPy) array or scalar is copied there. Passed as it is, CuPy
+    would send a 1-element NumPy array by value where the kernel takes a
+    pointer, and refuse a larger one."""
+    dev = current()
+    if v is None or dev.is_array(v):
+        return v
+    return dev.xp().asarray(v)
+
+
 def ptr(a) -> int:
     return Fresh.ADDRESS if type(a) is Fresh else current().ptr(a)
 

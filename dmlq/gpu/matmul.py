@@ -610,6 +610,8 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                      out_scale, out_zero_point, out, *, variant=None, splits=None):
     """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
     _check_options(variant, splits)  # before the memo key asks the device anything
+    a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point = map(
+        device.on_device, (a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point))
     args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
     memo_key = (*device_key(), variant, splits, _geometry(a), _geometry(b), key(out), _direct_out(out, a, b),
                 *map(key, (a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point)))

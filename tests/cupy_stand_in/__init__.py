@@ -126,8 +126,7 @@ def forget_dmlq_state():
     loader._functions.clear()
     device._info_for.cache_clear()
     device.CupyBackend._cupy.cache_clear()
-    for name in ("backend", "_DEFAULT", "DEFAULT"):
-        be = getattr(device, name, None)
+    for be in {device.default, device.current()}:
         for cache in ("_opted_in", "_occupancy"):
             getattr(be, cache, {}).clear()
     device.release_workspaces()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -322,6 +323,7 @@ class Stream:
 
     def record(self, event=None):
         event = Event() if event is None else event
+        event.record(self)
         return event
 
     def wait_event(self, event):
@@ -398,11 +400,17 @@ def _submit(fn, stream=None):
 
 
 class Event:
+    """Work runs at once on the stand-in, so an event's time is the host clock
+    when it is recorded (or, during a capture, when the graph reaches it)."""
+
     def __init__(self, block=False, disable_timing=False, interprocess=False):
         self.ptr = next(_handles)
+        self._time = None
 
     def record(self, stream=None):
-        return None
+        def stamp():
+            self._time = time.perf_counter()
+        _submit(stamp, stream)
 
     def synchronize(self):
         _synchronize("cudaEventSynchronize")
@@ -413,7 +421,9 @@ class Event:
 
 
 def get_elapsed_time(start_event, end_event):
-    return 0.0
+    if start_event._time is None or end_event._time is None:
+        raise CUDARuntimeError(600, "cudaErrorNotReady: an event was not recorded")
+    return (end_event._time - start_event._time) * 1e3  # milliseconds
 
 
 # ------------------------------------------------------------------ runtime, driver, nvrtc

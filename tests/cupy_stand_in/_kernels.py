@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import threading
 import weakref
 
 import numpy as np
@@ -35,6 +36,7 @@ _ptrs = itertools.count(0xF0000)
 _functions_by_ptr: "weakref.WeakValueDictionary[int, Function]" = weakref.WeakValueDictionary()
 
 _harness = {}  # "device": the shared HostDevice
+_harness_lock = threading.RLock()
 
 
 def harness_device():
@@ -137,7 +139,8 @@ class _Module:
 
     def __init__(self, source: str, device_id: int):
         self.source, self.device_id = source, device_id
-        self.kernels = harness_device().runner(source).kernels  # name -> (index, signature)
+        with _harness_lock:
+            self.kernels = harness_device().runner(source).kernels  # name -> (index, signature)
 
 
 class Function:
@@ -211,14 +214,15 @@ def _launch(fn: Function, grid, block, packed, shared_mem, stream):
     source = fn.module.source
 
     def run():
-        hd.regions.clear()
-        for mem in holding:
-            hd.register(mem.buf)
-        try:
-            hd.launch(source, name, grid, block, converted, shared_mem)
-        finally:
+        with _harness_lock:  # one launch at a time through the runner pipes (threads share them)
             hd.regions.clear()
-        launches.append((name, grid, block, shared_mem, stream.ptr, dev))
+            for mem in holding:
+                hd.register(mem.buf)
+            try:
+                hd.launch(source, name, grid, block, converted, shared_mem)
+            finally:
+                hd.regions.clear()
+            launches.append((name, grid, block, shared_mem, stream.ptr, dev))
 
     _cuda._submit(run if settings["run"] else (lambda: None), stream)
 
