@@ -39,11 +39,10 @@ def _on_stand_in(item) -> bool:
     return STAND_IN in (params.get("cupy_twin"), params.get("dev"), params.get("host"))
 
 
-# Stand-in twins per gpu test function: all of its parameter sets on a GPU, the
-# first and the last on the stand-in (every thread of every kernel runs on the
-# CPU there; the host tests already run the same launchers on the harness), so
-# every gpu test starts in CI. DMLQ_STAND_IN_ALL=1 runs every stand-in twin.
-STAND_IN_PER_FUNCTION = 2
+# Stand-in twins per gpu test function: all of its parameter sets on a GPU, a
+# sample on the stand-in (every thread of every kernel runs on the CPU there;
+# the host tests already run the same launchers on the harness), so every gpu
+# test starts in CI. DMLQ_STAND_IN_ALL=1 runs every stand-in twin.
 
 
 def _sample_stand_in_twins(items):
@@ -55,10 +54,13 @@ def _sample_stand_in_twins(items):
     for item in items:
         if "gpu" in item.keywords and _on_stand_in(item):
             groups.setdefault((item.module.__name__, item.originalname), []).append(item)
-    skip = pytest.mark.skip(reason="stand-in twin not in the sample (first and last parameter set of each "
-                                   "gpu test; DMLQ_STAND_IN_ALL=1 runs all)")
+    skip = pytest.mark.skip(reason="stand-in twin not in the sample (DMLQ_STAND_IN_ALL=1 runs all)")
     for twins in groups.values():
-        keep = {0, len(twins) - 1} if STAND_IN_PER_FUNCTION == 2 else {0}
+        # gpu tests proper: the first and the last parameter set; the GPU mirror of
+        # a host test (the host and dev fixtures' twins): the first (the host
+        # parameter already runs every case on the harness)
+        own = twins[0].callspec.params.get("cupy_twin") == STAND_IN
+        keep = {0, len(twins) - 1} if own else {0}
         for i, item in enumerate(twins):
             if i not in keep:
                 item.add_marker(skip)
@@ -166,14 +168,31 @@ def gpu_mirror_device():
     return harness.GpuMirrorDevice()
 
 
-@pytest.fixture(params=["host", pytest.param("gpu", marks=pytest.mark.gpu)])
-def host(request, monkeypatch):
+@pytest.fixture(params=["host", pytest.param("gpu", marks=pytest.mark.gpu),
+                        pytest.param(STAND_IN, marks=pytest.mark.gpu)])
+def host(request):
     """dmlq.gpu's launchers on NumPy test cases, for one test: on the host
-    harness, and (where a GPU is present) the same cases on the GPU."""
+    harness, and (where a GPU is present) the same cases on the GPU; the GPU
+    case's twin mirrors them through the cupy stand-in."""
+    import contextlib
+
     from dmlq.gpu import device
 
-    dev = request.getfixturevalue("host_device" if request.param == "host" else "gpu_mirror_device")
-    dev.forget()
-    with device.using(dev):
-        yield dev
-    dev.forget()
+    stand_in = contextlib.nullcontext()
+    if request.param == STAND_IN:
+        request.getfixturevalue("host_device")
+        import cupy_stand_in
+
+        stand_in = cupy_stand_in.installed()
+    with stand_in:
+        if request.param == "host":
+            dev = request.getfixturevalue("host_device")
+        else:
+            from cuda_host import harness
+
+            dev = request.getfixturevalue("gpu_mirror_device") if request.param == "gpu" else \
+                harness.GpuMirrorDevice()
+        dev.forget()
+        with device.using(dev):
+            yield dev
+        dev.forget()

@@ -762,8 +762,12 @@ def test_forced_variant_that_cannot_run_raises():
     with pytest.raises(ValueError):  # x in Fortran order, out in C order
         ew.quantize_linear(cupy.zeros((6, 4), F32).T, cupy.ones((), F32), None, out,
                            variant="contig")
+    # a scale varying along two axes that do not merge into one (a full (4, 6) scale
+    # merges with x into one axis of 24: the axis kernel runs it; found by the
+    # stand-in twin, as this test had never run)
     with pytest.raises(ValueError):
-        ew.quantize_linear(x, cupy.ones((4, 6), F32), None, out, variant="axis")
+        ew.quantize_linear(cupy.zeros((4, 6, 5), F32), cupy.ones((4, 1, 5), F32), None,
+                           cupy.empty((4, 6, 5), U8), variant="axis")
     a = cupy.zeros((4, 6), U8)
     with pytest.raises(ValueError):
         ew.quantized_add(a, cupy.ones(1, F32), None, a, cupy.ones(1, F32), None,
