@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import cupy_stand_in as S
-from cupy_stand_in import _cuda, _kernels
+from cupy_stand_in import _array, _cuda, _kernels  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,7 @@ def _real_class(real, cls):
         _cuda.Memory: real.cuda.Memory, _cuda.MemoryPointer: real.cuda.MemoryPointer,
         _cuda.MemoryPool: real.cuda.MemoryPool, _cuda.Graph: real.cuda.graph.Graph,
         _kernels.RawKernel: real.RawKernel, _kernels.RawModule: real.RawModule,
-        _kernels.Function: real.cuda.function.Function,
+        _kernels.Function: real.cuda.function.Function, S._array.Generator: real.random.Generator,
         _cuda.CUDARuntimeError: real.cuda.runtime.CUDARuntimeError,
         _cuda.CUDADriverError: real.cuda.driver.CUDADriverError,
     }[cls]

@@ -59,7 +59,8 @@ def _build() -> dict:
         Memory=_cuda.Memory, MemoryPointer=_cuda.MemoryPointer, MemoryPool=_cuda.MemoryPool,
         alloc=_cuda.alloc, get_device_id=_cuda.get_device_id))
     rnd = _array._Random()
-    random = mod("cupy.random", dict(randint=rnd.randint, seed=rnd.seed))
+    random = mod("cupy.random", dict(randint=rnd.randint, seed=rnd.seed, Generator=_array.Generator,
+                                     default_rng=_array.Generator))
     names = {n: getattr(np, n) for n in _NUMPY_TYPES}
     names.update({n: getattr(_array, n) for n in (
         "ndarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "full_like", "arange",

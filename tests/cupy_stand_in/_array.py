@@ -505,6 +505,25 @@ def stack(tup, axis=0, out=None, *, dtype=None, casting="same_kind"):
     return _result(np.stack([_typed(t, "tup") for t in tup], axis=axis, dtype=dtype))
 
 
+class Generator:
+    """cupy.random.Generator: NumPy's generator, its draws made device arrays."""
+
+    def __init__(self, seed=None):
+        self._rng = np.random.default_rng(seed)
+
+    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
+        return _result(self._rng.integers(low, high, size, dtype=dtype, endpoint=endpoint))
+
+    def standard_normal(self, size=None, dtype=np.float64, out=None):
+        return _result(self._rng.standard_normal(size, dtype=dtype))
+
+    def random(self, size=None, dtype=np.float64, out=None):
+        return _result(self._rng.random(size, dtype=dtype))
+
+    def uniform(self, low=0.0, high=1.0, size=None, dtype=np.float64):
+        return _result(self._rng.uniform(low, high, size).astype(dtype))
+
+
 class _Random:
     """cupy.random: a seeded host generator (the stand-in's draws are not CuPy's)."""
 
