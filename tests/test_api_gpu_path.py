@@ -99,7 +99,7 @@ def test_repeated_calls_reuse_one_runner(gpu, rng):
         dmlq.quantized_matmul(a, 0.02, 3, b, ws, None, 0.5, i8(0))
         dmlq.quantize_linear(x, 0.02, 128)
     assert _runners() == (2, 2)
-    assert S.stats["uploads"] == 4 + 3  # the operands; the matmul's a_scale, a_zero_point, out_scale once
+    assert S.counts["uploads"] == 4 + 3  # the operands; the matmul's a_scale, a_zero_point, out_scale once
     names = _names()
     assert len(names) == 9 and names[:3] == names[3:6] == names[6:]  # column sums, matmul, quantize
     # another alignment is another runner (the vector head and cp.async width depend on it)
@@ -195,11 +195,11 @@ def test_identical_devices_get_their_own_runners(gpu, rng):
     seen = set()
     for dev in (0, 1, 0):
         with gpu.cuda.Device(dev):
-            S.stats["uploads"] = 0
+            S.counts["uploads"] = 0
             same(dmlq.quantized_matmul, a, 0.02, 3, b, 0.04, None, 0.5, i8(1))
             same(dmlq.quantize_linear, x, 0.02, 128)
             # a, b and x; the matmul's five scalar constants only on a device's first call
-            assert S.stats["uploads"] == 3 + (0 if dev in seen else 5)
+            assert S.counts["uploads"] == 3 + (0 if dev in seen else 5)
             seen.add(dev)
     assert sorted({launch[5] for launch in S.launches}) == [0, 1]
 

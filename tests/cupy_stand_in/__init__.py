@@ -31,7 +31,7 @@ import numpy as np
 
 from . import _array, _cuda, _kernels
 
-__all__ = ["install", "uninstall", "installed", "module", "launches", "stats", "reset", "forget_dmlq_state"]
+__all__ = ["install", "uninstall", "installed", "module", "launches", "counts", "reset", "forget_dmlq_state"]
 
 _NUMPY_TYPES = ("bool_", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
                 "float16", "float32", "float64", "complex64", "complex128", "dtype", "nan", "inf",
@@ -78,7 +78,7 @@ _saved: list = []
 
 module = _MODULES["cupy"]
 launches = _kernels.launches
-stats = _array.stats
+counts = _array.counts
 
 
 def install(run_kernels: bool = True):
@@ -107,7 +107,7 @@ def reset():
     _cuda._tls.device = 0
     _cuda._tls.streams.clear()
     launches.clear()
-    stats["uploads"] = 0
+    counts["uploads"] = 0
     dev = _kernels._harness.get("device")
     if dev is not None:
         dev.forget()

@@ -19,7 +19,7 @@ import numpy as np
 from . import _cuda
 
 
-stats = {"uploads": 0}  # host-to-device copies (tests count them)
+counts = {"uploads": 0}  # host-to-device copies (tests count them)
 
 
 def _shape(shape) -> tuple:
@@ -54,7 +54,7 @@ def _new(shape, dtype, order="C") -> "ndarray":
 def _from_host(values, dtype=None, order="K") -> "ndarray":
     """A device copy of host values (NumPy arrays, scalars, lists): cudaMemcpy."""
     _cuda._refuse_while_capturing("cudaMemcpy (host to device)")
-    stats["uploads"] += 1
+    counts["uploads"] += 1
     h = np.asarray(values, dtype=dtype)
     layout = np.empty_like(h, order=order)
     mem = _cuda.Memory(h.nbytes)

@@ -231,14 +231,18 @@ settings = {"run": True}  # False: launches are checked and packed, and then do 
 launches: list = []  # (name, grid, block, shared_mem, stream handle, device) per launch run
 
 
+def _check_options(options):
+    """Cython's check of ``tuple options`` in RawKernel and RawModule."""
+    if not isinstance(options, tuple):
+        raise TypeError(f"Argument 'options' has incorrect type (expected tuple, got {type(options).__name__})")
+
+
 class RawKernel:
     def __init__(self, code, name, options=(), backend="nvrtc", *, translate_cucomplex=False,
                  enable_cooperative_groups=False, jitify=None):
         if not isinstance(code, str) or not isinstance(name, str):
             raise TypeError("RawKernel: code and name must be str")
-        if not isinstance(options, tuple):
-            raise TypeError(f"Argument 'options' has incorrect type (expected tuple, got "
-                            f"{type(options).__name__})")
+        _check_options(options)
         self.code, self.name, self.options, self.backend = code, name, options, backend
         self.enable_cooperative_groups = enable_cooperative_groups
         self.name_expressions = None
@@ -285,9 +289,7 @@ class RawModule:
             raise TypeError("Exactly one of `code` and `path` keyword arguments must be given.")
         if path is not None:
             raise NotImplementedError("cupy stand-in: RawModule(path=...) (dmlq compiles from code)")
-        if not isinstance(options, tuple):
-            raise TypeError(f"Argument 'options' has incorrect type (expected tuple, got "
-                            f"{type(options).__name__})")
+        _check_options(options)
         self.code, self.file_path, self.options, self.backend = code, None, options, backend
         self.enable_cooperative_groups = enable_cooperative_groups
         self.name_expressions = None if name_expressions is None else tuple(name_expressions)
