@@ -239,12 +239,6 @@ MUTATIONS: list[Mutation] = [
     M("matmul_mma.cu", "make_int4(acc[mi + 2][2 * p][2 * h], acc[mi + 2][2 * p + 1][2 * h],",
       "make_int4(acc[mi + 1][2 * p][2 * h], acc[mi + 2][2 * p + 1][2 * h],",
       "epilogue pass 1 stages acc[mi + 1] for one column (index off by one)", "index"),
-    M("matmul_mma.cu", "  if (lin >= tiles * splits) return;", "  if (lin > tiles * splits) return;",
-      "blocks past the last tile: `lin >= tiles * splits` -> `>` (a grid with more blocks than tiles)",
-      "comparison"),
-    M("matmul_mma.cu", "static_cast<unsigned long long>(ldb)) & (VEC - 1)) != 0)",
-      "static_cast<unsigned long long>(ldb)) & (VEC - 2)) != 0)",
-      "misalignment __trap mask `& (VEC - 1)` -> `& (VEC - 2)`", "index"),
     M("avgpool.cu", "    if (a + b >= lo && a + b < hi)", "    if (a + b >= lo && a + b <= hi)",
       "load_word_masked: `a + b < hi` -> `<= hi` (one byte past the row)", "comparison"),
     M("avgpool.cu", "  return b == 1 ? a : (a - 1) / b + 1;", "  return b == 1 ? a : a / b + 1;",
@@ -332,6 +326,13 @@ MUTATIONS: list[Mutation] = [
       "int32 partials over 65536 terms (overflow)", "tile constant"),
     M("matmul_stream.cu", "bias[off[5] + static_cast<int64>(m) * N + n]", "bias[off[5] + n]",
       "bias row 0 for every row", "index"),
+    # issue 24, defect 10: survivors of every test before test_host_mutants.py's mma guard cases
+    M("matmul_mma.cu", "  if (lin >= tiles * splits) return;", "  if (lin > tiles * splits) return;",
+      "blocks past the last tile: `lin >= tiles * splits` -> `>` (a grid with more blocks than tiles)",
+      "comparison"),
+    M("matmul_mma.cu", "static_cast<unsigned long long>(ldb)) & (VEC - 1)) != 0)",
+      "static_cast<unsigned long long>(ldb)) & (VEC - 2)) != 0)",
+      "misalignment __trap mask `& (VEC - 1)` -> `& (VEC - 2)`", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu")
