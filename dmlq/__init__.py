@@ -14,6 +14,7 @@ from .errors import DescError, UnsupportedError
 from .intmm import matmul_integer, matmul_integer_to_float
 from . import frameworks as _frameworks  # noqa: F401  (torch tensors and dask arrays; imports neither)
 from .operator import Operator, compile_operator
+from .packing import Packed, pack, unpack
 
 __version__ = "0.1.0"
 
@@ -58,4 +59,5 @@ __all__ = [
     "Operator", "DescError", "UnsupportedError", "quantize_linear", "dequantize_linear",
     "quantized_add", "quantized_matmul", "quantized_avg_pool",
     "matmul_integer", "matmul_integer_to_float", "kernel_plan", "compile_all", "__version__",
+    "Packed", "pack", "unpack",
 ]

@@ -12,9 +12,11 @@ import itertools
 
 import numpy as np
 
-from .dtypes import qrange
+from . import floatconv
+from .qtypes import BFLOAT16, BFLOAT16_DTYPE, is_qtype, qtype
 
 _F32 = np.float32
+_F16 = np.dtype(np.float16)
 
 
 def _zp(zero_point):
@@ -25,7 +27,8 @@ def _zp(zero_point):
 def round_saturate(t, zero_point, dtype):
     """docs/semantics.md "Requantizing a value", steps 2-4 on t = v / s (float32): NaN -> zp,
     rint, clamp in float to [qmin - zp, qmax - zp], add zp."""
-    qmin, qmax = qrange(dtype)
+    q = qtype(dtype)
+    qmin, qmax = q.qmin, q.qmax
     zp = _zp(zero_point)
     t = np.asarray(t, dtype=_F32)
     nan = np.isnan(t)
@@ -41,23 +44,76 @@ def requantize(v, scale, zero_point, dtype):
     return round_saturate(t, zero_point, dtype)
 
 
+def to_float32(a):
+    """float32 of an array: float16 and bfloat16 exactly (bfloat16 from its bits),
+    integers rounded to nearest (ties to even)."""
+    a = np.asarray(a)
+    if a.dtype == BFLOAT16_DTYPE:
+        return floatconv.decode(a.view(np.uint16), BFLOAT16)
+    return a.astype(_F32)
+
+
+def round_float32(v, dtype):
+    """float32 values rounded once, ties to even, to float32, float16 or bfloat16
+    (overflow to inf)."""
+    dtype = np.dtype(dtype)
+    if dtype == BFLOAT16_DTYPE:
+        return floatconv.encode(v, BFLOAT16, saturate=False).view(dtype)
+    with np.errstate(over="ignore"):  # float16 overflow to inf is the defined result
+        return np.asarray(v, _F32).astype(dtype)
+
+
 def _dequantize_f32(q, zero_point, scale):
-    """float32(int64(q) - int64(zp)) * float32(scale)."""
-    diff = (np.asarray(q).astype(np.int64) - _zp(zero_point)).astype(_F32)
+    """float32(int64(q) - int64(zp)) * float32(scale); for a float8/float4 q, its
+    code decoded exactly times the scale (its zero point is zero: docs/semantics.md)."""
+    q = np.asarray(q)
+    if is_qtype(q.dtype) and qtype(q.dtype).is_float:
+        diff = floatconv.decode(q.view(np.uint8), qtype(q.dtype).fmt)
+    else:
+        diff = (q.astype(np.int64) - _zp(zero_point)).astype(_F32)
     with np.errstate(all="ignore"):
-        return np.multiply(diff, np.asarray(scale).astype(_F32), dtype=_F32)
+        return np.multiply(diff, to_float32(scale), dtype=_F32)
 
 
-def quantize_linear(x, scale, zero_point, out):
-    x32 = np.asarray(x).astype(_F32)  # float16 exact; int32 round-to-nearest
-    out[...] = requantize(x32, np.asarray(scale).astype(_F32), zero_point, out.dtype)
+def quotient(x, scale, precision=None):
+    """t = x / scale (docs/semantics.md): float32 division, or with ``precision``
+    float16/bfloat16 both operands and the quotient rounded to that type."""
+    x32 = to_float32(x)  # float16/bfloat16 exact; int32 round-to-nearest
+    s32 = to_float32(scale)
+    p = None if precision is None else np.dtype(precision)
+    if p is not None and p != np.dtype(_F32):
+        x32, s32 = to_float32(round_float32(x32, p)), to_float32(round_float32(s32, p))
+    with np.errstate(all="ignore"):
+        t = np.divide(x32, s32, dtype=_F32)
+    if p is not None and p != np.dtype(_F32):
+        t = to_float32(round_float32(t, p))
+    return t
+
+
+def quantize_linear(x, scale, zero_point, out, saturate=True, precision=None):
+    """Any quantized out.dtype (docs/semantics.md); a float8/float4 output takes no
+    zero point (the caller refuses a nonzero one)."""
+    q = qtype(out.dtype)
+    t = quotient(x, scale, precision)
+    if q.is_float:
+        out[...] = floatconv.encode(t, q.fmt, saturate).view(q.dtype)
+    else:
+        out[...] = round_saturate(t, zero_point, out.dtype)
     return out
 
 
 def dequantize_linear(q, scale, zero_point, out):
-    with np.errstate(over="ignore"):  # float16 overflow to inf is the defined result
-        out[...] = _dequantize_f32(q, zero_point, scale).astype(out.dtype)
+    out[...] = round_float32(_dequantize_f32(q, zero_point, scale), out.dtype)
     return out
+
+
+def expand_blocks(v, shape, axis, block_size):
+    """A blocked scale or zero point (``ceil(D / block_size)`` entries on ``axis``)
+    repeated to ``shape``: element i along the axis takes entry i // block_size."""
+    if v is None:
+        return None
+    v = np.asarray(v)
+    return np.repeat(v, block_size, axis=axis)[(slice(None),) * axis + (slice(0, shape[axis]),)]
 
 
 def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point,

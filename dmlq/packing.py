@@ -1,0 +1,140 @@
+"""Packed 4-bit and 2-bit tensors: ``dmlq.pack`` / ``dmlq.unpack`` and ``dmlq.Packed``.
+
+A packed tensor is the bytes ONNX stores for an INT4/UINT4/FLOAT4E2M1 (two
+elements a byte) or INT2/UINT2 (four a byte) tensor: the elements in C order,
+element ``i`` in bits ``(i % k) * bits`` and up of byte ``i // k`` (the first
+element in the low bits), the unused high bits of the last byte zero. A
+:class:`Packed` carries those bytes (a 1-D uint8 array of
+``ceil(size * bits / 8)`` bytes, NumPy or CuPy) with the logical ``shape`` and
+``dtype`` they stand for. The functions use only array operations that NumPy and
+CuPy share, so they pack and unpack on either side.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Tuple
+
+import numpy as np
+
+from .qtypes import QType, qtype
+
+
+class Packed(NamedTuple):
+    """Sub-byte elements packed as ONNX packs them (see :mod:`dmlq.packing`).
+
+    data: 1-D uint8 array (NumPy or CuPy) of ``ceil(size * bits / 8)`` bytes.
+    shape: the logical shape. dtype: the element type's QType name (``"int4"``).
+    """
+
+    data: object
+    shape: Tuple[int, ...]
+    dtype: str
+
+    @property
+    def qtype(self) -> QType:
+        return qtype(self.dtype)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return packed_nbytes(self.size, self.qtype)
+
+
+def packed_nbytes(size: int, q) -> int:
+    """Bytes that ``size`` elements of type ``q`` take packed."""
+    q = qtype(q)
+    return (size * q.bits + 7) // 8
+
+
+def _xp(a):
+    return np if isinstance(a, np.ndarray) else __import__("cupy")
+
+
+def _sub_byte(q, what):
+    if not q.packed:
+        raise TypeError(f"{what}: only the 4-bit and 2-bit types are packed (int4, uint4, float4_e2m1fn, "
+                        f"int2, uint2); {q.name} already takes one byte per element")
+
+
+def pack(x, dtype=None) -> Packed:
+    """Pack an int4/uint4/float4_e2m1fn/int2/uint2 array as ONNX does.
+
+    ``x`` holds one element per byte: an array of the ml_dtypes type (NumPy), or,
+    with ``dtype=`` naming the type, a uint8 array of its codes (the low 4 or 2
+    bits; the others must be 0 -- a CuPy array of codes, for example).
+    """
+    if isinstance(x, Packed):
+        raise TypeError("pack: x is already a dmlq.Packed")
+    if dtype is None:
+        q = qtype(getattr(x, "dtype", None), "pack: x's dtype")
+        _sub_byte(q, "pack")
+        codes = x.view(np.uint8)
+    else:
+        q = qtype(dtype, "pack: dtype")
+        _sub_byte(q, "pack")
+        xdt = np.dtype(getattr(x, "dtype", None) or np.float64)
+        if xdt == q.dtype:
+            codes = x.view(np.uint8)
+        elif xdt == np.uint8:
+            codes = x
+            if codes.size and bool((codes >> q.bits).any()):
+                raise ValueError(f"pack: x holds codes of more than {q.bits} bits; a {q.name} code is "
+                                 f"0 ... {(1 << q.bits) - 1}")
+        else:
+            raise TypeError(f"pack: x must be a {q.name} array or a uint8 array of {q.name} codes "
+                            f"(got dtype {xdt})")
+    xp = _xp(codes)
+    per = 8 // q.bits
+    flat = xp.ascontiguousarray(codes).reshape(-1) & ((1 << q.bits) - 1)
+    n = flat.size
+    padded = xp.zeros(-(-n // per) * per, np.uint8)
+    padded[:n] = flat
+    groups = padded.reshape(-1, per)
+    out = groups[:, 0].copy()
+    for k in range(1, per):
+        out |= groups[:, k] << (k * q.bits)
+    return Packed(out, tuple(int(s) for s in codes.shape), q.name)
+
+
+def unpack(packed, shape=None, dtype=None, *, codes: bool = False):
+    """The elements of a packed tensor, one per byte.
+
+    ``unpack(p)`` for a :class:`Packed`, or ``unpack(data, shape, dtype)`` for the
+    bytes alone. Returns an array of the ml_dtypes type (NumPy), or with
+    ``codes=True`` (and always for CuPy, which has no such dtype) a uint8 array
+    of the codes, sign bits not extended.
+    """
+    if isinstance(packed, Packed):
+        if shape is not None or dtype is not None:
+            raise TypeError("unpack: a dmlq.Packed carries its shape and dtype; pass it alone")
+        data, shape, dtype = packed
+    else:
+        if shape is None or dtype is None:
+            raise TypeError("unpack: pass a dmlq.Packed, or the packed bytes with shape= and dtype=")
+        data = packed
+    q = qtype(dtype, "unpack: dtype")
+    _sub_byte(q, "unpack")
+    shape = tuple(int(s) for s in shape)
+    n = math.prod(shape)
+    if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1:
+        raise TypeError(f"unpack: the packed data must be a 1-D uint8 array (got "
+                        f"{type(data).__name__} {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
+    need = packed_nbytes(n, q)
+    if data.size != need:
+        raise ValueError(f"unpack: {n} {q.name} elements (shape {shape}) take {need} bytes packed; the data "
+                         f"holds {data.size}")
+    xp = _xp(data)
+    per = 8 // q.bits
+    mask = (1 << q.bits) - 1
+    parts = xp.stack([(data >> (k * q.bits)) & mask for k in range(per)], axis=1)
+    out = parts.reshape(-1)[:n].reshape(shape).astype(np.uint8)
+    if codes or xp is not np:
+        return out
+    return out.view(q.dtype)

@@ -1,0 +1,362 @@
+"""quantize_linear / dequantize_linear for every quantized type, ONNX opsets 21-25.
+
+:func:`dmlq.quantize_linear` and :func:`dmlq.dequantize_linear` hand a call here
+when it needs anything beyond DirectML's element-wise int8/uint8 operators: a type
+of :mod:`dmlq.qtypes` other than int8/uint8 (int16 ... float4_e2m1fn), a bfloat16
+input, scale or output, a dmlq.Packed input, ``axis=`` (ONNX's per-axis form),
+``block_size=`` (blocked scales), ``saturate=False`` or ``precision=``.
+docs/semantics.md "Quantized types beyond int8" is the contract. These calls run
+on the NumPy reference; GPU arrays get an UnsupportedError until the CUDA kernels
+for them exist. Every check raises before anything is computed and names the
+argument.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import dispatch, reference
+from .errors import DescError, UnsupportedError
+from .packing import Packed, unpack
+from .qtypes import BFLOAT16_DTYPE, CLASSIC, QTYPES, is_qtype, qtype
+
+F32, F16, I32, U32 = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.uint32))
+_FLOATS = tuple(d for d in (F32, F16, BFLOAT16_DTYPE) if d is not None)
+_FLOAT_NAMES = "float32, float16 or bfloat16"
+_CLASSIC_DTYPES = tuple(q.dtype for q in CLASSIC)
+_OLD_DEQ = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32"))
+
+
+# ------------------------------------------------------------------ routing
+
+def _dt(v):
+    return getattr(v, "dtype", None)
+
+
+def _new_type(dt) -> bool:
+    return dt is not None and (dt == BFLOAT16_DTYPE or (is_qtype(dt) and dt not in _CLASSIC_DTYPES))
+
+
+def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate, precision, out) -> bool:
+    """True when a quantize_linear call needs this module (see the module text)."""
+    if axis is not None or block_size is not None or precision is not None or saturate is not True:
+        return True
+    if dtype is not None and not (isinstance(dtype, str) and dtype in ("int8", "uint8")):
+        try:
+            if np.dtype(dtype) not in _CLASSIC_DTYPES:
+                return True
+        except TypeError:
+            return True  # an unknown name: qtype() reports it
+    zdt = _dt(zero_point)
+    if dtype is None and _new_type(zdt):
+        return True
+    return _new_type(_dt(x)) or _new_type(_dt(scale)) or (zdt is None and dtype is None and _new_type(_dt(out)))
+
+
+def dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out) -> bool:
+    """True when a dequantize_linear call needs this module."""
+    if axis is not None or block_size is not None or dtype is not None or isinstance(q, Packed):
+        return True
+    qdt = _dt(q)
+    if qdt is not None and qdt not in _OLD_DEQ and is_qtype(qdt):
+        return True
+    return _new_type(_dt(scale)) or _dt(out) == BFLOAT16_DTYPE
+
+
+# ------------------------------------------------------------------ operands
+
+def _gpu_refusal(f, what):
+    return UnsupportedError(
+        f"{f}: {what} on GPU arrays is not implemented yet: the CUDA kernels for the types beyond "
+        "int8/uint8, blocked and per-axis (axis=) scales, saturate and precision are still to be written "
+        "(the GPU runs int8/uint8 quantize and int8...uint32 dequantize with broadcast scales); pass NumPy "
+        "arrays (cupy.asnumpy(...)) to run these on the NumPy reference")
+
+
+def _host(f, name, v, float_role, what):
+    """One operand as a NumPy array (or None, or a Python int for a zero point)."""
+    if v is None:
+        return None
+    if isinstance(v, Packed):
+        if not isinstance(v.data, np.ndarray):
+            raise _gpu_refusal(f, what)
+        return unpack(v)
+    if dispatch.is_gpu(v):
+        raise _gpu_refusal(f, what)
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{f}: {name} must be a number or an array, not a bool (got {v!r})")
+    if isinstance(v, numbers.Number) and not isinstance(v, np.generic):
+        if not isinstance(v, numbers.Real):
+            raise TypeError(f"{f}: {name} must be a real number (got {type(v).__name__} {v!r})")
+        if float_role:
+            return np.array(v, np.float32)
+        return v
+    if isinstance(v, (list, tuple)):
+        arr = np.asarray(v)
+        if arr.dtype.kind not in "iuf":
+            raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray turns into dtype {arr.dtype}, "
+                            "not numbers; pass a numeric numpy array")
+        return arr.astype(np.float32) if float_role else arr
+    if dispatch.cpu_dlpack(v):
+        try:
+            return np.from_dlpack(v)
+        except Exception as e:
+            raise TypeError(f"{f}: {name} is a CPU {type(v).__name__} that NumPy cannot import through DLPack "
+                            f"({type(e).__name__}: {e}); pass a numpy array") from None
+    if isinstance(v, (np.ndarray, np.generic)) or hasattr(v, "__array__"):
+        return np.asarray(v)
+    raise TypeError(f"{f}: {name} must be an array or a number (got {type(v).__name__})")
+
+
+def _float_array(f, name, v, context=""):
+    if v is None:
+        raise TypeError(f"{f}: {name} is required (got None)")
+    if v.dtype not in _FLOATS:
+        if v.dtype == np.float64:
+            fix = (f"dmlq computes in float32 and never narrows a float64 array silently: pass "
+                   f"{name}.astype(np.float32)")
+        else:
+            fix = f"pass {name}.astype(np.float32)"
+        raise TypeError(f"{f}: {name} must have dtype {_FLOAT_NAMES}{context} (got {v.dtype}); {fix}")
+    return v
+
+
+def _float_dtype(f, name, value):
+    if isinstance(value, bool) or isinstance(value, numbers.Integral):
+        raise TypeError(f"{f}: {name} takes a dtype or its name ({_FLOAT_NAMES}), not a number (got {value!r}); "
+                        "for an ONNX TensorProto number use onnx.helper.tensor_dtype_to_np_dtype(...)")
+    try:
+        if isinstance(value, str) and value.strip().lower() == "bfloat16" and BFLOAT16_DTYPE is not None:
+            dt = BFLOAT16_DTYPE
+        else:
+            dt = np.dtype(value)
+    except TypeError:
+        dt = None
+    if dt not in _FLOATS:
+        raise TypeError(f"{f}: {name} must be {_FLOAT_NAMES} (got {value!r})")
+    return dt
+
+
+def _zero_point(f, v, q, dtype_given, whose):
+    """The zero point as an array of q's dtype (None when omitted), or DescError/TypeError."""
+    if v is None:
+        return None
+    if q.is_float:
+        if isinstance(v, numbers.Real) and not hasattr(v, "dtype"):
+            vals = np.array(v, np.float32)
+        elif is_qtype(v.dtype) and qtype(v.dtype).is_float:
+            if qtype(v.dtype) != q:
+                raise TypeError(f"{f}: zero_point has dtype {v.dtype} but must be {q.name} {whose}")
+            vals = reference.to_float32(v.view(np.uint8).view(q.dtype)) if v.size else v.astype(np.float32)
+        elif v.dtype.kind in "iuf" or v.dtype == BFLOAT16_DTYPE:
+            vals = reference.to_float32(v)
+        else:
+            raise TypeError(f"{f}: zero_point must be zero or omitted for a {q.name} {whose} (got dtype {v.dtype})")
+        if vals.size and not bool(np.all(vals == 0)):
+            raise DescError(f"{f}: zero_point must be zero (or None) for {q.name} {whose}: ONNX's reference refuses "
+                            "a nonzero float8 zero point and float zero points are not used; docs/semantics.md")
+        return np.zeros(np.shape(vals), q.dtype)
+    lo, hi = q.qmin, q.qmax
+    if not hasattr(v, "dtype"):
+        if not isinstance(v, numbers.Integral):
+            raise TypeError(f"{f}: zero_point must be an integer of type {q.name} {whose} (got "
+                            f"{type(v).__name__} {v!r})")
+        if not lo <= v <= hi:
+            raise DescError(f"{f}: zero_point = {v} is out of range for {q.name} [{lo}, {hi}] {whose}")
+        return np.array(v).astype(q.dtype)
+    if v.dtype == q.dtype:
+        return v
+    if v.dtype.kind not in "iu" and not (is_qtype(v.dtype) and not qtype(v.dtype).is_float):
+        raise TypeError(f"{f}: zero_point must have an integer dtype ({q.name} {whose}; got {v.dtype})")
+    if not dtype_given:
+        raise TypeError(f"{f}: zero_point has dtype {v.dtype} but must be {q.name} {whose}; pass "
+                        f"zero_point.astype(...) or say the type with dtype=")
+    wide = v.astype(np.int64)
+    if wide.size and (int(wide.min()) < lo or int(wide.max()) > hi):
+        raise DescError(f"{f}: zero_point holds values outside [{lo}, {hi}], the range of {q.name} {whose}")
+    return wide.astype(q.dtype)
+
+
+def _int_param(f, name, value, least):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{f}: {name} must be an int (got {value!r})")
+    if value < least:
+        raise DescError(f"{f}: {name} must be >= {least} (got {value})")
+    return int(value)
+
+
+def _axis(f, axis, ndim):
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{f}: axis must be an int (got {axis!r})")
+    if not -ndim <= axis < ndim:
+        raise DescError(f"{f}: axis = {axis} is out of range for a {ndim}-D x (accepted: {-ndim} ... {ndim - 1})")
+    return int(axis) % ndim
+
+
+def layout(f, x_shape, scale, zero_point, axis, block_size):
+    """(scale, zero_point, out_shape): the parameters broadcastable to the output,
+    from the blocked (block_size), per-axis (axis) or broadcast form."""
+    ndim = len(x_shape)
+    if zero_point is not None and (block_size is not None or axis is not None) and zero_point.size != 1 \
+            and tuple(zero_point.shape) != tuple(scale.shape):
+        raise DescError(f"{f}: zero_point must have scale's shape {tuple(scale.shape)} or be one value (got "
+                        f"{tuple(zero_point.shape)})")
+    if block_size is not None:
+        b = _int_param(f, "block_size", block_size, 1)
+        if scale.ndim != ndim:
+            raise DescError(f"{f}: with block_size, scale must have x's rank {ndim} (x {tuple(x_shape)}, scale "
+                            f"{tuple(scale.shape)}): x's shape with ceil(D / block_size) on the blocked axis")
+        differ = [i for i in range(ndim) if scale.shape[i] != x_shape[i]]
+        if axis is None:
+            if len(differ) > 1:
+                raise DescError(f"{f}: scale {tuple(scale.shape)} differs from x {tuple(x_shape)} on axes {differ}; "
+                                "blocked scales differ on one axis only (name it with axis=)")
+            ax = differ[0] if differ else 0
+        else:
+            ax = _axis(f, axis, ndim)
+            if any(i != ax for i in differ):
+                raise DescError(f"{f}: scale {tuple(scale.shape)} must equal x's shape {tuple(x_shape)} except on "
+                                f"axis {ax}")
+        d, s = x_shape[ax], scale.shape[ax]
+        want = -(-d // b)
+        if s != want:
+            hint = (f"; with {s} blocks, block_size must be in [{-(-d // s)}, {-(-d // (s - 1)) - 1}]"
+                    if s > 1 and d > 0 else "")
+            raise DescError(f"{f}: block_size = {b} on axis {ax} of size {d} makes ceil({d} / {b}) = {want} blocks, "
+                            f"but scale has {s} there{hint}")
+        zp = zero_point
+        if zp is not None:
+            zp = reference.expand_blocks(zp, x_shape, ax, b) if zp.shape == scale.shape else zp.reshape(())
+        return reference.expand_blocks(scale, x_shape, ax, b), zp, tuple(x_shape)
+    if axis is not None:
+        if ndim == 0:
+            raise DescError(f"{f}: axis= needs an x of at least one dimension (x is 0-d)")
+        ax = _axis(f, axis, ndim)
+
+        def per_axis(name, v):
+            if v is None or v.size == 1 and v.ndim <= 1:
+                return None if v is None else v.reshape(())
+            if v.ndim != 1 or v.shape[0] != x_shape[ax]:
+                raise DescError(f"{f}: with axis={axis} (and no block_size), {name} must be one value or 1-D of "
+                                f"length x.shape[{ax}] = {x_shape[ax]} (got shape {tuple(v.shape)})")
+            return v.reshape(tuple(-1 if i == ax else 1 for i in range(ndim)))
+
+        return per_axis("scale", scale), per_axis("zero_point", zero_point), tuple(x_shape)
+    shapes = [x_shape, scale.shape] + ([] if zero_point is None else [zero_point.shape])
+    try:
+        shape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"{f}: shapes do not broadcast: x {tuple(x_shape)}, scale {tuple(scale.shape)}"
+                         + ("" if zero_point is None else f", zero_point {tuple(zero_point.shape)}")
+                         + "; for per-axis values pass axis=, for blocked scales block_size=") from None
+    return scale, zero_point, shape
+
+
+def _out(f, out, shape, dtype):
+    if out is None:
+        return np.empty(shape, dtype)
+    if dispatch.is_gpu(out):
+        raise _gpu_refusal(f, "out")
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"{f}: out must be a numpy.ndarray (got {type(out).__name__})")
+    if out.dtype != dtype:
+        raise TypeError(f"{f}: out must have dtype {np.dtype(dtype).name} (got {out.dtype})")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{f}: out must have shape {tuple(shape)} (got {tuple(out.shape)})")
+    if not out.flags.writeable:
+        raise ValueError(f"{f}: out is read-only; pass a writeable array")
+    return out
+
+
+def _saturate(f, saturate):
+    if isinstance(saturate, (bool, np.bool_)) or saturate in (0, 1) and isinstance(saturate, numbers.Integral):
+        return bool(saturate)
+    raise TypeError(f"{f}: saturate must be True or False (got {saturate!r})")
+
+
+# ------------------------------------------------------------------ the two functions
+
+def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, saturate=True,
+                    precision=None, out=None):
+    """dmlq.quantize_linear for the calls routed here (see the module text)."""
+    f = "quantize_linear"
+    what = "quantize_linear with these types or arguments"
+    x = _host(f, "x", x, True, what)
+    scale = _host(f, "scale", scale, True, what)
+    zp = _host(f, "zero_point", zero_point, False, what)
+    if x is None:
+        raise TypeError(f"{f}: x is required (got None); pass a float32 array")
+    if x.dtype not in _FLOATS + (I32,):
+        fix = ("dmlq computes in float32 and does not narrow a float64 array silently: pass x.astype(np.float32)"
+               if x.dtype == np.float64 else "pass x.astype(np.float32)")
+        raise TypeError(f"{f}: x must have dtype float32, float16, bfloat16 or int32 (got {x.dtype}); {fix}")
+    _float_array(f, "scale", scale)
+    sat = _saturate(f, saturate)
+    prec = None if precision is None else _float_dtype(f, "precision", precision)
+    q = _output_qtype(f, zp, dtype, out)
+    zp = _zero_point(f, zp, q, dtype is not None, "(the output type)")
+    scale_b, zp_b, shape = layout(f, x.shape, scale, zp, axis, block_size)
+    if q.is_float:
+        zp_b = None  # zero: nothing to add (docs/semantics.md)
+    result = _out(f, out, shape, q.dtype)
+    if result.size:
+        tmp = np.empty(shape, q.dtype)
+        reference.quantize_linear(np.broadcast_to(x, shape), scale_b, zp_b, tmp, sat, prec)
+        result[...] = tmp
+    return result
+
+
+def _output_qtype(f, zp, dtype, out):
+    q = None if dtype is None else qtype(dtype, f"{f}: dtype")
+    zdt = _dt(zp)
+    if zdt is not None and is_qtype(zdt):
+        zq = qtype(zdt)
+        if q is None:
+            return zq
+        if q != zq and (q.is_float or zq.is_float):
+            raise TypeError(f"{f}: dtype={q.name} contradicts the dtype of zero_point ({zq.name}), which is the "
+                            f"output's; drop dtype= or pass zero_point as {q.name}")
+        return q
+    if q is not None:
+        return q
+    if zdt is not None and zdt.kind in "iu":
+        raise TypeError(f"{f}: zero_point has dtype {zdt}, which is not a quantized type; pass it as the output "
+                        "type (e.g. .astype(ml_dtypes.int4)) or say the output type with dtype=")
+    odt = _dt(out)
+    if odt is not None and is_qtype(odt):
+        return qtype(odt)
+    return QTYPES["uint8"]
+
+
+def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, out=None):
+    """dmlq.dequantize_linear for the calls routed here (see the module text)."""
+    f = "dequantize_linear"
+    what = "dequantize_linear with these types or arguments"
+    q = _host(f, "q", q, False, what)
+    scale = _host(f, "scale", scale, True, what)
+    zp = _host(f, "zero_point", zero_point, False, what)
+    if q is None:
+        raise TypeError(f"{f}: q is required (got None)")
+    if not hasattr(q, "dtype") or not (is_qtype(q.dtype) or q.dtype in (I32, U32)):
+        raise TypeError(f"{f}: q must be an array of a quantized type ({', '.join(QTYPES)}, int32 or uint32; "
+                        f"got {getattr(q, 'dtype', type(q).__name__)}); a Python number does not say which type "
+                        "it is")
+    _float_array(f, "scale", scale)
+    qt = qtype(q.dtype) if is_qtype(q.dtype) else None
+    if qt is None:  # int32 / uint32: the DirectML element-wise ranges
+        info = np.iinfo(q.dtype)
+        from .qtypes import QType
+        qt = QType(q.dtype.name, q.dtype, 32, 0, int(info.min), int(info.max), None)
+    zp = _zero_point(f, zp, qt, True, "(q's type)")  # another integer dtype: converted when it fits
+    out_dtype = scale.dtype if dtype is None else _float_dtype(f, "dtype", dtype)
+    scale_b, zp_b, shape = layout(f, q.shape, scale, zp, axis, block_size)
+    if qt.is_float:
+        zp_b = None
+    result = _out(f, out, shape, out_dtype)
+    if result.size:
+        tmp = np.empty(shape, out_dtype)
+        reference.dequantize_linear(np.broadcast_to(q, shape), scale_b, zp_b, tmp)
+        result[...] = tmp
+    return result
+
