@@ -6,9 +6,9 @@ CUDA) arrays run on hand-written CUDA kernels. Importing dmlq touches no GPU.
 """
 from .api import (dequantize_linear, kernel_plan, quantize_linear, quantized_add, quantized_avg_pool,
                   quantized_matmul)
-from .desc import (DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, QuantizedLinearAddDesc,
-                   QuantizedLinearAveragePoolingDesc, QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc,
-                   TensorDesc)
+from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, QuantizationType,
+                   QuantizeDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
+                   QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc)
 from .dtypes import DataType
 from .errors import DescError, UnsupportedError
 from .intmm import matmul_integer, matmul_integer_to_float
@@ -59,5 +59,5 @@ __all__ = [
     "Operator", "DescError", "UnsupportedError", "quantize_linear", "dequantize_linear",
     "quantized_add", "quantized_matmul", "quantized_avg_pool",
     "matmul_integer", "matmul_integer_to_float", "kernel_plan", "compile_all", "__version__",
-    "Packed", "pack", "unpack",
+    "Packed", "pack", "unpack", "QuantizeDesc", "DequantizeDesc", "QuantizationType",
 ]

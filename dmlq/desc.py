@@ -8,6 +8,7 @@ missing. Validation of the operator rules lives in :mod:`dmlq.validation`.
 """
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Sequence, SupportsIndex, Tuple
@@ -114,7 +115,8 @@ class TensorDesc:
 
     @property
     def minimum_size_in_bytes(self) -> int:
-        return (self.minimum_element_count * self.data_type.itemsize + 3) & ~3
+        # DMLCalcBufferTensorSize: INT4/UINT4 elements take half a byte each
+        return ((self.minimum_element_count * self.data_type.bits + 7) // 8 + 3) & ~3
 
     @classmethod
     def like(cls, array: Any) -> TensorDesc:
@@ -249,6 +251,73 @@ class MatrixMultiplyIntegerToFloatDesc(_OperatorDesc):
     output_tensor: TensorDesc = REQUIRED
 
 
+class QuantizationType(enum.Enum):
+    """DML_QUANTIZATION_TYPE (DML_FEATURE_LEVEL_6_3)."""
+
+    NONE = 0
+    SCALE = 1
+    SCALE_ZERO_POINT = 2
+
+    @classmethod
+    def of(cls, value) -> "QuantizationType":
+        """A QuantizationType, its name ("SCALE", "DML_QUANTIZATION_TYPE_SCALE") or number."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            name = value.strip().upper()
+            name = name[len("DML_QUANTIZATION_TYPE_"):] if name.startswith("DML_QUANTIZATION_TYPE_") else name
+            if name in cls.__members__:
+                return cls[name]
+        elif isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
+        raise DescError(f"QuantizationType must be SCALE or SCALE_ZERO_POINT (got {value!r})")
+
+
+@dataclass(frozen=True)
+class _QuantizeDescBase(_OperatorDesc):
+    FEATURE_LEVEL: ClassVar[str] = "6.3"
+
+    def __post_init__(self):
+        # Lists are accepted for QuantizationTensors; store a tuple so the desc hashes,
+        # and QuantizationTensorCount defaults to its length.
+        qt = self.quantization_tensors
+        if qt is not None and not isinstance(qt, tuple):
+            try:
+                object.__setattr__(self, "quantization_tensors", tuple(qt))
+            except TypeError:
+                pass  # validation reports it
+        if self.quantization_tensor_count is None and isinstance(self.quantization_tensors, tuple):
+            object.__setattr__(self, "quantization_tensor_count", len(self.quantization_tensors))
+
+
+@dataclass(frozen=True)
+class QuantizeDesc(_QuantizeDescBase):
+    """DML_QUANTIZE_OPERATOR_DESC (feature level 6.3): QuantizationTensors holds the
+    scale, then (for SCALE_ZERO_POINT) the zero point, each of InputTensor's rank."""
+
+    OPERATOR: ClassVar[str] = "Quantize"
+    input_tensor: TensorDesc = None
+    quantization_type: object = None
+    quantization_tensor_count: Optional[int] = None
+    quantization_tensors: Tuple[TensorDesc, ...] = None
+    output_tensor: TensorDesc = None
+
+
+@dataclass(frozen=True)
+class DequantizeDesc(_QuantizeDescBase):
+    """DML_DEQUANTIZE_OPERATOR_DESC (feature level 6.3), fields as in QuantizeDesc."""
+
+    OPERATOR: ClassVar[str] = "Dequantize"
+    input_tensor: TensorDesc = None
+    quantization_type: object = None
+    quantization_tensor_count: Optional[int] = None
+    quantization_tensors: Tuple[TensorDesc, ...] = None
+    output_tensor: TensorDesc = None
+
+
 # The type of any operator desc (compile_operator's argument).
 OperatorDesc = _OperatorDesc
 
@@ -259,7 +328,26 @@ OPERATOR_DESCS = (
     QuantizedLinearMatrixMultiplyDesc,
     QuantizedLinearAveragePoolingDesc,
     MatrixMultiplyIntegerToFloatDesc,
+    QuantizeDesc,
+    DequantizeDesc,
 )
+
+
+def block_sizes(param_sizes, input_sizes) -> Tuple[int, ...]:
+    """Per dimension, how many input elements share one entry of a DML 6.3 quantization
+    tensor: 1 where the sizes are equal, the whole dimension where the entry count
+    is 1, ``D / n`` where n divides D; 0 where n does not divide D (not a layout)."""
+    out = []
+    for n, d in zip(param_sizes, input_sizes):
+        if n == d:
+            out.append(1)
+        elif n == 1:
+            out.append(d)
+        elif n > 0 and d % n == 0:
+            out.append(d // n)
+        else:
+            out.append(0)
+    return tuple(out)
 
 
 def pool_output_size(in_size: int, window: int, stride: int, start_pad: int, end_pad: int,

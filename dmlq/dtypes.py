@@ -21,13 +21,26 @@ class DataType(enum.Enum):
     FLOAT64 = "float64"
     UINT64 = "uint64"
     INT64 = "int64"
+    UINT4 = "uint4"  # DML_FEATURE_LEVEL_6_3: packed two to a byte in DirectML buffers
+    INT4 = "int4"
 
     @property
     def numpy(self) -> np.dtype:
+        """The NumPy dtype (for INT4/UINT4 the ml_dtypes one: one element per byte)."""
+        if self.bits == 4:
+            from .qtypes import qtype
+
+            return qtype(self.value).dtype
         return np.dtype(self.value)
 
     @property
+    def bits(self) -> int:
+        """Bits per element in a DirectML buffer."""
+        return 4 if self.value in ("int4", "uint4") else np.dtype(self.value).itemsize * 8
+
+    @property
     def itemsize(self) -> int:
+        """Bytes per element in NumPy (INT4/UINT4: 1, one element per byte)."""
         return self.numpy.itemsize
 
     @classmethod
@@ -42,7 +55,7 @@ class DataType(enum.Enum):
         except TypeError:
             raise TypeError(f"not a DirectML data type: {value!r}") from None
         for member in cls:
-            if member.numpy == dt:
+            if (member.value == dt.name if member.bits == 4 else member.numpy == dt):
                 return member
         raise TypeError(f"no DirectML data type for numpy dtype {dt}")
 
@@ -52,5 +65,8 @@ QUANTIZED = (DataType.INT8, DataType.UINT8)
 
 def qrange(dt) -> tuple[int, int]:
     """(qmin, qmax) of an integer data type."""
-    info = np.iinfo(DataType.of(dt).numpy)
+    d = DataType.of(dt)
+    if d.bits == 4:
+        return (-8, 7) if d == DataType.INT4 else (0, 15)
+    info = np.iinfo(d.numpy)
     return int(info.min), int(info.max)

@@ -11,9 +11,10 @@ import functools
 from typing import Any
 
 from . import dispatch as _dispatch
-from .desc import (DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, OperatorDesc, QuantizedLinearAddDesc,
-                   QuantizedLinearAveragePoolingDesc, QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc,
-                   TensorDesc, dml_name)
+from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, OperatorDesc,
+                   QuantizeDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
+                   QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, block_sizes, dml_name)
+from .errors import UnsupportedError
 from .validation import validate
 
 
@@ -103,8 +104,11 @@ class Operator:
     def __init__(self, desc: OperatorDesc, feature_level: str) -> None:
         self.desc = desc
         self.feature_level = feature_level
-        self.input_fields = tuple(n for n, t in desc.tensor_fields()
-                                  if t is not None and n != "output_tensor")
+        inputs = [(n, t) for n, t in desc.tensor_fields() if t is not None and n != "output_tensor"]
+        if isinstance(desc, (QuantizeDesc, DequantizeDesc)):  # InputTensor, then QuantizationTensors[i]
+            inputs += [(f"quantization_tensors[{i}]", t) for i, t in enumerate(desc.quantization_tensors)]
+        self._inputs = dict(inputs)
+        self.input_fields = tuple(n for n, _ in inputs)
 
     def __repr__(self) -> str:
         return f"<dmlq.Operator {self.desc.OPERATOR} inputs={[dml_name(n) for n in self.input_fields]}>"
@@ -122,11 +126,14 @@ class Operator:
             raise TypeError(f"{op}: expected {len(self.input_fields)} inputs "
                             f"({', '.join(dml_name(n) for n in self.input_fields)}), got {len(inputs)}")
         kind = _dispatch.kind_of((*inputs, out), op)
+        if kind == _dispatch.GPU and isinstance(self.desc, (QuantizeDesc, DequantizeDesc)):
+            raise UnsupportedError(f"{op}: the DML_FEATURE_LEVEL_6_3 {op} operator runs on NumPy arrays only so far "
+                                   "(its CUDA kernels are not written yet); pass NumPy arrays")
         xp = _dispatch.module(kind)
         views = {}
         for name, arr in zip(self.input_fields, inputs):
             arr = xp.asarray(arr) if kind == _dispatch.HOST else _dispatch.to_gpu_array(arr, op, dml_name(name))
-            views[name] = _bind(arr, getattr(self.desc, name), xp, op, dml_name(name))
+            views[name] = _bind(arr, self._inputs[name], xp, op, dml_name(name))
         out_desc = self.desc.output_tensor
         if out is None:
             buffer = xp.empty(max(out_desc.minimum_element_count, 1) if out_desc.strides else out_desc.sizes,
@@ -183,4 +190,14 @@ def run(desc, v: dict, out, kind):
                 g("b_tensor"), param("b_scale_tensor", False), param("b_zero_point_tensor", False),
                 g("bias_tensor"))
         return _write(be.matmul_integer_to_float, args, out, kind)
+    if isinstance(desc, (QuantizeDesc, DequantizeDesc)):
+        x = g("input_tensor")
+        params = [g(f"quantization_tensors[{i}]") for i in range(len(desc.quantization_tensors))]
+        # each blocked dimension (n entries for D elements) repeated to D: entry i // (D / n)
+        for axis, block in enumerate(block_sizes(desc.quantization_tensors[0].sizes, x.shape)):
+            if 1 < block < x.shape[axis]:
+                params = [be.expand_blocks(p, x.shape, axis, block) for p in params]
+        scale, zp = params[0], (params[1] if len(params) > 1 else None)
+        fn = be.quantize_linear if isinstance(desc, QuantizeDesc) else be.dequantize_linear
+        return _write(fn, (x, scale, zp), out, kind)
     raise TypeError(f"not a dmlq operator desc: {type(desc).__name__}")

@@ -15,7 +15,8 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from .desc import OPERATOR_DESCS, TensorDesc, dml_name, pool_output_accepted, pool_output_size
+from .desc import (OPERATOR_DESCS, QuantizationType, TensorDesc, block_sizes, dml_name, pool_output_accepted,
+                   pool_output_size)
 from .dtypes import DataType
 from .errors import DescError
 
@@ -25,12 +26,13 @@ FEATURE_LEVELS = ("1.0", "2.0", "2.1", "3.0", "3.1", "4.0", "4.1", "5.0", "5.1",
 DEFAULT_FEATURE_LEVEL = "6.2"
 
 INPUT, OPTIONAL_INPUT, OUTPUT = "Input", "Optional input", "Output"
+INPUT_ARRAY = "Input array"  # DML 6.3 QuantizationTensors: one row for every tensor of the array
 
 
 class TensorSupport(NamedTuple):
     """One row of a seed's "Tensor support" table."""
 
-    kind: str  # INPUT, OPTIONAL_INPUT or OUTPUT
+    kind: str  # INPUT, OPTIONAL_INPUT, INPUT_ARRAY or OUTPUT
     min_dims: int
     max_dims: int
     data_types: Tuple[DataType, ...]
@@ -137,6 +139,15 @@ InputZeroPointTensor  | Optional input | 1 to 5 | INT8, UINT8
 OutputScaleTensor     | Input          | 1 to 5 | FLOAT32
 OutputZeroPointTensor | Optional input | 1 to 5 | INT8, UINT8
 OutputTensor          | Output         | 4 to 5 | INT8, UINT8
+Quantize 6.3
+InputTensor           | Input          | 1 to 8 | FLOAT32, FLOAT16
+QuantizationTensors   | Input array    | 1 to 8 | FLOAT32, FLOAT16, INT8, INT4, UINT8, UINT4
+OutputTensor          | Output         | 1 to 8 | INT8, INT4, UINT8, UINT4
+
+Dequantize 6.3
+InputTensor           | Input          | 1 to 8 | INT8, INT4, UINT8, UINT4
+QuantizationTensors   | Input array    | 1 to 8 | FLOAT32, FLOAT16, INT8, INT4, UINT8, UINT4
+OutputTensor          | Output         | 1 to 8 | FLOAT32, FLOAT16
 """
 
 
@@ -247,6 +258,10 @@ def check_data_type(op: str, field: str, dt: DataType, allowed, feature_level=No
 
 def _check_rows(op, level, table, tensors):
     for field, row in table.items():
+        if row.kind == INPUT_ARRAY:
+            _check_rows(op, level, {f"{field}[{i}]": row._replace(kind=INPUT) for i in range(len(tensors[field]))},
+                        {f"{field}[{i}]": t for i, t in enumerate(tensors[field])})
+            continue
         t = tensors[field]
         if t is None:
             if row.kind != OPTIONAL_INPUT:
@@ -441,7 +456,55 @@ def _check_no_self_alias(op, field, t):
         extent += stride * (size - 1)
 
 
+def _check_quantize_63(desc, t):
+    """DML_QUANTIZE / DML_DEQUANTIZE (6.3): the quantization type and count, the shared
+    DimensionCount, and the quantization tensors' layout (docs/semantics.md: an entry count
+    n on a dimension of D is 1, D, or a divisor of D giving blocks of D / n)."""
+    op, x, y = desc.OPERATOR, t["InputTensor"], t["OutputTensor"]
+    params = t["QuantizationTensors"]
+    try:
+        kind = QuantizationType.of(desc.quantization_type)
+    except DescError as e:
+        raise DescError(f"{op}: {e}") from None
+    if kind == QuantizationType.NONE:
+        raise DescError(f"{op}: QuantizationType must be SCALE or SCALE_ZERO_POINT (got NONE)")
+    want = 1 if kind == QuantizationType.SCALE else 2
+    count = desc.quantization_tensor_count
+    if count != want or len(params) != want:
+        raise DescError(f"{op}: QuantizationType {kind.name} takes QuantizationTensorCount = {want} "
+                        f"QuantizationTensors (got count {count}, {len(params)} tensors)")
+    for f, tt in [("OutputTensor", y)] + [(f"QuantizationTensors[{i}]", p) for i, p in enumerate(params)]:
+        if tt.dimension_count != x.dimension_count:
+            raise DescError(f"{op}: InputTensor and {f} must have the same DimensionCount "
+                            f"(got {x.dimension_count} and {tt.dimension_count})")
+    if y.sizes != x.sizes:
+        raise DescError(f"{op}: InputTensor and OutputTensor must have the same Sizes (got {x.sizes} and {y.sizes})")
+    quantized, real = (y, x) if op == "Quantize" else (x, y)
+    scale = params[0]
+    if scale.data_type not in (DataType.FLOAT32, DataType.FLOAT16):
+        raise DescError(f"{op}: QuantizationTensors[0] (the scale) DataType must be FLOAT32 or FLOAT16 "
+                        f"(got {scale.data_type.name})")
+    if scale.data_type != real.data_type:
+        side = "InputTensor" if op == "Quantize" else "OutputTensor"
+        raise DescError(f"{op}: QuantizationTensors[0] (the scale) and {side} must have the same DataType "
+                        f"(got {scale.data_type.name} and {real.data_type.name})")
+    if want == 2:
+        zp = params[1]
+        side = "OutputTensor" if op == "Quantize" else "InputTensor"
+        if zp.data_type != quantized.data_type:
+            raise DescError(f"{op}: QuantizationTensors[1] (the zero point) and {side} must have the same DataType "
+                            f"(got {zp.data_type.name} and {quantized.data_type.name})")
+        if zp.sizes != scale.sizes:
+            raise DescError(f"{op}: QuantizationTensors[1] (the zero point) must have the scale's Sizes "
+                            f"{scale.sizes} (got {zp.sizes})")
+    if 0 in block_sizes(scale.sizes, x.sizes):
+        raise DescError(f"{op}: QuantizationTensors[0] Sizes {scale.sizes} do not block InputTensor Sizes {x.sizes}: "
+                        "each dimension must be 1, the input's, or a divisor of it (blocks of input / n)")
+
+
 _RULES = {
+    "Quantize": _check_quantize_63,
+    "Dequantize": _check_quantize_63,
     "QuantizeLinear": _check_quantize,
     "QuantizedLinearAdd": _check_add,
     "QuantizedLinearMatrixMultiply": _check_matmul,
@@ -462,6 +525,14 @@ def validate(desc, feature_level=DEFAULT_FEATURE_LEVEL) -> None:
             raise TypeError(f"{op}: {dml_name(name)} must be a TensorDesc or None "
                             f"(got {type(value).__name__})")
         tensors[dml_name(name)] = value
+    if hasattr(desc, "quantization_tensors"):
+        params = desc.quantization_tensors
+        if not isinstance(params, tuple) or not all(isinstance(p, TensorDesc) for p in params):
+            raise TypeError(f"{op}: QuantizationTensors must be a sequence of TensorDesc (got {params!r})")
+        tensors["QuantizationTensors"] = params
+        for field in ("InputTensor", "OutputTensor"):
+            if tensors[field] is None:
+                raise DescError(f"{op}: {field} is required")
     level = parse_feature_level(feature_level)
     table = support_table(op, level)
     _check_rows(op, level, table, tensors)
