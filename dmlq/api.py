@@ -23,6 +23,7 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
+from . import quant
 from .calls import Spec, kernel_plan, public, run
 from .checks import GPU, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
@@ -96,15 +97,19 @@ _DEQUANTIZE = Spec("dequantize_linear", ("q", "scale", "zero_point"), {"scale"},
 
 @overload
 def quantize_linear(x: CudaArray, scale: Operand, zero_point: Operand | None = None, *,
-                    dtype: DTypeLike | None = None, out: Any = None) -> Any: ...
+                    dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
+                    saturate: bool = True, precision: DTypeLike | None = None, out: Any = None) -> Any: ...
 @overload
 def quantize_linear(x: HostArray, scale: HostArray, zero_point: HostArray | None = None, *,
-                    dtype: DTypeLike | None = None, out: NDArray[Any] | None = None) -> NDArray[Any]: ...
+                    dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
+                    saturate: bool = True, precision: DTypeLike | None = None,
+                    out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
 
 @public
 def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = None, *,
-                    dtype: DTypeLike | None = None, out: Any = None) -> Any:
+                    dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
+                    saturate: bool = True, precision: DTypeLike | None = None, out: Any = None) -> Any:
     """Quantize: ``clip(rint(x / scale) + zero_point)`` (DirectML's ELEMENT_WISE_QUANTIZE_LINEAR,
     ONNX QuantizeLinear), bit for bit as docs/semantics.md defines it.
 
@@ -125,6 +130,22 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
         The output type when ``zero_point`` does not say it. **With neither, the
         output is uint8 (as ONNX), which clips every negative ``x / scale`` to 0**:
         for signed data pass ``dtype=np.int8``, or a uint8 zero point such as 128.
+        Also every ONNX 21-25 type (NumPy inputs; docs/semantics.md "Quantized types
+        beyond int8"): int16, uint16, int4, uint4, int2, uint2, float8_e4m3fn,
+        float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float4_e2m1fn, as an ml_dtypes
+        dtype or its name; the zero point's dtype says it as well. x and scale may
+        then also be bfloat16.
+    axis : int, optional
+        ONNX's per-axis form (a 1-D scale of ``x.shape[axis]`` values) or, with
+        ``block_size``, the blocked axis (found from the shapes when left out).
+    block_size : int, optional
+        Blocked scales: scale and zero point have ``x``'s shape with
+        ``ceil(D / block_size)`` on the blocked axis; the last block may be ragged.
+    saturate : bool, default True
+        float8 outputs only (ONNX): out-of-range values become +-max (True) or
+        inf/NaN as the type has them (False).
+    precision : float32, float16 or bfloat16, optional
+        The float type the division runs in (ONNX opset 23); float32 when left out.
     out : array, optional
         Where to write the result: the output's dtype and the broadcast shape, on the
         inputs' side (a NumPy array, or a CuPy/CUDA array for GPU inputs). It is
@@ -157,19 +178,25 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
     >>> dmlq.quantize_linear(x, 0.01, 128)            # uint8 with zero point 128
     array([ 28, 102, 128, 153, 228, 255], dtype=uint8)
     """
+    if quant.quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate, precision, out):
+        return quant.quantize_linear(x, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size,
+                                     saturate=saturate, precision=precision, out=out)
     return run(_QUANTIZE, (x, scale, zero_point), (dtype,), out)
 
 
 @overload
 def dequantize_linear(q: CudaArray, scale: Operand, zero_point: Operand | None = None, *,
+                      dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
                       out: Any = None) -> Any: ...
 @overload
 def dequantize_linear(q: HostArray, scale: HostArray, zero_point: HostArray | None = None, *,
+                      dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
                       out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
 
 @public
 def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = None, *,
+                      dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
                       out: Any = None) -> Any:
     """Dequantize: ``(q - zero_point) * scale`` in the scale's dtype (DirectML's
     ELEMENT_WISE_DEQUANTIZE_LINEAR, ONNX DequantizeLinear), as docs/semantics.md defines it.
@@ -184,6 +211,12 @@ def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = N
     zero_point : array or number of ``q``'s dtype, optional
         ``None`` means 0; a Python int or an integer array of another dtype is taken
         when its values fit.
+    dtype : float32, float16 or bfloat16, optional
+        The output type (ONNX's output_dtype); the scale's dtype when left out.
+    axis, block_size : int, optional
+        ONNX's per-axis and blocked forms, as for quantize_linear. ``q`` may also be
+        any ONNX 21-25 type (an ml_dtypes array, or a dmlq.Packed of 4-bit or 2-bit
+        elements), NumPy inputs only (docs/semantics.md).
     out : array, optional
         Where to write the result (the scale's dtype, the broadcast shape); returned.
 
@@ -205,6 +238,8 @@ def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = N
     >>> dmlq.dequantize_linear(np.array([0, 100, 255], np.uint8), 0.5, 100)
     array([-50. ,   0. ,  77.5], dtype=float32)
     """
+    if quant.dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out):
+        return quant.dequantize_linear(q, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size, out=out)
     return run(_DEQUANTIZE, (q, scale, zero_point), (), out)
 
 

@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 
-from . import dispatch, reference
+from . import calls, dispatch, floatconv, reference
 from .errors import DescError, UnsupportedError
 from .packing import Packed, unpack
 from .qtypes import BFLOAT16_DTYPE, CLASSIC, QTYPES, is_qtype, qtype
@@ -76,6 +76,9 @@ def _gpu_refusal(f, what):
 
 def _host(f, name, v, float_role, what):
     """One operand as a NumPy array (or None, or a Python int for a zero point)."""
+    if calls.EXPLAINING.get():
+        raise UnsupportedError(f"kernel_plan: {f} with these types or arguments has no GPU kernels yet (it runs "
+                               "on the NumPy reference); there is no kernel plan to show")
     if v is None:
         return None
     if isinstance(v, Packed):
@@ -156,7 +159,7 @@ def _zero_point(f, v, q, dtype_given, whose):
         if vals.size and not bool(np.all(vals == 0)):
             raise DescError(f"{f}: zero_point must be zero (or None) for {q.name} {whose}: ONNX's reference refuses "
                             "a nonzero float8 zero point and float zero points are not used; docs/semantics.md")
-        return np.zeros(np.shape(vals), q.dtype)
+        return floatconv.encode(vals, q.fmt).view(q.dtype)  # +0 or -0 (fnuz: +0)
     lo, hi = q.qmin, q.qmax
     if not hasattr(v, "dtype"):
         if not isinstance(v, numbers.Integral):
@@ -221,8 +224,9 @@ def layout(f, x_shape, scale, zero_point, axis, block_size):
         d, s = x_shape[ax], scale.shape[ax]
         want = -(-d // b)
         if s != want:
-            hint = (f"; with {s} blocks, block_size must be in [{-(-d // s)}, {-(-d // (s - 1)) - 1}]"
-                    if s > 1 and d > 0 else "")
+            lo, hi = (-(-d // s), -(-d // (s - 1)) - 1) if s > 1 and d > 0 else (0, -1)
+            hint = (f"; with {s} blocks, block_size must be in [{lo}, {hi}]" if lo <= hi
+                    else f"; no block_size makes {s} blocks of {d}")
             raise DescError(f"{f}: block_size = {b} on axis {ax} of size {d} makes ceil({d} / {b}) = {want} blocks, "
                             f"but scale has {s} there{hint}")
         zp = zero_point
@@ -297,8 +301,6 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     q = _output_qtype(f, zp, dtype, out)
     zp = _zero_point(f, zp, q, dtype is not None, "(the output type)")
     scale_b, zp_b, shape = layout(f, x.shape, scale, zp, axis, block_size)
-    if q.is_float:
-        zp_b = None  # zero: nothing to add (docs/semantics.md)
     result = _out(f, out, shape, q.dtype)
     if result.size:
         tmp = np.empty(shape, q.dtype)
@@ -351,8 +353,6 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
     zp = _zero_point(f, zp, qt, True, "(q's type)")  # another integer dtype: converted when it fits
     out_dtype = scale.dtype if dtype is None else _float_dtype(f, "dtype", dtype)
     scale_b, zp_b, shape = layout(f, q.shape, scale, zp, axis, block_size)
-    if qt.is_float:
-        zp_b = None
     result = _out(f, out, shape, out_dtype)
     if result.size:
         tmp = np.empty(shape, out_dtype)

@@ -68,7 +68,8 @@ def _dequantize_f32(q, zero_point, scale):
     code decoded exactly times the scale (its zero point is zero: docs/semantics.md)."""
     q = np.asarray(q)
     if is_qtype(q.dtype) and qtype(q.dtype).is_float:
-        diff = floatconv.decode(q.view(np.uint8), qtype(q.dtype).fmt)
+        fmt = qtype(q.dtype).fmt
+        diff = floatconv.decode(q.view(np.uint8), fmt)  # the zero point (zero) is not subtracted
     else:
         diff = (q.astype(np.int64) - _zp(zero_point)).astype(_F32)
     with np.errstate(all="ignore"):
@@ -91,11 +92,16 @@ def quotient(x, scale, precision=None):
 
 
 def quantize_linear(x, scale, zero_point, out, saturate=True, precision=None):
-    """Any quantized out.dtype (docs/semantics.md); a float8/float4 output takes no
-    zero point (the caller refuses a nonzero one)."""
+    """Any quantized out.dtype (docs/semantics.md). A float8/float4 zero point is zero
+    (the caller refuses a nonzero one); float8 ignores it, float4 adds it in float32
+    when given (as ONNX's reference does: a -0 quotient plus a +0 zero point is +0)."""
     q = qtype(out.dtype)
     t = quotient(x, scale, precision)
     if q.is_float:
+        if zero_point is not None and q.bits == 4:
+            zp = floatconv.decode(np.asarray(zero_point).view(np.uint8), q.fmt)
+            with np.errstate(all="ignore"):
+                t = np.add(t, zp, dtype=_F32)
         out[...] = floatconv.encode(t, q.fmt, saturate).view(q.dtype)
     else:
         out[...] = round_saturate(t, zero_point, out.dtype)
