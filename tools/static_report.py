@@ -517,7 +517,7 @@ def _template(expr: str):
 
 def launch_geometry(expr: str):
     """(threads per block, max dynamic shared memory bytes, note) the launchers use, or None."""
-    from dmlq.gpu import avgpool, elementwise, matmul
+    from dmlq.gpu import avgpool, elementwise, matmul, qkernels
 
     base, args = _template(expr)
     if base in ("matmul_mma", "matmul_dp4a", "matmul_dp4a_wide"):
@@ -540,6 +540,8 @@ def launch_geometry(expr: str):
         return avgpool.TILE_BLOCK, avgpool.LUT_MAX_TAPS * 255 + 1, "with the largest table"
     if base == "avgpool_global":
         return 256, 0, ""
+    if base in ("qt_quantize", "qt_dequantize"):
+        return qkernels.THREADS, 0, ""
     return None
 
 

@@ -25,7 +25,7 @@ CUPY_ADDED_OPTIONS = ("-ftz=true",)
 MIN_CC = {"matmul_dp4a.cu": 61, "matmul_mma.cu": 80}
 
 # Modules in dmlq.gpu that launch kernels; each has KERNELS = {source: names}.
-KERNEL_MODULES = ("elementwise", "matmul", "avgpool", "intmm")
+KERNEL_MODULES = ("elementwise", "matmul", "avgpool", "intmm", "qkernels")
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([\w.]+)"\s*$', re.M)
 

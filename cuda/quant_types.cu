@@ -1,0 +1,357 @@
+// Quantize / dequantize for the types beyond int8 (docs/semantics.md "Quantized types
+// beyond int8"): int16, uint16, int4, uint4, int2, uint2, float8 (e4m3fn, e4m3fnuz, e5m2,
+// e5m2fnuz) and float4_e2m1fn, plus int8/uint8 with blocked scales.
+//
+// Variants (dmlq/gpu/qkernels.py launches them):
+//   qt_quantize<X, T>    x dense (float32, float16 or int32) -> the T codes, packed as ONNX
+//                        packs them (first element in the low bits; 16-bit types as is).
+//   qt_dequantize<T, Y>  the packed T codes -> y dense (float32 or float16).
+// One parametrization covers per-tensor, per-axis and blocked parameters: element i uses
+// parameter ((i / (D * inner)) * S + (i / inner % D) / B) * inner + i % inner, where the
+// parameter axis has D elements in blocks of B (S = ceil(D / B) entries) and `inner`
+// elements after it (per axis: B = 1; per tensor: null pointers and the by-value scalars).
+// Each thread owns 16-byte groups of the packed side (grid-stride): one 16-byte load or
+// store there, and the dense side read or written in 16-byte chunks when aligned. The
+// parameter index is advanced per element with carries (no division per element) and the
+// scale / zero point are re-read only when it changes: once per block for blocks along
+// the innermost axis. The last, partial group goes byte by byte (never past the buffer).
+//
+// Conversions are integer arithmetic on the float32 bit pattern (round to nearest even on
+// the target's bits, saturate, NaN/inf per format), exactly dmlq/floatconv.py, so no
+// result depends on the GPU's float8 conversion instructions. Division and products go
+// through common.cuh's ieee_* (no ftz, no FMA).
+//
+// Napkin math (HBM bound, H100 ~3.35 TB/s): quantize f32 -> int4: 4 + 0.5 B/elem ->
+// ~745 G elem/s; dequantize int4 -> f16: 0.5 + 2 B/elem -> ~1.3 T elem/s. Per element
+// ~30-40 integer/FP32 instructions (the walker, the conversion): H100's ~30 T inst/s
+// leave ~1x-2x headroom over the memory time at these byte counts.
+#include "common.cuh"
+
+namespace dmlq {
+namespace qt {
+
+constexpr int kThreads = 256;
+
+// The type codes: dmlq/gpu/qkernels.py CODES, in this order.
+enum : int { I8, U8, I16, U16, I4, U4, I2, U2, E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E2M1 };
+enum : int { IEEE, FN, FNUZ, NONE };
+
+template <int T> struct traits;
+#define DMLQ_INT_TYPE(T_, BITS, LO, HI) \
+  template <> struct traits<T_> { \
+    static constexpr int bits = BITS, qmin = LO, qmax = HI; \
+    static constexpr bool is_float = false, is_signed = LO < 0; \
+  };
+DMLQ_INT_TYPE(I8, 8, -128, 127)
+DMLQ_INT_TYPE(U8, 8, 0, 255)
+DMLQ_INT_TYPE(I16, 16, -32768, 32767)
+DMLQ_INT_TYPE(U16, 16, 0, 65535)
+DMLQ_INT_TYPE(I4, 4, -8, 7)
+DMLQ_INT_TYPE(U4, 4, 0, 15)
+DMLQ_INT_TYPE(I2, 2, -2, 1)
+DMLQ_INT_TYPE(U2, 2, 0, 3)
+#undef DMLQ_INT_TYPE
+#define DMLQ_FLOAT_TYPE(T_, E_, M_, BIAS_, SPECIAL_) \
+  template <> struct traits<T_> { \
+    static constexpr int bits = 1 + E_ + M_, exp_bits = E_, man_bits = M_, bias = BIAS_, special = SPECIAL_; \
+    static constexpr bool is_float = true, is_signed = true; \
+  };
+DMLQ_FLOAT_TYPE(E4M3FN, 4, 3, 7, FN)
+DMLQ_FLOAT_TYPE(E4M3FNUZ, 4, 3, 8, FNUZ)
+DMLQ_FLOAT_TYPE(E5M2, 5, 2, 15, IEEE)
+DMLQ_FLOAT_TYPE(E5M2FNUZ, 5, 2, 16, FNUZ)
+DMLQ_FLOAT_TYPE(E2M1, 2, 1, 1, NONE)
+#undef DMLQ_FLOAT_TYPE
+
+// round(v / 2**s), ties to even, 1 <= s <= 31.
+__device__ __forceinline__ unsigned rne_shift(unsigned v, int s) {
+  const unsigned q = v >> s;
+  const unsigned rem = v & ((1u << s) - 1u);
+  const unsigned half = 1u << (s - 1);
+  return q + ((rem > half) | ((rem == half) & (q & 1u)));
+}
+
+// float32 -> code of a small float format (dmlq/floatconv.py encode, one value).
+template <int E, int M, int BIAS, int SPECIAL>
+__device__ __forceinline__ unsigned encode(float v, bool saturate) {
+  constexpr int nbits = 1 + E + M;
+  constexpr unsigned sbit = 1u << (nbits - 1);
+  constexpr int emin = 1 - BIAS;
+  constexpr unsigned top_all = (1u << (E + M)) - 1u;
+  constexpr unsigned top = SPECIAL == IEEE ? top_all - (1u << M) : SPECIAL == FN ? top_all - 1u : top_all;
+  const unsigned bits = __float_as_uint(v);
+  const unsigned sign = bits >> 31;
+  const unsigned mag = bits & 0x7FFFFFFFu;
+  if (mag > 0x7F800000u) {  // NaN
+    if (SPECIAL == FNUZ) return sbit;
+    if (SPECIAL == NONE) return top;                       // ONNX: NaN -> +max
+    if (SPECIAL == FN) return top_all | (sign ? sbit : 0u);
+    return (((1u << E) - 1u) << M) | (1u << (M - 1)) | (sign ? sbit : 0u);  // the quiet NaN
+  }
+  unsigned code;
+  if (mag >= static_cast<unsigned>(127 + emin) << 23) {
+    code = rne_shift(mag - (static_cast<unsigned>(127 - BIAS) << 23), 23 - M);
+  } else {
+    const int e32 = static_cast<int>(mag >> 23 > 0 ? mag >> 23 : 1u) - 127;
+    const unsigned sig = (mag & 0x7FFFFFu) | (mag >> 23 > 0 ? 0x800000u : 0u);
+    const int shift = 23 + emin - M - e32;  // >= 1
+    code = shift > 31 ? 0u : rne_shift(sig, shift);
+  }
+  if (code > top || mag == 0x7F800000u) {
+    if (saturate || SPECIAL == NONE) code = top;
+    else if (SPECIAL == IEEE) code = ((1u << E) - 1u) << M;  // inf
+    else if (SPECIAL == FN) code = top_all;
+    else return sbit;  // FNUZ: NaN
+  }
+  if (SPECIAL == FNUZ && code == 0u) return 0u;  // no -0
+  return code | (sign ? sbit : 0u);
+}
+
+template <int T>
+__device__ __forceinline__ unsigned encode_t(float v, bool saturate) {
+  using tr = traits<T>;
+  return encode<tr::exp_bits, tr::man_bits, tr::bias, tr::special>(v, saturate);
+}
+
+// Code of a small float format -> float32, exactly (NaN codes: a NaN with the code's sign).
+template <int T>
+__device__ __forceinline__ float decode_t(unsigned c) {
+  using tr = traits<T>;
+  constexpr int E = tr::exp_bits, M = tr::man_bits, nbits = tr::bits;
+  constexpr unsigned sbit = 1u << (nbits - 1);
+  const unsigned sign = (c & sbit) ? 0x80000000u : 0u;
+  const unsigned mag = c & (sbit - 1u);
+  const unsigned e = mag >> M, m = mag & ((1u << M) - 1u);
+  if (tr::special == FNUZ && c == sbit) return __uint_as_float(0x7FC00000u);
+  if (tr::special == FN && mag == sbit - 1u) return __uint_as_float(0x7FC00000u | sign);
+  if (tr::special == IEEE && e == (1u << E) - 1u) return __uint_as_float((m ? 0x7FC00000u : 0x7F800000u) | sign);
+  unsigned word;
+  if (e == 0u) {
+    if (m == 0u) return __uint_as_float(sign);
+    const int len = 32 - __clz(static_cast<int>(m));  // bit length of m
+    const int shift = M + 1 - len;
+    word = (static_cast<unsigned>(1 - shift - tr::bias + 127) << 23) | (((m << shift) & ((1u << M) - 1u)) << (23 - M));
+  } else {
+    word = (static_cast<unsigned>(static_cast<int>(e) - tr::bias + 127) << 23) | (m << (23 - M));
+  }
+  return __uint_as_float(word | sign);
+}
+
+// float32 rounded to bfloat16 (ties to even, overflow to inf) and back.
+__device__ __forceinline__ float round_bf16(float v) {
+  return __uint_as_float(encode<8, 7, 127, IEEE>(v, false) << 16);
+}
+__device__ __forceinline__ float round_f16(float v) { return to_f32(from_f32<float16>(v)); }
+
+// t = x / s in the `precision` asked for: 0 float32, 1 float16, 2 bfloat16 (both operands
+// and the quotient rounded to that type).
+__device__ __forceinline__ float quotient(float x, float s, int precision) {
+  if (precision == 1) return round_f16(ieee_div(round_f16(x), round_f16(s)));
+  if (precision == 2) return round_bf16(ieee_div(round_bf16(x), round_bf16(s)));
+  return ieee_div(x, s);
+}
+
+// One element: the code (low `bits` bits) of x quantized with (s, zp).
+template <int T>
+__device__ __forceinline__ unsigned quant1(float x, float s, int zp, int zp_given, int saturate, int precision) {
+  using tr = traits<T>;
+  float t = quotient(x, s, precision);
+  if constexpr (tr::is_float) {
+    if (T == E2M1 && zp_given) t = ieee_add(t, decode_t<T>(static_cast<unsigned>(zp)));
+    return encode_t<T>(t, saturate != 0);
+  } else {
+    if (t != t) return static_cast<unsigned>(zp) & ((1u << (tr::bits - 1) << 1) - 1u);
+    float r = rintf(t);
+    r = fminf(fmaxf(r, static_cast<float>(tr::qmin - zp)), static_cast<float>(tr::qmax - zp));
+    return static_cast<unsigned>(static_cast<int>(r) + zp) & ((1u << (tr::bits - 1) << 1) - 1u);
+  }
+}
+
+// The code (low `bits` bits) as the float32 the product starts from (q - zp, or the float code).
+template <int T>
+__device__ __forceinline__ float dequant_value(unsigned c, int zp) {
+  using tr = traits<T>;
+  if constexpr (tr::is_float) {
+    return decode_t<T>(c);
+  } else {
+    int q = static_cast<int>(c);
+    if (tr::is_signed) q = static_cast<int>(c << (32 - tr::bits)) >> (32 - tr::bits);
+    return to_f32(q - zp);  // exact: |q - zp| < 2**17
+  }
+}
+
+// The parameter index of element i, advanced one element at a time without division.
+struct Walker {
+  int64 inner, D, S, B;
+  int64 in, d, b, blk, o;
+  __device__ __forceinline__ void start(int64 i) {
+    in = i % inner;
+    const int64 r = i / inner;
+    d = r % D;
+    o = r / D;
+    blk = d / B;
+    b = d % B;
+  }
+  __device__ __forceinline__ int64 index() const { return (o * S + blk) * inner + in; }
+  __device__ __forceinline__ void next() {
+    if (++in == inner) {
+      in = 0;
+      if (++b == B) { b = 0; ++blk; }
+      if (++d == D) { d = 0; b = 0; blk = 0; ++o; }
+    }
+  }
+};
+
+// Scale and zero point of the current element, re-read only when the index changes.
+struct Params {
+  const float* __restrict__ scale_p;
+  const int* __restrict__ zp_p;
+  float scale_v;
+  int zp_v;
+  int64 last;
+  float s;
+  int z;
+  __device__ __forceinline__ void at(int64 p) {
+    if (p != last) {
+      last = p;
+      s = scale_p ? __ldg(scale_p + p) : scale_v;
+      z = zp_p ? __ldg(zp_p + p) : zp_v;
+    }
+  }
+};
+
+template <typename X> __device__ __forceinline__ X elem_of(const unsigned* w, int k);
+template <> __device__ __forceinline__ float elem_of<float>(const unsigned* w, int k) { return __uint_as_float(w[k]); }
+template <> __device__ __forceinline__ int elem_of<int>(const unsigned* w, int k) { return static_cast<int>(w[k]); }
+template <> __device__ __forceinline__ float16 elem_of<float16>(const unsigned* w, int k) {
+  return float16{static_cast<unsigned short>(w[k / 2] >> (16 * (k % 2)))};
+}
+
+template <typename X> __device__ __forceinline__ X load1(const X* p) { return __ldg(p); }
+template <> __device__ __forceinline__ float16 load1<float16>(const float16* p) {
+  return float16{__ldg(reinterpret_cast<const unsigned short*>(p))};
+}
+
+template <typename Y> __device__ __forceinline__ void put_out(unsigned* w, int k, Y v);
+template <> __device__ __forceinline__ void put_out<float>(unsigned* w, int k, float v) { w[k] = __float_as_uint(v); }
+template <> __device__ __forceinline__ void put_out<float16>(unsigned* w, int k, float16 v) {
+  w[k / 2] |= static_cast<unsigned>(v.bits) << (16 * (k % 2));
+}
+
+__device__ __forceinline__ int64 global_thread() {
+  return static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64 thread_count() { return static_cast<int64>(gridDim.x) * blockDim.x; }
+
+}  // namespace qt
+}  // namespace dmlq
+
+using namespace dmlq;
+using namespace dmlq::qt;
+
+// The bits of element j (of `bits` bits) in a 16-byte group held as two 64-bit halves.
+__device__ __forceinline__ void put_bits(unsigned long long& lo, unsigned long long& hi, int pos, unsigned code) {
+  if (pos < 64) lo |= static_cast<unsigned long long>(code) << pos;
+  else hi |= static_cast<unsigned long long>(code) << (pos - 64);
+}
+__device__ __forceinline__ unsigned get_bits(unsigned long long lo, unsigned long long hi, int pos, int bits) {
+  const unsigned long long v = pos < 64 ? lo >> pos : hi >> (pos - 64);
+  return static_cast<unsigned>(v) & ((1u << (bits - 1) << 1) - 1u);
+}
+
+// x (n dense elements) -> out (nbytes packed bytes). Group g: out bytes [16 g, 16 g + 16).
+template <typename X, int T>
+__global__ void __launch_bounds__(kThreads)
+qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, int64 nbytes, int x_aligned,
+            int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
+            const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
+  constexpr int bits = traits<T>::bits;
+  constexpr int G = 128 / bits;               // elements per 16-byte group
+  constexpr int C = 16 / sizeof(X);           // elements per 16-byte chunk of x
+  static_assert(G % C == 0, "whole chunks per group");
+  const int64 groups = (nbytes + 15) / 16;
+  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
+  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
+  for (int64 g = global_thread(); g < groups; g += thread_count()) {
+    const int64 e0 = g * G;
+    unsigned long long lo = 0, hi = 0;
+    w.start(e0);
+    if (16 * g + 16 <= nbytes && e0 + G <= n && x_aligned) {  // a whole group: 16-byte loads and store
+#pragma unroll
+      for (int c = 0; c < G / C; ++c) {
+        const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + e0 + c * C));
+        const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int k = 0; k < C; ++k) {
+          p.at(w.index());
+          put_bits(lo, hi, (c * C + k) * bits,
+                   quant1<T>(to_f32(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, precision));
+          w.next();
+        }
+      }
+      *reinterpret_cast<uint4*>(out + 16 * g) =
+          make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
+                     static_cast<unsigned>(hi >> 32));
+    } else {  // misaligned x or the last group: element by element, only the bytes inside the buffer
+#pragma unroll 1
+      for (int j = 0; j < G && e0 + j < n; ++j) {
+        p.at(w.index());
+        put_bits(lo, hi, j * bits, quant1<T>(to_f32(load1<X>(x + e0 + j)), p.s, p.z, zp_given, saturate, precision));
+        w.next();
+      }
+#pragma unroll 1
+      for (int k = 0; k < 16 && 16 * g + k < nbytes; ++k)
+        out[16 * g + k] = static_cast<unsigned char>(k < 8 ? lo >> (8 * k) : hi >> (8 * (k - 8)));
+    }
+  }
+}
+
+// q (nbytes packed bytes, n elements) -> y (n dense elements). Group g: q bytes [16 g, 16 g + 16).
+template <int T, typename Y>
+__global__ void __launch_bounds__(kThreads)
+qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, int64 nbytes, int y_aligned,
+              int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
+              const int* __restrict__ zp_p, int zp_v) {
+  constexpr int bits = traits<T>::bits;
+  constexpr int G = 128 / bits;               // elements per 16-byte group
+  constexpr int C = 16 / sizeof(Y);           // elements per 16-byte chunk of y
+  static_assert(G % C == 0, "whole chunks per group");
+  const int64 groups = (nbytes + 15) / 16;
+  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
+  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
+  for (int64 g = global_thread(); g < groups; g += thread_count()) {
+    const int64 e0 = g * G;
+    w.start(e0);
+    if (16 * g + 16 <= nbytes && e0 + G <= n && y_aligned) {  // a whole group: 16-byte load and stores
+      const uint4 u = __ldg(reinterpret_cast<const uint4*>(q + 16 * g));
+      const unsigned long long lo = u.x | static_cast<unsigned long long>(u.y) << 32;
+      const unsigned long long hi = u.z | static_cast<unsigned long long>(u.w) << 32;
+#pragma unroll
+      for (int c = 0; c < G / C; ++c) {
+        unsigned chunk[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+        for (int k = 0; k < C; ++k) {
+          p.at(w.index());
+          put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(get_bits(lo, hi, (c * C + k) * bits, bits), p.z),
+                                                    p.s)));
+          w.next();
+        }
+        *reinterpret_cast<uint4*>(y + e0 + c * C) = make_uint4(chunk[0], chunk[1], chunk[2], chunk[3]);
+      }
+    } else {  // misaligned y or the last group: element by element, only the bytes inside the buffer
+      unsigned long long lo = 0, hi = 0;
+#pragma unroll 1
+      for (int k = 0; k < 16 && 16 * g + k < nbytes; ++k) {
+        const unsigned long long b = __ldg(q + 16 * g + k);
+        if (k < 8) lo |= b << (8 * k);
+        else hi |= b << (8 * (k - 8));
+      }
+#pragma unroll 1
+      for (int j = 0; j < G && e0 + j < n; ++j) {
+        p.at(w.index());
+        y[e0 + j] = from_f32<Y>(ieee_mul(dequant_value<T>(get_bits(lo, hi, j * bits, bits), p.z), p.s));
+        w.next();
+      }
+    }
+  }
+}

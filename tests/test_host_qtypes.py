@@ -1,0 +1,142 @@
+"""cuda/quant_types.cu on the host harness (its own source under g++, PTX emulated), driven by
+dmlq/gpu/qkernels.py, bit for bit against dmlq.reference: every type, per tensor / per axis /
+blocked with ragged last blocks, sizes around the 16-byte groups, aligned and misaligned
+inputs, zero points, saturate both ways, precision, and outputs poisoned before each launch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dmlq
+from dmlq import reference as ref
+from dmlq.gpu import qkernels as qk
+from dmlq.qtypes import QTYPES
+
+md = pytest.importorskip("ml_dtypes")
+
+TYPES = qk.CODES
+SIZES = (1, 7, 33, 64, 129, 1031)  # around the groups (8 ... 64 elements per 16 bytes)
+LAYOUTS = ("tensor", "axis", "blocked")
+
+
+def _packed_bytes(arr, q):
+    """The bytes the kernel writes for a reference result (ONNX's packing for sub-byte types)."""
+    if q.bits < 8:
+        return dmlq.pack(arr).data
+    return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+
+
+def _shape(n, layout):
+    return (n,) if layout == "tensor" else ((3, n) if n < 200 else (n, 3))
+
+
+def _params(rng, q, shape, layout):
+    """(scale for the kernel, zero point for the kernel, axis, block, scale and zp expanded for the reference)."""
+    if layout == "tensor":
+        s = np.float32(rng.uniform(0.05, 2.0))
+        z = None if q.is_float else int(rng.integers(q.qmin, q.qmax + 1))
+        return s, z, None, None, np.asarray(s), None if z is None else np.asarray(z).astype(q.dtype)
+    axis = 1 if shape[1] > 3 else 0
+    block = 1 if layout == "axis" else 5
+    lay = qk.param_layout(shape, axis, block)
+    pshape = tuple(lay.S if i == axis else d for i, d in enumerate(shape))
+    s = rng.uniform(0.05, 2.0, pshape).astype(np.float32)
+    if q.is_float:
+        z = None
+        zr = None
+    else:
+        zr = rng.integers(q.qmin, q.qmax + 1, pshape).astype(q.dtype)
+        z = zr.astype(np.int64).astype(np.int32)
+    se = ref.expand_blocks(s, shape, axis, block)
+    ze = None if zr is None else ref.expand_blocks(zr, shape, axis, block)
+    return s, z, axis, block, se, ze
+
+
+def _inputs(rng, n_shape, xt, q):
+    if xt == "int32":
+        return rng.integers(-2**31, 2**31, n_shape, dtype=np.int64).astype(np.int32)
+    with np.errstate(over="ignore"):
+        x = (rng.standard_normal(n_shape) * (30 if q.bits < 16 else 3e4)).astype(xt)
+    flat = x.reshape(-1)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, 2.5, -2.5, 1e-42, 465.0, 1e30], np.float32)
+    k = min(flat.size, specials.size)
+    with np.errstate(over="ignore"):
+        flat[:k] = specials[:k].astype(xt)
+    return x
+
+
+@pytest.mark.parametrize("qname", TYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_quantize_every_type_and_layout(host, rng, qname, layout):
+    q = QTYPES[qname]
+    for n in SIZES:
+        for xt in ("float32", "float16", "int32") if n == 1031 else ("float32",):
+            shape = _shape(n, layout)
+            x = _inputs(rng, shape, xt, q)
+            s, z, axis, block, se, ze = _params(rng, q, shape, layout)
+            lay = qk.param_layout(shape, axis, block)
+            for saturate in ((True, False) if q.is_float and q.bits == 8 else (True,)):
+                want = ref.quantize_linear(x, se, ze, np.empty(shape, q.dtype), saturate)
+                out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
+                qk.quantize(x, s, z, out, qname, lay, saturate)
+                assert np.array_equal(out, _packed_bytes(want, q)), (qname, layout, n, xt, saturate)
+
+
+@pytest.mark.parametrize("qname", ["int4", "uint2", "int16", "float8_e4m3fn", "float4_e2m1fn"])
+def test_quantize_misaligned_precision_and_float4_zero_point(host, rng, qname):
+    q = QTYPES[qname]
+    base = _inputs(rng, (200,), "float32", q)
+    x = base[1:]  # 4 bytes past a 16-byte boundary: the scalar-load path
+    for precision in (None, "float16", "bfloat16"):
+        want = ref.quantize_linear(x, np.float32(0.3), None, np.empty(x.shape, q.dtype), True, precision)
+        out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
+        qk.quantize(x, np.float32(0.3), None, out, qname, qk.param_layout(x.shape), True, precision)
+        assert np.array_equal(out, _packed_bytes(want, q)), precision
+    if qname == "float4_e2m1fn":  # a +0 zero point turns a -0 quotient into +0 (docs/semantics.md)
+        x = np.array([-0.0, 1.0, -0.0, -1.0, 0.0], np.float32)
+        out = np.full(3, 0xA5, np.uint8)
+        qk.quantize(x, np.float32(1), 0, out, qname, qk.param_layout(x.shape))
+        want = ref.quantize_linear(x, np.float32(1), np.zeros((), q.dtype), np.empty(5, q.dtype))
+        assert np.array_equal(out, dmlq.pack(want).data) and out.tolist() == [0x20, 0xA0, 0x00]
+
+
+@pytest.mark.parametrize("qname", TYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("yt", ["float32", "float16"])
+def test_dequantize_every_type_and_layout(host, rng, qname, layout, yt):
+    q = QTYPES[qname]
+    for n in SIZES:
+        shape = _shape(n, layout)
+        if q.bits < 8:
+            codes = rng.integers(0, 1 << q.bits, shape).astype(np.uint8)
+            qv = codes.view(q.dtype)
+            qbytes = dmlq.pack(qv).data
+        else:
+            raw = rng.integers(0, 1 << q.bits, shape).astype(np.uint8 if q.bits == 8 else np.uint16)
+            qv = raw.view(q.dtype)
+            qbytes = raw.reshape(-1).view(np.uint8)
+        s, z, axis, block, se, ze = _params(rng, q, shape, layout)
+        want = ref.dequantize_linear(qv, se, ze, np.empty(shape, yt))
+        for offset in (0, 1):  # an aligned and a misaligned output
+            buf = np.full(want.size + offset, 0xA5A5A5A5 if yt == "float32" else 0xA5A5,
+                          np.uint32 if yt == "float32" else np.uint16).view(yt)
+            out = buf[offset:]
+            qk.dequantize(qbytes, want.size, s, z, out, qname, qk.param_layout(shape, axis, block))
+            got = out.reshape(shape)
+            nan = np.isnan(want)
+            assert np.array_equal(np.isnan(got), nan)
+            assert np.array_equal(got[~nan].view(np.uint8), want[~nan].view(np.uint8)), (qname, layout, n, offset)
+
+
+@pytest.mark.parametrize("qname", TYPES)
+def test_quantize_every_float16_value(host, qname):
+    """Every float16 value (ties, subnormals, the largest finite values and past them, NaN,
+    +-inf) quantized with scale 1: every rounding and saturation case of every type."""
+    q = QTYPES[qname]
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    for xv in (x, x.astype(np.float32)):
+        for saturate in ((True, False) if q.is_float and q.bits == 8 else (True,)):
+            want = ref.quantize_linear(xv, np.float32(1), None, np.empty(xv.shape, q.dtype), saturate)
+            out = np.full(qk.packed_nbytes(xv.size, qname), 0xA5, np.uint8)
+            qk.quantize(xv, 1.0, None, out, qname, qk.param_layout(xv.shape), saturate)
+            assert np.array_equal(out, _packed_bytes(want, q)), (qname, xv.dtype, saturate)
