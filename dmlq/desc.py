@@ -259,7 +259,7 @@ class QuantizationType(enum.Enum):
     SCALE_ZERO_POINT = 2
 
     @classmethod
-    def of(cls, value) -> "QuantizationType":
+    def of(cls, value: object) -> "QuantizationType":
         """A QuantizationType, its name ("SCALE", "DML_QUANTIZATION_TYPE_SCALE") or number."""
         if isinstance(value, cls):
             return value
@@ -299,11 +299,11 @@ class QuantizeDesc(_QuantizeDescBase):
     scale, then (for SCALE_ZERO_POINT) the zero point, each of InputTensor's rank."""
 
     OPERATOR: ClassVar[str] = "Quantize"
-    input_tensor: TensorDesc = None
+    input_tensor: TensorDesc = REQUIRED
     quantization_type: object = None
     quantization_tensor_count: Optional[int] = None
-    quantization_tensors: Tuple[TensorDesc, ...] = None
-    output_tensor: TensorDesc = None
+    quantization_tensors: Tuple[TensorDesc, ...] = REQUIRED
+    output_tensor: TensorDesc = REQUIRED
 
 
 @dataclass(frozen=True)
@@ -311,11 +311,11 @@ class DequantizeDesc(_QuantizeDescBase):
     """DML_DEQUANTIZE_OPERATOR_DESC (feature level 6.3), fields as in QuantizeDesc."""
 
     OPERATOR: ClassVar[str] = "Dequantize"
-    input_tensor: TensorDesc = None
+    input_tensor: TensorDesc = REQUIRED
     quantization_type: object = None
     quantization_tensor_count: Optional[int] = None
-    quantization_tensors: Tuple[TensorDesc, ...] = None
-    output_tensor: TensorDesc = None
+    quantization_tensors: Tuple[TensorDesc, ...] = REQUIRED
+    output_tensor: TensorDesc = REQUIRED
 
 
 # The type of any operator desc (compile_operator's argument).

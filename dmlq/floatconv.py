@@ -10,6 +10,7 @@ steps the CUDA kernels follow.
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 import numpy as np
 
@@ -55,6 +56,8 @@ def encode(x, fmt: FloatFormat, saturate: bool = True):
     code = np.where(mag >= (127 + emin) << 23, normal, sub)
 
     top = fmt.max_code
+    nan_code: Optional[int]
+    over_code: Optional[int]
     is_nan = mag > 0x7F800000
     over = (code > top) | (mag == 0x7F800000)
     if special == "ieee":

@@ -191,13 +191,13 @@ def run(desc, v: dict, out, kind):
                 g("bias_tensor"))
         return _write(be.matmul_integer_to_float, args, out, kind)
     if isinstance(desc, (QuantizeDesc, DequantizeDesc)):
-        x = g("input_tensor")
-        params = [g(f"quantization_tensors[{i}]") for i in range(len(desc.quantization_tensors))]
+        x: Any = g("input_tensor")
+        qparams: list = [g(f"quantization_tensors[{i}]") for i in range(len(desc.quantization_tensors))]
         # each blocked dimension (n entries for D elements) repeated to D: entry i // (D / n)
         for axis, block in enumerate(block_sizes(desc.quantization_tensors[0].sizes, x.shape)):
             if 1 < block < x.shape[axis]:
-                params = [be.expand_blocks(p, x.shape, axis, block) for p in params]
-        scale, zp = params[0], (params[1] if len(params) > 1 else None)
+                qparams = [be.expand_blocks(p, x.shape, axis, block) for p in qparams]
+        scale, zp = qparams[0], (qparams[1] if len(qparams) > 1 else None)
         fn = be.quantize_linear if isinstance(desc, QuantizeDesc) else be.dequantize_linear
         return _write(fn, (x, scale, zp), out, kind)
     raise TypeError(f"not a dmlq operator desc: {type(desc).__name__}")

@@ -12,7 +12,7 @@ CuPy share, so they pack and unpack on either side.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Tuple
+from typing import Any, NamedTuple, Tuple
 
 import numpy as np
 
@@ -26,7 +26,7 @@ class Packed(NamedTuple):
     shape: the logical shape. dtype: the element type's QType name (``"int4"``).
     """
 
-    data: object
+    data: Any
     shape: Tuple[int, ...]
     dtype: str
 
@@ -63,12 +63,36 @@ def _sub_byte(q, what):
                         f"int2, uint2); {q.name} already takes one byte per element")
 
 
-def pack(x, dtype=None) -> Packed:
+def pack(x: Any, dtype: Any = None) -> Packed:
     """Pack an int4/uint4/float4_e2m1fn/int2/uint2 array as ONNX does.
 
-    ``x`` holds one element per byte: an array of the ml_dtypes type (NumPy), or,
-    with ``dtype=`` naming the type, a uint8 array of its codes (the low 4 or 2
-    bits; the others must be 0 -- a CuPy array of codes, for example).
+    Parameters
+    ----------
+    x : array
+        One element per byte: an array of the ml_dtypes type (NumPy), or, with
+        ``dtype=``, a uint8 array of the type's codes (the low 4 or 2 bits; the others
+        0), NumPy or CuPy.
+    dtype : dtype or name, optional
+        The element type when ``x`` holds codes (``"int4"`` ...).
+
+    Returns
+    -------
+    Packed
+        ``data`` (1-D uint8, ``ceil(size * bits / 8)`` bytes: the first element in the
+        low bits, the last byte padded with zeros), ``shape`` and ``dtype``.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not of a 4-bit or 2-bit type (or codes with ``dtype=``).
+    ValueError
+        A code wider than the type.
+
+    Examples
+    --------
+    >>> import ml_dtypes, numpy as np, dmlq
+    >>> dmlq.pack(np.array([1, -2, 3], ml_dtypes.int4)).data
+    array([225,   3], dtype=uint8)
     """
     if isinstance(x, Packed):
         raise TypeError("pack: x is already a dmlq.Packed")
@@ -103,13 +127,38 @@ def pack(x, dtype=None) -> Packed:
     return Packed(out, tuple(int(s) for s in codes.shape), q.name)
 
 
-def unpack(packed, shape=None, dtype=None, *, codes: bool = False):
+def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = False) -> Any:
     """The elements of a packed tensor, one per byte.
 
-    ``unpack(p)`` for a :class:`Packed`, or ``unpack(data, shape, dtype)`` for the
-    bytes alone. Returns an array of the ml_dtypes type (NumPy), or with
-    ``codes=True`` (and always for CuPy, which has no such dtype) a uint8 array
-    of the codes, sign bits not extended.
+    Parameters
+    ----------
+    packed : Packed or 1-D uint8 array
+        A :class:`Packed`, or the packed bytes alone (then with ``shape`` and ``dtype``).
+    shape : tuple of int, optional
+        The logical shape (bytes alone only).
+    dtype : dtype or name, optional
+        The element type (bytes alone only).
+    codes : bool, default False
+        Return the uint8 codes (sign bits not extended) instead of the ml_dtypes type.
+
+    Returns
+    -------
+    ndarray
+        The ml_dtypes type's array (NumPy), or uint8 codes (``codes=True``, and always
+        for CuPy, which has no such dtype), of the logical shape.
+
+    Raises
+    ------
+    TypeError
+        Not packed bytes, or shape/dtype missing (or given with a Packed).
+    ValueError
+        The byte count does not match the shape.
+
+    Examples
+    --------
+    >>> import numpy as np, dmlq
+    >>> dmlq.unpack(np.array([0xE1, 0x03], np.uint8), (3,), "int4")
+    array([1, -2, 3], dtype=int4)
     """
     if isinstance(packed, Packed):
         if shape is not None or dtype is not None:

@@ -8,10 +8,11 @@ what each type means.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
+_md: Any
 try:
     import ml_dtypes as _md
 except ImportError:  # pragma: no cover - ml_dtypes is a dependency; kept importable without it

@@ -529,7 +529,7 @@ def validate(desc, feature_level=DEFAULT_FEATURE_LEVEL) -> None:
         params = desc.quantization_tensors
         if not isinstance(params, tuple) or not all(isinstance(p, TensorDesc) for p in params):
             raise TypeError(f"{op}: QuantizationTensors must be a sequence of TensorDesc (got {params!r})")
-        tensors["QuantizationTensors"] = params
+        tensors["QuantizationTensors"] = params  # type: ignore[assignment]  # the "Input array" row
         for field in ("InputTensor", "OutputTensor"):
             if tensors[field] is None:
                 raise DescError(f"{op}: {field} is required")
