@@ -51,7 +51,8 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
     zdt = _dt(zero_point)
     if dtype is None and _new_type(zdt):
         return True
-    return _new_type(_dt(x)) or _new_type(_dt(scale)) or (zdt is None and dtype is None and _new_type(_dt(out)))
+    return (_dt(x) == BFLOAT16_DTYPE or _dt(scale) == BFLOAT16_DTYPE
+            or (zdt is None and dtype is None and _new_type(_dt(out))))
 
 
 def dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out) -> bool:
@@ -61,7 +62,7 @@ def dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out) -
     qdt = _dt(q)
     if qdt is not None and qdt not in _OLD_DEQ and is_qtype(qdt):
         return True
-    return _new_type(_dt(scale)) or _dt(out) == BFLOAT16_DTYPE
+    return _dt(scale) == BFLOAT16_DTYPE or _dt(out) == BFLOAT16_DTYPE
 
 
 # ------------------------------------------------------------------ operands
