@@ -43,11 +43,13 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
     if axis is not None or block_size is not None or precision is not None or saturate is not True:
         return True
     if dtype is not None and not (isinstance(dtype, str) and dtype in ("int8", "uint8")):
+        if isinstance(dtype, str):
+            return True  # a name other than int8/uint8: qtype() takes it or reports it
         try:
             if np.dtype(dtype) not in _CLASSIC_DTYPES:
                 return True
         except TypeError:
-            return True  # an unknown name: qtype() reports it
+            pass  # not a NumPy dtype (a torch dtype from an adapter...): the classic path's checks
     zdt = _dt(zero_point)
     if dtype is None and _new_type(zdt):
         return True
