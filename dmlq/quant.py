@@ -305,10 +305,11 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     zp = _zero_point(f, zp, q, dtype is not None, "(the output type)")
     scale_b, zp_b, shape = layout(f, x.shape, scale, zp, axis, block_size)
     result = _out(f, out, shape, q.dtype)
-    if result.size:
-        tmp = np.empty(shape, q.dtype)
+    if result.size:  # a caller's out may overlap x: it gets the result through a temporary
+        tmp = result if out is None else np.empty(shape, q.dtype)
         reference.quantize_linear(np.broadcast_to(x, shape), scale_b, zp_b, tmp, sat, prec)
-        result[...] = tmp
+        if tmp is not result:
+            result[...] = tmp
     return result
 
 
@@ -357,9 +358,10 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
     out_dtype = scale.dtype if dtype is None else _float_dtype(f, "dtype", dtype)
     scale_b, zp_b, shape = layout(f, q.shape, scale, zp, axis, block_size)
     result = _out(f, out, shape, out_dtype)
-    if result.size:
-        tmp = np.empty(shape, out_dtype)
+    if result.size:  # a caller's out may overlap q: it gets the result through a temporary
+        tmp = result if out is None else np.empty(shape, out_dtype)
         reference.dequantize_linear(np.broadcast_to(q, shape), scale_b, zp_b, tmp)
-        result[...] = tmp
+        if tmp is not result:
+            result[...] = tmp
     return result
 
