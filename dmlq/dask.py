@@ -23,7 +23,10 @@ runs to infer it), and each task calls the public function on its chunks.
   block; K split across chunks sums exact partial products per K chunk
   (dmlq.matmul_integer's int32 for NumPy chunks of K <= 33025, exact float64
   products otherwise), adds them in int64 and requantizes the sum once, in
-  docs/semantics.md's order.
+  docs/semantics.md's order. matmul_integer wraps the added sums to int32;
+  matmul_integer_to_float keeps them per group of block_size rows (blocked B
+  scales; a group straddling K chunks gets its pieces' sums added) and scales
+  them once, groups added in ascending order, bias cut to the output's chunks.
 
 Scales and zero points of pooling and matmul are NumPy/CuPy arrays or numbers
 (a dask array there is refused); ``out=`` is not taken (store a result with
@@ -45,7 +48,7 @@ from .intmm import matmul_integer
 
 _F32 = np.float32
 _OPERATORS = ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul", "quantized_avg_pool",
-              "matmul_integer")
+              "matmul_integer", "matmul_integer_to_float")
 
 
 def _module_of(a):
@@ -122,6 +125,8 @@ def call(fname, values, kwargs, out=None, names=None):
         return _matmul(values, kwargs, shape, dtype, meta)
     if fname == "matmul_integer":
         return _matmul_integer(values, shape, meta)
+    if fname == "matmul_integer_to_float":
+        return _matmul_integer_to_float(values, kwargs, shape, dtype, meta)
     return _elementwise(fname, values, kwargs, shape, dtype, meta)
 
 
@@ -387,6 +392,98 @@ def _matmul_integer(values, shape, meta):
     acc = da.blockwise(_partial_sums, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
                        concatenate=False, dtype=np.int64, meta=meta_from_array(meta, dtype=np.int64))
     return acc.map_blocks(_wrap_int32, dtype=np.int32, meta=meta)
+
+
+def _b_rows(fname, name, v):
+    """A B-side scale or zero point as () / (1, N) / (G, N) (per tensor, per column, blocked);
+    per batch and column is refused."""
+    if not hasattr(v, "ndim") or v.size <= 1:
+        return v
+    if v.ndim > 2 and any(d != 1 for d in v.shape[:-2]):
+        raise UnsupportedError(f"{fname}: {name} per batch (shape {tuple(v.shape)}) is not taken with dask arrays "
+                               "yet; pass a per-column, blocked or per-tensor value, or call it per batch")
+    return v.reshape((1, -1) if v.ndim == 1 else v.shape[-2:])
+
+
+def _matmul_integer_to_float(values, kwargs, shape, dtype, meta):
+    """dmlq.matmul_integer_to_float: exact int64 sums per K chunk (and per group of
+    block_size rows with blocked B scales), added across chunks, then scaled once
+    in docs/semantics.md's float32 order (groups in ascending order), bias added,
+    rounded to the output type."""
+    fname = "matmul_integer_to_float"
+    a, a_scale, a_zp, b, b_scale, b_zp, bias = values
+    _refuse_dask_params(fname, values[:6], adapters.operand_names(fname)[:6])
+    b_scale, b_zp = _b_rows(fname, "b_scale", b_scale), _b_rows(fname, "b_zero_point", b_zp)
+    a, b = (v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False) for v in (a, b))
+    batch = shape[:-2]
+    a = da.broadcast_to(a, batch + a.shape[-2:])
+    b = da.broadcast_to(b, batch + b.shape[-2:])
+    b = b.rechunk(a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],))
+    bi = tuple(f"z{i}" for i in range(len(batch)))
+    out_chunks = a.chunks[:-1] + (b.chunks[-1],)
+    args = []
+    for v in (_vector(a_scale), _vector(a_zp)):
+        if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
+            args += [da.from_array(v, chunks=(a.chunks[-2],), asarray=False), ("m",)]
+        else:
+            args += [v, None]
+    for v in (b_scale, b_zp):
+        if hasattr(v, "ndim") and v.ndim == 2:  # (1 or G, N): cut along N, the groups whole
+            args += [da.from_array(v, chunks=((v.shape[0],), b.chunks[-1]), asarray=False), ("g", "n")]
+        else:
+            args += [v, None]
+    if bias is not None:
+        if not isinstance(bias, da.Array):
+            bias = da.from_array(bias, chunks=bias.shape, asarray=False)
+        args += [da.broadcast_to(bias, shape).rechunk(out_chunks), bi + ("m", "n")]
+    else:
+        args += [None, None]
+    return da.blockwise(_to_float_task, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
+                        block_size=kwargs.get("block_size"), out_dtype=dtype, concatenate=False, dtype=dtype,
+                        meta=meta)
+
+
+def _one(v):
+    """A block given as a one-element list (an index contracted without concatenation)."""
+    while isinstance(v, list):
+        v = v[0]
+    return v
+
+
+def _to_float_task(a_blocks, b_blocks, a_scale, a_zp, b_scale, b_zp, bias, block_size, out_dtype):
+    xp = _array_module(a_blocks[0])
+    b_scale, b_zp, bias = _one(b_scale), _one(b_zp), _one(bias)
+    f32 = (lambda v: xp.asarray(v).astype(_F32))
+    a_s = f32(_column(a_scale))
+    k = sum(blk.shape[-1] for blk in a_blocks)
+    grouped = block_size is not None
+    step = block_size if grouped else max(k, 1)
+    accs = {}
+    k0 = 0
+    for a, b in zip(a_blocks, b_blocks):
+        k1 = k0 + a.shape[-1]
+        for g in range(k0 // step, -(-k1 // step) if k1 > k0 else k0 // step):
+            lo, hi = max(k0, g * step), min(k1, (g + 1) * step)
+            zp = b_zp[g:g + 1] if grouped and getattr(b_zp, "ndim", 0) == 2 and b_zp.shape[0] > 1 else b_zp
+            part = matmul_integer_sum(a[..., lo - k0:hi - k0], a_zp, b[..., lo - k0:hi - k0, :], zp,
+                                      xp).astype(xp.int64)
+            accs[g] = part if g not in accs else accs[g] + part
+        k0 = k1
+    shape = a_blocks[0].shape[:-1] + b_blocks[0].shape[-1:]
+    if not grouped and not accs:  # K = 0: acc = 0, scaled as any sum
+        accs[0] = xp.zeros(shape, xp.int64)
+    v = None
+    with np.errstate(all="ignore"):
+        for g in sorted(accs):
+            s_g = b_scale[g:g + 1] if grouped and getattr(b_scale, "ndim", 0) == 2 and b_scale.shape[0] > 1 \
+                else b_scale
+            term = xp.multiply(accs[g].astype(_F32), xp.multiply(a_s, f32(s_g), dtype=_F32), dtype=_F32)
+            v = term if v is None else xp.add(v, term, dtype=_F32)
+        if v is None:  # K = 0 with blocked scales: no groups, the empty sum +0.0
+            v = xp.zeros(shape, _F32)
+        if bias is not None:
+            v = xp.add(v, f32(bias), dtype=_F32)
+        return xp.broadcast_to(v, shape).astype(out_dtype)
 
 
 def _wrap_int32(acc):

@@ -202,6 +202,10 @@ _SCHEMAS = {
                           "bool ceil_mode=False, ScalarType? dtype=None",
 }
 _SCHEMAS["quantized_matmul"] = _SCHEMAS["quantized_add"]
+_SCHEMAS["matmul_integer"] = "Tensor a, Tensor b, {z} a_zero_point={zd}, {z} b_zero_point={zd}"
+_SCHEMAS["matmul_integer_to_float"] = ("Tensor a, {s} a_scale, {z} a_zero_point, Tensor b, {s} b_scale, "
+                                       "{z} b_zero_point, Tensor? bias=None, *, ScalarType? dtype=None, "
+                                       "int? block_size=None")
 
 OPS: dict = {}
 
@@ -250,7 +254,8 @@ for _fname in _SCHEMAS:
 # Which operands are data (the rest are scales and zero points), and each zero point's dtype
 # source when a Python int must become a tensor: an input's dtype, or the output's ("out").
 _DATA = {"quantize_linear": ("x",), "dequantize_linear": ("q",), "quantized_add": ("a", "b"),
-         "quantized_matmul": ("a", "b"), "quantized_avg_pool": ("x",)}
+         "quantized_matmul": ("a", "b"), "quantized_avg_pool": ("x",), "matmul_integer": ("a", "b"),
+         "matmul_integer_to_float": ("a", "b", "bias")}
 _ZP_OF = {"zero_point": "out", "a_zero_point": "a", "b_zero_point": "b", "out_zero_point": "out",
           "x_zero_point": "x"}
 

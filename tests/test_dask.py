@@ -197,8 +197,47 @@ def test_matmul_integer_k_split_wraps_as_the_whole_array(rng):
     a1, b1 = np.full((2, k), 255, u8), np.full((k, 2), -128, i8)
     _exact(_threads(dmlq.matmul_integer(_chunked(a1, (1, (33026, 4))), _chunked(b1, ((33026, 4), 2)), None, i8(127))),
            dmlq.matmul_integer(a1, b1, None, i8(127)))
-    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer_to_float does not take dask arrays yet"):
-        dmlq.matmul_integer_to_float(_chunked(a1, 1), 0.1, None, b1, 0.1, None)
+
+
+def test_matmul_integer_to_float_k_split_blocked_scales_any_chunking(rng):
+    """Per K chunk exact sums, per group of block_size rows where the scales are blocked
+    (groups straddling chunk boundaries), added in ascending order as the whole array."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    m, k, n = 6, 13, 5
+    a = rng.integers(0, 256, (m, k), dtype=u8)
+    b8 = rng.integers(-128, 128, (k, n), dtype=i8)
+    b4 = rng.integers(-8, 8, (k, n)).astype(ml_dtypes.int4)
+    a_s = rng.uniform(0.01, 0.1, (m, 1)).astype(np.float16)
+    a_z = rng.integers(0, 256, (m, 1), dtype=u8)
+    bias = (rng.standard_normal((m, n)) * 50).astype(f32)
+    cases = [(b8, rng.uniform(-0.1, 0.1, (n,)).astype(f32), rng.integers(-128, 128, (n,), dtype=i8), None),
+             (b8, rng.uniform(0.01, 0.1, (5, n)).astype(f32), rng.integers(-128, 128, (5, n), dtype=i8), 3),
+             (b4, rng.uniform(0.01, 0.1, (4, n)).astype(f32), rng.integers(-8, 8, (4, n)).astype(ml_dtypes.int4), 4),
+             (b4, np.float32(0.02), None, 13)]
+    chunkings = [((m,), (k,), (n,)), ((2, 4), (5, 8), (3, 2)), ((1,) * m, (1,) * k, (1,) * n), ((6,), (4, 9), (5,))]
+    for (b, b_s, b_z, bs), (mc, kc, nc), dt in itertools.product(cases, chunkings, (f32, np.float16)):
+        for bi in (None, bias, bias[0]):
+            want = dmlq.matmul_integer_to_float(a, a_s, a_z, b, b_s, b_z, bi, dtype=dt, block_size=bs)
+            lazy = dmlq.matmul_integer_to_float(_chunked(a, (mc, kc)), a_s, a_z, _chunked(b, (kc, nc)), b_s, b_z,
+                                                bi, dtype=dt, block_size=bs)
+            assert isinstance(lazy, da.Array) and lazy._meta.dtype == dt and lazy.shape == want.shape
+            _exact(_threads(lazy), want)
+    # the contract itself, groups of 3 over K chunks (5, 8): group 1 straddles them
+    b_s, b_z = cases[1][1], cases[1][2]
+    ref = np.empty((m, n), f32)
+    R.matmul_integer_to_float(a, a_s, a_z, b8, b_s, b_z, bias, ref, 3)
+    _exact(_threads(dmlq.matmul_integer_to_float(_chunked(a, (3, (5, 8))), a_s, a_z, _chunked(b8, ((5, 8), 2)),
+                                                 b_s, b_z, _chunked(bias, 2), block_size=3)), ref)
+    # batched a, K = 0
+    a3 = rng.integers(-128, 128, (2, 3, 7), dtype=i8)
+    _exact(_threads(dmlq.matmul_integer_to_float(_chunked(a3, (1, 2, (3, 4))), 0.5, -3, b8[:7], 0.25, 1)),
+           dmlq.matmul_integer_to_float(a3, 0.5, -3, b8[:7], 0.25, 1))
+    a0, b0 = np.zeros((3, 0), u8), np.zeros((0, 2), i8)
+    _exact(_threads(dmlq.matmul_integer_to_float(_chunked(a0, 2), -0.5, 3, b0, 0.1, None)),
+           dmlq.matmul_integer_to_float(a0, -0.5, 3, b0, 0.1, None))
+    with pytest.raises(dmlq.UnsupportedError, match=r"b_scale per batch \(shape \(2, 1, 5\)\)"):
+        dmlq.matmul_integer_to_float(_chunked(np.stack([a, a]), 3), 0.1, None, np.stack([b8, b8]),
+                                     np.ones((2, 1, n), f32), None)
 
 
 # ---- laziness and errors --------------------------------------------------------------------
@@ -269,9 +308,12 @@ def test_distributed_cluster_every_operator(client, rng):
               dmlq.dequantize_linear(_chunked(a, (5, 7)), np.full((1, 30), 0.5, f32), u8(3)),
               dmlq.quantized_add(_chunked(a, (2, 30)), 0.1, 7, _chunked(a, (9, 11)), 0.1, 9, 0.3),
               _mm(_chunked(a, (4, (10, 20))), _chunked(b, ((10, 20), 3)), (0.02, 1, 0.01, 0, 0.7, i8(5))),
-              _pool_whole(_chunked(img, (1, 2, (3, 8), (2, 7))), 0.1, 0, 0.1, 0, p)]
+              _pool_whole(_chunked(img, (1, 2, (3, 8), (2, 7))), 0.1, 0, 0.1, 0, p),
+              dmlq.matmul_integer_to_float(_chunked(a, (4, (10, 20))), 0.02, 1, _chunked(b, ((10, 20), 3)),
+                                           np.full((4, 8), 0.01, f32), None, block_size=8)]
     wants = [dmlq.quantize_linear(x, 0.05, 128), dmlq.dequantize_linear(a, np.full((1, 30), 0.5, f32), u8(3)),
              dmlq.quantized_add(a, 0.1, 7, a, 0.1, 9, 0.3), _mm(a, b, (0.02, 1, 0.01, 0, 0.7, i8(5))),
-             _pool_whole(img, 0.1, 0, 0.1, 0, p)]
+             _pool_whole(img, 0.1, 0, 0.1, 0, p),
+             dmlq.matmul_integer_to_float(a, 0.02, 1, b, np.full((4, 8), 0.01, f32), None, block_size=8)]
     for got, want in zip(client.compute(lazies, sync=True), wants):
         _exact(got, want)

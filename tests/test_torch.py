@@ -43,6 +43,11 @@ def _cases(seed=7):
     s_row = rng.uniform(0.01, 0.1, (6, 1)).astype(f32)
     s_n = rng.uniform(0.001, 0.01, (5,)).astype(f32)
     s_c = rng.uniform(0.05, 0.2, (3,)).astype(f32)
+    z_row = rng.integers(0, 256, (6, 1), dtype=np.uint8)
+    z_n = rng.integers(-128, 128, (1, 5), dtype=np.int8)
+    s_blocks = rng.uniform(0.001, 0.01, (3, 5)).astype(f32)  # K = 9 in blocks of 4: 4, 4, 1
+    z_blocks = rng.integers(-128, 128, (3, 5), dtype=np.int8)
+    bias = (rng.standard_normal(5) * 10).astype(f32)
     pool_kw = dict(strides=[2, 2], start_padding=[1, 0], end_padding=[1, 1], ceil_mode=True)
     pool_params = ((3, 2), (2, 2), (1, 0), (1, 1), (1, 1), False)
     u8, i8 = np.uint8, np.int8
@@ -63,6 +68,13 @@ def _cases(seed=7):
          _ref(R.quantized_avg_pool, (2, 3, 4, 3), u8, img, f32(.1), u8(3), f32(.1), u8(3), params=pool_params),
          (img, s_c, None, np.array(0.1, f32), None, [3, 2]), pool_kw,
          _ref(R.quantized_avg_pool, (2, 3, 4, 3), u8, img, s_c, None, f32(.1), None, params=pool_params)),
+        ("matmul_integer", (a, b, 3, -2), {}, _ref(R.matmul_integer, (6, 5), np.int32, a, u8(3), b, i8(-2)),
+         (a, b, z_row, z_n), {}, _ref(R.matmul_integer, (6, 5), np.int32, a, z_row, b, z_n)),
+        ("matmul_integer_to_float", (a, 0.02, 128, b, 0.01, 0), {},
+         _ref(R.matmul_integer_to_float, (6, 5), f32, a, f32(.02), u8(128), b, f32(.01), i8(0), None),
+         (a, s_row, z_row, b, s_blocks, z_blocks, bias), {"dtype": torch.float16, "block_size": 4},
+         _ref(R.matmul_integer_to_float, (6, 5), np.float16, a, s_row, z_row, b, s_blocks, z_blocks, bias,
+              params=(4,))),
     ]
 
 
@@ -124,6 +136,11 @@ def test_schemas_say_scalars_and_optional_zero_points_as_torch_does():
     assert str(torch.ops.dmlq.dequantize_linear.tensor._schema) == (
         "dmlq::dequantize_linear.tensor(Tensor q, Tensor scale, Tensor? zero_point=None) -> Tensor")
     assert "int[] window_size, *, int[]? strides=None" in str(torch.ops.dmlq.quantized_avg_pool.default._schema)
+    assert str(torch.ops.dmlq.matmul_integer.tensor._schema) == (
+        "dmlq::matmul_integer.tensor(Tensor a, Tensor b, Tensor? a_zero_point=None, Tensor? b_zero_point=None) "
+        "-> Tensor")
+    assert str(torch.ops.dmlq.matmul_integer_to_float.default._schema).endswith(
+        "int b_zero_point, Tensor? bias=None, *, ScalarType? dtype=None, int? block_size=None) -> Tensor")
 
 
 def test_out_is_written_in_place_and_views_need_no_copy():
