@@ -282,16 +282,32 @@ def _saturate(f, saturate):
     raise TypeError(f"{f}: saturate must be True or False (got {saturate!r})")
 
 
+def _operands(f, first, v, scale, zero_point):
+    """The input (x or q), scale and zero point on the host (see _host)."""
+    what = f"{f} with these types or arguments"
+    return (_host(f, first, v, first == "x", what), _host(f, "scale", scale, True, what),
+            _host(f, "zero_point", zero_point, False, what))
+
+
+def _into(f, out, shape, dtype, compute):
+    """The checked output (a fresh one for out=None) filled by compute(array). A caller's out
+    may overlap the input: it gets the result through a temporary."""
+    result = _out(f, out, shape, dtype)
+    if result.size:
+        tmp = result if out is None else np.empty(shape, dtype)
+        compute(tmp)
+        if tmp is not result:
+            result[...] = tmp
+    return result
+
+
 # ------------------------------------------------------------------ the two functions
 
 def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, saturate=True,
                     precision=None, out=None):
     """dmlq.quantize_linear for the calls routed here (see the module text)."""
     f = "quantize_linear"
-    what = "quantize_linear with these types or arguments"
-    x = _host(f, "x", x, True, what)
-    scale = _host(f, "scale", scale, True, what)
-    zp = _host(f, "zero_point", zero_point, False, what)
+    x, scale, zp = _operands(f, "x", x, scale, zero_point)
     if x is None:
         raise TypeError(f"{f}: x is required (got None); pass a float32 array")
     if x.dtype not in _FLOATS + (I32,):
@@ -304,13 +320,8 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     q = _output_qtype(f, zp, dtype, out)
     zp = _zero_point(f, zp, q, dtype is not None, "(the output type)")
     scale_b, zp_b, shape = layout(f, x.shape, scale, zp, axis, block_size)
-    result = _out(f, out, shape, q.dtype)
-    if result.size:  # a caller's out may overlap x: it gets the result through a temporary
-        tmp = result if out is None else np.empty(shape, q.dtype)
-        reference.quantize_linear(np.broadcast_to(x, shape), scale_b, zp_b, tmp, sat, prec)
-        if tmp is not result:
-            result[...] = tmp
-    return result
+    return _into(f, out, shape, q.dtype,
+                 lambda tmp: reference.quantize_linear(np.broadcast_to(x, shape), scale_b, zp_b, tmp, sat, prec))
 
 
 def _output_qtype(f, zp, dtype, out):
@@ -338,10 +349,7 @@ def _output_qtype(f, zp, dtype, out):
 def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, out=None):
     """dmlq.dequantize_linear for the calls routed here (see the module text)."""
     f = "dequantize_linear"
-    what = "dequantize_linear with these types or arguments"
-    q = _host(f, "q", q, False, what)
-    scale = _host(f, "scale", scale, True, what)
-    zp = _host(f, "zero_point", zero_point, False, what)
+    q, scale, zp = _operands(f, "q", q, scale, zero_point)
     if q is None:
         raise TypeError(f"{f}: q is required (got None)")
     if not hasattr(q, "dtype") or not (is_qtype(q.dtype) or q.dtype in (I32, U32)):
@@ -357,11 +365,6 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
     zp = _zero_point(f, zp, qt, True, "(q's type)")  # another integer dtype: converted when it fits
     out_dtype = scale.dtype if dtype is None else _float_dtype(f, "dtype", dtype)
     scale_b, zp_b, shape = layout(f, q.shape, scale, zp, axis, block_size)
-    result = _out(f, out, shape, out_dtype)
-    if result.size:  # a caller's out may overlap q: it gets the result through a temporary
-        tmp = result if out is None else np.empty(shape, out_dtype)
-        reference.dequantize_linear(np.broadcast_to(q, shape), scale_b, zp_b, tmp)
-        if tmp is not result:
-            result[...] = tmp
-    return result
+    return _into(f, out, shape, out_dtype,
+                 lambda tmp: reference.dequantize_linear(np.broadcast_to(q, shape), scale_b, zp_b, tmp))
 
