@@ -12,6 +12,7 @@ argument.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -200,31 +201,35 @@ def _axis(f, axis, ndim):
     return int(axis) % ndim
 
 
-def layout(f, x_shape, scale, zero_point, axis, block_size):
-    """(scale, zero_point, out_shape): the parameters broadcastable to the output,
-    from the blocked (block_size), per-axis (axis) or broadcast form."""
+def param_form(f, x_shape, scale_shape, zp_shape, axis, block_size):
+    """Shapes only, for the NumPy and the GPU path alike: ``(form, axis, block, out_shape)``
+    with form "blocked" (scale has x's shape with ceil(D / block) on ``axis``), "axis"
+    (ONNX's per-axis form: one value or D values along ``axis``) or "broadcast" (NumPy
+    broadcasting, axis and block None). DescError/ValueError naming the argument."""
     ndim = len(x_shape)
-    if zero_point is not None and (block_size is not None or axis is not None) and zero_point.size != 1 \
-            and tuple(zero_point.shape) != tuple(scale.shape):
-        raise DescError(f"{f}: zero_point must have scale's shape {tuple(scale.shape)} or be one value (got "
-                        f"{tuple(zero_point.shape)})")
+    scale_shape = tuple(scale_shape)
+    zp_size = None if zp_shape is None else math.prod(zp_shape)
+    if zp_shape is not None and (block_size is not None or axis is not None) and zp_size != 1 \
+            and tuple(zp_shape) != scale_shape:
+        raise DescError(f"{f}: zero_point must have scale's shape {scale_shape} or be one value (got "
+                        f"{tuple(zp_shape)})")
     if block_size is not None:
         b = _int_param(f, "block_size", block_size, 1)
-        if scale.ndim != ndim:
+        if len(scale_shape) != ndim:
             raise DescError(f"{f}: with block_size, scale must have x's rank {ndim} (x {tuple(x_shape)}, scale "
-                            f"{tuple(scale.shape)}): x's shape with ceil(D / block_size) on the blocked axis")
-        differ = [i for i in range(ndim) if scale.shape[i] != x_shape[i]]
+                            f"{scale_shape}): x's shape with ceil(D / block_size) on the blocked axis")
+        differ = [i for i in range(ndim) if scale_shape[i] != x_shape[i]]
         if axis is None:
             if len(differ) > 1:
-                raise DescError(f"{f}: scale {tuple(scale.shape)} differs from x {tuple(x_shape)} on axes {differ}; "
+                raise DescError(f"{f}: scale {scale_shape} differs from x {tuple(x_shape)} on axes {differ}; "
                                 "blocked scales differ on one axis only (name it with axis=)")
             ax = differ[0] if differ else 0
         else:
             ax = _axis(f, axis, ndim)
             if any(i != ax for i in differ):
-                raise DescError(f"{f}: scale {tuple(scale.shape)} must equal x's shape {tuple(x_shape)} except on "
+                raise DescError(f"{f}: scale {scale_shape} must equal x's shape {tuple(x_shape)} except on "
                                 f"axis {ax}")
-        d, s = x_shape[ax], scale.shape[ax]
+        d, s = x_shape[ax], scale_shape[ax]
         want = -(-d // b)
         if s != want:
             lo, hi = (-(-d // s), -(-d // (s - 1)) - 1) if s > 1 and d > 0 else (0, -1)
@@ -232,31 +237,46 @@ def layout(f, x_shape, scale, zero_point, axis, block_size):
                     else f"; no block_size makes {s} blocks of {d}")
             raise DescError(f"{f}: block_size = {b} on axis {ax} of size {d} makes ceil({d} / {b}) = {want} blocks, "
                             f"but scale has {s} there{hint}")
-        zp = zero_point
-        if zp is not None:
-            zp = reference.expand_blocks(zp, x_shape, ax, b) if zp.shape == scale.shape else zp.reshape(())
-        return reference.expand_blocks(scale, x_shape, ax, b), zp, tuple(x_shape)
+        return "blocked", ax, b, tuple(x_shape)
     if axis is not None:
         if ndim == 0:
             raise DescError(f"{f}: axis= needs an x of at least one dimension (x is 0-d)")
         ax = _axis(f, axis, ndim)
-
-        def per_axis(name, v):
-            if v is None or v.size == 1 and v.ndim <= 1:
-                return None if v is None else v.reshape(())
-            if v.ndim != 1 or v.shape[0] != x_shape[ax]:
+        for name, shp in (("scale", scale_shape), ("zero_point", zp_shape)):
+            if shp is None or math.prod(shp) == 1 and len(shp) <= 1:
+                continue
+            if len(shp) != 1 or shp[0] != x_shape[ax]:
                 raise DescError(f"{f}: with axis={axis} (and no block_size), {name} must be one value or 1-D of "
-                                f"length x.shape[{ax}] = {x_shape[ax]} (got shape {tuple(v.shape)})")
-            return v.reshape(tuple(-1 if i == ax else 1 for i in range(ndim)))
-
-        return per_axis("scale", scale), per_axis("zero_point", zero_point), tuple(x_shape)
-    shapes = [x_shape, scale.shape] + ([] if zero_point is None else [zero_point.shape])
+                                f"length x.shape[{ax}] = {x_shape[ax]} (got shape {tuple(shp)})")
+        return "axis", ax, None, tuple(x_shape)
+    shapes = [x_shape, scale_shape] + ([] if zp_shape is None else [zp_shape])
     try:
         shape = tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise ValueError(f"{f}: shapes do not broadcast: x {tuple(x_shape)}, scale {tuple(scale.shape)}"
-                         + ("" if zero_point is None else f", zero_point {tuple(zero_point.shape)}")
+        raise ValueError(f"{f}: shapes do not broadcast: x {tuple(x_shape)}, scale {scale_shape}"
+                         + ("" if zp_shape is None else f", zero_point {tuple(zp_shape)}")
                          + "; for per-axis values pass axis=, for blocked scales block_size=") from None
+    return "broadcast", None, None, shape
+
+
+def layout(f, x_shape, scale, zero_point, axis, block_size):
+    """(scale, zero_point, out_shape): the parameters broadcastable to the output,
+    from the blocked (block_size), per-axis (axis) or broadcast form."""
+    form, ax, b, shape = param_form(f, x_shape, scale.shape, None if zero_point is None else zero_point.shape,
+                                    axis, block_size)
+    ndim = len(x_shape)
+    if form == "blocked":
+        zp = zero_point
+        if zp is not None:
+            zp = reference.expand_blocks(zp, x_shape, ax, b) if zp.shape == scale.shape else zp.reshape(())
+        return reference.expand_blocks(scale, x_shape, ax, b), zp, shape
+    if form == "axis":
+        def per_axis(v):
+            if v is None or v.size == 1 and v.ndim <= 1:
+                return None if v is None else v.reshape(())
+            return v.reshape(tuple(-1 if i == ax else 1 for i in range(ndim)))
+
+        return per_axis(scale), per_axis(zero_point), shape
     return scale, zero_point, shape
 
 
@@ -306,6 +326,11 @@ def _into(f, out, shape, dtype, compute):
 def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, saturate=True,
                     precision=None, out=None):
     """dmlq.quantize_linear for the calls routed here (see the module text)."""
+    from . import quant_gpu
+
+    if quant_gpu.on_gpu(x, scale, zero_point, out):
+        return quant_gpu.quantize_linear(x, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size,
+                                         saturate=saturate, precision=precision, out=out)
     f = "quantize_linear"
     x, scale, zp = _operands(f, "x", x, scale, zero_point)
     if x is None:
@@ -348,6 +373,11 @@ def _output_qtype(f, zp, dtype, out):
 
 def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, out=None):
     """dmlq.dequantize_linear for the calls routed here (see the module text)."""
+    from . import quant_gpu
+
+    if quant_gpu.on_gpu(q, scale, zero_point, out):
+        return quant_gpu.dequantize_linear(q, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size,
+                                           out=out)
     f = "dequantize_linear"
     q, scale, zp = _operands(f, "q", q, scale, zero_point)
     if q is None:

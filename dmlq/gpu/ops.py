@@ -10,11 +10,14 @@ from .elementwise import (bind, dequantize_linear, plan_dequantize_linear, plan_
 from .intmm import (bind_matmul_integer, bind_matmul_integer_to_float, matmul_integer, matmul_integer_to_float,
                     plan_matmul_integer, plan_matmul_integer_to_float)
 from .matmul import bind_quantized_matmul, plan_quantized_matmul, quantized_matmul
+from .qkernels import (bind_dequantize_types, bind_quantize_types, dequantize_types, plan_dequantize_types,
+                       plan_quantize_types, quantize_types)
 
 __all__ = ["matmul_integer", "matmul_integer_to_float", "plan_matmul_integer", "plan_matmul_integer_to_float",
            "quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul",
            "quantized_avg_pool", "plan_quantize_linear", "plan_dequantize_linear",
-           "plan_quantized_add", "plan_quantized_matmul", "plan_quantized_avg_pool", "run"]
+           "plan_quantized_add", "plan_quantized_matmul", "plan_quantized_avg_pool", "run",
+           "quantize_types", "dequantize_types", "plan_quantize_types", "plan_dequantize_types"]
 
 # backend function -> (binder(*args, out, *params) -> Runner, the operand
 # positions whose address alignment its plan depends on: None for every device
@@ -28,6 +31,8 @@ _BINDERS: dict[Any, tuple[Any, Any]] = {
     quantized_avg_pool: (bind_quantized_avg_pool, ()),
     matmul_integer: (bind_matmul_integer, ()),
     matmul_integer_to_float: (bind_matmul_integer_to_float, ()),
+    quantize_types: (bind_quantize_types, None),
+    dequantize_types: (bind_dequantize_types, None),
 }
 
 

@@ -115,3 +115,143 @@ def dequantize(q_bytes, n: int, scale, zero_point, out, q: str, layout: ParamLay
             *(np.int64(v) for v in layout), sp, sv, zp, zv)
     device.kernel(SOURCE, name)(_grid(name, -(-nbytes // 16)), (THREADS,), args)
     return out
+
+
+# ------------------------------------------------------------------ backend functions (dmlq.gpu.ops)
+# The variants of one call (one table) and the rule that picks one. The kernel itself
+# takes the 16-byte path per group when its flag says the dense side is aligned; the
+# packed side is always read or written in 16-byte groups (CuPy allocations are
+# 256-byte aligned; a Packed's data must start 16-byte aligned, else the bytewise path).
+VARIANTS = {
+    "vec16": "16-byte loads and stores on both sides",
+    "bytewise": "a misaligned operand: element by element, byte by byte on the packed side",
+}
+
+
+def select_variant(dense_address: int, packed_address: int) -> str:
+    """vec16 when both sides start 16-byte aligned, else bytewise."""
+    return "vec16" if dense_address % 16 == 0 and packed_address % 16 == 0 else "bytewise"
+
+
+def layout_name(layout) -> str:
+    D, inner, S, B = layout
+    if S == 1 and inner == 1 and B >= D:
+        return "per tensor"
+    if B == 1 or S == 0 or B == inner:
+        return "per axis" if S == 0 or B == 1 else "per axis (outer expanded)"
+    return f"blocked (block {B})"
+
+
+def _byvalue(v):
+    return v is None or isinstance(v, (int, float, np.generic)) or (isinstance(v, np.ndarray) and v.ndim == 0)
+
+
+def _kernel_params(scale, zero_point):
+    """(scale pointer, scale value, zp pointer, zp value, zp given); a host 0-d array by value."""
+    if _byvalue(scale):
+        sp, sv = device.NULL, np.float32(scale)
+    else:
+        sp, sv = np.uint64(device.ptr(scale)), np.float32(0)
+    if zero_point is None:
+        return sp, sv, device.NULL, np.int32(0), 0
+    if _byvalue(zero_point):
+        return sp, sv, device.NULL, np.int32(zero_point), 1
+    return sp, sv, np.uint64(device.ptr(zero_point)), np.int32(0), 1
+
+
+def _plan(op, name, n, nbytes, dense, packed, out, layout):
+    from .plan import Launch, Plan
+
+    notes = [layout_name(layout)]
+    if not out.flags.c_contiguous:
+        notes.append("out not C-contiguous: written through a temporary")
+    if n == 0:
+        return Plan(op, "empty", (), tuple(notes))
+    variant = select_variant(device.ptr(dense), device.ptr(packed) if packed is not None else 0)
+    launch = Launch(SOURCE, name, _grid(name, -(-nbytes // 16)), (THREADS,))
+    return Plan(op, variant, (launch,), tuple(notes))
+
+
+def plan_quantize_types(x, scale, zero_point, out, q, layout, saturate=True, precision=None):
+    """The plan of :func:`quantize_types` (nothing launched)."""
+    n = int(x.size)
+    return _plan("quantize_linear", quantize_name(device.dtype_name(x.dtype), q), n, packed_nbytes(n, q), x,
+                 out if out.flags.c_contiguous else None, out, layout)
+
+
+def plan_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
+    """The plan of :func:`dequantize_types` (nothing launched)."""
+    n = int(out.size)
+    return _plan("dequantize_linear", dequantize_name(q, device.dtype_name(out.dtype)), n, packed_nbytes(n, q),
+                 out if out.flags.c_contiguous else q_bytes, q_bytes, out, layout)
+
+
+def _through_dense(out, go):
+    """Run ``go(target)`` into out, or into a C-contiguous temporary copied to out."""
+    if out.flags.c_contiguous:
+        go(out)
+        return out
+    tmp = device.xp().empty(out.shape, out.dtype)
+    go(tmp)
+    out[...] = tmp
+    return out
+
+
+def bind_quantize_types(x, scale, zero_point, out, q, layout, saturate=True, precision=None):
+    """The runner of one quantize signature (dmlq.gpu.ops.run keeps it per alignment)."""
+    from .plan import Runner, execute, kernels
+
+    plan = plan_quantize_types(x, scale, zero_point, out, q, layout, saturate, precision)
+    if not plan.launches:
+        return Runner(plan, lambda *a: None)
+    found = kernels(plan)
+    tail = (*(np.int64(v) for v in layout),)
+    flags = (np.int32(bool(saturate)), np.int32(PRECISION[precision]))
+    n = int(x.size)
+    nbytes = packed_nbytes(n, q)
+
+    def call(x, scale, zero_point, out):
+        sp, sv, zp, zv, given = _kernel_params(scale, zero_point)
+
+        def go(target):
+            args = (np.uint64(device.ptr(x)), np.uint64(device.ptr(target)), np.int64(n), np.int64(nbytes),
+                    np.int32(device.ptr(x) % 16 == 0 and device.ptr(target) % 16 == 0), *tail, sp, sv, zp, zv, np.int32(given), *flags)
+            execute(plan, (args,), found)
+        _through_dense(out, go)
+    return Runner(plan, call)
+
+
+def bind_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
+    """The runner of one dequantize signature."""
+    from .plan import Runner, execute, kernels
+
+    plan = plan_dequantize_types(q_bytes, scale, zero_point, out, q, layout)
+    if not plan.launches:
+        return Runner(plan, lambda *a: None)
+    found = kernels(plan)
+    tail = (*(np.int64(v) for v in layout),)
+    n = int(out.size)
+    nbytes = packed_nbytes(n, q)
+
+    def call(q_bytes, scale, zero_point, out):
+        sp, sv, zp, zv, _ = _kernel_params(scale, zero_point)
+
+        def go(target):
+            args = (np.uint64(device.ptr(q_bytes)), np.uint64(device.ptr(target)), np.int64(n), np.int64(nbytes),
+                    np.int32(device.ptr(target) % 16 == 0 and device.ptr(q_bytes) % 16 == 0), *tail, sp, sv, zp, zv)
+            execute(plan, (args,), found)
+        _through_dense(out, go)
+    return Runner(plan, call)
+
+
+def quantize_types(x, scale, zero_point, out, q, layout, saturate=True, precision=None):
+    """out (q's codes, packed as ONNX packs them) = quantize(x) with the parameters in
+    ``layout`` (see :class:`ParamLayout`); a direct call, not memoized."""
+    bind_quantize_types(x, scale, zero_point, out, q, layout, saturate, precision).call(x, scale, zero_point, out)
+    return out
+
+
+def dequantize_types(q_bytes, scale, zero_point, out, q, layout):
+    """out (dense float32/float16) = dequantize(q_bytes); a direct call, not memoized."""
+    bind_dequantize_types(q_bytes, scale, zero_point, out, q, layout).call(q_bytes, scale, zero_point, out)
+    return out

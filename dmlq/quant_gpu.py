@@ -1,0 +1,399 @@
+"""quantize_linear / dequantize_linear on GPU arrays for every ONNX 21-25 type.
+
+dmlq.quant hands a call here when an operand lives on the GPU. The GPU form of the
+types (CuPy has no ml_dtypes dtypes: ``cupy.ndarray`` refuses them):
+
+- int8, uint8, int16, uint16: CuPy arrays of that dtype, as everywhere else;
+- float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz), int4, uint4, int2, uint2, float4_e2m1fn:
+  a :class:`dmlq.Packed` whose ``data`` is a 1-D uint8 CuPy array of the bytes ONNX
+  stores (its raw_data): one byte per element for float8 (the ml_dtypes / torch bit
+  pattern), two or four elements per byte for the 4-bit and 2-bit types (the first
+  element in the low bits, the last byte padded with zero bits); ``shape`` and
+  ``dtype`` (the type's name) say what they hold.
+
+quantize_linear returns that form for the output type; dequantize_linear takes it
+(and the zero point of a packed type as a Packed of the same type, or a Python int).
+The call goes through dmlq.calls (operands normalized, the signature's key, the plan
+cache) to dmlq.gpu.qkernels (cuda/quant_types.cu). Every check raises before any
+launch and names the argument; nothing here reads a device array's values (that
+would synchronize): a zero point of another integer dtype than the output's, or a
+float8/float4 zero point held in a device array, is refused with the fix.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import dispatch, floatconv, quant
+from .calls import Spec, run
+from .checks import F16, F32, I32
+from .errors import DescError, UnsupportedError
+from .packing import Packed, packed_nbytes
+from .qtypes import BFLOAT16_DTYPE, QTYPES, QType, is_qtype, qtype
+
+# The types a CuPy array holds as they are; the others travel as dmlq.Packed.
+NATIVE = ("int8", "uint8", "int16", "uint16")
+
+
+def on_gpu(*values) -> bool:
+    """True when an operand (or a Packed's data) is a GPU array: the call runs here."""
+    for v in values:
+        if isinstance(v, Packed):
+            v = v.data
+        if v is not None and not isinstance(v, (np.ndarray, np.generic, numbers.Number)) and dispatch.is_gpu(v):
+            return True
+    return False
+
+
+def gpu_form(q: QType) -> str:
+    return "array" if q.name in NATIVE else "Packed"
+
+
+def _packed_meta(f, name, v):
+    """(data, (shape, type name)) of a Packed operand, checked; (v, None) for anything else."""
+    if not isinstance(v, Packed):
+        return v, None
+    q = qtype(v.dtype, f"{f}: {name}.dtype")
+    shape = tuple(int(s) for s in v.shape)
+    data = v.data
+    need = packed_nbytes(math.prod(shape), q)
+    if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1 or data.size != need:
+        raise ValueError(f"{f}: {name} is a dmlq.Packed of {math.prod(shape)} {q.name} elements (shape {shape}); "
+                         f"its data must be a 1-D uint8 array of {need} bytes (got {type(data).__name__} "
+                         f"{getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
+    if q.name in NATIVE:
+        raise TypeError(f"{f}: {name} is a dmlq.Packed of {q.name}; pass {q.name} data as a plain array "
+                        f"(data.view(cupy.{q.name}).reshape(shape))")
+    return data, (shape, q.name)
+
+
+def _foreign(f, values):
+    for name, v in values:
+        if dispatch.foreign(v):
+            raise UnsupportedError(f"{f}: {name} is a {type(v).__module__}.{type(v).__name__}; the types beyond "
+                                   "int8, blocked and per-axis (axis=) scales on the GPU take CuPy arrays and "
+                                   "dmlq.Packed: pass cupy.asarray(tensor) (no copy; a float8 tensor as "
+                                   "tensor.view(torch.uint8) in a dmlq.Packed)")
+
+
+# ------------------------------------------------------------------ parameters in the kernels' layout
+
+def _layout(form, ax, block, out_shape, shapes):
+    """(ParamLayout as a tuple, how the parameter arrays are placed, their compact shape, a note)
+    for the kernel's walker; ``shapes``: the device parameter arrays' shapes. The walker reads
+    entry ((o * S + d / B) * inner + i) for element (o, d, i) of (outer, D, inner)."""
+    n = max(math.prod(out_shape), 1)
+    ndim = len(out_shape)
+    if form == "broadcast":
+        axes = set()
+        for shp in shapes:
+            padded = (1,) * (ndim - len(shp)) + tuple(shp)
+            axes |= {i for i, d in enumerate(padded) if d != 1}
+        if len(axes) > 1:  # values along several axes: one entry per element
+            return (n, 1, n, 1), "full", tuple(out_shape), "parameters expanded to the output's shape"
+        ax = axes.pop() if axes else None
+        form = "axis"
+    if form != "blocked" and (ax is None or not any(math.prod(s) > 1 for s in shapes)):
+        return (n, 1, 1, n), "tensor", (1,), None
+    outer, d, inner = math.prod(out_shape[:ax]), out_shape[ax], math.prod(out_shape[ax + 1:])
+    d1, inner1 = max(d, 1), max(inner, 1)
+    if form == "blocked":
+        s = -(-d // block)
+        return (d1, inner1, s, block), "blocked", (outer, s, inner), None
+    # per axis: as (D*inner, 1, S=D, B=inner) the walker reads entry o * D + d ("row": (outer, D)),
+    # as (D, inner, S=0, B=1) entry d * inner + i ("col": (D, inner)); the smaller one, no copy
+    # when outer or inner is 1.
+    if outer == 1 or (inner > 1 and outer <= inner):
+        note = None if outer == 1 else f"per-axis values repeated over {outer} outer positions"
+        return (max(d * inner, 1), 1, d, inner1), "row", (outer, d), note
+    note = None if inner == 1 else f"per-axis values repeated over {inner} inner positions"
+    return (d1, inner1, 0, 1), "col", (d, inner), note
+
+
+def _place(v, how, compact, dtype, xp):
+    """A device parameter array in the compact layout ``how``, C-contiguous, of ``dtype``."""
+    if how == "tensor":
+        v = v.reshape(1)
+    elif how == "full":
+        v = xp.broadcast_to(v, compact)
+    elif how == "blocked":
+        v = v.reshape(compact) if v.size != 1 else xp.broadcast_to(v.reshape(1, 1, 1), compact)
+    else:
+        flat = v.reshape(-1)
+        v = xp.broadcast_to(flat.reshape(1, -1) if how == "row" else flat.reshape(-1, 1), compact)
+    return xp.ascontiguousarray(v, dtype)
+
+
+def _placed(b, name, how, compact, dtype):
+    before = b.conv.get(name)
+
+    def conv(v, _b=before):
+        if _b is not None:
+            v = _b(v)
+        return _place(v, how, compact, dtype, dispatch.module(dispatch.GPU))
+    b.conv[name] = conv
+
+
+# ------------------------------------------------------------------ zero points
+
+def _signed_codes(codes, q):
+    """int32 values of sub-byte codes (uint8, low bits), sign-extended for int4/int2."""
+    v = codes.astype(np.int32)
+    if q.qmin < 0:
+        half = 1 << (q.bits - 1)
+        v = (v ^ half) - half
+    return v
+
+
+def _zero_point(b, q, meta, whose):
+    """The zero point for the kernel: None, a host int32 0-d array (by value) or a device array
+    (converted per call to int32); returns its shape (None when omitted)."""
+    f, v = b.f, b.v["zero_point"]
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{f}: zero_point must be a number or an array, not a bool (got {v!r})")
+    if q.is_float:
+        if meta is not None or hasattr(v, "shape") and not isinstance(v, np.generic):
+            raise TypeError(f"{f}: zero_point for {q.name} {whose} on the GPU must be 0 or None (ONNX requires a "
+                            "zero float zero point, and checking a device array's values would synchronize); "
+                            "pass zero_point=None")
+        if not isinstance(v, numbers.Real):
+            raise TypeError(f"{f}: zero_point must be zero or omitted for {q.name} (got {v!r})")
+        if float(v) != 0:
+            raise DescError(f"{f}: zero_point must be zero (or None) for {q.name} {whose}: ONNX's reference refuses "
+                            "a nonzero float8 zero point and float zero points are not used; docs/semantics.md")
+        code = int(floatconv.encode(np.array(v, np.float32), q.fmt))
+        b.conv["zero_point"] = _const(np.array(code, np.int32))
+        return ()
+    lo, hi = q.qmin, q.qmax
+    if meta is not None:
+        shape, name = meta
+        if name != q.name:
+            raise TypeError(f"{f}: zero_point is a Packed of {name} but must be {q.name} {whose}")
+        b.conv["zero_point"] = lambda data, _s=shape, _q=q: _signed_codes(_unpack_codes(data, _s, _q), _q)
+        return shape
+    if not hasattr(v, "dtype") or isinstance(v, np.generic):
+        if not isinstance(v, numbers.Integral):
+            raise TypeError(f"{f}: zero_point must be an integer of type {q.name} {whose} (got "
+                            f"{type(v).__name__} {v!r})")
+        if not lo <= int(v) <= hi:
+            raise DescError(f"{f}: zero_point = {int(v)} is out of range for {q.name} [{lo}, {hi}] {whose}")
+        b.conv["zero_point"] = _const(np.array(int(v), np.int32))
+        return ()
+    if q.name not in NATIVE:
+        raise TypeError(f"{f}: zero_point of {q.name} {whose} on the GPU is a dmlq.Packed of {q.name} (or a Python "
+                        f"int); got a {v.dtype} array: pack it with dmlq.pack(codes, dtype='{q.name}')")
+    if v.dtype != q.dtype:
+        raise TypeError(f"{f}: zero_point has dtype {v.dtype} but must be {q.name} {whose}; checking that a GPU "
+                        f"array's values fit would synchronize, so pass zero_point.astype(cupy.{q.name})")
+    b.conv["zero_point"] = lambda a: a.astype(np.int32)
+    return tuple(v.shape)
+
+
+def _unpack_codes(data, shape, q):
+    from .packing import unpack
+
+    return unpack(data, shape, q.name, codes=True)
+
+
+def _const(value):
+    from .checks import Constant
+
+    value.flags.writeable = False
+    return Constant(value)
+
+
+# ------------------------------------------------------------------ planners
+
+def _scale(b):
+    f, v = b.f, b.v["scale"]
+    if v is not None and getattr(v, "dtype", None) == BFLOAT16_DTYPE:
+        raise UnsupportedError(f"{f}: a bfloat16 scale on the GPU: CuPy holds no bfloat16; pass "
+                               "scale.astype(cupy.float32) (exact)")
+    s = b.float_operand("scale", (F32, F16), F32)
+    return s
+
+
+def _params_of(b, form, ax, block, out_shape, scale, zp_shape):
+    """The kernel's ParamLayout (a tuple) and a note; the device parameters placed in it per call."""
+    on_device = [n for n in ("scale", "zero_point") if not hasattr(b.conv.get(n), "value") and b.v[n] is not None]
+    shapes = [tuple(scale.shape) if n == "scale" else tuple(zp_shape) for n in on_device]
+    layout, how, compact, note = _layout(form, ax, block, out_shape, shapes)
+    for n in on_device:
+        _placed(b, n, how, compact, F32 if n == "scale" else I32)
+    return tuple(int(v) for v in layout), note
+
+
+def _dense_input(b, name, shape):
+    v = b.v[name]
+    if tuple(v.shape) != tuple(shape):
+        b.conv[name] = lambda a, _s=shape: dispatch.module(dispatch.GPU).ascontiguousarray(
+            dispatch.module(dispatch.GPU).broadcast_to(a, _s))
+    elif not v.flags.c_contiguous:
+        b.conv[name] = lambda a: dispatch.module(dispatch.GPU).ascontiguousarray(a)
+
+
+def _check_out(b, q_or_float, shape, meta_out):
+    """The raw out array's checks (logical shape and type), before any launch."""
+    f, out = b.f, b.out
+    if out is None:
+        return
+    if isinstance(q_or_float, QType) and q_or_float.name not in NATIVE:
+        q = q_or_float
+        if meta_out is None:
+            raise TypeError(f"{f}: out for {q.name} on the GPU must be a dmlq.Packed of {q.name} (got "
+                            f"{type(out).__name__} {getattr(out, 'dtype', '')})")
+        oshape, oname = meta_out
+        if oname != q.name:
+            raise TypeError(f"{f}: out is a Packed of {oname} but the output is {q.name}")
+        if tuple(oshape) != tuple(shape):
+            raise ValueError(f"{f}: out must have shape {tuple(shape)} (got {tuple(oshape)})")
+        if not out.flags.c_contiguous:
+            raise ValueError(f"{f}: out's data must be contiguous")
+        return
+    if meta_out is not None:
+        raise TypeError(f"{f}: out must be a plain array here, not a dmlq.Packed")
+    dt = q_or_float.dtype if isinstance(q_or_float, QType) else q_or_float
+    if out.dtype != dt:
+        raise TypeError(f"{f}: out must have dtype {np.dtype(dt).name} (got {out.dtype})")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{f}: out must have shape {tuple(shape)} (got {tuple(out.shape)})")
+
+
+def _raw(q, shape):
+    """(shape, dtype) of the array the kernel writes for ``q``."""
+    if q.name in NATIVE:
+        return tuple(shape), q.dtype
+    return (packed_nbytes(math.prod(shape), q),), np.dtype(np.uint8)
+
+
+def _plan_quantize(b, qname, axis, block_size, saturate, precision, zp_meta, out_meta):
+    f = b.f
+    x = b.v["x"]
+    if x is None or not hasattr(x, "shape") or isinstance(x, (np.ndarray, np.generic)):
+        raise TypeError(f"{f}: x must be a GPU array when the other operands are (got {type(x).__name__})")
+    if x.dtype not in (F32, F16, I32):
+        raise TypeError(f"{f}: x must have dtype float32, float16 or int32 on the GPU (got {x.dtype}); pass "
+                        "x.astype(cupy.float32)")
+    scale = _scale(b)
+    sat = quant._saturate(f, saturate)
+    prec = None if precision is None else quant._float_dtype(f, "precision", precision)
+    q = QTYPES[qname]
+    zp_shape = _zero_point(b, q, zp_meta, "(the output type)")
+    form, ax, block, shape = quant.param_form(f, tuple(x.shape), tuple(scale.shape), zp_shape, axis, block_size)
+    _check_out(b, q, shape, out_meta)
+    layout, _ = _params_of(b, form, ax, block, shape, scale, zp_shape)
+    _dense_input(b, "x", shape)
+    prec_name = None if prec is None else prec.name
+    raw_shape, raw_dtype = _raw(q, shape)
+    return b.plan(raw_shape, raw_dtype, (q.name, layout, sat, prec_name))
+
+
+def _output_type(f, dtype, zp, zp_meta, out, out_meta):
+    """The output type: dtype=, else the zero point's type, else out's, else uint8."""
+    q = None if dtype is None else qtype(dtype, f"{f}: dtype")
+    zq = None
+    if zp_meta is not None:
+        zq = qtype(zp_meta[1])
+    elif hasattr(zp, "dtype") and not isinstance(zp, np.generic) and is_qtype(zp.dtype):
+        zq = qtype(zp.dtype)
+    if zq is not None:
+        if q is None:
+            return zq
+        if q != zq:
+            raise TypeError(f"{f}: dtype={q.name} contradicts the dtype of zero_point ({zq.name}), which is the "
+                            f"output's; drop dtype= or pass zero_point as {q.name}")
+        return q
+    if q is not None:
+        return q
+    if out_meta is not None:
+        return qtype(out_meta[1])
+    odt = getattr(out, "dtype", None)
+    if odt is not None and is_qtype(odt):
+        return qtype(odt)
+    return QTYPES["uint8"]
+
+
+def _plan_dequantize(b, dtype, axis, block_size, q_meta, zp_meta, out_meta):
+    f = b.f
+    data = b.v["q"]
+    if q_meta is not None:
+        shape_q, qt = q_meta[0], qtype(q_meta[1])
+        if not data.flags.c_contiguous:
+            b.conv["q"] = lambda a: dispatch.module(dispatch.GPU).ascontiguousarray(a)
+    else:
+        if data is None or not hasattr(data, "dtype") or isinstance(data, (np.ndarray, np.generic)):
+            raise TypeError(f"{f}: q must be a GPU array or a dmlq.Packed when the other operands are on the GPU "
+                            f"(got {type(data).__name__})")
+        if not is_qtype(data.dtype):
+            raise UnsupportedError(f"{f}: q of dtype {data.dtype} with axis= or block_size= has no GPU kernel "
+                                   "(int32/uint32 run per tensor or broadcast without them)") \
+                if data.dtype in (np.dtype(np.int32), np.dtype(np.uint32)) else \
+                TypeError(f"{f}: q must be an array of a quantized type (got {data.dtype})")
+        shape_q, qt = tuple(data.shape), qtype(data.dtype)
+        if not data.flags.c_contiguous:
+            b.conv["q"] = lambda a: dispatch.module(dispatch.GPU).ascontiguousarray(a)
+    scale = _scale(b)
+    if dtype is not None:
+        out_dtype = quant._float_dtype(f, "dtype", dtype)
+    else:
+        out_dtype = scale.dtype
+    if out_dtype == BFLOAT16_DTYPE:
+        raise UnsupportedError(f"{f}: dtype=bfloat16 on the GPU: CuPy holds no bfloat16; pass dtype=cupy.float32 "
+                               "(then round on the host or in torch), or NumPy arrays")
+    zp_shape = _zero_point(b, qt, zp_meta, "(q's type)")
+    form, ax, block, shape = quant.param_form(f, shape_q, tuple(scale.shape), zp_shape, axis, block_size)
+    if shape != tuple(shape_q):
+        raise ValueError(f"{f}: scale {tuple(scale.shape)} would broadcast q {tuple(shape_q)} to {shape}; on the "
+                         "GPU the output has q's shape")
+    _check_out(b, np.dtype(out_dtype), shape, out_meta)
+    layout, _ = _params_of(b, form, ax, block, shape, scale, zp_shape)
+    return b.plan(tuple(shape), np.dtype(out_dtype), (qt.name, layout))
+
+
+_QUANTIZE = Spec("quantize_linear", ("x", "scale", "zero_point"), {"x", "scale"}, _plan_quantize,
+                 "quantize_types", gpu_takes_host_scalars=True)
+_DEQUANTIZE = Spec("dequantize_linear", ("q", "scale", "zero_point"), {"scale"}, _plan_dequantize,
+                   "dequantize_types", gpu_takes_host_scalars=True)
+
+
+# ------------------------------------------------------------------ the two functions
+
+def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, saturate=True,
+                    precision=None, out=None):
+    """dmlq.quantize_linear on GPU arrays (see the module text): the output type's GPU form."""
+    f = "quantize_linear"
+    _foreign(f, (("x", x), ("scale", scale), ("zero_point", zero_point), ("out", out)))
+    zp, zp_meta = _packed_meta(f, "zero_point", zero_point)
+    out_raw, out_meta = _packed_meta(f, "out", out)
+    if isinstance(x, Packed) or isinstance(scale, Packed):
+        raise TypeError(f"{f}: {'x' if isinstance(x, Packed) else 'scale'} must be a float array, not a dmlq.Packed")
+    q = _output_type(f, dtype, zp, zp_meta, out_raw, out_meta)
+    params = (q.name, axis, block_size, saturate, precision, zp_meta, out_meta)
+    raw = run(_QUANTIZE, (x, scale, zp), params, out_raw)
+    if out is not None or q.name in NATIVE or not hasattr(raw, "shape"):
+        return out if out is not None else raw  # (kernel_plan's plan, output_meta's (shape, dtype))
+    return Packed(raw, _logical_shape(x, scale, zp_meta[0] if zp_meta else getattr(zp, "shape", None), axis,
+                                      block_size), q.name)
+
+
+def _logical_shape(x, scale, zp_shape, axis, block_size):
+    if axis is not None or block_size is not None:
+        return tuple(x.shape)
+    return tuple(np.broadcast_shapes(tuple(x.shape), tuple(getattr(scale, "shape", ())), tuple(zp_shape or ())))
+
+
+def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, out=None):
+    """dmlq.dequantize_linear on GPU arrays (see the module text)."""
+    f = "dequantize_linear"
+    _foreign(f, (("q", q), ("scale", scale), ("zero_point", zero_point), ("out", out)))
+    data, q_meta = _packed_meta(f, "q", q)
+    zp, zp_meta = _packed_meta(f, "zero_point", zero_point)
+    out_raw, out_meta = _packed_meta(f, "out", out)
+    if isinstance(scale, Packed):
+        raise TypeError(f"{f}: scale must be a float array, not a dmlq.Packed")
+    params = (dtype, axis, block_size, q_meta, zp_meta, out_meta)
+    return run(_DEQUANTIZE, (data, scale, zp), params, out_raw)
