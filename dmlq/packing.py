@@ -6,8 +6,11 @@ element ``i`` in bits ``(i % k) * bits`` and up of byte ``i // k`` (the first
 element in the low bits), the unused high bits of the last byte zero. A
 :class:`Packed` carries those bytes (a 1-D uint8 array of
 ``ceil(size * bits / 8)`` bytes, NumPy or CuPy) with the logical ``shape`` and
-``dtype`` they stand for. The functions use only array operations that NumPy and
-CuPy share, so they pack and unpack on either side.
+``dtype`` they stand for. The four float8 types travel the same way, one byte
+per element (ONNX's raw_data, the ml_dtypes and torch bit patterns): CuPy has
+no float8 dtype, so on the GPU a float8 tensor is a Packed too (dmlq.quant_gpu).
+The functions use only array operations that NumPy and CuPy share, so they pack
+and unpack on either side.
 """
 from __future__ import annotations
 
@@ -58,13 +61,14 @@ def _xp(a):
 
 
 def _sub_byte(q, what):
-    if not q.packed:
+    if not (q.packed or q.is_float):
         raise TypeError(f"{what}: only the 4-bit and 2-bit types are packed (int4, uint4, float4_e2m1fn, "
-                        f"int2, uint2); {q.name} already takes one byte per element")
+                        f"int2, uint2), and the float8 types held as their bytes (one per element: CuPy has "
+                        f"no float8 dtype); {q.name} is a plain array everywhere")
 
 
 def pack(x: Any, dtype: Any = None) -> Packed:
-    """Pack an int4/uint4/float4_e2m1fn/int2/uint2 array as ONNX does.
+    """Pack an int4/uint4/float4_e2m1fn/int2/uint2 (or float8) array as ONNX does.
 
     Parameters
     ----------

@@ -5,10 +5,10 @@ when it needs anything beyond DirectML's element-wise int8/uint8 operators: a ty
 of :mod:`dmlq.qtypes` other than int8/uint8 (int16 ... float4_e2m1fn), a bfloat16
 input, scale or output, a dmlq.Packed input, ``axis=`` (ONNX's per-axis form),
 ``block_size=`` (blocked scales), ``saturate=False`` or ``precision=``.
-docs/semantics.md "Quantized types beyond int8" is the contract. These calls run
-on the NumPy reference; GPU arrays get an UnsupportedError until the CUDA kernels
-for them exist. Every check raises before anything is computed and names the
-argument.
+docs/semantics.md "Quantized types beyond int8" is the contract. NumPy calls run
+on the NumPy reference here; a call with a GPU operand goes to dmlq.quant_gpu
+(cuda/quant_types.cu). Every check raises before anything is computed and names
+the argument.
 """
 from __future__ import annotations
 
@@ -71,26 +71,23 @@ def dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out) -
 # ------------------------------------------------------------------ operands
 
 def _gpu_refusal(f, what):
-    return UnsupportedError(
-        f"{f}: {what} on GPU arrays is not implemented yet: the CUDA kernels for the types beyond "
-        "int8/uint8, blocked and per-axis (axis=) scales, saturate and precision are still to be written "
-        "(the GPU runs int8/uint8 quantize and int8...uint32 dequantize with broadcast scales); pass NumPy "
-        "arrays (cupy.asnumpy(...)) to run these on the NumPy reference")
+    return TypeError(f"{f}: NumPy and GPU arrays are mixed ({what}); put every operand on one side "
+                     "(cupy.asarray(...) or .get())")
 
 
 def _host(f, name, v, float_role, what):
     """One operand as a NumPy array (or None, or a Python int for a zero point)."""
     if calls.EXPLAINING.get():
-        raise UnsupportedError(f"kernel_plan: {f} with these types or arguments has no GPU kernels yet (it runs "
-                               "on the NumPy reference); there is no kernel plan to show")
+        raise UnsupportedError(f"kernel_plan: {f} with these types or arguments shows its plan for GPU operands "
+                               "only (CuPy arrays, dmlq.Packed of CuPy data); NumPy inputs run on the reference")
     if v is None:
         return None
     if isinstance(v, Packed):
         if not isinstance(v.data, np.ndarray):
-            raise _gpu_refusal(f, what)
+            raise _gpu_refusal(f, f"{name}'s data is not a NumPy array")
         return unpack(v)
     if dispatch.is_gpu(v):
-        raise _gpu_refusal(f, what)
+        raise _gpu_refusal(f, f"{name} is a GPU array")
     if isinstance(v, (bool, np.bool_)):
         raise TypeError(f"{f}: {name} must be a number or an array, not a bool (got {v!r})")
     if isinstance(v, numbers.Number) and not isinstance(v, np.generic):
@@ -284,7 +281,7 @@ def _out(f, out, shape, dtype):
     if out is None:
         return np.empty(shape, dtype)
     if dispatch.is_gpu(out):
-        raise _gpu_refusal(f, "out")
+        raise _gpu_refusal(f, "out is a GPU array, the inputs are not")
     if not isinstance(out, np.ndarray):
         raise TypeError(f"{f}: out must be a numpy.ndarray (got {type(out).__name__})")
     if out.dtype != dtype:

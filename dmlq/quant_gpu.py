@@ -81,9 +81,10 @@ def _foreign(f, values):
 # ------------------------------------------------------------------ parameters in the kernels' layout
 
 def _layout(form, ax, block, out_shape, shapes):
-    """(ParamLayout as a tuple, how the parameter arrays are placed, their compact shape, a note)
+    """(ParamLayout as a tuple, how the parameter arrays are placed, their compact shape)
     for the kernel's walker; ``shapes``: the device parameter arrays' shapes. The walker reads
-    entry ((o * S + d / B) * inner + i) for element (o, d, i) of (outer, D, inner)."""
+    entry ((o * S + d / B) * inner + i) for element (o, d, i) of (outer, D, inner) in its
+    parametrization (D, inner, S, B)."""
     n = max(math.prod(out_shape), 1)
     ndim = len(out_shape)
     if form == "broadcast":
@@ -92,24 +93,18 @@ def _layout(form, ax, block, out_shape, shapes):
             padded = (1,) * (ndim - len(shp)) + tuple(shp)
             axes |= {i for i, d in enumerate(padded) if d != 1}
         if len(axes) > 1:  # values along several axes: one entry per element
-            return (n, 1, n, 1), "full", tuple(out_shape), "parameters expanded to the output's shape"
+            return (n, 1, n, 1), "full", tuple(out_shape)
         ax = axes.pop() if axes else None
         form = "axis"
     if form != "blocked" and (ax is None or not any(math.prod(s) > 1 for s in shapes)):
-        return (n, 1, 1, n), "tensor", (1,), None
+        return (n, 1, 1, n), "tensor", (1,)
     outer, d, inner = math.prod(out_shape[:ax]), out_shape[ax], math.prod(out_shape[ax + 1:])
     d1, inner1 = max(d, 1), max(inner, 1)
     if form == "blocked":
         s = -(-d // block)
-        return (d1, inner1, s, block), "blocked", (outer, s, inner), None
-    # per axis: as (D*inner, 1, S=D, B=inner) the walker reads entry o * D + d ("row": (outer, D)),
-    # as (D, inner, S=0, B=1) entry d * inner + i ("col": (D, inner)); the smaller one, no copy
-    # when outer or inner is 1.
-    if outer == 1 or (inner > 1 and outer <= inner):
-        note = None if outer == 1 else f"per-axis values repeated over {outer} outer positions"
-        return (max(d * inner, 1), 1, d, inner1), "row", (outer, d), note
-    note = None if inner == 1 else f"per-axis values repeated over {inner} inner positions"
-    return (d1, inner1, 0, 1), "col", (d, inner), note
+        return (d1, inner1, s, block), "blocked", (outer, s, inner)
+    # per axis: as (D*inner, 1, S=0, B=inner) the walker reads entry d: D values, never repeated
+    return (max(d * inner, 1), 1, 0, inner1), "axis", (d,)
 
 
 def _place(v, how, compact, dtype, xp):
@@ -120,9 +115,8 @@ def _place(v, how, compact, dtype, xp):
         v = xp.broadcast_to(v, compact)
     elif how == "blocked":
         v = v.reshape(compact) if v.size != 1 else xp.broadcast_to(v.reshape(1, 1, 1), compact)
-    else:
-        flat = v.reshape(-1)
-        v = xp.broadcast_to(flat.reshape(1, -1) if how == "row" else flat.reshape(-1, 1), compact)
+    else:  # per axis: the values along the one axis that varies
+        v = xp.broadcast_to(v.reshape(-1), compact)
     return xp.ascontiguousarray(v, dtype)
 
 
@@ -165,7 +159,7 @@ def _zero_point(b, q, meta, whose):
         if float(v) != 0:
             raise DescError(f"{f}: zero_point must be zero (or None) for {q.name} {whose}: ONNX's reference refuses "
                             "a nonzero float8 zero point and float zero points are not used; docs/semantics.md")
-        code = int(floatconv.encode(np.array(v, np.float32), q.fmt))
+        code = int(floatconv.encode(np.array(v, np.float32).reshape(1), q.fmt)[0])
         b.conv["zero_point"] = _const(np.array(code, np.int32))
         return ()
     lo, hi = q.qmin, q.qmax
@@ -218,13 +212,13 @@ def _scale(b):
 
 
 def _params_of(b, form, ax, block, out_shape, scale, zp_shape):
-    """The kernel's ParamLayout (a tuple) and a note; the device parameters placed in it per call."""
+    """The kernel's ParamLayout (a tuple); the device parameters placed in it per call."""
     on_device = [n for n in ("scale", "zero_point") if not hasattr(b.conv.get(n), "value") and b.v[n] is not None]
     shapes = [tuple(scale.shape) if n == "scale" else tuple(zp_shape) for n in on_device]
-    layout, how, compact, note = _layout(form, ax, block, out_shape, shapes)
+    layout, how, compact = _layout(form, ax, block, out_shape, shapes)
     for n in on_device:
         _placed(b, n, how, compact, F32 if n == "scale" else I32)
-    return tuple(int(v) for v in layout), note
+    return tuple(int(v) for v in layout)
 
 
 def _dense_input(b, name, shape):
@@ -285,7 +279,7 @@ def _plan_quantize(b, qname, axis, block_size, saturate, precision, zp_meta, out
     zp_shape = _zero_point(b, q, zp_meta, "(the output type)")
     form, ax, block, shape = quant.param_form(f, tuple(x.shape), tuple(scale.shape), zp_shape, axis, block_size)
     _check_out(b, q, shape, out_meta)
-    layout, _ = _params_of(b, form, ax, block, shape, scale, zp_shape)
+    layout = _params_of(b, form, ax, block, shape, scale, zp_shape)
     _dense_input(b, "x", shape)
     prec_name = None if prec is None else prec.name
     raw_shape, raw_dtype = _raw(q, shape)
@@ -303,6 +297,13 @@ def _output_type(f, dtype, zp, zp_meta, out, out_meta):
     if zq is not None:
         if q is None:
             return zq
+        if q != zq and q.name in NATIVE and zq.name in NATIVE:
+            raise TypeError(f"{f}: zero_point has dtype {zq.name} but must be {q.name} (the output type); checking "
+                            "that a GPU array's values fit would synchronize, so pass "
+                            f"zero_point.astype(cupy.{q.name})")
+        if q != zq and zq.name in NATIVE and not q.is_float:
+            raise TypeError(f"{f}: zero_point of {q.name} on the GPU is a dmlq.Packed of {q.name} (or a Python "
+                            f"int); got a {zq.name} array: pack it with dmlq.pack(codes, dtype='{q.name}')")
         if q != zq:
             raise TypeError(f"{f}: dtype={q.name} contradicts the dtype of zero_point ({zq.name}), which is the "
                             f"output's; drop dtype= or pass zero_point as {q.name}")
@@ -350,7 +351,7 @@ def _plan_dequantize(b, dtype, axis, block_size, q_meta, zp_meta, out_meta):
         raise ValueError(f"{f}: scale {tuple(scale.shape)} would broadcast q {tuple(shape_q)} to {shape}; on the "
                          "GPU the output has q's shape")
     _check_out(b, np.dtype(out_dtype), shape, out_meta)
-    layout, _ = _params_of(b, form, ax, block, shape, scale, zp_shape)
+    layout = _params_of(b, form, ax, block, shape, scale, zp_shape)
     return b.plan(tuple(shape), np.dtype(out_dtype), (qt.name, layout))
 
 

@@ -163,9 +163,19 @@ def test_pack_layout_by_hand():
     assert dmlq.pack(y).data.tolist() == [0b10110001, 0b00000001]
 
 
+def test_pack_float8_is_its_bytes():
+    x = np.array([1.0, -2.0, np.nan, 448.0], md.float8_e4m3fn)
+    p = dmlq.pack(x)
+    assert (p.shape, p.dtype) == ((4,), "float8_e4m3fn")
+    assert p.data.tobytes() == x.tobytes() == bytes([0x38, 0xC0, 0x7F, 0x7E])
+    assert dmlq.unpack(p).tobytes() == x.tobytes() and dmlq.unpack(p).dtype == x.dtype
+
+
 def test_pack_refusals():
     with pytest.raises(TypeError, match="only the 4-bit and 2-bit types are packed"):
         dmlq.pack(np.zeros(3, np.int8))
+    with pytest.raises(TypeError, match="int16 is a plain array everywhere"):
+        dmlq.pack(np.zeros(3, np.uint8), dtype="int16")
     with pytest.raises(TypeError, match="pack: x's dtype must be a quantized type"):
         dmlq.pack(np.zeros(3, np.float32))
     with pytest.raises(ValueError, match="more than 4 bits"):

@@ -134,11 +134,14 @@ def select_variant(dense_address: int, packed_address: int) -> str:
 
 
 def layout_name(layout) -> str:
+    """How the parameters are laid out (dmlq.quant_gpu makes these four)."""
     D, inner, S, B = layout
+    if S == 0:
+        return "per axis"
     if S == 1 and inner == 1 and B >= D:
         return "per tensor"
-    if B == 1 or S == 0 or B == inner:
-        return "per axis" if S == 0 or B == 1 else "per axis (outer expanded)"
+    if S == D and B == 1 and inner == 1:
+        return "one parameter per element"
     return f"blocked (block {B})"
 
 

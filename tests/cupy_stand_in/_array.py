@@ -28,8 +28,19 @@ def _shape(shape) -> tuple:
     return tuple(int(n) for n in shape)
 
 
+def _supported(dtype) -> np.dtype:
+    """``dtype``, or CuPy 14.2's refusal of a dtype it cannot hold (strings, datetimes, objects,
+    and ml_dtypes' narrow types: every one but bfloat16, which CuPy 14 takes)."""
+    dtype = np.dtype(dtype)
+    narrow = dtype.type.__module__.startswith("ml_dtypes") and dtype.name != "bfloat16"
+    if dtype.kind in "USMmO" or narrow:
+        raise ValueError(f"Unsupported dtype {dtype}")
+    return dtype
+
+
 def _dense_view(mem: _cuda.Memory, shape, dtype, like_strides=None, order="C"):
     """A NumPy array over ``mem``: C order, F order, or ``like_strides``' dense layout."""
+    dtype = _supported(dtype)
     if like_strides is not None:
         return np.ndarray(shape, dtype, buffer=mem.buf, strides=like_strides) if mem.size else \
             np.empty(shape, dtype)
@@ -66,6 +77,7 @@ def _from_host(values, dtype=None, order="K") -> "ndarray":
 def _result(h: np.ndarray) -> "ndarray":
     """A new device array holding the values of ``h`` (the output of a device computation)."""
     h = np.asarray(h)
+    _supported(h.dtype)
     mem = _cuda.Memory(h.nbytes)
     out = _dense_view(mem, h.shape, h.dtype)
     out[...] = h
@@ -114,7 +126,7 @@ class ndarray:
     __slots__ = ("_h", "_mem", "_off", "__weakref__")
 
     def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
-        shape, dtype = _shape(shape), np.dtype(dtype)
+        shape, dtype = _shape(shape), _supported(dtype)
         if memptr is None:
             mem = _cuda.Memory(math.prod(shape) * dtype.itemsize)
             h = _dense_view(mem, shape, dtype, order=order) if strides is None else \
@@ -213,7 +225,7 @@ class ndarray:
 
     # -- views
     def view(self, dtype=None):
-        return _wrap(self._h.view(dtype), self._mem)
+        return _wrap(self._h.view(self.dtype if dtype is None else _supported(dtype)), self._mem)
 
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and not isinstance(shape[0], (numbers.Integral, np.integer)):
@@ -264,7 +276,7 @@ class ndarray:
         return _wrap(out, mem)
 
     def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
-        dtype = np.dtype(dtype)
+        dtype = _supported(dtype)
         if not copy and dtype == self.dtype:
             return self
         return _result(self._h.astype(dtype))
