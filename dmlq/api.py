@@ -23,7 +23,7 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
-from . import quant
+from . import quant, quant_gpu
 from .calls import Spec, kernel_plan, public, run
 from .checks import GPU, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
@@ -179,7 +179,8 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
     array([ 28, 102, 128, 153, 228, 255], dtype=uint8)
     """
     if quant.quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate, precision, out):
-        return quant.quantize_linear(x, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size,
+        path = quant_gpu if quant_gpu.on_gpu(x, scale, zero_point, out) else quant
+        return path.quantize_linear(x, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size,
                                      saturate=saturate, precision=precision, out=out)
     return run(_QUANTIZE, (x, scale, zero_point), (dtype,), out)
 
@@ -239,7 +240,8 @@ def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = N
     array([-50. ,   0. ,  77.5], dtype=float32)
     """
     if quant.dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out):
-        return quant.dequantize_linear(q, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size, out=out)
+        path = quant_gpu if quant_gpu.on_gpu(q, scale, zero_point, out) else quant
+        return path.dequantize_linear(q, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size, out=out)
     return run(_DEQUANTIZE, (q, scale, zero_point), (), out)
 
 

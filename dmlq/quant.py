@@ -6,8 +6,8 @@ of :mod:`dmlq.qtypes` other than int8/uint8 (int16 ... float4_e2m1fn), a bfloat1
 input, scale or output, a dmlq.Packed input, ``axis=`` (ONNX's per-axis form),
 ``block_size=`` (blocked scales), ``saturate=False`` or ``precision=``.
 docs/semantics.md "Quantized types beyond int8" is the contract. NumPy calls run
-on the NumPy reference here; a call with a GPU operand goes to dmlq.quant_gpu
-(cuda/quant_types.cu). Every check raises before anything is computed and names
+on the NumPy reference here; dmlq.api sends a call with a GPU operand to
+dmlq.quant_gpu (cuda/quant_types.cu), which shares this module's checks. Every check raises before anything is computed and names
 the argument.
 """
 from __future__ import annotations
@@ -323,11 +323,6 @@ def _into(f, out, shape, dtype, compute):
 def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, saturate=True,
                     precision=None, out=None):
     """dmlq.quantize_linear for the calls routed here (see the module text)."""
-    from . import quant_gpu
-
-    if quant_gpu.on_gpu(x, scale, zero_point, out):
-        return quant_gpu.quantize_linear(x, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size,
-                                         saturate=saturate, precision=precision, out=out)
     f = "quantize_linear"
     x, scale, zp = _operands(f, "x", x, scale, zero_point)
     if x is None:
@@ -370,11 +365,6 @@ def _output_qtype(f, zp, dtype, out):
 
 def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, out=None):
     """dmlq.dequantize_linear for the calls routed here (see the module text)."""
-    from . import quant_gpu
-
-    if quant_gpu.on_gpu(q, scale, zero_point, out):
-        return quant_gpu.dequantize_linear(q, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size,
-                                           out=out)
     f = "dequantize_linear"
     q, scale, zp = _operands(f, "q", q, scale, zero_point)
     if q is None:
