@@ -7,8 +7,8 @@ input, scale or output, a dmlq.Packed input, ``axis=`` (ONNX's per-axis form),
 ``block_size=`` (blocked scales), ``saturate=False`` or ``precision=``.
 docs/semantics.md "Quantized types beyond int8" is the contract. NumPy calls run
 on the NumPy reference here; dmlq.api sends a call with a GPU operand to
-dmlq.quant_gpu (cuda/quant_types.cu), which shares this module's checks. Every check raises before anything is computed and names
-the argument.
+dmlq.quant_gpu (cuda/quant_types.cu), which shares this module's checks. Every
+check raises before anything is computed and names the argument.
 """
 from __future__ import annotations
 

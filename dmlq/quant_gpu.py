@@ -202,13 +202,12 @@ def _const(value):
 
 # ------------------------------------------------------------------ planners
 
+_FLOATS = (F32, F16) + (() if BFLOAT16_DTYPE is None else (BFLOAT16_DTYPE,))
+
+
 def _scale(b):
-    f, v = b.f, b.v["scale"]
-    if v is not None and getattr(v, "dtype", None) == BFLOAT16_DTYPE:
-        raise UnsupportedError(f"{f}: a bfloat16 scale on the GPU: CuPy holds no bfloat16; pass "
-                               "scale.astype(cupy.float32) (exact)")
-    s = b.float_operand("scale", (F32, F16), F32)
-    return s
+    """float32, float16 or bfloat16 (CuPy 14 holds it): the kernels read float32, exactly."""
+    return b.float_operand("scale", _FLOATS, F32)
 
 
 def _params_of(b, form, ax, block, out_shape, scale, zp_shape):
@@ -222,12 +221,14 @@ def _params_of(b, form, ax, block, out_shape, scale, zp_shape):
 
 
 def _dense_input(b, name, shape):
+    """x dense and C-contiguous in the output's shape; a bfloat16 x as float32 (exact)."""
     v = b.v[name]
+    dt = F32 if v.dtype == BFLOAT16_DTYPE else None
     if tuple(v.shape) != tuple(shape):
-        b.conv[name] = lambda a, _s=shape: dispatch.module(dispatch.GPU).ascontiguousarray(
-            dispatch.module(dispatch.GPU).broadcast_to(a, _s))
-    elif not v.flags.c_contiguous:
-        b.conv[name] = lambda a: dispatch.module(dispatch.GPU).ascontiguousarray(a)
+        b.conv[name] = lambda a, _s=shape, _d=dt: dispatch.module(dispatch.GPU).ascontiguousarray(
+            dispatch.module(dispatch.GPU).broadcast_to(a, _s), _d)
+    elif not v.flags.c_contiguous or dt is not None:
+        b.conv[name] = lambda a, _d=dt: dispatch.module(dispatch.GPU).ascontiguousarray(a, _d)
 
 
 def _check_out(b, q_or_float, shape, meta_out):
@@ -269,9 +270,9 @@ def _plan_quantize(b, qname, axis, block_size, saturate, precision, zp_meta, out
     x = b.v["x"]
     if x is None or not hasattr(x, "shape") or isinstance(x, (np.ndarray, np.generic)):
         raise TypeError(f"{f}: x must be a GPU array when the other operands are (got {type(x).__name__})")
-    if x.dtype not in (F32, F16, I32):
-        raise TypeError(f"{f}: x must have dtype float32, float16 or int32 on the GPU (got {x.dtype}); pass "
-                        "x.astype(cupy.float32)")
+    if x.dtype not in _FLOATS + (I32,):
+        raise TypeError(f"{f}: x must have dtype float32, float16, bfloat16 or int32 on the GPU (got {x.dtype}); "
+                        "pass x.astype(cupy.float32)")
     scale = _scale(b)
     sat = quant._saturate(f, saturate)
     prec = None if precision is None else quant._float_dtype(f, "precision", precision)
@@ -342,9 +343,6 @@ def _plan_dequantize(b, dtype, axis, block_size, q_meta, zp_meta, out_meta):
         out_dtype = quant._float_dtype(f, "dtype", dtype)
     else:
         out_dtype = scale.dtype
-    if out_dtype == BFLOAT16_DTYPE:
-        raise UnsupportedError(f"{f}: dtype=bfloat16 on the GPU: CuPy holds no bfloat16; pass dtype=cupy.float32 "
-                               "(then round on the host or in torch), or NumPy arrays")
     zp_shape = _zero_point(b, qt, zp_meta, "(q's type)")
     form, ax, block, shape = quant.param_form(f, shape_q, tuple(scale.shape), zp_shape, axis, block_size)
     if shape != tuple(shape_q):

@@ -171,6 +171,24 @@ def test_precision(rng, precision):
         assert np.array_equal(gpu_bytes(got), host_bytes(want)), (name, precision)
 
 
+def test_bfloat16_operands(rng):
+    """CuPy 14 holds bfloat16: x and scale convert to float32 exactly; a bfloat16 output is the
+    float32 result rounded once (CuPy's cast, to nearest even)."""
+    bf16 = np.dtype(md.bfloat16)
+    x = _x(rng, (5, 12), np.float32).astype(bf16)
+    s = rng.uniform(0.01, 2.0, (5, 3)).astype(bf16)
+    for name in ("int8", "int4", "float8_e4m3fnuz", "uint16"):
+        for precision in (None, "bfloat16"):
+            want = dmlq.quantize_linear(x, s, dtype=name, block_size=4, precision=precision)
+            got = dmlq.quantize_linear(cp.asarray(x), cp.asarray(s), dtype=name, block_size=4, precision=precision)
+            assert np.array_equal(gpu_bytes(got), host_bytes(want)), (name, precision)
+        for odt in (None, "bfloat16", "float16"):
+            back = dmlq.dequantize_linear(to_gpu(want), cp.asarray(s), dtype=odt, block_size=4)
+            same_floats(back.get(), dmlq.dequantize_linear(want, s, dtype=odt, block_size=4), (name, odt))
+        back = dmlq.dequantize_linear(to_gpu(want), np.float32(0.5).astype(bf16), dtype="bfloat16")
+        same_floats(back.get(), dmlq.dequantize_linear(want, np.float32(0.5).astype(bf16)), name)
+
+
 # ------------------------------------------------------------------ edges
 
 def test_float_edges_saturate_both_ways():
@@ -291,6 +309,23 @@ def test_plans_are_cached_and_shown(rng):
     assert "qt_dequantize<4, float>" in text
 
 
+def test_readme_gpu_example_runs():
+    import re
+    import textwrap
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", text, re.S)]
+    (numpy_block,) = [b for b in blocks if "w4 = dmlq.quantize_linear(" in b]
+    (gpu_block,) = [b for b in blocks if b.startswith("# The GPU form (CuPy)")]
+    ns: dict = {}
+    exec(compile(numpy_block, "README.md NumPy example", "exec"), ns)
+    exec(compile(gpu_block, "README.md GPU example", "exec"), ns)
+    same_floats(ns["backg"].get(), ns["back"], "README")
+    f8 = dmlq.quantize_linear(ns["x"], 0.01, dtype="float8_e4m3fn")
+    assert np.array_equal(ns["f8g"].data.get(), dmlq.pack(f8).data)
+
+
 # ------------------------------------------------------------------ refusals, before any launch
 
 def _refused(exc, match, fn, *args, **kwargs):
@@ -309,12 +344,12 @@ def test_refusals_name_the_argument():
     _refused(TypeError, "zero_point for float8_e5m2 .* must be 0 or None", q, x, 1.0, cp.zeros(1, np.float32),
              dtype="float8_e5m2")
     _refused(ValueError, "zero_point must be zero", q, x, 1.0, 0.5, dtype="float8_e5m2")
-    _refused(TypeError, "zero_point has dtype int16 but must be int8 .* would synchronize", q, x, 1.0, cp.zeros(1, np.int16),
-             dtype="int8", axis=0)
+    _refused(TypeError, "zero_point has dtype int16 but must be int8 .* would synchronize", q, x, 1.0,
+             cp.zeros(1, np.int16), dtype="int8", axis=0)
     _refused(TypeError, "zero_point of int4 .* dmlq.Packed", q, x, 1.0, cp.zeros(1, np.int8), dtype="int4",
              axis=0)
     _refused(ValueError, "zero_point = 8 is out of range for int4", q, x, 1.0, 8, dtype="int4")
-    _refused(TypeError, "x must have dtype float32, float16 or int32", q, x.astype(np.float64), 1.0, dtype="int4")
+    _refused(TypeError, "x must have dtype float32, float16, bfloat16 or int32", q, x.astype(np.float64), 1.0, dtype="int4")
     _refused(ValueError, "block_size = 4 on axis 1 of size 6 makes ceil", q, x, cp.ones((4, 3), np.float32),
              dtype="int4", block_size=4)
     _refused(TypeError, "out for int4 on the GPU must be a dmlq.Packed", q, x, 1.0, dtype="int4",
@@ -326,6 +361,6 @@ def test_refusals_name_the_argument():
     _refused(TypeError, "NumPy and GPU arrays are mixed", q, x, np.ones(6, np.float32), dtype="int4", axis=1)
     _refused(TypeError, "a Packed of int4 but must be uint4", dmlq.dequantize_linear,
              dmlq.quantize_linear(x, 1.0, dtype="uint4"), 1.0, p4)
-    _refused(dmlq.UnsupportedError, "int32 with axis= or block_size= has no GPU kernel", dmlq.dequantize_linear, cp.zeros(4, np.int32), cp.ones(4, np.float32),
-             axis=0)
+    _refused(dmlq.UnsupportedError, "int32 with axis= or block_size= has no GPU kernel", dmlq.dequantize_linear,
+             cp.zeros(4, np.int32), cp.ones(4, np.float32), axis=0)
     _refused(TypeError, "precision must be", q, x, 1.0, dtype="int4", precision="int8")

@@ -182,21 +182,35 @@ def plan_quantize_types(x, scale, zero_point, out, q, layout, saturate=True, pre
                  out if out.flags.c_contiguous else None, out, layout)
 
 
+def _dense_dtype(dt):
+    """The kernel's float type for an output dtype: bfloat16 goes through float32."""
+    return np.dtype(dt) if device.dtype_name(dt) in Y_TYPES else np.dtype(np.float32)
+
+
 def plan_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
     """The plan of :func:`dequantize_types` (nothing launched)."""
     n = int(out.size)
-    return _plan("dequantize_linear", dequantize_name(q, device.dtype_name(out.dtype)), n, packed_nbytes(n, q),
-                 out if out.flags.c_contiguous else q_bytes, q_bytes, out, layout)
+    dense = _dense_dtype(out.dtype)
+    plan = _plan("dequantize_linear", dequantize_name(q, device.dtype_name(dense)), n, packed_nbytes(n, q),
+                 out if out.flags.c_contiguous and dense == out.dtype else q_bytes, q_bytes, out, layout)
+    if dense != out.dtype:
+        from .plan import Plan
+
+        note = f"{device.dtype_name(out.dtype)} out: a float32 temporary rounded by CuPy's cast (to nearest even)"
+        return Plan(plan.op, plan.variant, plan.launches, plan.notes + (note,))
+    return plan
 
 
-def _through_dense(out, go):
-    """Run ``go(target)`` into out, or into a C-contiguous temporary copied to out."""
-    if out.flags.c_contiguous:
+def _through_dense(out, go, dense=None):
+    """Run ``go(target)`` into out, or into a C-contiguous temporary (of the kernel's
+    float type ``dense``) then copied or cast to out."""
+    dense = out.dtype if dense is None else dense
+    if out.flags.c_contiguous and out.dtype == dense:
         go(out)
         return out
-    tmp = device.xp().empty(out.shape, out.dtype)
+    tmp = device.xp().empty(out.shape, dense)
     go(tmp)
-    out[...] = tmp
+    out[...] = tmp if dense == out.dtype else tmp.astype(out.dtype)
     return out
 
 
@@ -217,8 +231,9 @@ def bind_quantize_types(x, scale, zero_point, out, q, layout, saturate=True, pre
         sp, sv, zp, zv, given = _kernel_params(scale, zero_point)
 
         def go(target):
+            aligned = np.int32(device.ptr(x) % 16 == 0 and device.ptr(target) % 16 == 0)
             args = (np.uint64(device.ptr(x)), np.uint64(device.ptr(target)), np.int64(n), np.int64(nbytes),
-                    np.int32(device.ptr(x) % 16 == 0 and device.ptr(target) % 16 == 0), *tail, sp, sv, zp, zv, np.int32(given), *flags)
+                    aligned, *tail, sp, sv, zp, zv, np.int32(given), *flags)
             execute(plan, (args,), found)
         _through_dense(out, go)
     return Runner(plan, call)
@@ -231,6 +246,7 @@ def bind_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
     plan = plan_dequantize_types(q_bytes, scale, zero_point, out, q, layout)
     if not plan.launches:
         return Runner(plan, lambda *a: None)
+    dense = _dense_dtype(out.dtype)
     found = kernels(plan)
     tail = (*(np.int64(v) for v in layout),)
     n = int(out.size)
@@ -240,10 +256,11 @@ def bind_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
         sp, sv, zp, zv, _ = _kernel_params(scale, zero_point)
 
         def go(target):
+            aligned = np.int32(device.ptr(target) % 16 == 0 and device.ptr(q_bytes) % 16 == 0)
             args = (np.uint64(device.ptr(q_bytes)), np.uint64(device.ptr(target)), np.int64(n), np.int64(nbytes),
-                    np.int32(device.ptr(target) % 16 == 0 and device.ptr(q_bytes) % 16 == 0), *tail, sp, sv, zp, zv)
+                    aligned, *tail, sp, sv, zp, zv)
             execute(plan, (args,), found)
-        _through_dense(out, go)
+        _through_dense(out, go, dense)
     return Runner(plan, call)
 
 
