@@ -3,6 +3,11 @@
 compared bit for bit (any NaN matches any NaN: docs/semantics.md fixes no
 payload).
 
+dmlq.cpu has two element-wise paths: numba's fused kernels (dmlq.cpu.jit, where
+numba is installed: the ``test`` extra has it) and the chunked NumPy one. ``cpu``
+runs what a user gets (the kernels where they apply); ``cpu-numpy`` runs every
+call with the kernels off (dmlq.cpu.jit.disabled), so both are checked.
+
     be = host_backends.get("cpu")
     be.quantize_linear(x, scale, zp, out)   # dmlq.cpu's result, checked
 """
@@ -14,8 +19,10 @@ import numpy as np
 
 from dmlq import cpu as _cpu
 from dmlq import reference as _reference
+from dmlq.cpu import jit as _jit
 
-NAMES = ("reference", "cpu")
+# without numba "cpu" is the NumPy path already
+NAMES = ("reference", "cpu", "cpu-numpy") if _jit.AVAILABLE else ("reference", "cpu")
 
 
 def bits_differ(got, want):
@@ -27,7 +34,11 @@ def bits_differ(got, want):
 
 
 class CheckedCPU:
-    """dmlq.cpu, each function also run on dmlq.reference with a copy of ``out``."""
+    """dmlq.cpu, each function also run on dmlq.reference with a copy of ``out``
+    (``jit=False``: with dmlq.cpu.jit's kernels off)."""
+
+    def __init__(self, jit=True):
+        self.jit = jit
 
     def __getattr__(self, name):
         fn, ref = getattr(_cpu, name), getattr(_reference, name)
@@ -38,7 +49,11 @@ class CheckedCPU:
             out = bound.arguments["out"]
             ref_args = dict(bound.arguments, out=np.array(out, copy=True))
             want = ref(**ref_args)
-            got = fn(*args, **kwargs)
+            if self.jit:
+                got = fn(*args, **kwargs)
+            else:
+                with _jit.disabled():
+                    got = fn(*args, **kwargs)
             assert got is out
             assert got.shape == want.shape and got.dtype == want.dtype
             bad = bits_differ(got, want)
@@ -52,4 +67,4 @@ class CheckedCPU:
 
 
 def get(name):
-    return _reference if name == "reference" else CheckedCPU()
+    return _reference if name == "reference" else CheckedCPU(jit=name == "cpu")

@@ -331,3 +331,46 @@ def _child_work(x, a, b):
     m = cpu.quantized_matmul(a, np.float32([0.1]), np.uint8([3]), b, np.float32([0.1]), None, np.float32([40.0]),
                              None, np.empty((40, 1100), I8))
     return q, m
+
+
+# ---- the fused kernels (numba, dmlq.cpu.jit) ------------------------------------------
+
+def test_fused_kernels_take_the_flat_calls(rng):
+    """Contiguous operands with per-tensor parameters run numba's kernels (a compiled
+    variant for each operand type appears), checked against the reference as always;
+    without numba (a lean install) the NumPy path runs them."""
+    from dmlq.cpu import jit
+
+    if not jit.AVAILABLE:
+        pytest.skip("numba is not installed (the [fast] extra): the NumPy path runs everything")
+    assert jit.active()
+
+    def typed(kernel, dtype):
+        return any(sig[0].dtype == numba_type(dtype) for sig in kernel.signatures)
+
+    def numba_type(dtype):
+        import numba
+        return numba.from_dtype(np.dtype(dtype))
+
+    n = CHUNK + 3
+    xi = rng.integers(-2**31, 2**31 - 1, n, dtype=np.int32)
+    C.quantize_linear(xi, np.float32([3e7]), np.int8([-4]), poison(np.empty(n, I8)))
+    assert typed(jit._quantize, np.int32)
+    q16 = qrand(rng, np.dtype(np.uint16), n)
+    C.dequantize_linear(q16, np.float16([0.01]), np.uint16([9]), poison(np.empty(n, F32)))
+    assert typed(jit._dequantize_narrow, np.uint16)
+    qu32 = qrand(rng, np.dtype(np.uint32), n)
+    C.dequantize_linear(qu32, np.float32([1e-7]), np.uint32([2**31 + 5]), poison(np.empty(n, F32)))
+    assert typed(jit._dequantize_wide, np.uint32)
+    a, b = qrand(rng, I8, n), qrand(rng, U8, n)
+    C.quantized_add(a, np.float32([0.03]), np.int8([5]), b, np.float32([0.02]), np.uint8([200]),
+                    np.float32([0.05]), np.int8([-7]), poison(np.empty(n, I8)))
+    assert any(s[0].dtype == numba_type(I8) and s[3].dtype == numba_type(U8) for s in jit._add.signatures)
+    # one value on either side: the broadcast kernel, whichever side it is on
+    C.quantized_add(np.int8([100]), np.float32([0.03]), None, b, np.float32([0.02]), np.uint8([7]),
+                    np.float32([0.05]), np.uint8([3]), poison(np.empty(n, U8)))
+    assert typed(jit._add_scalar, U8)
+    # and the NumPy path is what runs inside jit.disabled()
+    with jit.disabled():
+        assert not jit.active()
+    assert jit.active()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import reference as _reference
-from . import tiles
+from . import jit, tiles
 from .requant import F32, finish, zp_value
 
 F16, F64 = np.dtype(np.float16), np.dtype(np.float64)
@@ -60,6 +60,10 @@ def quantize_linear(x, scale, zero_point, out, *extra, **kw):
         return _through_temporary(quantize_linear, out, (x, scale, zero_point))
     zp = zp_value(zero_point)
     shape, o, (xv, sv, zv), pieces = _operands(out, x, scale, None if zp is not None else zero_point)
+    if (jit.active() and zp is not None and scale.size == 1 and x.dtype != F16 and len(shape) == 1
+            and jit.flat(o, xv)):
+        jit.quantize(xv, np.float32(scale.reshape(-1)[0]), zp, o, tiles.run_pieces)
+        return out
 
     def work(group):
         t, mask = tiles.scratch(F32), tiles.scratch(np.bool_)
@@ -88,6 +92,10 @@ def dequantize_linear(q, scale, zero_point, out, *extra, **kw):
     shape, o, (qv, sv, zv), pieces = _operands(out, q, scale, None if zp is not None else zero_point)
     if zp is not None:
         zv = zero_point
+    if (jit.active() and zp is not None and scale.size == 1 and out.dtype == F32 and len(shape) == 1
+            and jit.flat(o, qv)):
+        jit.dequantize(qv, zp, np.float32(scale.reshape(-1)[0]), o, tiles.run_pieces)
+        return out
     direct = out.dtype == F32  # float32 results go straight into out
 
     def work(group):
@@ -115,6 +123,14 @@ def dequantize_linear(q, scale, zero_point, out, *extra, **kw):
     return out
 
 
+def _flat_operand(view, array):
+    """A coalesced 1-D operand as the fused kernels take it: the contiguous view, or
+    the one element of a broadcast size-1 array; None otherwise."""
+    if jit.flat(view):
+        return view
+    return array.reshape(1) if array.size == 1 else None
+
+
 def _scalar(v):
     return np.asarray(v, F32).reshape(())
 
@@ -135,6 +151,11 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
     if None in (a_zp, b_zp, o_zp):  # a zero point of several elements: not quantized add's contract
         return _reference.quantized_add(*args, out)
     shape, o, (av, bv), pieces = _operands(out, a, b)
+    if jit.active() and len(shape) == 1 and jit.flat(o):
+        fa, fb = _flat_operand(av, a), _flat_operand(bv, b)
+        if fa is not None and fb is not None:
+            jit.add(fa, a_zp, a_s, fb, b_zp, b_s, o_s, o_zp, o, tiles.run_pieces)
+            return out
 
     def side(src, zp, s, dst):
         if zp:

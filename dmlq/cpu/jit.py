@@ -1,0 +1,175 @@
+"""One fused pass per element (numba, the optional ``[fast]`` extra) for the
+common element-wise calls: quantize, dequantize and quantized add on
+contiguous operands with per-tensor parameters.
+
+Each kernel reads an element, does the float32 arithmetic of docs/semantics.md
+in the order dmlq.reference does it, and writes the result: no temporaries, so
+the time is the memory traffic (numba compiles the loops to SIMD code; no
+fast-math, so no reassociation, no reciprocal for a division and no fused
+multiply-add: every operation is one IEEE float32 rounding, as in NumPy).
+dmlq.cpu.elementwise calls them when :func:`active` and the call's operands fit
+(:func:`flat`); everything else, and every call when numba is absent, takes its
+chunked NumPy path. Both are compared with dmlq.reference on every call of the
+fuzz and edge suites (tests/host_backends.py: ``cpu`` and ``cpu-numpy``).
+
+The requantizing tail (NaN -> zp, clamp to ``[qmin - zp, qmax - zp]`` in float,
+rint, add zp) is dmlq.cpu.requant's: NaN is replaced by 0 first, the clamp
+comes before rint (equal, the bounds are integers), rint is ``(t + 1.5 * 2**23)
+- 1.5 * 2**23`` (exact ties-to-even rounding for ``|t| <= 2**22``, which the
+clamp ensures), and the int8 or uint8 result is written as its low byte through
+a uint8 view of ``out`` (one compiled variant for both output types).
+
+Compile cost: about 0.1-0.5 s per (kernel, dtypes) variant on first use,
+cached on disk (numba's ``cache=True``: ``__pycache__`` beside this file, or
+numba's user cache directory where that is read-only), so a later process
+loads it in milliseconds. ``DMLQ_CPU_JIT=0`` turns the kernels off.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+numba: Any
+try:
+    numba = importlib.import_module("numba")
+except ImportError:  # the lean install: dmlq.cpu's NumPy path does everything
+    numba = None
+
+AVAILABLE = numba is not None
+_on = AVAILABLE and os.environ.get("DMLQ_CPU_JIT", "1") != "0"
+
+F32 = np.dtype(np.float32)
+MAGIC = np.float32(1.5 * 2**23)
+_ZERO = np.float32(0)
+# Below this many elements one thread runs the whole call (a thread hand-off costs more).
+SPLIT_MIN = 1 << 16
+
+
+def active() -> bool:
+    """Whether the fused kernels run (numba importable, DMLQ_CPU_JIT not 0, not
+    inside :func:`disabled`)."""
+    return _on
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Run dmlq.cpu's NumPy path inside the block (the tests run both paths)."""
+    global _on
+    before, _on = _on, False
+    try:
+        yield
+    finally:
+        _on = before
+
+
+def flat(*arrays) -> bool:
+    """Whether coalesced operand views are all 1-D and contiguous (what the kernels take)."""
+    return all(a.ndim == 1 and (a.flags.c_contiguous or a.size <= 1) for a in arrays)
+
+
+def _kernel(fn):
+    return numba.njit(nogil=True, cache=True, error_model="numpy", boundscheck=False)(fn)
+
+
+if AVAILABLE:
+    @_kernel
+    def _quantize(x, s, lo, hi, zp, out):  # pragma: no cover (compiled)
+        for i in range(out.size):
+            t = np.float32(x[i]) / s
+            t = _ZERO if t != t else t
+            t = lo if t < lo else t
+            t = hi if t > hi else t
+            out[i] = np.uint8(np.int32((t + MAGIC) - MAGIC) + zp)
+
+    @_kernel
+    def _dequantize_narrow(q, zp, s, out):  # pragma: no cover (compiled)
+        # 8- and 16-bit q: float32(q) - float32(zp) is exact (|.| < 2**17)
+        for i in range(out.size):
+            out[i] = (np.float32(q[i]) - zp) * s
+
+    @_kernel
+    def _dequantize_wide(q, zp, s, out):  # pragma: no cover (compiled)
+        # 32-bit q: the difference exact in float64, rounded to float32 once
+        for i in range(out.size):
+            out[i] = np.float32(np.float64(q[i]) - zp) * s
+
+    @_kernel
+    def _add(a, a_zp, a_s, b, b_zp, b_s, o_s, lo, hi, o_zp, out):  # pragma: no cover (compiled)
+        for i in range(out.size):
+            t = ((np.float32(a[i]) - a_zp) * a_s + (np.float32(b[i]) - b_zp) * b_s) / o_s
+            t = _ZERO if t != t else t
+            t = lo if t < lo else t
+            t = hi if t > hi else t
+            out[i] = np.uint8(np.int32((t + MAGIC) - MAGIC) + o_zp)
+
+    @_kernel
+    def _add_scalar(a, a_zp, a_s, bv, o_s, lo, hi, o_zp, out):  # pragma: no cover (compiled)
+        # b one value: its float32 dequantized value bv; av + bv == bv + av
+        for i in range(out.size):
+            t = ((np.float32(a[i]) - a_zp) * a_s + bv) / o_s
+            t = _ZERO if t != t else t
+            t = lo if t < lo else t
+            t = hi if t > hi else t
+            out[i] = np.uint8(np.int32((t + MAGIC) - MAGIC) + o_zp)
+
+
+def _run(kernel, out, arrays, scalars, run_pieces) -> None:
+    """kernel(*pieces of arrays interleaved with scalars..., out piece) on ``THREADS``
+    contiguous ranges of the 1-D ``out``; ``arrays`` maps argument positions to
+    1-D arrays the length of out, the other positions take ``scalars`` in order."""
+    n = out.size
+    from .tiles import THREADS
+
+    parts = 1 if n < SPLIT_MIN else THREADS
+    bounds = [n * i // parts for i in range(parts + 1)]
+    pieces = [(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i + 1] > bounds[i]]
+
+    def work(group):
+        for lo, hi in group:
+            it = iter(scalars)
+            args = [arrays[k][lo:hi] if k in arrays else next(it) for k in range(len(arrays) + len(scalars))]
+            kernel(*args, out[lo:hi])
+
+    run_pieces(work, pieces)
+
+
+def bounds(dtype, zp: int):
+    """The float32 clamp bounds ``qmin - zp``, ``qmax - zp`` of an int8/uint8 output."""
+    info = np.iinfo(dtype)
+    return np.float32(info.min - zp), np.float32(info.max - zp)
+
+
+def quantize(x, s, zp: int, out, run_pieces) -> None:
+    """out (1-D int8/uint8, contiguous) = requantize(x / s); x float32 or int32, s a float32 scalar."""
+    lo, hi = bounds(out.dtype, zp)
+    _run(_quantize, out.view(np.uint8), {0: x}, (np.float32(s), lo, hi, np.int32(zp)), run_pieces)
+
+
+def dequantize(q, zp: int, s, out, run_pieces) -> None:
+    """out (1-D float32, contiguous) = float32(q - zp) * s; s a float32 scalar."""
+    if q.dtype.itemsize == 4:
+        _run(_dequantize_wide, out, {0: q}, (np.float64(zp), np.float32(s)), run_pieces)
+    else:
+        _run(_dequantize_narrow, out, {0: q}, (np.float32(zp), np.float32(s)), run_pieces)
+
+
+def add(a, a_zp: int, a_s, b, b_zp: int, b_s, o_s, o_zp: int, out, run_pieces) -> None:
+    """out (1-D int8/uint8) = quantized add; a and b int8/uint8, 1-D of out's length
+    or of one element (broadcast); every parameter a float32 scalar or an int."""
+    lo, hi = bounds(out.dtype, o_zp)
+    o8 = out.view(np.uint8)
+    f = np.float32
+    if a.size != out.size:  # a is the one value: swap, the sum is commutative
+        a, a_zp, a_s, b, b_zp, b_s = b, b_zp, b_s, a, a_zp, a_s
+    if b.size != out.size:
+        with np.errstate(all="ignore"):
+            bv = (f(b.reshape(-1)[0]) - f(b_zp)) * f(b_s)
+        _run(_add_scalar, o8, {0: a}, (f(a_zp), f(a_s), bv, f(o_s), lo, hi, np.int32(o_zp)), run_pieces)
+        return
+    _run(_add, o8, {0: a, 3: b}, (f(a_zp), f(a_s), f(b_zp), f(b_s), f(o_s), lo, hi, np.int32(o_zp)),
+         run_pieces)
