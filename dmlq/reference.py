@@ -255,9 +255,22 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
 
 def _tap_counts(in_size, out_size, window, stride, start_pad, dilation, lo, hi):
     """Per output index: how many of its taps fall in [lo, hi) (input coords)."""
-    o = np.arange(out_size, dtype=np.int64)[:, None]
-    taps = o * stride - start_pad + np.arange(window, dtype=np.int64)[None, :] * dilation
-    return ((taps >= lo) & (taps < hi)).sum(axis=1)
+    o = np.arange(out_size, dtype=np.int64) * stride - start_pad
+    count = np.zeros(out_size, dtype=np.int64)
+    for k in range(window):
+        tap = o + k * dilation
+        count += (tap >= lo) & (tap < hi)
+    return count
+
+
+def _tap_outputs(in_size, out_size, stride, offset):
+    """The outputs o whose tap ``o * stride + offset`` lies inside the input, as a
+    slice of outputs and the slice of input positions they read (None: none)."""
+    first = max(0, -(offset // stride))                     # ceil(-offset / stride)
+    last = min(out_size - 1, (in_size - 1 - offset) // stride)
+    if first > last:
+        return None
+    return slice(first, last + 1), slice(first * stride + offset, last * stride + offset + 1, stride)
 
 
 def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
@@ -270,21 +283,17 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
     def per_channel(v):
         return None if v is None else np.asarray(v).reshape((1, -1) + (1,) * nd)
 
-    # x - zp fits int16; padding with 0 makes out-of-input taps add nothing.
+    # x - zp fits int16. A tap outside the input (in padding) adds nothing, so each tap
+    # adds only over the outputs whose tap lies inside: no padded copy of x, whatever
+    # the padding and strides (memory: x, its differences and the int64 sums).
     d = (x.astype(np.int16) - _zp(per_channel(x_zero_point)).astype(np.int16))
-    pads = [(0, 0), (0, 0)]
-    for i in range(nd):
-        needed = (out_sp[i] - 1) * strides[i] + (window_size[i] - 1) * dilations[i] + 1
-        length = max(in_sp[i] + start_padding[i], needed)
-        pads.append((start_padding[i], length - in_sp[i] - start_padding[i]))
-    d = np.pad(d, pads)
-
     total = np.zeros(out.shape, dtype=np.int64)
     for k in itertools.product(*(range(w) for w in window_size)):
-        index = (slice(None), slice(None)) + tuple(
-            slice(k[i] * dilations[i], k[i] * dilations[i] + (out_sp[i] - 1) * strides[i] + 1, strides[i])
-            for i in range(nd))
-        total += d[index]
+        spans = [_tap_outputs(in_sp[i], out_sp[i], strides[i], k[i] * dilations[i] - start_padding[i])
+                 for i in range(nd)]
+        if None in spans:
+            continue
+        total[(Ellipsis,) + tuple(o for o, _ in spans)] += d[(Ellipsis,) + tuple(t for _, t in spans)]
 
     # Tap counts are separable: the product of per-dimension counts.
     count = np.ones((1, 1) + (1,) * nd, dtype=np.int64)

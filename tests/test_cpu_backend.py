@@ -374,3 +374,37 @@ def test_fused_kernels_take_the_flat_calls(rng):
     with jit.disabled():
         assert not jit.active()
     assert jit.active()
+
+
+# ---- pooling with huge padding: memory bounded by the input and output -------------
+
+def test_pool_huge_padding_and_strides_allocate_no_padded_input(rng):
+    """Padding 3000 and stride 3000 around an 8 x 9 image: a padded copy of the input
+    would be about 6000 x 6000 elements (69 MiB as int16); the reference's sums (and the
+    CPU backend, which sends such sparse calls to it) add only the taps inside the
+    input. Checked against tests/exact.py's element-by-element model and tracemalloc."""
+    import exact
+
+    x = qrand(rng, U8, (1, 2, 8, 9))
+    window, strides, start, end, dil = (3, 2), (3000, 3000), (3000, 2996), (3001, 2999), (1, 2)
+    out_sp = tuple((x.shape[2 + i] + start[i] + end[i] - (window[i] - 1) * dil[i] - 1) // strides[i] + 1
+                   for i in range(2))
+    assert out_sp == (3, 3)
+    args = (np.float32([0.05, 0.07]), np.uint8([100, 3]), np.float32([0.1]), np.int8([-2]))
+    for incl in (False, True):
+        want = np.array(exact.avgpool(x, *args, "int8", out_sp, window, strides,
+                                      start, end, dil, incl), I8)
+        for impl in (R.quantized_avg_pool, cpu.quantized_avg_pool):
+            out = poison(np.empty((1, 2) + out_sp, I8))
+            peak = peak_of(lambda: impl(x, *args[:2], *args[2:], out, window, strides, start, end, dil, incl))
+            assert np.array_equal(out, want), (impl.__module__, incl, out.tolist(), want.tolist())
+            assert peak < MiB, f"{impl.__module__}: peak {peak} bytes"
+    # 3-D, the public function: one window per axis reads the image's corner
+    x3 = qrand(rng, U8, (1, 1, 4, 5, 6))
+    got = dmlq.quantized_avg_pool(x3, 0.1, np.uint8(7), 0.1, np.uint8(9), 2, strides=50000,
+                                  start_padding=50000, end_padding=50000)
+    assert got.shape == (1, 1, 3, 3, 3)
+    s = np.float32([0.1])
+    want = exact.avgpool(x3, s, [7], s, [9], "uint8", (3, 3, 3), (2, 2, 2), (50000,) * 3, (50000,) * 3,
+                         (50000,) * 3, (1, 1, 1), False)
+    assert got.tolist() == want

@@ -43,6 +43,18 @@ def tap_counts(in_size, out_size, window, stride, start, dilation, lo, hi):
     return np.maximum(last - first + 1, 0)
 
 
+def _sparse(in_sp, out_sp, window, strides, dil):
+    """Whether the smallest region a tile reads (one output row's window extent along
+    the first spatial dimension, the whole padded output span along the others) is
+    mostly positions no window reads and larger than a tile: huge padding with large
+    strides or dilations. Such a call goes to dmlq.reference, whose sums add only the
+    taps inside the input (memory: the input and the output, never the padded span)."""
+    extent0 = (window[0] - 1) * dil[0] + 1
+    rest = math.prod((o - 1) * s + (w - 1) * d + 1 for o, s, w, d in zip(out_sp[1:], strides[1:], window[1:],
+                                                                         dil[1:]))
+    return extent0 * rest > max(TILE_ELEMENTS, 4 * (math.prod(in_sp) + math.prod(out_sp)))
+
+
 def _per_channel(v, c0, c1, nd, dtype):
     """A per-tensor (scalar of ``dtype``) or per-channel parameter for channels [c0, c1)."""
     v = np.asarray(v).reshape(-1)
@@ -67,6 +79,8 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
         return out
     if out.size == 0:
         return out
+    if _sparse(x.shape[2:], out.shape[2:], window_size, strides, dilations):
+        return _reference.quantized_avg_pool(*args)
     _Pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size, strides, start_padding,
           end_padding, dilations, include_padding, taps).run()
     return out
