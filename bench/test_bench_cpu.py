@@ -5,18 +5,21 @@ same inputs in the same run (issue 28's shapes).
     DMLQ_CPU_BENCH=1 python -m pytest bench/test_bench_cpu.py --benchmark-json=bench/results/cpu-<date>.json
     python bench/cpu_table.py bench/results/cpu-<date>.json      # the README table
 
-Each group ``op/dtype/shape`` holds three results: ``dmlq:cpu`` (the public
+Each group ``op/dtype/shape`` holds these results: ``dmlq:cpu`` (the public
 function, e.g. ``dmlq.quantize_linear``), ``peer:onnxruntime-cpu`` (one ONNX node:
 QuantizeLinear, DequantizeLinear, com.microsoft QLinearAdd, QLinearMatMul,
 com.microsoft QLinearAveragePool; every operand a graph input, as dmlq gets
 them per call, so ORT's QLinearMatMul packs b on each run; ORT's default
-thread count) and ``dmlq:reference`` (the NumPy oracle). ``extra_info``
+thread count), ``dmlq:cpu-numpy`` (element-wise groups: the same public function
+with dmlq.cpu.jit's numba kernels off, the path a lean install runs) and
+``dmlq:reference`` (the NumPy oracle). ``extra_info``
 holds DESIGN.md's keys; ``limit`` is onnxruntime's median seconds in this run
 (its result runs first in each group) and ``fraction_of_limit`` is
 onnxruntime's time over this one (1.0: as fast; the target is >= 1/3).
 ``peak_rss_bytes`` is how far one call lifts the process's peak resident
 memory above what it held with the inputs ready (a fresh subprocess per
-result, VmHWM after resetting it through /proc/self/clear_refs); for the NumPy
+result, VmHWM after resetting it through /proc/self/clear_refs, after one small call of
+the same group for the one-time set-up); for the NumPy
 implementations ``peak_traced_bytes`` is tracemalloc's peak for one call.
 
 Not part of the test suite (testpaths = tests); marked ``cpu`` so it runs without a
@@ -39,7 +42,7 @@ import pytest
 
 import dmlq
 from dmlq import reference
-from dmlq.cpu import tiles
+from dmlq.cpu import jit, tiles
 
 u8, f32 = np.uint8, np.float32
 M16 = 16 * 2**20
@@ -54,7 +57,8 @@ GROUPS = {
     "avgpool/uint8/1x64x224x224-2x2s2": ("avgpool", dict(shape=(1, 64, 224, 224), window=2, stride=2, pad=0)),
     "avgpool/uint8/1x64x224x224-3x3s1p1": ("avgpool", dict(shape=(1, 64, 224, 224), window=3, stride=1, pad=1)),
 }
-IMPLS = ("peer:onnxruntime-cpu", "dmlq:cpu", "dmlq:reference")
+IMPLS = ("peer:onnxruntime-cpu", "dmlq:cpu", "dmlq:cpu-numpy", "dmlq:reference")
+ELEMENTWISE = ("quantize", "dequantize", "add")  # where dmlq:cpu-numpy differs from dmlq:cpu
 ROUNDS = {"dmlq:reference": 3}
 
 
@@ -178,8 +182,17 @@ class Workload:
         fd = dict(zip(names, feeds))
         return lambda: session.run(None, fd)
 
+    def numpy_path(self):
+        """dmlq's public function with dmlq.cpu.jit's numba kernels off: the NumPy path."""
+        fn = self.dmlq()
+
+        def run():
+            with jit.disabled():
+                return fn()
+        return run
+
     def impl(self, name):
-        return {"dmlq:cpu": self.dmlq, "dmlq:reference": self.reference,
+        return {"dmlq:cpu": self.dmlq, "dmlq:cpu-numpy": self.numpy_path, "dmlq:reference": self.reference,
                 "peer:onnxruntime-cpu": self.onnxruntime}[name]()
 
 
@@ -194,7 +207,10 @@ def _status(field):
 
 
 def measure_peak_rss(group, impl):
-    """In this process: the impl's first call's peak RSS above the RSS with inputs ready."""
+    """In this process: the impl's first call's peak RSS above the RSS with inputs ready.
+    A small call of the same group runs first, so one-time set-up (numba loading its
+    compiled kernels, onnxruntime's first session) is not counted as the call's memory."""
+    Workload(group, smoke=True).impl(impl)()
     fn = Workload(group).impl(impl)
     gc.collect()
     with open("/proc/self/clear_refs", "w") as f:
@@ -242,7 +258,8 @@ def _versions():
         ort_version = None
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
-    return {"numpy": np.__version__, "onnxruntime": ort_version, "cpu": cpu, "cpu_count": os.cpu_count(),
+    return {"numpy": np.__version__, "onnxruntime": ort_version, "numba": jit.numba and jit.numba.__version__,
+            "jit_active": jit.active(), "cpu": cpu, "cpu_count": os.cpu_count(),
             "loadavg_1_5_15": os.getloadavg()}  # the machine is shared: how busy it was
 
 
@@ -260,7 +277,7 @@ def smoke(request):
         return True
     pytest.skip("CPU benchmarks run when asked: DMLQ_CPU_BENCH=1 python -m pytest bench/test_bench_cpu.py")
 _ORT_MEDIAN: dict = {}
-CASES = [(g, i) for g in GROUPS for i in IMPLS]
+CASES = [(g, i) for g in GROUPS for i in IMPLS if i != "dmlq:cpu-numpy" or GROUPS[g][0] in ELEMENTWISE]
 
 
 @pytest.mark.parametrize("group, impl", CASES, ids=[f"{g}|{i}" for g, i in CASES])

@@ -33,7 +33,7 @@ def _report():
 
 TORCH_BENCHMARKS = 4  # bench/test_bench_torch.py: a call on torch CUDA tensors and its peers (GPU only)
 CPU_BENCHMARKS = 17  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5, whole GPU call 6), no GPU needed
-CPU_BACKEND_BENCHMARKS = 21  # bench/test_bench_cpu.py: 7 groups x (dmlq:cpu, onnxruntime, reference)
+CPU_BACKEND_BENCHMARKS = 24  # bench/test_bench_cpu.py: 7 groups x (dmlq:cpu, onnxruntime, reference), 3 x cpu-numpy
 
 
 def _run(*args, timeout=300):
