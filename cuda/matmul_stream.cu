@@ -2,8 +2,10 @@
 // small M: one thread per output column streams its column of B once, for up
 // to MT rows of A at a time.
 //
-// Kernels (TA, TB each int8 or uint8; TO int (matmul_integer: the exact sum
-// modulo 2**32), float or float16 (matmul_integer_to_float)):
+// Kernels (TA int8 or uint8; TB int8, uint8, packed_int4 or packed_uint4 (4-bit
+// b read as packed bytes, ONNX's nibble order, unpacked in registers); TO int
+// (matmul_integer: the exact sum modulo 2**32), float or float16
+// (matmul_integer_to_float)):
 //   matmul_stream<TA, TB, TO, MT>   MT in 1, 4, 16: M <= MT rows per launch
 //     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/intmm.py select_variant).
 // Each thread owns output column n of one matrix z (blockIdx.y) and all M rows:
@@ -34,10 +36,36 @@
 // MT = 16 (16 int64 partials: 4 blocks of 128 per SM); no spills.
 #include "common.cuh"
 
+// 4-bit b, packed as ONNX packs it: element i of the C-order (..., K, N) tensor in
+// bits 4 * (i % 2) of byte i / 2. Tags only: the kernel reads uint8 bytes.
+struct packed_int4;
+struct packed_uint4;
+
 namespace dmlq {
 namespace stream {
 
 enum : int { kChunk = 32768 };  // int32 partial sums stay exact up to here
+
+// How b is stored: bytes_t the array's element, zp_t its zero points', at(b, i)
+// the value of logical element i (its element offset from B).
+template <typename TB> struct bsrc {
+  typedef TB bytes_t;
+  typedef TB zp_t;
+  static __device__ __forceinline__ int at(const TB* b, int64 i) { return static_cast<int>(b[i]); }
+};
+__device__ __forceinline__ int nibble(const uint8* b, int64 i) {
+  return (static_cast<int>(b[i >> 1]) >> (static_cast<int>(i & 1) << 2)) & 15;
+}
+template <> struct bsrc<packed_int4> {  // zero points as their int8 values
+  typedef uint8 bytes_t;
+  typedef int8 zp_t;
+  static __device__ __forceinline__ int at(const uint8* b, int64 i) { return (nibble(b, i) ^ 8) - 8; }
+};
+template <> struct bsrc<packed_uint4> {  // zero points as their uint8 values
+  typedef uint8 bytes_t;
+  typedef uint8 zp_t;
+  static __device__ __forceinline__ int at(const uint8* b, int64 i) { return nibble(b, i); }
+};
 
 template <typename TO> struct is_int_out { static constexpr bool value = false; };
 template <> struct is_int_out<int> { static constexpr bool value = true; };
@@ -50,11 +78,11 @@ template <> struct is_int_out<int> { static constexpr bool value = true; };
 // group: the group length along K (K for one group); groups = number of groups.
 template <typename TA, typename TB, typename TO, int MT>
 __global__ void __launch_bounds__(128) matmul_stream(
-    const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ C,
+    const TA* __restrict__ A, const typename dmlq::stream::bsrc<TB>::bytes_t* __restrict__ B, TO* __restrict__ C,
     int M, int N, int K, int group, int groups, int bz_groups,
     const int64* __restrict__ offsets, int64 lda, int64 ldb, int64 ldc,
     const float* __restrict__ a_scale, const TA* __restrict__ a_zp,
-    const float* __restrict__ b_scale, const TB* __restrict__ b_zp,
+    const float* __restrict__ b_scale, const typename dmlq::stream::bsrc<TB>::zp_t* __restrict__ b_zp,
     const float* __restrict__ bias) {
   using namespace dmlq;
   constexpr bool INT_OUT = stream::is_int_out<TO>::value;
@@ -62,7 +90,7 @@ __global__ void __launch_bounds__(128) matmul_stream(
   if (n >= N) return;
   const int64* off = offsets + 6 * static_cast<int64>(blockIdx.y);
   const TA* a = A + off[0];
-  const TB* b = B + off[1] + n;
+  const int64 b0 = off[1] + n;  // element offset of b[z][0, n]
   TO* c = C + off[2] + n;
 
   int za[MT];
@@ -89,7 +117,7 @@ __global__ void __launch_bounds__(128) matmul_stream(
     for (int kc = k0; kc < k1; kc += stream::kChunk) {
       const int kend = min(kc + stream::kChunk, k1);
       for (int k = kc; k < kend; ++k) {
-        const int db = static_cast<int>(b[static_cast<int64>(k) * ldb]) - zb;
+        const int db = stream::bsrc<TB>::at(B, b0 + static_cast<int64>(k) * ldb) - zb;
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
           const int da = static_cast<int>(__ldg(a + static_cast<int64>(min(m, M - 1)) * lda + k)) - za[m];

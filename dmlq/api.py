@@ -23,8 +23,8 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
-from . import quant, quant_gpu
-from .calls import Spec, kernel_plan, public, run
+from . import packed_b, quant, quant_gpu
+from .calls import EXPLAINING, Spec, kernel_plan, public, run
 from .checks import GPU, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
@@ -370,9 +370,16 @@ def _per_batch(dims, b_dims) -> bool:
             and tuple(dims[-2:]) == (1, b_dims[-1]) and any(d != 1 for d in dims[:-2]))
 
 
-def _plan_matmul(b, dtype):
+def _plan_matmul(b, dtype, packed=None):
     f = b.f
-    a, bb, m, k, n, batch = b.matmul_operands(QUANT, "b.astype(np.uint8) or b.astype(np.int8)")
+    if packed is not None:
+        packed_b.stand_in(b, packed)
+    a, bb, m, k, n, batch = b.matmul_operands(QUANT + packed_b.FOUR_BIT, "b.astype(np.uint8) or b.astype(np.int8), "
+                                              "or an ml_dtypes.int4/uint4 array, or a dmlq.Packed of int4/uint4")
+    four_bit = bb.dtype in packed_b.FOUR_BIT
+    if four_bit and (b.kind == GPU or EXPLAINING.get() is True):
+        raise UnsupportedError(f"{f}: a 4-bit b has no CUDA kernel for quantized_matmul yet (matmul_integer and "
+                               "matmul_integer_to_float take it on the GPU for M <= 16); pass NumPy arrays")
     qdt = b.out_dtype("out_zero_point", dtype)
     spec = (("a_scale", None, m, "M", True), ("a_zero_point", a.dtype, m, "M", True),
             ("b_scale", None, n, "N", False), ("b_zero_point", bb.dtype, n, "N", False),
@@ -381,7 +388,7 @@ def _plan_matmul(b, dtype):
     per_batch = False
     for name, zdt, length, axis, column in spec:
         whose = {"a_zero_point": "(a's dtype)", "b_zero_point": "(b's dtype)"}.get(name, "(the output dtype)")
-        v = b.float_operand(name, (F32,), F32) if zdt is None else b.zero_point(name, zdt, whose)
+        v = b.float_operand(name, (F32,), F32) if zdt is None else packed_b.zero_point(b, name, zdt, whose, packed)
         if name[0] == "b" and v is not None and _per_batch(v.shape, bb.shape):
             vec[name] = v  # (..., 1, N): one row of per-column values per matrix of b, as it is
             per_batch = True
@@ -398,15 +405,17 @@ def _plan_matmul(b, dtype):
         if v is None:
             return None
         sizes = (1, 1, m, 1) if per_row else (1, 1, 1, n)
-        return TensorDesc(DataType.of(v.dtype), sizes if v.size > 1 else (1, 1, 1, 1))
+        dt = a.dtype if four_bit and name == "b_zero_point" else v.dtype  # 4-bit b: checked above
+        return TensorDesc(DataType.of(dt), sizes if v.size > 1 else (1, 1, 1, 1))
 
     # Batch broadcasting was checked above; the desc checks dtypes and the
     # per-row/per-column shapes on one {1, 1, M, K} x {1, 1, K, N} product.
     b.validate(QuantizedLinearMatrixMultiplyDesc(
         TensorDesc(DataType.of(a.dtype), (1, 1, m, k)), sdesc("a_scale", True), sdesc("a_zero_point", True),
-        TensorDesc(DataType.of(bb.dtype), (1, 1, k, n)), sdesc("b_scale", False), sdesc("b_zero_point", False),
+        TensorDesc(DataType.of(a.dtype if four_bit else bb.dtype), (1, 1, k, n)), sdesc("b_scale", False),
+        sdesc("b_zero_point", False),
         sdesc("out_scale", True), sdesc("out_zero_point", True), TensorDesc(DataType.of(qdt), (1, 1, m, n))))
-    return b.plan(shape, qdt)
+    return b.plan(shape, qdt, () if packed is None else (packed,))
 
 
 _MATMUL = Spec("quantized_matmul", _ADD.names, _ADD.float_roles, _plan_matmul, "quantized_matmul")
@@ -474,8 +483,9 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     array([[14,  2],
            [32,  2]], dtype=int8)
     """
+    b, b_zero_point, packed = packed_b.take("quantized_matmul", b, b_zero_point)
     return run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
-               (dtype,), out)
+               (dtype, packed), out)
 
 
 # ------------------------------------------------------------------ quantized average pooling
@@ -554,7 +564,7 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
     vec = {}
     for name, zdt in (("x_scale", None), ("x_zero_point", x.dtype), ("out_scale", None), ("out_zero_point", qdt)):
         whose = "(x's dtype)" if name == "x_zero_point" else "(the output dtype)"
-        v = b.float_operand(name, (F32,), F32) if zdt is None else b.zero_point(name, zdt, whose)
+        v = b.float_operand(name, (F32,), F32) if zdt is None else packed_b.zero_point(b, name, zdt, whose, packed)
         vec[name] = _channel_vector(b, name, v, channels, x.ndim)
     out_spatial = []
     for i in range(nd):

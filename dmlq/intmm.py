@@ -14,7 +14,6 @@ from __future__ import annotations
 import numbers
 from typing import Any, overload
 
-import ml_dtypes
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
@@ -23,35 +22,12 @@ from .checks import F16, F32, QUANT
 from .desc import MatrixMultiplyIntegerToFloatDesc, TensorDesc
 from .dtypes import DataType
 from .errors import DescError
+from .packed_b import FOUR_BIT, stand_in, take, zero_point as _zero_point
 from .typing import CudaArray, HostArray, Operand
 
-I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
-_FOUR_BIT = (I4, U4)
-_B_TYPES = QUANT + _FOUR_BIT
+_B_TYPES = QUANT + FOUR_BIT
 _FLOATS = (F32, F16)
-_B_FIX = "b.astype(np.int8), or an ml_dtypes.int4/uint4 array"
-
-
-def _zero_point(b, name, dt, whose):
-    """A zero point of ``dt`` (int8/uint8 through the shared check; int4/uint4 here)."""
-    if dt not in _FOUR_BIT:
-        return b.zero_point(name, dt, whose)
-    v = b.v[name]
-    if v is None:
-        return None
-    info = ml_dtypes.iinfo(dt)
-    lo, hi = int(info.min), int(info.max)
-    if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)):
-        if not lo <= int(v) <= hi:
-            raise DescError(f"{b.f}: {name} = {int(v)} is out of range for {dt} [{lo}, {hi}] {whose}")
-        return b._scalar(name, int(v), dt, param=True, zero_point=True)
-    if getattr(v, "dtype", None) != dt:
-        got = getattr(v, "dtype", type(v).__name__)
-        raise TypeError(f"{b.f}: {name} must be a Python int or an array of dtype {dt} {whose} (got {got}); "
-                        f"pass {name}.astype(ml_dtypes.{dt.name})")
-    if isinstance(v, np.generic):
-        return b._scalar(name, v, dt, param=True, zero_point=True)
-    return v
+_B_FIX = "b.astype(np.int8), or an ml_dtypes.int4/uint4 array, or a dmlq.Packed of int4/uint4"
 
 
 def _a_param(b, name, v, m):
@@ -105,13 +81,15 @@ def _b_param(b, name, v, bb, n, groups, what):
 
 # ------------------------------------------------------------------ matmul_integer
 
-def _plan_matmul_integer(b):
+def _plan_matmul_integer(b, packed):
+    if packed is not None:
+        stand_in(b, packed)
     a, bb, m, k, n, batch = b.matmul_operands(_B_TYPES, _B_FIX)
     _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m)
-    _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)"), bb, n, 1, "")
+    _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)", packed), bb, n, 1, "")
     shape = batch + (m, n)
     b.check_out(shape, np.dtype(np.int32))
-    return b.plan(shape, np.dtype(np.int32))
+    return b.plan(shape, np.dtype(np.int32), () if packed is None else (packed,))
 
 
 _MATMUL_INTEGER = Spec("matmul_integer", ("a", "a_zero_point", "b", "b_zero_point"), set(),
@@ -169,7 +147,8 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
     array([[ 8,  2],
            [26,  2]], dtype=int32)
     """
-    return run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), (), out)
+    b, b_zero_point, packed = take("matmul_integer", b, b_zero_point)
+    return run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), (packed,), out)
 
 
 # ------------------------------------------------------------------ matmul_integer_to_float
@@ -193,15 +172,17 @@ def _block_groups(f, block_size, k):
     return -(-k // int(block_size))
 
 
-def _plan_matmul_integer_to_float(b, dtype, block_size):
+def _plan_matmul_integer_to_float(b, dtype, block_size, packed):
     f = b.f
+    if packed is not None:
+        stand_in(b, packed)
     a, bb, m, k, n, batch = b.matmul_operands(_B_TYPES, _B_FIX)
     odt = _out_float_dtype(b, dtype)
     groups = _block_groups(f, block_size, k)
     a_scale = _a_param(b, "a_scale", b.float_operand("a_scale", _FLOATS, F32), m)
     azp = _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m)
     b_scale = _b_param(b, "b_scale", b.float_operand("b_scale", _FLOATS, F32), bb, n, groups, "scales")
-    bzp = _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)"), bb, n,
+    bzp = _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)", packed), bb, n,
                    groups, "zero points")
     if k == 0 and block_size is not None:
         for name, v in (("b_scale", b_scale), ("b_zero_point", bzp)):
@@ -237,7 +218,7 @@ def _plan_matmul_integer_to_float(b, dtype, block_size):
         desc((1, 1, k, n), qdt), desc(cols if b_scale.size > 1 else one, odt),
         None if bzp is None else desc(cols if bzp.size > 1 else one, qdt),
         None if bias is None else desc((1, 1, m, n), odt), desc((1, 1, m, n), odt)))
-    return b.plan(shape, odt, (None if block_size is None else int(block_size),))
+    return b.plan(shape, odt, (None if block_size is None else int(block_size),) + (() if packed is None else (packed,)))
 
 
 _MATMUL_INTEGER_TO_FLOAT = Spec(
@@ -309,5 +290,6 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     array([[ 2.25, -0.25],
            [ 4.5 , -0.25]], dtype=float32)
     """
+    b, b_zero_point, packed = take("matmul_integer_to_float", b, b_zero_point)
     return run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias),
-               (dtype, block_size), out)
+               (dtype, block_size, packed), out)

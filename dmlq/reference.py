@@ -13,6 +13,7 @@ import itertools
 import numpy as np
 
 from . import floatconv
+from .packing import unpack
 from .qtypes import BFLOAT16, BFLOAT16_DTYPE, is_qtype, qtype
 
 _F32 = np.float32
@@ -179,8 +180,15 @@ def _diff(x, zero_point):
     return np.asarray(x).astype(np.int64) - _zp(zero_point)
 
 
-def matmul_integer(a, a_zero_point, b, b_zero_point, out):
-    """docs/semantics.md matmul_integer: the exact sum, wrapped to int32."""
+def unpacked(b, b_packed):
+    """b, or with b_packed = (dtype name, shape, ...) the packed bytes b unpacked (ml_dtypes)."""
+    return b if b_packed is None else unpack(b, b_packed[1], b_packed[0])
+
+
+def matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None):
+    """docs/semantics.md matmul_integer: the exact sum, wrapped to int32. b_packed: b
+    is a packed 4-bit tensor's bytes (dmlq.packed_b)."""
+    b = unpacked(b, b_packed)
     acc = _exact_matmul(_diff(a, a_zero_point), _diff(b, b_zero_point))
     if acc.dtype == object:
         acc = ((acc + 2**31) % 2**32 - 2**31).astype(np.int64)
@@ -189,12 +197,13 @@ def matmul_integer(a, a_zero_point, b, b_zero_point, out):
 
 
 def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
-                            block_size=None):
+                            block_size=None, b_packed=None):
     """docs/semantics.md matmul_integer_to_float.
 
     a_scale, a_zero_point: () or (M, 1); b_scale, b_zero_point: () or (..., G, N)
     with G = 1, or G = ceil(K / block_size) groups along K; bias: None or
     broadcastable to out."""
+    b = unpacked(b, b_packed)
     k = np.shape(a)[-1]
     da = _diff(a, a_zero_point)
     a_s = np.asarray(a_scale).astype(_F32)
@@ -233,9 +242,9 @@ def _b_row(v):
 
 
 def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                     out_scale, out_zero_point, out):
+                     out_scale, out_zero_point, out, b_packed=None):
     a = np.asarray(a)
-    b = np.asarray(b)
+    b = np.asarray(unpacked(b, b_packed))
     k = a.shape[-1]
     # The exact integer sum from a float64 product: every partial sum is an
     # integer below 2**53 while K * 255 * 255 < 2**53.

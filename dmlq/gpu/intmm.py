@@ -28,6 +28,10 @@ from .plan import Launch, Plan, Runner, launcher
 
 SOURCE = "matmul_stream.cu"
 QTYPES = ("int8", "uint8")
+# b's kernel type: its dtype's name, or for a packed 4-bit b (dmlq.packed_b) the packed tag.
+PACKED = {"int4": "packed_int4", "uint4": "packed_uint4"}
+B_TYPES = QTYPES + tuple(PACKED.values())
+_ZP_WIDE = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8)}
 OUT_TYPES = {np.dtype(np.int32): "int", np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
 # Variant name -> rows per launch (MT). One line per variant.
 VARIANTS = {"stream-m1": 1, "stream-m4": 4, "stream-m16": 16}
@@ -40,7 +44,7 @@ def kernel_name(ta: str, tb: str, to: str, mt: int) -> str:
     return f"matmul_stream<{ta}, {tb}, {to}, {mt}>"
 
 
-KERNELS = {SOURCE: tuple(kernel_name(ta, tb, to, mt) for ta in QTYPES for tb in QTYPES
+KERNELS = {SOURCE: tuple(kernel_name(ta, tb, to, mt) for ta in QTYPES for tb in B_TYPES
                          for to in OUT_TYPES.values() for mt in VARIANTS.values())}
 
 
@@ -61,6 +65,7 @@ class _Detail:
     copy_a: bool
     copy_b: bool
     direct_out: bool
+    packed_zp: object = None   # packed b: its zero points' dtype on the device (int8 / uint8 values)
 
 
 def _elem_strides(x, batch_shape):
@@ -77,19 +82,37 @@ def _contiguous_rows(x) -> bool:
     return x.size == 0 or x.shape[-1] == 1 or x.strides[-1] == x.itemsize
 
 
-def _plan(op, a, b, out, groups, group, b_param_rows):
+class _PackedB:
+    """A packed 4-bit b's logical view for planning: shape, C-order strides in elements."""
+
+    def __init__(self, data, packed):
+        self.data = data
+        self.dtype_name = packed[0]
+        self.shape = packed[1]
+        self.ndim = len(self.shape)
+        self.itemsize = 1
+        st, acc = [], 1
+        for d in reversed(self.shape):
+            st.append(acc)
+            acc *= d
+        self.strides = tuple(reversed(st))  # in elements = "bytes" of itemsize 1
+
+
+def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None):
     if out.size == 0:
         return Plan(op, "empty")
+    pb = None if b_packed is None else _PackedB(b, b_packed)
     M, K = a.shape[-2:]
-    N = b.shape[-1]
+    N = (pb or b).shape[-1]
     batch_shape = tuple(out.shape[:-2])
     nbatch = math.prod(batch_shape)
     variant = select_variant(M)
     if variant is None:
         raise UnsupportedError(f"{op}: no CUDA kernel yet for M = {M} > 16 rows (the small-M streaming "
                                f"kernel takes up to 16); pass NumPy arrays to run it on the host")
-    if b.dtype.name not in QTYPES:
-        raise UnsupportedError(f"{op}: no CUDA kernel yet for a {b.dtype} b")
+    tb = b.dtype.name if pb is None else PACKED[pb.dtype_name]
+    if tb not in B_TYPES:
+        raise UnsupportedError(f"{op}: no CUDA kernel for a {b.dtype} b (a 4-bit b runs as a dmlq.Packed)")
     if nbatch > MAX_GRID_Y or max(M, N, K) > MAX_DIM:
         raise UnsupportedError(f"{op}: {nbatch} matrices (at most {MAX_GRID_Y}) or a dimension above {MAX_DIM}")
     copy_a, copy_b = not _contiguous_rows(a), not _contiguous_rows(b)
@@ -101,6 +124,9 @@ def _plan(op, a, b, out, groups, group, b_param_rows):
         notes.append(f"{groups} groups of {group} along K")
     sa = device.Fresh(a.shape, a.dtype) if copy_a else a
     sb = device.Fresh(b.shape, b.dtype) if copy_b else b
+    if pb is not None:
+        notes.append(f"b: packed {pb.dtype_name}, unpacked in registers")
+        sb = pb
     a_st, b_st = _elem_strides(sa, batch_shape), _elem_strides(sb, batch_shape)
     offsets = np.zeros((nbatch, 6), np.int64)
     for z, idx in enumerate(np.ndindex(*batch_shape)):
@@ -112,10 +138,11 @@ def _plan(op, a, b, out, groups, group, b_param_rows):
     offsets[:, 4] = z * b_param_rows * N
     offsets[:, 5] = z * M * N
     mt = VARIANTS[variant]
-    name = kernel_name(a.dtype.name, b.dtype.name, OUT_TYPES[np.dtype(out.dtype)], mt)
+    name = kernel_name(a.dtype.name, tb, OUT_TYPES[np.dtype(out.dtype)], mt)
     launch = Launch(SOURCE, name, (-(-N // THREADS), nbatch), (THREADS,))
     return Plan(op, variant, (launch,), tuple(notes),
-                _Detail(mt, groups, group, offsets, copy_a, copy_b, direct))
+                _Detail(mt, groups, group, offsets, copy_a, copy_b, direct,
+                        None if pb is None else _ZP_WIDE[pb.dtype_name]))
 
 
 def _groups(k, block_size):
@@ -129,14 +156,14 @@ def _b_rows(v):
     return 1 if v is None or v.ndim < 2 else v.shape[-2]
 
 
-def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out) -> Plan:
-    return _plan("matmul_integer", a, b, out, 1, max(a.shape[-1], 1), 1)
+def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Plan:
+    return _plan("matmul_integer", a, b, out, 1, max(a.shape[-1], 1), 1, b_packed)
 
 
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
-                                 block_size=None) -> Plan:
+                                 block_size=None, b_packed=None) -> Plan:
     groups, group = _groups(a.shape[-1], block_size)
-    return _plan("matmul_integer_to_float", a, b, out, groups, group, _b_rows(b_zero_point))
+    return _plan("matmul_integer_to_float", a, b, out, groups, group, _b_rows(b_zero_point), b_packed)
 
 
 def _row_vector(xp, v, m, dtype):
@@ -157,12 +184,14 @@ def _b_table(xp, v, batch_shape, rows, n, dtype):
     return xp.ascontiguousarray(full)
 
 
-def _bind(plan, a_shape, b_shape, out, float_out):
+def _bind(plan, a_shape, b_shape, out, float_out, b_packed=None):
     d = plan.detail
     go = launcher(plan)
     xp = device.xp()
     i32, i64 = np.int32, np.int64
     M, K = a_shape[-2:]
+    if b_packed is not None:
+        b_shape = b_packed[1]
     N = b_shape[-1]
     batch_shape = tuple(out.shape[:-2])
     offsets_dev = [None]  # uploaded on the first call (the runner's device)
@@ -175,7 +204,7 @@ def _bind(plan, a_shape, b_shape, out, float_out):
         if offsets_dev[0] is None:
             offsets_dev[0] = xp.asarray(d.offsets)
         lda = a.strides[-2] // a.itemsize if M > 1 else K
-        ldb = b.strides[-2] // b.itemsize if K > 1 else N
+        ldb = b.strides[-2] // b.itemsize if K > 1 and d.packed_zp is None else N
         args = (a, b, dst, i32(M), i32(N), i32(K), i32(d.group), i32(d.groups), i32(bz_rows), offsets_dev[0],
                 i64(lda), i64(ldb), i64(N),
                 NULL if a_s is None else a_s, NULL if a_z is None else a_z,
@@ -190,7 +219,7 @@ def _bind(plan, a_shape, b_shape, out, float_out):
         def call(a, a_zero_point, b, b_zero_point, out):
             dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
             launch(a, b, dst, None, _row_vector(xp, a_zero_point, M, a.dtype), None,
-                   _b_table(xp, b_zero_point, batch_shape, 1, N, b.dtype), None, 1)
+                   _b_table(xp, b_zero_point, batch_shape, 1, N, d.packed_zp or b.dtype), None, 1)
             finish(dst, out)
         return Runner(plan, call)
 
@@ -201,35 +230,36 @@ def _bind(plan, a_shape, b_shape, out, float_out):
         full_bias = None if bias is None else xp.ascontiguousarray(
             xp.broadcast_to(bias.astype(np.float32), out.shape))
         launch(a, b, dst, _row_vector(xp, a_scale, M, np.float32), _row_vector(xp, a_zero_point, M, a.dtype),
-               b_s, _b_table(xp, b_zero_point, batch_shape, bz_rows, N, b.dtype), full_bias, bz_rows)
+               b_s, _b_table(xp, b_zero_point, batch_shape, bz_rows, N, d.packed_zp or b.dtype), full_bias, bz_rows)
         finish(dst, out)
     return Runner(plan, call)
 
 
-def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out) -> Runner:
-    plan = plan_matmul_integer(a, a_zero_point, b, b_zero_point, out)
+def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Runner:
+    plan = plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
     if not plan.launches:
         return Runner(plan, lambda *args: None)
-    return _bind(plan, a.shape, b.shape, out, False)
+    return _bind(plan, a.shape, b.shape, out, False, b_packed)
 
 
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
-                                 block_size=None) -> Runner:
+                                 block_size=None, b_packed=None) -> Runner:
     plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
-                                        block_size)
+                                        block_size, b_packed)
     if not plan.launches:
         return Runner(plan, lambda *args: None)
-    return _bind(plan, a.shape, b.shape, out, True)
+    return _bind(plan, a.shape, b.shape, out, True, b_packed)
 
 
-def matmul_integer(a, a_zero_point, b, b_zero_point, out):
+def matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None):
     """Backend interface (see dmlq.reference.matmul_integer); returns out."""
-    bind_matmul_integer(a, a_zero_point, b, b_zero_point, out)(a, a_zero_point, b, b_zero_point, out)
+    bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)(a, a_zero_point, b, b_zero_point, out)
     return out
 
 
-def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out, block_size=None):
+def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out, block_size=None,
+                            b_packed=None):
     """Backend interface (see dmlq.reference.matmul_integer_to_float); returns out."""
     args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias)
-    bind_matmul_integer_to_float(*args, out, block_size)(*args, out)
+    bind_matmul_integer_to_float(*args, out, block_size, b_packed)(*args, out)
     return out

@@ -1,0 +1,109 @@
+"""4-bit B of the integer matmuls (matmul_integer, matmul_integer_to_float,
+quantized_matmul): the ``dmlq.Packed`` operand and 4-bit zero points.
+
+A packed b travels to the backend as its bytes (1-D uint8, ONNX's nibble
+order: element i of the C-order (..., K, N) tensor in the low nibble of byte
+i // 2 when i is even) with the keyword parameter ``b_packed = (dtype name,
+logical shape, zp_wide)``; the planner checks the bytes against the shape and
+plans on a shape-only stand-in of the logical tensor. dmlq.reference unpacks;
+the GPU kernel (cuda/matmul_stream.cu) reads the bytes.
+
+A 4-bit b's zero point is a Python int, an ml_dtypes int4/uint4 array (NumPy),
+or a ``dmlq.Packed`` of b's type. On the GPU (CuPy has no 4-bit dtype) a packed
+zero point is unpacked on the device to its values in int8 (int4) or uint8
+(uint4), and ``zp_wide`` says so; a Python int becomes that wide type too.
+"""
+from __future__ import annotations
+
+import numbers
+
+import ml_dtypes
+import numpy as np
+
+from . import dispatch
+from .checks import GPU
+from .errors import DescError
+from .packing import Packed, packed_nbytes, unpack
+
+I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+FOUR_BIT = (I4, U4)
+_WIDE = {I4: np.dtype(np.int8), U4: np.dtype(np.uint8)}
+_NAMES = {"int4": I4, "uint4": U4}
+
+
+def _bytes_of(f, name, p):
+    if p.dtype not in _NAMES:
+        raise TypeError(f"{f}: a packed {name} must be int4 or uint4 (got a dmlq.Packed of {p.dtype})")
+    data = p.data
+    if dispatch.foreign(data) or not (isinstance(data, np.ndarray) or dispatch.is_gpu(data)):
+        raise TypeError(f"{f}: {name} is a dmlq.Packed whose data is a {type(data).__name__}; its bytes must be "
+                        "a NumPy or CuPy uint8 array (dmlq.pack makes one)")
+    return data
+
+
+def take(f, b, b_zero_point):
+    """The public function's (b, b_zero_point, b_packed): a Packed b as its bytes and
+    the parameter that describes them; a Packed zero point unpacked (NumPy: the
+    ml_dtypes array; GPU: its values in the wide type, zp_wide True)."""
+    packed = None
+    if isinstance(b, Packed):
+        data = _bytes_of(f, "b", b)
+        packed = (b.dtype, tuple(int(s) for s in b.shape), False)
+        b = data
+    if isinstance(b_zero_point, Packed):
+        data = _bytes_of(f, "b_zero_point", b_zero_point)
+        bdt = _NAMES.get(packed[0]) if packed else getattr(b, "dtype", None)
+        if bdt is None or _NAMES[b_zero_point.dtype] != bdt:
+            raise TypeError(f"{f}: b_zero_point is a dmlq.Packed of {b_zero_point.dtype}; it must have b's "
+                            f"dtype ({'a packed ' + packed[0] if packed else getattr(b, 'dtype', type(b).__name__)})")
+        if isinstance(data, np.ndarray):
+            b_zero_point = unpack(b_zero_point)
+        else:
+            if packed is None:
+                raise TypeError(f"{f}: a packed b_zero_point on the GPU needs a packed b")
+            codes = unpack(b_zero_point)  # CuPy: uint8 codes
+            b_zero_point = (codes ^ np.uint8(8)).astype(np.int8) - np.int8(8) if bdt == I4 else codes
+            packed = (packed[0], packed[1], True)
+    return b, b_zero_point, packed
+
+
+def stand_in(bld, packed):
+    """Check the packed bytes (operand ``b`` of the builder) against their shape and
+    put a shape-only stand-in of the logical tensor in their place for the checks."""
+    f = bld.f
+    name, shape, _ = packed
+    data = bld.v["b"]
+    dt = _NAMES[name]
+    if len(shape) < 2:
+        raise DescError(f"{f}: a and b must be at least 2-D (b is a dmlq.Packed of shape {shape})")
+    need = packed_nbytes(int(np.prod(shape, dtype=np.int64)), name)
+    if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1 or data.size != need:
+        raise ValueError(f"{f}: b is a dmlq.Packed of {name} {shape}, which takes {need} bytes as a 1-D uint8 "
+                         f"array (got {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
+    bld.v["b"] = np.broadcast_to(np.zeros((), dt), shape)
+
+
+def zero_point(bld, name, dt, whose, packed=None):
+    """A zero point of ``dt`` (int8/uint8 through the builder's check; int4/uint4 here)."""
+    if dt not in FOUR_BIT:
+        return bld.zero_point(name, dt, whose)
+    v = bld.v[name]
+    if v is None:
+        return None
+    wide = bld.kind == GPU  # CuPy has no 4-bit dtype: the values in int8 / uint8
+    info = ml_dtypes.iinfo(dt)
+    lo, hi = int(info.min), int(info.max)
+    if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)):
+        if not lo <= int(v) <= hi:
+            raise DescError(f"{bld.f}: {name} = {int(v)} is out of range for {dt} [{lo}, {hi}] {whose}")
+        return bld._scalar(name, int(v), _WIDE[dt] if wide else dt, param=True, zero_point=True)
+    vdt = getattr(v, "dtype", None)
+    if packed is not None and packed[2] and vdt == _WIDE[dt]:
+        return v  # a packed zero point unpacked on the device (dmlq.packed_b.take): in range
+    if vdt != dt:
+        got = vdt if vdt is not None else type(v).__name__
+        raise TypeError(f"{bld.f}: {name} must be a Python int, an array of dtype {dt} or a dmlq.Packed of {dt} "
+                        f"{whose} (got {got}); pass {name}.astype(ml_dtypes.{dt.name}) or dmlq.pack(...)")
+    if isinstance(v, np.generic):
+        return bld._scalar(name, int(v), _WIDE[dt] if wide else dt, param=True, zero_point=True)
+    return v
