@@ -30,10 +30,15 @@
 // plus M broadcast loads of A and M IMADs, so it is issue-bound well below
 // the bandwidth limit for M = 16 (about 2 * M + 2 instructions per byte of B
 // per thread): correct first; a vectorized, shared-memory A version is the
-// next step once a GPU session measures this one.
-// ptxas (sm_90, bench/results/static.md): 40-56 registers for MT = 1 and 4,
-// 44-56 for the int output at MT = 16, 124-128 for the float outputs at
-// MT = 16 (16 int64 partials: 4 blocks of 128 per SM); no spills.
+// next step once a GPU session measures this one. A packed 4-bit b halves the
+// bytes of B (a warp's 32 columns read 16 consecutive bytes per k), but each
+// thread still issues one byte load per k plus a shift and a mask for its
+// nibble, so the packed variants are issue-bound the same way.
+// ptxas (sm_90, bench/results/static.md): __launch_bounds__(128, 8) for MT <= 4
+// (48-64 registers, 8+ blocks per SM) and (128, 3) for MT = 16 (91-95 registers
+// for the int output, 168 for the float outputs: 16 int64 partials); no spills.
+// Without a minimum block count ptxas chose 32 registers for some packed
+// variants and spilled (matmul_stream<int8, packed_int4, float, 4>).
 #include "common.cuh"
 
 // 4-bit b, packed as ONNX packs it: element i of the C-order (..., K, N) tensor in
@@ -77,7 +82,7 @@ template <> struct is_int_out<int> { static constexpr bool value = true; };
 // b_scale / b_zp rows: `groups` (b_scale) and bz_groups (b_zp: 1 or groups) rows of N.
 // group: the group length along K (K for one group); groups = number of groups.
 template <typename TA, typename TB, typename TO, int MT>
-__global__ void __launch_bounds__(128) matmul_stream(
+__global__ void __launch_bounds__(128, MT == 16 ? 3 : 8) matmul_stream(
     const TA* __restrict__ A, const typename dmlq::stream::bsrc<TB>::bytes_t* __restrict__ B, TO* __restrict__ C,
     int M, int N, int K, int group, int groups, int bz_groups,
     const int64* __restrict__ offsets, int64 lda, int64 ldb, int64 ldc,

@@ -6,7 +6,8 @@ CUDA) arrays run on hand-written CUDA kernels. Importing dmlq touches no GPU.
 """
 from .api import (dequantize_linear, kernel_plan, quantize_linear, quantized_add, quantized_avg_pool,
                   quantized_matmul)
-from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, QuantizationType,
+from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc,
+                   QuantizationType,
                    QuantizeDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc)
 from .dtypes import DataType
@@ -55,7 +56,7 @@ def compile_all() -> int:
 __all__ = [
     "DataType", "TensorDesc", "QuantizeLinearDesc", "DequantizeLinearDesc", "QuantizedLinearAddDesc",
     "QuantizedLinearMatrixMultiplyDesc", "QuantizedLinearAveragePoolingDesc",
-    "MatrixMultiplyIntegerToFloatDesc", "compile_operator",
+    "MatrixMultiplyIntegerToFloatDesc", "MatrixMultiplyIntegerDesc", "compile_operator",
     "Operator", "DescError", "UnsupportedError", "quantize_linear", "dequantize_linear",
     "quantized_add", "quantized_matmul", "quantized_avg_pool",
     "matmul_integer", "matmul_integer_to_float", "kernel_plan", "compile_all", "__version__",

@@ -444,8 +444,9 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     Parameters
     ----------
     a : int8 or uint8 array, (..., M, K)
-    b : int8 or uint8 array, (..., K, N)
-        Batch dimensions broadcast. A vector needs ``v.reshape(1, -1)`` first.
+    b : int8 or uint8 array, or int4/uint4 (ml_dtypes, or a dmlq.Packed), (..., K, N)
+        Batch dimensions broadcast. A vector needs ``v.reshape(1, -1)`` first. 4-bit b:
+        NumPy only so far.
     a_scale, a_zero_point, out_scale, out_zero_point : per tensor or per row
         One value, or shaped (M, 1). Scales float32; zero points in ``a``'s dtype and
         the output's dtype; ``None`` zero points mean 0.

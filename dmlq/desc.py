@@ -251,6 +251,19 @@ class MatrixMultiplyIntegerToFloatDesc(_OperatorDesc):
     output_tensor: TensorDesc = REQUIRED
 
 
+@dataclass(frozen=True)
+class MatrixMultiplyIntegerDesc(_OperatorDesc):
+    """DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC (ONNX MatMulInteger: int32 sums)."""
+
+    OPERATOR: ClassVar[str] = "MatrixMultiplyInteger"
+    FEATURE_LEVEL: ClassVar[str] = "2.1"
+    a_tensor: TensorDesc = REQUIRED
+    a_zero_point_tensor: Optional[TensorDesc] = None
+    b_tensor: TensorDesc = REQUIRED
+    b_zero_point_tensor: Optional[TensorDesc] = None
+    output_tensor: TensorDesc = REQUIRED
+
+
 class QuantizationType(enum.Enum):
     """DML_QUANTIZATION_TYPE (DML_FEATURE_LEVEL_6_3)."""
 
@@ -328,6 +341,7 @@ OPERATOR_DESCS = (
     QuantizedLinearMatrixMultiplyDesc,
     QuantizedLinearAveragePoolingDesc,
     MatrixMultiplyIntegerToFloatDesc,
+    MatrixMultiplyIntegerDesc,
     QuantizeDesc,
     DequantizeDesc,
 )

@@ -5,7 +5,7 @@
 onnxruntime com.microsoft.MatMulIntegerToFloat: scales, zero points and an
 optional bias, float32 or float16 out; blocked B scales along K with
 ``block_size=``). Shapes as ``numpy.matmul``; B may be int4/uint4
-(``ml_dtypes``). The numeric contract is docs/semantics.md; the NumPy backend is
+(``ml_dtypes``) or a ``dmlq.Packed`` (dmlq.packed_b). The numeric contract is docs/semantics.md; the NumPy backend is
 dmlq.reference; on the GPU dmlq.gpu.intmm (M <= 16 so far; other GPU calls raise
 UnsupportedError).
 """
@@ -19,7 +19,7 @@ from numpy.typing import DTypeLike, NDArray
 
 from .calls import Spec, public, run
 from .checks import F16, F32, QUANT
-from .desc import MatrixMultiplyIntegerToFloatDesc, TensorDesc
+from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, TensorDesc
 from .dtypes import DataType
 from .errors import DescError
 from .packed_b import FOUR_BIT, stand_in, take, zero_point as _zero_point
@@ -85,10 +85,19 @@ def _plan_matmul_integer(b, packed):
     if packed is not None:
         stand_in(b, packed)
     a, bb, m, k, n, batch = b.matmul_operands(_B_TYPES, _B_FIX)
-    _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m)
-    _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)", packed), bb, n, 1, "")
+    azp = _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m)
+    bzp = _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)", packed), bb, n, 1, "")
     shape = batch + (m, n)
     b.check_out(shape, np.dtype(np.int32))
+    # DirectML's operator on one {1, 1, M, K} x {1, 1, K, N} product (a 4-bit b's desc takes a's type;
+    # per-batch b zero points, checked above, get their per-column form).
+    bdt = a.dtype if bb.dtype in FOUR_BIT else bb.dtype
+    b.validate(MatrixMultiplyIntegerDesc(
+        TensorDesc(DataType.of(a.dtype), (1, 1, m, k)),
+        None if azp is None else TensorDesc(DataType.of(a.dtype), (1, 1, m, 1) if azp.size > 1 else (1, 1, 1, 1)),
+        TensorDesc(DataType.of(bdt), (1, 1, k, n)),
+        None if bzp is None else TensorDesc(DataType.of(bdt), (1, 1, 1, n) if bzp.size > 1 else (1, 1, 1, 1)),
+        TensorDesc(DataType.INT32, (1, 1, m, n))))
     return b.plan(shape, np.dtype(np.int32), () if packed is None else (packed,))
 
 
@@ -112,11 +121,11 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
     Parameters
     ----------
     a : int8 or uint8 array, (..., M, K)
-    b : int8 or uint8 array, or ml_dtypes int4/uint4, (..., K, N)
+    b : int8 or uint8 array, or ml_dtypes int4/uint4, or a dmlq.Packed of int4/uint4, (..., K, N)
         Batch dimensions broadcast as in numpy.matmul.
     a_zero_point : a's dtype, optional
         Per tensor or per row, (M, 1); None means 0.
-    b_zero_point : b's dtype, optional
+    b_zero_point : b's dtype (a Python int or a dmlq.Packed for a packed b), optional
         Per tensor, per column ((N,) or (1, N)) or per batch and column (b's batch
         shape + (1, N)); None means 0.
     out : int32 array, optional
@@ -254,7 +263,7 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     a : int8 or uint8 array, (..., M, K)
     a_scale, a_zero_point : per tensor or per row (M, 1)
         Scale float32 or float16; zero point in a's dtype or None (0).
-    b : int8 or uint8 array, or ml_dtypes int4/uint4, (..., K, N)
+    b : int8 or uint8 array, or ml_dtypes int4/uint4, or a dmlq.Packed of int4/uint4, (..., K, N)
     b_scale, b_zero_point : per tensor, per column ((N,) or (1, N)) or per batch and column
         With ``block_size=G``: one row per G rows of b, ``(ceil(K / G), N)``; the groups'
         float products are added in ascending order.

@@ -11,7 +11,8 @@ import functools
 from typing import Any
 
 from . import dispatch as _dispatch
-from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerToFloatDesc, OperatorDesc,
+from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc,
+                   OperatorDesc,
                    QuantizeDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, block_sizes, dml_name)
 from .errors import UnsupportedError
@@ -179,13 +180,17 @@ def run(desc, v: dict, out, kind):
         params = (desc.window_size, desc.strides, desc.start_padding, desc.end_padding,
                   desc.dilations, bool(desc.include_padding))
         return _write(be.quantized_avg_pool, args, out, kind, params)
-    if isinstance(desc, MatrixMultiplyIntegerToFloatDesc):
+    if isinstance(desc, (MatrixMultiplyIntegerToFloatDesc, MatrixMultiplyIntegerDesc)):
         def param(name, per_row):  # the reference's shapes: () per tensor, (M, 1) or (1, N)
             p = g(name)
             if p is None or p.size == 1:
                 return None if p is None else p.reshape(())
             return p.reshape(-1, 1) if per_row else p.reshape(1, -1)
 
+        if isinstance(desc, MatrixMultiplyIntegerDesc):
+            args = (g("a_tensor"), param("a_zero_point_tensor", True), g("b_tensor"),
+                    param("b_zero_point_tensor", False))
+            return _write(be.matmul_integer, args, out, kind)
         args = (g("a_tensor"), param("a_scale_tensor", True), param("a_zero_point_tensor", True),
                 g("b_tensor"), param("b_scale_tensor", False), param("b_zero_point_tensor", False),
                 g("bias_tensor"))

@@ -132,6 +132,20 @@ BZeroPointTensor      | Optional input | 1 to 4 | INT32, INT16, INT8, UINT32, UI
 BiasTensor            | Optional input | 2 to 4 | FLOAT32, FLOAT16
 OutputTensor          | Output         | 2 to 4 | FLOAT32, FLOAT16
 
+MatrixMultiplyInteger 2.1
+ATensor               | Input          | 4      | INT8, UINT8
+AZeroPointTensor      | Optional input | 4      | INT8, UINT8
+BTensor               | Input          | 4      | INT8, UINT8
+BZeroPointTensor      | Optional input | 4      | INT8, UINT8
+OutputTensor          | Output         | 4      | INT32
+
+MatrixMultiplyInteger 4.0
+ATensor               | Input          | 2 to 4 | INT8, UINT8
+AZeroPointTensor      | Optional input | 1 to 4 | INT8, UINT8
+BTensor               | Input          | 2 to 4 | INT8, UINT8
+BZeroPointTensor      | Optional input | 1 to 4 | INT8, UINT8
+OutputTensor          | Output         | 2 to 4 | INT32
+
 QuantizedLinearAveragePooling 6.2
 InputTensor           | Input          | 4 to 5 | INT8, UINT8
 InputScaleTensor      | Input          | 1 to 5 | FLOAT32
@@ -184,6 +198,7 @@ SAME_DATA_TYPE = {
                                       ("OutputTensor", "OutputZeroPointTensor")),
     "QuantizedLinearAveragePooling": (("InputTensor", "InputZeroPointTensor"),
                                       ("OutputTensor", "OutputZeroPointTensor")),
+    "MatrixMultiplyInteger": (("BTensor", "BZeroPointTensor"), ("ATensor", "AZeroPointTensor")),
     "MatrixMultiplyIntegerToFloat": (("ATensor", "AZeroPointTensor"), ("ATensor", "BTensor"),
                                      ("BTensor", "BZeroPointTensor"),
                                      ("AScaleTensor", "BiasTensor"), ("AScaleTensor", "BScaleTensor"),
@@ -197,6 +212,7 @@ SAME_DIMENSION_COUNT = {
                            "BTensor", "BZeroPointTensor", "OutputScaleTensor", "OutputTensor",
                            "OutputZeroPointTensor"),
     "QuantizedLinearAveragePooling": ("InputTensor", "OutputTensor"),
+    "MatrixMultiplyInteger": ("ATensor", "BTensor", "OutputTensor"),
     "MatrixMultiplyIntegerToFloat": (("AScaleTensor", "AZeroPointTensor", "BScaleTensor",
                                       "BZeroPointTensor"),
                                      ("ATensor", "BiasTensor", "BTensor", "OutputTensor")),
@@ -365,7 +381,7 @@ def _check_matmul_to_float(desc, t):
                                 f"(got {t[f].sizes[i]})")
     for f, count, row in (("AScaleTensor", m, True), ("AZeroPointTensor", m, True),
                           ("BScaleTensor", n, False), ("BZeroPointTensor", n, False)):
-        s = t[f]
+        s = t.get(f)  # MatrixMultiplyInteger has no scales
         if s is None or s.element_count == 1:
             continue
         tail = (count, 1) if row else (1, count)
@@ -510,6 +526,7 @@ _RULES = {
     "QuantizedLinearMatrixMultiply": _check_matmul,
     "QuantizedLinearAveragePooling": _check_pooling,
     "MatrixMultiplyIntegerToFloat": _check_matmul_to_float,
+    "MatrixMultiplyInteger": _check_matmul_to_float,  # the same shapes, without scales and bias
 }
 
 

@@ -15,9 +15,12 @@ from conftest import poison
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
+I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 
 
 def dev(x):
+    if isinstance(x, dmlq.Packed) and isinstance(x.data, np.ndarray):
+        return dmlq.Packed(S.module.asarray(x.data), x.shape, x.dtype)
     return S.module.asarray(x) if isinstance(x, np.ndarray) else x
 
 
@@ -34,7 +37,7 @@ def same(fn, *args, **kwargs):
 
 
 def q(rng, dt, shape):
-    info = np.iinfo(dt)
+    info = ml_dtypes.iinfo(dt) if dt in (I4, U4) else np.iinfo(dt)
     return rng.integers(int(info.min), int(info.max) + 1, shape).astype(dt)
 
 
@@ -106,3 +109,71 @@ def test_selection_and_refusals(gpu):
                             0.1, None, dtype=np.float16)
     assert str(plan).splitlines()[0] == "matmul_integer_to_float: stream-m4"
     assert "matmul_stream<uint8, int8, float16, 4>  grid 3x1  block 128" in str(plan)
+
+
+# ------------------------------------------------------------------ 4-bit b (dmlq.Packed)
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 37, 5), (3, 64, 130), (4, 0, 7), (7, 33, 1), (16, 99, 9),
+                                   (2, 3, 3)])
+@pytest.mark.parametrize("ta,tb", [(U8, I4), (I8, U4)])
+def test_packed_matmul_integer(gpu, m, k, n, ta, tb):
+    """Odd K * N: rows of b start in the middle of a byte; zero points packed, as an int, or none."""
+    rng = np.random.default_rng(m * 1000 + k * 10 + n + 7)
+    a, b = q(rng, ta, (m, k)), q(rng, tb, (k, n))
+    p = dmlq.pack(b)
+    same(dmlq.matmul_integer, a, p, q(rng, ta, (m, 1)), dmlq.pack(q(rng, tb, (n,))))
+    same(dmlq.matmul_integer, a, p, None, int(q(rng, tb, ())))
+    same(dmlq.matmul_integer, a, p)
+
+
+@pytest.mark.parametrize("out_dtype", [F32, F16])
+@pytest.mark.parametrize("m,k,n,block", [(1, 64, 33, None), (2, 100, 17, 32), (5, 31, 8, 32), (16, 257, 4, 64),
+                                         (3, 0, 5, 32), (1, 1, 1, 1), (4, 96, 3, 256)])
+@pytest.mark.parametrize("tb", [I4, U4])
+def test_packed_matmul_integer_to_float(gpu, out_dtype, m, k, n, block, tb):
+    rng = np.random.default_rng(m * 1000 + k * 10 + n + 11)
+    a, b = q(rng, U8, (m, k)), q(rng, tb, (k, n))
+    groups = -(-k // block) if block else 1
+    a_s = rng.uniform(1e-3, 1, (m, 1)).astype(F32)
+    b_s = rng.uniform(-1, 1, (groups, n)).astype(F32)
+    bias = rng.uniform(-50, 50, n).astype(F32)
+    kw = dict(dtype=out_dtype, block_size=block)
+    with np.errstate(all="ignore"):
+        same(dmlq.matmul_integer_to_float, a, a_s, q(rng, U8, (m, 1)), dmlq.pack(b), b_s,
+             dmlq.pack(q(rng, tb, (groups, n))), bias, **kw)
+        same(dmlq.matmul_integer_to_float, a, np.float32(0.01), None, dmlq.pack(b), b_s[:1],
+             dmlq.pack(q(rng, tb, (n,))), **kw)
+        same(dmlq.matmul_integer_to_float, a, np.float32(0.01), None, dmlq.pack(b), b_s, 3, **kw)
+
+
+def test_packed_batches_extremes_and_strided_bytes(gpu):
+    rng = np.random.default_rng(3)
+    a, b = q(rng, I8, (2, 1, 3, 41)), q(rng, I4, (4, 41, 7))
+    b_s = rng.uniform(0, 1, (4, 1, 7)).astype(F32)
+    same(dmlq.matmul_integer_to_float, a, np.float16(0.5), np.int8(3), dmlq.pack(b), b_s, -8)
+    same(dmlq.matmul_integer, a, dmlq.pack(b), None, 7)
+    k = 1001  # every term 255 * -15 (a = 255 - 0, b = -8 - 7); float16 overflows to -inf
+    ext_a, ext_b = np.full((3, k), 255, U8), dmlq.pack(np.full((k, 5), -8, I4))
+    same(dmlq.matmul_integer, ext_a, ext_b, None, 7)
+    same(dmlq.matmul_integer_to_float, ext_a, np.float32(1), None, ext_b, np.float32(1), 7, dtype=np.float16)
+    same(dmlq.matmul_integer_to_float, ext_a, np.float32(1), None, ext_b, np.float32(1), 7, dtype=np.float32)
+    # the packed bytes as a strided view (copied to contiguous bytes first)
+    p = dmlq.pack(q(rng, U4, (41, 7)))
+    wide = S.module.asarray(np.repeat(p.data, 2))
+    strided = dmlq.Packed(wide[::2], p.shape, p.dtype)
+    a2 = q(rng, U8, (2, 41))
+    got = dmlq.matmul_integer(S.module.asarray(a2), strided, None, 5)
+    np.testing.assert_array_equal(got.get(), dmlq.matmul_integer(a2, p, None, 5))
+    plan = dmlq.kernel_plan(dmlq.matmul_integer, S.module.asarray(a2), strided)
+    assert "b copied to a contiguous array" in str(plan)
+
+
+def test_packed_refusals_on_the_gpu(gpu):
+    a = S.module.asarray(np.zeros((2, 4), U8))
+    p = dev(dmlq.pack(np.zeros((4, 3), I4)))
+    with pytest.raises(dmlq.UnsupportedError, match="a 4-bit b has no CUDA kernel for quantized_matmul"):
+        dmlq.quantized_matmul(a, 0.1, None, p, 0.1, None, 0.1)
+    with pytest.raises(TypeError, match="b_zero_point must be a Python int, an array of dtype int4"):
+        dmlq.matmul_integer(a, p, None, S.module.asarray(np.zeros(3, I8)))
+    with pytest.raises(TypeError, match="NumPy and GPU arrays are mixed"):
+        dmlq.matmul_integer(a, dmlq.pack(np.zeros((4, 3), I4)))

@@ -376,7 +376,7 @@ def test_matmul_integer_to_float_errors_name_the_argument(change, error, match):
 def test_matmul_integer_errors_name_the_argument():
     rng = np.random.default_rng(10)
     a, b = qrand(rng, U8, (3, 8)), qrand(rng, I4, (8, 5))
-    with pytest.raises(TypeError, match="b_zero_point must be a Python int or an array of dtype int4"):
+    with pytest.raises(TypeError, match="b_zero_point must be a Python int, an array of dtype int4"):
         dmlq.matmul_integer(a, b, None, np.ones(5, np.int8))
     with pytest.raises(DescError, match="b_zero_point = 8 is out of range for int4"):
         dmlq.matmul_integer(a, b, None, 8)

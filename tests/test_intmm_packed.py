@@ -1,0 +1,180 @@
+"""4-bit b as a dmlq.Packed (ONNX's nibble order) in matmul_integer, matmul_integer_to_float and
+quantized_matmul on NumPy: equal to the same values given as int8/uint8 (the established path),
+packed zero points, refusals by message; and onnxruntime's com.microsoft.MatMulNBits (CPU) where
+its arithmetic is exact (docs/semantics.md says where it differs)."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import dmlq
+
+I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
+I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+WIDE = {I4: I8, U4: U8}
+
+
+def qrand(rng, dtype, shape):
+    info = ml_dtypes.iinfo(dtype) if dtype in (I4, U4) else np.iinfo(dtype)
+    return rng.integers(int(info.min), int(info.max) + 1, shape).astype(dtype)
+
+
+def bits(x):
+    return np.asarray(x).view(np.uint8)
+
+
+@pytest.mark.parametrize("bdt", [I4, U4])
+@pytest.mark.parametrize("shape_a,shape_b", [((3, 7), (7, 5)), ((1, 1), (1, 1)), ((2, 0), (0, 3)),
+                                             ((2, 1, 4, 33), (3, 33, 9)), ((5, 64), (64, 1))])
+def test_packed_b_equals_the_wide_values(bdt, shape_a, shape_b):
+    """Packed b (and packed zero points) give the bytes of the same values as int8/uint8."""
+    rng = np.random.default_rng(sum(shape_a) * 31 + sum(shape_b))
+    a, b = qrand(rng, U8, shape_a), qrand(rng, bdt, shape_b)
+    n, k = shape_b[-1], shape_b[-2]
+    wide = b.astype(WIDE[bdt])
+    p = dmlq.pack(b)
+    assert p.data.size == (b.size + 1) // 2
+    zp = qrand(rng, bdt, (n,))
+    for bzp_p, bzp_w in ((None, None), (dmlq.pack(zp), zp.astype(WIDE[bdt])), (int(zp[0]), int(zp[0])),
+                         (zp, zp.astype(WIDE[bdt]))):
+        np.testing.assert_array_equal(dmlq.matmul_integer(a, p, np.uint8(3), bzp_p),
+                                      dmlq.matmul_integer(a, wide, np.uint8(3), bzp_w))
+        want = dmlq.quantized_matmul(a, np.float32(0.02), None, wide, np.float32(0.5), bzp_w, np.float32(0.7),
+                                     np.int8(-5))
+        got = dmlq.quantized_matmul(a, np.float32(0.02), None, p, np.float32(0.5), bzp_p, np.float32(0.7),
+                                    np.int8(-5))
+        np.testing.assert_array_equal(bits(got), bits(want))
+    a_s = rng.uniform(0, 1, (shape_a[-2], 1)).astype(F32)
+    b_s = rng.uniform(-1, 1, (n,)).astype(F32)
+    for dt in (F32, F16):
+        want = dmlq.matmul_integer_to_float(a, a_s, None, wide, b_s, zp.astype(WIDE[bdt]), dtype=dt)
+        got = dmlq.matmul_integer_to_float(a, a_s, None, p, b_s, dmlq.pack(zp), dtype=dt)
+        assert got.dtype == dt
+        np.testing.assert_array_equal(bits(got), bits(want))
+    if k:
+        block = 4
+        g = -(-k // block)
+        bs, bz = rng.uniform(-1, 1, (g, n)).astype(F32), qrand(rng, bdt, (g, n))
+        want = dmlq.matmul_integer_to_float(a, a_s, None, b, bs, bz, block_size=block)
+        got = dmlq.matmul_integer_to_float(a, a_s, None, p, bs, dmlq.pack(bz), block_size=block)
+        np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def test_packed_b_extremes_and_odd_sizes():
+    """a = 255 against b = -8 with b_zp = 7: every term 255 * -15; K odd so rows straddle bytes."""
+    k, n = 33, 3
+    a = np.full((2, k), 255, U8)
+    b = np.full((k, n), -8, I4)
+    p = dmlq.pack(b)
+    got = dmlq.matmul_integer(a, p, None, 7)
+    assert (got == 255 * -15 * k).all()
+    u = dmlq.pack(np.full((k, n), 15, U4))
+    assert (dmlq.matmul_integer(a, u, np.uint8(0), 0) == 255 * 15 * k).all()
+    f = dmlq.matmul_integer_to_float(a, np.float32(1), None, p, np.float32(2.0**-10), 7, dtype=np.float16)
+    assert (f == np.float16(255 * -15 * k * 2.0**-10)).all()
+
+
+def test_packed_refusals():
+    a = np.zeros((2, 4), U8)
+    p = dmlq.pack(np.zeros((4, 3), I4))
+    with pytest.raises(ValueError, match=r"b is a dmlq.Packed of int4 \(4, 3\), which takes 6 bytes"):
+        dmlq.matmul_integer(a, dmlq.Packed(p.data[:5], p.shape, p.dtype))
+    with pytest.raises(TypeError, match="a packed b must be int4 or uint4 .got a dmlq.Packed of int2"):
+        dmlq.matmul_integer(a, dmlq.pack(np.zeros((4, 3), ml_dtypes.int2)))
+    with pytest.raises(TypeError, match="b_zero_point is a dmlq.Packed of uint4; it must have b's dtype"):
+        dmlq.matmul_integer(a, p, None, dmlq.pack(np.zeros(3, U4)))
+    with pytest.raises(dmlq.DescError, match="b_zero_point = 8 is out of range for int4"):
+        dmlq.matmul_integer(a, p, None, 8)
+    with pytest.raises(TypeError, match="b_zero_point must be a Python int, an array of dtype int4"):
+        dmlq.matmul_integer(a, p, None, np.zeros(3, I8))
+    with pytest.raises(ValueError, match="a has K = 4 columns but b has 5 rows"):
+        dmlq.matmul_integer(a, dmlq.pack(np.zeros((5, 3), I4)))
+    with pytest.raises(dmlq.DescError, match="at least 2-D"):
+        dmlq.matmul_integer(a, dmlq.pack(np.zeros(4, I4)))
+    with pytest.raises(dmlq.UnsupportedError, match="a 4-bit b has no CUDA kernel for quantized_matmul"):
+        dmlq.kernel_plan(dmlq.quantized_matmul, a, 0.1, None, p, 0.1, None, 0.1)
+
+
+def test_kernel_plan_shows_the_packed_kernel():
+    a = np.zeros((3, 64), U8)
+    p = dmlq.pack(np.zeros((64, 300), U4))
+    text = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, p, 0.1, 8, block_size=32))
+    assert "matmul_stream<uint8, packed_uint4, float, 4>  grid 3x1  block 128" in text
+    assert "b: packed uint4, unpacked in registers" in text
+
+
+# ------------------------------------------------------------------ onnxruntime MatMulNBits
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+
+def _matmul_nbits(a_f, b_u4, scales, zp_u4, block, bias=None):
+    """com.microsoft.MatMulNBits (bits=4) on the CPU provider: a_f float32 (M, K), b_u4 (K, N) uint4
+    values, scales (G, N) float32, zp_u4 (G, N) uint4 or None (its default: 8)."""
+    from onnx import helper
+    k, n = b_u4.shape
+    g = -(-k // block)
+    blob = block // 2
+    # B: (N, G, block / 2) bytes, column n's k-th value in group k // block, low nibble first.
+    col = np.zeros((n, g * block), np.uint8)
+    col[:, :k] = b_u4.astype(np.uint8).T
+    pairs = col.reshape(n, g, blob, 2)
+    b_bytes = (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
+    inputs = {"A": a_f, "B": b_bytes, "scales": np.ascontiguousarray(scales.T).reshape(-1)}
+    names = ["A", "B", "scales"]
+    if zp_u4 is not None:
+        z = np.zeros((n, g + (g % 2)), np.uint8)
+        z[:, :g] = zp_u4.astype(np.uint8).T
+        inputs["zero_points"] = (z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1).astype(np.uint8)
+        names.append("zero_points")
+    if bias is not None:
+        names += [""] * (5 - len(names))
+        inputs["bias"] = bias
+        names.append("bias")
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n, bits=4,
+                            block_size=block)
+    tp = helper.np_dtype_to_tensor_dtype
+    graph = helper.make_graph([node], "nbits", [helper.make_tensor_value_info(nm, tp(v.dtype), v.shape)
+                                                for nm, v in inputs.items()],
+                              [helper.make_tensor_value_info("Y", tp(np.dtype(F32)), None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)], ir_version=10)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+
+
+@pytest.mark.parametrize("m,k,n,block", [(1, 64, 8, 32), (4, 256, 33, 64), (16, 96, 5, 32), (3, 128, 16, 128)])
+@pytest.mark.parametrize("with_zp", [False, True])
+def test_matmul_nbits_equals_onnxruntime_where_exact(m, k, n, block, with_zp):
+    """Integer-valued float A (a_scale 1) and power-of-two group scales: every product and partial sum
+    of MatMulNBits' float arithmetic is exact, so its order does not matter and the bits must agree."""
+    rng = np.random.default_rng(m * 7 + k + n)
+    g = -(-k // block)
+    a = qrand(rng, I8, (m, k))
+    b = qrand(rng, U4, (k, n))
+    scales = (2.0 ** rng.integers(-6, 3, (g, n))).astype(F32) * rng.choice([-1, 1], (g, n)).astype(F32)
+    zp = qrand(rng, U4, (g, n)) if with_zp else None
+    bias = rng.integers(-100, 100, n).astype(F32)
+    want = _matmul_nbits(a.astype(F32), b, scales, zp, block, bias)
+    got = dmlq.matmul_integer_to_float(a, np.float32(1), None, dmlq.pack(b), scales,
+                                       dmlq.pack(zp) if with_zp else 8, bias, block_size=block)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_matmul_nbits_rounds_in_another_order():
+    """With general scales MatMulNBits multiplies before it sums (float dequantized weights), dmlq sums
+    each group exactly first: the last bits differ somewhere (docs/semantics.md)."""
+    rng = np.random.default_rng(5)
+    m, k, n, block = 8, 512, 64, 32
+    a, b = qrand(rng, I8, (m, k)), qrand(rng, U4, (k, n))
+    scales = rng.uniform(0.001, 0.1, (k // block, n)).astype(F32)
+    a_scale = np.float32(0.037)
+    want = _matmul_nbits(a.astype(F32) * a_scale, b, scales, None, block)
+    got = dmlq.matmul_integer_to_float(a, a_scale, None, dmlq.pack(b), scales, 8, block_size=block)
+    assert np.count_nonzero(got != want) > 0
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
