@@ -565,7 +565,7 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
     vec = {}
     for name, zdt in (("x_scale", None), ("x_zero_point", x.dtype), ("out_scale", None), ("out_zero_point", qdt)):
         whose = "(x's dtype)" if name == "x_zero_point" else "(the output dtype)"
-        v = b.float_operand(name, (F32,), F32) if zdt is None else packed_b.zero_point(b, name, zdt, whose, packed)
+        v = b.float_operand(name, (F32,), F32) if zdt is None else b.zero_point(name, zdt, whose)
         vec[name] = _channel_vector(b, name, v, channels, x.ndim)
     out_spatial = []
     for i in range(nd):

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import sys
 
+import ml_dtypes
 import numpy as np
 
 from . import api, intmm
 from .errors import UnsupportedError
+from .packed_b import I4, U4
+from .packing import Packed, pack
 
-f32, f16, i8, u8, i4 = np.float32, np.float16, np.int8, np.uint8, intmm.I4.type
+f32, f16, i8, u8, i4, u4 = np.float32, np.float16, np.int8, np.uint8, I4.type, U4.type
 NAN, INF = float("nan"), float("inf")
 
 
@@ -89,6 +92,27 @@ def _edge_cases():
     # int4 b [-8, 7] with zp -8: 1 * 0 + 2 * 15 = 30
     rows.append(("mm_integer", "int4 b", mi, (_a([[1, 2]], u8), _a([[-8], [7]], i4), None, i4(-8)), {},
                  _a([[30]], np.int32)))
+    # the same, packed (two values a byte, ONNX's order), zero point packed too
+    rows.append(("mm_integer", "packed int4 b", mi,
+                 (_a([[1, 2]], u8), pack(_a([[-8], [7]], i4)), None, pack(_a([-8], i4))), {},
+                 _a([[30]], np.int32)))
+    # uint4 b = 15 against a = 255 - 0, K = 3 (odd: the last byte half used): 3 * 255 * 15 = 11475;
+    # zp 15 -> 0
+    rows.append(("mm_integer", "packed uint4 extremes", mi,
+                 (np.full((1, 3), 255, u8), pack(np.full((3, 2), 15, u4)), None, None), {},
+                 _a([[11475, 11475]], np.int32)))
+    rows.append(("mm_integer", "packed uint4 zp = b", mi,
+                 (np.full((1, 3), 255, u8), pack(np.full((3, 2), 15, u4)), None, 15), {},
+                 _a([[0, 0]], np.int32)))
+    # int4 b = -8, zp 7: terms 1 * -15; blocks of 2 over K = 3: acc_0 = -30, acc_1 = -15;
+    # -30 * 0.5 + -15 * 0.25 = -18.75
+    rows.append(("mm_float", "packed int4 blocked", mf,
+                 (np.ones((1, 3), u8), f32(1), None, pack(np.full((3, 1), -8, i4)), _a([[0.5], [0.25]], f32), 7),
+                 dict(block_size=2), _a([[-18.75]], f32)))
+    # quantized_matmul, packed int4 b (NumPy only so far): acc = 30 as above, / out_scale 4 = 7.5 -> 8
+    rows.append(("matmul", "packed int4 b", mm,
+                 (_a([[1, 2]], u8), f32(1), None, pack(_a([[-8], [7]], i4)), f32(1), -8, f32(4)), {},
+                 _a([[8]], u8)))
     # acc = 2 * 3 = 6; 6 * (0.5 * 0.25) + 1 = 1.75 (the bias is not scaled; ORT's per-row form gives 1.25)
     rows.append(("mm_float", "scales then bias", mf,
                  (_a([[2], [2]], i8), _a([[0.5], [0.5]], f32), None, _a([[3]], i8), f32(0.25), None,
@@ -135,6 +159,8 @@ def _edge_cases():
 
 
 def _to_backend(value, xp):
+    if isinstance(value, Packed):
+        return Packed(xp.asarray(value.data), value.shape, value.dtype)
     return xp.asarray(value) if isinstance(value, np.ndarray) else value
 
 
@@ -218,7 +244,7 @@ def _backends():
 
 
 # Cases CuPy cannot hold (ml_dtypes' int4 has no CuPy dtype): NumPy only.
-HOST_ONLY = (("mm_integer", "int4 b"),)
+HOST_ONLY = (("mm_integer", "int4 b"), ("matmul", "packed int4 b"))
 
 
 def run_edge_cases(backends):
@@ -242,6 +268,13 @@ def run_edge_cases(backends):
     return table
 
 
+def _gpu_equals_reference(cupy, fn, args, kwargs) -> bool:
+    """fn on the GPU (NumPy operands moved there) gives the reference's bytes."""
+    ref = fn(*args, **kwargs)
+    got = fn(*(_to_backend(a, cupy) for a in args), **kwargs).get()
+    return _same(got, ref)
+
+
 def run_gpu_random(cupy, seed=0):
     """Every operator and dtype combination on random data, GPU vs reference."""
     from .gpu.device import compile_all
@@ -257,9 +290,7 @@ def run_gpu_random(cupy, seed=0):
             cell[2].append(what)
 
     def both(fn, args, kwargs):
-        ref = fn(*args, **kwargs)
-        got = fn(*(cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in args), **kwargs).get()
-        return _same(got, ref)
+        return _gpu_equals_reference(cupy, fn, args, kwargs)
 
     shape = (3, 37, 129)
     for xdt in (f32, f16, np.int32):
@@ -287,6 +318,7 @@ def run_gpu_random(cupy, seed=0):
         args = (a, (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b, (rng.random(n) + 0.5).astype(f32),
                 rng.integers(0, 100, n).astype(bdt), f32(400.0), odt(9))
         record("matmul", both(api.quantized_matmul, args, {}), f"{adt.__name__},{bdt.__name__}->{odt.__name__}")
+    _random_intmm(rng, record, both)
     for xdt in (i8, u8):
         for odt in (i8, u8):
             x = rng.integers(np.iinfo(xdt).min, np.iinfo(xdt).max, (2, 5, 33, 31), dtype=xdt, endpoint=True)
@@ -295,6 +327,38 @@ def run_gpu_random(cupy, seed=0):
                        dict(dilations=2, start_padding=2, ceil_mode=True, strides=2)):
                 record("avgpool", both(api.quantized_avg_pool, args, kw), f"{xdt.__name__}->{odt.__name__} {kw}")
     return table, compiled
+
+
+def _random_intmm(rng, record, both):
+    """matmul_integer and matmul_integer_to_float: every a/b type (b int8, uint8 and packed
+    int4/uint4), zero points per row/column (packed for 4-bit b), float32/float16 out with a
+    bias, blocked b scales; M = 1, 5 and 16 (the sizes with a CUDA kernel so far)."""
+    def q(dt, shape):
+        info = np.iinfo(dt) if dt in (i8, u8) else ml_dtypes.iinfo(dt)
+        return rng.integers(int(info.min), int(info.max), shape, endpoint=True).astype(dt)
+
+    k, n = 301, 45
+    for adt in (i8, u8):
+        for bdt in (i8, u8, i4, u4):
+            packed = bdt in (i4, u4)
+            for m in (1, 5, 16):
+                a, b = q(adt, (2, m, k)), q(bdt, (k, n))
+                azp, bzp = q(adt, (m, 1)), q(bdt, (n,))
+                bb, bz = (pack(b), pack(bzp)) if packed else (b, bzp)
+                what = f"{adt.__name__},{'packed ' if packed else ''}{np.dtype(bdt).name} M={m}"
+                record("mm_integer", both(intmm.matmul_integer, (a, bb, azp, bz), {}), what)
+                a_s = (rng.random((m, 1)) + 0.5).astype(f32)
+                bias = rng.standard_normal(n).astype(f32)
+                for odt in (f32, f16):
+                    args = (a, a_s, azp, bb, (rng.random(n) * 0.01).astype(f32), bz, bias)
+                    record("mm_float", both(intmm.matmul_integer_to_float, args, dict(dtype=odt)),
+                           f"{what} ->{np.dtype(odt).name}")
+                g = 64
+                bs = (rng.random((-(-k // g), n)) * 0.01).astype(f32)
+                gz = q(bdt, bs.shape)
+                args = (a, a_s, None, bb, bs, pack(gz) if packed else gz)
+                record("mm_float", both(intmm.matmul_integer_to_float, args, dict(block_size=g)),
+                       f"{what} blocked {g}")
 
 
 def _plan_lines(plans):
