@@ -8,6 +8,7 @@ each timed span ends with the GPU done. Without a GPU every test skips.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -79,3 +80,15 @@ def run_bench(benchmark, limits):
     yield run
     if limits_mod.gpu_status()[0]:
         peers.free_memory()
+
+
+@pytest.fixture
+def smoke(request):
+    """For the CPU benchmarks (seconds of work per result, so: only when asked,
+    DMLQ_CPU_BENCH=1). Under --benchmark-disable (the test suite's run of bench/) each
+    result runs once on small inputs (True); otherwise the benchmark skips."""
+    if os.environ.get("DMLQ_CPU_BENCH"):
+        return False
+    if request.config.getoption("benchmark_disable", False):
+        return True
+    pytest.skip(f"CPU benchmarks run when asked: DMLQ_CPU_BENCH=1 python -m pytest {request.node.fspath.basename}")

@@ -266,16 +266,6 @@ def _versions():
 pytestmark = [pytest.mark.cpu, pytest.mark.benchmark(disable_gc=True)]
 
 
-@pytest.fixture
-def smoke(request):
-    """Seconds of work per result, so: only when asked (DMLQ_CPU_BENCH=1). Under
-    --benchmark-disable (the test suite's run of bench/) each result runs once on
-    small inputs; otherwise it skips."""
-    if os.environ.get("DMLQ_CPU_BENCH"):
-        return False
-    if request.config.getoption("benchmark_disable", False):
-        return True
-    pytest.skip("CPU benchmarks run when asked: DMLQ_CPU_BENCH=1 python -m pytest bench/test_bench_cpu.py")
 _ORT_MEDIAN: dict = {}
 CASES = [(g, i) for g in GROUPS for i in IMPLS if i != "dmlq:cpu-numpy" or GROUPS[g][0] in ELEMENTWISE]
 

@@ -34,6 +34,8 @@ def _report():
 TORCH_BENCHMARKS = 4  # bench/test_bench_torch.py: a call on torch CUDA tensors and its peers (GPU only)
 CPU_BENCHMARKS = 17  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5, whole GPU call 6), no GPU needed
 CPU_BACKEND_BENCHMARKS = 24  # bench/test_bench_cpu.py: 7 groups x (dmlq:cpu, onnxruntime, reference), 3 x cpu-numpy
+INTMM_CPU_BENCHMARKS = 6  # bench/test_bench_intmm.py: 3 NumPy groups x (dmlq:cpu, onnxruntime)
+INTMM_GPU_BENCHMARKS = 12  # bench/test_bench_intmm.py: 4 GPU groups x (dmlq:stream, 2 torch peers)
 
 
 def _run(*args, timeout=300):
@@ -289,7 +291,8 @@ def test_no_test_asserts_a_time():
 def test_bench_collects():
     r = _run("-m", "pytest", "bench", "--collect-only", "-q", "-p", "no:cacheprovider")
     assert r.returncode == 0, r.stdout + r.stderr
-    expected = len(peers.case_impls(W.all_cases())) + CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS + TORCH_BENCHMARKS
+    expected = (len(peers.case_impls(W.all_cases())) + CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS + TORCH_BENCHMARKS
+                + INTMM_CPU_BENCHMARKS + INTMM_GPU_BENCHMARKS)
     assert f"{expected} tests collected" in r.stdout, r.stdout[-2000:]
 
 
@@ -303,7 +306,7 @@ def test_bench_skips_cleanly_without_gpu():
     tail = r.stdout.strip().splitlines()[-1]
     assert "skipped" in tail and "failed" not in tail and "error" not in tail, tail
     # only the CPU benchmarks run (bench/test_bench_cpu.py on its small smoke inputs)
-    assert f"{CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS} passed" in tail, tail
+    assert f"{CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS + INTMM_CPU_BENCHMARKS} passed" in tail, tail
     assert "benchmarks need a CUDA GPU" in r.stdout
 
 
