@@ -310,8 +310,8 @@ MUTATIONS: list[Mutation] = [
     M("matmul_stream.cu", "const int64* off = offsets + 6 * static_cast<int64>(blockIdx.y);",
       "const int64* off = offsets + 6 * static_cast<int64>(blockIdx.y / 2);",
       "matrix z reads the offsets of z / 2", "index"),
-    M("matmul_stream.cu", "static_cast<int>(b[static_cast<int64>(k) * ldb]) - zb;",
-      "static_cast<int>(b[static_cast<int64>(k) * ldb]) + zb;", "b's zero point added", "sign"),
+    M("matmul_stream.cu", "stream::bsrc<TB>::at(B, b0 + static_cast<int64>(k) * ldb) - zb;",
+      "stream::bsrc<TB>::at(B, b0 + static_cast<int64>(k) * ldb) + zb;", "b's zero point added", "sign"),
     M("matmul_stream.cu", "const int k0 = g * group, k1 = min(k0 + group, K);",
       "const int k0 = g * group, k1 = k0 + group;", "the last group runs past K", "index"),
     M("matmul_stream.cu", "b_scale[off[3] + static_cast<int64>(g) * N + n]",
@@ -333,6 +333,13 @@ MUTATIONS: list[Mutation] = [
     M("matmul_mma.cu", "static_cast<unsigned long long>(ldb)) & (VEC - 1)) != 0)",
       "static_cast<unsigned long long>(ldb)) & (VEC - 2)) != 0)",
       "misalignment __trap mask `& (VEC - 1)` -> `& (VEC - 2)`", "index"),
+    # issue 26: packed 4-bit b in matmul_stream.cu
+    M("matmul_stream.cu", "(static_cast<int>(i & 1) << 2)) & 15;", "(static_cast<int>((i & 1) ^ 1) << 2)) & 15;",
+      "packed b: the high nibble read first (the other nibble order)", "index"),
+    M("matmul_stream.cu", "return (nibble(b, i) ^ 8) - 8; }", "return nibble(b, i); }",
+      "packed int4 read as uint4 (no sign extension)", "conversion"),
+    M("matmul_stream.cu", "static_cast<int>(b[i >> 1])", "static_cast<int>(b[(i + 1) >> 1])",
+      "packed b: element i read from byte (i + 1) / 2", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu")
