@@ -77,14 +77,19 @@ def _kernel(fn):
 
 
 if AVAILABLE:
+    @numba.njit(inline="always", error_model="numpy")
+    def _requantized(t, lo, hi, zp):  # pragma: no cover (compiled)
+        # the low byte of the int8 / uint8 result of t (float32): NaN -> zp, clamp, rint, + zp
+        t = _ZERO if t != t else t
+        t = lo if t < lo else t
+        t = hi if t > hi else t
+        return np.uint8(np.int32((t + MAGIC) - MAGIC) + zp)
+
     @_kernel
     def _quantize(x, s, lo, hi, zp, out):  # pragma: no cover (compiled)
         for i in range(out.size):
             t = np.float32(x[i]) / s
-            t = _ZERO if t != t else t
-            t = lo if t < lo else t
-            t = hi if t > hi else t
-            out[i] = np.uint8(np.int32((t + MAGIC) - MAGIC) + zp)
+            out[i] = _requantized(t, lo, hi, zp)
 
     @_kernel
     def _dequantize_narrow(q, zp, s, out):  # pragma: no cover (compiled)
@@ -102,20 +107,14 @@ if AVAILABLE:
     def _add(a, a_zp, a_s, b, b_zp, b_s, o_s, lo, hi, o_zp, out):  # pragma: no cover (compiled)
         for i in range(out.size):
             t = ((np.float32(a[i]) - a_zp) * a_s + (np.float32(b[i]) - b_zp) * b_s) / o_s
-            t = _ZERO if t != t else t
-            t = lo if t < lo else t
-            t = hi if t > hi else t
-            out[i] = np.uint8(np.int32((t + MAGIC) - MAGIC) + o_zp)
+            out[i] = _requantized(t, lo, hi, o_zp)
 
     @_kernel
     def _add_scalar(a, a_zp, a_s, bv, o_s, lo, hi, o_zp, out):  # pragma: no cover (compiled)
         # b one value: its float32 dequantized value bv; av + bv == bv + av
         for i in range(out.size):
             t = ((np.float32(a[i]) - a_zp) * a_s + bv) / o_s
-            t = _ZERO if t != t else t
-            t = lo if t < lo else t
-            t = hi if t > hi else t
-            out[i] = np.uint8(np.int32((t + MAGIC) - MAGIC) + o_zp)
+            out[i] = _requantized(t, lo, hi, o_zp)
 
 
 def _run(kernel, out, arrays, scalars, run_pieces) -> None:
