@@ -30,7 +30,8 @@ def compile_operator(desc: OperatorDesc, feature_level: str = "6.2") -> Operator
     Parameters
     ----------
     desc : QuantizeLinearDesc, DequantizeLinearDesc, QuantizedLinearAddDesc,
-           QuantizedLinearMatrixMultiplyDesc or QuantizedLinearAveragePoolingDesc
+           QuantizedLinearMatrixMultiplyDesc, QuantizedLinearAveragePoolingDesc,
+           MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, QuantizeDesc or DequantizeDesc
         The DML struct, field for field; each tensor a :class:`dmlq.TensorDesc`.
     feature_level : str
         The DirectML feature level whose rules apply, "1.0" to "6.4" (default "6.2"):
