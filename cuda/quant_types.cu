@@ -259,23 +259,40 @@ __device__ __forceinline__ unsigned get_bits(unsigned long long lo, unsigned lon
   return static_cast<unsigned>(v) & ((1u << (bits - 1) << 1) - 1u);
 }
 
+// The sizes of one 16-byte group of packed T codes against the dense type F.
+template <int T, typename F> struct Group {
+  static constexpr int bits = traits<T>::bits;
+  static constexpr int G = 128 / bits;      // elements per 16-byte group
+  static constexpr int C = 16 / sizeof(F);  // elements per 16-byte chunk of the dense side
+  static_assert(G % C == 0, "whole chunks per group");
+};
+
+// The grid-stride loop over the groups of nbytes packed bytes shared by both kernels:
+// body(g, e0, walker, params) for group g, whose first element e0 the walker starts at.
+template <int T, typename F, typename Body>
+__device__ __forceinline__ void for_each_group(int64 nbytes, int64 D, int64 inner, int64 S, int64 B,
+                                               const float* __restrict__ scale_p, float scale_v,
+                                               const int* __restrict__ zp_p, int zp_v, Body body) {
+  const int64 groups = (nbytes + 15) / 16;
+  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
+  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
+  for (int64 g = global_thread(); g < groups; g += thread_count()) {
+    const int64 e0 = g * Group<T, F>::G;
+    w.start(e0);
+    body(g, e0, w, p);
+  }
+}
+
 // x (n dense elements) -> out (nbytes packed bytes). Group g: out bytes [16 g, 16 g + 16).
 template <typename X, int T>
 __global__ void __launch_bounds__(kThreads)
 qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, int64 nbytes, int x_aligned,
             int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
             const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
-  constexpr int bits = traits<T>::bits;
-  constexpr int G = 128 / bits;               // elements per 16-byte group
-  constexpr int C = 16 / sizeof(X);           // elements per 16-byte chunk of x
-  static_assert(G % C == 0, "whole chunks per group");
-  const int64 groups = (nbytes + 15) / 16;
-  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
-  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
-  for (int64 g = global_thread(); g < groups; g += thread_count()) {
-    const int64 e0 = g * G;
+  constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
+  for_each_group<T, X>(nbytes, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
+                       [&](int64 g, int64 e0, Walker& w, Params& p) {
     unsigned long long lo = 0, hi = 0;
-    w.start(e0);
     if (16 * g + 16 <= nbytes && e0 + G <= n && x_aligned) {  // a whole group: 16-byte loads and store
 #pragma unroll
       for (int c = 0; c < G / C; ++c) {
@@ -303,7 +320,7 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
       for (int k = 0; k < 16 && 16 * g + k < nbytes; ++k)
         out[16 * g + k] = static_cast<unsigned char>(k < 8 ? lo >> (8 * k) : hi >> (8 * (k - 8)));
     }
-  }
+  });
 }
 
 // q (nbytes packed bytes, n elements) -> y (n dense elements). Group g: q bytes [16 g, 16 g + 16).
@@ -312,16 +329,9 @@ __global__ void __launch_bounds__(kThreads)
 qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, int64 nbytes, int y_aligned,
               int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
               const int* __restrict__ zp_p, int zp_v) {
-  constexpr int bits = traits<T>::bits;
-  constexpr int G = 128 / bits;               // elements per 16-byte group
-  constexpr int C = 16 / sizeof(Y);           // elements per 16-byte chunk of y
-  static_assert(G % C == 0, "whole chunks per group");
-  const int64 groups = (nbytes + 15) / 16;
-  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
-  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
-  for (int64 g = global_thread(); g < groups; g += thread_count()) {
-    const int64 e0 = g * G;
-    w.start(e0);
+  constexpr int bits = Group<T, Y>::bits, G = Group<T, Y>::G, C = Group<T, Y>::C;
+  for_each_group<T, Y>(nbytes, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
+                       [&](int64 g, int64 e0, Walker& w, Params& p) {
     if (16 * g + 16 <= nbytes && e0 + G <= n && y_aligned) {  // a whole group: 16-byte load and stores
       const uint4 u = __ldg(reinterpret_cast<const uint4*>(q + 16 * g));
       const unsigned long long lo = u.x | static_cast<unsigned long long>(u.y) << 32;
@@ -353,5 +363,5 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
         w.next();
       }
     }
-  }
+  });
 }
