@@ -114,6 +114,14 @@ def _decode_table(fmt: FloatFormat) -> np.ndarray:
     return table
 
 
+def decode_e8m0(codes):
+    """float32 values of float8_e8m0fnu codes (uint8): 2**(e - 127), exactly (e = 0 is the
+    float32 subnormal 2**-127); 0xFF is NaN. The format has no sign, zero or infinity."""
+    e = np.asarray(codes).astype(np.uint32)
+    word = np.where(e == 0, np.uint32(0x00400000), e << 23)
+    return np.where(e == 0xFF, np.uint32(0x7FC00000), word).astype(np.uint32).view(np.float32)
+
+
 def decode(codes, fmt: FloatFormat):
     """float32 values of codes (uint8 for float8/float4; uint16 for bfloat16): exact.
 

@@ -104,6 +104,8 @@ CLASSIC = (QTYPES["int8"], QTYPES["uint8"])
 # bfloat16 as a float format (for rounding float32 results to it).
 BFLOAT16 = FloatFormat(8, 7, 127, "ieee")
 BFLOAT16_DTYPE = None if _md is None else np.dtype(_md.bfloat16)
+# float8_e8m0fnu (ONNX FLOAT8E8M0, opset 24): a scale type (powers of two), not a quantized type.
+E8M0_DTYPE = None if getattr(_md, "float8_e8m0fnu", None) is None else np.dtype(_md.float8_e8m0fnu)
 
 
 def qtype(value, what: str = "dtype") -> QType:

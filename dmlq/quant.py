@@ -20,13 +20,16 @@ import numpy as np
 from . import calls, dispatch, floatconv, reference
 from .errors import DescError, UnsupportedError
 from .packing import Packed, unpack
-from .qtypes import BFLOAT16_DTYPE, CLASSIC, QTYPES, is_qtype, qtype
+from .qtypes import BFLOAT16_DTYPE, CLASSIC, E8M0_DTYPE, QTYPES, is_qtype, qtype
 
 F32, F16, I32, U32 = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.uint32))
 _FLOATS = tuple(d for d in (F32, F16, BFLOAT16_DTYPE) if d is not None)
 _FLOAT_NAMES = "float32, float16 or bfloat16"
 _CLASSIC_DTYPES = tuple(q.dtype for q in CLASSIC)
 _OLD_DEQ = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32"))
+# Scale types beyond float32/float16/bfloat16 (docs/semantics.md "Scale types"): QuantizeLinear
+# takes int32 (opset 19 on) and float8e8m0 (opset 24 on), DequantizeLinear float8e8m0 only.
+_E8M0 = () if E8M0_DTYPE is None else (E8M0_DTYPE,)
 
 
 # ------------------------------------------------------------------ routing
@@ -54,7 +57,7 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
     zdt = _dt(zero_point)
     if dtype is None and _new_type(zdt):
         return True
-    return (_dt(x) == BFLOAT16_DTYPE or _dt(scale) == BFLOAT16_DTYPE
+    return (_dt(x) == BFLOAT16_DTYPE or _dt(scale) in (BFLOAT16_DTYPE, I32) + _E8M0
             or (zdt is None and dtype is None and _new_type(_dt(out))))
 
 
@@ -65,7 +68,7 @@ def dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out) -
     qdt = _dt(q)
     if qdt is not None and qdt not in _OLD_DEQ and is_qtype(qdt):
         return True
-    return _dt(scale) == BFLOAT16_DTYPE or _dt(out) == BFLOAT16_DTYPE
+    return _dt(scale) in (BFLOAT16_DTYPE,) + _E8M0 or _dt(out) == BFLOAT16_DTYPE
 
 
 # ------------------------------------------------------------------ operands
@@ -124,6 +127,16 @@ def _float_array(f, name, v, context=""):
             fix = f"pass {name}.astype(np.float32)"
         raise TypeError(f"{f}: {name} must have dtype {_FLOAT_NAMES}{context} (got {v.dtype}); {fix}")
     return v
+
+
+def _scale(f, scale, quantize):
+    """The scale: float32, float16 or bfloat16; float8_e8m0fnu; int32 for quantize only."""
+    if scale is not None and (scale.dtype in _E8M0 or (quantize and scale.dtype == I32)):
+        return scale
+    if scale is not None and scale.dtype == I32:
+        raise TypeError(f"{f}: scale must have dtype {_FLOAT_NAMES} or float8_e8m0fnu (got int32): ONNX's "
+                        "DequantizeLinear takes no int32 scale (QuantizeLinear does); pass scale.astype(np.float32)")
+    return _float_array(f, "scale", scale, " (or int32, float8_e8m0fnu)" if quantize else " (or float8_e8m0fnu)")
 
 
 def _float_dtype(f, name, value):
@@ -331,7 +344,7 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
         fix = ("dmlq computes in float32 and does not narrow a float64 array silently: pass x.astype(np.float32)"
                if x.dtype == np.float64 else "pass x.astype(np.float32)")
         raise TypeError(f"{f}: x must have dtype float32, float16, bfloat16 or int32 (got {x.dtype}); {fix}")
-    _float_array(f, "scale", scale)
+    _scale(f, scale, True)
     sat = _saturate(f, saturate)
     prec = None if precision is None else _float_dtype(f, "precision", precision)
     q = _output_qtype(f, zp, dtype, out)
@@ -373,13 +386,17 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
         raise TypeError(f"{f}: q must be an array of a quantized type ({', '.join(QTYPES)}, int32 or uint32; "
                         f"got {getattr(q, 'dtype', type(q).__name__)}); a Python number does not say which type "
                         "it is")
-    _float_array(f, "scale", scale)
+    _scale(f, scale, False)
     qt = qtype(q.dtype) if is_qtype(q.dtype) else None
     if qt is None:  # int32 / uint32: the DirectML element-wise ranges
         info = np.iinfo(q.dtype)
         from .qtypes import QType
         qt = QType(q.dtype.name, q.dtype, 32, 0, int(info.min), int(info.max), None)
     zp = _zero_point(f, zp, qt, True, "(q's type)")  # another integer dtype: converted when it fits
+    if dtype is None and scale.dtype in _E8M0:
+        raise TypeError(f"{f}: dtype= is required with a float8_e8m0fnu scale: the output type is the scale's when "
+                        "dtype is left out, and ONNX's DequantizeLinear has no float8e8m0 output (its output_dtype "
+                        "is float32, float16 or bfloat16); pass dtype=np.float32")
     out_dtype = scale.dtype if dtype is None else _float_dtype(f, "dtype", dtype)
     scale_b, zp_b, shape = layout(f, q.shape, scale, zp, axis, block_size)
     return _into(f, out, shape, out_dtype,

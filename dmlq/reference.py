@@ -14,7 +14,7 @@ import numpy as np
 
 from . import floatconv
 from .packing import unpack
-from .qtypes import BFLOAT16, BFLOAT16_DTYPE, is_qtype, qtype
+from .qtypes import BFLOAT16, BFLOAT16_DTYPE, E8M0_DTYPE, is_qtype, qtype
 
 _F32 = np.float32
 _F16 = np.dtype(np.float16)
@@ -46,11 +46,13 @@ def requantize(v, scale, zero_point, dtype):
 
 
 def to_float32(a):
-    """float32 of an array: float16 and bfloat16 exactly (bfloat16 from its bits),
+    """float32 of an array: float16, bfloat16 and float8_e8m0fnu exactly (from their bits),
     integers rounded to nearest (ties to even)."""
     a = np.asarray(a)
     if a.dtype == BFLOAT16_DTYPE:
         return floatconv.decode(a.view(np.uint16), BFLOAT16)
+    if E8M0_DTYPE is not None and a.dtype == E8M0_DTYPE:
+        return floatconv.decode_e8m0(a.view(np.uint8))
     return a.astype(_F32)
 
 

@@ -192,7 +192,7 @@ REFUSALS = [
      r"zero_point has dtype int32, which is not a quantized type"),
     (lambda: dmlq.quantize_linear(X.astype(np.float64), 1.0, dtype="int4"), TypeError,
      r"x must have dtype float32, float16, bfloat16 or int32 \(got float64\)"),
-    (lambda: dmlq.quantize_linear(X, np.int32(1), dtype="int4"), TypeError, r"scale must have dtype float32"),
+    (lambda: dmlq.quantize_linear(X, np.int64(1), dtype="int4"), TypeError, r"scale must have dtype float32"),
     (lambda: dmlq.quantize_linear(X, 1.0, dtype="int4", precision=10), TypeError,
      r"precision takes a dtype or its name .* not a number"),
     (lambda: dmlq.quantize_linear(X, 1.0, dtype="int4", precision="float64"), TypeError,
