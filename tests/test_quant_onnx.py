@@ -193,6 +193,22 @@ def _params(q, mode, rng, shape):
     return scale, zp, kw, attrs
 
 
+def _ort_e4m3fn_band(x, scale, kw, mine, theirs):
+    """onnxruntime 1.32's float8_e4m3fn cast with saturate=0 gives +-448 for quotients with
+    480 < |t| < 496 (they round to 512, past the largest finite value: NaN in ONNX's table, ONNX's
+    reference and ml_dtypes, and in dmlq). Checked here as that known difference; the two are
+    compared bit for bit everywhere else. Found by seeds that put 464 / scale in the band."""
+    if "block_size" in kw:
+        se = dmlq.reference.expand_blocks(scale, x.shape, kw["axis"], kw["block_size"])
+    else:
+        se = scale.reshape(-1, 1) if kw.get("axis") == 0 else scale
+    t = np.abs(x / se)
+    band = (t > 480) & (t < 496)
+    assert np.all(np.isnan(mine[band].astype(np.float32)))
+    assert np.array_equal(np.abs(theirs[band]), np.full(int(band.sum()), 448, theirs.dtype))
+    return mine[~band], theirs[~band]
+
+
 @pytest.mark.parametrize("qname", list(OPSET))
 @pytest.mark.parametrize("mode", MODES)
 def test_quantize_equals_onnxruntime(qname, mode):
@@ -206,6 +222,8 @@ def test_quantize_equals_onnxruntime(qname, mode):
         theirs = _ort_run("QuantizeLinear", OPSET[qname], x, scale, zp, a, out_q=q)
         mine = dmlq.quantize_linear(x, scale, zp, saturate=saturate, **kw)
         assert mine.dtype == q.dtype
+        if qname == "float8_e4m3fn" and not saturate:
+            mine, theirs = _ort_e4m3fn_band(x, scale, kw, mine, theirs)
         if q.is_float:
             assert _bits_equal(mine.astype(np.float32), theirs), (saturate, mine, theirs)
         else:
