@@ -94,10 +94,7 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_sca
     ab = np.broadcast_to(a, batch + (m, k))
     bb = np.broadcast_to(b, batch + (k, n))
     plan = _Plan(a, b, a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point, m, k, n, batch)
-    pieces = [(i, m0, n0) for i in np.ndindex(*batch)
-              for n0 in range(0, n, plan.tn) for m0 in range(0, m, plan.tm)]
-    with _blas_single_threaded(len(pieces) > 1 and tiles.THREADS > 1) as threaded:
-        tiles.run_pieces(lambda group: plan.work(group, ab, bb, out), pieces, threaded)
+    plan.run(lambda group: plan.work(group, ab, bb, out), batch)
     return out
 
 
@@ -151,10 +148,11 @@ def _blas_single_threaded(wanted):
                     state["limiter"] = None
 
 
-class _Plan:
-    """What every tile of one call shares: chunk sizes, per-row and per-column vectors."""
+class Sums:
+    """The exact integer sums of one call, tile by tile: chunk and tile sizes, and
+    :meth:`tile`, which every integer matmul of dmlq.cpu builds its epilogue on."""
 
-    def __init__(self, a, b, a_scale, a_zp, b_scale, b_zp, o_scale, o_zp, m, k, n, batch):
+    def __init__(self, a, b, m, k, n):
         self.m, self.k, self.n = m, k, n
         self.kc = k_chunk(a.dtype, b.dtype)
         self.tm = min(m, TILE_M)
@@ -163,9 +161,80 @@ class _Plan:
             self.kc = min(self.kc, max(8, SKINNY_PIECE // self.tn))  # shorter chunks stay exact
         else:
             self.tn = min(n, TILE_N)
-        self.a_zp = _vec(a_zp)          # float64, length 1 or M
-        if self.a_zp is not None and not self.a_zp.any():
-            self.a_zp = None
+
+    def pieces(self, batch):
+        return [(i, m0, n0) for i in np.ndindex(*batch)
+                for n0 in range(0, self.n, self.tn) for m0 in range(0, self.m, self.tm)]
+
+    def run(self, work, batch):
+        """``work(group)`` over every tile of the output, on dmlq's threads."""
+        pieces = self.pieces(batch)
+        with _blas_single_threaded(len(pieces) > 1 and tiles.THREADS > 1) as threaded:
+            tiles.run_pieces(work, pieces, threaded)
+
+    def scratch(self, with_colsum, k=None):
+        """One group's buffers (K-chunks of at most ``k`` columns, default K)."""
+        rows = self.tm + with_colsum
+        kcl = min(self.kc, max(self.k if k is None else k, 1))
+        return (np.empty(rows * self.tn, F64), np.empty(rows * self.tn, F32),
+                np.empty(self.tm * kcl, F32), np.empty(kcl * self.tn, F32))
+
+    def tile(self, bufs, av, bv, a_zp, b_zp):
+        """The exact ``sum_k (av - a_zp) * (bv - b_zp)`` of a (tm, K') piece of a and a
+        (K', tn) piece of b, as a float64 (tm, tn) view of ``bufs[0]``. a_zp: None or
+        float64 of length 1 or tm (``bufs`` then has the column-sum row); b_zp: None
+        or float64 of length 1 or tn."""
+        acc_buf, p_buf, a_buf, b_buf = bufs
+        tm, k = av.shape
+        tn = bv.shape[1]
+        extra = 0 if a_zp is None else 1
+        # with an a zero point, b's column sums ride along in an extra accumulator row
+        # (np.add.reduce over the float32 piece: exact, at most 255 * KC)
+        acc = tiles.shaped(acc_buf, (tm + extra, tn))
+        acc[...] = 0
+        for k0 in range(0, k, self.kc):
+            k1 = min(k0 + self.kc, k)
+            ac = tiles.shaped(a_buf, (tm, k1 - k0))
+            bc = tiles.shaped(b_buf, (k1 - k0, tn))
+            np.copyto(ac, av[:, k0:k1], casting="unsafe")
+            np.copyto(bc, bv[k0:k1], casting="unsafe")
+            p = tiles.shaped(p_buf, (tm + extra, tn))
+            np.matmul(ac, bc, out=p[:tm])
+            if extra:
+                np.add.reduce(bc, axis=0, out=p[tm])
+            np.add(acc, p, out=acc)
+        colsum = acc[tm] if extra else None
+        acc = acc[:tm]
+        # acc -= u[m] * b_zp[n] + a_zp[m] * colsum_b[n] (exact float64 integers)
+        if b_zp is not None:
+            u = np.add.reduce(av, axis=1, dtype=np.int64).astype(F64)
+            if a_zp is not None:
+                u -= k * a_zp
+            acc -= u[:, None] * b_zp[None, :]
+        if a_zp is not None:
+            acc -= a_zp[:, None] * colsum[None, :]
+        return acc
+
+    @staticmethod
+    def rows(v, m0, m1):
+        return v if v is None or v.shape[0] == 1 else v[m0:m1]
+
+    @staticmethod
+    def cols(v, n0, n1):
+        return v if v is None or v.shape[-1] == 1 else v[..., n0:n1]
+
+
+def nonzero_zp(v):
+    """A zero point as a float64 1-D vector, None when omitted or all zero."""
+    return None if v is None or not np.asarray(v).any() else _vec(v)
+
+
+class _Plan(Sums):
+    """What every tile of one quantized_matmul call shares: per-row and per-column vectors."""
+
+    def __init__(self, a, b, a_scale, a_zp, b_scale, b_zp, o_scale, o_zp, m, k, n, batch):
+        super().__init__(a, b, m, k, n)
+        self.a_zp = nonzero_zp(a_zp)          # float64, length 1 or M
         # b's parameters per batch matrix: batch + (1, 1 or N) (one row for all, or one per batch)
         self.b_zp = None if b_zp is None or not np.asarray(b_zp).any() else _per_batch(b_zp, batch, F64)
         # mult = (a_scale[m] * b_scale[n]) / out_scale[m], float32, shaped to broadcast
@@ -178,62 +247,18 @@ class _Plan:
         elif self.o_zp is None:
             self.o_zp = 0
 
-    @staticmethod
-    def _rows(v, m0, m1):
-        return v if v is None or v.shape[0] == 1 else v[m0:m1]
-
-    @staticmethod
-    def _cols(v, n0, n1):
-        return v if v is None or v.shape[-1] == 1 else v[..., n0:n1]
-
     def work(self, group, ab, bb, out):
-        kc, k = self.kc, self.k
-        # with an a zero point, b's column sums ride along in an extra accumulator row
-        # (np.add.reduce over the float32 piece: exact, at most 255 * KC)
-        extra = 0 if self.a_zp is None else 1
-        rows = self.tm + extra
-        kcl = min(kc, max(k, 1))
-        acc_buf = np.empty(rows * self.tn, F64)
-        p_buf = np.empty(rows * self.tn, F32)
-        a_buf = np.empty(self.tm * kcl, F32)
-        b_buf = np.empty(kcl * self.tn, F32)
+        bufs = self.scratch(self.a_zp is not None)
         mask_buf = np.empty(self.tm * self.tn, np.bool_)
         for i, m0, n0 in group:
             m1, n1 = min(m0 + self.tm, self.m), min(n0 + self.tn, self.n)
             tm, tn = m1 - m0, n1 - n0
-            acc = tiles.shaped(acc_buf, (tm + extra, tn))
-            acc[...] = 0
             av, bv = ab[i][m0:m1], bb[i][:, n0:n1]
-            b_s = self.b_s[i]
-            b_zp = None if self.b_zp is None else self.b_zp[i].reshape(-1)
-            for k0 in range(0, k, kc):
-                k1 = min(k0 + kc, k)
-                ac = tiles.shaped(a_buf, (tm, k1 - k0))
-                bc = tiles.shaped(b_buf, (k1 - k0, tn))
-                np.copyto(ac, av[:, k0:k1], casting="unsafe")
-                np.copyto(bc, bv[k0:k1], casting="unsafe")
-                p = tiles.shaped(p_buf, (tm + extra, tn))
-                np.matmul(ac, bc, out=p[:tm])
-                if extra:
-                    np.add.reduce(bc, axis=0, out=p[tm])
-                np.add(acc, p, out=acc)
-            colsum = acc[tm] if extra else None
-            acc = acc[:tm]
-            self._correct(acc, av, colsum, b_zp, m0, m1, n0, n1)
-            t = tiles.shaped(p_buf, (tm, tn))
-            mult = np.divide(np.multiply(self._rows(self.a_s, m0, m1), self._cols(b_s, n0, n1), dtype=F32),
-                             self._rows(self.o_s, m0, m1), dtype=F32)
+            b_zp = None if self.b_zp is None else self.cols(self.b_zp[i].reshape(-1), n0, n1)
+            acc = self.tile(bufs, av, bv, self.rows(self.a_zp, m0, m1), b_zp)
+            t = tiles.shaped(bufs[1], (tm, tn))
+            mult = np.divide(np.multiply(self.rows(self.a_s, m0, m1), self.cols(self.b_s[i], n0, n1), dtype=F32),
+                             self.rows(self.o_s, m0, m1), dtype=F32)
             np.multiply(acc, mult, out=t, dtype=F32)  # float32(acc) * mult: acc rounded first
-            zp = self.o_zp if isinstance(self.o_zp, int) else self._rows(self.o_zp, m0, m1)
+            zp = self.o_zp if isinstance(self.o_zp, int) else self.rows(self.o_zp, m0, m1)
             finish(t, zp, out[i][m0:m1, n0:n1], tiles.shaped(mask_buf, (tm, tn)))
-
-    def _correct(self, acc, av, colsum, b_zp, m0, m1, n0, n1):
-        """acc -= u[m] * b_zp[n] + a_zp[m] * colsum_b[n] (exact float64 integers)."""
-        a_zp, b_zp = self._rows(self.a_zp, m0, m1), self._cols(b_zp, n0, n1)
-        if b_zp is not None:
-            u = np.add.reduce(av, axis=1, dtype=np.int64).astype(F64)
-            if a_zp is not None:
-                u -= self.k * a_zp
-            acc -= u[:, None] * b_zp[None, :]
-        if a_zp is not None:
-            acc -= a_zp[:, None] * colsum[None, :]
