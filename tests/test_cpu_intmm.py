@@ -67,6 +67,12 @@ def test_matmul_integer_extremes_and_int32_wrap(k):
     CPU.matmul_integer(np.full((1, k), 255, U8), np.array(0, U8), b, np.array(-128, I8), poisoned((1, 3), I32))
     CPU.matmul_integer(np.full((1, k), -128, I8), np.array(127, I8), np.full((k, 2), 255, U8), np.array(0, U8),
                        poisoned((1, 2), I32))
+    # raw products 255 * 127 = 32385 (odd): a chunk one element longer than the exact limit of
+    # uint8 x int8 (512) would round its partial sums past 2**24
+    # (b 126 or 127 at random, so the sums' parity varies)
+    b = np.random.default_rng(k).integers(126, 128, (k, 8)).astype(I8)
+    got = CPU.matmul_integer(np.full((1, k), 255, U8), None, b, None, poisoned((1, 8), I32))
+    np.testing.assert_array_equal(got[0], (255 * b.astype(np.int64).sum(axis=0)).astype(I32))
 
 
 @pytest.mark.parametrize("bdt,zp", [(I4, 7), (I4, -8), (U4, 15), (U4, 0)])
