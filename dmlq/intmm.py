@@ -6,8 +6,8 @@ onnxruntime com.microsoft.MatMulIntegerToFloat: scales, zero points and an
 optional bias, float32 or float16 out; blocked B scales along K with
 ``block_size=``). Shapes as ``numpy.matmul``; B may be int4/uint4
 (``ml_dtypes``) or a ``dmlq.Packed`` (dmlq.packed_b). The numeric contract is docs/semantics.md; NumPy arrays run on
-dmlq.cpu.intmm (exact float32-sgemm sums, bit for bit dmlq.reference); on the GPU dmlq.gpu.intmm (M <= 16 so far; other GPU calls raise
-UnsupportedError).
+dmlq.cpu.intmm (exact float32-sgemm sums, bit for bit dmlq.reference); on the GPU
+dmlq.gpu.intmm (M <= 16 so far; other GPU calls raise UnsupportedError).
 """
 from __future__ import annotations
 
