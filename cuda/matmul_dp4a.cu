@@ -63,7 +63,7 @@
 //   not bound the loop there; the edge path alone costs about one more
 //   instruction per DP4A.
 // Indexing: every address is 64-bit (int64 strides); M, N, K are int.
-#include "common.cuh"
+#include "matmul_epilogue.cuh"
 
 namespace dmlq {
 namespace dp4a {
@@ -151,7 +151,10 @@ __device__ __forceinline__ void gemm(
     const float* __restrict__ out_scale,
     const TA* __restrict__ a_zp, const TB* __restrict__ b_zp, const TO* __restrict__ out_zp,
     int a_per_row, int b_per_col, int out_per_row,
-    const int* __restrict__ row_sum_a, const int* __restrict__ col_sum_b) {
+    const int* __restrict__ row_sum_a, const int* __restrict__ col_sum_b,
+    const float* __restrict__ bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group) {
+  constexpr int KIND = mm::kind_of<TO>::value;
+  constexpr bool FLT = KIND == mm::kFloat;
   constexpr int THR_M = BM / TM, THR_N = BN / TN, NT = THR_M * THR_N;
   constexpr int KQ = BK / 4;                  // packed k-words per row per tile
   constexpr int A_PER = BM * KQ / NT;         // A words each thread stages
@@ -180,6 +183,9 @@ __device__ __forceinline__ void gemm(
   const int z = blockIdx.z;
   const int zb0 = z / batch1, zb1 = z - zb0 * batch1;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  b_scale = mm::batch_params(b_scale, bp_bs, z);
+  b_zp = mm::batch_params(b_zp, bp_bs, z);
+  if (bias != nullptr) bias += bias_bs * z;
   const unsigned char* Ab = reinterpret_cast<const unsigned char*>(A) + zb0 * a_bs0 + zb1 * a_bs1;
   const unsigned char* Bb = reinterpret_cast<const unsigned char*>(B) + zb0 * b_bs0 + zb1 * b_bs1;
   const bool a_al = ((reinterpret_cast<size_t>(Ab) | static_cast<size_t>(lda)) & 3) == 0;
@@ -281,11 +287,16 @@ __device__ __forceinline__ void gemm(
     const int m = m0 + frag_pos<THR_M>(i, ty);
     za[i] = (a_zp != nullptr && m < M) ? static_cast<unsigned>(static_cast<int>(a_zp[a_per_row ? m : 0])) : 0u;
   }
+  // B parameters of group g (blocked scales: g * N + n; otherwise g = 0).
+  auto load_zb = [&](int g) {
 #pragma unroll
-  for (int j = 0; j < TN; ++j) {
-    const int n = n0 + frag_pos<THR_N>(j, tx);
-    zb[j] = (b_zp != nullptr && n < N) ? static_cast<unsigned>(static_cast<int>(b_zp[b_per_col ? n : 0])) : 0u;
-  }
+    for (int j = 0; j < TN; ++j) {
+      const int n = n0 + frag_pos<THR_N>(j, tx);
+      zb[j] = (b_zp != nullptr && n < N)
+                  ? static_cast<unsigned>(static_cast<int>(b_zp[b_per_col ? static_cast<int64>(g) * N + n : 0])) : 0u;
+    }
+  };
+  load_zb(0);
 
   unsigned acc[TM][TN];
 #pragma unroll
@@ -296,6 +307,27 @@ __device__ __forceinline__ void gemm(
   // Wide path only: per-chunk row/column sums and the int64 total.
   unsigned rs[WIDE ? TM : 1], cs[WIDE ? TN : 1];
   int64 acc64[WIDE ? TM : 1][WIDE ? TN : 1];
+  // Wide float output: the running float32 sum of the groups done, and the
+  // current group's row and column scales (docs/semantics.md: groups in
+  // ascending order, each product and add rounded).
+  constexpr bool WF = WIDE && FLT;
+  float vf[WF ? TM : 1][WF ? TN : 1], as_r[WF ? TM : 1], bs_g[WF ? TN : 1];
+  auto load_bs = [&](int g) {
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int n = min(n0 + frag_pos<THR_N>(j, tx), N - 1);
+      if constexpr (WF) bs_g[j] = b_scale[b_per_col ? static_cast<int64>(g) * N + n : 0];
+    }
+  };
+  if constexpr (WF) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      as_r[i] = a_scale[a_per_row ? min(m0 + frag_pos<THR_M>(i, ty), M - 1) : 0];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) vf[i][j] = 0.0f;  // K = 0 (no groups): +0.0
+    }
+    if (K > 0) load_bs(0);
+  }
   if constexpr (WIDE) {
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
@@ -315,7 +347,19 @@ __device__ __forceinline__ void gemm(
   __syncthreads();
 
   int chunk_k0 = 0;
-  for (int t = 0; t < ntiles; ++t) {
+  // Wide: the group in progress (blocked scales along K: `group` a multiple of
+  // BK; 0 = one group of all K) and its first tile. A group ends a chunk.
+  int grp = 0, grp_t0 = 0;
+  const int grp_tiles = k_group > 0 ? k_group / BK : ntiles;
+  // The K loop runs in stretches that end where the wide kernel folds its sums
+  // (the end of a chunk of kChunkK, of a group, or of K), so the fold code lies
+  // outside the innermost loop; the other kernels run one stretch.
+  constexpr int kChunkTiles = kChunkK / BK;
+  int t0 = 0;  // the stretch's first tile
+  while (t0 < ntiles) {
+  const int t_end = WIDE ? min(min(grp_t0 + grp_tiles, ntiles), t0 + kChunkTiles - (t0 - grp_t0) % kChunkTiles)
+                         : ntiles;
+  for (int t = t0; t < t_end; ++t) {
     const int buf = t & 1;
     if (t + 1 < ntiles) load_tile(t + 1);  // in flight during the math below
 
@@ -344,10 +388,16 @@ __device__ __forceinline__ void gemm(
       }
     }
 
+    if (t + 1 < ntiles) store_tile(buf ^ 1);
+    __syncthreads();
+  }
+  t0 = t_end;
     if constexpr (WIDE) {
-      // Fold each chunk of kChunkK (or the last, shorter one) into int64.
-      if ((t + 1) % (kChunkK / BK) == 0 || t + 1 == ntiles) {
-        const int chunk_k1 = (t + 1 == ntiles) ? K : (t + 1) * BK;
+      const int t = t_end;  // the first tile after the stretch
+      // Fold the stretch (a chunk of kChunkK, or the last, shorter one) into int64.
+      const bool grp_end = t - grp_t0 == grp_tiles || t == ntiles;
+      {  // every stretch ends a chunk
+        const int chunk_k1 = (t == ntiles) ? K : t * BK;
         const unsigned kc = static_cast<unsigned>(chunk_k1 - chunk_k0);
 #pragma unroll
         for (int i = 0; i < TM; ++i)
@@ -363,12 +413,75 @@ __device__ __forceinline__ void gemm(
         for (int j = 0; j < TN; ++j) cs[j] = 0u;
         chunk_k0 = chunk_k1;
       }
+      if constexpr (WF) {
+        if (grp_end) {
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) {
+              const float term = ieee_mul(to_f32(acc64[i][j]), ieee_mul(as_r[i], bs_g[j]));
+              vf[i][j] = grp == 0 ? term : ieee_add(vf[i][j], term);
+              acc64[i][j] = 0;
+            }
+          ++grp;
+          grp_t0 = t;
+          if (t < ntiles) {
+            load_bs(grp);
+            load_zb(grp);
+          }
+        }
+      }
     }
-
-    if (t + 1 < ntiles) store_tile(buf ^ 1);
-    __syncthreads();
   }
 
+  const unsigned kk = static_cast<unsigned>(K);
+  if constexpr (KIND != mm::kRequant) {
+    // int32 or float outputs: 4 consecutive columns per fragment group go
+    // straight from registers to memory (16 bytes, or 8 for float16, where
+    // whole and aligned; the staging buffers are too small for 4-byte outputs).
+    float bsc[FLT && !WIDE ? TN : 1];
+    unsigned cb[WIDE ? 1 : TN];
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int n = min(n0 + frag_pos<THR_N>(j, tx), N - 1);
+      if constexpr (FLT && !WIDE) bsc[j] = b_scale[b_per_col ? n : 0];
+      if constexpr (!WIDE) cb[j] = a_zp != nullptr ? static_cast<unsigned>(col_sum_b[static_cast<int64>(z) * N + n]) : 0u;
+    }
+    TO* Cb = C + zb0 * c_bs0 + zb1 * c_bs1;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int m = m0 + frag_pos<THR_M>(i, ty);
+      const int mc = min(m, M - 1);
+      const float as = (FLT && !WIDE) ? a_scale[a_per_row ? mc : 0] : 0.0f;
+      const unsigned ra_m = (!WIDE && b_zp != nullptr)
+                                ? static_cast<unsigned>(row_sum_a[static_cast<int64>(z) * M + mc]) : 0u;
+#pragma unroll
+      for (int g = 0; g < TN / 4; ++g) {
+        const int n = n0 + g * THR_N * 4 + tx * 4;
+        __align__(16) TO v[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int j = 4 * g + c;
+          const float* bp = bias != nullptr ? bias + static_cast<int64>(mc) * bias_ld + min(n + c, N - 1) : nullptr;
+          if constexpr (WIDE) {
+            if constexpr (FLT) {
+              float f = vf[i][j];
+              if (bp != nullptr) f = ieee_add(f, *bp);
+              v[c] = from_f32<TO>(f);
+            } else {
+              v[c] = static_cast<int>(static_cast<unsigned>(acc64[i][j]));  // modulo 2**32
+            }
+          } else {
+            const unsigned u = acc[i][j] - za[i] * cb[j] - zb[j] * ra_m + kk * za[i] * zb[j];
+            if constexpr (FLT) v[c] = mm::float_out<TO>(to_f32(static_cast<int>(u)), as, bsc[j], bp);
+            else v[c] = static_cast<int>(u);
+          }
+        }
+        if (m < M) mm::store4(Cb + static_cast<int64>(m) * ldc + n, v, N - n);
+      }
+    }
+    return;
+  } else {
   // Epilogue: zero-point correction and requantization in registers, the
   // bytes staged in shared memory, then coalesced predicated stores. Rows and
   // columns past the edge compute throwaway values from clamped indices.
@@ -389,7 +502,6 @@ __device__ __forceinline__ void gemm(
     bsc[j] = b_scale[b_per_col ? n : 0];
     cb[j] = (!WIDE && a_zp != nullptr) ? static_cast<unsigned>(col_sum_b[static_cast<int64>(z) * N + n]) : 0u;
   }
-  const unsigned kk = static_cast<unsigned>(K);
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int r = frag_pos<THR_M>(i, ty);
@@ -438,6 +550,7 @@ __device__ __forceinline__ void gemm(
         if (n + b < N) dst[b] = static_cast<unsigned char>(word >> (8 * b));
     }
   }
+  }
 }
 
 }  // namespace dp4a
@@ -452,11 +565,12 @@ __device__ __forceinline__ void gemm(
       const float* __restrict__ out_scale,                                              \
       const TA* __restrict__ a_zp, const TB* __restrict__ b_zp, const TO* __restrict__ out_zp, \
       int a_per_row, int b_per_col, int out_per_row,                                    \
-      const int* __restrict__ row_sum_a, const int* __restrict__ col_sum_b
+      const int* __restrict__ row_sum_a, const int* __restrict__ col_sum_b,            \
+      const float* __restrict__ bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group
 #define DMLQ_MATMUL_ARGS                                                               \
   A, B, C, M, N, K, batch1, a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1, lda, ldb, ldc,   \
       a_scale, b_scale, out_scale, a_zp, b_zp, out_zp, a_per_row, b_per_col, out_per_row, \
-      row_sum_a, col_sum_b
+      row_sum_a, col_sum_b, bias, bias_bs, bias_ld, bp_bs, k_group
 
 // grid (ceil(N/BN), ceil(M/BM), batch0*batch1), block ((BM/TM)*(BN/TN)).
 template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int TM, int TN>

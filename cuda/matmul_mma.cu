@@ -68,7 +68,7 @@
 //   11.6, with a byte-gather path inlined in it). Stage indices count instead
 //   of taking kt % STAGES.
 
-#include "common.cuh"
+#include "matmul_epilogue.cuh"
 
 namespace dmlq_mma {
 
@@ -203,8 +203,11 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
            const TA* a_zp, const TB* b_zp, const TO* out_zp,
            int a_per_row, int b_per_col, int out_per_row,
            const int* row_sum_a, const int* col_sum_b,
+           const float* bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group,
            int splits, int k_chunk, int* __restrict__ partial) {
   using namespace dmlq_mma;
+  using dmlq::mm::kRequant;
+  constexpr int KIND = dmlq::mm::kind_of<TO>::value;
   static_assert(BK == 64, "the A swizzle assumes 64-byte rows");
   static_assert(BM % 64 == 0 && BN % 128 == 0, "64x64 warp tiles; B swizzle needs >= 8 chunks");
   static_assert(STAGES >= 2, "pipeline needs two stages");
@@ -254,6 +257,9 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   A += bz0 * a_bs0 + bz1 * a_bs1;
   B += bz0 * b_bs0 + bz1 * b_bs1;
   C += bz0 * c_bs0 + bz1 * c_bs1;
+  b_scale = dmlq::mm::batch_params(b_scale, bp_bs, z);
+  b_zp = dmlq::mm::batch_params(b_zp, bp_bs, z);
+  if (bias != nullptr) bias += bias_bs * z;
 
   // cp.async needs VEC-aligned sources: the launcher picks VEC from the bases
   // and row strides (16, else 4) and pads an operand that fits neither.
@@ -434,7 +440,10 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   __syncthreads();  // every warp is done with the pipeline buffers
   unsigned char* const ep = smem + warp * kEpiWarpBytes;
   const bool row_dep = a_per_row || out_per_row;
-  const float as0 = a_scale[0], bs0 = b_scale[0], os0 = out_scale[0];
+  // matmul_integer has no scales, matmul_integer_to_float no output ones.
+  const float as0 = KIND != dmlq::mm::kInt ? a_scale[0] : 0.0f;
+  const float bs0 = KIND != dmlq::mm::kInt ? b_scale[0] : 0.0f;
+  const float os0 = KIND == kRequant ? out_scale[0] : 1.0f;
   const unsigned long long c_al = reinterpret_cast<unsigned long long>(C) | static_cast<unsigned long long>(ldc);
   const int64 zM = static_cast<int64>(z) * M, zN = static_cast<int64>(z) * N;
   const unsigned Ku = static_cast<unsigned>(K);
@@ -443,16 +452,19 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   const int cg = lane >> 3;
   const int nc0 = n0 + wn * 64 + cg * 16;
   // cm is b_scale[n] when the multiplier also varies by row, else the whole
-  // multiplier (a_scale[0] * b_scale[n]) / out_scale[0].
+  // multiplier (a_scale[0] * b_scale[n]) / out_scale[0]. None of these are kept
+  // for the int32 and float outputs (48 registers fewer: their epilogue spilled).
   float cm[16];
   int cbz[16], ccs[16];
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
     const int n = min(nc0 + j, N - 1);  // clamped reads; columns >= N are not stored
-    const float bs = b_per_col ? b_scale[n] : bs0;
-    cm[j] = row_dep ? bs : dmlq::ieee_div(dmlq::ieee_mul(as0, bs), os0);
-    cbz[j] = b_zp ? static_cast<int>(b_zp[b_per_col ? n : 0]) : 0;
-    ccs[j] = a_zp ? col_sum_b[zN + n] : 0;
+    if constexpr (KIND == kRequant) {
+      const float bs = b_per_col ? b_scale[n] : bs0;
+      cm[j] = row_dep ? bs : dmlq::ieee_div(dmlq::ieee_mul(as0, bs), os0);
+      cbz[j] = b_zp ? static_cast<int>(b_zp[b_per_col ? n : 0]) : 0;
+      ccs[j] = a_zp ? col_sum_b[zN + n] : 0;
+    }
   }
 
 #pragma unroll 1
@@ -494,21 +506,56 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
         const int4 v = *reinterpret_cast<const int4*>(ep + epi_off(r, cg * 4 + s4));
         x[4 * s4] = v.x; x[4 * s4 + 1] = v.y; x[4 * s4 + 2] = v.z; x[4 * s4 + 3] = v.w;
       }
-      const float as = a_per_row ? a_scale[m] : as0;
-      const float os = out_per_row ? out_scale[m] : os0;
+      const float as = (KIND != dmlq::mm::kInt && a_per_row) ? a_scale[m] : as0;
+      const float os = (KIND == kRequant && out_per_row) ? out_scale[m] : os0;
       const int azp = a_zp ? static_cast<int>(a_zp[a_per_row ? m : 0]) : 0;
       const int rsum = b_zp ? row_sum_a[zM + m] : 0;
+      // acc - a_zp*colsum - b_zp*rowsum + K*a_zp*b_zp, mod 2^32: the true value
+      // fits int32 for K <= 33025, so the wrapped result is exact.
+      // The int32 and float outputs read a column's terms as they go (L1 hits), not from registers.
+      auto sum = [&](int j) {
+        int bz, cs;
+        if constexpr (KIND == kRequant) {
+          bz = cbz[j];
+          cs = ccs[j];
+        } else {
+          const int n = min(nc0 + j, N - 1);
+          bz = b_zp ? static_cast<int>(b_zp[b_per_col ? n : 0]) : 0;
+          cs = a_zp ? col_sum_b[zN + n] : 0;
+        }
+        unsigned v = static_cast<unsigned>(x[j]);
+        v -= static_cast<unsigned>(azp) * static_cast<unsigned>(cs);
+        v -= static_cast<unsigned>(bz) * static_cast<unsigned>(rsum);
+        v += Ku * static_cast<unsigned>(azp) * static_cast<unsigned>(bz);
+        return v;
+      };
+      if constexpr (KIND != kRequant) {
+        // int32 or float outputs: 16 per lane, made and stored 4 at a time (few registers live).
+        const float* brow = bias != nullptr ? bias + static_cast<int64>(m) * bias_ld : nullptr;
+        TO* crow = C + static_cast<int64>(m) * ldc + nc0;
+#pragma unroll
+        for (int s4 = 0; s4 < 4; ++s4) {
+          __align__(16) TO v4[4];
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int j = 4 * s4 + c;
+            if constexpr (KIND == dmlq::mm::kInt) {
+              v4[c] = static_cast<int>(sum(j));
+            } else {
+              const int n = min(nc0 + j, N - 1);
+              v4[c] = dmlq::mm::float_out<TO>(dmlq::to_f32(static_cast<int>(sum(j))), as, b_scale[b_per_col ? n : 0],
+                                               brow != nullptr ? brow + n : nullptr);
+            }
+          }
+          dmlq::mm::store4(crow + 4 * s4, v4, N - (nc0 + 4 * s4));
+        }
+      } else {  // requantized bytes
       const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
       const float rm = (row_dep && !b_per_col) ? dmlq::ieee_div(dmlq::ieee_mul(as, bs0), os) : 0.0f;
       unsigned w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
-        // acc - a_zp*colsum - b_zp*rowsum + K*a_zp*b_zp, mod 2^32: the true value
-        // fits int32 for K <= 33025, so the wrapped result is exact.
-        unsigned v = static_cast<unsigned>(x[j]);
-        v -= static_cast<unsigned>(azp) * static_cast<unsigned>(ccs[j]);
-        v -= static_cast<unsigned>(cbz[j]) * static_cast<unsigned>(rsum);
-        v += Ku * static_cast<unsigned>(azp) * static_cast<unsigned>(cbz[j]);
+        const unsigned v = sum(j);
         const float mult = !row_dep ? cm[j]
                            : !b_per_col ? rm
                                         : dmlq::ieee_div(dmlq::ieee_mul(as, cm[j]), os);
@@ -527,6 +574,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
         for (int j = 0; j < 16; ++j)
           if (nc0 + j < N) cp[j] = static_cast<unsigned char>(w[j >> 2] >> (8 * (j & 3)));
       }
+      }
     }
   }
 }
@@ -542,23 +590,35 @@ matmul_splitk_epilogue(const int* __restrict__ partial, int splits, TO* __restri
                        const float* a_scale, const float* b_scale, const float* out_scale,
                        const TA* a_zp, const TB* b_zp, const TO* out_zp,
                        int a_per_row, int b_per_col, int out_per_row,
-                       const int* row_sum_a, const int* col_sum_b) {
+                       const int* row_sum_a, const int* col_sum_b,
+                       const float* bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group) {
+  constexpr int KIND = dmlq::mm::kind_of<TO>::value;
   const int64 mn = static_cast<int64>(M) * N;
   const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= mn) return;
   const int z = blockIdx.z;
+  b_scale = dmlq::mm::batch_params(b_scale, bp_bs, z);
+  b_zp = dmlq::mm::batch_params(b_zp, bp_bs, z);
   const int m = static_cast<int>(i / N), n = static_cast<int>(i - static_cast<int64>(m) * N);
   unsigned v = 0;
   for (int s = 0; s < splits; ++s) v += static_cast<unsigned>(partial[(static_cast<int64>(s) * gridDim.z + z) * mn + i]);
   const int azp = a_zp ? static_cast<int>(a_zp[a_per_row ? m : 0]) : 0;
   const int bzp = b_zp ? static_cast<int>(b_zp[b_per_col ? n : 0]) : 0;
-  const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
   if (azp) v -= static_cast<unsigned>(azp) * static_cast<unsigned>(col_sum_b[static_cast<int64>(z) * N + n]);
   if (bzp) v -= static_cast<unsigned>(bzp) * static_cast<unsigned>(row_sum_a[static_cast<int64>(z) * M + m]);
   v += static_cast<unsigned>(K) * static_cast<unsigned>(azp) * static_cast<unsigned>(bzp);
-  const float mult = dmlq::ieee_div(dmlq::ieee_mul(a_scale[a_per_row ? m : 0], b_scale[b_per_col ? n : 0]),
-                                    out_scale[out_per_row ? m : 0]);
-  const TO q = dmlq::round_saturate<TO>(dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), mult), ozp);
   const int bz0 = z / batch1, bz1 = z - bz0 * batch1;
-  C[bz0 * c_bs0 + bz1 * c_bs1 + static_cast<int64>(m) * ldc + n] = q;
+  TO* c = C + bz0 * c_bs0 + bz1 * c_bs1 + static_cast<int64>(m) * ldc + n;
+  if constexpr (KIND == dmlq::mm::kInt) {
+    *c = static_cast<int>(v);
+  } else if constexpr (KIND == dmlq::mm::kFloat) {
+    *c = dmlq::mm::float_out<TO>(dmlq::to_f32(static_cast<int>(v)), a_scale[a_per_row ? m : 0],
+                                 b_scale[b_per_col ? n : 0],
+                                 bias != nullptr ? bias + bias_bs * z + static_cast<int64>(m) * bias_ld + n : nullptr);
+  } else {
+    const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
+    const float mult = dmlq::ieee_div(dmlq::ieee_mul(a_scale[a_per_row ? m : 0], b_scale[b_per_col ? n : 0]),
+                                      out_scale[out_per_row ? m : 0]);
+    *c = dmlq::round_saturate<TO>(dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), mult), ozp);
+  }
 }

@@ -389,20 +389,15 @@ def _plan_matmul(b, dtype, packed=None):
             ("b_scale", None, n, "N", False), ("b_zero_point", bb.dtype, n, "N", False),
             ("out_scale", None, m, "M", True), ("out_zero_point", qdt, m, "M", True))
     vec = {}
-    per_batch = False
     for name, zdt, length, axis, column in spec:
         whose = {"a_zero_point": "(a's dtype)", "b_zero_point": "(b's dtype)"}.get(name, "(the output dtype)")
         v = b.float_operand(name, (F32,), F32) if zdt is None else packed_b.zero_point(b, name, zdt, whose, packed)
         if name[0] == "b" and v is not None and _per_batch(v.shape, bb.shape):
             vec[name] = v  # (..., 1, N): one row of per-column values per matrix of b, as it is
-            per_batch = True
             continue
         vec[name] = _axis_vector(b, name, v, length, axis, column)
     shape = batch + (m, n)
     b.check_out(shape, qdt)
-    if per_batch and b.kind == GPU:
-        raise UnsupportedError(f"{f}: per-batch b_scale / b_zero_point (shaped like b with K = 1) have no CUDA "
-                               "kernel yet; pass per-column values, or NumPy arrays to run it on the host")
 
     def sdesc(name, per_row):
         v = vec[name]
@@ -476,8 +471,6 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     ValueError
         Fewer than 2 dimensions, mismatched K, batch shapes that do not broadcast, a
         scale or zero point of the wrong shape or out of range (``dmlq.DescError``).
-    UnsupportedError
-        Per-batch ``b_scale``/``b_zero_point`` with GPU arrays (no kernel yet).
 
     Examples
     --------

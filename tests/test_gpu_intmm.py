@@ -98,11 +98,8 @@ def test_edge_values(gpu):
 def test_selection_and_refusals(gpu):
     assert [G.select_variant(m) for m in (1, 2, 4, 5, 16, 17)] == \
         ["stream-m1", "stream-m4", "stream-m4", "stream-m16", "stream-m16", None]
-    a, b = dev(np.zeros((17, 8), U8)), dev(np.zeros((8, 4), I8))
-    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer: no CUDA kernel yet for M = 17 > 16"):
-        dmlq.matmul_integer(a, b)
-    with pytest.raises(dmlq.UnsupportedError, match="matmul_integer_to_float: no CUDA kernel yet for M = 17"):
-        dmlq.matmul_integer_to_float(a, np.float32(0.1), None, b, np.float32(0.2), None)
+    a, b = dev(np.zeros((17, 8), U8)), dev(np.zeros((8, 4), I8))  # past 16 rows: the tiled kernels
+    assert str(dmlq.kernel_plan(dmlq.matmul_integer, a, b)).splitlines()[0] == "matmul_integer: dp4a-32x32"
     with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):  # the host's checks first
         dmlq.matmul_integer(dev(np.zeros((3, 8), U8)), dev(np.zeros((7, 2), I8)))
     plan = dmlq.kernel_plan(dmlq.matmul_integer_to_float, np.zeros((4, 64), U8), 0.1, None, np.zeros((64, 300), I8),

@@ -101,7 +101,9 @@ def test_default_have_mma_follows_the_source_file():
 
 def test_kernel_tables():
     dp4a = matmul.KERNELS[matmul.DP4A_SOURCE]
-    assert len(dp4a) == len(set(dp4a)) == 8 * len(matmul.DP4A_CONFIGS) + 4
+    assert len(dp4a) == len(set(dp4a)) == 4 * len(matmul.OUT_TYPES) * len(matmul.DP4A_CONFIGS) + 4
+    assert matmul.OUT_TYPES == ("int8", "uint8", "int", "float", "float16")
+    assert "matmul_dp4a_wide<uint8, int8, float16, 64, 64, 32, 8, 4>" in dp4a
     for t in matmul.QTYPES:
         assert f"matmul_row_sums<{t}>" in dp4a and f"matmul_col_sums<{t}>" in dp4a
     assert "matmul_dp4a<int8, uint8, int8, 128, 64, 32, 8, 8>" in dp4a

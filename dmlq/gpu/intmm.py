@@ -1,9 +1,10 @@
-"""The integer matmul family on the GPU (cuda/matmul_stream.cu): small M only, so far.
+"""The integer matmul family on the GPU: cuda/matmul_stream.cu for M <= 16, the
+tiled kernels of quantized_matmul (dmlq/gpu/intmm_tiled.py) for larger M.
 
 ``matmul_integer`` and ``matmul_integer_to_float`` with M <= 16 (the decode step
 of an LLM) run ``matmul_stream``: one thread per output column streams B once
 for all M rows (docs/semantics.md's order: groups ascending, then the bias, one
-rounding to float16). Larger M, 4-bit B and more than 65535 matrices have no
+rounding to float16). 4-bit B and more than 65535 matrices have no stream
 kernel yet: :func:`plan_matmul_integer_to_float` raises UnsupportedError for them.
 
 Launch conventions: a and b are read with unit stride along their last axis (an
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UnsupportedError
-from . import device
+from . import device, intmm_tiled
 from .device import NULL
 from .plan import Launch, Plan, Runner, launcher
 
@@ -107,9 +108,6 @@ def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None):
     batch_shape = tuple(out.shape[:-2])
     nbatch = math.prod(batch_shape)
     variant = select_variant(M)
-    if variant is None:
-        raise UnsupportedError(f"{op}: no CUDA kernel yet for M = {M} > 16 rows (the small-M streaming "
-                               f"kernel takes up to 16); pass NumPy arrays to run it on the host")
     tb = b.dtype.name if pb is None else PACKED[pb.dtype_name]
     if tb not in B_TYPES:
         raise UnsupportedError(f"{op}: no CUDA kernel for a {b.dtype} b (a 4-bit b runs as a dmlq.Packed)")
@@ -156,12 +154,22 @@ def _b_rows(v):
     return 1 if v is None or v.ndim < 2 else v.shape[-2]
 
 
+def _tiled(a) -> bool:
+    """M past the stream kernels: the tiled kernels' path."""
+    return select_variant(a.shape[-2]) is None
+
+
 def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Plan:
+    if _tiled(a):
+        return intmm_tiled.plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
     return _plan("matmul_integer", a, b, out, 1, max(a.shape[-1], 1), 1, b_packed)
 
 
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Plan:
+    if _tiled(a):
+        return intmm_tiled.plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
+                                                        out, block_size, b_packed=b_packed)
     groups, group = _groups(a.shape[-1], block_size)
     return _plan("matmul_integer_to_float", a, b, out, groups, group, _b_rows(b_zero_point), b_packed)
 
@@ -236,6 +244,8 @@ def _bind(plan, a_shape, b_shape, out, float_out, b_packed=None):
 
 
 def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Runner:
+    if _tiled(a):
+        return intmm_tiled.bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
     plan = plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
     if not plan.launches:
         return Runner(plan, lambda *args: None)
@@ -244,6 +254,9 @@ def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
 
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Runner:
+    if _tiled(a):
+        return intmm_tiled.bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
+                                                        out, block_size, b_packed=b_packed)
     plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                         block_size, b_packed)
     if not plan.launches:

@@ -129,14 +129,20 @@ HAVE_MMA = _have_mma()
 MMA_VECS = (16, 4)  # cp.async widths the tensor-core kernel is built for
 
 
+# Output types: the requantized bytes of quantized_matmul, then the int32 sums
+# of matmul_integer and the float outputs of matmul_integer_to_float (the same
+# main loops; cuda/matmul_epilogue.cuh picks the last step from the type).
+OUT_TYPES = QTYPES + ("int", "float", "float16")
+
+
 def _instantiations(configs) -> tuple:
     return tuple(c.name(ta, tb, to, *((vec,) if isinstance(c, MmaConfig) else ()))
                  for c in configs for vec in (MMA_VECS if isinstance(c, MmaConfig) else (None,))
-                 for ta in QTYPES for tb in QTYPES for to in QTYPES)
+                 for ta in QTYPES for tb in QTYPES for to in OUT_TYPES)
 
 
 SPLITK_EPILOGUES = tuple(f"matmul_splitk_epilogue<{ta}, {tb}, {to}>"
-                         for ta in QTYPES for tb in QTYPES for to in QTYPES)
+                         for ta in QTYPES for tb in QTYPES for to in OUT_TYPES)
 
 KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS}
 if HAVE_MMA:
@@ -150,20 +156,22 @@ _cc = device.cc_int
 
 
 def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=None, *,
-                  sm_count=132, have_mma=None) -> str:
+                  sm_count=132, have_mma=None, blocked=False) -> str:
     """The variant for an (M, K) x (K, N) product repeated `batch` times.
 
     Pure Python (no GPU). Every variant handles all 8 dtype combinations, so
     a_dtype / b_dtype do not change the choice today. have_mma defaults to
-    whether cuda/matmul_mma.cu is present.
+    whether cuda/matmul_mma.cu is present. ``blocked``: matmul_integer_to_float
+    with more than one block of B scales along K, which only the wide kernel's
+    K loop closes group by group (in ascending order, as the contract fixes).
     """
     if have_mma is None:
         have_mma = HAVE_MMA
     if _cc(compute_capability) < 61:
         raise UnsupportedError(f"quantized_matmul needs dp4a (sm_61 or newer); this device is "
                                f"sm_{_cc(compute_capability)}")
-    if K > WIDE_K:
-        return "dp4a-wide"  # the only exact path past 32768
+    if K > WIDE_K or blocked:
+        return "dp4a-wide"  # the only exact path past 32768, and the grouped one
     # Provisional crossover: tensor cores are ~15x dp4a's peak, so anything
     # that fills a few mma tiles should win; re-measure MMA_MIN_WORK and the
     # minimum sizes on the device machine.
@@ -388,12 +396,24 @@ class _Detail:
     need_cols: bool
     nsplit: int
     k_chunk: int
+    k_group: int = 0
 
 
 def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                           out_scale, out_zero_point, out, *, variant=None, splits=None) -> Plan:
     """The plan of :func:`quantized_matmul` (nothing launched)."""
-    op = "quantized_matmul"
+    return plan_tiled("quantized_matmul", a, a_zero_point is not None, b, b_zero_point is not None, out,
+                      variant=variant, splits=splits)
+
+
+# Kernel type names of the outputs that are not quantized types.
+_OUT_NAMES = {"int32": "int", "float32": "float"}
+
+
+def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=None, k_group=0) -> Plan:
+    """The plan of one tiled-kernel product for ``op`` (the output type picks
+    the epilogue); ``a_zp`` / ``b_zp``: whether the zero points are given;
+    ``k_group``: the length of a block of B scales along K (0: one group)."""
     if out.size == 0:
         return Plan(op, "empty")
     M, K = a.shape[-2:]
@@ -401,22 +421,26 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     batch_shape = tuple(out.shape[:-2])
     nbatch = math.prod(batch_shape)
     if max(M, N, K) > MAX_DIM:
-        raise UnsupportedError(f"quantized_matmul: dimensions above {MAX_DIM} are not supported "
+        raise UnsupportedError(f"{op}: dimensions above {MAX_DIM} are not supported "
                                f"(M={M}, N={N}, K={K})")
     _check_options(variant, splits)
     if variant is None:
         dev = device.info()
         variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, b.dtype,
-                                sm_count=dev.sm_count)
+                                sm_count=dev.sm_count, blocked=k_group > 0)
     notes = []
+    if k_group and variant != "dp4a-wide":
+        raise ValueError(f"{op}: blocked scales along K need the 'dp4a-wide' variant (got {variant!r})")
+    if k_group:
+        notes.append(f"groups of {k_group} along K, closed in ascending order")
     if K == 0:
         # acc = 0 exactly; the epilogue still applies mult (0 * Inf is NaN -> zp).
-        a_zero_point = b_zero_point = None
+        a_zp = b_zp = False
         if variant in MMA_CONFIGS:
             variant = "dp4a-32x32"
         notes.append("K = 0: the dp4a epilogue alone")
     elif K > WIDE_K and not getattr(CONFIGS[variant], "wide", False):
-        raise ValueError(f"quantized_matmul: variant {variant!r} accumulates in int32 and is "
+        raise ValueError(f"{op}: variant {variant!r} accumulates in int32 and is "
                          f"exact only for K <= {WIDE_K} (K = {K}); use 'dp4a-wide'")
     cfg = CONFIGS[variant]
     mma = isinstance(cfg, MmaConfig)
@@ -431,7 +455,7 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     elif splits not in (None, 1):  # a selected dp4a variant
         _check_options(variant, splits)
     if grid_y > MAX_GRID_YZ:
-        raise UnsupportedError(f"quantized_matmul: M = {M} needs {grid_y} row tiles "
+        raise UnsupportedError(f"{op}: M = {M} needs {grid_y} row tiles "
                                f"(grid limit {MAX_GRID_YZ}) with {variant}")
 
     stage_a, stage_b = _staging(a, mma), _staging(b, mma)
@@ -445,6 +469,7 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         notes.append("out written through a contiguous temporary")
 
     ta, tb, to = device.dtype_name(a.dtype), device.dtype_name(b.dtype), device.dtype_name(out.dtype)
+    to = _OUT_NAMES.get(to, to)
     name = cfg.name(ta, tb, to, min(cp_async_width(sa), cp_async_width(sb))) if mma else cfg.name(ta, tb, to)
     if mma and name.endswith(", 4>"):
         notes.append("4-byte cp.async staging")
@@ -455,8 +480,8 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                                  batch_strides(sb.shape, sb.strides, sb.itemsize, batch_shape),
                                  batch_strides(target.shape, target.strides, target.itemsize,
                                                batch_shape)))
-    need_rows = b_zero_point is not None and not wide
-    need_cols = a_zero_point is not None and not wide
+    need_rows = b_zp and not wide
+    need_cols = a_zp and not wide
     launches = []
     for u in batches:
         nz = u.batch0 * u.batch1
@@ -471,7 +496,7 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         if nsplit > 1:
             launches.append(Launch(MMA_SOURCE, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
-    detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk)
+    detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group)
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
 
 
@@ -508,35 +533,26 @@ def _quant_args(preps, zero_points):
     return quant
 
 
-def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                          out_scale, out_zero_point, out, *, variant=None, splits=None) -> Runner:
-    """The runner of these arguments' plan (their geometry, on the device in
-    use): ``runner(a, ..., out_zero_point, out)`` stages, allocates temporaries,
-    builds the argument lists and launches; every integer argument is fixed here."""
-    plan = plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
-                                 out_zero_point, out, variant=variant, splits=splits)
-    if not plan.launches:
-        return Runner(plan, lambda *args: None)
+def bind_tiled(plan, a, b, out):
+    """``launch(a, b, dst, params)`` for a tiled-kernel plan: stages a and b,
+    makes the row/column-sum pre-passes and the main (and split-K) launches;
+    ``params(i, first)`` gives batch launch i's scale, zero-point and bias
+    arguments (``first``: the index of its first matrix in the flattened
+    output batch, for per-matrix parameter tables): the 9 arguments before
+    row_sum_a and the 5 after col_sum_b. Every integer argument is fixed here."""
     d, go = plan.detail, launcher(plan)
     xp, ptr = device.xp(), device.current().ptr  # at call time: never a Fresh stand-in
     i32, i64, u64 = np.int32, np.int64, np.uint64
     M, K = a.shape[-2:]
     N = b.shape[-1]
-    if K == 0:  # as planned: the sums are all zero, so a's and b's zero points drop out
-        a_zero_point = b_zero_point = None
     plan_a, plan_b = _staged(a, d.stage_a), _staged(b, d.stage_b)
     target = out if d.direct_out else device.Fresh(out.shape, out.dtype)
     lda, ldb = plan_a.strides[-2] // a.itemsize, plan_b.strides[-2] // b.itemsize
     ldc = target.strides[-2] // target.itemsize
-    a_per_row, prep_a = _vector_prep(xp, M, a_scale, a_zero_point, a.dtype)
-    b_per_col, prep_b = _vector_prep(xp, N, b_scale, b_zero_point, b.dtype)
-    o_per_row, prep_o = _vector_prep(xp, M, out_scale, out_zero_point, out.dtype)
-    flags = (i32(a_per_row), i32(b_per_col), i32(o_per_row))
-    scales_and_zero_points = _quant_args((prep_a, prep_b, prep_o), tuple(
-        z is not None for z in (a_zero_point, b_zero_point, out_zero_point)))
     zmax = max(u.batch0 * u.batch1 for u in d.batches)
     mma = isinstance(d.cfg, MmaConfig)
-    fixed = []  # per batch launch: (offsets, row-sum, column-sum, main and split-K integer arguments)
+    fixed = []  # per batch launch: (offsets, row-sum, column-sum, main and split-K integer arguments, first)
+    first = 0
     for u in d.batches:
         nz = u.batch0 * u.batch1
         a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
@@ -547,7 +563,8 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                        i64(b_bs1), i64(c_bs0), i64(c_bs1), i64(lda), i64(ldb), i64(ldc)),
                       nz * M * N,
                       (i32(d.nsplit),), (i32(M), i32(N), i32(K), i32(u.batch1), i64(c_bs0), i64(c_bs1),
-                                         i64(ldc))))
+                                         i64(ldc)), first))
+        first += nz
     split = (i32(d.nsplit), i32(d.k_chunk))
     need_rows, need_cols, nsplit = d.need_rows, d.need_cols, d.nsplit
     # Row and column sums share one int32 temporary: rows first, columns 16-byte aligned after.
@@ -558,12 +575,11 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     stage_a = None if d.stage_a == AS_IS else lambda x: _stage(xp, x, d.stage_a, plan_a)
     stage_b = None if d.stage_b == AS_IS else lambda x: _stage(xp, x, d.stage_b, plan_b)
 
-    def call(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
+    def launch(a, b, dst, params):
         if stage_a is not None:
             a = stage_a(a)
         if stage_b is not None:
             b = stage_b(b)
-        dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
         if take is not None:
             sums = take(sums_bytes)
         elif sums_bytes:
@@ -571,16 +587,17 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
             sums = ptr(tmp)
         row_sums = u64(sums) if need_rows else NULL
         col_sums = u64(sums + cols_at) if need_cols else NULL
-        quant = (*scales_and_zero_points(a_scale, a_zero_point, b_scale, b_zero_point, out_scale,
-                                         out_zero_point), *flags, row_sums, col_sums)
         if not whole:
             pa, pb, pc = ptr(a), ptr(b), ptr(dst)
+            isz = dst.itemsize
         arglists = []
-        for (oa, ob, oc), rows, cols, main, size, ns, epi in fixed:
+        for i, ((oa, ob, oc), rows, cols, main, size, ns, epi, first) in enumerate(fixed):
+            head, tail = params(i, first)
+            quant = (*head, row_sums, col_sums, *tail)
             if whole:  # arrays are passed as their addresses
                 A, B, C = a, b, dst
-            else:
-                A, B, C = u64(pa + oa), u64(pb + ob), u64(pc + oc)  # offsets in bytes (itemsize 1)
+            else:  # offsets in bytes (a and b: itemsize 1)
+                A, B, C = u64(pa + oa), u64(pb + ob), u64(pc + oc * isz)
             if need_rows:
                 arglists.append((A, *rows, row_sums))
             if need_cols:
@@ -593,6 +610,73 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
             if nsplit > 1:
                 arglists.append((partial, *ns, C, *epi, *quant))
         go(arglists)
+
+    return launch
+
+
+def per_batch_table(xp, v, batch_shape, n, dtype):
+    """A per-batch, per-column B parameter (b's batch shape, then (1, N)) as a
+    contiguous (matrices, N) table in the output's flattened batch order."""
+    return xp.ascontiguousarray(xp.broadcast_to(v.astype(dtype, copy=False), tuple(batch_shape) + (1, n)))
+
+
+def offset(v, elements):
+    """v's device address advanced by ``elements`` of its type (v itself at 0)."""
+    if v is NULL or elements == 0:
+        return v
+    return np.uint64(device.current().ptr(v) + elements * v.itemsize)
+
+
+def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                          out_scale, out_zero_point, out, *, variant=None, splits=None) -> Runner:
+    """The runner of these arguments' plan (their geometry, on the device in
+    use): ``runner(a, ..., out_zero_point, out)`` stages, allocates temporaries,
+    builds the argument lists and launches."""
+    plan = plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
+                                 out_zero_point, out, variant=variant, splits=splits)
+    if not plan.launches:
+        return Runner(plan, lambda *args: None)
+    launch = bind_tiled(plan, a, b, out)
+    xp = device.xp()
+    i32, i64 = np.int32, np.int64
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    if K == 0:  # as planned: the sums are all zero, so a's and b's zero points drop out
+        a_zero_point = b_zero_point = None
+    batch_shape = tuple(out.shape[:-2])
+    # B parameters per batch and column ((..., 1, N), as ONNX QLinearMatMul allows):
+    # one (matrices, N) table for both, matrix z's row bp_bs = N elements after z - 1's.
+    per_batch = any(v is not None and v.ndim > 2 for v in (b_scale, b_zero_point))
+    a_per_row, prep_a = _vector_prep(xp, M, a_scale, a_zero_point, a.dtype)
+    if per_batch:
+        b_per_col, bp_bs = 1, N
+
+        def prep_b(s, z):
+            return (per_batch_table(xp, s, batch_shape, N, np.float32),
+                    None if z is None else per_batch_table(xp, z, batch_shape, N, b.dtype))
+    else:
+        (b_per_col, prep_b), bp_bs = _vector_prep(xp, N, b_scale, b_zero_point, b.dtype), 0
+    o_per_row, prep_o = _vector_prep(xp, M, out_scale, out_zero_point, out.dtype)
+    flags = (i32(a_per_row), i32(b_per_col), i32(o_per_row))
+    scales_and_zero_points = _quant_args((prep_a, prep_b, prep_o), tuple(
+        z is not None for z in (a_zero_point, b_zero_point, out_zero_point)))
+    tail = (NULL, i64(0), i64(0), i64(bp_bs), i32(0))
+    d = plan.detail
+
+    def call(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
+        dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
+        a_s, b_s, o_s, a_z, b_z, o_z = scales_and_zero_points(a_scale, a_zero_point, b_scale, b_zero_point,
+                                                               out_scale, out_zero_point)
+        if bp_bs:
+            def params(i, first):
+                return ((a_s, offset(b_s, first * bp_bs), o_s, a_z, offset(b_z, first * bp_bs), o_z, *flags),
+                        tail)
+        else:
+            head = (a_s, b_s, o_s, a_z, b_z, o_z, *flags)
+
+            def params(i, first):
+                return head, tail
+        launch(a, b, dst, params)
         if dst is not out:
             out[...] = dst
 

@@ -29,8 +29,8 @@ _BINDERS: dict[Any, tuple[Any, Any]] = {
     quantized_add: (lambda *a: bind(plan_quantized_add, a[:-1], a[-1]), None),
     quantized_matmul: (bind_quantized_matmul, (0, 3)),
     quantized_avg_pool: (bind_quantized_avg_pool, ()),
-    matmul_integer: (bind_matmul_integer, ()),
-    matmul_integer_to_float: (bind_matmul_integer_to_float, ()),
+    matmul_integer: (bind_matmul_integer, (0, 2)),          # M > 16: the tiled kernels' staging
+    matmul_integer_to_float: (bind_matmul_integer_to_float, (0, 3)),
     quantize_types: (bind_quantize_types, None),
     dequantize_types: (bind_dequantize_types, None),
 }

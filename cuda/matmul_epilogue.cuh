@@ -1,0 +1,67 @@
+// The output stage of the tiled matmul kernels (matmul_dp4a.cu, matmul_mma.cu),
+// chosen by the output type TO (docs/semantics.md):
+//   int8 / uint8   quantized_matmul: requantize(acc * (a_scale*b_scale)/out_scale)
+//   int            matmul_integer: the corrected sum modulo 2**32, as int32
+//   float, float16 matmul_integer_to_float: float32(acc) * (a_scale*b_scale),
+//                  + bias[m, n] when given, one rounding to TO
+// The main loops are shared; only this last step differs. The float steps are
+// one IEEE-rounded non-ftz PTX op each, in the contract's order.
+//
+// Extra ABI arguments of every tiled matmul kernel (after col_sum_b):
+//   bias, bias_bs, bias_ld   float32 bias at bias[z * bias_bs + m * bias_ld + n]
+//                            (strides 0 where it broadcasts; nullptr: none)
+//   bp_bs                    elements between matrix z's B parameters
+//                            (b_scale/b_zp; 0 when every matrix shares them)
+//   k_group                  matmul_dp4a_wide only: the length along K of a
+//                            block of B scales (a multiple of its BK), 0 for
+//                            one group of all K.
+#pragma once
+
+#include "common.cuh"
+
+namespace dmlq {
+namespace mm {
+
+enum Kind : int { kRequant = 0, kInt = 1, kFloat = 2 };
+
+template <typename TO> struct kind_of { static constexpr int value = kRequant; };
+template <> struct kind_of<int> { static constexpr int value = kInt; };
+template <> struct kind_of<float> { static constexpr int value = kFloat; };
+template <> struct kind_of<float16> { static constexpr int value = kFloat; };
+
+// The float output of a sum already rounded to float32 (f), with the scales of
+// its row (as) and column (bs) and its bias element (b; read only with a bias).
+template <typename TO>
+__device__ __forceinline__ TO float_out(float f, float as, float bs, const float* b) {
+  float v = ieee_mul(f, ieee_mul(as, bs));
+  if (b != nullptr) v = ieee_add(v, *b);
+  return from_f32<TO>(v);
+}
+
+// Matrix z's B parameters (pointer arithmetic only on a real pointer).
+template <typename T>
+__device__ __forceinline__ const T* batch_params(const T* p, int64 bp_bs, int z) {
+  return p != nullptr ? p + bp_bs * z : p;
+}
+
+// Stores 4 outputs v[0..3] at dst[0..count-1] (count may be anything): one
+// vector store (16 bytes, 8 for float16) where all 4 fit and dst is aligned
+// to it, else one at a time.
+template <typename TO>
+__device__ __forceinline__ void store4(TO* dst, const TO (&v)[4], int count) {
+  static_assert(sizeof(TO) == 4 || sizeof(TO) == 2, "int32, float32 or float16 outputs");
+  if (count >= 4 && (reinterpret_cast<unsigned long long>(dst) & (4 * sizeof(TO) - 1)) == 0) {
+    if constexpr (sizeof(TO) == 4) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
+    } else {
+      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(v);
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      if (c < count) dst[c] = v[c];
+  }
+}
+
+}  // namespace mm
+}  // namespace dmlq
