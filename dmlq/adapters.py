@@ -13,8 +13,8 @@ import inspect
 
 # Each public function's keyword parameters, in the order dmlq.api passes them.
 PARAMS = {
-    "quantize_linear": ("dtype",),
-    "dequantize_linear": (),
+    "quantize_linear": ("dtype", "axis", "block_size", "saturate", "precision"),
+    "dequantize_linear": ("dtype", "axis", "block_size"),
     "quantized_add": ("dtype",),
     "quantized_matmul": ("dtype",),
     "quantized_avg_pool": ("window_size", "strides", "start_padding", "end_padding", "dilations",

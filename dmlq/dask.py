@@ -10,6 +10,10 @@ runs to infer it), and each task calls the public function on its chunks.
 - quantize / dequantize / add: chunk-wise (``map_blocks``); every operand that
   is an array becomes a dask array, so per-axis scales and zero points are cut
   to each chunk by dask's broadcasting alignment.
+- quantize / dequantize with ``axis=`` (ONNX per-axis: the 1-D scale cut where
+  x's chunks fall on that axis) or ``block_size=`` (x rechunked, lazily, so each
+  chunk holds whole blocks on the blocked axis; scale and zero point cut to the
+  same blocks; the blocked axis passed to every chunk's call).
 - average pooling: ``map_overlap`` with a right halo of ``(window - 1) *
   dilation`` input elements per spatial axis (chunks merged first where one is
   smaller than that). The output is cut where the windows start: output block j
@@ -127,6 +131,8 @@ def call(fname, values, kwargs, out=None, names=None):
         return _matmul_integer(values, shape, meta)
     if fname == "matmul_integer_to_float":
         return _matmul_integer_to_float(values, kwargs, shape, dtype, meta)
+    if kwargs.get("axis") is not None or kwargs.get("block_size") is not None:
+        return _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta)
     return _elementwise(fname, values, kwargs, shape, dtype, meta)
 
 
@@ -168,6 +174,56 @@ def _elementwise(fname, values, kwargs, shape, dtype, meta):
 
 def _apply(*blocks, fn, kwargs):
     return fn(*blocks, **kwargs)
+
+
+def _as_dask(v):
+    if isinstance(v, (list, tuple)):
+        v = np.asarray(v)
+    return v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False)
+
+
+def _block_chunks(chunks, block):
+    """x's chunks along a blocked axis with every boundary moved up to a multiple of
+    ``block`` (so each chunk holds whole blocks, the last one possibly ragged)."""
+    length = sum(chunks)
+    bounds = sorted({min(length, -(-int(b) // block) * block) for b in np.cumsum(chunks)[:-1]} - {0, length})
+    edges = [0] + bounds + [length]
+    return tuple(b - a for a, b in zip(edges[:-1], edges[1:])) or (0,)
+
+
+def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta):
+    """quantize/dequantize with ONNX's per-axis form (axis=: a 1-D scale cut where x's
+    chunks fall along that axis) or blocked scales (block_size=: x rechunked lazily so
+    that its chunks hold whole blocks along the blocked axis, and the scale and zero
+    point cut to the same blocks). The blocked axis is passed to every chunk's call."""
+    x, scale, zp = values
+    fn = adapters.function(fname)
+    nd = len(shape)
+    x = _as_dask(x)
+    block, axis = kwargs.get("block_size"), kwargs.get("axis")
+    args = [x, tuple(range(nd))]
+    if block is None:
+        ax = int(axis) % nd
+        for v in (scale, zp):
+            if getattr(v, "ndim", 0) == 1 and v.shape[0] > 1:
+                args += [_as_dask(v).rechunk((x.chunks[ax],)), (ax,)]
+            else:
+                args += [v, None]
+    else:
+        ax = int(axis) % nd if axis is not None else \
+            next((i for i in range(nd) if scale.shape[i] != shape[i]), 0)
+        x = x.rechunk({ax: _block_chunks(x.chunks[ax], int(block))})
+        args[0] = x
+        s_chunks = tuple(tuple(-(-c // int(block)) for c in x.chunks[i]) if i == ax else x.chunks[i]
+                         for i in range(nd))
+        args += [_as_dask(scale).rechunk(s_chunks), tuple(range(nd))]
+        if zp is not None and getattr(zp, "shape", ()) == tuple(scale.shape):
+            args += [_as_dask(zp).rechunk(s_chunks), tuple(range(nd))]
+        else:
+            args += [zp, None]
+        kwargs = dict(kwargs, axis=ax)
+    return da.blockwise(_apply, tuple(range(nd)), *args, fn=fn, kwargs=kwargs, align_arrays=False, dtype=dtype,
+                        meta=meta)
 
 
 # ------------------------------------------------------------------ average pooling

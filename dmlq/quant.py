@@ -9,6 +9,9 @@ docs/semantics.md "Quantized types beyond int8" is the contract. NumPy calls run
 on the NumPy reference here; dmlq.api sends a call with a GPU operand to
 dmlq.quant_gpu (cuda/quant_types.cu), which shares this module's checks. Every
 check raises before anything is computed and names the argument.
+A torch tensor or dask array among the operands goes to dmlq.torch or dmlq.dask
+(dispatch.foreign_call) with every keyword; inside dmlq.calls.output_meta the
+checks run and (shape, dtype) is returned, nothing computed.
 """
 from __future__ import annotations
 
@@ -78,9 +81,20 @@ def _gpu_refusal(f, what):
                      "(cupy.asarray(...) or .get())")
 
 
+def _foreign(values, out) -> bool:
+    """A torch tensor or dask array among the operands or out: the call goes to dmlq.torch
+    or dmlq.dask (which call this module again on NumPy arrays, or build a lazy graph)."""
+    return dispatch.foreign(out) or any(dispatch.foreign(v) for v in values)
+
+
+def _meta() -> bool:
+    """True inside dmlq.calls.output_meta: the checks run, the (shape, dtype) is returned."""
+    return calls.EXPLAINING.get() is calls._META
+
+
 def _host(f, name, v, float_role, what):
     """One operand as a NumPy array (or None, or a Python int for a zero point)."""
-    if calls.EXPLAINING.get():
+    if calls.EXPLAINING.get() and not _meta():
         raise UnsupportedError(f"kernel_plan: {f} with these types or arguments shows its plan for GPU operands "
                                "only (CuPy arrays, dmlq.Packed of CuPy data); NumPy inputs run on the reference")
     if v is None:
@@ -337,6 +351,9 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
                     precision=None, out=None):
     """dmlq.quantize_linear for the calls routed here (see the module text)."""
     f = "quantize_linear"
+    if _foreign((x, scale, zero_point), out):
+        return dispatch.foreign_call(f, ("x", "scale", "zero_point"), (x, scale, zero_point),
+                                     (dtype, axis, block_size, saturate, precision), out)
     x, scale, zp = _operands(f, "x", x, scale, zero_point)
     if x is None:
         raise TypeError(f"{f}: x is required (got None); pass a float32 array")
@@ -350,6 +367,8 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     q = _output_qtype(f, zp, dtype, out)
     zp = _zero_point(f, zp, q, dtype is not None, "(the output type)")
     scale_b, zp_b, shape = layout(f, x.shape, scale, zp, axis, block_size)
+    if _meta():
+        return shape, q.dtype
     return _into(f, out, shape, q.dtype,
                  lambda tmp: reference.quantize_linear(np.broadcast_to(x, shape), scale_b, zp_b, tmp, sat, prec))
 
@@ -379,6 +398,9 @@ def _output_qtype(f, zp, dtype, out):
 def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, out=None):
     """dmlq.dequantize_linear for the calls routed here (see the module text)."""
     f = "dequantize_linear"
+    if _foreign((q, scale, zero_point), out):
+        return dispatch.foreign_call(f, ("q", "scale", "zero_point"), (q, scale, zero_point),
+                                     (dtype, axis, block_size), out)
     q, scale, zp = _operands(f, "q", q, scale, zero_point)
     if q is None:
         raise TypeError(f"{f}: q is required (got None)")
@@ -399,6 +421,8 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
                         "is float32, float16 or bfloat16); pass dtype=np.float32")
     out_dtype = scale.dtype if dtype is None else _float_dtype(f, "dtype", dtype)
     scale_b, zp_b, shape = layout(f, q.shape, scale, zp, axis, block_size)
+    if _meta():
+        return shape, out_dtype
     return _into(f, out, shape, out_dtype,
                  lambda tmp: reference.dequantize_linear(np.broadcast_to(q, shape), scale_b, zp_b, tmp))
 

@@ -15,6 +15,10 @@ The public functions take torch tensors (dmlq.adapters sends such calls here):
   ``torch.cuda.memory_allocated()`` and is stream-safe), shape and dtype taken
   from the call's own checks first (``dmlq.api.output_meta``). No host
   synchronization, so the calls can be captured in a CUDA graph.
+- The narrow types: bfloat16, the float8 types and int4/uint4/int2/uint2 tensors
+  (torch's dtypes of those names, one element per byte as ml_dtypes' in NumPy) are
+  read and written through views of their bytes; float4_e2m1fn has no such torch
+  dtype and is refused.
 - Every tensor of a call must be on one device (a CPU scale for a CUDA x is a
   ``ValueError``). NumPy arrays beside CPU tensors are taken (host memory, as
   before); beside CUDA tensors, and CuPy arrays or a non-tensor ``out=`` beside
@@ -38,6 +42,7 @@ import torch
 
 from . import adapters
 from .calls import output_meta
+from .errors import UnsupportedError
 
 _TO_NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
              torch.int8: np.int8, torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32,
@@ -45,6 +50,21 @@ _TO_NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.float64
 for _name in ("uint16", "uint32", "uint64"):  # torch >= 2.3
     if hasattr(torch, _name):
         _TO_NUMPY[getattr(torch, _name)] = getattr(np, _name)
+# The narrow types (docs/semantics.md "Quantized types beyond int8"): torch's dtype of the same
+# name holds one element per byte (two for bfloat16), as ml_dtypes' does in NumPy, so a tensor is
+# read and written through a view of its bytes (Tensor.numpy() refuses these dtypes). float4_e2m1fn
+# has no such torch dtype (torch.float4_e2m1fn_x2 packs two per byte) and stays NumPy-only.
+_NARROW = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int4", "uint4",
+           "int2", "uint2")
+_VIEWED: dict = {}
+try:
+    import ml_dtypes
+except ImportError:  # pragma: no cover - a dependency of dmlq
+    ml_dtypes = None
+for _name in _NARROW if ml_dtypes is not None else ():
+    if hasattr(torch, _name) and hasattr(ml_dtypes, _name):
+        _TO_NUMPY[getattr(torch, _name)] = ml_dtypes.__dict__[_name]
+        _VIEWED[getattr(torch, _name)] = (torch.int16, np.int16) if _name == "bfloat16" else (torch.uint8, np.uint8)
 _TO_TORCH = {np.dtype(v): k for k, v in _TO_NUMPY.items()}
 
 
@@ -54,7 +74,25 @@ def numpy_dtype(dtype):
 
 
 def torch_dtype(dtype) -> torch.dtype:
-    return _TO_TORCH[np.dtype(dtype)]
+    """A NumPy dtype, its type or a quantized type's name ("int4") as torch's."""
+    if isinstance(dtype, str):
+        from .qtypes import QTYPES, qtype
+
+        if dtype.strip().lower() in QTYPES:  # np.dtype("int4") would be int32
+            dtype = qtype(dtype).dtype
+    dt = np.dtype(dtype)
+    if dt not in _TO_TORCH:
+        raise TypeError(f"{dt} has no torch dtype that dmlq can give a tensor (float4_e2m1fn: torch's "
+                        "float4_e2m1fn_x2 packs two elements per byte); run it on NumPy arrays (t.numpy())")
+    return _TO_TORCH[dt]
+
+
+def _from_numpy(a):
+    """A tensor sharing the NumPy array's memory (the narrow types through a view of its bytes)."""
+    t = torch_dtype(a.dtype)
+    if t in _VIEWED:
+        return torch.from_numpy(a.view(_VIEWED[t][1])).view(t)
+    return torch.from_numpy(a)
 
 
 # ------------------------------------------------------------------ errors in torch words
@@ -110,6 +148,8 @@ def _checked(fname, values, out, names):
 
 def _numpy(fname, name, t):
     try:
+        if t.dtype in _VIEWED:
+            return t.detach().view(_VIEWED[t.dtype][0]).numpy().view(_TO_NUMPY[t.dtype])
         return t.detach().numpy()
     except (TypeError, RuntimeError):
         raise TypeError(f"{fname}: {name} has dtype {t.dtype}, which dmlq does not take; pass {name}.float() "
@@ -117,8 +157,9 @@ def _numpy(fname, name, t):
 
 
 def _kwargs(kwargs):
-    if kwargs.get("dtype") is not None:
-        kwargs = dict(kwargs, dtype=numpy_dtype(kwargs["dtype"]))
+    for key in ("dtype", "precision"):
+        if kwargs.get(key) is not None:
+            kwargs = dict(kwargs, **{key: numpy_dtype(kwargs[key])})
     return kwargs
 
 
@@ -135,6 +176,10 @@ def call(fname, values, kwargs, out=None, names=None):
     tensors = [n for n, v in zip(names + ("out",), tuple(values) + (out,)) if isinstance(v, torch.Tensor)]
     try:
         if device.type == "cuda":
+            for n, v in zip(names + ("out",), tuple(values) + (out,)):
+                if isinstance(v, torch.Tensor) and v.dtype in _VIEWED:
+                    raise UnsupportedError(f"{fname}: {n} is a CUDA tensor of {v.dtype}, which dmlq runs on CPU "
+                                           f"tensors only so far; pass {n}.cpu()")
             return _cuda_call(fn, names, values, kwargs, out, device)
         args = {n: _numpy(fname, n, v) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)}
         result = fn(**args, **kwargs, out=None if out is None else _numpy(fname, "out", out))
@@ -144,7 +189,7 @@ def call(fname, values, kwargs, out=None, names=None):
         return out
     if not isinstance(result, np.ndarray):  # dmlq.kernel_plan or output_meta
         return result
-    return torch.from_numpy(result)
+    return _from_numpy(result)
 
 
 def _cuda_call(fn, names, values, kwargs, out, device):
@@ -192,8 +237,10 @@ def fake(fname, values, kwargs):
 
 _ZP = "int"  # a per-tensor zero point in the default overloads (as torch.quantize_per_tensor)
 _SCHEMAS = {
-    "quantize_linear": "Tensor x, {s} scale, {z} zero_point={zd}, *, ScalarType? dtype=None",
-    "dequantize_linear": "Tensor q, {s} scale, {z} zero_point={zd}",
+    "quantize_linear": "Tensor x, {s} scale, {z} zero_point={zd}, *, ScalarType? dtype=None, int? axis=None, "
+                       "int? block_size=None, bool saturate=True, ScalarType? precision=None",
+    "dequantize_linear": "Tensor q, {s} scale, {z} zero_point={zd}, *, ScalarType? dtype=None, int? axis=None, "
+                         "int? block_size=None",
     "quantized_add": "Tensor a, {s} a_scale, {z} a_zero_point, Tensor b, {s} b_scale, {z} b_zero_point, "
                      "{s} out_scale, {z} out_zero_point={zd}, *, ScalarType? dtype=None",
     "quantized_avg_pool": "Tensor x, {s} x_scale, {z} x_zero_point, {s} out_scale, {z} out_zero_point, "
@@ -277,9 +324,10 @@ def _polyfill(fname):
         kw = {k: kwargs[k] for k in keywords if k in kwargs}
         if len(args) > len(names):  # quantized_avg_pool's window_size, given by position
             kw["window_size"] = args[len(names)]
+        for key in ("dtype", "precision"):
+            if kw.get(key) is not None and not isinstance(kw[key], torch.dtype):
+                kw[key] = torch_dtype(kw[key])
         dtype = kw.get("dtype")
-        if dtype is not None and not isinstance(dtype, torch.dtype):
-            kw["dtype"] = dtype = torch_dtype(dtype)
         lead = values[data[0]]
         params = [n for n in names if n not in data]
         if not any(isinstance(values[n], torch.Tensor) for n in params):

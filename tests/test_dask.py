@@ -240,6 +240,60 @@ def test_matmul_integer_to_float_k_split_blocked_scales_any_chunking(rng):
                                      np.ones((2, 1, n), f32), None)
 
 
+# ---- the types beyond int8: per-axis and blocked scales -------------------------------------
+
+def _bits(a):
+    return a.view(np.uint8 if a.itemsize == 1 else np.int16)
+
+
+def test_blocked_and_per_axis_scales_follow_x_chunks(rng):
+    """Blocked scales: x is rechunked (lazily) so each chunk holds whole blocks along the
+    blocked axis, and the scale and zero point are cut to the same blocks, whatever the
+    chunking; per-axis (axis=) 1-D scales are cut where x's chunks fall on that axis."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = (rng.standard_normal((7, 10)) * 4).astype(f32)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    chunkings = [(7, 10), (2, 3), (1, 1), ((3, 4), (5, 1, 4))]
+    for ax, block, name in [(1, 4, "int4"), (0, 3, "float8_e4m3fn"), (1, 10, "uint2"), (0, 1, "int16")]:
+        dt = np.dtype(getattr(ml_dtypes, name, None) or name)
+        shape = list(x.shape)
+        shape[ax] = -(-shape[ax] // block)
+        scale = rng.uniform(0.05, 0.5, shape).astype(f32)
+        zp = None if dt.kind == "V" else rng.integers(-1, 2, shape).astype(dt)
+        if name == "float8_e4m3fn":
+            zp = None
+        want = np.empty(x.shape, dt)
+        R.quantize_linear(x, R.expand_blocks(scale, x.shape, ax, block), R.expand_blocks(zp, x.shape, ax, block),
+                          want, True, None)
+        want_d = np.empty(x.shape, bf16)
+        R.dequantize_linear(want, R.expand_blocks(scale, x.shape, ax, block),
+                            R.expand_blocks(zp, x.shape, ax, block), want_d)
+        for chunks, axis in itertools.product(chunkings, (ax, None)):
+            lazy = dmlq.quantize_linear(_chunked(x, chunks), scale, zp, dtype=dt, block_size=block, axis=axis)
+            assert isinstance(lazy, da.Array) and lazy.dtype == dt and lazy._meta.dtype == dt
+            assert all(c % block == 0 for c in lazy.chunks[ax][:-1])  # whole blocks in each chunk
+            got = _threads(lazy)
+            assert got.dtype == dt
+            np.testing.assert_array_equal(_bits(got), _bits(want))
+            lazy_d = dmlq.dequantize_linear(_chunked(want, chunks), _chunked(scale, 2),
+                                            None if zp is None else _chunked(zp, 3), block_size=block, axis=axis,
+                                            dtype=bf16)
+            np.testing.assert_array_equal(_bits(_threads(lazy_d)), _bits(want_d))
+    s1 = rng.uniform(0.05, 0.5, (10,)).astype(f32)
+    z1 = rng.integers(-8, 8, (10,)).astype(ml_dtypes.int4)
+    want = np.empty(x.shape, ml_dtypes.int4)
+    R.quantize_linear(x, s1.reshape(1, -1), z1.reshape(1, -1), want)
+    for chunks in chunkings:
+        got = _threads(dmlq.quantize_linear(_chunked(x, chunks), _chunked(s1, 3), z1, axis=1))
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+    # saturate and precision reach every chunk's call
+    want = np.empty(x.shape, ml_dtypes.float8_e5m2)
+    R.quantize_linear(x, f32(1e-3), None, want, False, bf16)
+    got = _threads(dmlq.quantize_linear(_chunked(x, 3), 1e-3, dtype="float8_e5m2", saturate=False, precision=bf16))
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
 # ---- laziness and errors --------------------------------------------------------------------
 
 def _poisoned(shape, dtype, chunks):
@@ -256,7 +310,9 @@ def test_nothing_is_computed_while_the_graph_is_built():
     for lazy in (dmlq.quantize_linear(x, 0.1), dmlq.dequantize_linear(q, 0.1, 3),
                  dmlq.quantized_add(q, 0.1, 0, q, 0.1, 0, 0.2),
                  dmlq.quantized_matmul(q, 0.1, 0, _poisoned((4, 3), i8, ((1, 3), (3,))), 0.1, 0, 0.2),
-                 dmlq.quantized_avg_pool(img, 0.1, 0, 0.1, 0, 3, strides=2, ceil_mode=True)):
+                 dmlq.quantized_avg_pool(img, 0.1, 0, 0.1, 0, 3, strides=2, ceil_mode=True),
+                 dmlq.quantize_linear(x, np.ones((6, 2), f32), dtype="int4", block_size=3),
+                 dmlq.dequantize_linear(q, _poisoned((4,), f32, ((1, 3),)), axis=1, dtype=np.float16)):
         assert isinstance(lazy, da.Array) and lazy._meta.size == 0
     with pytest.raises(AssertionError, match="lazy input was computed"):
         _threads(dmlq.quantize_linear(x, 0.1))
@@ -279,6 +335,10 @@ def test_errors_before_anything_runs():
     with pytest.raises(dmlq.UnsupportedError, match=r"b_scale per batch and column \(shape \(2, 1, 3\)\)"):
         dmlq.quantized_matmul(_poisoned((2, 6, 4), u8, ((1, 1), (6,), (4,))), 0.1, 0, np.zeros((2, 4, 3), i8),
                               np.ones((2, 1, 3), f32), 0, 0.2)
+    with pytest.raises(ValueError, match=r"block_size = 3 on axis 1 of size 4 makes ceil\(4 / 3\) = 2 blocks"):
+        dmlq.quantize_linear(x, np.ones((6, 3), f32), dtype="int4", block_size=3)
+    with pytest.raises(ValueError, match=r"with axis=0 \(and no block_size\), scale must be one value or 1-D"):
+        dmlq.dequantize_linear(x.astype(u8), np.ones(4, f32), axis=0)
     with pytest.raises(ValueError, match="a has K = 4 columns but b has 5 rows"):
         dmlq.quantized_matmul(_poisoned((6, 4), u8, ((6,), (4,))), 0.1, 0, np.zeros((5, 2), i8), 0.1, 0, 0.2)
 

@@ -132,9 +132,11 @@ def test_integer_matmul_family_takes_cpu_tensors():
 
 def test_schemas_say_scalars_and_optional_zero_points_as_torch_does():
     assert str(torch.ops.dmlq.quantize_linear.default._schema) == (
-        "dmlq::quantize_linear(Tensor x, float scale, int zero_point=0, *, ScalarType? dtype=None) -> Tensor")
+        "dmlq::quantize_linear(Tensor x, float scale, int zero_point=0, *, ScalarType? dtype=None, int? axis=None, "
+        "int? block_size=None, bool saturate=True, ScalarType? precision=None) -> Tensor")
     assert str(torch.ops.dmlq.dequantize_linear.tensor._schema) == (
-        "dmlq::dequantize_linear.tensor(Tensor q, Tensor scale, Tensor? zero_point=None) -> Tensor")
+        "dmlq::dequantize_linear.tensor(Tensor q, Tensor scale, Tensor? zero_point=None, *, ScalarType? dtype=None, "
+        "int? axis=None, int? block_size=None) -> Tensor")
     assert "int[] window_size, *, int[]? strides=None" in str(torch.ops.dmlq.quantized_avg_pool.default._schema)
     assert str(torch.ops.dmlq.matmul_integer.tensor._schema) == (
         "dmlq::matmul_integer.tensor(Tensor a, Tensor b, Tensor? a_zero_point=None, Tensor? b_zero_point=None) "
@@ -167,8 +169,8 @@ def test_errors_speak_torch_and_name_the_argument():
         dmlq.quantize_linear(x.half(), torch.ones(4))
     with pytest.raises(TypeError, match=r"torch\.tensor makes int64.*q\.to\(torch\.int32\) or q\.to\(torch\.uint8\)"):
         dmlq.dequantize_linear(torch.tensor([1, 2]), 0.5)  # int64
-    with pytest.raises(TypeError, match=r"x has dtype torch\.bfloat16, which dmlq does not take"):
-        dmlq.quantize_linear(x.bfloat16(), 0.1)
+    with pytest.raises(TypeError, match=r"x has dtype torch\.float8_e8m0fnu, which dmlq does not take"):
+        dmlq.quantize_linear(x.to(torch.float8_e8m0fnu), 0.1)
     with pytest.raises(TypeError, match=r"torch\.empty\(\(4,\), dtype=torch\.uint8\)"):
         dmlq.quantize_linear(x, 0.1, out=torch.empty(4, dtype=torch.int32))
     # a NumPy operand beside a CPU tensor is taken, and keeps NumPy's words

@@ -1,0 +1,144 @@
+"""The quantized types beyond int8 through the torch adapter (CPU tensors).
+
+torch 2.13 has a dtype of the same name for bfloat16, the four float8 types and
+int4/uint4/int2/uint2 (one element per byte, as ml_dtypes in NumPy); float4_e2m1fn has
+none (torch.float4_e2m1fn_x2 packs two per byte) and is refused. Expected values come
+from dmlq.reference on NumPy arrays; tensors are compared through views of their bytes
+(torch implements no comparison for its 4-bit and 2-bit dtypes).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+import dmlq  # noqa: E402
+import dmlq.torch  # noqa: E402,F401  (registers torch.ops.dmlq)
+from dmlq import reference as R  # noqa: E402
+
+f32 = np.float32
+TYPES = ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int4", "uint4", "int2", "uint2",
+         "int16", "uint16"]
+NARROW = [n for n in TYPES if n not in ("int16", "uint16")]
+
+
+def _bytes(a):
+    """The raw bytes of a tensor or NumPy array, as NumPy (for comparing any dtype)."""
+    if isinstance(a, torch.Tensor):
+        a = a.view(torch.uint8 if a.element_size() == 1 else torch.int16).numpy()
+    return a.view(np.uint8 if a.itemsize == 1 else np.int16)
+
+
+def _same(got, want):
+    assert isinstance(got, torch.Tensor)
+    assert got.dtype == dmlq.torch.torch_dtype(want.dtype), (got.dtype, want.dtype)
+    assert tuple(got.shape) == want.shape
+    np.testing.assert_array_equal(_bytes(got), _bytes(want))
+
+
+def _ref_quantize(x, scale, axis, block, dtype, saturate=True, precision=None):
+    out = np.empty(x.shape, dtype)
+    return R.quantize_linear(x, R.expand_blocks(scale, x.shape, axis, block), None, out, saturate, precision)
+
+
+def _ref_dequantize(q, scale, axis, block, dtype):
+    out = np.empty(q.shape, dtype)
+    return R.dequantize_linear(q, R.expand_blocks(scale, q.shape, axis, block), None, out)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(25)
+    x = (rng.standard_normal((5, 7)) * 6).astype(f32)
+    x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    scale = rng.uniform(0.05, 0.8, (5, 3)).astype(f32)  # blocks of 3 along axis 1: 3, 3, 1
+    return x, scale
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_blocked_quantize_dequantize_round_trip_equals_the_reference(name, data):
+    x, scale = data
+    dt = np.dtype(getattr(ml_dtypes, name, None) or name)
+    tdt = getattr(torch, name)
+    want = _ref_quantize(x, scale, 1, 3, dt)
+    tx, ts = torch.from_numpy(x), torch.from_numpy(scale)
+    for dtype in (tdt, name, dt):  # a torch dtype, a name, NumPy's dtype
+        _same(dmlq.quantize_linear(tx, ts, dtype=dtype, block_size=3), want)
+    _same(torch.ops.dmlq.quantize_linear.tensor(tx, ts, None, dtype=tdt, block_size=3, axis=1), want)
+    q = dmlq.quantize_linear(tx, ts, dtype=tdt, block_size=3)
+    bscale = ts.to(torch.bfloat16)  # dequantize in bfloat16's scale, out as float32 and as bfloat16
+    ref_scale = bscale.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    for out_dt, np_dt in ((torch.float32, f32), (torch.bfloat16, np.dtype(ml_dtypes.bfloat16))):
+        want_d = _ref_dequantize(want, ref_scale, 1, 3, np_dt)
+        _same(dmlq.dequantize_linear(q, bscale, block_size=3, dtype=out_dt), want_d)
+        _same(torch.ops.dmlq.dequantize_linear.tensor(q, bscale, None, block_size=3, dtype=out_dt), want_d)
+
+
+def test_per_axis_saturate_precision_and_out(data):
+    x, scale = data
+    tx = torch.from_numpy(x)
+    s_axis = torch.from_numpy(scale[:, 0].copy())
+    want = _ref_quantize(x, scale[:, :1], 0, 1, np.dtype(ml_dtypes.float8_e5m2), saturate=False,
+                         precision=np.dtype(ml_dtypes.bfloat16))
+    got = dmlq.quantize_linear(tx, s_axis, axis=0, dtype=torch.float8_e5m2, saturate=False, precision=torch.bfloat16)
+    _same(got, want)
+    assert np.isinf(want.astype(f32)).any()  # saturate=False made infinities: the flag reached the reference
+    _same(torch.ops.dmlq.quantize_linear.tensor(tx, s_axis, None, axis=0, dtype=torch.float8_e5m2, saturate=False,
+                                                precision=torch.bfloat16), want)
+    out = torch.empty(5, 7, dtype=torch.float8_e5m2)
+    ptr = out.data_ptr()
+    assert dmlq.quantize_linear(tx, s_axis, axis=0, saturate=False, precision=torch.bfloat16, out=out) is out
+    assert out.data_ptr() == ptr
+    _same(out, want)
+    xb = tx.to(torch.bfloat16)  # a bfloat16 x, default overload (a float scale), int4 out
+    xb_np = xb.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    want4 = np.empty(x.shape, ml_dtypes.int4)
+    R.quantize_linear(xb_np, f32(0.5), None, want4)
+    _same(torch.ops.dmlq.quantize_linear(xb, 0.5, 0, dtype=torch.int4), want4)
+
+
+def test_opcheck_where_torch_can_compare_the_dtypes(data):
+    x, scale = data
+    tx, ts = torch.from_numpy(x[1:]), torch.from_numpy(scale[1:])  # opcheck's comparisons take NaN as a mismatch
+    q_op, dq_op = torch.ops.dmlq.quantize_linear, torch.ops.dmlq.dequantize_linear
+    for tdt in (torch.float8_e4m3fn, torch.float8_e5m2fnuz):
+        torch.library.opcheck(q_op.tensor, (tx, ts, None), {"dtype": tdt, "block_size": 3})
+        torch.library.opcheck(q_op.default, (tx.to(torch.bfloat16), 0.25), {"dtype": tdt, "saturate": False})
+        q = q_op.tensor(tx, ts, None, dtype=tdt, block_size=3)
+        # torch's mutation check compares inputs with allclose, which float8 lacks: the other three checks
+        for check in ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"):
+            torch.library.opcheck(dq_op.tensor, (q, ts.to(torch.bfloat16), None), {"block_size": 3},
+                                  test_utils=check)
+    # 4-bit outputs: torch copies and compares no Int4 tensor, so only these two run
+    for check in ("test_schema", "test_faketensor"):
+        torch.library.opcheck(q_op.tensor, (tx, ts, None), {"dtype": torch.int4, "block_size": 3}, test_utils=check)
+
+
+def test_fake_implementation_gives_narrow_shapes_and_dtypes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(4, 10, dtype=torch.uint4)
+        d = torch.ops.dmlq.dequantize_linear.tensor(q, torch.empty(4, 3), None, block_size=4,
+                                                    dtype=torch.bfloat16)
+        assert d.shape == (4, 10) and d.dtype == torch.bfloat16
+        y = torch.ops.dmlq.quantize_linear.tensor(torch.empty(6, 2), torch.empty(6), None, axis=0,
+                                                  dtype=torch.int2)
+        assert y.shape == (6, 2) and y.dtype == torch.int2
+        with pytest.raises(ValueError, match=r"block_size = 3 on axis 1 of size 10 makes ceil\(10 / 3\) = 4 blocks"):
+            torch.ops.dmlq.dequantize_linear.tensor(q, torch.empty(4, 3), None, block_size=3, axis=1)
+
+
+def test_float4_and_cuda_narrow_tensors_are_refused_clearly():
+    x = torch.randn(4, 2)
+    with pytest.raises(TypeError, match=r"float4_e2m1fn has no torch dtype.*float4_e2m1fn_x2 packs two"):
+        dmlq.quantize_linear(x, 0.5, dtype="float4_e2m1fn")
+    with pytest.raises(ValueError, match=r"zero_point must be zero \(or None\) for float8_e4m3fn"):
+        dmlq.quantize_linear(x, 0.5, torch.ones((), dtype=torch.float8_e4m3fn), precision=torch.float32)
+    with pytest.raises(TypeError, match=r"precision must be float32, float16 or bfloat16"):
+        dmlq.quantize_linear(x, 0.5, dtype=torch.int4, precision=torch.int8)
+    meta = torch.empty(4, dtype=torch.float8_e4m3fn, device="meta")
+    with pytest.raises(TypeError, match="the tensors are on meta"):
+        dmlq.dequantize_linear(meta, 0.5)
