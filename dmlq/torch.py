@@ -37,6 +37,7 @@ concrete there (a dynamic dimension is specialized).
 """
 import re
 
+import ml_dtypes
 import numpy as np
 import torch
 
@@ -57,11 +58,7 @@ for _name in ("uint16", "uint32", "uint64"):  # torch >= 2.3
 _NARROW = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int4", "uint4",
            "int2", "uint2")
 _VIEWED: dict = {}
-try:
-    import ml_dtypes
-except ImportError:  # pragma: no cover - a dependency of dmlq
-    ml_dtypes = None
-for _name in _NARROW if ml_dtypes is not None else ():
+for _name in _NARROW:
     if hasattr(torch, _name) and hasattr(ml_dtypes, _name):
         _TO_NUMPY[getattr(torch, _name)] = ml_dtypes.__dict__[_name]
         _VIEWED[getattr(torch, _name)] = (torch.int16, np.int16) if _name == "bfloat16" else (torch.uint8, np.uint8)
