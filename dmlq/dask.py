@@ -39,6 +39,7 @@ Scales and zero points of pooling and matmul are NumPy/CuPy arrays or numbers
 from __future__ import annotations
 
 import numbers
+import sys
 
 import dask.array as da
 import numpy as np
@@ -55,9 +56,17 @@ _OPERATORS = ("quantize_linear", "dequantize_linear", "quantized_add", "quantize
               "matmul_integer", "matmul_integer_to_float")
 
 
+def _cupy():
+    """The cupy module when it is loaded (dmlq never imports it for a NumPy call)."""
+    return sys.modules.get("cupy")
+
+
 def _module_of(a):
     """'numpy' or 'cupy' (or another module name) for an array or a dask array's chunks."""
     a = getattr(a, "_meta", a)
+    cupy = _cupy()
+    if cupy is not None and isinstance(a, cupy.ndarray):
+        return "cupy"
     return type(a).__module__.partition(".")[0]
 
 
@@ -101,12 +110,23 @@ def _check(fname, values, out):
     return chunks
 
 
-def _meta_call(fname, values, kwargs):
-    """(shape, dtype) of the one-array result: every check made, nothing computed."""
+# Operators whose tasks call the public function on each block (the matmul family sums K itself).
+_PER_BLOCK = ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_avg_pool")
+
+
+def _meta_call(fname, values, kwargs, chunks):
+    """(shape, dtype) of the one-array result: every check made, nothing computed. With
+    CuPy chunks the operators called per block are checked on CuPy stand-ins (one
+    element broadcast), so what the GPU path refuses is refused now, not in a task."""
+    gpu = chunks == "cupy" and fname in _PER_BLOCK
     args = []
     for v in values:
         if isinstance(v, da.Array) or _module_of(v) == "cupy":
-            v = _stand_in(v.shape, v.dtype)
+            if gpu:
+                cupy = _cupy()
+                v = cupy.broadcast_to(cupy.zeros((), v.dtype), v.shape)
+            else:
+                v = _stand_in(v.shape, v.dtype)
         args.append(v)
     return output_meta(adapters.function(fname), *args, **kwargs)
 
@@ -119,8 +139,8 @@ def call(fname, values, kwargs, out=None, names=None):
         values = (a, b, a_zp, b_zp)
     elif fname not in _OPERATORS:
         raise UnsupportedError(f"{fname} does not take dask arrays yet; pass NumPy arrays (x.compute())")
-    _check(fname, values, out)
-    shape, dtype = _meta_call(fname, values, kwargs)
+    chunks = _check(fname, values, out)
+    shape, dtype = _meta_call(fname, values, kwargs, chunks)
     like = next(v for v in values if isinstance(v, da.Array))._meta
     meta = meta_from_array(like, ndim=len(shape), dtype=dtype)
     if fname == "quantized_avg_pool":
@@ -374,11 +394,8 @@ class _PoolTask:
 
 
 def _array_module(a):
-    if type(a).__module__.partition(".")[0] == "cupy":
-        import cupy
-
-        return cupy
-    return np
+    cupy = _cupy()
+    return cupy if cupy is not None and isinstance(a, cupy.ndarray) else np
 
 
 # ------------------------------------------------------------------ matmul

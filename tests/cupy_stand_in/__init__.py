@@ -66,6 +66,7 @@ def _build() -> dict:
         "ndarray", "empty", "zeros", "ones", "full", "empty_like", "zeros_like", "full_like", "arange",
         "array", "asarray", "from_dlpack", "ascontiguousarray", "asnumpy", "broadcast_to",
         "may_share_memory", "shares_memory", "rint", "multiply", "add", "subtract", "minimum", "maximum",
+        "divide", "isnan",
         "matmul", "clip", "where", "array_equal", "pad", "tile", "concatenate", "stack")})
     names.update(cuda=cuda, random=random, RawModule=_kernels.RawModule, RawKernel=_kernels.RawKernel,
                  get_default_memory_pool=_cuda.get_default_memory_pool, __version__="14.2.0")
@@ -107,7 +108,7 @@ def reset():
     _cuda._tls.device = 0
     _cuda._tls.streams.clear()
     launches.clear()
-    counts["uploads"] = 0
+    counts["uploads"] = counts["downloads"] = 0
     dev = _kernels._harness.get("device")
     if dev is not None:
         dev.forget()

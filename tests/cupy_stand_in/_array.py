@@ -19,7 +19,7 @@ import numpy as np
 from . import _cuda
 
 
-counts = {"uploads": 0}  # host-to-device copies (tests count them)
+counts = {"uploads": 0, "downloads": 0}  # host-to-device and device-to-host copies (tests count them)
 
 
 def _shape(shape) -> tuple:
@@ -196,6 +196,7 @@ class ndarray:
     # -- copies to the host (synchronous)
     def get(self, stream=None, order="C", out=None, blocking=True):
         _cuda._refuse_while_capturing("cudaMemcpy (device to host)")
+        counts["downloads"] += 1
         if out is not None:
             out[...] = self._h
             return out
@@ -479,6 +480,8 @@ add = _ufunc(np.add, 2)
 subtract = _ufunc(np.subtract, 2)
 minimum = _ufunc(np.minimum, 2)
 maximum = _ufunc(np.maximum, 2)
+divide = _ufunc(np.divide, 2)
+isnan = _ufunc(np.isnan, 1)
 
 
 def matmul(a, b, out=None, **kwargs):

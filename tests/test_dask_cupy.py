@@ -1,0 +1,95 @@
+"""dask.array of CuPy chunks through the public functions.
+
+A `gpu` test: on a GPU with the real CuPy, and in CI on its stand-in twin
+(tests/cupy_stand_in: CuPy arrays in host memory, the kernels' own sources run on
+the host harness). Nothing of dmlq is replaced. The chunks stay CuPy arrays from
+input to result (the result's ``meta`` too), and no chunk is copied to the host
+while the graph is built or computed: the stand-in counts device-to-host copies and
+refuses implicit conversions (``numpy.asarray``) as CuPy does. Expected values are
+the public functions on whole NumPy arrays (tied to dmlq.reference by
+tests/test_api.py) and dmlq.reference itself.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+
+import dmlq  # noqa: E402
+from dmlq import reference as R  # noqa: E402
+
+f32, u8, i8 = np.float32, np.uint8, np.int8
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def cp(cupy_twin):
+    import cupy
+
+    if getattr(cupy, "__stand_in__", False):
+        # what dask registers for cupy.ndarray when it meets one, for the stand-in's type
+        from dask.array.dispatch import concatenate_lookup
+
+        concatenate_lookup.register(cupy.ndarray, cupy.concatenate)
+    return cupy
+
+
+def _on_gpu(cp, a, chunks):
+    return da.from_array(cp.asarray(a), chunks=chunks, asarray=False)
+
+
+def test_every_operator_keeps_cupy_chunks_and_equals_the_whole_array(cp):
+    import cupy_stand_in
+
+    rng = np.random.default_rng(27)
+    x = (rng.standard_normal((9, 8)) * 3).astype(f32)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    a = rng.integers(0, 256, (9, 30), dtype=u8)
+    b = rng.integers(-128, 128, (30, 8), dtype=i8)
+    img = rng.integers(0, 256, (1, 2, 11, 9), dtype=u8)
+    s_col = rng.uniform(0.01, 0.2, (1, 8)).astype(f32)
+    z_col = rng.integers(0, 256, (1, 8), dtype=u8)
+    pool = dict(window_size=(3, 2), strides=2, start_padding=1, ceil_mode=True)
+    mm = (0.02, 1, 0.01, 0, 0.7, i8(5))
+
+    def calls(x, a, b, img, arr):
+        return [
+            dmlq.quantize_linear(x, arr(s_col), arr(z_col)),
+            dmlq.dequantize_linear(a, 0.5, u8(3)),
+            dmlq.quantized_add(a, 0.1, 7, a, 0.1, 9, 0.3),
+            dmlq.quantized_matmul(a, mm[0], mm[1], b, mm[2], mm[3], mm[4], mm[5]),
+            dmlq.matmul_integer(a, b, u8(3), arr(rng_b_zp)),
+            dmlq.matmul_integer_to_float(a, 0.5, u8(3), b, arr(b_blocks), None, block_size=7),
+            dmlq.quantized_avg_pool(img, 0.1, 0, 0.1, 0, **pool),
+        ]
+
+    rng_b_zp = rng.integers(-128, 128, (8,), dtype=i8)
+    b_blocks = rng.uniform(0.001, 0.01, (5, 8)).astype(f32)
+    wants = calls(x, a, b, img, lambda v: v)
+    # the whole-array matmul against dmlq.reference itself
+    ref = np.empty((9, 8), i8)
+    R.quantized_matmul(a, f32(mm[0]), u8(mm[1]), b, f32(mm[2]), i8(mm[3]), f32(mm[4]), mm[5], ref)
+    np.testing.assert_array_equal(wants[3], ref)
+    for k_chunks in ((30,), (10, 20)):  # K whole (the public matmul per block) and K split (exact sums)
+        cupy_stand_in.counts["downloads"] = 0
+        lazies = calls(_on_gpu(cp, x, (4, 3)), _on_gpu(cp, a, (4, k_chunks)), _on_gpu(cp, b, (k_chunks, 3)),
+                       _on_gpu(cp, img, (1, 1, (3, 8), (2, 7))), cp.asarray)
+        for lazy, want in zip(lazies, wants):
+            assert isinstance(lazy._meta, cp.ndarray) and lazy._meta.dtype == want.dtype  # meta= a CuPy array
+        got = da.compute(*lazies, scheduler="threads")
+        if getattr(cp, "__stand_in__", False):
+            assert cupy_stand_in.counts["downloads"] == 0  # no chunk went to the host
+        for g, want in zip(got, wants):
+            assert isinstance(g, cp.ndarray)
+            np.testing.assert_array_equal(cp.asnumpy(g), want, strict=True)
+
+
+def test_cupy_chunks_are_checked_on_the_gpu_path_when_the_graph_is_built(cp):
+    x = _on_gpu(cp, np.ones((6, 4), f32), (3, 2))
+    with pytest.raises(dmlq.UnsupportedError, match="on GPU arrays is not implemented yet"):
+        dmlq.quantize_linear(x, cp.ones((6, 2), f32), dtype="int4", block_size=2)  # the GPU path's refusal, now
+    with pytest.raises(TypeError, match=r"scale is a numpy\.ndarray but x is a dask array of cupy chunks"):
+        dmlq.quantize_linear(x, np.ones(4, f32))
+    with pytest.raises(TypeError, match="b has numpy chunks but a has cupy chunks"):
+        dmlq.quantized_add(x, 0.1, 0, da.ones((6, 4), dtype=u8), 0.1, 0, 0.2)
