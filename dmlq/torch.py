@@ -32,8 +32,10 @@ ops do it: a default overload whose scales are ``float`` and zero points
 ``Tensor?`` (None = 0); ``ScalarType? dtype`` picks int8/uint8 output where no
 zero point fixes it. The fake implementation beside each real one gives the
 output's shape and dtype from the same checks (``torch.compile``,
-``torch.export`` and ``torch.library.opcheck`` use it); shapes are made
-concrete there (a dynamic dimension is specialized).
+``torch.export`` and ``torch.library.opcheck`` use it). Under dynamic shapes
+(``torch.compile(dynamic=True)``, ``torch._dynamo.mark_dynamic``) the checks run on
+the sizes' hints, adding no guard, and the output's shape is given in the inputs'
+symbolic sizes, so nothing is specialized.
 """
 import re
 
@@ -206,10 +208,64 @@ def _cuda_call(fn, names, values, kwargs, out, device):
     return out
 
 
+def _hint(size) -> int:
+    """A size's example value: a symbolic size (torch.compile's dynamic shapes) gives its
+    hint without adding a guard, so the checks below specialize nothing."""
+    if isinstance(size, torch.SymInt):
+        try:
+            from torch.fx.experimental.symbolic_shapes import optimization_hint
+        except ImportError:  # older torch: the value itself (a guard, so a specialization)
+            return int(size)
+        return int(optimization_hint(size))
+    return int(size)
+
+
 def _stand_in(t):
-    """A NumPy array with ``t``'s shape and dtype that holds one element (zero strides)."""
-    shape = tuple(int(s) for s in t.shape)
+    """A NumPy array with ``t``'s shape (sizes' hints) and dtype that holds one element (zero strides)."""
+    shape = tuple(_hint(s) for s in t.shape)
     return np.lib.stride_tricks.as_strided(np.zeros(1, numpy_dtype(t.dtype)), shape, (0,) * len(shape))
+
+
+def _ints(v, nd, default):
+    if v is None:
+        return (default,) * nd
+    return (v,) * nd if isinstance(v, (int, torch.SymInt)) else tuple(v)
+
+
+def _pool_size(size, window, stride, start, end, dilation, ceil):
+    """desc.pool_output_size's size in arithmetic only (no branch, so no guard on a
+    symbolic size): floor, plus one in ceil mode where the division is inexact and
+    that last window starts inside the input and its start padding."""
+    rest = size + start + end - ((window - 1) * dilation + 1)
+    floor_size = rest // stride + 1
+    if not ceil:
+        return floor_size
+    inexact = -(-rest // stride) - rest // stride
+    starts_inside = torch.sym_min(torch.sym_max(size + start - floor_size * stride, 0), 1)
+    return floor_size + inexact * starts_inside
+
+
+def _symbolic_shape(fname, values, kwargs):
+    """The output's shape in the operands' own sizes (symbolic ones stay symbolic)."""
+    v = dict(zip(adapters.operand_names(fname), values))
+    shape = (lambda n: tuple(v[n].shape) if isinstance(v.get(n), torch.Tensor) else tuple(np.shape(v.get(n))))
+    if fname in ("quantize_linear", "dequantize_linear"):
+        lead = values[0]
+        if kwargs.get("axis") is not None or kwargs.get("block_size") is not None:
+            return tuple(lead.shape)
+        return tuple(torch.broadcast_shapes(*(shape(n) for n in v)))
+    if fname == "quantized_add":
+        return tuple(torch.broadcast_shapes(*(shape(n) for n in v)))
+    if fname == "quantized_avg_pool":
+        x = v["x"]
+        nd = x.ndim - 2
+        geometry = [_ints(kwargs.get("window_size"), nd, 1), _ints(kwargs.get("strides"), nd, 1),
+                    _ints(kwargs.get("start_padding"), nd, 0), _ints(kwargs.get("end_padding"), nd, 0),
+                    _ints(kwargs.get("dilations"), nd, 1)]
+        return tuple(x.shape[:2]) + tuple(_pool_size(x.shape[2 + i], *(g[i] for g in geometry),
+                                                     bool(kwargs.get("ceil_mode"))) for i in range(nd))
+    a, b = shape("a"), shape("b")  # the matmul family
+    return tuple(torch.broadcast_shapes(a[:-2], b[:-2])) + (a[-2], b[-1])
 
 
 def fake(fname, values, kwargs):
@@ -227,6 +283,10 @@ def fake(fname, values, kwargs):
         shape, dtype = output_meta(adapters.function(fname), *args, **_kwargs(kwargs))
     except (TypeError, ValueError, NotImplementedError) as e:
         raise _in_torch_words(e, [n for n, v in zip(names, values) if isinstance(v, torch.Tensor)]) from None
+    if any(isinstance(s, torch.SymInt) for v in values if isinstance(v, torch.Tensor) for s in v.shape):
+        symbolic = _symbolic_shape(fname, values, kwargs)
+        if tuple(_hint(s) for s in symbolic) == tuple(shape):  # the checks' shape, in symbolic sizes
+            shape = symbolic
     return torch.empty(shape, dtype=torch_dtype(dtype), device=device)
 
 

@@ -242,6 +242,48 @@ def test_compile_fullgraph_chain_equals_eager_bit_for_bit():
     np.testing.assert_array_equal(got.numpy(), _ref(R.dequantize_linear, y.shape, f32, y, f32(.5), None))
 
 
+def test_compile_with_dynamic_shapes_specializes_nothing_and_gives_eager_bits():
+    """The fakes take symbolic sizes: one graph serves every shape (dynamic=True), and sizes
+    marked dynamic stay so (a fake that made them concrete is a ConstraintViolationError).
+    backend="aot_eager": AOTAutograd traces the fakes on SymInts without compiling C++ (cheap)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    rng = np.random.default_rng(13)
+
+    def chain(x, w, ws, img):
+        q = torch.ops.dmlq.quantize_linear(x, 0.05, 128)
+        y = dmlq.quantized_matmul(q, 0.05, 128, w, ws, None, 0.25, None, dtype=torch.int8)
+        f = torch.ops.dmlq.matmul_integer_to_float(q, 0.05, 128, w, 0.01, 0, dtype=torch.float16)
+        p = dmlq.quantized_avg_pool(img, 0.1, 0, 0.1, 0, [3, 3], strides=[2, 2], ceil_mode=True)
+        z = torch.ops.dmlq.quantized_add(y, 0.25, 0, y, 0.25, 0, 0.5, dtype=torch.int8)
+        return dmlq.dequantize_linear(z, 0.5, 0), f, dmlq.matmul_integer(q, w, 128), p
+
+    def args(m, k, n, h):
+        return (_t((rng.standard_normal((m, k)) * 3).astype(f32)), _t(rng.integers(-128, 128, (k, n), dtype=np.int8)),
+                _t(rng.uniform(0.005, 0.02, (n,)).astype(f32)), _t(rng.integers(0, 256, (1, 2, h, 12), dtype=np.uint8)))
+
+    start = time.perf_counter()
+    for dynamic, shapes in ((True, ((5, 7, 3, 9), (11, 16, 6, 14), (17, 7, 9, 20))),
+                            (None, ((5, 7, 3, 9), (11, 7, 3, 14)))):
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("aot_eager")
+        compiled = torch.compile(chain, backend=counter, dynamic=dynamic, fullgraph=True)
+        for shape in shapes:
+            inputs = args(*shape)
+            if dynamic is None:  # only the sizes that change, marked
+                torch._dynamo.mark_dynamic(inputs[0], 0)
+                torch._dynamo.mark_dynamic(inputs[3], 2)
+            got, want = compiled(*inputs), chain(*inputs)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and torch.equal(g, w)
+        assert counter.frame_count == 1  # one graph for every shape
+    xn = inputs[0].numpy()
+    q = _ref(R.quantize_linear, xn.shape, np.uint8, xn, f32(.05), np.uint8(128))
+    np.testing.assert_array_equal(got[2].numpy(), _ref(R.matmul_integer, (11, 3), np.int32, q, np.uint8(128),
+                                                       inputs[1].numpy(), None))
+    print(f"dynamic-shape compiles (aot_eager), 5 shapes: {time.perf_counter() - start:.1f} s")
+
+
 # ---- CUDA: for the next device session
 
 def _cuda():
