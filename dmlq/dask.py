@@ -405,6 +405,16 @@ def _vector(v):
     return v.reshape(-1) if hasattr(v, "size") and v.size > 1 else v
 
 
+def _matmul_operands(a, b, shape):
+    """a and b as dask arrays broadcast to the output's batch shape, b's K (and batch)
+    cut where a's are; and that batch shape."""
+    a, b = (v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False) for v in (a, b))
+    batch = shape[:-2]
+    a = da.broadcast_to(a, batch + a.shape[-2:])
+    b = da.broadcast_to(b, batch + b.shape[-2:])
+    return a, b.rechunk(a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],)), batch
+
+
 def _matmul(values, kwargs, shape, dtype, meta):
     names = adapters.operand_names("quantized_matmul")
     _refuse_dask_params("quantized_matmul", values, names)
@@ -414,11 +424,7 @@ def _matmul(values, kwargs, shape, dtype, meta):
             raise UnsupportedError(f"quantized_matmul: {name} per batch and column (shape {tuple(v.shape)}) is "
                                    "not taken with dask arrays yet; pass a per-column or per-tensor value, or "
                                    "call it per batch")
-    a, b = (v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False) for v in (a, b))
-    batch = shape[:-2]
-    a = da.broadcast_to(a, batch + a.shape[-2:])
-    b = da.broadcast_to(b, batch + b.shape[-2:])
-    b = b.rechunk(a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],))  # K (and batch) cut where a's are
+    a, b, batch = _matmul_operands(a, b, shape)
     rows = {"a_scale": _vector(a_scale), "a_zp": _vector(a_zp), "out_scale": _vector(out_scale),
             "out_zp": _vector(out_zp)}
     cols = {"b_scale": _vector(b_scale), "b_zp": _vector(b_zp)}
@@ -450,11 +456,7 @@ def _matmul_integer(values, shape, meta):
         if getattr(v, "ndim", 0) > 2 and any(d != 1 for d in v.shape[:-2]):
             raise UnsupportedError(f"matmul_integer: {name} per batch and column (shape {tuple(v.shape)}) is not "
                                    "taken with dask arrays yet; pass a per-column or per-tensor value")
-    a, b = (v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False) for v in (a, b))
-    batch = shape[:-2]
-    a = da.broadcast_to(a, batch + a.shape[-2:])
-    b = da.broadcast_to(b, batch + b.shape[-2:])
-    b = b.rechunk(a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],))
+    a, b, batch = _matmul_operands(a, b, shape)
     bi = tuple(f"z{i}" for i in range(len(batch)))
     args = []
     for v, axis, chunks in ((_vector(a_zp), "m", a.chunks[-2]), (_vector(b_zp), "n", b.chunks[-1])):
@@ -487,11 +489,7 @@ def _matmul_integer_to_float(values, kwargs, shape, dtype, meta):
     a, a_scale, a_zp, b, b_scale, b_zp, bias = values
     _refuse_dask_params(fname, values[:6], adapters.operand_names(fname)[:6])
     b_scale, b_zp = _b_rows(fname, "b_scale", b_scale), _b_rows(fname, "b_zero_point", b_zp)
-    a, b = (v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False) for v in (a, b))
-    batch = shape[:-2]
-    a = da.broadcast_to(a, batch + a.shape[-2:])
-    b = da.broadcast_to(b, batch + b.shape[-2:])
-    b = b.rechunk(a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],))
+    a, b, batch = _matmul_operands(a, b, shape)
     bi = tuple(f"z{i}" for i in range(len(batch)))
     out_chunks = a.chunks[:-1] + (b.chunks[-1],)
     args = []
