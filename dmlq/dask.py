@@ -50,6 +50,7 @@ from .calls import output_meta
 from .desc import pool_output_size
 from .errors import UnsupportedError
 from .intmm import matmul_integer
+from .quant_gpu import NATIVE
 
 _F32 = np.float32
 _OPERATORS = ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul", "quantized_avg_pool",
@@ -141,6 +142,13 @@ def call(fname, values, kwargs, out=None, names=None):
         raise UnsupportedError(f"{fname} does not take dask arrays yet; pass NumPy arrays (x.compute())")
     chunks = _check(fname, values, out)
     shape, dtype = _meta_call(fname, values, kwargs, chunks)
+    if chunks == "cupy" and fname in ("quantize_linear", "dequantize_linear"):
+        shape, dtype = _meta_call(fname, values, kwargs, "numpy")  # the logical result (not the GPU form)
+        if np.dtype(dtype).name not in NATIVE + ("float32", "float16"):
+            raise UnsupportedError(
+                f"{fname}: a {np.dtype(dtype).name} result on CuPy chunks: CuPy holds int8, uint8, int16 and "
+                f"uint16 only, and the GPU form of {np.dtype(dtype).name} is a dmlq.Packed of bytes, which a dask "
+                "chunk cannot be; use NumPy chunks for it, or call dmlq per block (x.to_delayed())")
     like = next(v for v in values if isinstance(v, da.Array))._meta
     meta = meta_from_array(like, ndim=len(shape), dtype=dtype)
     if fname == "quantized_avg_pool":

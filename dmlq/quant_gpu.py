@@ -38,7 +38,11 @@ NATIVE = ("int8", "uint8", "int16", "uint16")
 
 
 def on_gpu(*values) -> bool:
-    """True when an operand (or a Packed's data) is a GPU array: the call runs here."""
+    """True when an operand (or a Packed's data) is a GPU array: the call runs here. A dask
+    array or a CPU torch tensor among them sends the call to dmlq.quant, which hands it
+    to its adapter (dmlq.dask, dmlq.torch) with the others as they are."""
+    if any(dispatch.foreign(v) and not dispatch.is_gpu(v) for v in values):
+        return False
     for v in values:
         if isinstance(v, Packed):
             v = v.data

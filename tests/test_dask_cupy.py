@@ -87,9 +87,39 @@ def test_every_operator_keeps_cupy_chunks_and_equals_the_whole_array(cp):
 
 def test_cupy_chunks_are_checked_on_the_gpu_path_when_the_graph_is_built(cp):
     x = _on_gpu(cp, np.ones((6, 4), f32), (3, 2))
-    with pytest.raises(dmlq.UnsupportedError, match="on GPU arrays is not implemented yet"):
-        dmlq.quantize_linear(x, cp.ones((6, 2), f32), dtype="int4", block_size=2)  # the GPU path's refusal, now
+    with pytest.raises(dmlq.UnsupportedError, match=r"int4 result on CuPy chunks: .* a dmlq\.Packed of bytes"):
+        dmlq.quantize_linear(x, cp.ones((6, 2), f32), dtype="int4", block_size=2)
+    with pytest.raises(TypeError, match=r"quantize_linear: precision must be float32, float16 or bfloat16"):
+        dmlq.quantize_linear(x, cp.ones((6, 2), f32), dtype="int16", block_size=2, precision=np.int8)
     with pytest.raises(TypeError, match=r"scale is a numpy\.ndarray but x is a dask array of cupy chunks"):
         dmlq.quantize_linear(x, np.ones(4, f32))
     with pytest.raises(TypeError, match="b has numpy chunks but a has cupy chunks"):
         dmlq.quantized_add(x, 0.1, 0, da.ones((6, 4), dtype=u8), 0.1, 0, 0.2)
+
+
+def test_blocked_scales_on_cupy_chunks_run_the_gpu_kernels_per_block(cp):
+    """The types beyond int8 that CuPy holds (int16, uint16, and int8/uint8 with blocked
+    or per-axis scales): x rechunked to whole blocks, each block through
+    cuda/quant_types.cu; equal to the whole NumPy array."""
+    import cupy_stand_in
+
+    rng = np.random.default_rng(28)
+    x = (rng.standard_normal((7, 10)) * 300).astype(f32)
+    scale = rng.uniform(0.05, 0.5, (7, 4)).astype(f32)  # blocks of 3 along axis 1: 3, 3, 3, 1
+    zp = rng.integers(-5, 5, (7, 4)).astype(np.int16)
+    want = dmlq.quantize_linear(x, scale, zp, block_size=3)
+    want_d = dmlq.dequantize_linear(want, scale, zp, block_size=3)
+    s_row = rng.uniform(0.05, 0.5, (7,)).astype(f32)
+    want_axis = dmlq.quantize_linear(x, s_row, dtype=np.uint16, axis=0)
+    cupy_stand_in.counts["downloads"] = 0
+    cupy_stand_in.launches.clear()
+    lazies = [dmlq.quantize_linear(_on_gpu(cp, x, (4, (4, 6))), cp.asarray(scale), cp.asarray(zp), block_size=3),
+              dmlq.dequantize_linear(_on_gpu(cp, want, (3, 5)), cp.asarray(scale), cp.asarray(zp), block_size=3),
+              dmlq.quantize_linear(_on_gpu(cp, x, (2, 5)), cp.asarray(s_row), dtype=np.uint16, axis=0)]
+    got = da.compute(*lazies, scheduler="threads")
+    if getattr(cp, "__stand_in__", False):
+        assert cupy_stand_in.counts["downloads"] == 0
+        assert len(cupy_stand_in.launches) >= 3 * 6  # a kernel per block: 6 + 6 + 8 blocks
+    for g, w in zip(got, (want, want_d, want_axis)):
+        assert isinstance(g, cp.ndarray)
+        np.testing.assert_array_equal(cp.asnumpy(g), w, strict=True)
