@@ -9,6 +9,8 @@ matmul's extreme-value cases also with the exact int64 product.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 import tracemalloc
 
 import numpy as np
@@ -355,21 +357,21 @@ def test_fused_kernels_take_the_flat_calls(rng):
     n = CHUNK + 3
     xi = rng.integers(-2**31, 2**31 - 1, n, dtype=np.int32)
     C.quantize_linear(xi, np.float32([3e7]), np.int8([-4]), poison(np.empty(n, I8)))
-    assert typed(jit._quantize, np.int32)
+    assert typed(jit._k.quantize, np.int32)
     q16 = qrand(rng, np.dtype(np.uint16), n)
     C.dequantize_linear(q16, np.float16([0.01]), np.uint16([9]), poison(np.empty(n, F32)))
-    assert typed(jit._dequantize_narrow, np.uint16)
+    assert typed(jit._k.dequantize_narrow, np.uint16)
     qu32 = qrand(rng, np.dtype(np.uint32), n)
     C.dequantize_linear(qu32, np.float32([1e-7]), np.uint32([2**31 + 5]), poison(np.empty(n, F32)))
-    assert typed(jit._dequantize_wide, np.uint32)
+    assert typed(jit._k.dequantize_wide, np.uint32)
     a, b = qrand(rng, I8, n), qrand(rng, U8, n)
     C.quantized_add(a, np.float32([0.03]), np.int8([5]), b, np.float32([0.02]), np.uint8([200]),
                     np.float32([0.05]), np.int8([-7]), poison(np.empty(n, I8)))
-    assert any(s[0].dtype == numba_type(I8) and s[3].dtype == numba_type(U8) for s in jit._add.signatures)
+    assert any(s[0].dtype == numba_type(I8) and s[3].dtype == numba_type(U8) for s in jit._k.add.signatures)
     # one value on either side: the broadcast kernel, whichever side it is on
     C.quantized_add(np.int8([100]), np.float32([0.03]), None, b, np.float32([0.02]), np.uint8([7]),
                     np.float32([0.05]), np.uint8([3]), poison(np.empty(n, U8)))
-    assert typed(jit._add_scalar, U8)
+    assert typed(jit._k.add_scalar, U8)
     # and the NumPy path is what runs inside jit.disabled()
     with jit.disabled():
         assert not jit.active()
@@ -408,3 +410,26 @@ def test_pool_huge_padding_and_strides_allocate_no_padded_input(rng):
     want = exact.avgpool(x3, s, [7], s, [9], "uint8", (3, 3, 3), (2, 2, 2), (50000,) * 3, (50000,) * 3,
                          (50000,) * 3, (1, 1, 1), False)
     assert got.tolist() == want
+
+
+def test_numba_loaded_by_the_first_kernel_call_only():
+    """Matrix multiply and pooling never import numba (about 0.3 s); the first
+    element-wise call that runs a kernel does."""
+    from dmlq.cpu import jit
+
+    if not jit.AVAILABLE:
+        pytest.skip("numba is not installed (the [fast] extra)")
+    code = """
+import sys
+import numpy as np
+import dmlq
+a = np.ones((4, 8), np.int8); b = np.ones((8, 3), np.int8); s = np.array(0.5, np.float32)
+dmlq.quantized_matmul(a, s, None, b, s, None, s)
+dmlq.quantized_avg_pool(np.ones((1, 1, 4, 4), np.int8), s, None, s, None, window_size=(2, 2))
+print('numba' in sys.modules)
+dmlq.quantize_linear(np.ones(64, np.float32), s)
+print('numba' in sys.modules)
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["False", "True"]

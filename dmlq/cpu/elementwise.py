@@ -60,8 +60,8 @@ def quantize_linear(x, scale, zero_point, out, *extra, **kw):
         return _through_temporary(quantize_linear, out, (x, scale, zero_point))
     zp = zp_value(zero_point)
     shape, o, (xv, sv, zv), pieces = _operands(out, x, scale, None if zp is not None else zero_point)
-    if (jit.active() and zp is not None and scale.size == 1 and x.dtype != F16 and len(shape) == 1
-            and jit.flat(o, xv)):
+    if (zp is not None and scale.size == 1 and x.dtype != F16 and len(shape) == 1
+            and jit.flat(o, xv) and jit.active()):
         jit.quantize(xv, np.float32(scale.reshape(-1)[0]), zp, o, tiles.run_pieces)
         return out
 
@@ -92,8 +92,8 @@ def dequantize_linear(q, scale, zero_point, out, *extra, **kw):
     shape, o, (qv, sv, zv), pieces = _operands(out, q, scale, None if zp is not None else zero_point)
     if zp is not None:
         zv = zero_point
-    if (jit.active() and zp is not None and scale.size == 1 and out.dtype == F32 and len(shape) == 1
-            and jit.flat(o, qv)):
+    if (zp is not None and scale.size == 1 and out.dtype == F32 and len(shape) == 1
+            and jit.flat(o, qv) and jit.active()):
         jit.dequantize(qv, zp, np.float32(scale.reshape(-1)[0]), o, tiles.run_pieces)
         return out
     direct = out.dtype == F32  # float32 results go straight into out
@@ -151,7 +151,7 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
     if None in (a_zp, b_zp, o_zp):  # a zero point of several elements: not quantized add's contract
         return _reference.quantized_add(*args, out)
     shape, o, (av, bv), pieces = _operands(out, a, b)
-    if jit.active() and len(shape) == 1 and jit.flat(o):
+    if len(shape) == 1 and jit.flat(o) and jit.active():
         fa, fb = _flat_operand(av, a), _flat_operand(bv, b)
         if fa is not None and fb is not None:
             jit.add(fa, a_zp, a_s, fb, b_zp, b_s, o_s, o_zp, o, tiles.run_pieces)

@@ -22,37 +22,41 @@ a uint8 view of ``out`` (one compiled variant for both output types).
 Compile cost: about 0.1-0.5 s per (kernel, dtypes) variant on first use,
 cached on disk (numba's ``cache=True``: ``__pycache__`` beside this file, or
 numba's user cache directory where that is read-only), so a later process
-loads it in milliseconds. ``DMLQ_CPU_JIT=0`` turns the kernels off.
+loads it in milliseconds. numba itself (about 0.3 s to import) is imported by
+the first call that can run a kernel, never by a call that cannot (matmul,
+pooling). ``DMLQ_CPU_JIT=0`` turns the kernels off.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import os
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-numba: Any
-try:
-    numba = importlib.import_module("numba")
-except ImportError:  # the lean install: dmlq.cpu's NumPy path does everything
-    numba = None
-
-AVAILABLE = numba is not None
+# numba is imported by the first call that runs a kernel (:func:`active`), not by
+# ``import dmlq.cpu``: a process that only multiplies matrices never loads it.
+AVAILABLE = importlib.util.find_spec("numba") is not None
 _on = AVAILABLE and os.environ.get("DMLQ_CPU_JIT", "1") != "0"
+_k: Any = None  # dmlq.cpu.jit_kernels, once loaded
 
 F32 = np.dtype(np.float32)
-MAGIC = np.float32(1.5 * 2**23)
-_ZERO = np.float32(0)
 # Below this many elements one thread runs the whole call (a thread hand-off costs more).
 SPLIT_MIN = 1 << 16
 
 
 def active() -> bool:
     """Whether the fused kernels run (numba importable, DMLQ_CPU_JIT not 0, not
-    inside :func:`disabled`)."""
+    inside :func:`disabled`). The first True imports numba and defines the kernels."""
+    global _on
+    if _on and _k is None:
+        try:
+            _load()
+        except ImportError:  # installed but unusable (e.g. built for another NumPy)
+            _on = False
     return _on
 
 
@@ -72,49 +76,9 @@ def flat(*arrays) -> bool:
     return all(a.ndim == 1 and (a.flags.c_contiguous or a.size <= 1) for a in arrays)
 
 
-def _kernel(fn):
-    return numba.njit(nogil=True, cache=True, error_model="numpy", boundscheck=False)(fn)
-
-
-if AVAILABLE:
-    @numba.njit(inline="always", error_model="numpy")
-    def _requantized(t, lo, hi, zp):  # pragma: no cover (compiled)
-        # the low byte of the int8 / uint8 result of t (float32): NaN -> zp, clamp, rint, + zp
-        t = _ZERO if t != t else t
-        t = lo if t < lo else t
-        t = hi if t > hi else t
-        return np.uint8(np.int32((t + MAGIC) - MAGIC) + zp)
-
-    @_kernel
-    def _quantize(x, s, lo, hi, zp, out):  # pragma: no cover (compiled)
-        for i in range(out.size):
-            t = np.float32(x[i]) / s
-            out[i] = _requantized(t, lo, hi, zp)
-
-    @_kernel
-    def _dequantize_narrow(q, zp, s, out):  # pragma: no cover (compiled)
-        # 8- and 16-bit q: float32(q) - float32(zp) is exact (|.| < 2**17)
-        for i in range(out.size):
-            out[i] = (np.float32(q[i]) - zp) * s
-
-    @_kernel
-    def _dequantize_wide(q, zp, s, out):  # pragma: no cover (compiled)
-        # 32-bit q: the difference exact in float64, rounded to float32 once
-        for i in range(out.size):
-            out[i] = np.float32(np.float64(q[i]) - zp) * s
-
-    @_kernel
-    def _add(a, a_zp, a_s, b, b_zp, b_s, o_s, lo, hi, o_zp, out):  # pragma: no cover (compiled)
-        for i in range(out.size):
-            t = ((np.float32(a[i]) - a_zp) * a_s + (np.float32(b[i]) - b_zp) * b_s) / o_s
-            out[i] = _requantized(t, lo, hi, o_zp)
-
-    @_kernel
-    def _add_scalar(a, a_zp, a_s, bv, o_s, lo, hi, o_zp, out):  # pragma: no cover (compiled)
-        # b one value: its float32 dequantized value bv; av + bv == bv + av
-        for i in range(out.size):
-            t = ((np.float32(a[i]) - a_zp) * a_s + bv) / o_s
-            out[i] = _requantized(t, lo, hi, o_zp)
+def _load() -> None:
+    global _k
+    _k = importlib.import_module(".jit_kernels", __package__)  # imports numba
 
 
 def _run(kernel, out, arrays, scalars, run_pieces) -> None:
@@ -146,20 +110,26 @@ def bounds(dtype, zp: int):
 def quantize(x, s, zp: int, out, run_pieces) -> None:
     """out (1-D int8/uint8, contiguous) = requantize(x / s); x float32 or int32, s a float32 scalar."""
     lo, hi = bounds(out.dtype, zp)
-    _run(_quantize, out.view(np.uint8), {0: x}, (np.float32(s), lo, hi, np.int32(zp)), run_pieces)
+    _run(_k.quantize, out.view(np.uint8), {0: x}, (np.float32(s), lo, hi, np.int32(zp)), run_pieces)
 
 
 def dequantize(q, zp: int, s, out, run_pieces) -> None:
     """out (1-D float32, contiguous) = float32(q - zp) * s; s a float32 scalar."""
     if q.dtype.itemsize == 4:
-        _run(_dequantize_wide, out, {0: q}, (np.float64(zp), np.float32(s)), run_pieces)
+        _run(_k.dequantize_wide, out, {0: q}, (np.float64(zp), np.float32(s)), run_pieces)
     else:
-        _run(_dequantize_narrow, out, {0: q}, (np.float32(zp), np.float32(s)), run_pieces)
+        _run(_k.dequantize_narrow, out, {0: q}, (np.float32(zp), np.float32(s)), run_pieces)
 
 
 def add(a, a_zp: int, a_s, b, b_zp: int, b_s, o_s, o_zp: int, out, run_pieces) -> None:
     """out (1-D int8/uint8) = quantized add; a and b int8/uint8, 1-D of out's length
-    or of one element (broadcast); every parameter a float32 scalar or an int."""
+    or of one element (broadcast); every parameter a float32 scalar or an int.
+
+    Not a lookup table: 8-bit operands with per-tensor parameters have only
+    65,536 input pairs, but one gather per element from a 64 KiB table (built by
+    this kernel over all pairs) measured 12 ms against this kernel's 4 ms for 16M
+    elements on one thread of the AVX-512 EPYC (2026-11-25; numba does not
+    vectorize the gather, while the arithmetic runs 16 lanes wide)."""
     lo, hi = bounds(out.dtype, o_zp)
     o8 = out.view(np.uint8)
     f = np.float32
@@ -168,7 +138,7 @@ def add(a, a_zp: int, a_s, b, b_zp: int, b_s, o_s, o_zp: int, out, run_pieces) -
     if b.size != out.size:
         with np.errstate(all="ignore"):
             bv = (f(b.reshape(-1)[0]) - f(b_zp)) * f(b_s)
-        _run(_add_scalar, o8, {0: a}, (f(a_zp), f(a_s), bv, f(o_s), lo, hi, np.int32(o_zp)), run_pieces)
+        _run(_k.add_scalar, o8, {0: a}, (f(a_zp), f(a_s), bv, f(o_s), lo, hi, np.int32(o_zp)), run_pieces)
         return
-    _run(_add, o8, {0: a, 3: b}, (f(a_zp), f(a_s), f(b_zp), f(b_s), f(o_s), lo, hi, np.int32(o_zp)),
+    _run(_k.add, o8, {0: a, 3: b}, (f(a_zp), f(a_s), f(b_zp), f(b_s), f(o_s), lo, hi, np.int32(o_zp)),
          run_pieces)
