@@ -37,9 +37,17 @@ from typing import Any
 
 import numpy as np
 
+
+def _findable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # a finder that refuses the name: not importable either
+        return False
+
+
 # numba is imported by the first call that runs a kernel (:func:`active`), not by
 # ``import dmlq.cpu``: a process that only multiplies matrices never loads it.
-AVAILABLE = importlib.util.find_spec("numba") is not None
+AVAILABLE = _findable("numba")
 _on = AVAILABLE and os.environ.get("DMLQ_CPU_JIT", "1") != "0"
 _k: Any = None  # dmlq.cpu.jit_kernels, once loaded
 
