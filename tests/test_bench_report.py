@@ -36,6 +36,9 @@ CPU_BENCHMARKS = 17  # bench/test_bench_plan.py: Python per call (API 6, GPU bac
 CPU_BACKEND_BENCHMARKS = 24  # bench/test_bench_cpu.py: 7 groups x (dmlq:cpu, onnxruntime, reference), 3 x cpu-numpy
 INTMM_CPU_BENCHMARKS = 6  # bench/test_bench_intmm.py: 3 NumPy groups x (dmlq:cpu, onnxruntime)
 INTMM_GPU_BENCHMARKS = 12  # bench/test_bench_intmm.py: 4 GPU groups x (dmlq:stream, 2 torch peers)
+# bench/test_bench_qtypes.py: 12 types x (quantize, dequantize); GPU: dmlq + torch float8 (4 types) + cupy-expr
+# (int8/int16/uint16) = 24 + 8 + 6; CPU: dmlq + onnxruntime = 48, of which ORT's float4 (2) skips
+QTYPES_GPU_BENCHMARKS, QTYPES_CPU_BENCHMARKS, QTYPES_CPU_SKIPPED = 38, 48, 2
 
 
 def _run(*args, timeout=300):
@@ -292,7 +295,7 @@ def test_bench_collects():
     r = _run("-m", "pytest", "bench", "--collect-only", "-q", "-p", "no:cacheprovider")
     assert r.returncode == 0, r.stdout + r.stderr
     expected = (len(peers.case_impls(W.all_cases())) + CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS + TORCH_BENCHMARKS
-                + INTMM_CPU_BENCHMARKS + INTMM_GPU_BENCHMARKS)
+                + INTMM_CPU_BENCHMARKS + INTMM_GPU_BENCHMARKS + QTYPES_GPU_BENCHMARKS + QTYPES_CPU_BENCHMARKS)
     assert f"{expected} tests collected" in r.stdout, r.stdout[-2000:]
 
 
@@ -306,7 +309,9 @@ def test_bench_skips_cleanly_without_gpu():
     tail = r.stdout.strip().splitlines()[-1]
     assert "skipped" in tail and "failed" not in tail and "error" not in tail, tail
     # only the CPU benchmarks run (bench/test_bench_cpu.py on its small smoke inputs)
-    assert f"{CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS + INTMM_CPU_BENCHMARKS} passed" in tail, tail
+    passed = (CPU_BENCHMARKS + CPU_BACKEND_BENCHMARKS + INTMM_CPU_BENCHMARKS + QTYPES_CPU_BENCHMARKS
+              - QTYPES_CPU_SKIPPED)
+    assert f"{passed} passed" in tail, tail
     assert "benchmarks need a CUDA GPU" in r.stdout
 
 

@@ -214,54 +214,49 @@ def _through_dense(out, go, dense=None):
     return out
 
 
-def bind_quantize_types(x, scale, zero_point, out, q, layout, saturate=True, precision=None):
-    """The runner of one quantize signature (dmlq.gpu.ops.run keeps it per alignment)."""
+def _runner(plan, build, dense=None):
+    """A Runner launching ``plan`` with ``build(src, target, params)``'s arguments, ``params``
+    the scale / zero point as the kernel takes them; through a temporary where out needs one."""
     from .plan import Runner, execute, kernels
 
-    plan = plan_quantize_types(x, scale, zero_point, out, q, layout, saturate, precision)
     if not plan.launches:
         return Runner(plan, lambda *a: None)
     found = kernels(plan)
+
+    def call(src, scale, zero_point, out):
+        params = _kernel_params(scale, zero_point)
+        _through_dense(out, lambda target: execute(plan, (build(src, target, params),), found), dense)
+    return Runner(plan, call)
+
+
+def bind_quantize_types(x, scale, zero_point, out, q, layout, saturate=True, precision=None):
+    """The runner of one quantize signature (dmlq.gpu.ops.run keeps it per alignment)."""
+    plan = plan_quantize_types(x, scale, zero_point, out, q, layout, saturate, precision)
+    n = int(x.size)
+    sizes = (np.int64(n), np.int64(packed_nbytes(n, q)))
     tail = (*(np.int64(v) for v in layout),)
     flags = (np.int32(bool(saturate)), np.int32(PRECISION[precision]))
-    n = int(x.size)
-    nbytes = packed_nbytes(n, q)
 
-    def call(x, scale, zero_point, out):
-        sp, sv, zp, zv, given = _kernel_params(scale, zero_point)
-
-        def go(target):
-            aligned = np.int32(device.ptr(x) % 16 == 0 and device.ptr(target) % 16 == 0)
-            args = (np.uint64(device.ptr(x)), np.uint64(device.ptr(target)), np.int64(n), np.int64(nbytes),
-                    aligned, *tail, sp, sv, zp, zv, np.int32(given), *flags)
-            execute(plan, (args,), found)
-        _through_dense(out, go)
-    return Runner(plan, call)
+    def build(x, target, params):
+        sp, sv, zp, zv, given = params
+        aligned = np.int32(device.ptr(x) % 16 == 0 and device.ptr(target) % 16 == 0)
+        return (np.uint64(device.ptr(x)), np.uint64(device.ptr(target)), *sizes, aligned, *tail, sp, sv, zp, zv,
+                np.int32(given), *flags)
+    return _runner(plan, build)
 
 
 def bind_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
     """The runner of one dequantize signature."""
-    from .plan import Runner, execute, kernels
-
     plan = plan_dequantize_types(q_bytes, scale, zero_point, out, q, layout)
-    if not plan.launches:
-        return Runner(plan, lambda *a: None)
-    dense = _dense_dtype(out.dtype)
-    found = kernels(plan)
-    tail = (*(np.int64(v) for v in layout),)
     n = int(out.size)
-    nbytes = packed_nbytes(n, q)
+    sizes = (np.int64(n), np.int64(packed_nbytes(n, q)))
+    tail = (*(np.int64(v) for v in layout),)
 
-    def call(q_bytes, scale, zero_point, out):
-        sp, sv, zp, zv, _ = _kernel_params(scale, zero_point)
-
-        def go(target):
-            aligned = np.int32(device.ptr(target) % 16 == 0 and device.ptr(q_bytes) % 16 == 0)
-            args = (np.uint64(device.ptr(q_bytes)), np.uint64(device.ptr(target)), np.int64(n), np.int64(nbytes),
-                    aligned, *tail, sp, sv, zp, zv)
-            execute(plan, (args,), found)
-        _through_dense(out, go, dense)
-    return Runner(plan, call)
+    def build(q_bytes, target, params):
+        aligned = np.int32(device.ptr(target) % 16 == 0 and device.ptr(q_bytes) % 16 == 0)
+        return (np.uint64(device.ptr(q_bytes)), np.uint64(device.ptr(target)), *sizes, aligned, *tail,
+                *params[:4])
+    return _runner(plan, build, _dense_dtype(out.dtype))
 
 
 def quantize_types(x, scale, zero_point, out, q, layout, saturate=True, precision=None):

@@ -1,0 +1,190 @@
+"""The types beyond int8 (issue 25): quantize float32 -> T and dequantize T -> float, blocked
+scales (32 along the last axis), for every ONNX 21-25 type.
+
+GPU (skips without one): 64 Mi elements (256 MiB of float32), ``dmlq:auto`` (the public
+function on CuPy arrays / dmlq.Packed) against the same-run copy bandwidth, counted on the
+real bytes (float side + packed side + scales), and the peers that have the type: torch's
+float8 casts (``peer:torch-float8``, per-tensor-free: x / s expanded, then ``.to(float8)``),
+a CuPy expression for int8/int16/uint16 (``peer:cupy-expr``).
+
+CPU (marked ``cpu``; runs when asked, DMLQ_CPU_BENCH=1, and once on small inputs under
+--benchmark-disable): 4 Mi elements, ``dmlq:cpu`` (the public function on NumPy arrays)
+against onnxruntime's CPU provider in the same run (one QuantizeLinear / DequantizeLinear
+node, optimizations off, the output left in ORT's memory through IOBinding so no conversion
+is timed; ``limit`` is ORT's median seconds, ``fraction_of_limit`` ORT's time over dmlq's).
+ORT 1.32 has no float4_e2m1fn on the CPU: that peer skips.
+
+    python -m pytest bench/test_bench_qtypes.py --benchmark-json=bench/results/<gpu>-qtypes.json
+    DMLQ_CPU_BENCH=1 python -m pytest bench/test_bench_qtypes.py -m cpu --benchmark-json=...
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import dmlq
+from bench.timing import gpu_timer, plan_iterations, result_info
+from dmlq.qtypes import QTYPES
+
+TYPES = ("int8", "int16", "uint16", "int4", "uint4", "int2", "uint2", "float8_e4m3fn", "float8_e4m3fnuz",
+         "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
+BLOCK = 32
+GPU_N = 64 * 2**20
+CPU_N = 4 * 2**20
+OPSET = {"float4_e2m1fn": 23, "int2": 25, "uint2": 25}
+TORCH_FLOAT8 = {"float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+                "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz"}
+
+
+def _groups(n_label):
+    out = []
+    for t in TYPES:
+        out.append((f"quantize/float32->{t}/{n_label}-blocked{BLOCK}", "quantize", t))
+        out.append((f"dequantize/{t}->float32/{n_label}-blocked{BLOCK}", "dequantize", t))
+    return out
+
+
+def _nbytes(kind, t, n):
+    """Real bytes moved: the float side, the packed side, the scales (one per block)."""
+    q = QTYPES[t]
+    return n * 4 + (n * q.bits + 7) // 8 + (n // BLOCK) * 4
+
+
+def _host_data(kind, t, n, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = n // 1024
+    x = (rng.standard_normal((rows, 1024)) * 3).astype(np.float32)
+    s = rng.uniform(0.01, 0.1, (rows, 1024 // BLOCK)).astype(np.float32)
+    q = dmlq.quantize_linear(x, s, dtype=t, block_size=BLOCK) if kind == "dequantize" else None
+    return x, s, q
+
+
+# ================================================================== GPU
+
+GPU_CASES = [(g, k, t, i) for g, k, t in _groups("64M") for i in
+             ("dmlq:auto",) + (("peer:torch-float8",) if t in TORCH_FLOAT8 else ())
+             + (("peer:cupy-expr",) if t in ("int8", "int16", "uint16") else ())]
+
+
+def _gpu_fn(kind, t, impl):
+    import cupy
+
+    x, s, q = _host_data(kind, t, GPU_N)
+    xg, sg = cupy.asarray(x), cupy.asarray(s)
+    if impl == "dmlq:auto":
+        if kind == "quantize":
+            out = dmlq.quantize_linear(xg, sg, dtype=t, block_size=BLOCK)
+            return lambda: dmlq.quantize_linear(xg, sg, dtype=t, block_size=BLOCK, out=out)
+        qg = dmlq.quantize_linear(xg, sg, dtype=t, block_size=BLOCK)
+        y = cupy.empty(x.shape, np.float32)
+        return lambda: dmlq.dequantize_linear(qg, sg, block_size=BLOCK, out=y)
+    s_full = cupy.repeat(sg, BLOCK, axis=1)
+    if impl == "peer:cupy-expr":
+        info = np.iinfo(t)
+        if kind == "quantize":
+            return lambda: cupy.clip(cupy.rint(xg / s_full), info.min, info.max).astype(t)
+        qg = cupy.asarray(q)
+        return lambda: (qg.astype(np.float32) * s_full)
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("torch is not installed")
+    if not torch.cuda.is_available() or not hasattr(torch, TORCH_FLOAT8[t]):
+        pytest.skip(f"torch has no CUDA or no torch.{TORCH_FLOAT8[t]}")
+    f8 = getattr(torch, TORCH_FLOAT8[t])
+    xt, st = torch.as_tensor(xg, device="cuda"), torch.as_tensor(s_full, device="cuda")
+    if kind == "quantize":
+        return lambda: (xt / st).to(f8)
+    qt = (xt / st).to(f8)
+    return lambda: qt.to(torch.float32) * st
+
+
+@pytest.mark.benchmark(timer=gpu_timer, disable_gc=True)
+@pytest.mark.parametrize("group, kind, t, impl", GPU_CASES, ids=[f"{g}|{i}" for g, _, _, i in GPU_CASES])
+def test_gpu_qtypes(benchmark, limits, group, kind, t, impl):
+    fn = _gpu_fn(kind, t, impl)
+    benchmark.group = group
+    iterations = plan_iterations(fn, 0.05)
+    benchmark.pedantic(fn, rounds=10, iterations=iterations, warmup_rounds=1)
+    if benchmark.stats is not None:
+        nbytes = _nbytes(kind, t, GPU_N)
+        benchmark.extra_info.update(result_info(impl, nbytes, GPU_N, benchmark.stats.stats.median,
+                                                limits.copy_gb_per_s, "GB/s"))
+
+
+# ================================================================== CPU against onnxruntime
+
+CPU_CASES = [(g, k, t, i) for g, k, t in _groups("4M") for i in ("peer:onnxruntime-cpu", "dmlq:cpu")]
+_ORT_MEDIAN: dict = {}
+
+
+@pytest.fixture
+def cpu_n(request):
+    if os.environ.get("DMLQ_CPU_BENCH"):
+        return CPU_N
+    if request.config.getoption("benchmark_disable", False):
+        return 4 * 1024 + 1024  # once, small
+    pytest.skip("CPU benchmarks run when asked: DMLQ_CPU_BENCH=1 python -m pytest bench/test_bench_qtypes.py -m cpu")
+
+
+def _ort_fn(kind, t, x, s, q):
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    attrs = dict(axis=1, block_size=BLOCK)
+    inits = [numpy_helper.from_array(s, "s")]
+    if kind == "quantize":
+        out_type = helper.np_dtype_to_tensor_dtype(QTYPES[t].dtype)
+        node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=out_type, **attrs)
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)]
+    else:
+        out_type = TensorProto.FLOAT
+        inits.append(numpy_helper.from_array(q, "x"))  # ORT takes the narrow types as initializers
+        node = helper.make_node("DequantizeLinear", ["x", "s"], ["y"], **attrs)
+        inputs = []
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", out_type, None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET.get(t, 21))])
+    model.ir_version = 10 if OPSET.get(t, 21) < 25 else 11
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        binding = session.io_binding()
+        if kind == "quantize":
+            binding.bind_cpu_input("x", x)
+        binding.bind_output("y")
+        session.run_with_iobinding(binding)
+    except Exception as e:  # not implemented for this type on ORT's CPU provider
+        pytest.skip(f"onnxruntime {ort.__version__} CPU: {type(e).__name__}: {str(e)[:160]}")
+    return lambda: session.run_with_iobinding(binding)
+
+
+@pytest.mark.cpu
+@pytest.mark.benchmark(disable_gc=True)
+@pytest.mark.parametrize("group, kind, t, impl", CPU_CASES, ids=[f"{g}|{i}" for g, _, _, i in CPU_CASES])
+def test_cpu_qtypes(benchmark, cpu_n, group, kind, t, impl):
+    x, s, q = _host_data(kind, t, cpu_n)
+    if impl == "dmlq:cpu":
+        if kind == "quantize":
+            out = np.empty(x.shape, QTYPES[t].dtype)
+            fn = lambda: dmlq.quantize_linear(x, s, dtype=t, block_size=BLOCK, out=out)  # noqa: E731
+        else:
+            y = np.empty(x.shape, np.float32)
+            fn = lambda: dmlq.dequantize_linear(q, s, block_size=BLOCK, out=y)  # noqa: E731
+    else:
+        fn = _ort_fn(kind, t, x, s, q)
+    benchmark.group = group
+    benchmark.pedantic(fn, rounds=5, iterations=1, warmup_rounds=1)
+    if benchmark.stats is None:
+        return
+    t_med = benchmark.stats.stats.median
+    if impl.startswith("peer:"):
+        _ORT_MEDIAN[group] = t_med
+    limit = _ORT_MEDIAN.get(group)
+    nbytes = _nbytes(kind, t, x.size)
+    info = result_info(impl, nbytes, x.size, t_med, None, "GB/s")
+    info.update(limit=limit, fraction_of_limit=(limit / t_med) if limit else None)
+    benchmark.extra_info.update(info)
