@@ -21,6 +21,10 @@ from dmlq.gpu import plan as plan_module
 from dmlq.qtypes import QTYPES
 
 md = pytest.importorskip("ml_dtypes")
+try:  # before any test installs the cupy stand-in (torch's first import looks for cupy)
+    import torch
+except ImportError:
+    torch = None
 pytestmark = pytest.mark.gpu
 cp = CurrentCupy()
 
@@ -364,3 +368,11 @@ def test_refusals_name_the_argument():
     _refused(dmlq.UnsupportedError, "int32 with axis= or block_size= has no GPU kernel", dmlq.dequantize_linear,
              cp.zeros(4, np.int32), cp.ones(4, np.float32), axis=0)
     _refused(TypeError, "precision must be", q, x, 1.0, dtype="int4", precision="int8")
+
+
+def test_torch_tensors_with_gpu_operands_are_refused_with_the_fix():
+    if torch is None:
+        pytest.skip("torch is not installed")
+    x = cp.zeros((2, 4), np.float32)
+    _refused(dmlq.UnsupportedError, r"scale is a torch.Tensor; .* pass cupy.asarray\(tensor\)",
+             dmlq.quantize_linear, x, torch.ones(1), dtype="int4")
