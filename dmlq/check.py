@@ -247,92 +247,131 @@ def _backends():
 HOST_ONLY = (("mm_integer", "int4 b"), ("matmul", "packed int4 b"))
 
 
-def run_edge_cases(backends):
-    """{(operator, backend): [passed, failed, failures]}"""
+def run_case(case, xp):
+    """One row of :func:`gpu_cases` (or of the edge cases) on the array module ``xp``:
+    ``[(what, got, expected)]`` as NumPy arrays, for a fresh result and for a result
+    written into a caller's ``out`` (filled with 0xA5 bytes first). The expected
+    value is the row's own (worked out by hand) or, where it has none, the NumPy
+    reference on the same inputs."""
+    _, _, fn, args, kwargs, expected = case
+    if expected is None:
+        expected = np.asarray(fn(*args, **kwargs))
+    dev_args = [_to_backend(a, xp) for a in args]
+    got = fn(*dev_args, **kwargs)
+    got = got.get() if hasattr(got, "get") else np.asarray(got)
+    poisoned = np.full(expected.nbytes, 0xA5, np.uint8).view(expected.dtype).reshape(expected.shape)
+    out = xp.asarray(poisoned) if expected.ndim else None
+    rows = [("fresh", got, expected)]
+    if out is not None:
+        res = fn(*dev_args, **kwargs, out=out)
+        if res is not out:
+            raise TypeError(f"{fn.__name__}(..., out=out) did not return out")
+        rows.append(("out=", out.get() if hasattr(out, "get") else out, expected))
+    return rows
+
+
+def run_edge_cases():
+    """The edge cases on NumPy: {(operator, "numpy"): [passed, failed, failures]}"""
     table = {}
-    for opname, desc, fn, args, kwargs, expected in _edge_cases():
-        for bname, xp in backends:
-            if (opname, desc) in HOST_ONLY and xp is not np:
-                continue
-            cell = table.setdefault((opname, bname), [0, 0, []])
-            try:
-                got = fn(*(_to_backend(a, xp) for a in args), **kwargs)
-                got = got.get() if hasattr(got, "get") else got
-                ok = _same(got, expected)
-                detail = f"got {np.asarray(got).tolist()}, expected {expected.tolist()}"
-            except Exception as e:  # a crash is a failed case, reported
-                ok, detail = False, f"{type(e).__name__}: {e}"
-            cell[0 if ok else 1] += 1
-            if not ok:
-                cell[2].append(f"{desc}: {detail}")
+    for case in _edge_cases():
+        ok, detail = _judge(case, np)
+        cell = table.setdefault((case[0], "numpy"), [0, 0, []])
+        cell[0 if ok else 1] += 1
+        if not ok:
+            cell[2].append(f"{case[1]}: {detail}")
     return table
 
 
-def _gpu_equals_reference(cupy, fn, args, kwargs) -> bool:
-    """fn on the GPU (NumPy operands moved there) gives the reference's bytes."""
-    ref = fn(*args, **kwargs)
-    got = fn(*(_to_backend(a, cupy) for a in args), **kwargs).get()
-    return _same(got, ref)
+def _judge(case, xp):
+    """(passed, what went wrong) for one case on ``xp``; a crash is a failed case."""
+    try:
+        for what, got, expected in run_case(case, xp):
+            if not _same(got, expected):
+                return False, f"{what}: got {np.asarray(got).tolist()}, expected {expected.tolist()}"
+    except Exception as e:  # noqa: BLE001 - reported as a failure
+        return False, f"{type(e).__name__}: {e}"
+    return True, ""
 
 
-def run_gpu_random(cupy, seed=0):
-    """Every operator and dtype combination on random data, GPU vs reference."""
-    from .gpu.device import compile_all
-
-    table = {}
+def _random_cases(seed=0):
+    """(operator, description, function, args, kwargs, None) rows: every operator and
+    dtype combination on seeded random data (expected: the NumPy reference)."""
+    rows = []
     rng = np.random.default_rng(seed)
-    compiled = compile_all()
-
-    def record(op, ok, what):
-        cell = table.setdefault((op, "cuda random"), [0, 0, []])
-        cell[0 if ok else 1] += 1
-        if not ok:
-            cell[2].append(what)
-
-    def both(fn, args, kwargs):
-        return _gpu_equals_reference(cupy, fn, args, kwargs)
-
     shape = (3, 37, 129)
     for xdt in (f32, f16, np.int32):
         for qdt in (i8, u8):
             x = (rng.standard_normal(shape) * 200).astype(xdt)
             scale = (rng.random((1, 37, 1)) + 0.1).astype(f16 if xdt == f16 else f32)
             zp = rng.integers(np.iinfo(qdt).min, np.iinfo(qdt).max, (1, 37, 1)).astype(qdt)
-            record("quantize", both(api.quantize_linear, (x, scale, zp), {}), f"{xdt.__name__}->{qdt.__name__}")
+            rows.append(("quantize", f"{xdt.__name__}->{qdt.__name__}", api.quantize_linear, (x, scale, zp), {}))
     for idt in (i8, u8, np.int16, np.uint16, np.int32, np.uint32):
         for sdt in (f32, f16):
             info = np.iinfo(idt)
             qv = rng.integers(info.min, info.max, shape, dtype=idt, endpoint=True)
             zp = idt(rng.integers(info.min, info.max, endpoint=True))
-            record("dequantize", both(api.dequantize_linear, (qv, sdt(0.0125), zp), {}),
-                   f"{idt.__name__}->{sdt.__name__}")
+            rows.append(("dequantize", f"{idt.__name__}->{sdt.__name__}", api.dequantize_linear,
+                         (qv, sdt(0.0125), zp), {}))
     combos = [(a, b, o) for a in (i8, u8) for b in (i8, u8) for o in (i8, u8)]
     for adt, bdt, odt in combos:
+        types = f"{adt.__name__},{bdt.__name__}->{odt.__name__}"
         a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max, shape, dtype=adt, endpoint=True)
         b = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max, shape[1:], dtype=bdt, endpoint=True)
-        args = (a, f32(0.05), adt(3), b, f32(0.07), bdt(5), f32(0.09), odt(7))
-        record("add", both(api.quantized_add, args, {}), f"{adt.__name__},{bdt.__name__}->{odt.__name__}")
+        rows.append(("add", types, api.quantized_add, (a, f32(0.05), adt(3), b, f32(0.07), bdt(5), f32(0.09), odt(7)),
+                     {}))
         m, k, n = 67, 301, 45
         a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max, (2, m, k), dtype=adt, endpoint=True)
         b = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max, (k, n), dtype=bdt, endpoint=True)
-        args = (a, (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b, (rng.random(n) + 0.5).astype(f32),
-                rng.integers(0, 100, n).astype(bdt), f32(400.0), odt(9))
-        record("matmul", both(api.quantized_matmul, args, {}), f"{adt.__name__},{bdt.__name__}->{odt.__name__}")
-    _random_intmm(rng, record, both)
+        rows.append(("matmul", types, api.quantized_matmul,
+                     (a, (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b, (rng.random(n) + 0.5).astype(f32),
+                      rng.integers(0, 100, n).astype(bdt), f32(400.0), odt(9)), {}))
+    rows.extend(_random_intmm(rng))
     for xdt in (i8, u8):
         for odt in (i8, u8):
             x = rng.integers(np.iinfo(xdt).min, np.iinfo(xdt).max, (2, 5, 33, 31), dtype=xdt, endpoint=True)
             args = (x, (rng.random(5) + 0.1).astype(f32), rng.integers(0, 50, 5).astype(xdt), f32(0.3), odt(2), 3)
-            for kw in (dict(), dict(strides=2, start_padding=1, end_padding=1, include_padding=True),
-                       dict(dilations=2, start_padding=2, ceil_mode=True, strides=2)):
-                record("avgpool", both(api.quantized_avg_pool, args, kw), f"{xdt.__name__}->{odt.__name__} {kw}")
+            for name, kw in (("3x3", {}),
+                             ("3x3/2 pad 1 incl", dict(strides=2, start_padding=1, end_padding=1,
+                                                       include_padding=True)),
+                             ("3x3/2 dil 2 pad 2 ceil", dict(dilations=2, start_padding=2, ceil_mode=True,
+                                                             strides=2))):
+                rows.append(("avgpool", f"{xdt.__name__}->{odt.__name__} {name}", api.quantized_avg_pool, args, kw))
+    return [(*row, None) for row in rows]
+
+
+def gpu_cases(seed=0):
+    """The public calls a GPU is held to: the contract's edge cases (less those CuPy
+    cannot hold) and every operator and dtype combination on random data, as
+    (operator, description, function, args, kwargs, expected or None) rows with
+    NumPy arguments. ``python -m dmlq check`` runs them on a GPU
+    (tools/gpu_session.sh's correct stage); tests/test_gpu_cases.py runs the same
+    rows as gpu tests (on the GPU, and in CI on the cupy stand-in)."""
+    edge = [c for c in _edge_cases() if (c[0], c[1]) not in HOST_ONLY]
+    return edge + _random_cases(seed)
+
+
+def run_gpu_cases(cupy, seed=0):
+    """Every row of :func:`gpu_cases` on the GPU: ({(operator, "cuda"): [passed,
+    failed, failures]}, the number of kernels compiled)."""
+    from .gpu.device import compile_all
+
+    table = {}
+    compiled = compile_all()
+    for case in gpu_cases(seed):
+        ok, detail = _judge(case, cupy)
+        cell = table.setdefault((case[0], "cuda"), [0, 0, []])
+        cell[0 if ok else 1] += 1
+        if not ok:
+            cell[2].append(f"{case[1]}: {detail}")
     return table, compiled
 
 
-def _random_intmm(rng, record, both):
+def _random_intmm(rng):
     """matmul_integer and matmul_integer_to_float: every a/b type (b int8, uint8 and packed
     int4/uint4), zero points per row/column (packed for 4-bit b), float32/float16 out with a
-    bias, blocked b scales; M = 1, 5 and 16 (the sizes with a CUDA kernel so far)."""
+    bias, blocked b scales; M = 1, 5 and 16 (the sizes with a CUDA kernel so far): rows as
+    :func:`_random_cases` makes them (operator, description, function, args, kwargs)."""
+    rows = []
     def q(dt, shape):
         info = np.iinfo(dt) if dt in (i8, u8) else ml_dtypes.iinfo(dt)
         return rng.integers(int(info.min), int(info.max), shape, endpoint=True).astype(dt)
@@ -346,19 +385,20 @@ def _random_intmm(rng, record, both):
                 azp, bzp = q(adt, (m, 1)), q(bdt, (n,))
                 bb, bz = (pack(b), pack(bzp)) if packed else (b, bzp)
                 what = f"{adt.__name__},{'packed ' if packed else ''}{np.dtype(bdt).name} M={m}"
-                record("mm_integer", both(intmm.matmul_integer, (a, bb, azp, bz), {}), what)
+                rows.append(("mm_integer", what, intmm.matmul_integer, (a, bb, azp, bz), {}))
                 a_s = (rng.random((m, 1)) + 0.5).astype(f32)
                 bias = rng.standard_normal(n).astype(f32)
                 for odt in (f32, f16):
                     args = (a, a_s, azp, bb, (rng.random(n) * 0.01).astype(f32), bz, bias)
-                    record("mm_float", both(intmm.matmul_integer_to_float, args, dict(dtype=odt)),
-                           f"{what} ->{np.dtype(odt).name}")
+                    rows.append(("mm_float", f"{what} ->{np.dtype(odt).name}", intmm.matmul_integer_to_float,
+                                 args, dict(dtype=odt)))
                 g = 64
                 bs = (rng.random((-(-k // g), n)) * 0.01).astype(f32)
                 gz = q(bdt, bs.shape)
                 args = (a, a_s, None, bb, bs, pack(gz) if packed else gz)
-                record("mm_float", both(intmm.matmul_integer_to_float, args, dict(block_size=g)),
-                       f"{what} blocked {g}")
+                rows.append(("mm_float", f"{what} blocked {g}", intmm.matmul_integer_to_float, args,
+                             dict(block_size=g)))
+    return rows
 
 
 def _plan_lines(plans):
@@ -443,11 +483,11 @@ def run(seed=0) -> int:
     from .gpu.plan import recording
 
     with recording() as plans:
-        table = run_edge_cases(backends)
+        table = run_edge_cases()
         if len(backends) > 1:
-            print(f"on the GPU also: every operator and dtype combination on random data (seed {seed}) "
-                  "against the NumPy reference")
-            gpu_table, compiled = run_gpu_random(backends[1][1], seed=seed)
+            print(f"on the GPU: the same edge cases, and every operator and dtype combination on random data "
+                  f"(seed {seed}) against the NumPy reference; fresh results and results into a poisoned out=")
+            gpu_table, compiled = run_gpu_cases(backends[1][1], seed=seed)
             print(f"compiled {compiled} kernels")
             table.update(gpu_table)
     if len(backends) > 1:

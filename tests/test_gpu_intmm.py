@@ -179,14 +179,11 @@ def test_packed_refusals_on_the_gpu(gpu):
 def test_check_random_covers_the_integer_family(gpu):
     """`python -m dmlq check`'s GPU random part for matmul_integer / matmul_integer_to_float (int8, uint8 and
     packed 4-bit b, M = 1, 5, 16), run through the stand-in: every case equal to the reference."""
-    import functools
     from dmlq import check
     table = {}
-
-    def record(op, ok, what):
-        table.setdefault(op, []).append((ok, what))
-
-    check._random_intmm(np.random.default_rng(0), record, functools.partial(check._gpu_equals_reference, S.module))
+    for row in check._random_intmm(np.random.default_rng(0)):
+        ok, detail = check._judge((*row, None), S.module)
+        table.setdefault(row[0], []).append((ok, f"{row[1]}: {detail}"))
     assert {op: len(v) for op, v in table.items()} == {"mm_integer": 24, "mm_float": 72}
     assert [what for v in table.values() for ok, what in v if not ok] == []
     assert any("packed int4 M=16 blocked 64" in what for _, what in table["mm_float"])

@@ -9,9 +9,15 @@
 #   tools/gpu_session.sh sanitize   compute-sanitizer memcheck/racecheck/initcheck/synccheck
 #   tools/gpu_session.sh bench      the pytest-benchmark suite -> JSON
 #   tools/gpu_session.sh large      tensors past 2**31 elements, K > 33025
+#   tools/gpu_session.sh collect    no device needed: every step of every stage written to
+#                                   $OUT/steps.txt, each pytest step's selection collected
+#                                   (--collect-only) into $OUT/collect_<step>.txt
 #
 # Without a GPU every stage says so in one line and exits 0, so the script can
-# be tested to the end on any machine.
+# be tested to the end on any machine. The correct stage runs `python -m dmlq check`
+# (dmlq.check.gpu_cases on the GPU) and every gpu test, tests/test_gpu_cases.py
+# (the same cases) among them; tests/test_gpu_session.py reads the collect stage
+# and fails if the two lists drift apart or a step selects nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -25,9 +31,28 @@ left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 say() { echo "[$STAGE] $*" | tee -a "$OUT/summary.txt"; }
 
 # run NAME SECONDS CMD...: a step with its own time cap and log, its result in one line.
+# In the collect stage: the step is written to steps.txt and, for pytest, its
+# selection collected instead of run.
 run() {
   local name=$1 cap=$2
   shift 2
+  if [[ $COLLECT ]]; then
+    echo "$name: $*" >> "$OUT/steps.txt"
+    local i
+    for (( i = 1; i < $#; i++ )); do
+      if [[ ${!i} == python && ${*:i+1:2} == "-m pytest" ]]; then
+        local sel="${*:i+3}"
+        if [[ -z ${COLLECTED[$sel]:-} ]]; then   # the sanitizers share one selection
+          python -m pytest --collect-only "${@:i+3}" > "$OUT/collect_$name.txt" 2>&1
+          COLLECTED[$sel]="rc=$? $name"
+        else
+          cp "$OUT/collect_${COLLECTED[$sel]#* }.txt" "$OUT/collect_$name.txt"
+        fi
+        echo "collect_$name: ${COLLECTED[$sel]% *}" >> "$OUT/steps.txt"
+      fi
+    done
+    return 0
+  fi
   local budget
   budget=$(left)
   (( cap > budget )) && cap=$budget
@@ -54,21 +79,31 @@ except Exception:
 EOF
 }
 
+COLLECT=
+declare -A COLLECTED
+STAGES=("$STAGE")
 case "$STAGE" in
   correct|sanitize|bench|large) ;;
+  collect)
+    COLLECT=1
+    STAGES=(correct sanitize bench large)
+    : > "$OUT/steps.txt" ;;
   *)
-    echo "usage: tools/gpu_session.sh correct|sanitize|bench|large   (logs under \$OUT)" >&2
+    echo "usage: tools/gpu_session.sh correct|sanitize|bench|large|collect   (logs under \$OUT)" >&2
     exit 2 ;;
 esac
 
-if ! have_gpu; then
+if [[ $COLLECT ]]; then
+  :
+elif ! have_gpu; then
   say "no CUDA GPU here (CuPy sees none): stage skipped"
   exit 0
+else
+  nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
+  python -m dmlq info > "$OUT/info.txt" 2>&1 || true
 fi
 
-nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
-python -m dmlq info > "$OUT/info.txt" 2>&1 || true
-
+for STAGE in "${STAGES[@]}"; do
 case "$STAGE" in
   correct)
     run check 120 python -m dmlq check
@@ -88,11 +123,12 @@ case "$STAGE" in
       run "sanitize_$tool" 120 compute-sanitizer --tool "$tool" --error-exitcode 99 \
         --log-file "$OUT/sanitize_$tool.report" \
         python -m pytest -q -x -p no:cacheprovider -m gpu "${CASES[@]}"
-      say "sanitize_$tool: $(grep -c '========= ' "$OUT/sanitize_$tool.report" 2>/dev/null || echo 0) report lines"
+      [[ $COLLECT ]] || say "sanitize_$tool: $(grep -c '========= ' "$OUT/sanitize_$tool.report" 2>/dev/null || echo 0) report lines"
     done
     ;;
   bench)
-    name=$(python -c "import cupy; print(cupy.cuda.runtime.getDeviceProperties(0)['name'].decode().replace(' ', '-'))")
+    name=collect
+    [[ $COLLECT ]] || name=$(python -c "import cupy; print(cupy.cuda.runtime.getDeviceProperties(0)['name'].decode().replace(' ', '-'))")
     run bench "$(left)" python -m pytest bench -q -p no:cacheprovider \
       --benchmark-json="$OUT/${name}-$(date +%Y-%m-%d).json"
     ;;
@@ -101,4 +137,6 @@ case "$STAGE" in
       tests/test_gpu_elementwise.py tests/test_gpu_avgpool.py tests/test_gpu_matmul.py -k "2_31 or beyond or wide or large or worst"
     ;;
 esac
+done
+[[ $COLLECT ]] && exit 0
 say "done in $(( $(date +%s) - START )) s; logs in $OUT"
