@@ -21,7 +21,10 @@ a host scalar array whose value a GPU runner bakes into its kernel arguments.
 Users: the public functions' plan cache (dmlq.calls.signature), the GPU runners
 kept per plan (dmlq.gpu.ops.run: the signature's key plus the device and the
 address alignments), and the GPU backend functions' memos for direct calls
-(dmlq.gpu.elementwise, matmul, avgpool: the same keys plus alignment).
+(dmlq.gpu.elementwise, matmul, avgpool: the same keys plus alignment), the
+kernel loader's modules and functions per device (dmlq.gpu.loader) and the CuPy
+backend's shared-memory opt-ins and occupancy answers (dmlq.gpu.device), each
+the :func:`param_key` of its device, source, kernel name and block facts.
 """
 from __future__ import annotations
 

@@ -65,3 +65,51 @@ def test_host_scale_arrays_reach_the_kernels_as_device_arrays(cupy_stand_in, rng
     out = cp.empty((1, 3, 3, 3), u8)
     avgpool.quantized_avg_pool(cp.asarray(img), *scales, out, *pool)
     np.testing.assert_array_equal(out.get(), want)
+
+
+# The backend's and the loader's caches (opt-ins, occupancy answers, modules,
+# functions) are keyed by dmlq.keys' rule: a cached answer equals a fresh one.
+_SOURCE = "elementwise.cu"
+_THREADS = (128, 256, 1024, np.int32(256), 2048)
+_SMEM = (0, 40 * 1024, 50 * 1024, 64 * 1024, 100 * 1024, np.int64(100 * 1024), 200 * 1024, 228 * 1024)
+
+
+def _ask(cp, ordinal, name, threads, smem):
+    """What the backend answers for one block: blocks per SM and whether the
+    kernel it hands out may take ``smem`` bytes (the driver's launch check), or
+    the exception."""
+    from dmlq.gpu import device
+
+    with cp.cuda.Device(ordinal):
+        try:
+            blocks = device.default.resident_blocks(_SOURCE, name, threads, smem)
+            fn = device.default.kernel(_SOURCE, name, smem)
+            return blocks, fn.max_dynamic_shared_size_bytes >= smem
+        except Exception as e:  # noqa: BLE001 - the exception is the answer compared
+            return type(e), str(e)
+
+
+def test_cached_opt_ins_and_occupancy_equal_fresh_ones(cupy_stand_in):
+    """A sequence of blocks asked of the CuPy backend (device, kernel, threads,
+    dynamic shared memory; equal values of other types among them): each answer,
+    made with whatever the earlier ones left in the caches, equals the answer of
+    a process that asks only that block. (Before: the opt-in was remembered per
+    kernel, not per size, so a kernel opted in to 50 KiB kept that limit when a
+    later block needed 100 KiB: occupancy 1 instead of 2 and a launch the driver
+    refuses.)"""
+    import cupy_stand_in as S
+    from dmlq.gpu import loader
+
+    cp = cupy_stand_in
+    names = loader.registry()[_SOURCE][:2]
+    rng = np.random.default_rng(24)  # seeded sequences (Hypothesis walks sys.modules, which the stand-in holds)
+    sequences = [[(0, names[0], 256, 50 * 1024), (0, names[0], 256, 100 * 1024)]]
+    for _ in range(40):
+        sequences.append([(int(rng.integers(2)), names[rng.integers(2)], _THREADS[rng.integers(len(_THREADS))],
+                           _SMEM[rng.integers(len(_SMEM))]) for _ in range(rng.integers(1, 6))])
+    for blocks in sequences:
+        S.forget_dmlq_state()
+        cached = [_ask(cp, *b) for b in blocks]
+        for b, answer in zip(blocks, cached):
+            S.forget_dmlq_state()
+            assert _ask(cp, *b) == answer, (blocks, b)

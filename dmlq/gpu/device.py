@@ -20,6 +20,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from ..keys import param_key
+
 # A null device pointer as a kernel argument. CuPy does not turn a Python None
 # into a null pointer (it arrives as garbage), so launchers pass this instead;
 # launch() refuses None outright.
@@ -63,8 +65,10 @@ class CupyBackend:
     """The real device, through CuPy (imported on first use)."""
 
     def __init__(self):
-        self._opted_in: set = set()
-        self._occupancy: dict = {}
+        # both keyed by dmlq.keys' rule (param_key of the device and the kernel's
+        # facts): a value of another type never shares an entry
+        self._opted_in: dict = {}   # -> the bytes of dynamic shared memory opted in to
+        self._occupancy: dict = {}  # -> blocks per SM
 
     @staticmethod
     def xp():
@@ -100,7 +104,7 @@ class CupyBackend:
         """Blocks of kernel ``name`` one SM holds at once (CUDA's occupancy calculator)."""
         import cupy
 
-        key = (self.current(), source, name, threads, smem)
+        key = param_key((self.current(), source, name, threads, smem))
         n = self._occupancy.get(key)
         if n is None:
             # opted in first: above 48 KiB of dynamic shared memory CUDA counts
@@ -119,10 +123,11 @@ class CupyBackend:
 
         fn = loader.function(source, name)
         if shared_mem > 48 * 1024:
-            key = (self.current(), source, name)
-            if key not in self._opted_in:
+            # the opt-in is the function's limit: a later, larger block raises it
+            key = param_key((self.current(), source, name))
+            if self._opted_in.get(key, 0) < shared_mem:
                 fn.max_dynamic_shared_size_bytes = shared_mem
-                self._opted_in.add(key)
+                self._opted_in[key] = shared_mem
         return fn
 
     def launch(self, source: str, name: str, grid, block, args, shared_mem: int = 0):

@@ -13,6 +13,8 @@ import importlib.resources
 import re
 from pathlib import Path
 
+from ..keys import param_key
+
 # CuPy appends -ftz=true to every RawModule compile and cannot be told not to.
 # Kernels are immune: every float operation that decides a result goes through
 # the non-.ftz PTX helpers in common.cuh (tests/test_nvrtc.py checks the PTX).
@@ -81,7 +83,7 @@ def module(source: str):
     """The cupy.RawModule of ``source`` on the current device, compiled once."""
     import cupy
 
-    key = (cupy.cuda.runtime.getDevice(), source)
+    key = param_key((cupy.cuda.runtime.getDevice(), source))
     mod = _modules.get(key)
     if mod is None:
         mod = cupy.RawModule(code=source_text(source), options=COMPILE_OPTIONS,
@@ -97,7 +99,7 @@ def function(source: str, name: str):
     """The kernel ``name`` (as listed in KERNELS) on the current device."""
     import cupy
 
-    key = (cupy.cuda.runtime.getDevice(), source, name)
+    key = param_key((cupy.cuda.runtime.getDevice(), source, name))
     fn = _functions.get(key)
     if fn is None:
         fn = module(source).get_function(name)
