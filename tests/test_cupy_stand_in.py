@@ -393,6 +393,61 @@ def test_dynamic_shared_memory_needs_the_opt_in(cupy_stand_in):
     assert occupancy(ker.kernel.ptr, 1024, 0) == 2 and occupancy(ker.kernel.ptr, 64, 0) == 32
 
 
+_BOUNDED = r"""
+extern "C" __global__ void __launch_bounds__(128) bounded(float* y) { y[threadIdx.x] = 1.0f; }
+"""
+
+
+def test_launch_bounds_and_resources_from_the_cubin(cupy_stand_in):
+    """A function's num_regs, shared/local sizes and max_threads_per_block (CuPy's
+    RawKernel attributes) come from the sm_90 cubin NVRTC makes of its code; a
+    launch past max_threads_per_block fails as the driver fails it, and occupancy
+    is 0 there."""
+    cp = cupy_stand_in
+    ker = cp.RawKernel(_BOUNDED, "bounded")
+    assert ker.max_threads_per_block == ker.attributes["max_threads_per_block"] == 128
+    assert 0 < ker.num_regs == ker.attributes["num_regs"] <= 32
+    assert ker.shared_size_bytes == 0 and ker.local_size_bytes == 0
+    y = cp.zeros(256, np.float32)
+    ker((1,), (128,), (y,))
+    with pytest.raises(_cuda.CUDADriverError, match="CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"):
+        ker((1,), (256,), (y,))
+    occupancy = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
+    assert occupancy(ker.kernel.ptr, 256, 0) == 0 and occupancy(ker.kernel.ptr, 128, 0) == 16
+
+
+def _static_rows(source_prefix):
+    """{kernel: (threads, registers, dynamic smem, resident blocks, limiter)} from the
+    committed static report (bench/results/static.md, kept current by tests/test_static_report.py)."""
+    text = (Path(__file__).resolve().parents[1] / "bench" / "results" / "static.md").read_text()
+    rows = {}
+    for m in re.finditer(r"^\| `(\w+<[^`]*>)` \| (\d+) \| (\d+) \| [^|]+\| \d+ \| \d+\+(\d+) \| "
+                         r"\d+% \((\d+), (\w+)\)", text, re.M):
+        if m.group(1).startswith(source_prefix):
+            rows[m.group(1)] = (int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), m.group(6))
+    return rows
+
+
+def test_occupancy_counts_registers(cupy_stand_in):
+    """The tensor-core matmul kernels hold 2 blocks per SM by their registers
+    (about 250 per thread), not 3 by their 64 KiB of shared memory: the stand-in
+    answers what the static report computes from the same cubin, so dmlq sizes
+    its grids on the stand-in as on an H100."""
+    from dmlq.gpu import loader
+
+    cp = cupy_stand_in
+    occupancy = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
+    rows = {n: r for n, r in _static_rows("matmul_mma<").items() if r[4] == "registers"}
+    assert len(rows) >= 4
+    for name, (threads, regs, dyn, blocks, _) in sorted(rows.items())[:4]:
+        fn = loader.function("matmul_mma.cu", name)
+        assert fn.num_regs == regs, name
+        fn.max_dynamic_shared_size_bytes = max(dyn, 48 * 1024)
+        assert occupancy(fn.kernel.ptr, threads, dyn) == blocks, name
+        smem_only = 228 * 1024 // (dyn + 1024)
+        assert blocks < smem_only, "register-limited: the case registers decide"
+
+
 def test_streams_devices_and_capture(cupy_stand_in):
     cp = cupy_stand_in
     assert cp.cuda.runtime.getDeviceCount() == 2 and cp.cuda.get_current_stream() is cp.cuda.Stream.null

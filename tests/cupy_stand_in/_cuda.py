@@ -467,14 +467,31 @@ runtime_names = dict(
     deviceSynchronize=_device_synchronize, CUDARuntimeError=CUDARuntimeError, **ATTR)
 
 
-def occupancy(threads: int, smem: int, max_dynamic_smem: int) -> int:
-    """Blocks per SM by CUDA's occupancy rules on sm_90, from the block size and
-    dynamic shared memory (registers and static shared memory are not known on
-    the host; dmlq's kernels are not register-limited at their block sizes).
-    0 when the block cannot launch, e.g. more dynamic shared memory than the
-    function's opt-in allows."""
-    if smem > max_dynamic_smem or threads > MAX_THREADS_PER_BLOCK or threads < 1:
+REGS_PER_SM = 65536
+REG_SUB_PARTITIONS = 4              # the register file is split between 4 warp schedulers
+REG_ALLOC_UNIT = 256                # registers are allocated per warp, in units of 256
+
+
+def register_warps(regs: int) -> int:
+    """Warps an SM holds by the register file alone for ``regs`` registers per
+    thread (CUDA's occupancy rules: per warp, rounded up to 256, in each of the
+    4 sub-partitions); 64 (every warp) when ``regs`` is 0."""
+    if regs <= 0:
+        return MAX_THREADS_PER_SM // 32
+    per_warp = -(-regs * 32 // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+    return (REGS_PER_SM // REG_SUB_PARTITIONS // per_warp) * REG_SUB_PARTITIONS
+
+
+def occupancy(threads: int, smem: int, max_dynamic_smem: int, regs: int = 0, static_smem: int = 0,
+              max_threads: int = MAX_THREADS_PER_BLOCK) -> int:
+    """Blocks per SM by CUDA's occupancy rules on sm_90, from the block size,
+    dynamic shared memory, and the function's registers per thread and static
+    shared memory (from its sm_90 cubin). 0 when the block cannot launch: more
+    dynamic shared memory than the function's opt-in allows, or more threads
+    than the function takes (its __launch_bounds__ or its registers)."""
+    if smem > max_dynamic_smem or threads > max_threads or threads < 1:
         return 0
     warps = -(-threads // 32)
-    per_block = -(-(smem + SMEM_RESERVED_PER_BLOCK) // 128) * 128
-    return min(MAX_BLOCKS_PER_SM, (MAX_THREADS_PER_SM // 32) // warps, SMEM_PER_SM // per_block)
+    per_block = -(-(smem + static_smem + SMEM_RESERVED_PER_BLOCK) // 128) * 128
+    return min(MAX_BLOCKS_PER_SM, (MAX_THREADS_PER_SM // 32) // warps, SMEM_PER_SM // per_block,
+               register_warps(regs) // warps)

@@ -143,6 +143,65 @@ class _Module:
             self.kernels = harness_device().runner(source).kernels  # name -> (index, signature)
 
 
+# ------------------------------------------------------------------ resources from the sm_90 cubin
+
+_resources: dict = {}
+_tools: dict = {}
+
+
+def _static_report():
+    """tools/static_report.py (NVRTC through the nvidia-cuda-nvrtc wheel, its cubin
+    parser) and one Toolchain, whose on-disk cache tests/test_static_report.py shares."""
+    if not _tools:
+        import importlib.util
+        import sys
+        from pathlib import Path
+
+        path = Path(__file__).resolve().parents[2] / "tools" / "static_report.py"
+        spec = importlib.util.spec_from_file_location("dmlq_static_report", path)
+        mod = sys.modules.get("dmlq_static_report")
+        if mod is None:
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = mod
+            spec.loader.exec_module(mod)
+        _tools.update(sr=mod, toolchain=mod.Toolchain())
+    return _tools["sr"], _tools["toolchain"]
+
+
+def kernel_resources(source: str) -> dict:
+    """{kernel: {"regs", "smem", "frame", ["max_threads"]}} of one harness source,
+    read from the sm_90 cubin NVRTC makes of it (what a GPU's driver reports as
+    num_regs, shared_size_bytes, local_size_bytes): dmlq's own sources through the
+    static report's cached build, other code (a test's RawKernel) compiled here."""
+    res = _resources.get(source)
+    if res is None:
+        sr, toolchain = _static_report()
+        from dmlq.gpu import loader
+
+        registry = loader.registry()
+        if source in registry:
+            names = registry[source]
+            build = toolchain.build(source, names)
+            cubin, lowered = build.cubin, build.lowered
+        else:
+            from pathlib import Path
+
+            path, names = harness_device().sources[source]
+            cubin, _log, lowered = toolchain.nvrtc.compile(Path(path).read_text(), source, names,
+                                                           sr.compile_options())
+        elf = sr.parse_cubin(cubin)
+        res = _resources[source] = {n: elf[lowered[n]] for n in names}
+    return res
+
+
+def max_threads(res: dict) -> int:
+    """CUDA's max_threads_per_block of a function: the device's 1024, its
+    __launch_bounds__, and what its registers allow in one SM."""
+    bounds = res.get("max_threads")
+    limit = min(_cuda.MAX_THREADS_PER_BLOCK, _cuda.register_warps(res["regs"]) * 32)
+    return min(limit, bounds[0] * bounds[1] * bounds[2]) if bounds else limit
+
+
 class Function:
     """cupy.cuda.function.Function: one kernel in one device's context."""
 
@@ -153,6 +212,9 @@ class Function:
         self.signature = module.kernels[name][1]
         self.ptr = next(_ptrs)
         self.max_dynamic_shared_size_bytes = _cuda.SMEM_PER_BLOCK
+        res = kernel_resources(module.source)[name]
+        self.num_regs, self.shared_size_bytes, self.local_size_bytes = res["regs"], res["smem"], res["frame"]
+        self.max_threads_per_block = max_threads(res)
         _functions_by_ptr[self.ptr] = self
 
     def __call__(self, grid, block, args, shared_mem=0, stream=None, enable_cooperative_groups=False):
@@ -183,6 +245,13 @@ def _launch(fn: Function, grid, block, packed, shared_mem, stream):
             or threads > _cuda.MAX_THREADS_PER_BLOCK:
         raise CUDADriverError(1, f"CUDA_ERROR_INVALID_VALUE: {name} grid {grid} block {block} outside "
                               "the H100's limits")
+    if threads > fn.max_threads_per_block:
+        raise CUDADriverError(701, f"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: {name} launched with {threads} "
+                              f"threads; its {fn.num_regs} registers per thread (or its __launch_bounds__) "
+                              f"allow {fn.max_threads_per_block}")
+    if shared_mem + fn.shared_size_bytes > _cuda.SMEM_PER_BLOCK_OPTIN:
+        raise CUDADriverError(1, f"CUDA_ERROR_INVALID_VALUE: {name} needs {fn.shared_size_bytes} bytes of "
+                              f"static and {shared_mem} of dynamic shared memory per block")
     if shared_mem > fn.max_dynamic_shared_size_bytes:
         raise CUDADriverError(1, f"CUDA_ERROR_INVALID_VALUE: {name} asks {shared_mem} bytes of dynamic "
                               f"shared memory, the function allows {fn.max_dynamic_shared_size_bytes} "
@@ -274,9 +343,30 @@ class RawKernel:
         self.kernel.max_dynamic_shared_size_bytes = int(nbytes)
 
     @property
+    def num_regs(self):
+        return self.kernel.num_regs
+
+    @property
+    def shared_size_bytes(self):
+        return self.kernel.shared_size_bytes
+
+    @property
+    def local_size_bytes(self):
+        return self.kernel.local_size_bytes
+
+    @property
+    def max_threads_per_block(self):
+        return self.kernel.max_threads_per_block
+
+    @property
     def attributes(self):
-        return {"max_threads_per_block": _cuda.MAX_THREADS_PER_BLOCK,
-                "max_dynamic_shared_size_bytes": self.max_dynamic_shared_size_bytes}
+        """CuPy's dictionary, with the attributes the cubin gives (-1: not known here)."""
+        fn = self.kernel
+        return {"max_threads_per_block": fn.max_threads_per_block, "shared_size_bytes": fn.shared_size_bytes,
+                "const_size_bytes": -1, "local_size_bytes": fn.local_size_bytes, "num_regs": fn.num_regs,
+                "ptx_version": -1, "binary_version": 90, "cache_mode_ca": -1,
+                "max_dynamic_shared_size_bytes": fn.max_dynamic_shared_size_bytes,
+                "preferred_shared_memory_carveout": -1}
 
     def compile(self, log_stream=None):
         self.kernel  # noqa: B018 - loads it on the current device
@@ -311,4 +401,5 @@ def occupancy_max_active_blocks_per_multiprocessor(func, block_size, dynamic_sme
     fn = _functions_by_ptr.get(int(func))
     if fn is None:
         raise CUDADriverError(400, "CUDA_ERROR_INVALID_HANDLE: no such function")
-    return _cuda.occupancy(int(block_size), int(dynamic_smem_size), fn.max_dynamic_shared_size_bytes)
+    return _cuda.occupancy(int(block_size), int(dynamic_smem_size), fn.max_dynamic_shared_size_bytes,
+                           fn.num_regs, fn.shared_size_bytes, fn.max_threads_per_block)
