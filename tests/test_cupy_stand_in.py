@@ -469,7 +469,49 @@ def test_streams_devices_and_capture(cupy_stand_in):
         graph = s.end_capture()
     np.testing.assert_array_equal(x.get(), 0)  # recorded, not run
     graph.launch(s)
-    np.testing.assert_array_equal(x.get(), 3)
+    np.testing.assert_array_equal(x.get(stream=s), 3)  # a copy on s comes after s's work
+
+
+def test_streams_are_ordered_only_by_waits(cupy_stand_in):
+    """Work on a created stream runs only when something orders it: a copy on
+    another stream (or on the legacy null stream, for a non-blocking one) does
+    not wait for it, a wait_event does, and so do synchronizations."""
+    cp = cupy_stand_in
+    a, b = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    x = cp.zeros(4, np.float32)
+    with a:
+        x.fill(1)
+        done_a = a.record()
+        assert not a.done and not done_a.done
+    with b:
+        np.testing.assert_array_equal(x.get(), 0)  # b never waited for a
+        b.wait_event(done_a)
+        np.testing.assert_array_equal(x.get(), 1)  # now it has
+    assert a.done and done_a.done
+    with a:
+        x.fill(2)
+    np.testing.assert_array_equal(x.get(), 1)      # the null stream does not wait for a non-blocking one
+    a.synchronize()
+    np.testing.assert_array_equal(x.get(), 2)
+    blocking = cp.cuda.Stream()
+    with blocking:
+        x.fill(3)
+    np.testing.assert_array_equal(x.get(), 3)      # ... but for a blocking one it does (legacy semantics)
+    with a:
+        x.fill(4)
+        done_a = a.record()
+    done_a.synchronize()
+    np.testing.assert_array_equal(x.get(), 4)
+    with a:
+        x.fill(5)
+    cp.cuda.Device().synchronize()
+    np.testing.assert_array_equal(x.get(), 5)
+    with a:  # a kernel launch is stream work like any other
+        ker = _any_kernel(cp)
+        y = cp.zeros(4, np.float32)
+        ker((1,), (4,), (x, y, np.int32(4), 2.0))
+    np.testing.assert_array_equal(y.get(), 0)
+    np.testing.assert_array_equal(y.get(stream=a), 10)
 
 
 def test_arrays_views_and_interface(cupy_stand_in):

@@ -104,11 +104,12 @@ def uninstall():
 
 
 def reset():
-    """Device 0 current, default streams, no launch log (between tests)."""
+    """Device 0 current, default streams, no pending stream work, no launch log (between tests)."""
+    _cuda.discard_work()
     _cuda._tls.device = 0
     _cuda._tls.streams.clear()
     launches.clear()
-    counts["uploads"] = counts["downloads"] = 0
+    counts["uploads"] = counts["downloads"] = counts["syncs"] = 0
     dev = _kernels._harness.get("device")
     if dev is not None:
         dev.forget()

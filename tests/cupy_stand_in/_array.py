@@ -19,7 +19,7 @@ import numpy as np
 from . import _cuda
 
 
-counts = {"uploads": 0, "downloads": 0}  # host-to-device and device-to-host copies (tests count them)
+counts = {"uploads": 0, "downloads": 0, "syncs": 0}  # host-to-device copies, device-to-host copies and host waits (tests count them)
 
 
 def _shape(shape) -> tuple:
@@ -51,7 +51,7 @@ def _dense_view(mem: _cuda.Memory, shape, dtype, like_strides=None, order="C"):
 
 def _wrap(h: np.ndarray, mem: _cuda.Memory) -> "ndarray":
     a = ndarray.__new__(ndarray)
-    a._h, a._mem = h, mem
+    a._hh, a._mem = h, mem
     a._off = (h.__array_interface__["data"][0] - mem.ptr) if mem.ptr else 0
     return a
 
@@ -62,15 +62,20 @@ def _new(shape, dtype, order="C") -> "ndarray":
     return _wrap(_dense_view(mem, shape, dtype, order=order), mem)
 
 
-def _from_host(values, dtype=None, order="K") -> "ndarray":
-    """A device copy of host values (NumPy arrays, scalars, lists): cudaMemcpy."""
+def _from_host(values, dtype=None, order="K", blocking=False) -> "ndarray":
+    """A device copy of host values (NumPy arrays, scalars, lists): cudaMemcpyAsync
+    on the current stream (CuPy 14's default, ``blocking=False``), so work on
+    another stream sees it only after waiting for this one; the host values are
+    taken now (staged)."""
     _cuda._refuse_while_capturing("cudaMemcpy (host to device)")
     counts["uploads"] += 1
-    h = np.asarray(values, dtype=dtype)
+    h = np.array(values, dtype=dtype, copy=True)
     layout = np.empty_like(h, order=order)
     mem = _cuda.Memory(h.nbytes)
     out = _dense_view(mem, h.shape, h.dtype, like_strides=layout.strides)
-    out[...] = h
+    _cuda._submit(lambda: out.__setitem__(Ellipsis, h))
+    if blocking:
+        _cuda.settle()
     return _wrap(out, mem)
 
 
@@ -123,7 +128,7 @@ class _Flags:
 class ndarray:
     """cupy.ndarray on stand-in device memory."""
 
-    __slots__ = ("_h", "_mem", "_off", "__weakref__")
+    __slots__ = ("_hh", "_mem", "_off", "__weakref__")
 
     def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
         shape, dtype = _shape(shape), _supported(dtype)
@@ -139,17 +144,25 @@ class ndarray:
             else:
                 h = np.ndarray(shape, dtype, buffer=mem.buf, offset=memptr.ptr - mem.ptr,
                                strides=strides, order=order)
-        self._h, self._mem = h, mem
+        self._hh, self._mem = h, mem
         self._off = (h.__array_interface__["data"][0] - mem.ptr) if mem.ptr else 0
 
+    @property
+    def _h(self):
+        """The host memory behind the array, once the current stream's earlier
+        work has run (work on other streams has not, unless waited for): what an
+        operation on the current stream sees now."""
+        _cuda.settle()
+        return self._hh
+
     # -- attributes
-    shape = property(lambda self: self._h.shape)
-    dtype = property(lambda self: self._h.dtype)
-    strides = property(lambda self: self._h.strides)
-    ndim = property(lambda self: self._h.ndim)
-    size = property(lambda self: self._h.size)
-    itemsize = property(lambda self: self._h.itemsize)
-    nbytes = property(lambda self: self._h.nbytes)
+    shape = property(lambda self: self._hh.shape)
+    dtype = property(lambda self: self._hh.dtype)
+    strides = property(lambda self: self._hh.strides)
+    ndim = property(lambda self: self._hh.ndim)
+    size = property(lambda self: self._hh.size)
+    itemsize = property(lambda self: self._hh.itemsize)
+    nbytes = property(lambda self: self._hh.nbytes)
     flags = property(lambda self: _Flags(self._h))
 
     @property
@@ -195,13 +208,15 @@ class ndarray:
 
     # -- copies to the host (synchronous)
     def get(self, stream=None, order="C", out=None, blocking=True):
+        """A copy on ``stream`` (the current one), after its earlier work."""
         _cuda._refuse_while_capturing("cudaMemcpy (device to host)")
         counts["downloads"] += 1
+        _cuda.settle(stream)
+        h = self._hh
         if out is not None:
-            out[...] = self._h
+            out[...] = h
             return out
-        return np.array(self._h, order="K" if (self._h.flags.c_contiguous or self._h.flags.f_contiguous)
-                        else order)
+        return np.array(h, order="K" if (h.flags.c_contiguous or h.flags.f_contiguous) else order)
 
     def set(self, arr, stream=None):
         if not isinstance(arr, np.ndarray):
@@ -400,7 +415,7 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
     if isinstance(obj, ndarray):
         r = obj.astype(obj.dtype if dtype is None else dtype) if copy or dtype is not None else obj
         return r
-    return _from_host(obj, dtype, "C" if order in ("C", None) else order)
+    return _from_host(obj, dtype, "C" if order in ("C", None) else order, blocking)
 
 
 def asarray(a, dtype=None, order=None, *, blocking=False):
@@ -409,7 +424,7 @@ def asarray(a, dtype=None, order=None, *, blocking=False):
     cai = getattr(a, "__cuda_array_interface__", None)
     if cai is not None:
         return _from_interface(cai, dtype)
-    return _from_host(a, dtype, "K" if order is None else order)
+    return _from_host(a, dtype, "K" if order is None else order, blocking)
 
 
 def _from_interface(cai, dtype):

@@ -12,6 +12,7 @@ capture is active is refused, as CUDA refuses it.
 """
 from __future__ import annotations
 
+import collections
 import ctypes
 import itertools
 import threading
@@ -112,6 +113,7 @@ class Device:
 
     def synchronize(self):
         _synchronize("cudaDeviceSynchronize")
+        settle_device(self.id)
 
     @property
     def compute_capability(self) -> str:
@@ -280,7 +282,7 @@ class Graph:
 
     def launch(self, stream=None):
         for fn in self._work:
-            fn()
+            _submit(fn, stream)
 
     def upload(self, stream=None):
         return None
@@ -296,6 +298,8 @@ class Stream:
         self.priority = priority or 0
         self._capture = None
         self._before = []
+        self._pending = collections.deque()  # work submitted and not yet run, in order
+        self._submitted = self._ran = 0
 
     def __enter__(self):
         dev = _tls.device
@@ -316,10 +320,11 @@ class Stream:
 
     def synchronize(self):
         _synchronize("cudaStreamSynchronize")
+        settle(self)
 
     @property
     def done(self):
-        return True
+        return not self._pending
 
     def record(self, event=None):
         event = Event() if event is None else event
@@ -327,7 +332,10 @@ class Stream:
         return event
 
     def wait_event(self, event):
-        return None
+        """Later work on this stream runs after the work ``event`` marks."""
+        where = event._where
+        if where is not None and where[0]._ran < where[1]:
+            _submit(lambda: _run_until(*where), self)
 
     def begin_capture(self, mode=None):
         if self._capture is not None:
@@ -386,38 +394,110 @@ def _refuse_while_capturing(what: str):
                                "captures a graph")
 
 
+# Streams run their work in order, and no stream waits for another unless told:
+# work on a created stream (or an external one) is deferred until something
+# orders it -- the stream's synchronize, an event's synchronize, a wait_event of
+# another stream that then runs, a device synchronize, or an operation on the
+# stream itself (an array operation runs, as on a GPU, after the current stream's
+# earlier work). So work on stream B reads what stream A left only if B waited
+# for A: a missing wait shows as stale (poisoned) values, not as a lucky race.
+# The legacy null stream runs at once, after every blocking stream's earlier work
+# on its device (CUDA's implicit synchronization); non-blocking streams skip that.
+_queue_lock = threading.RLock()
+_with_work: set = set()
+
+
+def _run_until(stream, n):
+    """Run ``stream``'s deferred work, in order, up to its ``n``-th submission."""
+    with _queue_lock:
+        while stream._ran < n and stream._pending:
+            fn = stream._pending.popleft()
+            stream._ran += 1
+            if not stream._pending:
+                _with_work.discard(stream)
+            fn()
+
+
+def _settle_null(dev):
+    """The legacy null stream's implicit wait: every blocking stream's work on ``dev``."""
+    for s in [s for s in _with_work if s.device_id in (dev, -1) and not s.is_non_blocking]:
+        _run_until(s, s._submitted)
+
+
+def settle(stream=None):
+    """Run the work submitted so far on ``stream`` (the current one) and on what
+    it waits for: before an operation on that stream touches memory now."""
+    stream = get_current_stream() if stream is None else stream
+    if stream._capture is not None:
+        return
+    if stream.ptr == 0:
+        if _with_work:
+            _settle_null(_tls.device)
+    elif stream._pending:
+        _run_until(stream, stream._submitted)
+
+
+def settle_device(dev):
+    """Every stream's work on device ``dev`` (cudaDeviceSynchronize)."""
+    for s in [s for s in _with_work if s.device_id in (dev, -1)]:
+        _run_until(s, s._submitted)
+
+
+def discard_work():
+    """Drop work never ordered (between tests: a GPU would run it, nobody reads it)."""
+    with _queue_lock:
+        for s in list(_with_work):
+            s._ran += len(s._pending)
+            s._pending.clear()
+        _with_work.clear()
+
+
 def _submit(fn, stream=None):
-    """Run ``fn`` on ``stream`` (the current one): now, or at each launch of the
-    graph the stream is capturing."""
+    """Put ``fn`` on ``stream`` (the current one): deferred, see above; run now on
+    the legacy null stream; recorded at each launch of a graph the stream captures."""
     stream = get_current_stream() if stream is None else stream
     if stream._capture is not None:
         stream._capture.append(fn)
         return
-    if stream.ptr == 0 and _capturing():
-        raise CUDARuntimeError(906, "cudaErrorStreamCaptureImplicit: work on the legacy null stream "
-                               "while another stream captures a graph")
-    fn()
+    if stream.ptr == 0:
+        if _capturing():
+            raise CUDARuntimeError(906, "cudaErrorStreamCaptureImplicit: work on the legacy null stream "
+                                   "while another stream captures a graph")
+        settle(stream)
+        fn()
+        return
+    with _queue_lock:
+        stream._pending.append(fn)
+        stream._submitted += 1
+        _with_work.add(stream)
 
 
 class Event:
-    """Work runs at once on the stand-in, so an event's time is the host clock
-    when it is recorded (or, during a capture, when the graph reaches it)."""
+    """An event's time is the host clock when the stream's work reaches it (when
+    it is recorded on the null stream; during a capture, when the graph reaches it)."""
 
     def __init__(self, block=False, disable_timing=False, interprocess=False):
         self.ptr = next(_handles)
         self._time = None
+        self._where = None  # (stream, its submission count) when recorded on a deferred stream
 
     def record(self, stream=None):
+        stream = get_current_stream() if stream is None else stream
+
         def stamp():
             self._time = time.perf_counter()
+        self._time = None
         _submit(stamp, stream)
+        self._where = (stream, stream._submitted) if stream._pending and stream._capture is None else None
 
     def synchronize(self):
         _synchronize("cudaEventSynchronize")
+        if self._where is not None:
+            _run_until(*self._where)
 
     @property
     def done(self):
-        return True
+        return self._where is None or self._where[0]._ran >= self._where[1]
 
 
 def get_elapsed_time(start_event, end_event):
@@ -458,6 +538,7 @@ def _set_device(dev):
 
 def _device_synchronize():
     _synchronize("cudaDeviceSynchronize")
+    settle_device(_tls.device)
 
 
 runtime_names = dict(
