@@ -42,32 +42,80 @@ def _on_stand_in(item) -> bool:
 # Stand-in twins per gpu test function: all of its parameter sets on a GPU, a
 # sample on the stand-in (every thread of every kernel runs on the CPU there;
 # the host tests already run the same launchers on the harness), so every gpu
-# test starts in CI. DMLQ_STAND_IN_ALL=1 runs every stand-in twin.
+# test starts in CI. The sample: the first and the last parameter set of each gpu
+# test proper (the first of a host test's GPU mirror, whose host parameter runs
+# every case on the harness), and STAND_IN_FRACTION of the others, drawn by a
+# seed: the checked-out commit's hash, so one commit always runs the same sample
+# and the sample rotates from commit to commit. DMLQ_STAND_IN_SEED=N draws with
+# N (the header names the seed); DMLQ_STAND_IN_ALL=1 runs every stand-in twin.
+STAND_IN_FRACTION = 0.25
 
 
-def _sample_stand_in_twins(items):
+def stand_in_seed() -> int:
+    import os
+    import subprocess
+    from pathlib import Path
+
+    env = os.environ.get("DMLQ_STAND_IN_SEED")
+    if env:
+        return int(env)
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30,
+                              cwd=Path(__file__).resolve().parent).stdout.strip()
+        return int(head[:8], 16) if head else 0
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return 0
+
+
+def stand_in_sample(groups: dict, seed: int, fraction: float = STAND_IN_FRACTION) -> dict:
+    """{group: positions kept} for ``groups`` = {(module, function): [twin is a gpu
+    test proper (first and last kept) or a GPU mirror (first kept), number of twins]}:
+    the fixed positions plus ``fraction`` of the rest (rounded up), chosen by
+    ``seed`` and the group alone (adding a test elsewhere moves nothing)."""
+    import math
+    import random
+
+    kept = {}
+    for group, (own, n) in groups.items():
+        fixed = {0, n - 1} if own else {0}
+        rest = [i for i in range(n) if i not in fixed]
+        draw = random.Random(f"{seed}:{group[0]}:{group[1]}")
+        kept[group] = fixed | set(draw.sample(rest, math.ceil(fraction * len(rest))))
+    return kept
+
+
+def _sample_stand_in_twins(config, items):
     import os
 
     if os.environ.get("DMLQ_STAND_IN_ALL"):
+        config._stand_in_sample = "every stand-in twin (DMLQ_STAND_IN_ALL=1)"
         return
     groups: dict = {}
     for item in items:
         if "gpu" in item.keywords and _on_stand_in(item):
             groups.setdefault((item.module.__name__, item.originalname), []).append(item)
-    skip = pytest.mark.skip(reason="stand-in twin not in the sample (DMLQ_STAND_IN_ALL=1 runs all)")
-    for twins in groups.values():
-        # gpu tests proper: the first and the last parameter set; the GPU mirror of
-        # a host test (the host and dev fixtures' twins): the first (the host
-        # parameter already runs every case on the harness)
-        own = twins[0].callspec.params.get("cupy_twin") == STAND_IN
-        keep = {0, len(twins) - 1} if own else {0}
+    seed = stand_in_seed()
+    kept = stand_in_sample({g: (twins[0].callspec.params.get("cupy_twin") == STAND_IN, len(twins))
+                            for g, twins in groups.items()}, seed)
+    skip = pytest.mark.skip(reason=f"stand-in twin not in the sample (seed {seed}; DMLQ_STAND_IN_ALL=1 "
+                                   "runs all)")
+    for group, twins in groups.items():
         for i, item in enumerate(twins):
-            if i not in keep:
+            if i not in kept[group]:
                 item.add_marker(skip)
+    total = sum(len(t) for t in groups.values())
+    config._stand_in_sample = (f"{sum(map(len, kept.values()))} of {total} stand-in twins, seed {seed} "
+                               f"(DMLQ_STAND_IN_SEED={seed} draws the same; DMLQ_STAND_IN_ALL=1 runs all)")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    what = getattr(config, "_stand_in_sample", None)
+    if what:
+        terminalreporter.write_line(f"cupy stand-in sample: {what}")
 
 
 def pytest_collection_modifyitems(config, items):
-    _sample_stand_in_twins(items)
+    _sample_stand_in_twins(config, items)
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="no CUDA GPU (cupy.cuda.runtime.getDeviceCount() failed or is 0)")
