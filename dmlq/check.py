@@ -326,6 +326,18 @@ def _random_cases(seed=0):
                      (a, (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b, (rng.random(n) + 0.5).astype(f32),
                       rng.integers(0, 100, n).astype(bdt), f32(400.0), odt(9)), {}))
     rows.extend(_random_intmm(rng))
+    # the types beyond int8 (dmlq.quant_gpu, cuda/quant_types.cu): a native output, packed inputs
+    x = (rng.standard_normal((3, 37, 129)) * 4).astype(f32)
+    rows.append(("quantize", "float32->int16 per axis", api.quantize_linear,
+                 (x, (rng.random((1, 37, 1)) + 0.1).astype(f32), None), dict(dtype=np.int16)))
+    rows.append(("quantize", "float16->uint16 blocked", api.quantize_linear,
+                 (x.astype(f16), (rng.random((3, 2, 129)) + 0.1).astype(f16), None),
+                 dict(dtype=np.uint16, axis=1, block_size=32)))
+    rows.append(("dequantize", "packed float8_e5m2->float16", api.dequantize_linear,
+                 (pack(x.astype(ml_dtypes.float8_e5m2)), f16(2)), {}))
+    rows.append(("dequantize", "packed int4 blocked", api.dequantize_linear,
+                 (pack(rng.integers(-8, 8, (3, 37, 129)).astype(i4)), (rng.random((3, 37, 5)) + 0.1).astype(f32)),
+                 dict(axis=2, block_size=32)))
     for xdt in (i8, u8):
         for odt in (i8, u8):
             x = rng.integers(np.iinfo(xdt).min, np.iinfo(xdt).max, (2, 5, 33, 31), dtype=xdt, endpoint=True)

@@ -87,16 +87,30 @@ def test_gpu_tests_and_the_session_hold_the_gpu_to_one_list(collected):
         assert f"tests/test_gpu_cases.py::test_dmlq_check_runs_the_same_cases[{twin}]" in gpu_tests
 
 
-def test_the_cases_call_every_public_function_with_a_gpu_path():
+# GPU backend functions reached through a public function of another name: the
+# types beyond int8 go from quantize_linear/dequantize_linear to dmlq.quant_gpu.
+VIA = {"quantize_types": "quantize_linear", "dequantize_types": "dequantize_linear"}
+
+
+def test_the_cases_call_every_public_function_with_a_gpu_path(cupy_stand_in):
     """Each function of the GPU backend (dmlq.gpu.ops) is reached through its
-    public namesake by at least one case, and every case calls a public function."""
-    backend = {f.__name__ for f in ops._BINDERS}
-    called = {c[2].__name__ for c in check.gpu_cases()}
-    assert called == backend
-    for case in check.gpu_cases():
+    public namesake (or the one VIA names) by at least one case that runs it, and
+    every case calls a public function."""
+    from dmlq.gpu import plan
+
+    cases = check.gpu_cases()
+    for case in cases:
         assert getattr(dmlq, case[2].__name__) is case[2], case[:2]
-
-
+    backend = {f.__name__ for f in ops._BINDERS}
+    assert {VIA.get(n, n) for n in backend} == {c[2].__name__ for c in cases}
+    # the types beyond int8: some case plans a quant_types.cu kernel for each direction
+    kernels = set()
+    for case in cases:
+        if case[1].endswith(("per axis", "blocked", "float16")) and case[0] in ("quantize", "dequantize"):
+            with plan.recording() as plans:
+                case[2](*(check._to_backend(a, cupy_stand_in) for a in case[3]), **case[4])
+            kernels |= {launch.kernel.split("<")[0] for p in plans for launch in p.launches}
+    assert {"qt_quantize", "qt_dequantize"} <= kernels, kernels
 def test_the_large_stage_holds_every_test_past_2_31_elements(collected):
     """Every test that needs more than 2**31 elements (it skips on the stand-in)
     is in the large stage's selection, which runs with the stage's whole time."""
