@@ -238,26 +238,38 @@ def _peer_params(s, z):
     return s.astype(cupy.float32), z.astype(cupy.int32)
 
 
+def _unary_sets(case, seed, limits, in_dt, out_dt, qdt, fdt):
+    """Quantize/dequantize workload: rotating (input, output) sets of case's 2-D shape,
+    with the scale (float type ``fdt``) and zero point (``qdt``) of case's layout."""
+    import cupy
+
+    shape = case.p["shape"]
+    n = shape[0] * shape[1]
+    s, z = _scale_zp(case, seed, shape, fdt, qdt, 0.02, 128 if qdt == np.uint8 else -3)
+    per_set = n * (in_dt.itemsize + out_dt.itemsize) + s.nbytes + z.nbytes
+    sets = [(random_array(shape, in_dt, seed + 1 + i), cupy.empty(shape, out_dt))
+            for i in range(_n_sets(per_set, limits))]
+    return n, s, z, per_set, sets
+
+
+def _dmlq_unary(case, impl, name, s, z, sets, per_set, n, limit):
+    """dmlq:auto through the public function, dmlq:<variant> through the GPU module."""
+    if impl == "dmlq:auto":
+        api = _api(name)
+        return Prepared(_rotating(lambda x, o: api(x, s, z, out=o), sets), per_set, n, limit)
+    fn, v = getattr(gpu_module(case.op), name), impl[5:]
+    return Prepared(_rotating(lambda x, o: fn(x, s, z, o, variant=v), sets), per_set, n, limit)
+
+
 def _build_quantize(case, impl, limits, seed):
     import cupy
 
-    p = case.p
-    shape, xdt, qdt = p["shape"], np.dtype(p["x"]), np.dtype(p["q"])
-    n = shape[0] * shape[1]
-    zp0 = 128 if qdt == np.uint8 else -3
-    s, z = _scale_zp(case, seed, shape, xdt, qdt, 0.02, zp0)
-    per_set = n * (xdt.itemsize + 1) + s.nbytes + z.nbytes
-    sets = [(random_array(shape, xdt, seed + 1 + i), cupy.empty(shape, qdt))
-            for i in range(_n_sets(per_set, limits))]
+    xdt, qdt = np.dtype(case.p["x"]), np.dtype(case.p["q"])
+    n, s, z, per_set, sets = _unary_sets(case, seed, limits, xdt, qdt, qdt, xdt)
     qmin, qmax = _qrange(qdt)
     limit = limits.copy_gb_per_s
-    if impl == "dmlq:auto":
-        api = _api("quantize_linear")
-        return Prepared(_rotating(lambda x, o: api(x, s, z, out=o), sets), per_set, n, limit)
     if impl.startswith("dmlq:"):
-        mod, v = gpu_module(case.op), impl[5:]
-        return Prepared(_rotating(lambda x, o: mod.quantize_linear(x, s, z, o, variant=v), sets),
-                        per_set, n, limit)
+        return _dmlq_unary(case, impl, "quantize_linear", s, z, sets, per_set, n, limit)
     if impl == "peer:cupy-expr":
         zf = z.astype(cupy.float32)
 
@@ -288,21 +300,11 @@ def _build_quantize(case, impl, limits, seed):
 def _build_dequantize(case, impl, limits, seed):
     import cupy
 
-    p = case.p
-    shape, qdt, ydt = p["shape"], np.dtype(p["q"]), np.dtype(p["y"])
-    n = shape[0] * shape[1]
-    s, z = _scale_zp(case, seed, shape, ydt, qdt, 0.02, 128 if qdt == np.uint8 else -3)
-    per_set = n * (1 + ydt.itemsize) + s.nbytes + z.nbytes
-    sets = [(random_array(shape, qdt, seed + 1 + i), cupy.empty(shape, ydt))
-            for i in range(_n_sets(per_set, limits))]
+    qdt, ydt = np.dtype(case.p["q"]), np.dtype(case.p["y"])
+    n, s, z, per_set, sets = _unary_sets(case, seed, limits, qdt, ydt, qdt, ydt)
     limit = limits.copy_gb_per_s
-    if impl == "dmlq:auto":
-        api = _api("dequantize_linear")
-        return Prepared(_rotating(lambda q, o: api(q, s, z, out=o), sets), per_set, n, limit)
     if impl.startswith("dmlq:"):
-        mod, v = gpu_module(case.op), impl[5:]
-        return Prepared(_rotating(lambda q, o: mod.dequantize_linear(q, s, z, o, variant=v), sets),
-                        per_set, n, limit)
+        return _dmlq_unary(case, impl, "dequantize_linear", s, z, sets, per_set, n, limit)
     if impl == "peer:cupy-expr":
         zi, sf = z.astype(cupy.int32), s.astype(cupy.float32)
         return Prepared(_rotating(lambda q, o: ((q.astype(cupy.int32) - zi).astype(cupy.float32) * sf)
