@@ -378,6 +378,38 @@ def test_fused_kernels_take_the_flat_calls(rng):
     assert jit.active()
 
 
+_NAN_PAYLOAD = np.uint32(0x7FC000FF).view(np.float32)  # a NaN whose low byte is not 0
+# parameters for every (a, b) pair: ties (dyadic scales), negative, tiny and huge scales;
+# the last four can give a NaN t (an infinite term, a zero or NaN out_scale): the NumPy path
+# (1.3e36: each term finite, their sum up to +-inf; 3e36: a term itself overflows)
+ADD_PARAMS = [(0.5, 0.25, 0.75), (0.02, 0.03, 0.05), (-0.125, 3.0, 0.5), (1e-40, 2e-40, 3e-41),
+              (1e36, 1e-3, 7e37), (1.3e36, -1.3e36, 1e36), (1.3e36, 1.3e36, 2.0),
+              (1.0, 1.0, 0.0), (np.nan, 1.0, 1.0), (1.0, _NAN_PAYLOAD, 1.0), (1.0, 1.0, np.inf), (3e36, 3e36, 1.0)]
+FUSED_ADD = [True] * 7 + [False] * 5
+
+
+@pytest.mark.parametrize("ta,tb,to", [(U8, U8, U8), (I8, U8, I8), (U8, I8, U8), (I8, I8, I8)])
+def test_fused_add_on_every_input_pair(ta, tb, to):
+    """quantized add's kernel (no NaN test, see dmlq.cpu.jit.add) on all 65,536 (a, b)
+    pairs, bit for bit with the reference, and on one b with every a; parameters that
+    could make a NaN are refused by the kernel and run the NumPy path."""
+    from dmlq.cpu import jit
+
+    ia, ib = np.iinfo(ta), np.iinfo(tb)
+    a = np.repeat(np.arange(ia.min, ia.max + 1), 256).astype(ta)
+    b = np.tile(np.arange(ib.min, ib.max + 1), 256).astype(tb)
+    zps = (ta.type(-3 if ta == I8 else 131), tb.type(7), to.type(-100 if to == I8 else 200))
+    for (sa, sb, so), fused in zip(ADD_PARAMS, FUSED_ADD):
+        s = [np.float32([v]) for v in (sa, sb, so)]
+        C.quantized_add(a, s[0], zps[0][None], b, s[1], zps[1][None], s[2], zps[2][None], poison(np.empty(a.size, to)))
+        C.quantized_add(a[::256], s[0], zps[0][None], b[5:6], s[1], zps[1][None], s[2], zps[2][None],
+                        poison(np.empty(256, to)))
+        if jit.active():
+            ran = jit.add(a, int(zps[0]), s[0][0], b, int(zps[1]), s[1][0], s[2][0], int(zps[2]),
+                                           np.empty(a.size, to), tiles.run_pieces)
+            assert ran == fused, (sa, sb, so)
+
+
 # ---- pooling with huge padding: memory bounded by the input and output -------------
 
 def test_pool_huge_padding_and_strides_allocate_no_padded_input(rng):

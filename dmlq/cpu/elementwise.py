@@ -153,8 +153,8 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
     shape, o, (av, bv), pieces = _operands(out, a, b)
     if len(shape) == 1 and jit.flat(o) and jit.active():
         fa, fb = _flat_operand(av, a), _flat_operand(bv, b)
-        if fa is not None and fb is not None:
-            jit.add(fa, a_zp, a_s, fb, b_zp, b_s, o_s, o_zp, o, tiles.run_pieces)
+        if fa is not None and fb is not None and jit.add(fa, a_zp, a_s, fb, b_zp, b_s, o_s, o_zp, o,
+                                                         tiles.run_pieces):
             return out
 
     def side(src, zp, s, dst):

@@ -13,11 +13,13 @@ chunked NumPy path. Both are compared with dmlq.reference on every call of the
 fuzz and edge suites (tests/host_backends.py: ``cpu`` and ``cpu-numpy``).
 
 The requantizing tail (NaN -> zp, clamp to ``[qmin - zp, qmax - zp]`` in float,
-rint, add zp) is dmlq.cpu.requant's: NaN is replaced by 0 first, the clamp
-comes before rint (equal, the bounds are integers), rint is ``(t + 1.5 * 2**23)
-- 1.5 * 2**23`` (exact ties-to-even rounding for ``|t| <= 2**22``, which the
-clamp ensures), and the int8 or uint8 result is written as its low byte through
-a uint8 view of ``out`` (one compiled variant for both output types).
+rint, add zp) is dmlq.cpu.requant's: NaN is replaced by 0 first (quantized add
+skips this where its parameters rule NaN out, see :func:`add`), the clamp comes
+before rint (equal, the bounds are integers), and rint is the add ``t + 1.5 *
+2**23`` (exact ties-to-even rounding to an integer for ``|t| <= 2**22``, which the
+clamp ensures), whose float32 bits are those of ``1.5 * 2**23`` (low byte 0)
+plus ``rint(t)``: their low byte plus zp is the int8 or uint8 result, written
+through a uint8 view of ``out`` (one compiled variant for both output types).
 
 Compile cost: about 0.1-0.5 s per (kernel, dtypes) variant on first use,
 cached on disk (numba's ``cache=True``: ``__pycache__`` beside this file, or
@@ -129,24 +131,43 @@ def dequantize(q, zp: int, s, out, run_pieces) -> None:
         _run(_k.dequantize_narrow, out, {0: q}, (np.float32(zp), np.float32(s)), run_pieces)
 
 
-def add(a, a_zp: int, a_s, b, b_zp: int, b_s, o_s, o_zp: int, out, run_pieces) -> None:
+def _finite_terms(dtype, zp: int, s) -> bool:
+    """Whether ``float32(q - zp) * s`` is finite for every q of ``dtype`` (rounding is
+    monotone, so the largest ``|q - zp|`` decides; a NaN or infinite s is not)."""
+    info = np.iinfo(dtype)
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(np.float32(max(zp - int(info.min), int(info.max) - zp)) * np.float32(s)))
+
+
+def add(a, a_zp: int, a_s, b, b_zp: int, b_s, o_s, o_zp: int, out, run_pieces) -> bool:
     """out (1-D int8/uint8) = quantized add; a and b int8/uint8, 1-D of out's length
     or of one element (broadcast); every parameter a float32 scalar or an int.
+    Returns False, computing nothing, unless the parameters rule out a NaN ``t``:
+    both terms finite for every input (then their sum is finite or +-inf) and
+    out_scale finite and not zero (then so is the quotient). The kernels rely on
+    it and skip the NaN test; NaN, infinite and zero scales take the NumPy path.
 
     Not a lookup table: 8-bit operands with per-tensor parameters have only
     65,536 input pairs, but one gather per element from a 64 KiB table (built by
     this kernel over all pairs) measured 12 ms against this kernel's 4 ms for 16M
     elements on one thread of the AVX-512 EPYC (2026-11-25; numba does not
     vectorize the gather, while the arithmetic runs 16 lanes wide)."""
-    lo, hi = bounds(out.dtype, o_zp)
-    o8 = out.view(np.uint8)
     f = np.float32
     if a.size != out.size:  # a is the one value: swap, the sum is commutative
         a, a_zp, a_s, b, b_zp, b_s = b, b_zp, b_s, a, a_zp, a_s
-    if b.size != out.size:
+    scalar = b.size != out.size
+    if scalar:
         with np.errstate(all="ignore"):
             bv = (f(b.reshape(-1)[0]) - f(b_zp)) * f(b_s)
-        _run(_k.add_scalar, o8, {0: a}, (f(a_zp), f(a_s), bv, f(o_s), lo, hi, np.int32(o_zp)), run_pieces)
-        return
-    _run(_k.add, o8, {0: a, 3: b}, (f(a_zp), f(a_s), f(b_zp), f(b_s), f(o_s), lo, hi, np.int32(o_zp)),
-         run_pieces)
+    o_s = f(o_s)
+    if not (_finite_terms(a.dtype, a_zp, a_s) and (np.isfinite(bv) if scalar else _finite_terms(b.dtype, b_zp, b_s))
+            and np.isfinite(o_s) and o_s != 0):
+        return False
+    lo, hi = bounds(out.dtype, o_zp)
+    o8 = out.view(np.uint8)
+    if scalar:
+        _run(_k.add_scalar, o8, {0: a}, (f(a_zp), f(a_s), bv, o_s, lo, hi, np.int32(o_zp)), run_pieces)
+    else:
+        _run(_k.add, o8, {0: a, 3: b}, (f(a_zp), f(a_s), f(b_zp), f(b_s), o_s, lo, hi, np.int32(o_zp)),
+             run_pieces)
+    return True
