@@ -31,6 +31,8 @@ runs to infer it), and each task calls the public function on its chunks.
   matmul_integer_to_float keeps them per group of block_size rows (blocked B
   scales; a group straddling K chunks gets its pieces' sums added) and scales
   them once, groups added in ascending order, bias cut to the output's chunks.
+  B's scale and zero point per batch (b's batch shape, then (1 or G, N)) are
+  broadcast over the output's batch as b is and cut where b's batch and N chunks fall.
 
 Scales and zero points of pooling and matmul are NumPy/CuPy arrays or numbers
 (a dask array there is refused); ``out=`` is not taken (store a result with
@@ -423,28 +425,37 @@ def _matmul_operands(a, b, shape):
     return a, b.rechunk(a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],)), batch
 
 
+def _per_batch(v):
+    """B's per-batch form: b's batch shape (not all 1s), then (1 or groups, N)."""
+    return getattr(v, "ndim", 0) > 2 and any(d != 1 for d in v.shape[:-2])
+
+
+def _b_side(v, b, batch):
+    """A B-side scale or zero point as a blockwise (argument, index) pair: per batch ->
+    broadcast to the output's batch as b is and cut where b's batch and N chunks fall
+    (its rows, 1 or the groups, whole); per column (1-D) -> cut along N; else as it is."""
+    bi = tuple(f"z{i}" for i in range(len(batch)))
+    if _per_batch(v):
+        v = da.broadcast_to(_as_dask(v), batch + tuple(v.shape[-2:]))
+        return v.rechunk(b.chunks[:-2] + ((v.shape[-2],), b.chunks[-1])), bi + ("g", "n")
+    if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
+        return da.from_array(v, chunks=(b.chunks[-1],), asarray=False), ("n",)
+    if hasattr(v, "ndim") and v.ndim == 2:  # (1 or G, N): cut along N, the groups whole
+        return da.from_array(v, chunks=((v.shape[0],), b.chunks[-1]), asarray=False), ("g", "n")
+    return v, None
+
+
 def _matmul(values, kwargs, shape, dtype, meta):
     names = adapters.operand_names("quantized_matmul")
     _refuse_dask_params("quantized_matmul", values, names)
     a, a_scale, a_zp, b, b_scale, b_zp, out_scale, out_zp = values
-    for name, v in (("b_scale", b_scale), ("b_zero_point", b_zp)):
-        if getattr(v, "ndim", 0) > 2 and any(d != 1 for d in v.shape[:-2]):
-            raise UnsupportedError(f"quantized_matmul: {name} per batch and column (shape {tuple(v.shape)}) is "
-                                   "not taken with dask arrays yet; pass a per-column or per-tensor value, or "
-                                   "call it per batch")
     a, b, batch = _matmul_operands(a, b, shape)
-    rows = {"a_scale": _vector(a_scale), "a_zp": _vector(a_zp), "out_scale": _vector(out_scale),
-            "out_zp": _vector(out_zp)}
-    cols = {"b_scale": _vector(b_scale), "b_zp": _vector(b_zp)}
     bi = tuple(f"z{i}" for i in range(len(batch)))
-    args, inds, order = [], [], []
-    for name, v in list(rows.items()) + list(cols.items()):
-        order.append(name)
-        if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
-            chunks = (a.chunks[-2],) if name in rows else (b.chunks[-1],)
-            args += [da.from_array(v, chunks=chunks, asarray=False), ("m",) if name in rows else ("n",)]
-        else:
-            args += [v, None]
+    args = []
+    for v in (a_scale, a_zp, out_scale, out_zp):
+        args += _a_side(_vector(v), a)
+    for v in (b_scale, b_zp):
+        args += _b_side(v if _per_batch(v) else _vector(v), b, batch)
     if len(a.chunks[-1]) == 1:
         fn = adapters.function("quantized_matmul")
         return da.blockwise(_block_matmul, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
@@ -460,31 +471,26 @@ def _matmul_integer(values, shape, meta):
     """dmlq.matmul_integer: the exact sums of every K chunk added, wrapped to int32 as
     the one-array result wraps them (past K = 33025 at extreme values only)."""
     a, b, a_zp, b_zp = values
-    for name, v in (("b_zero_point", b_zp),):
-        if getattr(v, "ndim", 0) > 2 and any(d != 1 for d in v.shape[:-2]):
-            raise UnsupportedError(f"matmul_integer: {name} per batch and column (shape {tuple(v.shape)}) is not "
-                                   "taken with dask arrays yet; pass a per-column or per-tensor value")
     a, b, batch = _matmul_operands(a, b, shape)
     bi = tuple(f"z{i}" for i in range(len(batch)))
-    args = []
-    for v, axis, chunks in ((_vector(a_zp), "m", a.chunks[-2]), (_vector(b_zp), "n", b.chunks[-1])):
-        if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
-            args += [da.from_array(v, chunks=(chunks,), asarray=False), (axis,)]
-        else:
-            args += [v, None]
+    args = [*_a_side(_vector(a_zp), a), *_b_side(b_zp if _per_batch(b_zp) else _vector(b_zp), b, batch)]
     acc = da.blockwise(_partial_sums, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
                        concatenate=False, dtype=np.int64, meta=meta_from_array(meta, dtype=np.int64))
     return acc.map_blocks(_wrap_int32, dtype=np.int32, meta=meta)
 
 
-def _b_rows(fname, name, v):
-    """A B-side scale or zero point as () / (1, N) / (G, N) (per tensor, per column, blocked);
-    per batch and column is refused."""
-    if not hasattr(v, "ndim") or v.size <= 1:
+def _a_side(v, a):
+    """An A-side (per row) scale or zero point as a blockwise (argument, index) pair."""
+    if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
+        return da.from_array(v, chunks=(a.chunks[-2],), asarray=False), ("m",)
+    return v, None
+
+
+def _b_rows(v):
+    """A B-side scale or zero point as () / (1, N) / (G, N) (per tensor, per column, blocked)
+    or, per batch, as it is (b's batch shape, then (1 or G, N))."""
+    if not hasattr(v, "ndim") or v.size <= 1 or _per_batch(v):
         return v
-    if v.ndim > 2 and any(d != 1 for d in v.shape[:-2]):
-        raise UnsupportedError(f"{fname}: {name} per batch (shape {tuple(v.shape)}) is not taken with dask arrays "
-                               "yet; pass a per-column, blocked or per-tensor value, or call it per batch")
     return v.reshape((1, -1) if v.ndim == 1 else v.shape[-2:])
 
 
@@ -496,21 +502,12 @@ def _matmul_integer_to_float(values, kwargs, shape, dtype, meta):
     fname = "matmul_integer_to_float"
     a, a_scale, a_zp, b, b_scale, b_zp, bias = values
     _refuse_dask_params(fname, values[:6], adapters.operand_names(fname)[:6])
-    b_scale, b_zp = _b_rows(fname, "b_scale", b_scale), _b_rows(fname, "b_zero_point", b_zp)
     a, b, batch = _matmul_operands(a, b, shape)
     bi = tuple(f"z{i}" for i in range(len(batch)))
     out_chunks = a.chunks[:-1] + (b.chunks[-1],)
-    args = []
-    for v in (_vector(a_scale), _vector(a_zp)):
-        if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
-            args += [da.from_array(v, chunks=(a.chunks[-2],), asarray=False), ("m",)]
-        else:
-            args += [v, None]
+    args = [*_a_side(_vector(a_scale), a), *_a_side(_vector(a_zp), a)]
     for v in (b_scale, b_zp):
-        if hasattr(v, "ndim") and v.ndim == 2:  # (1 or G, N): cut along N, the groups whole
-            args += [da.from_array(v, chunks=((v.shape[0],), b.chunks[-1]), asarray=False), ("g", "n")]
-        else:
-            args += [v, None]
+        args += _b_side(_b_rows(v), b, batch)
     if bias is not None:
         if not isinstance(bias, da.Array):
             bias = da.from_array(bias, chunks=bias.shape, asarray=False)
@@ -543,7 +540,7 @@ def _to_float_task(a_blocks, b_blocks, a_scale, a_zp, b_scale, b_zp, bias, block
         k1 = k0 + a.shape[-1]
         for g in range(k0 // step, -(-k1 // step) if k1 > k0 else k0 // step):
             lo, hi = max(k0, g * step), min(k1, (g + 1) * step)
-            zp = b_zp[g:g + 1] if grouped and getattr(b_zp, "ndim", 0) == 2 and b_zp.shape[0] > 1 else b_zp
+            zp = b_zp[..., g:g + 1, :] if grouped and _groups(b_zp) else b_zp
             part = matmul_integer_sum(a[..., lo - k0:hi - k0], a_zp, b[..., lo - k0:hi - k0, :], zp,
                                       xp).astype(xp.int64)
             accs[g] = part if g not in accs else accs[g] + part
@@ -554,8 +551,7 @@ def _to_float_task(a_blocks, b_blocks, a_scale, a_zp, b_scale, b_zp, bias, block
     v = None
     with np.errstate(all="ignore"):
         for g in sorted(accs):
-            s_g = b_scale[g:g + 1] if grouped and getattr(b_scale, "ndim", 0) == 2 and b_scale.shape[0] > 1 \
-                else b_scale
+            s_g = b_scale[..., g:g + 1, :] if grouped and _groups(b_scale) else b_scale
             term = xp.multiply(accs[g].astype(_F32), xp.multiply(a_s, f32(s_g), dtype=_F32), dtype=_F32)
             v = term if v is None else xp.add(v, term, dtype=_F32)
         if v is None:  # K = 0 with blocked scales: no groups, the empty sum +0.0
@@ -563,6 +559,11 @@ def _to_float_task(a_blocks, b_blocks, a_scale, a_zp, b_scale, b_zp, bias, block
         if bias is not None:
             v = xp.add(v, f32(bias), dtype=_F32)
         return xp.broadcast_to(v, shape).astype(out_dtype)
+
+
+def _groups(v):
+    """Whether a B-side value holds a row per group of block_size rows ((..., G, N), G > 1)."""
+    return getattr(v, "ndim", 0) >= 2 and v.shape[-2] > 1
 
 
 def _wrap_int32(acc):
@@ -593,7 +594,7 @@ def matmul_integer_sum(a, a_zp, b, b_zp, xp):
 
 def _partial_sums(a_blocks, b_blocks, a_zp, b_zp):
     xp = _array_module(a_blocks[0])
-    total = None
+    b_zp, total = _one(b_zp), None
     for a, b in zip(a_blocks, b_blocks):
         part = matmul_integer_sum(a, a_zp, b, b_zp, xp).astype(xp.int64)
         total = part if total is None else total + part
@@ -607,7 +608,8 @@ def _requantize(acc, a_scale, out_scale, out_zp, b_scale, out_dtype):
     xp = _array_module(acc)
     col = (lambda v: xp.asarray(v, dtype=_F32).reshape(-1, 1))
     with np.errstate(all="ignore"):
-        mult = xp.divide(xp.multiply(col(a_scale), xp.asarray(b_scale, dtype=_F32).reshape(1, -1), dtype=_F32),
+        b_s = xp.asarray(_one(b_scale), dtype=_F32)
+        mult = xp.divide(xp.multiply(col(a_scale), b_s if b_s.ndim > 2 else b_s.reshape(1, -1), dtype=_F32),
                          col(out_scale), dtype=_F32)
         t = xp.multiply(acc.astype(_F32), mult, dtype=_F32)
     info = np.iinfo(out_dtype)

@@ -235,9 +235,52 @@ def test_matmul_integer_to_float_k_split_blocked_scales_any_chunking(rng):
     a0, b0 = np.zeros((3, 0), u8), np.zeros((0, 2), i8)
     _exact(_threads(dmlq.matmul_integer_to_float(_chunked(a0, 2), -0.5, 3, b0, 0.1, None)),
            dmlq.matmul_integer_to_float(a0, -0.5, 3, b0, 0.1, None))
-    with pytest.raises(dmlq.UnsupportedError, match=r"b_scale per batch \(shape \(2, 1, 5\)\)"):
-        dmlq.matmul_integer_to_float(_chunked(np.stack([a, a]), 3), 0.1, None, np.stack([b8, b8]),
-                                     np.ones((2, 1, n), f32), None)
+
+
+def test_per_batch_b_parameters_any_chunking(rng):
+    """b_scale / b_zero_point per batch and column (b's batch shape, then (1, N); and
+    (G, N) per group with blocked scales) cut where b's batch and N chunks fall, for
+    every K split, in all three operators; a batch broadcast from a or from b."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    nb, m, k, n = 3, 5, 12, 7
+    a = rng.integers(0, 256, (2, nb, m, k), dtype=u8)
+    b8 = rng.integers(-128, 128, (nb, k, n), dtype=i8)
+    b4 = rng.integers(-8, 8, (nb, k, n)).astype(ml_dtypes.int4)
+    b_s = rng.uniform(0.001, 0.01, (nb, 1, n)).astype(f32)
+    b_z = rng.integers(-128, 128, (nb, 1, n), dtype=i8)
+    g_s = rng.uniform(0.001, 0.01, (nb, 3, n)).astype(f32)
+    g_z = rng.integers(-128, 128, (nb, 3, n), dtype=i8)
+    g_z4 = rng.integers(-8, 8, (nb, 3, n)).astype(ml_dtypes.int4)
+    a_s, a_z = rng.uniform(0.01, 0.05, (m, 1)).astype(f32), rng.integers(0, 256, (m, 1), dtype=u8)
+    chunkings = [((1, (1, 2), (2, 3), (5, 7)), ((2, 1), (5, 7), (3, 4))),  # K split, batch and N cut
+                 ((2, 3, 5, 12), (3, 12, 7)),                              # one chunk
+                 ((1, 1, 1, (4,) * 3), (1, (4,) * 3, 1))]                  # every batch and column alone
+    for ac, bc in chunkings:
+        la, lb = _chunked(a, ac), _chunked(b8, bc)
+        for lazy, want in (
+                (dmlq.quantized_matmul(la, a_s, a_z, lb, b_s, b_z, 0.5, None),
+                 dmlq.quantized_matmul(a, a_s, a_z, b8, b_s, b_z, 0.5, None)),
+                (dmlq.quantized_matmul(la, 0.02, 3, lb, b_s, 0, np.float32(0.7), i8(-3), dtype=i8),
+                 dmlq.quantized_matmul(a, 0.02, 3, b8, b_s, 0, np.float32(0.7), i8(-3), dtype=i8)),
+                (dmlq.matmul_integer(la, lb, a_z, b_z), dmlq.matmul_integer(a, b8, a_z, b_z)),
+                (dmlq.matmul_integer_to_float(la, a_s, a_z, lb, b_s, b_z, dtype=np.float16),
+                 dmlq.matmul_integer_to_float(a, a_s, a_z, b8, b_s, b_z, dtype=np.float16)),
+                (dmlq.matmul_integer_to_float(la, a_s, a_z, lb, g_s, g_z, _chunked(b_s[0, 0], (3, 4)), block_size=5),
+                 dmlq.matmul_integer_to_float(a, a_s, a_z, b8, g_s, g_z, b_s[0, 0], block_size=5)),
+                (dmlq.matmul_integer_to_float(la, a_s, a_z, _chunked(b4, bc), g_s, g_z4, block_size=4),
+                 dmlq.matmul_integer_to_float(a, a_s, a_z, b4, g_s, g_z4, block_size=4))):
+            assert isinstance(lazy, da.Array) and lazy._meta.size == 0 and lazy.dtype == want.dtype
+            _exact(_threads(lazy), want)
+    # a single matrix a against a batched b (the batch comes from b), and the contract itself per matrix
+    a2 = a[0, 0]
+    lazy = dmlq.quantized_matmul(_chunked(a2, (2, (5, 7))), a_s, a_z, _chunked(b8, (2, (5, 7), 4)), b_s, b_z, 0.5,
+                                 None)
+    got = _threads(lazy)
+    for i in range(nb):
+        ref = np.empty((m, n), u8)
+        R.quantized_matmul(a2, a_s.ravel(), a_z.ravel(), b8[i], b_s[i, 0], b_z[i, 0], np.full(m, 0.5, f32), None,
+                           ref)
+        _exact(got[i], ref)
 
 
 # ---- the types beyond int8: per-axis and blocked scales -------------------------------------
@@ -332,9 +375,10 @@ def test_errors_before_anything_runs():
     img = _poisoned((1, 2, 8, 8), u8, ((1,), (2,), (3, 5), (8,)))
     with pytest.raises(TypeError, match="x_scale is a dask array"):
         dmlq.quantized_avg_pool(img, da.ones(2, dtype=f32), 0, 0.1, 0, 2)
-    with pytest.raises(dmlq.UnsupportedError, match=r"b_scale per batch and column \(shape \(2, 1, 3\)\)"):
+    with pytest.raises(ValueError, match=r"b_scale must be a single value or shaped \(N,\) or \(1, N\) with N = 3 "
+                                         r"\(got \(3, 1, 3\)\)"):  # per batch of another batch shape than b's
         dmlq.quantized_matmul(_poisoned((2, 6, 4), u8, ((1, 1), (6,), (4,))), 0.1, 0, np.zeros((2, 4, 3), i8),
-                              np.ones((2, 1, 3), f32), 0, 0.2)
+                              np.ones((3, 1, 3), f32), 0, 0.2)
     with pytest.raises(ValueError, match=r"block_size = 3 on axis 1 of size 4 makes ceil\(4 / 3\) = 2 blocks"):
         dmlq.quantize_linear(x, np.ones((6, 3), f32), dtype="int4", block_size=3)
     with pytest.raises(ValueError, match=r"with axis=0 \(and no block_size\), scale must be one value or 1-D"):
@@ -364,16 +408,20 @@ def test_distributed_cluster_every_operator(client, rng):
     b = rng.integers(-128, 128, (30, 8), dtype=i8)
     img = rng.integers(0, 256, (2, 2, 11, 9), dtype=u8)
     p = POOLS[1]
+    a3, b3 = np.stack([a, a[::-1]]), np.stack([b, -b])
+    zp3 = rng.integers(-128, 128, (2, 1, 8), dtype=i8)  # per batch and column
     lazies = [dmlq.quantize_linear(_chunked(x, (4, 3)), 0.05, 128),
               dmlq.dequantize_linear(_chunked(a, (5, 7)), np.full((1, 30), 0.5, f32), u8(3)),
               dmlq.quantized_add(_chunked(a, (2, 30)), 0.1, 7, _chunked(a, (9, 11)), 0.1, 9, 0.3),
               _mm(_chunked(a, (4, (10, 20))), _chunked(b, ((10, 20), 3)), (0.02, 1, 0.01, 0, 0.7, i8(5))),
               _pool_whole(_chunked(img, (1, 2, (3, 8), (2, 7))), 0.1, 0, 0.1, 0, p),
               dmlq.matmul_integer_to_float(_chunked(a, (4, (10, 20))), 0.02, 1, _chunked(b, ((10, 20), 3)),
-                                           np.full((4, 8), 0.01, f32), None, block_size=8)]
+                                           np.full((4, 8), 0.01, f32), None, block_size=8),
+              dmlq.matmul_integer(_chunked(a3, (1, 4, (10, 20))), _chunked(b3, (1, (10, 20), 3)), None, zp3)]
     wants = [dmlq.quantize_linear(x, 0.05, 128), dmlq.dequantize_linear(a, np.full((1, 30), 0.5, f32), u8(3)),
              dmlq.quantized_add(a, 0.1, 7, a, 0.1, 9, 0.3), _mm(a, b, (0.02, 1, 0.01, 0, 0.7, i8(5))),
              _pool_whole(img, 0.1, 0, 0.1, 0, p),
-             dmlq.matmul_integer_to_float(a, 0.02, 1, b, np.full((4, 8), 0.01, f32), None, block_size=8)]
+             dmlq.matmul_integer_to_float(a, 0.02, 1, b, np.full((4, 8), 0.01, f32), None, block_size=8),
+             dmlq.matmul_integer(a3, b3, None, zp3)]
     for got, want in zip(client.compute(lazies, sync=True), wants):
         _exact(got, want)

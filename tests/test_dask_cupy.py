@@ -123,3 +123,32 @@ def test_blocked_scales_on_cupy_chunks_run_the_gpu_kernels_per_block(cp):
     for g, w in zip(got, (want, want_d, want_axis)):
         assert isinstance(g, cp.ndarray)
         np.testing.assert_array_equal(cp.asnumpy(g), w, strict=True)
+
+
+def test_per_batch_b_parameters_on_cupy_chunks(cp):
+    """b_scale / b_zero_point per batch and column, CuPy arrays, cut to each block's
+    matrices (K whole: the GPU matmul per block; K split: exact sums on the GPU)."""
+    import cupy_stand_in
+
+    rng = np.random.default_rng(29)
+    a = rng.integers(0, 256, (2, 9, 20), dtype=u8)
+    b = rng.integers(-128, 128, (2, 20, 6), dtype=i8)
+    b_s = rng.uniform(0.001, 0.01, (2, 1, 6)).astype(f32)
+    b_z = rng.integers(-128, 128, (2, 1, 6), dtype=i8)
+    g_s = rng.uniform(0.001, 0.01, (2, 4, 6)).astype(f32)  # blocks of 5 rows of b
+
+    def calls(a, b, arr):
+        return [dmlq.quantized_matmul(a, 0.02, 3, b, arr(b_s), arr(b_z), 0.5, u8(9)),
+                dmlq.matmul_integer(a, b, u8(3), arr(b_z)),
+                dmlq.matmul_integer_to_float(a, 0.02, u8(3), b, arr(g_s), arr(b_z), None, block_size=5)]
+
+    wants = calls(a, b, lambda v: v)
+    for k_chunks in ((20,), (8, 12)):
+        cupy_stand_in.counts["downloads"] = 0
+        lazies = calls(_on_gpu(cp, a, (1, (4, 5), k_chunks)), _on_gpu(cp, b, (1, k_chunks, (2, 4))), cp.asarray)
+        got = da.compute(*lazies, scheduler="threads")
+        if getattr(cp, "__stand_in__", False):
+            assert cupy_stand_in.counts["downloads"] == 0
+        for g, want in zip(got, wants):
+            assert isinstance(g, cp.ndarray)
+            np.testing.assert_array_equal(cp.asnumpy(g), want, strict=True)
