@@ -34,6 +34,9 @@ runs to infer it), and each task calls the public function on its chunks.
   B's scale and zero point per batch (b's batch shape, then (1 or G, N)) are
   broadcast over the output's batch as b is and cut where b's batch and N chunks fall.
 
+quantize_linear to a packed type (4-bit, 2-bit, float8, float4) on CuPy chunks gives a
+dmlq.Packed of lazy bytes (dmlq.packed_dask).
+
 Scales and zero points of pooling and matmul are NumPy/CuPy arrays or numbers
 (a dask array there is refused); ``out=`` is not taken (store a result with
 ``dask.array.store``).
@@ -47,11 +50,12 @@ import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
 
-from . import adapters
+from . import adapters, packed_dask
 from .calls import output_meta
 from .desc import pool_output_size
 from .errors import UnsupportedError
 from .intmm import matmul_integer
+from .qtypes import qtype
 from .quant_gpu import NATIVE
 
 _F32 = np.float32
@@ -146,11 +150,12 @@ def call(fname, values, kwargs, out=None, names=None):
     shape, dtype = _meta_call(fname, values, kwargs, chunks)
     if chunks == "cupy" and fname in ("quantize_linear", "dequantize_linear"):
         shape, dtype = _meta_call(fname, values, kwargs, "numpy")  # the logical result (not the GPU form)
+        if fname == "quantize_linear" and np.dtype(dtype).name not in NATIVE:
+            return packed_dask.quantize(values, kwargs, shape, qtype(np.dtype(dtype)), _cupy())
         if np.dtype(dtype).name not in NATIVE + ("float32", "float16"):
             raise UnsupportedError(
-                f"{fname}: a {np.dtype(dtype).name} result on CuPy chunks: CuPy holds int8, uint8, int16 and "
-                f"uint16 only, and the GPU form of {np.dtype(dtype).name} is a dmlq.Packed of bytes, which a dask "
-                "chunk cannot be; use NumPy chunks for it, or call dmlq per block (x.to_delayed())")
+                f"{fname}: a {np.dtype(dtype).name} result on CuPy chunks: CuPy has no {np.dtype(dtype).name} "
+                "dtype; use NumPy chunks for it, or call dmlq per block (x.to_delayed())")
     like = next(v for v in values if isinstance(v, da.Array))._meta
     meta = meta_from_array(like, ndim=len(shape), dtype=dtype)
     if fname == "quantized_avg_pool":
@@ -168,10 +173,11 @@ def call(fname, values, kwargs, out=None, names=None):
 
 # ------------------------------------------------------------------ element-wise
 
-def _elementwise(fname, values, kwargs, shape, dtype, meta):
+def _elementwise(fname, values, kwargs, shape, dtype, meta, packed=None):
     """Chunk-wise: every array operand cut where the output's chunks fall (the
     first dask operand of full length decides each axis; a length-1 axis is
-    one chunk that every output chunk reads)."""
+    one chunk that every output chunk reads). ``packed``: (the task's function,
+    blockwise keywords) for a 1-D result of packed bytes (dmlq.packed_dask)."""
     fn = adapters.function(fname)
     nd = len(shape)
     arrays = []
@@ -198,8 +204,25 @@ def _elementwise(fname, values, kwargs, shape, dtype, meta):
             args += [v, tuple(range(lead, nd))]
         else:
             args += [v, None]
+    return _blockwise(fn, nd, args, kwargs, dtype, meta, packed)
+
+
+def _blockwise(fn, nd, args, kwargs, dtype, meta, packed):
+    if packed is not None:  # one chunk of bytes per chunk of axis 0 (the other axes whole)
+        task, extra = packed
+        return da.blockwise(task, (0,), *args, fn=fn, kwargs=kwargs, align_arrays=False, concatenate=True,
+                            **extra)
     return da.blockwise(_apply, tuple(range(nd)), *args, fn=fn, kwargs=kwargs, align_arrays=False, dtype=dtype,
                         meta=meta)
+
+
+def blocked_axis(kwargs, scale, shape):
+    """The axis along which ``block_size`` blocks the scale (``axis=`` or the one where
+    the scale's length differs from the output's)."""
+    axis, nd = kwargs.get("axis"), len(shape)
+    if axis is not None:
+        return int(axis) % nd
+    return next((i for i in range(nd) if scale.shape[i] != shape[i]), 0)
 
 
 def _apply(*blocks, fn, kwargs):
@@ -221,7 +244,7 @@ def _block_chunks(chunks, block):
     return tuple(b - a for a, b in zip(edges[:-1], edges[1:])) or (0,)
 
 
-def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta):
+def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta, packed=None):
     """quantize/dequantize with ONNX's per-axis form (axis=: a 1-D scale cut where x's
     chunks fall along that axis) or blocked scales (block_size=: x rechunked lazily so
     that its chunks hold whole blocks along the blocked axis, and the scale and zero
@@ -240,8 +263,7 @@ def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta):
             else:
                 args += [v, None]
     else:
-        ax = int(axis) % nd if axis is not None else \
-            next((i for i in range(nd) if scale.shape[i] != shape[i]), 0)
+        ax = blocked_axis(kwargs, scale, shape)
         x = x.rechunk({ax: _block_chunks(x.chunks[ax], int(block))})
         args[0] = x
         s_chunks = tuple(tuple(-(-c // int(block)) for c in x.chunks[i]) if i == ax else x.chunks[i]
@@ -252,8 +274,7 @@ def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta):
         else:
             args += [zp, None]
         kwargs = dict(kwargs, axis=ax)
-    return da.blockwise(_apply, tuple(range(nd)), *args, fn=fn, kwargs=kwargs, align_arrays=False, dtype=dtype,
-                        meta=meta)
+    return _blockwise(fn, nd, args, kwargs, dtype, meta, packed)
 
 
 # ------------------------------------------------------------------ average pooling

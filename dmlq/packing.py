@@ -50,6 +50,18 @@ class Packed(NamedTuple):
         return packed_nbytes(self.size, self.qtype)
 
 
+def refuse_lazy(f: str, name: str, p: Packed) -> None:
+    """A Packed whose data is a dask array or a torch tensor is refused, naming it (its
+    bytes are never computed or converted behind the caller's back)."""
+    mod = type(p.data).__module__.partition(".")[0]
+    if mod in ("dask", "torch"):
+        what = "a dask array" if mod == "dask" else "a torch tensor"
+        fix = (f"dmlq.Packed({name}.data.compute(), {name}.shape, {name}.dtype)" if mod == "dask" else
+               f"dmlq.Packed(cupy.asarray({name}.data), {name}.shape, {name}.dtype)")
+        raise TypeError(f"{f}: {name} is a dmlq.Packed whose data is {what}; dmlq takes a Packed of NumPy or CuPy "
+                        f"bytes: pass {fix}")
+
+
 def packed_nbytes(size: int, q) -> int:
     """Bytes that ``size`` elements of type ``q`` take packed."""
     q = qtype(q)

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import calls, dispatch, floatconv, reference
 from .errors import DescError, UnsupportedError
-from .packing import Packed, unpack
+from .packing import Packed, refuse_lazy, unpack
 from .qtypes import BFLOAT16_DTYPE, CLASSIC, E8M0_DTYPE, QTYPES, is_qtype, qtype
 
 F32, F16, I32, U32 = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.uint32))
@@ -100,6 +100,7 @@ def _host(f, name, v, float_role, what):
     if v is None:
         return None
     if isinstance(v, Packed):
+        refuse_lazy(f, name, v)
         if not isinstance(v.data, np.ndarray):
             raise _gpu_refusal(f, f"{name}'s data is not a NumPy array")
         return unpack(v)

@@ -30,7 +30,7 @@ from . import dispatch, floatconv, quant
 from .calls import Spec, run
 from .checks import F16, F32, I32
 from .errors import DescError, UnsupportedError
-from .packing import Packed, packed_nbytes
+from .packing import Packed, packed_nbytes, refuse_lazy
 from .qtypes import BFLOAT16_DTYPE, QTYPES, QType, is_qtype, qtype
 
 # The types a CuPy array holds as they are; the others travel as dmlq.Packed.
@@ -59,6 +59,7 @@ def _packed_meta(f, name, v):
     """(data, (shape, type name)) of a Packed operand, checked; (v, None) for anything else."""
     if not isinstance(v, Packed):
         return v, None
+    refuse_lazy(f, name, v)
     q = qtype(v.dtype, f"{f}: {name}.dtype")
     shape = tuple(int(s) for s in v.shape)
     data = v.data

@@ -379,6 +379,12 @@ def test_errors_before_anything_runs():
                                          r"\(got \(3, 1, 3\)\)"):  # per batch of another batch shape than b's
         dmlq.quantized_matmul(_poisoned((2, 6, 4), u8, ((1, 1), (6,), (4,))), 0.1, 0, np.zeros((2, 4, 3), i8),
                               np.ones((3, 1, 3), f32), 0, 0.2)
+    lazy_bytes = dmlq.Packed(_poisoned((3,), u8, ((2, 1),)), (6,), "int4")
+    with pytest.raises(TypeError, match=r"q is a dmlq\.Packed whose data is a dask array; .* "
+                                        r"dmlq\.Packed\(q\.data\.compute\(\), q\.shape, q\.dtype\)"):
+        dmlq.dequantize_linear(lazy_bytes, 0.1)
+    with pytest.raises(TypeError, match=r"zero_point is a dmlq\.Packed whose data is a dask array"):
+        dmlq.quantize_linear(np.ones(6, f32), 0.1, lazy_bytes)
     with pytest.raises(ValueError, match=r"block_size = 3 on axis 1 of size 4 makes ceil\(4 / 3\) = 2 blocks"):
         dmlq.quantize_linear(x, np.ones((6, 3), f32), dtype="int4", block_size=3)
     with pytest.raises(ValueError, match=r"with axis=0 \(and no block_size\), scale must be one value or 1-D"):

@@ -87,8 +87,12 @@ def test_every_operator_keeps_cupy_chunks_and_equals_the_whole_array(cp):
 
 def test_cupy_chunks_are_checked_on_the_gpu_path_when_the_graph_is_built(cp):
     x = _on_gpu(cp, np.ones((6, 4), f32), (3, 2))
-    with pytest.raises(dmlq.UnsupportedError, match=r"int4 result on CuPy chunks: .* a dmlq\.Packed of bytes"):
-        dmlq.quantize_linear(x, cp.ones((6, 2), f32), dtype="int4", block_size=2)
+    with pytest.raises(dmlq.UnsupportedError, match=r"a bfloat16 result on CuPy chunks: CuPy has no bfloat16"):
+        dmlq.dequantize_linear(_on_gpu(cp, np.ones((6, 4), u8), 3), cp.ones((6, 2), f32), dtype="bfloat16",
+                               block_size=2)
+    lazy = dmlq.quantize_linear(x, cp.ones((6, 2), f32), dtype="int4", block_size=2)
+    with pytest.raises(TypeError, match=r"q is a dmlq\.Packed whose data is a dask array"):
+        dmlq.dequantize_linear(lazy, cp.ones((6, 2), f32), block_size=2)
     with pytest.raises(TypeError, match=r"quantize_linear: precision must be float32, float16 or bfloat16"):
         dmlq.quantize_linear(x, cp.ones((6, 2), f32), dtype="int16", block_size=2, precision=np.int8)
     with pytest.raises(TypeError, match=r"scale is a numpy\.ndarray but x is a dask array of cupy chunks"):
@@ -152,3 +156,42 @@ def test_per_batch_b_parameters_on_cupy_chunks(cp):
         for g, want in zip(got, wants):
             assert isinstance(g, cp.ndarray)
             np.testing.assert_array_equal(cp.asnumpy(g), want, strict=True)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint2", "float8_e4m3fn", "float4_e2m1fn"])
+def test_packed_results_are_packed_with_lazy_bytes(cp, dtype):
+    """quantize_linear to a type CuPy has no dtype for: a dmlq.Packed whose data is a
+    lazy 1-D dask array of uint8 CuPy chunks, byte for byte the one-array result's
+    data for any chunking (x rechunked along axis 0 to whole bytes and blocks)."""
+    import cupy_stand_in
+
+    rng = np.random.default_rng(30)
+    x = (rng.standard_normal((7, 5)) * 3).astype(f32)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    s_col = rng.uniform(0.1, 0.5, (5,)).astype(f32)
+    s_blk = rng.uniform(0.1, 0.5, (3, 5)).astype(f32)  # blocks of 3 rows along axis 0
+    s_row = rng.uniform(0.1, 0.5, (7, 1)).astype(f32)  # grows a (5,) x to (7, 5)
+    calls = [((x, np.float32(0.3)), {}), ((x, s_col), {}), ((x, s_col), dict(axis=1)),
+             ((x, s_blk), dict(block_size=3)), ((x[0], s_row), {}), ((x[0, 0], np.float32(0.3)), {}),
+             ((x[:0], np.float32(0.3)), {})]
+    for (xv, sv), kw in calls:
+        want = dmlq.quantize_linear(cp.asarray(xv), cp.asarray(sv), dtype=dtype, **kw)
+        chunkings = [()] if xv.ndim == 0 else [((1,) * 5,), ((2, 3),)] if xv.ndim == 1 else \
+            [((1,) * len(xv) or (0,), (2, 3)), ((2, 2, 3) if len(xv) else (0,), (5,))]
+        for chunks in chunkings:
+            cupy_stand_in.counts["downloads"] = 0
+            lazy = dmlq.quantize_linear(_on_gpu(cp, xv, chunks), cp.asarray(sv), dtype=dtype, **kw)
+            assert isinstance(lazy, dmlq.Packed) and (lazy.shape, lazy.dtype) == (want.shape, want.dtype)
+            assert isinstance(lazy.data, da.Array) and isinstance(lazy.data._meta, cp.ndarray)
+            assert lazy.data.dtype == u8 and lazy.data.shape == want.data.shape
+            got = lazy.data.compute(scheduler="threads")
+            if getattr(cp, "__stand_in__", False):
+                assert cupy_stand_in.counts["downloads"] == 0
+            assert isinstance(got, cp.ndarray)
+            np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(want.data), strict=True)
+    # and the NumPy path's values: the lazy bytes unpack to the whole NumPy array's result
+    lazy = dmlq.quantize_linear(_on_gpu(cp, x, ((3, 4), (5,))), cp.asarray(s_blk), dtype=dtype, block_size=3)
+    data = lazy.data.compute(scheduler="threads")
+    got = dmlq.unpack(dmlq.Packed(cp.asnumpy(data), lazy.shape, lazy.dtype))
+    want = dmlq.quantize_linear(x, s_blk, dtype=dtype, block_size=3)
+    np.testing.assert_array_equal(got.view(u8), want.view(u8), strict=True)

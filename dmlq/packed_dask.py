@@ -1,0 +1,68 @@
+"""Packed results of dask arrays of CuPy chunks: a dmlq.Packed whose bytes are lazy.
+
+On the GPU, quantize_linear to a type CuPy has no dtype for (int4, uint4, int2,
+uint2, float4_e2m1fn and the float8 types) returns a :class:`dmlq.Packed`: ONNX's
+raw bytes as a 1-D uint8 array, the logical shape and the type's name. With a dask
+array of CuPy chunks it returns the same thing, lazily:
+``Packed(data, shape, dtype)`` whose ``data`` is a 1-D dask array of uint8 CuPy
+chunks, byte for byte the one-array result's ``data`` for any chunking of x
+(``dmlq.Packed(p.data.compute(), p.shape, p.dtype)`` is the one-array result).
+
+How: the bytes hold x's elements in C order, so a run of whole bytes is a run of
+whole rows along axis 0. x is rechunked lazily so that only axis 0 is cut and each
+chunk but the last holds a number of elements that fills whole bytes (two 4-bit
+or four 2-bit elements a byte) and, with blocked scales along axis 0, whole
+blocks; each task quantizes its chunk on the GPU and returns its Packed's bytes.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .packing import Packed
+
+
+def quantize(values, kwargs, shape, q, cupy):
+    """dmlq.quantize_linear(*values, **kwargs) with dask operands of CuPy chunks and a
+    packed output type ``q`` (a QType): a Packed of lazy bytes."""
+    from . import dask as dd
+
+    x, scale, zp = values
+    logical = tuple(shape)
+    if 0 in shape:  # no bytes (dask would hand an empty chunk over as NumPy)
+        import dask.array as da
+
+        return Packed(da.from_array(cupy.empty((0,), np.uint8), chunks=((0,),), asarray=False), logical, q.name)
+    if not shape:  # one element: quantized as a 1-element row, packed the same
+        shape, x = (1,), dd._as_dask(x).reshape((1,))
+    per_byte = 8 // math.gcd(8, q.bits)
+    rest = math.prod(shape[1:])
+    step = per_byte // math.gcd(per_byte, rest) if rest else 1
+    block = kwargs.get("block_size")
+    if block is not None and dd.blocked_axis(kwargs, scale, shape) == 0:
+        step = math.lcm(step, int(block))
+    chunkwise = kwargs.get("axis") is None and block is None  # else the scales follow x's chunks
+    values, rows = [], None
+    for v in (x, scale, zp):  # cut along axis 0 only (x, and scales and zero points as x)
+        if getattr(v, "ndim", 0) > 0 and not isinstance(v, (list, tuple)) and (v is x or chunkwise):
+            v = dd._as_dask(v)
+            if v.ndim == len(shape) and v.shape[0] == shape[0] != 1:
+                rows = rows or dd._block_chunks(v.chunks[0], step)
+                v = v.rechunk((rows,) + tuple((n,) for n in v.shape[1:]))
+            else:
+                v = v.rechunk(tuple((n,) for n in v.shape))
+        values.append(v)
+    rows = rows or (shape[0],)
+    nbytes = tuple((r * rest * q.bits + 7) // 8 for r in rows)
+    packed = (_bytes, dict(adjust_chunks={0: nbytes}, dtype=np.uint8, meta=cupy.empty((0,), np.uint8)))
+    if kwargs.get("axis") is not None or block is not None:
+        data = dd._per_axis_or_blocked("quantize_linear", values, kwargs, shape, None, None, packed)
+    else:
+        data = dd._elementwise("quantize_linear", values, kwargs, shape, None, None, packed)
+    return Packed(data, logical, q.name)
+
+
+def _bytes(*blocks, fn, kwargs):
+    """One chunk quantized on the GPU: its Packed's bytes."""
+    return fn(*blocks, **kwargs).data
