@@ -109,6 +109,29 @@ def test_results_do_not_depend_on_the_thread_count(rng, monkeypatch):
         assert np.array_equal(got, want_m)
 
 
+def test_threads_share_the_pieces_out_as_they_go(monkeypatch):
+    """A thread held up on one piece (as by a busy machine) does not hold the rest of
+    the call: the other thread takes every other piece. With a fixed share per thread
+    the held-up piece's share would wait for it, and this would time out."""
+    import threading
+
+    monkeypatch.setattr(tiles, "THREADS", 2)
+    pieces, done, others_done = list(range(40)), [], threading.Event()
+    lock = threading.Lock()
+
+    def work(group):
+        for p in group:
+            if p == 0:
+                assert others_done.wait(30), "the other pieces waited for the held-up one"
+            with lock:
+                done.append(p)
+                if len(done) == len(pieces) - 1 and 0 not in done:
+                    others_done.set()
+
+    tiles.run_pieces(work, pieces)
+    assert sorted(done) == pieces and done[-1] == 0
+
+
 def test_overlapping_out_goes_through_a_temporary():
     buf = np.arange(2 * CHUNK + 9, dtype=np.int64).astype(U8)
     want = R.quantized_add(buf, np.float32([1]), None, buf[::-1], np.float32([1]), None, np.float32([1]), None,

@@ -56,6 +56,9 @@ _k: Any = None  # dmlq.cpu.jit_kernels, once loaded
 F32 = np.dtype(np.float32)
 # Below this many elements one thread runs the whole call (a thread hand-off costs more).
 SPLIT_MIN = 1 << 16
+# Larger calls run in pieces of about this many elements (a few hundred microseconds
+# each, against a few microseconds to start one), which the threads share out as they go.
+PIECE = 1 << 20
 
 
 def active() -> bool:
@@ -92,13 +95,14 @@ def _load() -> None:
 
 
 def _run(kernel, out, arrays, scalars, run_pieces) -> None:
-    """kernel(*pieces of arrays interleaved with scalars..., out piece) on ``THREADS``
-    contiguous ranges of the 1-D ``out``; ``arrays`` maps argument positions to
+    """kernel(*pieces of arrays interleaved with scalars..., out piece) on contiguous
+    ranges of the 1-D ``out`` (one below SPLIT_MIN elements, else ``THREADS`` or more
+    of at most about PIECE); ``arrays`` maps argument positions to
     1-D arrays the length of out, the other positions take ``scalars`` in order."""
     n = out.size
     from .tiles import THREADS
 
-    parts = 1 if n < SPLIT_MIN else THREADS
+    parts = 1 if n < SPLIT_MIN else max(THREADS, -(-n // PIECE))
     bounds = [n * i // parts for i in range(parts + 1)]
     pieces = [(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i + 1] > bounds[i]]
 

@@ -66,22 +66,37 @@ def _ignoring_fp(work, group):
         work(group)
 
 
+class _Shared:
+    """The pieces of one call, handed out one at a time to whichever thread asks."""
+
+    def __init__(self, pieces):
+        self._it, self._lock = iter(pieces), threading.Lock()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        with self._lock:
+            return next(self._it)
+
+
 def run_pieces(work, pieces, threaded=True) -> None:
-    """Call ``work(group)`` on ``THREADS`` contiguous groups of ``pieces`` (a
-    list), one on the calling thread (all of them there when not ``threaded``);
-    ``work`` allocates its scratch once per group. The first exception raised
-    is re-raised here."""
+    """Call ``work(group)`` once on each of ``THREADS`` threads (the calling thread
+    one of them; only it when not ``threaded``), every group iterating over one
+    shared iterator of ``pieces``: a thread takes the next piece when it has done
+    one, so a thread the OS delays (a busy machine) holds up the call by one piece,
+    not by its whole share. ``work`` allocates its scratch once per group. The
+    first exception raised is re-raised here."""
     n = len(pieces)
     groups = min(THREADS if threaded else 1, n)
     if groups <= 1:
         if n:
             _ignoring_fp(work, pieces)
         return
-    bounds = [n * i // groups for i in range(groups + 1)]
-    parts = [pieces[bounds[i]:bounds[i + 1]] for i in range(groups)]
-    futures = [_pool().submit(_ignoring_fp, work, part) for part in parts[1:]]
+    shared = _Shared(pieces)
+    futures = [_pool().submit(_ignoring_fp, work, shared) for _ in range(groups - 1)]
     try:
-        _ignoring_fp(work, parts[0])
+        _ignoring_fp(work, shared)
     finally:
         for f in futures:
             f.result()
