@@ -326,3 +326,51 @@ def avgpool_array(x, x_s, x_zp, o_s, o_zp, dtype, out_spatial, window, strides, 
     res = avgpool(x, _scales(x_s), _zps(x_zp), _scales(o_s), _zps(o_zp), str(np.dtype(dtype)),
                   out_spatial, window, strides, start_pad, end_pad, dilations, include_padding)
     return np.array(res, dtype=np.int64).reshape(x.shape[:2] + tuple(out_spatial)).astype(dtype)
+
+
+def intmm_array(a, a_zp, b, b_zp, out_shape, out_dtype, a_s=None, b_s=None, bias=None, block_size=None):
+    """matmul_integer (a_s None: the exact sum wrapped to int32) or matmul_integer_to_float
+    (docs/semantics.md: per group of block_size k, float32(acc_g) * (a_s * b_s_g), the groups
+    added in ascending order, then the bias, then one rounding to the output type), each
+    element by Python ints and exactly rounded float32 operations. Parameters in the backend
+    form: a's () or (M, 1); b's () or (..., 1 or G, N); bias broadcast to the output."""
+    shape, out_dtype = tuple(out_shape), np.dtype(out_dtype)
+    batch, (M, N) = shape[:-2], shape[-2:]
+    K = np.shape(a)[-1]
+    ints = (lambda v, s: np.broadcast_to(np.asarray(v).astype(np.int64), s))
+    ab, bb = ints(a, batch + (M, K)), ints(b, batch + (K, N))
+    step = block_size or max(K, 1)
+    groups = [(g, min(g + step, K)) for g in range(0, K, step)] or ([(0, 0)] if block_size is None else [])
+
+    def b_at(p, z, g, n):  # a b parameter for matrix z, group g, column n
+        p = np.asarray(p)
+        if p.ndim >= 2:
+            p = np.broadcast_to(p, batch + p.shape[-2:])[z]
+            return p[g if p.shape[-2] > 1 else 0, n]
+        return p
+
+    def a_at(p, m):
+        p = np.asarray(p)
+        return p.reshape(-1)[m if p.size > 1 else 0]
+
+    out = np.empty(shape, out_dtype)
+    biasb = None if bias is None else np.broadcast_to(np.asarray(bias), shape)
+    for z in np.ndindex(*batch):
+        A, B = ab[z].tolist(), bb[z].T.tolist()
+        for m in range(M):
+            azp = 0 if a_zp is None else int(a_at(a_zp, m))
+            for n in range(N):
+                accs = [sum((A[m][k] - azp) * (B[n][k] - (0 if b_zp is None else int(b_at(b_zp, z, gi, n))))
+                            for k in range(k0, k1)) for gi, (k0, k1) in enumerate(groups)]
+                if a_s is None:
+                    out[z + (m, n)] = (sum(accs) + 2**31) % 2**32 - 2**31
+                    continue
+                v = None
+                for gi, acc in enumerate(accs):
+                    term = mul32(f32(acc), mul32(float(a_at(a_s, m)), float(b_at(b_s, z, gi, n))))
+                    v = term if v is None else add32(v, term)
+                v = 0.0 if v is None else v
+                if biasb is not None:
+                    v = add32(v, float(biasb[z + (m, n)]))
+                out[z + (m, n)] = v if out_dtype == np.float32 else f16(v) if not math.isnan(v) else v
+    return out

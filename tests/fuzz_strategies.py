@@ -355,3 +355,75 @@ def avg_pool_args(draw, max_work=6000):
                 out_zero_point=zps(odt), out=draw(out_array((n, c) + tuple(out_sp), odt)),
                 window_size=tuple(window), strides=tuple(strides), start_padding=tuple(sp),
                 end_padding=tuple(ep), dilations=tuple(dil), include_padding=draw(st.booleans()))
+
+
+# ---- the integer matmul family (backend form: a params () or (M, 1); b params (), (1, N),
+# (G, N) with block_size, or b's batch shape + (1 or G, N); 4-bit b as ml_dtypes arrays)
+
+FOUR_BIT = ("int4", "uint4")
+
+
+def _four_bit(name):
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+@st.composite
+def _b_ints(draw, name, shape):
+    """int8/uint8 values, or int4/uint4 (ml_dtypes) with their extremes and 0 often."""
+    if name not in FOUR_BIT:
+        return draw(int_arrays(np.dtype(name), shape))
+    lo, hi = (-8, 7) if name == "int4" else (0, 15)
+    rng, n = _rng(draw), int(np.prod(shape))
+    parts = [rng.integers(lo, hi, n, endpoint=True), rng.choice(np.array(sorted({lo, lo + 1, hi - 1, hi, 0})), n)]
+    return _mix(rng, draw, parts, n).reshape(shape).astype(_four_bit(name))
+
+
+@st.composite
+def intmm_args(draw, op, max_work=3000):
+    """Arguments of matmul_integer (op "int") or matmul_integer_to_float (op "float"):
+    per-tensor / per-row / per-column / per-batch zero points and scales (float32 or
+    float16, specials included), bias (N,) / (M, N) / the output's shape, float16 out,
+    block_size along K (not dividing K sometimes), 4-bit b."""
+    adt = draw(st.sampled_from(QTYPES))
+    bname = draw(st.sampled_from(("int8", "uint8") + FOUR_BIT))
+    M, K, N = (draw(st.sampled_from(SIDES + (8, 16, 17, 33))) for _ in range(3))
+    if M * N * max(K, 1) > max_work:
+        K = max(1, max_work // max(M * N, 1))
+    batch, (ba, bb) = _shapes(draw, 2, 3, max_dims=2)
+    a = arranged(draw, int_arrays(adt, ba + (M, K)))
+    b = draw(_b_ints(bname, bb + (K, N)))
+    if bname not in FOUR_BIT:
+        b = draw(layout(b))
+    block = None
+    if op == "float" and draw(st.booleans()):
+        block = draw(st.sampled_from((1, 2, 3, 4, 32, 64)))
+    rows = 1 if block is None else -(-K // block)
+    per_batch = bool(bb) and any(d != 1 for d in bb)
+
+    def b_param(make, allow_none, blocked):
+        kind = draw(st.sampled_from((["none"] if allow_none else []) + ["one", "col"] + (["group"] if blocked else [])
+                                    + (["batch"] if per_batch else [])))
+        if kind == "none":
+            return None
+        r = rows if kind == "group" or (kind == "batch" and blocked and draw(st.booleans())) else 1
+        shape = {"one": (), "col": (1, N), "group": (rows, N), "batch": bb + (r, N)}[kind]
+        return make(shape)
+
+    a_zp = draw(st.sampled_from([None, (), (M, 1)]))
+    a_zp = None if a_zp is None else draw(int_arrays(adt, a_zp))
+    b_zp = b_param(lambda s: draw(_b_ints(bname, s)), True, block is not None and rows > 0)
+    if op == "int":
+        return dict(a=a, a_zero_point=a_zp, b=b, b_zero_point=b_zp, out=draw(out_array(batch + (M, N), np.int32)))
+    sdt = draw(st.sampled_from((F32, F32, F16)))
+    scales = (lambda s: draw(uniform_arrays(sdt, s, 1e-3, 1.0))) if draw(st.booleans()) else \
+        (lambda s: draw(scale_arrays(sdt, s)))
+    a_s = scales(draw(st.sampled_from([(), (M, 1)])))
+    b_s = b_param(scales, False, block is not None and rows > 0)
+    bias = draw(st.sampled_from([None, (N,), (M, N), batch + (M, N)]))
+    if bias is not None:
+        bias = draw(float_arrays(draw(st.sampled_from((F32, F16))), bias))
+    odt = draw(st.sampled_from((F32, F16)))
+    return dict(a=a, a_scale=a_s, a_zero_point=a_zp, b=b, b_scale=b_s, b_zero_point=b_zp, bias=bias,
+                out=draw(out_array(batch + (M, N), odt)), block_size=block)

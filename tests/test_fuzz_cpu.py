@@ -208,3 +208,29 @@ def test_fuzz_avg_pool(backend, args):
                                args["window_size"], args["strides"], args["start_padding"],
                                args["end_padding"], args["dilations"], args["include_padding"])
     assert_same(got, want, out)
+
+
+def _intmm_exact(args, op):
+    out = args["out"]
+    kw = {} if op == "int" else dict(a_s=args["a_scale"], b_s=args["b_scale"], bias=args["bias"],
+                                      block_size=args["block_size"])
+    return exact.intmm_array(args["a"], args["a_zero_point"], args["b"], args["b_zero_point"], out.shape,
+                             out.dtype, **kw)
+
+
+@BACKENDS
+@fs.fuzz_settings()
+@given(fs.intmm_args("int"))
+def test_fuzz_matmul_integer(backend, args):
+    got = host_backends.get(backend).matmul_integer(**args)
+    assert_same(got, _intmm_exact(args, "int"), args["out"])
+    event(f"b: {args['b'].dtype}")
+
+
+@BACKENDS
+@fs.fuzz_settings()
+@given(fs.intmm_args("float"))
+def test_fuzz_matmul_integer_to_float(backend, args):
+    got = host_backends.get(backend).matmul_integer_to_float(**args)
+    assert_same(got, _intmm_exact(args, "float"), args["out"])
+    event(f"b: {args['b'].dtype}, block_size: {args['block_size']}, out: {args['out'].dtype}")

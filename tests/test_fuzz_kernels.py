@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 
 import fuzz_strategies as fs
+import dmlq
 from dmlq import reference as R
-from dmlq.gpu import avgpool, device, elementwise, matmul
+from dmlq.errors import UnsupportedError
+from dmlq.gpu import avgpool, device, elementwise, intmm, matmul
 
 OPS = {
     "quantize": (fs.quantize_args, elementwise.quantize_linear, R.quantize_linear),
@@ -83,3 +85,53 @@ def _fuzz(op, dev_name, request):
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_fuzz_kernels(op, dev_name, request):
     _fuzz(op, dev_name, request)
+
+
+# The integer matmul family: the stream kernels (M <= 16) and the tiled ones (M > 16),
+# as selection picks them (no variant argument). A 4-bit b goes to the kernels as
+# dmlq.pack's bytes with b_packed and its zero point widened to int8/uint8, as
+# dmlq.packed_b hands them over; the reference gets the ml_dtypes array.
+INTMM = {"matmul_integer": ("int", intmm.matmul_integer, R.matmul_integer),
+         "matmul_integer_to_float": ("float", intmm.matmul_integer_to_float, R.matmul_integer_to_float)}
+
+
+def _kernel_form(args):
+    b, zp = args["b"], args["b_zero_point"]
+    if b.dtype.name not in fs.FOUR_BIT:
+        return args
+    wide = np.int8 if b.dtype.name == "int4" else np.uint8
+    zp = None if zp is None else np.asarray(zp).astype(wide)
+    return {**args, "b": dmlq.pack(b).data, "b_zero_point": zp, "b_packed": (b.dtype.name, b.shape, True)}
+
+
+@pytest.mark.parametrize("dev_name", ["host", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("op", sorted(INTMM))
+def test_fuzz_intmm_kernels(op, dev_name, request):
+    which, kernel, reference = INTMM[op]
+    dev = request.getfixturevalue("host_device" if dev_name == "host" else "gpu_mirror_device")
+
+    @fs.fuzz_settings()
+    @given(fs.intmm_args(which))
+    def run(args):
+        out = args["out"]
+        want = reference(**{**args, "out": np.empty(out.shape, out.dtype)})
+        try:
+            dev.forget()
+            with device.using(dev):
+                got = kernel(**_kernel_form(args))
+        except UnsupportedError as e:  # the GPU's documented gaps (README), M > 16 only
+            assert args["a"].shape[-2] > 16 and "no CUDA kernel" in str(e), e
+            event(f"refused: {str(e).split(';')[0].split(': ', 1)[1][:40]}")
+            return
+        finally:
+            dev.forget()
+        event(f"ran: M {'<= 16 (stream)' if args['a'].shape[-2] <= 16 else '> 16 (tiled)'}")
+        assert got is out
+        ok = _same(out, want)
+        if not ok.all():
+            idx = tuple(np.argwhere(~ok)[0])
+            raise AssertionError(f"{op}: {(~ok).sum()} mismatches, first at {idx}: got {out[idx]!r}, "
+                                 f"want {want[idx]!r}")
+        assert fs.untouched_outside(out), f"{op}: wrote outside out"
+
+    run()
