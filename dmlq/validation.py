@@ -38,7 +38,10 @@ class TensorSupport(NamedTuple):
     data_types: Tuple[DataType, ...]
 
 
-# The seed tables, transcribed row for row ("<operator> <level>" opens a table).
+# The seed tables, transcribed row for row ("<operator> <level>" opens a table). The two
+# integer matmuls are not among the seeds: theirs are the directml.h reference pages
+# (MicrosoftDocs/sdk-api ns-directml-dml_matrix_multiply_integer_operator_desc.md: levels
+# 2.1, 4.0 and 5.2; ns-directml-dml_matrix_multiply_integer_to_float_operator_desc.md: 6.2).
 _TABLES = """
 QuantizeLinear 1.0
 InputTensor           | Input          | 4      | FLOAT32
@@ -140,6 +143,13 @@ BZeroPointTensor      | Optional input | 4      | INT8, UINT8
 OutputTensor          | Output         | 4      | INT32
 
 MatrixMultiplyInteger 4.0
+ATensor               | Input          | 2 to 4 | INT8, UINT8
+AZeroPointTensor      | Optional input | 1 to 4 | INT8, UINT8
+BTensor               | Input          | 2 to 4 | INT8, UINT8
+BZeroPointTensor      | Optional input | 2 to 4 | INT8, UINT8
+OutputTensor          | Output         | 2 to 4 | INT32
+
+MatrixMultiplyInteger 5.2
 ATensor               | Input          | 2 to 4 | INT8, UINT8
 AZeroPointTensor      | Optional input | 1 to 4 | INT8, UINT8
 BTensor               | Input          | 2 to 4 | INT8, UINT8

@@ -1,5 +1,5 @@
 """DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC (dmlq.MatrixMultiplyIntegerDesc): DirectML's tensor
-support tables (feature levels 2.1 and 4.0) row by row, its tensor constraints, the shape rules,
+support tables (feature levels 2.1, 4.0 and 5.2) row by row, its tensor constraints, the shape rules,
 and compile_operator running ONNX MatMulInteger's computation (onnxruntime's CPU provider)."""
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ TABLES = {
     "2.1": {"ATensor": ((4, 4), _Q), "AZeroPointTensor": ((4, 4), _Q), "BTensor": ((4, 4), _Q),
             "BZeroPointTensor": ((4, 4), _Q), "OutputTensor": ((4, 4), {"INT32"})},
     "4.0": {"ATensor": ((2, 4), _Q), "AZeroPointTensor": ((1, 4), _Q), "BTensor": ((2, 4), _Q),
+            "BZeroPointTensor": ((2, 4), _Q), "OutputTensor": ((2, 4), {"INT32"})},
+    "5.2": {"ATensor": ((2, 4), _Q), "AZeroPointTensor": ((1, 4), _Q), "BTensor": ((2, 4), _Q),
             "BZeroPointTensor": ((1, 4), _Q), "OutputTensor": ((2, 4), {"INT32"})},
 }
 # Each "Tensor constraints" bullet that ties DataTypes: (A, A's zero point), (B, B's zero point).
@@ -46,7 +48,7 @@ def fields(types=None, ranks=None):
 @pytest.mark.parametrize("level", ["2.1", "4.0", "6.2"])
 @pytest.mark.parametrize("group", TYPE_GROUPS, ids=lambda g: g[0])
 def test_table_types_row_by_row(level, group):
-    table = TABLES["4.0" if level == "6.2" else level]
+    table = TABLES["5.2" if level == "6.2" else level]
     for dt in DataType:
         desc = dmlq.MatrixMultiplyIntegerDesc(**fields({f: dt.name for f in group}))
         if dt.name in table[group[0]][1]:
@@ -56,7 +58,7 @@ def test_table_types_row_by_row(level, group):
                 dmlq.compile_operator(desc, feature_level=level)
 
 
-@pytest.mark.parametrize("level", ["2.1", "4.0"])
+@pytest.mark.parametrize("level", ["2.1", "4.0", "5.2"])
 def test_table_ranks(level):
     lo, hi = TABLES[level]["ATensor"][0]
     data = ("ATensor", "BTensor", "OutputTensor")
@@ -67,14 +69,16 @@ def test_table_ranks(level):
         elif r >= 2 or level == "2.1":
             with pytest.raises(DescError, match="DimensionCount"):
                 dmlq.compile_operator(desc, feature_level=level)
-    zlo, zhi = TABLES[level]["AZeroPointTensor"][0]
-    one_d = dict(a_zero_point_tensor=t("UINT8", (4,)), b_zero_point_tensor=t("INT8", (6,)))
-    desc = dmlq.MatrixMultiplyIntegerDesc(**{**fields(), **one_d})
-    if zlo == 1:
-        dmlq.compile_operator(desc, feature_level=level)
-    else:
-        with pytest.raises(DescError, match=f"DimensionCount must be {zlo}"):
+    # 1-D zero points: A's from 4.0, B's from 5.2 (4.0's row reads "2 to 4" for BZeroPointTensor)
+    for field, one_d in (("AZeroPointTensor", dict(a_zero_point_tensor=t("UINT8", (4,)))),
+                         ("BZeroPointTensor", dict(b_zero_point_tensor=t("INT8", (6,))))):
+        zlo, zhi = TABLES[level][field][0]
+        desc = dmlq.MatrixMultiplyIntegerDesc(**{**fields(), **one_d})
+        if zlo == 1:
             dmlq.compile_operator(desc, feature_level=level)
+        else:
+            with pytest.raises(DescError, match=f"{field} DimensionCount must be"):
+                dmlq.compile_operator(desc, feature_level=level)
 
 
 @pytest.mark.parametrize("change,match", [
