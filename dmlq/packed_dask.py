@@ -13,6 +13,10 @@ whole rows along axis 0. x is rechunked lazily so that only axis 0 is cut and ea
 chunk but the last holds a number of elements that fills whole bytes (two 4-bit
 or four 2-bit elements a byte) and, with blocked scales along axis 0, whole
 blocks; each task quantizes its chunk on the GPU and returns its Packed's bytes.
+
+dequantize_linear takes such a lazy Packed (bytes of any chunking) back: the bytes
+are rechunked to whole rows the same way and each task dequantizes a Packed of its
+rows on the GPU; the result is a lazy dask array of CuPy chunks.
 """
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ import math
 
 import numpy as np
 
-from .packing import Packed
+from .packing import Packed, packed_nbytes
+from .qtypes import qtype
 
 
 def quantize(values, kwargs, shape, q, cupy):
@@ -66,3 +71,49 @@ def quantize(values, kwargs, shape, q, cupy):
 def _bytes(*blocks, fn, kwargs):
     """One chunk quantized on the GPU: its Packed's bytes."""
     return fn(*blocks, **kwargs).data
+
+
+def dequantize(q, scale, zero_point, kwargs, out):
+    """dmlq.dequantize_linear of a Packed whose data is a dask array of uint8 CuPy chunks
+    (as quantize above gives it): a lazy dask array of CuPy chunks. The bytes are
+    rechunked lazily to whole rows along axis 0 (whole bytes, whole blocks); each task
+    hands its bytes to the GPU as a Packed of its rows."""
+    from . import dask as dd
+    import dask.array as da
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+    from dask.array.utils import meta_from_array
+
+    f = "dequantize_linear"
+    chunks = dd._check(f, (q.data, scale, zero_point), out)
+    if chunks != "cupy":
+        raise TypeError(f"{f}: q is a dmlq.Packed whose data is a dask array of {chunks} chunks; a lazy Packed "
+                        "takes CuPy chunks (with NumPy chunks pass the ml_dtypes array itself as a dask array)")
+    cupy, qt, shape = dd._cupy(), qtype(q.dtype), tuple(int(s) for s in q.shape)
+    nbytes = packed_nbytes(math.prod(shape), qt)
+    stand = Packed(cupy.broadcast_to(cupy.zeros((), np.uint8), (q.data.shape[0],)), shape, q.dtype)
+    out_shape, dtype = dd._meta_call(f, (stand, scale, zero_point), kwargs, "cupy")  # every check, now
+    meta = meta_from_array(q.data._meta, ndim=len(out_shape), dtype=dtype)
+    if 0 in shape:
+        return da.from_array(cupy.empty(out_shape, dtype), chunks=tuple((n,) for n in out_shape), asarray=False)
+    rows_shape = shape or (1,)
+    per_byte, rest = 8 // math.gcd(8, qt.bits), math.prod(rows_shape[1:])
+    step = per_byte // math.gcd(per_byte, rest)
+    if kwargs.get("block_size") is not None and dd.blocked_axis(kwargs, scale, rows_shape) == 0:
+        step = math.lcm(step, int(kwargs["block_size"]))
+    cuts = sorted({min(rows_shape[0], int(b) * per_byte // rest) for b in np.cumsum(q.data.chunks[0])[:-1]})
+    edges = [0] + [c for c in cuts if 0 < c < rows_shape[0]] + [rows_shape[0]]
+    rows = dd._block_chunks(tuple(b - a for a, b in zip(edges[:-1], edges[1:])), step)
+    whole = tuple(r * rest * qt.bits // 8 for r in rows[:-1])  # whole bytes: the last chunk takes the rest
+    data = q.data.rechunk((whole + (nbytes - sum(whole),),))
+    name = "dmlq-packed-rows-" + tokenize(data, rows_shape, q.dtype)
+    tail = (0,) * (len(rows_shape) - 1)
+    layer = {(name, i) + tail: (Packed, (data.name, i), (r,) + rows_shape[1:], q.dtype) for i, r in enumerate(rows)}
+    carrier = da.Array(HighLevelGraph.from_collections(name, layer, dependencies=[data]), name,
+                       chunks=(rows,) + tuple((n,) for n in rows_shape[1:]), meta=meta_from_array(meta, dtype=np.uint8))
+    values = (carrier, scale, zero_point)
+    if kwargs.get("axis") is not None or kwargs.get("block_size") is not None:
+        result = dd._per_axis_or_blocked(f, values, kwargs, rows_shape, dtype, meta)
+    else:
+        result = dd._elementwise(f, values, kwargs, rows_shape, dtype, meta)
+    return result if shape else result.reshape(())

@@ -44,8 +44,8 @@ def on_gpu(*values) -> bool:
     if any(dispatch.foreign(v) and not dispatch.is_gpu(v) for v in values):
         return False
     for v in values:
-        if isinstance(v, Packed):
-            v = v.data
+        if isinstance(v, Packed):  # a lazy Packed's bytes (dask) lie where its chunks lie
+            v = v.data._meta if type(v.data).__module__.startswith("dask.") else v.data
         if v is not None and not isinstance(v, (np.ndarray, np.generic, numbers.Number)) and dispatch.is_gpu(v):
             return True
     return False
@@ -393,6 +393,10 @@ def _logical_shape(x, scale, zp_shape, axis, block_size):
 def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, out=None):
     """dmlq.dequantize_linear on GPU arrays (see the module text)."""
     f = "dequantize_linear"
+    if isinstance(q, Packed) and dispatch.foreign(q.data):  # a lazy Packed (dask bytes): dmlq.packed_dask
+        from . import packed_dask
+
+        return packed_dask.dequantize(q, scale, zero_point, dict(dtype=dtype, axis=axis, block_size=block_size), out)
     _foreign(f, (("q", q), ("scale", scale), ("zero_point", zero_point), ("out", out)))
     data, q_meta = _packed_meta(f, "q", q)
     zp, zp_meta = _packed_meta(f, "zero_point", zero_point)

@@ -91,8 +91,12 @@ def test_cupy_chunks_are_checked_on_the_gpu_path_when_the_graph_is_built(cp):
         dmlq.dequantize_linear(_on_gpu(cp, np.ones((6, 4), u8), 3), cp.ones((6, 2), f32), dtype="bfloat16",
                                block_size=2)
     lazy = dmlq.quantize_linear(x, cp.ones((6, 2), f32), dtype="int4", block_size=2)
-    with pytest.raises(TypeError, match=r"q is a dmlq\.Packed whose data is a dask array"):
-        dmlq.dequantize_linear(lazy, cp.ones((6, 2), f32), block_size=2)
+    with pytest.raises(ValueError, match=r"block_size = 3 on axis 1 of size 4 makes ceil\(4 / 3\) = 2 blocks"):
+        dmlq.dequantize_linear(lazy, cp.ones((6, 3), f32), block_size=3)  # checked now, on a stand-in
+    with pytest.raises(TypeError, match=r"scale is a numpy\.ndarray but q is a dask array of cupy chunks"):
+        dmlq.dequantize_linear(lazy, np.ones((6, 2), f32), block_size=2)
+    with pytest.raises(ValueError, match=r"q is a dmlq\.Packed of 24 int4 elements .* 12 bytes"):
+        dmlq.dequantize_linear(dmlq.Packed(lazy.data[:-1], lazy.shape, "int4"), cp.ones((6, 2), f32), block_size=2)
     with pytest.raises(TypeError, match=r"quantize_linear: precision must be float32, float16 or bfloat16"):
         dmlq.quantize_linear(x, cp.ones((6, 2), f32), dtype="int16", block_size=2, precision=np.int8)
     with pytest.raises(TypeError, match=r"scale is a numpy\.ndarray but x is a dask array of cupy chunks"):
@@ -189,6 +193,23 @@ def test_packed_results_are_packed_with_lazy_bytes(cp, dtype):
                 assert cupy_stand_in.counts["downloads"] == 0
             assert isinstance(got, cp.ndarray)
             np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(want.data), strict=True)
+            # and back, lazily: the lazy Packed dequantized chunk-wise, as the one-array Packed
+            back = dmlq.dequantize_linear(lazy, cp.asarray(sv), **kw)
+            want_back = dmlq.dequantize_linear(want, cp.asarray(sv), **kw)
+            assert isinstance(back, da.Array) and isinstance(back._meta, cp.ndarray) and back.shape == want_back.shape
+            cupy_stand_in.counts["downloads"] = 0
+            got_back = back.compute(scheduler="threads")
+            if getattr(cp, "__stand_in__", False):
+                assert cupy_stand_in.counts["downloads"] == 0
+            np.testing.assert_array_equal(cp.asnumpy(got_back), cp.asnumpy(want_back), strict=True)
+    # bytes of any chunking (a Packed made by hand): rechunked to whole rows, blocks along axis 0
+    want = dmlq.quantize_linear(cp.asarray(x), cp.asarray(s_blk), dtype=dtype, block_size=3)
+    for byte_chunks in (1, 3, 7):
+        lazy = dmlq.Packed(da.from_array(want.data, chunks=byte_chunks, asarray=False), want.shape, want.dtype)
+        back = dmlq.dequantize_linear(lazy, cp.asarray(s_blk), block_size=3, dtype=np.float16)
+        np.testing.assert_array_equal(cp.asnumpy(back.compute(scheduler="threads")),
+                                      cp.asnumpy(dmlq.dequantize_linear(want, cp.asarray(s_blk), block_size=3,
+                                                                        dtype=np.float16)), strict=True)
     # and the NumPy path's values: the lazy bytes unpack to the whole NumPy array's result
     lazy = dmlq.quantize_linear(_on_gpu(cp, x, ((3, 4), (5,))), cp.asarray(s_blk), dtype=dtype, block_size=3)
     data = lazy.data.compute(scheduler="threads")
