@@ -6,7 +6,8 @@ One row per group: dmlq's CPU backend, onnxruntime's CPU provider and the
 reference, median time (and the fastest round: on a shared machine the least
 disturbed) and peak memory (RSS above the inputs, one call in a
 fresh process), and dmlq over onnxruntime; for the element-wise groups also
-dmlq's NumPy path (numba's kernels off: a lean install) over onnxruntime. ``reasons.json`` maps a group to
+dmlq's NumPy path (numba's kernels off: a lean install) over onnxruntime and both on one
+thread (dmlq, one thread / onnxruntime, one thread). ``reasons.json`` maps a group to
 the reason written next to a row over the 3x target.
 """
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import json
 import sys
 
-IMPLS = ("dmlq:cpu", "peer:onnxruntime-cpu", "dmlq:reference", "dmlq:cpu-numpy")
+IMPLS = ("dmlq:cpu", "peer:onnxruntime-cpu", "dmlq:reference", "dmlq:cpu-numpy", "dmlq:cpu-1thread",
+         "peer:onnxruntime-cpu-1thread")
 
 
 def _ms(t):
@@ -34,17 +36,17 @@ def table(data, reasons=None):
         rows.setdefault(bench["group"], {})[info.get("impl")] = ((stats["median"], stats["min"]),
                                                                  info.get("peak_rss_bytes"))
     lines = ["| group | dmlq CPU | onnxruntime CPU | reference | dmlq / ORT | NumPy path / ORT "
-             "| peak memory dmlq / ORT / reference | note |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+             "| one thread: dmlq / ORT | peak memory dmlq / ORT / reference | note |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     none = ((None, None), None)
     for group, r in rows.items():
-        (t_d, m_d), (t_o, m_o), (t_r, m_r), (t_n, _) = (r.get(i, none) for i in IMPLS)
+        (t_d, m_d), (t_o, m_o), (t_r, m_r), (t_n, _), (t_d1, _), (t_o1, _) = (r.get(i, none) for i in IMPLS)
         ratio = _ratio(t_d, t_o)
         note = reasons.get(group, "")
         if t_d[0] and t_o[0] and max(t_d[0] / t_o[0], t_d[1] / t_o[1]) > 3 and not note:
             note = "**over 3x: reason missing**"
         lines.append(f"| {group} | {_times(t_d)} | {_times(t_o)} | {_times(t_r)} | {ratio} | {_ratio(t_n, t_o)} | "
-                     f"{_mb(m_d)} / {_mb(m_o)} / {_mb(m_r)} | {note} |")
+                     f"{_ratio(t_d1, t_o1)} | {_mb(m_d)} / {_mb(m_o)} / {_mb(m_r)} | {note} |")
     return "\n".join(lines)
 
 

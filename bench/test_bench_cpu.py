@@ -12,7 +12,10 @@ com.microsoft QLinearAveragePool; every operand a graph input, as dmlq gets
 them per call, so ORT's QLinearMatMul packs b on each run; ORT's default
 thread count), ``dmlq:cpu-numpy`` (element-wise groups: the same public function
 with dmlq.cpu.jit's numba kernels off, the path a lean install runs) and
-``dmlq:reference`` (the NumPy oracle). ``extra_info``
+``dmlq:reference`` (the NumPy oracle); for the element-wise groups also
+``peer:onnxruntime-cpu-1thread`` and ``dmlq:cpu-1thread``, both on one thread (on a
+busy shared machine a hand-off between threads can cost more than the call: these
+two show the per-thread speed). ``extra_info``
 holds DESIGN.md's keys; ``limit`` is onnxruntime's median seconds in this run
 (its result runs first in each group) and ``fraction_of_limit`` is
 onnxruntime's time over this one (1.0: as fast; the target is >= 1/3).
@@ -57,8 +60,10 @@ GROUPS = {
     "avgpool/uint8/1x64x224x224-2x2s2": ("avgpool", dict(shape=(1, 64, 224, 224), window=2, stride=2, pad=0)),
     "avgpool/uint8/1x64x224x224-3x3s1p1": ("avgpool", dict(shape=(1, 64, 224, 224), window=3, stride=1, pad=1)),
 }
-IMPLS = ("peer:onnxruntime-cpu", "dmlq:cpu", "dmlq:cpu-numpy", "dmlq:reference")
+IMPLS = ("peer:onnxruntime-cpu", "dmlq:cpu", "dmlq:cpu-numpy", "dmlq:reference",
+         "peer:onnxruntime-cpu-1thread", "dmlq:cpu-1thread")
 ELEMENTWISE = ("quantize", "dequantize", "add")  # where dmlq:cpu-numpy differs from dmlq:cpu
+ONE_THREAD = ("peer:onnxruntime-cpu-1thread", "dmlq:cpu-1thread")  # element-wise groups only
 ROUNDS = {"dmlq:reference": 3}  # others: 30 (a shared machine: the fastest rounds are the least disturbed)
 
 
@@ -145,7 +150,7 @@ class Workload:
                                             (w, w), (st, st), (pad, pad), (pad, pad), (1, 1), False)
 
     # -- onnxruntime: one node, every operand an input
-    def onnxruntime(self):
+    def onnxruntime(self, threads=0):
         ort = pytest.importorskip("onnxruntime")
         from onnx import TensorProto, helper
 
@@ -178,6 +183,7 @@ class Workload:
         model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.intra_op_num_threads = threads  # 0: onnxruntime's default
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         fd = dict(zip(names, feeds))
         return lambda: session.run(None, fd)
@@ -191,9 +197,22 @@ class Workload:
                 return fn()
         return run
 
+    def one_thread(self):
+        """dmlq's public function on the calling thread only (as DMLQ_CPU_THREADS=1)."""
+        fn = self.dmlq()
+
+        def run():
+            before, tiles.THREADS = tiles.THREADS, 1
+            try:
+                return fn()
+            finally:
+                tiles.THREADS = before
+        return run
+
     def impl(self, name):
         return {"dmlq:cpu": self.dmlq, "dmlq:cpu-numpy": self.numpy_path, "dmlq:reference": self.reference,
-                "peer:onnxruntime-cpu": self.onnxruntime}[name]()
+                "peer:onnxruntime-cpu": self.onnxruntime, "dmlq:cpu-1thread": self.one_thread,
+                "peer:onnxruntime-cpu-1thread": lambda: self.onnxruntime(threads=1)}[name]()
 
 
 # ----------------------------------------------------------------- peak memory
@@ -267,7 +286,8 @@ pytestmark = [pytest.mark.cpu, pytest.mark.benchmark(disable_gc=True)]
 
 
 _ORT_MEDIAN: dict = {}
-CASES = [(g, i) for g in GROUPS for i in IMPLS if i != "dmlq:cpu-numpy" or GROUPS[g][0] in ELEMENTWISE]
+CASES = [(g, i) for g in GROUPS for i in IMPLS
+         if (i != "dmlq:cpu-numpy" and i not in ONE_THREAD) or GROUPS[g][0] in ELEMENTWISE]
 
 
 @pytest.mark.parametrize("group, impl", CASES, ids=[f"{g}|{i}" for g, i in CASES])
@@ -279,12 +299,14 @@ def test_cpu(benchmark, smoke, group, impl):
     if benchmark.stats is None:  # --benchmark-disable: each implementation ran once
         return
     t = benchmark.stats.stats.median
+    one = impl in ONE_THREAD  # compared with the one-thread peer
     if impl.startswith("peer:"):
-        _ORT_MEDIAN[group] = t
-    limit = _ORT_MEDIAN.get(group)
+        _ORT_MEDIAN[group, one] = t
+    limit = _ORT_MEDIAN.get((group, one))
     info = {"impl": impl, "bytes": int(w.bytes), "ops": int(w.ops), "gb_per_s": w.bytes / t / 1e9,
             "tops": w.ops / t / 1e12, "limit": limit, "fraction_of_limit": (limit / t) if limit else None,
-            "limit_is": "peer:onnxruntime-cpu median seconds, same run", "threads": tiles.THREADS,
+            "limit_is": f"{ONE_THREAD[0] if one else IMPLS[0]} median seconds, same run",
+            "threads": 1 if one else tiles.THREADS,
             "peak_rss_bytes": peak_rss(group, impl), **_versions()}
     if impl.startswith("dmlq:"):
         info["peak_traced_bytes"] = traced_peak(fn)

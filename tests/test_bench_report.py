@@ -33,7 +33,7 @@ def _report():
 
 TORCH_BENCHMARKS = 4  # bench/test_bench_torch.py: a call on torch CUDA tensors and its peers (GPU only)
 CPU_BENCHMARKS = 17  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5, whole GPU call 6), no GPU needed
-CPU_BACKEND_BENCHMARKS = 24  # bench/test_bench_cpu.py: 7 groups x (dmlq:cpu, onnxruntime, reference), 3 x cpu-numpy
+CPU_BACKEND_BENCHMARKS = 30  # bench/test_bench_cpu.py: 7 groups x 3 impls, 3 element-wise x 3 more
 INTMM_CPU_BENCHMARKS = 6  # bench/test_bench_intmm.py: 3 NumPy groups x (dmlq:cpu, onnxruntime)
 INTMM_GPU_BENCHMARKS = 12  # bench/test_bench_intmm.py: 4 GPU groups x (dmlq:stream, 2 torch peers)
 # bench/test_bench_qtypes.py: 12 types x (quantize, dequantize); GPU: dmlq + torch float8 (4 types) + cupy-expr
