@@ -267,6 +267,15 @@ def traced_peak(fn):
 
 # ----------------------------------------------------------------- the benchmarks
 
+def _dist_version(name):
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def _versions():
     import platform
 
@@ -277,7 +286,7 @@ def _versions():
         ort_version = None
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
-    return {"numpy": np.__version__, "onnxruntime": ort_version, "numba": jit.numba and jit.numba.__version__,
+    return {"numpy": np.__version__, "onnxruntime": ort_version, "numba": _dist_version("numba"),
             "jit_active": jit.active(), "cpu": cpu, "cpu_count": os.cpu_count(),
             "loadavg_1_5_15": os.getloadavg()}  # the machine is shared: how busy it was
 
