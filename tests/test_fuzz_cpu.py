@@ -210,27 +210,23 @@ def test_fuzz_avg_pool(backend, args):
     assert_same(got, want, out)
 
 
-def _intmm_exact(args, op):
-    out = args["out"]
-    kw = {} if op == "int" else dict(a_s=args["a_scale"], b_s=args["b_scale"], bias=args["bias"],
-                                      block_size=args["block_size"])
-    return exact.intmm_array(args["a"], args["a_zero_point"], args["b"], args["b_zero_point"], out.shape,
-                             out.dtype, **kw)
-
 
 @BACKENDS
-@fs.fuzz_settings()
-@given(fs.intmm_args("int"))
-def test_fuzz_matmul_integer(backend, args):
-    got = host_backends.get(backend).matmul_integer(**args)
-    assert_same(got, _intmm_exact(args, "int"), args["out"])
-    event(f"b: {args['b'].dtype}")
+@pytest.mark.parametrize("op", ["int", "float"], ids=["matmul_integer", "matmul_integer_to_float"])
+def test_fuzz_intmm(backend, op):
+    """matmul_integer ("int") and matmul_integer_to_float ("float") against tests/exact.py."""
+    fn = "matmul_integer" if op == "int" else "matmul_integer_to_float"
 
+    @fs.fuzz_settings()
+    @given(fs.intmm_args(op))
+    def run(args):
+        out = args["out"]
+        got = getattr(host_backends.get(backend), fn)(**args)
+        kw = {} if op == "int" else dict(a_s=args["a_scale"], b_s=args["b_scale"], bias=args["bias"],
+                                          block_size=args["block_size"])
+        want = exact.intmm_array(args["a"], args["a_zero_point"], args["b"], args["b_zero_point"], out.shape,
+                                 out.dtype, **kw)
+        assert_same(got, want, out)
+        event(f"b: {args['b'].dtype}, block_size: {args.get('block_size')}, out: {out.dtype}")
 
-@BACKENDS
-@fs.fuzz_settings()
-@given(fs.intmm_args("float"))
-def test_fuzz_matmul_integer_to_float(backend, args):
-    got = host_backends.get(backend).matmul_integer_to_float(**args)
-    assert_same(got, _intmm_exact(args, "float"), args["out"])
-    event(f"b: {args['b'].dtype}, block_size: {args['block_size']}, out: {args['out'].dtype}")
+    run()

@@ -44,6 +44,17 @@ def _same(got, want) -> np.ndarray:
     return got == want
 
 
+def _check_out(got, out, want, what):
+    """got is out, equal to want bit for bit, and nothing written outside out."""
+    assert got is out
+    ok = _same(out, want)
+    if not ok.all():
+        idx = tuple(np.argwhere(~ok)[0])
+        raise AssertionError(f"{what}: {(~ok).sum()} mismatches, first at {idx}: got {out[idx]!r}, "
+                             f"want {want[idx]!r}")
+    assert fs.untouched_outside(out), f"{what}: wrote outside out"
+
+
 def _fuzz(op, dev_name, request):
     strategy, kernel, reference = OPS[op]
     dev = request.getfixturevalue("host_device" if dev_name == "host" else "gpu_mirror_device")
@@ -70,13 +81,7 @@ def _fuzz(op, dev_name, request):
                 continue
             finally:
                 dev.forget()
-            assert got is out
-            ok = _same(out, want)
-            if not ok.all():
-                idx = tuple(np.argwhere(~ok)[0])
-                raise AssertionError(f"{op} ({variant or 'selected'}): {(~ok).sum()} mismatches, first at "
-                                     f"{idx}: got {out[idx]!r}, want {want[idx]!r}")
-            assert fs.untouched_outside(out), f"{op} ({variant}): wrote outside out"
+            _check_out(got, out, want, f"{op} ({variant or 'selected'})")
 
     run()
 
@@ -126,12 +131,6 @@ def test_fuzz_intmm_kernels(op, dev_name, request):
         finally:
             dev.forget()
         event(f"ran: M {'<= 16 (stream)' if args['a'].shape[-2] <= 16 else '> 16 (tiled)'}")
-        assert got is out
-        ok = _same(out, want)
-        if not ok.all():
-            idx = tuple(np.argwhere(~ok)[0])
-            raise AssertionError(f"{op}: {(~ok).sum()} mismatches, first at {idx}: got {out[idx]!r}, "
-                                 f"want {want[idx]!r}")
-        assert fs.untouched_outside(out), f"{op}: wrote outside out"
+        _check_out(got, out, want, op)
 
     run()
