@@ -12,11 +12,13 @@ import sys
 
 from . import dispatch
 from .adapters import PARAMS
+from .packing import Packed
 
 
 def _is_dask(obj) -> bool:
+    """A dask array, or a dmlq.Packed whose bytes are one (a lazy Packed)."""
     mod = sys.modules.get("dask.array")
-    return mod is not None and isinstance(obj, mod.Array)
+    return mod is not None and isinstance(getattr(obj, "data", obj) if isinstance(obj, Packed) else obj, mod.Array)
 
 
 def call(fname, names, values, params, out):

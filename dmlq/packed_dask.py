@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from . import dask_chunks as dd
 from .packing import Packed, packed_nbytes
 from .qtypes import qtype
 
@@ -31,8 +32,6 @@ from .qtypes import qtype
 def quantize(values, kwargs, shape, q, cupy):
     """dmlq.quantize_linear(*values, **kwargs) with dask operands of CuPy chunks and a
     packed output type ``q`` (a QType): a Packed of lazy bytes."""
-    from . import dask as dd
-
     x, scale, zp = values
     logical = tuple(shape)
     if 0 in shape:  # no bytes (dask would hand an empty chunk over as NumPy)
@@ -78,7 +77,6 @@ def dequantize(q, scale, zero_point, kwargs, out):
     (as quantize above gives it): a lazy dask array of CuPy chunks. The bytes are
     rechunked lazily to whole rows along axis 0 (whole bytes, whole blocks); each task
     hands its bytes to the GPU as a Packed of its rows."""
-    from . import dask as dd
     import dask.array as da
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph

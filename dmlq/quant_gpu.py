@@ -394,9 +394,8 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
     """dmlq.dequantize_linear on GPU arrays (see the module text)."""
     f = "dequantize_linear"
     if isinstance(q, Packed) and dispatch.foreign(q.data):  # a lazy Packed (dask bytes): dmlq.packed_dask
-        from . import packed_dask
-
-        return packed_dask.dequantize(q, scale, zero_point, dict(dtype=dtype, axis=axis, block_size=block_size), out)
+        return dispatch.foreign_call(f, ("q", "scale", "zero_point"), (q, scale, zero_point),
+                                     (dtype, axis, block_size), out)
     _foreign(f, (("q", q), ("scale", scale), ("zero_point", zero_point), ("out", out)))
     data, q_meta = _packed_meta(f, "q", q)
     zp, zp_meta = _packed_meta(f, "zero_point", zero_point)

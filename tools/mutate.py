@@ -420,11 +420,12 @@ FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "mat
 TESTS = {
     "elementwise.cu": (["tests/test_host_elementwise.py", "tests/test_host_mutants.py"],
                        "test_host_elementwise or mutant_elementwise"),
-    "matmul_dp4a.cu": (["tests/test_select_matmul.py", "tests/test_host_mutants.py",
-                        "tests/test_host_matmul_staging.py", "tests/test_gpu_intmm_tiled.py"],
+    # the intmm tiled tests first: with -x a killed epilogue mutant stops there (same tests, same verdicts)
+    "matmul_dp4a.cu": (["tests/test_gpu_intmm_tiled.py", "tests/test_select_matmul.py", "tests/test_host_mutants.py",
+                        "tests/test_host_matmul_staging.py"],
                        "emulated or mutant_dp4a or intmm_tiled"),
-    "matmul_mma.cu": (["tests/test_select_matmul.py", "tests/test_host_mutants.py",
-                       "tests/test_host_matmul_staging.py", "tests/test_gpu_intmm_tiled.py"],
+    "matmul_mma.cu": (["tests/test_gpu_intmm_tiled.py", "tests/test_select_matmul.py", "tests/test_host_mutants.py",
+                       "tests/test_host_matmul_staging.py"],
                       "emulated or mutant_mma or intmm_tiled"),
     "avgpool.cu": (["tests/test_select_avgpool.py", "tests/test_host_mutants.py"],
                    "emulated or mutant_avgpool"),

@@ -1,0 +1,197 @@
+"""dask.array inputs, the chunk-wise part: the checks on a call's operands (chunk
+types, unknown chunk sizes, every error of the one-array call raised on stand-ins
+while the graph is built) and the chunk-wise calls of quantize, dequantize and add
+(every array operand cut where the output's chunks fall; ONNX's per-axis and
+blocked scales cut to x's chunks). Used by dmlq.dask (every operator) and
+dmlq.packed_dask (a dmlq.Packed of lazy bytes); see dmlq.dask for the whole story.
+"""
+from __future__ import annotations
+
+import numbers
+import sys
+
+import dask.array as da
+import numpy as np
+
+from . import adapters
+from .calls import output_meta
+
+def _cupy():
+    """The cupy module when it is loaded (dmlq never imports it for a NumPy call)."""
+    return sys.modules.get("cupy")
+
+
+def _module_of(a):
+    """'numpy' or 'cupy' (or another module name) for an array or a dask array's chunks."""
+    a = getattr(a, "_meta", a)
+    cupy = _cupy()
+    if cupy is not None and isinstance(a, cupy.ndarray):
+        return "cupy"
+    return type(a).__module__.partition(".")[0]
+
+
+def _stand_in(shape, dtype):
+    """A NumPy array of ``shape`` and ``dtype`` holding one element (zero strides)."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), tuple(shape), (0,) * len(shape))
+
+
+def _check(fname, values, out):
+    """The chunk module of the call's dask arrays, after the type checks."""
+    if out is not None:
+        raise TypeError(f"{fname}: out= is not taken with dask arrays (the result is a new lazy array); drop "
+                        "out= and write the result with dask.array.store(result, target)")
+    names = adapters.operand_names(fname)
+    first = chunks = None
+    for name, v in zip(names, values):
+        if isinstance(v, da.Array):
+            if any(isinstance(c, float) and c != c for c in v.shape):
+                raise ValueError(f"{fname}: {name} has unknown chunk sizes (shape {v.shape}); call "
+                                 f"{name}.compute_chunk_sizes() first")
+            mod = _module_of(v)
+            if chunks is None:
+                first, chunks = name, mod
+            elif mod != chunks:
+                raise TypeError(f"{fname}: {name} has {mod} chunks but {first} has {chunks} chunks; use one "
+                                "chunk type in a call")
+    if chunks not in ("numpy", "cupy"):
+        raise TypeError(f"{fname}: {first} has chunks of type {type(values[names.index(first)]._meta).__name__}; "
+                        "dmlq takes dask arrays of NumPy or CuPy chunks")
+    for name, v in zip(names, values):
+        if v is None or isinstance(v, (da.Array, numbers.Number, np.generic)):
+            continue
+        if isinstance(v, (list, tuple)):
+            continue  # converted as np.asarray converts them (NumPy chunks only; CuPy refuses them below)
+        mod = _module_of(v)
+        if mod != chunks:
+            fix = "cupy.asarray(...)" if chunks == "cupy" else ("np.asarray(...)" if mod == "cupy"
+                                                                 else "x.compute() or .numpy()")
+            raise TypeError(f"{fname}: {name} is a {type(v).__module__}.{type(v).__name__} but {first} is a dask "
+                            f"array of {chunks} chunks; pass {name} as a {chunks} array ({fix}) or a dask array")
+    return chunks
+
+
+# Operators whose tasks call the public function on each block (the matmul family sums K itself).
+_PER_BLOCK = ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_avg_pool")
+
+
+def _meta_call(fname, values, kwargs, chunks):
+    """(shape, dtype) of the one-array result: every check made, nothing computed. With
+    CuPy chunks the operators called per block are checked on CuPy stand-ins (one
+    element broadcast), so what the GPU path refuses is refused now, not in a task."""
+    gpu = chunks == "cupy" and fname in _PER_BLOCK
+    args = []
+    for v in values:
+        if isinstance(v, da.Array) or _module_of(v) == "cupy":
+            if gpu:
+                cupy = _cupy()
+                v = cupy.broadcast_to(cupy.zeros((), v.dtype), v.shape)
+            else:
+                v = _stand_in(v.shape, v.dtype)
+        args.append(v)
+    return output_meta(adapters.function(fname), *args, **kwargs)
+
+
+# ------------------------------------------------------------------ element-wise
+
+def _elementwise(fname, values, kwargs, shape, dtype, meta, packed=None):
+    """Chunk-wise: every array operand cut where the output's chunks fall (the
+    first dask operand of full length decides each axis; a length-1 axis is
+    one chunk that every output chunk reads). ``packed``: (the task's function,
+    blockwise keywords) for a 1-D result of packed bytes (dmlq.packed_dask)."""
+    fn = adapters.function(fname)
+    nd = len(shape)
+    arrays = []
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            v = np.asarray(v)
+        if getattr(v, "ndim", 0) > 0 and not isinstance(v, da.Array):
+            v = da.from_array(v, chunks=v.shape, asarray=False)  # cut per chunk, not sent whole to each
+        arrays.append(v)
+    chunks = []
+    for axis in range(nd):
+        found = None
+        for v in arrays:
+            if isinstance(v, da.Array) and v.ndim >= nd - axis and shape[axis] != 1:
+                if v.shape[axis - nd] == shape[axis]:
+                    found = v.chunks[axis - nd]
+                    break
+        chunks.append(found or (shape[axis],))
+    args = []
+    for v in arrays:
+        if isinstance(v, da.Array):
+            lead = nd - v.ndim
+            v = v.rechunk(tuple(c if n != 1 else (1,) for c, n in zip(chunks[lead:], v.shape)))
+            args += [v, tuple(range(lead, nd))]
+        else:
+            args += [v, None]
+    return _blockwise(fn, nd, args, kwargs, dtype, meta, packed)
+
+
+def _blockwise(fn, nd, args, kwargs, dtype, meta, packed):
+    if packed is not None:  # one chunk of bytes per chunk of axis 0 (the other axes whole)
+        task, extra = packed
+        return da.blockwise(task, (0,), *args, fn=fn, kwargs=kwargs, align_arrays=False, concatenate=True,
+                            **extra)
+    return da.blockwise(_apply, tuple(range(nd)), *args, fn=fn, kwargs=kwargs, align_arrays=False, dtype=dtype,
+                        meta=meta)
+
+
+def blocked_axis(kwargs, scale, shape):
+    """The axis along which ``block_size`` blocks the scale (``axis=`` or the one where
+    the scale's length differs from the output's)."""
+    axis, nd = kwargs.get("axis"), len(shape)
+    if axis is not None:
+        return int(axis) % nd
+    return next((i for i in range(nd) if scale.shape[i] != shape[i]), 0)
+
+
+def _apply(*blocks, fn, kwargs):
+    return fn(*blocks, **kwargs)
+
+
+def _as_dask(v):
+    if isinstance(v, (list, tuple)):
+        v = np.asarray(v)
+    return v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False)
+
+
+def _block_chunks(chunks, block):
+    """x's chunks along a blocked axis with every boundary moved up to a multiple of
+    ``block`` (so each chunk holds whole blocks, the last one possibly ragged)."""
+    length = sum(chunks)
+    bounds = sorted({min(length, -(-int(b) // block) * block) for b in np.cumsum(chunks)[:-1]} - {0, length})
+    edges = [0] + bounds + [length]
+    return tuple(b - a for a, b in zip(edges[:-1], edges[1:])) or (0,)
+
+
+def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta, packed=None):
+    """quantize/dequantize with ONNX's per-axis form (axis=: a 1-D scale cut where x's
+    chunks fall along that axis) or blocked scales (block_size=: x rechunked lazily so
+    that its chunks hold whole blocks along the blocked axis, and the scale and zero
+    point cut to the same blocks). The blocked axis is passed to every chunk's call."""
+    x, scale, zp = values
+    fn = adapters.function(fname)
+    nd = len(shape)
+    x = _as_dask(x)
+    block, axis = kwargs.get("block_size"), kwargs.get("axis")
+    args = [x, tuple(range(nd))]
+    if block is None:
+        ax = int(axis) % nd
+        for v in (scale, zp):
+            if getattr(v, "ndim", 0) == 1 and v.shape[0] > 1:
+                args += [_as_dask(v).rechunk((x.chunks[ax],)), (ax,)]
+            else:
+                args += [v, None]
+    else:
+        ax = blocked_axis(kwargs, scale, shape)
+        x = x.rechunk({ax: _block_chunks(x.chunks[ax], int(block))})
+        args[0] = x
+        s_chunks = tuple(tuple(-(-c // int(block)) for c in x.chunks[i]) if i == ax else x.chunks[i]
+                         for i in range(nd))
+        args += [_as_dask(scale).rechunk(s_chunks), tuple(range(nd))]
+        if zp is not None and getattr(zp, "shape", ()) == tuple(scale.shape):
+            args += [_as_dask(zp).rechunk(s_chunks), tuple(range(nd))]
+        else:
+            args += [zp, None]
+        kwargs = dict(kwargs, axis=ax)
+    return _blockwise(fn, nd, args, kwargs, dtype, meta, packed)
