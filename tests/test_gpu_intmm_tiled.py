@@ -137,6 +137,19 @@ def test_batches_broadcast_and_per_batch_parameters(gpu):
     assert kernels().count("matmul_dp4a") == 4  # two launches per call (out= and fresh)
 
 
+def test_parameters_with_length_one_batch_dims(gpu):
+    """A bias or b scale / zero point with leading length-1 dims is one table shared by
+    every matrix (the fuzz suite drew bias (1, 17, 1) with a (1, 17, 0) a: ValueError
+    from np.broadcast_to in the table set-up); with K = 0 and K = 37."""
+    rng = np.random.default_rng(11)
+    for k in (0, 37):
+        a, b = q(rng, I8, (1, 17, k)), q(rng, I8, (k, 5))
+        bias = rng.uniform(-1, 1, (1, 17, 1)).astype(F32)
+        b_s = rng.uniform(0, 1, (1, 1, 5)).astype(F32)
+        same(dmlq.matmul_integer_to_float, a, np.float32(0.6), None, b, b_s, q(rng, I8, (1, 1, 5)), bias)
+        same(dmlq.matmul_integer_to_float, a, np.float32(0.6), None, b, np.float32(0.6), None, bias)
+
+
 def test_strided_operands_and_outputs(gpu):
     """A transposed b and an a whose rows are not 4-byte aligned (copied / padded for cp.async),
     an odd-offset output view (written through a temporary), misaligned output rows."""

@@ -71,8 +71,9 @@ def _table(xp, v, batch_shape, rows, cols, dtype, batched):
     if v is None:
         return NULL, 0
     shape = tuple(batch_shape) if batched else ()
-    t = xp.ascontiguousarray(xp.broadcast_to(v.reshape(v.shape if v.ndim >= 2 else (1, -1)).astype(dtype),
-                                             shape + (rows, cols)))
+    # not batched: every leading dim is 1, so the last two hold the whole table
+    mat = v.shape if batched else v.shape[-2:] if v.ndim >= 2 else (1, -1)
+    t = xp.ascontiguousarray(xp.broadcast_to(v.reshape(mat).astype(dtype), shape + (rows, cols)))
     return t, rows * cols if shape else 0
 
 
