@@ -32,13 +32,13 @@ def test_add_table_occupancy_is_asked_after_its_opt_in(cupy_stand_in, rng):
 def test_host_device_occupancy_follows_shared_memory(host_device):
     """Defect 3: HostDevice.resident_blocks answered 2 whatever the block; now
     CUDA's count for the block (capped at 2 to keep host grids small)."""
-    assert host_device.resident_blocks("elementwise.cu", "k", 256, 0) == 2
-    assert host_device.resident_blocks("elementwise.cu", "k", 256, 120 * 1024) == 1
-    assert host_device.resident_blocks("elementwise.cu", "k", 1024, 0) == 2
+    k = "quantize_contig<float, int8>"
+    assert host_device.resident_blocks("elementwise.cu", k, 256, 0) == 2
+    assert host_device.resident_blocks("elementwise.cu", k, 256, 120 * 1024) == 1
     from cuda_host.harness import KernelFault
 
     with pytest.raises(KernelFault, match="fits on no SM"):
-        host_device.resident_blocks("elementwise.cu", "k", 256, 228 * 1024)
+        host_device.resident_blocks("elementwise.cu", k, 256, 228 * 1024)
 
 
 def test_host_scale_arrays_reach_the_kernels_as_device_arrays(cupy_stand_in, rng):

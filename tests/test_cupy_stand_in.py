@@ -448,6 +448,31 @@ def test_occupancy_counts_registers(cupy_stand_in):
         assert blocks < smem_only, "register-limited: the case registers decide"
 
 
+def test_host_harness_occupancy_counts_registers(host_device):
+    """The host harness's HostDevice.resident_blocks answers by the stand-in's
+    rule, from each kernel's sm_90 cubin: with the cap on host grids lifted, it
+    gives every kernel of cuda/ the resident blocks the committed static report
+    gives it at the launcher's block size (registers, static and dynamic shared
+    memory; the report's own occupancy code, dmlq.gpu.device.occupancy), and it
+    refuses a block past a kernel's __launch_bounds__. Ignoring registers it
+    answers 3 instead of 2 for the tensor-core kernels and 8 instead of 6 for
+    quantize_contig<float, int8>, and 2 for a block no SM takes."""
+    from cuda_host import harness
+    from dmlq.gpu import loader
+
+    uncapped = harness.HostDevice(resident=32)
+    source_of = {n: s for s, names in loader.registry().items() for n in names}
+    rows = _static_rows("")
+    assert len(rows) == len(source_of) and {r[4] for r in rows.values()} >= {"registers", "smem", "threads"}
+    for name, (threads, _regs, dyn, blocks, _) in rows.items():
+        assert uncapped.resident_blocks(source_of[name], name, threads, dyn) == blocks, name
+        assert host_device.resident_blocks(source_of[name], name, threads, dyn) == min(2, blocks), name
+    mma = "matmul_mma<int8, int8, int8, 128, 128, 64, 4, 16>"
+    assert rows[mma][3:] == (2, "registers")
+    with pytest.raises(harness.KernelFault, match="fits on no SM"):
+        host_device.resident_blocks("matmul_mma.cu", mma, 256, 0)  # __launch_bounds__(128)
+
+
 def test_streams_devices_and_capture(cupy_stand_in):
     cp = cupy_stand_in
     assert cp.cuda.runtime.getDeviceCount() == 2 and cp.cuda.get_current_stream() is cp.cuda.Stream.null

@@ -437,6 +437,7 @@ TESTS = {
 # Loaded into the mutant's pytest with -p: key each runner on the headers and
 # its own .cu (harness.build already hashes the .cu it builds), one g++ at a time.
 PLUGIN = '''
+import os
 import sys
 from pathlib import Path
 
@@ -450,8 +451,7 @@ def pytest_configure(config):
 
     harness._sources_key = lambda: harness._digest(
         *(p.read_bytes() for p in sorted(loader.cuda_dir().glob("*.cuh"))))
-    orig = harness.build_all
-    harness.build_all = lambda sources=None, jobs=1: orig(sources, jobs=1)
+    os.environ["DMLQ_BUILD_JOBS"] = "1"  # tests/prebuild.py's pool
 '''
 
 

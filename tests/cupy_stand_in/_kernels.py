@@ -170,13 +170,17 @@ def _static_report():
         return _tools["sr"], _tools["toolchain"]
 
 
-def kernel_resources(source: str) -> dict:
+def kernel_resources(source: str, sources: dict = None) -> dict:
     """{kernel: {"regs", "smem", "frame", ["max_threads"]}} of one harness source,
     read from the sm_90 cubin NVRTC makes of it (what a GPU's driver reports as
     num_regs, shared_size_bytes, local_size_bytes): dmlq's own sources through the
-    static report's cached build, other code (a test's RawKernel) compiled here."""
+    static report's cached build, other code (a test's RawKernel, or one of the
+    ``sources`` {name: (path, kernel names)} of a HostDevice) compiled here."""
     res = _resources.get(source)
     if res is None:
+        import prebuild
+
+        prebuild.wait("nvrtc", source)  # the session's pool may be building it: one build
         sr, toolchain = _static_report()
         from dmlq.gpu import loader
 
@@ -188,12 +192,20 @@ def kernel_resources(source: str) -> dict:
         else:
             from pathlib import Path
 
-            path, names = harness_device().sources[source]
+            path, names = (harness_device().sources if sources is None else sources)[source]
             cubin, _log, lowered = toolchain.nvrtc.compile(Path(path).read_text(), source, names,
                                                            sr.compile_options())
         elf = sr.parse_cubin(cubin)
         res = _resources[source] = {n: elf[lowered[n]] for n in names}
     return res
+
+
+def blocks_per_sm(res: dict, threads: int, smem: int, max_dynamic_smem: int) -> int:
+    """CUDA's resident blocks per SM of a function with resources ``res``
+    (kernel_resources) for a block of ``threads`` with ``smem`` bytes of dynamic
+    shared memory: the one rule behind the stand-in's occupancy query and the
+    host harness's HostDevice.resident_blocks."""
+    return _cuda.occupancy(threads, smem, max_dynamic_smem, res["regs"], res["smem"], max_threads(res))
 
 
 def max_threads(res: dict) -> int:
@@ -214,7 +226,7 @@ class Function:
         self.signature = module.kernels[name][1]
         self.ptr = next(_ptrs)
         self.max_dynamic_shared_size_bytes = _cuda.SMEM_PER_BLOCK
-        res = kernel_resources(module.source)[name]
+        res = self.resources = kernel_resources(module.source)[name]
         self.num_regs, self.shared_size_bytes, self.local_size_bytes = res["regs"], res["smem"], res["frame"]
         self.max_threads_per_block = max_threads(res)
         _functions_by_ptr[self.ptr] = self
@@ -403,5 +415,4 @@ def occupancy_max_active_blocks_per_multiprocessor(func, block_size, dynamic_sme
     fn = _functions_by_ptr.get(int(func))
     if fn is None:
         raise CUDADriverError(400, "CUDA_ERROR_INVALID_HANDLE: no such function")
-    return _cuda.occupancy(int(block_size), int(dynamic_smem_size), fn.max_dynamic_shared_size_bytes,
-                           fn.num_regs, fn.shared_size_bytes, fn.max_threads_per_block)
+    return blocks_per_sm(fn.resources, int(block_size), int(dynamic_smem_size), fn.max_dynamic_shared_size_bytes)
