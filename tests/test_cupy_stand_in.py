@@ -473,6 +473,34 @@ def test_host_harness_occupancy_counts_registers(host_device):
         host_device.resident_blocks("matmul_mma.cu", mma, 256, 0)  # __launch_bounds__(128)
 
 
+def test_pool_hands_a_freed_block_to_its_own_stream_at_once(cupy_stand_in):
+    """CuPy 14.2's pool (cupy/cuda/memory.pyx): a freed block goes back to the
+    arena of the stream it was allocated on; that stream's next request gets it
+    at once, whatever kernel on another stream has yet to read it, and another
+    stream's requests never get it. So an array freed under a kernel pending on
+    another stream shows as a wrong result on the stand-in, as it may on a GPU."""
+    import dmlq
+
+    cp = cupy_stand_in
+    pool = cp.get_default_memory_pool()
+    q = cp.asarray(np.arange(-128, 128, dtype=np.int8))  # the null stream: copied now
+    freed = q.data.ptr
+    other = cp.cuda.Stream(non_blocking=True)
+    with other:
+        out = dmlq.dequantize_linear(q, 0.5, np.int8(0))  # pending on `other`
+    assert pool.used_bytes() >= 3 * 512 and pool.n_free_blocks() == 0
+    del q
+    assert pool.n_free_blocks() == 1
+    with other:
+        assert cp.empty(256, cp.int8).data.ptr != freed  # another stream's request: a new block
+    mine = cp.full(256, 7, cp.int8)  # the null stream's next request: the freed block, written now
+    assert mine.data.ptr == freed and pool.n_free_blocks() == 1  # (the other stream's block is free again)
+    other.synchronize()
+    np.testing.assert_array_equal(out.get(), np.full(256, 3.5, np.float32))  # read the new owner's bytes
+    pool.free_all_blocks()
+    assert pool.n_free_blocks() == 0 and pool.free_bytes() == 0
+
+
 def test_streams_devices_and_capture(cupy_stand_in):
     cp = cupy_stand_in
     assert cp.cuda.runtime.getDeviceCount() == 2 and cp.cuda.get_current_stream() is cp.cuda.Stream.null

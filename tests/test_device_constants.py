@@ -56,3 +56,39 @@ def test_a_call_on_a_second_stream_never_reads_the_first_streams_copy_in_flight(
         got = out.get()  # runs `second`'s work, not `first`'s
     assert not first.done
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_copy_freed_with_its_plan_is_reused_only_behind_the_kernels_that_read_it(cupy_stand_in):
+    """Defect 5 with CuPy's pool (the stand-in models CuPy 14.2's: a freed block
+    goes back to the arena of the stream it was allocated on, and that stream's
+    next request gets it at once). A scale's copies go back to the pool when
+    their plan is forgotten, maybe before a kernel on some stream has read them.
+    Here: a call on the null stream (its copies made and read there), the same
+    call on a second stream (pending), every plan forgotten, and the null
+    stream's next requests filled with 1e30. A copy made per stream and read only
+    there is safe; a call that read the null stream's copy (copies keyed by
+    device only) computes with 1e30."""
+    import gc
+
+    import dmlq
+    from dmlq import calls
+
+    cp = cupy_stand_in
+    rng = np.random.default_rng(6)
+    a = rng.integers(0, 256, (9, 40), dtype=np.uint8)
+    b = rng.integers(-128, 128, (40, 7), dtype=np.int8)
+    args = (0.02, np.uint8(3), None, 0.01, np.int8(-7), 0.8, np.int8(2))
+    want = dmlq.quantized_matmul(a, *args[:2], b, *args[3:])
+    da, db = cp.asarray(a), cp.asarray(b)
+    dmlq.quantized_matmul(da, *args[:2], db, *args[3:])  # the null stream: copies made and read now
+    second = cp.cuda.Stream(non_blocking=True)
+    with second:
+        out = dmlq.quantized_matmul(da, *args[:2], db, *args[3:])  # pending
+    calls.clear_plan_cache()
+    gc.collect()
+    pool = cp.get_default_memory_pool()
+    assert pool.n_free_blocks() >= 3  # the null stream's three scale copies are back in the pool
+    junk = [cp.full(128, 1e30, cp.float32) for _ in range(8)]  # noqa: F841 - they take the freed blocks
+    assert not second.done
+    second.synchronize()
+    np.testing.assert_array_equal(out.get(), want)

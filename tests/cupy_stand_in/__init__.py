@@ -104,8 +104,10 @@ def uninstall():
 
 
 def reset():
-    """Device 0 current, default streams, no pending stream work, no launch log (between tests)."""
+    """Device 0 current, default streams, no pending stream work, an empty pool, no
+    launch log (between tests)."""
     _cuda.discard_work()
+    _cuda.get_default_memory_pool()._release()
     _cuda._tls.device = 0
     _cuda._tls.streams.clear()
     launches.clear()

@@ -1,6 +1,6 @@
 """``cupy.ndarray`` and the array functions of the stand-in, on host memory.
 
-An array is a NumPy view of one stand-in allocation (``_cuda.Memory``) plus
+An array is a NumPy view of one block of the stand-in's pool (``_cuda.PooledMemory``) plus
 that allocation: ``.data.ptr`` is the element address, ``.data.device_id`` and
 ``.device`` the allocation's device. Like CuPy, an array never turns into a
 NumPy array implicitly (``numpy.asarray(a)`` raises ``TypeError``; ``.get()``
@@ -58,7 +58,7 @@ def _wrap(h: np.ndarray, mem: _cuda.Memory) -> "ndarray":
 
 def _new(shape, dtype, order="C") -> "ndarray":
     shape, dtype = _shape(shape), np.dtype(dtype)
-    mem = _cuda.Memory(math.prod(shape) * dtype.itemsize)
+    mem = _cuda.alloc(math.prod(shape) * dtype.itemsize).mem
     return _wrap(_dense_view(mem, shape, dtype, order=order), mem)
 
 
@@ -71,7 +71,7 @@ def _from_host(values, dtype=None, order="K", blocking=False) -> "ndarray":
     counts["uploads"] += 1
     h = np.array(values, dtype=dtype, copy=True)
     layout = np.empty_like(h, order=order)
-    mem = _cuda.Memory(h.nbytes)
+    mem = _cuda.alloc(h.nbytes).mem
     out = _dense_view(mem, h.shape, h.dtype, like_strides=layout.strides)
     _cuda._submit(lambda: out.__setitem__(Ellipsis, h))
     if blocking:
@@ -83,7 +83,7 @@ def _result(h: np.ndarray) -> "ndarray":
     """A new device array holding the values of ``h`` (the output of a device computation)."""
     h = np.asarray(h)
     _supported(h.dtype)
-    mem = _cuda.Memory(h.nbytes)
+    mem = _cuda.alloc(h.nbytes).mem
     out = _dense_view(mem, h.shape, h.dtype)
     out[...] = h
     return _wrap(out, mem)
@@ -133,7 +133,7 @@ class ndarray:
     def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
         shape, dtype = _shape(shape), _supported(dtype)
         if memptr is None:
-            mem = _cuda.Memory(math.prod(shape) * dtype.itemsize)
+            mem = _cuda.alloc(math.prod(shape) * dtype.itemsize).mem
             h = _dense_view(mem, shape, dtype, order=order) if strides is None else \
                 np.ndarray(shape, dtype, buffer=mem.buf, strides=strides)
         else:
@@ -285,7 +285,7 @@ class ndarray:
 
     # -- copies on the device
     def copy(self, order="C"):
-        mem = _cuda.Memory(self._h.nbytes)
+        mem = _cuda.alloc(self._h.nbytes).mem
         out = _dense_view(mem, self.shape, self.dtype, order="F" if order == "F" else "C")
         src = self._h
         _cuda._submit(lambda: out.__setitem__(Ellipsis, src))

@@ -3,11 +3,12 @@ graph capture, and the runtime/driver/nvrtc calls dmlq makes.
 
 Two identical devices, each an H100 (sm_90) as CUDA describes it, except for
 the SM count (HOST_SMS: grids sized from it run on the CPU). Device memory is
-host memory: each allocation its own exact-size buffer at a 256-byte aligned
-address, so an address handed to a kernel is found again (and checked: live,
-on the current device) when it is launched. Work "on a stream" runs at once,
-in order, except while the stream captures a graph: then it is recorded and
-runs at each ``Graph.launch``. Synchronizing or a synchronous copy while a
+host memory, handed out by CuPy's per-stream pool (see MemoryPool): each block
+an exact-size buffer at a 256-byte aligned address, so an address handed to a
+kernel is found again (and checked: live, on the current device) when it is
+launched. Work on the legacy null stream runs at once; on a created stream it
+waits until something orders it (see _submit); while a stream captures a graph
+it is recorded and runs at each ``Graph.launch``. Synchronizing or a synchronous copy while a
 capture is active is refused, as CUDA refuses it.
 """
 from __future__ import annotations
@@ -153,9 +154,11 @@ _used = [0] * DEVICE_COUNT
 
 
 class Memory:
-    """One device allocation: ``size`` bytes at ``ptr`` on ``device_id``."""
+    """One device allocation (cudaMalloc): ``size`` bytes at ``ptr`` on ``device_id``;
+    ``live=False`` for the pool's own allocations (a launch finds the blocks it
+    hands out, not the allocation they are cut from)."""
 
-    def __init__(self, size: int, device_id: int = None):
+    def __init__(self, size: int, device_id: int = None, live: bool = True):
         self.size = int(size)
         self.device_id = _tls.device if device_id is None else device_id
         if self.size == 0:
@@ -171,7 +174,8 @@ class Memory:
         # sees exactly the allocation and its sanitizers catch an overrun past it
         self.buf = np.frombuffer((ctypes.c_uint8 * self.size).from_address(self.ptr), np.uint8)
         self.buf[...] = POISON
-        _live[self.ptr] = self
+        if live:
+            _live[self.ptr] = self
         _used[self.device_id] += self.size
         self._finalizer = weakref.finalize(self, _release, self.device_id, self.size)
 
@@ -230,27 +234,145 @@ class MemoryPointer:
         _submit(lambda: ctypes.memset(self.ptr, value, size), stream)
 
 
+# CuPy 14.2's memory pool (cupy/cuda/memory.pyx, SingleDeviceMemoryPool), per
+# device: every request is rounded up to 512 bytes and served from the free
+# blocks of the current stream's arena (the best fit: the smallest block that
+# holds it, split, the rest staying free), else from a new allocation. A freed
+# block goes back to the arena of the stream it was allocated on -- whatever
+# stream's kernels used it -- free blocks beside it merge, and the next request
+# on that stream may get it at once: CuPy waits for nothing. Safe for work on
+# that stream (it runs in order); a kernel still pending on another stream
+# reads what the new owner writes. Blocks keep what they held (leftovers, as
+# device memory does); new allocations hold POISON. The blocks handed out are
+# exact-size buffers for the harness (a kernel running past one is still an
+# ASan report). free_all_blocks releases the allocations wholly free (after
+# the device's pending work: cudaFree waits for it), as does an allocation
+# that finds the device full before it tries again.
+ALLOCATION_UNIT = 512
+_pool_lock = threading.RLock()
+
+
+class _Arena:
+    """The free blocks of one stream: {(allocation, offset): bytes}."""
+
+    def __init__(self):
+        self.free = {}
+        self.pending = []  # blocks freed by finalizers, merged on the next use (as CuPy's pending frees)
+
+    def _commit(self):
+        while self.pending:
+            raw, off, n = self.pending.pop()
+            after = self.free.pop((raw, off + n), None)
+            if after is not None:
+                n += after
+            before = next(((r, o) for (r, o), m in self.free.items() if r is raw and o + m == off), None)
+            if before is not None:
+                off, n = before[1], self.free.pop(before) + n
+            self.free[raw, off] = n
+
+    def take(self, size: int):
+        self._commit()
+        fits = [(n, key) for key, n in self.free.items() if n >= size]
+        if not fits:
+            return None
+        n, (raw, off) = min(fits, key=lambda f: f[0])
+        del self.free[raw, off]
+        if n > size:
+            self.free[raw, off + size] = n - size
+        return raw, off
+
+    def release_whole(self) -> int:
+        """Drop the allocations no part of which is in use; their bytes."""
+        self._commit()
+        whole = [(raw, off) for (raw, off), n in self.free.items() if off == 0 and n == raw.size]
+        for key in whole:
+            del self.free[key]
+        return sum(raw.size for raw, _ in whole)
+
+
+class PooledMemory:
+    """A block of the pool: ``size`` bytes (as asked) at ``ptr``, inside one of
+    the pool's allocations; back to its stream's arena when no array holds it."""
+
+    def __init__(self, raw: Memory, offset: int, size: int, rounded: int, arena: _Arena):
+        self.raw, self.size, self.device_id = raw, size, raw.device_id
+        self.ptr = raw.ptr + offset
+        self.buf = np.frombuffer((ctypes.c_uint8 * size).from_address(self.ptr), np.uint8)
+        _live[self.ptr] = self
+        weakref.finalize(self, arena.pending.append, (raw, offset, rounded))
+
+    @property
+    def device(self):
+        return Device(self.device_id)
+
+
+def _stream_ident(stream) -> int:
+    """CuPy's arena key: the stream's handle; per thread for the per-thread default stream."""
+    return -threading.get_ident() if stream.ptr == 2 else stream.ptr
+
+
 class MemoryPool:
     def __init__(self):
         self._limit = 0
+        self._arenas = {}  # (device, stream ident) -> _Arena
+        self._in_use = collections.Counter()  # device -> bytes handed out (rounded)
 
     def malloc(self, size):
-        return MemoryPointer(Memory(size), 0)
+        size = int(size)
+        if size == 0:
+            return MemoryPointer(Memory(0), 0)
+        rounded = -(-size // ALLOCATION_UNIT) * ALLOCATION_UNIT
+        dev = _tls.device
+        with _pool_lock:
+            arena = self._arenas.setdefault((dev, _stream_ident(get_current_stream())), _Arena())
+            got = arena.take(rounded)
+        if got is None:
+            try:
+                got = Memory(rounded, dev, live=False), 0
+            except OutOfMemoryError:  # CuPy frees every cached block and tries again
+                self.free_all_blocks()
+                got = Memory(rounded, dev, live=False), 0
+        block = PooledMemory(got[0], got[1], size, rounded, arena)
+        self._in_use[dev] += rounded
+        weakref.finalize(block, self._in_use.subtract, {dev: rounded})
+        return MemoryPointer(block, 0)
+
+    def _device_arenas(self, stream=None):
+        dev = _tls.device
+        with _pool_lock:
+            return [a for (d, ident), a in self._arenas.items()
+                    if d == dev and (stream is None or ident == _stream_ident(stream))]
 
     def used_bytes(self):
-        return _used[_tls.device]
+        return self._in_use[_tls.device]
 
     def total_bytes(self):
-        return _used[_tls.device]
+        return self.used_bytes() + self.free_bytes()
 
     def free_bytes(self):
-        return 0
+        with _pool_lock:
+            arenas = self._device_arenas()
+            for a in arenas:
+                a._commit()
+            return sum(sum(a.free.values()) for a in arenas)
 
     def n_free_blocks(self):
-        return 0
+        with _pool_lock:
+            arenas = self._device_arenas()
+            for a in arenas:
+                a._commit()
+            return sum(len(a.free) for a in arenas)
 
     def free_all_blocks(self, stream=None):
-        return None
+        settle_device(_tls.device)  # cudaFree waits for the device
+        with _pool_lock:
+            for a in self._device_arenas(stream):
+                a.release_whole()
+
+    def _release(self):
+        """Forget every arena of every device (between tests: a fresh process's pool)."""
+        with _pool_lock:
+            self._arenas.clear()
 
     def set_limit(self, size=None, fraction=None):
         self._limit = size or 0

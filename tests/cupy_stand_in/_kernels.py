@@ -288,7 +288,8 @@ def _launch(fn: Function, grid, block, packed, shared_mem, stream):
                                   + ("" if is_addr else " (a value packed by value, not a device array)"))
                 if mem.device_id != dev:
                     raise Refused(f"{what}: memory of device {mem.device_id} on a launch on device {dev}")
-                holding.append(mem)
+                holding.append(mem.buf)  # the bytes, not the block: an array freed after the launch
+                # returns its block to the pool at once, as in CuPy (the kernel may still be pending)
             converted.append(np.uint64(address))
         elif code.startswith("s"):
             converted.append(np.frombuffer(raw, dtype=[("v", f"V{len(raw)}")]).copy())
@@ -299,8 +300,8 @@ def _launch(fn: Function, grid, block, packed, shared_mem, stream):
     def run():
         with _harness_lock:  # one launch at a time through the runner pipes (threads share them)
             hd.regions.clear()
-            for mem in holding:
-                hd.register(mem.buf)
+            for buf in holding:
+                hd.register(buf)
             try:
                 hd.launch(source, name, grid, block, converted, shared_mem)
             finally:
