@@ -33,27 +33,33 @@ def test_another_stream_never_reads_a_copy_made_on_the_first(cupy_stand_in):
     assert S.counts["syncs"] == 0
 
 
+def _matmul_with_float_scales(cp, seed):
+    """(call, want): a quantized_matmul of device arrays (copied on the null stream,
+    complete before any call) with Python-float scales, and its NumPy result."""
+    import dmlq
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 256, (9, 40), dtype=np.uint8)
+    b = rng.integers(-128, 128, (40, 7), dtype=np.int8)
+    args = (0.02, np.uint8(3), None, 0.01, np.int8(-7), 0.8, np.int8(2))
+    da, db = cp.asarray(a), cp.asarray(b)
+    return (lambda: dmlq.quantized_matmul(da, *args[:2], db, *args[3:]),
+            dmlq.quantized_matmul(a, *args[:2], b, *args[3:]))
+
+
 def test_a_call_on_a_second_stream_never_reads_the_first_streams_copy_in_flight(cupy_stand_in):
     """A Python-float scale is copied to the device on the stream of the call that
     needs it. On the stand-in a copy on a created stream lands only when that
     stream's work is ordered (as on a GPU, where it may still be in flight), so
     a call on a second stream that read the first stream's copy would compute
     with the fresh allocation's leftovers; with its own copy it is exact."""
-    import dmlq
-
     cp = cupy_stand_in
-    rng = np.random.default_rng(5)
-    a = rng.integers(0, 256, (9, 40), dtype=np.uint8)
-    b = rng.integers(-128, 128, (40, 7), dtype=np.int8)
-    args = (0.02, np.uint8(3), None, 0.01, np.int8(-7), 0.8, np.int8(2))
-    want = dmlq.quantized_matmul(a, *args[:2], b, *args[3:])
-    da, db = cp.asarray(a), cp.asarray(b)  # the null stream: complete before either call
+    call, want = _matmul_with_float_scales(cp, 5)
     first, second = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
     with first:
-        dmlq.quantized_matmul(da, *args[:2], db, *args[3:])  # copies 0.02 and 0.01 on `first`, not run yet
+        call()  # copies 0.02 and 0.01 on `first`, not run yet
     with second:
-        out = dmlq.quantized_matmul(da, *args[:2], db, *args[3:])
-        got = out.get()  # runs `second`'s work, not `first`'s
+        got = call().get()  # runs `second`'s work, not `first`'s
     assert not first.done
     np.testing.assert_array_equal(got, want)
 
@@ -70,20 +76,14 @@ def test_a_copy_freed_with_its_plan_is_reused_only_behind_the_kernels_that_read_
     device only) computes with 1e30."""
     import gc
 
-    import dmlq
     from dmlq import calls
 
     cp = cupy_stand_in
-    rng = np.random.default_rng(6)
-    a = rng.integers(0, 256, (9, 40), dtype=np.uint8)
-    b = rng.integers(-128, 128, (40, 7), dtype=np.int8)
-    args = (0.02, np.uint8(3), None, 0.01, np.int8(-7), 0.8, np.int8(2))
-    want = dmlq.quantized_matmul(a, *args[:2], b, *args[3:])
-    da, db = cp.asarray(a), cp.asarray(b)
-    dmlq.quantized_matmul(da, *args[:2], db, *args[3:])  # the null stream: copies made and read now
+    call, want = _matmul_with_float_scales(cp, 6)
+    call()  # the null stream: copies made and read now
     second = cp.cuda.Stream(non_blocking=True)
     with second:
-        out = dmlq.quantized_matmul(da, *args[:2], db, *args[3:])  # pending
+        out = call()  # pending
     calls.clear_plan_cache()
     gc.collect()
     pool = cp.get_default_memory_pool()
