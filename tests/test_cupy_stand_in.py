@@ -499,6 +499,12 @@ def test_pool_hands_a_freed_block_to_its_own_stream_at_once(cupy_stand_in):
     np.testing.assert_array_equal(out.get(), np.full(256, 3.5, np.float32))  # read the new owner's bytes
     pool.free_all_blocks()
     assert pool.n_free_blocks() == 0 and pool.free_bytes() == 0
+    whole = cp.empty(1024, cp.uint8)
+    start = whole.data.ptr
+    del whole
+    first, second = cp.empty(512, cp.uint8), cp.empty(512, cp.uint8)  # the freed block, split in two
+    assert (first.data.ptr, second.data.ptr) == (start, start + 512)
+    assert _cuda.find_allocation(second.data.ptr) is second.data.mem  # not one past the end of `first`
 
 
 def test_streams_devices_and_capture(cupy_stand_in):

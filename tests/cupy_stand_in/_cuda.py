@@ -189,11 +189,16 @@ def _release(dev, size):
 
 
 def find_allocation(address: int):
-    """The live allocation holding ``address`` (one past its end included), or None."""
+    """The live allocation holding ``address``, else the one it lies one past the
+    end of (pool blocks can be adjacent: the next block's start is the first
+    choice), or None."""
+    end_of = None
     for ptr, mem in list(_live.items()):
-        if ptr <= address <= ptr + mem.size:
+        if ptr <= address < ptr + mem.size:
             return mem
-    return None
+        if address == ptr + mem.size:
+            end_of = mem
+    return end_of
 
 
 class MemoryPointer:
