@@ -21,6 +21,7 @@ import numbers
 import numpy as np
 
 from . import calls, dispatch, floatconv, reference
+from .cpu import qtypes as cpu_qtypes
 from .errors import DescError, UnsupportedError
 from .packing import Packed, refuse_lazy, unpack
 from .qtypes import BFLOAT16_DTYPE, CLASSIC, E8M0_DTYPE, QTYPES, is_qtype, qtype
@@ -58,7 +59,7 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
         except TypeError:
             pass  # not a NumPy dtype (a torch dtype from an adapter...): the classic path's checks
     zdt = _dt(zero_point)
-    if dtype is None and _new_type(zdt):
+    if isinstance(scale, Packed) or dtype is None and _new_type(zdt):
         return True
     return (_dt(x) == BFLOAT16_DTYPE or _dt(scale) in (BFLOAT16_DTYPE, I32) + _E8M0
             or (zdt is None and dtype is None and _new_type(_dt(out))))
@@ -66,7 +67,8 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
 
 def dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out) -> bool:
     """True when a dequantize_linear call needs this module."""
-    if axis is not None or block_size is not None or dtype is not None or isinstance(q, Packed):
+    if axis is not None or block_size is not None or dtype is not None or isinstance(q, Packed) \
+            or isinstance(scale, Packed):
         return True
     qdt = _dt(q)
     if qdt is not None and qdt not in _OLD_DEQ and is_qtype(qdt):
@@ -103,6 +105,8 @@ def _host(f, name, v, float_role, what):
         refuse_lazy(f, name, v)
         if not isinstance(v.data, np.ndarray):
             raise _gpu_refusal(f, f"{name}'s data is not a NumPy array")
+        if name == "scale" and is_e8m0_name(v.dtype):
+            return e8m0_codes(f, v).view(E8M0_DTYPE).reshape(tuple(v.shape))
         return unpack(v)
     if dispatch.is_gpu(v):
         raise _gpu_refusal(f, f"{name} is a GPU array")
@@ -129,6 +133,30 @@ def _host(f, name, v, float_role, what):
     if isinstance(v, (np.ndarray, np.generic)) or hasattr(v, "__array__"):
         return np.asarray(v)
     raise TypeError(f"{f}: {name} must be an array or a number (got {type(v).__name__})")
+
+
+def is_e8m0_name(dtype) -> bool:
+    """True for float8_e8m0fnu (its name or dtype): a Packed scale's type, not a quantized type."""
+    if isinstance(dtype, str):
+        return dtype.strip().lower() == "float8_e8m0fnu" and E8M0_DTYPE is not None
+    return E8M0_DTYPE is not None and dtype == E8M0_DTYPE
+
+
+def e8m0_codes(f, scale):
+    """The codes (a 1-D uint8 array, NumPy or CuPy) of a float8_e8m0fnu scale given as a
+    dmlq.Packed (CuPy has no e8m0 dtype: on the GPU the scale travels as its bytes)."""
+    data, n = scale.data, math.prod(int(s) for s in scale.shape)
+    if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1 or data.size != n:
+        raise ValueError(f"{f}: scale is a dmlq.Packed of {n} float8_e8m0fnu codes (shape {tuple(scale.shape)}); "
+                         f"its data must be a 1-D uint8 array of {n} bytes (got {type(data).__name__} "
+                         f"{getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
+    return data
+
+
+def e8m0_needs_dtype(f):
+    return TypeError(f"{f}: dtype= is required with a float8_e8m0fnu scale: the output type is the scale's when "
+                     "dtype is left out, and ONNX's DequantizeLinear has no float8e8m0 output (its output_dtype "
+                     "is float32, float16 or bfloat16); pass dtype=np.float32")
 
 
 def _float_array(f, name, v, context=""):
@@ -284,27 +312,6 @@ def param_form(f, x_shape, scale_shape, zp_shape, axis, block_size):
     return "broadcast", None, None, shape
 
 
-def layout(f, x_shape, scale, zero_point, axis, block_size):
-    """(scale, zero_point, out_shape): the parameters broadcastable to the output,
-    from the blocked (block_size), per-axis (axis) or broadcast form."""
-    form, ax, b, shape = param_form(f, x_shape, scale.shape, None if zero_point is None else zero_point.shape,
-                                    axis, block_size)
-    ndim = len(x_shape)
-    if form == "blocked":
-        zp = zero_point
-        if zp is not None:
-            zp = reference.expand_blocks(zp, x_shape, ax, b) if zp.shape == scale.shape else zp.reshape(())
-        return reference.expand_blocks(scale, x_shape, ax, b), zp, shape
-    if form == "axis":
-        def per_axis(v):
-            if v is None or v.size == 1 and v.ndim <= 1:
-                return None if v is None else v.reshape(())
-            return v.reshape(tuple(-1 if i == ax else 1 for i in range(ndim)))
-
-        return per_axis(scale), per_axis(zero_point), shape
-    return scale, zero_point, shape
-
-
 def _out(f, out, shape, dtype):
     if out is None:
         return np.empty(shape, dtype)
@@ -367,11 +374,10 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     prec = None if precision is None else _float_dtype(f, "precision", precision)
     q = _output_qtype(f, zp, dtype, out)
     zp = _zero_point(f, zp, q, dtype is not None, "(the output type)")
-    scale_b, zp_b, shape = layout(f, x.shape, scale, zp, axis, block_size)
+    form, ax, b, shape = param_form(f, x.shape, scale.shape, None if zp is None else zp.shape, axis, block_size)
     if _meta():
         return shape, q.dtype
-    return _into(f, out, shape, q.dtype,
-                 lambda tmp: reference.quantize_linear(np.broadcast_to(x, shape), scale_b, zp_b, tmp, sat, prec))
+    return _into(f, out, shape, q.dtype, lambda tmp: cpu_qtypes.quantize(x, scale, zp, form, ax, b, tmp, sat, prec))
 
 
 def _output_qtype(f, zp, dtype, out):
@@ -417,13 +423,10 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
         qt = QType(q.dtype.name, q.dtype, 32, 0, int(info.min), int(info.max), None)
     zp = _zero_point(f, zp, qt, True, "(q's type)")  # another integer dtype: converted when it fits
     if dtype is None and scale.dtype in _E8M0:
-        raise TypeError(f"{f}: dtype= is required with a float8_e8m0fnu scale: the output type is the scale's when "
-                        "dtype is left out, and ONNX's DequantizeLinear has no float8e8m0 output (its output_dtype "
-                        "is float32, float16 or bfloat16); pass dtype=np.float32")
+        raise e8m0_needs_dtype(f)
     out_dtype = scale.dtype if dtype is None else _float_dtype(f, "dtype", dtype)
-    scale_b, zp_b, shape = layout(f, q.shape, scale, zp, axis, block_size)
+    form, ax, b, shape = param_form(f, q.shape, scale.shape, None if zp is None else zp.shape, axis, block_size)
     if _meta():
         return shape, out_dtype
-    return _into(f, out, shape, out_dtype,
-                 lambda tmp: reference.dequantize_linear(np.broadcast_to(q, shape), scale_b, zp_b, tmp))
+    return _into(f, out, shape, out_dtype, lambda tmp: cpu_qtypes.dequantize(q, scale, zp, form, ax, b, tmp))
 

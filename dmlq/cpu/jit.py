@@ -89,6 +89,11 @@ def flat(*arrays) -> bool:
     return all(a.ndim == 1 and (a.flags.c_contiguous or a.size <= 1) for a in arrays)
 
 
+def kernels_of(name: str) -> Any:
+    """dmlq.cpu.<name>, a module of numba kernels (imported on first use; after :func:`active`)."""
+    return importlib.import_module(f".{name}", __package__)
+
+
 def _load() -> None:
     global _k
     _k = importlib.import_module(".jit_kernels", __package__)  # imports numba
