@@ -15,10 +15,14 @@ The public functions take torch tensors (dmlq.adapters sends such calls here):
   ``torch.cuda.memory_allocated()`` and is stream-safe), shape and dtype taken
   from the call's own checks first (``dmlq.api.output_meta``). No host
   synchronization, so the calls can be captured in a CUDA graph.
-- The narrow types: bfloat16, the float8 types and int4/uint4/int2/uint2 tensors
-  (torch's dtypes of those names, one element per byte as ml_dtypes' in NumPy) are
-  read and written through views of their bytes; float4_e2m1fn has no such torch
-  dtype and is refused.
+- The narrow types: bfloat16, the float8 types, int4/uint4/int2/uint2 and a
+  float8_e8m0fnu scale (torch's dtypes of those names, one element per byte as
+  ml_dtypes' in NumPy) are read and written through views of their bytes: on CPU as
+  ml_dtypes arrays, on CUDA in dmlq.quant_gpu's GPU form (dmlq.torch_gpu: bfloat16 and
+  the one-byte types as views of the tensor's memory; the 4-bit and 2-bit types packed
+  into a buffer, and a result unpacked into the output tensor); the output tensor's
+  type and shape come from the checks on NumPy stand-ins of the operands (the logical
+  result). float4_e2m1fn has no such torch dtype and is refused.
 - Every tensor of a call must be on one device (a CPU scale for a CUDA x is a
   ``ValueError``). NumPy arrays beside CPU tensors are taken (host memory, as
   before); beside CUDA tensors, and CuPy arrays or a non-tensor ``out=`` beside
@@ -45,7 +49,6 @@ import torch
 
 from . import adapters
 from .calls import output_meta
-from .errors import UnsupportedError
 
 _TO_NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
              torch.int8: np.int8, torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32,
@@ -58,7 +61,7 @@ for _name in ("uint16", "uint32", "uint64"):  # torch >= 2.3
 # read and written through a view of its bytes (Tensor.numpy() refuses these dtypes). float4_e2m1fn
 # has no such torch dtype (torch.float4_e2m1fn_x2 packs two per byte) and stays NumPy-only.
 _NARROW = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int4", "uint4",
-           "int2", "uint2")
+           "int2", "uint2", "float8_e8m0fnu")
 _VIEWED: dict = {}
 for _name in _NARROW:
     if hasattr(torch, _name) and hasattr(ml_dtypes, _name):
@@ -175,10 +178,6 @@ def call(fname, values, kwargs, out=None, names=None):
     tensors = [n for n, v in zip(names + ("out",), tuple(values) + (out,)) if isinstance(v, torch.Tensor)]
     try:
         if device.type == "cuda":
-            for n, v in zip(names + ("out",), tuple(values) + (out,)):
-                if isinstance(v, torch.Tensor) and v.dtype in _VIEWED:
-                    raise UnsupportedError(f"{fname}: {n} is a CUDA tensor of {v.dtype}, which dmlq runs on CPU "
-                                           f"tensors only so far; pass {n}.cpu()")
             return _cuda_call(fn, names, values, kwargs, out, device)
         args = {n: _numpy(fname, n, v) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)}
         result = fn(**args, **kwargs, out=None if out is None else _numpy(fname, "out", out))
@@ -191,20 +190,47 @@ def call(fname, values, kwargs, out=None, names=None):
     return _from_numpy(result)
 
 
+def _cuda_form(v, cupy, as_out=False):
+    """A CUDA tensor as the CuPy array (or dmlq.Packed) dmlq's GPU path takes (dmlq.torch_gpu);
+    with ``as_out``: (that array, the step that finishes the tensor after the call)."""
+    from . import torch_gpu
+
+    if not isinstance(v, torch.Tensor):
+        return (v, lambda: None) if as_out else v
+    if v.dtype not in _VIEWED:
+        a = cupy.asarray(v.detach())
+        return (a, lambda: None) if as_out else a
+    form = torch_gpu.out_form if as_out else torch_gpu.to_form
+    return form(v, _VIEWED[v.dtype][0], cupy, cupy.asarray, _TO_NUMPY.get(torch.bfloat16))
+
+
+_QUANT_OPS = ("quantize_linear", "dequantize_linear")
+
+
 def _cuda_call(fn, names, values, kwargs, out, device):
     """The CUDA path: CuPy views on torch's current stream, output from torch's allocator."""
     import cupy
 
+    from . import torch_gpu
+
     index = device.index if device.index is not None else torch.cuda.current_device()
     stream = torch.cuda.current_stream(index)
     with cupy.cuda.Device(index), cupy.cuda.ExternalStream(stream.cuda_stream, index):
-        args = {n: cupy.asarray(v.detach()) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)}
+        args = {n: _cuda_form(v, cupy) for n, v in zip(names, values)}
         if out is None:
-            meta = output_meta(fn, **args, **kwargs)
+            if fn.__name__ in _QUANT_OPS:  # the logical result: NumPy stand-ins (a narrow type's form is bytes)
+                meta = output_meta(fn, **{n: torch_gpu.stand_in(v, numpy_dtype(v.dtype)) if isinstance(v, torch.Tensor)
+                                          else v for n, v in zip(names, values)}, **kwargs)
+                if isinstance(meta, tuple) and len(meta) == 2:
+                    output_meta(fn, **args, **kwargs)  # the GPU path's own checks, before allocating
+            else:
+                meta = output_meta(fn, **args, **kwargs)
             if not isinstance(meta, tuple) or len(meta) != 2:  # dmlq.kernel_plan
                 return fn(**args, **kwargs)
             out = torch.empty(meta[0], dtype=torch_dtype(meta[1]), device=torch.device("cuda", index))
-        fn(**args, **kwargs, out=cupy.asarray(out.detach()))
+        target, finish = _cuda_form(out, cupy, as_out=True)
+        fn(**args, **kwargs, out=target)
+        finish()
     return out
 
 

@@ -1,0 +1,132 @@
+"""Narrow-type torch tensors in dmlq's GPU form (dmlq.torch_gpu, dmlq.torch's CUDA path).
+
+On CPU: the same functions run with NumPy as the array module and ``Tensor.numpy`` as the view
+(what dmlq.torch passes on CUDA: CuPy and ``cupy.asarray``), and the forms they make go
+through dmlq's public functions on the NumPy path, which takes dmlq.Packed as the GPU path
+does: the result equals the same call on the tensors' ml_dtypes views. Zero copy where the
+form allows (one-byte types: the Packed's data is the tensor's memory). On CUDA (gpu marker,
+the next device session): the public functions on CUDA tensors of every narrow type against
+the same calls on CPU tensors, on torch's current stream, output from torch's allocator.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dmlq
+
+torch = pytest.importorskip("torch")
+md = pytest.importorskip("ml_dtypes")
+from dmlq import torch as dtorch  # noqa: E402  (needs torch)
+from dmlq import torch_gpu  # noqa: E402
+
+ONE_BYTE = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+SUB_BYTE = ("int4", "uint4", "int2", "uint2")
+
+
+def _cpu_form(t, as_out=False):
+    byte = dtorch._VIEWED[t.dtype][0]
+    fn = torch_gpu.out_form if as_out else torch_gpu.to_form
+    return fn(t, byte, np, lambda u: u.numpy(), np.dtype(md.bfloat16))
+
+
+def _tensor(rng, name, shape):
+    """A tensor of torch's dtype ``name`` with random codes (one element per byte, low bits)."""
+    dt = getattr(torch, name)
+    bits = 4 if name in ("int4", "uint4") else 2 if name in ("int2", "uint2") else 8
+    codes = rng.integers(0, 1 << bits, shape).astype(np.uint8)
+    return torch.from_numpy(codes).view(dt), codes.view(np.dtype(getattr(md, name)))
+
+
+@pytest.mark.parametrize("name", ONE_BYTE + SUB_BYTE)
+def test_forms_dequantize_as_the_ml_dtypes_views(rng, name):
+    t, host = _tensor(rng, name, (5, 12))
+    form = _cpu_form(t)
+    assert isinstance(form, dmlq.Packed) and form.shape == (5, 12) and form.dtype == name
+    if name in ONE_BYTE:  # the tensor's own bytes, no copy
+        assert np.shares_memory(form.data, t.view(torch.uint8).numpy())
+    s = rng.uniform(0.1, 2, (5, 3)).astype(np.float32)
+    got = dmlq.dequantize_linear(form, s, block_size=4)
+    want = dmlq.dequantize_linear(host, s, block_size=4)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_bfloat16_and_e8m0_forms(rng):
+    x = torch.randn(4, 8, dtype=torch.bfloat16)
+    form = _cpu_form(x)
+    assert form.dtype == md.bfloat16 and np.shares_memory(form, x.view(torch.int16).numpy())
+    np.testing.assert_array_equal(form.astype(np.float32), x.float().numpy())
+    codes = rng.integers(120, 135, (4, 2)).astype(np.uint8)
+    e = torch.from_numpy(codes).view(torch.float8_e8m0fnu)
+    s = _cpu_form(e)
+    assert isinstance(s, dmlq.Packed) and s.dtype == "float8_e8m0fnu" and np.shares_memory(s.data, codes)
+    xs = x.float().numpy()
+    got = dmlq.quantize_linear(xs, s, dtype="int4", block_size=4)
+    want = dmlq.quantize_linear(xs, codes.view(md.float8_e8m0fnu), dtype="int4", block_size=4)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("name", ONE_BYTE + SUB_BYTE)
+def test_out_forms_fill_the_tensor(rng, name):
+    """out_form: the one-byte types write the tensor's memory; the sub-byte types a packed buffer
+    that finish() unpacks into the tensor's bytes (low bits, as ml_dtypes holds them)."""
+    x = (rng.standard_normal((3, 7)) * 3).astype(np.float32)
+    want = dmlq.quantize_linear(x, np.float32(0.5), dtype=name)
+    out = torch.empty(3, 7, dtype=getattr(torch, name))
+    out.view(torch.uint8).fill_(0xA5)
+    target, finish = _cpu_form(out, as_out=True)
+    packed = dmlq.pack(want)
+    target.data[...] = packed.data  # what the kernel writes: the packed bytes
+    finish()
+    np.testing.assert_array_equal(out.view(torch.uint8).numpy(), want.view(np.uint8))
+
+
+def test_stand_in_gives_the_logical_result():
+    x = torch.zeros(6, 10)
+    meta = dmlq.calls.output_meta(dmlq.quantize_linear, torch_gpu.stand_in(x, np.float32), np.float32(1),
+                                  dtype="int4", axis=1)
+    assert meta == ((6, 10), np.dtype(md.int4))
+    assert dtorch.torch_dtype(meta[1]) == torch.int4
+
+
+# ---- CUDA tensors: for the next device session
+
+def _cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device here")
+    return torch.device("cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ONE_BYTE + SUB_BYTE)
+def test_cuda_tensors_of_every_narrow_type(rng, name):
+    dev = _cuda()
+    x = torch.from_numpy((rng.standard_normal((6, 40)) * 5).astype(np.float32))
+    s = torch.from_numpy(rng.uniform(0.1, 2, (6, 3)).astype(np.float32))
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        q = dmlq.quantize_linear(x.to(dev), s.to(dev), dtype=name, block_size=16)
+        assert q.device.type == "cuda" and q.dtype == getattr(torch, name) and q.shape == x.shape
+        want = dmlq.quantize_linear(x, s, dtype=name, block_size=16)
+        assert torch.equal(q.cpu().view(torch.uint8), want.view(torch.uint8))
+        for odt in (torch.float32, torch.float16, torch.bfloat16):
+            y = dmlq.dequantize_linear(q, s.to(dev), block_size=16, dtype=odt)
+            yw = dmlq.dequantize_linear(want, s, block_size=16, dtype=odt)
+            assert y.dtype == odt and torch.equal(y.cpu().view(torch.int16 if odt != torch.float32 else torch.int32),
+                                                  yw.view(torch.int16 if odt != torch.float32 else torch.int32))
+        out = torch.empty_like(q)
+        assert dmlq.quantize_linear(x.to(dev), s.to(dev), dtype=name, block_size=16, out=out) is out
+        assert torch.equal(out.cpu().view(torch.uint8), want.view(torch.uint8))
+
+
+@pytest.mark.gpu
+def test_cuda_bfloat16_and_e8m0_scales(rng):
+    dev = _cuda()
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    e = torch.from_numpy(rng.integers(120, 135, (4, 2)).astype(np.uint8)).view(torch.float8_e8m0fnu)
+    got = dmlq.quantize_linear(x.to(dev), e.to(dev), dtype=torch.float8_e4m3fn, block_size=32)
+    want = dmlq.quantize_linear(x, e, dtype=torch.float8_e4m3fn, block_size=32)
+    assert torch.equal(got.cpu().view(torch.uint8), want.view(torch.uint8))
+    back = dmlq.dequantize_linear(got, e.to(dev), block_size=32, dtype=torch.bfloat16)
+    assert torch.equal(back.cpu().view(torch.int16),
+                       dmlq.dequantize_linear(want, e, block_size=32, dtype=torch.bfloat16).view(torch.int16))
