@@ -5,7 +5,11 @@
 // Variants (dmlq/gpu/qkernels.py launches them):
 //   qt_quantize<X, T>    x dense (float32, float16 or int32) -> the T codes, packed as ONNX
 //                        packs them (first element in the low bits; 16-bit types as is).
-//   qt_dequantize<T, Y>  the packed T codes -> y dense (float32 or float16).
+//   qt_dequantize<T, Y>  the packed T codes -> y dense (float32 or float16); T also int32 and
+//                        uint32 (per axis / blocked: the per-tensor form is elementwise.cu's).
+// The scale is float32, int32 (quantize; rounded to float32, ties to even, by cvt.rn) or
+// float8_e8m0fnu (one byte, 2**(e - 127) assembled from the bits; 0xFF NaN), said by the
+// runtime `scale_kind` (uniform: one branch per parameter read, not per element).
 // One parametrization covers per-tensor, per-axis and blocked parameters: element i uses
 // parameter ((i / (D * inner)) * S + (i / inner % D) / B) * inner + i % inner, where the
 // parameter axis has D elements in blocks of B (S = ceil(D / B) entries) and `inner`
@@ -33,7 +37,9 @@ namespace qt {
 constexpr int kThreads = 256;
 
 // The type codes: dmlq/gpu/qkernels.py CODES, in this order.
-enum : int { I8, U8, I16, U16, I4, U4, I2, U2, E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E2M1 };
+enum : int { I8, U8, I16, U16, I4, U4, I2, U2, E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E2M1, I32, U32 };
+// How the scale is stored (dmlq/gpu/qkernels.py SCALE_KINDS).
+enum : int { SCALE_F32, SCALE_I32, SCALE_E8M0 };
 enum : int { IEEE, FN, FNUZ, NONE };
 
 template <int T> struct traits;
@@ -50,7 +56,12 @@ DMLQ_INT_TYPE(I4, 4, -8, 7)
 DMLQ_INT_TYPE(U4, 4, 0, 15)
 DMLQ_INT_TYPE(I2, 2, -2, 1)
 DMLQ_INT_TYPE(U2, 2, 0, 3)
+DMLQ_INT_TYPE(I32, 32, -2147483647 - 1, 2147483647)  // dequantize only
 #undef DMLQ_INT_TYPE
+template <> struct traits<U32> {  // dequantize only: q and zp (its bits in an int) as unsigned
+  static constexpr int bits = 32;
+  static constexpr bool is_float = false, is_signed = false;
+};
 #define DMLQ_FLOAT_TYPE(T_, E_, M_, BIAS_, SPECIAL_) \
   template <> struct traits<T_> { \
     static constexpr int bits = 1 + E_ + M_, exp_bits = E_, man_bits = M_, bias = BIAS_, special = SPECIAL_; \
@@ -174,9 +185,15 @@ __device__ __forceinline__ float dequant_value(unsigned c, int zp) {
   if constexpr (tr::is_float) {
     return decode_t<T>(c);
   } else {
-    int q = static_cast<int>(c);
-    if (tr::is_signed) q = static_cast<int>(c << (32 - tr::bits)) >> (32 - tr::bits);
-    return to_f32(q - zp);  // exact: |q - zp| < 2**17
+    if constexpr (tr::bits == 32) {  // |q - zp| < 2**32: the int64 difference rounded once (cvt.rn)
+      const int64 qv = tr::is_signed ? static_cast<int64>(static_cast<int>(c)) : static_cast<int64>(c);
+      const int64 zv = tr::is_signed ? static_cast<int64>(zp) : static_cast<int64>(static_cast<unsigned>(zp));
+      return to_f32(qv - zv);
+    } else {
+      int q = static_cast<int>(c);
+      if (tr::is_signed) q = static_cast<int>(c << (32 - tr::bits)) >> (32 - tr::bits);
+      return to_f32(q - zp);  // exact: |q - zp| < 2**17
+    }
   }
 }
 
@@ -202,11 +219,24 @@ struct Walker {
   }
 };
 
+// float8_e8m0fnu code -> float32: 2**(e - 127) exactly (e = 0: the subnormal 2**-127), 0xFF NaN.
+__device__ __forceinline__ float decode_e8m0(unsigned e) {
+  return __uint_as_float(e == 0xFFu ? 0x7FC00000u : e == 0u ? 0x00400000u : e << 23);
+}
+
+// One stored scale as float32 (scale_kind: SCALE_F32, SCALE_I32 or SCALE_E8M0).
+__device__ __forceinline__ float load_scale(const void* __restrict__ p, int64 i, int kind) {
+  if (kind == SCALE_I32) return to_f32(__ldg(static_cast<const int*>(p) + i));  // cvt.rn: ties to even
+  if (kind == SCALE_E8M0) return decode_e8m0(__ldg(static_cast<const unsigned char*>(p) + i));
+  return __ldg(static_cast<const float*>(p) + i);
+}
+
 // Scale and zero point of the current element, re-read only when the index changes.
 struct Params {
-  const float* __restrict__ scale_p;
+  const void* __restrict__ scale_p;
   const int* __restrict__ zp_p;
   float scale_v;
+  int scale_kind;
   int zp_v;
   int64 last;
   float s;
@@ -214,7 +244,7 @@ struct Params {
   __device__ __forceinline__ void at(int64 p) {
     if (p != last) {
       last = p;
-      s = scale_p ? __ldg(scale_p + p) : scale_v;
+      s = scale_p ? load_scale(scale_p, p, scale_kind) : scale_v;
       z = zp_p ? __ldg(zp_p + p) : zp_v;
     }
   }
@@ -264,18 +294,20 @@ template <int T, typename F> struct Group {
   static constexpr int bits = traits<T>::bits;
   static constexpr int G = 128 / bits;      // elements per 16-byte group
   static constexpr int C = 16 / sizeof(F);  // elements per 16-byte chunk of the dense side
-  static_assert(G % C == 0, "whole chunks per group");
+  // Whole dense chunks per group: every type but 32-bit q with a float16 y (4 elements, 8
+  // bytes: that pair always takes the element-by-element path).
+  static constexpr bool whole = G % C == 0;
 };
 
 // The grid-stride loop over the groups of nbytes packed bytes shared by both kernels:
 // body(g, e0, walker, params) for group g, whose first element e0 the walker starts at.
 template <int T, typename F, typename Body>
 __device__ __forceinline__ void for_each_group(int64 nbytes, int64 D, int64 inner, int64 S, int64 B,
-                                               const float* __restrict__ scale_p, float scale_v,
+                                               const void* __restrict__ scale_p, float scale_v, int scale_kind,
                                                const int* __restrict__ zp_p, int zp_v, Body body) {
   const int64 groups = (nbytes + 15) / 16;
   Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
-  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
+  Params p{scale_p, zp_p, scale_v, scale_kind, zp_v, -1, 0.0f, 0};
   for (int64 g = global_thread(); g < groups; g += thread_count()) {
     const int64 e0 = g * Group<T, F>::G;
     w.start(e0);
@@ -287,10 +319,11 @@ __device__ __forceinline__ void for_each_group(int64 nbytes, int64 D, int64 inne
 template <typename X, int T>
 __global__ void __launch_bounds__(kThreads)
 qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, int64 nbytes, int x_aligned,
-            int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
-            const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
+            int64 D, int64 inner, int64 S, int64 B, const void* __restrict__ scale_p, float scale_v,
+            int scale_kind, const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
   constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
-  for_each_group<T, X>(nbytes, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
+  static_assert(Group<T, X>::whole && bits < 32, "quantize: whole chunks per group, no 32-bit output");
+  for_each_group<T, X>(nbytes, D, inner, S, B, scale_p, scale_v, scale_kind, zp_p, zp_v,
                        [&](int64 g, int64 e0, Walker& w, Params& p) {
     unsigned long long lo = 0, hi = 0;
     if (16 * g + 16 <= nbytes && e0 + G <= n && x_aligned) {  // a whole group: 16-byte loads and store
@@ -327,12 +360,12 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
 template <int T, typename Y>
 __global__ void __launch_bounds__(kThreads)
 qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, int64 nbytes, int y_aligned,
-              int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
-              const int* __restrict__ zp_p, int zp_v) {
+              int64 D, int64 inner, int64 S, int64 B, const void* __restrict__ scale_p, float scale_v,
+              int scale_kind, const int* __restrict__ zp_p, int zp_v) {
   constexpr int bits = Group<T, Y>::bits, G = Group<T, Y>::G, C = Group<T, Y>::C;
-  for_each_group<T, Y>(nbytes, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
+  for_each_group<T, Y>(nbytes, D, inner, S, B, scale_p, scale_v, scale_kind, zp_p, zp_v,
                        [&](int64 g, int64 e0, Walker& w, Params& p) {
-    if (16 * g + 16 <= nbytes && e0 + G <= n && y_aligned) {  // a whole group: 16-byte load and stores
+    if (Group<T, Y>::whole && 16 * g + 16 <= nbytes && e0 + G <= n && y_aligned) {  // 16-byte load and stores
       const uint4 u = __ldg(reinterpret_cast<const uint4*>(q + 16 * g));
       const unsigned long long lo = u.x | static_cast<unsigned long long>(u.y) << 32;
       const unsigned long long hi = u.z | static_cast<unsigned long long>(u.w) << 32;

@@ -122,8 +122,9 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
         Per tensor (a number, 0-d or size-1 array) or per axis (any shape that
         broadcasts against ``x``). Zero, negative, NaN and infinite scales follow IEEE
         arithmetic; a number beyond float32's range is refused rather than made inf.
-        Also bfloat16, int32 and float8_e8m0fnu (ONNX opset 24) scales, NumPy inputs
-        (docs/semantics.md "Scale types").
+        Also bfloat16, int32 and float8_e8m0fnu (ONNX opset 24) scales (on the GPU an
+        int32 CuPy array, or e8m0 codes as ``dmlq.Packed(data, shape, "float8_e8m0fnu")``;
+        docs/semantics.md "Scale types").
     zero_point : int8 or uint8 array or number, optional
         Its dtype is the output's. ``None`` (the default) means 0. A Python int, or
         an integer array of another dtype together with ``dtype=``, is taken when its
@@ -211,8 +212,8 @@ def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = N
         dtype (``np.asarray(q, np.uint8)``).
     scale : float32 or float16 array or number
         Per tensor or per axis (broadcasting against ``q``); a Python number is float32.
-        Also bfloat16 and float8_e8m0fnu (with ``dtype=``), NumPy inputs
-        (docs/semantics.md "Scale types").
+        Also bfloat16 and float8_e8m0fnu (with ``dtype=``; on the GPU its codes as
+        ``dmlq.Packed(data, shape, "float8_e8m0fnu")``; docs/semantics.md "Scale types").
     zero_point : array or number of ``q``'s dtype, optional
         ``None`` means 0; a Python int or an integer array of another dtype is taken
         when its values fit.

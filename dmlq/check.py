@@ -338,6 +338,21 @@ def _random_cases(seed=0):
     rows.append(("dequantize", "packed int4 blocked", api.dequantize_linear,
                  (pack(rng.integers(-8, 8, (3, 37, 129)).astype(i4)), (rng.random((3, 37, 5)) + 0.1).astype(f32)),
                  dict(axis=2, block_size=32)))
+    # int32 / float8_e8m0fnu scales (an e8m0 scale as its codes in a Packed: CuPy has no e8m0 dtype)
+    # and int32 / uint32 q per axis and blocked: read by the kernel as stored
+    e8m0 = Packed(rng.integers(118, 134, 37 * 5).astype(u8), (1, 37, 5), "float8_e8m0fnu")
+    rows.append(("quantize", "float32->int16 blocked, int32 scale", api.quantize_linear,
+                 (x, rng.integers(1, 9, (3, 37, 5)).astype(np.int32), None), dict(dtype=np.int16, block_size=32)))
+    rows.append(("quantize", "float32->int8 blocked, e8m0 scale", api.quantize_linear,
+                 (x[:1], e8m0, None), dict(dtype=i8, axis=2, block_size=32)))
+    for idt in (np.int32, np.uint32):
+        info = np.iinfo(idt)
+        qv = rng.integers(info.min, info.max, (3, 37, 129), dtype=idt, endpoint=True)
+        rows.append(("dequantize", f"{idt.__name__} per axis", api.dequantize_linear,
+                     (qv, (rng.random(37) + 0.1).astype(f32), rng.integers(info.min, info.max, 37, dtype=idt)),
+                     dict(axis=1)))
+        rows.append(("dequantize", f"{idt.__name__} blocked, e8m0 scale", api.dequantize_linear,
+                     (qv[:1], e8m0, None), dict(axis=2, block_size=32, dtype=f16)))
     for xdt in (i8, u8):
         for odt in (i8, u8):
             x = rng.integers(np.iinfo(xdt).min, np.iinfo(xdt).max, (2, 5, 33, 31), dtype=xdt, endpoint=True)

@@ -12,7 +12,12 @@ types (CuPy has no ml_dtypes dtypes: ``cupy.ndarray`` refuses them):
   ``dtype`` (the type's name) say what they hold.
 
 quantize_linear returns that form for the output type; dequantize_linear takes it
-(and the zero point of a packed type as a Packed of the same type, or a Python int).
+(and the zero point of a packed type as a Packed of the same type, or a Python int),
+and int32/uint32 q per axis and blocked. Scales are float32, float16, bfloat16, int32
+(quantize) or float8_e8m0fnu: a host scalar (np.int32(...), an ml_dtypes e8m0 scalar) is
+converted here by dmlq.reference's rules and passed by value; a device int32 array, or
+e8m0 codes as ``dmlq.Packed(uint8 data, shape, "float8_e8m0fnu")``, are read by the kernel
+as stored, once per parameter.
 The call goes through dmlq.calls (operands normalized, the signature's key, the plan
 cache) to dmlq.gpu.qkernels (cuda/quant_types.cu). Every check raises before any
 launch and names the argument; nothing here reads a device array's values (that
@@ -32,9 +37,13 @@ from .checks import F16, F32, I32
 from .errors import DescError, UnsupportedError
 from .packing import Packed, packed_nbytes, refuse_lazy
 from .qtypes import BFLOAT16_DTYPE, QTYPES, QType, is_qtype, qtype
+from . import reference
 
 # The types a CuPy array holds as they are; the others travel as dmlq.Packed.
 NATIVE = ("int8", "uint8", "int16", "uint16")
+# q of dequantize only (per axis / blocked here; per tensor on dmlq.gpu.elementwise).
+WIDE = {n: QType(n, np.dtype(n), 32, 0, int(np.iinfo(n).min), int(np.iinfo(n).max), None)
+        for n in ("int32", "uint32")}
 
 
 def on_gpu(*values) -> bool:
@@ -180,15 +189,15 @@ def _zero_point(b, q, meta, whose):
                             f"{type(v).__name__} {v!r})")
         if not lo <= int(v) <= hi:
             raise DescError(f"{f}: zero_point = {int(v)} is out of range for {q.name} [{lo}, {hi}] {whose}")
-        b.conv["zero_point"] = _const(np.array(int(v), np.int32))
+        b.conv["zero_point"] = _const(np.array(int(v) & 0xFFFFFFFF, np.uint32).view(np.int32))
         return ()
-    if q.name not in NATIVE:
+    if q.name not in NATIVE and q.name not in WIDE:
         raise TypeError(f"{f}: zero_point of {q.name} {whose} on the GPU is a dmlq.Packed of {q.name} (or a Python "
                         f"int); got a {v.dtype} array: pack it with dmlq.pack(codes, dtype='{q.name}')")
     if v.dtype != q.dtype:
         raise TypeError(f"{f}: zero_point has dtype {v.dtype} but must be {q.name} {whose}; checking that a GPU "
                         f"array's values fit would synchronize, so pass zero_point.astype(cupy.{q.name})")
-    b.conv["zero_point"] = lambda a: a.astype(np.int32)
+    b.conv["zero_point"] = lambda a: a.view(np.int32) if a.dtype.itemsize == 4 else a.astype(np.int32)
     return tuple(v.shape)
 
 
@@ -210,18 +219,45 @@ def _const(value):
 _FLOATS = (F32, F16) + (() if BFLOAT16_DTYPE is None else (BFLOAT16_DTYPE,))
 
 
-def _scale(b):
-    """float32, float16 or bfloat16 (CuPy 14 holds it): the kernels read float32, exactly."""
-    return b.float_operand("scale", _FLOATS, F32)
+def _scale(b, quantize, meta):
+    """(shape, the dtype the kernel reads, the scale's dtype): float32, float16 or bfloat16 (CuPy 14 holds it) as
+    float32, exactly; an int32 device array (quantize only) as is; float8_e8m0fnu codes (``meta``:
+    a Packed scale's shape) as uint8. A host int32 or e8m0 scalar: its float32 value by value."""
+    f, v = b.f, b.v["scale"]
+    if meta is not None:
+        b.conv["scale"] = lambda a, _s=meta: a.reshape(_s)
+        return meta, np.dtype(np.uint8), None
+    dt = getattr(v, "dtype", None)
+    if dt is not None and (quant.is_e8m0_name(dt) or quantize and dt == I32):
+        if isinstance(v, np.generic):
+            b._scalar("scale", reference.to_float32(v), F32, param=True)
+            return (), F32, dt
+        return tuple(v.shape), np.dtype(dt), dt  # a device int32 array (CuPy holds no e8m0)
+    if dt == I32:
+        raise TypeError(f"{f}: scale must have dtype {quant._FLOAT_NAMES} or float8_e8m0fnu (got int32): ONNX's "
+                        "DequantizeLinear takes no int32 scale (QuantizeLinear does); pass scale.astype(cupy.float32)")
+    context = " (or int32, float8_e8m0fnu)" if quantize else " (or float8_e8m0fnu)"
+    scale = b.float_operand("scale", _FLOATS, F32, context)
+    return tuple(scale.shape), F32, scale.dtype
 
 
-def _params_of(b, form, ax, block, out_shape, scale, zp_shape):
+def _scale_meta(f, v):
+    """(data, shape) of a float8_e8m0fnu scale given as a dmlq.Packed; (v, None) otherwise."""
+    if not isinstance(v, Packed):
+        return v, None
+    if not quant.is_e8m0_name(v.dtype):
+        raise TypeError(f"{f}: scale must be a float array (or a dmlq.Packed of float8_e8m0fnu codes), not a "
+                        f"dmlq.Packed of {v.dtype}")
+    return quant.e8m0_codes(f, v), tuple(int(s) for s in v.shape)
+
+
+def _params_of(b, form, ax, block, out_shape, scale_shape, scale_dtype, zp_shape):
     """The kernel's ParamLayout (a tuple); the device parameters placed in it per call."""
     on_device = [n for n in ("scale", "zero_point") if not hasattr(b.conv.get(n), "value") and b.v[n] is not None]
-    shapes = [tuple(scale.shape) if n == "scale" else tuple(zp_shape) for n in on_device]
+    shapes = [scale_shape if n == "scale" else tuple(zp_shape) for n in on_device]
     layout, how, compact = _layout(form, ax, block, out_shape, shapes)
     for n in on_device:
-        _placed(b, n, how, compact, F32 if n == "scale" else I32)
+        _placed(b, n, how, compact, scale_dtype if n == "scale" else I32)
     return tuple(int(v) for v in layout)
 
 
@@ -270,7 +306,7 @@ def _raw(q, shape):
     return (packed_nbytes(math.prod(shape), q),), np.dtype(np.uint8)
 
 
-def _plan_quantize(b, qname, axis, block_size, saturate, precision, zp_meta, out_meta):
+def _plan_quantize(b, qname, axis, block_size, saturate, precision, scale_meta, zp_meta, out_meta):
     f = b.f
     x = b.v["x"]
     if x is None or not hasattr(x, "shape") or isinstance(x, (np.ndarray, np.generic)):
@@ -278,14 +314,14 @@ def _plan_quantize(b, qname, axis, block_size, saturate, precision, zp_meta, out
     if x.dtype not in _FLOATS + (I32,):
         raise TypeError(f"{f}: x must have dtype float32, float16, bfloat16 or int32 on the GPU (got {x.dtype}); "
                         "pass x.astype(cupy.float32)")
-    scale = _scale(b)
+    scale_shape, scale_dtype, _ = _scale(b, True, scale_meta)
     sat = quant._saturate(f, saturate)
     prec = None if precision is None else quant._float_dtype(f, "precision", precision)
     q = QTYPES[qname]
     zp_shape = _zero_point(b, q, zp_meta, "(the output type)")
-    form, ax, block, shape = quant.param_form(f, tuple(x.shape), tuple(scale.shape), zp_shape, axis, block_size)
+    form, ax, block, shape = quant.param_form(f, tuple(x.shape), scale_shape, zp_shape, axis, block_size)
     _check_out(b, q, shape, out_meta)
-    layout = _params_of(b, form, ax, block, shape, scale, zp_shape)
+    layout = _params_of(b, form, ax, block, shape, scale_shape, scale_dtype, zp_shape)
     _dense_input(b, "x", shape)
     prec_name = None if prec is None else prec.name
     raw_shape, raw_dtype = _raw(q, shape)
@@ -324,7 +360,7 @@ def _output_type(f, dtype, zp, zp_meta, out, out_meta):
     return QTYPES["uint8"]
 
 
-def _plan_dequantize(b, dtype, axis, block_size, q_meta, zp_meta, out_meta):
+def _plan_dequantize(b, dtype, axis, block_size, scale_meta, q_meta, zp_meta, out_meta):
     f = b.f
     data = b.v["q"]
     if q_meta is not None:
@@ -335,26 +371,28 @@ def _plan_dequantize(b, dtype, axis, block_size, q_meta, zp_meta, out_meta):
         if data is None or not hasattr(data, "dtype") or isinstance(data, (np.ndarray, np.generic)):
             raise TypeError(f"{f}: q must be a GPU array or a dmlq.Packed when the other operands are on the GPU "
                             f"(got {type(data).__name__})")
-        if not is_qtype(data.dtype):
-            raise UnsupportedError(f"{f}: q of dtype {data.dtype} with axis= or block_size= has no GPU kernel "
-                                   "(int32/uint32 run per tensor or broadcast without them)") \
-                if data.dtype in (np.dtype(np.int32), np.dtype(np.uint32)) else \
-                TypeError(f"{f}: q must be an array of a quantized type (got {data.dtype})")
-        shape_q, qt = tuple(data.shape), qtype(data.dtype)
-        if not data.flags.c_contiguous:
+        qt = WIDE.get(data.dtype.name)
+        if qt is None and not is_qtype(data.dtype):
+            raise TypeError(f"{f}: q must be an array of a quantized type, int32 or uint32 (got {data.dtype})")
+        shape_q, qt = tuple(data.shape), qt or qtype(data.dtype)
+        if qt.name in WIDE:  # the kernel reads the four bytes of each element
+            b.conv["q"] = lambda a: dispatch.module(dispatch.GPU).ascontiguousarray(a).reshape(-1).view(np.uint8)
+        elif not data.flags.c_contiguous:
             b.conv["q"] = lambda a: dispatch.module(dispatch.GPU).ascontiguousarray(a)
-    scale = _scale(b)
+    scale_shape, scale_dtype, own = _scale(b, False, scale_meta)
     if dtype is not None:
         out_dtype = quant._float_dtype(f, "dtype", dtype)
+    elif own is None or quant.is_e8m0_name(own):
+        raise quant.e8m0_needs_dtype(f)
     else:
-        out_dtype = scale.dtype
+        out_dtype = own
     zp_shape = _zero_point(b, qt, zp_meta, "(q's type)")
-    form, ax, block, shape = quant.param_form(f, shape_q, tuple(scale.shape), zp_shape, axis, block_size)
+    form, ax, block, shape = quant.param_form(f, shape_q, scale_shape, zp_shape, axis, block_size)
     if shape != tuple(shape_q):
-        raise ValueError(f"{f}: scale {tuple(scale.shape)} would broadcast q {tuple(shape_q)} to {shape}; on the "
+        raise ValueError(f"{f}: scale {scale_shape} would broadcast q {tuple(shape_q)} to {shape}; on the "
                          "GPU the output has q's shape")
     _check_out(b, np.dtype(out_dtype), shape, out_meta)
-    layout = _params_of(b, form, ax, block, shape, scale, zp_shape)
+    layout = _params_of(b, form, ax, block, shape, scale_shape, scale_dtype, zp_shape)
     return b.plan(tuple(shape), np.dtype(out_dtype), (qt.name, layout))
 
 
@@ -373,21 +411,22 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     _foreign(f, (("x", x), ("scale", scale), ("zero_point", zero_point), ("out", out)))
     zp, zp_meta = _packed_meta(f, "zero_point", zero_point)
     out_raw, out_meta = _packed_meta(f, "out", out)
-    if isinstance(x, Packed) or isinstance(scale, Packed):
-        raise TypeError(f"{f}: {'x' if isinstance(x, Packed) else 'scale'} must be a float array, not a dmlq.Packed")
+    if isinstance(x, Packed):
+        raise TypeError(f"{f}: x must be a float array, not a dmlq.Packed")
+    scale, scale_meta = _scale_meta(f, scale)
     q = _output_type(f, dtype, zp, zp_meta, out_raw, out_meta)
-    params = (q.name, axis, block_size, saturate, precision, zp_meta, out_meta)
+    params = (q.name, axis, block_size, saturate, precision, scale_meta, zp_meta, out_meta)
     raw = run(_QUANTIZE, (x, scale, zp), params, out_raw)
     if out is not None or q.name in NATIVE or not hasattr(raw, "shape"):
         return out if out is not None else raw  # (kernel_plan's plan, output_meta's (shape, dtype))
-    return Packed(raw, _logical_shape(x, scale, zp_meta[0] if zp_meta else getattr(zp, "shape", None), axis,
+    return Packed(raw, _logical_shape(x, scale_meta or getattr(scale, "shape", ()), zp_meta[0] if zp_meta else getattr(zp, "shape", None), axis,
                                       block_size), q.name)
 
 
-def _logical_shape(x, scale, zp_shape, axis, block_size):
+def _logical_shape(x, scale_shape, zp_shape, axis, block_size):
     if axis is not None or block_size is not None:
         return tuple(x.shape)
-    return tuple(np.broadcast_shapes(tuple(x.shape), tuple(getattr(scale, "shape", ())), tuple(zp_shape or ())))
+    return tuple(np.broadcast_shapes(tuple(x.shape), tuple(scale_shape), tuple(zp_shape or ())))
 
 
 def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, out=None):
@@ -400,7 +439,6 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
     data, q_meta = _packed_meta(f, "q", q)
     zp, zp_meta = _packed_meta(f, "zero_point", zero_point)
     out_raw, out_meta = _packed_meta(f, "out", out)
-    if isinstance(scale, Packed):
-        raise TypeError(f"{f}: scale must be a float array, not a dmlq.Packed")
-    params = (dtype, axis, block_size, q_meta, zp_meta, out_meta)
+    scale, scale_meta = _scale_meta(f, scale)
+    params = (dtype, axis, block_size, scale_meta, q_meta, zp_meta, out_meta)
     return run(_DEQUANTIZE, (data, scale, zp), params, out_raw)

@@ -14,7 +14,7 @@ from dmlq.qtypes import QTYPES
 
 md = pytest.importorskip("ml_dtypes")
 
-TYPES = qk.CODES
+TYPES = qk.QUANTIZE_CODES  # int32 / uint32 q: tests/test_host_qscales.py
 SIZES = (1, 7, 33, 64, 129, 1031)  # around the groups (8 ... 64 elements per 16 bytes)
 LAYOUTS = ("tensor", "axis", "blocked")
 

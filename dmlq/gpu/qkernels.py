@@ -4,8 +4,10 @@ The kernels take the quantized side packed as ONNX packs it (dmlq.Packed's bytes
 4-bit and 2-bit types; the 8- and 16-bit types one element per byte or two bytes) and the
 float side dense and C-contiguous. Parameters (scale float32, zero point int32) are per
 tensor (a value), per axis or blocked: ``(outer, S, inner)`` C-contiguous with S =
-ceil(D / B) entries on the parameter axis of D elements (per axis: B = 1). The kernel
-file's header has the variants and the napkin math.
+ceil(D / B) entries on the parameter axis of D elements (per axis: B = 1). A device scale
+is float32, int32 or float8_e8m0fnu bytes (uint8; SCALE_KINDS), converted by the kernel
+as it reads it (once per parameter); a by-value scale is float32. The kernel file's
+header has the variants and the napkin math.
 """
 from __future__ import annotations
 
@@ -20,9 +22,13 @@ SOURCE = "quant_types.cu"
 THREADS = 256  # matches kThreads in quant_types.cu
 # The type codes of quant_types.cu, in its enum order.
 CODES = ("int8", "uint8", "int16", "uint16", "int4", "uint4", "int2", "uint2", "float8_e4m3fn",
-         "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
+         "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn", "int32", "uint32")
+QUANTIZE_CODES = CODES[:-2]  # int32 / uint32: dequantize only (ONNX has no int32 output)
 BITS = {"int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int4": 4, "uint4": 4, "int2": 2, "uint2": 2,
-        "float8_e4m3fn": 8, "float8_e4m3fnuz": 8, "float8_e5m2": 8, "float8_e5m2fnuz": 8, "float4_e2m1fn": 4}
+        "float8_e4m3fn": 8, "float8_e4m3fnuz": 8, "float8_e5m2": 8, "float8_e5m2fnuz": 8, "float4_e2m1fn": 4,
+        "int32": 32, "uint32": 32}
+# A device scale's dtype -> the kernel's scale_kind (float8_e8m0fnu travels as its uint8 codes).
+SCALE_KINDS = {np.dtype(np.float32): 0, np.dtype(np.int32): 1, np.dtype(np.uint8): 2}
 X_TYPES = {"float32": "float", "float16": "float16", "int32": "int"}
 Y_TYPES = {"float32": "float", "float16": "float16"}
 PRECISION = {None: 0, "float32": 0, "float16": 1, "bfloat16": 2}
@@ -36,7 +42,7 @@ def dequantize_name(q: str, y: str) -> str:
     return f"qt_dequantize<{CODES.index(q)}, {Y_TYPES[y]}>"
 
 
-KERNELS = {SOURCE: tuple([quantize_name(x, q) for x in X_TYPES for q in CODES]
+KERNELS = {SOURCE: tuple([quantize_name(x, q) for x in X_TYPES for q in QUANTIZE_CODES]
                          + [dequantize_name(q, y) for q in CODES for y in Y_TYPES])}
 
 
@@ -69,22 +75,6 @@ def _grid(name: str, groups: int):
     return (max(1, min(-(-groups // THREADS), device.info().sm_count * per_sm)),)
 
 
-def _params(scale, zero_point):
-    """(scale pointer, scale value, zp pointer, zp value, zp given) with NULL for a host value."""
-    host = (int, float, np.generic)
-    if isinstance(scale, host):
-        sp, sv = device.NULL, np.float32(scale)
-    else:
-        sp, sv = np.uint64(device.ptr(scale)), np.float32(0)
-    if zero_point is None:
-        zp, zv, given = device.NULL, np.int32(0), 0
-    elif isinstance(zero_point, host):
-        zp, zv, given = device.NULL, np.int32(zero_point), 1
-    else:
-        zp, zv, given = np.uint64(device.ptr(zero_point)), np.int32(0), 1
-    return sp, sv, zp, zv, given
-
-
 def quantize(x, scale, zero_point, out, q: str, layout: ParamLayout, saturate=True, precision=None):
     """out (packed bytes of q) = quantize(x): x a dense C-contiguous float32/float16/int32
     device array; scale a float32 device array in ``layout`` or a Python float; zero_point
@@ -94,10 +84,10 @@ def quantize(x, scale, zero_point, out, q: str, layout: ParamLayout, saturate=Tr
     if n == 0:
         return out
     name = quantize_name(device.dtype_name(x.dtype), q)
-    sp, sv, zp, zv, given = _params(scale, zero_point)
+    sp, sv, kind, zp, zv, given = _kernel_params(scale, zero_point)
     aligned = np.int32(device.ptr(x) % 16 == 0)
     args = (np.uint64(device.ptr(x)), np.uint64(device.ptr(out)), np.int64(n), np.int64(nbytes), aligned,
-            *(np.int64(v) for v in layout), sp, sv, zp, zv, np.int32(given), np.int32(bool(saturate)),
+            *(np.int64(v) for v in layout), sp, sv, kind, zp, zv, np.int32(given), np.int32(bool(saturate)),
             np.int32(PRECISION[precision]))
     device.kernel(SOURCE, name)(_grid(name, -(-nbytes // 16)), (THREADS,), args)
     return out
@@ -109,10 +99,10 @@ def dequantize(q_bytes, n: int, scale, zero_point, out, q: str, layout: ParamLay
     if n == 0:
         return out
     name = dequantize_name(q, device.dtype_name(out.dtype))
-    sp, sv, zp, zv, _ = _params(scale, zero_point)
+    sp, sv, kind, zp, zv, _ = _kernel_params(scale, zero_point)
     aligned = np.int32(device.ptr(out) % 16 == 0)
     args = (np.uint64(device.ptr(q_bytes)), np.uint64(device.ptr(out)), np.int64(n), np.int64(nbytes), aligned,
-            *(np.int64(v) for v in layout), sp, sv, zp, zv)
+            *(np.int64(v) for v in layout), sp, sv, kind, zp, zv)
     device.kernel(SOURCE, name)(_grid(name, -(-nbytes // 16)), (THREADS,), args)
     return out
 
@@ -150,16 +140,17 @@ def _byvalue(v):
 
 
 def _kernel_params(scale, zero_point):
-    """(scale pointer, scale value, zp pointer, zp value, zp given); a host 0-d array by value."""
+    """(scale pointer, scale value, scale kind, zp pointer, zp value, zp given); a host 0-d
+    array by value (a float32 scale; a uint32 zero point's bits as an int32)."""
     if _byvalue(scale):
-        sp, sv = device.NULL, np.float32(scale)
+        sp, sv, kind = device.NULL, np.float32(scale), np.int32(0)
     else:
-        sp, sv = np.uint64(device.ptr(scale)), np.float32(0)
+        sp, sv, kind = np.uint64(device.ptr(scale)), np.float32(0), np.int32(SCALE_KINDS[np.dtype(scale.dtype)])
     if zero_point is None:
-        return sp, sv, device.NULL, np.int32(0), 0
+        return sp, sv, kind, device.NULL, np.int32(0), 0
     if _byvalue(zero_point):
-        return sp, sv, device.NULL, np.int32(zero_point), 1
-    return sp, sv, np.uint64(device.ptr(zero_point)), np.int32(0), 1
+        return sp, sv, kind, device.NULL, np.array(int(zero_point) & 0xFFFFFFFF, np.uint32).view(np.int32)[()], 1
+    return sp, sv, kind, np.uint64(device.ptr(zero_point)), np.int32(0), 1
 
 
 def _plan(op, name, n, nbytes, dense, packed, out, layout):
@@ -238,10 +229,10 @@ def bind_quantize_types(x, scale, zero_point, out, q, layout, saturate=True, pre
     flags = (np.int32(bool(saturate)), np.int32(PRECISION[precision]))
 
     def build(x, target, params):
-        sp, sv, zp, zv, given = params
+        sp, sv, kind, zp, zv, given = params
         aligned = np.int32(device.ptr(x) % 16 == 0 and device.ptr(target) % 16 == 0)
-        return (np.uint64(device.ptr(x)), np.uint64(device.ptr(target)), *sizes, aligned, *tail, sp, sv, zp, zv,
-                np.int32(given), *flags)
+        return (np.uint64(device.ptr(x)), np.uint64(device.ptr(target)), *sizes, aligned, *tail, sp, sv, kind, zp,
+                zv, np.int32(given), *flags)
     return _runner(plan, build)
 
 
@@ -255,7 +246,7 @@ def bind_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
     def build(q_bytes, target, params):
         aligned = np.int32(device.ptr(target) % 16 == 0 and device.ptr(q_bytes) % 16 == 0)
         return (np.uint64(device.ptr(q_bytes)), np.uint64(device.ptr(target)), *sizes, aligned, *tail,
-                *params[:4])
+                *params[:5])
     return _runner(plan, build, _dense_dtype(out.dtype))
 
 
