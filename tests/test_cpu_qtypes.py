@@ -30,6 +30,9 @@ LAYOUTS = {
     "blocked-last": ((6, 50), (6, 4), {"block_size": 16}),  # ragged: 50 = 3 * 16 + 2
     "blocked-first": ((11, 3, 4), (3, 3, 4), {"block_size": 4, "axis": 0}),
     "blocked-1d": ((37,), (5,), {"block_size": 8}),
+    "blocked-one-block": ((3, 4), (3, 1), {"block_size": 4}),  # one value per row
+    "blocked-one-value": ((1, 9), (1, 1), {"block_size": 9}),  # one value in all: per tensor
+    "axis-one-value": ((4, 5), (1,), {"axis": 0}),
 }
 
 

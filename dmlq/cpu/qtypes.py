@@ -33,7 +33,7 @@ class Walk:
 
     def __init__(self, shape, form, ax, block, params):
         n = math.prod(shape)
-        if form == "broadcast":  # one value each (the caller checked): per tensor
+        if form == "broadcast" or all(p is None or p.size == 1 for p in params):  # one value each: per tensor
             self.outer, self.D, self.inner, self.B = n, 1, 1, 1
             self.strides = [(0, 0, 0)] * len(params)
             return
