@@ -94,11 +94,12 @@ def test_dequantize_e8m0_scale(rng, odt):
                 q = rng.integers(-2**31 if name == "int32" else 0, 2**31, shape, dtype=np.int64).astype(name)
                 q_gpu = cp.asarray(q)
             else:
-                q = rng.integers(0, 256, shape).astype(np.uint8).view(np.dtype(getattr(md, name, name)))
-                if name in ("int4", "float4_e2m1fn"):
-                    q = dmlq.unpack(dmlq.pack((q.view(np.uint8) & 15), dtype=name))
-                elif name == "uint16":
+                if name == "uint16":
                     q = rng.integers(0, 2**16, shape).astype(np.uint16)
+                elif name in ("int4", "float4_e2m1fn"):
+                    q = dmlq.unpack(dmlq.pack(rng.integers(0, 16, shape).astype(np.uint8), dtype=name))
+                else:
+                    q = rng.integers(0, 256, shape).astype(np.uint8).view(np.dtype(getattr(md, name, name)))
                 p = dmlq.pack(q) if name not in NATIVE else None
                 q_gpu = cp.asarray(q) if p is None else dmlq.Packed(cp.asarray(p.data), p.shape, p.dtype)
             want = dmlq.dequantize_linear(q, s_host, dtype=odt, **kw)

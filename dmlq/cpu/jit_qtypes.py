@@ -91,53 +91,23 @@ def _to_int(t, lo, hi, z, mask):  # pragma: no cover (compiled)
     return (np.int32((t + MAGIC) - MAGIC) + z) & mask
 
 
-@_kernel
-def quantize_int(x, sc, zp, o0, o1, D, inner, B, so, sb, si, zo, zb, zi, qmin, qmax, mask, out):  # pragma: no cover
-    # out: the codes (low bits of q; uint8 or uint16 view) of x (float32, C-contiguous)
-    for o in range(o0, o1):
-        if inner == 1:
-            for d0 in range(0, D, B):
-                blk = d0 // B
-                s = sc[o * so + blk * sb]
-                z = zp[o * zo + blk * zb]
-                lo, hi = np.float32(qmin - z), np.float32(qmax - z)
-                base = o * D + d0
-                for e in range(base, base + min(B, D - d0)):
-                    out[e] = _to_int(x[e] / s, lo, hi, z, mask)
-        else:
-            for d in range(D):
-                blk = d // B
-                ps, pz = o * so + blk * sb, o * zo + blk * zb
-                base = (o * D + d) * inner
-                for i in range(inner):
-                    z = zp[pz + i * zi]
-                    out[base + i] = _to_int(x[base + i] / sc[ps + i * si], np.float32(qmin - z),
-                                            np.float32(qmax - z), z, mask)
+# The loops over one run take slices (xs, os_ ...) of the operands: indexing the whole arrays
+# with a running offset kept LLVM from vectorizing them (40 ms against 1.2 ms for 4 Mi int8).
+
+@_inline
+def _int_run(xs, s, z, qmin, qmax, mask, os_):  # pragma: no cover (compiled)
+    lo, hi = np.float32(qmin - z), np.float32(qmax - z)
+    for k in range(xs.size):
+        os_[k] = _to_int(xs[k] / s, lo, hi, z, mask)
 
 
-@_kernel
-def quantize_float(x, sc, o0, o1, D, inner, B, so, sb, si, e_bits, m_bits, bias, special, top, saturate,
-                   t, out):  # pragma: no cover
-    # out (uint8): the float8 / float4 codes of x / s (float32 division, then encode); t: float32
-    # scratch of at least min(B, D) (inner == 1) or inner elements, seen as its bits (uint32)
-    bits = t.view(np.uint32)
-    for o in range(o0, o1):
-        if inner == 1:
-            for d0 in range(0, D, B):
-                s = sc[o * so + (d0 // B) * sb]
-                base, m = o * D + d0, min(B, D - d0)
-                for k in range(m):
-                    t[k] = x[base + k] / s
-                for k in range(m):
-                    out[base + k] = _encode_bits(np.int64(bits[k]), e_bits, m_bits, bias, special, top, saturate)
-        else:
-            for d in range(D):
-                ps = o * so + (d // B) * sb
-                base = (o * D + d) * inner
-                for i in range(inner):
-                    t[i] = x[base + i] / sc[ps + i * si]
-                for i in range(inner):
-                    out[base + i] = _encode_bits(np.int64(bits[i]), e_bits, m_bits, bias, special, top, saturate)
+@_inline
+def _float_run(xs, s, t, bits, e_bits, m_bits, bias, special, top, saturate, os_):  # pragma: no cover
+    m = xs.size
+    for k in range(m):
+        t[k] = xs[k] / s
+    for k in range(m):
+        os_[k] = _encode_bits(np.int64(bits[k]), e_bits, m_bits, bias, special, top, saturate)
 
 
 @_inline
@@ -150,6 +120,49 @@ def _value(c, table, use_table, sbits, z):  # pragma: no cover (compiled)
     return np.float32(c) - z
 
 
+@_inline
+def _deq_run(qs, table, use_table, sbits, z, s, os_):  # pragma: no cover (compiled)
+    for k in range(qs.size):
+        os_[k] = _value(np.int32(qs[k]), table, use_table, sbits, z) * s
+
+
+@_kernel
+def quantize_int(x, sc, zp, o0, o1, D, inner, B, so, sb, si, zo, zb, zi, qmin, qmax, mask, out):  # pragma: no cover
+    # out: the codes (low bits of q; uint8 or uint16 view) of x (float32, C-contiguous)
+    for o in range(o0, o1):
+        for d0 in range(0, D, B if inner == 1 else 1):
+            blk = d0 // B
+            ps, pz = o * so + blk * sb, o * zo + blk * zb
+            base, m = (o * D + d0) * inner, (min(B, D - d0) if inner == 1 else inner)
+            xs, os_ = x[base:base + m], out[base:base + m]
+            if inner == 1 or si == 0 and zi == 0:  # one scale and zero point for the run
+                _int_run(xs, sc[ps], np.int32(zp[pz]), qmin, qmax, mask, os_)
+            else:  # per element along inner
+                for i in range(m):
+                    z = np.int32(zp[pz + i * zi])
+                    os_[i] = _to_int(xs[i] / sc[ps + i * si], np.float32(qmin - z), np.float32(qmax - z), z, mask)
+
+
+@_kernel
+def quantize_float(x, sc, o0, o1, D, inner, B, so, sb, si, e_bits, m_bits, bias, special, top, saturate,
+                   t, out):  # pragma: no cover
+    # out (uint8): the float8 / float4 codes of x / s (float32 division, then encode); t: float32
+    # scratch of at least min(B, D) (inner == 1) or inner elements, seen as its bits (uint32)
+    bits = t.view(np.uint32)
+    for o in range(o0, o1):
+        for d0 in range(0, D, B if inner == 1 else 1):
+            ps = o * so + (d0 // B) * sb
+            base, m = (o * D + d0) * inner, (min(B, D - d0) if inner == 1 else inner)
+            xs, os_ = x[base:base + m], out[base:base + m]
+            if inner == 1 or si == 0:
+                _float_run(xs, sc[ps], t, bits, e_bits, m_bits, bias, special, top, saturate, os_)
+            else:
+                for i in range(m):
+                    t[i] = xs[i] / sc[ps + i]
+                for i in range(m):
+                    os_[i] = _encode_bits(np.int64(bits[i]), e_bits, m_bits, bias, special, top, saturate)
+
+
 @_kernel
 def dequantize(q, table, sbits, sc, zp, o0, o1, D, inner, B, so, sb, si, zo, zb, zi, off,
                out):  # pragma: no cover
@@ -157,22 +170,17 @@ def dequantize(q, table, sbits, sc, zp, o0, o1, D, inner, B, so, sb, si, zo, zb,
     # float32(zp), q sign-extended from its low ``sbits`` bits (int4 / int2 codes; 0: q as it is)
     use_table = table.size > 0
     for o in range(o0, o1):
-        if inner == 1:
-            for d0 in range(0, D, B):
-                blk = d0 // B
-                s = sc[o * so + blk * sb]
-                z = np.float32(zp[o * zo + blk * zb])
-                base = o * D + d0
-                for e in range(base, base + min(B, D - d0)):
-                    out[e - off] = _value(np.int32(q[e]), table, use_table, sbits, z) * s
-        else:
-            for d in range(D):
-                blk = d // B
-                ps, pz = o * so + blk * sb, o * zo + blk * zb
-                base = (o * D + d) * inner
-                for i in range(inner):
-                    z = np.float32(zp[pz + i * zi])
-                    out[base + i - off] = _value(np.int32(q[base + i]), table, use_table, sbits, z) * sc[ps + i * si]
+        for d0 in range(0, D, B if inner == 1 else 1):
+            blk = d0 // B
+            ps, pz = o * so + blk * sb, o * zo + blk * zb
+            base, m = (o * D + d0) * inner, (min(B, D - d0) if inner == 1 else inner)
+            qs, os_ = q[base:base + m], out[base - off:base - off + m]
+            if inner == 1 or si == 0 and zi == 0:
+                _deq_run(qs, table, use_table, sbits, np.float32(zp[pz]), sc[ps], os_)
+            else:
+                for i in range(m):
+                    os_[i] = _value(np.int32(qs[i]), table, use_table, sbits, np.float32(zp[pz + i * zi])) * \
+                        sc[ps + i * si]
 
 
 @_kernel
