@@ -7,9 +7,11 @@
 //                        packs them (first element in the low bits; 16-bit types as is).
 //   qt_dequantize<T, Y>  the packed T codes -> y dense (float32 or float16); T also int32 and
 //                        uint32 (per axis / blocked: the per-tensor form is elementwise.cu's).
-// The scale is float32, int32 (quantize; rounded to float32, ties to even, by cvt.rn) or
-// float8_e8m0fnu (one byte, 2**(e - 127) assembled from the bits; 0xFF NaN), said by the
-// runtime `scale_kind` (uniform: one branch per parameter read, not per element).
+//   qt_scale_f32<K>      an int32 (K = 1: rounded to float32, ties to even, by cvt.rn) or
+//                        float8_e8m0fnu scale (K = 2: 2**(e - 127) assembled from the bits, 0xFF
+//                        NaN) -> float32, each parameter once, before the main kernel (which
+//                        reads float32 scales: a conversion inlined in its unrolled loops
+//                        spilled the 8-bit and sub-byte -> float16 dequantize kernels).
 // One parametrization covers per-tensor, per-axis and blocked parameters: element i uses
 // parameter ((i / (D * inner)) * S + (i / inner % D) / B) * inner + i % inner, where the
 // parameter axis has D elements in blocks of B (S = ceil(D / B) entries) and `inner`
@@ -233,10 +235,9 @@ __device__ __forceinline__ float load_scale(const void* __restrict__ p, int64 i,
 
 // Scale and zero point of the current element, re-read only when the index changes.
 struct Params {
-  const void* __restrict__ scale_p;
+  const float* __restrict__ scale_p;
   const int* __restrict__ zp_p;
   float scale_v;
-  int scale_kind;
   int zp_v;
   int64 last;
   float s;
@@ -244,7 +245,7 @@ struct Params {
   __device__ __forceinline__ void at(int64 p) {
     if (p != last) {
       last = p;
-      s = scale_p ? load_scale(scale_p, p, scale_kind) : scale_v;
+      s = scale_p ? __ldg(scale_p + p) : scale_v;
       z = zp_p ? __ldg(zp_p + p) : zp_v;
     }
   }
@@ -303,11 +304,11 @@ template <int T, typename F> struct Group {
 // body(g, e0, walker, params) for group g, whose first element e0 the walker starts at.
 template <int T, typename F, typename Body>
 __device__ __forceinline__ void for_each_group(int64 nbytes, int64 D, int64 inner, int64 S, int64 B,
-                                               const void* __restrict__ scale_p, float scale_v, int scale_kind,
+                                               const float* __restrict__ scale_p, float scale_v,
                                                const int* __restrict__ zp_p, int zp_v, Body body) {
   const int64 groups = (nbytes + 15) / 16;
   Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
-  Params p{scale_p, zp_p, scale_v, scale_kind, zp_v, -1, 0.0f, 0};
+  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
   for (int64 g = global_thread(); g < groups; g += thread_count()) {
     const int64 e0 = g * Group<T, F>::G;
     w.start(e0);
@@ -319,11 +320,11 @@ __device__ __forceinline__ void for_each_group(int64 nbytes, int64 D, int64 inne
 template <typename X, int T>
 __global__ void __launch_bounds__(kThreads)
 qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, int64 nbytes, int x_aligned,
-            int64 D, int64 inner, int64 S, int64 B, const void* __restrict__ scale_p, float scale_v,
-            int scale_kind, const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
+            int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
+            const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
   constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
   static_assert(Group<T, X>::whole && bits < 32, "quantize: whole chunks per group, no 32-bit output");
-  for_each_group<T, X>(nbytes, D, inner, S, B, scale_p, scale_v, scale_kind, zp_p, zp_v,
+  for_each_group<T, X>(nbytes, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
                        [&](int64 g, int64 e0, Walker& w, Params& p) {
     unsigned long long lo = 0, hi = 0;
     if (16 * g + 16 <= nbytes && e0 + G <= n && x_aligned) {  // a whole group: 16-byte loads and store
@@ -360,10 +361,10 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
 template <int T, typename Y>
 __global__ void __launch_bounds__(kThreads)
 qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, int64 nbytes, int y_aligned,
-              int64 D, int64 inner, int64 S, int64 B, const void* __restrict__ scale_p, float scale_v,
-              int scale_kind, const int* __restrict__ zp_p, int zp_v) {
+              int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
+              const int* __restrict__ zp_p, int zp_v) {
   constexpr int bits = Group<T, Y>::bits, G = Group<T, Y>::G, C = Group<T, Y>::C;
-  for_each_group<T, Y>(nbytes, D, inner, S, B, scale_p, scale_v, scale_kind, zp_p, zp_v,
+  for_each_group<T, Y>(nbytes, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
                        [&](int64 g, int64 e0, Walker& w, Params& p) {
     if (Group<T, Y>::whole && 16 * g + 16 <= nbytes && e0 + G <= n && y_aligned) {  // 16-byte load and stores
       const uint4 u = __ldg(reinterpret_cast<const uint4*>(q + 16 * g));
@@ -397,4 +398,11 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
       }
     }
   });
+}
+
+// n stored scales (int32 or e8m0 bytes, KIND) -> float32, each once.
+template <int KIND>
+__global__ void __launch_bounds__(kThreads)
+qt_scale_f32(const void* __restrict__ in, float* __restrict__ out, int64 n) {
+  for (int64 i = global_thread(); i < n; i += thread_count()) out[i] = load_scale(in, i, KIND);
 }

@@ -5,8 +5,8 @@ The kernels take the quantized side packed as ONNX packs it (dmlq.Packed's bytes
 float side dense and C-contiguous. Parameters (scale float32, zero point int32) are per
 tensor (a value), per axis or blocked: ``(outer, S, inner)`` C-contiguous with S =
 ceil(D / B) entries on the parameter axis of D elements (per axis: B = 1). A device scale
-is float32, int32 or float8_e8m0fnu bytes (uint8; SCALE_KINDS), converted by the kernel
-as it reads it (once per parameter); a by-value scale is float32. The kernel file's
+is float32, or int32 / float8_e8m0fnu bytes (uint8; SCALE_KINDS) converted to a float32
+temporary by qt_scale_f32 first (each parameter once); a by-value scale is float32. The kernel file's
 header has the variants and the napkin math.
 """
 from __future__ import annotations
@@ -42,8 +42,13 @@ def dequantize_name(q: str, y: str) -> str:
     return f"qt_dequantize<{CODES.index(q)}, {Y_TYPES[y]}>"
 
 
+def scale_name(kind: int) -> str:
+    return f"qt_scale_f32<{kind}>"
+
+
 KERNELS = {SOURCE: tuple([quantize_name(x, q) for x in X_TYPES for q in QUANTIZE_CODES]
-                         + [dequantize_name(q, y) for q in CODES for y in Y_TYPES])}
+                         + [dequantize_name(q, y) for q in CODES for y in Y_TYPES]
+                         + [scale_name(k) for k in (1, 2)])}
 
 
 class ParamLayout(NamedTuple):
@@ -84,10 +89,11 @@ def quantize(x, scale, zero_point, out, q: str, layout: ParamLayout, saturate=Tr
     if n == 0:
         return out
     name = quantize_name(device.dtype_name(x.dtype), q)
-    sp, sv, kind, zp, zv, given = _kernel_params(scale, zero_point)
+    scale = _scale_f32(scale)
+    sp, sv, zp, zv, given = _kernel_params(scale, zero_point)
     aligned = np.int32(device.ptr(x) % 16 == 0)
     args = (np.uint64(device.ptr(x)), np.uint64(device.ptr(out)), np.int64(n), np.int64(nbytes), aligned,
-            *(np.int64(v) for v in layout), sp, sv, kind, zp, zv, np.int32(given), np.int32(bool(saturate)),
+            *(np.int64(v) for v in layout), sp, sv, zp, zv, np.int32(given), np.int32(bool(saturate)),
             np.int32(PRECISION[precision]))
     device.kernel(SOURCE, name)(_grid(name, -(-nbytes // 16)), (THREADS,), args)
     return out
@@ -99,10 +105,11 @@ def dequantize(q_bytes, n: int, scale, zero_point, out, q: str, layout: ParamLay
     if n == 0:
         return out
     name = dequantize_name(q, device.dtype_name(out.dtype))
-    sp, sv, kind, zp, zv, _ = _kernel_params(scale, zero_point)
+    scale = _scale_f32(scale)
+    sp, sv, zp, zv, _ = _kernel_params(scale, zero_point)
     aligned = np.int32(device.ptr(out) % 16 == 0)
     args = (np.uint64(device.ptr(q_bytes)), np.uint64(device.ptr(out)), np.int64(n), np.int64(nbytes), aligned,
-            *(np.int64(v) for v in layout), sp, sv, kind, zp, zv)
+            *(np.int64(v) for v in layout), sp, sv, zp, zv)
     device.kernel(SOURCE, name)(_grid(name, -(-nbytes // 16)), (THREADS,), args)
     return out
 
@@ -139,21 +146,49 @@ def _byvalue(v):
     return v is None or isinstance(v, (int, float, np.generic)) or (isinstance(v, np.ndarray) and v.ndim == 0)
 
 
+def _scale_kind(scale) -> int:
+    return 0 if _byvalue(scale) else SCALE_KINDS[np.dtype(scale.dtype)]
+
+
+def _scale_args(scale):
+    """(a float32 temporary for a stored int32 / e8m0 scale, qt_scale_f32's arguments)."""
+    tmp = device.xp().empty(scale.size, np.float32)
+    return tmp, (np.uint64(device.ptr(scale)), np.uint64(device.ptr(tmp)), np.int64(scale.size))
+
+
+def _scale_launch(kind, n):
+    from .plan import Launch
+
+    name = scale_name(kind)
+    return Launch(SOURCE, name, _grid(name, n), (THREADS,), role="scale to float32")
+
+
+def _scale_f32(scale):
+    """A device scale as float32 (the direct functions): int32 / e8m0 converted by qt_scale_f32."""
+    kind = _scale_kind(scale)
+    if not kind:
+        return scale
+    tmp, args = _scale_args(scale)
+    launch = _scale_launch(kind, scale.size)
+    device.kernel(SOURCE, launch.kernel)(launch.grid, launch.block, args)
+    return tmp
+
+
 def _kernel_params(scale, zero_point):
-    """(scale pointer, scale value, scale kind, zp pointer, zp value, zp given); a host 0-d
-    array by value (a float32 scale; a uint32 zero point's bits as an int32)."""
+    """(scale pointer, scale value, zp pointer, zp value, zp given) for a float32 scale; a host
+    0-d array by value (a uint32 zero point's bits as an int32)."""
     if _byvalue(scale):
-        sp, sv, kind = device.NULL, np.float32(scale), np.int32(0)
+        sp, sv = device.NULL, np.float32(scale)
     else:
-        sp, sv, kind = np.uint64(device.ptr(scale)), np.float32(0), np.int32(SCALE_KINDS[np.dtype(scale.dtype)])
+        sp, sv = np.uint64(device.ptr(scale)), np.float32(0)
     if zero_point is None:
-        return sp, sv, kind, device.NULL, np.int32(0), 0
+        return sp, sv, device.NULL, np.int32(0), 0
     if _byvalue(zero_point):
-        return sp, sv, kind, device.NULL, np.array(int(zero_point) & 0xFFFFFFFF, np.uint32).view(np.int32)[()], 1
-    return sp, sv, kind, np.uint64(device.ptr(zero_point)), np.int32(0), 1
+        return sp, sv, device.NULL, np.array(int(zero_point) & 0xFFFFFFFF, np.uint32).view(np.int32)[()], 1
+    return sp, sv, np.uint64(device.ptr(zero_point)), np.int32(0), 1
 
 
-def _plan(op, name, n, nbytes, dense, packed, out, layout):
+def _plan(op, name, n, nbytes, dense, packed, out, layout, scale):
     from .plan import Launch, Plan
 
     notes = [layout_name(layout)]
@@ -163,6 +198,10 @@ def _plan(op, name, n, nbytes, dense, packed, out, layout):
         return Plan(op, "empty", (), tuple(notes))
     variant = select_variant(device.ptr(dense), device.ptr(packed) if packed is not None else 0)
     launch = Launch(SOURCE, name, _grid(name, -(-nbytes // 16)), (THREADS,))
+    kind = _scale_kind(scale)
+    if kind:
+        notes.append(f"{np.dtype(scale.dtype).name} scale: converted to a float32 temporary first")
+        return Plan(op, variant, (_scale_launch(kind, scale.size), launch), tuple(notes))
     return Plan(op, variant, (launch,), tuple(notes))
 
 
@@ -170,7 +209,7 @@ def plan_quantize_types(x, scale, zero_point, out, q, layout, saturate=True, pre
     """The plan of :func:`quantize_types` (nothing launched)."""
     n = int(x.size)
     return _plan("quantize_linear", quantize_name(device.dtype_name(x.dtype), q), n, packed_nbytes(n, q), x,
-                 out if out.flags.c_contiguous else None, out, layout)
+                 out if out.flags.c_contiguous else None, out, layout, scale)
 
 
 def _dense_dtype(dt):
@@ -183,7 +222,7 @@ def plan_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
     n = int(out.size)
     dense = _dense_dtype(out.dtype)
     plan = _plan("dequantize_linear", dequantize_name(q, device.dtype_name(dense)), n, packed_nbytes(n, q),
-                 out if out.flags.c_contiguous and dense == out.dtype else q_bytes, q_bytes, out, layout)
+                 out if out.flags.c_contiguous and dense == out.dtype else q_bytes, q_bytes, out, layout, scale)
     if dense != out.dtype:
         from .plan import Plan
 
@@ -213,10 +252,15 @@ def _runner(plan, build, dense=None):
     if not plan.launches:
         return Runner(plan, lambda *a: None)
     found = kernels(plan)
+    converts = len(plan.launches) == 2  # qt_scale_f32 first
 
     def call(src, scale, zero_point, out):
+        first = ()
+        if converts:
+            scale, args = _scale_args(scale)
+            first = (args,)
         params = _kernel_params(scale, zero_point)
-        _through_dense(out, lambda target: execute(plan, (build(src, target, params),), found), dense)
+        _through_dense(out, lambda target: execute(plan, first + (build(src, target, params),), found), dense)
     return Runner(plan, call)
 
 
@@ -229,10 +273,10 @@ def bind_quantize_types(x, scale, zero_point, out, q, layout, saturate=True, pre
     flags = (np.int32(bool(saturate)), np.int32(PRECISION[precision]))
 
     def build(x, target, params):
-        sp, sv, kind, zp, zv, given = params
+        sp, sv, zp, zv, given = params
         aligned = np.int32(device.ptr(x) % 16 == 0 and device.ptr(target) % 16 == 0)
-        return (np.uint64(device.ptr(x)), np.uint64(device.ptr(target)), *sizes, aligned, *tail, sp, sv, kind, zp,
-                zv, np.int32(given), *flags)
+        return (np.uint64(device.ptr(x)), np.uint64(device.ptr(target)), *sizes, aligned, *tail, sp, sv, zp, zv,
+                np.int32(given), *flags)
     return _runner(plan, build)
 
 
@@ -246,7 +290,7 @@ def bind_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
     def build(q_bytes, target, params):
         aligned = np.int32(device.ptr(target) % 16 == 0 and device.ptr(q_bytes) % 16 == 0)
         return (np.uint64(device.ptr(q_bytes)), np.uint64(device.ptr(target)), *sizes, aligned, *tail,
-                *params[:5])
+                *params[:4])
     return _runner(plan, build, _dense_dtype(out.dtype))
 
 
