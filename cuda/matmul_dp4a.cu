@@ -64,6 +64,7 @@
 //   instruction per DP4A.
 // Indexing: every address is 64-bit (int64 strides); M, N, K are int.
 #include "matmul_epilogue.cuh"
+#include "packed4.cuh"
 
 namespace dmlq {
 namespace dp4a {
@@ -149,10 +150,16 @@ __device__ __forceinline__ void gemm(
     int64 lda, int64 ldb, int64 ldc,
     const float* __restrict__ a_scale, const float* __restrict__ b_scale,
     const float* __restrict__ out_scale,
-    const TA* __restrict__ a_zp, const TB* __restrict__ b_zp, const TO* __restrict__ out_zp,
-    int a_per_row, int b_per_col, int out_per_row,
+    const TA* __restrict__ a_zp, const typename b_value<TB>::type* __restrict__ b_zp,
+    const TO* __restrict__ out_zp, int a_per_row, int b_per_col, int out_per_row,
     const int* __restrict__ row_sum_a, const int* __restrict__ col_sum_b,
     const float* __restrict__ bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group) {
+  // A packed 4-bit b (TB packed_int4 / packed_uint4): its strides and batch
+  // offsets count elements (half bytes); staging reads the bytes and spreads
+  // each 4 columns' nibbles to a word of their int8 / uint8 values, so shared
+  // memory and the main loop see the same words as for an int8 / uint8 b (TV).
+  typedef typename b_value<TB>::type TV;
+  constexpr bool P4 = b_value<TB>::packed;
   constexpr int KIND = mm::kind_of<TO>::value;
   constexpr bool FLT = KIND == mm::kFloat;
   constexpr int THR_M = BM / TM, THR_N = BN / TN, NT = THR_M * THR_N;
@@ -187,9 +194,13 @@ __device__ __forceinline__ void gemm(
   b_zp = mm::batch_params(b_zp, bp_bs, z);
   if (bias != nullptr) bias += bias_bs * z;
   const unsigned char* Ab = reinterpret_cast<const unsigned char*>(A) + zb0 * a_bs0 + zb1 * a_bs1;
-  const unsigned char* Bb = reinterpret_cast<const unsigned char*>(B) + zb0 * b_bs0 + zb1 * b_bs1;
+  const int64 b_e0 = zb0 * b_bs0 + zb1 * b_bs1;  // matrix z's first element of b
+  const unsigned char* Bb = reinterpret_cast<const unsigned char*>(B) + (P4 ? 0 : b_e0);
   const bool a_al = ((reinterpret_cast<size_t>(Ab) | static_cast<size_t>(lda)) & 3) == 0;
-  const bool b_al = ((reinterpret_cast<size_t>(Bb) | static_cast<size_t>(ldb)) & 3) == 0;
+  // Packed: 4 columns at a multiple of 4 elements are one aligned half word.
+  const bool b_al = P4 ? ((reinterpret_cast<size_t>(Bb) & 1) | ((b_e0 | ldb) & 3)) == 0
+                       : ((reinterpret_cast<size_t>(Bb) | static_cast<size_t>(ldb)) & 3) == 0;
+  const int64 ldb_bytes = P4 ? ldb >> 1 : ldb;  // the word path's row step (ldb even there)
 
   // Staging roles: A word (row a_m + s*A_ROW_STEP, k-word a_kq); B block
   // (k-words b_kq + s*B_KQ_STEP, columns b_n..b_n+3).
@@ -219,8 +230,9 @@ __device__ __forceinline__ void gemm(
     a_p[s] = Ab + static_cast<int64>(min(m0 + a_m + s * A_ROW_STEP, M - 1)) * lda + 4 * a_kq;
   const bool b_redirect = b_cols_left <= 0 && N >= 4;
   const bool b_words = b_al && (b_cols_left >= 4 || b_redirect);
-  const unsigned char* b_p = Bb + (b_redirect ? 0 : n0 + b_n) + static_cast<int64>(4 * b_kq) * ldb;
-  const int64 b_tile_step = static_cast<int64>(BK) * ldb;
+  const int64 b_word_e = (b_redirect ? 0 : n0 + b_n) + static_cast<int64>(4 * b_kq) * ldb;
+  const unsigned char* b_p = P4 ? Bb + ((b_e0 + b_word_e) >> 1) : Bb + b_word_e;
+  const int64 b_tile_step = static_cast<int64>(BK) * ldb_bytes;
   // Edge path, B: the column window [b_ns, b_ns + 4) and the selector that
   // brings columns n0 + b_n.. to byte 0 (wholly past N: 0).
   const int b_ns = max(min(n0 + b_n, N - 4), 0);
@@ -248,8 +260,33 @@ __device__ __forceinline__ void gemm(
 #pragma unroll
       for (int s = 0; s < B_PER; ++s)
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-          rb[s][r] = __ldg(reinterpret_cast<const unsigned*>(b_p + static_cast<int64>(4 * s * B_KQ_STEP + r) * ldb));
+        for (int r = 0; r < 4; ++r) {
+          const unsigned char* q = b_p + static_cast<int64>(4 * s * B_KQ_STEP + r) * ldb_bytes;
+          if constexpr (P4) {
+            rb[s][r] = spread4<TV>(__ldg(reinterpret_cast<const unsigned short*>(q)));
+          } else {
+            rb[s][r] = __ldg(reinterpret_cast<const unsigned*>(q));
+          }
+        }
+    } else if constexpr (P4) {
+      // Edge path, packed: each column's nibble on its own (columns past N read
+      // column N - 1, rows past K row K - 1; they feed no stored output).
+#pragma unroll
+      for (int s = 0; s < B_PER; ++s) {
+        const int k = k0 + 4 * (b_kq + s * B_KQ_STEP);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int64 row = b_e0 + static_cast<int64>(min(k + r, K - 1)) * ldb;
+          unsigned w = 0u;
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            w |= (static_cast<unsigned>(nibble_value<TV>(Bb, row + min(n0 + b_n + c, N - 1))) & 0xFFu) << (8 * c);
+          if constexpr (WIDE) {
+            if (k + r >= K) w = 0u;  // the column sums see B alone
+          }
+          rb[s][r] = w;
+        }
+      }
     } else {
 #pragma unroll
       for (int s = 0; s < B_PER; ++s) {
@@ -379,12 +416,12 @@ __device__ __forceinline__ void gemm(
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = dot4<TA, TB>(a[i], b[j], acc[i][j]);
+        for (int j = 0; j < TN; ++j) acc[i][j] = dot4<TA, TV>(a[i], b[j], acc[i][j]);
       if constexpr (WIDE) {
 #pragma unroll
         for (int i = 0; i < TM; ++i) rs[i] = dot4<TA, TA>(a[i], kOnes, rs[i]);
 #pragma unroll
-        for (int j = 0; j < TN; ++j) cs[j] = dot4<TB, TB>(kOnes, b[j], cs[j]);
+        for (int j = 0; j < TN; ++j) cs[j] = dot4<TV, TV>(kOnes, b[j], cs[j]);
       }
     }
 
@@ -563,7 +600,8 @@ __device__ __forceinline__ void gemm(
       int64 lda, int64 ldb, int64 ldc,                                                  \
       const float* __restrict__ a_scale, const float* __restrict__ b_scale,             \
       const float* __restrict__ out_scale,                                              \
-      const TA* __restrict__ a_zp, const TB* __restrict__ b_zp, const TO* __restrict__ out_zp, \
+      const TA* __restrict__ a_zp, const typename dmlq::b_value<TB>::type* __restrict__ b_zp, \
+      const TO* __restrict__ out_zp,                                                    \
       int a_per_row, int b_per_col, int out_per_row,                                    \
       const int* __restrict__ row_sum_a, const int* __restrict__ col_sum_b,            \
       const float* __restrict__ bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group
@@ -616,7 +654,8 @@ __global__ void __launch_bounds__(256) matmul_row_sums(
   }
 }
 
-// out[z*N + n] = sum_k B[z][k][n] (int32). block 256 = 32 column words (128
+// out[z*N + n] = sum_k B[z][k][n] (int32; T a packed tag: the 4-bit values,
+// one nibble per load, strides in elements). block 256 = 32 column words (128
 // columns, 4 per thread) x 8 k-slices; grid (ceil(N/128), min(batch, 65535)),
 // grid-stride over the batch. Where a thread's 4 columns are a whole aligned
 // word (rows 4-byte aligned: base and ldb multiples of 4) it loads one 32-bit
@@ -628,14 +667,18 @@ __global__ void __launch_bounds__(256) matmul_col_sums(
     const T* __restrict__ B, int N, int K, int batch, int batch1,
     int64 b_bs0, int64 b_bs1, int64 ldb, int* __restrict__ out) {
   DMLQ_SHARED(16, int, part, [8][128]);
-  constexpr bool kSigned = static_cast<T>(-1) < static_cast<T>(0);
+  typedef typename dmlq::b_value<T>::type V;
+  constexpr bool P4 = dmlq::b_value<T>::packed;
+  constexpr bool kSigned = static_cast<V>(-1) < static_cast<V>(0);
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int n = blockIdx.x * 128 + tx * 4;
   for (int z = blockIdx.y; z < batch; z += gridDim.y) {
     const int zb0 = z / batch1, zb1 = z - zb0 * batch1;
-    const T* p = B + zb0 * b_bs0 + zb1 * b_bs1 + n;
+    const int64 e = zb0 * b_bs0 + zb1 * b_bs1 + n;  // element (k = 0, n)
+    const uint8* bytes = reinterpret_cast<const uint8*>(B);
+    const V* p = reinterpret_cast<const V*>(B) + (P4 ? 0 : e);
     int s[4] = {0, 0, 0, 0};
-    const bool words = n + 3 < N &&
+    const bool words = !P4 && n + 3 < N &&
         ((reinterpret_cast<unsigned long long>(p) | static_cast<unsigned long long>(ldb)) & 3) == 0;
     if (words) {
       const unsigned bias = kSigned ? 0x80808080u : 0u;
@@ -662,7 +705,10 @@ __global__ void __launch_bounds__(256) matmul_col_sums(
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         if (n + j < N)
-          for (int k = ty; k < K; k += 8) s[j] += static_cast<int>(p[static_cast<int64>(k) * ldb + j]);
+          for (int k = ty; k < K; k += 8) {
+            const int64 i = static_cast<int64>(k) * ldb + j;
+            s[j] += P4 ? dmlq::nibble_value<V>(bytes, e + i) : static_cast<int>(p[i]);
+          }
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) part[ty][tx * 4 + j] = s[j];

@@ -7,7 +7,10 @@
 // (matmul_integer: the exact sum modulo 2**32), float or float16
 // (matmul_integer_to_float)):
 //   matmul_stream<TA, TB, TO, MT>   MT in 1, 4, 16: M <= MT rows per launch
-//     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/intmm.py select_variant).
+//     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/intmm.py select_variant);
+//     stream-rows: MT = 16 for M > 16 in blocks of 16 rows (blockIdx.y = a matrix's
+//     row block), matmul_integer_to_float's blocked scales whose group is not a
+//     multiple of the tiled kernels' 32-deep K tiles (any group length here).
 // Each thread owns output column n of one matrix z (blockIdx.y) and all M rows:
 // per k it reads one byte of B (a warp reads 32 consecutive bytes of a row of
 // B) and M bytes of A (the same address across the warp: one broadcast load),
@@ -21,7 +24,7 @@
 // an int64 before the one conversion to float32. The int output wraps modulo
 // 2**32, which is matmul_integer's contract.
 // Parameters arrive as per-matrix tables built on the host (dmlq/gpu/intmm.py):
-// offsets[z] = {a, b, out, b_scale, b_zp, bias} element offsets, per-row A
+// offsets[y] = {a, b, out, b_scale, b_zp, bias, r0} element offsets, per-row A
 // vectors of M, B parameters as (groups, N) rows, the bias expanded to the
 // output's shape. Nothing is padded; columns past N return at once.
 //
@@ -39,12 +42,7 @@
 // for the int output, 168 for the float outputs: 16 int64 partials); no spills.
 // Without a minimum block count ptxas chose 32 registers for some packed
 // variants and spilled (matmul_stream<int8, packed_int4, float, 4>).
-#include "common.cuh"
-
-// 4-bit b, packed as ONNX packs it: element i of the C-order (..., K, N) tensor in
-// bits 4 * (i % 2) of byte i / 2. Tags only: the kernel reads uint8 bytes.
-struct packed_int4;
-struct packed_uint4;
+#include "packed4.cuh"
 
 namespace dmlq {
 namespace stream {
@@ -58,9 +56,6 @@ template <typename TB> struct bsrc {
   typedef TB zp_t;
   static __device__ __forceinline__ int at(const TB* b, int64 i) { return static_cast<int>(b[i]); }
 };
-__device__ __forceinline__ int nibble(const uint8* b, int64 i) {
-  return (static_cast<int>(b[i >> 1]) >> (static_cast<int>(i & 1) << 2)) & 15;
-}
 template <> struct bsrc<packed_int4> {  // zero points as their int8 values
   typedef uint8 bytes_t;
   typedef int8 zp_t;
@@ -78,7 +73,10 @@ template <> struct is_int_out<int> { static constexpr bool value = true; };
 }  // namespace stream
 }  // namespace dmlq
 
-// offsets: 6 int64 per matrix z (a, b, out, b_scale, b_zp, bias element offsets).
+// offsets: 7 int64 per block row y (a, b, out, b_scale, b_zp, bias element
+// offsets and r0, the block's first row): one per matrix, or with M > MT
+// (stream-rows: blocked scales the tiled kernels cannot close) one per MT rows
+// of a matrix, the a, out and bias offsets advanced to row r0.
 // b_scale / b_zp rows: `groups` (b_scale) and bz_groups (b_zp: 1 or groups) rows of N.
 // group: the group length along K (K for one group); groups = number of groups.
 template <typename TA, typename TB, typename TO, int MT>
@@ -93,7 +91,11 @@ __global__ void __launch_bounds__(128, MT == 16 ? 3 : 8) matmul_stream(
   constexpr bool INT_OUT = stream::is_int_out<TO>::value;
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
   if (n >= N) return;
-  const int64* off = offsets + 6 * static_cast<int64>(blockIdx.y);
+  const int64* off = offsets + 7 * static_cast<int64>(blockIdx.y);
+  const int r0 = static_cast<int>(off[6]);
+  M -= r0;  // rows from r0 on (at least MT of them compute; the first min(M, MT) are stored)
+  if (a_scale != nullptr) a_scale += r0;
+  if (a_zp != nullptr) a_zp += r0;
   const TA* a = A + off[0];
   const int64 b0 = off[1] + n;  // element offset of b[z][0, n]
   TO* c = C + off[2] + n;

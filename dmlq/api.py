@@ -382,9 +382,8 @@ def _plan_matmul(b, dtype, packed=None):
     a, bb, m, k, n, batch = b.matmul_operands(QUANT + packed_b.FOUR_BIT, "b.astype(np.uint8) or b.astype(np.int8), "
                                               "or an ml_dtypes.int4/uint4 array, or a dmlq.Packed of int4/uint4")
     four_bit = bb.dtype in packed_b.FOUR_BIT
-    if four_bit and (b.kind == GPU or EXPLAINING.get() is True):
-        raise UnsupportedError(f"{f}: a 4-bit b has no CUDA kernel for quantized_matmul yet (matmul_integer and "
-                               "matmul_integer_to_float take it on the GPU for M <= 16); pass NumPy arrays")
+    if four_bit and packed is None and (b.kind == GPU or EXPLAINING.get() is True):
+        raise UnsupportedError(f"{f}: a 4-bit b runs on the GPU as a dmlq.Packed (dmlq.pack(b)); pass that")
     qdt = b.out_dtype("out_zero_point", dtype)
     spec = (("a_scale", None, m, "M", True), ("a_zero_point", a.dtype, m, "M", True),
             ("b_scale", None, n, "N", False), ("b_zero_point", bb.dtype, n, "N", False),
@@ -445,8 +444,8 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     ----------
     a : int8 or uint8 array, (..., M, K)
     b : int8 or uint8 array, or int4/uint4 (ml_dtypes, or a dmlq.Packed), (..., K, N)
-        Batch dimensions broadcast. A vector needs ``v.reshape(1, -1)`` first. 4-bit b:
-        NumPy only so far.
+        Batch dimensions broadcast. A vector needs ``v.reshape(1, -1)`` first. On the GPU
+        a 4-bit b is a dmlq.Packed (its bytes read by the dp4a kernels).
     a_scale, a_zero_point, out_scale, out_zero_point : per tensor or per row
         One value, or shaped (M, 1). Scales float32; zero points in ``a``'s dtype and
         the output's dtype; ``None`` zero points mean 0.

@@ -109,7 +109,7 @@ def _edge_cases():
     rows.append(("mm_float", "packed int4 blocked", mf,
                  (np.ones((1, 3), u8), f32(1), None, pack(np.full((3, 1), -8, i4)), _a([[0.5], [0.25]], f32), 7),
                  dict(block_size=2), _a([[-18.75]], f32)))
-    # quantized_matmul, packed int4 b (NumPy only so far): acc = 30 as above, / out_scale 4 = 7.5 -> 8
+    # quantized_matmul, packed int4 b: acc = 30 as above, / out_scale 4 = 7.5 -> 8
     rows.append(("matmul", "packed int4 b", mm,
                  (_a([[1, 2]], u8), f32(1), None, pack(_a([[-8], [7]], i4)), f32(1), -8, f32(4)), {},
                  _a([[8]], u8)))
@@ -244,7 +244,7 @@ def _backends():
 
 
 # Cases CuPy cannot hold (ml_dtypes' int4 has no CuPy dtype): NumPy only.
-HOST_ONLY = (("mm_integer", "int4 b"), ("matmul", "packed int4 b"))
+HOST_ONLY = (("mm_integer", "int4 b"),)
 
 
 def run_case(case, xp):
@@ -326,6 +326,7 @@ def _random_cases(seed=0):
                      (a, (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b, (rng.random(n) + 0.5).astype(f32),
                       rng.integers(0, 100, n).astype(bdt), f32(400.0), odt(9)), {}))
     rows.extend(_random_intmm(rng))
+    rows.extend(_random_packed_tiled(np.random.default_rng(seed + 26)))
     # the types beyond int8 (dmlq.quant_gpu, cuda/quant_types.cu): a native output, packed inputs
     x = (rng.standard_normal((3, 37, 129)) * 4).astype(f32)
     rows.append(("quantize", "float32->int16 per axis", api.quantize_linear,
@@ -425,6 +426,37 @@ def _random_intmm(rng):
                 args = (a, a_s, None, bb, bs, pack(gz) if packed else gz)
                 rows.append(("mm_float", f"{what} blocked {g}", intmm.matmul_integer_to_float, args,
                              dict(block_size=g)))
+    return rows
+
+
+def _random_packed_tiled(rng):
+    """Packed 4-bit b past M = 16 (cuda/matmul_dp4a_packed.cu: the dp4a tiles, column
+    sums, dp4a-wide for blocked scales), quantized_matmul with packed b at M = 1 and 40,
+    and blocked scales of 48 (stream-rows): rows as :func:`_random_cases` makes them."""
+    rows = []
+
+    def q(dt, shape):
+        info = np.iinfo(dt) if dt in (i8, u8) else ml_dtypes.iinfo(dt)
+        return rng.integers(int(info.min), int(info.max), shape, endpoint=True).astype(dt)
+
+    k, n = 203, 68
+    for adt, bdt in ((u8, i4), (i8, u4)):
+        name = np.dtype(bdt).name
+        a, b = q(adt, (2, 40, k)), pack(q(bdt, (k, n)))
+        azp, bzp = q(adt, (40, 1)), pack(q(bdt, (n,)))
+        what = f"{adt.__name__},packed {name} M=40"
+        rows.append(("mm_integer", what, intmm.matmul_integer, (a, b, azp, bzp), {}))
+        a_s, bias = (rng.random((40, 1)) + 0.5).astype(f32), rng.standard_normal(n).astype(f32)
+        rows.append(("mm_float", f"{what} ->float16", intmm.matmul_integer_to_float,
+                     (a, a_s, azp, b, (rng.random(n) * 0.01).astype(f32), bzp, bias), dict(dtype=f16)))
+        for g in (64, 48):
+            bs = (rng.random((-(-k // g), n)) * 0.01).astype(f32)
+            rows.append(("mm_float", f"{what} blocked {g}", intmm.matmul_integer_to_float,
+                         (a, a_s, None, b, bs, pack(q(bdt, bs.shape))), dict(block_size=g)))
+        for m in (1, 40):
+            rows.append(("matmul", f"{adt.__name__},packed {name}->int8 M={m}", api.quantized_matmul,
+                         (q(adt, (m, k)), (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b,
+                          (rng.random(n) + 0.5).astype(f32), int(q(bdt, ())), f32(100.0), i8(-9)), {}))
     return rows
 
 

@@ -7,7 +7,7 @@ optional bias, float32 or float16 out; blocked B scales along K with
 ``block_size=``). Shapes as ``numpy.matmul``; B may be int4/uint4
 (``ml_dtypes``) or a ``dmlq.Packed`` (dmlq.packed_b). The numeric contract is docs/semantics.md; NumPy arrays run on
 dmlq.cpu.intmm (exact float32-sgemm sums, bit for bit dmlq.reference); on the GPU
-dmlq.gpu.intmm (M <= 16 so far; other GPU calls raise UnsupportedError).
+dmlq.gpu.intmm (the M <= 16 stream kernel, the tiled dp4a / tensor-core kernels past it).
 """
 from __future__ import annotations
 
@@ -145,7 +145,8 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
         Fewer than 2 dimensions, mismatched K, zero points of the wrong shape or out of
         range (``dmlq.DescError``).
     UnsupportedError
-        GPU arrays with M > 16 rows (no CUDA kernel yet; M <= 16 runs cuda/matmul_stream.cu).
+        GPU calls past the kernels' limits (a dimension above 2**31 - 1024, too many
+        matrices for one launch grid); dmlq.kernel_plan shows the kernels a call runs.
 
     Examples
     --------
@@ -288,7 +289,8 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
         Wrong shapes of operands, scales, zero points or bias; a block_size below 1
         (``dmlq.DescError``).
     UnsupportedError
-        GPU arrays with M > 16 rows (no CUDA kernel yet; M <= 16 runs cuda/matmul_stream.cu).
+        GPU calls past the kernels' limits (a dimension above 2**31 - 1024, too many
+        matrices for one launch grid); dmlq.kernel_plan shows the kernels a call runs.
 
     Examples
     --------

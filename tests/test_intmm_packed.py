@@ -92,8 +92,10 @@ def test_packed_refusals():
         dmlq.matmul_integer(a, dmlq.pack(np.zeros((5, 3), I4)))
     with pytest.raises(dmlq.DescError, match="at least 2-D"):
         dmlq.matmul_integer(a, dmlq.pack(np.zeros(4, I4)))
-    with pytest.raises(dmlq.UnsupportedError, match="a 4-bit b has no CUDA kernel for quantized_matmul"):
-        dmlq.kernel_plan(dmlq.quantized_matmul, a, 0.1, None, p, 0.1, None, 0.1)
+    with pytest.raises(dmlq.UnsupportedError, match="a 4-bit b runs on the GPU as a dmlq.Packed"):
+        dmlq.kernel_plan(dmlq.quantized_matmul, a, 0.1, None, np.zeros((4, 3), I4), 0.1, None, 0.1)
+    plan = str(dmlq.kernel_plan(dmlq.quantized_matmul, a, 0.1, None, p, 0.1, None, 0.1))
+    assert "matmul_dp4a<uint8, packed_int4, uint8, 32, 32, 32, 4, 4>" in plan
 
 
 def test_kernel_plan_shows_the_packed_kernel():

@@ -4,8 +4,12 @@ tiled kernels of quantized_matmul (dmlq/gpu/intmm_tiled.py) for larger M.
 ``matmul_integer`` and ``matmul_integer_to_float`` with M <= 16 (the decode step
 of an LLM) run ``matmul_stream``: one thread per output column streams B once
 for all M rows (docs/semantics.md's order: groups ascending, then the bias, one
-rounding to float16). 4-bit B and more than 65535 matrices have no stream
-kernel yet: :func:`plan_matmul_integer_to_float` raises UnsupportedError for them.
+rounding to float16); a packed 4-bit b is read as its bytes. Past M = 16 the
+tiled kernels run, except blocked scales along K whose group is not a multiple
+of 32 (the wide dp4a kernel closes groups on its 32-deep tiles): those run
+``stream-rows``, the M = 16 stream kernel once per 16 rows (blockIdx.y = a
+matrix's row block), exact for any group length and slower (b is read once per
+row block). More than 65535 matrices (times row blocks) raise UnsupportedError.
 
 Launch conventions: a and b are read with unit stride along their last axis (an
 operand that is not is copied to a contiguous array); numpy.matmul batch
@@ -25,17 +29,17 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device, intmm_tiled
 from .device import NULL
+from .packed import TAGS, PackedView
 from .plan import Launch, Plan, Runner, launcher
 
 SOURCE = "matmul_stream.cu"
 QTYPES = ("int8", "uint8")
 # b's kernel type: its dtype's name, or for a packed 4-bit b (dmlq.packed_b) the packed tag.
-PACKED = {"int4": "packed_int4", "uint4": "packed_uint4"}
-B_TYPES = QTYPES + tuple(PACKED.values())
-_ZP_WIDE = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8)}
+B_TYPES = QTYPES + tuple(TAGS.values())
 OUT_TYPES = {np.dtype(np.int32): "int", np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
 # Variant name -> rows per launch (MT). One line per variant.
 VARIANTS = {"stream-m1": 1, "stream-m4": 4, "stream-m16": 16}
+ROWS = ("stream-rows", 16)  # M > 16 in blocks of 16 rows: blocked scales the tiled kernels cannot close
 THREADS = 128
 MAX_GRID_Y = 65535
 MAX_DIM = 2**31 - 1
@@ -62,7 +66,7 @@ class _Detail:
     mt: int
     groups: int
     group: int
-    offsets: np.ndarray    # (nbatch, 6) int64: a, b, out, b_scale, b_zp, bias element offsets
+    offsets: np.ndarray    # (blocks, 7) int64: a, b, out, b_scale, b_zp, bias element offsets, first row
     copy_a: bool
     copy_b: bool
     direct_out: bool
@@ -83,36 +87,24 @@ def _contiguous_rows(x) -> bool:
     return x.size == 0 or x.shape[-1] == 1 or x.strides[-1] == x.itemsize
 
 
-class _PackedB:
-    """A packed 4-bit b's logical view for planning: shape, C-order strides in elements."""
-
-    def __init__(self, data, packed):
-        self.data = data
-        self.dtype_name = packed[0]
-        self.shape = packed[1]
-        self.ndim = len(self.shape)
-        self.itemsize = 1
-        st, acc = [], 1
-        for d in reversed(self.shape):
-            st.append(acc)
-            acc *= d
-        self.strides = tuple(reversed(st))  # in elements = "bytes" of itemsize 1
-
-
 def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None):
     if out.size == 0:
         return Plan(op, "empty")
-    pb = None if b_packed is None else _PackedB(b, b_packed)
+    pb = None if b_packed is None else PackedView(b, b_packed)
     M, K = a.shape[-2:]
     N = (pb or b).shape[-1]
     batch_shape = tuple(out.shape[:-2])
     nbatch = math.prod(batch_shape)
     variant = select_variant(M)
-    tb = b.dtype.name if pb is None else PACKED[pb.dtype_name]
+    row_blocks = 1
+    if variant is None:
+        variant, row_blocks = ROWS[0], -(-M // ROWS[1])
+    tb = b.dtype.name if pb is None else pb.tag
     if tb not in B_TYPES:
         raise UnsupportedError(f"{op}: no CUDA kernel for a {b.dtype} b (a 4-bit b runs as a dmlq.Packed)")
-    if nbatch > MAX_GRID_Y or max(M, N, K) > MAX_DIM:
-        raise UnsupportedError(f"{op}: {nbatch} matrices (at most {MAX_GRID_Y}) or a dimension above {MAX_DIM}")
+    if nbatch * row_blocks > MAX_GRID_Y or max(M, N, K) > MAX_DIM:
+        raise UnsupportedError(f"{op}: {nbatch} matrices of {row_blocks} row blocks (at most {MAX_GRID_Y}) or a "
+                               f"dimension above {MAX_DIM}")
     copy_a, copy_b = not _contiguous_rows(a), not _contiguous_rows(b)
     direct = out.flags.c_contiguous and not (device.overlaps(out, a) or device.overlaps(out, b))
     notes = [f"{name} copied to a contiguous array" for name, c in (("a", copy_a), ("b", copy_b)) if c]
@@ -125,22 +117,28 @@ def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None):
     if pb is not None:
         notes.append(f"b: packed {pb.dtype_name}, unpacked in registers")
         sb = pb
+    if row_blocks > 1:
+        notes.append(f"{row_blocks} blocks of {ROWS[1]} rows")
     a_st, b_st = _elem_strides(sa, batch_shape), _elem_strides(sb, batch_shape)
-    offsets = np.zeros((nbatch, 6), np.int64)
+    offsets = np.zeros((nbatch, row_blocks, 7), np.int64)
     for z, idx in enumerate(np.ndindex(*batch_shape)):
-        offsets[z, 0] = sum(i * s for i, s in zip(idx, a_st))
-        offsets[z, 1] = sum(i * s for i, s in zip(idx, b_st))
-    z = np.arange(nbatch, dtype=np.int64)
-    offsets[:, 2] = z * M * N
-    offsets[:, 3] = z * groups * N
-    offsets[:, 4] = z * b_param_rows * N
-    offsets[:, 5] = z * M * N
-    mt = VARIANTS[variant]
+        offsets[z, :, 0] = sum(i * s for i, s in zip(idx, a_st))
+        offsets[z, :, 1] = sum(i * s for i, s in zip(idx, b_st))
+    z = np.arange(nbatch, dtype=np.int64)[:, None]
+    r0 = np.arange(row_blocks, dtype=np.int64)[None, :] * ROWS[1]
+    offsets[:, :, 0] += r0 * (sa.strides[-2] // sa.itemsize if M > 1 else K)
+    offsets[:, :, 2] = z * M * N + r0 * N
+    offsets[:, :, 3] = z * groups * N
+    offsets[:, :, 4] = z * b_param_rows * N
+    offsets[:, :, 5] = z * M * N + r0 * N
+    offsets[:, :, 6] = r0
+    offsets = offsets.reshape(-1, 7)
+    mt = VARIANTS.get(variant, ROWS[1])
     name = kernel_name(a.dtype.name, tb, OUT_TYPES[np.dtype(out.dtype)], mt)
-    launch = Launch(SOURCE, name, (-(-N // THREADS), nbatch), (THREADS,))
+    launch = Launch(SOURCE, name, (-(-N // THREADS), nbatch * row_blocks), (THREADS,))
     return Plan(op, variant, (launch,), tuple(notes),
                 _Detail(mt, groups, group, offsets, copy_a, copy_b, direct,
-                        None if pb is None else _ZP_WIDE[pb.dtype_name]))
+                        None if pb is None else pb.zp_dtype))
 
 
 def _groups(k, block_size):
@@ -154,9 +152,14 @@ def _b_rows(v):
     return 1 if v is None or v.ndim < 2 else v.shape[-2]
 
 
-def _tiled(a) -> bool:
-    """M past the stream kernels: the tiled kernels' path."""
-    return select_variant(a.shape[-2]) is None
+def _tiled(a, block_size=None) -> bool:
+    """M past the stream kernels: the tiled kernels' path, unless blocked scales along
+    K need groups the wide dp4a kernel cannot close (a length not a multiple of its
+    32-deep tiles): those run on stream-rows, exact for any group length."""
+    if select_variant(a.shape[-2]) is not None:
+        return False
+    k = a.shape[-1]
+    return block_size is None or not 0 < block_size < k or block_size % intmm_tiled.GROUP_STEP == 0
 
 
 def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Plan:
@@ -167,7 +170,7 @@ def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
 
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Plan:
-    if _tiled(a):
+    if _tiled(a, block_size):
         return intmm_tiled.plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                                         out, block_size, b_packed=b_packed)
     groups, group = _groups(a.shape[-1], block_size)
@@ -254,7 +257,7 @@ def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
 
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Runner:
-    if _tiled(a):
+    if _tiled(a, block_size):
         return intmm_tiled.bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                                         out, block_size, b_packed=b_packed)
     plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedError
-from . import device
+from . import device, packed
 from .device import NULL
 from .matmul import QTYPES, bind_tiled, offset, plan_tiled
 from .plan import Plan, Runner
@@ -41,21 +41,21 @@ def _k_group(op, k, block_size) -> int:
 
 
 def _check(op, a, b, b_packed):
-    if b_packed is not None or b.dtype.name not in QTYPES:
-        what = "a packed 4-bit" if b_packed is not None else f"a {b.dtype}"
-        raise UnsupportedError(f"{op}: no CUDA kernel yet for {what} b with M = {a.shape[-2]} > 16 (the tiled "
-                               "kernels read int8/uint8 b); pass NumPy arrays to run it on the host")
+    """b as the planners see it: the array, or a packed b's PackedView."""
+    if b_packed is None and b.dtype.name not in QTYPES:
+        raise UnsupportedError(f"{op}: no CUDA kernel for a {b.dtype} b (a 4-bit b runs as a dmlq.Packed)")
+    return packed.view(b, b_packed)
 
 
 def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Plan:
-    _check("matmul_integer", a, b, b_packed)
+    b = _check("matmul_integer", a, b, b_packed)
     return plan_tiled("matmul_integer", a, a_zero_point is not None, b, b_zero_point is not None, out)
 
 
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, variant=None, b_packed=None) -> Plan:
     op = "matmul_integer_to_float"
-    _check(op, a, b, b_packed)
+    b = _check(op, a, b, b_packed)
     return plan_tiled(op, a, a_zero_point is not None, b, b_zero_point is not None, out,
                       k_group=_k_group(op, a.shape[-1], block_size), variant=variant)
 
@@ -83,10 +83,12 @@ def _row_vector(xp, v, m, dtype):
     return xp.ascontiguousarray(xp.broadcast_to(v.reshape(-1).astype(dtype), (m,)))
 
 
-def _bind(plan, a, b, out, float_out):
+def _bind(plan, a, b, out, float_out, b_packed=None):
     if not plan.launches:
         return Runner(plan, lambda *args: None)
+    b = packed.view(b, b_packed)
     launch = bind_tiled(plan, a, b, out)
+    zp_dtype = b.zp_dtype if b_packed is not None else b.dtype
     d = plan.detail
     xp = device.xp()
     i32, i64 = np.int32, np.int64
@@ -103,7 +105,7 @@ def _bind(plan, a, b, out, float_out):
         a_z = _row_vector(xp, a_zero_point, M, a.dtype)
         per_batch = _batched(b_scale) or _batched(b_zero_point)  # one bp_bs for both tables
         b_s, bs_bs = _table(xp, b_scale, batch_shape, rows, N, np.float32, per_batch)
-        b_z, bz_bs = _table(xp, b_zero_point, batch_shape, rows, N, b.dtype, per_batch)
+        b_z, bz_bs = _table(xp, b_zero_point, batch_shape, rows, N, zp_dtype, per_batch)
         bp_bs = max(bs_bs, bz_bs)
         bias_rows = 1 if bias is None or bias.ndim < 2 else bias.shape[-2]
         bias_t, bias_bs = _table(xp, bias, batch_shape, bias_rows, N, np.float32, _batched(bias))
@@ -125,11 +127,11 @@ def _bind(plan, a, b, out, float_out):
 
 
 def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Runner:
-    return _bind(plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed), a, b, out, False)
+    return _bind(plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed), a, b, out, False, b_packed)
 
 
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, variant=None, b_packed=None) -> Runner:
     plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                         block_size, variant, b_packed)
-    return _bind(plan, a, b, out, True)
+    return _bind(plan, a, b, out, True, b_packed)

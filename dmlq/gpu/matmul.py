@@ -40,13 +40,14 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..keys import key
-from . import device
+from . import device, packed
 from .device import NULL
 from .plan import Launch, Memo, Plan, Runner, device_key, launcher
 from .loader import cuda_dir
 
 DP4A_SOURCE = "matmul_dp4a.cu"
 MMA_SOURCE = "matmul_mma.cu"
+PACKED_SOURCE = "matmul_dp4a_packed.cu"  # the dp4a kernels for a packed 4-bit b (dmlq.gpu.packed)
 
 WIDE_K = 32768              # int32 accumulators (and int32 row/col sums) are exact up to here
 MAX_DIM = 2**31 - 1024      # M, N, K are C ints; tile loops add up to a tile past them
@@ -135,16 +136,19 @@ MMA_VECS = (16, 4)  # cp.async widths the tensor-core kernel is built for
 OUT_TYPES = QTYPES + ("int", "float", "float16")
 
 
-def _instantiations(configs) -> tuple:
+def _instantiations(configs, b_types=QTYPES) -> tuple:
     return tuple(c.name(ta, tb, to, *((vec,) if isinstance(c, MmaConfig) else ()))
                  for c in configs for vec in (MMA_VECS if isinstance(c, MmaConfig) else (None,))
-                 for ta in QTYPES for tb in QTYPES for to in OUT_TYPES)
+                 for ta in QTYPES for tb in b_types for to in OUT_TYPES)
 
 
 SPLITK_EPILOGUES = tuple(f"matmul_splitk_epilogue<{ta}, {tb}, {to}>"
                          for ta in QTYPES for tb in QTYPES for to in OUT_TYPES)
 
-KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS}
+PACKED_TAGS = ("packed_int4", "packed_uint4")
+KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS,
+           PACKED_SOURCE: _instantiations(DP4A_CONFIGS.values(), PACKED_TAGS) +
+           tuple(f"matmul_col_sums<{t}>" for t in PACKED_TAGS)}
 if HAVE_MMA:
     KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values()) + SPLITK_EPILOGUES
 
@@ -156,7 +160,7 @@ _cc = device.cc_int
 
 
 def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=None, *,
-                  sm_count=132, have_mma=None, blocked=False) -> str:
+                  sm_count=132, have_mma=None, blocked=False, packed=False) -> str:
     """The variant for an (M, K) x (K, N) product repeated `batch` times.
 
     Pure Python (no GPU). Every variant handles all 8 dtype combinations, so
@@ -164,9 +168,11 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     whether cuda/matmul_mma.cu is present. ``blocked``: matmul_integer_to_float
     with more than one block of B scales along K, which only the wide kernel's
     K loop closes group by group (in ascending order, as the contract fixes).
+    ``packed``: a packed 4-bit b, which only the dp4a kernels stage.
     """
     if have_mma is None:
         have_mma = HAVE_MMA
+    have_mma = have_mma and not packed
     if _cc(compute_capability) < 61:
         raise UnsupportedError(f"quantized_matmul needs dp4a (sm_61 or newer); this device is "
                                f"sm_{_cc(compute_capability)}")
@@ -356,8 +362,9 @@ def _padded_shape(x):
 
 def _staged(x, how: str):
     """A stand-in for the array the kernel reads: the operand or the copy that
-    :func:`_stage` will make (same strides, addresses as aligned)."""
-    if how == AS_IS:
+    :func:`_stage` will make (same strides, addresses as aligned); a packed b's
+    view stands for its bytes as they are or copied (C-order either way)."""
+    if how == AS_IS or isinstance(x, packed.PackedView):
         return x
     if how == CONTIGUOUS:
         return device.Fresh(x.shape, x.dtype)
@@ -400,10 +407,10 @@ class _Detail:
 
 
 def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                          out_scale, out_zero_point, out, *, variant=None, splits=None) -> Plan:
+                          out_scale, out_zero_point, out, b_packed=None, *, variant=None, splits=None) -> Plan:
     """The plan of :func:`quantized_matmul` (nothing launched)."""
-    return plan_tiled("quantized_matmul", a, a_zero_point is not None, b, b_zero_point is not None, out,
-                      variant=variant, splits=splits)
+    return plan_tiled("quantized_matmul", a, a_zero_point is not None, packed.view(b, b_packed),
+                      b_zero_point is not None, out, variant=variant, splits=splits)
 
 
 # Kernel type names of the outputs that are not quantized types.
@@ -413,22 +420,26 @@ _OUT_NAMES = {"int32": "int", "float32": "float"}
 def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=None, k_group=0) -> Plan:
     """The plan of one tiled-kernel product for ``op`` (the output type picks
     the epilogue); ``a_zp`` / ``b_zp``: whether the zero points are given;
-    ``k_group``: the length of a block of B scales along K (0: one group)."""
+    ``k_group``: the length of a block of B scales along K (0: one group);
+    ``b`` may be a packed 4-bit b's :class:`dmlq.gpu.packed.PackedView`."""
     if out.size == 0:
         return Plan(op, "empty")
     M, K = a.shape[-2:]
     N = b.shape[-1]
     batch_shape = tuple(out.shape[:-2])
     nbatch = math.prod(batch_shape)
+    p4 = isinstance(b, packed.PackedView)
     if max(M, N, K) > MAX_DIM:
         raise UnsupportedError(f"{op}: dimensions above {MAX_DIM} are not supported "
                                f"(M={M}, N={N}, K={K})")
     _check_options(variant, splits)
     if variant is None:
         dev = device.info()
-        variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, b.dtype,
-                                sm_count=dev.sm_count, blocked=k_group > 0)
-    notes = []
+        variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
+                                sm_count=dev.sm_count, blocked=k_group > 0, packed=p4)
+    notes = [f"b: packed {b.dtype_name}, unpacked in registers as it is staged"] if p4 else []
+    if p4 and variant in MMA_CONFIGS:
+        raise ValueError(f"{op}: a packed 4-bit b runs on the dp4a variants only (got {variant!r})")
     if k_group and variant != "dp4a-wide":
         raise ValueError(f"{op}: blocked scales along K need the 'dp4a-wide' variant (got {variant!r})")
     if k_group:
@@ -460,15 +471,17 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
 
     stage_a, stage_b = _staging(a, mma), _staging(b, mma)
     sa, sb = _staged(a, stage_a), _staged(b, stage_b)
+    if p4 and not packed.contiguous(b.data):
+        stage_b = CONTIGUOUS  # the bytes, copied: the kernel reads them at C-order offsets
     for name, how in (("a", stage_a), ("b", stage_b)):
         if how != AS_IS:
             notes.append(f"{name} {how}")
-    direct = _direct_out(out, a, b)
+    direct = _direct_out(out, a, b.data if p4 else b)
     target = out if direct else device.Fresh(out.shape, out.dtype)
     if not direct:
         notes.append("out written through a contiguous temporary")
 
-    ta, tb, to = device.dtype_name(a.dtype), device.dtype_name(b.dtype), device.dtype_name(out.dtype)
+    ta, tb, to = device.dtype_name(a.dtype), b.tag if p4 else device.dtype_name(b.dtype), device.dtype_name(out.dtype)
     to = _OUT_NAMES.get(to, to)
     name = cfg.name(ta, tb, to, min(cp_async_width(sa), cp_async_width(sb))) if mma else cfg.name(ta, tb, to)
     if mma and name.endswith(", 4>"):
@@ -480,6 +493,10 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
                                  batch_strides(sb.shape, sb.strides, sb.itemsize, batch_shape),
                                  batch_strides(target.shape, target.strides, target.itemsize,
                                                batch_shape)))
+    if p4 and any(u.offsets[1] % 2 for u in batches):
+        raise UnsupportedError(f"{op}: a packed 4-bit b whose matrices ({K}x{N}, odd) start mid-byte in a launch "
+                               "past the first; pass NumPy arrays or an even K or N")
+    source = PACKED_SOURCE if p4 else DP4A_SOURCE
     need_rows = b_zp and not wide
     need_cols = a_zp and not wide
     launches = []
@@ -489,10 +506,11 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),),
                                    (256,), 0, "row sums of a, for b's zero point"))
         if need_cols:
-            launches.append(Launch(DP4A_SOURCE, f"matmul_col_sums<{tb}>",
+            launches.append(Launch(source, f"matmul_col_sums<{tb}>",
                                    (-(-N // 128), min(nz, MAX_GRID_YZ)), (256,), 0,
                                    "column sums of b, for a's zero point"))
-        launches.append(Launch(cfg.source, name, (-(-N // cfg.bn), grid_y, nz), (cfg.threads,), cfg.smem))
+        launches.append(Launch(source if not mma else cfg.source, name, (-(-N // cfg.bn), grid_y, nz),
+                               (cfg.threads,), cfg.smem))
         if nsplit > 1:
             launches.append(Launch(MMA_SOURCE, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
@@ -539,7 +557,8 @@ def bind_tiled(plan, a, b, out):
     ``params(i, first)`` gives batch launch i's scale, zero-point and bias
     arguments (``first``: the index of its first matrix in the flattened
     output batch, for per-matrix parameter tables): the 9 arguments before
-    row_sum_a and the 5 after col_sum_b. Every integer argument is fixed here."""
+    row_sum_a and the 5 after col_sum_b. Every integer argument is fixed here.
+    ``b``: as planned (a packed b's PackedView); ``launch`` gets its bytes."""
     d, go = plan.detail, launcher(plan)
     xp, ptr = device.xp(), device.current().ptr  # at call time: never a Fresh stand-in
     i32, i64, u64 = np.int32, np.int64, np.uint64
@@ -551,6 +570,7 @@ def bind_tiled(plan, a, b, out):
     ldc = target.strides[-2] // target.itemsize
     zmax = max(u.batch0 * u.batch1 for u in d.batches)
     mma = isinstance(d.cfg, MmaConfig)
+    b_shift = int(isinstance(b, packed.PackedView))  # b's element offsets in bytes: halved when packed
     fixed = []  # per batch launch: (offsets, row-sum, column-sum, main and split-K integer arguments, first)
     first = 0
     for u in d.batches:
@@ -574,6 +594,8 @@ def bind_tiled(plan, a, b, out):
     whole = len(fixed) == 1 and fixed[0][0] == (0, 0, 0)  # one launch at the arrays' own addresses
     stage_a = None if d.stage_a == AS_IS else lambda x: _stage(xp, x, d.stage_a, plan_a)
     stage_b = None if d.stage_b == AS_IS else lambda x: _stage(xp, x, d.stage_b, plan_b)
+    if b_shift and d.stage_b != AS_IS:
+        stage_b = xp.ascontiguousarray
 
     def launch(a, b, dst, params):
         if stage_a is not None:
@@ -597,7 +619,7 @@ def bind_tiled(plan, a, b, out):
             if whole:  # arrays are passed as their addresses
                 A, B, C = a, b, dst
             else:  # offsets in bytes (a and b: itemsize 1)
-                A, B, C = u64(pa + oa), u64(pb + ob), u64(pc + oc * isz)
+                A, B, C = u64(pa + oa), u64(pb + (ob >> b_shift)), u64(pc + oc * isz)
             if need_rows:
                 arglists.append((A, *rows, row_sums))
             if need_cols:
@@ -628,19 +650,21 @@ def offset(v, elements):
 
 
 def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                          out_scale, out_zero_point, out, *, variant=None, splits=None) -> Runner:
+                          out_scale, out_zero_point, out, b_packed=None, *, variant=None, splits=None) -> Runner:
     """The runner of these arguments' plan (their geometry, on the device in
     use): ``runner(a, ..., out_zero_point, out)`` stages, allocates temporaries,
     builds the argument lists and launches."""
     plan = plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
-                                 out_zero_point, out, variant=variant, splits=splits)
+                                 out_zero_point, out, b_packed, variant=variant, splits=splits)
     if not plan.launches:
         return Runner(plan, lambda *args: None)
-    launch = bind_tiled(plan, a, b, out)
+    bv = packed.view(b, b_packed)
+    launch = bind_tiled(plan, a, bv, out)
+    b_zp_dtype = bv.zp_dtype if b_packed is not None else b.dtype
     xp = device.xp()
     i32, i64 = np.int32, np.int64
     M, K = a.shape[-2:]
-    N = b.shape[-1]
+    N = bv.shape[-1]
     if K == 0:  # as planned: the sums are all zero, so a's and b's zero points drop out
         a_zero_point = b_zero_point = None
     batch_shape = tuple(out.shape[:-2])
@@ -653,9 +677,9 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
 
         def prep_b(s, z):
             return (per_batch_table(xp, s, batch_shape, N, np.float32),
-                    None if z is None else per_batch_table(xp, z, batch_shape, N, b.dtype))
+                    None if z is None else per_batch_table(xp, z, batch_shape, N, b_zp_dtype))
     else:
-        (b_per_col, prep_b), bp_bs = _vector_prep(xp, N, b_scale, b_zero_point, b.dtype), 0
+        (b_per_col, prep_b), bp_bs = _vector_prep(xp, N, b_scale, b_zero_point, b_zp_dtype), 0
     o_per_row, prep_o = _vector_prep(xp, M, out_scale, out_zero_point, out.dtype)
     flags = (i32(a_per_row), i32(b_per_col), i32(o_per_row))
     scales_and_zero_points = _quant_args((prep_a, prep_b, prep_o), tuple(
@@ -691,14 +715,14 @@ def _geometry(x):
 
 
 def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                     out_scale, out_zero_point, out, *, variant=None, splits=None):
+                     out_scale, out_zero_point, out, b_packed=None, *, variant=None, splits=None):
     """Backend interface (see dmlq.reference.quantized_matmul); returns out."""
     _check_options(variant, splits)  # before the memo key asks the device anything
     a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point = map(
         device.on_device, (a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point))
     args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
-    memo_key = (*device_key(), variant, splits, _geometry(a), _geometry(b), key(out), _direct_out(out, a, b),
+    memo_key = (*device_key(), variant, splits, b_packed, _geometry(a), _geometry(b), key(out), _direct_out(out, a, b),
                 *map(key, (a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point)))
-    runner = _memo.get(memo_key, lambda: bind_quantized_matmul(*args, out, variant=variant, splits=splits))
+    runner = _memo.get(memo_key, lambda: bind_quantized_matmul(*args, out, b_packed, variant=variant, splits=splits))
     runner(*args, out)
     return out
