@@ -74,7 +74,8 @@ template <> struct is_int_out<int> { static constexpr bool value = true; };
 }  // namespace dmlq
 
 // offsets: 7 int64 per block row y (a, b, out, b_scale, b_zp, bias element
-// offsets and r0, the block's first row): one per matrix, or with M > MT
+// offsets and r0, the block's first row, read only by MT = 16: the MT = 4
+// variants spill at their 64 registers otherwise): one per matrix, or with M > MT
 // (stream-rows: blocked scales the tiled kernels cannot close) one per MT rows
 // of a matrix, the a, out and bias offsets advanced to row r0.
 // b_scale / b_zp rows: `groups` (b_scale) and bz_groups (b_zp: 1 or groups) rows of N.
@@ -92,10 +93,12 @@ __global__ void __launch_bounds__(128, MT == 16 ? 3 : 8) matmul_stream(
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
   if (n >= N) return;
   const int64* off = offsets + 7 * static_cast<int64>(blockIdx.y);
-  const int r0 = static_cast<int>(off[6]);
-  M -= r0;  // rows from r0 on (at least MT of them compute; the first min(M, MT) are stored)
-  if (a_scale != nullptr) a_scale += r0;
-  if (a_zp != nullptr) a_zp += r0;
+  if constexpr (MT == 16) {  // stream-rows: the block's rows from r0 on (0 for one block per matrix)
+    const int r0 = static_cast<int>(off[6]);
+    M -= r0;  // at least MT rows compute; the first min(M, MT) are stored
+    if (a_scale != nullptr) a_scale += r0;
+    if (a_zp != nullptr) a_zp += r0;
+  }
   const TA* a = A + off[0];
   const int64 b0 = off[1] + n;  // element offset of b[z][0, n]
   TO* c = C + off[2] + n;
