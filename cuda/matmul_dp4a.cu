@@ -3,9 +3,7 @@
 // requantizes straight to int8/uint8; the int32 product never touches memory.
 //
 // Kernels (TA, TB, TO each int8 or uint8, all 8 combinations; the parameter
-// list is the matmul kernel ABI shared with matmul_mma.cu; TB packed_int4 /
-// packed_uint4 and TO int, float, float16 are instantiated by
-// matmul_dp4a_packed.cu and the integer matmul family):
+// list is the matmul kernel ABI shared with matmul_mma.cu):
 //   matmul_dp4a<TA, TB, TO, BM, BN, BK, TM, TN>       int32 accumulators, K <= 32768
 //     dp4a-128x64  128x64x32, 8x8 per thread, 128 threads: big M and N
 //     dp4a-64x64    64x64x32, 8x4 per thread, 128 threads: mid sizes (2x the blocks)

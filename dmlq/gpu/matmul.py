@@ -494,8 +494,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
                                  batch_strides(target.shape, target.strides, target.itemsize,
                                                batch_shape)))
     if p4 and any(u.offsets[1] % 2 for u in batches):
-        raise UnsupportedError(f"{op}: a packed 4-bit b whose matrices ({K}x{N}, odd) start mid-byte in a launch "
-                               "past the first; pass NumPy arrays or an even K or N")
+        raise UnsupportedError(f"{op}: no CUDA kernel for a packed 4-bit b whose matrices ({K}x{N}, odd) start "
+                               "mid-byte in a launch past the first; pass NumPy arrays or an even K or N")
     source = PACKED_SOURCE if p4 else DP4A_SOURCE
     need_rows = b_zp and not wide
     need_cols = a_zp and not wide
