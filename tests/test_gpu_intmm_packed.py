@@ -14,7 +14,7 @@ import dmlq
 import cupy_stand_in as S
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from test_gpu_intmm import dev, q
-from test_gpu_intmm_tiled import kernels, same
+from test_gpu_intmm_tiled import kernels, same, special_scales
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -87,16 +87,9 @@ def test_extremes_batches_and_edges(gpu):
         same(dmlq.matmul_integer, ext_a, ext_b, np.uint8(0), zp, kernel="matmul_dp4a<")
         for dt in (F16, F32):
             same(dmlq.matmul_integer_to_float, ext_a, np.float32(1), None, ext_b, np.float32(1), zp, dtype=dt)
-    rng = np.random.default_rng(9)
-    a, b = q(rng, U8, (20, 33)), q(rng, I4, (33, 3))
-    s = np.full((20, 1), 1.0, F32)
-    s[:4, 0] = [np.nan, np.inf, -np.inf, 0.0]
-    with np.errstate(all="ignore"):
-        for dt in (F32, F16):
-            same(dmlq.matmul_integer_to_float, a, s, np.uint8(255), dmlq.pack(b), np.array([1, -0.0, 1e30], F32),
-                 None, dtype=dt)
-            same(dmlq.matmul_integer_to_float, a[:, :1], s, None, dmlq.pack(b[:1]), np.float32(7), None, dtype=dt)
+    a, b = special_scales(I4, dmlq.pack)
     same(dmlq.matmul_integer, a, dmlq.pack(b[:, :1]), None, -8)
+    rng = np.random.default_rng(10)
     for kk, nn in ((41, 7), (40, 8)):
         a, b = q(rng, U8, (2, 1, 20, kk)), q(rng, U4, (3, kk, nn))
         same(dmlq.matmul_integer, a, dmlq.pack(b), np.uint8(9), dmlq.pack(q(rng, U4, (3, 1, nn))),

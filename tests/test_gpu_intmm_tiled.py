@@ -13,7 +13,7 @@ import dmlq
 import cupy_stand_in as S
 from conftest import poison
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
-from test_gpu_intmm import dev  # noqa: E402  (NumPy arrays and dmlq.Packed bytes to the stand-in)
+from test_gpu_intmm import dev, q  # NumPy arrays and dmlq.Packed bytes to the stand-in; random q values
 
 I8, U8, F32, F16, I32 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16, np.int32))
 
@@ -46,11 +46,6 @@ def same(fn, *args, kernel=None, **kwargs):
     fresh = fn(*(dev(a) for a in args), **kwargs)
     assert type(fresh) is S.module.ndarray and fresh.dtype == want.dtype
     np.testing.assert_array_equal(fresh.get().view(np.uint8), want.view(np.uint8))
-
-
-def q(rng, dt, shape):
-    info = np.iinfo(dt)
-    return rng.integers(int(info.min), int(info.max) + 1, shape).astype(dt)
 
 
 def main_kernel(variant):
@@ -177,15 +172,23 @@ def test_edge_values(gpu):
     same(dmlq.matmul_integer, a, b, np.uint8(255), None, kernel="matmul_dp4a_wide")
     same(dmlq.matmul_integer_to_float, a, np.float32(1), np.uint8(255), b, np.float32(1), None,
          kernel="matmul_dp4a_wide")
+    a, b = special_scales(I8)
+    same(dmlq.matmul_integer, a, b[:, :1], None, np.int8(-128))
+
+
+def special_scales(bdt, wrap=lambda b: b):
+    """NaN / inf / zero a scales, -0.0 and 1e30 b scales (float16 overflow) and K = 1, float32 and
+    float16 out, M = 20 > 16; ``wrap`` makes b's operand (dmlq.pack for a 4-bit b). Returns (a, b)."""
     rng = np.random.default_rng(9)
-    a, b = q(rng, U8, (20, 33)), q(rng, I8, (33, 3))
+    a, b = q(rng, U8, (20, 33)), q(rng, bdt, (33, 3))
     s = np.full((20, 1), 1.0, F32)
     s[:4, 0] = [np.nan, np.inf, -np.inf, 0.0]
     with np.errstate(all="ignore"):
         for dt in (F32, F16):
-            same(dmlq.matmul_integer_to_float, a, s, np.uint8(255), b, np.array([1, -0.0, 1e30], F32), None, dtype=dt)
-            same(dmlq.matmul_integer_to_float, a[:, :1], s, None, b[:1], np.float32(7), None, dtype=dt)
-    same(dmlq.matmul_integer, a, b[:, :1], None, np.int8(-128))
+            same(dmlq.matmul_integer_to_float, a, s, np.uint8(255), wrap(b), np.array([1, -0.0, 1e30], F32), None,
+                 dtype=dt)
+            same(dmlq.matmul_integer_to_float, a[:, :1], s, None, wrap(b[:1]), np.float32(7), None, dtype=dt)
+    return a, b
 
 
 def test_k_zero_and_empty(gpu):
