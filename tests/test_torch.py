@@ -169,7 +169,7 @@ def test_errors_speak_torch_and_name_the_argument():
         dmlq.quantize_linear(x.half(), torch.ones(4))
     with pytest.raises(TypeError, match=r"torch\.tensor makes int64.*q\.to\(torch\.int32\) or q\.to\(torch\.uint8\)"):
         dmlq.dequantize_linear(torch.tensor([1, 2]), 0.5)  # int64
-    with pytest.raises(TypeError, match=r"x has dtype torch\.float8_e8m0fnu, which dmlq does not take"):
+    with pytest.raises(TypeError, match=r"x must have dtype float32, float16 or int32 \(got float8_e8m0fnu\); pass x\.to\(torch\.float32\)"):
         dmlq.quantize_linear(x.to(torch.float8_e8m0fnu), 0.1)
     with pytest.raises(TypeError, match=r"torch\.empty\(\(4,\), dtype=torch\.uint8\)"):
         dmlq.quantize_linear(x, 0.1, out=torch.empty(4, dtype=torch.int32))
