@@ -132,6 +132,21 @@ def test_batches_broadcast_and_per_batch_parameters(gpu):
     assert kernels().count("matmul_dp4a") == 4  # two launches per call (out= and fresh)
 
 
+def test_split_k_float_epilogue_per_batch_bias(gpu):
+    """Split-K over a batch: the epilogue kernel adds each matrix's own bias row, scale and zero
+    point (mutation 136: every matrix given matrix 0's bias survived the single-matrix cases)."""
+    rng = np.random.default_rng(136)
+    m, k, n = SIZES["mma-128x128 split-K"]
+    a, b = q(rng, U8, (2, m, k)), q(rng, I8, (2, k, n))
+    bias = rng.uniform(-50, 50, (2, m, n)).astype(F32)
+    b_s = rng.uniform(-1, 1, (2, 1, n)).astype(F32)
+    for dt in (F32, F16):
+        S.launches.clear()
+        same(dmlq.matmul_integer_to_float, a, rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, U8, (m, 1)), b, b_s,
+             q(rng, I8, (2, 1, n)), bias, dtype=dt, kernel="matmul_mma")
+        assert "matmul_splitk_epilogue" in kernels()
+
+
 def test_parameters_with_length_one_batch_dims(gpu):
     """A bias or b scale / zero point with leading length-1 dims is one table shared by
     every matrix (the fuzz suite drew bias (1, 17, 1) with a (1, 17, 0) a: ValueError
