@@ -341,12 +341,15 @@ def _operands(f, first, v, scale, zero_point):
             _host(f, "zero_point", zero_point, False, what))
 
 
-def _into(f, out, shape, dtype, compute):
-    """The checked output (a fresh one for out=None) filled by compute(array). A caller's out
-    may overlap the input: it gets the result through a temporary."""
+def _into(f, out, shape, dtype, compute, inputs):
+    """The checked output (a fresh one for out=None) filled by compute(array). A caller's out is
+    written in place when it is C-contiguous and shares no memory with ``inputs``; otherwise
+    (it may overlap the input, or the kernels cannot walk it) through a temporary."""
     result = _out(f, out, shape, dtype)
     if result.size:
-        tmp = result if out is None else np.empty(shape, dtype)
+        direct = out is None or (result.flags.c_contiguous
+                                 and not any(a is not None and np.may_share_memory(a, result) for a in inputs))
+        tmp = result if direct else np.empty(shape, dtype)
         compute(tmp)
         if tmp is not result:
             result[...] = tmp
@@ -377,7 +380,8 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     form, ax, b, shape = param_form(f, x.shape, scale.shape, None if zp is None else zp.shape, axis, block_size)
     if _meta():
         return shape, q.dtype
-    return _into(f, out, shape, q.dtype, lambda tmp: cpu_qtypes.quantize(x, scale, zp, form, ax, b, tmp, sat, prec))
+    return _into(f, out, shape, q.dtype, lambda tmp: cpu_qtypes.quantize(x, scale, zp, form, ax, b, tmp, sat, prec),
+                 (x, scale, zp))
 
 
 def _output_qtype(f, zp, dtype, out):
@@ -428,5 +432,6 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
     form, ax, b, shape = param_form(f, q.shape, scale.shape, None if zp is None else zp.shape, axis, block_size)
     if _meta():
         return shape, out_dtype
-    return _into(f, out, shape, out_dtype, lambda tmp: cpu_qtypes.dequantize(q, scale, zp, form, ax, b, tmp))
+    return _into(f, out, shape, out_dtype, lambda tmp: cpu_qtypes.dequantize(q, scale, zp, form, ax, b, tmp),
+                 (q, scale, zp))
 

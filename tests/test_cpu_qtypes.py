@@ -192,3 +192,28 @@ def test_float16_and_bfloat16_rounding_on_a_float32_sample():
         dt = BFLOAT16_DTYPE if odt == "bfloat16" else np.dtype(odt)
         want = ref.dequantize_linear(q, s, None, np.empty(s.shape, dt))
         _same(dmlq.dequantize_linear(q, s, dtype=odt, axis=0), want, odt)
+
+
+@pytest.mark.parametrize("which", PATHS)
+def test_out_strided_or_overlapping_an_input(rng, which):
+    """out= is written in place when it can be; a strided out, or one sharing memory with x or q,
+    still gets the reference's values (through a temporary)."""
+    x = _x(rng, (4, 8), "float32")
+    s = rng.uniform(0.05, 2, (4, 2)).astype(np.float32)
+    se = ref.expand_blocks(s, x.shape, 1, 4)
+    want = ref.quantize_linear(x, se, None, np.empty(x.shape, np.int16))
+    with path(which):
+        strided = np.zeros((4, 16), np.int16)[:, ::2]
+        assert dmlq.quantize_linear(x, s, dtype="int16", block_size=4, out=strided) is strided
+        _same(strided.copy(), want, "strided out")
+        buf = x.copy()
+        shared = buf.reshape(-1).view(np.int16)[:32].reshape(4, 8)  # the first half of x's bytes
+        dmlq.quantize_linear(buf, s, dtype="int16", block_size=4, out=shared)
+        _same(shared, want, "out overlapping x")
+        back = ref.dequantize_linear(want, se, None, np.empty(x.shape, np.float32))
+        mem = np.zeros(32, np.float32)
+        q = mem.view(np.int16)[:32].reshape(4, 8)
+        q[...] = want
+        out = mem.reshape(4, 8)
+        dmlq.dequantize_linear(q, s, block_size=4, out=out)
+        _same(out, back, "out overlapping q")

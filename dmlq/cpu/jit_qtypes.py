@@ -23,6 +23,7 @@ import numba
 import numpy as np
 
 MAGIC = np.float32(1.5 * 2**23)
+WIDE = np.float32(2**17)  # beyond |qmin - zp| and |qmax - zp| for every integer type up to 16 bits
 _ZERO = np.float32(0)
 # FloatFormat.special as numbers (dmlq.qtypes)
 IEEE, FN, FNUZ, NONE = 0, 1, 2, 3
@@ -35,80 +36,166 @@ def _kernel(fn):
 _inline = numba.njit(inline="always", error_model="numpy")
 
 
-@_inline
-def _rne(v, s):  # pragma: no cover (compiled)
-    # round(v / 2**s), ties to even; v >= 0, 1 <= s <= 62
-    q = v >> s
-    rem = v & ((np.int64(1) << s) - 1)
-    half = np.int64(1) << (s - 1)
-    if rem > half or (rem == half and (q & 1) == 1):
-        q += 1
-    return q
-
+# ------------------------------------------------------------------ integer outputs
 
 @_inline
-def _encode_bits(bits, e_bits, m_bits, bias, special, top, saturate):  # pragma: no cover (compiled)
-    # dmlq.floatconv.encode of one float32 value (its bit pattern, int64): the code, as an int64
-    sign = bits >> 31
-    mag = bits & 0x7FFFFFFF
-    sbit = np.int64(1) << (e_bits + m_bits)
-    if mag > 0x7F800000:  # NaN
-        if special == FNUZ:
-            return sbit
-        if special == NONE:
-            return top
-        if special == FN:
-            return ((np.int64(1) << (e_bits + m_bits)) - 1) | (sign * sbit)
-        return (((np.int64(1) << e_bits) - 1) << m_bits) | (np.int64(1) << (m_bits - 1)) | (sign * sbit)
-    emin = 1 - bias
-    if mag >= (127 + emin) << 23:
-        code = _rne(mag - ((127 - bias) << 23), 23 - m_bits)
-    else:
-        e = mag >> 23
-        e32 = (e if e > 1 else 1) - 127
-        sig = (mag & 0x7FFFFF) | ((np.int64(1) << 23) if e > 0 else 0)
-        shift = 23 + emin - m_bits - e32
-        code = np.int64(0) if shift > 62 else _rne(sig, shift)
-    if code > top or mag == 0x7F800000:
-        if saturate or special == NONE:
-            code = top
-        elif special == IEEE:
-            code = ((np.int64(1) << e_bits) - 1) << m_bits
-        elif special == FN:
-            code = (np.int64(1) << (e_bits + m_bits)) - 1
-        else:
-            return sbit
-    if special == FNUZ and code == 0:
-        return np.int64(0)
-    return code | (sign * sbit)
-
-
-@_inline
-def _to_int(t, lo, hi, z, mask):  # pragma: no cover (compiled)
+def _int_code(t, lo, hi, fz, mask):  # pragma: no cover (compiled)
+    # one zero point for the run: NaN -> 0, clamp to [qmin - zp, qmax - zp], rint, + zp (exact)
     t = _ZERO if t != t else t
     t = lo if t < lo else t
     t = hi if t > hi else t
-    return (np.int32((t + MAGIC) - MAGIC) + z) & mask
+    return np.float32(np.float32(t + MAGIC) + fz).view(np.int32) & mask
 
-
-# The loops over one run take slices (xs, os_ ...) of the operands: indexing the whole arrays
-# with a running offset kept LLVM from vectorizing them (40 ms against 1.2 ms for 4 Mi int8).
 
 @_inline
-def _int_run(xs, s, z, qmin, qmax, mask, os_):  # pragma: no cover (compiled)
-    lo, hi = np.float32(qmin - z), np.float32(qmax - z)
+def _int_code_z(t, fz, umin, umax, mask):  # pragma: no cover (compiled)
+    # a zero point per element: clamp wide, rint, + zp, then clamp to MAGIC + [qmin, qmax]
+    t = _ZERO if t != t else t
+    t = -WIDE if t < -WIDE else t
+    t = WIDE if t > WIDE else t
+    u = np.float32(np.float32(t + MAGIC) + fz)
+    u = umin if u < umin else u
+    return np.float32(umax if u > umax else u).view(np.int32) & mask
+
+
+@_inline
+def _int_run(xs, s, fz, fq0, fq1, mask, os_):  # pragma: no cover (compiled)
+    lo, hi = fq0 - fz, fq1 - fz
     for k in range(xs.size):
-        os_[k] = _to_int(xs[k] / s, lo, hi, z, mask)
+        os_[k] = _int_code(xs[k] / s, lo, hi, fz, mask)
 
 
 @_inline
-def _float_run(xs, s, t, bits, e_bits, m_bits, bias, special, top, saturate, os_):  # pragma: no cover
-    m = xs.size
-    for k in range(m):
-        t[k] = xs[k] / s
-    for k in range(m):
-        os_[k] = _encode_bits(np.int64(bits[k]), e_bits, m_bits, bias, special, top, saturate)
+def _int_vrun(xs, ss, fz, fq0, fq1, mask, os_):  # pragma: no cover (compiled)
+    # a scale per element (ss), one zero point
+    lo, hi = fq0 - fz, fq1 - fz
+    for k in range(xs.size):
+        os_[k] = _int_code(xs[k] / ss[k], lo, hi, fz, mask)
 
+
+@_inline
+def _int_vrun_z(xs, ss, zs, fq0, fq1, mask, os_):  # pragma: no cover (compiled)
+    # a scale (ss) and a zero point (zs) per element
+    umin, umax = MAGIC + fq0, MAGIC + fq1
+    for k in range(xs.size):
+        os_[k] = _int_code_z(xs[k] / ss[k], zs[k], umin, umax, mask)
+
+
+@_kernel
+def quantize_int(x, sc, zp, o0, o1, D, inner, B, so, sb, si, zvar, qmin, qmax, mask, out):  # pragma: no cover
+    # out: the codes (low bits of q; uint8 or uint16 view) of x (float32, C-contiguous). zp:
+    # float32; with zvar it has sc's layout (strides so, sb, si), else zp[0] is the one value.
+    fq0, fq1, fz0 = np.float32(qmin), np.float32(qmax), zp[0]
+    for o in range(o0, o1):
+        row, p = o * D * inner, o * so
+        if inner == 1 and B == 1 and sb == 1:  # a parameter per element of the row (per axis, last axis)
+            if zvar:
+                _int_vrun_z(x[row:row + D], sc[p:p + D], zp[p:p + D], fq0, fq1, mask, out[row:row + D])
+            else:
+                _int_vrun(x[row:row + D], sc[p:p + D], fz0, fq0, fq1, mask, out[row:row + D])
+        elif inner == 1:  # runs of B elements sharing one scale (per tensor: one run)
+            for d0 in range(0, D, B):
+                m = min(B, D - d0)
+                _int_run(x[row + d0:row + d0 + m], sc[p], zp[p] if zvar else fz0, fq0, fq1, mask,
+                         out[row + d0:row + d0 + m])
+                p += sb
+        else:  # runs of ``inner`` elements: one scale (si == 0) or one per element (si == 1)
+            j = 0
+            for d in range(D):
+                base = row + d * inner
+                xs, os_ = x[base:base + inner], out[base:base + inner]
+                if si == 0:
+                    _int_run(xs, sc[p], zp[p] if zvar else fz0, fq0, fq1, mask, os_)
+                elif zvar:
+                    _int_vrun_z(xs, sc[p:p + inner], zp[p:p + inner], fq0, fq1, mask, os_)
+                else:
+                    _int_vrun(xs, sc[p:p + inner], fz0, fq0, fq1, mask, os_)
+                j += 1
+                if j == B:
+                    j, p = 0, p + sb
+
+
+# ------------------------------------------------------------------ float8 / float4 outputs
+
+@_inline
+def _encode(b, sh, rebias, e_norm, top, nan_mag, nan_keep, ovf_mag, ovf_keep, zero_keep, spos):  # pragma: no cover
+    # dmlq.floatconv.encode of one float32 value from its bits ``b`` (int32), without a branch:
+    # every lane computes the rounded code of |value| (normal: rebias the exponent and round
+    # ``sh`` bits off; subnormal target: the significand shifted further), then selects NaN,
+    # overflow and signed-zero results. Round to nearest even: add half - 1 plus the lowest
+    # kept bit, then shift.
+    mag = b & 0x7FFFFFFF
+    e = mag >> 23
+    norm = e >= e_norm
+    v = (mag - rebias) if norm else ((mag & 0x7FFFFF) | (0x800000 if e > 0 else 0))
+    s = sh if norm else min(sh + e_norm - max(e, 1), 25)
+    code = (v + ((1 << (s - 1)) - 1) + ((v >> s) & 1)) >> s
+    nan = mag > 0x7F800000
+    ovf = code > top
+    mcode = nan_mag if nan else (ovf_mag if ovf else code)
+    keep = nan_keep if nan else (ovf_keep if ovf else (zero_keep or code != 0))
+    return mcode | ((((b >> 31) & 1) << spos) if keep else 0)
+
+
+def encoder_constants(e_bits, m_bits, bias, special, top, saturate):
+    """The constant operands of :func:`_encode` for a format (dmlq.qtypes' FloatFormat fields)."""
+    spos, sbit = e_bits + m_bits, 1 << (e_bits + m_bits)
+    inf = ((1 << e_bits) - 1) << m_bits
+    nan_mag, nan_keep = {IEEE: (inf | (1 << (m_bits - 1)), True), FN: (sbit - 1, True), FNUZ: (sbit, False),
+                         NONE: (top, False)}[special]
+    if saturate or special == NONE:
+        ovf_mag, ovf_keep = top, True
+    else:
+        ovf_mag, ovf_keep = {IEEE: (inf, True), FN: (sbit - 1, True), FNUZ: (sbit, False)}[special]
+    return np.array([23 - m_bits, (127 - bias) << 23, 128 - bias, top, nan_mag, nan_keep, ovf_mag, ovf_keep,
+                     special != FNUZ, spos], np.int32)
+
+
+@_inline
+def _float_run(xs, s, c, os_):  # pragma: no cover (compiled)
+    sh, rebias, e_norm, top, nan_mag, nan_keep, ovf_mag, ovf_keep, zero_keep, spos = \
+        c[0], c[1], c[2], c[3], c[4], c[5] != 0, c[6], c[7] != 0, c[8] != 0, c[9]
+    for k in range(xs.size):
+        os_[k] = _encode(np.float32(xs[k] / s).view(np.int32), sh, rebias, e_norm, top, nan_mag, nan_keep,
+                         ovf_mag, ovf_keep, zero_keep, spos)
+
+
+@_inline
+def _float_vrun(xs, ss, c, os_):  # pragma: no cover (compiled)
+    sh, rebias, e_norm, top, nan_mag, nan_keep, ovf_mag, ovf_keep, zero_keep, spos = \
+        c[0], c[1], c[2], c[3], c[4], c[5] != 0, c[6], c[7] != 0, c[8] != 0, c[9]
+    for k in range(xs.size):
+        os_[k] = _encode(np.float32(xs[k] / ss[k]).view(np.int32), sh, rebias, e_norm, top, nan_mag, nan_keep,
+                         ovf_mag, ovf_keep, zero_keep, spos)
+
+
+@_kernel
+def quantize_float(x, sc, o0, o1, D, inner, B, so, sb, si, c, out):  # pragma: no cover
+    # out (uint8): the float8 / float4 codes of x / s (float32 division, then _encode with the
+    # constants c of encoder_constants); the layout walk of quantize_int
+    for o in range(o0, o1):
+        row, p = o * D * inner, o * so
+        if inner == 1 and B == 1 and sb == 1:
+            _float_vrun(x[row:row + D], sc[p:p + D], c, out[row:row + D])
+        elif inner == 1:
+            for d0 in range(0, D, B):
+                m = min(B, D - d0)
+                _float_run(x[row + d0:row + d0 + m], sc[p], c, out[row + d0:row + d0 + m])
+                p += sb
+        else:
+            j = 0
+            for d in range(D):
+                base = row + d * inner
+                if si == 0:
+                    _float_run(x[base:base + inner], sc[p], c, out[base:base + inner])
+                else:
+                    _float_vrun(x[base:base + inner], sc[p:p + inner], c, out[base:base + inner])
+                j += 1
+                if j == B:
+                    j, p = 0, p + sb
+
+
+# ------------------------------------------------------------------ dequantize
 
 @_inline
 def _value(c, table, use_table, sbits, z):  # pragma: no cover (compiled)
@@ -124,43 +211,6 @@ def _value(c, table, use_table, sbits, z):  # pragma: no cover (compiled)
 def _deq_run(qs, table, use_table, sbits, z, s, os_):  # pragma: no cover (compiled)
     for k in range(qs.size):
         os_[k] = _value(np.int32(qs[k]), table, use_table, sbits, z) * s
-
-
-@_kernel
-def quantize_int(x, sc, zp, o0, o1, D, inner, B, so, sb, si, zo, zb, zi, qmin, qmax, mask, out):  # pragma: no cover
-    # out: the codes (low bits of q; uint8 or uint16 view) of x (float32, C-contiguous)
-    for o in range(o0, o1):
-        for d0 in range(0, D, B if inner == 1 else 1):
-            blk = d0 // B
-            ps, pz = o * so + blk * sb, o * zo + blk * zb
-            base, m = (o * D + d0) * inner, (min(B, D - d0) if inner == 1 else inner)
-            xs, os_ = x[base:base + m], out[base:base + m]
-            if inner == 1 or si == 0 and zi == 0:  # one scale and zero point for the run
-                _int_run(xs, sc[ps], np.int32(zp[pz]), qmin, qmax, mask, os_)
-            else:  # per element along inner
-                for i in range(m):
-                    z = np.int32(zp[pz + i * zi])
-                    os_[i] = _to_int(xs[i] / sc[ps + i * si], np.float32(qmin - z), np.float32(qmax - z), z, mask)
-
-
-@_kernel
-def quantize_float(x, sc, o0, o1, D, inner, B, so, sb, si, e_bits, m_bits, bias, special, top, saturate,
-                   t, out):  # pragma: no cover
-    # out (uint8): the float8 / float4 codes of x / s (float32 division, then encode); t: float32
-    # scratch of at least min(B, D) (inner == 1) or inner elements, seen as its bits (uint32)
-    bits = t.view(np.uint32)
-    for o in range(o0, o1):
-        for d0 in range(0, D, B if inner == 1 else 1):
-            ps = o * so + (d0 // B) * sb
-            base, m = (o * D + d0) * inner, (min(B, D - d0) if inner == 1 else inner)
-            xs, os_ = x[base:base + m], out[base:base + m]
-            if inner == 1 or si == 0:
-                _float_run(xs, sc[ps], t, bits, e_bits, m_bits, bias, special, top, saturate, os_)
-            else:
-                for i in range(m):
-                    t[i] = xs[i] / sc[ps + i]
-                for i in range(m):
-                    os_[i] = _encode_bits(np.int64(bits[i]), e_bits, m_bits, bias, special, top, saturate)
 
 
 @_kernel
@@ -184,9 +234,11 @@ def dequantize(q, table, sbits, sc, zp, o0, o1, D, inner, B, so, sb, si, zo, zb,
 
 
 @_kernel
-def round_to(v, e_bits, m_bits, bias, out):  # pragma: no cover
-    # out (uint16): float32 v rounded to float16 / bfloat16 bits (ties to even, overflow to inf)
-    top = ((np.int64(1) << (e_bits + m_bits)) - 1) - (np.int64(1) << m_bits)
-    bits = v.view(np.uint32)
+def round_to(v, c, out):  # pragma: no cover
+    # out (uint16): float32 v rounded to float16 / bfloat16 bits (ties to even, overflow to inf;
+    # c: encoder_constants of the format, IEEE, not saturating)
+    sh, rebias, e_norm, top, nan_mag, nan_keep, ovf_mag, ovf_keep, zero_keep, spos = \
+        c[0], c[1], c[2], c[3], c[4], c[5] != 0, c[6], c[7] != 0, c[8] != 0, c[9]
+    bits = v.view(np.int32)
     for e in range(v.size):
-        out[e] = _encode_bits(np.int64(bits[e]), e_bits, m_bits, bias, IEEE, top, False)
+        out[e] = _encode(bits[e], sh, rebias, e_norm, top, nan_mag, nan_keep, ovf_mag, ovf_keep, zero_keep, spos)

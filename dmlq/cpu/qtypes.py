@@ -19,12 +19,12 @@ import math
 import numpy as np
 
 from .. import floatconv, reference
-from ..qtypes import BFLOAT16, BFLOAT16_DTYPE, is_qtype, qtype
+from ..qtypes import BFLOAT16, BFLOAT16_DTYPE, FloatFormat, is_qtype, qtype
 from . import jit, tiles
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 _SPECIAL = {"ieee": 0, "fn": 1, "fnuz": 2, "none": 3}
-_F16_FMT = (5, 10, 15)
+_F16_FMT = FloatFormat(5, 10, 15, "ieee")
 
 
 class Walk:
@@ -117,29 +117,30 @@ def quantize(x, scale, zero_point, form, ax, block, out, saturate=True, precisio
     k = jit.kernels_of("jit_qtypes")
     xf = x.reshape(-1) if x.dtype == F32 and x.flags.c_contiguous else reference.to_float32(x).reshape(-1)
     sc, zp = _flat_params(scale, zero_point)
-    (so, sb, si), (zo, zb, zi) = walk.strides
+    (so, sb, si), zs = walk.strides
+    zvar = zs != (0, 0, 0)
+    if zvar and (so, sb, si) == (0, 0, 0):  # one scale, a zero point per block or index: give the scale its layout
+        sc, (so, sb, si) = np.full(zp.size, sc[0], F32), zs
     inner, n = walk.inner, out.size
     if q.is_float:
         fmt = q.fmt
         codes = out.reshape(-1).view(np.uint8)
-        fargs = (fmt.exp_bits, fmt.man_bits, fmt.bias, _SPECIAL[fmt.special], fmt.max_code, bool(saturate))
+        c = k.encoder_constants(fmt.exp_bits, fmt.man_bits, fmt.bias, _SPECIAL[fmt.special], fmt.max_code,
+                                bool(saturate))
 
         def work(group):
-            t = None
             for o0, o1 in group:
                 (a, b, D, B), (lo, hi) = _args(walk, o0, o1, n)
-                need = min(B, D) if inner == 1 else inner
-                if t is None or t.size < need:
-                    t = tiles.scratch(F32, need)
-                k.quantize_float(xf[lo:hi], sc, a, b, D, inner, B, so, sb, si, *fargs, t, codes[lo:hi])
+                k.quantize_float(xf[lo:hi], sc, a, b, D, inner, B, so, sb, si, c, codes[lo:hi])
     else:
         codes = out.reshape(-1).view(np.uint16 if q.bits == 16 else np.uint8)
-        iargs = (q.qmin, q.qmax, (1 << q.bits) - 1)
+        iargs = (zvar, q.qmin, q.qmax, np.int32((1 << q.bits) - 1))
+        zf = zp.astype(F32)  # exact: every zero point up to 16 bits
 
         def work(group):
             for o0, o1 in group:
                 (a, b, D, B), (lo, hi) = _args(walk, o0, o1, n)
-                k.quantize_int(xf[lo:hi], sc, zp, a, b, D, inner, B, so, sb, si, zo, zb, zi, *iargs, codes[lo:hi])
+                k.quantize_int(xf[lo:hi], sc, zf, a, b, D, inner, B, so, sb, si, *iargs, codes[lo:hi])
     tiles.run_pieces(work, walk.pieces())
     return out
 
@@ -190,7 +191,8 @@ def dequantize(qv, scale, zero_point, form, ax, block, out):
     (so, sb, si), (zo, zb, zi) = walk.strides
     inner, n = walk.inner, out.size
     y = out.reshape(-1)
-    narrow = None if out.dtype == F32 else (_F16_FMT if out.dtype == F16 else BFLOAT16[:3])
+    nf = None if out.dtype == F32 else (_F16_FMT if out.dtype == F16 else BFLOAT16)
+    narrow = None if nf is None else k.encoder_constants(nf.exp_bits, nf.man_bits, nf.bias, 0, nf.max_code, False)
 
     row = walk.D * inner
 
@@ -209,6 +211,6 @@ def dequantize(qv, scale, zero_point, form, ax, block, out):
                 buf = tiles.scratch(F32, w1 - w0)
             k.dequantize(codes[lo:hi], table, sbits, sc, zp, a, b, D, inner, B, so, sb, si, zo, zb, zi, off,
                          buf[:w1 - w0])
-            k.round_to(buf[:w1 - w0], *narrow, y[w0:w1].view(np.uint16))
+            k.round_to(buf[:w1 - w0], narrow, y[w0:w1].view(np.uint16))
     tiles.run_pieces(work, walk.pieces())
     return out
