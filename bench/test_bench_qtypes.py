@@ -12,7 +12,9 @@ CPU (marked ``cpu``; runs when asked, DMLQ_CPU_BENCH=1, and once on small inputs
 against onnxruntime's CPU provider in the same run (one QuantizeLinear / DequantizeLinear
 node, optimizations off, the output left in ORT's memory through IOBinding so no conversion
 is timed; ``limit`` is ORT's median seconds, ``fraction_of_limit`` ORT's time over dmlq's).
-ORT 1.32 has no float4_e2m1fn on the CPU: that peer skips.
+ORT 1.32 has no float4_e2m1fn on the CPU: that peer skips. Quantize to the integer types
+(uint8 too) also per tensor (one scale) and per axis (one scale per column), and all three
+forms again on one thread each (groups ``...-1thread``; extra_info ``threads``).
 
     python -m pytest bench/test_bench_qtypes.py --benchmark-json=bench/results/<gpu>-qtypes.json
     DMLQ_CPU_BENCH=1 python -m pytest bench/test_bench_qtypes.py -m cpu --benchmark-json=...
@@ -116,7 +118,24 @@ def test_gpu_qtypes(benchmark, limits, group, kind, t, impl):
 
 # ================================================================== CPU against onnxruntime
 
-CPU_CASES = [(g, k, t, i) for g, k, t in _groups("4M") for i in ("peer:onnxruntime-cpu", "dmlq:cpu")]
+# Quantize to the integer types (ORT has them all) also per tensor and per axis, and each of the
+# three forms once more on one thread (dmlq: tiles.THREADS = 1; ORT: intra_op_num_threads = 1).
+INT_TYPES = ("int8", "uint8", "int16", "uint16", "int4", "uint4", "int2", "uint2")
+FORMS = ("tensor", "axis", f"blocked{BLOCK}")
+
+
+def _cpu_groups():
+    out = [(g, k, t, f"blocked{BLOCK}", 0) for g, k, t in _groups("4M")]
+    out.append((f"quantize/float32->uint8/4M-blocked{BLOCK}", "quantize", "uint8", f"blocked{BLOCK}", 0))
+    for t in INT_TYPES:
+        for form in FORMS:
+            if form != f"blocked{BLOCK}":
+                out.append((f"quantize/float32->{t}/4M-{form}", "quantize", t, form, 0))
+            out.append((f"quantize/float32->{t}/4M-{form}-1thread", "quantize", t, form, 1))
+    return out
+
+
+CPU_CASES = [(g, k, t, f, n, i) for g, k, t, f, n in _cpu_groups() for i in ("peer:onnxruntime-cpu", "dmlq:cpu")]
 _ORT_MEDIAN: dict = {}
 
 
@@ -129,12 +148,22 @@ def cpu_n(request):
     pytest.skip("CPU benchmarks run when asked: DMLQ_CPU_BENCH=1 python -m pytest bench/test_bench_qtypes.py -m cpu")
 
 
-def _ort_fn(kind, t, x, s, q):
+def _form_data(form, x, s):
+    """(scale, keyword arguments, ONNX attributes) of a form: blocked along the last axis (s as
+    drawn), per axis 1 (one scale per column), per tensor (one scale)."""
+    if form == "tensor":
+        return np.float32(0.05), {}, {}
+    if form == "axis":
+        return np.random.default_rng(1).uniform(0.01, 0.1, x.shape[1]).astype(np.float32), {"axis": 1}, {"axis": 1}
+    return s, {"block_size": BLOCK}, {"axis": 1, "block_size": BLOCK}
+
+
+def _ort_fn(kind, t, x, s, q, attrs=None, threads=0):
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper, numpy_helper
 
-    attrs = dict(axis=1, block_size=BLOCK)
-    inits = [numpy_helper.from_array(s, "s")]
+    attrs = dict(axis=1, block_size=BLOCK) if attrs is None else attrs
+    inits = [numpy_helper.from_array(np.asarray(s, np.float32), "s")]
     if kind == "quantize":
         out_type = helper.np_dtype_to_tensor_dtype(QTYPES[t].dtype)
         node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=out_type, **attrs)
@@ -150,6 +179,8 @@ def _ort_fn(kind, t, x, s, q):
     model.ir_version = 10 if OPSET.get(t, 21) < 25 else 11
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if threads:
+        options.intra_op_num_threads = threads
     try:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         binding = session.io_binding()
@@ -164,18 +195,23 @@ def _ort_fn(kind, t, x, s, q):
 
 @pytest.mark.cpu
 @pytest.mark.benchmark(disable_gc=True)
-@pytest.mark.parametrize("group, kind, t, impl", CPU_CASES, ids=[f"{g}|{i}" for g, _, _, i in CPU_CASES])
-def test_cpu_qtypes(benchmark, cpu_n, group, kind, t, impl):
+@pytest.mark.parametrize("group, kind, t, form, threads, impl", CPU_CASES,
+                         ids=[f"{g}|{i}" for g, _, _, _, _, i in CPU_CASES])
+def test_cpu_qtypes(benchmark, cpu_n, monkeypatch, group, kind, t, form, threads, impl):
     x, s, q = _host_data(kind, t, cpu_n)
+    s, kw, attrs = _form_data(form, x, s)
     if impl == "dmlq:cpu":
+        if threads:
+            from dmlq.cpu import tiles
+            monkeypatch.setattr(tiles, "THREADS", threads)
         if kind == "quantize":
             out = np.empty(x.shape, QTYPES[t].dtype)
-            fn = lambda: dmlq.quantize_linear(x, s, dtype=t, block_size=BLOCK, out=out)  # noqa: E731
+            fn = lambda: dmlq.quantize_linear(x, s, dtype=t, out=out, **kw)  # noqa: E731
         else:
             y = np.empty(x.shape, np.float32)
-            fn = lambda: dmlq.dequantize_linear(q, s, block_size=BLOCK, out=y)  # noqa: E731
+            fn = lambda: dmlq.dequantize_linear(q, s, out=y, **kw)  # noqa: E731
     else:
-        fn = _ort_fn(kind, t, x, s, q)
+        fn = _ort_fn(kind, t, x, s, q, attrs, threads)
     benchmark.group = group
     benchmark.pedantic(fn, rounds=5, iterations=1, warmup_rounds=1)
     if benchmark.stats is None:
@@ -186,5 +222,5 @@ def test_cpu_qtypes(benchmark, cpu_n, group, kind, t, impl):
     limit = _ORT_MEDIAN.get(group)
     nbytes = _nbytes(kind, t, x.size)
     info = result_info(impl, nbytes, x.size, t_med, None, "GB/s")
-    info.update(limit=limit, fraction_of_limit=(limit / t_med) if limit else None)
+    info.update(limit=limit, fraction_of_limit=(limit / t_med) if limit else None, threads=threads or "default")
     benchmark.extra_info.update(info)

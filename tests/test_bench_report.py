@@ -37,8 +37,10 @@ CPU_BACKEND_BENCHMARKS = 30  # bench/test_bench_cpu.py: 7 groups x 3 impls, 3 el
 INTMM_CPU_BENCHMARKS = 6  # bench/test_bench_intmm.py: 3 NumPy groups x (dmlq:cpu, onnxruntime)
 INTMM_GPU_BENCHMARKS = 12  # bench/test_bench_intmm.py: 4 GPU groups x (dmlq:stream, 2 torch peers)
 # bench/test_bench_qtypes.py: 12 types x (quantize, dequantize); GPU: dmlq + torch float8 (4 types) + cupy-expr
-# (int8/int16/uint16) = 24 + 8 + 6; CPU: dmlq + onnxruntime = 48, of which ORT's float4 (2) skips
-QTYPES_GPU_BENCHMARKS, QTYPES_CPU_BENCHMARKS, QTYPES_CPU_SKIPPED = 38, 48, 2
+# (int8/int16/uint16) = 24 + 8 + 6; CPU: dmlq + onnxruntime on those 24 groups, uint8 blocked, and quantize to
+# the 8 integer types per tensor and per axis (16) and in all 3 forms on one thread (24): 65 x 2 = 130, of
+# which ORT's float4 (2) skips
+QTYPES_GPU_BENCHMARKS, QTYPES_CPU_BENCHMARKS, QTYPES_CPU_SKIPPED = 38, 130, 2
 
 
 def _run(*args, timeout=300):
