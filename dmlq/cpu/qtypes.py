@@ -33,7 +33,8 @@ class Walk:
 
     def __init__(self, shape, form, ax, block, params):
         n = math.prod(shape)
-        if form == "broadcast" or all(p is None or p.size == 1 for p in params):  # one value each: per tensor
+        self.per_tensor = form == "broadcast" or all(p is None or p.size == 1 for p in params)
+        if self.per_tensor:  # one value each
             self.outer, self.D, self.inner, self.B = n, 1, 1, 1
             self.strides = [(0, 0, 0)] * len(params)
             return
@@ -44,14 +45,10 @@ class Walk:
         full = (S * self.inner, self.inner, 1) if form == "blocked" else (0, 1, 0)
         self.strides = [(0, 0, 0) if p is None or p.size == 1 else full for p in params]
 
-    @property
-    def per_tensor(self):
-        return all(s == (0, 0, 0) for s in self.strides)
-
-    def pieces(self):
-        """Row ranges (o0, o1) of about tiles.CHUNK elements each."""
+    def pieces(self, size=None):
+        """Row ranges (o0, o1) of about ``size`` (default tiles.CHUNK) elements each."""
         row = max(1, self.D * self.inner)
-        step = max(1, tiles.CHUNK // row)
+        step = max(1, (size or tiles.CHUNK) // row)
         return [(o, min(o + step, self.outer)) for o in range(0, self.outer, step)]
 
     def expand(self, p, strides, o0, o1):
@@ -79,10 +76,19 @@ def _fits(x_shape, shape, form, scale, zero_point):
 
 
 def _flat_params(scale, zero_point):
-    sc = np.ascontiguousarray(reference.to_float32(scale), F32).reshape(-1)
-    zp = np.zeros(1, np.int32) if zero_point is None else \
-        np.ascontiguousarray(np.asarray(zero_point).astype(np.int32)).reshape(-1)
+    """scale and zero point as 1-D float32 arrays (copies only where the dtype changes; every
+    zero point of a type up to 16 bits is exact in float32)."""
+    scale = np.asarray(scale)
+    sc = np.ascontiguousarray(scale if scale.dtype == F32 else reference.to_float32(scale), F32).reshape(-1)
+    zp = np.zeros(1, F32) if zero_point is None else \
+        np.ascontiguousarray(np.asarray(zero_point).astype(np.int32).astype(F32)).reshape(-1)
     return sc, zp
+
+
+def _kernel_pieces(walk, n):
+    """The kernels' pieces: no scratch to keep in cache, so a few per thread (a thread the OS
+    delays then holds up the call by one piece), each at least tiles.CHUNK elements."""
+    return walk.pieces(max(tiles.CHUNK, n // (4 * tiles.THREADS)))
 
 
 def _args(walk, o0, o1, n):
@@ -135,13 +141,12 @@ def quantize(x, scale, zero_point, form, ax, block, out, saturate=True, precisio
     else:
         codes = out.reshape(-1).view(np.uint16 if q.bits == 16 else np.uint8)
         iargs = (zvar, q.qmin, q.qmax, np.int32((1 << q.bits) - 1))
-        zf = zp.astype(F32)  # exact: every zero point up to 16 bits
 
         def work(group):
             for o0, o1 in group:
                 (a, b, D, B), (lo, hi) = _args(walk, o0, o1, n)
-                k.quantize_int(xf[lo:hi], sc, zf, a, b, D, inner, B, so, sb, si, *iargs, codes[lo:hi])
-    tiles.run_pieces(work, walk.pieces())
+                k.quantize_int(xf[lo:hi], sc, zp, a, b, D, inner, B, so, sb, si, *iargs, codes[lo:hi])
+    tiles.run_pieces(work, _kernel_pieces(walk, n))
     return out
 
 
