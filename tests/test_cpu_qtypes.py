@@ -217,3 +217,26 @@ def test_out_strided_or_overlapping_an_input(rng, which):
         out = mem.reshape(4, 8)
         dmlq.dequantize_linear(q, s, block_size=4, out=out)
         _same(out, back, "out overlapping q")
+
+
+@pytest.mark.parametrize("which", PATHS)
+def test_integer_ties_bounds_and_specials(rng, which):
+    """Integer outputs where the rounding and the clamp decide: power-of-two scales (x / s exact)
+    and x / s = k + 1/2 around both ends of [qmin - zp, qmax - zp] (ties to even), one zero point
+    or one per block / index, with NaN, +-inf, +-0, subnormals and +-3e38 mixed in."""
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-39, 3e38, -3e38], np.float32)
+    for name in ("int8", "uint8", "int16", "uint16", "int4", "uint4", "int2", "uint2"):
+        q = QTYPES[name]
+        for layout in ("tensor", "axis-inner", "axis-outer", "blocked-last", "blocked-first", "blocked-1d"):
+            shape, sshape, kw = LAYOUTS[layout]
+            s = rng.choice(np.array([0.25, 0.5, 1.0, 2.0], np.float32), sshape).astype(np.float32)
+            for z in (None, rng.integers(q.qmin, q.qmax + 1, sshape).astype(q.dtype)):
+                ends = np.array([q.qmin, q.qmax])[rng.integers(0, 2, shape)]
+                zf = 0 if z is None else _expand(z, shape, kw).astype(np.float64)
+                t = ends - zf + rng.integers(-3, 3, shape) + 0.5
+                x = (t * _expand(s, shape, kw)).astype(np.float32)
+                x.reshape(-1)[::7][:specials.size] = specials[:x.reshape(-1)[::7].size]
+                want = ref.quantize_linear(x, _expand(s, shape, kw), _expand(z, shape, kw), np.empty(shape, q.dtype))
+                with path(which):
+                    got = dmlq.quantize_linear(x, s, z, dtype=name, **kw)
+                _same(got, want, f"{name} {layout} zero point {z is not None} {which}")

@@ -1,6 +1,7 @@
 """dmlq.floatconv (integer-arithmetic float8/float4/bfloat16 rounding) against ml_dtypes'
 own casts, the independent oracle, and against the hand-written table of docs/semantics.md;
-dmlq.pack/unpack against the bytes the onnx wheel writes."""
+dmlq.pack/unpack against the bytes the onnx wheel writes. The encoder tests also run dmlq.cpu's compiled
+encoder (numba, quantize with scale 1) against ml_dtypes."""
 import math
 
 import numpy as np
@@ -36,13 +37,23 @@ def _ml_dtypes_cast(x, q, saturate):
         return src.astype(q.dtype).view(np.uint8)
 
 
+def _cpu_kernel_encode(x, name, saturate):
+    """dmlq.cpu's compiled encoder (dmlq.cpu.jit_qtypes): quantize with scale 1 on the numba path."""
+    from dmlq.cpu import jit
+
+    if not jit.active():
+        pytest.skip("numba is not installed (or DMLQ_CPU_JIT=0): no compiled encoder")
+    return dmlq.quantize_linear(x, np.float32(1), dtype=name, saturate=saturate).view(np.uint8)
+
+
 @pytest.mark.parametrize("name", FLOATS)
 @pytest.mark.parametrize("saturate", [True, False])
 @pytest.mark.parametrize("source", ["all float16", "float32 sample"])
-def test_encode_agrees_with_ml_dtypes(name, saturate, source):
+@pytest.mark.parametrize("impl", ["floatconv", "cpu kernel"])
+def test_encode_agrees_with_ml_dtypes(name, saturate, source, impl):
     q = QTYPES[name]
     x = _all_float16() if source == "all float16" else _float32_sample()
-    mine = floatconv.encode(x, q.fmt, saturate)
+    mine = floatconv.encode(x, q.fmt, saturate) if impl == "floatconv" else _cpu_kernel_encode(x, name, saturate)
     theirs = _ml_dtypes_cast(x, q, saturate or q.fmt.special == "none")
     differ = mine != theirs
     if name == "float4_e2m1fn":
