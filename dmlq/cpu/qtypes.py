@@ -131,13 +131,14 @@ def quantize(x, scale, zero_point, form, ax, block, out, saturate=True, precisio
     if q.is_float:
         fmt = q.fmt
         codes = out.reshape(-1).view(np.uint8)
-        c = k.encoder_constants(fmt.exp_bits, fmt.man_bits, fmt.bias, _SPECIAL[fmt.special], fmt.max_code,
-                                bool(saturate))
+        top = float(floatconv.decode(np.array([fmt.max_code], np.uint8), fmt)[0])
+        fc, ic = k.round_constants(fmt.exp_bits, fmt.man_bits, fmt.bias, _SPECIAL[fmt.special], fmt.max_code, top,
+                                   bool(saturate))
 
         def work(group):
             for o0, o1 in group:
                 (a, b, D, B), (lo, hi) = _args(walk, o0, o1, n)
-                k.quantize_float(xf[lo:hi], sc, a, b, D, inner, B, so, sb, si, c, codes[lo:hi])
+                k.quantize_float(xf[lo:hi], sc, a, b, D, inner, B, so, sb, si, fc, ic, codes[lo:hi])
     else:
         codes = out.reshape(-1).view(np.uint16 if q.bits == 16 else np.uint8)
         iargs = (zvar, q.qmin, q.qmax, np.int32((1 << q.bits) - 1))
