@@ -69,6 +69,7 @@
 //   of taking kt % STAGES.
 
 #include "matmul_epilogue.cuh"
+#include "packed4.cuh"
 
 namespace dmlq_mma {
 
@@ -177,13 +178,62 @@ template <int BN>
 __device__ __forceinline__ int b_off(int k, int chunk) {
   return k * BN + ((chunk ^ b_swz(k)) << 4);
 }
+// B packed (4-bit, matmul_mma_packed.cu): 64 k-rows of BN/2 bytes (4 chunks of
+// 32 columns for BN = 128), two rows per 128-byte bank line. The same trans
+// loads read rows {0,1,4,5,8,9,12,13}: bit 0 of k picks the half line, and bits
+// 2-3 XORed into the 2 chunk bits put the 4 rows of each parity on distinct chunks.
+template <int BN>
+__device__ __forceinline__ int bp_off(int k, int chunk) {
+  static_assert(BN == 128, "packed b: 4 chunks per k-row");
+  return k * (BN / 2) + ((chunk ^ ((k >> 2) & 3)) << 4);
+}
+
+// Packed b: a trans load gives lane (g, t) r0 = columns 4g..4g+3 (a 16-bit
+// element: 4 nibbles, column 4g in bits 0-3) of k rows 4t (low half) and 4t+1
+// (high half), r1 the same of rows 4t+2, 4t+3. byte_perm gathers the bytes of
+// columns 4g, 4g+1 (0x6420) or 4g+2, 4g+3 (0x7531) of the 4 rows, k-minor; each
+// byte holds two columns' codes. A column's code moved to the byte's high
+// nibble, the low nibble cleared, is 16 * its value as an s8 byte for int4
+// (the sign lands on bit 7) and as a u8 byte for uint4: one LOP for the odd
+// column (already high), a shift and a LOP for the even one. Every product is
+// then 16x exact and the epilogue shifts the sums back (see the kernel).
+__device__ __forceinline__ void unpack_b4(unsigned r0, unsigned r1, unsigned& c0, unsigned& c1, unsigned& c2,
+                                          unsigned& c3) {
+  const unsigned p = __byte_perm(r0, r1, 0x6420), q = __byte_perm(r0, r1, 0x7531);
+  c0 = (p << 4) & 0xF0F0F0F0u;
+  c1 = p & 0xF0F0F0F0u;
+  c2 = (q << 4) & 0xF0F0F0F0u;
+  c3 = q & 0xF0F0F0F0u;
+}
 
 // Epilogue staging: 32 rows of 64 int32 (16 chunks of 16 bytes) per warp.
 // Writers put rows 2i, 2i+1 into one phase, readers 8 consecutive rows at one
 // chunk; chunk ^= ((row & 1) << 2) | ((row >> 1) & 3) keeps both conflict-free.
+// A packed b's lanes hold 8 adjacent columns (two chunks, 2t and 2t+1, of 32):
+// chunk ^= row & 7 keeps rows 2i, 2i+1 on chunks of opposite parity.
 constexpr int kEpiWarpBytes = 32 * 256;
+template <bool P4 = false>
 __device__ __forceinline__ int epi_off(int row, int chunk) {
+  if constexpr (P4) return row * 256 + ((chunk ^ (row & 7)) << 4);
   return row * 256 + ((chunk ^ (((row & 1) << 2) | ((row >> 1) & 3))) << 4);
+}
+
+// Lane (g, t)'s four sums of quad qd (0..3) in row half h of an m16 tile (its
+// rows g, g+8), and their first column in the warp's 64: int8 b, acc[2p + o][e]
+// holds column 16p + 4t + 2(e & 1) + o (the even/odd n8 tiles of pair p); packed
+// b, acc[4c + j][e] holds column 32c + 8t + 4(e & 1) + j.
+template <bool P4>
+__device__ __forceinline__ int quad_col(int qd, int t4) {
+  return P4 ? (qd >> 1) * 32 + 8 * t4 + 4 * (qd & 1) : qd * 16 + 4 * t4;
+}
+template <bool P4>
+__device__ __forceinline__ int4 quad(const int (&a)[8][4], int qd, int h) {
+  if constexpr (P4) {
+    const int c = qd >> 1, e = 2 * h + (qd & 1);
+    return make_int4(a[4 * c][e], a[4 * c + 1][e], a[4 * c + 2][e], a[4 * c + 3][e]);
+  } else {
+    return make_int4(a[2 * qd][2 * h], a[2 * qd + 1][2 * h], a[2 * qd][2 * h + 1], a[2 * qd + 1][2 * h + 1]);
+  }
 }
 
 }  // namespace dmlq_mma
@@ -200,7 +250,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
            int64 a_bs0, int64 a_bs1, int64 b_bs0, int64 b_bs1, int64 c_bs0, int64 c_bs1,
            int64 lda, int64 ldb, int64 ldc,
            const float* a_scale, const float* b_scale, const float* out_scale,
-           const TA* a_zp, const TB* b_zp, const TO* out_zp,
+           const TA* a_zp, const typename dmlq::b_value<TB>::type* b_zp, const TO* out_zp,
            int a_per_row, int b_per_col, int out_per_row,
            const int* row_sum_a, const int* col_sum_b,
            const float* bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group,
@@ -208,6 +258,11 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   using namespace dmlq_mma;
   using dmlq::mm::kRequant;
   constexpr int KIND = dmlq::mm::kind_of<TO>::value;
+  // A packed 4-bit b (TB packed_int4 / packed_uint4, matmul_mma_packed.cu): its
+  // ldb and batch strides count elements (ldb even: rows start on bytes), the
+  // tiles hold its bytes, and TV (int8 / uint8) is the type of its values.
+  typedef typename dmlq::b_value<TB>::type TV;
+  constexpr bool P4 = dmlq::b_value<TB>::packed;
   static_assert(BK == 64, "the A swizzle assumes 64-byte rows");
   static_assert(BM % 64 == 0 && BN % 128 == 0, "64x64 warp tiles; B swizzle needs >= 8 chunks");
   static_assert(STAGES >= 2, "pipeline needs two stages");
@@ -217,7 +272,8 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   static_assert(NT >= 128 && NT <= 256, "4 or 8 warps");
   constexpr int MI = 4;                       // m16 tiles per warp (64 rows)
   constexpr int NP = 4;                       // n16 pairs per warp (64 cols) = 8 n8 tiles
-  constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;
+  constexpr int B_ROW = P4 ? BN / 2 : BN;       // bytes of one k-row of a B tile
+  constexpr int A_STAGE = BM * BK, B_STAGE = BK * B_ROW;
   constexpr int A_CH = A_STAGE / 16 / NT;     // 16-byte chunks per thread per stage
   constexpr int B_CH = B_STAGE / 16 / NT;
   static_assert(A_CH * 16 * NT == A_STAGE && B_CH * 16 * NT == B_STAGE, "chunk split");
@@ -255,7 +311,9 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   const int z = blockIdx.z;
   const int bz0 = z / batch1, bz1 = z - bz0 * batch1;
   A += bz0 * a_bs0 + bz1 * a_bs1;
-  B += bz0 * b_bs0 + bz1 * b_bs1;
+  const int64 b_e0 = bz0 * b_bs0 + bz1 * b_bs1;  // matrix z's first element of b
+  const unsigned char* const Bb = reinterpret_cast<const unsigned char*>(B) + (P4 ? b_e0 >> 1 : b_e0);
+  const int64 ldb_b = P4 ? ldb >> 1 : ldb;       // bytes between B rows
   C += bz0 * c_bs0 + bz1 * c_bs1;
   b_scale = dmlq::mm::batch_params(b_scale, bp_bs, z);
   b_zp = dmlq::mm::batch_params(b_zp, bp_bs, z);
@@ -263,22 +321,24 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 
   // cp.async needs VEC-aligned sources: the launcher picks VEC from the bases
   // and row strides (16, else 4) and pads an operand that fits neither.
-  if (((reinterpret_cast<unsigned long long>(A) | reinterpret_cast<unsigned long long>(B) |
+  if (((reinterpret_cast<unsigned long long>(A) | reinterpret_cast<unsigned long long>(Bb) |
         static_cast<unsigned long long>(lda) | static_cast<unsigned long long>(ldb)) & (VEC - 1)) != 0)
     __trap();
+  if (P4 && ((b_e0 | ldb) & (2 * VEC - 1)) != 0) __trap();  // packed rows on VEC-byte boundaries
 
   const int tid = threadIdx.x;
   const unsigned s_base = smem_u32(smem);
   const unsigned sA = s_base, sB = s_base + STAGES * A_STAGE;
 
   // Per-thread copy assignments, fixed across k tiles. Chunk i of a thread sits
-  // NT/4 A rows (NT/(BN/16) B rows) after chunk 0: multiples of 8 and 16, so the
-  // swizzle terms are the same and only the row offset changes. Source
+  // NT/4 A rows (NT/(BN/16) B rows; NT/(BN/32) for a packed b) after chunk 0:
+  // multiples of 8 and 16, so the swizzle terms are the same and only the row offset changes. Source
   // pointers advance by one k tile per load; the byte counts are fixed except
   // on the last tile of a K that is not a multiple of BK, where they are
   // clamped arithmetically (no second copy of the load code in the loop).
   static_assert(NT % BN == 0, "B chunk rows step by a multiple of 16");
-  constexpr int kr_step = NT / (BN / 16);
+  constexpr int B_CPR = B_ROW / 16;  // 16-byte chunks per B k-row: 16 columns, or 32 packed
+  constexpr int kr_step = NT / B_CPR;
   const int a_row0 = tid >> 2, a_kc = tid & 3;
   const unsigned a_dst0 = sA + a_off(a_row0, a_kc);
   const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M (not read)
@@ -290,13 +350,15 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     a_src[i] = A + (gm < M ? static_cast<int64>(gm) * lda : 0) + a_kc * 16;
   }
   const int64 a_chunk_step = static_cast<int64>(NT / 4) * lda;  // chunk i's row: a_src[0] + i * this
-  const int b_kr0 = tid / (BN / 16), b_nc = tid % (BN / 16);
-  const unsigned b_dst0 = sB + b_off<BN>(b_kr0, b_nc);
-  const int b_n = n0 + b_nc * 16;
-  const unsigned b_nbytes = b_n < N ? min(16, N - b_n) : 0;  // N edge, same for every chunk
-  const TB* b_src = B + static_cast<int64>(k_begin + b_kr0) * ldb + (b_nbytes > 0 ? b_n : 0);
-  const int64 b_chunk_step = static_cast<int64>(kr_step) * ldb;
-  const int64 b_tile_step = static_cast<int64>(BK) * ldb;
+  const int b_kr0 = tid / B_CPR, b_nc = tid % B_CPR;
+  const unsigned b_dst0 = sB + (P4 ? bp_off<BN>(b_kr0, b_nc) : b_off<BN>(b_kr0, b_nc));
+  const int b_n = n0 + b_nc * (P4 ? 32 : 16);
+  // N edge, same for every chunk; packed: the bytes holding columns b_n..N-1
+  // (an odd N's last byte carries a padding nibble, which feeds column N only).
+  const unsigned b_nbytes = b_n < N ? min(16, P4 ? (N - b_n + 1) >> 1 : N - b_n) : 0;
+  const unsigned char* b_src = Bb + static_cast<int64>(k_begin + b_kr0) * ldb_b + (b_nbytes > 0 ? b_n >> P4 : 0);
+  const int64 b_chunk_step = static_cast<int64>(kr_step) * ldb_b;
+  const int64 b_tile_step = static_cast<int64>(BK) * ldb_b;
 
   // Stage k-tile [k0, k0 + BK) into stage `stage`; b_src points at k0.
   // Fast path: a tile wholly inside K whose B chunk (this thread's) holds whole
@@ -316,7 +378,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
       if (b_nbytes != 0) {
 #pragma unroll
         for (int i = 0; i < B_CH; ++i)
-          cp_async_whole<VEC>(b_dst + i * kr_step * BN, reinterpret_cast<const unsigned char*>(b_src + i * b_chunk_step));
+          cp_async_whole<VEC>(b_dst + i * kr_step * B_ROW, b_src + i * b_chunk_step);
       }
     } else {
       // Bytes of this thread's A chunk left in the row (16 on every full tile).
@@ -333,8 +395,8 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
         } else {
           const int i = c - A_CH;
           bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;
-          dst = b_dst + i * kr_step * BN;
-          src = reinterpret_cast<const unsigned char*>(bytes ? b_src + i * b_chunk_step : B);
+          dst = b_dst + i * kr_step * B_ROW;
+          src = bytes ? b_src + i * b_chunk_step : Bb;
         }
         cp_async_chunk<VEC>(dst, src, bytes);
       }
@@ -355,9 +417,11 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // (+2 when q is odd); see the header comment.
   const int r8 = lane & 7, q = lane >> 3;
   const int lb_k = (q >> 1) * 16 + (q & 1) * 2 + ((r8 >> 1) << 2) + (r8 & 1);
-  int lb_off[NP];
+  // Packed: each 16-byte chunk is 32 columns, so a warp's 64 are chunks 2wn, 2wn+1.
+  constexpr int LB = P4 ? NP / 2 : NP;
+  int lb_off[LB];
 #pragma unroll
-  for (int p = 0; p < NP; ++p) lb_off[p] = b_off<BN>(lb_k, wn * NP + p);
+  for (int p = 0; p < LB; ++p) lb_off[p] = P4 ? bp_off<BN>(lb_k, wn * LB + p) : b_off<BN>(lb_k, wn * NP + p);
 
   int acc[MI][2 * NP][4];
 #pragma unroll
@@ -391,6 +455,18 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) ldsm_x4(af[mi], a_st + la_off[ks] + mi * 16 * BK);
       unsigned bf[2 * NP][2];
+      if constexpr (P4) {
+        // 32 columns x k32 per trans load: n8 tile 4c + j holds columns 4g + j
+        // of chunk c (mma column g), 16 times their values (unpack_b4).
+#pragma unroll
+        for (int c = 0; c < LB; ++c) {
+          unsigned r[4];
+          ldsm_x4_trans(r, b_st + lb_off[c] + ks * 32 * B_ROW);
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            unpack_b4(r[2 * h], r[2 * h + 1], bf[4 * c][h], bf[4 * c + 1][h], bf[4 * c + 2][h], bf[4 * c + 3][h]);
+        }
+      } else {
 #pragma unroll
       for (int p = 0; p < NP; ++p) {
         unsigned r[4];
@@ -402,10 +478,11 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
         bf[2 * p][1] = __byte_perm(r[2], r[3], 0x6420);
         bf[2 * p + 1][1] = __byte_perm(r[2], r[3], 0x7531);
       }
+      }
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < 2 * NP; ++ni) mma_k32<TA, TB>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+        for (int ni = 0; ni < 2 * NP; ++ni) mma_k32<TA, TV>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
     }
   }
 
@@ -413,11 +490,22 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // per pass (8 KiB per warp), so that a rolled loop handles 16 adjacent outputs
   // per lane (one 16-byte store) and the float math is not unrolled 128 times.
   cp_async_wait<0>();
+  if constexpr (P4) {
+    // Every product was 16 times its value, and so is every sum: exact, since
+    // |sum| <= 16 * 255 * 15 * 32768 < 2**31 for K <= 32768 (the mma path's
+    // limit), so the arithmetic shift gives the sum itself.
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 2 * NP; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mi][ni][e] >>= 4;
+  }
   const int g = lane >> 2, t4 = lane & 3;
   if (splits > 1) {
     // Raw int32 sums of this k range to partial[split][z][M][N]; the
     // zero-point terms and requantization run in matmul_splitk_epilogue.
-    // Lane (g, t) of pair p holds columns 4t..4t+3 of rows g / g+8 (see below).
+    // Lane (g, t) holds 4 adjacent columns of rows g / g+8 per quad (quad_col).
     int* P = partial + (static_cast<int64>(split) * gridDim.z + z) * M * static_cast<int64>(N);
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -427,9 +515,9 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
         if (m >= M) continue;
 #pragma unroll
         for (int p = 0; p < NP; ++p) {
-          const int n = n0 + wn * 64 + p * 16 + 4 * t4;
-          const int v[4] = {acc[mi][2 * p][2 * h], acc[mi][2 * p + 1][2 * h],
-                            acc[mi][2 * p][2 * h + 1], acc[mi][2 * p + 1][2 * h + 1]};
+          const int n = n0 + wn * 64 + quad_col<P4>(p, t4);
+          const int4 q4 = quad<P4>(acc[mi], p, h);
+          const int v[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
           for (int j = 0; j < 4; ++j)
             if (n + j < N) P[static_cast<int64>(m) * N + n + j] = v[j];
@@ -472,7 +560,22 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     __syncwarp();  // the previous pass's reads are done
     // Lane (g, t) of pair p holds columns 4t..4t+3 of rows g / g+8 as
     // acc[.][2p][0|2], acc[.][2p+1][0|2], acc[.][2p][1|3], acc[.][2p+1][1|3].
-    if (ph == 0) {
+    // Packed b: quad qd of rows g / g+8 is columns quad_col(qd, t) .. + 3.
+    if constexpr (P4) {
+      // Two straight-line copies (ph is not unrolled): acc stays in registers.
+      auto stage = [&](const int (&a0)[2 * NP][4], const int (&a1)[2 * NP][4]) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int qd = 0; qd < NP; ++qd) {
+            const int col = quad_col<true>(qd, t4) >> 2;
+            *reinterpret_cast<int4*>(ep + epi_off<true>(h * 8 + g, col)) = quad<true>(a0, qd, h);
+            *reinterpret_cast<int4*>(ep + epi_off<true>(16 + h * 8 + g, col)) = quad<true>(a1, qd, h);
+          }
+      };
+      if (ph == 0) stage(acc[0], acc[1]);
+      else stage(acc[2], acc[3]);
+    } else if (ph == 0) {
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
@@ -503,7 +606,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
       int x[16];
 #pragma unroll
       for (int s4 = 0; s4 < 4; ++s4) {
-        const int4 v = *reinterpret_cast<const int4*>(ep + epi_off(r, cg * 4 + s4));
+        const int4 v = *reinterpret_cast<const int4*>(ep + epi_off<P4>(r, cg * 4 + s4));
         x[4 * s4] = v.x; x[4 * s4 + 1] = v.y; x[4 * s4 + 2] = v.z; x[4 * s4 + 3] = v.w;
       }
       const float as = (KIND != dmlq::mm::kInt && a_per_row) ? a_scale[m] : as0;
@@ -588,7 +691,7 @@ __global__ void __launch_bounds__(256)
 matmul_splitk_epilogue(const int* __restrict__ partial, int splits, TO* __restrict__ C,
                        int M, int N, int K, int batch1, int64 c_bs0, int64 c_bs1, int64 ldc,
                        const float* a_scale, const float* b_scale, const float* out_scale,
-                       const TA* a_zp, const TB* b_zp, const TO* out_zp,
+                       const TA* a_zp, const typename dmlq::b_value<TB>::type* b_zp, const TO* out_zp,
                        int a_per_row, int b_per_col, int out_per_row,
                        const int* row_sum_a, const int* col_sum_b,
                        const float* bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group) {

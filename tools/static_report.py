@@ -526,7 +526,8 @@ def launch_geometry(expr: str):
                 continue
             extra = (int(args[7]),) if base == "matmul_mma" and len(args) > 7 else ()
             if len(args) >= 3 and cfg.name(*args[:3], *extra) == expr:
-                return cfg.threads, cfg.smem, ""
+                packed = base == "matmul_mma" and args[1].startswith("packed_")
+                return cfg.threads, cfg.packed_smem if packed else cfg.smem, ""
         return None
     if base in ("matmul_row_sums", "matmul_col_sums"):
         return 256, 0, ""                       # fixed (256,) blocks in matmul.py

@@ -48,6 +48,7 @@ from .loader import cuda_dir
 DP4A_SOURCE = "matmul_dp4a.cu"
 MMA_SOURCE = "matmul_mma.cu"
 PACKED_SOURCE = "matmul_dp4a_packed.cu"  # the dp4a kernels for a packed 4-bit b (dmlq.gpu.packed)
+MMA_PACKED_SOURCE = "matmul_mma_packed.cu"  # the tensor-core kernel for a packed 4-bit b
 
 WIDE_K = 32768              # int32 accumulators (and int32 row/col sums) are exact up to here
 MAX_DIM = 2**31 - 1024      # M, N, K are C ints; tile loops add up to a tile past them
@@ -96,6 +97,11 @@ class MmaConfig:
     def smem(self) -> int:
         return self.stages * (self.bm * self.bk + self.bk * self.bn)
 
+    @property
+    def packed_smem(self) -> int:
+        """With a packed 4-bit b, whose tiles hold half the bytes."""
+        return self.stages * (self.bm * self.bk + self.bk * self.bn // 2)
+
     def name(self, ta: str, tb: str, to: str, vec: int = 16) -> str:
         return f"matmul_mma<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.stages}, {vec}>"
 
@@ -117,14 +123,15 @@ PREPASS_KERNELS = tuple(f"matmul_row_sums<{t}>" for t in QTYPES) + \
     tuple(f"matmul_col_sums<{t}>" for t in QTYPES)
 
 
-def _have_mma() -> bool:
+def _have_mma(source=MMA_SOURCE) -> bool:
     try:
-        return (cuda_dir() / MMA_SOURCE).is_file()
+        return (cuda_dir() / source).is_file()
     except FileNotFoundError:
         return False
 
 
 HAVE_MMA = _have_mma()
+HAVE_MMA_PACKED = HAVE_MMA and _have_mma(MMA_PACKED_SOURCE)
 
 
 MMA_VECS = (16, 4)  # cp.async widths the tensor-core kernel is built for
@@ -151,6 +158,9 @@ KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS
            tuple(f"matmul_col_sums<{t}>" for t in PACKED_TAGS)}
 if HAVE_MMA:
     KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values()) + SPLITK_EPILOGUES
+if HAVE_MMA_PACKED:
+    KERNELS[MMA_PACKED_SOURCE] = _instantiations(MMA_CONFIGS.values(), PACKED_TAGS) + tuple(
+        f"matmul_splitk_epilogue<{ta}, {tb}, {to}>" for ta in QTYPES for tb in PACKED_TAGS for to in OUT_TYPES)
 
 # The variants this install can run (the mma ones only with matmul_mma.cu present).
 VARIANTS = tuple(DP4A_CONFIGS) + (tuple(MMA_CONFIGS) if HAVE_MMA else ())
@@ -168,11 +178,12 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     whether cuda/matmul_mma.cu is present. ``blocked``: matmul_integer_to_float
     with more than one block of B scales along K, which only the wide kernel's
     K loop closes group by group (in ascending order, as the contract fixes).
-    ``packed``: a packed 4-bit b, which only the dp4a kernels stage.
+    ``packed``: a packed 4-bit b, the same rule (cuda/matmul_mma_packed.cu
+    stages its bytes for the tensor cores) where that source is present.
     """
     if have_mma is None:
         have_mma = HAVE_MMA
-    have_mma = have_mma and not packed
+    have_mma = have_mma and (HAVE_MMA_PACKED or not packed)
     if _cc(compute_capability) < 61:
         raise UnsupportedError(f"quantized_matmul needs dp4a (sm_61 or newer); this device is "
                                f"sm_{_cc(compute_capability)}")
@@ -364,7 +375,9 @@ def _staged(x, how: str):
     """A stand-in for the array the kernel reads: the operand or the copy that
     :func:`_stage` will make (same strides, addresses as aligned); a packed b's
     view stands for its bytes as they are or copied (C-order either way)."""
-    if how == AS_IS or isinstance(x, packed.PackedView):
+    if isinstance(x, packed.PackedView):
+        return packed.padded(x) if how == PADDED else x
+    if how == AS_IS:
         return x
     if how == CONTIGUOUS:
         return device.Fresh(x.shape, x.dtype)
@@ -439,7 +452,10 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
                                 sm_count=dev.sm_count, blocked=k_group > 0, packed=p4)
     notes = [f"b: packed {b.dtype_name}, unpacked in registers as it is staged"] if p4 else []
     if p4 and variant in MMA_CONFIGS:
-        raise ValueError(f"{op}: a packed 4-bit b runs on the dp4a variants only (got {variant!r})")
+        if not HAVE_MMA_PACKED:
+            raise ValueError(f"{op}: no tensor-core kernel for a packed 4-bit b here ({MMA_PACKED_SOURCE} "
+                             f"absent; got {variant!r})")
+        notes[0] = f"b: packed {b.dtype_name}, unpacked from shared memory into the tensor-core fragments"
     if k_group and variant != "dp4a-wide":
         raise ValueError(f"{op}: blocked scales along K need the 'dp4a-wide' variant (got {variant!r})")
     if k_group:
@@ -469,9 +485,13 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         raise UnsupportedError(f"{op}: M = {M} needs {grid_y} row tiles "
                                f"(grid limit {MAX_GRID_YZ}) with {variant}")
 
-    stage_a, stage_b = _staging(a, mma), _staging(b, mma)
+    stage_a = _staging(a, mma)
+    if p4 and mma:  # cp.async needs whole-byte rows at aligned addresses, else padded rows
+        stage_b = AS_IS if b.size == 0 or packed.mma_width(b, device.ptr(b.data)) else PADDED
+    else:
+        stage_b = _staging(b, mma)
     sa, sb = _staged(a, stage_a), _staged(b, stage_b)
-    if p4 and not packed.contiguous(b.data):
+    if p4 and not mma and not packed.contiguous(b.data):
         stage_b = CONTIGUOUS  # the bytes, copied: the kernel reads them at C-order offsets
     for name, how in (("a", stage_a), ("b", stage_b)):
         if how != AS_IS:
@@ -483,7 +503,11 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
 
     ta, tb, to = device.dtype_name(a.dtype), b.tag if p4 else device.dtype_name(b.dtype), device.dtype_name(out.dtype)
     to = _OUT_NAMES.get(to, to)
-    name = cfg.name(ta, tb, to, min(cp_async_width(sa), cp_async_width(sb))) if mma else cfg.name(ta, tb, to)
+    if mma:
+        b_width = (16 if stage_b == PADDED else packed.mma_width(b, device.ptr(b.data))) if p4 else cp_async_width(sb)
+        name = cfg.name(ta, tb, to, min(cp_async_width(sa), b_width))
+    else:
+        name = cfg.name(ta, tb, to)
     if mma and name.endswith(", 4>"):
         notes.append("4-byte cp.async staging")
     if nsplit > 1:
@@ -497,6 +521,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         raise UnsupportedError(f"{op}: no CUDA kernel for a packed 4-bit b whose matrices ({K}x{N}, odd) start "
                                "mid-byte in a launch past the first; pass NumPy arrays or an even K or N")
     source = PACKED_SOURCE if p4 else DP4A_SOURCE
+    main_source = (MMA_PACKED_SOURCE if p4 else MMA_SOURCE) if mma else source
+    smem = (cfg.packed_smem if p4 else cfg.smem) if mma else cfg.smem
     need_rows = b_zp and not wide
     need_cols = a_zp and not wide
     launches = []
@@ -509,10 +535,9 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             launches.append(Launch(source, f"matmul_col_sums<{tb}>",
                                    (-(-N // 128), min(nz, MAX_GRID_YZ)), (256,), 0,
                                    "column sums of b, for a's zero point"))
-        launches.append(Launch(source if not mma else cfg.source, name, (-(-N // cfg.bn), grid_y, nz),
-                               (cfg.threads,), cfg.smem))
+        launches.append(Launch(main_source, name, (-(-N // cfg.bn), grid_y, nz), (cfg.threads,), smem))
         if nsplit > 1:
-            launches.append(Launch(MMA_SOURCE, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
+            launches.append(Launch(main_source, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
     detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group)
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
@@ -594,7 +619,9 @@ def bind_tiled(plan, a, b, out):
     whole = len(fixed) == 1 and fixed[0][0] == (0, 0, 0)  # one launch at the arrays' own addresses
     stage_a = None if d.stage_a == AS_IS else lambda x: _stage(xp, x, d.stage_a, plan_a)
     stage_b = None if d.stage_b == AS_IS else lambda x: _stage(xp, x, d.stage_b, plan_b)
-    if b_shift and d.stage_b != AS_IS:
+    if b_shift and d.stage_b == PADDED:
+        stage_b = lambda x: packed.pad_rows(xp, x, b.shape)  # noqa: E731
+    elif b_shift and d.stage_b != AS_IS:
         stage_b = xp.ascontiguousarray
 
     def launch(a, b, dst, params):

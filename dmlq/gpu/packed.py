@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from . import device
+
 TAGS = {"int4": "packed_int4", "uint4": "packed_uint4"}
 ZP_DTYPES = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8)}
 
@@ -42,3 +44,58 @@ def view(b, b_packed):
 def contiguous(data) -> bool:
     """Whether the bytes are contiguous (else they are copied before a launch)."""
     return data.size <= 1 or data.strides[0] == 1
+
+
+# The tensor-core kernel (cuda/matmul_mma_packed.cu) stages b's rows with cp.async, so
+# each row must start on a byte at a VEC-aligned address; rows that do not are first
+# copied into rows of ROW_ALIGN elements (16 bytes), one pass over the bytes.
+ROW_ALIGN = 32
+
+
+def padded(v: PackedView) -> PackedView:
+    """The view of ``v`` copied by :func:`pad_rows`: rows ROW_ALIGN-element aligned."""
+    p = PackedView(v.data, (v.dtype_name, v.shape, False))
+    p.dtype_name, p.tag, p.zp_dtype = v.dtype_name, v.tag, v.zp_dtype
+    row = -(-v.shape[-1] // ROW_ALIGN) * ROW_ALIGN
+    st, acc = [1, row], row * v.shape[-2]
+    for d in reversed(v.shape[:-2]):
+        st.append(acc)
+        acc *= d
+    p.strides = tuple(reversed(st))
+    return p
+
+
+def mma_width(v: PackedView, ptr: int) -> int:
+    """The widest cp.async copy (16 or 4 bytes; 0: none) that can stage ``v``'s rows as
+    they are, its bytes at address ``ptr``: rows and matrices start on whole bytes at
+    multiples of it."""
+    if not contiguous(v.data) or v.shape[-1] % 2:
+        return 0
+    g = ptr | v.strides[-2] // 2
+    for n, st in zip(v.shape[:-2], v.strides[:-2]):
+        if n > 1:
+            g |= st // 2 if st % 2 == 0 else 1
+    return next((w for w in (16, 4) if g % w == 0), 0)
+
+
+def pad_rows(xp, data, shape):
+    """``data`` (the bytes of a packed C-order tensor of ``shape``) as 1-D bytes whose rows
+    are ROW_ALIGN elements apart, 16-byte aligned, the padding zero."""
+    n = shape[-1]
+    rows = math.prod(shape[:-1])
+    rb = -(-n // ROW_ALIGN) * ROW_ALIGN // 2
+    buf = xp.empty(rows * rb + 16, np.uint8)
+    skew = (-device.current().ptr(buf)) % 16
+    out = buf[skew:skew + rows * rb]
+    dst = out.reshape(rows, rb)
+    if n % 2 == 0:  # rows on whole bytes: a copy of each row's bytes
+        dst[:, n // 2:] = 0
+        dst[:, :n // 2] = data[:rows * n // 2].reshape(rows, n // 2)
+        return out
+    codes = xp.zeros((rows, 2 * rb), np.uint8)  # odd n: rows start mid-byte, so by nibbles
+    flat = xp.empty(2 * data.size, np.uint8)
+    flat[0::2] = data & np.uint8(15)
+    flat[1::2] = data >> np.uint8(4)
+    codes[:, :n] = flat[:rows * n].reshape(rows, n)
+    dst[...] = codes[:, 0::2] | (codes[:, 1::2] << np.uint8(4))
+    return out
