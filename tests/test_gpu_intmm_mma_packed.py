@@ -22,23 +22,24 @@ I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 
 pytestmark = pytest.mark.skipif(not matmul.HAVE_MMA_PACKED, reason="matmul_mma_packed.cu absent")
 
-# (M, K, N) -> how b reaches the kernel (the harness has 4 SMs: split-K when the tiles fill under 8 slots).
+# label -> (M, K, N, the cp.async width of both operands); the harness has 4 SMs: split-K when the tiles fill
+# under 8 block slots.
 SIZES = {
-    "rows as they are, 16-byte copies": (130, 260, 160),   # N / 2 bytes a multiple of 16
-    "rows as they are, 4-byte copies": (129, 100, 136),    # 68-byte rows; K not a multiple of 32
-    "odd N: padded rows": (131, 259, 131),                 # rows start mid-byte; odd K; M, N off the tile
-    "split-K, padded rows": (40, 1000, 130),               # 65-byte rows; 4 splits of 256
+    "rows as they are, 16-byte copies": (130, 256, 160, 16),  # N / 2 bytes a multiple of 16
+    "rows as they are, 4-byte copies": (129, 260, 136, 4),    # 68-byte rows; K not a multiple of 64
+    "odd N: padded rows": (131, 259, 131, 16),                # rows start mid-byte; odd K (a padded too)
+    "split-K, padded rows": (40, 1008, 130, 16),              # 65-byte rows; 4 splits of 256
 }
 
 
 def _mma(ta, tb, to=""):
-    return f"matmul_mma<{ta.name}, packed_{tb.name}, {to}"
+    return f"matmul_mma<{ta.name}, packed_{tb.name}, {to.replace('float32', 'float')}"
 
 
 def _check_staging(label):
     names = [n for n, *_ in S.launches if n.startswith("matmul_mma<")]
     assert names, kernels()
-    vec = 4 if "4-byte" in label else 16
+    vec = SIZES[label][3] if label in SIZES else 16
     assert all(n.endswith(f", {vec}>") for n in names), names
     if "split-K" in label:
         assert "matmul_splitk_epilogue" in kernels()
@@ -47,11 +48,13 @@ def _check_staging(label):
 @pytest.mark.parametrize("label", list(SIZES))
 @pytest.mark.parametrize("ta,tb", [(U8, I4), (I8, U4)])
 def test_matmul_integer(gpu, label, ta, tb):
-    m, k, n = SIZES[label]
+    m, k, n, _ = SIZES[label]
     rng = np.random.default_rng(m + k + n)
     a, b = q(rng, ta, (m, k)), dmlq.pack(q(rng, tb, (k, n)))
     same(dmlq.matmul_integer, a, b, q(rng, ta, (m, 1)), dmlq.pack(q(rng, tb, (n,))), kernel=_mma(ta, tb, "int"))
     _check_staging(label)
+    plan = str(dmlq.kernel_plan(dmlq.matmul_integer, dev(a), dev(b)))
+    assert ("b copied into rows padded to 16 bytes" in plan) == ("padded" in label), plan
     assert f"matmul_col_sums<packed_{tb.name}>" in [x for x, *_ in S.launches], kernels()
     same(dmlq.matmul_integer, a, b, None, int(q(rng, tb, ())), kernel=_mma(ta, tb, "int"))
     same(dmlq.matmul_integer, a, b, kernel=_mma(ta, tb, "int"))
@@ -60,7 +63,7 @@ def test_matmul_integer(gpu, label, ta, tb):
 @pytest.mark.parametrize("out_dtype", [F32, F16])
 @pytest.mark.parametrize("label", list(SIZES))
 def test_matmul_integer_to_float(gpu, label, out_dtype):
-    m, k, n = SIZES[label]
+    m, k, n, _ = SIZES[label]
     rng = np.random.default_rng(m * k + n)
     for ta, tb in ((U8, I4), (I8, U4)):
         a, b = q(rng, ta, (m, k)), dmlq.pack(q(rng, tb, (k, n)))
@@ -80,7 +83,7 @@ def test_matmul_integer_to_float(gpu, label, out_dtype):
 @pytest.mark.parametrize("tb", [I4, U4])
 def test_quantized_matmul(gpu, label, tb):
     """Per-row and per-column parameters, packed and int zero points, per-batch b scales and zero points."""
-    m, k, n = SIZES[label]
+    m, k, n, _ = SIZES[label]
     rng = np.random.default_rng(m * 31 + k + n)
     a, b = q(rng, U8, (m, k)), dmlq.pack(q(rng, tb, (k, n)))
     kern = _mma(U8, tb, "uint8,")
@@ -99,17 +102,16 @@ def test_quantized_matmul(gpu, label, tb):
 def test_extremes_and_special_scales(gpu):
     """uint4 15 / int4 -8 against 255 and -128 with extreme zero points (the largest int32 sums), NaN / inf / zero
     a scales, -0.0 and 1e30 b scales (float16 overflow to inf), N = 17 (odd: padded rows)."""
-    k = 1001
-    for ta, av, azp in ((U8, 255, 0), (I8, -128, 127), (U8, 0, 255)):
-        ext_a = np.full((130, k), av, ta)
-        for tb, bv, zp in ((I4, -8, 7), (U4, 15, 0), (U4, 0, 15), (I4, 7, -8)):
-            ext_b = dmlq.pack(np.full((k, 40), bv, tb))
-            same(dmlq.matmul_integer, ext_a, ext_b, np.array(azp, ta), zp, kernel=_mma(ta, tb, "int"))
-            for dt in (F16, F32):
-                same(dmlq.matmul_integer_to_float, ext_a, np.float32(1), None, ext_b, np.float32(1), zp, dtype=dt,
-                     kernel=_mma(ta, tb, dt.name + ","))
+    k = 500
+    for (ta, av, azp), (tb, bv, zp), dt in [((U8, 255, 0), (U4, 15, 0), F16), ((I8, -128, 127), (I4, -8, 7), F32),
+                                            ((U8, 0, 255), (U4, 0, 15), F16), ((I8, 127, -128), (I4, 7, -8), F16),
+                                            ((U8, 255, 0), (I4, -8, 7), F32)]:
+        ext_a, ext_b = np.full((130, k), av, ta), dmlq.pack(np.full((k, 72), bv, tb))
+        same(dmlq.matmul_integer, ext_a, ext_b, np.array(azp, ta), zp, kernel=_mma(ta, tb, "int"))
+        same(dmlq.matmul_integer_to_float, ext_a, np.float32(1), None, ext_b, np.float32(1), zp, dtype=dt,
+             kernel=_mma(ta, tb, dt.name + ","))
     rng = np.random.default_rng(9)
-    a, b = q(rng, U8, (130, 300)), dmlq.pack(q(rng, I4, (300, 17)))
+    a, b = q(rng, U8, (130, 2000)), dmlq.pack(q(rng, I4, (2000, 17)))  # split-K: 2 tiles, 4 splits
     s = np.full((130, 1), 1.0, F32)
     s[:4, 0] = [np.nan, np.inf, -np.inf, 0.0]
     b_s = rng.uniform(-1, 1, 17).astype(F32)
@@ -125,7 +127,7 @@ def test_batches_and_broadcast(gpu):
     (N = 70: 35-byte rows, so matrices 1 and 2 would start mid-row)."""
     rng = np.random.default_rng(3)
     for n in (64, 70):
-        a, b = q(rng, U8, (2, 1, 130, 200)), q(rng, U4, (3, 200, n))
+        a, b = q(rng, U8, (2, 1, 130, 192)), q(rng, U4, (3, 192, n))
         b_s = rng.uniform(0, 1, (3, 1, n)).astype(F32)
         bzp = dmlq.pack(q(rng, U4, (3, 1, n)))
         bias = rng.uniform(-1, 1, (2, 3, 130, n)).astype(F32)
@@ -141,7 +143,7 @@ def test_batches_and_broadcast(gpu):
 def test_offset_and_strided_bytes(gpu):
     """The packed bytes at an odd address (4-byte copies impossible: padded rows) and as a strided view."""
     rng = np.random.default_rng(12)
-    a, p = q(rng, I8, (130, 96)), dmlq.pack(q(rng, I4, (96, 64)))
+    a, p = q(rng, I8, (130, 512)), dmlq.pack(q(rng, I4, (512, 64)))
     raw = S.module.asarray(np.concatenate([np.zeros(1, U8), p.data]))[1:]
     strided = S.module.asarray(np.repeat(p.data, 2))[::2]
     want = dmlq.matmul_integer(a, p, np.int8(-5), -3)
@@ -161,14 +163,15 @@ def test_full_k_single_pass_sums(gpu):
     k = 32768
     a, b = np.full((17, k), 255, U8), np.full((k, 16), 15, U4)
     b[:, 1::2] = 14
-    args = [S.module.asarray(x) for x in (a, np.array([1.0], F32), None, dmlq.pack(b).data, np.array([1.0], F32),
-                                         None, np.array([2.0**23], F32), None)]
+    args = [None if x is None else S.module.asarray(x) for x in (a, np.array([1.0], F32), None, dmlq.pack(b).data,
+                                                                 np.array([1.0], F32), None, np.array([2.0**19], F32),
+                                                                 None)]
     out = S.module.asarray(np.full((17, 16), 0xA5, U8))
     matmul.quantized_matmul(*args[:3], args[3], *args[4:], out, ("uint4", (k, 16), False),
                             variant="mma-128x128", splits=1)
-    want = dmlq.quantized_matmul(a, np.float32(1), None, dmlq.pack(b), np.float32(1), None, np.float32(2.0**23))
+    want = dmlq.quantized_matmul(a, np.float32(1), None, dmlq.pack(b), np.float32(1), None, np.float32(2.0**19))
     np.testing.assert_array_equal(out.get(), want)
-    assert sorted(set(want.ravel().tolist())) == [111, 119]
+    assert sorted(set(want.ravel().tolist())) == [223, 239]
 
 
 def test_kernel_plan_names_the_packed_mma_kernel(gpu):
@@ -185,3 +188,17 @@ def test_kernel_plan_names_the_packed_mma_kernel(gpu):
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, p, dev(np.ones((8, 140), F32)), None,
                                 block_size=32))
     assert plan.splitlines()[0].startswith("matmul_integer_to_float: dp4a-wide"), plan
+
+
+def test_selection_is_the_int8_rule():
+    """select_variant gives a packed b the variant an int8 b gets (tensor cores included), wide K and blocked
+    scales dp4a-wide, and no tensor cores without the packed source."""
+    for m, n, k, batch in [(4096, 4096, 4096, 1), (16, 4096, 4096, 1), (130, 140, 260, 1), (17, 16, 32768, 1),
+                           (130, 140, 200, 1), (1, 4096, 4096, 1), (8, 8, 8, 1), (64, 64, 64, 8),
+                           (4096, 4096, 32769, 1), (4096, 4096, 16, 1)]:
+        for cc in (75, 80, 90):
+            want = matmul.select_variant(m, n, k, batch, cc, have_mma=True)
+            assert matmul.select_variant(m, n, k, batch, cc, have_mma=True, packed=True) == want, (m, n, k, cc)
+    assert matmul.select_variant(4096, 4096, 4096, 1, 90, packed=True) == "mma-128x128"
+    assert matmul.select_variant(4096, 4096, 4096, 1, 90, packed=True, blocked=True) == "dp4a-wide"
+    assert matmul.select_variant(4096, 4096, 32769, 1, 90, packed=True) == "dp4a-wide"

@@ -149,7 +149,8 @@ def test_groups_not_a_multiple_of_32_take_stream_rows(gpu, m, k, n, block):
 
 
 def test_kernel_plan_names_the_packed_kernels(gpu):
-    a, p = dev(np.zeros((130, 260), U8)), dev(dmlq.pack(np.zeros((260, 140), U4)))  # the harness's 4 SMs
+    # the harness's 4 SMs; M * N * K under MMA_MIN_WORK (bigger products take matmul_mma_packed.cu)
+    a, p = dev(np.zeros((130, 200), U8)), dev(dmlq.pack(np.zeros((200, 140), U4)))
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, p, 0.1, None, dtype=np.float16))
     assert plan.splitlines()[0] == ("matmul_integer_to_float: dp4a-128x64 (b: packed uint4, unpacked in registers "
                                     "as it is staged)"), plan
@@ -157,5 +158,5 @@ def test_kernel_plan_names_the_packed_kernels(gpu):
     plan = str(dmlq.kernel_plan(dmlq.quantized_matmul, a, 0.1, np.uint8(1), p, 0.1, None, 0.5))
     assert "matmul_col_sums<packed_uint4>" in plan and "matmul_dp4a<uint8, packed_uint4, uint8, " in plan
     with pytest.raises(dmlq.UnsupportedError, match="a 4-bit b runs on the GPU as a dmlq.Packed"):
-        dmlq.kernel_plan(dmlq.quantized_matmul, np.zeros((130, 260), U8), 0.1, None, np.zeros((260, 140), U4),
+        dmlq.kernel_plan(dmlq.quantized_matmul, np.zeros((130, 200), U8), 0.1, None, np.zeros((200, 140), U4),
                          0.1, None, 0.5)

@@ -28,7 +28,7 @@ How a run works
   the file.
 - A small pytest plugin (written into the scratch copy, loaded with -p) makes
   the host harness key its runner cache on the .cuh headers plus the runner's
-  own .cu (instead of every .cu: no .cu includes another), and build with one
+  own .cu and any .cu it includes (instead of every .cu), and build with one
   g++ at a time; so a mutant rebuilds only its own runner. Test code and the
   harness's behaviour are otherwise unchanged.
 - Result: killed (a test failed or errored), survived (all passed),
@@ -412,6 +412,23 @@ MUTATIONS: list[Mutation] = [
       "  C += bz0 * c_bs0 + bz1 * c_bs1;\n", "per-batch B scales: matrix 0's for every matrix", "index"),
     M("matmul_mma.cu", "bias + bias_bs * z + static_cast<int64>(m) * bias_ld + n", "bias + static_cast<int64>(m) * bias_ld + n",
       "split-K float epilogue: matrix 0's bias for every matrix", "index"),
+    # issue 26: packed 4-bit b on the tensor cores (matmul_mma.cu's P4 code, built by matmul_mma_packed.cu)
+    M("matmul_mma.cu", "  c0 = (p << 4) & 0xF0F0F0F0u;", "  c0 = (p << 3) & 0xF0F0F0F0u;",
+      "packed b: the even column's code shifted 3 into the high nibble", "index"),
+    M("matmul_mma.cu", "q = __byte_perm(r0, r1, 0x7531);", "q = __byte_perm(r0, r1, 0x7351);",
+      "packed b: k rows 4t+1 and 4t+2 of columns 4g+2, 4g+3 swapped", "byte_perm"),
+    M("matmul_mma.cu", "for (int e = 0; e < 4; ++e) acc[mi][ni][e] >>= 4;",
+      "for (int e = 0; e < 4; ++e) acc[mi][ni][e] = static_cast<unsigned>(acc[mi][ni][e]) >> 4;",
+      "packed b: sums shifted back logically (negative sums lose their sign)", "conversion"),
+    M("matmul_mma.cu", "  return k * (BN / 2) + ((chunk ^ ((k >> 2) & 3)) << 4);",
+      "  return k * (BN / 2) + ((chunk ^ ((k >> 2) & 7)) << 4);",
+      "packed B swizzle mask & 3 -> & 7 (chunks leave the 64-byte row)", "index"),
+    M("matmul_mma.cu", "P4 ? (qd >> 1) * 32 + 8 * t4 + 4 * (qd & 1)", "P4 ? (qd >> 1) * 32 + 8 * t4 + 2 * (qd & 1)",
+      "packed b: epilogue columns of a lane's second quad 4 -> 2 past its first", "index"),
+    M("matmul_mma.cu", "min(16, P4 ? (N - b_n + 1) >> 1 : N - b_n)", "min(16, P4 ? (N - b_n) >> 1 : N - b_n)",
+      "packed b: an odd N's last byte not staged (column N - 1 read as 0)", "index"),
+    M("matmul_mma.cu", "(P4 ? b_e0 >> 1 : b_e0);", "(P4 ? b_e0 : b_e0);",
+      "packed b: matrix z's element offset taken as bytes", "stride"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu")
@@ -424,9 +441,9 @@ TESTS = {
     "matmul_dp4a.cu": (["tests/test_gpu_intmm_tiled.py", "tests/test_select_matmul.py", "tests/test_host_mutants.py",
                         "tests/test_host_matmul_staging.py"],
                        "emulated or mutant_dp4a or intmm_tiled"),
-    "matmul_mma.cu": (["tests/test_gpu_intmm_tiled.py", "tests/test_select_matmul.py", "tests/test_host_mutants.py",
-                       "tests/test_host_matmul_staging.py"],
-                      "emulated or mutant_mma or intmm_tiled"),
+    "matmul_mma.cu": (["tests/test_gpu_intmm_tiled.py", "tests/test_gpu_intmm_mma_packed.py", "tests/test_select_matmul.py",
+                       "tests/test_host_mutants.py", "tests/test_host_matmul_staging.py"],
+                      "emulated or mutant_mma or intmm_tiled or mma_packed"),
     "avgpool.cu": (["tests/test_select_avgpool.py", "tests/test_host_mutants.py"],
                    "emulated or mutant_avgpool"),
     "matmul_stream.cu": (["tests/test_gpu_intmm.py"], "not selection"),
@@ -451,6 +468,19 @@ def pytest_configure(config):
 
     harness._sources_key = lambda: harness._digest(
         *(p.read_bytes() for p in sorted(loader.cuda_dir().glob("*.cuh"))))
+    # A .cu that includes another .cu (matmul_mma_packed.cu, matmul_dp4a_packed.cu) is
+    # keyed on that one's bytes too (a flag no code reads), so its mutants rebuild it.
+    import re
+    build = harness.build
+
+    def keyed_build(source, extra_flags=(), path=None, names=None):
+        own = Path(path) if path is not None else loader.cuda_dir() / source
+        inc = re.findall(r'^#include "([\\w.]+[.]cu)"', own.read_text(), re.M)
+        if inc:
+            digest = harness._digest(*((loader.cuda_dir() / f).read_bytes() for f in inc))
+            extra_flags = tuple(extra_flags) + ("-DDMLQ_MUTATE_INCLUDED=0x" + digest[:12],)
+        return build(source, extra_flags, path, names)
+    harness.build = keyed_build
     os.environ["DMLQ_BUILD_JOBS"] = "1"  # tests/prebuild.py's pool
 '''
 
