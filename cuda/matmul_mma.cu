@@ -3,6 +3,8 @@
 // Variant (one template, one production config):
 //   matmul_mma<TA, TB, TO, 128, 128, 64, 4>: 128 threads (2x2 warps, 64x64 warp
 //       tiles), 4-stage cp.async pipeline, 64 KiB dynamic shared memory.
+//   TB packed_int4 / packed_uint4 (a packed 4-bit b, P4 below): instantiated by
+//       matmul_mma_packed.cu, whose header describes its staging and fragments.
 //   The template also builds 128x256 / 256x128 (8 warps, 1 block/SM, use 3
 //   stages); list them only if a benchmark shows they pay. dmlq/gpu/matmul.py
 //   picks this kernel for K <= 32768 (int32 accumulation is exact) when M and N
