@@ -16,8 +16,11 @@ Launch conventions of quantized_matmul:
   both operands' bases, row and batch strides are multiples of 16 bytes, else
   4-byte copies when they are multiples of 4 (K = 1000, N = 4092); an operand
   that fits neither (K or N odd, an odd offset view) is first copied into
-  rows padded to 16 (:func:`padded16`: one pass over that operand). The dp4a
-  variants take any alignment.
+  rows padded to 16 (:func:`padded16`: one pass over that operand). A packed
+  4-bit b (cuda/matmul_mma_packed.cu) is staged as its bytes: rows that do
+  not start on a VEC-aligned byte (odd N, N not a multiple of 8) are first
+  copied into rows of 32-element multiples (dmlq.gpu.packed.pad_rows). The
+  dp4a variants take any alignment.
 - out is written in place when its last axis is contiguous, it does not
   overlap a or b, and no batch/row stride of it is 0; otherwise through a
   contiguous temporary that is then copied into out.
