@@ -67,16 +67,14 @@ def test_matmul_integer_to_float(gpu, label, out_dtype):
     rng = np.random.default_rng(m * k + n)
     for ta, tb in ((U8, I4), (I8, U4)):
         a, b = q(rng, ta, (m, k)), dmlq.pack(q(rng, tb, (k, n)))
-        a_s = rng.uniform(1e-3, 1, (m, 1)).astype(F32)
-        b_s = rng.uniform(-1, 1, n).astype(F16)
-        bias = rng.uniform(-50, 50, (m, n)).astype(F32)
-        kern = _mma(ta, tb, out_dtype.name + ",")
-        with np.errstate(all="ignore"):
-            same(dmlq.matmul_integer_to_float, a, a_s, q(rng, ta, (m, 1)), b, b_s, dmlq.pack(q(rng, tb, (1, n))),
-                 bias, dtype=out_dtype, kernel=kern)
+        # (a_scale, a_zero_point, b_scale, b_zero_point, bias): per row / column / element, then per tensor
+        for params in [(rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)), rng.uniform(-1, 1, n).astype(F16),
+                        dmlq.pack(q(rng, tb, (1, n))), rng.uniform(-50, 50, (m, n)).astype(F32)),
+                       (np.float32(0.01), None, np.float32(-3e-3), 5, rng.uniform(-1, 1, n).astype(F16))]:
+            with np.errstate(all="ignore"):
+                same(dmlq.matmul_integer_to_float, a, *params[:2], b, *params[2:], dtype=out_dtype,
+                     kernel=_mma(ta, tb, out_dtype.name + ","))
             _check_staging(label)
-            same(dmlq.matmul_integer_to_float, a, np.float32(0.01), None, b, np.float32(-3e-3), 5,
-                 rng.uniform(-1, 1, n).astype(F16), dtype=out_dtype, kernel=kern)
 
 
 @pytest.mark.parametrize("label", list(SIZES))
