@@ -17,6 +17,37 @@ def gpu_available() -> bool:
         return False
 
 
+def suite_processes() -> int:
+    """How many processes run the whole suite: ``DMLQ_TEST_JOBS``, or the cores
+    this process may use (at most 4)."""
+    import os
+
+    env = os.environ.get("DMLQ_TEST_JOBS")
+    return max(1, int(env)) if env else max(1, min(4, len(os.sched_getaffinity(0))))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The whole suite (``python -m pytest`` with no paths: testpaths) spreads over
+    the cores through pytest-xdist where it is installed (the [test] extra), as
+    ``-n`` would: each worker's tests/prebuild.py pool builds what the others are
+    not building. One process as before where xdist is missing or disabled
+    (``-p no:xdist``), where paths or ``-n`` are given, for --pdb and
+    --collect-only, on one core, or with DMLQ_TEST_JOBS=1."""
+    if hasattr(config, "workerinput") and hasattr(config.option, "benchmark_disable"):
+        config.option.benchmark_disable = True  # a worker: pytest-benchmark would warn that it is off
+    if (not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput")
+            or config.args_source != pytest.Config.ArgsSource.TESTPATHS
+            or config.getoption("numprocesses", None) is not None or config.getoption("dist", "no") != "no"
+            or config.getoption("usepdb", False) or config.getoption("collectonly", False)):
+        return
+    n = suite_processes()
+    if n > 1:
+        config.option.numprocesses = n
+        if hasattr(config.option, "benchmark_disable"):  # tests/ times nothing: no warning that it is off
+            config.option.benchmark_disable = True
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU and CuPy; skipped without one")
 
@@ -114,6 +145,15 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(f"cupy stand-in sample: {what}")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist: the controller prints the sample its workers drew (the same
+    in each: one collection, one seed)."""
+    what = getattr(node, "workeroutput", {}).get("stand_in_sample")
+    if what:
+        node.config._stand_in_sample = what
+
+
 def pytest_collection_finish(session):
     """Start the cold builds the collected tests need on every core (tests/prebuild.py):
     the host harness's runners where a test runs kernels on the host (the stand-in
@@ -141,6 +181,10 @@ def pytest_collection_finish(session):
 
 def pytest_sessionfinish(session):
     import prebuild
+
+    what = getattr(session.config, "_stand_in_sample", None)
+    if what and hasattr(session.config, "workeroutput"):  # a pytest-xdist worker tells the controller
+        session.config.workeroutput["stand_in_sample"] = what
 
     prebuild.stop()
 

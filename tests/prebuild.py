@@ -8,33 +8,76 @@ the static report's rows, and the registers and shared memory the cupy
 stand-in's occupancy reads). Built where a test first asks, they run one at a
 time on one core while the other idles. conftest.py calls :func:`start` once the
 tests are collected, with what they need: a pool of ``DMLQ_BUILD_JOBS`` workers
-(default: the cores this process may use, at most 2) builds everything, and
-each test's own request waits for the build already under way (the runner's
-in-flight future in harness.build; :func:`wait` before a Toolchain.build).
+(default: the cores this process may use, at most 2, shared among pytest-xdist's
+workers) builds everything, and each test's own request waits for the build
+already under way (the runner's in-flight future in harness.build; :func:`wait`
+before a Toolchain.build). Across processes each build holds a lock file beside
+its cache entry: under pytest-xdist every worker runs this pool, a worker's pool
+skips what another worker is building (and awaits it last), so each runner and
+cubin is built once and the workers' pools build different ones at once.
 
 A warm cache makes each job a cache hit: the pool costs nothing then.
 """
 from __future__ import annotations
 
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 
 _pool: ThreadPoolExecutor | None = None
 _futures: dict = {}  # ("host" | "nvrtc", source) -> Future
 
 
 def jobs() -> int:
+    """DMLQ_BUILD_JOBS, or this process's share of the cores (at most 2): under
+    pytest-xdist each worker runs its own pool, so the workers share them."""
     env = os.environ.get("DMLQ_BUILD_JOBS")
     if env:
         return max(1, int(env))
-    return max(1, min(2, len(os.sched_getaffinity(0))))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, min(2, len(os.sched_getaffinity(0)) // workers))
 
 
-def _nvrtc(source: str, names):
+def _host(source: str, wait: bool):
+    from cuda_host import harness
+
+    return harness.build(source, wait=wait)
+
+
+def _nvrtc(source: str, wait: bool):
     from cupy_stand_in import _kernels
+    from dmlq.gpu import loader
 
     _sr, toolchain = _kernels._static_report()
-    toolchain.build(source, names)
+    return toolchain.build(source, loader.registry()[source], wait=wait)
+
+
+def _job(key, f: Future, wait: bool = False):
+    """Build ``key`` unless another process holds its lock: then it goes to the
+    back of the queue and is awaited last, so each worker's pool builds what no
+    one else is building (the cache entry's lock file, harness.build and
+    static_report's Toolchain.build)."""
+    try:
+        built = (_host if key[0] == "host" else _nvrtc)(key[1], wait) is not None
+    except Exception as e:  # noqa: BLE001 - the test's own build reports it
+        _settle(f, e)
+        return
+    if built:
+        _settle(f, None)
+        return
+    try:
+        _pool.submit(_job, key, f, True)
+    except (AttributeError, RuntimeError):  # the session is over (stop): nothing waits
+        _settle(f, None)
+
+
+def _settle(f: Future, error):
+    try:
+        if error is None:
+            f.set_result(None)
+        else:
+            f.set_exception(error)
+    except InvalidStateError:
+        pass
 
 
 def start(host: bool, nvrtc: bool):
@@ -49,13 +92,12 @@ def start(host: bool, nvrtc: bool):
 
     if host and not harness.available():
         host = False
-    registry = loader.registry()
     _pool = ThreadPoolExecutor(jobs(), thread_name_prefix="dmlq-build")
-    for source in registry:
-        if host:
-            _futures["host", source] = _pool.submit(harness.build, source)
-        if nvrtc:
-            _futures["nvrtc", source] = _pool.submit(_nvrtc, source, registry[source])
+    for source in loader.registry():
+        for kind, wanted in (("host", host), ("nvrtc", nvrtc)):
+            if wanted:
+                f = _futures[kind, source] = Future()
+                _pool.submit(_job, (kind, source), f)
 
 
 def wait(kind: str, source: str):
@@ -81,4 +123,6 @@ def stop():
     if _pool is not None:
         _pool.shutdown(wait=False, cancel_futures=True)
         _pool = None
+    for f in _futures.values():
+        _settle(f, None)
     _futures.clear()

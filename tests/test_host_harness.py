@@ -213,3 +213,20 @@ def test_every_schedule_on_request_shows_a_race_by_itself(dev):
             run(dev, "warp_race", (1,), (64,), np.zeros(64, np.int32), np.int32(0))
     finally:
         dev.schedules = None
+
+
+def test_a_runner_another_process_is_building_is_not_built_twice(host_device, tmp_path, monkeypatch):
+    """While a lock file says another process builds a runner, a caller that will
+    not wait (tests/prebuild.py's pool) gets None at once and builds nothing;
+    one that waits would block on that lock, then find the runner cached."""
+    from cuda_host import harness
+
+    monkeypatch.setenv("DMLQ_HOST_CACHE", str(tmp_path))
+    _path, _names, exe = harness.runner_path("selftest.cu", path=SELFTEST, names=("race",))
+    assert exe.parent == tmp_path
+    with harness._file_lock(exe) as held:
+        assert held
+        assert harness.build("selftest.cu", path=SELFTEST, names=("race",), wait=False) is None
+        with harness._file_lock(exe, blocking=False) as again:  # flock: held against every other open
+            assert not again
+    assert not exe.exists() and exe not in harness._inflight

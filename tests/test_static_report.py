@@ -200,3 +200,20 @@ ptxas info    : Used 32 registers, used 1 barriers, 1024 bytes smem
 ])
 def test_occupancy(regs, threads, smem, expect):
     assert sr.occupancy(regs, threads, smem) == expect
+
+
+def test_a_cubin_another_process_is_building_is_not_built_twice(toolchain, tmp_path):
+    """While a lock file says another process compiles a source, Toolchain.build
+    without waiting (tests/prebuild.py's pool) returns None at once and compiles
+    nothing; the lock holds against every other open of the file."""
+    from dmlq.gpu import loader
+
+    tc = sr.Toolchain(tmp_path)
+    source, names = next(iter(loader.registry().items()))
+    base = tc.entry(source, names)[0]
+    with sr.file_lock(base.with_suffix(".lock")) as held:
+        assert held
+        assert tc.build(source, names, wait=False) is None
+        with sr.file_lock(base.with_suffix(".lock"), blocking=False) as again:
+            assert not again
+    assert not list(tmp_path.glob("*.cubin"))

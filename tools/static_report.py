@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
@@ -211,6 +212,31 @@ def _write_atomic(path: Path, data: bytes):
     os.replace(tmp, path)
 
 
+@contextlib.contextmanager
+def file_lock(path: Path, blocking: bool = True):
+    """Hold an exclusive lock on ``path`` (created if missing) against every
+    other process and thread (flock locks an open file, so two opens of the
+    same path exclude each other): yields True once held, or False at once where
+    ``blocking`` is false and someone else holds it. Without fcntl (not POSIX)
+    it yields True: builds are then merely duplicated."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield True
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def compile_options():
     from dmlq.gpu.loader import COMPILE_OPTIONS, CUPY_ADDED_OPTIONS
     return [*COMPILE_OPTIONS, *CUPY_ADDED_OPTIONS, f"-arch={ARCH}", "-Xptxas", "-v"]
@@ -234,8 +260,8 @@ class Toolchain:
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.use_cache = use_cache
 
-    def build(self, source: str, names) -> Build:
-        """Compile one source (all its names in one program) and disassemble it, cached."""
+    def entry(self, source: str, names):
+        """(the cache entry's path without suffix, the source text, its sha256, the options)."""
         from dmlq.gpu.loader import source_text
 
         text = source_text(source)
@@ -244,12 +270,34 @@ class Toolchain:
         key = hashlib.sha256(json.dumps(
             [CACHE_VERSION, self.nvrtc.version, self.nvdisasm_version, options, source, list(names),
              text_sha]).encode()).hexdigest()[:32]
-        base = self.cache_dir / key
+        return self.cache_dir / key, text, text_sha, options
+
+    def build(self, source: str, names, wait: bool = True) -> Build | None:
+        """Compile one source (all its names in one program) and disassemble it, cached.
+        One build per cache entry across processes (a lock file beside it): a
+        second caller waits for the first and reads its result, or, with
+        ``wait`` false, returns None at once (tests/prebuild.py moves on)."""
+        base, text, text_sha, options = self.entry(source, names)
         files = [base.with_suffix(s) for s in (".cubin", ".json", ".sass")]
-        if self.use_cache and all(f.is_file() for f in files):
-            meta = json.loads(files[1].read_text())
-            return Build(source, text_sha, files[0].read_bytes(), meta["log"], meta["lowered"],
-                         files[2].read_text())
+
+        def cached():
+            if self.use_cache and all(f.is_file() for f in files):
+                meta = json.loads(files[1].read_text())
+                return Build(source, text_sha, files[0].read_bytes(), meta["log"], meta["lowered"],
+                             files[2].read_text())
+            return None
+
+        if not self.use_cache:
+            return self._compile(source, names, text, text_sha, options, files)
+        hit = cached()
+        if hit is not None:
+            return hit
+        with file_lock(base.with_suffix(".lock"), wait) as held:
+            if not held:
+                return None
+            return cached() or self._compile(source, names, text, text_sha, options, files)
+
+    def _compile(self, source, names, text, text_sha, options, files) -> Build:
         cubin, log, lowered = self.nvrtc.compile(text, source, names, options)
         sass = self.disassemble(cubin)
         if self.use_cache:

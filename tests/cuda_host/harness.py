@@ -100,14 +100,24 @@ def _compile(args, what):
         raise KernelFault(f"g++ failed on {what}:\n{r.stderr[-8000:]}")
 
 
+def _file_lock(path: Path, blocking: bool = True):
+    """One build of a cached file across processes (pytest-xdist's workers,
+    several sessions sharing the cache): the static report's lock file."""
+    from cupy_stand_in import _kernels
+
+    return _kernels.static_report_module().file_lock(path.with_name(path.name + ".lock"), blocking)
+
+
 def _runtime_object() -> Path:
     obj = cache_dir() / f"cuda_host-{_runtime_key()}.o"
     with _build_lock:
         if not obj.exists():
-            tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
-            _compile([*RUNTIME_FLAGS, "-I", str(HERE), "-c", str(HERE / "cuda_host.cpp"), "-o", str(tmp)],
-                     "cuda_host.cpp")
-            tmp.replace(obj)
+            with _file_lock(obj):
+                if not obj.exists():
+                    tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
+                    _compile([*RUNTIME_FLAGS, "-I", str(HERE), "-c", str(HERE / "cuda_host.cpp"), "-o",
+                              str(tmp)], "cuda_host.cpp")
+                    tmp.replace(obj)
     return obj
 
 
@@ -123,13 +133,20 @@ def translation_unit(path: Path, names) -> str:
     return "\n".join(lines)
 
 
-def build(source: str, extra_flags=(), path: Path = None, names=None) -> Path:
-    """The runner executable for ``source`` (cached): a file of cuda/ with the
-    names its launcher registers, or any ``path`` with explicit ``names``."""
+def runner_path(source: str, extra_flags=(), path: Path = None, names=None):
+    """(the source's path, its kernel names, where its runner is cached)."""
     path = loader.cuda_dir() / source if path is None else Path(path)
     names = tuple(loader.registry()[source] if names is None else names)
     key = _digest(_runtime_key(), _sources_key(), path.read_bytes(), names, extra_flags)
-    exe = cache_dir() / f"{path.stem}-{key}"
+    return path, names, cache_dir() / f"{path.stem}-{key}"
+
+
+def build(source: str, extra_flags=(), path: Path = None, names=None, wait: bool = True) -> Path | None:
+    """The runner executable for ``source`` (cached): a file of cuda/ with the
+    names its launcher registers, or any ``path`` with explicit ``names``. One
+    build per runner across processes (a lock file beside it): a second caller
+    waits for it, or, with ``wait`` false, gets None at once (tests/prebuild.py)."""
+    path, names, exe = runner_path(source, extra_flags, path, names)
     if exe.exists():
         return exe
     # one build per runner in this process: a second caller (a test, while
@@ -140,9 +157,19 @@ def build(source: str, extra_flags=(), path: Path = None, names=None) -> Path:
         if mine:
             pending = _inflight[exe] = Future()
     if not mine:
-        return pending.result()
+        if not wait:
+            return None
+        # None: a caller that would not wait found another process building it
+        return pending.result() or build(source, extra_flags, path, names)
     try:
-        _link(source, path, names, extra_flags, exe)
+        with _file_lock(exe, wait) as held:
+            if held and not exe.exists():
+                _link(source, path, names, extra_flags, exe)
+        if not held:
+            pending.set_result(None)
+            with _inflight_lock:
+                del _inflight[exe]
+            return None
     except BaseException as e:
         pending.set_exception(e)
         with _inflight_lock:

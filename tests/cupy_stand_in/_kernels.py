@@ -150,22 +150,32 @@ _tools: dict = {}
 _tools_lock = threading.Lock()
 
 
+def static_report_module():
+    """tools/static_report.py, imported once (its functions need no toolchain)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    with _module_lock:
+        mod = sys.modules.get("dmlq_static_report")
+        if mod is None:
+            path = Path(__file__).resolve().parents[2] / "tools" / "static_report.py"
+            spec = importlib.util.spec_from_file_location("dmlq_static_report", path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = mod
+            spec.loader.exec_module(mod)
+        return mod
+
+
+_module_lock = threading.Lock()
+
+
 def _static_report():
     """tools/static_report.py (NVRTC through the nvidia-cuda-nvrtc wheel, its cubin
     parser) and one Toolchain, whose on-disk cache tests/test_static_report.py shares."""
     with _tools_lock:  # launches come from several threads (Dask's threaded scheduler)
         if not _tools:
-            import importlib.util
-            import sys
-            from pathlib import Path
-
-            path = Path(__file__).resolve().parents[2] / "tools" / "static_report.py"
-            spec = importlib.util.spec_from_file_location("dmlq_static_report", path)
-            mod = sys.modules.get("dmlq_static_report")
-            if mod is None:
-                mod = importlib.util.module_from_spec(spec)
-                sys.modules[spec.name] = mod
-                spec.loader.exec_module(mod)
+            mod = static_report_module()
             _tools.update(sr=mod, toolchain=mod.Toolchain())
         return _tools["sr"], _tools["toolchain"]
 
