@@ -155,9 +155,10 @@ __device__ __forceinline__ void gemm(
     const int* __restrict__ row_sum_a, const int* __restrict__ col_sum_b,
     const float* __restrict__ bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group) {
   // A packed 4-bit b (TB packed_int4 / packed_uint4): its strides and batch
-  // offsets count elements (half bytes); staging reads the bytes and spreads
-  // each 4 columns' nibbles to a word of their int8 / uint8 values, so shared
-  // memory and the main loop see the same words as for an int8 / uint8 b (TV).
+  // offsets count elements (half bytes); staging moves the packed bytes to
+  // shared memory as they are (4 k per word, two columns per byte) and the
+  // main loop splits each word into two DP4A words of int8 / uint8 values (TV)
+  // in registers (cuda/packed4.cuh lo_nibbles / hi_nibbles).
   typedef typename b_value<TB>::type TV;
   constexpr bool P4 = b_value<TB>::packed;
   constexpr int KIND = mm::kind_of<TO>::value;
@@ -175,14 +176,20 @@ __device__ __forceinline__ void gemm(
   static_assert(kChunkK % BK == 0, "chunks are whole tiles");
 
   // As[buf][k-word][m] and Bs[buf][k-word][n] hold 4 consecutive k packed in
-  // a word (the +4 pad makes the transposed A stores conflict-free). After the
-  // main loop the same memory holds the quantized output tile Cs[m][n].
-  constexpr int AS_WORDS = 2 * KQ * (BM + 4), BS_WORDS = 2 * KQ * BN;
+  // a word (the +4 pad makes the transposed A stores conflict-free). A packed
+  // b takes Bq[buf][k-word pair][n] instead, half the bytes: per 4 columns
+  // (a quad) 4 words, [columns 0|1, 2|3 of the even k-word, 0|1, 2|3 of the
+  // odd one], each word 4 packed bytes (k, k+1, k+2, k+3), so one LDS.128
+  // gives a thread 4 columns for 8 k. After the main loop the same memory
+  // holds the quantized output tile Cs[m][n].
+  constexpr int AS_WORDS = 2 * KQ * (BM + 4), BS_WORDS = (P4 ? 1 : 2) * KQ * BN;
   constexpr int CS = BN + 4;  // output tile row stride in bytes
   static_assert(BM * CS <= 4 * (AS_WORDS + BS_WORDS), "output tile fits the staging buffers");
   DMLQ_SHARED(16, unsigned, smem, [AS_WORDS + BS_WORDS]);
   auto As = reinterpret_cast<unsigned (*)[KQ][BM + 4]>(smem);
   auto Bs = reinterpret_cast<unsigned (*)[KQ][BN]>(smem + AS_WORDS);
+  auto Bq = reinterpret_cast<unsigned (*)[KQ / 2][BN]>(smem + AS_WORDS);
+  static_assert(KQ % 2 == 0, "packed b: k-word pairs");
   unsigned char* Cs = reinterpret_cast<unsigned char*>(smem);
 
   const int tid = threadIdx.x;
@@ -238,7 +245,8 @@ __device__ __forceinline__ void gemm(
   const int b_ns = max(min(n0 + b_n, N - 4), 0);
   const unsigned b_sel = shift_sel(n0 + b_n - b_ns);
   const unsigned char* b_edge = Bb + b_ns;
-  const int b_len = N - b_ns;  // bytes in the window (4 unless N < 4)
+  const int b_len = N - b_ns;  // elements in the window (4 unless N < 4)
+  const int b_nsh = 4 * min(n0 + b_n - b_ns, 4);  // packed: the nibble shift of that move
   // Which operands may take the word path (an int, tested per tile, so that
   // the compiler keeps it instead of recomputing the alignment tests).
   const int word_path = (a_al ? 1 : 0) | (b_words ? 2 : 0);
@@ -263,28 +271,27 @@ __device__ __forceinline__ void gemm(
         for (int r = 0; r < 4; ++r) {
           const unsigned char* q = b_p + static_cast<int64>(4 * s * B_KQ_STEP + r) * ldb_bytes;
           if constexpr (P4) {
-            rb[s][r] = spread4<TV>(__ldg(reinterpret_cast<const unsigned short*>(q)));
+            rb[s][r] = __ldg(reinterpret_cast<const unsigned short*>(q));  // the 4 columns' 2 bytes
           } else {
             rb[s][r] = __ldg(reinterpret_cast<const unsigned*>(q));
           }
         }
     } else if constexpr (P4) {
-      // Edge path, packed: each column's nibble on its own (columns past N read
-      // column N - 1, rows past K row K - 1; they feed no stored output).
+      // Edge path, packed: each row's 4 codes read as the window of elements
+      // [b_ns, b_ns + 4) (1 to 3 byte loads) shifted into place (rows past K
+      // read row K - 1, columns past N what the window holds; they feed no
+      // stored output).
 #pragma unroll
       for (int s = 0; s < B_PER; ++s) {
         const int k = k0 + 4 * (b_kq + s * B_KQ_STEP);
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          const int64 row = b_e0 + static_cast<int64>(min(k + r, K - 1)) * ldb;
-          unsigned w = 0u;
-#pragma unroll
-          for (int c = 0; c < 4; ++c)
-            w |= (static_cast<unsigned>(nibble_value<TV>(Bb, row + min(n0 + b_n + c, N - 1))) & 0xFFu) << (8 * c);
+          const int64 e = b_e0 + static_cast<int64>(min(k + r, K - 1)) * ldb + b_ns;
+          unsigned h = nibbles4(Bb, e, b_len) >> b_nsh;
           if constexpr (WIDE) {
-            if (k + r >= K) w = 0u;  // the column sums see B alone
+            if (k + r >= K) h = 0u;  // the column sums see B alone
           }
-          rb[s][r] = w;
+          rb[s][r] = h;
         }
       }
     } else {
@@ -311,11 +318,22 @@ __device__ __forceinline__ void gemm(
     for (int s = 0; s < A_PER; ++s) As[buf][a_kq][a_m + s * A_ROW_STEP] = ra[s];
 #pragma unroll
     for (int s = 0; s < B_PER; ++s) {
-      uint4 packed;
-      transpose4(rb[s], packed);
-      *reinterpret_cast<uint4*>(&Bs[buf][b_kq + s * B_KQ_STEP][b_n]) = packed;
+      const int kq = b_kq + s * B_KQ_STEP;
+      if constexpr (P4) {
+        // rows r = 0..3 of the 4 columns (2 bytes each) -> the words of
+        // columns 0|1 and 2|3, byte r from row r.
+        const unsigned t01 = __byte_perm(rb[s][0], rb[s][1], 0x5140);
+        const unsigned t23 = __byte_perm(rb[s][2], rb[s][3], 0x5140);
+        *reinterpret_cast<uint2*>(&Bq[buf][kq >> 1][b_n + 2 * (kq & 1)]) =
+            make_uint2(__byte_perm(t01, t23, 0x5410), __byte_perm(t01, t23, 0x7632));
+      } else {
+        uint4 packed;
+        transpose4(rb[s], packed);
+        *reinterpret_cast<uint4*>(&Bs[buf][kq][b_n]) = packed;
+      }
     }
   };
+
 
   // Per-row / per-column zero points (0 when omitted or out of range).
   unsigned za[TM], zb[TN];
@@ -376,6 +394,20 @@ __device__ __forceinline__ void gemm(
     for (int j = 0; j < TN; ++j) cs[j] = 0u;
   }
 
+  // Packed b: the sums of the columns whose words carry 16 times the values
+  // (scaled16) shifted back, exactly (cuda/packed4.cuh).
+  auto unscale = [&]() {
+    if constexpr (P4) {
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        if (!scaled16<TV>(j & 1)) continue;
+#pragma unroll
+        for (int i = 0; i < TM; ++i) acc[i][j] = static_cast<unsigned>(static_cast<int>(acc[i][j]) >> 4);
+        if constexpr (WIDE) cs[j] = static_cast<unsigned>(static_cast<int>(cs[j]) >> 4);
+      }
+    }
+  };
+
   const int ntiles = K > 0 ? (K - 1) / BK + 1 : 0;
   if (ntiles > 0) {
     load_tile(0);
@@ -400,6 +432,7 @@ __device__ __forceinline__ void gemm(
     const int buf = t & 1;
     if (t + 1 < ntiles) load_tile(t + 1);  // in flight during the math below
 
+    uint4 bq[P4 ? TN / 4 : 1];  // packed b: the quads of the current k-word pair
 #pragma unroll
     for (int kq = 0; kq < KQ; ++kq) {
       unsigned a[TM], b[TN];
@@ -410,8 +443,16 @@ __device__ __forceinline__ void gemm(
       }
 #pragma unroll
       for (int g = 0; g < TN / 4; ++g) {
-        const uint4 v = *reinterpret_cast<const uint4*>(&Bs[buf][kq][g * THR_N * 4 + tx * 4]);
-        b[4 * g] = v.x; b[4 * g + 1] = v.y; b[4 * g + 2] = v.z; b[4 * g + 3] = v.w;
+        if constexpr (P4) {
+          // one LDS.128 per quad serves the k-word pair; its even half here, the odd one next
+          if ((kq & 1) == 0) bq[g] = *reinterpret_cast<const uint4*>(&Bq[buf][kq >> 1][g * THR_N * 4 + tx * 4]);
+          const unsigned w01 = (kq & 1) ? bq[g].z : bq[g].x, w23 = (kq & 1) ? bq[g].w : bq[g].y;
+          b[4 * g] = lo_nibbles<TV>(w01); b[4 * g + 1] = hi_nibbles(w01);
+          b[4 * g + 2] = lo_nibbles<TV>(w23); b[4 * g + 3] = hi_nibbles(w23);
+        } else {
+          const uint4 v = *reinterpret_cast<const uint4*>(&Bs[buf][kq][g * THR_N * 4 + tx * 4]);
+          b[4 * g] = v.x; b[4 * g + 1] = v.y; b[4 * g + 2] = v.z; b[4 * g + 3] = v.w;
+        }
       }
 #pragma unroll
       for (int i = 0; i < TM; ++i)
@@ -434,6 +475,7 @@ __device__ __forceinline__ void gemm(
       // Fold the stretch (a chunk of kChunkK, or the last, shorter one) into int64.
       const bool grp_end = t - grp_t0 == grp_tiles || t == ntiles;
       {  // every stretch ends a chunk
+        unscale();
         const int chunk_k1 = (t == ntiles) ? K : t * BK;
         const unsigned kc = static_cast<unsigned>(chunk_k1 - chunk_k0);
 #pragma unroll
@@ -471,6 +513,7 @@ __device__ __forceinline__ void gemm(
     }
   }
 
+  if constexpr (!WIDE) unscale();
   const unsigned kk = static_cast<unsigned>(K);
   if constexpr (KIND != mm::kRequant) {
     // int32 or float outputs: 4 consecutive columns per fragment group go

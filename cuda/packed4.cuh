@@ -39,15 +39,40 @@ __device__ __forceinline__ int nibble_value(const uint8* b, int64 i) {
   return static_cast<V>(-1) < static_cast<V>(0) ? (c ^ 8) - 8 : c;
 }
 
-// Four elements' codes (a 16-bit half word, element 0 in bits 0-3) spread to the
-// four bytes of a word, each byte the element's value in V (int8 bytes
-// sign-extended: bit 3 set -> 0xF0 ORed in; 0x08 * 0x1E = 0xF0 stays in its byte).
+// The codes of elements e .. e + 3 (element e in bits 0-3; bits past those of
+// the len >= 1 elements of the row inside the window are 0 or the next
+// element's, never a byte outside it): 1 to 3 byte loads, one shift.
+__device__ __forceinline__ unsigned nibbles4(const uint8* b, int64 e, int len) {
+  const uint8* p = b + (e >> 1);
+  const int o = static_cast<int>(e & 1);
+  unsigned v = __ldg(p);
+  if (o + len > 2) v |= static_cast<unsigned>(__ldg(p + 1)) << 8;
+  if (o + len > 4) v |= static_cast<unsigned>(__ldg(p + 2)) << 16;
+  return v >> (4 * o);
+}
+
+// The dp4a tiles keep b packed in shared memory: a word is 4 packed bytes, one
+// per k, each holding two neighbouring columns (the even one in the low
+// nibble), and splits in registers into two DP4A words, one per column, with
+// one or two integer ops each. The high nibbles are taken in place (w &
+// 0xF0F0F0F0: 16 times the value, an int8 with its sign in bit 7 for int4, a
+// uint8 for uint4); the low nibbles are the codes for uint4 (w & 0x0F0F0F0F)
+// and, for int4, moved up first ((w << 4) & 0xF0F0F0F0: 16 times the value).
+// A column whose words carry 16 times the values gets 16 times the sums; the
+// kernels shift the int32 sums right by 4 (exact: |16 * sum| < 2**31 for
+// K <= 32768, see matmul_dp4a_packed.cu).
 template <typename V>
-__device__ __forceinline__ unsigned spread4(unsigned h) {
-  const unsigned t = (h | (h << 8)) & 0x00FF00FFu;    // bytes 0 and 2: codes 0|1 and 2|3
-  unsigned w = (t | (t << 4)) & 0x0F0F0F0Fu;          // one code per byte
-  if (static_cast<V>(-1) < static_cast<V>(0)) w |= (w & 0x08080808u) * 0x1Eu;
-  return w;
+__device__ __forceinline__ unsigned lo_nibbles(unsigned w) {
+  if (static_cast<V>(-1) < static_cast<V>(0)) return (w << 4) & 0xF0F0F0F0u;
+  return w & 0x0F0F0F0Fu;
+}
+__device__ __forceinline__ unsigned hi_nibbles(unsigned w) { return w & 0xF0F0F0F0u; }
+
+// Whether the sums of a tile column taken from lo_nibbles (even) or
+// hi_nibbles (odd) carry a factor 16.
+template <typename V>
+__device__ __forceinline__ constexpr bool scaled16(bool odd) {
+  return odd || static_cast<V>(-1) < static_cast<V>(0);
 }
 
 }  // namespace dmlq
