@@ -152,11 +152,57 @@ def test_kernel_plan_names_the_packed_kernels(gpu):
     # the harness's 4 SMs; M * N * K under MMA_MIN_WORK (bigger products take matmul_mma_packed.cu)
     a, p = dev(np.zeros((130, 200), U8)), dev(dmlq.pack(np.zeros((200, 140), U4)))
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, p, 0.1, None, dtype=np.float16))
-    assert plan.splitlines()[0] == ("matmul_integer_to_float: dp4a-128x64 (b: packed uint4, unpacked in registers "
-                                    "as it is staged)"), plan
+    assert plan.splitlines()[0] == ("matmul_integer_to_float: dp4a-128x64 (b: packed uint4, packed in shared "
+                                    "memory, unpacked in registers)"), plan
     assert "matmul_dp4a<uint8, packed_uint4, float16, 128, 64, 32, 8, 8>" in plan
     plan = str(dmlq.kernel_plan(dmlq.quantized_matmul, a, 0.1, np.uint8(1), p, 0.1, None, 0.5))
     assert "matmul_col_sums<packed_uint4>" in plan and "matmul_dp4a<uint8, packed_uint4, uint8, " in plan
     with pytest.raises(dmlq.UnsupportedError, match="a 4-bit b runs on the GPU as a dmlq.Packed"):
         dmlq.kernel_plan(dmlq.quantized_matmul, np.zeros((130, 200), U8), 0.1, None, np.zeros((200, 140), U4),
                          0.1, None, 0.5)
+
+
+@pytest.mark.parametrize("n", [130, 131, 4])
+@pytest.mark.parametrize("tb", [I4, U4])
+def test_row_starts_and_k_zero(gpu, n, tb):
+    """Rows of b starting on 2-element boundaries (N % 4 == 2: the nibble-window edge path, never the
+    16-bit loads), on odd elements (N odd) and on 4-element boundaries (N = 4), every column block of
+    the packed shared-memory words (both nibbles, both k-words of a pair); K = 0 into poisoned outputs."""
+    rng = np.random.default_rng(n)
+    a, b = q(rng, I8, (100, 40)), dmlq.pack(q(rng, tb, (40, n)))
+    same(dmlq.matmul_integer, a, b, q(rng, I8, (100, 1)), dmlq.pack(q(rng, tb, (n,))), kernel="matmul_dp4a<")
+    assert "matmul_col_sums<" in kernels()
+    same(dmlq.matmul_integer, a[:, :0], dmlq.pack(np.zeros((0, n), tb)), np.int8(3), 2, kernel="matmul_dp4a<")
+
+
+@pytest.mark.parametrize("ta,tb,av,bv", [(U8, U4, 255, 15), (I8, I4, -128, -8), (U8, I4, 255, -8),
+                                         (I8, U4, -128, 15)])
+def test_largest_sums_at_k_32768(gpu, ta, tb, av, bv):
+    """The unblocked tiles' longest K (32768) with every product at its extreme: the packed words' high
+    nibbles (and int4's low ones) are summed as 16 times the values, |16 * sum| up to 255 * 240 * 32768 <
+    2**31, then shifted back; int32 out is the exact sum, and with the largest zero points too."""
+    k = 32768
+    a, b = np.full((17, k), av, ta), dmlq.pack(np.full((k, 6), bv, tb))
+    same(dmlq.matmul_integer, a, b, kernel="matmul_dp4a<")
+    za = np.int8(127) if ta == I8 else np.uint8(0)  # a - za: -255 or 255
+    same(dmlq.matmul_integer, a, b, za, 7 if tb == I4 else 0, kernel="matmul_dp4a<")  # b - zb: -15 or 15
+
+
+def test_matrices_starting_mid_byte_in_a_second_launch(gpu):
+    """Batch dims that need two launches (b broadcast over the middle one, so they do not merge) with
+    K * N odd: the second launch's first matrix starts mid-byte, so b is repacked with every matrix on a
+    byte (the plan says so) and the results are exact in all three operators."""
+    rng = np.random.default_rng(26)
+    m, k, n = 17, 37, 5
+    a, b = q(rng, U8, (2, 3, 5, m, k)), dmlq.pack(q(rng, I4, (2, 1, 5, k, n)))
+    plan = str(dmlq.kernel_plan(dmlq.matmul_integer, dev(a), dev(b)))
+    assert "b repacked with each matrix starting on a byte" in plan, plan
+    assert plan.count("matmul_dp4a<uint8, packed_int4, int, ") == 2, plan
+    same(dmlq.matmul_integer, a, b, np.uint8(3), dmlq.pack(q(rng, I4, (2, 1, 5, 1, n))), kernel="matmul_dp4a<")
+    with np.errstate(all="ignore"):
+        same(dmlq.matmul_integer_to_float, a, np.float32(0.5), None, b, rng.uniform(0, 1, (2, 1, 5, 1, n)).astype(F32),
+             -2, dtype=F16, kernel="matmul_dp4a<")
+        same(dmlq.quantized_matmul, a, np.float32(0.02), np.uint8(7), b, np.float32(0.03), 1, np.float32(0.5),
+             kernel="matmul_dp4a<")
+    ub = dmlq.pack(q(rng, U4, (2, 1, 5, k, n)))
+    same(dmlq.matmul_integer, a, ub, None, None, kernel="matmul_dp4a<")

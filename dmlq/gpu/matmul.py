@@ -355,6 +355,7 @@ def _direct_out(out, a, b) -> bool:
 # (rows must have unit stride), or copied into rows padded to 16 bytes (for
 # cp.async when no copy width fits the original).
 AS_IS, CONTIGUOUS, PADDED = "as is", "copied to a contiguous array", "copied into rows padded to 16 bytes"
+WHOLE_BYTES = "repacked with each matrix starting on a byte (one zero nibble after each)"  # packed b only
 
 
 def _staging(x, tensor_cores: bool) -> str:
@@ -379,7 +380,9 @@ def _staged(x, how: str):
     :func:`_stage` will make (same strides, addresses as aligned); a packed b's
     view stands for its bytes as they are or copied (C-order either way)."""
     if isinstance(x, packed.PackedView):
-        return packed.padded(x) if how == PADDED else x
+        if how == PADDED:
+            return packed.padded(x)
+        return x.in_whole_bytes() if how == WHOLE_BYTES else x
     if how == AS_IS:
         return x
     if how == CONTIGUOUS:
@@ -453,7 +456,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         dev = device.info()
         variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
                                 sm_count=dev.sm_count, blocked=k_group > 0, packed=p4)
-    notes = [f"b: packed {b.dtype_name}, unpacked in registers as it is staged"] if p4 else []
+    notes = [f"b: packed {b.dtype_name}, packed in shared memory, unpacked in registers"] if p4 else []
     if p4 and variant in MMA_CONFIGS:
         if not HAVE_MMA_PACKED:
             raise ValueError(f"{op}: no tensor-core kernel for a packed 4-bit b here ({MMA_PACKED_SOURCE} "
@@ -521,8 +524,16 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
                                  batch_strides(target.shape, target.strides, target.itemsize,
                                                batch_shape)))
     if p4 and any(u.offsets[1] % 2 for u in batches):
-        raise UnsupportedError(f"{op}: no CUDA kernel for a packed 4-bit b whose matrices ({K}x{N}, odd) start "
-                               "mid-byte in a launch past the first; pass NumPy arrays or an even K or N")
+        # a launch past the first would start mid-byte (K * N odd): its matrices are copied to whole bytes
+        if mma:  # not reached: odd rows are padded for the tensor cores, so every matrix starts on a byte
+            raise UnsupportedError(f"{op}: a packed b matrix starts mid-byte in a tensor-core launch")
+        stage_b, sb = WHOLE_BYTES, b.in_whole_bytes()
+        notes.append(f"b {stage_b}")
+        batches = tuple(plan_batches(batch_shape,
+                                     batch_strides(sa.shape, sa.strides, sa.itemsize, batch_shape),
+                                     batch_strides(sb.shape, sb.strides, sb.itemsize, batch_shape),
+                                     batch_strides(target.shape, target.strides, target.itemsize,
+                                                   batch_shape)))
     source = PACKED_SOURCE if p4 else DP4A_SOURCE
     main_source = (MMA_PACKED_SOURCE if p4 else MMA_SOURCE) if mma else source
     smem = (cfg.packed_smem if p4 else cfg.smem) if mma else cfg.smem
@@ -624,6 +635,8 @@ def bind_tiled(plan, a, b, out):
     stage_b = None if d.stage_b == AS_IS else lambda x: _stage(xp, x, d.stage_b, plan_b)
     if b_shift and d.stage_b == PADDED:
         stage_b = lambda x: packed.pad_rows(xp, x, b.shape)  # noqa: E731
+    elif b_shift and d.stage_b == WHOLE_BYTES:
+        stage_b = lambda x: packed.matrices_in_whole_bytes(xp, x, b.shape)  # noqa: E731
     elif b_shift and d.stage_b != AS_IS:
         stage_b = xp.ascontiguousarray
 

@@ -20,7 +20,7 @@ ZP_DTYPES = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8)}
 
 
 class PackedView:
-    def __init__(self, data, b_packed):
+    def __init__(self, data, b_packed, whole_bytes=False):
         self.data = data
         self.dtype_name = b_packed[0]
         self.tag = TAGS[self.dtype_name]
@@ -29,11 +29,34 @@ class PackedView:
         self.ndim = len(self.shape)
         self.size = math.prod(self.shape)
         self.itemsize = 1
+        # whole_bytes: the layout of matrices_in_whole_bytes (each matrix padded to an even count)
         st, acc = [], 1
-        for d in reversed(self.shape):
+        for i, d in enumerate(reversed(self.shape)):
             st.append(acc)
             acc *= d
+            if i == 1 and whole_bytes:
+                acc += acc % 2
         self.strides = tuple(reversed(st))
+        self.whole_bytes = whole_bytes
+
+    def in_whole_bytes(self):
+        """The view of this tensor's :func:`matrices_in_whole_bytes` copy (planning only)."""
+        return PackedView(self.data, (self.dtype_name, self.shape), whole_bytes=True)
+
+
+def matrices_in_whole_bytes(xp, data, shape):
+    """The bytes of the C-order packed (..., K, N) tensor ``shape`` with every
+    matrix starting on a byte (an odd K * N gets one zero nibble after each
+    matrix), so that any matrix's first element is a whole byte's low nibble:
+    a device copy in the array module's own operations, nibbles unchanged."""
+    kn = shape[-1] * shape[-2]
+    count = math.prod(shape[:-2])
+    data = xp.ascontiguousarray(data)
+    codes = xp.stack([data & 15, data >> 4], axis=-1).reshape(-1)[:count * kn].reshape(count, kn)
+    if kn % 2:
+        codes = xp.concatenate([codes, xp.zeros((count, 1), np.uint8)], axis=1)
+    flat = codes.reshape(-1)
+    return xp.ascontiguousarray(flat[0::2] | (flat[1::2] << 4))
 
 
 def view(b, b_packed):
