@@ -46,7 +46,7 @@
 //   about 37 -> 9 instructions (once per tile, not per k-word), and the edge
 //   path 16 nibble loads -> 4 windows of 1-3 byte loads. Net, the static count
 //   of the whole loop (both staging paths counted once, bench/results/static.md):
-//   32x32 531-577 -> 416-455 per 128 DP4A (1 in 4.1-4.5 -> 1 in 3.3-3.6),
+//   32x32 531-577 -> 416-455 per 128 DP4A (1 in 4.1-4.5 -> 1 in 3.2-3.6),
 //   64x64 678-724 -> 551-587 per 256 (1 in 2.6-2.8 -> 2.2-2.3), 128x64
 //   988-1029 -> 904-953 per 512 (1 in 1.9-2.0 -> 1.8-1.9), wide 783-832 ->
 //   662-692 per 352 (1 in 2.2-2.4 -> 1.9-2.0); 0 spills either way. The
@@ -62,8 +62,8 @@
 //   per DP4A in every tile, does not bound issue; shared loads are 1.5
 //   wavefronts per 16 warp DP4A in the 4x4 tile (2 with int8 words); the
 //   32x32 tile misses the 1-in-3 target on its static count because its
-//   edge paths (A's byte windows, b's nibble windows: about 130 instructions)
-//   are counted with the 128-DP4A body. At large M the tiles stay
+//   edge paths (A's byte windows, b's nibble windows, both inside the loop
+//   body) are counted with only 128 DP4A. At large M the tiles stay
 //   compute-bound (a 128x64 tile does 114 ops per staged byte with 4-bit b),
 //   so 4-bit b's gain there is half of b's DRAM, L2 and shared bytes.
 #include "matmul_dp4a.cu"

