@@ -518,22 +518,17 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         notes.append("4-byte cp.async staging")
     if nsplit > 1:
         notes.append(f"split-K: {nsplit} splits of {k_chunk}")
-    batches = tuple(plan_batches(batch_shape,
-                                 batch_strides(sa.shape, sa.strides, sa.itemsize, batch_shape),
-                                 batch_strides(sb.shape, sb.strides, sb.itemsize, batch_shape),
-                                 batch_strides(target.shape, target.strides, target.itemsize,
-                                               batch_shape)))
+    def batches_of(sb):
+        return tuple(plan_batches(batch_shape, *(batch_strides(x.shape, x.strides, x.itemsize, batch_shape)
+                                                 for x in (sa, sb, target))))
+    batches = batches_of(sb)
     if p4 and any(u.offsets[1] % 2 for u in batches):
         # a launch past the first would start mid-byte (K * N odd): its matrices are copied to whole bytes
         if mma:  # not reached: odd rows are padded for the tensor cores, so every matrix starts on a byte
             raise UnsupportedError(f"{op}: a packed b matrix starts mid-byte in a tensor-core launch")
         stage_b, sb = WHOLE_BYTES, b.in_whole_bytes()
         notes.append(f"b {stage_b}")
-        batches = tuple(plan_batches(batch_shape,
-                                     batch_strides(sa.shape, sa.strides, sa.itemsize, batch_shape),
-                                     batch_strides(sb.shape, sb.strides, sb.itemsize, batch_shape),
-                                     batch_strides(target.shape, target.strides, target.itemsize,
-                                                   batch_shape)))
+        batches = batches_of(sb)
     source = PACKED_SOURCE if p4 else DP4A_SOURCE
     main_source = (MMA_PACKED_SOURCE if p4 else MMA_SOURCE) if mma else source
     smem = (cfg.packed_smem if p4 else cfg.smem) if mma else cfg.smem
