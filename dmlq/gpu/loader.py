@@ -24,10 +24,10 @@ CUPY_ADDED_OPTIONS = ("-ftz=true",)
 
 # The oldest GPU each source compiles for: dp4a needs sm_61, mma.sync on int8
 # with ldmatrix and cp.async sm_80. Older devices skip those sources entirely.
-MIN_CC = {"matmul_dp4a.cu": 61, "matmul_mma.cu": 80, "matmul_mma_packed.cu": 80}
+MIN_CC = {"matmul_dp4a.cu": 61, "matmul_mma.cu": 80, "matmul_mma_packed.cu": 80, "matmul_stream_packed.cu": 61}
 
 # Modules in dmlq.gpu that launch kernels; each has KERNELS = {source: names}.
-KERNEL_MODULES = ("elementwise", "matmul", "avgpool", "intmm", "qkernels")
+KERNEL_MODULES = ("elementwise", "matmul", "avgpool", "intmm", "qkernels", "qmm_stream")
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([\w.]+)"\s*$', re.M)
 

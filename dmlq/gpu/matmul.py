@@ -120,6 +120,9 @@ MMA_CONFIGS = {
     "mma-128x128": MmaConfig(bm=128, bn=128, bk=64, stages=4, threads=128),  # 2x2 warps of 64x64
 }
 CONFIGS: dict[str, Any] = {**DP4A_CONFIGS, **MMA_CONFIGS}
+# quantized_matmul with a packed 4-bit b at small M: cuda/matmul_stream_packed.cu
+# (dmlq.gpu.qmm_stream), variant name -> the kernel's rows per launch.
+STREAM_M = {"stream-m1": 1, "stream-m4": 4, "stream-m16": 16}
 ALL_VARIANTS = tuple(CONFIGS)
 
 PREPASS_KERNELS = tuple(f"matmul_row_sums<{t}>" for t in QTYPES) + \
@@ -182,7 +185,10 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     with more than one block of B scales along K, which only the wide kernel's
     K loop closes group by group (in ascending order, as the contract fixes).
     ``packed``: a packed 4-bit b, the same rule (cuda/matmul_mma_packed.cu
-    stages its bytes for the tensor cores) where that source is present.
+    stages its bytes for the tensor cores) where that source is present, except
+    that at M <= 16 and K <= 32768 it takes the weight-streaming kernel (the
+    smallest ``stream-m*`` that holds M rows; bound by b's bytes, one pass over
+    them: cuda/matmul_stream_packed.cu).
     """
     if have_mma is None:
         have_mma = HAVE_MMA
@@ -190,6 +196,10 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     if _cc(compute_capability) < 61:
         raise UnsupportedError(f"quantized_matmul needs dp4a (sm_61 or newer); this device is "
                                f"sm_{_cc(compute_capability)}")
+    if packed and not blocked and K <= WIDE_K and batch <= MAX_GRID_YZ:
+        for name, rows in STREAM_M.items():
+            if M <= rows:
+                return name
     if K > WIDE_K or blocked:
         return "dp4a-wide"  # the only exact path past 32768, and the grouped one
     # Provisional crossover: tensor cores are ~15x dp4a's peak, so anything
@@ -428,6 +438,11 @@ class _Detail:
 def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                           out_scale, out_zero_point, out, b_packed=None, *, variant=None, splits=None) -> Plan:
     """The plan of :func:`quantized_matmul` (nothing launched)."""
+    if variant is None and b_packed is not None and out.size:
+        from . import qmm_stream  # builds on this module: imported where it is used
+        stream = qmm_stream.plan(a, packed.view(b, b_packed), out)
+        if stream is not None:
+            return stream
     return plan_tiled("quantized_matmul", a, a_zero_point is not None, packed.view(b, b_packed),
                       b_zero_point is not None, out, variant=variant, splits=splits)
 
@@ -697,7 +712,8 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     if not plan.launches:
         return Runner(plan, lambda *args: None)
     bv = packed.view(b, b_packed)
-    launch = bind_tiled(plan, a, bv, out)
+    stream = plan.variant in STREAM_M
+    launch = None if stream else bind_tiled(plan, a, bv, out)
     b_zp_dtype = bv.zp_dtype if b_packed is not None else b.dtype
     xp = device.xp()
     i32, i64 = np.int32, np.int64
@@ -722,6 +738,9 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     flags = (i32(a_per_row), i32(b_per_col), i32(o_per_row))
     scales_and_zero_points = _quant_args((prep_a, prep_b, prep_o), tuple(
         z is not None for z in (a_zero_point, b_zero_point, out_zero_point)))
+    if stream:
+        from . import qmm_stream
+        return qmm_stream.bind(plan, a, bv, out, flags, scales_and_zero_points, bp_bs)
     tail = (NULL, i64(0), i64(0), i64(bp_bs), i32(0))
     d = plan.detail
 

@@ -1,0 +1,222 @@
+// quantized_matmul (docs/semantics.md) with a packed 4-bit b at small M: the
+// weight-streaming kernel. One pass over b's packed bytes, 16-byte loads.
+//
+// Kernels (TA int8 or uint8; TB packed_int4 or packed_uint4 (cuda/packed4.cuh);
+// TO int8 or uint8, the requantized output):
+//   matmul_stream_packed<TA, TB, TO, MT>   MT in 1, 4, 16: M <= MT rows
+//     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/matmul.py select_variant:
+//     packed b, M <= 16, K <= 32768; dmlq/gpu/qmm_stream.py plans and binds).
+//
+// grid (ceil(N / 64), matrices), block 128. A block owns 64 columns of one
+// matrix z (blockIdx.y) and all MT rows, and walks K in stages of 64 rows:
+//   load      each thread reads one 16-byte vector of b (32 columns of one row;
+//             the next stage's vector is in flight while this one is used) and
+//             stores it to shared memory as it came (raw, 64 rows x 32 bytes);
+//   transpose each thread takes a 4-row x 8-column block of raw (4 words),
+//             makes the 8 columns' dp4a words (4 consecutive k per word, k in
+//             byte order) of b - b_zp[n] as int8 (|b - b_zp| <= 15) and stores
+//             them to Bt[k / 4][n]; the stage's bytes of a (MT rows) go to
+//             As[m][k / 4] (a's rows held in shared memory, zeros past K and M);
+//   compute   thread (cg, rg, ks) does dp4a for columns 4cg..4cg+3, rows
+//             rg*RM..+RM-1 and every KSPLIT-th k-word of the stage (int32).
+// The zero point of b is subtracted as b is unpacked (int4: v + 8 is the code
+// XOR 8; v - zp + 128 is code + off[n], off = 128 - zp (uint4) or 120 - zp
+// (int4), in 113..143 per byte so no carry crosses bytes; XOR 0x80 gives v - zp
+// as an int8 byte), so acc = sum (a - a_zp) (b - b_zp) = sum a (b - b_zp) -
+// a_zp[m] * sum (b - b_zp), the column sums one dp4a against 0x01010101 per
+// k-word (only with a zero point of a). int32 is exact: |a (b - b_zp)| <= 3825,
+// K <= 32768 (selection sends longer K to dp4a-wide). After K the KSPLIT
+// partial sums meet in shared memory; each output is requantized exactly as
+// in the tiled kernels (cuda/matmul_epilogue.cuh mm::requant: mult =
+// (a_scale[m] * b_scale[n]) / out_scale[m], round half even, saturate) with
+// per-tensor or per-row a / out parameters, per-tensor or per-column b ones, and
+// per-batch b tables (bp_bs elements apart per matrix).
+// b's 16-byte path needs the rows' bytes 16-aligned: b's base, each matrix's
+// offset and ldb (elements) a multiple of 32, the 32 columns inside N; other
+// vectors (N % 32 != 0, odd N, a row start mid-byte, the last columns) read
+// their 32 nibbles one at a time (correct, slower).
+//
+// Napkin math (H100 SXM, 3.35 TB/s HBM, 132 SMs, 4 issue slots/SM/clk at
+// ~1.75 GHz = 29.6e12 thread-instructions/s, ~8.8 per byte of b at full
+// bandwidth): b is N * K / 2 bytes and dominates (a: M * K, out: M * N), so
+// the limit is N * K / 2 / 3.35e12 s (M = 1, N = K = 8192: 33.5 MB, 10 us; the
+// published Marlin M = 1 run moves ~1.25 TB/s of int4 bytes; the issue's target
+// is >= 85% of copy bandwidth). Per 16 bytes of b a thread issues 1 LDG.128,
+// 1 STS.128, 4 LDS + ~36 ALU (transpose4 x2, masks, zero-point add/XOR), 2
+// STS.128, and MT * 8 dp4a (+ 8 for a's zero point) with 4-16 LDS: about
+// 4 instructions per byte at M = 1 (issue is not the limit), ~6 at M = 4 and
+// ~10-11 at M = 16, where dp4a (64/SM/clk, half the issue rate) makes the
+// kernel compute-bound near 40-50% of the bandwidth limit (the tensor cores
+// are the way past that). Bytes in flight: 16 per thread, 2 KB per block;
+// smem 7-23 KB per block, so ~8 blocks/SM hold ~16 KB in flight per SM, about
+// what 3.35 TB/s x ~0.7 us latency / 132 SMs needs. ceil(N / 64) * matrices
+// blocks: N = 4096 with one matrix is 64 blocks, under one per SM: a split of
+// K across blocks (partial int32 sums and a requantize pass) is the next step
+// once a GPU session measures this one. ptxas: bench/results/static.md.
+#include "matmul_dp4a.cu"
+
+namespace dmlq {
+namespace stream4 {
+
+enum : int { kThreads = 128, kCols = 64, kRows = 64, kWords = kRows / 4 };
+
+// Rows of a per thread in the compute phase, row groups and k-splits.
+template <int MT> struct shape {
+  static constexpr int RM = MT < 8 ? MT : 8;
+  static constexpr int RG = MT / RM;
+  static constexpr int KSPLIT = kThreads / (16 * RG);
+  static_assert(KSPLIT * 16 * RG == kThreads && kWords % KSPLIT == 0, "thread split");
+};
+
+// The 32 nibbles (one row of 32 columns, bytes of b from element e on), one at
+// a time: zeros past N.
+__device__ __forceinline__ uint4 nibbles32(const uint8* B, int64 e, int n, int N) {
+  unsigned w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll 4
+  for (int j = 0; j < 32; ++j)
+    if (n + j < N) w[j >> 3] |= static_cast<unsigned>(nibble(B, e + j)) << (4 * (j & 7));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+}  // namespace stream4
+}  // namespace dmlq
+
+// offsets: 3 int64 per matrix (blockIdx.y): a, b (elements: half bytes) and out
+// element offsets. lda, ldb (elements), ldc; scales and zero points as in the
+// matmul kernel ABI (matmul_dp4a.cu): per-row / per-column flags, b's (per-batch)
+// parameters bp_bs elements apart per matrix.
+template <typename TA, typename TB, typename TO, int MT>
+__global__ void __launch_bounds__(128) matmul_stream_packed(
+    const TA* __restrict__ A, const uint8* __restrict__ B, TO* __restrict__ C,
+    int M, int N, int K, const int64* __restrict__ offsets, int64 lda, int64 ldb, int64 ldc,
+    const float* __restrict__ a_scale, const float* __restrict__ b_scale, const float* __restrict__ out_scale,
+    const TA* __restrict__ a_zp, const typename dmlq::b_value<TB>::type* __restrict__ b_zp,
+    const TO* __restrict__ out_zp, int a_per_row, int b_per_col, int out_per_row, int64 bp_bs) {
+  using namespace dmlq;
+  using namespace dmlq::stream4;
+  typedef shape<MT> S;
+  constexpr bool INT4 = static_cast<typename b_value<TB>::type>(-1) < 0;
+  DMLQ_SHARED(16, uint4, raw, [kRows][2]);               // b as loaded: 32 bytes per row
+  DMLQ_SHARED(16, unsigned, Bt, [kWords][kCols]);        // dp4a words of b - b_zp
+  DMLQ_SHARED(16, unsigned, As, [MT][kWords]);           // dp4a words of a
+  DMLQ_SHARED(16, unsigned, red, [S::KSPLIT][MT][kCols]);  // partial sums per k-split
+
+  const int tid = threadIdx.x;
+  const int n0 = blockIdx.x * kCols, z = blockIdx.y;
+  const int64* off = offsets + 3 * static_cast<int64>(z);
+  const TA* a = A + off[0];
+  const int64 be = off[1];  // element offset of b[z][0, 0]
+  b_scale = mm::batch_params(b_scale, bp_bs, z);
+  b_zp = mm::batch_params(b_zp, bp_bs, z);
+
+  // load: row lr, columns n0 + 32 * lh .. + 31.
+  const int lr = tid >> 1, lh = tid & 1;
+  const int ln = n0 + 32 * lh;
+  const bool vec = ((reinterpret_cast<unsigned long long>(B) & 15) | (be & 31) | (ldb & 31)) == 0 && ln + 32 <= N;
+  auto load = [&](int k0) -> uint4 {
+    const int k = k0 + lr;
+    if (k >= K) return make_uint4(0u, 0u, 0u, 0u);
+    const int64 e = be + static_cast<int64>(k) * ldb + ln;
+    if (vec) return __ldg(reinterpret_cast<const uint4*>(B + (e >> 1)));
+    return nibbles32(B, e, ln, N);
+  };
+
+  // transpose: k-word tq (rows 4tq..4tq+3), columns n0 + 8tw .. + 7.
+  const int tq = tid >> 3, tw = tid & 7;
+  unsigned off_e = 0u, off_o = 0u;  // code -> (v - zp + 128) per byte: even and odd columns
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int ne = min(n0 + 8 * tw + 2 * j, N - 1), no = min(n0 + 8 * tw + 2 * j + 1, N - 1);
+    const int ze = b_zp != nullptr ? static_cast<int>(b_zp[b_per_col ? ne : 0]) : 0;
+    const int zo = b_zp != nullptr ? static_cast<int>(b_zp[b_per_col ? no : 0]) : 0;
+    off_e |= static_cast<unsigned>((INT4 ? 120 : 128) - ze) << (8 * j);
+    off_o |= static_cast<unsigned>((INT4 ? 120 : 128) - zo) << (8 * j);
+  }
+
+  // compute: columns 4cg..4cg+3, rows rg*RM.., k-words ks, ks + KSPLIT, ...
+  const int cg = tid & 15, rg = (tid >> 4) % S::RG, ks = tid / (16 * S::RG);
+  unsigned acc[S::RM][4];
+  unsigned cs[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int r = 0; r < S::RM; ++r)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[r][c] = 0u;
+  const bool has_za = a_zp != nullptr;
+
+  uint4 next = load(0);
+  for (int k0 = 0; k0 < K; k0 += kRows) {
+    raw[lr][lh] = next;
+    if (k0 + kRows < K) next = load(k0 + kRows);
+    __syncthreads();
+    {
+      unsigned w[4], e[4], o[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        w[i] = reinterpret_cast<const unsigned*>(&raw[4 * tq + i][0])[tw];
+        if (INT4) w[i] ^= 0x88888888u;
+        e[i] = ((w[i] & 0x0F0F0F0Fu) + off_e) ^ 0x80808080u;
+        o[i] = (((w[i] >> 4) & 0x0F0F0F0Fu) + off_o) ^ 0x80808080u;
+      }
+      uint4 te, to;
+      dp4a::transpose4(e, te);
+      dp4a::transpose4(o, to);
+      const int valid = K - (k0 + 4 * tq);  // rows of this k-word inside K (zeros past it)
+      if (valid < 4) {
+        const unsigned mask = valid <= 0 ? 0u : (1u << (8 * valid)) - 1u;
+        te.x &= mask, te.y &= mask, te.z &= mask, te.w &= mask;
+        to.x &= mask, to.y &= mask, to.z &= mask, to.w &= mask;
+      }
+      *reinterpret_cast<uint4*>(&Bt[tq][8 * tw]) = make_uint4(te.x, to.x, te.y, to.y);
+      *reinterpret_cast<uint4*>(&Bt[tq][8 * tw + 4]) = make_uint4(te.z, to.z, te.w, to.w);
+      for (int i = tid; i < MT * kWords; i += kThreads) {  // a's bytes: As[m][q]
+        const int m = i / kWords, q = i % kWords;
+        unsigned word = 0u;
+        if (m < M) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int k = k0 + 4 * q + j;
+            if (k < K) word |= static_cast<unsigned>(static_cast<uint8>(__ldg(a + m * lda + k))) << (8 * j);
+          }
+        }
+        As[m][q] = word;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kWords / S::KSPLIT; ++j) {
+      const int q = ks + j * S::KSPLIT;
+      const uint4 bq = *reinterpret_cast<const uint4*>(&Bt[q][4 * cg]);
+      const unsigned bw[4] = {bq.x, bq.y, bq.z, bq.w};
+#pragma unroll
+      for (int r = 0; r < S::RM; ++r) {
+        const unsigned aw = As[rg * S::RM + r][q];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[r][c] = dp4a::dot4<TA, int8>(aw, bw[c], acc[r][c]);
+      }
+      if (has_za) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) cs[c] = dp4a::dot4<int8, uint8>(bw[c], dp4a::kOnes, cs[c]);
+      }
+    }
+  }
+
+  // a's zero point (the correction is linear: each k-split corrects its own part).
+#pragma unroll
+  for (int r = 0; r < S::RM; ++r) {
+    const int m = min(rg * S::RM + r, M - 1);
+    const unsigned za = has_za ? static_cast<unsigned>(static_cast<int>(a_zp[a_per_row ? m : 0])) : 0u;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) red[ks][rg * S::RM + r][4 * cg + c] = acc[r][c] - za * cs[c];
+  }
+  __syncthreads();
+  for (int i = tid; i < MT * kCols; i += kThreads) {
+    const int m = i / kCols, nl = i % kCols, n = n0 + nl;
+    if (m >= M || n >= N) continue;
+    unsigned sum = 0u;
+#pragma unroll
+    for (int s = 0; s < S::KSPLIT; ++s) sum += red[s][m][nl];
+    const int ozp = out_zp != nullptr ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
+    C[off[2] + m * ldc + n] = mm::requant<TO>(static_cast<int>(sum), a_scale[a_per_row ? m : 0],
+                                              b_scale[b_per_col ? n : 0], out_scale[out_per_row ? m : 0], ozp);
+  }
+}
