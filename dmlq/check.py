@@ -431,8 +431,8 @@ def _random_intmm(rng):
 
 def _random_packed_tiled(rng):
     """Packed 4-bit b past M = 16 (cuda/matmul_dp4a_packed.cu: the dp4a tiles, column
-    sums, dp4a-wide for blocked scales), quantized_matmul with packed b at M = 1 and 40,
-    and blocked scales of 48 (stream-rows): rows as :func:`_random_cases` makes them."""
+    sums, dp4a-wide for blocked scales), quantized_matmul with packed b at M = 1, 3 and 11
+    (cuda/matmul_stream_packed.cu: stream-m1, -m4, -m16) and 40, and blocked scales of 48 (stream-rows): rows as :func:`_random_cases` makes them."""
     rows = []
 
     def q(dt, shape):
@@ -453,7 +453,7 @@ def _random_packed_tiled(rng):
             bs = (rng.random((-(-k // g), n)) * 0.01).astype(f32)
             rows.append(("mm_float", f"{what} blocked {g}", intmm.matmul_integer_to_float,
                          (a, a_s, None, b, bs, pack(q(bdt, bs.shape))), dict(block_size=g)))
-        for m in (1, 40):
+        for m in (1, 3, 11, 40):
             rows.append(("matmul", f"{adt.__name__},packed {name}->int8 M={m}", api.quantized_matmul,
                          (q(adt, (m, k)), (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b,
                           (rng.random(n) + 0.5).astype(f32), int(q(bdt, ())), f32(100.0), i8(-9)), {}))
@@ -499,6 +499,10 @@ def showcase_calls():
         w = np.empty((k, n), i8)
         rows.append((f"matmul M={m} K={k} N={n}, per-row A scale, zero points 128 and 0",
                      api.quantized_matmul, (a, np.full((m, 1), 0.01, f32), 128, w, 0.002, 0, 0.05, i8(0)), {}))
+    w4 = Packed(np.empty(8192 * 8192 // 2, u8), (8192, 8192), "int4")
+    rows.append(("matmul M=1 K=N=8192, packed int4 B (the weight-streaming kernel), per-column B scale",
+                 api.quantized_matmul, (np.empty((1, 8192), u8), 0.01, 128, w4, np.full(8192, 2e-3, f32), 0,
+                                        0.05, i8(0)), {}))
     a, w = np.empty((16, 4096), u8), np.empty((4096, 4096), i8)
     rows.append(("matmul_integer_to_float M=16 K=N=4096, per-row A scale, per-column B scale",
                  intmm.matmul_integer_to_float, (a, np.full((16, 1), 0.01, f32), 128, w, np.full(4096, 2e-3, f32),

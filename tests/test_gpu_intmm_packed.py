@@ -109,11 +109,12 @@ def test_extremes_batches_and_edges(gpu):
                                    (20, 0, 3)])
 @pytest.mark.parametrize("tb", [I4, U4])
 def test_quantized_matmul(gpu, m, k, n, tb):
-    """quantized_matmul with a packed b: the dp4a tiles at every M (it has no stream kernel), per-row
-    and per-column parameters, packed and int zero points, a per-batch b scale."""
+    """quantized_matmul with a packed b: the dp4a tiles past M = 16, the stream kernel up to it
+    (tests/test_gpu_qmm_stream.py), per-row and per-column parameters, packed and int zero points, a
+    per-batch b scale."""
     rng = np.random.default_rng(m * 31 + k + n)
     a, b = q(rng, U8, (m, k)), dmlq.pack(q(rng, tb, (k, n)))
-    kern = f"matmul_dp4a<uint8, packed_{tb.name}, "
+    kern = f"matmul_dp4a<uint8, packed_{tb.name}, " if m > 16 else f"matmul_stream_packed<uint8, packed_{tb.name}, "
     with np.errstate(all="ignore"):
         same(dmlq.quantized_matmul, a, rng.uniform(0, 0.1, (m, 1)).astype(F32), q(rng, U8, (m, 1)), b,
              rng.uniform(-0.1, 0.1, n).astype(F32), dmlq.pack(q(rng, tb, (n,))), np.float32(0.5), np.int8(-3),

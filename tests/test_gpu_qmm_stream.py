@@ -1,7 +1,10 @@
 """quantized_matmul with a packed 4-bit b at M <= 16: the weight-streaming kernel
-(cuda/matmul_stream_packed.cu, stream-m1 / -m4 / -m16), run by the host harness through
+(cuda/matmul_stream_packed.cu; stream-m1 / -m4 / -m16), run by the host harness through
 dmlq.quantized_matmul on arrays of the cupy stand-in, into poisoned outputs, byte for byte
-against the NumPy reference; each call asserts that the stream kernel ran."""
+against the NumPy reference; each call asserts which stream kernel ran. Sizes reach the
+16-byte path (N a multiple of 32, whole 64-column blocks and a cut last one), the nibble path
+(odd N: rows start mid-byte; matrices that start mid-byte), K tails inside a 4-deep k-word and
+inside a 64-row stage, several stages, and K = 0."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -9,23 +12,111 @@ import numpy as np
 import pytest
 
 import dmlq
+from dmlq.gpu.plan import recording
+import cupy_stand_in as S
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
-from test_gpu_intmm import q
+from test_gpu_intmm import dev, q
 from test_gpu_intmm_tiled import same
 
-I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
+I8, U8, F32 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+MT = {1: 1, 2: 4, 3: 4, 4: 4, 5: 16, 7: 16, 11: 16, 13: 16, 16: 16}
 
 
-def kern(mt=""):
-    return f"matmul_stream_packed<" if not mt else None
+def kern(ta, tb, to, m):
+    return f"matmul_stream_packed<{ta.name}, packed_{tb.name}, {to.name}, {MT[m]}>"
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 37, 5), (16, 64, 8)])
-def test_smoke(gpu, m, k, n):
-    rng = np.random.default_rng(1)
-    a, b = q(rng, U8, (m, k)), dmlq.pack(q(rng, I4, (k, n)))
+def scales(rng, m, n):
+    return rng.uniform(1e-3, 0.05, (m, 1)).astype(F32), rng.uniform(-0.05, 0.05, n).astype(F32)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (2, 37, 5), (3, 200, 64), (4, 64, 96), (5, 3, 33), (7, 130, 160),
+                                   (11, 65, 7), (13, 0, 9), (16, 129, 128)])
+def test_rows_sizes_and_types(gpu, m, k, n):
+    """Every M from 1 to 16 that changes the kernel or is prime, the four (a, b) type pairs and both
+    outputs, per-row a and out parameters, per-column b ones (packed zero points)."""
+    rng = np.random.default_rng(m * 1000 + k * 7 + n)
+    for i, (ta, tb) in enumerate(((U8, I4), (I8, U4), (U8, U4), (I8, I4))):
+        to = (I8, U8)[i % 2]
+        a, b = q(rng, ta, (m, k)), dmlq.pack(q(rng, tb, (k, n)))
+        a_s, b_s = scales(rng, m, n)
+        with np.errstate(all="ignore"):
+            same(dmlq.quantized_matmul, a, a_s, q(rng, ta, (m, 1)), b, b_s, dmlq.pack(q(rng, tb, (n,))),
+                 rng.uniform(0.05, 1, (m, 1)).astype(F32), q(rng, to, (m, 1)), kernel=kern(ta, tb, to, m))
+            same(dmlq.quantized_matmul, a, np.float32(0.02), None, b, np.float32(0.03), int(q(rng, tb, ())),
+                 np.float32(0.25), to.type(3), kernel=kern(ta, tb, to, m))
+
+
+@pytest.mark.parametrize("ta,tb", [(U8, I4), (U8, U4), (I8, I4), (I8, U4)])
+def test_extreme_sums_and_saturation(gpu, ta, tb):
+    """The largest |sum| (|a - a_zp| = 255 times |b - b_zp| = 15 at every k, K = 32768: both signs) read
+    back exactly through a scale that keeps it in range, saturation to both ends of int8 and uint8, and
+    K = 32769 leaving the stream kernel for dp4a-wide."""
+    k, n = 32768, 3
+    lo_a, hi_a = (0, 255) if ta == U8 else (-128, 127)
+    lo_b, hi_b = (0, 15) if tb == U4 else (-8, 7)
+    for av, za, bv, zb in ((hi_a, lo_a, lo_b, hi_b), (hi_a, lo_a, hi_b, lo_b)):
+        a = np.full((2, k), av, ta)
+        b = dmlq.pack(np.full((k, n), bv, tb))
+        want = (av - za) * (bv - zb) * k
+        assert abs(want) == 255 * 15 * k
+        got = same(dmlq.quantized_matmul, a, np.float32(1), ta.type(za), b, np.float32(1.0 / 2**24), zb,
+                   np.float32(1), I8.type(0), kernel=kern(ta, tb, I8, 2))
+        for to in (I8, U8):
+            same(dmlq.quantized_matmul, a[:1], np.float32(1), ta.type(za), b, np.float32(1), zb, np.float32(1),
+                 to.type(to == U8 and 128 or 0), kernel=kern(ta, tb, to, 1))
+    assert np.abs(np.round(want / 2**24)) <= 127
+    a = q(np.random.default_rng(0), ta, (1, k + 1))
+    b = dmlq.pack(q(np.random.default_rng(1), tb, (k + 1, n)))
+    same(dmlq.quantized_matmul, a, np.float32(1e-4), None, b, np.float32(1e-3), None, np.float32(1),
+         kernel="matmul_dp4a_wide<")
+
+
+def test_scale_layouts_batches_and_views(gpu):
+    """Per-batch b scales and zero points, broadcast batches (a's and b's), matrices that start mid-byte
+    (odd K * N), a non-contiguous a, out written through a temporary, strided packed bytes (copied)."""
+    rng = np.random.default_rng(26)
+    for tb in (I4, U4):
+        for k, n in ((40, 64), (41, 7)):
+            a3, b3 = q(rng, U8, (2, 1, 5, k)), q(rng, tb, (3, k, n))
+            same(dmlq.quantized_matmul, a3, np.float32(0.02), np.uint8(7), dmlq.pack(b3),
+                 rng.uniform(0, 0.1, (3, 1, n)).astype(F32), dmlq.pack(q(rng, tb, (3, 1, n))), np.float32(0.5),
+                 np.int8(1), kernel=f"matmul_stream_packed<uint8, packed_{tb.name}, int8, 16>")
+            same(dmlq.quantized_matmul, q(rng, I8, (3, 1, k)), rng.uniform(0, 0.1, (1, 1)).astype(F32), None,
+                 dmlq.pack(q(rng, tb, (k, n))), rng.uniform(0, 0.1, (1, n)).astype(F32), None,
+                 rng.uniform(0.1, 1, (1, 1)).astype(F32), np.uint8(128),
+                 kernel=f"matmul_stream_packed<int8, packed_{tb.name}, uint8, 1>")
+    base = q(rng, I8, (4, 2 * 70))
+    b = dmlq.pack(q(rng, I4, (70, 96)))
+    want = dmlq.quantized_matmul(base[:, ::2], np.float32(0.01), np.int8(-5), b, np.float32(0.02), -3,
+                                 np.float32(0.3), np.int8(2))
+    out = S.module.asarray(np.zeros((4, 200), I8))[:, ::2][:, :96]
+    with recording() as plans:
+        got = dmlq.quantized_matmul(S.module.asarray(base)[:, ::2], np.float32(0.01), np.int8(-5), dev(b),
+                                    np.float32(0.02), -3, np.float32(0.3), np.int8(2), out=out)
+    np.testing.assert_array_equal(got.get(), want)
+    assert str(plans[-1]).startswith("quantized_matmul: stream-m4 (b: packed int4, unpacked in registers; a copied "
+                                     "to a contiguous array; out written through a contiguous temporary)"), plans
+    p = dmlq.pack(q(rng, U4, (41, 64)))
+    strided = dmlq.Packed(S.module.asarray(np.repeat(p.data, 2))[::2], p.shape, p.dtype)
+    a2 = q(rng, U8, (3, 41))
+    got = dmlq.quantized_matmul(S.module.asarray(a2), np.float32(0.1), None, strided, np.float32(0.1), 5,
+                                np.float32(1))
+    np.testing.assert_array_equal(got.get(), dmlq.quantized_matmul(a2, np.float32(0.1), None, p, np.float32(0.1), 5,
+                                                                   np.float32(1)))
+    assert "b copied to a contiguous array" in str(dmlq.kernel_plan(
+        dmlq.quantized_matmul, S.module.asarray(a2), np.float32(0.1), None, strided, np.float32(0.1), 5,
+        np.float32(1)))
+
+
+def test_special_scales(gpu):
+    """NaN, inf and zero scales (0 * inf in the multiplier gives NaN -> the output zero point) and
+    subnormal products, as the tiled kernels' epilogue computes them."""
+    rng = np.random.default_rng(5)
+    a, b = q(rng, U8, (6, 33)), dmlq.pack(q(rng, I4, (33, 8)))
+    b_s = np.array([np.nan, np.inf, -np.inf, 0, 1e-38, 3e38, -1, 1e-45], F32)
     with np.errstate(all="ignore"):
-        same(dmlq.quantized_matmul, a, rng.uniform(0, 0.1, (m, 1)).astype(F32), q(rng, U8, (m, 1)), b,
-             rng.uniform(-0.1, 0.1, n).astype(F32), dmlq.pack(q(rng, I4, (n,))), np.float32(0.5), np.int8(-3),
-             kernel="matmul_stream_packed<")
+        for a_s in (np.float32(0), np.float32(np.inf), np.float32(1e-30)):
+            same(dmlq.quantized_matmul, a, a_s, np.uint8(3), b, b_s, 2, np.float32(0.5), np.int8(-7),
+                 kernel="matmul_stream_packed<uint8, packed_int4, int8, 16>")

@@ -95,7 +95,8 @@ def test_packed_refusals():
     with pytest.raises(dmlq.UnsupportedError, match="a 4-bit b runs on the GPU as a dmlq.Packed"):
         dmlq.kernel_plan(dmlq.quantized_matmul, a, 0.1, None, np.zeros((4, 3), I4), 0.1, None, 0.1)
     plan = str(dmlq.kernel_plan(dmlq.quantized_matmul, a, 0.1, None, p, 0.1, None, 0.1))
-    assert "matmul_dp4a<uint8, packed_int4, uint8, 32, 32, 32, 4, 4>" in plan
+    assert "quantized_matmul: stream-m4 (b: packed int4" in plan
+    assert "matmul_stream_packed<uint8, packed_int4, uint8, 4>  grid 1x1  block 128" in plan
 
 
 def test_kernel_plan_shows_the_packed_kernel():
