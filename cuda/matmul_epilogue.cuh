@@ -38,14 +38,6 @@ __device__ __forceinline__ TO float_out(float f, float as, float bs, const float
   return from_f32<TO>(v);
 }
 
-// quantized_matmul's output of an exact int32 sum (docs/semantics.md): mult =
-// (a_scale * b_scale) / out_scale, float32(acc) * mult rounded half to even,
-// saturated to TO around out_zp.
-template <typename TO>
-__device__ __forceinline__ TO requant(int acc, float as, float bs, float os, int ozp) {
-  return round_saturate<TO>(ieee_mul(to_f32(acc), ieee_div(ieee_mul(as, bs), os)), ozp);
-}
-
 // Matrix z's B parameters (pointer arithmetic only on a real pointer).
 template <typename T>
 __device__ __forceinline__ const T* batch_params(const T* p, int64 bp_bs, int z) {

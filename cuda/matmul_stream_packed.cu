@@ -27,7 +27,7 @@
 // k-word (only with a zero point of a). int32 is exact: |a (b - b_zp)| <= 3825,
 // K <= 32768 (selection sends longer K to dp4a-wide). After K the KSPLIT
 // partial sums meet in shared memory; each output is requantized exactly as
-// in the tiled kernels (cuda/matmul_epilogue.cuh mm::requant: mult =
+// in the tiled kernels (requant below: mult =
 // (a_scale[m] * b_scale[n]) / out_scale[m], round half even, saturate) with
 // per-tensor or per-row a / out parameters, per-tensor or per-column b ones, and
 // per-batch b tables (bp_bs elements apart per matrix).
@@ -47,12 +47,18 @@
 // 4 instructions per byte at M = 1 (issue is not the limit), ~6 at M = 4 and
 // ~10-11 at M = 16, where dp4a (64/SM/clk, half the issue rate) makes the
 // kernel compute-bound near 40-50% of the bandwidth limit (the tensor cores
-// are the way past that). Bytes in flight: 16 per thread, 2 KB per block;
-// smem 7-23 KB per block, so ~8 blocks/SM hold ~16 KB in flight per SM, about
-// what 3.35 TB/s x ~0.7 us latency / 132 SMs needs. ceil(N / 64) * matrices
-// blocks: N = 4096 with one matrix is 64 blocks, under one per SM: a split of
-// K across blocks (partial int32 sums and a requantize pass) is the next step
-// once a GPU session measures this one. ptxas: bench/results/static.md.
+// are the way past that). Those are dynamic counts of the 16-byte path; the
+// static report's main loop (792 / 852 / 1061 instructions per 64-row stage
+// for MT = 1 / 4 / 16) also holds the nibble path and a's staging loop.
+// Bytes in flight: 16 per thread, 2 KB per block; ptxas (sm_90,
+// bench/results/static.md, __launch_bounds__(128)): 72 / 56 / 96 registers,
+// 0 spills, 8.3 / 14.6 / 23.6 KB static shared memory, so 7 / 9 / 5 blocks
+// per SM (registers) hold 10-18 KB in flight per SM, near what 3.35 TB/s x
+// ~0.7 us latency / 132 SMs needs (~18 KB). (A minimum block count in the
+// launch bounds made ptxas spill around the division's slow-path call.)
+// ceil(N / 64) * matrices blocks: N = 4096 with one matrix is 64 blocks, under
+// one per SM: a split of K across blocks (partial int32 sums and a requantize
+// pass) is the next step once a GPU session measures this one.
 #include "matmul_dp4a.cu"
 
 namespace dmlq {
@@ -68,13 +74,27 @@ template <int MT> struct shape {
   static_assert(KSPLIT * 16 * RG == kThreads && kWords % KSPLIT == 0, "thread split");
 };
 
+// quantized_matmul's output of an exact int32 sum (docs/semantics.md), the
+// expression of matmul_dp4a.cu's requantizing epilogue: mult = (a_scale * b_scale)
+// / out_scale, float32(acc) * mult, rounded half to even and saturated around
+// out_zp. (Kept here, not in matmul_epilogue.cuh, so this kernel changed no
+// source of the tiled kernels; the dp4a epilogue can take it from there.)
+template <typename TO>
+__device__ __forceinline__ TO requant(int acc, float as, float bs, float os, int ozp) {
+  return round_saturate<TO>(ieee_mul(to_f32(acc), ieee_div(ieee_mul(as, bs), os)), ozp);
+}
+
 // The 32 nibbles (one row of 32 columns, bytes of b from element e on), one at
 // a time: zeros past N.
 __device__ __forceinline__ uint4 nibbles32(const uint8* B, int64 e, int n, int N) {
-  unsigned w[4] = {0u, 0u, 0u, 0u};
-#pragma unroll 4
-  for (int j = 0; j < 32; ++j)
-    if (n + j < N) w[j >> 3] |= static_cast<unsigned>(nibble(B, e + j)) << (4 * (j & 7));
+  unsigned w[4];  // fully unrolled: registers (a partly unrolled loop put w on the stack)
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    w[i] = 0u;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (n + 8 * i + j < N) w[i] |= static_cast<unsigned>(nibble(B, e + 8 * i + j)) << (4 * j);
+  }
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
@@ -209,14 +229,21 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
     for (int c = 0; c < 4; ++c) red[ks][rg * S::RM + r][4 * cg + c] = acc[r][c] - za * cs[c];
   }
   __syncthreads();
-  for (int i = tid; i < MT * kCols; i += kThreads) {
-    const int m = i / kCols, nl = i % kCols, n = n0 + nl;
-    if (m >= M || n >= N) continue;
+  // Output column n0 + tid % 64, rows tid / 64, + 2, ... (few values live across the
+  // division's slow-path call, so nothing spills).
+  const int n = n0 + tid % kCols;
+  if (n >= N) return;
+  const float bs = b_scale[b_per_col ? n : 0];
+  TO* c = C + off[2] + n;
+#pragma unroll
+  for (int j = 0; j < (MT * kCols + kThreads - 1) / kThreads; ++j) {
+    const int m = tid / kCols + j * (kThreads / kCols);
+    if (m >= M) break;
     unsigned sum = 0u;
 #pragma unroll
-    for (int s = 0; s < S::KSPLIT; ++s) sum += red[s][m][nl];
+    for (int s = 0; s < S::KSPLIT; ++s) sum += red[s][m][tid % kCols];
     const int ozp = out_zp != nullptr ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
-    C[off[2] + m * ldc + n] = mm::requant<TO>(static_cast<int>(sum), a_scale[a_per_row ? m : 0],
-                                              b_scale[b_per_col ? n : 0], out_scale[out_per_row ? m : 0], ozp);
+    c[m * ldc] = requant<TO>(static_cast<int>(sum), a_scale[a_per_row ? m : 0], bs,
+                                 out_scale[out_per_row ? m : 0], ozp);
   }
 }
