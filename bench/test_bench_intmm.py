@@ -13,7 +13,8 @@ com.microsoft.MatMulNBits (float A = the integer A, the same weights in its layo
 
 GPU (skips without one): the decode step, M = 1 and 16 rows against N = K = 8192 weights,
 int8 and packed uint4 b with per-column scales (uint4: blocked, G = 128), float16 out.
-``dmlq:stream`` (cuda/matmul_stream.cu through the public function) against
+``dmlq:stream`` (cuda/matmul_stream.cu through the public function; for quantized_matmul
+with packed int4 b, int8 out, cuda/matmul_stream_packed.cu) against
 ``peer:torch._int_mm+dequantize`` (torch._int_mm needs M > 16 and K, N multiples of 8: a
 rowss padded to 17 outside the timing, int8 weights even for the 4-bit groups, the int32
 result scaled to float16 by a second kernel: what a user of torch does today) and
@@ -143,6 +144,9 @@ def test_intmm_cpu(benchmark, smoke, group, impl):
 
 GPU_GROUPS = {f"matmul_integer_to_float/{b}/M={m},N=8192,K=8192": (b, m)
               for b in ("uint8xint8->float16", "uint8xpacked-uint4->float16") for m in (1, 16)}
+# quantized_matmul with packed int4 b at the decode step: cuda/matmul_stream_packed.cu (stream-m1 / -m16)
+GPU_GROUPS.update({f"quantized_matmul/uint8xpacked-int4->int8/M={m},N=8192,K=8192": ("qmm-int4", m)
+                   for m in (1, 16)})
 GPU_IMPLS = ("dmlq:stream", "peer:torch._int_mm+dequantize", "peer:torch-f16-matmul")
 GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS]
 _COPY_BW: dict = {}
@@ -160,6 +164,11 @@ def _gpu_call(group, impl):
     ops = 2 * m * n * k
     out_bytes = m * n * 2
     if impl == "dmlq:stream":
+        if b_kind == "qmm-int4":
+            b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "int4")
+            b_s = cupy.full(n, 1e-3, f32)
+            fn = lambda: dmlq.quantized_matmul(a, a_scale, u8(128), b, b_s, 0, f32(0.05), i8(0))  # noqa: E731
+            return fn, a.nbytes + b.data.nbytes + b_s.nbytes + m * n, ops
         if packed:
             b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "uint4")
             b_s = cupy.full((k // G, n), 1e-3, f32)

@@ -489,10 +489,37 @@ MUTATIONS: list[Mutation] = [
       "word path: the batch offset dropped (matrix 0 for every matrix)", "index"),
     P("matmul_dp4a.cu", "const int b_len = N - b_ns;", "const int b_len = N + 1 - b_ns;",
       "edge path: window one element longer (the odd-N pad nibble read)", "ragged block"),
+    # ------------------------------------------------------------ matmul_stream_packed.cu
+    M("matmul_stream_packed.cu", "  if (n >= N) return;", "  if (n > N) return;",
+      "column N stored (one past the row)", "comparison"),
+    M("matmul_stream_packed.cu", "    if (m >= M) break;", "    if (m > M) break;",
+      "row M stored (one past the matrix)", "comparison"),
+    M("matmul_stream_packed.cu", "        if (INT4) w[i] ^= 0x88888888u;\n", "",
+      "int4 codes unpacked as uint4 (no sign)", "conversion"),
+    M("matmul_stream_packed.cu", "off_e |= static_cast<unsigned>((INT4 ? 120 : 128) - ze)",
+      "off_e |= static_cast<unsigned>((INT4 ? 120 : 128) + ze)", "b's zero point added (even columns)", "sign"),
+    M("matmul_stream_packed.cu", "      if (valid < 4) {", "      if (valid < 0) {",
+      "rows past K not zeroed (column sums for a's zero point see them)", "comparison"),
+    M("matmul_stream_packed.cu", "    __syncthreads();\n#pragma unroll\n    for (int j = 0;",
+      "#pragma unroll\n    for (int j = 0;", "no barrier between the transpose and the dp4a loop", "barrier"),
+    M("matmul_stream_packed.cu", "(ldb & 31)) == 0 && ln + 32 <= N;", "(ldb & 31)) == 0 && ln < N;",
+      "16-byte loads of a row's last columns past N (past the last row's end)", "comparison"),
+    M("matmul_stream_packed.cu", "for (int s = 0; s < S::KSPLIT; ++s) sum",
+      "for (int s = 0; s < S::KSPLIT - 1; ++s) sum", "the last k-split's partial sums dropped", "index"),
+    M("matmul_stream_packed.cu", "acc[r][c] - za * cs[c];", "acc[r][c] + za * cs[c];",
+      "a's zero point correction added", "sign"),
+    M("matmul_stream_packed.cu", "const int m = min(rg * S::RM + r, M - 1);", "const int m = rg * S::RM + r;",
+      "per-row a zero points read past M", "index"),
+    M("matmul_stream_packed.cu", "b_scale = mm::batch_params(b_scale, bp_bs, z);",
+      "b_scale = mm::batch_params(b_scale, bp_bs, 0);", "per-batch b scales: matrix 0's for every matrix",
+      "index"),
+    M("matmul_stream_packed.cu", "const int64* off = offsets + 3 * static_cast<int64>(z);",
+      "const int64* off = offsets + 3 * static_cast<int64>(z / 2);", "matrix z reads the offsets of z / 2",
+      "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
-         "matmul_dp4a_packed.cu")
+         "matmul_dp4a_packed.cu", "matmul_stream_packed.cu")
 
 # The CI tests that drive each source on the host harness (fast subset).
 TESTS = {
@@ -508,6 +535,7 @@ TESTS = {
     "avgpool.cu": (["tests/test_select_avgpool.py", "tests/test_host_mutants.py"],
                    "emulated or mutant_avgpool"),
     "matmul_stream.cu": (["tests/test_gpu_intmm.py"], "not selection"),
+    "matmul_stream_packed.cu": (["tests/test_gpu_qmm_stream.py"], "test_"),
     "quant_types.cu": (["tests/test_host_qtypes.py", "tests/test_host_mutants.py"],
                        "(test_host_qtypes and not stand) or mutant_qtypes"),
     "matmul_dp4a_packed.cu": (["tests/test_gpu_intmm_packed.py"], "not groups_not_a_multiple"),
