@@ -46,7 +46,7 @@ def test_host_scale_arrays_reach_the_kernels_as_device_arrays(cupy_stand_in, rng
     kernel where it takes a pointer: the harness took the host address as a
     device pointer, CuPy 14 packs a 1-element NumPy array by value (4 bytes
     for an 8-byte pointer) and refuses a larger one. Now copied to the device."""
-    from dmlq.gpu import avgpool, matmul
+    from dmlq.gpu import avgpool, qmm
 
     cp = cupy_stand_in
     a = rng.integers(0, 256, (5, 40), dtype=u8)
@@ -55,7 +55,7 @@ def test_host_scale_arrays_reach_the_kernels_as_device_arrays(cupy_stand_in, rng
               np.int8([1]))
     want = R.quantized_matmul(a, *params[:2], b, *params[2:], np.empty((5, 9), i8))
     out = cp.empty((5, 9), i8)
-    matmul.quantized_matmul(cp.asarray(a), *params[:2], cp.asarray(b), *params[2:], out)
+    qmm.quantized_matmul(cp.asarray(a), *params[:2], cp.asarray(b), *params[2:], out)
     np.testing.assert_array_equal(out.get(), want)
     img = rng.integers(0, 256, (1, 3, 6, 6), dtype=u8)
     pool = ((2, 2), (2, 2), (0, 0), (0, 0), (1, 1), False)

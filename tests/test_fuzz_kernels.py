@@ -17,13 +17,13 @@ import fuzz_strategies as fs
 import dmlq
 from dmlq import reference as R
 from dmlq.errors import UnsupportedError
-from dmlq.gpu import avgpool, device, elementwise, intmm, matmul
+from dmlq.gpu import avgpool, device, elementwise, intmm, matmul, qmm
 
 OPS = {
     "quantize": (fs.quantize_args, elementwise.quantize_linear, R.quantize_linear),
     "dequantize": (fs.dequantize_args, elementwise.dequantize_linear, R.dequantize_linear),
     "add": (fs.add_args, elementwise.quantized_add, R.quantized_add),
-    "matmul": (fs.matmul_args, matmul.quantized_matmul, R.quantized_matmul),
+    "matmul": (fs.matmul_args, qmm.quantized_matmul, R.quantized_matmul),
     "avg_pool": (fs.avg_pool_args, avgpool.quantized_avg_pool, R.quantized_avg_pool),
 }
 # Besides the selected variant, each draw also runs these (where they apply:

@@ -12,7 +12,7 @@ import pytest
 
 import dmlq
 import cupy_stand_in as S
-from dmlq.gpu import matmul
+from dmlq.gpu import matmul, qmm
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from test_gpu_intmm import dev, q
 from test_gpu_intmm_tiled import kernels, same
@@ -165,7 +165,7 @@ def test_full_k_single_pass_sums(gpu):
                                                                  np.array([1.0], F32), None, np.array([2.0**19], F32),
                                                                  None)]
     out = S.module.asarray(np.full((17, 16), 0xA5, U8))
-    matmul.quantized_matmul(*args[:3], args[3], *args[4:], out, ("uint4", (k, 16), False),
+    qmm.quantized_matmul(*args[:3], args[3], *args[4:], out, ("uint4", (k, 16), False),
                             variant="mma-128x128", splits=1)
     want = dmlq.quantized_matmul(a, np.float32(1), None, dmlq.pack(b), np.float32(1), None, np.float32(2.0**19))
     np.testing.assert_array_equal(out.get(), want)
@@ -189,13 +189,16 @@ def test_kernel_plan_names_the_packed_mma_kernel(gpu):
 
 
 def test_selection_is_the_int8_rule():
-    """select_variant gives a packed b the variant an int8 b gets (tensor cores included), wide K and blocked
-    scales dp4a-wide, and no tensor cores without the packed source."""
+    """select_variant gives a packed b the variant an int8 b gets (tensor cores included) past M = 16, the
+    smallest stream-m* at M <= 16, wide K and blocked scales dp4a-wide, and no tensor cores without the packed
+    source."""
     for m, n, k, batch in [(4096, 4096, 4096, 1), (16, 4096, 4096, 1), (130, 140, 260, 1), (17, 16, 32768, 1),
                            (130, 140, 200, 1), (1, 4096, 4096, 1), (8, 8, 8, 1), (64, 64, 64, 8),
                            (4096, 4096, 32769, 1), (4096, 4096, 16, 1)]:
         for cc in (75, 80, 90):
             want = matmul.select_variant(m, n, k, batch, cc, have_mma=True)
+            if m <= 16 and k <= matmul.WIDE_K:  # quantized_matmul's weight-streaming kernel takes small M
+                want = next(name for name, rows in matmul.STREAM_M.items() if m <= rows)
             assert matmul.select_variant(m, n, k, batch, cc, have_mma=True, packed=True) == want, (m, n, k, cc)
     assert matmul.select_variant(4096, 4096, 4096, 1, 90, packed=True) == "mma-128x128"
     assert matmul.select_variant(4096, 4096, 4096, 1, 90, packed=True, blocked=True) == "dp4a-wide"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dmlq.gpu import matmul
+from dmlq.gpu import matmul, qmm
 from conftest import on_stand_in
 from kernel_cases import matmul_worst_cases
 
@@ -80,7 +80,7 @@ def run(cp, ref, variant, a, b, params, out_dtype, *, gpu_a=None, gpu_b=None, ma
     def dev(x):
         return None if x is None else cp.asarray(x)
 
-    res = matmul.quantized_matmul(dev(a) if gpu_a is None else gpu_a, dev(a_s), dev(a_zp),
+    res = qmm.quantized_matmul(dev(a) if gpu_a is None else gpu_a, dev(a_s), dev(a_zp),
                                   dev(b) if gpu_b is None else gpu_b, dev(b_s), dev(b_zp),
                                   dev(o_s), dev(o_zp), out, variant=variant)
     assert res is out
@@ -234,10 +234,10 @@ def test_size_zero_returns_at_once(cp):
             a = cp.zeros(batch + (m, 4), cp.int8)
             b = cp.zeros(batch + (4, n), cp.int8)
             one = cp.ones(1, cp.float32)
-            assert matmul.quantized_matmul(a, one, None, b, one, None, one, None, out) is out
+            assert qmm.quantized_matmul(a, one, None, b, one, None, one, None, out) is out
         assert [p for p in plans if p.launches] == []
         one = cp.ones(1, cp.float32)
-        matmul.quantized_matmul(cp.zeros((1, 4), cp.int8), one, None, cp.zeros((4, 1), cp.int8), one, None, one,
+        qmm.quantized_matmul(cp.zeros((1, 4), cp.int8), one, None, cp.zeros((4, 1), cp.int8), one, None, one,
                                 None, cp.empty((1, 1), cp.int8))
         assert [p for p in plans if p.launches] != []  # the recording sees a launch
 
@@ -289,7 +289,7 @@ def test_non_default_stream_and_graph_capture(cp, ref, rng, variant):
     with stream:
         out = cp.empty((2, M, N), cp.int8)
         out[...] = 0x55
-        matmul.quantized_matmul(*dev, out, variant=variant)
+        qmm.quantized_matmul(*dev, out, variant=variant)
         got = cp.asnumpy(out, stream=stream)
         stream.synchronize()
     np.testing.assert_array_equal(got, expect)
@@ -300,7 +300,7 @@ def test_non_default_stream_and_graph_capture(cp, ref, rng, variant):
         stream.synchronize()
         stream.begin_capture()
         try:
-            matmul.quantized_matmul(*dev, out, variant=variant)
+            qmm.quantized_matmul(*dev, out, variant=variant)
         finally:
             graph = stream.end_capture()
         graph.launch(stream)
@@ -324,7 +324,7 @@ def test_64bit_addressing(cp, ref, variant):
     o_s = (rng.uniform(0.5, 2, M) * 4000).astype(np.float32)
     b_s, b_zp, a_zp = np.float32([1.0]), _q(rng, N, "int8"), np.uint8([128])
     out = cp.full((M, N), 0x55, cp.int8)
-    matmul.quantized_matmul(a, cp.asarray(a_s), cp.asarray(a_zp), cp.asarray(b), cp.asarray(b_s),
+    qmm.quantized_matmul(a, cp.asarray(a_s), cp.asarray(a_zp), cp.asarray(b), cp.asarray(b_s),
                             cp.asarray(b_zp), cp.asarray(o_s), None, out, variant=variant)
     got = cp.asnumpy(out)
     for rows in (slice(0, 64), slice(65530, 65540), slice(M - 64, M)):

@@ -19,7 +19,7 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 from dmlq import reference as ref
-from dmlq.gpu import matmul
+from dmlq.gpu import matmul, qmm
 
 TYPES = [("int8", "int8", "int8"), ("uint8", "int8", "uint8"), ("int8", "uint8", "uint8"),
          ("uint8", "uint8", "int8")]
@@ -63,7 +63,7 @@ def run_case(host, rng, variant, M, K, N, lda, a_skew, ldb, b_skew, types, batch
     out = np.full(shape, 0x5A, np.uint8).view(to)
     host.calls.clear()
     kw = {} if splits is None else {"splits": splits}
-    matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant=variant, **kw)
+    qmm.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant=variant, **kw)
     np.testing.assert_array_equal(out, want, err_msg=f"{variant} M={M} K={K} N={N} lda={lda} ldb={ldb}")
     return [c[0] for c in host.calls]
 
@@ -154,5 +154,5 @@ def test_emulated_dp4a_reversed_rows_and_batches(host, rng, variant):
         shape = np.broadcast_shapes(a_.shape[:-2], b_.shape[:-2]) + (M, N)
         want = ref.quantized_matmul(a_, a_s, a_zp, b_, b_s, b_zp, o_s, o_zp, np.empty(shape, to))
         out = np.full(shape, 0x5A, np.uint8).view(to)
-        matmul.quantized_matmul(a_, a_s, a_zp, b_, b_s, b_zp, o_s, o_zp, out, variant=variant)
+        qmm.quantized_matmul(a_, a_s, a_zp, b_, b_s, b_zp, o_s, o_zp, out, variant=variant)
         np.testing.assert_array_equal(out, want, err_msg=f"{variant} {a_.shape} {b_.shape}")

@@ -71,7 +71,7 @@ def test_mutant_elementwise_axis_past_one_tile_and_grid_step(host, rng, shape, a
 # mma cases is a multiple of 64 or goes through a zero-padded copy).
 @pytest.mark.parametrize("M,K,N", [(130, 80, 144), (64, 16, 128), (20, 208, 48)])
 def test_mutant_mma_k_tail_multiple_of_16_in_place(host, rng, M, K, N):
-    from dmlq.gpu import matmul
+    from dmlq.gpu import matmul, qmm
 
     if "mma-128x128" not in matmul.VARIANTS:
         pytest.skip("mma kernel source absent")
@@ -83,7 +83,7 @@ def test_mutant_mma_k_tail_multiple_of_16_in_place(host, rng, M, K, N):
     a_zp, b_zp, o_zp = np.int8([3]), qvals(rng, (N,), "uint8"), np.int8([-2])
     want = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty((M, N), np.int8))
     out = poisoned((M, N), np.int8)
-    matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="mma-128x128")
+    qmm.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="mma-128x128")
     np.testing.assert_array_equal(out, want)
     assert any(c[0].startswith("matmul_mma") for c in host.calls)
 
@@ -120,7 +120,7 @@ def _mma_case(rng, M, K, N):
 # = splits and write past the partial sums (an ASan report). Found by: `lin >=
 # tiles * splits` -> `lin > tiles * splits` surviving every test.
 def test_mutant_mma_blocks_past_the_last_tile_return(host, rng):
-    from dmlq.gpu import device, matmul
+    from dmlq.gpu import device, matmul, qmm
 
     if "mma-128x128" not in matmul.VARIANTS:
         pytest.skip("mma kernel source absent")
@@ -133,7 +133,7 @@ def test_mutant_mma_blocks_past_the_last_tile_return(host, rng):
 
     out = poisoned(want.shape, np.int8)
     with device.using(_ChangedMmaLaunches(host, one_more_row)):
-        matmul.quantized_matmul(a, *params[:2], b, *params[2:], out, variant="mma-128x128", splits=2)
+        qmm.quantized_matmul(a, *params[:2], b, *params[2:], out, variant="mma-128x128", splits=2)
     np.testing.assert_array_equal(out, want)
     assert seen and seen[0][1] == 2 * 2  # two row tiles, two splits: the guard met one more row
 
@@ -144,7 +144,7 @@ def test_mutant_mma_blocks_past_the_last_tile_return(host, rng):
 # Found by: `& (VEC - 1)` -> `& (VEC - 2)` surviving (1 & 14 == 0).
 def test_mutant_mma_traps_on_a_misaligned_operand(host, rng):
     from cuda_host.harness import KernelFault
-    from dmlq.gpu import device, matmul
+    from dmlq.gpu import device, matmul, qmm
 
     if "mma-128x128" not in matmul.VARIANTS:
         pytest.skip("mma kernel source absent")
@@ -162,7 +162,7 @@ def test_mutant_mma_traps_on_a_misaligned_operand(host, rng):
     launch = dev.launch
     dev.launch = lambda source, name, *rest: (names.append(name), launch(source, name, *rest))
     with device.using(dev), pytest.raises(KernelFault, match=r"__trap\(\) at .*matmul_mma"):
-        matmul.quantized_matmul(a, *params[:2], b, *params[2:], poisoned(want.shape, np.int8),
+        qmm.quantized_matmul(a, *params[:2], b, *params[2:], poisoned(want.shape, np.int8),
                                 variant="mma-128x128")
     assert [n for n in names if n.startswith("matmul_mma<")][0].endswith(", 16>")
 

@@ -8,7 +8,7 @@ import pytest
 
 import dmlq
 from dmlq import api, checks, dispatch
-from dmlq.gpu import avgpool, device, elementwise, matmul
+from dmlq.gpu import avgpool, device, elementwise, matmul, qmm
 from dmlq.gpu.plan import Launch, Plan, recording
 
 f32, u8, i8 = np.float32, np.uint8, np.int8
@@ -83,7 +83,7 @@ def _mm(m, k, n, **kw):
     one = np.ones(1, f32)
     zp_a = kw.pop("a_zp", np.zeros(1, u8))
     zp_b = kw.pop("b_zp", None)
-    return matmul.plan_quantized_matmul(a, one, zp_a, b, one, zp_b, one, None,
+    return qmm.plan_quantized_matmul(a, one, zp_a, b, one, zp_b, one, None,
                                         np.empty(a.shape[:-2] + (m, n), i8), **kw)
 
 
@@ -169,7 +169,7 @@ def test_the_executed_plan_is_the_planned_one(host, rng):
          (q.T, np.float32(0.5), np.uint8(3), np.empty((45, 67), f32))),
         (elementwise.quantized_add, elementwise.plan_quantized_add,
          (q, f32(1), None, q[0], f32(2), None, f32(3), None, np.empty((67, 45), i8))),
-        (matmul.quantized_matmul, matmul.plan_quantized_matmul,
+        (qmm.quantized_matmul, qmm.plan_quantized_matmul,
          (q, np.ones(1, f32), np.ones(1, u8), rng.integers(-128, 128, (45, 33), dtype=i8), np.ones(1, f32),
           np.ones(1, i8), np.ones(1, f32), None, np.empty((67, 33), i8))),
         (avgpool.quantized_avg_pool, avgpool.plan_quantized_avg_pool,
@@ -182,7 +182,7 @@ def test_the_executed_plan_is_the_planned_one(host, rng):
     args = (rng.integers(0, 256, (20, 200), dtype=u8), np.ones(1, f32), np.ones(1, u8),
             rng.integers(-128, 128, (200, 24), dtype=i8), np.ones(1, f32), None, np.ones(1, f32), None,
             np.empty((20, 24), i8))
-    ran, planned = _run_and_plan(matmul.quantized_matmul, matmul.plan_quantized_matmul, args,
+    ran, planned = _run_and_plan(qmm.quantized_matmul, qmm.plan_quantized_matmul, args,
                                  variant="mma-128x128", splits=2)
     assert ran == [planned] and "split-K: 2 splits of 128" in planned.notes
 
@@ -270,13 +270,13 @@ def test_repeated_calls_reuse_their_plan(host, rng, monkeypatch):
                                                                      np.empty(1000, u8)))
     assert len(made) == 2
     matmul_plans = []
-    real_mm = matmul.plan_quantized_matmul
-    monkeypatch.setattr(matmul, "plan_quantized_matmul", lambda *a, **k: matmul_plans.append(1) or real_mm(*a, **k))
+    real_mm = qmm.plan_quantized_matmul
+    monkeypatch.setattr(qmm, "plan_quantized_matmul", lambda *a, **k: matmul_plans.append(1) or real_mm(*a, **k))
     a = rng.integers(0, 256, (5, 7), dtype=u8)
     w = rng.integers(-128, 128, (7, 3), dtype=i8)
     for zp in (np.ones(1, u8), np.ones(1, u8), None):
         out = np.empty((5, 3), i8)
-        matmul.quantized_matmul(a, np.ones(1, f32), zp, w, np.ones(1, f32), None, np.ones(1, f32), None, out)
+        qmm.quantized_matmul(a, np.ones(1, f32), zp, w, np.ones(1, f32), None, np.ones(1, f32), None, out)
         np.testing.assert_array_equal(out, reference.quantized_matmul(
             a, np.ones(1, f32), zp, w, np.ones(1, f32), None, np.ones(1, f32), None, np.empty((5, 3), i8)))
     assert len(matmul_plans) == 2  # a zero point present or omitted are two plans

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import on_stand_in
 
-from dmlq.gpu import loader, matmul
+from dmlq.gpu import loader, matmul, qmm
 from dmlq.gpu.matmul import select_variant
 from kernel_cases import matmul_worst_cases
 
@@ -227,7 +227,7 @@ def _check(rng, variant, a_shape, b_shape, ta="int8", tb="uint8", to="int8", out
         out = np.empty(shape, to)
     out.view(np.uint8)[...] = 0xA5
     expect = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty(shape, to))
-    got = matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant=variant)
+    got = qmm.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant=variant)
     assert got is out
     np.testing.assert_array_equal(out, expect)
     return out
@@ -268,7 +268,7 @@ def test_emulated_tile_edges_and_alignment(emu, rng, variant):
             buf = np.full((M + 1, (N + 7) // 4 * 4), 0xA5, np.uint8)  # ldc % 4 == 0
             out = buf.view(to)[:M, shift:N + shift]
             expect = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty((M, N), to))
-            matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant=variant)
+            qmm.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant=variant)
             np.testing.assert_array_equal(out, expect)
             outside = np.ones(buf.shape, bool)
             outside[:M, shift:N + shift] = False
@@ -300,7 +300,7 @@ def test_emulated_mma_stages_tails_and_alignment(emu, rng, types):
         a[...], b[...] = a0, b0
         out = np.full((M, N), 0x5A, np.uint8).view(to)
         expect = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty((M, N), to))
-        matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="mma-128x128")
+        qmm.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="mma-128x128")
         np.testing.assert_array_equal(out, expect, err_msg=f"M={M} K={K} N={N} aligned={aligned}")
 
 
@@ -321,7 +321,7 @@ def test_emulated_mixed_scale_and_zero_point_layouts(emu, rng):
         for variant in ("dp4a-32x32", "dp4a-wide"):
             expect = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty((M, N), np.uint8))
             out = np.full((M, N), 0xA5, np.uint8)
-            matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant=variant)
+            qmm.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant=variant)
             np.testing.assert_array_equal(out, expect)
 
 
@@ -383,7 +383,7 @@ def test_emulated_strided_inputs_and_outputs(emu, rng):
                 np.empty((M, 3, N), np.uint8).transpose(1, 0, 2),
                 np.empty((3, M, N), np.uint8)[::-1, ::-1]]:
         out[...] = 0xA5
-        matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="dp4a-64x64")
+        qmm.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="dp4a-64x64")
         np.testing.assert_array_equal(out, expect)
 
 
@@ -395,7 +395,7 @@ def test_emulated_out_overlapping_an_input_goes_through_a_temporary(emu, rng):
     args = (np.float32([0.1]), None, np.float32([0.1]), None, np.float32([1.0]), np.int8([1]))
     expect = ref.quantized_matmul(a, args[0], None, b, args[2], None, args[4], args[5],
                                   np.empty((6, 6), np.int8))
-    matmul.quantized_matmul(a, args[0], None, b, args[2], None, args[4], args[5], buf,
+    qmm.quantized_matmul(a, args[0], None, b, args[2], None, args[4], args[5], buf,
                             variant="dp4a-32x32")
     np.testing.assert_array_equal(buf, expect)
 
@@ -408,14 +408,14 @@ def test_emulated_k_zero_and_size_zero(emu, rng):
     for variant in matmul.VARIANTS:
         out = np.full((4, 3), 0xA5, np.uint8)
         o_zp = np.uint8([7, 8, 9, 10])
-        matmul.quantized_matmul(a, a_s, np.uint8([1]), b, np.float32([1.0]), np.int8([5]),
+        qmm.quantized_matmul(a, a_s, np.uint8([1]), b, np.float32([1.0]), np.int8([5]),
                                 np.float32([1.0] * 4), o_zp, out, variant=variant)
         expect = ref.quantized_matmul(a, a_s, np.uint8([1]), b, np.float32([1.0]), np.int8([5]),
                                       np.float32([1.0] * 4), o_zp, np.empty((4, 3), np.uint8))
         np.testing.assert_array_equal(out, expect)
     emu.calls.clear()
     out = np.empty((0, 3), np.uint8)
-    matmul.quantized_matmul(np.empty((0, 5), np.int8), np.float32([1]), None, np.empty((5, 3), np.int8),
+    qmm.quantized_matmul(np.empty((0, 5), np.int8), np.float32([1]), None, np.empty((5, 3), np.int8),
                             np.float32([1]), None, np.float32([1]), None, out)
     assert emu.calls == []
 
@@ -439,16 +439,16 @@ def test_emulated_worst_case_k(emu, rng, K):
             variants = [None] + (["dp4a-wide"] if K <= 32768 else [])
         for variant in variants:
             out = np.full((M, N), 0x5A, odt)
-            matmul.quantized_matmul(*args, out, variant=variant)
+            qmm.quantized_matmul(*args, out, variant=variant)
             np.testing.assert_array_equal(out, expect)
         if K > 32768:
             with pytest.raises(ValueError):
-                matmul.quantized_matmul(*args, np.empty((M, N), odt), variant="dp4a-128x64")
+                qmm.quantized_matmul(*args, np.empty((M, N), odt), variant="dp4a-128x64")
 
 
 def test_unknown_variant(emu):
     with pytest.raises(ValueError):
-        matmul.quantized_matmul(np.zeros((1, 1), np.int8), np.float32([1]), None, np.zeros((1, 1), np.int8),
+        qmm.quantized_matmul(np.zeros((1, 1), np.int8), np.float32([1]), None, np.zeros((1, 1), np.int8),
                                 np.float32([1]), None, np.float32([1]), None, np.zeros((1, 1), np.int8),
                                 variant="dp4a-1x1")
 
@@ -528,7 +528,7 @@ def test_split_k_rule():
     assert matmul.k_chunks(1000, 3) == (3, 384)   # splits that do not divide K
     assert matmul.k_chunks(1000, 7) == (6, 192)   # no empty split
     with pytest.raises(ValueError, match="split-K"):
-        matmul.quantized_matmul(np.zeros((2, 3), np.int8), np.float32([1]), None, np.zeros((3, 2), np.int8),
+        qmm.quantized_matmul(np.zeros((2, 3), np.int8), np.float32([1]), None, np.zeros((3, 2), np.int8),
                                 np.float32([1]), None, np.float32([1]), None, np.zeros((2, 2), np.int8),
                                 variant="dp4a-32x32", splits=2)
 
@@ -550,7 +550,7 @@ def test_emulated_mma_split_k(emu, rng, splits):
             out = np.full(shape, 0x5A, np.uint8).view(np.int8)
             expect = ref.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, np.empty(shape, np.int8))
             emu.calls.clear()
-            matmul.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="mma-128x128",
+            qmm.quantized_matmul(a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp, out, variant="mma-128x128",
                                     splits=splits)
             np.testing.assert_array_equal(out, expect, err_msg=f"{a_shape} {b_shape} {zps} splits={splits}")
             epilogues = [c for c in emu.calls if c[0].startswith("matmul_splitk_epilogue")]
@@ -575,7 +575,7 @@ def test_emulated_column_sums_word_path(emu, rng, tb, fill):
         bb[...] = b
         out = np.full((3, N), 0x5A, np.uint8).view(np.int8)
         emu.calls.clear()
-        matmul.quantized_matmul(a, args[1], args[2], bb, *args[4:], out, variant="dp4a-32x32")
+        qmm.quantized_matmul(a, args[1], args[2], bb, *args[4:], out, variant="dp4a-32x32")
         assert any(c[0].startswith("matmul_col_sums") for c in emu.calls)
         np.testing.assert_array_equal(out, expect)
 

@@ -345,12 +345,12 @@ MUTATIONS: list[Mutation] = [
       "static_cast<unsigned long long>(ldb)) & (VEC - 2)) != 0)",
       "misalignment __trap mask `& (VEC - 1)` -> `& (VEC - 2)`", "index"),
     # issue 26: packed 4-bit b in matmul_stream.cu
-    M("matmul_stream.cu", "(static_cast<int>(i & 1) << 2)) & 15;", "(static_cast<int>((i & 1) ^ 1) << 2)) & 15;",
-      "packed b: the high nibble read first (the other nibble order)", "index"),
+    M("packed4.cuh", "(static_cast<int>(i & 1) << 2)) & 15;", "(static_cast<int>((i & 1) ^ 1) << 2)) & 15;",
+      "packed b: the high nibble read first (the other nibble order)", "index", "matmul_stream.cu"),
     M("matmul_stream.cu", "return (nibble(b, i) ^ 8) - 8; }", "return nibble(b, i); }",
       "packed int4 read as uint4 (no sign extension)", "conversion"),
-    M("matmul_stream.cu", "static_cast<int>(b[i >> 1])", "static_cast<int>(b[(i + 1) >> 1])",
-      "packed b: element i read from byte (i + 1) / 2", "index"),
+    M("packed4.cuh", "static_cast<int>(b[i >> 1])", "static_cast<int>(b[(i + 1) >> 1])",
+      "packed b: element i read from byte (i + 1) / 2", "index", "matmul_stream.cu"),
     # ------------------------------------------------------------ quant_types.cu (issue 25)
     M("quant_types.cu", "return q + ((rem > half) | ((rem == half) & (q & 1u)));", "return q + (rem >= half);",
       "rne_shift (float8/float4/bfloat16 codes): ties away from zero instead of to even", "rounding"),

@@ -9,7 +9,7 @@ from .elementwise import (bind, dequantize_linear, plan_dequantize_linear, plan_
                           plan_quantized_add, quantize_linear, quantized_add)
 from .intmm import (bind_matmul_integer, bind_matmul_integer_to_float, matmul_integer, matmul_integer_to_float,
                     plan_matmul_integer, plan_matmul_integer_to_float)
-from .matmul import bind_quantized_matmul, plan_quantized_matmul, quantized_matmul
+from .qmm import bind_quantized_matmul, plan_quantized_matmul, quantized_matmul
 from .qkernels import (bind_dequantize_types, bind_quantize_types, dequantize_types, plan_dequantize_types,
                        plan_quantize_types, quantize_types)
 

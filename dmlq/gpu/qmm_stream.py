@@ -84,7 +84,7 @@ def plan(a, b, out):
 
 def bind(plan, a, b, out, flags, quant, bp_bs) -> Runner:
     """The runner of a stream plan; ``flags``, ``quant`` and ``bp_bs``: the scale
-    and zero-point arguments as dmlq.gpu.matmul.bind_quantized_matmul makes them."""
+    and zero-point arguments as dmlq.gpu.qmm.bind_quantized_matmul makes them."""
     d, go, xp = plan.detail, launcher(plan), device.xp()
     i32, i64 = np.int32, np.int64
     M, K = a.shape[-2:]
