@@ -30,7 +30,7 @@ from ..errors import UnsupportedError
 from . import device, intmm_tiled
 from .device import NULL
 from .packed import TAGS, PackedView
-from .plan import Launch, Plan, Runner, launcher
+from .plan import Launch, Plan, Runner, launcher, staging
 
 SOURCE = "matmul_stream.cu"
 QTYPES = ("int8", "uint8")
@@ -205,18 +205,13 @@ def _bind(plan, a_shape, b_shape, out, float_out, b_packed=None):
         b_shape = b_packed[1]
     N = b_shape[-1]
     batch_shape = tuple(out.shape[:-2])
-    offsets_dev = [None]  # uploaded on the first call (the runner's device)
+    prepare = staging(d.copy_a, d.copy_b, d.offsets)
 
     def launch(a, b, dst, a_s, a_z, b_s, b_z, bias, bz_rows):
-        if d.copy_a:
-            a = xp.ascontiguousarray(a)
-        if d.copy_b:
-            b = xp.ascontiguousarray(b)
-        if offsets_dev[0] is None:
-            offsets_dev[0] = xp.asarray(d.offsets)
+        a, b, table = prepare(a, b)
         lda = a.strides[-2] // a.itemsize if M > 1 else K
         ldb = b.strides[-2] // b.itemsize if K > 1 and d.packed_zp is None else N
-        args = (a, b, dst, i32(M), i32(N), i32(K), i32(d.group), i32(d.groups), i32(bz_rows), offsets_dev[0],
+        args = (a, b, dst, i32(M), i32(N), i32(K), i32(d.group), i32(d.groups), i32(bz_rows), table,
                 i64(lda), i64(ldb), i64(N),
                 NULL if a_s is None else a_s, NULL if a_z is None else a_z,
                 NULL if b_s is None else b_s, NULL if b_z is None else b_z, NULL if bias is None else bias)

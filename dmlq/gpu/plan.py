@@ -165,6 +165,25 @@ def launcher(plan: Plan):
     return go
 
 
+def staging(copy_a: bool, copy_b: bool, table):
+    """``prepare(a, b) -> (a, b, table)`` for a runner's call: ``a`` and ``b`` copied
+    to contiguous arrays where its plan says so (``copy_a`` / ``copy_b``), and
+    ``table`` (the plan's host array of per-matrix offsets) on the device, uploaded
+    on the first call (the runner's device) and kept for the next ones."""
+    xp = device.xp()
+    uploaded: list = []
+
+    def prepare(a, b):
+        if copy_a:
+            a = xp.ascontiguousarray(a)
+        if copy_b:
+            b = xp.ascontiguousarray(b)
+        if not uploaded:
+            uploaded.append(xp.asarray(table))
+        return a, b, uploaded[0]
+    return prepare
+
+
 class Runner:
     """A plan made runnable for one geometry on one device: ``runner(*args, out)``
     builds the argument lists and launches (``call``, written by the operator's

@@ -25,7 +25,7 @@ from ..errors import UnsupportedError
 from . import device, matmul
 from .intmm import _elem_strides
 from .packed import TAGS
-from .plan import Launch, Plan, Runner, launcher
+from .plan import Launch, Plan, Runner, launcher, staging
 
 SOURCE = "matmul_stream_packed.cu"
 THREADS, COLUMNS = 128, 64  # a block: 128 threads, 64 columns of one matrix
@@ -89,20 +89,15 @@ def bind(plan, a, b, out, flags, quant, bp_bs) -> Runner:
     i32, i64 = np.int32, np.int64
     M, K = a.shape[-2:]
     N = b.shape[-1]
-    table = [None]  # the offsets, uploaded on the first call (the runner's device)
+    prepare = staging(d.copy_a, d.copy_b, d.offsets)
 
     def call(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out):
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
-        if d.copy_a:
-            a = xp.ascontiguousarray(a)
-        if d.copy_b:
-            b = xp.ascontiguousarray(b)
-        if table[0] is None:
-            table[0] = xp.asarray(d.offsets)
+        a, b, table = prepare(a, b)
         a_s, b_s, o_s, a_z, b_z, o_z = quant(a_scale, a_zero_point, b_scale, b_zero_point, out_scale,
                                              out_zero_point)
         lda, ldc = a.strides[-2] // a.itemsize, dst.strides[-2] // dst.itemsize
-        go([(a, b, dst, i32(M), i32(N), i32(K), table[0], i64(lda), i64(N), i64(ldc),
+        go([(a, b, dst, i32(M), i32(N), i32(K), table, i64(lda), i64(N), i64(ldc),
              a_s, b_s, o_s, a_z, b_z, o_z, *flags, i64(bp_bs))])
         if dst is not out:
             out[...] = dst
