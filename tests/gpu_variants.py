@@ -1,0 +1,498 @@
+"""One small case per kernel variant: the first thing a GPU session runs (the tensor-core
+fragments have only met the host emulation), and the reduced case list the sanitizers run.
+
+A *variant* here is a kernel instantiation of a source's KERNELS table (dmlq.gpu.loader.registry)
+with its 8-bit type arguments folded (int8/uint8 -> q8, packed_int4/packed_uint4 -> q4) and, for
+the element-wise and quantized-type sources, the float-side types folded too: the tile
+configuration, the epilogue (requantized, int32, float32, float16), a packed b, the cp.async width,
+the split-K epilogue, the stream kernels' rows per launch, each ONNX type code. :func:`variant_keys`
+derives them from the tables, so a kernel added to a table is a variant with no case until one is
+written here (tests/test_gpu_variants.py fails in CI until then).
+
+Each case is ``fn(xp) -> [(what, got, want)]``: dmlq.gpu's launchers (variants forced where the
+launcher takes ``variant=``, else sizes that selection sends there) on arrays of ``xp`` (CuPy, or
+the cupy stand-in in CI), outputs poisoned, against dmlq.reference (and, for the tensor-core
+known-answer cases, values worked out by hand). ``claims`` are the plan variants the case must run.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+import dmlq
+from dmlq import reference as R
+from dmlq.gpu import avgpool, elementwise, intmm, intmm_tiled, loader, matmul, qkernels, qmm
+from dmlq.gpu.matmul import plan_tiled
+
+I8, U8, I32, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32, np.float16))
+I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+
+# Kernels no small case reaches: (source, folded name) -> why, and the test that runs them (in the
+# session's large stage, tests past 2**31 elements).
+LARGE_ONLY = {
+    ("elementwise.cu", "quantize_strided<true>"): "64-bit offsets: a view spanning more than 2**31 elements",
+    ("elementwise.cu", "dequantize_strided<true>"): "64-bit offsets: a view spanning more than 2**31 elements",
+    ("elementwise.cu", "add_strided<true>"): "64-bit offsets: a view spanning more than 2**31 elements",
+}
+
+
+def fold(source: str, name: str) -> str:
+    """A kernel name expression with its 8-bit types folded (see the module docstring)."""
+    template, _, rest = name.partition("<")
+    args = [a.strip() for a in rest.rstrip(">").split(",")] if rest else []
+    args = ["q8" if a in ("int8", "uint8") else "q4" if a in ("packed_int4", "packed_uint4") else a for a in args]
+    if source == elementwise.SOURCE:
+        args = [a for a in args if a in ("true", "false")]
+    elif source == qkernels.SOURCE and template == "qt_quantize":
+        args = args[1:]
+    elif source == qkernels.SOURCE and template == "qt_dequantize":
+        args = args[:1]
+    return f"{template}<{','.join(args)}>"
+
+
+def variant_keys() -> set:
+    """Every (source, folded kernel name) of this install's kernel tables."""
+    return {(src, fold(src, n)) for src, names in loader.registry().items() for n in names}
+
+
+def launched_keys(plans) -> set:
+    return {(launch.source, fold(launch.source, launch.kernel)) for p in plans for launch in p.launches}
+
+
+class Case(NamedTuple):
+    name: str
+    claims: tuple          # plan variants the case must run
+    fn: Callable           # fn(xp) -> [(what, got, want)]
+
+
+CASES: list = []
+
+
+def case(name, *claims):
+    def add(fn):
+        CASES.append(Case(name, claims, fn))
+        return fn
+    return add
+
+
+# ----------------------------------------------------------------- helpers
+
+def _rng(name: str):
+    return np.random.default_rng(sum(map(ord, name)) * 7919)
+
+
+def _ints(rng, dtype, shape):
+    dtype = np.dtype(dtype)
+    if dtype in (I4, U4):
+        lo, hi = (-8, 7) if dtype == I4 else (0, 15)
+    else:
+        lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    return rng.integers(lo, hi, shape, endpoint=True).astype(dtype)
+
+
+def _poisoned(xp, shape, dtype):
+    out = xp.empty(shape, dtype)
+    if out.size:
+        out.reshape(-1).view(np.uint8)[...] = 0xA5
+    return out
+
+
+def _get(v):
+    return v.get() if hasattr(v, "get") else np.asarray(v)
+
+
+def _dev(xp, v):
+    return xp.asarray(v) if isinstance(v, np.ndarray) else v
+
+
+def _packed_b(b):
+    """A 4-bit b as the kernels take it: dmlq.pack's bytes, b_packed, the zero point's dtype."""
+    return dmlq.pack(b).data, (b.dtype.name, b.shape, True), (I8 if b.dtype == I4 else U8)
+
+
+def _matmul_operands(rng, M, K, N, ta, tb, batch=()):
+    a = _ints(rng, ta, batch + (M, K))
+    b = _ints(rng, tb, batch + (K, N))
+    return a, b
+
+
+# ----------------------------------------------------------------- quantized_matmul, int8 b
+
+def _qmm(xp, a, b, to, *, variant=None, splits=None, per_axis=False, per_batch=False):
+    rng = _rng(f"qmm{a.shape}{b.shape}")
+    M, N = a.shape[-2], b.shape[-1]
+    packed = b.dtype in (I4, U4)
+    b_zp_dtype = (I8 if b.dtype == I4 else U8) if packed else b.dtype
+    a_s = rng.uniform(0.01, 0.1, (M, 1) if per_axis else (1,)).astype(F32)
+    bshape = b.shape[:-2] + (1, N) if per_batch else (1, N) if per_axis else (1,)
+    b_s = rng.uniform(0.01, 0.1, bshape).astype(F32)
+    a_zp = _ints(rng, a.dtype, a_s.shape)
+    b_zp = _ints(rng, b.dtype, bshape).astype(b_zp_dtype)
+    o_s = np.float32([np.sqrt(a.shape[-1]) * 0.01])
+    o_zp = _ints(rng, to, (1,))
+    out_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (M, N)
+    args = (a, a_s, a_zp, b, b_s, b_zp, o_s, o_zp)
+    want = R.quantized_matmul(*args, out=np.empty(out_shape, to))
+    out = _poisoned(xp, out_shape, to)
+    if packed:
+        data, b_packed, _ = _packed_b(b)
+        dargs = [_dev(xp, v) for v in (a, a_s, a_zp, data, b_s, b_zp, o_s, o_zp)]
+        got = qmm.quantized_matmul(*dargs, out, b_packed, variant=variant, splits=splits)
+    else:
+        got = qmm.quantized_matmul(*[_dev(xp, v) for v in args], out, variant=variant, splits=splits)
+    return [(f"quantized_matmul {a.dtype}x{b.dtype}->{to} {a.shape}@{b.shape} {variant or 'selected'}",
+             _get(got), want)]
+
+
+def _known_answer_mma(xp, tb=I8):
+    """The tensor-core kernel on matrices whose product is known by hand (scales 1, zero
+    points 0, out_scale 1: out = clamp(a @ b)): identity, ones, one nonzero element."""
+    M = K = N = 128
+    results = []
+    eye = np.eye(M, K, dtype=I8)
+    b = _ints(np.random.default_rng(5), tb, (K, N))
+    if tb == I4:
+        b = np.clip(b.astype(np.int16), -8, 7).astype(I4)
+    cases = {"identity": (eye, b, b.astype(np.int64)),
+             "ones": (np.ones((M, K), I8), np.ones((K, N), tb), np.full((M, N), K, np.int64))}
+    a1, b1 = np.zeros((M, K), I8), np.zeros((K, N), tb)
+    a1[37, 101], b1[101, 5] = 3, 5
+    w1 = np.zeros((M, N), np.int64)
+    w1[37, 5] = 15
+    cases["one nonzero"] = (a1, b1, w1)
+    one, zero = np.float32([1.0]), np.int8([0])
+    for label, (a, bb, exact) in cases.items():
+        want = np.clip(exact, -128, 127).astype(I8)
+        ref = R.quantized_matmul(a, one, None, bb, one, None, one, zero, out=np.empty((M, N), I8))
+        assert ref.tobytes() == want.tobytes(), f"the reference disagrees with the hand value ({label})"
+        out = _poisoned(xp, (M, N), I8)
+        if tb == I4:
+            data, b_packed, _ = _packed_b(bb)
+            got = qmm.quantized_matmul(xp.asarray(a), one, None, xp.asarray(data), one, None, one, zero, out,
+                                       b_packed, variant="mma-128x128")
+        else:
+            got = qmm.quantized_matmul(xp.asarray(a), one, None, xp.asarray(bb), one, None, one, zero, out,
+                                       variant="mma-128x128")
+        results.append((f"mma known answer: {label} (b {tb})", _get(got), want))
+    return results
+
+
+if matmul.HAVE_MMA:
+    case("mma known answers: identity, ones, one nonzero", "mma-128x128")(_known_answer_mma)
+if matmul.HAVE_MMA_PACKED:
+    case("mma known answers, packed int4 b", "mma-128x128")(lambda xp: _known_answer_mma(xp, I4))
+
+# aligned rows (16-byte cp.async), ragged ones (4-byte), a batch with per-batch b parameters
+_SHAPES = {"aligned": (64, 128, 64), "ragged": (37, 70, 45)}
+
+
+def _qmm_variant(variant, b_types):
+    def fn(xp):
+        rng = _rng(variant)
+        results = []
+        for i, (label, (M, K, N)) in enumerate(_SHAPES.items()):
+            for tb in b_types:
+                ta, to = (I8, U8) if i % 2 else (U8, I8)
+                a, b = _matmul_operands(rng, M, K, N, ta, tb)
+                results += _qmm(xp, a, b, to, variant=variant, per_axis=bool(i))
+        a, b = _matmul_operands(rng, 19, 40, 33, I8, b_types[-1], batch=(2,))
+        results += _qmm(xp, a, b, I8, variant=variant, per_batch=True)
+        if variant in matmul.MMA_CONFIGS:
+            a, b = _matmul_operands(rng, 40, 1000, 72, I8, b_types[-1])
+            results += _qmm(xp, a, b, U8, variant=variant, splits=3)
+        return results
+    return fn
+
+
+for _v in matmul.VARIANTS:
+    case(f"quantized_matmul {_v}", _v)(_qmm_variant(_v, (I8,)))
+    if _v not in matmul.MMA_CONFIGS or matmul.HAVE_MMA_PACKED:
+        case(f"quantized_matmul {_v}, packed b", _v)(_qmm_variant(_v, (I4, U4)))
+
+
+def _qmm_stream(M, variant):
+    def fn(xp):
+        rng = _rng(variant)
+        results = []
+        for tb, (K, N) in ((I4, (96, 64)), (U4, (37, 33))):   # 16-byte path; the nibble path (odd N)
+            a, b = _matmul_operands(rng, M, K, N, U8 if tb == I4 else I8, tb)
+            results += _qmm(xp, a, b, I8 if tb == I4 else U8, per_axis=tb == U4)
+        return results
+    return fn
+
+
+for _v, _rows in matmul.STREAM_M.items():
+    case(f"quantized_matmul {_v} (packed b, M = {_rows})", _v)(_qmm_stream(_rows, _v))
+
+
+# ----------------------------------------------------------------- matmul_integer(_to_float)
+
+def _intmm(xp, a, b, out_dtype, *, variant=None, splits=None, block_size=None, per_batch=False, tiled=False):
+    """matmul_integer (int32 out) or matmul_integer_to_float (float out); ``tiled``: the
+    tiled kernels' planner with ``variant`` forced (dmlq.gpu.intmm_tiled), else selection."""
+    rng = _rng(f"intmm{a.shape}{b.shape}{out_dtype}")
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    packed = b.dtype in (I4, U4)
+    rows = 1 if block_size is None else -(-K // block_size)
+    bshape = (b.shape[:-2] if per_batch else ()) + (rows, N)
+    a_zp = _ints(rng, a.dtype, (M, 1))
+    b_zp = _ints(rng, b.dtype, bshape)
+    out_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (M, N)
+    data, b_packed, zp_dtype = _packed_b(b) if packed else (b, None, b.dtype)
+    b_zp_k = b_zp.astype(zp_dtype)
+    out = _poisoned(xp, out_shape, out_dtype)
+    d = {k: _dev(xp, v) for k, v in dict(a=a, a_zp=a_zp, b=data, b_zp=b_zp_k).items()}
+    what = f"{'int' if out_dtype == I32 else 'float'} {a.dtype}x{b.dtype}->{out_dtype} {a.shape}@{b.shape} " \
+           f"{variant or 'selected'}{f' block {block_size}' if block_size else ''}"
+    if out_dtype == I32:
+        want = R.matmul_integer(a, a_zp, b, b_zp, out=np.empty(out_shape, I32))
+        if tiled:
+            view = intmm_tiled._check("matmul_integer", d["a"], d["b"], b_packed)
+            plan = plan_tiled("matmul_integer", d["a"], True, view, True, out, variant=variant, splits=splits)
+            intmm_tiled._bind(plan, d["a"], d["b"], out, False, b_packed)(d["a"], d["a_zp"], d["b"], d["b_zp"], out)
+        else:
+            intmm.matmul_integer(d["a"], d["a_zp"], d["b"], d["b_zp"], out, b_packed)
+        return [(what, _get(out), want)]
+    a_s = rng.uniform(0.01, 0.1, (M, 1)).astype(F32)
+    b_s = rng.uniform(0.01, 0.1, bshape).astype(F16 if out_dtype == F16 else F32)
+    bias = rng.uniform(-5, 5, (N,)).astype(F32)
+    want = R.matmul_integer_to_float(a, a_s, a_zp, b, b_s, b_zp, bias, out=np.empty(out_shape, out_dtype),
+                                     block_size=block_size)
+    fargs = (d["a"], xp.asarray(a_s), d["a_zp"], d["b"], xp.asarray(b_s), d["b_zp"], xp.asarray(bias))
+    if tiled:
+        view = intmm_tiled._check("matmul_integer_to_float", d["a"], d["b"], b_packed)
+        plan = plan_tiled("matmul_integer_to_float", d["a"], True, view, True, out, variant=variant, splits=splits,
+                          k_group=intmm_tiled._k_group("matmul_integer_to_float", K, block_size))
+        intmm_tiled._bind(plan, d["a"], d["b"], out, True, b_packed)(*fargs, out)
+    else:
+        intmm.matmul_integer_to_float(*fargs, out, block_size, b_packed)
+    return [(what, _get(out), want)]
+
+
+def _intmm_tiled(variant, b_types):
+    def fn(xp):
+        rng = _rng("tiled" + variant)
+        results = []
+        for i, (M, K, N) in enumerate(_SHAPES.values()):
+            for tb in b_types:
+                a, b = _matmul_operands(rng, M, K, N, (U8, I8)[i % 2], tb)
+                for to in (I32, F32, F16):
+                    results += _intmm(xp, a, b, to, variant=variant, tiled=True)
+        a, b = _matmul_operands(rng, 19, 40, 33, I8, b_types[-1], batch=(2,))
+        results += _intmm(xp, a, b, F32, variant=variant, tiled=True, per_batch=True)
+        if variant == "dp4a-wide":   # blocked scales along K: groups closed in ascending order
+            a, b = _matmul_operands(rng, 20, 100, 24, U8, b_types[-1])
+            results += _intmm(xp, a, b, F16, variant=variant, tiled=True, block_size=32)
+        if variant in matmul.MMA_CONFIGS:
+            a, b = _matmul_operands(rng, 40, 1000, 72, I8, b_types[-1])
+            for to in (I32, F32, F16):
+                results += _intmm(xp, a, b, to, variant=variant, tiled=True, splits=3)
+        return results
+    return fn
+
+
+for _v in matmul.VARIANTS:
+    case(f"matmul_integer(_to_float) {_v}", _v)(_intmm_tiled(_v, (I8,)))
+    if _v not in matmul.MMA_CONFIGS or matmul.HAVE_MMA_PACKED:
+        case(f"matmul_integer(_to_float) {_v}, packed b", _v)(_intmm_tiled(_v, (I4, U4)))
+
+
+def _intmm_stream(M, variant, block_size=None):
+    def fn(xp):
+        rng = _rng(variant + str(block_size))
+        results = []
+        for tb in (I8, U8, I4, U4):
+            a, b = _matmul_operands(rng, M, 70, 33, (U8, I8)[tb in (I8, I4)], tb)
+            for to in (I32, F32, F16):
+                if block_size and to == I32:
+                    continue
+                results += _intmm(xp, a, b, to, block_size=block_size if to != I32 else None)
+        a, b = _matmul_operands(rng, M, 40, 9, I8, I4, batch=(3,))
+        results += _intmm(xp, a, b, F32, per_batch=True)
+        return results
+    return fn
+
+
+for _v, _rows in intmm.VARIANTS.items():
+    case(f"matmul_integer(_to_float) {_v} (M = {_rows})", _v)(_intmm_stream(_rows, _v))
+case(f"matmul_integer_to_float {intmm.ROWS[0]} (M > 16, groups of 20)", intmm.ROWS[0])(
+    _intmm_stream(intmm.ROWS[1] + 3, intmm.ROWS[0], block_size=20))
+
+
+# ----------------------------------------------------------------- average pooling
+
+# variant -> (x shape, window, strides, dilations, padding): sizes the variant accepts
+_POOLS = {
+    "general": ((2, 3, 9, 11), (3, 2), (2, 1), (2, 1), (1, 0)),
+    "tile_k2s2": ((2, 3, 12, 17), (2, 2), (2, 2), (1, 1), (0, 1)),
+    "tile_k3s1": ((1, 4, 13, 19), (3, 3), (1, 1), (1, 1), (1, 1)),
+    "tile_k3s2": ((2, 2, 15, 14), (3, 3), (2, 2), (1, 1), (1, 0)),
+    "global_warp": ((2, 5, 7, 9), (7, 9), (1, 1), (1, 1), (0, 0)),
+    "global_block": ((1, 2, 70, 65), (70, 65), (1, 1), (1, 1), (0, 0)),
+}
+
+
+def _pool(variant):
+    def fn(xp):
+        rng = _rng(variant)
+        shape, window, strides, dil, pad = _POOLS[variant]
+        results = []
+        for tx, to, include in ((I8, U8, True), (U8, I8, False)):
+            x = _ints(rng, tx, shape)
+            c = shape[1]
+            xs, os_ = rng.uniform(0.01, 0.1, c).astype(F32), rng.uniform(0.01, 0.1, 1).astype(F32)
+            xz, oz = _ints(rng, tx, c), _ints(rng, to, 1)
+            out_sp = tuple((shape[2 + i] + 2 * pad[i] - (window[i] - 1) * dil[i] - 1) // strides[i] + 1
+                           for i in range(2))
+            out_shape = shape[:2] + out_sp
+            params = (window, strides, pad, pad, dil, include)
+            want = R.quantized_avg_pool(x, xs, xz, os_, oz, np.empty(out_shape, to), *params)
+            out = _poisoned(xp, out_shape, to)
+            got = avgpool.quantized_avg_pool(*[_dev(xp, v) for v in (x, xs, xz, os_, oz)], out, *params,
+                                             variant=variant)
+            results.append((f"avg_pool {variant} {tx}->{to}", _get(got), want))
+        return results
+    return fn
+
+
+for _v in avgpool.VARIANTS:
+    case(f"quantized_avg_pool {_v}", _v)(_pool(_v))
+
+
+# ----------------------------------------------------------------- element-wise
+
+def _elementwise(variant):
+    def fn(xp):
+        rng = _rng(variant)
+        results = []
+        shape = (6, 33)
+        axis_scale = variant == "axis"
+        for xdt in (F32, F16, I32):
+            x = (rng.standard_normal(shape) * 60).astype(xdt)
+            s = rng.uniform(0.1, 2, (1, 33) if axis_scale else (1,)).astype(F32)
+            z = _ints(rng, I8, s.shape)
+            want = R.quantize_linear(x, s, z, out=np.empty(shape, I8))
+            xd = xp.asarray(x)
+            if variant == "strided":
+                xd = xp.asarray(x.T.copy()).T   # a transposed view
+            out = _poisoned(xp, shape, I8)
+            got = elementwise.quantize_linear(xd, xp.asarray(s), xp.asarray(z), out, variant=variant)
+            results.append((f"quantize {variant} {xdt}", _get(got), want))
+        for qdt in (I8, U8, np.dtype(np.int16), np.dtype(np.uint16), I32, np.dtype(np.uint32)):
+            for odt in (F32, F16):
+                q = _ints(rng, qdt, shape)
+                s = rng.uniform(0.001, 2, (1, 33) if axis_scale else (1,)).astype(odt)
+                z = _ints(rng, qdt, s.shape)
+                want = R.dequantize_linear(q, s, z, out=np.empty(shape, odt))
+                qd = xp.asarray(q.T.copy()).T if variant == "strided" else xp.asarray(q)
+                out = _poisoned(xp, shape, odt)
+                got = elementwise.dequantize_linear(qd, xp.asarray(s), xp.asarray(z), out, variant=variant)
+                results.append((f"dequantize {variant} {qdt}->{odt}", _get(got), want))
+        if variant != "axis":
+            results += _add(xp, rng, variant)
+        return results
+    return fn
+
+
+def _add(xp, rng, variant):
+    results = []
+    for ta, tb, to in ((I8, U8, I8), (U8, I8, U8)):
+        a, b = _ints(rng, ta, (5, 40)), _ints(rng, tb, (5, 40))
+        ps = [rng.uniform(0.01, 1, (1,)).astype(F32) for _ in range(3)]
+        zs = [_ints(rng, t, (1,)) for t in (ta, tb, to)]
+        args = (a, ps[0], zs[0], b, ps[1], zs[1], ps[2], zs[2])
+        want = R.quantized_add(*args, out=np.empty(a.shape, to))
+        d = [_dev(xp, v) for v in args]
+        if variant == "strided":
+            d[0] = xp.asarray(a.T.copy()).T
+        out = _poisoned(xp, a.shape, to)
+        got = elementwise.quantized_add(*d, out, variant=variant)
+        results.append((f"add {variant} {ta}+{tb}->{to}", _get(got), want))
+    return results
+
+
+for _v in elementwise.VARIANTS:
+    case(f"element-wise {_v}", _v)(_elementwise(_v))
+case("quantized_add table", "table")(lambda xp: _add(xp, _rng("table"), "table"))
+
+
+# ----------------------------------------------------------------- the ONNX 21-25 types
+
+def _qtypes(xp):
+    """Every quantize and dequantize type code, blocked scales with a ragged last block
+    (quant_types.cu), and the int32 / float8_e8m0fnu scales' conversion kernels."""
+    from dmlq.qtypes import QTYPES
+
+    rng = _rng("qtypes")
+    results = []
+    x = (rng.standard_normal((3, 37)) * 40).astype(F32)
+    x.reshape(-1)[:5] = [np.nan, np.inf, -np.inf, -0.0, 2.5]
+    s = rng.uniform(0.05, 2.0, (3, 10)).astype(F32)
+
+    def to_dev(v):
+        if not isinstance(v, np.ndarray) or v.dtype.name in ("int8", "uint8", "int16", "uint16", "float32",
+                                                             "float16", "int32", "uint32"):
+            return _dev(xp, v)
+        p = dmlq.pack(v)
+        return dmlq.Packed(xp.asarray(p.data), p.shape, p.dtype)
+
+    def raw(v):
+        if isinstance(v, dmlq.Packed):
+            return _get(v.data)
+        v = _get(v)
+        return np.ascontiguousarray(v).reshape(-1).view(np.uint8) if v.dtype.name in (
+            "int8", "uint8", "int16", "uint16") else dmlq.pack(v).data
+
+    for name in qkernels.QUANTIZE_CODES:
+        q = QTYPES[name]
+        z = None if q.is_float else _ints(rng, q.dtype, (3, 10)) if q.bits >= 8 else \
+            rng.integers(q.qmin, q.qmax + 1, (3, 10)).astype(q.dtype)
+        want = dmlq.quantize_linear(x, s, z, block_size=4, dtype=name)
+        got = dmlq.quantize_linear(xp.asarray(x), xp.asarray(s), to_dev(z), block_size=4, dtype=name)
+        results.append((f"quantize -> {name}, blocked", raw(got), raw(want)))
+        back = dmlq.dequantize_linear(want, s, z, block_size=4)
+        got_back = dmlq.dequantize_linear(to_dev(want), xp.asarray(s), to_dev(z), block_size=4)
+        results.append((f"dequantize {name}, blocked", _get(got_back), back))
+    for name in ("int32", "uint32"):
+        qv = _ints(rng, name, (3, 37))
+        want = dmlq.dequantize_linear(qv, s, None, block_size=4)
+        results.append((f"dequantize {name}, blocked", _get(dmlq.dequantize_linear(xp.asarray(qv), xp.asarray(s),
+                                                                                  None, block_size=4)), want))
+    si = rng.integers(-40, 41, (3, 10)).astype(np.int32)
+    want = dmlq.quantize_linear(x, si, None, block_size=4, dtype="int8")
+    results.append(("quantize int32 scale", raw(dmlq.quantize_linear(xp.asarray(x), xp.asarray(si), None,
+                                                                    block_size=4, dtype="int8")), raw(want)))
+    codes = rng.integers(118, 136, (3, 10)).astype(np.uint8)
+    e8 = codes.view(np.dtype(ml_dtypes.float8_e8m0fnu))
+    want = dmlq.quantize_linear(x, e8, None, block_size=4, dtype="uint8")
+    got = dmlq.quantize_linear(xp.asarray(x), dmlq.Packed(xp.asarray(codes.reshape(-1)), (3, 10), "float8_e8m0fnu"),
+                               None, block_size=4, dtype="uint8")
+    results.append(("quantize e8m0 scale", raw(got), raw(want)))
+    return results
+
+
+case("quantize / dequantize, every ONNX type code, blocked")(_qtypes)
+
+
+def same(got, want) -> np.ndarray:
+    """Bit for bit; any NaN matches any NaN."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return np.zeros(max(want.size, 1), bool)
+    if got.dtype.kind == "f":
+        bits = {2: np.uint16, 4: np.uint32}[got.dtype.itemsize]
+        return (got.view(bits) == want.view(bits)) | (np.isnan(got) & np.isnan(want))
+    return got.view(np.uint8) == want.view(np.uint8) if got.dtype.itemsize == 1 else got == want
+
+
+def check(results) -> None:
+    for what, got, want in results:
+        ok = same(got, want)
+        if not ok.all():
+            idx = tuple(np.argwhere(~ok.reshape(np.shape(want)) if ok.size == np.size(want) else ~ok)[0])
+            raise AssertionError(f"{what}: {(~ok).sum()} mismatches, first at {idx}: got "
+                                 f"{np.asarray(got)[idx] if ok.size == np.size(want) else np.asarray(got).dtype}, "
+                                 f"want {np.asarray(want)[idx]}")
