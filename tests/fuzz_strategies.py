@@ -293,14 +293,18 @@ def _per_axis(draw, n, make, allow_none):
 
 
 @st.composite
-def matmul_args(draw, max_work=4000):
+def matmul_args(draw, max_work=4000, packed=False):
+    """quantized_matmul's arguments; ``packed``: b int4/uint4 (ml_dtypes, C-contiguous), the
+    form dmlq.Packed's bytes reach the kernels in."""
     adt, bdt, odt = (draw(st.sampled_from(QTYPES)) for _ in range(3))
+    if packed:
+        bdt = draw(st.sampled_from(FOUR_BIT))
     M, K, N = (draw(st.sampled_from(SIDES + (8, 16, 17, 33))) for _ in range(3))
     if M * N * max(K, 1) > max_work:
         K = max(1, max_work // max(M * N, 1))
     batch, (ba, bb) = _shapes(draw, 2, 3, max_dims=2)
     a = arranged(draw, int_arrays(adt, ba + (M, K)))
-    b = arranged(draw, int_arrays(bdt, bb + (K, N)))
+    b = draw(_b_ints(bdt, bb + (K, N))) if packed else arranged(draw, int_arrays(bdt, bb + (K, N)))
     if draw(st.booleans()):
         # "matched" scales: out_scale near the spread of the products, so outputs are
         # spread over the range instead of saturated
@@ -311,7 +315,8 @@ def matmul_args(draw, max_work=4000):
     else:
         a_s, b_s, o_s = (_per_axis(draw, n, lambda k: scale_arrays(F32, k), False)
                          for n in (M, N, M))
-    a_zp, b_zp, o_zp = (_per_axis(draw, n, lambda k, t=t: int_arrays(t, k), True)
+    a_zp, b_zp, o_zp = (_per_axis(draw, n, lambda k, t=t: _b_ints(t, (k,)) if isinstance(t, str) else
+                                  int_arrays(t, k), True)
                         for n, t in ((M, adt), (N, bdt), (M, odt)))
     return dict(a=a, a_scale=a_s, a_zero_point=a_zp, b=b, b_scale=b_s, b_zero_point=b_zp,
                 out_scale=o_s, out_zero_point=o_zp,

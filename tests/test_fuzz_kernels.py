@@ -5,25 +5,39 @@ from 1e-30 to 1e30, extreme zero points), with each selected variant.
 
 Runs on the host harness in CI (DMLQ_FUZZ_EXAMPLES per operator, default 50)
 and, where a GPU is present, the same draws on the GPU (tools/gpu_session.sh
-runs it with DMLQ_FUZZ_EXAMPLES=10000).
+runs it with DMLQ_FUZZ_EXAMPLES=10000). Examples run in seeded chunks of at most
+CHUNK; DMLQ_FUZZ_SECONDS (per test) stops after the chunk that passes it, so a
+device session gets whole, shrunk-on-failure runs inside its time. DMLQ_FUZZ_REPORT
+names a file that gets one JSON line per test: examples run and, per kernel variant,
+how many examples ran it (bench/results/hardening.md's counts).
 """
 from __future__ import annotations
 
+import json
+import os
+import time
+from collections import Counter
+
 import numpy as np
 import pytest
-from hypothesis import event, given
+from hypothesis import event, given, seed
 
 import fuzz_strategies as fs
 import dmlq
 from dmlq import reference as R
 from dmlq.errors import UnsupportedError
-from dmlq.gpu import avgpool, device, elementwise, intmm, matmul, qmm
+from dmlq.gpu import avgpool, device, elementwise, intmm, intmm_tiled, matmul, plan, qmm
+
+CHUNK = 500
+SECONDS = float(os.environ.get("DMLQ_FUZZ_SECONDS", "0") or 0)
+REPORT = os.environ.get("DMLQ_FUZZ_REPORT")
 
 OPS = {
     "quantize": (fs.quantize_args, elementwise.quantize_linear, R.quantize_linear),
     "dequantize": (fs.dequantize_args, elementwise.dequantize_linear, R.dequantize_linear),
     "add": (fs.add_args, elementwise.quantized_add, R.quantized_add),
     "matmul": (fs.matmul_args, qmm.quantized_matmul, R.quantized_matmul),
+    "matmul_packed": (lambda: fs.matmul_args(packed=True), qmm.quantized_matmul, R.quantized_matmul),
     "avg_pool": (fs.avg_pool_args, avgpool.quantized_avg_pool, R.quantized_avg_pool),
 }
 # Besides the selected variant, each draw also runs these (where they apply:
@@ -32,9 +46,33 @@ FORCED = {
     "quantize": ("contig", "axis", "strided"),
     "dequantize": ("contig", "axis", "strided"),
     "add": ("contig", "strided", "table"),
-    "matmul": ("dp4a-32x32", "dp4a-wide", "mma-128x128"),
+    "matmul": matmul.ALL_VARIANTS,
+    "matmul_packed": matmul.ALL_VARIANTS,
     "avg_pool": avgpool.VARIANTS,
 }
+# The integer family's tiled kernels (M > 16), each forced through the tiled planner besides
+# the selected kernel (at M <= 16 selection alone picks stream-m1 / -m4 / -m16 by M).
+INTMM_FORCED = matmul.ALL_VARIANTS
+
+
+def _budgeted(name, dev_name, make):
+    """Run ``make(examples, chunk_seed)()`` in chunks until DMLQ_FUZZ_EXAMPLES examples
+    or DMLQ_FUZZ_SECONDS; one JSON line to DMLQ_FUZZ_REPORT: examples, variants."""
+    counts: Counter = Counter()
+    start, done, chunk = time.monotonic(), 0, 0
+    try:
+        while done < fs.EXAMPLES:
+            n = min(CHUNK, fs.EXAMPLES - done)
+            seed(chunk)(make(n, counts))()
+            done, chunk = done + n, chunk + 1
+            if SECONDS and time.monotonic() - start > SECONDS:
+                break
+    finally:
+        if REPORT:
+            with open(REPORT, "a") as f:
+                f.write(json.dumps({"test": name, "device": dev_name, "examples": counts.pop("examples", 0),
+                                    "chunks_passed": chunk, "seconds": round(time.monotonic() - start, 1),
+                                    "variants": dict(sorted(counts.items()))}) + "\n")
 
 
 def _same(got, want) -> np.ndarray:
@@ -55,35 +93,49 @@ def _check_out(got, out, want, what):
     assert fs.untouched_outside(out), f"{what}: wrote outside out"
 
 
+def _variants(plans) -> set:
+    return {p.variant for p in plans}
+
+
 def _fuzz(op, dev_name, request):
     strategy, kernel, reference = OPS[op]
     dev = request.getfixturevalue("host_device" if dev_name == "host" else "gpu_mirror_device")
 
-    @fs.fuzz_settings()
-    @given(strategy())
-    def run(args):
-        # The backends take arrays (the public API converts scalars, as CuPy would).
-        args = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in args.items()}
-        out = args["out"]
-        want = reference(**{**args, "out": np.empty(out.shape, out.dtype)})
-        before = out.copy()
-        for variant in (None, *FORCED[op]):
-            if variant is not None and op == "matmul" and variant not in matmul.VARIANTS:
-                continue
-            out[...] = before
-            try:
-                dev.forget()
-                with device.using(dev):
-                    got = kernel(**args, variant=variant)
-            except ValueError as e:
-                if variant is None or not any(w in str(e) for w in ("cannot", "does not apply", "exact only")):
-                    raise
-                continue
-            finally:
-                dev.forget()
-            _check_out(got, out, want, f"{op} ({variant or 'selected'})")
+    def make(examples, counts):
+        @fs.fuzz_settings(examples)
+        @given(strategy())
+        def run(args):
+            # The backends take arrays (the public API converts scalars, as CuPy would).
+            args = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in args.items()}
+            out = args["out"]
+            want = reference(**{**args, "out": np.empty(out.shape, out.dtype)})
+            if op == "matmul_packed":
+                args = _kernel_form(args)
+            before = out.copy()
+            ran = set()
+            for variant in (None, *FORCED[op]):
+                if variant is not None and op.startswith("matmul") and variant not in matmul.VARIANTS:
+                    continue
+                out[...] = before
+                try:
+                    dev.forget()
+                    with device.using(dev), plan.recording() as plans:
+                        got = kernel(**args, variant=variant)
+                except ValueError as e:
+                    if variant is None or not any(w in str(e) for w in ("cannot", "does not apply", "exact only",
+                                                                        "no tensor-core kernel")):
+                        raise
+                    continue
+                finally:
+                    dev.forget()
+                _check_out(got, out, want, f"{op} ({variant or 'selected'})")
+                ran |= _variants(plans)
+            counts.update(ran)
+            counts["examples"] += 1
 
-    run()
+        return run
+
+    _budgeted(op, dev_name, make)
 
 
 @pytest.mark.parametrize("dev_name", ["host", pytest.param("gpu", marks=pytest.mark.gpu)])
@@ -109,28 +161,67 @@ def _kernel_form(args):
     return {**args, "b": dmlq.pack(b).data, "b_zero_point": zp, "b_packed": (b.dtype.name, b.shape, True)}
 
 
+def _tiled(op, args, variant):
+    """The integer family on the tiled planner with ``variant`` forced (any M)."""
+    a, b, out, b_packed = args["a"], args["b"], args["out"], args.get("b_packed")
+    view = intmm_tiled._check(op, a, b, b_packed)
+    if op == "matmul_integer":
+        p = matmul.plan_tiled(op, a, args["a_zero_point"] is not None, view, args["b_zero_point"] is not None, out,
+                              variant=variant)
+        intmm_tiled._bind(p, a, b, out, False, b_packed)(a, args["a_zero_point"], b, args["b_zero_point"], out)
+        return out
+    k_group = intmm_tiled._k_group(op, a.shape[-1], args["block_size"])
+    if k_group and variant != "dp4a-wide":
+        raise ValueError("blocked scales: dp4a-wide only (does not apply)")
+    p = matmul.plan_tiled(op, a, args["a_zero_point"] is not None, view, args["b_zero_point"] is not None, out,
+                          variant=variant, k_group=k_group)
+    fargs = [args[k] for k in ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "bias")]
+    intmm_tiled._bind(p, a, b, out, True, b_packed)(*fargs, out)
+    return out
+
+
 @pytest.mark.parametrize("dev_name", ["host", pytest.param("gpu", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("op", sorted(INTMM))
 def test_fuzz_intmm_kernels(op, dev_name, request):
     which, kernel, reference = INTMM[op]
     dev = request.getfixturevalue("host_device" if dev_name == "host" else "gpu_mirror_device")
 
-    @fs.fuzz_settings()
-    @given(fs.intmm_args(which))
-    def run(args):
-        out = args["out"]
-        want = reference(**{**args, "out": np.empty(out.shape, out.dtype)})
-        try:
-            dev.forget()
-            with device.using(dev):
-                got = kernel(**_kernel_form(args))
-        except UnsupportedError as e:  # the GPU's documented gaps (README), M > 16 only
-            assert args["a"].shape[-2] > 16 and "no CUDA kernel" in str(e), e
-            event(f"refused: {str(e).split(';')[0].split(': ', 1)[1][:40]}")
-            return
-        finally:
-            dev.forget()
-        event(f"ran: M {'<= 16 (stream)' if args['a'].shape[-2] <= 16 else '> 16 (tiled)'}")
-        _check_out(got, out, want, op)
+    def make(examples, counts):
+        @fs.fuzz_settings(examples)
+        @given(fs.intmm_args(which))
+        def run(args):
+            out = args["out"]
+            want = reference(**{**args, "out": np.empty(out.shape, out.dtype)})
+            kargs = _kernel_form(args)
+            before = out.copy()
+            ran = set()
+            for variant in (None, *INTMM_FORCED):
+                if variant is not None and variant not in matmul.VARIANTS:
+                    continue
+                out[...] = before
+                try:
+                    dev.forget()
+                    with device.using(dev), plan.recording() as plans:
+                        got = kernel(**kargs) if variant is None else _tiled(op, kargs, variant)
+                except UnsupportedError as e:  # the GPU's documented gaps (README), M > 16 only
+                    assert args["a"].shape[-2] > 16 or variant, e
+                    assert "no CUDA kernel" in str(e), e
+                    if variant is None:
+                        event(f"refused: {str(e).split(';')[0].split(': ', 1)[1][:40]}")
+                    continue
+                except ValueError as e:
+                    if variant is None or "does not apply" not in str(e):
+                        raise
+                    continue
+                finally:
+                    dev.forget()
+                if variant is None:
+                    event(f"ran: M {'<= 16 (stream)' if args['a'].shape[-2] <= 16 else '> 16 (tiled)'}")
+                _check_out(got, out, want, f"{op} ({variant or 'selected'})")
+                ran |= _variants(plans)
+            counts.update(ran)
+            counts["examples"] += 1
 
-    run()
+        return run
+
+    _budgeted(op, dev_name, make)
