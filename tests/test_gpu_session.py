@@ -19,7 +19,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "gpu_session.sh"
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-@pytest.mark.parametrize("stage", ["correct", "sanitize", "bench", "large"])
+@pytest.mark.parametrize("stage", ["quick", "correct", "sanitize", "bench", "large"])
 def test_stage_without_gpu_skips_with_one_line(stage, tmp_path):
     if gpu_available():
         pytest.skip("a GPU is present: the stage would run for real")
@@ -64,7 +64,8 @@ def test_every_session_step_selects_tests(collected):
     """A pytest step whose selection matches nothing (a renamed file, test or -k
     word) would run nothing on the device and exit 5: each selects tests."""
     pytest_steps = {n for n, (cmd, _) in collected.items() if "-m pytest" in cmd}
-    assert pytest_steps >= {"mma_first", "gpu_tests", "fuzz", "sanitize_memcheck", "bench", "large"}
+    assert pytest_steps >= {"variants", "torch_cuda", "fuzz_slice", "bench_key", "gpu_tests", "fuzz",
+                            "sanitize_memcheck", "bench", "large"}
     for name in pytest_steps:
         assert collected[name][1], f"{name} selects no test: {collected[name][0]}"
 
@@ -76,15 +77,16 @@ def test_gpu_tests_and_the_session_hold_the_gpu_to_one_list(collected):
     ``dmlq check`` itself."""
     from test_gpu_cases import case_id
 
-    assert collected["check"][0] == "python -m dmlq check"
+    assert collected["check"][0] == "python3 -m dmlq check"
     gpu_tests = collected["gpu_tests"][1]
     want = sorted(case_id(c) for c in check.gpu_cases())
     assert len(set(want)) == len(want), "two cases with one description"
-    for twin in ("gpu", "stand-in"):
-        prefix = f"tests/test_gpu_cases.py::test_public_call[{twin}-"
-        got = sorted(t[len(prefix):-1] for t in gpu_tests if t.startswith(prefix))
-        assert got == want, twin
-        assert f"tests/test_gpu_cases.py::test_dmlq_check_runs_the_same_cases[{twin}]" in gpu_tests
+    prefix = "tests/test_gpu_cases.py::test_public_call[gpu-"
+    got = sorted(t[len(prefix):-1] for t in gpu_tests if t.startswith(prefix))
+    assert got == want
+    assert "tests/test_gpu_cases.py::test_dmlq_check_runs_the_same_cases[gpu]" in gpu_tests
+    # on the device only the GPU twins run (tools/pytest_device.py): CI runs the stand-in ones
+    assert not [t for t in gpu_tests if "stand-in" in t]
 
 
 # GPU backend functions reached through a public function of another name: the
@@ -124,3 +126,170 @@ def test_the_large_stage_holds_every_test_past_2_31_elements(collected):
     assert len(big) >= 4
     large = {t.split("[")[0] for t in collected["large"][1]}
     assert big <= large, sorted(big - large)
+
+
+# ------------------------------------------------- every kernel variant in every list
+
+def test_every_variant_case_runs_in_quick_correct_and_sanitize(collected):
+    """tests/gpu_variants.py holds one case per kernel variant of the kernel tables
+    (tests/test_gpu_variants.py checks that in CI): each runs on the GPU in the quick and
+    correct stages and under every sanitizer."""
+    import gpu_variants as V
+
+    want = {f"tests/test_gpu_variants.py::test_variant[gpu-{c.name}]" for c in V.CASES}
+    assert len(want) == len(V.CASES) >= 30
+    for step in ("variants", "gpu_tests", "sanitize_memcheck", "sanitize_racecheck", "sanitize_initcheck",
+                 "sanitize_synccheck"):
+        got = set(collected[step][1])
+        assert want <= got, (step, sorted(want - got)[:5])
+
+
+def test_the_fuzz_reaches_every_selectable_variant(collected):
+    """The GPU fuzz (quick's slice and correct's 10,000 cases) runs every operator, forces
+    every tiled, pooling and element-wise variant, and its drawn sizes reach every
+    stream variant through selection (M from the strategies' sides)."""
+    import fuzz_strategies as fs
+    import test_fuzz_kernels as F
+    from dmlq.gpu import avgpool, elementwise, intmm, matmul
+
+    ops = {f"tests/test_fuzz_kernels.py::test_fuzz_kernels[{op}-gpu]" for op in F.OPS} | \
+          {f"tests/test_fuzz_kernels.py::test_fuzz_intmm_kernels[{op}-gpu]" for op in F.INTMM}
+    for step in ("fuzz", "fuzz_slice"):
+        assert ops <= set(collected[step][1]), step
+    assert set(F.FORCED["matmul"]) >= set(matmul.ALL_VARIANTS)
+    assert set(F.FORCED["matmul_packed"]) >= set(matmul.ALL_VARIANTS)
+    assert set(F.INTMM_FORCED) >= set(matmul.ALL_VARIANTS)
+    assert set(F.FORCED["avg_pool"]) >= set(avgpool.VARIANTS)
+    for op in ("quantize", "dequantize"):
+        assert set(F.FORCED[op]) >= set(elementwise.VARIANTS)
+    assert set(F.FORCED["add"]) >= set(elementwise.VARIANTS) - {"axis"} | {"table"}
+    sides = set(fs.SIDES) | {8, 16, 17, 33}
+    packed = {matmul.select_variant(m, 8, 8, 1, 90, packed=True) for m in sides}
+    assert set(matmul.STREAM_M) <= packed, packed
+    assert set(intmm.VARIANTS) <= {intmm.select_variant(m) for m in sides}
+
+
+def test_the_torch_cuda_items_run_in_quick_and_correct(collected):
+    """Issue 27's GPU items: a non-default torch stream without a synchronize, CUDA graph
+    capture and replay, opcheck on CUDA tensors; the torch call overhead benchmark."""
+    need = ["test_cuda_tensors_on_a_side_stream_without_synchronizing", "test_cuda_graph_capture_replays",
+            "test_cuda_opcheck_and_compile"]
+    for step in ("torch_cuda", "gpu_tests"):
+        names = {t.split("::")[-1].split("[")[0] for t in collected[step][1] if t.startswith("tests/test_torch.py")}
+        assert set(need) <= names, (step, names)
+    for step in ("bench_key", "bench"):
+        assert any("test_torch_call_overhead" in t for t in collected[step][1]), step
+        assert any("mma-128x128" in t for t in collected[step][1]), step
+        assert any("dmlq:stream" in t for t in collected[step][1]), step
+
+
+# ------------------------------------------------- the device image
+
+IMAGE = SCRIPT.parent / "device_image.txt"
+# import name -> distribution name, where they differ
+DIST = {"cupy": "cupy-cuda13x", "ml_dtypes": "ml-dtypes", "cupy_backends": "cupy-cuda13x", "yaml": "pyyaml",
+        "pytest_benchmark": "pytest-benchmark", "xdist": "pytest-xdist", "_pytest": "pytest"}
+
+
+def _guarded(node, parents) -> bool:
+    """An import inside try/except ImportError (or a bare except): optional."""
+    for p in parents:
+        if isinstance(p, ast.Try) and any(
+                h.type is None or "ImportError" in ast.unparse(h.type) or "Exception" in ast.unparse(h.type)
+                for h in p.handlers):
+            return True
+    return False
+
+
+def _top_imports(path: Path, root: Path) -> set:
+    """Modules imported when ``path`` is imported: module level, outside try/except ImportError
+    (function bodies run only when called; pytest.importorskip skips cleanly); relative
+    imports resolved, ``from pkg import a`` also names ``pkg.a`` (a submodule or not)."""
+    tree = ast.parse(path.read_text())
+    rel = path.relative_to(root).with_suffix("").parts
+    package = rel[:-1] if rel[-1] != "__init__" else rel[:-1]
+    found = set()
+
+    def walk(node, parents):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and not _guarded(child, parents):
+                if isinstance(child, ast.Import):
+                    found.update(a.name for a in child.names)
+                else:
+                    base = list(package[:len(package) - child.level + 1]) if child.level else []
+                    mod = ".".join(base + (child.module.split(".") if child.module else []))
+                    if mod:
+                        found.add(mod)
+                    found.update(f"{mod}.{a.name}" if mod else a.name for a in child.names)
+            walk(child, parents + [child])
+
+    walk(tree, [])
+    return found
+
+
+def _local(name: str, root: Path):
+    """The repo file of a module name (tests/, tools/, bench/ or the dmlq package), or None."""
+    parts = name.split(".")
+    for base in (root, root / "tests", root / "tools", root / "bench"):
+        for cand in (base.joinpath(*parts).with_suffix(".py"), base.joinpath(*parts, "__init__.py")):
+            if cand.is_file():
+                return cand
+    return None
+
+
+def test_session_commands_need_only_the_device_images_packages(collected):
+    """Each module a session step imports on the way in (the collected test files, their
+    conftest and helpers, bench/'s, tools/gpu_warm.py, ``python -m dmlq``: followed through
+    the repo) comes from the standard library, the repo, or the device image's package list
+    (tools/device_image.txt); and the script asks for nothing that needs the network."""
+    import sys
+
+    root = SCRIPT.parents[1]
+    image = {w.lower() for line in IMAGE.read_text().splitlines() if not line.startswith("#") for w in line.split()}
+    assert {"cupy-cuda13x", "torch", "pytest", "pytest-benchmark", "numpy", "ml-dtypes", "hypothesis"} <= image
+    files = {root / "tests" / "conftest.py", root / "bench" / "conftest.py", root / "tools" / "gpu_warm.py",
+             root / "tools" / "pytest_device.py", root / "dmlq" / "__main__.py"}
+    for name, (cmd, ids) in collected.items():
+        files |= {root / t.split("::")[0] for t in ids}
+    seen, missing = set(), {}
+    todo = list(files)
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for mod in _top_imports(path, root):
+            top = mod.split(".")[0]
+            parts = mod.split(".")
+            local = next((f for f in (_local(".".join(parts[:i]), root) for i in range(len(parts), 0, -1))
+                          if f is not None), None)
+            if local is not None:
+                todo.append(local)
+                todo.extend(f for f in (_local(".".join(parts[:i]), root) for i in range(1, len(parts)))
+                            if f is not None)   # the packages on the way (their __init__ runs)
+                continue
+            if top in sys.stdlib_module_names or top == "__future__":
+                continue
+            if DIST.get(top, top).lower().replace("_", "-") not in image:
+                missing.setdefault(top, set()).add(str(path.relative_to(root)))
+    assert not missing, f"imported unguarded by a session step but not on the device image: {missing}"
+    script = SCRIPT.read_text()
+    for word in ("pip install", "apt-get", "curl ", "wget ", "git clone"):
+        assert word not in script, word
+    assert "-p no:xdist" in script   # one process per step, whether or not the image has xdist
+
+
+def test_the_dry_run_plans_every_step_inside_the_budget(tmp_path):
+    """DMLQ_SESSION_DRY=1 walks a stage as the device would, each step spending its whole
+    cap: every step is either planned inside the stage's budget or says it is skipped."""
+    for stage, budget in (("quick", 340), ("correct", 530), ("sanitize", 530), ("bench", 530), ("large", 530)):
+        r = subprocess.run(["bash", str(SCRIPT), stage], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "OUT": str(tmp_path / stage), "DMLQ_SESSION_DRY": "1"})
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.strip().splitlines()
+        assert lines[-1].startswith(f"[{stage}] done in") and f"of {budget};" in lines[-1], lines[-1]
+        caps = [int(line.split("at most ")[1].split(" s")[0]) for line in lines if "would run for at most" in line]
+        assert caps and sum(caps) <= budget, (stage, caps)
+        assert all("would run" in line or "skipped" in line for line in lines[:-1]), lines

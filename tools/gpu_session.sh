@@ -1,34 +1,65 @@
 #!/usr/bin/env bash
 # The device runbook: one stage per device call, from the repo root, on the bare
 # device image (CUDA 13, cupy-cuda13x, torch, pytest, pytest-benchmark and
-# compute-sanitizer; no network, so nothing is installed). Everything goes
-# under $OUT (default /tmp/dmlq-gpu-out); each stage prints a few summary
-# lines and stops itself before the device tool's 10-minute limit.
+# compute-sanitizer; no network, so nothing is installed; tools/device_image.txt
+# lists its Python packages). Everything goes under $OUT (default /tmp/dmlq-gpu-out);
+# each stage prints a few summary lines, writes $OUT/<stage>.json (one row per step:
+# rc, seconds, the pytest tally) and stops itself before the device tool's
+# 10-minute limit (DMLQ_STAGE_SECONDS, default 340 for quick, 530 otherwise).
 #
-#   tools/gpu_session.sh correct    info, check, every gpu-marked test, kernel fuzz
+#   tools/gpu_session.sh quick      ~5.5 min: warm compile, info, every kernel variant on a
+#                                   small case (tensor-core known answers first), check,
+#                                   torch CUDA items, a timed fuzz slice, key benchmarks
+#   tools/gpu_session.sh correct    info, check, every gpu-marked test, the 10,000-case fuzz
 #   tools/gpu_session.sh sanitize   compute-sanitizer memcheck/racecheck/initcheck/synccheck
+#                                   (nvidia-h100-x1 kind: the tool does not work on the H200 here)
 #   tools/gpu_session.sh bench      the pytest-benchmark suite -> JSON
 #   tools/gpu_session.sh large      tensors past 2**31 elements, K > 33025
 #   tools/gpu_session.sh collect    no device needed: every step of every stage written to
 #                                   $OUT/steps.txt, each pytest step's selection collected
 #                                   (--collect-only) into $OUT/collect_<step>.txt
 #
+# Only the GPU twins run (tools/pytest_device.py deselects the cupy stand-in twins, which
+# CI runs); one pytest process per step (-p no:xdist), CuPy's kernel cache filled first by
+# tools/gpu_warm.py (all sources compiled at once). A step past its time gets SIGINT, so
+# pytest still writes its JUnit XML and benchmark JSON for what ran; the fuzz runs in
+# seeded chunks with a time slice per operator (DMLQ_FUZZ_SECONDS) and reports its counts
+# per variant ($OUT/fuzz_*.jsonl).
+#
 # Without a GPU every stage says so in one line and exits 0, so the script can
-# be tested to the end on any machine. The correct stage runs `python -m dmlq check`
-# (dmlq.check.gpu_cases on the GPU) and every gpu test, tests/test_gpu_cases.py
-# (the same cases) among them; tests/test_gpu_session.py reads the collect stage
-# and fails if the two lists drift apart or a step selects nothing.
+# be tested to the end on any machine (DMLQ_SESSION_DRY=1 instead prints each step it
+# would run with its time cap). tests/test_gpu_session.py reads the collect stage and fails
+# if a step selects nothing, a command needs a package the image lacks, or a kernel
+# variant is missing from the quick, correct or sanitize lists.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD:$PWD/tools${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+PY="${DMLQ_PYTHON:-python3}"   # on the device image python3 is the one holding torch and CuPy
 OUT="${OUT:-/tmp/dmlq-gpu-out}"
 mkdir -p "$OUT"
 STAGE="${1:-}"
-BUDGET="${DMLQ_STAGE_SECONDS:-530}"   # whole stage, under the tool's 600 s
+case "$STAGE" in quick) DEFAULT_BUDGET=340 ;; *) DEFAULT_BUDGET=530 ;; esac
+BUDGET="${DMLQ_STAGE_SECONDS:-$DEFAULT_BUDGET}"   # whole stage, under the tool's 600 s
 START=$(date +%s)
-left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+DRY="${DMLQ_SESSION_DRY:-}"
+DRY_SPENT=0   # a dry run spends each step's whole cap (the worst case of the plan)
+left() { echo $(( BUDGET - ($(date +%s) - START) - DRY_SPENT )); }
+# every pytest step: the device's twins only, one process, no cache folder
+PYTEST=("$PY" -m pytest -p pytest_device -p no:xdist -p no:cacheprovider)
 
 say() { echo "[$STAGE] $*" | tee -a "$OUT/summary.txt"; }
+record() {  # one JSON row per step in $OUT/<stage>.json (a JSON list, valid after every step)
+  local file="$OUT/$STAGE.json"
+  [[ -s $file ]] || echo "[]" > "$file"
+  "$PY" - "$file" "$@" <<'PYEOF'
+import json, sys
+path, name, rc, seconds, cap, tally = sys.argv[1:7]
+rows = json.load(open(path))
+rows.append({"step": name, "rc": int(rc), "seconds": int(seconds), "cap": int(cap), "tally": tally})
+json.dump(rows, open(path, "w"), indent=1)
+PYEOF
+}
 
 # run NAME SECONDS CMD...: a step with its own time cap and log, its result in one line.
 # In the collect stage: the step is written to steps.txt and, for pytest, its
@@ -40,10 +71,10 @@ run() {
     echo "$name: $*" >> "$OUT/steps.txt"
     local i
     for (( i = 1; i < $#; i++ )); do
-      if [[ ${!i} == python && ${*:i+1:2} == "-m pytest" ]]; then
+      if [[ ${!i} == "$PY" && ${*:i+1:2} == "-m pytest" ]]; then
         local sel="${*:i+3}"
         if [[ -z ${COLLECTED[$sel]:-} ]]; then   # the sanitizers share one selection
-          python -m pytest --collect-only "${@:i+3}" > "$OUT/collect_$name.txt" 2>&1
+          "$PY" -m pytest --collect-only "${@:i+3}" > "$OUT/collect_$name.txt" 2>&1
           COLLECTED[$sel]="rc=$? $name"
         else
           cp "$OUT/collect_${COLLECTED[$sel]#* }.txt" "$OUT/collect_$name.txt"
@@ -58,18 +89,29 @@ run() {
   (( cap > budget )) && cap=$budget
   if (( cap < 10 )); then
     say "$name: skipped (stage time spent)"
+    [[ $DRY ]] || record "$name" -1 0 0 "skipped: stage time spent"
     return 0
   fi
-  timeout --signal=TERM "$cap" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  local tail_line
-  tail_line=$(grep -E "passed|failed|error|ERROR|Error|mismatch|==.*==|ok|FAIL" "$OUT/$name.log" | tail -n 1)
-  say "$name: rc=$rc ${tail_line:-(see $name.log)}"
+  if [[ $DRY ]]; then
+    say "$name: would run for at most ${cap} s: $*"
+    DRY_SPENT=$(( DRY_SPENT + cap ))
+    return 0
+  fi
+  local t0 rc tail_line
+  t0=$(date +%s)
+  # SIGINT first: pytest stops as after Ctrl-C and still writes its XML / benchmark JSON
+  timeout --signal=INT --kill-after=20 "$cap" "$@" > "$OUT/$name.log" 2>&1
+  rc=$?
+  (( rc == 124 || rc == 130 )) && echo "STOPPED at its ${cap} s cap (partial results)" >> "$OUT/$name.log"
+  tail_line=$(grep -E "[0-9]+ (passed|failed|error|skipped|deselected)|no tests ran|STOPPED|sources compiled|ERROR|Error" \
+    "$OUT/$name.log" | grep -v "^seed=" | tail -n 2 | tr '\n' ' ')
+  say "$name: rc=$rc in $(( $(date +%s) - t0 )) s: ${tail_line:-(see $name.log)}"
+  record "$name" "$rc" "$(( $(date +%s) - t0 ))" "$cap" "$tail_line"
   return 0
 }
 
 have_gpu() {
-  python - <<'EOF' 2>/dev/null
+  "$PY" - <<'EOF' 2>/dev/null
 import sys
 try:
     import cupy
@@ -83,60 +125,96 @@ COLLECT=
 declare -A COLLECTED
 STAGES=("$STAGE")
 case "$STAGE" in
-  correct|sanitize|bench|large) ;;
+  quick|correct|sanitize|bench|large) ;;
   collect)
     COLLECT=1
-    STAGES=(correct sanitize bench large)
+    STAGES=(quick correct sanitize bench large)
     : > "$OUT/steps.txt" ;;
   *)
-    echo "usage: tools/gpu_session.sh correct|sanitize|bench|large|collect   (logs under \$OUT)" >&2
+    echo "usage: tools/gpu_session.sh quick|correct|sanitize|bench|large|collect   (logs under \$OUT)" >&2
     exit 2 ;;
 esac
 
-if [[ $COLLECT ]]; then
+if [[ $COLLECT || $DRY ]]; then
   :
 elif ! have_gpu; then
   say "no CUDA GPU here (CuPy sees none): stage skipped"
   exit 0
 else
   nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
-  python -m dmlq info > "$OUT/info.txt" 2>&1 || true
+  "$PY" -m dmlq info > "$OUT/info.txt" 2>&1 || true
+  say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1); budget ${BUDGET} s"
+fi
+
+# The small cases of every kernel variant (tests/gpu_variants.py), the tensor-core known answers first.
+VARIANTS=(tests/test_gpu_variants.py -m gpu)
+# The sanitizers' list: those cases plus the contract's edge cases on the element-wise,
+# pooling and tiled matmul kernels (the GPU twins of the host-harness tests).
+SANITIZE=(-m gpu tests/test_gpu_variants.py tests/test_select_avgpool.py
+          "tests/test_select_matmul.py::test_emulated_mma_stages_tails_and_alignment"
+          "tests/test_select_matmul.py::test_emulated_mma_split_k"
+          "tests/test_select_matmul.py::test_emulated_tile_edges_and_alignment")
+# The key benchmarks: 64M-element element-wise, 8192^3 matmul (tensor cores, dp4a, torch._int_mm),
+# the decode-step stream kernels at N = K = 8192, 3x3 and 2x2 pooling, the torch call overhead.
+BENCH_KEY=(bench/test_bench_elementwise.py bench/test_bench_matmul.py bench/test_bench_intmm.py
+           bench/test_bench_avgpool.py bench/test_bench_torch.py -m "not cpu"
+           -k "(16384x4096 and not axis1) or (8192 and not 14336 and not dp4a-32x32 and not f32) or k3s1p1 or 256x256x56x56 or torch_call_overhead")
+GPU_NAME=collect
+if [[ ! $COLLECT && ! $DRY ]]; then
+  GPU_NAME=$("$PY" -c "import cupy; print(cupy.cuda.runtime.getDeviceProperties(0)['name'].decode().replace(' ', '-'))" 2>/dev/null || echo gpu)
 fi
 
 for STAGE in "${STAGES[@]}"; do
 case "$STAGE" in
+  quick)
+    run warm 120 "$PY" tools/gpu_warm.py
+    run variants 60 "${PYTEST[@]}" -q "${VARIANTS[@]}" --junitxml="$OUT/variants.xml"
+    run check 45 "$PY" -m dmlq check
+    run torch_cuda 45 "${PYTEST[@]}" -q -m gpu tests/test_torch.py tests/test_torch_gpu_forms.py --junitxml="$OUT/torch_cuda.xml"
+    cap=$(( $(left) - 90 < 75 ? $(left) - 90 : 75 ))   # 90 s kept for the benchmarks
+    run fuzz_slice "$cap" env DMLQ_FUZZ_EXAMPLES=10000 DMLQ_FUZZ_SECONDS=$(( cap / 8 - 3 > 1 ? cap / 8 - 3 : 1 )) \
+      DMLQ_FUZZ_REPORT="$OUT/fuzz_quick.jsonl" \
+      "${PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py
+    run bench_key "$(left)" "${PYTEST[@]}" -q "${BENCH_KEY[@]}" --benchmark-json="$OUT/${GPU_NAME}-key-$(date +%Y-%m-%d).json"
+    ;;
   correct)
-    run check 120 python -m dmlq check
-    # Known-answer mma cases first: the tensor-core fragments have only met the host emulation.
-    run mma_first 120 python -m pytest -q -x -p no:cacheprovider -m gpu tests/test_select_matmul.py -k mma
-    run gpu_tests 360 python -m pytest -q -p no:cacheprovider -m gpu --junitxml="$OUT/gpu_tests.xml"
+    run warm 150 "$PY" tools/gpu_warm.py
+    run check 120 "$PY" -m dmlq check
+    # Known answers and every variant first: the tensor-core fragments have only met the host emulation.
+    run variants 90 "${PYTEST[@]}" -q "${VARIANTS[@]}"
+    run gpu_tests 300 "${PYTEST[@]}" -q -m gpu tests --junitxml="$OUT/gpu_tests.xml"
     run fuzz "$(left)" env DMLQ_FUZZ_EXAMPLES="${DMLQ_FUZZ_EXAMPLES:-10000}" \
-      python -m pytest -q -p no:cacheprovider -m gpu tests/test_fuzz_kernels.py
+      DMLQ_FUZZ_SECONDS="$(( ($(left) - 20) / 8 ))" DMLQ_FUZZ_REPORT="$OUT/fuzz.jsonl" \
+      "${PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py
     ;;
   sanitize)
     # A reduced case list: the sanitizers run every access 10-100x slower.
-    CASES=(tests/test_host_elementwise.py tests/test_select_avgpool.py
-           "tests/test_select_matmul.py::test_emulated_mma_stages_tails_and_alignment"
-           "tests/test_select_matmul.py::test_emulated_mma_split_k"
-           "tests/test_select_matmul.py::test_emulated_tile_edges_and_alignment")
+    if [[ $GPU_NAME == *H200* ]]; then
+      say "compute-sanitizer does not work on the H200 kind here: call again with kind nvidia-h100-x1"
+      continue
+    fi
+    SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+    SANITIZER=${SANITIZER:-compute-sanitizer}
+    run warm 150 "$PY" tools/gpu_warm.py
+    n=4   # the time left, shared by the tools still to run
     for tool in memcheck racecheck initcheck synccheck; do
-      run "sanitize_$tool" 120 compute-sanitizer --tool "$tool" --error-exitcode 99 \
-        --log-file "$OUT/sanitize_$tool.report" \
-        python -m pytest -q -x -p no:cacheprovider -m gpu "${CASES[@]}"
-      [[ $COLLECT ]] || say "sanitize_$tool: $(grep -c '========= ' "$OUT/sanitize_$tool.report" 2>/dev/null || echo 0) report lines"
+      run "sanitize_$tool" "$(( ($(left) - 5) / n ))" \
+        "$SANITIZER" --tool "$tool" --error-exitcode 99 --log-file "$OUT/sanitize_$tool.report" \
+        "${PYTEST[@]}" -q "${SANITIZE[@]}"
+      n=$(( n - 1 ))
+      [[ $COLLECT || $DRY ]] || say "sanitize_$tool: $(grep -c '========= ' "$OUT/sanitize_$tool.report" 2>/dev/null || echo 0) report lines"
     done
     ;;
   bench)
-    name=collect
-    [[ $COLLECT ]] || name=$(python -c "import cupy; print(cupy.cuda.runtime.getDeviceProperties(0)['name'].decode().replace(' ', '-'))")
-    run bench "$(left)" python -m pytest bench -q -p no:cacheprovider \
-      --benchmark-json="$OUT/${name}-$(date +%Y-%m-%d).json"
+    run warm 150 "$PY" tools/gpu_warm.py
+    run bench "$(left)" "${PYTEST[@]}" bench -q --benchmark-json="$OUT/${GPU_NAME}-$(date +%Y-%m-%d).json"
     ;;
   large)
-    run large "$(left)" python -m pytest -q -p no:cacheprovider -m gpu \
+    run warm 150 "$PY" tools/gpu_warm.py
+    run large "$(left)" "${PYTEST[@]}" -q -m gpu \
       tests/test_gpu_elementwise.py tests/test_gpu_avgpool.py tests/test_gpu_matmul.py -k "2_31 or beyond or wide or large or worst"
     ;;
 esac
 done
 [[ $COLLECT ]] && exit 0
-say "done in $(( $(date +%s) - START )) s; logs in $OUT"
+say "done in $(( $(date +%s) - START )) s of ${BUDGET}; logs in $OUT"

@@ -1,0 +1,23 @@
+"""pytest plugin for tools/gpu_session.sh (``-p pytest_device``, tools/ on the path): on the
+device only the GPU twins run. Every gpu test has a twin on the cupy stand-in (the host
+harness: the CPU running each CUDA thread, which CI already runs); those twins are
+deselected, so device minutes go to the device, and ``--collect-only`` lists what a
+stage runs there."""
+from __future__ import annotations
+
+import pytest
+
+STAND_IN = "stand-in"
+
+
+def on_stand_in(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return STAND_IN in (params.get("cupy_twin"), params.get("dev"), params.get("host"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    removed = [item for item in items if on_stand_in(item)]
+    if removed:
+        config.hook.pytest_deselected(items=removed)
+        items[:] = [item for item in items if not on_stand_in(item)]
