@@ -6,7 +6,7 @@ from 1e-30 to 1e30, extreme zero points), with each selected variant.
 Runs on the host harness in CI (DMLQ_FUZZ_EXAMPLES per operator, default 50)
 and, where a GPU is present, the same draws on the GPU (tools/gpu_session.sh
 runs it with DMLQ_FUZZ_EXAMPLES=10000). Examples run in seeded chunks of at most
-CHUNK; DMLQ_FUZZ_SECONDS (per test) stops after the chunk that passes it, so a
+DMLQ_FUZZ_CHUNK (default 500); DMLQ_FUZZ_SECONDS (per test) stops after the chunk that passes it, so a
 device session gets whole, shrunk-on-failure runs inside its time. DMLQ_FUZZ_REPORT
 names a file that gets one JSON line per test: examples run and, per kernel variant,
 how many examples ran it (bench/results/hardening.md's counts).
@@ -28,7 +28,7 @@ from dmlq import reference as R
 from dmlq.errors import UnsupportedError
 from dmlq.gpu import avgpool, device, elementwise, intmm, intmm_tiled, matmul, plan, qmm
 
-CHUNK = 500
+CHUNK = int(os.environ.get("DMLQ_FUZZ_CHUNK", "500"))
 SECONDS = float(os.environ.get("DMLQ_FUZZ_SECONDS", "0") or 0)
 REPORT = os.environ.get("DMLQ_FUZZ_REPORT")
 

@@ -2,9 +2,12 @@
 # The device runbook: one stage per device call, from the repo root, on the bare
 # device image (CUDA 13, cupy-cuda13x, torch, pytest, pytest-benchmark and
 # compute-sanitizer; no network, so nothing is installed; tools/device_image.txt
-# lists its Python packages). Everything goes under $OUT (default /tmp/dmlq-gpu-out);
-# each stage prints a few summary lines, writes $OUT/<stage>.json (one row per step:
-# rc, seconds, the pytest tally) and stops itself before the device tool's
+# lists its Python packages). The device tool brings back at most 8 files from $OUT
+# (default /tmp/dmlq-gpu-out), so a stage leaves there: summary.txt (the lines it printed),
+# <stage>.json (one row per step: rc, seconds, cap, the pytest tally), the benchmark JSON
+# of bench / quick, and <stage>-logs.tar.gz (every step's log, JUnit XML, fuzz counts,
+# sanitizer reports, nvidia-smi and dmlq info; refreshed after each step, so a stage cut
+# off still returns what it ran). Each stage stops itself before the device tool's
 # 10-minute limit (DMLQ_STAGE_SECONDS, default 340 for quick, 530 otherwise).
 #
 #   tools/gpu_session.sh quick      ~5.5 min: warm compile, info, every kernel variant on a
@@ -24,11 +27,12 @@
 # tools/gpu_warm.py (all sources compiled at once). A step past its time gets SIGINT, so
 # pytest still writes its JUnit XML and benchmark JSON for what ran; the fuzz runs in
 # seeded chunks with a time slice per operator (DMLQ_FUZZ_SECONDS) and reports its counts
-# per variant ($OUT/fuzz_*.jsonl).
+# per variant (fuzz*.jsonl in the logs archive).
 #
 # Without a GPU every stage says so in one line and exits 0, so the script can
 # be tested to the end on any machine (DMLQ_SESSION_DRY=1 instead prints each step it
-# would run with its time cap). tests/test_gpu_session.py reads the collect stage and fails
+# would run with its time cap; DMLQ_SESSION_FORCE=1 runs the steps anyway, the GPU tests
+# skipping: the plumbing -- caps, SIGINT, the JSON, the archive -- tested without a device). tests/test_gpu_session.py reads the collect stage and fails
 # if a step selects nothing, a command needs a package the image lacks, or a kernel
 # variant is missing from the quick, correct or sanitize lists.
 set -uo pipefail
@@ -39,6 +43,10 @@ PY="${DMLQ_PYTHON:-python3}"   # on the device image python3 is the one holding 
 OUT="${OUT:-/tmp/dmlq-gpu-out}"
 mkdir -p "$OUT"
 STAGE="${1:-}"
+LOGS="${DMLQ_SESSION_LOGS:-${TMPDIR:-/tmp}/dmlq-session-logs}/$STAGE"   # archived into $OUT after each step
+[[ $STAGE == collect ]] || rm -rf "$LOGS"   # this run's files only
+mkdir -p "$LOGS"
+pack() { tar -czf "$OUT/$STAGE-logs.tar.gz" -C "$LOGS" . 2>/dev/null || true; }
 case "$STAGE" in quick) DEFAULT_BUDGET=340 ;; *) DEFAULT_BUDGET=530 ;; esac
 BUDGET="${DMLQ_STAGE_SECONDS:-$DEFAULT_BUDGET}"   # whole stage, under the tool's 600 s
 START=$(date +%s)
@@ -100,13 +108,14 @@ run() {
   local t0 rc tail_line
   t0=$(date +%s)
   # SIGINT first: pytest stops as after Ctrl-C and still writes its XML / benchmark JSON
-  timeout --signal=INT --kill-after=20 "$cap" "$@" > "$OUT/$name.log" 2>&1
+  timeout --signal=INT --kill-after=20 "$cap" "$@" > "$LOGS/$name.log" 2>&1
   rc=$?
-  (( rc == 124 || rc == 130 )) && echo "STOPPED at its ${cap} s cap (partial results)" >> "$OUT/$name.log"
+  (( rc == 124 || rc == 130 )) && echo "STOPPED at its ${cap} s cap (partial results)" >> "$LOGS/$name.log"
   tail_line=$(grep -E "[0-9]+ (passed|failed|error|skipped|deselected)|no tests ran|STOPPED|sources compiled|ERROR|Error" \
-    "$OUT/$name.log" | grep -v "^seed=" | tail -n 2 | tr '\n' ' ')
+    "$LOGS/$name.log" | grep -v "^seed=" | tail -n 2 | tr '\n' ' ')
   say "$name: rc=$rc in $(( $(date +%s) - t0 )) s: ${tail_line:-(see $name.log)}"
   record "$name" "$rc" "$(( $(date +%s) - t0 ))" "$cap" "$tail_line"
+  pack
   return 0
 }
 
@@ -137,13 +146,15 @@ esac
 
 if [[ $COLLECT || $DRY ]]; then
   :
-elif ! have_gpu; then
+elif ! have_gpu && [[ -z ${DMLQ_SESSION_FORCE:-} ]]; then
   say "no CUDA GPU here (CuPy sees none): stage skipped"
   exit 0
 else
-  nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
-  "$PY" -m dmlq info > "$OUT/info.txt" 2>&1 || true
-  say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1); budget ${BUDGET} s"
+  nvidia-smi > "$LOGS/nvidia-smi.txt" 2>&1 || true
+  "$PY" -m dmlq info > "$LOGS/info.txt" 2>&1 || true
+  pack
+  gpu_line=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
+  say "${gpu_line:-GPU unknown (nvidia-smi failed)}; budget ${BUDGET} s"
 fi
 
 # The small cases of every kernel variant (tests/gpu_variants.py), the tensor-core known answers first.
@@ -168,12 +179,12 @@ for STAGE in "${STAGES[@]}"; do
 case "$STAGE" in
   quick)
     run warm 120 "$PY" tools/gpu_warm.py
-    run variants 60 "${PYTEST[@]}" -q "${VARIANTS[@]}" --junitxml="$OUT/variants.xml"
-    run check 45 "$PY" -m dmlq check
-    run torch_cuda 45 "${PYTEST[@]}" -q -m gpu tests/test_torch.py tests/test_torch_gpu_forms.py --junitxml="$OUT/torch_cuda.xml"
+    run variants 60 "${PYTEST[@]}" -q "${VARIANTS[@]}" --junitxml="$LOGS/variants.xml"
+    run check 40 "$PY" -m dmlq check
+    run torch_cuda 60 "${PYTEST[@]}" -q -m gpu tests/test_torch.py tests/test_torch_gpu_forms.py --junitxml="$LOGS/torch_cuda.xml"
     cap=$(( $(left) - 90 < 75 ? $(left) - 90 : 75 ))   # 90 s kept for the benchmarks
-    run fuzz_slice "$cap" env DMLQ_FUZZ_EXAMPLES=10000 DMLQ_FUZZ_SECONDS=$(( cap / 8 - 3 > 1 ? cap / 8 - 3 : 1 )) \
-      DMLQ_FUZZ_REPORT="$OUT/fuzz_quick.jsonl" \
+    run fuzz_slice "$cap" env DMLQ_FUZZ_EXAMPLES=10000 DMLQ_FUZZ_CHUNK=25 DMLQ_FUZZ_SECONDS=$(( cap / 8 - 3 > 1 ? cap / 8 - 3 : 1 )) \
+      DMLQ_FUZZ_REPORT="$LOGS/fuzz_quick.jsonl" \
       "${PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py
     run bench_key "$(left)" "${PYTEST[@]}" -q "${BENCH_KEY[@]}" --benchmark-json="$OUT/${GPU_NAME}-key-$(date +%Y-%m-%d).json"
     ;;
@@ -182,9 +193,9 @@ case "$STAGE" in
     run check 120 "$PY" -m dmlq check
     # Known answers and every variant first: the tensor-core fragments have only met the host emulation.
     run variants 90 "${PYTEST[@]}" -q "${VARIANTS[@]}"
-    run gpu_tests 300 "${PYTEST[@]}" -q -m gpu tests --junitxml="$OUT/gpu_tests.xml"
-    run fuzz "$(left)" env DMLQ_FUZZ_EXAMPLES="${DMLQ_FUZZ_EXAMPLES:-10000}" \
-      DMLQ_FUZZ_SECONDS="$(( ($(left) - 20) / 8 ))" DMLQ_FUZZ_REPORT="$OUT/fuzz.jsonl" \
+    run gpu_tests 300 "${PYTEST[@]}" -q -m gpu tests --junitxml="$LOGS/gpu_tests.xml"
+    run fuzz "$(left)" env DMLQ_FUZZ_EXAMPLES="${DMLQ_FUZZ_EXAMPLES:-10000}" DMLQ_FUZZ_CHUNK=200 \
+      DMLQ_FUZZ_SECONDS="$(( ($(left) - 20) / 8 ))" DMLQ_FUZZ_REPORT="$LOGS/fuzz.jsonl" \
       "${PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py
     ;;
   sanitize)
@@ -199,10 +210,10 @@ case "$STAGE" in
     n=4   # the time left, shared by the tools still to run
     for tool in memcheck racecheck initcheck synccheck; do
       run "sanitize_$tool" "$(( ($(left) - 5) / n ))" \
-        "$SANITIZER" --tool "$tool" --error-exitcode 99 --log-file "$OUT/sanitize_$tool.report" \
+        "$SANITIZER" --tool "$tool" --error-exitcode 99 --log-file "$LOGS/sanitize_$tool.report" \
         "${PYTEST[@]}" -q "${SANITIZE[@]}"
       n=$(( n - 1 ))
-      [[ $COLLECT || $DRY ]] || say "sanitize_$tool: $(grep -c '========= ' "$OUT/sanitize_$tool.report" 2>/dev/null || echo 0) report lines"
+      [[ $COLLECT || $DRY ]] || say "sanitize_$tool: $(grep -c '========= ' "$LOGS/sanitize_$tool.report" 2>/dev/null || echo 0) report lines"
     done
     ;;
   bench)
@@ -217,4 +228,5 @@ case "$STAGE" in
 esac
 done
 [[ $COLLECT ]] && exit 0
-say "done in $(( $(date +%s) - START )) s of ${BUDGET}; logs in $OUT"
+say "done in $(( $(date +%s) - START )) s of ${BUDGET}; in \$OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
+[[ $DRY ]] || pack
