@@ -16,7 +16,7 @@ SELFTEST = Path(__file__).parent / "cuda_host" / "selftest.cu"
 NAMES = ("race", "divergent_barrier", "exit_before_barrier", "write_at", "read_at", "write_const",
          "trap_kernel", "shuffle_xor", "cp_async_wait_probe<0>", "cp_async_wait_probe<1>",
          "cp_async_wait_probe<2>", "ldmatrix_probe<false>", "ldmatrix_probe<true>", "mma_probe_s8u8",
-         "float_ops", "address_mod", "warp_race")
+         "float_ops", "address_mod", "warp_race", "read16_at", "cp_async_at")
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +83,71 @@ def test_global_overrun_fails(dev):
         run(dev, "read_at", (1,), (32,), np.zeros(8, np.int32), np.zeros(1, np.int32), np.int32(-1))
     assert "AddressSanitizer" in str(e.value)
     run(dev, "write_at", (1,), (32,), out, np.int32(0))  # the runner restarted after the crash
+
+
+I32, U8 = np.int32, np.uint8
+
+
+# (kernel, its arguments but the offset, offset, None for an in-bounds access or
+# (read/write, what memcheck would say of the address)). The buffers: 8 int32
+# (32 bytes), 40 bytes at a 16-byte aligned start.
+OUT_OF_BOUNDS = [
+    ("read_at", lambda: (np.zeros(8, I32), np.zeros(1, I32)), I32(7), None),
+    ("read_at", lambda: (np.zeros(8, I32), np.zeros(1, I32)), I32(0), None),
+    ("read_at", lambda: (np.zeros(8, I32), np.zeros(1, I32)), I32(8), ("read", "0 bytes after the end")),
+    ("read_at", lambda: (np.zeros(8, I32), np.zeros(1, I32)), I32(-1), ("read", "4 bytes before")),
+    ("read_at", lambda: (np.zeros(8, I32), np.zeros(1, I32)), I32(100000), ("read", "399968 bytes after")),
+    ("read_at", lambda: (np.zeros(8, I32), np.zeros(1, I32)), I32(-100000), ("read", "400000 bytes before")),
+    ("write_at", lambda: (np.zeros(8, I32),), I32(7), None),
+    ("write_at", lambda: (np.zeros(8, I32),), I32(8), ("write", "0 bytes after the end")),
+    ("write_at", lambda: (np.zeros(8, I32),), I32(-1), ("write", "4 bytes before")),
+    ("write_at", lambda: (np.zeros(8, I32),), I32(5000), ("write", "19968 bytes after")),
+    # a 16-byte load: the last one inside, one straddling the end, one before
+    ("read16_at", lambda: (np.zeros(48, U8)[:40], np.zeros(16, U8)), np.int64(16), None),
+    ("read16_at", lambda: (np.zeros(48, U8)[:40], np.zeros(16, U8)), np.int64(32), None),  # a view: its array has 48
+    ("read16_at", lambda: (np.zeros(40, U8), np.zeros(16, U8)), np.int64(32), ("read", "0 bytes after the end")),
+    ("read16_at", lambda: (np.zeros(40, U8), np.zeros(16, U8)), np.int64(-16), ("read", "16 bytes before")),
+]
+
+
+@pytest.mark.parametrize("name,make,offset,error", OUT_OF_BOUNDS)
+def test_out_of_bounds_global_access_is_an_illegal_address(dev, name, make, offset, error):
+    """As compute-sanitizer's memcheck: an access outside the allocation a
+    pointer points into fails the launch, naming the kernel, the argument and how
+    far out; an access inside it (even past a view's end) does not."""
+    from cuda_host import harness
+
+    args = make()
+    assert all(a.ctypes.data % 16 == 0 for a in args)  # NumPy's allocations: the uint4 loads need it
+    if error is None:
+        run(dev, name, (1,), (32,), *args, offset)
+        return
+    with pytest.raises(harness.IllegalAddress) as e:
+        run(dev, name, (1,), (32,), *args, offset)
+    msg = str(e.value).splitlines()[0]
+    assert msg.startswith(f"cudaErrorIllegalAddress: {name} block (0,0,0) thread (0,0,0): "
+                          f"invalid __global__ {error[0]}"), msg
+    assert f"{error[1]}" in msg and "(argument 0," in msg, msg
+
+
+@pytest.mark.parametrize("offset,src_size,error", [(0, 16, None), (16, 16, None), (32, 8, None),
+                                                   (32, 16, "0 bytes after the end"), (-16, 16, "16 bytes before")])
+def test_out_of_bounds_cp_async_is_an_illegal_address(dev, offset, src_size, error):
+    """cp.async reads its src-size bytes of global memory (the rest of the 16 is
+    zero-filled): only those must lie in the allocation."""
+    from cuda_host import harness
+
+    src = np.arange(40, dtype=U8)
+    assert src.ctypes.data % 16 == 0
+    out = np.zeros(16, U8)
+    if error is None:
+        run(dev, "cp_async_at", (1,), (32,), src, out, np.int64(offset), np.uint32(src_size))
+        want = np.zeros(16, U8)
+        want[:src_size] = src[offset:offset + src_size]
+        np.testing.assert_array_equal(out, want)
+        return
+    with pytest.raises(harness.IllegalAddress, match=f"cp_async_at .*invalid __global__ read of size 16 .*{error}"):
+        run(dev, "cp_async_at", (1,), (32,), src, out, np.int64(offset), np.uint32(src_size))
 
 
 def test_write_through_a_const_pointer_fails(dev):

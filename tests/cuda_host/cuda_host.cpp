@@ -4,6 +4,9 @@
 // provides cuda_host_kernels[].
 #include "cuda_host.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdarg>
 #include <deque>
 #include <unordered_map>
@@ -942,6 +945,80 @@ static LaunchResult launch(void (*body)(void*), void* arg, dim3 grid, dim3 block
 
 namespace {
 
+// ---- device memory, checked as compute-sanitizer's memcheck checks it
+// Each buffer of a launch is a mapping of its own: kGuard bytes of PROT_NONE
+// before and after, and between them pages holding the buffer at its address
+// modulo 256 (the caller's), the bytes before and after it in those pages
+// poisoned for AddressSanitizer. So a kernel's access outside its buffers is
+// an ASan report (in the pages) or a fault (in the guards) however far it
+// strays within kGuard, and it cannot land in another buffer of the launch.
+// On such an error the death callback below writes the launch (kernel, block,
+// thread) and the buffer table after ASan's report, for harness.py to name the
+// argument and the offset.
+constexpr size_t kGuard = size_t(1) << 20;
+
+struct DeviceBuffer {
+  unsigned char* map = nullptr;
+  size_t map_size = 0, body = 0;
+  unsigned char* data = nullptr;
+  unsigned long long size = 0, skew = 0;
+};
+
+size_t page_size() {
+  static const size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+bool map_buffer(DeviceBuffer& b) {
+  const size_t page = page_size();
+  b.body = (b.skew + (b.size ? b.size : 1) + page - 1) / page * page;
+  b.map_size = kGuard + b.body + kGuard;
+  void* m = mmap(nullptr, b.map_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return false;
+  b.map = static_cast<unsigned char*>(m);
+  if (mprotect(b.map + kGuard, b.body, PROT_READ | PROT_WRITE) != 0) return false;
+  b.data = b.map + kGuard + b.skew;
+  unsigned char* body = b.map + kGuard;
+  __asan_unpoison_memory_region(body, b.body);
+  __asan_poison_memory_region(body, b.skew);
+  __asan_poison_memory_region(b.data + b.size, body + b.body - (b.data + b.size));
+  return true;
+}
+
+void unmap_buffer(DeviceBuffer& b) {
+  __asan_unpoison_memory_region(b.map + kGuard, b.body);
+  munmap(b.map, b.map_size);
+  b.map = nullptr;
+}
+
+// What the death callback reports: the launch under way.
+struct LaunchRecord {
+  const char* kernel = nullptr;
+  const std::vector<DeviceBuffer>* bufs = nullptr;
+  const std::vector<int>* arg_buf = nullptr;
+} g_launch;
+
+void report_launch() {
+  const cuda_host::Machine& m = cuda_host::machine();
+  if (!g_launch.kernel) return;
+  std::fprintf(stderr, "cuda_host launch: %s", g_launch.kernel);
+  if (m.current >= 0 && static_cast<size_t>(m.current) < m.threads.size()) {
+    const dim3 t = m.threads[m.current].idx;
+    std::fprintf(stderr, " block (%u,%u,%u) thread (%u,%u,%u)", m.block_idx.x, m.block_idx.y, m.block_idx.z,
+                 t.x, t.y, t.z);
+  }
+  std::fprintf(stderr, "\n");
+  const std::vector<DeviceBuffer>& bufs = *g_launch.bufs;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    std::fprintf(stderr, "cuda_host buffer %zu: 0x%llx %llu args", i,
+                 static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(bufs[i].data)), bufs[i].size);
+    for (size_t j = 0; j < g_launch.arg_buf->size(); ++j)
+      if ((*g_launch.arg_buf)[j] == static_cast<int>(i)) std::fprintf(stderr, " %zu", j);
+    std::fprintf(stderr, "\n");
+  }
+  std::fflush(stderr);
+}
+
 bool read_all(void* p, size_t n) {
   unsigned char* c = static_cast<unsigned char*>(p);
   while (n) {
@@ -974,6 +1051,7 @@ void reply(unsigned status, const std::string& msg) {
 }  // namespace
 
 int main() {
+  __sanitizer_set_death_callback(&report_launch);
   for (;;) {
     const unsigned kernel = read_val<unsigned>();
     if (kernel == 0xffffffffu) {
@@ -992,20 +1070,17 @@ int main() {
     const unsigned poison = read_val<unsigned>();
     const unsigned nbuf = read_val<unsigned>();
     const unsigned narg = read_val<unsigned>();
-    std::vector<unsigned char*> bufs(nbuf), blocks(nbuf);
-    std::vector<unsigned long long> sizes(nbuf), skews(nbuf);
+    std::vector<DeviceBuffer> dbufs(nbuf);
+    std::vector<unsigned char*> bufs(nbuf);
+    std::vector<unsigned long long> sizes(nbuf);
     std::vector<std::vector<unsigned char>> before(nbuf);
     for (unsigned i = 0; i < nbuf; ++i) {
-      sizes[i] = read_val<unsigned long long>();
-      skews[i] = read_val<unsigned long long>() % 256;
+      sizes[i] = dbufs[i].size = read_val<unsigned long long>();
       // The buffer keeps its address modulo 256 from the caller's array, so
-      // alignment-dependent paths run as they would there; the skew bytes in
-      // front of it are poisoned, so an underrun is still an ASan report.
-      void* blk = nullptr;
-      if (posix_memalign(&blk, 256, skews[i] + (sizes[i] ? sizes[i] : 1)) != 0) return 1;
-      blocks[i] = static_cast<unsigned char*>(blk);
-      bufs[i] = blocks[i] + skews[i];
-      __asan_poison_memory_region(blocks[i], skews[i]);
+      // alignment-dependent paths run as they would there (see map_buffer).
+      dbufs[i].skew = read_val<unsigned long long>() % 256;
+      if (!map_buffer(dbufs[i])) return 1;
+      bufs[i] = dbufs[i].data;
       if (!read_all(bufs[i], sizes[i])) return 0;
       before[i].assign(bufs[i], bufs[i] + sizes[i]);
     }
@@ -1039,9 +1114,11 @@ int main() {
       for (unsigned i = 0; i < narg; ++i)
         if (arg_buf[i] >= 0 && i < sig.size() && sig[i] == "P") writable[arg_buf[i]] = true;
       CallArgs ca{&k, args.data()};
+      g_launch = {k.name, &dbufs, &arg_buf};
       const cuda_host::LaunchResult r =
           cuda_host::launch(&run_kernel, &ca, dim3(g[0], g[1], g[2]), dim3(b[0], b[1], b[2]), dyn,
                             order, static_cast<unsigned char>(poison));
+      g_launch = {};
       ok = r.ok;
       status = r.error;
       for (unsigned i = 0; ok && i < nbuf; ++i)
@@ -1055,8 +1132,7 @@ int main() {
     for (unsigned i = 0; i < nbuf; ++i) {
       write_all(&sizes[i], 8);
       write_all(bufs[i], sizes[i]);
-      __asan_unpoison_memory_region(blocks[i], skews[i]);
-      std::free(blocks[i]);
+      unmap_buffer(dbufs[i]);
     }
     std::fflush(stdout);
   }

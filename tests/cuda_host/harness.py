@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -63,6 +64,41 @@ HOST_MAX_SMEM = 227 * 1024
 
 class KernelFault(AssertionError):
     """A kernel misbehaved on the host (fault, sanitizer report, bad arguments)."""
+
+
+class IllegalAddress(KernelFault):
+    """A global load or store outside every buffer of the launch: what
+    compute-sanitizer's memcheck reports as an invalid __global__ read or write
+    (and a GPU without it as cudaErrorIllegalAddress). The runner maps each
+    buffer between guard pages, the bytes around it poisoned (cuda_host.cpp)."""
+
+
+_ASAN_ERROR = re.compile(r"ERROR: AddressSanitizer: ([\w-]+) on (?:unknown )?address (0x[0-9a-f]+)")
+_ASAN_ACCESS = re.compile(r"(READ|WRITE) of size (\d+) at 0x|caused by a (READ|WRITE) memory access")
+_LAUNCH = re.compile(r"^cuda_host launch: (.*)$", re.M)
+_BUFFER = re.compile(r"^cuda_host buffer (\d+): (0x[0-9a-f]+) (\d+) args((?: \d+)*)$", re.M)
+
+
+def crash_fault(code, report: str) -> KernelFault:
+    """The exception for a runner that died: IllegalAddress, in memcheck's
+    terms, where ASan's report is an access outside the launch's buffers."""
+    text = f"the kernel crashed the host runner (exit {code}):\n{report[-12000:]}"
+    err, launch = _ASAN_ERROR.search(report), _LAUNCH.search(report)
+    bufs = [(int(i), int(a, 16), int(n), a_.split()) for i, a, n, a_ in _BUFFER.findall(report)]
+    if not (err and launch and bufs) or err.group(1) not in ("use-after-poison", "SEGV", "heap-buffer-overflow"):
+        return KernelFault(text)
+    addr = int(err.group(2), 16)
+    acc = _ASAN_ACCESS.search(report)
+    kind = (acc.group(1) or acc.group(3)).lower() if acc else "access"
+    size = f" of size {acc.group(2)}" if acc and acc.group(2) else ""
+
+    def distance(b):
+        return b[1] - addr if addr < b[1] else addr - (b[1] + b[2])
+    i, start, n, args = min(bufs, key=distance)
+    where = (f"{start - addr} bytes before" if addr < start else f"{addr - start - n} bytes after the end of")
+    return IllegalAddress(
+        f"cudaErrorIllegalAddress: {launch.group(1)}: invalid __global__ {kind}{size} at {addr:#x}, "
+        f"{where} the nearest buffer (argument {', '.join(args) or '?'}, {n} bytes at {start:#x})\n{text}")
 
 
 def available() -> bool:
@@ -227,9 +263,9 @@ class Runner:
             self.proc.wait()
             self.err.seek(0)
             report = self.err.read().decode(errors="replace")
+            code = self.proc.returncode
             self._start()
-            raise KernelFault(f"the kernel crashed the host runner (exit {self.proc.returncode}):\n"
-                              f"{report[-12000:]}")
+            raise crash_fault(code, report)
         return data
 
     def _status(self):

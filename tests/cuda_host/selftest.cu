@@ -124,3 +124,22 @@ __global__ void warp_race(int* out, int with_barrier) {
   __syncthreads();
   out[t] = r;
 }
+
+// Out-of-bounds probes (tests/test_host_harness.py): thread 0 of block 0 reads
+// or writes at a byte offset from the buffer's start, 16 bytes at once where
+// a kernel loads a uint4, or through cp.async.
+__global__ void read16_at(const unsigned char* in, uint4* out, long long off) {
+  if (threadIdx.x == 0) out[0] = __ldg(reinterpret_cast<const uint4*>(in + off));
+}
+
+__global__ void cp_async_at(const unsigned char* in, uint4* out, long long off, unsigned src_size) {
+  DMLQ_SHARED(16, uint4, s, [1]);
+  if (threadIdx.x == 0) {
+    const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(s));
+    DMLQ_PTX_MEM("cp.async.cg.shared.global [%0], [%1], 16, %2;", (),
+                 (DMLQ_IN("r", base), DMLQ_IN("l", __cvta_generic_to_global(in + off)), DMLQ_IN("r", src_size)));
+    DMLQ_PTX_MEM("cp.async.commit_group;", (), ());
+    DMLQ_PTX_MEM("cp.async.wait_group 0;", (), ());
+    out[0] = s[0];
+  }
+}
