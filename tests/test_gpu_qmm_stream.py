@@ -120,3 +120,35 @@ def test_special_scales(gpu):
         for a_s in (np.float32(0), np.float32(np.inf), np.float32(1e-30)):
             same(dmlq.quantized_matmul, a, a_s, np.uint8(3), b, b_s, 2, np.float32(0.5), np.int8(-7),
                  kernel="matmul_stream_packed<uint8, packed_int4, int8, 16>")
+
+
+@pytest.mark.parametrize("tb", [I4, U4])
+def test_row_pitch_wider_than_n_reads_nothing_past_the_last_row(host_device, tb):
+    """The kernel's ABI takes b's row pitch ``ldb`` (in elements; the launcher passes N). With ldb a
+    multiple of 32 but N not, the 16-byte loads stop at N and the row's last columns go through the
+    nibble path: b here is an allocation that ends at the last row's N-th element (the rest of the
+    pitch lies past it), so a 16-byte load of the last row's last columns is an out-of-bounds read
+    (harness.IllegalAddress) although its values would be masked. Run on the host harness directly."""
+    from numpy.lib.stride_tricks import as_strided
+
+    rng = np.random.default_rng(171)
+    m, k, n, ldb = 3, 70, 40, 64
+    ta, to = U8, I8
+    full = q(rng, tb, (k, ldb))  # the pitch's columns past N hold values the kernel must never use
+    packed = dmlq.pack(full.reshape(-1)).data
+    nbytes = ((k - 1) * ldb + n + 1) // 2
+    raw = np.zeros(nbytes + 32, U8)
+    off = (-raw.ctypes.data) % 16
+    b = as_strided(raw[off:], shape=(nbytes,), strides=(1,))  # its own root: the allocation is these bytes
+    b[...] = packed[:nbytes]
+    a = q(rng, ta, (m, k))
+    a_s, b_s, o_s = np.float32(0.02), np.float32(0.03), np.float32(0.5)
+    a_z, b_z, o_z = np.uint8(3), int(q(rng, tb, ())), np.int8(-2)
+    want = dmlq.quantized_matmul(a, a_s, a_z, dmlq.pack(full[:, :n]), b_s, b_z, o_s, o_z)
+    out = np.full((m, n), 0x5A, np.uint8).view(to)
+    args = (a, b, out, np.int32(m), np.int32(n), np.int32(k), np.zeros((1, 3), np.int64), np.int64(k),
+            np.int64(ldb), np.int64(n), np.array([a_s]), np.array([b_s]), np.array([o_s]), np.array([a_z]),
+            np.array([b_z], np.int8 if tb == I4 else U8), np.array([o_z]), np.int32(0), np.int32(0), np.int32(0), np.int64(0))
+    host_device.forget()
+    host_device.launch("matmul_stream_packed.cu", kern(ta, tb, to, m), (-(-n // 64), 1), (128,), args)
+    np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
