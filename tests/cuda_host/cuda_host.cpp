@@ -969,14 +969,28 @@ size_t page_size() {
   return p;
 }
 
+// Mappings of earlier launches, by their body's size, kept for reuse (the
+// system calls cost more than small launches); at most kKeep bytes of bodies
+// per runner process.
+std::unordered_multimap<size_t, unsigned char*> g_spare;
+size_t g_spare_bytes = 0;
+constexpr size_t kKeep = size_t(32) << 20;
+
 bool map_buffer(DeviceBuffer& b) {
   const size_t page = page_size();
   b.body = (b.skew + (b.size ? b.size : 1) + page - 1) / page * page;
   b.map_size = kGuard + b.body + kGuard;
-  void* m = mmap(nullptr, b.map_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return false;
-  b.map = static_cast<unsigned char*>(m);
-  if (mprotect(b.map + kGuard, b.body, PROT_READ | PROT_WRITE) != 0) return false;
+  auto spare = g_spare.find(b.body);
+  if (spare != g_spare.end()) {
+    b.map = spare->second;
+    g_spare.erase(spare);
+    g_spare_bytes -= b.body;
+  } else {
+    void* m = mmap(nullptr, b.map_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return false;
+    b.map = static_cast<unsigned char*>(m);
+    if (mprotect(b.map + kGuard, b.body, PROT_READ | PROT_WRITE) != 0) return false;
+  }
   b.data = b.map + kGuard + b.skew;
   unsigned char* body = b.map + kGuard;
   __asan_unpoison_memory_region(body, b.body);
@@ -987,7 +1001,12 @@ bool map_buffer(DeviceBuffer& b) {
 
 void unmap_buffer(DeviceBuffer& b) {
   __asan_unpoison_memory_region(b.map + kGuard, b.body);
-  munmap(b.map, b.map_size);
+  if (g_spare_bytes + b.body <= kKeep) {
+    g_spare.emplace(b.body, b.map);
+    g_spare_bytes += b.body;
+  } else {
+    munmap(b.map, b.map_size);
+  }
   b.map = nullptr;
 }
 
