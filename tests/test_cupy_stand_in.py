@@ -342,6 +342,27 @@ def test_a_kernel_runs_on_the_harness(cupy_stand_in):
     assert S.launches[-1][:4] == ("k", (1, 1, 1), (32, 1, 1), 0)
 
 
+def test_a_kernel_past_the_size_asked_is_an_illegal_address(cupy_stand_in):
+    """A pool block is the size asked, not CuPy's 512-byte rounding: one element
+    past it, read or written, fails the launch (stricter than memcheck, which sees
+    only the pool's cudaMalloc), naming the kernel and the argument; the arrays
+    are left as they were."""
+    from cuda_host import harness
+
+    cp = cupy_stand_in
+    ker = _any_kernel(cp)
+    x10, y10 = cp.asarray(np.arange(10, dtype=np.float32)), cp.zeros(10, np.float32)
+    x11, y11 = cp.asarray(np.arange(11, dtype=np.float32)), cp.zeros(11, np.float32)
+    for x, y, arg, kind in ((x10, y11, 0, "read"), (x11, y10, 1, "write")):
+        with pytest.raises(harness.IllegalAddress, match=rf"^cudaErrorIllegalAddress: k block \(0,0,0\) "
+                           rf"thread \(10,0,0\): invalid __global__ {kind} of size 4 at 0x[0-9a-f]+, 0 bytes "
+                           rf"after the end of the nearest buffer \(argument {arg}, 40 bytes"):
+            ker((1,), (32,), (x, y, np.int32(11), 2.0))
+    np.testing.assert_array_equal(y11.get(), np.zeros(11, np.float32))
+    ker((1,), (32,), (x10, y11, np.int32(10), 2.0))
+    np.testing.assert_array_equal(y11.get()[:10], np.arange(10, dtype=np.float32) * 2)
+
+
 @pytest.mark.parametrize("args, match", [
     (lambda cp, x, y: (x, y, 10, 2.0), "CuPy packs 8 bytes for a 4-byte C parameter"),   # int -> int64
     (lambda cp, x, y: (x, y, np.int32(10), np.float32(2)), "4 bytes for a 8-byte"),       # float32 for double
