@@ -295,3 +295,23 @@ def test_a_runner_another_process_is_building_is_not_built_twice(host_device, tm
         with harness._file_lock(exe, blocking=False) as again:  # flock: held against every other open
             assert not again
     assert not exe.exists() and exe not in harness._inflight
+
+
+def test_a_crash_report_outside_the_guards_or_inside_a_buffer():
+    """harness.crash_fault on ASan's words: a null pointer is an illegal address in no
+    buffer; an address inside a buffer (not an out-of-bounds access) stays a plain KernelFault."""
+    from cuda_host import harness
+
+    report = ("==1==ERROR: AddressSanitizer: SEGV on unknown address {} (pc 0x1 bp 0x2 sp 0x3 T0)\n"
+              "==1==The signal is caused by a WRITE memory access.\n"
+              "cuda_host launch: k block (1,0,0) thread (3,0,0)\n"
+              "cuda_host buffer 0: 0x7f0000001000 40 args 0 2\n")
+    e = harness.crash_fault(1, report.format("0x000000000000"))
+    assert type(e) is harness.IllegalAddress
+    assert str(e).startswith("cudaErrorIllegalAddress: k block (1,0,0) thread (3,0,0): invalid __global__ write at "
+                             "0x0, an address in no buffer of the launch (the nearest: argument 0, 2, 40 bytes at "
+                             "0x7f0000001000)\n"), str(e)
+    assert "8 bytes after the end" in str(harness.crash_fault(1, report.format("0x7f0000001030")))
+    assert type(harness.crash_fault(1, report.format("0x7f0000001010"))) is harness.KernelFault
+    assert type(harness.crash_fault(1, report.format("0x7f0000001010").replace("cuda_host launch", "x"))) \
+        is harness.KernelFault

@@ -73,6 +73,7 @@ class IllegalAddress(KernelFault):
     buffer between guard pages, the bytes around it poisoned (cuda_host.cpp)."""
 
 
+GUARD = 1 << 20  # cuda_host.cpp's kGuard: how far outside a buffer an access is still attributed to it
 _ASAN_ERROR = re.compile(r"ERROR: AddressSanitizer: ([\w-]+) on (?:unknown )?address (0x[0-9a-f]+)")
 _ASAN_ACCESS = re.compile(r"(READ|WRITE) of size (\d+) at 0x|caused by a (READ|WRITE) memory access")
 _LAUNCH = re.compile(r"^cuda_host launch: (.*)$", re.M)
@@ -95,10 +96,16 @@ def crash_fault(code, report: str) -> KernelFault:
     def distance(b):
         return b[1] - addr if addr < b[1] else addr - (b[1] + b[2])
     i, start, n, args = min(bufs, key=distance)
-    where = (f"{start - addr} bytes before" if addr < start else f"{addr - start - n} bytes after the end of")
-    return IllegalAddress(
-        f"cudaErrorIllegalAddress: {launch.group(1)}: invalid __global__ {kind}{size} at {addr:#x}, "
-        f"{where} the nearest buffer (argument {', '.join(args) or '?'}, {n} bytes at {start:#x})\n{text}")
+    if distance(bufs[i]) < 0:  # inside a buffer: not an out-of-bounds access
+        return KernelFault(text)
+    what = f"(argument {', '.join(args) or '?'}, {n} bytes at {start:#x})"
+    if distance(bufs[i]) > GUARD:  # a null or wild pointer
+        where = f"an address in no buffer of the launch (the nearest: {what[1:-1]})"
+    else:
+        where = (f"{start - addr} bytes before" if addr < start else
+                 f"{addr - start - n} bytes after the end of") + f" the nearest buffer {what}"
+    return IllegalAddress(f"cudaErrorIllegalAddress: {launch.group(1)}: invalid __global__ {kind}{size} at "
+                          f"{addr:#x}, {where}\n{text}")
 
 
 def available() -> bool:
