@@ -30,13 +30,16 @@ from dmlq.gpu.matmul import plan_tiled
 I8, U8, I32, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 
-# Kernels no small case reaches: (source, folded name) -> why, and the test that runs them (in the
-# session's large stage, tests past 2**31 elements).
+# Kernels no small case here reaches: (source, folded name) -> why. Their small cases are
+# tests/test_gpu_elementwise.py::test_wide_index_kernels (64-bit index math forced on small
+# inputs), which the session runs beside these (quick, correct and the sanitizers), and the
+# tests past 2**31 elements of its large stage (tests/test_gpu_session.py checks both).
 LARGE_ONLY = {
     ("elementwise.cu", "quantize_strided<true>"): "64-bit offsets: a view spanning more than 2**31 elements",
     ("elementwise.cu", "dequantize_strided<true>"): "64-bit offsets: a view spanning more than 2**31 elements",
     ("elementwise.cu", "add_strided<true>"): "64-bit offsets: a view spanning more than 2**31 elements",
 }
+LARGE_ONLY_CASES = ("tests/test_gpu_elementwise.py::test_wide_index_kernels",)
 
 
 def fold(source: str, name: str) -> str:

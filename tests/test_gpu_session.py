@@ -142,6 +142,11 @@ def test_every_variant_case_runs_in_quick_correct_and_sanitize(collected):
                  "sanitize_synccheck"):
         got = set(collected[step][1])
         assert want <= got, (step, sorted(want - got)[:5])
+        # the kernels no small case of gpu_variants reaches: their small cases run beside them
+        for node in V.LARGE_ONLY_CASES:
+            assert any(t.split("[")[0] == node for t in got), (step, node)
+    large = {t.split("[")[0] for t in collected["large"][1]}
+    assert set(V.LARGE_ONLY_CASES) <= large
 
 
 def test_the_fuzz_reaches_every_selectable_variant(collected):

@@ -158,10 +158,12 @@ else
 fi
 
 # The small cases of every kernel variant (tests/gpu_variants.py), the tensor-core known answers first.
-VARIANTS=(tests/test_gpu_variants.py -m gpu)
+# (and the 64-bit index element-wise kernels, forced on small inputs)
+VARIANTS=(tests/test_gpu_variants.py "tests/test_gpu_elementwise.py::test_wide_index_kernels" -m gpu)
 # The sanitizers' list: those cases plus the contract's edge cases on the element-wise,
 # pooling and tiled matmul kernels (the GPU twins of the host-harness tests).
-SANITIZE=(-m gpu tests/test_gpu_variants.py tests/test_select_avgpool.py
+SANITIZE=(-m gpu tests/test_gpu_variants.py "tests/test_gpu_elementwise.py::test_wide_index_kernels"
+          tests/test_select_avgpool.py
           "tests/test_select_matmul.py::test_emulated_mma_stages_tails_and_alignment"
           "tests/test_select_matmul.py::test_emulated_mma_split_k"
           "tests/test_select_matmul.py::test_emulated_tile_edges_and_alignment")
