@@ -21,3 +21,24 @@ def pytest_collection_modifyitems(config, items):
     if removed:
         config.hook.pytest_deselected(items=removed)
         items[:] = [item for item in items if not on_stand_in(item)]
+
+
+SKIPPED_BUILDS: list = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session):
+    """No cold builds for the host harness or the stand-in's cubins (tests/prebuild.py,
+    which tests/conftest.py starts after collection): the device runs neither, and a
+    g++ build still running would hold the step's exit (the pool's threads are joined
+    when Python exits)."""
+    try:
+        import prebuild
+    except ImportError:
+        return
+    prebuild.start = lambda host, nvrtc: SKIPPED_BUILDS.append((host, nvrtc))
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(f"pytest_device: GPU twins only; host-harness prebuild requests skipped: "
+                                f"{len(SKIPPED_BUILDS)}")
