@@ -6,6 +6,7 @@ import ast
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,42 @@ def test_the_dry_run_plans_every_step_inside_the_budget(tmp_path):
         caps = [int(line.split("at most ")[1].split(" s")[0]) for line in lines if "would run for at most" in line]
         assert caps and sum(caps) <= budget, (stage, caps)
         assert all("would run" in line or "skipped" in line for line in lines[:-1]), lines
+
+
+# ------------------------------------------------- recording what came back
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_record_writes_what_a_forced_stage_left(tmp_path):
+    """tools/gpu_record.py on what a stage leaves in $OUT (here the large stage forced to run
+    without a GPU, plus a fuzz count and a sanitizer report put into its logs archive as the
+    device would): the archive unpacked under bench/results/gpu-DATE/, the step rows, the fuzz
+    counts and the sanitizer's error count in hardening.md."""
+    import json
+    import tarfile
+
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", str(SCRIPT), "large"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OUT": str(out), "DMLQ_SESSION_FORCE": "1", "DMLQ_STAGE_SECONDS": "200",
+                            "DMLQ_SESSION_LOGS": str(tmp_path / "logs")})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1].startswith("[large] done in")
+    rows = json.loads((out / "large.json").read_text())
+    assert [row["step"] for row in rows] == ["warm", "large"]
+    logs = tmp_path / "logs" / "large"
+    (logs / "fuzz.jsonl").write_text(json.dumps({"test": "matmul", "device": "gpu", "examples": 7, "seconds": 1.0,
+                                                 "chunks_passed": 1, "variants": {"mma-128x128": 7}}) + "\n")
+    (logs / "sanitize_memcheck.report").write_text("========= ERROR SUMMARY: 0 errors\n")
+    with tarfile.open(out / "large-logs.tar.gz", "w:gz") as tar:
+        tar.add(logs, arcname=".")
+    root = tmp_path / "repo"
+    r = subprocess.run([sys.executable, str(SCRIPT.parent / "gpu_record.py"), str(out), "--root", str(root),
+                        "--date", "2026-12-01"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    day = root / "bench" / "results" / "gpu-2026-12-01"
+    assert (day / "large.json").read_text() == (out / "large.json").read_text()
+    assert (day / "large" / "large.log").is_file() and (day / "large-summary.txt").is_file()
+    text = (root / "bench" / "results" / "hardening.md").read_text()
+    assert "## 2026-12-01: `large` on GPU unknown" in text
+    assert "| warm | 1 |" in text and "| large | 0 |" in text
+    assert "| matmul | gpu | 7 | 1.0 | mma-128x128 7 |" in text
+    assert "| memcheck | 0 |" in text
