@@ -55,15 +55,25 @@ FORCED = {
 INTMM_FORCED = matmul.ALL_VARIANTS
 
 
-def _budgeted(name, dev_name, make):
-    """Run ``make(examples, chunk_seed)()`` in chunks until DMLQ_FUZZ_EXAMPLES examples
-    or DMLQ_FUZZ_SECONDS; one JSON line to DMLQ_FUZZ_REPORT: examples, variants."""
+def _budgeted(name, dev_name, strategy, body):
+    """``body(args) -> the plan variants it ran`` on draws of ``strategy``, in seeded chunks
+    until DMLQ_FUZZ_EXAMPLES examples or DMLQ_FUZZ_SECONDS; one JSON line to
+    DMLQ_FUZZ_REPORT: examples, examples per variant."""
     counts: Counter = Counter()
+
+    def make(examples):
+        @fs.fuzz_settings(examples)
+        @given(strategy)
+        def run(args):
+            counts.update(body(args))
+            counts["examples"] += 1
+        return run
+
     start, done, chunk = time.monotonic(), 0, 0
     try:
         while done < fs.EXAMPLES:
             n = min(CHUNK, fs.EXAMPLES - done)
-            seed(chunk)(make(n, counts))()
+            seed(chunk)(make(n))()
             done, chunk = done + n, chunk + 1
             if SECONDS and time.monotonic() - start > SECONDS:
                 break
@@ -101,41 +111,35 @@ def _fuzz(op, dev_name, request):
     strategy, kernel, reference = OPS[op]
     dev = request.getfixturevalue("host_device" if dev_name == "host" else "gpu_mirror_device")
 
-    def make(examples, counts):
-        @fs.fuzz_settings(examples)
-        @given(strategy())
-        def run(args):
-            # The backends take arrays (the public API converts scalars, as CuPy would).
-            args = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in args.items()}
-            out = args["out"]
-            want = reference(**{**args, "out": np.empty(out.shape, out.dtype)})
-            if op == "matmul_packed":
-                args = _kernel_form(args)
-            before = out.copy()
-            ran = set()
-            for variant in (None, *FORCED[op]):
-                if variant is not None and op.startswith("matmul") and variant not in matmul.VARIANTS:
-                    continue
-                out[...] = before
-                try:
-                    dev.forget()
-                    with device.using(dev), plan.recording() as plans:
-                        got = kernel(**args, variant=variant)
-                except ValueError as e:
-                    if variant is None or not any(w in str(e) for w in ("cannot", "does not apply", "exact only",
-                                                                        "no tensor-core kernel")):
-                        raise
-                    continue
-                finally:
-                    dev.forget()
-                _check_out(got, out, want, f"{op} ({variant or 'selected'})")
-                ran |= _variants(plans)
-            counts.update(ran)
-            counts["examples"] += 1
+    def body(args):
+        # The backends take arrays (the public API converts scalars, as CuPy would).
+        args = {k: np.asarray(v) if isinstance(v, np.generic) else v for k, v in args.items()}
+        out = args["out"]
+        want = reference(**{**args, "out": np.empty(out.shape, out.dtype)})
+        if op == "matmul_packed":
+            args = _kernel_form(args)
+        before = out.copy()
+        ran = set()
+        for variant in (None, *FORCED[op]):
+            if variant is not None and op.startswith("matmul") and variant not in matmul.VARIANTS:
+                continue
+            out[...] = before
+            try:
+                dev.forget()
+                with device.using(dev), plan.recording() as plans:
+                    got = kernel(**args, variant=variant)
+            except ValueError as e:
+                if variant is None or not any(w in str(e) for w in ("cannot", "does not apply", "exact only",
+                                                                    "no tensor-core kernel")):
+                    raise
+                continue
+            finally:
+                dev.forget()
+            _check_out(got, out, want, f"{op} ({variant or 'selected'})")
+            ran |= _variants(plans)
+        return ran
 
-        return run
-
-    _budgeted(op, dev_name, make)
+    _budgeted(op, dev_name, strategy(), body)
 
 
 @pytest.mark.parametrize("dev_name", ["host", pytest.param("gpu", marks=pytest.mark.gpu)])
@@ -186,42 +190,36 @@ def test_fuzz_intmm_kernels(op, dev_name, request):
     which, kernel, reference = INTMM[op]
     dev = request.getfixturevalue("host_device" if dev_name == "host" else "gpu_mirror_device")
 
-    def make(examples, counts):
-        @fs.fuzz_settings(examples)
-        @given(fs.intmm_args(which))
-        def run(args):
-            out = args["out"]
-            want = reference(**{**args, "out": np.empty(out.shape, out.dtype)})
-            kargs = _kernel_form(args)
-            before = out.copy()
-            ran = set()
-            for variant in (None, *INTMM_FORCED):
-                if variant is not None and variant not in matmul.VARIANTS:
-                    continue
-                out[...] = before
-                try:
-                    dev.forget()
-                    with device.using(dev), plan.recording() as plans:
-                        got = kernel(**kargs) if variant is None else _tiled(op, kargs, variant)
-                except UnsupportedError as e:  # the GPU's documented gaps (README), M > 16 only
-                    assert args["a"].shape[-2] > 16 or variant, e
-                    assert "no CUDA kernel" in str(e), e
-                    if variant is None:
-                        event(f"refused: {str(e).split(';')[0].split(': ', 1)[1][:40]}")
-                    continue
-                except ValueError as e:
-                    if variant is None or "does not apply" not in str(e):
-                        raise
-                    continue
-                finally:
-                    dev.forget()
+    def body(args):
+        out = args["out"]
+        want = reference(**{**args, "out": np.empty(out.shape, out.dtype)})
+        kargs = _kernel_form(args)
+        before = out.copy()
+        ran = set()
+        for variant in (None, *INTMM_FORCED):
+            if variant is not None and variant not in matmul.VARIANTS:
+                continue
+            out[...] = before
+            try:
+                dev.forget()
+                with device.using(dev), plan.recording() as plans:
+                    got = kernel(**kargs) if variant is None else _tiled(op, kargs, variant)
+            except UnsupportedError as e:  # the GPU's documented gaps (README), M > 16 only
+                assert args["a"].shape[-2] > 16 or variant, e
+                assert "no CUDA kernel" in str(e), e
                 if variant is None:
-                    event(f"ran: M {'<= 16 (stream)' if args['a'].shape[-2] <= 16 else '> 16 (tiled)'}")
-                _check_out(got, out, want, f"{op} ({variant or 'selected'})")
-                ran |= _variants(plans)
-            counts.update(ran)
-            counts["examples"] += 1
+                    event(f"refused: {str(e).split(';')[0].split(': ', 1)[1][:40]}")
+                continue
+            except ValueError as e:
+                if variant is None or "does not apply" not in str(e):
+                    raise
+                continue
+            finally:
+                dev.forget()
+            if variant is None:
+                event(f"ran: M {'<= 16 (stream)' if args['a'].shape[-2] <= 16 else '> 16 (tiled)'}")
+            _check_out(got, out, want, f"{op} ({variant or 'selected'})")
+            ran |= _variants(plans)
+        return ran
 
-        return run
-
-    _budgeted(op, dev_name, make)
+    _budgeted(op, dev_name, fs.intmm_args(which), body)
