@@ -164,6 +164,7 @@ def pytest_collection_finish(session):
     import prebuild
 
     host = nvrtc = False
+    ptx: set = set()  # (source, arch) of dmlq.gpu.nvrtc that the tests will read
     texts: dict = {}
     for item in session.items:
         if item.get_closest_marker("skip") is not None:
@@ -171,12 +172,22 @@ def pytest_collection_finish(session):
         if item.path not in texts:
             texts[item.path] = item.path.read_text() if item.path.suffix == ".py" else ""
         text = texts[item.path]
+        ptx.update(_prebuilt_ptx(item))
         stand_in = _on_stand_in(item) or "cupy_stand_in" in text
         host = host or stand_in or "host_device" in text or "cuda_host" in text or "host" in item.fixturenames
         nvrtc = nvrtc or host or "static_report" in text  # the host harness's occupancy reads the cubin
-        if host and nvrtc:
-            break
-    prebuild.start(host, nvrtc)
+    prebuild.start(host, nvrtc, ptx)
+
+
+def _prebuilt_ptx(item):
+    """The pairs (source, arch) of the item's module's PREBUILT_PTX that the item
+    compiles: those matching its ``arch`` parameter (and ``source``, where it has
+    one); an item without an ``arch`` parameter compiles none."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "arch" not in params:
+        return ()
+    return [(s, a) for s, a in getattr(getattr(item, "module", None), "PREBUILT_PTX", ())
+            if a == params["arch"] and params.get("source", s) == s]
 
 
 def pytest_sessionfinish(session):

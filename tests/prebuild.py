@@ -16,15 +16,30 @@ its cache entry: under pytest-xdist every worker runs this pool, a worker's pool
 skips what another worker is building (and awaits it last), so each runner and
 cubin is built once and the workers' pools build different ones at once.
 
+A third kind, the PTX dmlq.gpu.nvrtc makes for the other archs
+(tests/test_nvrtc.py, the test_select_* files), is queued for the (source, arch)
+pairs a collected test module lists in ``PREBUILT_PTX`` and read through
+:func:`compiled`, which also hands out sm_90's PTX from the cubin's own build.
+All builds share one queue, the costliest first (COST), so no long build starts last.
+
 A warm cache makes each job a cache hit: the pool costs nothing then.
 """
 from __future__ import annotations
 
 import os
+import re
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 
 _pool: ThreadPoolExecutor | None = None
-_futures: dict = {}  # ("host" | "nvrtc", source) -> Future
+_futures: dict = {}  # ("host" | "nvrtc", source) or ("ptx", (source, arch)) -> Future
+
+# CPU seconds of each cold build (runner, cubin + SASS) measured one at a time at
+# commit 57b35d4 on this project's 2-core machine; the pool starts the longest first so
+# the last builds to finish are short ones. A PTX build for another arch ("ptx",
+# tests/test_nvrtc.py) costs about what the cubin costs. A source not listed: 10 s.
+COST = {"elementwise.cu": (19, 9), "matmul_dp4a.cu": (40, 48), "matmul_dp4a_packed.cu": (39, 50),
+        "matmul_mma.cu": (37, 31), "matmul_mma_packed.cu": (35, 32), "avgpool.cu": (8, 8),
+        "matmul_stream.cu": (10, 9), "quant_types.cu": (8, 73), "matmul_stream_packed.cu": (9, 8)}
 
 
 def jobs() -> int:
@@ -51,13 +66,28 @@ def _nvrtc(source: str, wait: bool):
     return toolchain.build(source, loader.registry()[source], wait=wait)
 
 
+def _ptx(key, wait: bool):
+    """One (source, arch) of dmlq.gpu.nvrtc (tests/test_nvrtc.py): under a lock file
+    in its cache folder, so each is compiled once across processes."""
+    from cupy_stand_in import _kernels
+    from dmlq.gpu import nvrtc
+
+    source, arch = key
+    lock = nvrtc.cache_dir() / f"{source}-{arch}.lock"
+    with _kernels.static_report_module().file_lock(lock, wait) as held:
+        return nvrtc.compile_source(source, arch) if held else None
+
+
+_BUILD = {"host": _host, "nvrtc": _nvrtc, "ptx": _ptx}
+
+
 def _job(key, f: Future, wait: bool = False):
     """Build ``key`` unless another process holds its lock: then it goes to the
     back of the queue and is awaited last, so each worker's pool builds what no
     one else is building (the cache entry's lock file, harness.build and
     static_report's Toolchain.build)."""
     try:
-        built = (_host if key[0] == "host" else _nvrtc)(key[1], wait) is not None
+        built = _BUILD[key[0]](key[1], wait) is not None
     except Exception as e:  # noqa: BLE001 - the test's own build reports it
         _settle(f, e)
         return
@@ -80,24 +110,70 @@ def _settle(f: Future, error):
         pass
 
 
-def start(host: bool, nvrtc: bool):
+def start(host: bool, nvrtc: bool, ptx=()):
     """Queue the runner (``host``) and the cubin (``nvrtc``) of every source of
-    cuda/, source by source in the loader's order (elementwise.cu first: the
-    tests that come first use it most)."""
+    cuda/, and the ``ptx`` pairs (source, arch) of dmlq.gpu.nvrtc that the tests
+    read through :func:`compiled` (sm_90's come from the cubin's build): all in
+    one queue, the longest first (COST)."""
     global _pool
-    if _pool is not None or not (host or nvrtc):
+    if _pool is not None or not (host or nvrtc or ptx):
         return
+    cubins = {s for s, a in ptx if a == _static_arch()}  # sm_90's PTX: the cubin's build
+    ptx = {p for p in ptx if p[1] != _static_arch()}
     from cuda_host import harness
     from dmlq.gpu import loader
 
     if host and not harness.available():
         host = False
+    jobs_ = []
+    for i, source in enumerate(loader.registry()):
+        cost = COST.get(source, (10, 10))
+        if host:
+            jobs_.append((cost[0], i, ("host", source)))
+        if nvrtc or source in cubins:
+            jobs_.append((cost[1], i, ("nvrtc", source)))
+    jobs_ += [(COST.get(s, (10, 10))[1], 0, ("ptx", (s, a))) for s, a in sorted(ptx)]
     _pool = ThreadPoolExecutor(jobs(), thread_name_prefix="dmlq-build")
-    for source in loader.registry():
-        for kind, wanted in (("host", host), ("nvrtc", nvrtc)):
-            if wanted:
-                f = _futures[kind, source] = Future()
-                _pool.submit(_job, (kind, source), f)
+    for _cost, _i, key in sorted(jobs_, key=lambda j: (-j[0], j[1])):
+        f = _futures[key] = Future()
+        _pool.submit(_job, key, f)
+
+
+def _static_arch() -> str:
+    from cupy_stand_in import _kernels
+
+    return _kernels.static_report_module().ARCH
+
+
+_PTXAS_INFO = re.compile(r"ptxas(?: info +:| +\.) ")  # -Xptxas -v's lines, no warnings
+
+
+def compiled(source: str, arch: str, names=None):
+    """dmlq.gpu.nvrtc.compile_source(source, arch, names) for the tests: for sm_90
+    with every name of the source, the same program's PTX, log and lowered names
+    from the static report's build (tools/static_report.py: CuPy's options plus
+    ``-Xptxas -v``, whose info lines are dropped from the log; identical PTX),
+    which the session makes anyway -- one NVRTC compile per source for sm_90,
+    not two; otherwise the build this session's pool started, or a compile now."""
+    from dmlq.gpu import loader, nvrtc
+
+    full = loader.registry()[source]
+    if names is None or tuple(names) == tuple(full):
+        if arch == _static_arch():
+            from cupy_stand_in import _kernels
+
+            wait("nvrtc", source)
+            try:
+                _sr, toolchain = _kernels._static_report()
+            except (FileNotFoundError, OSError):  # no nvdisasm wheel: NVRTC alone
+                return nvrtc.compile_source(source, arch, names)
+            b = toolchain.build(source, full)
+            if b.ptx is None:  # a cache entry older than the PTX kept beside it
+                return nvrtc.compile_source(source, arch, names)
+            log = "\n".join(line for line in b.log.splitlines() if not _PTXAS_INFO.match(line))
+            return nvrtc.CompileResult(source, arch, b.ptx, log.strip(), b.lowered)
+        wait("ptx", (source, arch))
+    return nvrtc.compile_source(source, arch, names)
 
 
 def wait(kind: str, source: str):

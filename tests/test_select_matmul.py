@@ -156,16 +156,18 @@ def test_dp4a_configs_meet_the_kernel_static_asserts(name):
 # ------------------------------------------------------------- compiling
 
 FTZ_ARITH = re.compile(r"\b(?:div|mul|add|sub|fma|rcp)(?:\.\w+)*\.ftz(?:\.\w+)*\.f32\b")
+ARCHS = ("sm_80", "sm_90")
+PREBUILT_PTX = [(matmul.DP4A_SOURCE, a) for a in ARCHS]  # tests/prebuild.py starts them
 
 
 @functools.lru_cache(maxsize=None)
 def _compiled(arch):
-    from dmlq.gpu import nvrtc
+    import prebuild
 
-    return nvrtc.compile_source(matmul.DP4A_SOURCE, arch, matmul.KERNELS[matmul.DP4A_SOURCE])
+    return prebuild.compiled(matmul.DP4A_SOURCE, arch, matmul.KERNELS[matmul.DP4A_SOURCE])
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_dp4a_kernels_compile_clean(arch):
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     result = _compiled(arch)

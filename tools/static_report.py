@@ -45,9 +45,9 @@ This is a static count of the code, not of issued instructions: it is exact for
 a loop laid out as one straight block (what ptxas emits for unrolled k-steps),
 and an upper bound on the instructions per iteration when the body has branches.
 
-Compiled cubins, logs and SASS are cached on disk (``--cache-dir``, default
-``$DMLQ_CACHE_DIR`` or ``~/.cache/dmlq/static``) keyed by the source text, the
-name expressions, the options and the NVRTC/nvdisasm versions.
+Compiled cubins, logs, SASS and PTX are cached on disk (``--cache-dir``, default
+``$DMLQ_CACHE_DIR`` or ``$XDG_CACHE_HOME/dmlq/static``, ~/.cache/dmlq/static without
+it) keyed by the source text, the name expressions, the options and the NVRTC/nvdisasm versions.
 """
 from __future__ import annotations
 
@@ -161,8 +161,9 @@ class Nvrtc:
         self.lib.nvrtcGetProgramLog(prog, buf)
         return buf.value.decode(errors="replace")
 
-    def compile(self, text: str, name: str, names, options):
-        """(cubin bytes, log, {name expression: lowered name})."""
+    def compile(self, text: str, name: str, names, options, ptx: bool = False):
+        """(cubin bytes, log, {name expression: lowered name}), and the PTX text
+        after them where ``ptx`` is true (one program gives both)."""
         lib = self.lib
         prog = ctypes.c_void_p()
         self._check(lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), name.encode(),
@@ -185,7 +186,12 @@ class Nvrtc:
                 self._check(lib.nvrtcGetLoweredName(prog, n.encode(), ctypes.byref(out)),
                             f"nvrtcGetLoweredName({n})")
                 lowered[n] = out.value.decode()
-            return cubin, log, lowered
+            if not ptx:
+                return cubin, log, lowered
+            self._check(lib.nvrtcGetPTXSize(prog, ctypes.byref(size)), "nvrtcGetPTXSize")
+            buf = ctypes.create_string_buffer(size.value)
+            self._check(lib.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
+            return cubin, log, lowered, buf.value.decode()
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
@@ -250,6 +256,7 @@ class Build:
     log: str
     lowered: dict
     sass: str
+    ptx: str | None  # the same program's PTX (tests/prebuild.py's compiled(): one compile)
 
 
 class Toolchain:
@@ -278,13 +285,14 @@ class Toolchain:
         second caller waits for the first and reads its result, or, with
         ``wait`` false, returns None at once (tests/prebuild.py moves on)."""
         base, text, text_sha, options = self.entry(source, names)
-        files = [base.with_suffix(s) for s in (".cubin", ".json", ".sass")]
+        files = [base.with_suffix(s) for s in (".cubin", ".json", ".sass", ".ptx")]
 
-        def cached():
-            if self.use_cache and all(f.is_file() for f in files):
+        def cached():  # an entry written before the PTX was kept has none: Build.ptx None
+            if self.use_cache and all(f.is_file() for f in files[:3]):
                 meta = json.loads(files[1].read_text())
+                ptx = files[3].read_text() if files[3].is_file() else None
                 return Build(source, text_sha, files[0].read_bytes(), meta["log"], meta["lowered"],
-                             files[2].read_text())
+                             files[2].read_text(), ptx)
             return None
 
         if not self.use_cache:
@@ -298,13 +306,14 @@ class Toolchain:
             return cached() or self._compile(source, names, text, text_sha, options, files)
 
     def _compile(self, source, names, text, text_sha, options, files) -> Build:
-        cubin, log, lowered = self.nvrtc.compile(text, source, names, options)
+        cubin, log, lowered, ptx = self.nvrtc.compile(text, source, names, options, ptx=True)
         sass = self.disassemble(cubin)
         if self.use_cache:
             _write_atomic(files[0], cubin)
+            _write_atomic(files[3], ptx.encode())
             _write_atomic(files[2], sass.encode())
             _write_atomic(files[1], json.dumps({"log": log, "lowered": lowered}).encode())
-        return Build(source, text_sha, cubin, log, lowered, sass)
+        return Build(source, text_sha, cubin, log, lowered, sass, ptx)
 
     def disassemble(self, cubin: bytes) -> str:
         with tempfile.TemporaryDirectory() as d:

@@ -36,8 +36,12 @@ def compile_source(source: str, arch: str, names=None) -> CompileResult:
 
 
 def cache_dir() -> Path:
-    """On-disk cache of NVRTC results ($DMLQ_NVRTC_CACHE, default ~/.cache/dmlq/nvrtc)."""
-    return Path(os.environ.get("DMLQ_NVRTC_CACHE", Path.home() / ".cache" / "dmlq" / "nvrtc"))
+    """On-disk cache of NVRTC results: $DMLQ_NVRTC_CACHE, or dmlq/nvrtc under
+    $XDG_CACHE_HOME (~/.cache without it), beside tools/static_report.py's cache."""
+    env = os.environ.get("DMLQ_NVRTC_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dmlq" / "nvrtc"
 
 
 @functools.lru_cache(maxsize=None)
