@@ -211,7 +211,7 @@ case "$STAGE" in
     run warm 150 "$PY" tools/gpu_warm.py
     n=4   # the time left, shared by the tools still to run
     for tool in memcheck racecheck initcheck synccheck; do
-      run "sanitize_$tool" "$(( ($(left) - 5) / n ))" \
+      run "sanitize_$tool" "$(( ($(left) - 5) / n ))" env DMLQ_CUPY_NO_POOL=1 \
         "$SANITIZER" --tool "$tool" --error-exitcode 99 --log-file "$LOGS/sanitize_$tool.report" \
         "${PYTEST[@]}" -q "${SANITIZE[@]}"
       n=$(( n - 1 ))

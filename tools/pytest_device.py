@@ -26,6 +26,22 @@ def pytest_collection_modifyitems(config, items):
 SKIPPED_BUILDS: list = []
 
 
+def pytest_configure(config):
+    """DMLQ_CUPY_NO_POOL=1 (the sanitize stage): every CuPy allocation its own cudaMalloc, so
+    compute-sanitizer's memcheck sees an access past an array's end instead of landing inside
+    a memory-pool block it cannot tell from the array (the pool sub-allocates big blocks)."""
+    import os
+
+    if os.environ.get("DMLQ_CUPY_NO_POOL"):
+        try:
+            import cupy
+
+            cupy.cuda.set_allocator(None)
+            cupy.cuda.set_pinned_memory_allocator(None)
+        except Exception as e:  # noqa: BLE001 - no CuPy or no device: the tests say so themselves
+            print(f"pytest_device: CuPy's pools left on ({type(e).__name__}: {e})")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session):
     """No cold builds for the host harness or the stand-in's cubins (tests/prebuild.py,
@@ -40,5 +56,8 @@ def pytest_collection_finish(session):
 
 
 def pytest_terminal_summary(terminalreporter):
+    import os
+
+    pools = "off" if os.environ.get("DMLQ_CUPY_NO_POOL") else "on"
     terminalreporter.write_line(f"pytest_device: GPU twins only; host-harness prebuild requests skipped: "
-                                f"{len(SKIPPED_BUILDS)}")
+                                f"{len(SKIPPED_BUILDS)}; CuPy memory pools {pools}")
