@@ -318,6 +318,7 @@ def test_gpu_record_writes_what_a_forced_stage_left(tmp_path):
                             "DMLQ_SESSION_LOGS": str(tmp_path / "logs")})
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1].startswith("[large] done in")
+    assert "steps with rc != 0: warm;" in r.stdout.splitlines()[-1]   # no device here: warm cannot compile
     rows = json.loads((out / "large.json").read_text())
     assert [row["step"] for row in rows] == ["warm", "large"]
     logs = tmp_path / "logs" / "large"
@@ -338,3 +339,23 @@ def test_gpu_record_writes_what_a_forced_stage_left(tmp_path):
     assert "| warm | 1 |" in text and "| large | 0 |" in text
     assert "| matmul | gpu | 7 | 1.0 | mma-128x128 7 |" in text
     assert "| memcheck | 0 |" in text
+
+
+def test_the_device_plugin_stands_in_for_prebuild_start_with_its_signature(monkeypatch):
+    """tools/pytest_device.py replaces tests/prebuild.py's start for the device's steps: the
+    replacement takes whatever start takes (conftest calls it with start's arguments)."""
+    import inspect
+
+    import prebuild
+
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    import pytest_device
+
+    monkeypatch.setattr(prebuild, "start", prebuild.start)   # put back after the test
+    params = inspect.signature(prebuild.start).parameters.values()
+    args = [True for p in params if p.default is inspect.Parameter.empty]
+    kwargs = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    pytest_device.pytest_collection_finish(None)
+    before = len(pytest_device.SKIPPED_BUILDS)
+    prebuild.start(*args, **kwargs)
+    assert len(pytest_device.SKIPPED_BUILDS) == before + 1

@@ -230,5 +230,6 @@ case "$STAGE" in
 esac
 done
 [[ $COLLECT ]] && exit 0
-say "done in $(( $(date +%s) - START )) s of ${BUDGET}; in \$OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
+FAILED_STEPS=$([[ -s "$OUT/$STAGE.json" ]] && "$PY" -c "import json, sys; print(' '.join(r['step'] for r in json.load(open(sys.argv[1])) if r['rc'] not in (0, -1)) or 'none')" "$OUT/$STAGE.json")
+say "done in $(( $(date +%s) - START )) s of ${BUDGET}; steps with rc != 0: ${FAILED_STEPS:-none}; in \$OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
 [[ $DRY ]] || pack
