@@ -80,11 +80,15 @@ run() {
     local i
     for (( i = 1; i < $#; i++ )); do
       if [[ ${!i} == "$PY" && ${*:i+1:2} == "-m pytest" ]]; then
-        local sel="${*:i+3}"
-        if [[ -z ${COLLECTED[$sel]:-} ]]; then   # the sanitizers share one selection
-          "$PY" -m pytest --collect-only "${@:i+3}" > "$OUT/collect_$name.txt" 2>&1
+        local args=() a
+        for a in "${@:i+3}"; do   # where results go does not change the selection
+          [[ $a == --junitxml=* || $a == --benchmark-json=* ]] || args+=("$a")
+        done
+        local sel="${args[*]}"
+        if [[ -z ${COLLECTED[$sel]:-} ]]; then   # steps with one selection share one collection
+          "$PY" -m pytest --collect-only "${args[@]}" > "$OUT/collect_$name.txt" 2>&1
           COLLECTED[$sel]="rc=$? $name"
-        else
+        elif [[ ${COLLECTED[$sel]#* } != "$name" ]]; then
           cp "$OUT/collect_${COLLECTED[$sel]#* }.txt" "$OUT/collect_$name.txt"
         fi
         echo "collect_$name: ${COLLECTED[$sel]% *}" >> "$OUT/steps.txt"
