@@ -220,7 +220,9 @@ def _qmm_stream(M, variant):
     def fn(xp):
         rng = _rng(variant)
         results = []
-        for tb, (K, N) in ((I4, (96, 64)), (U4, (37, 33))):   # 16-byte path; the nibble path (odd N)
+        # the 16-byte path; the nibble path (odd N); a long K (2048 rows of b: 32 stages, enough for
+        # a split of K where the kernel splits it to fill the GPU)
+        for tb, (K, N) in ((I4, (96, 64)), (U4, (37, 33)), (I4, (2048, 64))):
             a, b = _matmul_operands(rng, M, K, N, U8 if tb == I4 else I8, tb)
             results += _qmm(xp, a, b, I8 if tb == I4 else U8, per_axis=tb == U4)
         return results
