@@ -379,9 +379,15 @@ __device__ __forceinline__ void gemm(
     for (int i = 0; i < TM; ++i) {
       as_r[i] = a_scale[a_per_row ? min(m0 + frag_pos<THR_M>(i, ty), M - 1) : 0];
 #pragma unroll
-      for (int j = 0; j < TN; ++j) vf[i][j] = 0.0f;  // K = 0 (no groups): +0.0
+      for (int j = 0; j < TN; ++j) vf[i][j] = 0.0f;  // K = 0 with blocks (no groups): +0.0
     }
-    if (K > 0) load_bs(0);
+    if (K > 0 || k_group == 0) load_bs(0);
+    if (K == 0 && k_group == 0) {  // one group of all K, an empty one: 0 * mult (-0.0 for mult < 0)
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) vf[i][j] = ieee_mul(0.0f, ieee_mul(as_r[i], bs_g[j]));
+    }
   }
   if constexpr (WIDE) {
 #pragma unroll

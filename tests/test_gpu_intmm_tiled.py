@@ -239,3 +239,26 @@ def test_quantized_matmul_per_batch_parameters(gpu):
         same(dmlq.quantized_matmul, a, np.float32(0.05), np.uint8(128), b, b_s, bzp, np.float32(0.5), np.uint8(9),
              kernel=kernel)
         same(dmlq.quantized_matmul, a, np.float32(0.05), None, b, b_s, None, np.float32(0.5), kernel=kernel)
+
+
+def test_forced_wide_kernel_k_zero_keeps_the_sign_of_mult(gpu):
+    """K = 0 without blocks is one empty group: v = 0 * mult, so -0.0 where a_scale * b_scale < 0
+    (docs/semantics.md), also on the wide dp4a kernel, which selection takes only past K = 32768
+    and the kernel fuzz forces at any K (it once gave +0.0 there)."""
+    from dmlq.gpu import intmm_tiled, matmul
+
+    a, b = np.zeros((20, 0), U8), np.zeros((0, 7), I8)
+    b_s = np.array([-1, 256, -0.5, 1, -np.inf, 0, -3], F32)
+    bias = None
+    with np.errstate(all="ignore"):
+        want = dmlq.matmul_integer_to_float(a, np.float32(0.625), None, b, b_s, None, bias)
+    assert np.signbit(want[0, 0]) and not np.signbit(want[0, 1])  # the case the test is about
+    da, db = dev(a), dev(b)
+    out = S.module.asarray(poison(np.empty(want.shape, want.dtype)))
+    p = matmul.plan_tiled("matmul_integer_to_float", da, False, intmm_tiled._check("matmul_integer_to_float", da, db,
+                          None), False, out, variant="dp4a-wide", k_group=0)
+    S.launches.clear()
+    a_s, bs = S.module.asarray(np.float32(0.625)), S.module.asarray(b_s)
+    intmm_tiled._bind(p, da, db, out, True, None)(da, a_s, None, db, bs, None, bias, out)
+    assert "matmul_dp4a_wide" in kernels(), kernels()
+    np.testing.assert_array_equal(out.get().view(np.uint32), want.view(np.uint32))
