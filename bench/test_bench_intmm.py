@@ -12,7 +12,8 @@ com.microsoft.MatMulNBits (float A = the integer A, the same weights in its layo
 ``limit`` is the peer's median seconds; ``fraction_of_limit`` the peer's time over dmlq's.
 
 GPU (skips without one): the decode step, M = 1 and 16 rows against N = K = 8192 weights,
-int8 and packed uint4 b with per-column scales (uint4: blocked, G = 128), float16 out.
+int8 and packed uint4 b with per-column scales (uint4: blocked, G = 128), float16 out; and
+quantized_matmul with packed int4 b, M = 1, 4, 16 against N = K = 4096 and 8192.
 ``dmlq:stream`` (cuda/matmul_stream.cu through the public function; for quantized_matmul
 with packed int4 b, int8 out, cuda/matmul_stream_packed.cu) against
 ``peer:torch._int_mm+dequantize`` (torch._int_mm needs M > 16 and K, N multiples of 8: a
@@ -142,11 +143,12 @@ def test_intmm_cpu(benchmark, smoke, group, impl):
 
 # ------------------------------------------------------------------ GPU: the decode step
 
-GPU_GROUPS = {f"matmul_integer_to_float/{b}/M={m},N=8192,K=8192": (b, m)
+GPU_GROUPS = {f"matmul_integer_to_float/{b}/M={m},N=8192,K=8192": (b, m, 8192)
               for b in ("uint8xint8->float16", "uint8xpacked-uint4->float16") for m in (1, 16)}
-# quantized_matmul with packed int4 b at the decode step: cuda/matmul_stream_packed.cu (stream-m1 / -m16)
-GPU_GROUPS.update({f"quantized_matmul/uint8xpacked-int4->int8/M={m},N=8192,K=8192": ("qmm-int4", m)
-                   for m in (1, 16)})
+# quantized_matmul with packed int4 b at the decode step: cuda/matmul_stream_packed.cu (stream-m1 / -m4 /
+# -m16, split along K to fill the SMs; the limit is b's N * K / 2 bytes at the copy bandwidth)
+GPU_GROUPS.update({f"quantized_matmul/uint8xpacked-int4->int8/M={m},N={nk},K={nk}": ("qmm-int4", m, nk)
+                   for nk in (4096, 8192) for m in (1, 4, 16)})
 GPU_IMPLS = ("dmlq:stream", "peer:torch._int_mm+dequantize", "peer:torch-f16-matmul")
 GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS]
 _COPY_BW: dict = {}
@@ -156,8 +158,8 @@ def _gpu_call(group, impl):
     """(fn, bytes moved, ops) for one GPU result, inputs made on the device."""
     import cupy
 
-    b_kind, m = GPU_GROUPS[group]
-    n = k = 8192
+    b_kind, m, n = GPU_GROUPS[group]
+    k = n
     packed = "uint4" in b_kind
     a = timing.random_array((m, k), u8, 1)
     a_scale = cupy.full((m, 1), 0.02, f32)

@@ -37,6 +37,18 @@
 // bytes of B (a warp's 32 columns read 16 consecutive bytes per k), but each
 // thread still issues one byte load per k plus a shift and a mask for its
 // nibble, so the packed variants are issue-bound the same way.
+// Filling an H100 (the question cuda/matmul_stream_packed.cu answers with
+// split-K): Little's law wants 3.35 TB/s x ~0.7 us = 2.35 MB of b in flight, ~17.8
+// KB per SM. Here a thread has 1-4 bytes of b in flight (one byte per k, as far as
+// ptxas runs loads ahead), a block 128-512 B, and the grid is ceil(N / 128) *
+// matrices blocks: N = 4096, 8192, 11008, 14336 give 32, 64, 86, 112 blocks, so
+// 4-57 KB in flight on the chip, 6-80 GB/s (0.2-2.4% of HBM) at any K. Even every
+// block slot filled (8-10 blocks per SM at MT <= 4: ~1300 blocks, e.g. by a
+// split of K) holds 0.17-0.68 MB (7-29%): a split alone does not reach the
+// bandwidth; this kernel needs the packed kernel's shape first (16-byte loads of
+// 32 columns per thread staged through shared memory, dp4a), then its split-K
+// (exact for the int32 sums and for one group of float scales; blocked groups
+// would need per-group int32 partials so the float adds keep ascending order).
 // ptxas (sm_90, bench/results/static.md): __launch_bounds__(128, 8) for MT <= 4
 // (48-64 registers, 8+ blocks per SM) and (128, 3) for MT = 16 (91-95 registers
 // for the int output, 168 for the float outputs: 16 int64 partials); no spills.

@@ -5,10 +5,14 @@
 // TO int8 or uint8, the requantized output):
 //   matmul_stream_packed<TA, TB, TO, MT>   MT in 1, 4, 16: M <= MT rows
 //     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/matmul.py select_variant:
-//     packed b, M <= 16, K <= 32768; dmlq/gpu/qmm_stream.py plans and binds).
+//     packed b, M <= 16, K <= 32768; dmlq/gpu/qmm_stream.py plans and binds,
+//     and picks the split of K: split_k).
+//   matmul_stream_packed_finish<TO>   split-K's second pass: adds the chunks'
+//     int32 partial sums and requantizes (only with more than one chunk).
 //
-// grid (ceil(N / 64), matrices), block 128. A block owns 64 columns of one
-// matrix z (blockIdx.y) and all MT rows, and walks K in stages of 64 rows:
+// grid (ceil(N / 64), matrices, chunks of K), block 128. A block owns 64 columns
+// of one matrix z (blockIdx.y) and all MT rows, and walks its chunk of K
+// (blockIdx.z; all of K without a split) in stages of 64 rows:
 //   load      each thread reads one 16-byte vector of b (32 columns of one row;
 //             the next stage's vector is in flight while this one is used) and
 //             stores it to shared memory as it came (raw, 64 rows x 32 bytes);
@@ -25,8 +29,10 @@
 // as an int8 byte), so acc = sum (a - a_zp) (b - b_zp) = sum a (b - b_zp) -
 // a_zp[m] * sum (b - b_zp), the column sums one dp4a against 0x01010101 per
 // k-word (only with a zero point of a). int32 is exact: |a (b - b_zp)| <= 3825,
-// K <= 32768 (selection sends longer K to dp4a-wide). After K the KSPLIT
-// partial sums meet in shared memory; each output is requantized exactly as
+// K <= 32768 (selection sends longer K to dp4a-wide). After the chunk the KSPLIT
+// partial sums meet in shared memory; with a split of K they go to an int32
+// workspace for the finish pass (integers: the chunks' order does not change
+// the sum); otherwise each output is requantized exactly as
 // in the tiled kernels (requant below: mult =
 // (a_scale[m] * b_scale[n]) / out_scale[m], round half even, saturate) with
 // per-tensor or per-row a / out parameters, per-tensor or per-column b ones, and
@@ -36,29 +42,47 @@
 // vectors (N % 32 != 0, odd N, a row start mid-byte, the last columns) read
 // their 32 nibbles one at a time (correct, slower).
 //
-// Napkin math (H100 SXM, 3.35 TB/s HBM, 132 SMs, 4 issue slots/SM/clk at
-// ~1.75 GHz = 29.6e12 thread-instructions/s, ~8.8 per byte of b at full
-// bandwidth): b is N * K / 2 bytes and dominates (a: M * K, out: M * N), so
-// the limit is N * K / 2 / 3.35e12 s (M = 1, N = K = 8192: 33.5 MB, 10 us; the
-// published Marlin M = 1 run moves ~1.25 TB/s of int4 bytes; the issue's target
-// is >= 85% of copy bandwidth). Per 16 bytes of b a thread issues 1 LDG.128,
-// 1 STS.128, 4 LDS + ~36 ALU (transpose4 x2, masks, zero-point add/XOR), 2
-// STS.128, and MT * 8 dp4a (+ 8 for a's zero point) with 4-16 LDS: about
-// 4 instructions per byte at M = 1 (issue is not the limit), ~6 at M = 4 and
-// ~10-11 at M = 16, where dp4a (64/SM/clk, half the issue rate) makes the
-// kernel compute-bound near 40-50% of the bandwidth limit (the tensor cores
-// are the way past that). Those are dynamic counts of the 16-byte path; the
-// static report's main loop (792 / 852 / 1061 instructions per 64-row stage
-// for MT = 1 / 4 / 16) also holds the nibble path and a's staging loop.
-// Bytes in flight: 16 per thread, 2 KB per block; ptxas (sm_90,
-// bench/results/static.md, __launch_bounds__(128)): 72 / 56 / 96 registers,
-// 0 spills, 8.3 / 14.6 / 23.6 KB static shared memory, so 7 / 9 / 5 blocks
-// per SM (registers) hold 10-18 KB in flight per SM, near what 3.35 TB/s x
-// ~0.7 us latency / 132 SMs needs (~18 KB). (A minimum block count in the
-// launch bounds made ptxas spill around the division's slow-path call.)
-// ceil(N / 64) * matrices blocks: N = 4096 with one matrix is 64 blocks, under
-// one per SM: a split of K across blocks (partial int32 sums and a requantize
-// pass) is the next step once a GPU session measures this one.
+// Napkin math (H100 SXM: 3.35 TB/s HBM3, 132 SMs, 65536 registers and 2048
+// threads per SM, 4 issue slots/SM/clk at ~1.75 GHz = 29.6e12
+// thread-instructions/s, ~8.8 per byte of b at full bandwidth):
+// - Bytes: b is N * K / 2 and dominates (a: M * K, out: M * N), so the limit is
+//   N * K / 2 / 3.35e12 s: N = K = 4096 8.4 MB, 2.5 us; N = K = 8192 33.5 MB,
+//   10 us; N = 14336, K = 4096 29.4 MB, 8.8 us (the published Marlin M = 1 run
+//   moves ~1.25 TB/s of int4 bytes; the issue's target is >= 85% of copy bandwidth).
+// - Little's law: 3.35 TB/s x ~0.7 us latency (0.6-0.8) = 2.35 MB in flight on
+//   the chip (2.0-2.7 MB), ~17.8 KB per SM (15-20 KB).
+// - In flight per block: 128 threads x one 16-byte vector of b (the next
+//   stage's, loaded while this one is used) = 2 KB.
+// - Blocks per SM (ptxas, sm_90, __launch_bounds__(128), bench/results/static.md):
+//   72 / 64 / 80 registers for MT = 1 / 4 / 16, 0 spills, 8.3 / 14.6 / 23.6 KB
+//   static shared memory: 7 / 8 / 6 blocks per SM (registers; shared memory
+//   would allow 27 / 15 / 9), 924 / 1056 / 792 block slots on 132 SMs, and
+//   14 / 16 / 12 KB in flight per SM when every slot is filled: 80% / 90% / 67%
+//   of the 17.8 KB, so a full grid can near the bandwidth at MT <= 4 (a second
+//   vector in flight per thread is the next step past that).
+// - The grid without a split is ceil(N / 64) * matrices blocks: N = 4096, 8192,
+//   11008, 14336 give 64, 128, 172, 224 blocks, under 2 per SM: 128-448 KB in
+//   flight, 0.18-0.64 TB/s (5-19% of HBM) whatever K is. Hence split-K
+//   (blockIdx.z = a chunk of K, dmlq/gpu/qmm_stream.py split_k): chunks =
+//   min(slots / column blocks, stages / 4, 32, K / (16 M)) (at least 4 stages of
+//   64 rows per chunk; the partial sums at most half of b's bytes), rounded to
+//   whole stages; at M = 1 and K = 4096..14336: N = 4096 13-14 chunks (832-896
+//   blocks), 8192 7 (896), 11008 5 (860), 14336 4 (896); M = 4: 16 / 8 / 6 / 4
+//   chunks (1024 / 1024 / 1032 / 896 blocks); M = 16: 11-12 / 6 / 4 / 3 (672-768
+//   blocks). One wave each (blocks <= slots), 1.7-2.1 MB in flight at M <= 4.
+//   The partial sums (chunks x M x N int32: M = 1, N = 4096, 13 chunks: 213 KB;
+//   M = 16, N = 4096, 11 chunks: 2.9 MB against 8.4 MB of b) are written once
+//   and read back by the finish pass from L2 (50 MB).
+// - Issue: per 16 bytes of b a thread issues 1 LDG.128, 1 STS.128, 4 LDS + ~36
+//   ALU (transpose4 x2, masks, zero-point add/XOR), 2 STS.128, and MT * 8 dp4a
+//   (+ 8 for a's zero point) with 4-16 LDS: about 4 instructions per byte at
+//   M = 1 (issue is not the limit), ~6 at M = 4 and ~10-11 at M = 16, where dp4a
+//   (64/SM/clk, half the issue rate) makes the kernel compute-bound near 40-50%
+//   of the bandwidth limit (the tensor cores are the way past that). Those are
+//   dynamic counts of the 16-byte path; the static report's main loop (784 /
+//   850 / 1044 instructions per 64-row stage for MT = 1 / 4 / 16) also holds the
+//   nibble path and a's staging loop. (A minimum block count in the launch
+//   bounds made ptxas spill around the division's slow-path call.)
 #include "matmul_dp4a.cu"
 
 namespace dmlq {
@@ -111,7 +135,8 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
     int M, int N, int K, const int64* __restrict__ offsets, int64 lda, int64 ldb, int64 ldc,
     const float* __restrict__ a_scale, const float* __restrict__ b_scale, const float* __restrict__ out_scale,
     const TA* __restrict__ a_zp, const typename dmlq::b_value<TB>::type* __restrict__ b_zp,
-    const TO* __restrict__ out_zp, int a_per_row, int b_per_col, int out_per_row, int64 bp_bs) {
+    const TO* __restrict__ out_zp, int a_per_row, int b_per_col, int out_per_row, int64 bp_bs,
+    int k_chunk, int* __restrict__ partial) {
   using namespace dmlq;
   using namespace dmlq::stream4;
   typedef shape<MT> S;
@@ -128,6 +153,8 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
   const int64 be = off[1];  // element offset of b[z][0, 0]
   b_scale = mm::batch_params(b_scale, bp_bs, z);
   b_zp = mm::batch_params(b_zp, bp_bs, z);
+  // This block's rows of b (split-K: blockIdx.z's chunk, a multiple of kRows; k_chunk >= K without a split).
+  const int kb = static_cast<int>(blockIdx.z) * k_chunk, Ke = min(K, kb + k_chunk);
 
   // load: row lr, columns n0 + 32 * lh .. + 31.
   const int lr = tid >> 1, lh = tid & 1;
@@ -135,7 +162,7 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
   const bool vec = ((reinterpret_cast<unsigned long long>(B) & 15) | (be & 31) | (ldb & 31)) == 0 && ln + 32 <= N;
   auto load = [&](int k0) -> uint4 {
     const int k = k0 + lr;
-    if (k >= K) return make_uint4(0u, 0u, 0u, 0u);
+    if (k >= Ke) return make_uint4(0u, 0u, 0u, 0u);
     const int64 e = be + static_cast<int64>(k) * ldb + ln;
     if (vec) return __ldg(reinterpret_cast<const uint4*>(B + (e >> 1)));
     return nibbles32(B, e, ln, N);
@@ -163,10 +190,10 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
     for (int c = 0; c < 4; ++c) acc[r][c] = 0u;
   const bool has_za = a_zp != nullptr;
 
-  uint4 next = load(0);
-  for (int k0 = 0; k0 < K; k0 += kRows) {
+  uint4 next = load(kb);
+  for (int k0 = kb; k0 < Ke; k0 += kRows) {
     raw[lr][lh] = next;
-    if (k0 + kRows < K) next = load(k0 + kRows);
+    if (k0 + kRows < Ke) next = load(k0 + kRows);
     __syncthreads();
     {
       unsigned w[4], e[4], o[4];
@@ -180,7 +207,7 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
       uint4 te, to;
       dp4a::transpose4(e, te);
       dp4a::transpose4(o, to);
-      const int valid = K - (k0 + 4 * tq);  // rows of this k-word inside K (zeros past it)
+      const int valid = Ke - (k0 + 4 * tq);  // rows of this k-word inside the chunk (zeros past it)
       if (valid < 4) {
         const unsigned mask = valid <= 0 ? 0u : (1u << (8 * valid)) - 1u;
         te.x &= mask, te.y &= mask, te.z &= mask, te.w &= mask;
@@ -195,7 +222,7 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int k = k0 + 4 * q + j;
-            if (k < K) word |= static_cast<unsigned>(static_cast<uint8>(__ldg(a + m * lda + k))) << (8 * j);
+            if (k < Ke) word |= static_cast<unsigned>(static_cast<uint8>(__ldg(a + m * lda + k))) << (8 * j);
           }
         }
         As[m][q] = word;
@@ -233,6 +260,10 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
   // division's slow-path call, so nothing spills).
   const int n = n0 + tid % kCols;
   if (n >= N) return;
+  // split-K: the exact int32 sums of this chunk go to partial[split][z][m][n] for
+  // matmul_stream_packed_finish (the a_zp correction above is linear: per chunk).
+  int* const part = partial == nullptr ? nullptr
+      : partial + (static_cast<int64>(blockIdx.z) * gridDim.y + z) * M * static_cast<int64>(N) + n;
   const float bs = b_scale[b_per_col ? n : 0];
   TO* c = C + off[2] + n;
 #pragma unroll
@@ -242,8 +273,37 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
     unsigned sum = 0u;
 #pragma unroll
     for (int s = 0; s < S::KSPLIT; ++s) sum += red[s][m][tid % kCols];
+    if (part != nullptr) {
+      part[m * static_cast<int64>(N)] = static_cast<int>(sum);
+      continue;
+    }
     const int ozp = out_zp != nullptr ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
     c[m * ldc] = requant<TO>(static_cast<int>(sum), a_scale[a_per_row ? m : 0], bs,
                                  out_scale[out_per_row ? m : 0], ozp);
   }
+}
+
+// split-K's second pass: output (m, n) of matrix blockIdx.y is the sum of the
+// splits' exact int32 partial sums (partial[split][z][m][n], a's zero point
+// already taken out; integers, so their order does not matter), requantized
+// once as in matmul_stream_packed. grid (ceil(M * N / 256), matrices), block 256.
+template <typename TO>
+__global__ void __launch_bounds__(256) matmul_stream_packed_finish(
+    const int* __restrict__ partial, int splits, TO* __restrict__ C, int M, int N,
+    const int64* __restrict__ offsets, int64 ldc,
+    const float* __restrict__ a_scale, const float* __restrict__ b_scale, const float* __restrict__ out_scale,
+    const TO* __restrict__ out_zp, int a_per_row, int b_per_col, int out_per_row, int64 bp_bs) {
+  using namespace dmlq;
+  const int64 mn = static_cast<int64>(M) * N;
+  const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= mn) return;
+  const int z = blockIdx.y;
+  const int m = static_cast<int>(i / N), col = static_cast<int>(i - static_cast<int64>(m) * N);
+  unsigned total = 0u;
+  for (int s = 0; s < splits; ++s) total += static_cast<unsigned>(partial[(static_cast<int64>(s) * gridDim.y + z) * mn + i]);
+  const float* const bsz = mm::batch_params(b_scale, bp_bs, z);
+  const int ozp = out_zp != nullptr ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
+  C[offsets[3 * static_cast<int64>(z) + 2] + m * ldc + col] = stream4::requant<TO>(
+      static_cast<int>(total), a_scale[a_per_row ? m : 0], bsz[b_per_col ? col : 0],
+      out_scale[out_per_row ? m : 0], ozp);
 }

@@ -6,7 +6,10 @@ At M <= 16 (an LLM's decode step) the product is bound by the bytes of b, so
 (int32 sums exact) and the matrices fit the grid; otherwise the dp4a tiles run.
 This module plans and binds that kernel; the scale and zero-point arguments are
 dmlq.gpu.matmul's (the matmul kernel ABI's per-row / per-column flags and
-per-batch b tables).
+per-batch b tables). Where its 64-column blocks leave the device's block slots
+empty, :func:`split_k` cuts K into chunks (blockIdx.z) whose exact int32 sums a
+second kernel, ``matmul_stream_packed_finish``, adds and requantizes (the
+kernel file's napkin math gives the numbers).
 
 Launch conventions: one launch for every matrix (blockIdx.y), through a table of
 per-matrix element offsets of a, b and out (numpy.matmul broadcasting, no copies
@@ -23,25 +26,62 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from . import device, matmul
+from .device import NULL
 from .intmm import _elem_strides
 from .packed import TAGS
 from .plan import Launch, Plan, Runner, launcher, staging
 
 SOURCE = "matmul_stream_packed.cu"
 THREADS, COLUMNS = 128, 64  # a block: 128 threads, 64 columns of one matrix
+STAGE_ROWS = 64             # rows of b per pipeline stage; a split's chunk is a multiple of it
+FINISH_THREADS = 256        # matmul_stream_packed_finish: one thread per output
+
+# Split-K (the kernel's napkin math): a grid of ceil(N / 64) * matrices blocks
+# under the SMs' resident block slots keeps too few bytes of b in flight, so K
+# is cut into chunks, one per blockIdx.z, whose exact int32 sums a second pass
+# adds and requantizes. The rule, split_k():
+SPLIT_MIN_STAGES = 4   # stages per chunk at least (256 rows of b), so the prefetch pipeline runs
+SPLIT_MAX = 32         # chunks at most
+PARTIAL_SHARE = 2      # the partial sums (splits * M * N int32) at most 1 / PARTIAL_SHARE of b's bytes
 
 
 def kernel_name(ta: str, tb: str, to: str, mt: int) -> str:
     return f"matmul_stream_packed<{ta}, {tb}, {to}, {mt}>"
 
 
+def finish_name(to: str) -> str:
+    return f"matmul_stream_packed_finish<{to}>"
+
+
 KERNELS = {SOURCE: tuple(kernel_name(ta, tb, to, mt) for ta in matmul.QTYPES for tb in TAGS.values()
-                         for to in matmul.QTYPES for mt in matmul.STREAM_M.values())}
+                         for to in matmul.QTYPES for mt in matmul.STREAM_M.values())
+           + tuple(finish_name(to) for to in matmul.QTYPES)}
+
+
+def split_k(M: int, N: int, K: int, batch: int, sm_count: int, blocks_per_sm: int) -> int:
+    """Chunks of K for the stream kernel (pure: shapes and device facts in).
+
+    The column blocks (ceil(N / 64) * batch) against the device's resident block
+    slots (sm_count * blocks_per_sm, the kernel's occupancy): as many chunks as
+    fit the slots in one wave, each at least SPLIT_MIN_STAGES stages of 64 rows,
+    at most SPLIT_MAX, and the partial sums at most 1 / PARTIAL_SHARE of b's
+    bytes (splits * M * N * 4 <= N * K / 2 / PARTIAL_SHARE). 1 when the column
+    blocks fill the slots or K is short. ``matmul.k_chunks`` then rounds the
+    chunk up to whole stages (no chunk left empty)."""
+    blocks = -(-N // COLUMNS) * batch
+    if K <= 0 or blocks <= 0:
+        return 1
+    slots = sm_count * blocks_per_sm
+    stages = -(-K // STAGE_ROWS)
+    return max(1, min(slots // blocks, stages // SPLIT_MIN_STAGES, SPLIT_MAX,
+                      K // (8 * PARTIAL_SHARE * max(M, 1))))
 
 
 @dataclass(frozen=True)
 class _Detail:
     offsets: np.ndarray   # (matrices, 3) int64: a, b (elements), out element offsets
+    splits: int           # chunks of K (blockIdx.z); > 1: partial sums and the finish pass
+    k_chunk: int          # rows of b per chunk (K without a split)
     copy_a: bool
     copy_b: bool
     direct_out: bool
@@ -77,9 +117,22 @@ def plan(a, b, out):
         st = _elem_strides(x, batch_shape)
         for z, idx in enumerate(np.ndindex(*batch_shape)):
             offsets[z, i] = sum(j * s for j, s in zip(idx, st))
-    name = kernel_name(device.dtype_name(a.dtype), b.tag, device.dtype_name(out.dtype), mt)
-    launch = Launch(SOURCE, name, (-(-N // COLUMNS), nbatch), (THREADS,))
-    return Plan("quantized_matmul", variant, (launch,), tuple(notes), _Detail(offsets, copy_a, copy_b, direct))
+    to = device.dtype_name(out.dtype)
+    name = kernel_name(device.dtype_name(a.dtype), b.tag, to, mt)
+    dev = device.info()
+    resident = device.resident_blocks(SOURCE, name, THREADS, 0)
+    splits, k_chunk = split_k(M, N, K, nbatch, dev.sm_count, resident), K
+    if splits > 1:
+        splits, k_chunk = matmul.k_chunks(K, splits, STAGE_ROWS)
+    blocks = -(-N // COLUMNS) * nbatch
+    launches = [Launch(SOURCE, name, (-(-N // COLUMNS), nbatch, splits), (THREADS,))]
+    if splits > 1:
+        notes.append(f"split-K: {splits} splits of {k_chunk} ({blocks * splits} blocks for "
+                     f"{dev.sm_count} SMs x {resident} resident)")
+        launches.append(Launch(SOURCE, finish_name(to), (-(-M * N // FINISH_THREADS), nbatch), (FINISH_THREADS,),
+                               0, "split-K sum and requantize"))
+    return Plan("quantized_matmul", variant, tuple(launches), tuple(notes),
+                _Detail(offsets, splits, k_chunk, copy_a, copy_b, direct))
 
 
 def bind(plan, a, b, out, flags, quant, bp_bs) -> Runner:
@@ -97,8 +150,15 @@ def bind(plan, a, b, out, flags, quant, bp_bs) -> Runner:
         a_s, b_s, o_s, a_z, b_z, o_z = quant(a_scale, a_zero_point, b_scale, b_zero_point, out_scale,
                                              out_zero_point)
         lda, ldc = a.strides[-2] // a.itemsize, dst.strides[-2] // dst.itemsize
-        go([(a, b, dst, i32(M), i32(N), i32(K), table, i64(lda), i64(N), i64(ldc),
-             a_s, b_s, o_s, a_z, b_z, o_z, *flags, i64(bp_bs))])
+        q = (a_s, b_s, o_s, a_z, b_z, o_z, *flags, i64(bp_bs))
+        if d.splits == 1:
+            go([(a, b, dst, i32(M), i32(N), i32(K), table, i64(lda), i64(N), i64(ldc), *q, i32(K), NULL)])
+        else:
+            partial = xp.empty(d.splits * len(d.offsets) * M * N, np.int32)
+            go([(a, b, dst, i32(M), i32(N), i32(K), table, i64(lda), i64(N), i64(ldc), *q, i32(d.k_chunk),
+                 partial),
+                (partial, i32(d.splits), dst, i32(M), i32(N), table, i64(ldc), a_s, b_s, o_s, o_z, *flags,
+                 i64(bp_bs))])
         if dst is not out:
             out[...] = dst
 
