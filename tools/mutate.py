@@ -516,6 +516,17 @@ MUTATIONS: list[Mutation] = [
     M("matmul_stream_packed.cu", "const int64* off = offsets + 3 * static_cast<int64>(z);",
       "const int64* off = offsets + 3 * static_cast<int64>(z / 2);", "matrix z reads the offsets of z / 2",
       "index"),
+    # split-K of the stream kernel (blockIdx.z = a chunk of K) and its finish pass
+    M("matmul_stream_packed.cu", "Ke = min(K, kb + k_chunk);", "Ke = min(K, kb + k_chunk + kRows);",
+      "a chunk also sums the next chunk's first stage", "index"),
+    M("matmul_stream_packed.cu", "for (int s = 0; s < splits; ++s) total",
+      "for (int s = 1; s < splits; ++s) total", "the first chunk's partial sums dropped", "index"),
+    M("matmul_stream_packed.cu", "partial + (static_cast<int64>(blockIdx.z) * gridDim.y + z) * M",
+      "partial + (static_cast<int64>(blockIdx.z) * gridDim.y) * M", "every matrix's partials at matrix 0's place",
+      "index"),
+    M("matmul_stream_packed.cu", "const float* const bsz = mm::batch_params(b_scale, bp_bs, z);",
+      "const float* const bsz = mm::batch_params(b_scale, bp_bs, 0);",
+      "finish pass: matrix 0's per-batch b scales for every matrix", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
