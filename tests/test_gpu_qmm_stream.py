@@ -264,4 +264,4 @@ def test_split_k_in_the_printed_plan():
     b = dmlq.Packed(np.zeros(256 * 65536 // 2, U8), (256, 65536), "int4")
     text = str(dmlq.kernel_plan(dmlq.quantized_matmul, a[:, :256], np.float32(1), None, b, np.float32(1), None,
                                 np.float32(1), np.int8(0)))
-    assert "split" not in text and "grid 1024x1x1 " in text, text
+    assert "split" not in text and "grid 1024x1 " in text, text

@@ -125,7 +125,8 @@ def plan(a, b, out):
     if splits > 1:
         splits, k_chunk = matmul.k_chunks(K, splits, STAGE_ROWS)
     blocks = -(-N // COLUMNS) * nbatch
-    launches = [Launch(SOURCE, name, (-(-N // COLUMNS), nbatch, splits), (THREADS,))]
+    grid = (-(-N // COLUMNS), nbatch) + ((splits,) if splits > 1 else ())
+    launches = [Launch(SOURCE, name, grid, (THREADS,))]
     if splits > 1:
         notes.append(f"split-K: {splits} splits of {k_chunk} ({blocks * splits} blocks for "
                      f"{dev.sm_count} SMs x {resident} resident)")
