@@ -949,13 +949,16 @@ namespace {
 // Each buffer of a launch is a mapping of its own: kGuard bytes of PROT_NONE
 // before and after, and between them pages holding the buffer at its address
 // modulo 256 (the caller's), the bytes before and after it in those pages
-// poisoned for AddressSanitizer. So a kernel's access outside its buffers is
+// poisoned for AddressSanitizer, at least kRedzone of them on each side (so a
+// near miss is always ASan's report, which names the access's size, never a
+// fault in a guard, which does not, whatever the buffer's offset in its page). So a kernel's access outside its buffers is
 // an ASan report (in the pages) or a fault (in the guards) however far it
 // strays within kGuard, and it cannot land in another buffer of the launch.
 // On such an error the death callback below writes the launch (kernel, block,
 // thread) and the buffer table after ASan's report, for harness.py to name the
 // argument and the offset.
 constexpr size_t kGuard = size_t(1) << 20;
+constexpr size_t kRedzone = 256;
 
 struct DeviceBuffer {
   unsigned char* map = nullptr;
@@ -978,7 +981,8 @@ constexpr size_t kKeep = size_t(32) << 20;
 
 bool map_buffer(DeviceBuffer& b) {
   const size_t page = page_size();
-  b.body = (b.skew + (b.size ? b.size : 1) + page - 1) / page * page;
+  const size_t lead = kRedzone + b.skew;  // keeps the address modulo 256: the body is page-aligned
+  b.body = (lead + (b.size ? b.size : 1) + kRedzone + page - 1) / page * page;
   b.map_size = kGuard + b.body + kGuard;
   auto spare = g_spare.find(b.body);
   if (spare != g_spare.end()) {
@@ -991,10 +995,10 @@ bool map_buffer(DeviceBuffer& b) {
     b.map = static_cast<unsigned char*>(m);
     if (mprotect(b.map + kGuard, b.body, PROT_READ | PROT_WRITE) != 0) return false;
   }
-  b.data = b.map + kGuard + b.skew;
+  b.data = b.map + kGuard + lead;
   unsigned char* body = b.map + kGuard;
   __asan_unpoison_memory_region(body, b.body);
-  __asan_poison_memory_region(body, b.skew);
+  __asan_poison_memory_region(body, lead);
   __asan_poison_memory_region(b.data + b.size, body + b.body - (b.data + b.size));
   return true;
 }
