@@ -63,8 +63,8 @@ def _check(fname, values, out):
             continue  # converted as np.asarray converts them (NumPy chunks only; CuPy refuses them below)
         mod = _module_of(v)
         if mod != chunks:
-            fix = "cupy.asarray(...)" if chunks == "cupy" else ("np.asarray(...)" if mod == "cupy"
-                                                                 else "x.compute() or .numpy()")
+            fix = ("cupy.asarray(...)" if chunks == "cupy" else
+                   f"{name}.cpu().numpy()" if mod == "torch" else "np.asarray(...)")
             raise TypeError(f"{fname}: {name} is a {type(v).__module__}.{type(v).__name__} but {first} is a dask "
                             f"array of {chunks} chunks; pass {name} as a {chunks} array ({fix}) or a dask array")
     return chunks

@@ -370,7 +370,8 @@ def test_errors_before_anything_runs():
     with pytest.raises(TypeError, match="out= is not taken with dask arrays"):
         dmlq.quantize_linear(x, 0.1, out=np.empty((6, 4), u8))
     torch = pytest.importorskip("torch")
-    with pytest.raises(TypeError, match=r"scale is a torch\.Tensor but x is a dask array of numpy chunks"):
+    with pytest.raises(TypeError, match=r"scale is a torch\.Tensor but x is a dask array of numpy chunks; pass "
+                                        r"scale as a numpy array \(scale\.cpu\(\)\.numpy\(\)\)"):
         dmlq.quantize_linear(x, torch.ones(4))
     img = _poisoned((1, 2, 8, 8), u8, ((1,), (2,), (3, 5), (8,)))
     with pytest.raises(TypeError, match="x_scale is a dask array"):
