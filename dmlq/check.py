@@ -211,11 +211,16 @@ def gpu_report():
         lines.append("GPU: none (no driver); dmlq runs on the NumPy reference")
         return lines, 0, "no NVIDIA driver on this machine"
     lines.append(f"CUDA driver {_cuda_version(driver)} (the newest CUDA version it supports)")
-    if runtime is not None and driver < runtime:
+    # CUDA's minor-version compatibility: a driver runs any runtime of its own major version
+    # (seen on an H100: driver 13.0, CuPy's runtime 13.2, every kernel ran); only an older major fails.
+    if runtime is not None and driver // 1000 < runtime // 1000:
         lines.append(f"GPU: unusable: the driver supports CUDA up to {_cuda_version(driver)}, older than "
                      f"CuPy's runtime {_cuda_version(runtime)}; update the driver or install the CuPy "
                      "that matches it (\".[cuda12]\")")
         return lines, 0, "the NVIDIA driver is older than CuPy's CUDA runtime"
+    if runtime is not None and driver < runtime:
+        lines.append(f"CUDA runtime {_cuda_version(runtime)} on driver {_cuda_version(driver)}: one major "
+                     "version, so it runs (CUDA's minor-version compatibility)")
     try:
         count = rt.getDeviceCount()
     except Exception as e:

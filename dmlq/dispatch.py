@@ -73,11 +73,12 @@ foreign_call: Optional[Callable[..., Any]] = None
 
 
 def foreign(obj) -> bool:
-    """True for a torch tensor or a dask array (neither module is imported here)."""
+    """True for a torch tensor (a subclass defined anywhere too) or a dask array (neither
+    module is imported here)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return True
     top = type(obj).__module__.partition(".")[0]
-    if top == "torch":
-        torch = sys.modules.get("torch")
-        return torch is not None and isinstance(obj, torch.Tensor)
     if top == "dask":
         array = sys.modules.get("dask.array")
         return array is not None and isinstance(obj, array.Array)

@@ -48,9 +48,10 @@ WIDE = {n: QType(n, np.dtype(n), 32, 0, int(np.iinfo(n).min), int(np.iinfo(n).ma
 
 def on_gpu(*values) -> bool:
     """True when an operand (or a Packed's data) is a GPU array: the call runs here. A dask
-    array or a CPU torch tensor among them sends the call to dmlq.quant, which hands it
-    to its adapter (dmlq.dask, dmlq.torch) with the others as they are."""
-    if any(dispatch.foreign(v) and not dispatch.is_gpu(v) for v in values):
+    array or a torch tensor (CPU or CUDA) among them sends the call to dmlq.quant, which
+    hands it to its adapter (dmlq.dask, dmlq.torch) with the others as they are; the torch
+    adapter comes back here with CuPy views of CUDA tensors (dmlq.torch_gpu)."""
+    if any(dispatch.foreign(v) for v in values):
         return False
     for v in values:
         if isinstance(v, Packed):  # a lazy Packed's bytes (dask) lie where its chunks lie

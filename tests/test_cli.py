@@ -112,6 +112,16 @@ def test_gpu_report_with_an_old_driver_names_both_versions(monkeypatch):
     assert any("supports CUDA up to 12.4, older than CuPy's runtime 13.0" in line for line in lines)
 
 
+def test_gpu_report_takes_a_newer_runtime_of_the_drivers_major_version(monkeypatch):
+    # the first H100 session: driver 13.0, CuPy's runtime 13.2; every kernel ran, while this
+    # report called the GPU unusable (so `dmlq check` and the benchmarks skipped the device)
+    _fake_cupy(monkeypatch, driver=13000, runtime=13020, count=1)
+    lines, gpus, why = check.gpu_report()
+    assert gpus == 1 and why == ""
+    assert any("minor-version compatibility" in line for line in lines)
+    assert not any("unusable" in line for line in lines)
+
+
 def test_gpu_report_lists_gpus(monkeypatch):
     _fake_cupy(monkeypatch, driver=13020, count=1)
     lines, gpus, why = check.gpu_report()

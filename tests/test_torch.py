@@ -289,7 +289,7 @@ def test_compile_with_dynamic_shapes_specializes_nothing_and_gives_eager_bits():
 def _cuda():
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA device here")
-    return torch.device("cuda")
+    return torch.device("cuda", torch.cuda.current_device())  # tensors report their index: cuda:0, never cuda
 
 
 @pytest.mark.gpu

@@ -91,10 +91,32 @@ def test_stand_in_gives_the_logical_result():
 
 # ---- CUDA tensors: for the next device session
 
+class _ReportsCuda(torch.Tensor):
+    """A CPU tensor whose DLPack device says CUDA (2): what dispatch.is_gpu sees of a CUDA tensor."""
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+@pytest.mark.parametrize("name", ["int4", "float8_e4m3fn"])
+def test_a_torch_tensor_that_looks_like_cuda_goes_to_the_torch_adapter(rng, name):
+    # The first H100 session: a CUDA tensor of a narrow type reached dmlq.quant_gpu as a torch
+    # tensor (quant_gpu.on_gpu sent every GPU-looking operand there) and was refused with
+    # UnsupportedError; every torch tensor goes to dmlq.torch, which converts CUDA tensors.
+    x = torch.from_numpy((rng.standard_normal((3, 32)) * 5).astype(np.float32))
+    s = torch.from_numpy(rng.uniform(0.1, 2, (3, 2)).astype(np.float32))
+    looks, s_looks = x.as_subclass(_ReportsCuda), s.as_subclass(_ReportsCuda)
+    assert dmlq.dispatch.is_gpu(looks) and dmlq.dispatch.foreign(looks)
+    assert not dmlq.quant_gpu.on_gpu(looks, s_looks, None, None)
+    got = dmlq.quantize_linear(looks, s_looks, dtype=name, block_size=16)
+    want = dmlq.quantize_linear(x, s, dtype=name, block_size=16)
+    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+
+
 def _cuda():
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA device here")
-    return torch.device("cuda")
+    return torch.device("cuda", torch.cuda.current_device())  # tensors report their index: cuda:0, never cuda
 
 
 @pytest.mark.gpu
