@@ -157,11 +157,22 @@ __device__ __forceinline__ float round_bf16(float v) {
 __device__ __forceinline__ float round_f16(float v) { return to_f32(from_f32<float16>(v)); }
 
 // t = x / s in the `precision` asked for: 0 float32, 1 float16, 2 bfloat16 (both operands
-// and the quotient rounded to that type).
+// and the quotient rounded to that type). A NaN quotient gets the sign docs/semantics.md
+// fixes (float8_e4m3fn and e5m2 keep it in their code): x's when x is NaN, else the
+// scale's when it is NaN, else negative (0/0, inf/inf). The GPU's own arithmetic gives
+// every NaN as +NaN 0x7FFFFFFF (the first H100 session: 0/0 coded 0x7F, the contract 0xFF):
+// signed_nan below.
 __device__ __forceinline__ float quotient(float x, float s, int precision) {
   if (precision == 1) return round_f16(ieee_div(round_f16(x), round_f16(s)));
   if (precision == 2) return round_bf16(ieee_div(round_bf16(x), round_bf16(s)));
   return ieee_div(x, s);
+}
+// The quotient with a NaN's sign as fixed above (the float8 types only: an integer type
+// maps any NaN to its zero point, float4 to +6).
+__device__ __forceinline__ float signed_nan(float t, float x, float s) {
+  if (t == t) return t;
+  const unsigned from = x != x ? __float_as_uint(x) : s != s ? __float_as_uint(s) : 0x80000000u;
+  return __uint_as_float(0x7FC00000u | (from & 0x80000000u));
 }
 
 // One element: the code (low `bits` bits) of x quantized with (s, zp).
@@ -170,6 +181,7 @@ __device__ __forceinline__ unsigned quant1(float x, float s, int zp, int zp_give
   using tr = traits<T>;
   float t = quotient(x, s, precision);
   if constexpr (tr::is_float) {
+    t = signed_nan(t, x, s);
     if (T == E2M1 && zp_given) t = ieee_add(t, decode_t<T>(static_cast<unsigned>(zp)));
     return encode_t<T>(t, saturate != 0);
   } else {

@@ -54,6 +54,7 @@ from . import adapters, packed_dask
 from .dask_chunks import _as_dask, _check, _cupy, _elementwise, _meta_call, _per_axis_or_blocked
 from .desc import pool_output_size
 from .errors import UnsupportedError
+from .gpu.device import upload  # host scales to CuPy chunks' device, -0.0 kept
 from .intmm import matmul_integer
 from .packing import Packed
 from .qtypes import qtype
@@ -372,7 +373,7 @@ def _one(v):
 def _to_float_task(a_blocks, b_blocks, a_scale, a_zp, b_scale, b_zp, bias, block_size, out_dtype):
     xp = _array_module(a_blocks[0])
     b_scale, b_zp, bias = _one(b_scale), _one(b_zp), _one(bias)
-    f32 = (lambda v: xp.asarray(v).astype(_F32))
+    f32 = (lambda v: upload(xp, v).astype(_F32))
     a_s = f32(_column(a_scale))
     k = sum(blk.shape[-1] for blk in a_blocks)
     grouped = block_size is not None
@@ -449,9 +450,9 @@ def _requantize(acc, a_scale, out_scale, out_zp, b_scale, out_dtype):
     ``t = float32(acc) * ((a_scale * b_scale) / out_scale)``, rounded half to even,
     saturated in float, plus the zero point."""
     xp = _array_module(acc)
-    col = (lambda v: xp.asarray(v, dtype=_F32).reshape(-1, 1))
+    col = (lambda v: upload(xp, v, _F32).reshape(-1, 1))
     with np.errstate(all="ignore"):
-        b_s = xp.asarray(_one(b_scale), dtype=_F32)
+        b_s = upload(xp, _one(b_scale), _F32)
         mult = xp.divide(xp.multiply(col(a_scale), b_s if b_s.ndim > 2 else b_s.reshape(1, -1), dtype=_F32),
                          col(out_scale), dtype=_F32)
         t = xp.multiply(acc.astype(_F32), mult, dtype=_F32)

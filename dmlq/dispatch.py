@@ -167,7 +167,9 @@ class DeviceConstant:
         where = (dev, xp.cuda.get_current_stream().ptr)
         copy = self._copies.get(where)
         if copy is None:
-            copy = self._copies.setdefault(where, xp.asarray(self.host))
+            from .gpu.device import upload
+
+            copy = self._copies.setdefault(where, upload(xp, self.host))
         return copy
 
 

@@ -91,7 +91,22 @@ def quotient(x, scale, precision=None):
         t = np.divide(x32, s32, dtype=_F32)
     if p is not None and p != np.dtype(_F32):
         t = to_float32(round_float32(t, p))
-    return t
+    return _nan_sign(t, x32, s32)
+
+
+def _nan_sign(t, x, s):
+    """A NaN quotient's sign as docs/semantics.md fixes it, whatever the processor's
+    default NaN: x's when x is NaN, else the scale's when it is NaN, else negative
+    (0/0, inf/inf; the x86-64 default NaN)."""
+    nan = np.isnan(t)
+    if not nan.any():
+        return t
+    x, s = np.broadcast_arrays(x, s)
+    negative = np.where(np.isnan(x), np.signbit(x), np.where(np.isnan(s), np.signbit(s), True))
+    return np.where(nan, np.where(negative, _NEG_NAN, _POS_NAN), t).astype(_F32)
+
+
+_POS_NAN, _NEG_NAN = np.array([0x7FC00000, 0xFFC00000], np.uint32).view(_F32)
 
 
 def quantize_linear(x, scale, zero_point, out, saturate=True, precision=None):

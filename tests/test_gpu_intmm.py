@@ -11,7 +11,7 @@ import pytest
 import dmlq
 import cupy_stand_in as S
 from dmlq.gpu import intmm as G
-from conftest import poison
+from conftest import assert_same_bits, poison
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
@@ -25,15 +25,16 @@ def dev(x):
 
 
 def same(fn, *args, **kwargs):
-    """fn on stand-ins, into a poisoned out, equals fn on NumPy arrays (dtype, shape, every byte)."""
+    """fn on stand-ins, into a poisoned out, equals fn on NumPy arrays (dtype, shape, every byte;
+    a float NaN matches any NaN)."""
     want = fn(*args, **kwargs)
     out = S.module.asarray(poison(np.empty(want.shape, want.dtype)))
     got = fn(*(dev(a) for a in args), **kwargs, out=out)
     assert got is out
-    np.testing.assert_array_equal(got.get().view(np.uint8), want.view(np.uint8))
+    assert_same_bits(got.get(), want)
     fresh = fn(*(dev(a) for a in args), **kwargs)  # and into a new array
     assert type(fresh) is S.module.ndarray and fresh.dtype == want.dtype
-    np.testing.assert_array_equal(fresh.get().view(np.uint8), want.view(np.uint8))
+    assert_same_bits(fresh.get(), want)
 
 
 def q(rng, dt, shape):

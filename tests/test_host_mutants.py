@@ -142,9 +142,14 @@ def test_mutant_mma_blocks_past_the_last_tile_return(host, rng):
 # kernel's misalignment __trap is reached only by a launch with a misaligned
 # A: here A one byte past a 16-byte boundary under the 16-byte copy width.
 # Found by: `& (VEC - 1)` -> `& (VEC - 2)` surviving (1 & 14 == 0).
-def test_mutant_mma_traps_on_a_misaligned_operand(host, rng):
+def test_mutant_mma_traps_on_a_misaligned_operand(host, rng, request):
     from cuda_host.harness import KernelFault
     from dmlq.gpu import device, matmul, qmm
+
+    if request.node.callspec.params["host"] != "host":
+        # On a GPU a __trap() ends the process's CUDA context: every later call fails with
+        # cudaErrorLaunchFailure (the first H100 session lost the 258 tests after this one).
+        pytest.skip("a kernel trap is checked on the host harness only")
 
     if "mma-128x128" not in matmul.VARIANTS:
         pytest.skip("mma kernel source absent")

@@ -45,7 +45,9 @@ def _section(stage: str, date: str, rows: list, files: dict) -> str:
     if reports:
         out += ["", "| sanitizer | errors (its ERROR SUMMARY) |", "| --- | --- |"]
         for name, text in reports.items():
-            m = re.findall(r"ERROR SUMMARY: (\d+) error", text)
+            # memcheck, initcheck, synccheck: "ERROR SUMMARY: 0 errors"; racecheck:
+            # "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+            m = re.findall(r"(?:ERROR|RACECHECK) SUMMARY: (?:\d+ hazards displayed \()?(\d+) error", text)
             out.append(f"| {name[len('sanitize_'):-len('.report')]} | "
                        f"{m[-1] if m else 'no summary (cut off or did not start)'} |")
     return "\n".join(out) + "\n"
@@ -77,7 +79,8 @@ def record(folder: Path, root: Path = ROOT, date: str | None = None) -> list:
                 shutil.copyfile(folder / name, dest / target)
                 written.append(dest / target)
         for bench in folder.glob("*.json"):
-            if bench.name != f"{stage}.json" and bench.stat().st_size:
+            stages = {a.name[:-len("-logs.tar.gz")] + ".json" for a in stage_files}  # one call, several stages
+            if bench.name not in stages and bench.stat().st_size:
                 shutil.copyfile(bench, results / bench.name)
                 written.append(results / bench.name)
         hardening = results / "hardening.md"

@@ -123,6 +123,21 @@ run() {
   return 0
 }
 
+# slim RAW OUT: the benchmark JSON without each row's list of round times (stats.data: one
+# number per round, megabytes for calls of a few microseconds; the first H100 session's full
+# suite JSON passed the device tool's 16 MiB a file and did not come back). The statistics stay.
+slim() {
+  [[ -s $1 && ! $COLLECT && ! $DRY ]] || return 0
+  "$PY" - "$1" "$2" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for b in d.get("benchmarks", []):
+    b.get("stats", {}).pop("data", None)
+json.dump(d, open(sys.argv[2], "w"), indent=1)
+PYEOF
+}
+RAW="${TMPDIR:-/tmp}/dmlq-bench-raw.json"
+
 have_gpu() {
   "$PY" - <<'EOF' 2>/dev/null
 import sys
@@ -192,14 +207,26 @@ case "$STAGE" in
     run fuzz_slice "$cap" env DMLQ_FUZZ_EXAMPLES=10000 DMLQ_FUZZ_CHUNK=25 DMLQ_FUZZ_SECONDS=$(( cap / 8 - 3 > 1 ? cap / 8 - 3 : 1 )) \
       DMLQ_FUZZ_REPORT="$LOGS/fuzz_quick.jsonl" \
       "${PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py
-    run bench_key "$(left)" "${PYTEST[@]}" -q "${BENCH_KEY[@]}" --benchmark-json="$OUT/${GPU_NAME}-key-$(date +%Y-%m-%d).json"
+    rm -f "$RAW"
+    run bench_key "$(left)" "${PYTEST[@]}" -q "${BENCH_KEY[@]}" --benchmark-json="$RAW"
+    slim "$RAW" "$OUT/${GPU_NAME}-key-$(date +%Y-%m-%d).json"
     ;;
   correct)
     run warm 150 "$PY" tools/gpu_warm.py
     run check 120 "$PY" -m dmlq check
     # Known answers and every variant first: the tensor-core fragments have only met the host emulation.
     run variants 90 "${PYTEST[@]}" -q "${VARIANTS[@]}"
-    run gpu_tests 300 "${PYTEST[@]}" -q -m gpu tests --junitxml="$LOGS/gpu_tests.xml"
+    sticky="$LOGS/sticky.txt"   # tools/pytest_device.py: the test that left a sticky CUDA error
+    rm -f "$sticky"
+    run gpu_tests 300 env DMLQ_DEVICE_STICKY_FILE="$sticky" "${PYTEST[@]}" -q -m gpu tests --junitxml="$LOGS/gpu_tests.xml"
+    for k in 1 2 3; do   # such an error ends the process's context: go on after that test in a new process
+      [[ -s $sticky ]] || break
+      after=$(cat "$sticky")
+      rm -f "$sticky"
+      say "gpu_tests: a sticky CUDA error in $after; the tests after it run in a new process"
+      run "gpu_tests_$k" 300 env DMLQ_DEVICE_STICKY_FILE="$sticky" DMLQ_DEVICE_AFTER="$after" \
+        "${PYTEST[@]}" -q -m gpu tests --junitxml="$LOGS/gpu_tests_$k.xml"
+    done
     run fuzz "$(left)" env DMLQ_FUZZ_EXAMPLES="${DMLQ_FUZZ_EXAMPLES:-10000}" DMLQ_FUZZ_CHUNK=200 \
       DMLQ_FUZZ_SECONDS="$(( ($(left) - 20) / 8 ))" DMLQ_FUZZ_REPORT="$LOGS/fuzz.jsonl" \
       "${PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py
@@ -224,7 +251,9 @@ case "$STAGE" in
     ;;
   bench)
     run warm 150 "$PY" tools/gpu_warm.py
-    run bench "$(left)" "${PYTEST[@]}" bench -q --benchmark-json="$OUT/${GPU_NAME}-$(date +%Y-%m-%d).json"
+    rm -f "$RAW"
+    run bench "$(( $(left) - 10 ))" "${PYTEST[@]}" bench -q --benchmark-json="$RAW"
+    slim "$RAW" "$OUT/${GPU_NAME}-$(date +%Y-%m-%d).json"
     ;;
   large)
     run warm 150 "$PY" tools/gpu_warm.py

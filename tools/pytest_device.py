@@ -15,14 +15,6 @@ def on_stand_in(item) -> bool:
     return STAND_IN in (params.get("cupy_twin"), params.get("dev"), params.get("host"))
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config, items):
-    removed = [item for item in items if on_stand_in(item)]
-    if removed:
-        config.hook.pytest_deselected(items=removed)
-        items[:] = [item for item in items if not on_stand_in(item)]
-
-
 SKIPPED_BUILDS: list = []
 
 
@@ -61,3 +53,59 @@ def pytest_terminal_summary(terminalreporter):
     pools = "off" if os.environ.get("DMLQ_CUPY_NO_POOL") else "on"
     terminalreporter.write_line(f"pytest_device: GPU twins only; host-harness prebuild requests skipped: "
                                 f"{len(SKIPPED_BUILDS)}; CuPy memory pools {pools}")
+
+
+# A CUDA error that ends the process's context: every later call fails with it (the first
+# H100 session: one test's deliberate __trap() failed the 258 tests after it). The step
+# stops at the first one, names the test, and (DMLQ_DEVICE_STICKY_FILE) writes its node id,
+# so tools/gpu_session.sh can go on in a fresh process after it (DMLQ_DEVICE_AFTER).
+STICKY = ("cudaErrorLaunchFailure", "cudaErrorIllegalAddress", "cudaErrorIllegalInstruction",
+          "cudaErrorMisalignedAddress", "cudaErrorAssert", "cudaErrorHardwareStackError",
+          "unspecified launch failure", "an illegal memory access was encountered")
+
+
+def sticky_error(text: str):
+    """The first sticky CUDA error named in a failure's text, or None."""
+    return next((s for s in STICKY if s in text), None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    import os
+
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    what = sticky_error(str(report.longrepr))
+    if what is None:
+        return
+    item.session.shouldstop = (f"pytest_device: {item.nodeid} left a sticky CUDA error ({what}); the process's "
+                               "context is lost, so the step stops here")
+    path = os.environ.get("DMLQ_DEVICE_STICKY_FILE")
+    if path:
+        with open(path, "w") as f:
+            f.write(item.nodeid + "\n")
+
+
+def after(items, nodeid: str):
+    """The items after ``nodeid`` (all of them when it is not among them)."""
+    ids = [item.nodeid for item in items]
+    return items[ids.index(nodeid) + 1:] if nodeid in ids else items
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """The stand-in twins deselected; with DMLQ_DEVICE_AFTER, every test up to that node id too."""
+    import os
+
+    removed = [item for item in items if on_stand_in(item)]
+    kept = [item for item in items if not on_stand_in(item)]
+    start = os.environ.get("DMLQ_DEVICE_AFTER")
+    if start:
+        rest = after(kept, start)
+        removed += kept[:len(kept) - len(rest)]
+        kept = rest
+    if removed:
+        config.hook.pytest_deselected(items=removed)
+        items[:] = kept

@@ -329,13 +329,30 @@ def xp():
 
 def on_device(v):
     """A scale or zero point a kernel reads through a pointer, on the device in
-    use: a host (NumPy) array or scalar is copied there. Passed as it is, CuPy
-    would send a 1-element NumPy array by value where the kernel takes a
-    pointer, and refuse a larger one."""
+    use: a host (NumPy) array or scalar is copied there (:func:`upload`). Passed as
+    it is, CuPy would send a 1-element NumPy array by value where the kernel takes
+    a pointer, and refuse a larger one."""
     dev = current()
     if v is None or dev.is_array(v):
         return v
-    return dev.xp().asarray(v)
+    return upload(dev.xp(), v)
+
+
+_HOST_VALUES = (np.ndarray, np.generic, int, float, bool, complex, list, tuple)
+
+
+def upload(xp, v, dtype=None):
+    """``xp.asarray(v, dtype)`` keeping every bit of a host value. CuPy makes a 0-d
+    array from a host scalar with ``ndarray.fill``, which writes a value equal to 0
+    with a memset, so a scale of -0.0 arrives as +0.0 (the first H100 session:
+    quantize and dequantize by -0.0 flipped every sign); an array of one or more
+    elements is copied byte for byte, so a 0-d value travels as one element."""
+    if xp is np or not isinstance(v, _HOST_VALUES):
+        return xp.asarray(v) if dtype is None else xp.asarray(v, dtype=dtype)
+    host = np.asarray(v) if dtype is None else np.asarray(v, dtype=dtype)
+    if host.ndim:
+        return xp.asarray(host)
+    return xp.asarray(host.reshape(1)).reshape(())
 
 
 def ptr(a) -> int:

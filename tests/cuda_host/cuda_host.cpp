@@ -792,6 +792,14 @@ void exec_mma(LaneCall** lanes, int count) {
 }  // namespace
 
 float flush_subnormal(float f) { return flush(f); }
+// The GPU's float32 arithmetic gives every NaN result as the canonical NaN 0x7FFFFFFF
+// (no payload, no sign: the first H100 session coded 0/0 as +NaN where x86 gives -NaN).
+float gpu_nan(float f) {
+  if (f == f) return f;
+  const unsigned canonical = 0x7FFFFFFFu;
+  std::memcpy(&f, &canonical, 4);
+  return f;
+}
 
 void ptx_init(PtxSite& site, const char* file, int line) {
   const ParsedPtx& p = lookup(site.tmpl);
@@ -852,7 +860,7 @@ void ptx(const char* tmpl, std::initializer_list<Operand> outs, std::initializer
     else if (op == "mul") r = f(1) * f(2);
     else if (op == "div") r = f(1) / f(2);
     else r = std::fma(f(1), f(2), f(3));
-    c.fout(0, ftz ? flush(r) : r);
+    c.fout(0, gpu_nan(ftz ? flush(r) : r));
   } else if (p.op == Op::cvt) {
     if (p.mods.size() == 3 && p.mods[1] == "f32" && p.mods[2] == "f16") {
       c.fout(0, half_to_float(static_cast<unsigned short>(c.in(1))));

@@ -2,7 +2,8 @@
 // interpreter of the PTX text, with the asm operands passed by reference.
 //
 // Supported (anything else stops the launch with "unsupported PTX"):
-//   {add,sub,mul,div}.rn[.ftz].f32, fma.rn[.ftz].f32     IEEE float32; .ftz flushes
+//   {add,sub,mul,div}.rn[.ftz].f32, fma.rn[.ftz].f32     IEEE float32; .ftz flushes; a NaN
+//                                                        result is the GPU's 0x7FFFFFFF
 //   cvt.f32.f16, cvt.rn[.ftz].f16.f32                    binary16 <-> float32
 //   dp4a.{s32,u32}.{s32,u32}
 //   mov.u32 d, %dynamic_smem_size | %laneid | %warpid
@@ -56,6 +57,7 @@ void ptx_init(PtxSite& site, const char* file, int line);
 void ptx(const char* tmpl, std::initializer_list<Operand> outs, std::initializer_list<Operand> ins,
          const char* file, int line);
 float flush_subnormal(float f);
+float gpu_nan(float f);  // a NaN result as the GPU gives it: 0x7FFFFFFF
 
 inline unsigned dp4a_bits(bool sa, bool sb, unsigned a, unsigned b, unsigned c) {
   for (int j = 0; j < 4; ++j) {
@@ -90,7 +92,7 @@ inline void ptx_at(PtxSite& site, std::initializer_list<Operand> outs,
       volatile float r = site.fast == PtxSite::add ? a + b
                        : site.fast == PtxSite::sub ? a - b
                        : site.fast == PtxSite::mul ? a * b : a / b;
-      float v = site.ftz ? flush_subnormal(r) : r;
+      float v = gpu_nan(site.ftz ? flush_subnormal(r) : r);
       std::memcpy(outs.begin()->ptr, &v, 4);
       return;
     }

@@ -73,10 +73,27 @@ def _from_host(values, dtype=None, order="K", blocking=False) -> "ndarray":
     layout = np.empty_like(h, order=order)
     mem = _cuda.alloc(h.nbytes).mem
     out = _dense_view(mem, h.shape, h.dtype, like_strides=layout.strides)
-    _cuda._submit(lambda: out.__setitem__(Ellipsis, h))
+    if h.ndim == 0:  # CuPy 14 (_array_default): a 0-d array is made with ndarray.fill, not copied
+        _fill(out, h)
+    else:
+        _cuda._submit(lambda: out.__setitem__(Ellipsis, h))
     if blocking:
         _cuda.settle()
     return _wrap(out, mem)
+
+
+def _fill(h: np.ndarray, value) -> None:
+    """CuPy 14's ndarray.fill: a NumPy value becomes its Python scalar (``item()``); a
+    value equal to 0 is written with a memset of zero bytes (so -0.0 becomes +0.0),
+    any other through its fill kernel, converted to the array's dtype."""
+    if isinstance(value, np.ndarray):
+        if value.shape != ():
+            raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+        value = value.item()
+    if value == 0:
+        _cuda._submit(lambda: h.reshape(-1).view(np.uint8).__setitem__(Ellipsis, 0) if h.size else None)
+    else:
+        _cuda._submit(lambda: h.__setitem__(Ellipsis, value))
 
 
 def _result(h: np.ndarray) -> "ndarray":
@@ -280,8 +297,11 @@ class ndarray:
         _cuda._submit(lambda: h.__setitem__(key, v))
 
     def fill(self, value):
-        h = self._h
-        _cuda._submit(lambda: h.fill(value))
+        if not self._h.flags.c_contiguous:  # CuPy memsets only a C-contiguous array
+            h = self._h
+            _cuda._submit(lambda: h.fill(value.item() if isinstance(value, np.ndarray) else value))
+            return
+        _fill(self._h, value)
 
     # -- copies on the device
     def copy(self, order="C"):
@@ -381,7 +401,7 @@ def full(shape, fill_value, dtype=None, order="C"):
         raise TypeError(f"Unsupported type {type(fill_value)}")
     dtype = np.asarray(fill_value).dtype if dtype is None else dtype
     a = _new(shape, dtype, order)
-    a._h[...] = fill_value
+    a.fill(fill_value)  # CuPy 14's full: empty, then fill (-0.0 written as +0.0)
     return a
 
 
