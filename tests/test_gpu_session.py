@@ -13,6 +13,7 @@ import pytest
 
 import dmlq
 from conftest import gpu_available
+from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from dmlq import check
 from dmlq.gpu import ops
 
@@ -20,7 +21,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "gpu_session.sh"
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-@pytest.mark.parametrize("stage", ["quick", "correct", "sanitize", "bench", "large"])
+@pytest.mark.parametrize("stage", ["quick", "correct", "sanitize", "bench", "large", "profile"])
 def test_stage_without_gpu_skips_with_one_line(stage, tmp_path):
     if gpu_available():
         pytest.skip("a GPU is present: the stage would run for real")
@@ -290,7 +291,8 @@ def test_session_commands_need_only_the_device_images_packages(collected):
 def test_the_dry_run_plans_every_step_inside_the_budget(tmp_path):
     """DMLQ_SESSION_DRY=1 walks a stage as the device would, each step spending its whole
     cap: every step is either planned inside the stage's budget or says it is skipped."""
-    for stage, budget in (("quick", 340), ("correct", 530), ("sanitize", 530), ("bench", 530), ("large", 530)):
+    for stage, budget in (("quick", 340), ("correct", 530), ("sanitize", 530), ("bench", 530), ("large", 530),
+                          ("profile", 530)):
         r = subprocess.run(["bash", str(SCRIPT), stage], capture_output=True, text=True, timeout=120,
                            env={**os.environ, "OUT": str(tmp_path / stage), "DMLQ_SESSION_DRY": "1"})
         assert r.returncode == 0, r.stderr
@@ -385,3 +387,24 @@ def test_the_device_plugin_stops_at_a_sticky_cuda_error_and_resumes_after_it(tmp
     r = subprocess.run(base, capture_output=True, text=True, timeout=120, cwd=tmp_path,
                        env={**env, "DMLQ_DEVICE_AFTER": after})
     assert "1 passed, 2 deselected" in r.stdout and "PASSED test_three.py::test_c" in r.stdout, r.stdout
+
+
+def test_the_profile_cases_launch_on_the_stand_in(gpu):
+    """tools/gpu_profile.py (the profile stage's program under ncu) runs every case, small,
+    through dmlq's GPU path on the cupy stand-in: the kernels it names are the ones launched."""
+    import io
+
+    import cupy_stand_in as S
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import gpu_profile
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    text = io.StringIO()
+    S.launches.clear()
+    names = gpu_profile.run_cases(S.module, small=True, out=text)
+    assert len(names) == 8, names
+    launched = {launch[0].split("<")[0] for launch in S.launches}
+    assert {"avgpool_tile", "avgpool_general", "matmul_stream", "quantize_contig"} <= launched, launched
+    assert "matmul_integer_to_float: stream-m16" in text.getvalue(), text.getvalue()

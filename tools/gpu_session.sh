@@ -18,6 +18,8 @@
 #                                   (nvidia-h100-x1 kind: the tool does not work on the H200 here)
 #   tools/gpu_session.sh bench      the pytest-benchmark suite -> JSON
 #   tools/gpu_session.sh large      tensors past 2**31 elements, K > 33025
+#   tools/gpu_session.sh profile    ncu on the kernels measured far from their limits
+#                                   (tools/gpu_profile.py: pooling, the int8-b stream kernel)
 #   tools/gpu_session.sh collect    no device needed: every step of every stage written to
 #                                   $OUT/steps.txt, each pytest step's selection collected
 #                                   (--collect-only) into $OUT/collect_<step>.txt
@@ -153,13 +155,13 @@ COLLECT=
 declare -A COLLECTED
 STAGES=("$STAGE")
 case "$STAGE" in
-  quick|correct|sanitize|bench|large) ;;
+  quick|correct|sanitize|bench|large|profile) ;;
   collect)
     COLLECT=1
-    STAGES=(quick correct sanitize bench large)
+    STAGES=(quick correct sanitize bench large profile)
     : > "$OUT/steps.txt" ;;
   *)
-    echo "usage: tools/gpu_session.sh quick|correct|sanitize|bench|large|collect   (logs under \$OUT)" >&2
+    echo "usage: tools/gpu_session.sh quick|correct|sanitize|bench|large|profile|collect   (logs under \$OUT)" >&2
     exit 2 ;;
 esac
 
@@ -254,6 +256,16 @@ case "$STAGE" in
     rm -f "$RAW"
     run bench "$(( $(left) - 10 ))" "${PYTEST[@]}" bench -q --benchmark-json="$RAW"
     slim "$RAW" "$OUT/${GPU_NAME}-$(date +%Y-%m-%d).json"
+    ;;
+  profile)
+    # Nsight Compute on the kernels the first H100 session measured far from their limits
+    # (tools/gpu_profile.py): speed of light, memory, occupancy, warp states, one launch each.
+    NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+    run warm 150 "$PY" tools/gpu_warm.py
+    run profile "$(left)" "${NCU:-ncu}" --clock-control none --target-processes all \
+      -k "regex:avgpool_|matmul_stream|matmul_mma|quantize_contig" --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section SchedulerStats "$PY" tools/gpu_profile.py
     ;;
   large)
     run warm 150 "$PY" tools/gpu_warm.py

@@ -1,0 +1,92 @@
+"""The kernels the first H100 session measured far from their limits, one launch each, for
+``ncu`` (tools/gpu_session.sh profile): ``ncu ... python3 tools/gpu_profile.py``.
+
+bench/results/NVIDIA-H100-80GB-HBM3-key-2026-11-26.json (README, "GPU, measured"):
+  - 3x3 stride-1 pooling at 64x256x56x56: tile_k3s1 2,063 us, general 1,351 us, for 103 MB
+    (34 us at the copy bandwidth); 2x2 stride-2 at 256x256x56x56: tile_k2s2 846 us,
+    general 1,346 us, for 257 MB (85 us);
+  - matmul_integer_to_float uint8 x int8 -> float16 at N = K = 8192, M = 1 and 16 (the
+    stream kernel): 1,039 and 3,948 us for 64 MiB of b (22 us);
+and, as yardsticks, two that came close: the contiguous quantize (0.90 of the copy
+bandwidth) and the 8192^3 tensor-core matmul (0.34 of the int8 peak).
+
+Each case runs once after its plan is printed (``dmlq.kernel_plan``), so the profile's kernels
+can be told apart; ``--small`` shrinks every shape (the CPU test runs it on the cupy stand-in).
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+
+def cases(small: bool):
+    """(name, shapes): the shapes of each case, full size or ``small``."""
+    pool3 = (2, 8, 12, 12) if small else (64, 256, 56, 56)
+    pool2 = (2, 8, 12, 12) if small else (256, 256, 56, 56)
+    nk = 64 if small else 8192
+    mm = 64 if small else 8192
+    quant = (64, 64) if small else (16384, 4096)
+    return pool3, pool2, nk, mm, quant
+
+
+def run_cases(xp, small: bool = False, out=sys.stdout) -> list:
+    """Launch every case once on the device of ``xp`` (CuPy, or the stand-in); returns the
+    case names in launch order."""
+    import dmlq
+    from dmlq.gpu import avgpool
+
+    pool3, pool2, nk, mm, quant = cases(small)
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    done = []
+
+    def say(name, plan):
+        out.write(f"== {name}\n{plan}\n")
+        out.flush()
+        done.append(name)
+
+    def dev(shape, dtype):
+        info = np.iinfo(dtype)
+        return xp.asarray(rng.integers(info.min, info.max + 1, shape).astype(dtype))
+
+    params = [xp.full((1,), v, dt) for v, dt in ((0.05, f32), (128, np.uint8), (0.04, f32), (120, np.uint8))]
+    for shape, window, stride, pad in ((pool3, 3, 1, 1), (pool2, 2, 2, 0)):
+        x = dev(shape, np.uint8)
+        geometry = ((window,) * 2, (stride,) * 2, (pad,) * 2, (pad,) * 2, (1, 1), False)
+        o = xp.empty(shape[:2] + tuple((s + 2 * pad - window) // stride + 1 for s in shape[2:]), np.uint8)
+        for variant in (f"tile_k{window}s{stride}", "general"):
+            say(f"avgpool {'x'.join(map(str, shape))} k{window}s{stride}p{pad} {variant}", variant)
+            avgpool.quantized_avg_pool(x, *params, o, *geometry, variant=variant)
+            xp.cuda.runtime.deviceSynchronize()
+
+    b = dev((nk, nk), np.int8)
+    for m in (1, 16):
+        a = dev((m, nk), np.uint8)
+        args = (a, f32(0.02), np.uint8(128), b, f32(0.01), None, None)
+        say(f"matmul_integer_to_float uint8 x int8 -> float16, M={m} N=K={nk}",
+            dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args, dtype=np.float16))
+        dmlq.matmul_integer_to_float(*args, dtype=np.float16)
+        xp.cuda.runtime.deviceSynchronize()
+
+    x = xp.asarray(rng.standard_normal(quant).astype(f32))
+    say(f"quantize float32 -> uint8 {quant[0]}x{quant[1]}", dmlq.kernel_plan(dmlq.quantize_linear, x, f32(0.02), np.uint8(128)))
+    dmlq.quantize_linear(x, f32(0.02), np.uint8(128))
+    a, b = dev((mm, mm), np.int8), dev((mm, mm), np.int8)
+    args = (a, f32(0.05), None, b, f32(0.01), None, f32(0.3), np.int8(2))
+    say(f"quantized_matmul int8 {mm}^3", dmlq.kernel_plan(dmlq.quantized_matmul, *args))
+    dmlq.quantized_matmul(*args)
+    xp.cuda.runtime.deviceSynchronize()
+    return done
+
+
+def main(argv=None) -> int:
+    import cupy
+
+    names = run_cases(cupy, small="--small" in (sys.argv[1:] if argv is None else argv))
+    print(f"gpu_profile: {len(names)} cases launched")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
