@@ -60,6 +60,13 @@ def _edge_cases():
     # 2**32 overflows float16 (max 65504) -> inf; -255 * 0.5 = -127.5 is exact in float16
     rows.append(("dequantize", "float16 out", d, (_a([2**32 - 1], np.uint32), f16(1)), {}, _a([INF], f16)))
     rows.append(("dequantize", "int8 zp", d, (_a([-128, 127], i8), f16(0.5), i8(127)), {}, _a([-127.5, 0], f16)))
+    # a scale of -0.0 keeps its sign on the device, given as a host scalar (by value) or as a 0-d
+    # array (copied): CuPy fills a 0-d copy of a value equal to 0 with zero bytes, and the first
+    # H100 run got +0.0. x / -0 = -inf for x > 0, +inf for x < 0; 0 / -0 = NaN -> zp.
+    for s in (f32(-0.0), _a(-0.0, f32)):
+        form = "scalar" if isinstance(s, np.generic) else "0-d array"
+        rows.append(("quantize", f"scale -0.0 ({form})", q, (_a([1, -1, 0], f32), s, u8(5)), {}, _a([0, 255, 5], u8)))
+        rows.append(("dequantize", f"scale -0.0 ({form})", d, (_a([3, 0], u8), s, u8(0)), {}, _a([-0.0, -0.0], f32)))
     # add: 10*0.5 + (-3)*1 = 2; 1*0.5 + 0 = 0.5 -> 0; 3*0.5 = 1.5 -> 2 (ties to even)
     rows.append(("add", "mixed signedness + ties", api.quantized_add,
                  (_a([10, 1, 3], u8), f32(0.5), u8(0), _a([-3, 0, 0], i8), f32(1), i8(0), f32(1), i8(0)), {},
@@ -132,6 +139,9 @@ def _edge_cases():
     rows.append(("mm_float", "block order", mf,
                  (np.ones((1, 3), i8), f32(1), None, np.ones((3, 1), i8), _a([[1], [2.0**-24], [2.0**-24]], f32),
                   None), dict(block_size=1), _a([[1.0]], f32)))
+    # a_scale -0.0 (a host scalar, read by the kernel from a device copy): 2 * (-0 * 1) = -0.0
+    rows.append(("mm_float", "a_scale -0.0", mf, (_a([[1]], u8), f32(-0.0), None, _a([[2]], i8), f32(1), None), {},
+                 _a([[-0.0]], f32)))
     # K = 0: acc = 0, 0 * (1 * -1) = -0.0; blocked: no groups, +0.0
     empty_a, empty_b = np.zeros((1, 0), u8), np.zeros((0, 1), u8)
     rows.append(("mm_float", "K=0", mf, (empty_a, f32(1), None, empty_b, f32(-1), None), {}, _a([[-0.0]], f32)))
