@@ -403,8 +403,9 @@ def test_the_profile_cases_launch_on_the_stand_in(gpu):
         sys.path.remove(str(SCRIPT.parent))
     text = io.StringIO()
     S.launches.clear()
-    names = gpu_profile.run_cases(S.module, small=True, out=text)
-    assert len(names) == 8, names
+    names = gpu_profile.run_cases(S.module, small=True, out=text, host_time=True)
+    assert len(names) == 9, names
+    assert text.getvalue().count(" us per call (enqueue)") == 9
     launched = {launch[0].split("<")[0] for launch in S.launches}
     assert {"avgpool_tile", "avgpool_general", "matmul_stream", "quantize_contig"} <= launched, launched
     assert "matmul_integer_to_float: stream-m16" in text.getvalue(), text.getvalue()

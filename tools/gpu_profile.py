@@ -12,6 +12,10 @@ bandwidth) and the 8192^3 tensor-core matmul (0.34 of the int8 peak).
 
 Each case runs once after its plan is printed (``dmlq.kernel_plan``), so the profile's kernels
 can be told apart; ``--small`` shrinks every shape (the CPU test runs it on the cupy stand-in).
+``--host-time`` (no ncu) then times 50 more calls of each: the host's microseconds per call
+(enqueue only) and per call with the GPU's work (one synchronize after the 50). The small
+matmuls took a flat 46-58 us of device time whatever their size (bench/results/gpu-2026-11-26/
+bench/bench.log), which looks like the host's Python between the timer's events, not the kernels.
 """
 from __future__ import annotations
 
@@ -30,11 +34,27 @@ def cases(small: bool):
     return pool3, pool2, nk, mm, quant
 
 
-def run_cases(xp, small: bool = False, out=sys.stdout) -> list:
+def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) -> list:
     """Launch every case once on the device of ``xp`` (CuPy, or the stand-in); returns the
-    case names in launch order."""
+    case names in launch order. ``host_time``: then time 50 more calls of each."""
+    import time
+
     import dmlq
     from dmlq.gpu import avgpool
+
+    def timed(call):
+        call()
+        xp.cuda.runtime.deviceSynchronize()
+        if not host_time:
+            return
+        n = 50
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        t1 = time.perf_counter()
+        xp.cuda.runtime.deviceSynchronize()
+        t2 = time.perf_counter()
+        out.write(f"   host {1e6 * (t1 - t0) / n:.1f} us per call (enqueue), {1e6 * (t2 - t0) / n:.1f} us with the GPU\n")
 
     pool3, pool2, nk, mm, quant = cases(small)
     rng = np.random.default_rng(0)
@@ -57,8 +77,7 @@ def run_cases(xp, small: bool = False, out=sys.stdout) -> list:
         o = xp.empty(shape[:2] + tuple((s + 2 * pad - window) // stride + 1 for s in shape[2:]), np.uint8)
         for variant in (f"tile_k{window}s{stride}", "general"):
             say(f"avgpool {'x'.join(map(str, shape))} k{window}s{stride}p{pad} {variant}", variant)
-            avgpool.quantized_avg_pool(x, *params, o, *geometry, variant=variant)
-            xp.cuda.runtime.deviceSynchronize()
+            timed(lambda: avgpool.quantized_avg_pool(x, *params, o, *geometry, variant=variant))
 
     b = dev((nk, nk), np.int8)
     for m in (1, 16):
@@ -66,24 +85,28 @@ def run_cases(xp, small: bool = False, out=sys.stdout) -> list:
         args = (a, f32(0.02), np.uint8(128), b, f32(0.01), None, None)
         say(f"matmul_integer_to_float uint8 x int8 -> float16, M={m} N=K={nk}",
             dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args, dtype=np.float16))
-        dmlq.matmul_integer_to_float(*args, dtype=np.float16)
-        xp.cuda.runtime.deviceSynchronize()
+        timed(lambda: dmlq.matmul_integer_to_float(*args, dtype=np.float16))
 
     x = xp.asarray(rng.standard_normal(quant).astype(f32))
     say(f"quantize float32 -> uint8 {quant[0]}x{quant[1]}", dmlq.kernel_plan(dmlq.quantize_linear, x, f32(0.02), np.uint8(128)))
-    dmlq.quantize_linear(x, f32(0.02), np.uint8(128))
+    timed(lambda: dmlq.quantize_linear(x, f32(0.02), np.uint8(128)))
     a, b = dev((mm, mm), np.int8), dev((mm, mm), np.int8)
     args = (a, f32(0.05), None, b, f32(0.01), None, f32(0.3), np.int8(2))
     say(f"quantized_matmul int8 {mm}^3", dmlq.kernel_plan(dmlq.quantized_matmul, *args))
-    dmlq.quantized_matmul(*args)
-    xp.cuda.runtime.deviceSynchronize()
+    timed(lambda: dmlq.quantized_matmul(*args))
+    small_mm = (dev((16, 4096 if not small else 64), np.int8), f32(0.05), None,
+                dev((4096 if not small else 64,) * 2, np.int8), f32(0.01), None, f32(0.3), np.int8(2))
+    say("quantized_matmul int8 M=16 N=K=4096 (46 us of device time in the bench)",
+        dmlq.kernel_plan(dmlq.quantized_matmul, *small_mm))
+    timed(lambda: dmlq.quantized_matmul(*small_mm))
     return done
 
 
 def main(argv=None) -> int:
     import cupy
 
-    names = run_cases(cupy, small="--small" in (sys.argv[1:] if argv is None else argv))
+    argv = sys.argv[1:] if argv is None else argv
+    names = run_cases(cupy, small="--small" in argv, host_time="--host-time" in argv)
     print(f"gpu_profile: {len(names)} cases launched")
     return 0
 

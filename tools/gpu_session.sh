@@ -262,6 +262,7 @@ case "$STAGE" in
     # (tools/gpu_profile.py): speed of light, memory, occupancy, warp states, one launch each.
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
     run warm 150 "$PY" tools/gpu_warm.py
+    run host_time 90 "$PY" tools/gpu_profile.py --host-time
     run profile "$(left)" "${NCU:-ncu}" --clock-control none --target-processes all \
       -k "regex:avgpool_|matmul_stream|matmul_mma|quantize_contig" --section SpeedOfLight \
       --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
