@@ -238,7 +238,16 @@ def test_pack_geo_layout():
         ew.pack_geo(ew.Layout((2,) * 9, ((1,) * 9,) * 4, (0,) * 4), False)
 
 
-@pytest.mark.parametrize("itemsizes", [(1, 4), (1, 2), (4, 4), (2, 4), (1, 1, 1)])
+def test_vector_width_follows_the_stores():
+    """(out, input) itemsizes: a widening kernel (dequantize) moves 16 bytes of its output
+    per vector, so a warp's stores are contiguous; a narrowing one (quantize) 16 bytes of its
+    output too (the narrower type), its loads several 16-byte vectors."""
+    assert ew.vec_width((4, 1)) == 4 and ew.vec_width((2, 1)) == 8 and ew.vec_width((4, 2)) == 4
+    assert ew.vec_width((1, 4)) == 16 and ew.vec_width((1, 2)) == 16 and ew.vec_width((4, 4)) == 4
+    assert ew.vec_width((1, 1, 1)) == 16
+
+
+@pytest.mark.parametrize("itemsizes", [(1, 4), (1, 2), (4, 4), (2, 4), (4, 1), (2, 1), (1, 1, 1)])
 def test_vector_head(itemsizes):
     vec = ew.vec_width(itemsizes)
     assert ew.vector_head([256 * k for k in range(len(itemsizes))], itemsizes, 100, vec) == 0
@@ -246,8 +255,9 @@ def test_vector_head(itemsizes):
         addrs = [4096 * (k + 1) + o * s for k, (o, s) in enumerate(zip(offs, itemsizes))]
         for n in (0, 1, 5, 40, 1000):
             h = ew.vector_head(addrs, itemsizes, n, vec)
+            # each operand aligned to its vector's bytes (16 at most) after the head
             ok = [hh for hh in range(vec)
-                  if all((a + hh * s) % 16 == 0 for a, s in zip(addrs, itemsizes))]
+                  if all((a + hh * s) % min(16, vec * s) == 0 for a, s in zip(addrs, itemsizes))]
             assert h == (min(ok[0], n) if ok else n)
             # contig coverage: vectors after the head, then the scalar rest
             nvec = (n - h) // vec
@@ -365,11 +375,22 @@ def test_ptx_register_only_and_vectorized(arch):
     res = compiled(arch)
     entries = _entries(res.ptx)
     assert ".local" not in res.ptx, "a kernel spills or keeps an array in local memory"
+    sizes = {"int8": 1, "uint8": 1, "short": 2, "unsigned short": 2, "float16": 2, "int": 4, "unsigned int": 4,
+             "float": 4}
+    width = {4: r"(?:u|b|s)32", 8: r"v2\.\w+", 16: r"v4\.\w+"}  # bytes per access -> PTX
     for name, lowered in res.lowered.items():
         body = entries[lowered][1]
-        if "_contig<" in name:
-            assert "ld.global.nc.v4" in body, name
-            assert re.search(r"st\.global\.v4\.\w+", body), name
+        if "_contig<" not in name:
+            continue
+        types = [t.strip() for t in name[name.index("<") + 1:-1].split(",")]
+        if name.startswith("add_"):
+            loads, stores = 16, 16
+        else:  # (out, input) itemsizes: dequantize's vectors are 16 bytes of its wider output
+            vec = ew.vec_width((sizes[types[1]], sizes[types[0]]))
+            loads, stores = min(16, vec * sizes[types[0]]), min(16, vec * sizes[types[1]])
+        assert re.search(rf"ld\.global\.nc\.{width[loads]}", body), (name, loads)
+        assert re.search(rf"st\.global\.{width[stores]}", body), (name, stores)
+        assert stores == 16, name  # every contig kernel stores whole 16-byte vectors
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -266,16 +266,22 @@ def pack_geo(layout: Layout, wide: bool):
 
 
 def vector_head(addresses, itemsizes, n: int, vec: int) -> int:
-    """Elements to do one at a time so every address is 16-byte aligned after
-    them; n (all scalar) when no such head exists."""
+    """Elements to do one at a time so that after them every address is aligned to its
+    vector's access width (vec elements' bytes, 16 at most: cuda/elementwise.cu's
+    load_words / store_words); n (all scalar) when no such head exists."""
+    aligns = [min(16, vec * s) for s in itemsizes]
     for h in range(vec):
-        if all((a + h * s) % 16 == 0 for a, s in zip(addresses, itemsizes)):
+        if all((a + h * s) % al == 0 for a, s, al in zip(addresses, itemsizes, aligns)):
             return min(h, n)
     return n
 
 
 def vec_width(itemsizes) -> int:
-    return 16 // min(itemsizes)
+    """Elements per vector of a contig kernel, ``itemsizes`` = (out, inputs...):
+    cuda/elementwise.cu's vec_width (16 bytes of the output when it is the widest, as in
+    dequantize, else 16 bytes of the narrowest type)."""
+    out, widest_in = itemsizes[0], max(itemsizes[1:])
+    return 16 // out if out > widest_in else 16 // min(itemsizes)
 
 
 # ----------------------------------------------------------------- launching
