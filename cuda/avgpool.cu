@@ -4,7 +4,11 @@
 //                    : requantize((float(S) * x_scale[c]) / float(count), out_scale[c], out_zp[c]).
 // A 2-D problem runs as 3-D with D = OD = KD = 1. dmlq/gpu/avgpool.py picks the variant.
 //
-// Variants
+// Variants (measured on the H100, bench/results/gpu-2026-11-26: tile_k2s2 840 us against the
+// general kernel's 1,344 at 256x256x56x56; tile_k3s1 2,053 against 1,345 at 64x256x56x56 pad 1
+// and tile_k3s2 456 against 357 at 64x64x112x112 pad 1, so selection takes only tile_k2s2
+// (dmlq/gpu/avgpool.py AUTO_TILES). Every kernel here is 10-60x short of its napkin limit
+// below; tools/gpu_session.sh profile asks ncu why.)
 //   tile_k2s2 / tile_k3s1 / tile_k3s2   avgpool_tile<TX, TO, KW, SW, OPT>
 //     Any shape whose W window/stride is 2/2, 3/1 or 3/2 with W dilation 1 and W stride of x 1
 //     (all other strides, pads, D/H windows and dilations, ceil mode, IncludePadding free).

@@ -53,7 +53,24 @@ def problem(x_shape, window, strides=None, start=None, end=None, dil=None, inclu
 
 
 def sel(*a, **k):
-    return ap.select_variant(*problem(*a, **k))
+    """The variant selection's class: the tile that applies (whether or not selection takes
+    it on its own: ap.AUTO_TILES), a global variant, or general."""
+    args = problem(*a, **k)
+    picked = ap.select_variant(*args)
+    tile = ap.tile_class(*args)
+    if tile is not None and picked != "global_warp" and picked != "global_block":
+        assert picked == (tile if tile in ap.AUTO_TILES else "general"), (picked, tile)
+        return tile
+    return picked
+
+
+def test_selection_takes_only_the_tiles_the_h100_measured_faster():
+    """bench/results/gpu-2026-11-26: tile_k2s2 beat the general kernel; tile_k3s1 and
+    tile_k3s2 lost to it on their shapes, so selection leaves them to variant=."""
+    assert ap.AUTO_TILES == ("tile_k2s2",)
+    assert ap.select_variant(*problem((256, 256, 56, 56), (2, 2), (2, 2))) == "tile_k2s2"
+    assert ap.select_variant(*problem((64, 256, 56, 56), (3, 3), (1, 1), (1, 1), (1, 1))) == "general"
+    assert ap.select_variant(*problem((64, 64, 112, 112), (3, 3), (2, 2), (1, 1), (1, 1))) == "general"
 
 
 # ------------------------------------------------------------------ selection
@@ -91,7 +108,8 @@ def test_ceil_mode_and_include_padding_keep_the_class():
         for include in (False, True):
             for ceil in (False, True):
                 args = problem((2, 5, 13, 15), window, strides, pad, pad, include=include, ceil=ceil)
-                assert ap.select_variant(*args) == want
+                assert ap.tile_class(*args) == want
+                assert ap.select_variant(*args) == (want if want in ap.AUTO_TILES else "general")
     floor_args = problem((2, 5, 13, 15), (2, 2), (2, 2), ceil=False)
     ceil_args = problem((2, 5, 13, 15), (2, 2), (2, 2), ceil=True)
     assert ceil_args[2] == (2, 5, 7, 8) and floor_args[2] == (2, 5, 6, 7)
@@ -424,12 +442,13 @@ def test_emulated_global(fake_gpu, variant):
 def test_emulated_lut_and_grid(fake_gpu):
     """Per-tensor tile launches carry the table and one wave of persistent blocks."""
     rng = np.random.default_rng(3)
-    run_case(rng, (2, 3, 20, 40), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), False, False, "uint8", "int8")
+    run_case(rng, (2, 3, 20, 40), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), False, False, "uint8", "int8",
+             variant="tile_k3s1")  # (forced: selection leaves the 3x3 tiles to variant=)
     name, grid, block, smem = fake_gpu[-1]
     assert name == "avgpool_tile<uint8, int8, 3, 1, 16>" and smem == 9 * 255 + 1
     assert grid[0] * grid[1] <= fake_gpu_limits() and block[0] * block[1] <= 256
     run_case(rng, (2, 3, 20, 40), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), False, False, "uint8", "int8",
-             pc=(True, False, False, False))
+             pc=(True, False, False, False), variant="tile_k3s1")
     assert fake_gpu[-1][3] == 0
     run_case(rng, (2, 3, 40, 40), (33, 2), (1, 2), (1, 1), (1, 1), (1, 1), False, False, "int8", "int8",
              variant="tile_k2s2")  # 66 taps: past the table size

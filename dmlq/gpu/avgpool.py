@@ -130,10 +130,23 @@ def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_pa
         if volume >= GLOBAL_BLOCK_MIN_VOLUME and planes <= GLOBAL_BLOCK_MAX_PLANES:
             return "global_block"
         return "global_warp"
-    for variant in TILE_CONFIGS:
-        if applicable(variant, *args):
-            return variant
-    return "general"
+    tile = tile_class(*args)
+    return tile if tile in AUTO_TILES else "general"
+
+
+# The tiles selection picks on its own: the ones that beat the general kernel on the H100
+# (bench/results/gpu-2026-11-26/bench/bench.log, medians). tile_k2s2 840 us against 1,344
+# at 256x256x56x56 and even (111 / 112 us) on the 3-D 8x64x16x56x56; tile_k3s1 2,053 us
+# against general 1,345 at 64x256x56x56 pad 1, tile_k3s2 456 against 357 at
+# 64x64x112x112 pad 1: both lose, for reasons a profile has to show (tools/gpu_session.sh
+# profile), so they run only when forced (variant=).
+AUTO_TILES = ("tile_k2s2",)
+
+
+def tile_class(*args):
+    """The tile variant whose window/stride class the problem falls in (the first that
+    applies), or None; ``args`` as :func:`select_variant`'s."""
+    return next((v for v in TILE_CONFIGS if applicable(v, *args)), None)
 
 
 def _magic(d: int):
