@@ -193,6 +193,20 @@ SANITIZE=(-m gpu tests/test_gpu_variants.py "tests/test_gpu_elementwise.py::test
 BENCH_KEY=(bench/test_bench_elementwise.py bench/test_bench_matmul.py bench/test_bench_intmm.py
            bench/test_bench_avgpool.py bench/test_bench_torch.py -m "not cpu"
            -k "(16384x4096 and not axis1) or (8192 and not 14336 and not dp4a-32x32 and not f32) or k3s1p1 or 256x256x56x56 or torch_call_overhead")
+# The fuzz is bound by the host (hypothesis' draws, the NumPy reference: about 5 ms an example
+# on the H100's host, so 3,000 quantize examples in 16 s) and the device has 16 cores: where
+# the image's pytest-xdist imports, the 8 fuzz tests run side by side (-n 8), each with the
+# whole time slice instead of an eighth of it; without it they run one after another.
+FUZZ_PROCS=1
+if [[ ! $COLLECT && ! $DRY ]] && "$PY" -c "import xdist" 2>/dev/null; then
+  FUZZ_PROCS=8
+fi
+FUZZ_PYTEST=("$PY" -m pytest -p pytest_device -p no:cacheprovider)
+if (( FUZZ_PROCS > 1 )); then FUZZ_PYTEST+=(-n "$FUZZ_PROCS"); else FUZZ_PYTEST+=(-p no:xdist); fi
+fuzz_seconds() {  # fuzz_seconds CAP: each fuzz test's DMLQ_FUZZ_SECONDS inside a step of CAP seconds
+  local each=$(( FUZZ_PROCS > 1 ? $1 - 30 : ($1 - 20) / 8 ))
+  echo $(( each > 1 ? each : 1 ))
+}
 GPU_NAME=collect
 if [[ ! $COLLECT && ! $DRY ]]; then
   GPU_NAME=$("$PY" -c "import cupy; print(cupy.cuda.runtime.getDeviceProperties(0)['name'].decode().replace(' ', '-'))" 2>/dev/null || echo gpu)
@@ -206,9 +220,9 @@ case "$STAGE" in
     run check 40 "$PY" -m dmlq check
     run torch_cuda 60 "${PYTEST[@]}" -q -m gpu tests/test_torch.py tests/test_torch_gpu_forms.py --junitxml="$LOGS/torch_cuda.xml"
     cap=$(( $(left) - 90 < 75 ? $(left) - 90 : 75 ))   # 90 s kept for the benchmarks
-    run fuzz_slice "$cap" env DMLQ_FUZZ_EXAMPLES=10000 DMLQ_FUZZ_CHUNK=25 DMLQ_FUZZ_SECONDS=$(( cap / 8 - 3 > 1 ? cap / 8 - 3 : 1 )) \
+    run fuzz_slice "$cap" env DMLQ_FUZZ_EXAMPLES=10000 DMLQ_FUZZ_CHUNK=25 DMLQ_FUZZ_SECONDS="$(fuzz_seconds "$cap")" \
       DMLQ_FUZZ_REPORT="$LOGS/fuzz_quick.jsonl" \
-      "${PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py
+      "${FUZZ_PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py
     rm -f "$RAW"
     run bench_key "$(left)" "${PYTEST[@]}" -q "${BENCH_KEY[@]}" --benchmark-json="$RAW"
     slim "$RAW" "$OUT/${GPU_NAME}-key-$(date +%Y-%m-%d).json"
@@ -230,8 +244,8 @@ case "$STAGE" in
         "${PYTEST[@]}" -q -m gpu tests --junitxml="$LOGS/gpu_tests_$k.xml"
     done
     run fuzz "$(left)" env DMLQ_FUZZ_EXAMPLES="${DMLQ_FUZZ_EXAMPLES:-10000}" DMLQ_FUZZ_CHUNK=200 \
-      DMLQ_FUZZ_SECONDS="$(( ($(left) - 20) / 8 ))" DMLQ_FUZZ_REPORT="$LOGS/fuzz.jsonl" \
-      "${PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py
+      DMLQ_FUZZ_SECONDS="$(fuzz_seconds "$(left)")" DMLQ_FUZZ_REPORT="$LOGS/fuzz.jsonl" \
+      "${FUZZ_PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py
     ;;
   sanitize)
     # A reduced case list: the sanitizers run every access 10-100x slower.
