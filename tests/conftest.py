@@ -259,19 +259,21 @@ def poison(out):
     return out
 
 
-def assert_same_bits(got, want):
-    """Every byte equal, except that a NaN in a float output matches any NaN: docs/semantics.md
-    leaves a float NaN's sign and payload open (a GPU gives 0x7FFFFFFF, x86 NumPy passes an
-    operand's NaN on). Float8 codes are compared as bytes, NaN sign included."""
+def assert_same(got, want, context=""):
+    """Bit-for-bit equality, except that a NaN in a float output matches any NaN:
+    docs/semantics.md leaves a float NaN's sign and payload open (a GPU gives 0x7FFFFFFF,
+    x86 NumPy passes an operand's NaN on). Float8 codes are compared as bits, NaN sign
+    included. The message names up to five differing elements."""
     got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    assert got.shape == want.shape and got.dtype == want.dtype, (context, got.dtype, got.shape, want.dtype, want.shape)
+    bits = np.dtype(f"u{want.dtype.itemsize}")
+    bad = got.view(bits) != want.view(bits)
     if want.dtype.kind == "f" or want.dtype.name == "bfloat16":
-        nan = np.isnan(want.astype(np.float32))
-        np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
-        bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[want.dtype.itemsize]
-        np.testing.assert_array_equal(got.view(bits)[~nan], want.view(bits)[~nan])
-        return
-    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+        bad &= ~(np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32)))
+    if bad.any():
+        idx = [tuple(int(v) for v in i) for i in np.argwhere(bad)[:5]]
+        detail = ", ".join(f"{i}: got {got[i]!r} want {want[i]!r}" for i in idx)
+        raise AssertionError(f"{context}: {int(bad.sum())} of {bad.size} differ; {detail}")
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import STAND_IN, on_stand_in, skip_past_2_31_on_the_stand_in
+from conftest import STAND_IN, assert_same, on_stand_in, skip_past_2_31_on_the_stand_in
 from dmlq import reference as R
 from dmlq.gpu import elementwise as ew
 from dmlq.gpu import plan as plan_module
@@ -187,21 +187,6 @@ def untouched_outside(out) -> bool:
     for k in range(out.itemsize):
         covered[first + k] = True
     return bool((root.reshape(-1).view(np.uint8)[~covered] == POISON).all())
-
-
-def assert_same(got, want, context=""):
-    """Bit-for-bit equality; any NaN matches any NaN."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
-    if got.dtype.kind == "f":
-        bits = np.uint16 if got.dtype == F16 else np.uint32
-        bad = (got.view(bits) != want.view(bits)) & ~(np.isnan(got) & np.isnan(want))
-    else:
-        bad = got != want
-    if bad.any():
-        idx = [tuple(int(v) for v in i) for i in np.argwhere(bad)[:5]]
-        detail = ", ".join(f"{i}: got {got[i]!r} want {want[i]!r}" for i in idx)
-        raise AssertionError(f"{context}: {int(bad.sum())} of {bad.size} differ; {detail}")
 
 
 def check(dev: Device, op, inputs, out_shape, out_dtype, out_kind="c", variant=None, context=""):

@@ -11,7 +11,7 @@ import pytest
 
 import dmlq
 import cupy_stand_in as S
-from conftest import assert_same_bits, poison
+from conftest import assert_same, poison
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from test_gpu_intmm import dev, q  # NumPy arrays and dmlq.Packed bytes to the stand-in; random q values
 
@@ -40,12 +40,12 @@ def same(fn, *args, kernel=None, **kwargs):
     S.launches.clear()
     got = fn(*(dev(a) for a in args), **kwargs, out=out)
     assert got is out
-    assert_same_bits(got.get(), want)
+    assert_same(got.get(), want)
     if kernel is not None:
         assert kernel in kernels() or any(n.startswith(kernel) for n, *_ in S.launches), kernels()
     fresh = fn(*(dev(a) for a in args), **kwargs)
     assert type(fresh) is S.module.ndarray and fresh.dtype == want.dtype
-    assert_same_bits(fresh.get(), want)
+    assert_same(fresh.get(), want)
 
 
 def main_kernel(variant):
@@ -261,4 +261,4 @@ def test_forced_wide_kernel_k_zero_keeps_the_sign_of_mult(gpu):
     a_s, bs = S.module.asarray(np.float32(0.625)), S.module.asarray(b_s)
     intmm_tiled._bind(p, da, db, out, True, None)(da, a_s, None, db, bs, None, bias, out)
     assert "matmul_dp4a_wide" in kernels(), kernels()
-    assert_same_bits(out.get(), want)  # the zeros' signs bit for bit; 0 * -inf any NaN
+    assert_same(out.get(), want)  # the zeros' signs bit for bit; 0 * -inf any NaN

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dmlq
-from conftest import CurrentCupy, poison
+from conftest import CurrentCupy, assert_same, poison
 
 md = pytest.importorskip("ml_dtypes")
 pytestmark = pytest.mark.gpu
@@ -58,14 +58,6 @@ def _host_bytes(arr):
     return np.ascontiguousarray(arr).reshape(-1).view(np.uint8) if arr.dtype.name in NATIVE else dmlq.pack(arr).data
 
 
-def _same_floats(got, want, what):
-    assert got.dtype == want.dtype and got.shape == want.shape, what
-    bits = {2: np.uint16, 4: np.uint32}[want.dtype.itemsize]
-    nan = np.isnan(want.astype(np.float32))
-    assert np.array_equal(np.isnan(got.astype(np.float32)), nan), what
-    assert np.array_equal(got.view(bits)[~nan], want.view(bits)[~nan]), what
-
-
 @pytest.mark.parametrize("kind", ["int32", "e8m0"])
 def test_quantize_int32_and_e8m0_scales(rng, kind):
     for layout, (shape, sshape, kw) in LAYOUTS.items():
@@ -104,7 +96,7 @@ def test_dequantize_e8m0_scale(rng, odt):
                 q_gpu = cp.asarray(q) if p is None else dmlq.Packed(cp.asarray(p.data), p.shape, p.dtype)
             want = dmlq.dequantize_linear(q, s_host, dtype=odt, **kw)
             got = dmlq.dequantize_linear(q_gpu, s_gpu, dtype=odt, **kw)
-            _same_floats(got.get(), want, f"{name} {layout} {odt}")
+            assert_same(got.get(), want, f"{name} {layout} {odt}")
 
 
 @pytest.mark.parametrize("qname", ["int32", "uint32"])
@@ -124,12 +116,12 @@ def test_dequantize_int32_q_per_axis_and_blocked(rng, qname):
             out = poison(cp.empty(shape, odt))
             res = dmlq.dequantize_linear(cp.asarray(q), cp.asarray(s), cp.asarray(zp), dtype=odt, out=out, **kw)
             assert res is out
-            _same_floats(out.get(), want, f"{qname} {layout} {odt}")
+            assert_same(out.get(), want, f"{qname} {layout} {odt}")
             # a strided (transposed) q goes through a contiguous copy
             qt = np.ascontiguousarray(q.T).T
             got = dmlq.dequantize_linear(cp.asarray(np.ascontiguousarray(q.T)).T, cp.asarray(s), cp.asarray(zp),
                                          dtype=odt, **kw)
-            _same_floats(got.get(), dmlq.dequantize_linear(qt, s, zp, dtype=odt, **kw), f"{qname} {layout} strided")
+            assert_same(got.get(), dmlq.dequantize_linear(qt, s, zp, dtype=odt, **kw), f"{qname} {layout} strided")
 
 
 def test_refusals_name_the_argument(rng):
