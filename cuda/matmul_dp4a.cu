@@ -610,8 +610,7 @@ __device__ __forceinline__ void gemm(
           const unsigned v = acc[i][j] - za[i] * cb[j] - zb[j] * ra_m + kk * za[i] * zb[j];
           f = to_f32(static_cast<int>(v));
         }
-        const float mult = ieee_div(ieee_mul(as, bsc[j]), os);
-        const TO q = round_saturate<TO>(ieee_mul(f, mult), ozp);
+        const TO q = mm::requant<TO>(f, mm::requant_mult(as, bsc[j], os), ozp);
         word |= static_cast<unsigned>(static_cast<unsigned char>(q)) << (8 * c);
       }
       *reinterpret_cast<unsigned*>(&Cs[r * CS + g * THR_N * 4 + tx * 4]) = word;

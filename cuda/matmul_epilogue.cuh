@@ -1,6 +1,6 @@
 // The output stage of the tiled matmul kernels (matmul_dp4a.cu, matmul_mma.cu),
 // chosen by the output type TO (docs/semantics.md):
-//   int8 / uint8   quantized_matmul: requantize(acc * (a_scale*b_scale)/out_scale)
+//   int8 / uint8   quantized_matmul: requant(acc, (a_scale*b_scale)/out_scale)
 //   int            matmul_integer: the corrected sum modulo 2**32, as int32
 //   float, float16 matmul_integer_to_float: float32(acc) * (a_scale*b_scale),
 //                  + bias[m, n] when given, one rounding to TO
@@ -36,6 +36,18 @@ __device__ __forceinline__ TO float_out(float f, float as, float bs, const float
   float v = ieee_mul(f, ieee_mul(as, bs));
   if (b != nullptr) v = ieee_add(v, *b);
   return from_f32<TO>(v);
+}
+
+// quantized_matmul's requantization of an exact sum already rounded to float32
+// (f): f * mult with mult = (a_scale * b_scale) / out_scale (requant_mult; a
+// kernel may hoist it where the scales repeat), rounded half to even and
+// saturated around out_zp. Every matmul kernel's int8/uint8 output goes here.
+__device__ __forceinline__ float requant_mult(float as, float bs, float os) {
+  return ieee_div(ieee_mul(as, bs), os);
+}
+template <typename TO>
+__device__ __forceinline__ TO requant(float f, float mult, int ozp) {
+  return round_saturate<TO>(ieee_mul(f, mult), ozp);
 }
 
 // Matrix z's B parameters (pointer arithmetic only on a real pointer).

@@ -656,16 +656,15 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
         }
       } else {  // requantized bytes
       const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
-      const float rm = (row_dep && !b_per_col) ? dmlq::ieee_div(dmlq::ieee_mul(as, bs0), os) : 0.0f;
+      const float rm = (row_dep && !b_per_col) ? dmlq::mm::requant_mult(as, bs0, os) : 0.0f;
       unsigned w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
         const unsigned v = sum(j);
         const float mult = !row_dep ? cm[j]
                            : !b_per_col ? rm
-                                        : dmlq::ieee_div(dmlq::ieee_mul(as, cm[j]), os);
-        const float t = dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), mult);
-        const TO q8 = dmlq::round_saturate<TO>(t, ozp);
+                                        : dmlq::mm::requant_mult(as, cm[j], os);
+        const TO q8 = dmlq::mm::requant<TO>(dmlq::to_f32(static_cast<int>(v)), mult, ozp);
         w[j >> 2] |= static_cast<unsigned>(static_cast<unsigned char>(q8)) << (8 * (j & 3));
       }
       unsigned char* cp = reinterpret_cast<unsigned char*>(C + static_cast<int64>(m) * ldc + nc0);
@@ -722,8 +721,8 @@ matmul_splitk_epilogue(const int* __restrict__ partial, int splits, TO* __restri
                                  bias != nullptr ? bias + bias_bs * z + static_cast<int64>(m) * bias_ld + n : nullptr);
   } else {
     const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
-    const float mult = dmlq::ieee_div(dmlq::ieee_mul(a_scale[a_per_row ? m : 0], b_scale[b_per_col ? n : 0]),
-                                      out_scale[out_per_row ? m : 0]);
-    *c = dmlq::round_saturate<TO>(dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), mult), ozp);
+    const float mult = dmlq::mm::requant_mult(a_scale[a_per_row ? m : 0], b_scale[b_per_col ? n : 0],
+                                              out_scale[out_per_row ? m : 0]);
+    *c = dmlq::mm::requant<TO>(dmlq::to_f32(static_cast<int>(v)), mult, ozp);
   }
 }

@@ -98,14 +98,11 @@ template <int MT> struct shape {
   static_assert(KSPLIT * 16 * RG == kThreads && kWords % KSPLIT == 0, "thread split");
 };
 
-// quantized_matmul's output of an exact int32 sum (docs/semantics.md), the
-// expression of matmul_dp4a.cu's requantizing epilogue: mult = (a_scale * b_scale)
-// / out_scale, float32(acc) * mult, rounded half to even and saturated around
-// out_zp. (Kept here, not in matmul_epilogue.cuh, so this kernel changed no
-// source of the tiled kernels; the dp4a epilogue can take it from there.)
+// quantized_matmul's output of an exact int32 sum (docs/semantics.md): the tiled
+// kernels' requantization (cuda/matmul_epilogue.cuh).
 template <typename TO>
 __device__ __forceinline__ TO requant(int acc, float as, float bs, float os, int ozp) {
-  return round_saturate<TO>(ieee_mul(to_f32(acc), ieee_div(ieee_mul(as, bs), os)), ozp);
+  return mm::requant<TO>(to_f32(acc), mm::requant_mult(as, bs, os), ozp);
 }
 
 // The 32 nibbles (one row of 32 columns, bytes of b from element e on), one at

@@ -16,10 +16,11 @@ its cache entry: under pytest-xdist every worker runs this pool, a worker's pool
 skips what another worker is building (and awaits it last), so each runner and
 cubin is built once and the workers' pools build different ones at once.
 
-A third kind, the PTX dmlq.gpu.nvrtc makes for the other archs
-(tests/test_nvrtc.py, the test_select_* files), is queued for the (source, arch)
-pairs a collected test module lists in ``PREBUILT_PTX`` and read through
-:func:`compiled`, which also hands out sm_90's PTX from the cubin's own build.
+A third kind, the PTX dmlq.gpu.nvrtc makes for another arch, is queued for the
+(source, arch) pairs a collected test module lists in ``PREBUILT_PTX`` and read through
+:func:`compiled`, which hands out sm_90's PTX from the cubin's own build (the pairs the
+test modules list today are all sm_90's: tests/test_nvrtc.py compiles sm_80 through
+NVRTC's front end only, a second or two a source).
 All builds share one queue, the costliest first (COST), so no long build starts last.
 
 A warm cache makes each job a cache hit: the pool costs nothing then.
