@@ -14,8 +14,10 @@ com.microsoft.MatMulNBits (float A = the integer A, the same weights in its layo
 GPU (skips without one): the decode step, M = 1 and 16 rows against N = K = 8192 weights,
 int8 and packed uint4 b with per-column scales (uint4: blocked, G = 128), float16 out; and
 quantized_matmul with packed int4 b, M = 1, 4, 16 against N = K = 4096 and 8192.
-``dmlq:stream`` (cuda/matmul_stream.cu through the public function; for quantized_matmul
-with packed int4 b, int8 out, cuda/matmul_stream_packed.cu) against
+``dmlq:auto`` (the public function, selection's kernel: the tiled kernels for the integer
+family, dp4a-wide for its blocks of 128; for quantized_matmul with packed int4 b, int8 out,
+cuda/matmul_stream_packed.cu; the first H100 run labelled these rows ``dmlq:stream``, when the
+integer family's ran cuda/matmul_stream.cu) against
 ``peer:torch._int_mm+dequantize`` (torch._int_mm needs M > 16 and K, N multiples of 8: a
 rowss padded to 17 outside the timing, int8 weights even for the 4-bit groups, the int32
 result scaled to float16 by a second kernel: what a user of torch does today) and
@@ -149,7 +151,7 @@ GPU_GROUPS = {f"matmul_integer_to_float/{b}/M={m},N=8192,K=8192": (b, m, 8192)
 # -m16, split along K to fill the SMs; the limit is b's N * K / 2 bytes at the copy bandwidth)
 GPU_GROUPS.update({f"quantized_matmul/uint8xpacked-int4->int8/M={m},N={nk},K={nk}": ("qmm-int4", m, nk)
                    for nk in (4096, 8192) for m in (1, 4, 16)})
-GPU_IMPLS = ("dmlq:stream", "peer:torch._int_mm+dequantize", "peer:torch-f16-matmul")
+GPU_IMPLS = ("dmlq:auto", "peer:torch._int_mm+dequantize", "peer:torch-f16-matmul")
 GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS]
 _COPY_BW: dict = {}
 
@@ -165,7 +167,7 @@ def _gpu_call(group, impl):
     a_scale = cupy.full((m, 1), 0.02, f32)
     ops = 2 * m * n * k
     out_bytes = m * n * 2
-    if impl == "dmlq:stream":
+    if impl == "dmlq:auto":
         if b_kind == "qmm-int4":
             b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "int4")
             b_s = cupy.full(n, 1e-3, f32)

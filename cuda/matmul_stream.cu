@@ -1,16 +1,17 @@
-// The integer matmul family (docs/semantics.md, "The integer matmul family") for
-// small M: one thread per output column streams its column of B once, for up
-// to MT rows of A at a time.
+// matmul_integer_to_float (docs/semantics.md, "The integer matmul family") with
+// blocked scales along K whose group length is not a multiple of the tiled
+// kernels' 32-deep K tiles (any group length here; dmlq/gpu/intmm.py sends every
+// other call of the family to the tiled kernels, which the H100 measured 20-85x
+// faster at M <= 16: see there): one thread per output column streams its column
+// of B once, for up to MT rows of A at a time.
 //
 // Kernels (TA int8 or uint8; TB int8, uint8, packed_int4 or packed_uint4 (4-bit
-// b read as packed bytes, ONNX's nibble order, unpacked in registers); TO int
-// (matmul_integer: the exact sum modulo 2**32), float or float16
-// (matmul_integer_to_float)):
+// b read as packed bytes, ONNX's nibble order, unpacked in registers); TO float
+// or float16):
 //   matmul_stream<TA, TB, TO, MT>   MT in 1, 4, 16: M <= MT rows per launch
 //     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/intmm.py select_variant);
 //     stream-rows: MT = 16 for M > 16 in blocks of 16 rows (blockIdx.y = a matrix's
-//     row block), matmul_integer_to_float's blocked scales whose group is not a
-//     multiple of the tiled kernels' 32-deep K tiles (any group length here).
+//     row block).
 // Each thread owns output column n of one matrix z (blockIdx.y) and all M rows:
 // per k it reads one byte of B (a warp reads 32 consecutive bytes of a row of
 // B) and M bytes of A (the same address across the warp: one broadcast load),
@@ -21,8 +22,7 @@
 // bias, then one rounding to float16; each step one non-ftz IEEE PTX op.
 // Exactness: a group's int32 sum is exact while its length is <= 33025
 // (255 * 255 per term); longer groups fold int32 partials of 32768 terms into
-// an int64 before the one conversion to float32. The int output wraps modulo
-// 2**32, which is matmul_integer's contract.
+// an int64 before the one conversion to float32.
 // Parameters arrive as per-matrix tables built on the host (dmlq/gpu/intmm.py):
 // offsets[y] = {a, b, out, b_scale, b_zp, bias, r0} element offsets, per-row A
 // vectors of M, B parameters as (groups, N) rows, the bias expanded to the
@@ -32,8 +32,9 @@
 // B (K * N); this first version issues per k one 1-byte load of B per thread
 // plus M broadcast loads of A and M IMADs, so it is issue-bound well below
 // the bandwidth limit for M = 16 (about 2 * M + 2 instructions per byte of B
-// per thread): correct first; a vectorized, shared-memory A version is the
-// next step once a GPU session measures this one. A packed 4-bit b halves the
+// per thread). The H100 measured it (N = K = 8192, float16 out): 1,033 us at
+// M = 1 and 3,948 us at M = 16, 2 % and 0.6 % of the limit, as predicted below,
+// so the family's other calls left it for the tiled kernels. A packed 4-bit b halves the
 // bytes of B (a warp's 32 columns read 16 consecutive bytes per k), but each
 // thread still issues one byte load per k plus a shift and a mask for its
 // nibble, so the packed variants are issue-bound the same way.
@@ -45,13 +46,13 @@
 // 4-57 KB in flight on the chip, 6-80 GB/s (0.2-2.4% of HBM) at any K. Even every
 // block slot filled (8-10 blocks per SM at MT <= 4: ~1300 blocks, e.g. by a
 // split of K) holds 0.17-0.68 MB (7-29%): a split alone does not reach the
-// bandwidth; this kernel needs the packed kernel's shape first (16-byte loads of
-// 32 columns per thread staged through shared memory, dp4a), then its split-K
-// (exact for the int32 sums and for one group of float scales; blocked groups
-// would need per-group int32 partials so the float adds keep ascending order).
+// bandwidth; for its remaining calls (groups not a multiple of 32) it needs the
+// packed kernel's shape (16-byte loads of 32 columns per thread staged through
+// shared memory, dp4a) and a split-K with per-group int32 partials, so the float
+// adds keep their ascending order.
 // ptxas (sm_90, bench/results/static.md): __launch_bounds__(128, 8) for MT <= 4
-// (48-64 registers, 8+ blocks per SM) and (128, 3) for MT = 16 (91-95 registers
-// for the int output, 168 for the float outputs: 16 int64 partials); no spills.
+// (48-64 registers, 8+ blocks per SM) and (128, 3) for MT = 16 (168 registers:
+// 16 int64 partials); no spills.
 // Without a minimum block count ptxas chose 32 registers for some packed
 // variants and spilled (matmul_stream<int8, packed_int4, float, 4>).
 #include "packed4.cuh"
@@ -79,9 +80,6 @@ template <> struct bsrc<packed_uint4> {  // zero points as their uint8 values
   static __device__ __forceinline__ int at(const uint8* b, int64 i) { return nibble(b, i); }
 };
 
-template <typename TO> struct is_int_out { static constexpr bool value = false; };
-template <> struct is_int_out<int> { static constexpr bool value = true; };
-
 }  // namespace stream
 }  // namespace dmlq
 
@@ -101,7 +99,6 @@ __global__ void __launch_bounds__(128, MT == 16 ? 3 : 8) matmul_stream(
     const float* __restrict__ b_scale, const typename dmlq::stream::bsrc<TB>::zp_t* __restrict__ b_zp,
     const float* __restrict__ bias) {
   using namespace dmlq;
-  constexpr bool INT_OUT = stream::is_int_out<TO>::value;
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
   if (n >= N) return;
   const int64* off = offsets + 7 * static_cast<int64>(blockIdx.y);
@@ -121,7 +118,7 @@ __global__ void __launch_bounds__(128, MT == 16 ? 3 : 8) matmul_stream(
   for (int m = 0; m < MT; ++m) {
     const int mm = min(m, M - 1);  // rows past M compute throwaway values
     za[m] = a_zp != nullptr ? static_cast<int>(a_zp[mm]) : 0;
-    as[m] = INT_OUT ? 0.0f : a_scale[mm];
+    as[m] = a_scale[mm];
   }
   float v[MT];
   unsigned acc[MT];
@@ -146,33 +143,25 @@ __global__ void __launch_bounds__(128, MT == 16 ? 3 : 8) matmul_stream(
           acc[m] += static_cast<unsigned>(da * db);  // |da * db| <= 65025; wraps mod 2**32
         }
       }
-      if constexpr (!INT_OUT) {
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          wide[m] += static_cast<int64>(static_cast<int>(acc[m]));
-          acc[m] = 0u;
-        }
-      }
-    }
-    if constexpr (!INT_OUT) {
-      const float bs = b_scale[off[3] + static_cast<int64>(g) * N + n];
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
-        const float term = ieee_mul(to_f32(wide[m]), ieee_mul(as[m], bs));
-        v[m] = g == 0 ? term : ieee_add(v[m], term);
-        wide[m] = 0;
+        wide[m] += static_cast<int64>(static_cast<int>(acc[m]));
+        acc[m] = 0u;
       }
+    }
+    const float bs = b_scale[off[3] + static_cast<int64>(g) * N + n];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      const float term = ieee_mul(to_f32(wide[m]), ieee_mul(as[m], bs));
+      v[m] = g == 0 ? term : ieee_add(v[m], term);
+      wide[m] = 0;
     }
   }
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
     if (m >= M) break;
-    if constexpr (INT_OUT) {
-      c[static_cast<int64>(m) * ldc] = static_cast<int>(acc[m]);
-    } else {
-      float r = v[m];
-      if (bias != nullptr) r = ieee_add(r, bias[off[5] + static_cast<int64>(m) * N + n]);
-      c[static_cast<int64>(m) * ldc] = from_f32<TO>(r);
-    }
+    float r = v[m];
+    if (bias != nullptr) r = ieee_add(r, bias[off[5] + static_cast<int64>(m) * N + n]);
+    c[static_cast<int64>(m) * ldc] = from_f32<TO>(r);
   }
 }

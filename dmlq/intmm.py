@@ -7,7 +7,8 @@ optional bias, float32 or float16 out; blocked B scales along K with
 ``block_size=``). Shapes as ``numpy.matmul``; B may be int4/uint4
 (``ml_dtypes``) or a ``dmlq.Packed`` (dmlq.packed_b). The numeric contract is docs/semantics.md; NumPy arrays run on
 dmlq.cpu.intmm (exact float32-sgemm sums, bit for bit dmlq.reference); on the GPU
-dmlq.gpu.intmm (the M <= 16 stream kernel, the tiled dp4a / tensor-core kernels past it).
+dmlq.gpu.intmm (the tiled dp4a / tensor-core kernels; blocked scales whose group is not a
+multiple of 32, the stream kernel).
 """
 from __future__ import annotations
 

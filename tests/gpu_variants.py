@@ -305,24 +305,24 @@ for _v in matmul.VARIANTS:
         case(f"matmul_integer(_to_float) {_v}, packed b", _v)(_intmm_tiled(_v, (I4, U4)))
 
 
-def _intmm_stream(M, variant, block_size=None):
+def _intmm_stream(M, variant, block_size):
+    """matmul_integer_to_float with groups the tiled kernels cannot close (block_size not a
+    multiple of 32): the stream kernels' only calls."""
     def fn(xp):
         rng = _rng(variant + str(block_size))
         results = []
         for tb in (I8, U8, I4, U4):
             a, b = _matmul_operands(rng, M, 70, 33, (U8, I8)[tb in (I8, I4)], tb)
-            for to in (I32, F32, F16):
-                if block_size and to == I32:
-                    continue
-                results += _intmm(xp, a, b, to, block_size=block_size if to != I32 else None)
+            for to in (F32, F16):
+                results += _intmm(xp, a, b, to, block_size=block_size)
         a, b = _matmul_operands(rng, M, 40, 9, I8, I4, batch=(3,))
-        results += _intmm(xp, a, b, F32, per_batch=True)
+        results += _intmm(xp, a, b, F32, per_batch=True, block_size=block_size)
         return results
     return fn
 
 
 for _v, _rows in intmm.VARIANTS.items():
-    case(f"matmul_integer(_to_float) {_v} (M = {_rows})", _v)(_intmm_stream(_rows, _v))
+    case(f"matmul_integer_to_float {_v} (M = {_rows}, groups of 20)", _v)(_intmm_stream(_rows, _v, 20))
 case(f"matmul_integer_to_float {intmm.ROWS[0]} (M > 16, groups of 20)", intmm.ROWS[0])(
     _intmm_stream(intmm.ROWS[1] + 3, intmm.ROWS[0], block_size=20))
 

@@ -1,7 +1,8 @@
-"""dmlq.matmul_integer / matmul_integer_to_float on the GPU path: cuda/matmul_stream.cu run by the
-host harness (tests/cuda_host) through the public functions on CuPy arrays of the cupy stand-in
-(tests/cupy_stand_in), byte for byte against the NumPy reference on seeded random inputs and
-the contract's edge cases."""
+"""dmlq.matmul_integer / matmul_integer_to_float on the GPU path at small M: the tiled kernels
+(selection's choice at every M) and cuda/matmul_stream.cu (blocked scales whose group is not a
+multiple of 32), run by the host harness (tests/cuda_host) through the public functions on CuPy
+arrays of the cupy stand-in (tests/cupy_stand_in), byte for byte against the NumPy reference on
+seeded random inputs and the contract's edge cases."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -103,10 +104,63 @@ def test_selection_and_refusals(gpu):
     assert str(dmlq.kernel_plan(dmlq.matmul_integer, a, b)).splitlines()[0] == "matmul_integer: dp4a-32x32"
     with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):  # the host's checks first
         dmlq.matmul_integer(dev(np.zeros((3, 8), U8)), dev(np.zeros((7, 2), I8)))
-    plan = dmlq.kernel_plan(dmlq.matmul_integer_to_float, np.zeros((4, 64), U8), 0.1, None, np.zeros((64, 300), I8),
-                            0.1, None, dtype=np.float16)
-    assert str(plan).splitlines()[0] == "matmul_integer_to_float: stream-m4"
+    a, b = np.zeros((4, 64), U8), np.zeros((64, 300), I8)
+    plan = dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, b, 0.1, None, dtype=np.float16)
+    assert str(plan).splitlines()[0] == "matmul_integer_to_float: dp4a-32x32"  # small M: the tiled kernels too
+    plan = dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, b, np.full((2, 300), 0.1, F32), None,
+                            dtype=np.float16, block_size=48)  # groups the tiled kernels cannot close
+    assert str(plan).splitlines()[0] == "matmul_integer_to_float: stream-m4 (2 groups of 48 along K)"
     assert "matmul_stream<uint8, int8, float16, 4>  grid 3x1  block 128" in str(plan)
+
+
+def _stream_ran(fn, *args, **kwargs):
+    """``same`` on a call that selection sends to cuda/matmul_stream.cu."""
+    plan = str(dmlq.kernel_plan(fn, *(dev(a) for a in args), **kwargs))
+    assert plan.startswith("matmul_integer_to_float: stream-"), plan
+    same(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("out_dtype", [F32, F16])
+@pytest.mark.parametrize("m,k,n,block", [(1, 64, 33, 20), (3, 100, 17, 33), (16, 257, 4, 48), (1, 5, 1, 1),
+                                         (17, 70, 5, 7), (4, 31, 9, 30)])
+@pytest.mark.parametrize("ta,tb", [(U8, I8), (I8, U8), (U8, U4), (I8, I4)])
+def test_stream_kernel_groups_not_a_multiple_of_32(gpu, out_dtype, m, k, n, block, ta, tb):
+    """Every MT (1, 4, 16, stream-rows past 16) and b type, per-group b scales and zero points,
+    per-row a parameters, a bias: the stream kernel's own ground now that selection gives it
+    only these calls."""
+    rng = np.random.default_rng(m * 1000 + k * 10 + n + block)
+    groups = -(-k // block)
+    a, b = q(rng, ta, (m, k)), q(rng, tb, (k, n))
+    b_s = rng.uniform(-1, 1, (groups, n)).astype(F32)
+    bzp = q(rng, tb, (groups, n))
+    bias = rng.uniform(-50, 50, n).astype(F32)
+    if tb in (I4, U4):
+        b, bzp = dmlq.pack(b), dmlq.pack(bzp)
+    with np.errstate(all="ignore"):
+        _stream_ran(dmlq.matmul_integer_to_float, a, rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
+                    b, b_s, bzp, bias, dtype=out_dtype, block_size=block)
+        _stream_ran(dmlq.matmul_integer_to_float, a, np.float32(0.01), None, b, b_s, None,
+                    dtype=out_dtype, block_size=block)
+
+
+def test_stream_kernel_edge_values(gpu):
+    """On the stream kernel: a group longer than 33025 (int32 partials folded into an int64, exact
+    past int32 in the float output), float16 overflow, NaN / inf / zero scales, a strided a."""
+    k = 40000
+    a = np.zeros((2, k), U8)
+    b = np.full((k, 3), 255, U8)
+    b[:, 1] = 0
+    _stream_ran(dmlq.matmul_integer_to_float, a, np.float32(1), np.uint8(255), b, np.ones((2, 3), F32), None,
+                block_size=k - 1)
+    s = np.array([[np.nan], [np.inf]], F32)
+    with np.errstate(all="ignore"):
+        _stream_ran(dmlq.matmul_integer_to_float, a[:, :5], s, np.uint8(255), b[:5], np.full((2, 3), -0.0, F32),
+                    None, block_size=3)
+        _stream_ran(dmlq.matmul_integer_to_float, a[:, :5], np.float32(1e30), np.uint8(255), b[:5],
+                    np.array([[1, 0, 1e-30]] * 2, F32), None, dtype=np.float16, block_size=3)
+    big = q(np.random.default_rng(2), U8, (3, 50))
+    _stream_ran(dmlq.matmul_integer_to_float, big[:, ::2], np.float32(0.1), None, b[:25], np.full((3, 3), 0.2, F32),
+                None, block_size=10)
 
 
 # ------------------------------------------------------------------ 4-bit b (dmlq.Packed)

@@ -187,7 +187,7 @@ def test_the_torch_cuda_items_run_in_quick_and_correct(collected):
     for step in ("bench_key", "bench"):
         assert any("test_torch_call_overhead" in t for t in collected[step][1]), step
         assert any("mma-128x128" in t for t in collected[step][1]), step
-        assert any("dmlq:stream" in t for t in collected[step][1]), step
+        assert any("matmul_integer_to_float" in t and "dmlq:auto" in t for t in collected[step][1]), step
 
 
 # ------------------------------------------------- the device image
@@ -407,5 +407,6 @@ def test_the_profile_cases_launch_on_the_stand_in(gpu):
     assert len(names) == 9, names
     assert text.getvalue().count(" us per call (enqueue)") == 9
     launched = {launch[0].split("<")[0] for launch in S.launches}
-    assert {"avgpool_tile", "avgpool_general", "matmul_stream", "quantize_contig"} <= launched, launched
-    assert "matmul_integer_to_float: stream-m16" in text.getvalue(), text.getvalue()
+    assert {"avgpool_tile", "avgpool_general", "matmul_dp4a", "quantize_contig"} <= launched, launched
+    # the integer family at M = 1 and 16: the tiled kernels since the stream kernel's H100 figures
+    assert text.getvalue().count("matmul_integer_to_float: dp4a-") == 2, text.getvalue()

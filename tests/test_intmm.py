@@ -411,10 +411,17 @@ def test_kernel_plan_of_the_new_operators():
     rng = np.random.default_rng(13)
     a, b = qrand(rng, U8, (3, 8)), qrand(rng, I8, (8, 5))
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer, a, b))
-    assert plan.splitlines() == ["matmul_integer: stream-m4", "  matmul_stream<uint8, int8, int, 4>  grid 1x1  block 128"]
+    # the tiled kernels at every M (the stream kernel lost to them on the H100: dmlq/gpu/intmm.py)
+    assert plan.splitlines() == ["matmul_integer: dp4a-32x32",
+                                 "  matmul_dp4a<uint8, int8, int, 32, 32, 32, 4, 4>  grid 1x1x1  block 64"]
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, qrand(rng, U8, (17, 8)), 0.1, None, b, 0.2, None))
-    assert plan.splitlines()[0] == "matmul_integer_to_float: dp4a-32x32"  # past 16 rows: the tiled kernels
+    assert plan.splitlines()[0] == "matmul_integer_to_float: dp4a-32x32"
     assert "matmul_dp4a<uint8, int8, float, 32, 32, 32, 4, 4>" in plan
+    # blocked scales whose group is not a multiple of 32: the stream kernel, at any M
+    plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, qrand(rng, U8, (3, 8)), 0.1, None, b,
+                                np.full((2, 5), 0.2, F32), None, block_size=4))
+    assert plan.splitlines()[:2] == ["matmul_integer_to_float: stream-m4 (2 groups of 4 along K)",
+                                     "  matmul_stream<uint8, int8, float, 4>  grid 1x1  block 128"]
     with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):  # checked first
         dmlq.kernel_plan(dmlq.matmul_integer, a, np.zeros((7, 2), np.int8))
 

@@ -5,8 +5,10 @@ bench/results/NVIDIA-H100-80GB-HBM3-key-2026-11-26.json (README, "GPU, measured"
   - 3x3 stride-1 pooling at 64x256x56x56: tile_k3s1 2,063 us, general 1,351 us, for 103 MB
     (34 us at the copy bandwidth); 2x2 stride-2 at 256x256x56x56: tile_k2s2 846 us,
     general 1,346 us, for 257 MB (85 us);
-  - matmul_integer_to_float uint8 x int8 -> float16 at N = K = 8192, M = 1 and 16 (the
-    stream kernel): 1,039 and 3,948 us for 64 MiB of b (22 us);
+  - matmul_integer_to_float uint8 x int8 -> float16 at N = K = 8192, M = 1 and 16 (then the
+    stream kernel): 1,039 and 3,948 us for 64 MiB of b (22 us); selection has since sent these
+    to the tiled kernels (dp4a-32x32 at M = 1, mma-128x128 with split-K at M = 16), whose
+    figures at these shapes this profile is the first to take;
 and, as yardsticks, two that came close: the contiguous quantize (0.90 of the copy
 bandwidth) and the 8192^3 tensor-core matmul (0.34 of the int8 peak).
 

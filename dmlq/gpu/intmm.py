@@ -1,15 +1,27 @@
-"""The integer matmul family on the GPU: cuda/matmul_stream.cu for M <= 16, the
-tiled kernels of quantized_matmul (dmlq/gpu/intmm_tiled.py) for larger M.
+"""The integer matmul family on the GPU: the tiled kernels of quantized_matmul
+(dmlq/gpu/intmm_tiled.py) at every M, and cuda/matmul_stream.cu for blocked scales
+along K whose groups those cannot close.
 
-``matmul_integer`` and ``matmul_integer_to_float`` with M <= 16 (the decode step
-of an LLM) run ``matmul_stream``: one thread per output column streams B once
-for all M rows (docs/semantics.md's order: groups ascending, then the bias, one
-rounding to float16); a packed 4-bit b is read as its bytes. Past M = 16 the
-tiled kernels run, except blocked scales along K whose group is not a multiple
-of 32 (the wide dp4a kernel closes groups on its 32-deep tiles): those run
-``stream-rows``, the M = 16 stream kernel once per 16 rows (blockIdx.y = a
-matrix's row block), exact for any group length and slower (b is read once per
-row block). More than 65535 matrices (times row blocks) raise UnsupportedError.
+``matmul_integer`` and ``matmul_integer_to_float`` run the tiled kernels (dp4a or
+tensor-core tiles, split-K over exact int32 sums; quantized_matmul's selection rule)
+except for blocked scales along K whose group is not a multiple of 32 (the wide
+dp4a kernel closes groups on its 32-deep tiles). Those run ``matmul_stream``: one
+thread per output column streams B once for up to 16 rows (docs/semantics.md's
+order: groups ascending, then the bias, one rounding to float16; a packed 4-bit b
+read as its bytes), ``stream-m1`` / ``-m4`` / ``-m16`` at M <= 16 and past that
+``stream-rows``, the M = 16 kernel once per 16 rows (blockIdx.y = a matrix's row
+block), exact for any group length and slow (b is read once per row block). More
+than 65535 matrices (times row blocks) raise UnsupportedError.
+
+Why not the stream kernel at small M, as first planned (the H100 run,
+bench/results/gpu-2026-11-26/bench/bench.log, N = K = 8192): matmul_integer_to_float
+on it took 1,033 us at M = 1 and 3,948 us at M = 16 (2 % and 0.6 % of the HBM limit
+for b's bytes; its header's napkin math predicted the issue- and latency-bound
+figure), where quantized_matmul's tiled path, the same main loops and split-K with a
+requantizing epilogue, took 46 us at M = 16 (N = 14336, K = 4096 and N = 4096,
+K = 14336). The M < 16 tiled figures (dp4a-32x32; packed b's dp4a tiles) are to be
+measured; their napkin math (about 20-80 us at M = 1, N = K = 8192: b's 64 MB at
+HBM speed, 256 blocks of dp4a) is an order of magnitude under the stream kernel's.
 
 Launch conventions: a and b are read with unit stride along their last axis (an
 operand that is not is copied to a contiguous array); numpy.matmul batch
@@ -36,7 +48,7 @@ SOURCE = "matmul_stream.cu"
 QTYPES = ("int8", "uint8")
 # b's kernel type: its dtype's name, or for a packed 4-bit b (dmlq.packed_b) the packed tag.
 B_TYPES = QTYPES + tuple(TAGS.values())
-OUT_TYPES = {np.dtype(np.int32): "int", np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
+OUT_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}  # matmul_integer_to_float's
 # Variant name -> rows per launch (MT). One line per variant.
 VARIANTS = {"stream-m1": 1, "stream-m4": 4, "stream-m16": 16}
 ROWS = ("stream-rows", 16)  # M > 16 in blocks of 16 rows: blocked scales the tiled kernels cannot close
@@ -153,19 +165,15 @@ def _b_rows(v):
 
 
 def _tiled(a, block_size=None) -> bool:
-    """M past the stream kernels: the tiled kernels' path, unless blocked scales along
-    K need groups the wide dp4a kernel cannot close (a length not a multiple of its
-    32-deep tiles): those run on stream-rows, exact for any group length."""
-    if select_variant(a.shape[-2]) is not None:
-        return False
+    """The tiled kernels' path (every M), unless blocked scales along K need groups the
+    wide dp4a kernel cannot close (a length not a multiple of its 32-deep tiles): those
+    run on the stream kernels, exact for any group length."""
     k = a.shape[-1]
     return block_size is None or not 0 < block_size < k or block_size % intmm_tiled.GROUP_STEP == 0
 
 
 def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Plan:
-    if _tiled(a):
-        return intmm_tiled.plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
-    return _plan("matmul_integer", a, b, out, 1, max(a.shape[-1], 1), 1, b_packed)
+    return intmm_tiled.plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
 
 
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
@@ -195,7 +203,7 @@ def _b_table(xp, v, batch_shape, rows, n, dtype):
     return xp.ascontiguousarray(full)
 
 
-def _bind(plan, a_shape, b_shape, out, float_out, b_packed=None):
+def _bind(plan, a_shape, b_shape, out, b_packed=None):
     d = plan.detail
     go = launcher(plan)
     xp = device.xp()
@@ -221,14 +229,6 @@ def _bind(plan, a_shape, b_shape, out, float_out, b_packed=None):
         if dst is not out:
             out[...] = dst
 
-    if not float_out:
-        def call(a, a_zero_point, b, b_zero_point, out):
-            dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
-            launch(a, b, dst, None, _row_vector(xp, a_zero_point, M, a.dtype), None,
-                   _b_table(xp, b_zero_point, batch_shape, 1, N, d.packed_zp or b.dtype), None, 1)
-            finish(dst, out)
-        return Runner(plan, call)
-
     def call(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out):
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
         bz_rows = _b_rows(b_zero_point)
@@ -242,12 +242,7 @@ def _bind(plan, a_shape, b_shape, out, float_out, b_packed=None):
 
 
 def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Runner:
-    if _tiled(a):
-        return intmm_tiled.bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
-    plan = plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
-    if not plan.launches:
-        return Runner(plan, lambda *args: None)
-    return _bind(plan, a.shape, b.shape, out, False, b_packed)
+    return intmm_tiled.bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
 
 
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
@@ -259,7 +254,7 @@ def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
                                         block_size, b_packed)
     if not plan.launches:
         return Runner(plan, lambda *args: None)
-    return _bind(plan, a.shape, b.shape, out, True, b_packed)
+    return _bind(plan, a.shape, b.shape, out, b_packed)
 
 
 def matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None):

@@ -1,4 +1,4 @@
-"""The integer matmul family for M > 16 on the tiled kernels of quantized_matmul.
+"""The integer matmul family on the tiled kernels of quantized_matmul (every M).
 
 ``matmul_integer`` (int32 out) and ``matmul_integer_to_float`` (float32 / float16
 out) run the same dp4a and tensor-core main loops as quantized_matmul
@@ -35,7 +35,7 @@ def _k_group(op, k, block_size) -> int:
     if k == 0:
         return GROUP_STEP  # no groups at all: +0.0 (then the bias); any multiple of 32 will do
     if block_size % GROUP_STEP:
-        raise UnsupportedError(f"{op}: block_size={block_size} along K has no CUDA kernel for M > 16 "
+        raise UnsupportedError(f"{op}: block_size={block_size} along K has no CUDA kernel on the tiled path "
                                f"(it must be a multiple of {GROUP_STEP}); pass NumPy arrays to run it on the host")
     return int(block_size)
 

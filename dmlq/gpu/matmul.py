@@ -175,7 +175,7 @@ _cc = device.cc_int
 
 
 def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=None, *,
-                  sm_count=132, have_mma=None, blocked=False, packed=False) -> str:
+                  sm_count=132, have_mma=None, blocked=False, packed=False, stream=True) -> str:
     """The variant for an (M, K) x (K, N) product repeated `batch` times.
 
     Pure Python (no GPU). Every variant handles all 8 dtype combinations, so
@@ -187,7 +187,9 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     stages its bytes for the tensor cores) where that source is present, except
     that at M <= 16 and K <= 32768 it takes the weight-streaming kernel (the
     smallest ``stream-m*`` that holds M rows; bound by b's bytes, one pass over
-    them: cuda/matmul_stream_packed.cu).
+    them: cuda/matmul_stream_packed.cu). ``stream=False``: never that kernel
+    (it requantizes only; the integer matmul family's int32 and float outputs
+    take the tiled rule below at every M).
     """
     if have_mma is None:
         have_mma = HAVE_MMA
@@ -195,7 +197,7 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     if _cc(compute_capability) < 61:
         raise UnsupportedError(f"quantized_matmul needs dp4a (sm_61 or newer); this device is "
                                f"sm_{_cc(compute_capability)}")
-    if packed and not blocked and K <= WIDE_K and batch <= MAX_GRID_YZ:
+    if stream and packed and not blocked and K <= WIDE_K and batch <= MAX_GRID_YZ:
         for name, rows in STREAM_M.items():
             if M <= rows:
                 return name
@@ -457,7 +459,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     if variant is None:
         dev = device.info()
         variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
-                                sm_count=dev.sm_count, blocked=k_group > 0, packed=p4)
+                                sm_count=dev.sm_count, blocked=k_group > 0, packed=p4, stream=False)
     notes = [f"b: packed {b.dtype_name}, packed in shared memory, unpacked in registers"] if p4 else []
     if p4 and variant in MMA_CONFIGS:
         if not HAVE_MMA_PACKED:
