@@ -11,7 +11,7 @@ MatMulInteger, com.microsoft.MatMulIntegerToFloat, and for packed 4-bit b
 com.microsoft.MatMulNBits (float A = the integer A, the same weights in its layout).
 ``limit`` is the peer's median seconds; ``fraction_of_limit`` the peer's time over dmlq's.
 
-GPU (skips without one): the decode step, M = 1 and 16 rows against N = K = 8192 weights,
+GPU (skips without one): the decode step, M = 1, 4 and 16 rows against N = K = 8192 weights,
 int8 and packed uint4 b with per-column scales (uint4: blocked, G = 128), float16 out; and
 quantized_matmul with packed int4 b, M = 1, 4, 16 against N = K = 4096 and 8192.
 ``dmlq:auto`` (the public function, selection's kernel: the tiled kernels for the integer
@@ -146,7 +146,7 @@ def test_intmm_cpu(benchmark, smoke, group, impl):
 # ------------------------------------------------------------------ GPU: the decode step
 
 GPU_GROUPS = {f"matmul_integer_to_float/{b}/M={m},N=8192,K=8192": (b, m, 8192)
-              for b in ("uint8xint8->float16", "uint8xpacked-uint4->float16") for m in (1, 16)}
+              for b in ("uint8xint8->float16", "uint8xpacked-uint4->float16") for m in (1, 4, 16)}
 # quantized_matmul with packed int4 b at the decode step: cuda/matmul_stream_packed.cu (stream-m1 / -m4 /
 # -m16, split along K to fill the SMs; the limit is b's N * K / 2 bytes at the copy bandwidth)
 GPU_GROUPS.update({f"quantized_matmul/uint8xpacked-int4->int8/M={m},N={nk},K={nk}": ("qmm-int4", m, nk)

@@ -189,7 +189,8 @@ SANITIZE=(-m gpu tests/test_gpu_variants.py "tests/test_gpu_elementwise.py::test
           "tests/test_select_matmul.py::test_emulated_mma_split_k"
           "tests/test_select_matmul.py::test_emulated_tile_edges_and_alignment")
 # The key benchmarks: 64M-element element-wise, 8192^3 matmul (tensor cores, dp4a, torch._int_mm),
-# the decode-step stream kernels at N = K = 8192, 3x3 and 2x2 pooling, the torch call overhead.
+# the decode step at N = K = 8192 (the integer family at M = 1, 4, 16 on selection's kernels, quantized_matmul's
+# packed stream kernel), 3x3 and 2x2 pooling, the torch call overhead.
 BENCH_KEY=(bench/test_bench_elementwise.py bench/test_bench_matmul.py bench/test_bench_intmm.py
            bench/test_bench_avgpool.py bench/test_bench_torch.py -m "not cpu"
            -k "(16384x4096 and not axis1) or (8192 and not 14336 and not dp4a-32x32 and not f32) or k3s1p1 or 256x256x56x56 or torch_call_overhead")
