@@ -122,7 +122,7 @@ LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336))
 def matmul_cases():
     """int8 x int8 -> int8, zero points omitted (what torch._int_mm supports)."""
     shapes = [(4096, 4096, 4096), (8192, 8192, 8192)]
-    shapes += [(m, n, k) for m in (16, 128, 2048) for n, k in LLM_NK]
+    shapes += [(m, n, k) for m in (1, 4, 16, 128, 2048) for n, k in LLM_NK]  # M = 1, 4: the small-M crossovers
     return [_quick(matmul_case(m, n, k)) for m, n, k in shapes]
 
 

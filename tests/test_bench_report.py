@@ -129,9 +129,9 @@ def test_workloads_follow_the_issue():
     for op in first_input:
         assert {(op, 256 << 20), (op, 1 << 30)} <= sizes
     assert any(c.p["axis"] for c in W.elementwise_cases())
-    # matmul: 4096^3, 8192^3 and the nine LLM shapes
+    # matmul: 4096^3, 8192^3 and the fifteen LLM shapes (M = 1 and 4: the small-M crossovers)
     mm = {(c.p["M"], c.p["N"], c.p["K"]) for c in W.matmul_cases()}
-    llm = {(m, n, k) for m in (16, 128, 2048) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))}
+    llm = {(m, n, k) for m in (1, 4, 16, 128, 2048) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))}
     assert mm == {(4096,) * 3, (8192,) * 3} | llm
     # pooling: output shapes of the four configurations
     outs = {c.shape: c.p["out"] for c in W.avgpool_cases()}
