@@ -420,8 +420,9 @@ def run_gpu_cases(cupy, seed=0):
 def _random_intmm(rng):
     """matmul_integer and matmul_integer_to_float: every a/b type (b int8, uint8 and packed
     int4/uint4), zero points per row/column (packed for 4-bit b), float32/float16 out with a
-    bias, blocked b scales; M = 1, 5 and 16 (the sizes with a CUDA kernel so far): rows as
-    :func:`_random_cases` makes them (operator, description, function, args, kwargs)."""
+    bias, blocked b scales in groups of 64 (the tiled dp4a-wide kernel) and 48 (the stream
+    kernels, the family's only calls there); M = 1, 5 and 16: rows as :func:`_random_cases`
+    makes them (operator, description, function, args, kwargs)."""
     rows = []
     def q(dt, shape):
         info = np.iinfo(dt) if dt in (i8, u8) else ml_dtypes.iinfo(dt)
@@ -443,12 +444,12 @@ def _random_intmm(rng):
                     args = (a, a_s, azp, bb, (rng.random(n) * 0.01).astype(f32), bz, bias)
                     rows.append(("mm_float", f"{what} ->{np.dtype(odt).name}", intmm.matmul_integer_to_float,
                                  args, dict(dtype=odt)))
-                g = 64
-                bs = (rng.random((-(-k // g), n)) * 0.01).astype(f32)
-                gz = q(bdt, bs.shape)
-                args = (a, a_s, None, bb, bs, pack(gz) if packed else gz)
-                rows.append(("mm_float", f"{what} blocked {g}", intmm.matmul_integer_to_float, args,
-                             dict(block_size=g)))
+                for g in (64, 48):
+                    bs = (rng.random((-(-k // g), n)) * 0.01).astype(f32)
+                    gz = q(bdt, bs.shape)
+                    args = (a, a_s, None, bb, bs, pack(gz) if packed else gz)
+                    rows.append(("mm_float", f"{what} blocked {g}", intmm.matmul_integer_to_float, args,
+                                 dict(block_size=g)))
     return rows
 
 
