@@ -414,6 +414,8 @@ def _plan_matmul(b, dtype, packed=None):
         TensorDesc(DataType.of(a.dtype if four_bit else bb.dtype), (1, 1, k, n)), sdesc("b_scale", False),
         sdesc("b_zero_point", False),
         sdesc("out_scale", True), sdesc("out_zero_point", True), TensorDesc(DataType.of(qdt), (1, 1, m, n))))
+    for pair in (("a_scale", "a_zero_point"), ("b_scale", "b_zero_point"), ("out_scale", "out_zero_point")):
+        b.widen_pair(pair, tuple(vec[name] for name in pair))
     return b.plan(shape, qdt, () if packed is None else (packed,))
 
 

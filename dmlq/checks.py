@@ -179,6 +179,26 @@ class Builder:
     def reshape(self, name, shape):
         self._then(name, lambda v, _s=shape: v.reshape(_s))
 
+    def widen_pair(self, names, vals):
+        """On the GPU, the scale and zero point of one operand (``names``, their
+        checked values ``vals``, either may be None) where one is per axis and the
+        other a single value given as a number: that one is made the partner's
+        shape once, at plan time, and copied to the device once with the plan.
+        The matmul kernels read an operand's scale and zero point through one
+        per-axis flag, so a single value would otherwise be broadcast on every
+        call (a CuPy kernel each time). An array given by the caller stays as it
+        is: its values may change between calls."""
+        if self.kind != GPU or any(v is None for v in vals):
+            return
+        big = [v for v in vals if v.size != 1]
+        if len(big) != 1:
+            return
+        for name, v in zip(names, vals):
+            c = self.conv.get(name)
+            if v.size == 1 and isinstance(c, (Constant, dispatch.DeviceConstant)) and \
+                    not (isinstance(c, Constant) and c.value is None):
+                self._then(name, lambda h, _s=big[0].shape: np.ascontiguousarray(np.broadcast_to(h, _s)))
+
     def required(self, name, example):
         if self.v[name] is None:
             raise TypeError(f"{self.f}: {name} is required (got None); pass {example}")

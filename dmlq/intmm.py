@@ -229,6 +229,8 @@ def _plan_matmul_integer_to_float(b, dtype, block_size, packed):
         desc((1, 1, k, n), qdt), desc(cols if b_scale.size > 1 else one, odt),
         None if bzp is None else desc(cols if bzp.size > 1 else one, qdt),
         None if bias is None else desc((1, 1, m, n), odt), desc((1, 1, m, n), odt)))
+    b.widen_pair(("a_scale", "a_zero_point"), (a_scale, azp))
+    b.widen_pair(("b_scale", "b_zero_point"), (b_scale, bzp))
     return b.plan(shape, odt, (None if block_size is None else int(block_size),) + (() if packed is None else (packed,)))
 
 

@@ -257,7 +257,8 @@ def _intmm(xp, a, b, out_dtype, *, variant=None, splits=None, block_size=None, p
         if tiled:
             view = intmm_tiled._check("matmul_integer", d["a"], d["b"], b_packed)
             plan = plan_tiled("matmul_integer", d["a"], True, view, True, out, variant=variant, splits=splits)
-            intmm_tiled._bind(plan, d["a"], d["b"], out, False, b_packed)(d["a"], d["a_zp"], d["b"], d["b_zp"], out)
+            intmm_tiled._bind(plan, d["a"], d["b"], out, b_packed, None, d["a_zp"], None, d["b_zp"], None)(
+                d["a"], d["a_zp"], d["b"], d["b_zp"], out)
         else:
             intmm.matmul_integer(d["a"], d["a_zp"], d["b"], d["b_zp"], out, b_packed)
         return [(what, _get(out), want)]
@@ -271,7 +272,7 @@ def _intmm(xp, a, b, out_dtype, *, variant=None, splits=None, block_size=None, p
         view = intmm_tiled._check("matmul_integer_to_float", d["a"], d["b"], b_packed)
         plan = plan_tiled("matmul_integer_to_float", d["a"], True, view, True, out, variant=variant, splits=splits,
                           k_group=intmm_tiled._k_group("matmul_integer_to_float", K, block_size))
-        intmm_tiled._bind(plan, d["a"], d["b"], out, True, b_packed)(*fargs, out)
+        intmm_tiled._bind(plan, d["a"], d["b"], out, b_packed, *fargs[1:3], *fargs[4:])(*fargs, out)
     else:
         intmm.matmul_integer_to_float(*fargs, out, block_size, b_packed)
     return [(what, _get(out), want)]

@@ -107,6 +107,51 @@ def test_repeated_calls_reuse_one_runner(gpu, rng):
     assert _runners() == (2, 3)
 
 
+_KERNEL_FORM_CALLS = {  # parameters that already are what the kernels read through a pointer
+    "matmul_integer": lambda d: dmlq.matmul_integer(d["a"], d["b"], 3, i8(-2)),
+    "matmul_integer_to_float": lambda d: dmlq.matmul_integer_to_float(d["a"], 0.02, 3, d["b"], d["bs"], None),
+    "bias, float16 out": lambda d: dmlq.matmul_integer_to_float(d["a"], d["as"], None, d["b"], d["bs"], d["bz"],
+                                                                d["bias"], dtype=f16),
+    "blocked scales": lambda d: dmlq.matmul_integer_to_float(d["a"], 0.5, 3, d["b"], d["bsg"], None,
+                                                             block_size=32),
+    "quantized_matmul": lambda d: dmlq.quantized_matmul(d["a"], 0.02, 3, d["b"], d["bs"], None, 0.5, i8(0)),
+    # a zero point given as a number beside a per-axis scale: widened once with the plan, not per call
+    "zero points per tensor, scales per axis": lambda d: dmlq.quantized_matmul(d["a"], d["as"], 3, d["b"], d["bs"],
+                                                                              i8(-2), 0.5, i8(0)),
+    "packed b, M = 1": lambda d: dmlq.quantized_matmul(d["a"][:1], 0.02, 3, d["b4"], d["bs"], 8, 0.5, i8(0)),
+    "blocked scales, a per-tensor zero point": lambda d: dmlq.matmul_integer_to_float(
+        d["a"], d["as"], 3, d["b4"], d["bsg"], 8, block_size=32),
+}
+
+
+@pytest.mark.parametrize("call", sorted(_KERNEL_FORM_CALLS))
+def test_a_repeated_matmul_allocates_nothing_but_its_output(gpu, rng, call):
+    """A 0-d device constant (a Python scalar's), a float32 per-row or per-column
+    vector, a (groups, N) table and a float32 bias row are passed to the kernels as
+    they are: a repeated call allocates its output and nothing else. Each further
+    allocation would be a cast or a broadcast, one more CuPy kernel per call on a GPU
+    (matmul_integer_to_float once made four: a_scale and a_zero_point broadcast to M
+    rows, b_scale and the bias copied by astype; and a per-tensor zero point beside a
+    per-axis scale was broadcast to its length: now widened once, with the plan)."""
+    M, K, N = 4, 64, 32
+    host = dict(a=rng.integers(0, 256, (M, K), dtype=u8), b=rng.integers(-128, 128, (K, N), dtype=i8),
+                bs=rng.uniform(0.01, 0.1, (N,)).astype(f32), bz=rng.integers(-3, 3, (1, N), dtype=i8),
+                bsg=rng.uniform(0.01, 0.1, (K // 32, N)).astype(f32), bias=rng.uniform(-1, 1, N).astype(f32),
+                **{"as": rng.uniform(0.01, 0.1, (M, 1)).astype(f32)})
+    d = {k: to_device(v) for k, v in host.items()}
+    host["b4"] = dmlq.pack(host["b"].view(u8) & 15, "uint4")
+    d["b4"] = dmlq.pack(to_device(host["b"].view(u8) & 15), "uint4")
+    fn = _KERNEL_FORM_CALLS[call]
+    fn(d)  # plans, and uploads the scalars' device constants
+    S.counts["allocations"] = S.counts["uploads"] = 0
+    S.launches.clear()
+    got = fn(d)
+    assert (S.counts["allocations"], S.counts["uploads"]) == (1, 0), _names()
+    assert all(n.startswith("matmul_") for n in _names()), _names()
+    want = fn(host)
+    np.testing.assert_array_equal(got.get().view(np.uint8), want.view(np.uint8))
+
+
 def test_runner_results_follow_each_call_values(gpu, rng):
     """A reused runner reads each call's arrays, not the first call's."""
     for _ in range(3):

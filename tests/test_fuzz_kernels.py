@@ -172,7 +172,8 @@ def _tiled(op, args, variant):
     if op == "matmul_integer":
         p = matmul.plan_tiled(op, a, args["a_zero_point"] is not None, view, args["b_zero_point"] is not None, out,
                               variant=variant)
-        intmm_tiled._bind(p, a, b, out, False, b_packed)(a, args["a_zero_point"], b, args["b_zero_point"], out)
+        zps = args["a_zero_point"], args["b_zero_point"]
+        intmm_tiled._bind(p, a, b, out, b_packed, None, zps[0], None, zps[1], None)(a, zps[0], b, zps[1], out)
         return out
     k_group = intmm_tiled._k_group(op, a.shape[-1], args["block_size"])
     if k_group and variant != "dp4a-wide":
@@ -180,7 +181,7 @@ def _tiled(op, args, variant):
     p = matmul.plan_tiled(op, a, args["a_zero_point"] is not None, view, args["b_zero_point"] is not None, out,
                           variant=variant, k_group=k_group)
     fargs = [args[k] for k in ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "bias")]
-    intmm_tiled._bind(p, a, b, out, True, b_packed)(*fargs, out)
+    intmm_tiled._bind(p, a, b, out, b_packed, *fargs[1:3], *fargs[4:])(*fargs, out)
     return out
 
 

@@ -259,6 +259,6 @@ def test_forced_wide_kernel_k_zero_keeps_the_sign_of_mult(gpu):
                           None), False, out, variant="dp4a-wide", k_group=0)
     S.launches.clear()
     a_s, bs = S.module.asarray(np.float32(0.625)), S.module.asarray(b_s)
-    intmm_tiled._bind(p, da, db, out, True, None)(da, a_s, None, db, bs, None, bias, out)
+    intmm_tiled._bind(p, da, db, out, None, a_s, None, bs, None, bias)(da, a_s, None, db, bs, None, bias, out)
     assert "matmul_dp4a_wide" in kernels(), kernels()
     assert_same(out.get(), want)  # the zeros' signs bit for bit; 0 * -inf any NaN

@@ -298,10 +298,11 @@ def dtype_name(dt) -> str:
 
 
 def is_vector(v, dtype, length=None) -> bool:
-    """Whether a scale or zero point is already the contiguous 1-D vector (of
-    ``length`` elements, when given) that a kernel reads; None is."""
-    return v is None or (v.ndim == 1 and v.dtype == dtype and (length is None or v.shape[0] == length)
-                         and (v.size == 1 or v.strides[0] == v.itemsize))
+    """Whether a scale or zero point already is the vector a kernel reads through
+    a pointer: ``dtype``, ``length`` elements when given, contiguous in C order
+    (any shape: a 0-d scalar, a ``(1, N)`` row, an ``(M, 1)`` column); None is."""
+    return v is None or (v.dtype == dtype and (length is None or v.size == length)
+                         and (v.size <= 1 or v.flags.c_contiguous))
 
 
 def extent(a):

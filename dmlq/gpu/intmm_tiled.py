@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device, packed
 from .device import NULL
-from .matmul import QTYPES, bind_tiled, offset, plan_tiled
+from .matmul import QTYPES, _quant_args, _vector_prep, bind_tiled, offset, plan_tiled
 from .plan import Plan, Runner
 
 GROUP_STEP = 32  # the wide dp4a kernel's BK: groups end on tile boundaries
@@ -67,23 +67,41 @@ def _batched(v) -> bool:
 def _table(xp, v, batch_shape, rows, cols, dtype, batched):
     """v broadcast to a contiguous (matrices, rows, cols) table (matrices: the
     output batch when ``batched``, else none) and the elements between two
-    matrices' tables (0 for a shared one)."""
+    matrices' tables (0 for a shared one). No copy where v already is that table."""
     if v is None:
         return NULL, 0
     shape = tuple(batch_shape) if batched else ()
     # not batched: every leading dim is 1, so the last two hold the whole table
     mat = v.shape if batched else v.shape[-2:] if v.ndim >= 2 else (1, -1)
-    t = xp.ascontiguousarray(xp.broadcast_to(v.reshape(mat).astype(dtype), shape + (rows, cols)))
+    t = xp.ascontiguousarray(xp.broadcast_to(v.reshape(mat).astype(dtype, copy=False), shape + (rows, cols)))
     return t, rows * cols if shape else 0
 
 
-def _row_vector(xp, v, m, dtype):
-    if v is None:
-        return NULL
-    return xp.ascontiguousarray(xp.broadcast_to(v.reshape(-1).astype(dtype), (m,)))
+def _b_params(xp, b, b_scale, b_zero_point, out, k_group, zp_dtype):
+    """(b_per_col, bp_bs, prep(b_scale, b_zero_point) -> (scale, zero point) or None):
+    per tensor or per column as the kernels' vectors (no copy where they already
+    are: :func:`_vector_prep`); per group along K or per batch as contiguous
+    (matrices, rows, N) tables, one bp_bs apart."""
+    K, N = b.shape[-2:]
+    per_batch = _batched(b_scale) or _batched(b_zero_point)
+    if not (k_group or per_batch):
+        per_col, prep = _vector_prep(xp, N, b_scale, b_zero_point, zp_dtype)
+        return per_col, 0, prep
+    rows = -(-K // k_group) if k_group else 1  # K = 0 with blocks: no groups, nothing read
+    batch_shape = tuple(out.shape[:-2])
+    bp_bs = rows * N if per_batch else 0
+
+    def prep(s, z):
+        return (_table(xp, s, batch_shape, rows, N, np.float32, per_batch)[0],
+                _table(xp, z, batch_shape, rows, N, zp_dtype, per_batch)[0])
+    return 1, bp_bs, prep
 
 
-def _bind(plan, a, b, out, float_out, b_packed=None):
+def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_point, bias):
+    """The runner: which parameters need preparing (broadcasts, float16 scales
+    widened) is decided here from their geometry, so a call whose parameters
+    already are the kernels' vectors makes no array operation besides the launches."""
+    float_out = a_scale is not None
     if not plan.launches:
         return Runner(plan, lambda *args: None)
     b = packed.view(b, b_packed)
@@ -95,27 +113,27 @@ def _bind(plan, a, b, out, float_out, b_packed=None):
     M, K = a.shape[-2:]
     N = b.shape[-1]
     batch_shape = tuple(out.shape[:-2])
-    rows = -(-K // d.k_group) if d.k_group else 1  # K = 0 with blocks: no groups, nothing read
+    if K == 0:  # as planned: the sums are all zero, so the zero points drop out
+        a_zero_point = b_zero_point = None
+    has_za, has_zb = a_zero_point is not None, b_zero_point is not None
+    a_per_row, prep_a = _vector_prep(xp, M, a_scale, a_zero_point, a.dtype)
+    b_per_col, bp_bs, prep_b = _b_params(xp, b, b_scale, b_zero_point, out, d.k_group, zp_dtype)
+    quant = _quant_args((prep_a, prep_b, None), (has_za, has_zb, False))
+    bias_rows = 1 if bias is None or bias.ndim < 2 else bias.shape[-2]
+    bias_batched = _batched(bias)
+    bias_ld = i64(N if bias_rows > 1 else 0)
+    flags = (i32(a_per_row), i32(b_per_col), i32(0))
+    k_group = i32(d.k_group)
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out):
-        if K == 0:  # as planned: the sums are all zero, so the zero points drop out
-            a_zero_point = b_zero_point = None
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
-        a_s = _row_vector(xp, a_scale, M, np.float32)
-        a_z = _row_vector(xp, a_zero_point, M, a.dtype)
-        per_batch = _batched(b_scale) or _batched(b_zero_point)  # one bp_bs for both tables
-        b_s, bs_bs = _table(xp, b_scale, batch_shape, rows, N, np.float32, per_batch)
-        b_z, bz_bs = _table(xp, b_zero_point, batch_shape, rows, N, zp_dtype, per_batch)
-        bp_bs = max(bs_bs, bz_bs)
-        bias_rows = 1 if bias is None or bias.ndim < 2 else bias.shape[-2]
-        bias_t, bias_bs = _table(xp, bias, batch_shape, bias_rows, N, np.float32, _batched(bias))
-        bias_ld = N if bias_rows > 1 else 0
-        flags = (i32(1), i32(1), i32(0))
+        a_s, b_s, _o_s, a_z, b_z, _o_z = quant(a_scale, a_zero_point, b_scale, b_zero_point, NULL, None)
+        bias_t, bias_bs = _table(xp, bias, batch_shape, bias_rows, N, np.float32, bias_batched)
+        tail = (bias_t, i64(bias_bs), bias_ld, i64(bp_bs), k_group)
 
         def params(i, first):
-            head = (a_s, offset(b_s, first * bp_bs), NULL, a_z, offset(b_z, first * bp_bs), NULL, *flags)
-            return head, (offset(bias_t, first * bias_bs), i64(bias_bs), i64(bias_ld), i64(bp_bs),
-                          i32(d.k_group))
+            return ((a_s, offset(b_s, first * bp_bs), NULL, a_z, offset(b_z, first * bp_bs), NULL, *flags),
+                    (offset(bias_t, first * bias_bs), *tail[1:]))
         launch(a, b, dst, params)
         if dst is not out:
             out[...] = dst
@@ -127,11 +145,12 @@ def _bind(plan, a, b, out, float_out, b_packed=None):
 
 
 def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Runner:
-    return _bind(plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed), a, b, out, False, b_packed)
+    plan = plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
+    return _bind(plan, a, b, out, b_packed, None, a_zero_point, None, b_zero_point, None)
 
 
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, variant=None, b_packed=None) -> Runner:
     plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                         block_size, variant, b_packed)
-    return _bind(plan, a, b, out, True, b_packed)
+    return _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_point, bias)

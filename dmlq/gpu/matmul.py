@@ -333,23 +333,21 @@ def padded16(xp, x):
     return p[..., :k]
 
 
-def _vector(xp, v, length, dtype=None):
+def _param(xp, v, n, dtype, cast=False):
+    """A scale (``cast``: float16 widened, exactly) or zero point as the contiguous
+    ``n``-element vector a kernel reads (one element broadcast); None stays None."""
+    if v is None:
+        return None
     v = v.reshape(-1)
-    if dtype is not None and v.dtype != dtype:
-        raise TypeError(f"quantized_matmul: expected {np.dtype(dtype)}, got {v.dtype}")
-    if v.size != length:
+    if v.dtype != dtype:
+        if not cast:
+            raise TypeError(f"quantized_matmul: expected {np.dtype(dtype)}, got {v.dtype}")
+        v = v.astype(dtype)
+    if v.size != n:
         if v.size != 1:
-            raise ValueError(f"quantized_matmul: per-axis vector of {v.size} elements, expected {length}")
-        v = xp.broadcast_to(v, (length,))
+            raise ValueError(f"quantized_matmul: per-axis vector of {v.size} elements, expected {n}")
+        v = xp.broadcast_to(v, (n,))
     return xp.ascontiguousarray(v)
-
-
-def _vectors(xp, n, scale, zero_point, zp_dtype):
-    """(scale vector, zero-point vector or None), both ``n`` long and contiguous."""
-    scale = _vector(xp, scale, n)
-    if scale.dtype != np.float32:
-        scale = scale.astype(np.float32)  # float16 -> float32 is exact
-    return scale, None if zero_point is None else _vector(xp, zero_point, n, zp_dtype)
 
 
 def _direct_out(out, a, b) -> bool:
@@ -558,14 +556,18 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
 
 def _vector_prep(xp, length, scale, zero_point, zp_dtype):
     """(per_axis flag, prep): ``prep(scale, zero_point)`` gives the kernel's
-    contiguous vectors (:func:`_vectors`), or None when the arguments already
+    contiguous vectors (:func:`_param`), or is None when the arguments already
     are such vectors (decided once, from their geometry: one element each, or
-    ``length`` when either is per axis)."""
-    per = int(scale.size != 1 or (zero_point is not None and zero_point.size != 1))
+    ``length`` when either is per axis; any shape whose elements are contiguous).
+    Either may be None (absent). The kernels read both through one flag, so a
+    single value beside a per-axis one is broadcast here on every call: the
+    public functions widen one given as a number at plan time instead
+    (dmlq.checks.Binder.widen_constant)."""
+    per = int(any(v is not None and v.size != 1 for v in (scale, zero_point)))
     n = length if per else 1
     if device.is_vector(scale, np.float32, n) and device.is_vector(zero_point, zp_dtype, n):
         return per, None
-    return per, lambda s, z: _vectors(xp, n, s, z, zp_dtype)
+    return per, lambda s, z: (_param(xp, s, n, np.float32, cast=True), _param(xp, z, n, zp_dtype))
 
 
 def _quant_args(preps, zero_points):
@@ -576,7 +578,8 @@ def _quant_args(preps, zero_points):
     has_a, has_b, has_o = zero_points
     if preps == (None, None, None):  # already the kernel's vectors: passed as they are
         def quant(a_s, a_z, b_s, b_z, o_s, o_z):
-            return (a_s, b_s, o_s, a_z if has_a else NULL, b_z if has_b else NULL, o_z if has_o else NULL)
+            return (_or_null(a_s), _or_null(b_s), _or_null(o_s), a_z if has_a else NULL, b_z if has_b else NULL,
+                    o_z if has_o else NULL)
         return quant
     identity = lambda s, z: (s, z)  # noqa: E731
     prep_a, prep_b, prep_o = (p or identity for p in preps)
@@ -585,7 +588,7 @@ def _quant_args(preps, zero_points):
         a_s, a_z = prep_a(a_s, a_z if has_a else None)
         b_s, b_z = prep_b(b_s, b_z if has_b else None)
         o_s, o_z = prep_o(o_s, o_z if has_o else None)
-        return (a_s, b_s, o_s, _or_null(a_z), _or_null(b_z), _or_null(o_z))
+        return (_or_null(a_s), _or_null(b_s), _or_null(o_s), _or_null(a_z), _or_null(b_z), _or_null(o_z))
     return quant
 
 

@@ -111,7 +111,7 @@ def reset():
     _cuda._tls.device = 0
     _cuda._tls.streams.clear()
     launches.clear()
-    counts["uploads"] = counts["downloads"] = counts["syncs"] = 0
+    counts["uploads"] = counts["downloads"] = counts["syncs"] = counts["allocations"] = 0
     dev = _kernels._harness.get("device")
     if dev is not None:
         dev.forget()

@@ -19,7 +19,8 @@ import numpy as np
 from . import _cuda
 
 
-counts = {"uploads": 0, "downloads": 0, "syncs": 0}  # host-to-device copies, device-to-host copies and host waits (tests count them)
+# host-to-device copies, device-to-host copies, host waits and the memory pool's allocations (tests count them)
+counts = {"uploads": 0, "downloads": 0, "syncs": 0, "allocations": 0}
 
 
 def _shape(shape) -> tuple:

@@ -323,7 +323,10 @@ class MemoryPool:
         self._in_use = collections.Counter()  # device -> bytes handed out (rounded)
 
     def malloc(self, size):
+        from ._array import counts
+
         size = int(size)
+        counts["allocations"] += 1
         if size == 0:
             return MemoryPointer(Memory(0), 0)
         rounded = -(-size // ALLOCATION_UNIT) * ALLOCATION_UNIT
