@@ -121,6 +121,8 @@ _KERNEL_FORM_CALLS = {  # parameters that already are what the kernels read thro
     "packed b, M = 1": lambda d: dmlq.quantized_matmul(d["a"][:1], 0.02, 3, d["b4"], d["bs"], 8, 0.5, i8(0)),
     "blocked scales, a per-tensor zero point": lambda d: dmlq.matmul_integer_to_float(
         d["a"], d["as"], 3, d["b4"], d["bsg"], 8, block_size=32),
+    "groups of 20 (the stream kernel)": lambda d: dmlq.matmul_integer_to_float(d["a"], d["as"], None, d["b"],
+                                                                              d["bs20"], None, block_size=20),
 }
 
 
@@ -136,7 +138,7 @@ def test_a_repeated_matmul_allocates_nothing_but_its_output(gpu, rng, call):
     M, K, N = 4, 64, 32
     host = dict(a=rng.integers(0, 256, (M, K), dtype=u8), b=rng.integers(-128, 128, (K, N), dtype=i8),
                 bs=rng.uniform(0.01, 0.1, (N,)).astype(f32), bz=rng.integers(-3, 3, (1, N), dtype=i8),
-                bsg=rng.uniform(0.01, 0.1, (K // 32, N)).astype(f32), bias=rng.uniform(-1, 1, N).astype(f32),
+                bsg=rng.uniform(0.01, 0.1, (K // 32, N)).astype(f32), bs20=rng.uniform(0.01, 0.1, (4, N)).astype(f32), bias=rng.uniform(-1, 1, N).astype(f32),
                 **{"as": rng.uniform(0.01, 0.1, (M, 1)).astype(f32)})
     d = {k: to_device(v) for k, v in host.items()}
     host["b4"] = dmlq.pack(host["b"].view(u8) & 15, "uint4")

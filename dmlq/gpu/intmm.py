@@ -189,7 +189,7 @@ def _row_vector(xp, v, m, dtype):
     """A per-tensor or per-row parameter as a contiguous length-M vector (None stays None)."""
     if v is None:
         return None
-    return xp.ascontiguousarray(xp.broadcast_to(v.reshape(-1).astype(dtype), (m,)))
+    return xp.ascontiguousarray(xp.broadcast_to(v.reshape(-1).astype(dtype, copy=False), (m,)))
 
 
 def _b_table(xp, v, batch_shape, rows, n, dtype):
@@ -199,7 +199,7 @@ def _b_table(xp, v, batch_shape, rows, n, dtype):
         return None
     if v.ndim < 2:
         v = v.reshape(1, -1)
-    full = xp.broadcast_to(v.astype(dtype), tuple(batch_shape) + (rows, n))
+    full = xp.broadcast_to(v.astype(dtype, copy=False), tuple(batch_shape) + (rows, n))
     return xp.ascontiguousarray(full)
 
 
@@ -234,7 +234,7 @@ def _bind(plan, a_shape, b_shape, out, b_packed=None):
         bz_rows = _b_rows(b_zero_point)
         b_s = _b_table(xp, b_scale, batch_shape, d.groups, N, np.float32)
         full_bias = None if bias is None else xp.ascontiguousarray(
-            xp.broadcast_to(bias.astype(np.float32), out.shape))
+            xp.broadcast_to(bias.astype(np.float32, copy=False), out.shape))
         launch(a, b, dst, _row_vector(xp, a_scale, M, np.float32), _row_vector(xp, a_zero_point, M, a.dtype),
                b_s, _b_table(xp, b_zero_point, batch_shape, bz_rows, N, d.packed_zp or b.dtype), full_bias, bz_rows)
         finish(dst, out)
