@@ -152,7 +152,11 @@ GPU_GROUPS = {f"matmul_integer_to_float/{b}/M={m},N=8192,K=8192": (b, m, 8192)
 GPU_GROUPS.update({f"quantized_matmul/uint8xpacked-int4->int8/M={m},N={nk},K={nk}": ("qmm-int4", m, nk)
                    for nk in (4096, 8192) for m in (1, 4, 16)})
 GPU_IMPLS = ("dmlq:auto", "peer:torch._int_mm+dequantize", "peer:torch-f16-matmul")
-GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS]
+# blocked packed b at M <= 16: auto is the grouped stream kernel (stream-grouped-m*); dp4a-wide, which
+# served these calls before it, forced beside it for the crossover
+WIDE = "dmlq:dp4a-wide"
+GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + \
+    [(g, WIDE) for g, (b, _m, _n) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"]
 _COPY_BW: dict = {}
 
 
@@ -183,6 +187,20 @@ def _gpu_call(group, impl):
         b_s = cupy.full(n, 1e-3, f32)
         fn = lambda: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, None, dtype=f16)  # noqa: E731
         return fn, a.nbytes + b.nbytes + b_s.nbytes + out_bytes, ops
+    if impl == WIDE:  # the tiled planner with dp4a-wide forced, bound as dmlq.gpu.intmm_tiled binds it
+        from dmlq.gpu import intmm_tiled, matmul
+
+        op = "matmul_integer_to_float"
+        b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "uint4")
+        b_packed = ("uint4", (k, n), True)
+        b_s = cupy.full((k // G, n), 1e-3, f32)
+        a_zp, b_zp = cupy.full((1,), 128, u8), cupy.full((k // G, n), 8, u8)
+        out = cupy.empty((m, n), f16)
+        view = intmm_tiled._check(op, a, b.data, b_packed)
+        plan = matmul.plan_tiled(op, a, True, view, True, out, variant="dp4a-wide", k_group=G)
+        run = intmm_tiled._bind(plan, a, b.data, out, b_packed, a_scale, a_zp, b_s, b_zp, None)
+        fn = lambda: run(a, a_scale, a_zp, b.data, b_s, b_zp, None, out)  # noqa: E731
+        return fn, a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, ops
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA support here")

@@ -1,14 +1,47 @@
-// quantized_matmul (docs/semantics.md) with a packed 4-bit b at small M: the
-// weight-streaming kernel. One pass over b's packed bytes, 16-byte loads.
+// A packed 4-bit b at small M: the weight-streaming kernels. One pass over b's
+// packed bytes, 16-byte loads; quantized_matmul's requantized output, and
+// matmul_integer_to_float's blocked scales along K (docs/semantics.md).
 //
 // Kernels (TA int8 or uint8; TB packed_int4 or packed_uint4 (cuda/packed4.cuh);
-// TO int8 or uint8, the requantized output):
+// TO int8 or uint8, the requantized output; float or float16 for the grouped
+// finish):
 //   matmul_stream_packed<TA, TB, TO, MT>   MT in 1, 4, 16: M <= MT rows
 //     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/matmul.py select_variant:
 //     packed b, M <= 16, K <= 32768; dmlq/gpu/qmm_stream.py plans and binds,
 //     and picks the split of K: split_k).
 //   matmul_stream_packed_finish<TO>   split-K's second pass: adds the chunks'
 //     int32 partial sums and requantizes (only with more than one chunk).
+//   matmul_stream_grouped<TA, TB, MT>   stream-grouped-m1 / -m4 / -m16
+//     (dmlq/gpu/qmm_stream.py plan_grouped: matmul_integer_to_float, packed b,
+//     M <= 16, more than one group along K, the group a multiple of 32 rows):
+//     the same main loop; each group's exact int32 sums (a's zero point taken
+//     out, b's subtracted as it is unpacked, from the group's row of b_zp) go
+//     to a workspace work[g][z][m][n]. A group ends at the end of a half stage
+//     (32 rows), so each thread's k-words of one half belong to one group and
+//     the k-split partials of at most two groups per stage meet in two slots
+//     of red, summed by the owning threads after the next barrier. A chunk of
+//     K (split-K, blockIdx.z) holds whole groups and whole stages (a multiple
+//     of lcm(group, 64) rows), so every group sum is written once, a plain
+//     store, and integer sums make the split invisible.
+//   matmul_stream_grouped_finish<TO>   the float steps of the contract, groups
+//     in ascending order: float32(acc_g) * (a_scale * b_scale[g, n]) added
+//     one group at a time, then the bias, then one rounding to TO.
+//   Napkin math of the grouped pair (beyond the kernel's below): the workspace
+//   is groups x M x N int32, 8 M / G of b's bytes (M = 1: 25 % at G = 32, 6 %
+//   at G = 128), written once and read once by the finish pass, mostly from L2
+//   (N = K = 4096, G = 128, M = 1: 512 KB); the finish pass reads it and b's
+//   scales (one float per group and column: 8 / G of b's bytes again) with one
+//   thread per output: at M = 1 a few microseconds, launch included. The main
+//   kernel's own extra work over the requantizing one is the group bookkeeping
+//   per stage (uniform branches, one zero-point reload per group per thread,
+//   the slot sums); ptxas (sm_90, bench/results/static.md): 56 / 80 / 102
+//   registers for MT = 1 / 4 / 16, 0 spills, 10 / 22 / 39 KB static shared
+//   memory: 9 / 6 / 4 blocks per SM. Against the dp4a-wide tiles it replaces
+//   at M <= 16 (64 x 64 tiles: 63 of 64 rows computed for nothing at M = 1, no
+//   split of K, N / 64 blocks), the stream kernel splits K to fill the SMs and
+//   moves b once at 16 bytes a load: N = K = 4096, G = 128, M = 1 plans 16
+//   chunks of 256 rows (1024 blocks for 132 SMs x 9) against 64 blocks of
+//   dp4a-wide doing 128 tiles each. Not yet measured on a GPU.
 //
 // grid (ceil(N / 64), matrices, chunks of K), block 128. A block owns 64 columns
 // of one matrix z (blockIdx.y) and all MT rows, and walks its chunk of K
@@ -126,22 +159,27 @@ __device__ __forceinline__ uint4 nibbles32(const uint8* B, int64 e, int n, int N
 // element offsets. lda, ldb (elements), ldc; scales and zero points as in the
 // matmul kernel ABI (matmul_dp4a.cu): per-row / per-column flags, b's (per-batch)
 // parameters bp_bs elements apart per matrix.
-template <typename TA, typename TB, typename TO, int MT>
-__global__ void __launch_bounds__(128) matmul_stream_packed(
+// GRP (matmul_stream_grouped): blocked scales along K, groups of `group` rows
+// (a multiple of 32: a group ends on a half stage); b_zp a (groups, N) table;
+// each group's exact int32 sums go to work[g][z][m][n] (plain stores: a chunk
+// of K holds whole groups) for matmul_stream_grouped_finish; no scale is read.
+namespace dmlq {
+namespace stream4 {
+template <typename TA, typename TB, typename TO, int MT, bool GRP>
+__device__ __forceinline__ void body(
     const TA* __restrict__ A, const uint8* __restrict__ B, TO* __restrict__ C,
     int M, int N, int K, const int64* __restrict__ offsets, int64 lda, int64 ldb, int64 ldc,
     const float* __restrict__ a_scale, const float* __restrict__ b_scale, const float* __restrict__ out_scale,
     const TA* __restrict__ a_zp, const typename dmlq::b_value<TB>::type* __restrict__ b_zp,
     const TO* __restrict__ out_zp, int a_per_row, int b_per_col, int out_per_row, int64 bp_bs,
-    int k_chunk, int* __restrict__ partial) {
-  using namespace dmlq;
-  using namespace dmlq::stream4;
+    int k_chunk, int* __restrict__ partial, int group) {
   typedef shape<MT> S;
   constexpr bool INT4 = static_cast<typename b_value<TB>::type>(-1) < 0;
   DMLQ_SHARED(16, uint4, raw, [kRows][2]);               // b as loaded: 32 bytes per row
   DMLQ_SHARED(16, unsigned, Bt, [kWords][kCols]);        // dp4a words of b - b_zp
   DMLQ_SHARED(16, unsigned, As, [MT][kWords]);           // dp4a words of a
-  DMLQ_SHARED(16, unsigned, red, [S::KSPLIT][MT][kCols]);  // partial sums per k-split
+  // partial sums per k-split; GRP: two slots, for the groups ending in one stage (at most two)
+  DMLQ_SHARED(16, unsigned, red, [GRP ? 2 : 1][S::KSPLIT][MT][kCols]);
 
   const int tid = threadIdx.x;
   const int n0 = blockIdx.x * kCols, z = blockIdx.y;
@@ -168,14 +206,22 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
   // transpose: k-word tq (rows 4tq..4tq+3), columns n0 + 8tw .. + 7.
   const int tq = tid >> 3, tw = tid & 7;
   unsigned off_e = 0u, off_o = 0u;  // code -> (v - zp + 128) per byte: even and odd columns
+  // zp: b's zero points (per tensor or column; GRP: one group's row of the table)
+  auto zp_offsets = [&](const typename b_value<TB>::type* zp) {
+    off_e = off_o = 0u;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int ne = min(n0 + 8 * tw + 2 * j, N - 1), no = min(n0 + 8 * tw + 2 * j + 1, N - 1);
-    const int ze = b_zp != nullptr ? static_cast<int>(b_zp[b_per_col ? ne : 0]) : 0;
-    const int zo = b_zp != nullptr ? static_cast<int>(b_zp[b_per_col ? no : 0]) : 0;
-    off_e |= static_cast<unsigned>((INT4 ? 120 : 128) - ze) << (8 * j);
-    off_o |= static_cast<unsigned>((INT4 ? 120 : 128) - zo) << (8 * j);
-  }
+    for (int j = 0; j < 4; ++j) {
+      const int ne = min(n0 + 8 * tw + 2 * j, N - 1), no = min(n0 + 8 * tw + 2 * j + 1, N - 1);
+      const int ze = zp != nullptr ? static_cast<int>(zp[b_per_col ? ne : 0]) : 0;
+      const int zo = zp != nullptr ? static_cast<int>(zp[b_per_col ? no : 0]) : 0;
+      off_e |= static_cast<unsigned>((INT4 ? 120 : 128) - ze) << (8 * j);
+      off_o |= static_cast<unsigned>((INT4 ? 120 : 128) - zo) << (8 * j);
+    }
+  };
+  // GRP: the group of this thread's k-word (tg, ending at row tg_end), its zero points loaded.
+  int tg = GRP ? kb / group : 0;
+  int tg_end = GRP ? kb + group : 0;
+  zp_offsets(b_zp != nullptr && GRP ? b_zp + static_cast<int64>(tg) * N : b_zp);
 
   // compute: columns 4cg..4cg+3, rows rg*RM.., k-words ks, ks + KSPLIT, ...
   const int cg = tid & 15, rg = (tid >> 4) % S::RG, ks = tid / (16 * S::RG);
@@ -186,12 +232,66 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[r][c] = 0u;
   const bool has_za = a_zp != nullptr;
+  // GRP: a's zero points of this thread's rows; the group the compute phase is in (cur,
+  // ending at row cur_end); the groups done in the last stage (fin, fin_n of them),
+  // whose sums wait in red[g & 1] until the next barrier.
+  unsigned zar[GRP ? S::RM : 1];
+  if constexpr (GRP) {
+#pragma unroll
+    for (int r = 0; r < S::RM; ++r) {
+      const int m = min(rg * S::RM + r, M - 1);
+      zar[r] = has_za ? static_cast<unsigned>(static_cast<int>(a_zp[a_per_row ? m : 0])) : 0u;
+    }
+  }
+  int cur = tg, cur_end = min(tg_end, Ke), fin = 0, fin_n = 0;
+  // a group's partial sums of this thread into its slot, a's zero point taken out (linear)
+  auto flush = [&](int g) {
+#pragma unroll
+    for (int r = 0; r < S::RM; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        red[g & 1][ks][rg * S::RM + r][4 * cg + c] = acc[r][c] - zar[GRP ? r : 0] * cs[c];
+        acc[r][c] = 0u;
+      }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) cs[c] = 0u;
+  };
+  // The finished groups' exact sums, summed over the k-splits, to work[g][z][m][n]:
+  // column n0 + tid % 64, rows tid / 64, + 2, ...
+  auto finish_groups = [&]() {
+    const int n = n0 + tid % kCols;
+    for (int g = fin; g < fin + fin_n; ++g) {
+      if (n >= N) break;
+      int* const w = partial + (static_cast<int64>(g) * gridDim.y + z) * M * static_cast<int64>(N) + n;
+#pragma unroll
+      for (int j = 0; j < (MT * kCols + kThreads - 1) / kThreads; ++j) {
+        const int m = tid / kCols + j * (kThreads / kCols);
+        if (m >= M) break;
+        unsigned sum = 0u;
+#pragma unroll
+        for (int s = 0; s < S::KSPLIT; ++s) sum += red[g & 1][s][m][tid % kCols];
+        w[m * static_cast<int64>(N)] = static_cast<int>(sum);
+      }
+    }
+    fin_n = 0;
+  };
 
   uint4 next = load(kb);
   for (int k0 = kb; k0 < Ke; k0 += kRows) {
     raw[lr][lh] = next;
     if (k0 + kRows < Ke) next = load(k0 + kRows);
     __syncthreads();
+    if constexpr (GRP) {
+      finish_groups();  // the last stage's groups (their slots are written again only after the next barrier)
+      const int kw = k0 + 4 * tq;
+      if (kw < Ke && kw >= tg_end) {  // this k-word starts a later group: its zero points
+        do {
+          ++tg;
+          tg_end += group;
+        } while (kw >= tg_end);
+        zp_offsets(b_zp != nullptr ? b_zp + static_cast<int64>(tg) * N : b_zp);
+      }
+    }
     {
       unsigned w[4], e[4], o[4];
 #pragma unroll
@@ -226,6 +326,9 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
       }
     }
     __syncthreads();
+    // GRP: a group ends after the first half of the stage (rows k0 .. k0 + 31) and/or at
+    // its end (or the chunk's); the same for every thread, so each flushes there.
+    const bool half_end = GRP && cur_end == k0 + kRows / 2 && cur_end < Ke;
 #pragma unroll
     for (int j = 0; j < kWords / S::KSPLIT; ++j) {
       const int q = ks + j * S::KSPLIT;
@@ -241,43 +344,127 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
 #pragma unroll
         for (int c = 0; c < 4; ++c) cs[c] = dp4a::dot4<int8, uint8>(bw[c], dp4a::kOnes, cs[c]);
       }
+      if constexpr (GRP) {
+        static_assert(kWords % (2 * S::KSPLIT) == 0, "a thread's k-words: half in each half of the stage");
+        if (j == kWords / S::KSPLIT / 2 - 1 && half_end) flush(cur);  // its first-half words are done
+      }
+    }
+    if constexpr (GRP) {
+      fin = cur;
+      if (half_end) {
+        fin_n = 1;
+        ++cur;
+        cur_end = min(cur_end + group, Ke);
+      }
+      if (cur_end <= k0 + kRows) {  // the group in progress ends with the stage (or the chunk)
+        flush(cur);
+        ++fin_n;
+        ++cur;
+        cur_end = min(cur_end + group, Ke);
+      }
     }
   }
+  if constexpr (GRP) {
+    __syncthreads();
+    finish_groups();
+  } else {
+    // a's zero point (the correction is linear: each k-split corrects its own part).
+#pragma unroll
+    for (int r = 0; r < S::RM; ++r) {
+      const int m = min(rg * S::RM + r, M - 1);
+      const unsigned za = has_za ? static_cast<unsigned>(static_cast<int>(a_zp[a_per_row ? m : 0])) : 0u;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) red[0][ks][rg * S::RM + r][4 * cg + c] = acc[r][c] - za * cs[c];
+    }
+    __syncthreads();
+    // Output column n0 + tid % 64, rows tid / 64, + 2, ... (few values live across the
+    // division's slow-path call, so nothing spills).
+    const int n = n0 + tid % kCols;
+    if (n >= N) return;
+    // split-K: the exact int32 sums of this chunk go to partial[split][z][m][n] for
+    // matmul_stream_packed_finish (the a_zp correction above is linear: per chunk).
+    int* const part = partial == nullptr ? nullptr
+        : partial + (static_cast<int64>(blockIdx.z) * gridDim.y + z) * M * static_cast<int64>(N) + n;
+    const float bs = b_scale[b_per_col ? n : 0];
+    TO* c = C + off[2] + n;
+#pragma unroll
+    for (int j = 0; j < (MT * kCols + kThreads - 1) / kThreads; ++j) {
+      const int m = tid / kCols + j * (kThreads / kCols);
+      if (m >= M) break;
+      unsigned sum = 0u;
+#pragma unroll
+      for (int s = 0; s < S::KSPLIT; ++s) sum += red[0][s][m][tid % kCols];
+      if (part != nullptr) {
+        part[m * static_cast<int64>(N)] = static_cast<int>(sum);
+        continue;
+      }
+      const int ozp = out_zp != nullptr ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
+      c[m * ldc] = requant<TO>(static_cast<int>(sum), a_scale[a_per_row ? m : 0], bs,
+                               out_scale[out_per_row ? m : 0], ozp);
+    }
+  }
+}
+}  // namespace stream4
+}  // namespace dmlq
 
-  // a's zero point (the correction is linear: each k-split corrects its own part).
-#pragma unroll
-  for (int r = 0; r < S::RM; ++r) {
-    const int m = min(rg * S::RM + r, M - 1);
-    const unsigned za = has_za ? static_cast<unsigned>(static_cast<int>(a_zp[a_per_row ? m : 0])) : 0u;
-#pragma unroll
-    for (int c = 0; c < 4; ++c) red[ks][rg * S::RM + r][4 * cg + c] = acc[r][c] - za * cs[c];
+template <typename TA, typename TB, typename TO, int MT>
+__global__ void __launch_bounds__(128) matmul_stream_packed(
+    const TA* __restrict__ A, const uint8* __restrict__ B, TO* __restrict__ C,
+    int M, int N, int K, const int64* __restrict__ offsets, int64 lda, int64 ldb, int64 ldc,
+    const float* __restrict__ a_scale, const float* __restrict__ b_scale, const float* __restrict__ out_scale,
+    const TA* __restrict__ a_zp, const typename dmlq::b_value<TB>::type* __restrict__ b_zp,
+    const TO* __restrict__ out_zp, int a_per_row, int b_per_col, int out_per_row, int64 bp_bs,
+    int k_chunk, int* __restrict__ partial) {
+  dmlq::stream4::body<TA, TB, TO, MT, false>(A, B, C, M, N, K, offsets, lda, ldb, ldc, a_scale, b_scale, out_scale,
+                                             a_zp, b_zp, out_zp, a_per_row, b_per_col, out_per_row, bp_bs,
+                                             k_chunk, partial, 0);
+}
+
+// matmul_integer_to_float's blocked scales (groups of `group` rows of b, a multiple of
+// 32): each group's exact int32 sums to work[g][z][m][n] (g the group's index in all
+// of K; a chunk, k_chunk rows from blockIdx.z * k_chunk, holds whole groups and whole
+// stages), for matmul_stream_grouped_finish. b_zp: a (groups, N) table per matrix
+// (bp_bs elements apart), or null; a_zp per tensor or row (a_per_row).
+template <typename TA, typename TB, int MT>
+__global__ void __launch_bounds__(128) matmul_stream_grouped(
+    const TA* __restrict__ A, const uint8* __restrict__ B, int M, int N, int K,
+    const int64* __restrict__ offsets, int64 lda, int64 ldb,
+    const TA* __restrict__ a_zp, const typename dmlq::b_value<TB>::type* __restrict__ b_zp, int a_per_row,
+    int64 bp_bs, int k_chunk, int group, int* __restrict__ work) {
+  dmlq::stream4::body<TA, TB, int8, MT, true>(A, B, nullptr, M, N, K, offsets, lda, ldb, 0, nullptr, nullptr,
+                                                    nullptr, a_zp, b_zp, nullptr, a_per_row, 1, 0, bp_bs, k_chunk,
+                                                    work, group);
+}
+
+// The grouped kernel's second pass (docs/semantics.md, blocked scales along K): output
+// (m, n) of matrix blockIdx.y is float32(acc_0) * (a_scale[m] * b_scale[0, n]), then
+// + float32(acc_g) * (a_scale[m] * b_scale[g, n]) for g = 1, 2, ... in ascending order,
+// each product and add one IEEE-rounded op, then + bias[m, n] where given and one
+// rounding to TO. b_scale: (groups, N) per matrix, bp_bs elements apart; bias as in the
+// tiled kernels' ABI (cuda/matmul_epilogue.cuh). grid (ceil(M * N / 256), matrices), block 256.
+template <typename TO>
+__global__ void __launch_bounds__(256) matmul_stream_grouped_finish(
+    const int* __restrict__ work, int groups, TO* __restrict__ C, int M, int N,
+    const int64* __restrict__ offsets, int64 ldc, const float* __restrict__ a_scale, int a_per_row,
+    const float* __restrict__ b_scale, int64 bp_bs, const float* __restrict__ bias, int64 bias_bs,
+    int64 bias_ld) {
+  using namespace dmlq;
+  const int64 mn = static_cast<int64>(M) * N;
+  const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= mn) return;
+  const int z = blockIdx.y;
+  const int m = static_cast<int>(i / N), col = static_cast<int>(i - static_cast<int64>(m) * N);
+  const float as = a_scale[a_per_row ? m : 0];
+  const float* const bs = b_scale + bp_bs * z + col;
+  const int* const w = work + static_cast<int64>(z) * mn + i;
+  const int64 group_stride = static_cast<int64>(gridDim.y) * mn;
+  float v = 0.0f;  // no groups (K = 0): +0.0
+  for (int g = 0; g < groups; ++g) {
+    const float term = ieee_mul(to_f32(w[g * group_stride]), ieee_mul(as, bs[static_cast<int64>(g) * N]));
+    v = g == 0 ? term : ieee_add(v, term);
   }
-  __syncthreads();
-  // Output column n0 + tid % 64, rows tid / 64, + 2, ... (few values live across the
-  // division's slow-path call, so nothing spills).
-  const int n = n0 + tid % kCols;
-  if (n >= N) return;
-  // split-K: the exact int32 sums of this chunk go to partial[split][z][m][n] for
-  // matmul_stream_packed_finish (the a_zp correction above is linear: per chunk).
-  int* const part = partial == nullptr ? nullptr
-      : partial + (static_cast<int64>(blockIdx.z) * gridDim.y + z) * M * static_cast<int64>(N) + n;
-  const float bs = b_scale[b_per_col ? n : 0];
-  TO* c = C + off[2] + n;
-#pragma unroll
-  for (int j = 0; j < (MT * kCols + kThreads - 1) / kThreads; ++j) {
-    const int m = tid / kCols + j * (kThreads / kCols);
-    if (m >= M) break;
-    unsigned sum = 0u;
-#pragma unroll
-    for (int s = 0; s < S::KSPLIT; ++s) sum += red[s][m][tid % kCols];
-    if (part != nullptr) {
-      part[m * static_cast<int64>(N)] = static_cast<int>(sum);
-      continue;
-    }
-    const int ozp = out_zp != nullptr ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
-    c[m * ldc] = requant<TO>(static_cast<int>(sum), a_scale[a_per_row ? m : 0], bs,
-                                 out_scale[out_per_row ? m : 0], ozp);
-  }
+  if (bias != nullptr) v = ieee_add(v, bias[bias_bs * z + m * bias_ld + col]);
+  C[offsets[3 * static_cast<int64>(z) + 2] + m * ldc + col] = from_f32<TO>(v);
 }
 
 // split-K's second pass: output (m, n) of matrix blockIdx.y is the sum of the

@@ -24,7 +24,7 @@ import numpy as np
 
 import dmlq
 from dmlq import reference as R
-from dmlq.gpu import avgpool, elementwise, intmm, intmm_tiled, loader, matmul, qkernels, qmm
+from dmlq.gpu import avgpool, elementwise, intmm, intmm_tiled, loader, matmul, qkernels, qmm, qmm_stream
 from dmlq.gpu.matmul import plan_tiled
 
 I8, U8, I32, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32, np.float16))
@@ -304,6 +304,28 @@ for _v in matmul.VARIANTS:
     case(f"matmul_integer(_to_float) {_v}", _v)(_intmm_tiled(_v, (I8,)))
     if _v not in matmul.MMA_CONFIGS or matmul.HAVE_MMA_PACKED:
         case(f"matmul_integer(_to_float) {_v}, packed b", _v)(_intmm_tiled(_v, (I4, U4)))
+
+
+def _intmm_grouped(M, variant):
+    """matmul_integer_to_float with a packed b and groups of a multiple of 32 at M <= 16: the
+    grouped stream kernel and its finish pass (a ragged last group; groups of 96 straddling the
+    kernel's 64-row stages; a long K with few columns, which splits K)."""
+    def fn(xp):
+        rng = _rng(variant)
+        results = []
+        for tb, (K, N, block) in ((I4, (100, 64, 32)), (U4, (300, 33, 96)), (I4, (2048, 8, 64))):
+            a, b = _matmul_operands(rng, M, K, N, U8 if tb == I4 else I8, tb)
+            for to in (F32, F16):
+                results += _intmm(xp, a, b, to, block_size=block)
+        a, b = _matmul_operands(rng, M, 128, 9, I8, U4, batch=(2,))
+        results += _intmm(xp, a, b, F32, per_batch=True, block_size=32)
+        return results
+    return fn
+
+
+for _v, _rows in matmul.STREAM_M.items():
+    _g = _v.replace("stream", qmm_stream.GROUPED)
+    case(f"matmul_integer_to_float {_g} (packed b, M = {_rows}, groups of 32-96)", _g)(_intmm_grouped(_rows, _g))
 
 
 def _intmm_stream(M, variant, block_size):

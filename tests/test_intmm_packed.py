@@ -103,6 +103,10 @@ def test_kernel_plan_shows_the_packed_kernel():
     a = np.zeros((3, 64), U8)
     p = dmlq.pack(np.zeros((64, 300), U4))
     text = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, p, 0.1, 8, block_size=32))
+    assert "matmul_stream_grouped<uint8, packed_uint4, 4>  grid 5x1  block 128" in text  # M <= 16
+    assert "matmul_stream_grouped_finish<float>  grid 4x1  block 256  (groups in ascending order)" in text
+    text = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, np.zeros((20, 64), U8), 0.1, None, p, 0.1, 8,
+                                block_size=32))
     assert "matmul_dp4a_wide<uint8, packed_uint4, float, 64, 64, 32, 8, 4>  grid 5x1x1  block 128" in text
     assert "b: packed uint4, packed in shared memory, unpacked in registers" in text
     text = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, p, 0.1, 8, block_size=48))

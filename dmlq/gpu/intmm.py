@@ -3,9 +3,10 @@
 along K whose groups those cannot close.
 
 ``matmul_integer`` and ``matmul_integer_to_float`` run the tiled kernels (dp4a or
-tensor-core tiles, split-K over exact int32 sums; quantized_matmul's selection rule)
-except for blocked scales along K whose group is not a multiple of 32 (the wide
-dp4a kernel closes groups on its 32-deep tiles). Those run ``matmul_stream``: one
+tensor-core tiles, split-K over exact int32 sums; quantized_matmul's selection rule;
+a packed 4-bit b with blocked scales at M <= 16 the grouped stream kernel of
+dmlq.gpu.qmm_stream) except for blocked scales along K whose group is not a multiple
+of 32 (the wide dp4a kernel closes groups on its 32-deep tiles). Those run ``matmul_stream``: one
 thread per output column streams B once for up to 16 rows (docs/semantics.md's
 order: groups ascending, then the bias, one rounding to float16; a packed 4-bit b
 read as its bytes), ``stream-m1`` / ``-m4`` / ``-m16`` at M <= 16 and past that
@@ -42,7 +43,7 @@ from ..errors import UnsupportedError
 from . import device, intmm_tiled
 from .device import NULL
 from .packed import TAGS, PackedView
-from .plan import Launch, Plan, Runner, launcher, staging
+from .plan import Launch, Plan, Runner, elem_strides as _elem_strides, launcher, staging
 
 SOURCE = "matmul_stream.cu"
 QTYPES = ("int8", "uint8")
@@ -83,16 +84,6 @@ class _Detail:
     copy_b: bool
     direct_out: bool
     packed_zp: object = None   # packed b: its zero points' dtype on the device (int8 / uint8 values)
-
-
-def _elem_strides(x, batch_shape):
-    """x's batch strides in elements, right-aligned to batch_shape (0 where broadcast)."""
-    nb = x.ndim - 2
-    out = [0] * len(batch_shape)
-    for i in range(nb):
-        j = len(batch_shape) - nb + i
-        out[j] = 0 if x.shape[i] == 1 else x.strides[i] // x.itemsize
-    return out
 
 
 def _contiguous_rows(x) -> bool:

@@ -8,19 +8,26 @@ the output type picks the epilogue (cuda/matmul_epilogue.cuh). Selection is
 quantized_matmul's table and rule plus one rule: blocked scales along K (more
 than one group) take ``dp4a-wide``, whose K loop closes each group in ascending
 order (docs/semantics.md; no split-K over float partial sums), and whose tiles
-are 32 deep, so the group length must be a multiple of 32.
+are 32 deep, so the group length must be a multiple of 32; with a packed 4-bit b
+at M <= 16 they take the grouped stream kernel instead (dmlq.gpu.qmm_stream
+plan_grouped / bind_grouped: one pass over the packed bytes, K split between
+whole groups).
 
-Parameters reach the kernels as: a's scale and zero point as length-M vectors;
-b's as (rows, N) tables (rows: the groups, else 1), one per matrix of the
-output batch when they vary by batch (``bp_bs`` elements apart) or one shared;
-the bias as a float32 (matrices or 1, M or 1, N) table with its strides.
+Parameters reach the kernels as: a's scale and zero point as they are when
+both are single values or both per row (0-d device constants, float32
+vectors: decided once per runner, so a repeated call makes no array operation
+for them), else as length-M vectors; b's per tensor or per column likewise;
+blocked or per-batch ones as (rows, N) tables (rows: the groups, else 1), one
+per matrix of the output batch when they vary by batch (``bp_bs`` elements
+apart) or one shared; the bias as a float32 (matrices or 1, M or 1, N) table
+with its strides.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import UnsupportedError
-from . import device, packed
+from . import device, packed, qmm_stream
 from .device import NULL
 from .matmul import QTYPES, _quant_args, _vector_prep, bind_tiled, offset, plan_tiled
 from .plan import Plan, Runner
@@ -56,8 +63,13 @@ def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
                                  block_size=None, variant=None, b_packed=None) -> Plan:
     op = "matmul_integer_to_float"
     b = _check(op, a, b, b_packed)
+    k_group = _k_group(op, a.shape[-1], block_size)
+    if k_group and b_packed is not None and variant is None:  # blocked 4-bit weights at small M
+        grouped = qmm_stream.plan_grouped(a, b, out, k_group)
+        if grouped is not None:
+            return grouped
     return plan_tiled(op, a, a_zero_point is not None, b, b_zero_point is not None, out,
-                      k_group=_k_group(op, a.shape[-1], block_size), variant=variant)
+                      k_group=k_group, variant=variant)
 
 
 def _batched(v) -> bool:
@@ -105,7 +117,8 @@ def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_poin
     if not plan.launches:
         return Runner(plan, lambda *args: None)
     b = packed.view(b, b_packed)
-    launch = bind_tiled(plan, a, b, out)
+    grouped = plan.variant.startswith(qmm_stream.GROUPED)
+    launch = qmm_stream.bind_grouped(plan, a, b, out) if grouped else bind_tiled(plan, a, b, out)
     zp_dtype = b.zp_dtype if b_packed is not None else b.dtype
     d = plan.detail
     xp = device.xp()
@@ -129,6 +142,11 @@ def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_poin
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
         a_s, b_s, _o_s, a_z, b_z, _o_z = quant(a_scale, a_zero_point, b_scale, b_zero_point, NULL, None)
         bias_t, bias_bs = _table(xp, bias, batch_shape, bias_rows, N, np.float32, bias_batched)
+        if grouped:
+            launch(a, b, dst, a_s, a_z, flags[0], b_s, b_z, i64(bp_bs), bias_t, i64(bias_bs), bias_ld)
+            if dst is not out:
+                out[...] = dst
+            return
         tail = (bias_t, i64(bias_bs), bias_ld, i64(bp_bs), k_group)
 
         def params(i, first):

@@ -165,6 +165,17 @@ def launcher(plan: Plan):
     return go
 
 
+def elem_strides(x, batch_shape):
+    """A matrix operand's batch strides in elements, right-aligned to batch_shape (0 where
+    broadcast): the matmul kernels' per-matrix offset tables."""
+    nb = x.ndim - 2
+    out = [0] * len(batch_shape)
+    for i in range(nb):
+        j = len(batch_shape) - nb + i
+        out[j] = 0 if x.shape[i] == 1 else x.strides[i] // x.itemsize
+    return out
+
+
 def staging(copy_a: bool, copy_b: bool, table):
     """``prepare(a, b) -> (a, b, table)`` for a runner's call: ``a`` and ``b`` copied
     to contiguous arrays where its plan says so (``copy_a`` / ``copy_b``), and

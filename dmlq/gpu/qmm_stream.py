@@ -1,4 +1,5 @@
-"""quantized_matmul with a packed 4-bit b at small M: cuda/matmul_stream_packed.cu.
+"""A packed 4-bit b at small M: cuda/matmul_stream_packed.cu, for quantized_matmul and
+for matmul_integer_to_float's blocked scales along K (:func:`plan_grouped`, below).
 
 At M <= 16 (an LLM's decode step) the product is bound by the bytes of b, so
 :func:`dmlq.gpu.matmul.select_variant` sends a packed b there (``stream-m1`` /
@@ -27,9 +28,8 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device, matmul
 from .device import NULL
-from .intmm import _elem_strides
 from .packed import TAGS
-from .plan import Launch, Plan, Runner, launcher, staging
+from .plan import Launch, Plan, Runner, elem_strides, launcher, staging
 
 SOURCE = "matmul_stream_packed.cu"
 THREADS, COLUMNS = 128, 64  # a block: 128 threads, 64 columns of one matrix
@@ -53,9 +53,21 @@ def finish_name(to: str) -> str:
     return f"matmul_stream_packed_finish<{to}>"
 
 
+def grouped_name(ta: str, tb: str, mt: int) -> str:
+    return f"matmul_stream_grouped<{ta}, {tb}, {mt}>"
+
+
+def grouped_finish_name(to: str) -> str:
+    return f"matmul_stream_grouped_finish<{to}>"
+
+
+FLOAT_OUT = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
 KERNELS = {SOURCE: tuple(kernel_name(ta, tb, to, mt) for ta in matmul.QTYPES for tb in TAGS.values()
                          for to in matmul.QTYPES for mt in matmul.STREAM_M.values())
-           + tuple(finish_name(to) for to in matmul.QTYPES)}
+           + tuple(finish_name(to) for to in matmul.QTYPES)
+           + tuple(grouped_name(ta, tb, mt) for ta in matmul.QTYPES for tb in TAGS.values()
+                   for mt in matmul.STREAM_M.values())
+           + tuple(grouped_finish_name(to) for to in FLOAT_OUT.values())}
 
 
 def split_k(M: int, N: int, K: int, batch: int, sm_count: int, blocks_per_sm: int) -> int:
@@ -87,22 +99,17 @@ class _Detail:
     direct_out: bool
 
 
-def plan(a, b, out):
-    """The stream plan for ``a @ b`` (``b`` a :class:`dmlq.gpu.packed.PackedView`),
-    or None when selection picks a tiled variant."""
+def _geometry(op, a, b, out):
+    """(offsets, copy_a, copy_b, direct_out, notes) of a stream launch: a's rows read
+    with unit stride (else copied), b's packed bytes contiguous (else copied), out
+    written in place under the tiled kernels' conditions; the per-matrix element
+    offsets of a, b and out (numpy.matmul broadcasting)."""
     M, K = a.shape[-2:]
     N = b.shape[-1]
-    batch_shape = tuple(out.shape[:-2])
-    nbatch = math.prod(batch_shape)
-    dev = device.info()
-    variant = matmul.select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
-                                    sm_count=dev.sm_count, packed=True)
-    mt = matmul.STREAM_M.get(variant)
-    if mt is None:
-        return None
     if max(M, N, K) > matmul.MAX_DIM:
-        raise UnsupportedError(f"quantized_matmul: dimensions above {matmul.MAX_DIM} are not supported "
+        raise UnsupportedError(f"{op}: dimensions above {matmul.MAX_DIM} are not supported "
                                f"(M={M}, N={N}, K={K})")
+    batch_shape = tuple(out.shape[:-2])
     copy_a = matmul._staging(a, False) != matmul.AS_IS
     copy_b = not matmul.packed.contiguous(b.data)
     direct = matmul._direct_out(out, a, b.data)
@@ -112,14 +119,29 @@ def plan(a, b, out):
         notes.append("out written through a contiguous temporary")
     sa = device.Fresh(a.shape, a.dtype) if copy_a else a
     target = out if direct else device.Fresh(out.shape, out.dtype)
-    offsets = np.zeros((nbatch, 3), np.int64)
+    offsets = np.zeros((math.prod(batch_shape), 3), np.int64)
     for i, x in enumerate((sa, b, target)):
-        st = _elem_strides(x, batch_shape)
+        st = elem_strides(x, batch_shape)
         for z, idx in enumerate(np.ndindex(*batch_shape)):
             offsets[z, i] = sum(j * s for j, s in zip(idx, st))
+    return offsets, copy_a, copy_b, direct, notes
+
+
+def plan(a, b, out):
+    """The stream plan for ``a @ b`` (``b`` a :class:`dmlq.gpu.packed.PackedView`),
+    or None when selection picks a tiled variant."""
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    nbatch = math.prod(out.shape[:-2])
+    dev = device.info()
+    variant = matmul.select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
+                                    sm_count=dev.sm_count, packed=True)
+    mt = matmul.STREAM_M.get(variant)
+    if mt is None:
+        return None
+    offsets, copy_a, copy_b, direct, notes = _geometry("quantized_matmul", a, b, out)
     to = device.dtype_name(out.dtype)
     name = kernel_name(device.dtype_name(a.dtype), b.tag, to, mt)
-    dev = device.info()
     resident = device.resident_blocks(SOURCE, name, THREADS, 0)
     splits, k_chunk = split_k(M, N, K, nbatch, dev.sm_count, resident), K
     if splits > 1:
@@ -134,6 +156,91 @@ def plan(a, b, out):
                                0, "split-K sum and requantize"))
     return Plan("quantized_matmul", variant, tuple(launches), tuple(notes),
                 _Detail(offsets, splits, k_chunk, copy_a, copy_b, direct))
+
+
+# ------------------------------------------------------------------ blocked scales along K
+# matmul_integer_to_float with a packed b, blocked scales (groups of a multiple of 32
+# rows, more than one) and M <= 16: the decode step of a weight-only int4 layer, which
+# dmlq/gpu/intmm_tiled.py otherwise sends to dp4a-wide (64 x 64 tiles: 63 of 64 rows
+# idle at M = 1, and no split of K). ``matmul_stream_grouped`` keeps each group's exact
+# int32 sums apart in a workspace, K split between chunks of whole groups and whole
+# stages (split_k's rule), and ``matmul_stream_grouped_finish`` adds the groups' float
+# terms in ascending order (docs/semantics.md): the same bits as any other kernel.
+
+GROUPED = "stream-grouped"  # variant names: stream-grouped-m1 / -m4 / -m16
+GROUP_STEP = 32             # the grouped kernel closes a group at the end of a half stage (32 rows)
+
+
+@dataclass(frozen=True)
+class _GroupedDetail:
+    offsets: np.ndarray   # (matrices, 3) int64: a, b (elements), out element offsets
+    splits: int           # chunks of K (blockIdx.z), each whole groups and whole stages
+    k_chunk: int
+    k_group: int          # rows of b per group
+    groups: int           # ceil(K / k_group)
+    copy_a: bool
+    copy_b: bool
+    direct_out: bool
+
+
+def plan_grouped(a, b, out, group):
+    """matmul_integer_to_float with blocked scales along K at small M on the stream
+    kernel (``matmul_stream_grouped``: each group's exact int32 sums to a workspace,
+    whole groups per chunk of K; ``matmul_stream_grouped_finish``: the float steps,
+    groups in ascending order), or None where it does not apply: ``b`` a packed
+    4-bit b (:class:`dmlq.gpu.packed.PackedView`), M <= 16, more than one group of a
+    multiple of GROUP_STEP rows, at most MAX_GRID_YZ matrices."""
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    nbatch = math.prod(out.shape[:-2])
+    mt = next((v for v in matmul.STREAM_M.values() if M <= v), None)
+    if (mt is None or out.size == 0 or not 0 < group < K or group % GROUP_STEP
+            or nbatch > matmul.MAX_GRID_YZ or np.dtype(out.dtype) not in FLOAT_OUT):
+        return None
+    offsets, copy_a, copy_b, direct, notes = _geometry("matmul_integer_to_float", a, b, out)
+    name = grouped_name(device.dtype_name(a.dtype), b.tag, mt)
+    dev = device.info()
+    resident = device.resident_blocks(SOURCE, name, THREADS, 0)
+    unit = math.lcm(group, STAGE_ROWS)  # a chunk holds whole groups and whole stages
+    splits = split_k(M, N, K, nbatch, dev.sm_count, resident)
+    k_chunk = -(-(-(-K // unit)) // splits) * unit
+    splits, groups = -(-K // k_chunk), -(-K // group)
+    notes.append(f"{groups} groups of {group} along K: exact int32 sums per group ({groups * nbatch * M * N * 4} "
+                 "bytes), then the float steps in ascending order")
+    if splits > 1:
+        notes.append(f"split-K: {splits} chunks of {k_chunk} (whole groups; "
+                     f"{-(-N // COLUMNS) * nbatch * splits} blocks for {dev.sm_count} SMs x {resident} resident)")
+    grid = (-(-N // COLUMNS), nbatch) + ((splits,) if splits > 1 else ())
+    launches = (Launch(SOURCE, name, grid, (THREADS,)),
+                Launch(SOURCE, grouped_finish_name(FLOAT_OUT[np.dtype(out.dtype)]),
+                       (-(-M * N // FINISH_THREADS), nbatch), (FINISH_THREADS,), 0, "groups in ascending order"))
+    return Plan("matmul_integer_to_float", f"{GROUPED}-m{mt}", launches, tuple(notes),
+                _GroupedDetail(offsets, splits, k_chunk, group, groups, copy_a, copy_b, direct))
+
+
+def bind_grouped(plan, a, b, out):
+    """``launch(a, b, dst, a_s, a_z, a_per_row, b_s, b_z, bp_bs, bias, bias_bs, bias_ld)``
+    for a grouped plan: a's scale and zero point per tensor or row (``a_per_row``), b's
+    as (groups, N) tables per matrix (``bp_bs`` elements apart), the bias table of the
+    tiled kernels' ABI; the group sums in the device's workspace (or a temporary)."""
+    d, go, xp = plan.detail, launcher(plan), device.xp()
+    i32, i64 = np.int32, np.int64
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    prepare = staging(d.copy_a, d.copy_b, d.offsets)
+    nbytes = d.groups * len(d.offsets) * M * N * 4
+    take = device.workspace() if nbytes <= device.WORKSPACE_MAX else None
+
+    def launch(a, b, dst, a_s, a_z, a_per_row, b_s, b_z, bp_bs, bias, bias_bs, bias_ld):
+        a, b, table = prepare(a, b)
+        work = np.uint64(take(nbytes)) if take is not None else xp.empty(nbytes // 4, np.int32)
+        lda, ldc = a.strides[-2] // a.itemsize, dst.strides[-2] // dst.itemsize
+        go([(a, b, i32(M), i32(N), i32(K), table, i64(lda), i64(N), a_z, b_z, a_per_row, bp_bs,
+             i32(d.k_chunk), i32(d.k_group), work),
+            (work, i32(d.groups), dst, i32(M), i32(N), table, i64(ldc), a_s, a_per_row, b_s, bp_bs, bias,
+             bias_bs, bias_ld)])
+
+    return launch
 
 
 def bind(plan, a, b, out, flags, quant, bp_bs) -> Runner:

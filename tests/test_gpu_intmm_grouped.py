@@ -1,0 +1,121 @@
+"""matmul_integer_to_float with a packed 4-bit b and blocked scales along K at small M (the decode
+step of a weight-only int4 layer, onnxruntime MatMulNBits' layout): cuda/matmul_stream_packed.cu's
+``matmul_stream_grouped`` (each group's exact int32 sums to a workspace, a chunk of K holding whole
+groups) and ``matmul_stream_grouped_finish`` (the float steps, groups in ascending order). Run by the
+host harness through the public function on arrays of the cupy stand-in, into poisoned outputs, byte
+for byte against the NumPy reference; each test asserts which kernels ran. The harness reports 4 SMs,
+so a long K with few columns splits K (the plans' notes say so)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dmlq
+import cupy_stand_in as S
+from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
+from test_gpu_intmm import dev, q
+from test_gpu_intmm_packed import I4, U4
+from test_gpu_intmm_tiled import kernels, same
+
+I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
+GROUPED = "matmul_stream_grouped<"
+FINISH = "matmul_stream_grouped_finish<"
+
+
+def _plan(a, b, b_s, block, **kw):
+    return str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, dev(a), np.float32(1), None, dev(b), dev(b_s), None,
+                                block_size=block, **kw))
+
+
+def _call(rng, m, k, n, block, ta, tb, *, a_zp, b_zp, bias, out_dtype, batch=()):
+    groups = -(-k // block)
+    a = q(rng, ta, batch + (m, k))
+    b = dmlq.pack(q(rng, tb, batch + (k, n)))
+    a_s = rng.uniform(1e-3, 1, (m, 1)).astype(F32)
+    b_s = rng.uniform(-1, 1, batch + (groups, n)).astype(F16 if out_dtype == F16 else F32)
+    azp = {"none": None, "tensor": q(rng, ta, ()), "row": q(rng, ta, (m, 1))}[a_zp]
+    bzp = {"none": None, "int": int(q(rng, tb, ())), "column": dmlq.pack(q(rng, tb, (n,))),
+           "group": dmlq.pack(q(rng, tb, batch + (groups, n)))}[b_zp]
+    bias_v = {"none": None, "column": rng.uniform(-9, 9, n).astype(F32),
+              "matrix": rng.uniform(-9, 9, (m, n)).astype(F16)}[bias]
+    with np.errstate(all="ignore"):
+        same(dmlq.matmul_integer_to_float, a, a_s, azp, b, b_s, bzp, bias_v, dtype=out_dtype, block_size=block,
+             kernel=GROUPED)
+    assert any(n.startswith(FINISH) for n, *_ in S.launches), kernels()
+    return a, b, b_s
+
+
+# (m, k, n, block): M = 1, 4 and 16 (the three row counts), K ragged against the groups and the
+# 64-row stages, groups of 32 (two per stage), 64, 96 (straddling stages) and 128; N a multiple of 32
+# (16-byte loads) or not (the nibble path), odd (rows start mid-byte).
+CASES = [(1, 256, 64, 32), (1, 300, 70, 64), (3, 97, 33, 32), (4, 1000, 130, 96), (16, 520, 32, 128),
+         (2, 33, 5, 32), (16, 64, 9, 32), (1, 4096, 32, 128)]
+
+
+@pytest.mark.parametrize("m,k,n,block", CASES)
+@pytest.mark.parametrize("ta,tb", [(U8, I4), (I8, U4)])
+def test_random_cases(gpu, m, k, n, block, ta, tb):
+    rng = np.random.default_rng(m * 100003 + k * 101 + n + block)
+    for a_zp, b_zp, bias, out_dtype in (("row", "group", "column", F32), ("tensor", "int", "matrix", F16),
+                                        ("none", "column", "none", F32), ("none", "none", "column", F16)):
+        _call(rng, m, k, n, block, ta, tb, a_zp=a_zp, b_zp=b_zp, bias=bias, out_dtype=out_dtype)
+
+
+def test_split_k_keeps_whole_groups(gpu):
+    """Few columns and a long K: the plan splits K into chunks of whole groups and whole stages
+    (groups of 96: chunks of 192k rows) and the sums still meet in order."""
+    rng = np.random.default_rng(5)
+    a, b, b_s = _call(rng, 16, 4000, 40, 96, U8, U4, a_zp="row", b_zp="group", bias="column", out_dtype=F32)
+    text = _plan(a, b, b_s, 96)
+    assert "stream-grouped-m16" in text and "split-K" in text and "chunks of 384 (whole groups" in text, text
+    _call(rng, 1, 8192, 8, 32, I8, I4, a_zp="tensor", b_zp="int", bias="none", out_dtype=F16)
+    assert "split-K" in _plan(np.zeros((1, 8192), I8), dmlq.pack(np.zeros((8192, 8), I4)),
+                              np.zeros((256, 8), F32), 32)
+
+
+def test_batches_and_per_batch_scales(gpu):
+    rng = np.random.default_rng(6)
+    _call(rng, 3, 200, 48, 64, U8, I4, a_zp="row", b_zp="group", bias="column", out_dtype=F32, batch=(2,))
+    a = q(rng, U8, (2, 1, 4, 130))
+    b = dmlq.pack(q(rng, U4, (3, 130, 33)))
+    b_s = rng.uniform(0, 1, (5, 33)).astype(F32)  # one table for every matrix
+    same(dmlq.matmul_integer_to_float, a, np.float32(0.5), np.uint8(3), b, b_s, 8, block_size=32, kernel=GROUPED)
+
+
+def test_extreme_sums_and_special_values(gpu):
+    """The largest group sums (a = 255 or -128 against b = -8 or 15 and extreme zero points), a group of
+    4096 (sums of 2**31 / 4 magnitude), NaN / inf / +-0 scales, float16 overflow to inf."""
+    for ta, av, za, tb, bv, zb in ((U8, 255, 0, I4, -8, 7), (I8, -128, 127, U4, 15, 0), (U8, 0, 255, U4, 15, 0)):
+        a = np.full((2, 8192), av, ta)
+        b = dmlq.pack(np.full((8192, 6), bv, tb))
+        for block in (32, 4096):
+            b_s = np.ones((8192 // block, 6), F32)
+            for dt in (F32, F16):
+                with np.errstate(all="ignore"):
+                    same(dmlq.matmul_integer_to_float, a, np.float32(1), ta.type(za), b, b_s, zb, dtype=dt,
+                         block_size=block, kernel=GROUPED)
+    rng = np.random.default_rng(7)
+    a, b = q(rng, U8, (6, 100)), dmlq.pack(q(rng, I4, (100, 4)))
+    a_s = np.array([[np.nan], [np.inf], [-np.inf], [0.0], [-0.0], [1e30]], F32)
+    b_s = np.array([[1, -0.0, 1e30, -1]] * 4, F32)
+    b_s[2, 0] = np.nan
+    with np.errstate(all="ignore"):
+        for dt in (F32, F16):
+            same(dmlq.matmul_integer_to_float, a, a_s, None, b, b_s, 3, dtype=dt, block_size=32, kernel=GROUPED)
+
+
+def test_selection(gpu):
+    """The grouped kernel takes packed b, more than one group of a multiple of 32, M <= 16; dp4a-wide
+    past M = 16 (and for an int8 b), one group the unblocked kernels, other group lengths the stream
+    kernel."""
+    rng = np.random.default_rng(8)
+    b4, b8 = dmlq.pack(q(rng, U4, (128, 8))), q(rng, I8, (128, 8))
+    b_s = np.ones((4, 8), F32)
+    for m, b, block, variant in ((1, b4, 32, "stream-grouped-m1"), (4, b4, 32, "stream-grouped-m4"),
+                                 (16, b4, 64, "stream-grouped-m16"), (17, b4, 32, "dp4a-wide"),
+                                 (1, b8, 32, "dp4a-wide"), (1, b4, 128, "dp4a-32x32"),
+                                 (1, b4, 48, "stream-m1")):
+        text = _plan(np.zeros((m, 128), U8), b, b_s[: -(-128 // block)], block)
+        assert text.startswith(f"matmul_integer_to_float: {variant} "), (m, block, text)
+    text = _plan(np.zeros((1, 128), U8), b4, b_s, 32)
+    assert "4 groups of 32 along K: exact int32 sums per group (128 bytes)" in text, text
