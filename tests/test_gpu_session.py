@@ -404,9 +404,10 @@ def test_the_profile_cases_launch_on_the_stand_in(gpu):
     text = io.StringIO()
     S.launches.clear()
     names = gpu_profile.run_cases(S.module, small=True, out=text, host_time=True)
-    assert len(names) == 9, names
-    assert text.getvalue().count(" us per call (enqueue)") == 9
+    assert len(names) == 10, names
+    assert text.getvalue().count(" us per call (enqueue)") == 10
     launched = {launch[0].split("<")[0] for launch in S.launches}
-    assert {"avgpool_tile", "avgpool_general", "matmul_dp4a", "quantize_contig"} <= launched, launched
+    assert {"avgpool_tile", "avgpool_general", "matmul_dp4a", "quantize_contig", "matmul_stream_grouped",
+            "matmul_stream_grouped_finish"} <= launched, launched
     # the integer family at M = 1 and 16: the tiled kernels since the stream kernel's H100 figures
     assert text.getvalue().count("matmul_integer_to_float: dp4a-") == 2, text.getvalue()

@@ -9,6 +9,7 @@ bench/results/NVIDIA-H100-80GB-HBM3-key-2026-11-26.json (README, "GPU, measured"
     stream kernel): 1,039 and 3,948 us for 64 MiB of b (22 us); selection has since sent these
     to the tiled kernels (dp4a-32x32 at M = 1, mma-128x128 with split-K at M = 16), whose
     figures at these shapes this profile is the first to take;
+the grouped stream kernel for a packed uint4 b with groups of 128 at M = 1 (new, unmeasured);
 and, as yardsticks, two that came close: the contiguous quantize (0.90 of the copy
 bandwidth) and the 8192^3 tensor-core matmul (0.34 of the int8 peak).
 
@@ -88,6 +89,14 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
         say(f"matmul_integer_to_float uint8 x int8 -> float16, M={m} N=K={nk}",
             dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args, dtype=np.float16))
         timed(lambda: dmlq.matmul_integer_to_float(*args, dtype=np.float16))
+    # a weight-only int4 layer's decode step (groups of 128): the grouped stream kernel
+    g = 32 if small else 128
+    b4 = dmlq.Packed(dev((nk * nk // 2,), np.uint8), (nk, nk), "uint4")
+    b4_s = xp.full((nk // g, nk), 1e-3, f32)
+    args = (dev((1, nk), np.uint8), f32(0.02), np.uint8(128), b4, b4_s, 8)
+    say(f"matmul_integer_to_float uint8 x packed uint4 -> float16, groups of {g}, M=1 N=K={nk}",
+        dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args, dtype=np.float16, block_size=g))
+    timed(lambda: dmlq.matmul_integer_to_float(*args, dtype=np.float16, block_size=g))
 
     x = xp.asarray(rng.standard_normal(quant).astype(f32))
     say(f"quantize float32 -> uint8 {quant[0]}x{quant[1]}", dmlq.kernel_plan(dmlq.quantize_linear, x, f32(0.02), np.uint8(128)))
