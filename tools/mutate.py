@@ -528,8 +528,7 @@ MUTATIONS: list[Mutation] = [
     M("matmul_stream_packed.cu", "const float* const bsz = mm::batch_params(b_scale, bp_bs, z);",
       "const float* const bsz = mm::batch_params(b_scale, bp_bs, 0);",
       "finish pass: matrix 0's per-batch b scales for every matrix", "index"),
-    # the grouped kernel (blocked scales along K) and its finish pass: checked by hand when written
-    # (tests/test_gpu_intmm_grouped.py killed each), not yet in a mutation run
+    # the grouped kernel (blocked scales along K) and its finish pass
     M("matmul_stream_packed.cu", "  for (int g = 0; g < groups; ++g) {\n    const float term",
       "  for (int g0 = 0; g0 < groups; ++g0) {\n    const int g = groups - 1 - g0;\n    const float term",
       "grouped finish: groups added in descending order", "order"),
