@@ -119,3 +119,24 @@ def test_selection(gpu):
         assert text.startswith(f"matmul_integer_to_float: {variant} "), (m, block, text)
     text = _plan(np.zeros((1, 128), U8), b4, b_s, 32)
     assert "4 groups of 32 along K: exact int32 sums per group (128 bytes)" in text, text
+
+
+def test_seeded_shapes(gpu):
+    """20 seeded draws over the kernel's geometry: M 1..16, K up to 3000 (ragged against groups and
+    stages), groups of 32..256 (multiples of 32: dividing 64, equal to it, straddling stages), N 1..200
+    (few columns split K on the harness's 4 SMs), a batch of 1 or 2; zero points and bias forms drawn."""
+    rng = np.random.default_rng(2026)
+    split = 0
+    for i in range(20):
+        m = int(rng.integers(1, 17))
+        block = 32 * int(rng.integers(1, 9))
+        k = int(rng.integers(block + 1, 3001))
+        n = int(rng.integers(1, 201))
+        ta, tb = ((U8, I4), (I8, U4), (U8, U4), (I8, I4))[i % 4]
+        batch = ((), (2,))[int(rng.integers(0, 2))]
+        _call(rng, m, k, n, block, ta, tb, batch=batch, out_dtype=(F32, F16)[i % 2],
+              a_zp=("none", "tensor", "row")[i % 3], b_zp=("none", "int", "column", "group")[i % 4],
+              bias=("none", "column", "matrix")[i % 3])
+        split += "split-K" in _plan(np.zeros(batch + (m, k), ta), dmlq.pack(np.zeros(batch + (k, n), tb)),
+                                    np.zeros(batch + (-(-k // block), n), F32), block)
+    assert split >= 5, split  # the draws reach the split path often
