@@ -256,22 +256,26 @@ __device__ __forceinline__ void body(
 #pragma unroll
     for (int c = 0; c < 4; ++c) cs[c] = 0u;
   };
-  // The finished groups' exact sums, summed over the k-splits, to work[g][z][m][n]:
-  // column n0 + tid % 64, rows tid / 64, + 2, ...
+  // This thread's outputs, column n0 + tid % 64 and rows tid / 64, + 2, ... inside M:
+  // store(m, the k-splits' partial sums in red[slot], added) for each.
+  auto each_sum = [&](int slot, auto&& store) {
+#pragma unroll
+    for (int j = 0; j < (MT * kCols + kThreads - 1) / kThreads; ++j) {
+      const int m = tid / kCols + j * (kThreads / kCols);
+      if (m >= M) break;
+      unsigned sum = 0u;
+#pragma unroll
+      for (int s = 0; s < S::KSPLIT; ++s) sum += red[slot][s][m][tid % kCols];
+      store(m, sum);
+    }
+  };
+  // The finished groups' exact sums to work[g][z][m][n].
   auto finish_groups = [&]() {
     const int n = n0 + tid % kCols;
     for (int g = fin; g < fin + fin_n; ++g) {
       if (n >= N) break;
       int* const w = partial + (static_cast<int64>(g) * gridDim.y + z) * M * static_cast<int64>(N) + n;
-#pragma unroll
-      for (int j = 0; j < (MT * kCols + kThreads - 1) / kThreads; ++j) {
-        const int m = tid / kCols + j * (kThreads / kCols);
-        if (m >= M) break;
-        unsigned sum = 0u;
-#pragma unroll
-        for (int s = 0; s < S::KSPLIT; ++s) sum += red[g & 1][s][m][tid % kCols];
-        w[m * static_cast<int64>(N)] = static_cast<int>(sum);
-      }
+      each_sum(g & 1, [&](int m, unsigned sum) { w[m * static_cast<int64>(N)] = static_cast<int>(sum); });
     }
     fin_n = 0;
   };
@@ -387,21 +391,15 @@ __device__ __forceinline__ void body(
         : partial + (static_cast<int64>(blockIdx.z) * gridDim.y + z) * M * static_cast<int64>(N) + n;
     const float bs = b_scale[b_per_col ? n : 0];
     TO* c = C + off[2] + n;
-#pragma unroll
-    for (int j = 0; j < (MT * kCols + kThreads - 1) / kThreads; ++j) {
-      const int m = tid / kCols + j * (kThreads / kCols);
-      if (m >= M) break;
-      unsigned sum = 0u;
-#pragma unroll
-      for (int s = 0; s < S::KSPLIT; ++s) sum += red[0][s][m][tid % kCols];
+    each_sum(0, [&](int m, unsigned sum) {
       if (part != nullptr) {
         part[m * static_cast<int64>(N)] = static_cast<int>(sum);
-        continue;
+        return;
       }
       const int ozp = out_zp != nullptr ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
       c[m * ldc] = requant<TO>(static_cast<int>(sum), a_scale[a_per_row ? m : 0], bs,
                                out_scale[out_per_row ? m : 0], ozp);
-    }
+    });
   }
 }
 }  // namespace stream4
