@@ -161,6 +161,11 @@ def test_stream_kernel_edge_values(gpu):
     big = q(np.random.default_rng(2), U8, (3, 50))
     _stream_ran(dmlq.matmul_integer_to_float, big[:, ::2], np.float32(0.1), None, b[:25], np.full((3, 3), 0.2, F32),
                 None, block_size=10)
+    # every group's term -0.0 (zero sums, a negative multiplier): the sum starts from the first
+    # term, not from +0.0 (+0.0 + -0.0 is +0.0), so the output is -0.0 (docs/semantics.md)
+    for m in (3, 20):  # stream-m4 and stream-rows
+        _stream_ran(dmlq.matmul_integer_to_float, np.zeros((m, 50), U8), np.float32(-0.5), None,
+                    np.ones((50, 4), I8), np.full((3, 4), 2.0, F32), np.int8(1), block_size=20)
 
 
 # ------------------------------------------------------------------ 4-bit b (dmlq.Packed)
