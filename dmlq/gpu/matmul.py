@@ -562,7 +562,7 @@ def _vector_prep(xp, length, scale, zero_point, zp_dtype):
     Either may be None (absent). The kernels read both through one flag, so a
     single value beside a per-axis one is broadcast here on every call: the
     public functions widen one given as a number at plan time instead
-    (dmlq.checks.Binder.widen_constant)."""
+    (dmlq.checks.Builder.widen_pair)."""
     per = int(any(v is not None and v.size != 1 for v in (scale, zero_point)))
     n = length if per else 1
     if device.is_vector(scale, np.float32, n) and device.is_vector(zero_point, zp_dtype, n):
