@@ -13,7 +13,8 @@
 //     int32 partial sums and requantizes (only with more than one chunk).
 //   matmul_stream_grouped<TA, TB, MT>   stream-grouped-m1 / -m4 / -m16
 //     (dmlq/gpu/qmm_stream.py plan_grouped: matmul_integer_to_float, packed b,
-//     M <= 16, more than one group along K, the group a multiple of 32 rows):
+//     M <= 16, more than one group along K, the group a multiple of 32 rows,
+//     the workspace below at most b's bytes: 8 M ceil(K / G) <= K):
 //     the same main loop; each group's exact int32 sums (a's zero point taken
 //     out, b's subtracted as it is unpacked, from the group's row of b_zp) go
 //     to a workspace work[g][z][m][n]. A group ends at the end of a half stage

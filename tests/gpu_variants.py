@@ -308,17 +308,19 @@ for _v in matmul.VARIANTS:
 
 def _intmm_grouped(M, variant):
     """matmul_integer_to_float with a packed b and groups of a multiple of 32 at M <= 16: the
-    grouped stream kernel and its finish pass (a ragged last group; groups of 96 straddling the
-    kernel's 64-row stages; a long K with few columns, which splits K)."""
+    grouped stream kernel and its finish pass (a ragged last group; two groups a stage; groups of
+    160 straddling the kernel's 64-row stages; a long K with few columns, which splits K), in the
+    shapes whose workspace selection allows at this M (qmm_stream.work_fits)."""
     def fn(xp):
         rng = _rng(variant)
         results = []
-        for tb, (K, N, block) in ((I4, (100, 64, 32)), (U4, (300, 33, 96)), (I4, (2048, 8, 64))):
+        shapes = [(I4, (100, 64, 32)), (U4, (700, 33, 160)), (I4, (600, 64, 256)), (U4, (4096, 8, 128))]
+        for tb, (K, N, block) in (c for c in shapes if qmm_stream.work_fits(M, c[1][0], c[1][2])):
             a, b = _matmul_operands(rng, M, K, N, U8 if tb == I4 else I8, tb)
             for to in (F32, F16):
                 results += _intmm(xp, a, b, to, block_size=block)
-        a, b = _matmul_operands(rng, M, 128, 9, I8, U4, batch=(2,))
-        results += _intmm(xp, a, b, F32, per_batch=True, block_size=32)
+        a, b = _matmul_operands(rng, M, 512, 9, I8, U4, batch=(2,))
+        results += _intmm(xp, a, b, F32, per_batch=True, block_size=128)
         return results
     return fn
 

@@ -16,6 +16,7 @@ from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from test_gpu_intmm import dev, q
 from test_gpu_intmm_packed import I4, U4
 from test_gpu_intmm_tiled import kernels, same
+from dmlq.gpu import qmm_stream
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
 GROUPED = "matmul_stream_grouped<"
@@ -38,18 +39,19 @@ def _call(rng, m, k, n, block, ta, tb, *, a_zp, b_zp, bias, out_dtype, batch=())
            "group": dmlq.pack(q(rng, tb, batch + (groups, n)))}[b_zp]
     bias_v = {"none": None, "column": rng.uniform(-9, 9, n).astype(F32),
               "matrix": rng.uniform(-9, 9, (m, n)).astype(F16)}[bias]
+    grouped = qmm_stream.work_fits(m, k, block)  # else selection keeps dp4a-wide (its workspace would outgrow b)
     with np.errstate(all="ignore"):
         same(dmlq.matmul_integer_to_float, a, a_s, azp, b, b_s, bzp, bias_v, dtype=out_dtype, block_size=block,
-             kernel=GROUPED)
-    assert any(n.startswith(FINISH) for n, *_ in S.launches), kernels()
+             kernel=GROUPED if grouped else "matmul_dp4a_wide<")
+    assert any(n.startswith(FINISH) for n, *_ in S.launches) == grouped, kernels()
     return a, b, b_s
 
 
 # (m, k, n, block): M = 1, 4 and 16 (the three row counts), K ragged against the groups and the
 # 64-row stages, groups of 32 (two per stage), 64, 96 (straddling stages) and 128; N a multiple of 32
 # (16-byte loads) or not (the nibble path), odd (rows start mid-byte).
-CASES = [(1, 256, 64, 32), (1, 300, 70, 64), (3, 97, 33, 32), (4, 1000, 130, 96), (16, 520, 32, 128),
-         (2, 33, 5, 32), (16, 64, 9, 32), (1, 4096, 32, 128)]
+CASES = [(1, 256, 64, 32), (1, 300, 70, 64), (3, 200, 33, 64), (4, 1000, 130, 96), (16, 1000, 32, 256),
+         (2, 33, 5, 32), (16, 1300, 9, 160), (1, 4096, 32, 128)]
 
 
 @pytest.mark.parametrize("m,k,n,block", CASES)
@@ -65,9 +67,10 @@ def test_split_k_keeps_whole_groups(gpu):
     """Few columns and a long K: the plan splits K into chunks of whole groups and whole stages
     (groups of 96: chunks of 192k rows) and the sums still meet in order."""
     rng = np.random.default_rng(5)
-    a, b, b_s = _call(rng, 16, 4000, 40, 96, U8, U4, a_zp="row", b_zp="group", bias="column", out_dtype=F32)
+    a, b, b_s = _call(rng, 4, 4000, 40, 96, U8, U4, a_zp="row", b_zp="group", bias="column", out_dtype=F32)
     text = _plan(a, b, b_s, 96)
-    assert "stream-grouped-m16" in text and "split-K" in text and "chunks of 384 (whole groups" in text, text
+    assert "stream-grouped-m4" in text and "split-K" in text and "(whole groups" in text, text
+    assert int(text.split("chunks of ")[1].split(" ")[0]) % 192 == 0, text
     _call(rng, 1, 8192, 8, 32, I8, I4, a_zp="tensor", b_zp="int", bias="none", out_dtype=F16)
     assert "split-K" in _plan(np.zeros((1, 8192), I8), dmlq.pack(np.zeros((8192, 8), I4)),
                               np.zeros((256, 8), F32), 32)
@@ -76,8 +79,8 @@ def test_split_k_keeps_whole_groups(gpu):
 def test_batches_and_per_batch_scales(gpu):
     rng = np.random.default_rng(6)
     _call(rng, 3, 200, 48, 64, U8, I4, a_zp="row", b_zp="group", bias="column", out_dtype=F32, batch=(2,))
-    a = q(rng, U8, (2, 1, 4, 130))
-    b = dmlq.pack(q(rng, U4, (3, 130, 33)))
+    a = q(rng, U8, (2, 1, 4, 160))
+    b = dmlq.pack(q(rng, U4, (3, 160, 33)))
     b_s = rng.uniform(0, 1, (5, 33)).astype(F32)  # one table for every matrix
     same(dmlq.matmul_integer_to_float, a, np.float32(0.5), np.uint8(3), b, b_s, 8, block_size=32, kernel=GROUPED)
 
@@ -95,13 +98,13 @@ def test_extreme_sums_and_special_values(gpu):
                     same(dmlq.matmul_integer_to_float, a, np.float32(1), ta.type(za), b, b_s, zb, dtype=dt,
                          block_size=block, kernel=GROUPED)
     rng = np.random.default_rng(7)
-    a, b = q(rng, U8, (6, 100)), dmlq.pack(q(rng, I4, (100, 4)))
+    a, b = q(rng, U8, (6, 200)), dmlq.pack(q(rng, I4, (200, 4)))
     a_s = np.array([[np.nan], [np.inf], [-np.inf], [0.0], [-0.0], [1e30]], F32)
     b_s = np.array([[1, -0.0, 1e30, -1]] * 4, F32)
     b_s[2, 0] = np.nan
     with np.errstate(all="ignore"):
         for dt in (F32, F16):
-            same(dmlq.matmul_integer_to_float, a, a_s, None, b, b_s, 3, dtype=dt, block_size=32, kernel=GROUPED)
+            same(dmlq.matmul_integer_to_float, a, a_s, None, b, b_s, 3, dtype=dt, block_size=64, kernel=GROUPED)
 
 
 def test_selection(gpu):
@@ -112,11 +115,32 @@ def test_selection(gpu):
     b4, b8 = dmlq.pack(q(rng, U4, (128, 8))), q(rng, I8, (128, 8))
     b_s = np.ones((4, 8), F32)
     for m, b, block, variant in ((1, b4, 32, "stream-grouped-m1"), (4, b4, 32, "stream-grouped-m4"),
-                                 (16, b4, 64, "stream-grouped-m16"), (17, b4, 32, "dp4a-wide"),
+                                 (16, b4, 64, "dp4a-wide"), (17, b4, 32, "dp4a-wide"),
                                  (1, b8, 32, "dp4a-wide"), (1, b4, 128, "dp4a-32x32"),
                                  (1, b4, 48, "stream-m1")):
         text = _plan(np.zeros((m, 128), U8), b, b_s[: -(-128 // block)], block)
         assert text.startswith(f"matmul_integer_to_float: {variant} "), (m, block, text)
+    # M = 16: groups of 64 make a workspace twice b's bytes (dp4a-wide above), of 128 as large as b's
+    b16, s16 = dmlq.pack(q(rng, U4, (1024, 8))), np.ones((8, 8), F32)
+    assert _plan(np.zeros((16, 1024), U8), b16, s16, 128).startswith("matmul_integer_to_float: stream-grouped-m16 ")
+    # forced past the rule (the bench times both): the same bits
+    from dmlq.gpu import intmm_tiled
+    from conftest import assert_same
+
+    a16, b_s2 = q(rng, U8, (16, 128)), rng.uniform(-1, 1, (4, 8)).astype(F32)  # MT = 16, two groups a stage
+    want = dmlq.matmul_integer_to_float(a16, np.float32(0.5), None, b4, b_s2, 3, block_size=32)
+    out = S.module.asarray(np.full(want.shape, np.nan, F32))
+    da, db, ds = dev(a16), dev(b4), dev(b_s2)
+    a_s, zp, bp = dev(np.float32(0.5).reshape(1)), dev(np.full((4, 8), 3, U8)), ("uint4", (128, 8), True)
+    plan = intmm_tiled.plan_matmul_integer_to_float(da, a_s, None, db.data, ds, zp, None, out, block_size=32,
+                                                   variant="stream-grouped", b_packed=bp)
+    assert plan.variant == "stream-grouped-m16", plan
+    intmm_tiled._bind(plan, da, db.data, out, bp, a_s, None, ds, zp, None)(da, a_s, None, db.data, ds, zp, None, out)
+    assert_same(out.get(), want)
+    with pytest.raises(ValueError, match="does not apply"):
+        intmm_tiled.plan_matmul_integer_to_float(dev(np.zeros((17, 128), U8)), a_s, None, db.data, ds, zp, None,
+                                                 S.module.empty((17, 8), F32), block_size=64,
+                                                 variant="stream-grouped", b_packed=bp)
     text = _plan(np.zeros((1, 128), U8), b4, b_s, 32)
     assert "4 groups of 32 along K: exact int32 sums per group (128 bytes)" in text, text
 

@@ -9,9 +9,9 @@ quantized_matmul's table and rule plus one rule: blocked scales along K (more
 than one group) take ``dp4a-wide``, whose K loop closes each group in ascending
 order (docs/semantics.md; no split-K over float partial sums), and whose tiles
 are 32 deep, so the group length must be a multiple of 32; with a packed 4-bit b
-at M <= 16 they take the grouped stream kernel instead (dmlq.gpu.qmm_stream
-plan_grouped / bind_grouped: one pass over the packed bytes, K split between
-whole groups).
+at M <= 16 they take the grouped stream kernel instead where its workspace fits
+(dmlq.gpu.qmm_stream plan_grouped / bind_grouped / work_fits: one pass over the
+packed bytes, K split between whole groups; ``variant="stream-grouped"`` forces it).
 
 Parameters reach the kernels as: a's scale and zero point as they are when
 both are single values or both per row (0-d device constants, float32
@@ -64,10 +64,13 @@ def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
     op = "matmul_integer_to_float"
     b = _check(op, a, b, b_packed)
     k_group = _k_group(op, a.shape[-1], block_size)
-    if k_group and b_packed is not None and variant is None:  # blocked 4-bit weights at small M
-        grouped = qmm_stream.plan_grouped(a, b, out, k_group)
+    if k_group and b_packed is not None and variant in (None, qmm_stream.GROUPED):  # blocked 4-bit weights
+        grouped = qmm_stream.plan_grouped(a, b, out, k_group, force=variant is not None)
         if grouped is not None:
             return grouped
+        if variant is not None:
+            raise ValueError(f"{op}: variant {variant!r} does not apply (it takes a packed 4-bit b, M <= 16 and "
+                             f"more than one group of a multiple of {qmm_stream.GROUP_STEP} rows)")
     return plan_tiled(op, a, a_zero_point is not None, b, b_zero_point is not None, out,
                       k_group=k_group, variant=variant)
 

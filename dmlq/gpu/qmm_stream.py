@@ -169,6 +169,10 @@ def plan(a, b, out):
 
 GROUPED = "stream-grouped"  # variant names: stream-grouped-m1 / -m4 / -m16
 GROUP_STEP = 32             # the grouped kernel closes a group at the end of a half stage (32 rows)
+# Selection (napkin, not yet measured): the workspace of group sums (groups x M x N int32, written
+# and read once) at most b's packed bytes (K x N / 2), i.e. 8 * M * groups <= K: every M = 1 call,
+# groups of 32 and up at M = 4, of 128 and up at M = 16. Past that dp4a-wide, which needs none.
+WORK_PER_B_BYTE = 1
 
 
 @dataclass(frozen=True)
@@ -183,19 +187,28 @@ class _GroupedDetail:
     direct_out: bool
 
 
-def plan_grouped(a, b, out, group):
+def work_fits(M: int, K: int, group: int) -> bool:
+    """Selection's rule for the grouped kernel: its workspace (4 bytes per group, row and
+    column) within WORK_PER_B_BYTE of b's packed bytes (K / 2 per column)."""
+    return 4 * M * -(-K // group) <= WORK_PER_B_BYTE * K / 2
+
+
+def plan_grouped(a, b, out, group, force=False):
     """matmul_integer_to_float with blocked scales along K at small M on the stream
     kernel (``matmul_stream_grouped``: each group's exact int32 sums to a workspace,
     whole groups per chunk of K; ``matmul_stream_grouped_finish``: the float steps,
     groups in ascending order), or None where it does not apply: ``b`` a packed
     4-bit b (:class:`dmlq.gpu.packed.PackedView`), M <= 16, more than one group of a
-    multiple of GROUP_STEP rows, at most MAX_GRID_YZ matrices."""
+    multiple of GROUP_STEP rows, at most MAX_GRID_YZ matrices; and unless ``force``d, the
+    workspace within WORK_PER_B_BYTE of b's bytes."""
     M, K = a.shape[-2:]
     N = b.shape[-1]
     nbatch = math.prod(out.shape[:-2])
     mt = next((v for v in matmul.STREAM_M.values() if M <= v), None)
     if (mt is None or out.size == 0 or not 0 < group < K or group % GROUP_STEP
             or nbatch > matmul.MAX_GRID_YZ or np.dtype(out.dtype) not in FLOAT_OUT):
+        return None
+    if not force and not work_fits(M, K, group):
         return None
     offsets, copy_a, copy_b, direct, notes = _geometry("matmul_integer_to_float", a, b, out)
     name = grouped_name(device.dtype_name(a.dtype), b.tag, mt)
