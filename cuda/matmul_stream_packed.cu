@@ -435,6 +435,26 @@ __global__ void __launch_bounds__(128) matmul_stream_grouped(
                                                     work, group);
 }
 
+namespace dmlq {
+namespace stream4 {
+// The second passes' thread: output (m, col) of matrix z = blockIdx.y, its index i in the
+// matrix's M x N (mn) outputs; false past the last one. grid (ceil(M * N / 256), matrices).
+struct Out {
+  int64 mn, i;
+  int z, m, col;
+};
+__device__ __forceinline__ bool finish_output(int M, int N, Out& o) {
+  o.mn = static_cast<int64>(M) * N;
+  o.i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (o.i >= o.mn) return false;
+  o.z = blockIdx.y;
+  o.m = static_cast<int>(o.i / N);
+  o.col = static_cast<int>(o.i - static_cast<int64>(o.m) * N);
+  return true;
+}
+}  // namespace stream4
+}  // namespace dmlq
+
 // The grouped kernel's second pass (docs/semantics.md, blocked scales along K): output
 // (m, n) of matrix blockIdx.y is float32(acc_0) * (a_scale[m] * b_scale[0, n]), then
 // + float32(acc_g) * (a_scale[m] * b_scale[g, n]) for g = 1, 2, ... in ascending order,
@@ -448,11 +468,10 @@ __global__ void __launch_bounds__(256) matmul_stream_grouped_finish(
     const float* __restrict__ b_scale, int64 bp_bs, const float* __restrict__ bias, int64 bias_bs,
     int64 bias_ld) {
   using namespace dmlq;
-  const int64 mn = static_cast<int64>(M) * N;
-  const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= mn) return;
-  const int z = blockIdx.y;
-  const int m = static_cast<int>(i / N), col = static_cast<int>(i - static_cast<int64>(m) * N);
+  stream4::Out o;
+  if (!stream4::finish_output(M, N, o)) return;
+  const int64 mn = o.mn, i = o.i;
+  const int z = o.z, m = o.m, col = o.col;
   const float as = a_scale[a_per_row ? m : 0];
   const float* const bs = b_scale + bp_bs * z + col;
   const int* const w = work + static_cast<int64>(z) * mn + i;
@@ -477,11 +496,10 @@ __global__ void __launch_bounds__(256) matmul_stream_packed_finish(
     const float* __restrict__ a_scale, const float* __restrict__ b_scale, const float* __restrict__ out_scale,
     const TO* __restrict__ out_zp, int a_per_row, int b_per_col, int out_per_row, int64 bp_bs) {
   using namespace dmlq;
-  const int64 mn = static_cast<int64>(M) * N;
-  const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= mn) return;
-  const int z = blockIdx.y;
-  const int m = static_cast<int>(i / N), col = static_cast<int>(i - static_cast<int64>(m) * N);
+  stream4::Out o;
+  if (!stream4::finish_output(M, N, o)) return;
+  const int64 mn = o.mn, i = o.i;
+  const int z = o.z, m = o.m, col = o.col;
   unsigned total = 0u;
   for (int s = 0; s < splits; ++s) total += static_cast<unsigned>(partial[(static_cast<int64>(s) * gridDim.y + z) * mn + i]);
   const float* const bsz = mm::batch_params(b_scale, bp_bs, z);
