@@ -147,15 +147,11 @@ def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_poin
         bias_t, bias_bs = _table(xp, bias, batch_shape, bias_rows, N, np.float32, bias_batched)
         if grouped:
             launch(a, b, dst, a_s, a_z, flags[0], b_s, b_z, i64(bp_bs), bias_t, i64(bias_bs), bias_ld)
-            if dst is not out:
-                out[...] = dst
-            return
-        tail = (bias_t, i64(bias_bs), bias_ld, i64(bp_bs), k_group)
-
-        def params(i, first):
-            return ((a_s, offset(b_s, first * bp_bs), NULL, a_z, offset(b_z, first * bp_bs), NULL, *flags),
-                    (offset(bias_t, first * bias_bs), *tail[1:]))
-        launch(a, b, dst, params)
+        else:
+            def params(i, first):
+                return ((a_s, offset(b_s, first * bp_bs), NULL, a_z, offset(b_z, first * bp_bs), NULL, *flags),
+                        (offset(bias_t, first * bias_bs), i64(bias_bs), bias_ld, i64(bp_bs), k_group))
+            launch(a, b, dst, params)
         if dst is not out:
             out[...] = dst
 
