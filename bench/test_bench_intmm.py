@@ -12,8 +12,9 @@ com.microsoft.MatMulNBits (float A = the integer A, the same weights in its layo
 ``limit`` is the peer's median seconds; ``fraction_of_limit`` the peer's time over dmlq's.
 
 GPU (skips without one): the decode step, M = 1, 4 and 16 rows against N = K = 8192 weights,
-int8 and packed uint4 b with per-column scales (uint4: blocked, G = 128), float16 out; and
-quantized_matmul with packed int4 b, M = 1, 4, 16 against N = K = 4096 and 8192.
+int8 and packed uint4 b with per-column scales (uint4: blocked, G = 128, and per column:
+``uint8xpacked-uint4-col``), float16 out; and quantized_matmul with packed int4 b, M = 1, 4, 16
+against N = K = 4096 and 8192.
 ``dmlq:auto`` (the public function, selection's kernel: the tiled kernels for the integer
 family, dp4a-wide for its blocks of 128; for quantized_matmul with packed int4 b, int8 out,
 cuda/matmul_stream_packed.cu; the first H100 run labelled these rows ``dmlq:stream``, when the
@@ -152,11 +153,16 @@ GPU_GROUPS = {f"matmul_integer_to_float/{b}/M={m},N=8192,K=8192": (b, m, 8192)
 GPU_GROUPS.update({f"quantized_matmul/uint8xpacked-int4->int8/M={m},N={nk},K={nk}": ("qmm-int4", m, nk)
                    for nk in (4096, 8192) for m in (1, 4, 16)})
 GPU_IMPLS = ("dmlq:auto", "peer:torch._int_mm+dequantize", "peer:torch-f16-matmul")
+# packed uint4 b, per-column scales at M <= 16: auto is the stream kernel's sums pass (stream-m*)
+GPU_GROUPS.update({f"matmul_integer_to_float/uint8xpacked-uint4-col->float16/M={m},N=8192,K=8192":
+                   ("uint8xpacked-uint4-col->float16", m, 8192) for m in (1, 4, 16)})
 # blocked packed b at M <= 16: auto is the grouped stream kernel (stream-grouped-m*); dp4a-wide, which
-# served these calls before it, forced beside it for the crossover
-WIDE = "dmlq:dp4a-wide"
+# served these calls before it, forced beside it for the crossover; per-column packed b: the tiled
+# rule's kernel (dp4a-32x32 at M < 16), which served them before the stream kernel, beside it
+WIDE, TILED = "dmlq:dp4a-wide", "dmlq:tiled"
 GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + \
-    [(g, WIDE) for g, (b, _m, _n) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"]
+    [(g, WIDE) for g, (b, _m, _n) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"] + \
+    [(g, TILED) for g, (b, _m, _n) in GPU_GROUPS.items() if b == "uint8xpacked-uint4-col->float16"]
 _COPY_BW: dict = {}
 
 
@@ -167,6 +173,7 @@ def _gpu_call(group, impl):
     b_kind, m, n = GPU_GROUPS[group]
     k = n
     packed = "uint4" in b_kind
+    per_col = b_kind.endswith("-col->float16")
     a = timing.random_array((m, k), u8, 1)
     a_scale = cupy.full((m, 1), 0.02, f32)
     ops = 2 * m * n * k
@@ -177,6 +184,11 @@ def _gpu_call(group, impl):
             b_s = cupy.full(n, 1e-3, f32)
             fn = lambda: dmlq.quantized_matmul(a, a_scale, u8(128), b, b_s, 0, f32(0.05), i8(0))  # noqa: E731
             return fn, a.nbytes + b.data.nbytes + b_s.nbytes + m * n, ops
+        if packed and per_col:
+            b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "uint4")
+            b_s = cupy.full(n, 1e-3, f32)
+            fn = lambda: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, 8, dtype=f16)  # noqa: E731
+            return fn, a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, ops
         if packed:
             b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "uint4")
             b_s = cupy.full((k // G, n), 1e-3, f32)
@@ -187,17 +199,19 @@ def _gpu_call(group, impl):
         b_s = cupy.full(n, 1e-3, f32)
         fn = lambda: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, None, dtype=f16)  # noqa: E731
         return fn, a.nbytes + b.nbytes + b_s.nbytes + out_bytes, ops
-    if impl == WIDE:  # the tiled planner with dp4a-wide forced, bound as dmlq.gpu.intmm_tiled binds it
+    if impl in (WIDE, TILED):  # the tiled planner (dp4a-wide forced, or its own rule), bound as intmm_tiled binds it
         from dmlq.gpu import intmm_tiled, matmul
 
         op = "matmul_integer_to_float"
         b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "uint4")
         b_packed = ("uint4", (k, n), True)
-        b_s = cupy.full((k // G, n), 1e-3, f32)
-        a_zp, b_zp = cupy.full((1,), 128, u8), cupy.full((k // G, n), 8, u8)
+        rows = 1 if per_col else k // G
+        b_s = cupy.full((rows, n), 1e-3, f32)
+        a_zp, b_zp = cupy.full((1,), 128, u8), cupy.full((rows, n), 8, u8)
         out = cupy.empty((m, n), f16)
         view = intmm_tiled._check(op, a, b.data, b_packed)
-        plan = matmul.plan_tiled(op, a, True, view, True, out, variant="dp4a-wide", k_group=G)
+        plan = matmul.plan_tiled(op, a, True, view, True, out, variant="dp4a-wide" if impl == WIDE else None,
+                                 k_group=0 if per_col else G)
         run = intmm_tiled._bind(plan, a, b.data, out, b_packed, a_scale, a_zp, b_s, b_zp, None)
         fn = lambda: run(a, a_scale, a_zp, b.data, b_s, b_zp, None, out)  # noqa: E731
         return fn, a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, ops

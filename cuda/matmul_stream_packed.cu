@@ -1,20 +1,25 @@
-// A packed 4-bit b at small M: the weight-streaming kernels. One pass over b's
-// packed bytes, 16-byte loads; quantized_matmul's requantized output, and
-// matmul_integer_to_float's blocked scales along K (docs/semantics.md).
+// A packed 4-bit or an 8-bit b at small M: the weight-streaming kernels. One
+// pass over b's bytes, 16-byte loads; quantized_matmul's requantized output, and
+// the integer family's int32 sums and float outputs, blocked scales along K
+// included (docs/semantics.md).
 //
-// Kernels (TA int8 or uint8; TB packed_int4 or packed_uint4 (cuda/packed4.cuh);
-// TO int8 or uint8, the requantized output; float or float16 for the grouped
-// finish):
+// Kernels (TA int8 or uint8; TB packed_int4 or packed_uint4 (cuda/packed4.cuh),
+// or int8 or uint8 (an 8-bit b: see "8-bit b" below); TO int8 or uint8, the
+// requantized output; int, float or float16 for the grouped finish):
 //   matmul_stream_packed<TA, TB, TO, MT>   MT in 1, 4, 16: M <= MT rows
 //     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/matmul.py select_variant:
-//     packed b, M <= 16, K <= 32768; dmlq/gpu/qmm_stream.py plans and binds,
-//     and picks the split of K: split_k).
+//     M <= 16, K <= 32768, an 8-bit b where the tiles would not be the tensor
+//     cores'; dmlq/gpu/qmm_stream.py plans and binds, and picks the split of K:
+//     split_k).
 //   matmul_stream_packed_finish<TO>   split-K's second pass: adds the chunks'
 //     int32 partial sums and requantizes (only with more than one chunk).
 //   matmul_stream_grouped<TA, TB, MT>   stream-grouped-m1 / -m4 / -m16
 //     (dmlq/gpu/qmm_stream.py plan_grouped: matmul_integer_to_float, packed b,
 //     M <= 16, more than one group along K, the group a multiple of 32 rows,
-//     the workspace below at most b's bytes: 8 M ceil(K / G) <= K):
+//     the workspace below at most b's bytes: 8 M ceil(K / G) <= K), and
+//     stream-m1 / -m4 / -m16 of matmul_integer and matmul_integer_to_float with
+//     one group of scales (plan_sums: where quantized_matmul's rule picks the
+//     stream kernel), each chunk of K its own group:
 //     the same main loop; each group's exact int32 sums (a's zero point taken
 //     out, b's subtracted as it is unpacked, from the group's row of b_zp) go
 //     to a workspace work[g][z][m][n]. A group ends at the end of a half stage
@@ -24,9 +29,11 @@
 //     K (split-K, blockIdx.z) holds whole groups and whole stages (a multiple
 //     of lcm(group, 64) rows), so every group sum is written once, a plain
 //     store, and integer sums make the split invisible.
-//   matmul_stream_grouped_finish<TO>   the float steps of the contract, groups
-//     in ascending order: float32(acc_g) * (a_scale * b_scale[g, n]) added
-//     one group at a time, then the bias, then one rounding to TO.
+//   matmul_stream_grouped_finish<TO>   acc_g, each group's sum (one group:
+//     its chunks' sums added as integers); TO int: acc_0; TO float or float16:
+//     the float steps of the contract, groups in ascending order:
+//     float32(acc_g) * (a_scale * b_scale[g, n]) added one group at a time,
+//     then the bias, then one rounding to TO.
 //   Napkin math of the grouped pair (beyond the kernel's below): the workspace
 //   is groups x M x N int32, 8 M / G of b's bytes (M = 1: 25 % at G = 32, 6 %
 //   at G = 128), written once and read once by the finish pass, mostly from L2
@@ -35,14 +42,20 @@
 //   thread per output: at M = 1 a few microseconds, launch included. The main
 //   kernel's own extra work over the requantizing one is the group bookkeeping
 //   per stage (uniform branches, one zero-point reload per group per thread,
-//   the slot sums); ptxas (sm_90, bench/results/static.md): 56 / 80 / 102
+//   the slot sums); ptxas (sm_90, bench/results/static.md): 63 / 72 / 103
 //   registers for MT = 1 / 4 / 16, 0 spills, 10 / 22 / 39 KB static shared
-//   memory: 9 / 6 / 4 blocks per SM. Against the dp4a-wide tiles it replaces
+//   memory: 8 / 7 / 4 blocks per SM. Against the dp4a-wide tiles it replaces
 //   at M <= 16 (64 x 64 tiles: 63 of 64 rows computed for nothing at M = 1, no
 //   split of K, N / 64 blocks), the stream kernel splits K to fill the SMs and
 //   moves b once at 16 bytes a load: N = K = 4096, G = 128, M = 1 plans 16
 //   chunks of 256 rows (1024 blocks for 132 SMs x 9) against 64 blocks of
 //   dp4a-wide doing 128 tiles each. Not yet measured on a GPU.
+//   With one group of scales (plan_sums) the workspace is quantized_matmul's
+//   split-K partial sums (chunks x M x N int32, at most half of b's bytes by
+//   split_k's rule; one chunk without a split), and the tiles it replaces are
+//   dp4a-32x32 (31 of 32 rows idle at M = 1, no split of K: N = K = 8192 gives
+//   256 blocks of 64 threads, ~2 KB of b in flight per SM against Little's
+//   17.8 KB below). Not yet measured on a GPU either.
 //
 // grid (ceil(N / 64), matrices, chunks of K), block 128. A block owns 64 columns
 // of one matrix z (blockIdx.y) and all MT rows, and walks its chunk of K
@@ -75,6 +88,18 @@
 // offset and ldb (elements) a multiple of 32, the 32 columns inside N; other
 // vectors (N % 32 != 0, odd N, a row start mid-byte, the last columns) read
 // their 32 nibbles one at a time (correct, slower).
+// 8-bit b: each thread loads two 16-byte vectors a stage (16 columns each, raw
+// 64 rows x 64 bytes; 16-byte path: offsets and ldb multiples of 16, else byte
+// by byte), the transpose takes its 4 x 8 block as two words a row (one 8-byte
+// load) into two 4x4 byte transposes, and the dp4a words are b's own bytes
+// (b - b_zp need not fit a byte). Its zero point leaves the sums afterwards:
+// sum (a - a_zp)(b - b_zp) = [sum a b - a_zp sum b] - b_zp[n] sum a + rows a_zp b_zp,
+// the bracket as for 4-bit (column sums of b), sum a from a's row sums (one
+// dp4a against 0x01010101 per k-word and row, only with a zero point of b, kept
+// per k-split in rsum by one thread per row), and rows the chunk's (group's)
+// rows of K: all mod 2^32, exact while |sum| < 2^31, i.e. 255 * 255 * K, so K
+// <= 33025 (selection: 32768). Rows past K are zeros in both operands, so the
+// sums skip them; rows counts only real ones.
 //
 // Napkin math (H100 SXM: 3.35 TB/s HBM3, 132 SMs, 65536 registers and 2048
 // threads per SM, 4 issue slots/SM/clk at ~1.75 GHz = 29.6e12
@@ -87,11 +112,24 @@
 //   the chip (2.0-2.7 MB), ~17.8 KB per SM (15-20 KB).
 // - In flight per block: 128 threads x one 16-byte vector of b (the next
 //   stage's, loaded while this one is used) = 2 KB.
+// - 8-bit b: twice the bytes per element (N = K = 8192: 67 MB, 20 us), two
+//   vectors in flight per thread (4 KB a block); the dp4a work per byte of b
+//   halves against 4-bit at the same M (4 elements a word, not 8 per 4 bytes),
+//   so at M = 16 it is M / 4 = 4 dp4a per byte: 13.4e12 dp4a/s at the
+//   bandwidth against ~14.8e12 (64 / SM / clk), the kernel near its dp4a
+//   bound; at M <= 4 issue is not the limit (about 1-2 instructions per byte).
+//   ptxas (bench/results/static.md): matmul_stream_packed 54 / 92 / 95
+//   registers for MT = 1 / 4 / 16, 10 / 16 / 25 KB: 9 / 5 / 5 blocks per SM,
+//   36 / 20 / 20 KB of b in flight per SM when every slot is filled (Little's
+//   17.8 KB); matmul_stream_grouped 94-95 / 80 / 119-123 registers, 12 / 25 /
+//   42 KB: 5 / 6 / 4 blocks, 20 / 24 / 16 KB. 0 spills. (ptxas picks the
+//   register counts, no minimum block count: one made the grouped kernels
+//   spill 12-44 B.)
 // - Blocks per SM (ptxas, sm_90, __launch_bounds__(128), bench/results/static.md):
-//   72 / 64 / 80 registers for MT = 1 / 4 / 16, 0 spills, 8.3 / 14.6 / 23.6 KB
-//   static shared memory: 7 / 8 / 6 blocks per SM (registers; shared memory
-//   would allow 27 / 15 / 9), 924 / 1056 / 792 block slots on 132 SMs, and
-//   14 / 16 / 12 KB in flight per SM when every slot is filled: 80% / 90% / 67%
+//   64 / 64 / 80 registers for MT = 1 / 4 / 16, 0 spills, 8.3 / 14.6 / 23.6 KB
+//   static shared memory: 8 / 8 / 6 blocks per SM (registers; shared memory
+//   would allow 27 / 15 / 9), 1056 / 1056 / 792 block slots on 132 SMs, and
+//   16 / 16 / 12 KB in flight per SM when every slot is filled: 90% / 90% / 67%
 //   of the 17.8 KB, so a full grid can near the bandwidth at MT <= 4 (a second
 //   vector in flight per thread is the next step past that).
 // - The grid without a split is ceil(N / 64) * matrices blocks: N = 4096, 8192,
@@ -113,9 +151,9 @@
 //   M = 1 (issue is not the limit), ~6 at M = 4 and ~10-11 at M = 16, where dp4a
 //   (64/SM/clk, half the issue rate) makes the kernel compute-bound near 40-50%
 //   of the bandwidth limit (the tensor cores are the way past that). Those are
-//   dynamic counts of the 16-byte path; the static report's main loop (784 /
-//   850 / 1044 instructions per 64-row stage for MT = 1 / 4 / 16) also holds the
-//   nibble path and a's staging loop. (A minimum block count in the launch
+//   dynamic counts of the 16-byte path; the static report's main loop (786 /
+//   850 / 1049 instructions per 64-row stage for MT = 1 / 4 / 16; an 8-bit b 466
+//   / 536 / 843) also holds the nibble (byte) path and a's staging loop. (A minimum block count in the launch
 //   bounds made ptxas spill around the division's slow-path call.)
 #include "matmul_dp4a.cu"
 
@@ -153,6 +191,25 @@ __device__ __forceinline__ uint4 nibbles32(const uint8* B, int64 e, int n, int N
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// The 16 bytes of an 8-bit b's row from element e on (16 columns), one at a time: zeros past N.
+__device__ __forceinline__ uint4 bytes16(const uint8* B, int64 e, int n, int N) {
+  unsigned w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    w[i] = 0u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (n + 4 * i + j < N) w[i] |= static_cast<unsigned>(__ldg(B + e + 4 * i + j)) << (8 * j);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// The type of b's dp4a words: a packed 4-bit b's are b - b_zp as int8 bytes; an 8-bit b's
+// are its own bytes (its zero point taken out of the sums afterwards).
+template <typename TB> struct bword { typedef TB type; };
+template <> struct bword<packed_int4> { typedef int8 type; };
+template <> struct bword<packed_uint4> { typedef int8 type; };
+
 }  // namespace stream4
 }  // namespace dmlq
 
@@ -173,14 +230,21 @@ __device__ __forceinline__ void body(
     const float* __restrict__ a_scale, const float* __restrict__ b_scale, const float* __restrict__ out_scale,
     const TA* __restrict__ a_zp, const typename dmlq::b_value<TB>::type* __restrict__ b_zp,
     const TO* __restrict__ out_zp, int a_per_row, int b_per_col, int out_per_row, int64 bp_bs,
-    int k_chunk, int* __restrict__ partial, int group) {
+    int k_chunk, int* __restrict__ partial, int group, int64 zp_ld) {
   typedef shape<MT> S;
-  constexpr bool INT4 = static_cast<typename b_value<TB>::type>(-1) < 0;
-  DMLQ_SHARED(16, uint4, raw, [kRows][2]);               // b as loaded: 32 bytes per row
-  DMLQ_SHARED(16, unsigned, Bt, [kWords][kCols]);        // dp4a words of b - b_zp
+  constexpr bool P4 = b_value<TB>::packed;  // else an 8-bit b
+  constexpr bool INT4 = P4 && static_cast<typename b_value<TB>::type>(-1) < 0;
+  typedef typename bword<TB>::type BW;
+  constexpr int VECS = P4 ? 1 : 2;       // 16-byte vectors of b per thread and stage
+  constexpr int VCOLS = P4 ? 32 : 16;    // columns per vector
+  constexpr int SLOTS = GRP ? 2 : 1;
+  DMLQ_SHARED(16, uint4, raw, [kRows][2 * VECS]);        // b as loaded: 32 (4-bit) or 64 bytes per row
+  DMLQ_SHARED(16, unsigned, Bt, [kWords][kCols]);        // dp4a words of b - b_zp (4-bit) or b
   DMLQ_SHARED(16, unsigned, As, [MT][kWords]);           // dp4a words of a
   // partial sums per k-split; GRP: two slots, for the groups ending in one stage (at most two)
-  DMLQ_SHARED(16, unsigned, red, [GRP ? 2 : 1][S::KSPLIT][MT][kCols]);
+  DMLQ_SHARED(16, unsigned, red, [SLOTS][S::KSPLIT][MT][kCols]);
+  // 8-bit b with a zero point: a's row sums per k-split (the sums' b_zp term), per slot
+  DMLQ_SHARED(16, unsigned, rsum, [SLOTS][S::KSPLIT][P4 ? 1 : MT]);
 
   const int tid = threadIdx.x;
   const int n0 = blockIdx.x * kCols, z = blockIdx.y;
@@ -192,16 +256,18 @@ __device__ __forceinline__ void body(
   // This block's rows of b (split-K: blockIdx.z's chunk, a multiple of kRows; k_chunk >= K without a split).
   const int kb = static_cast<int>(blockIdx.z) * k_chunk, Ke = min(K, kb + k_chunk);
 
-  // load: row lr, columns n0 + 32 * lh .. + 31.
+  // load: row lr, vector v (raw[lr][lh + 2 v]): columns n0 + VCOLS * (lh + 2 v) .. + VCOLS - 1.
   const int lr = tid >> 1, lh = tid & 1;
-  const int ln = n0 + 32 * lh;
-  const bool vec = ((reinterpret_cast<unsigned long long>(B) & 15) | (be & 31) | (ldb & 31)) == 0 && ln + 32 <= N;
-  auto load = [&](int k0) -> uint4 {
+  constexpr int64 ELEMS16 = P4 ? 32 : 16;  // elements in 16 bytes
+  const bool aligned = ((reinterpret_cast<unsigned long long>(B) & 15) | (be & (ELEMS16 - 1)) | (ldb & (ELEMS16 - 1))) == 0;
+  auto load = [&](int k0, int v) -> uint4 {
     const int k = k0 + lr;
     if (k >= Ke) return make_uint4(0u, 0u, 0u, 0u);
+    const int ln = n0 + VCOLS * (lh + 2 * v);
     const int64 e = be + static_cast<int64>(k) * ldb + ln;
-    if (vec) return __ldg(reinterpret_cast<const uint4*>(B + (e >> 1)));
-    return nibbles32(B, e, ln, N);
+    if (aligned && ln + VCOLS <= N) return __ldg(reinterpret_cast<const uint4*>(B + (P4 ? e >> 1 : e)));
+    if constexpr (P4) return nibbles32(B, e, ln, N);
+    else return bytes16(B, e, ln, N);
   };
 
   // transpose: k-word tq (rows 4tq..4tq+3), columns n0 + 8tw .. + 7.
@@ -222,17 +288,21 @@ __device__ __forceinline__ void body(
   // GRP: the group of this thread's k-word (tg, ending at row tg_end), its zero points loaded.
   int tg = GRP ? kb / group : 0;
   int tg_end = GRP ? kb + group : 0;
-  zp_offsets(b_zp != nullptr && GRP ? b_zp + static_cast<int64>(tg) * N : b_zp);
+  if constexpr (P4) zp_offsets(b_zp != nullptr && GRP ? b_zp + static_cast<int64>(tg) * zp_ld : b_zp);
 
   // compute: columns 4cg..4cg+3, rows rg*RM.., k-words ks, ks + KSPLIT, ...
   const int cg = tid & 15, rg = (tid >> 4) % S::RG, ks = tid / (16 * S::RG);
   unsigned acc[S::RM][4];
   unsigned cs[4] = {0u, 0u, 0u, 0u};
+  unsigned ra[P4 ? 1 : S::RM];  // 8-bit b: a's row sums over this thread's k-words (only with b_zp)
 #pragma unroll
-  for (int r = 0; r < S::RM; ++r)
+  for (int r = 0; r < S::RM; ++r) {
+    if constexpr (!P4) ra[r] = 0u;
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[r][c] = 0u;
+  }
   const bool has_za = a_zp != nullptr;
+  const bool has_zb8 = !P4 && b_zp != nullptr;
   // GRP: a's zero points of this thread's rows; the group the compute phase is in (cur,
   // ending at row cur_end); the groups done in the last stage (fin, fin_n of them),
   // whose sums wait in red[g & 1] until the next barrier.
@@ -245,6 +315,17 @@ __device__ __forceinline__ void body(
     }
   }
   int cur = tg, cur_end = min(tg_end, Ke), fin = 0, fin_n = 0;
+  // this thread's a row sums into slot g (8-bit b with a zero point: one thread per row and k-split)
+  auto keep_row_sums = [&](int g) {
+    if constexpr (!P4) {
+      if (has_zb8 && cg == 0) {
+#pragma unroll
+        for (int r = 0; r < S::RM; ++r) rsum[g & 1][ks][rg * S::RM + r] = ra[r];
+      }
+#pragma unroll
+      for (int r = 0; r < S::RM; ++r) ra[r] = 0u;
+    }
+  };
   // a group's partial sums of this thread into its slot, a's zero point taken out (linear)
   auto flush = [&](int g) {
 #pragma unroll
@@ -256,10 +337,17 @@ __device__ __forceinline__ void body(
       }
 #pragma unroll
     for (int c = 0; c < 4; ++c) cs[c] = 0u;
+    keep_row_sums(g);
   };
-  // This thread's outputs, column n0 + tid % 64 and rows tid / 64, + 2, ... inside M:
-  // store(m, the k-splits' partial sums in red[slot], added) for each.
-  auto each_sum = [&](int slot, auto&& store) {
+  // This thread's outputs, column n0 + tid % 64 (inside N) and rows tid / 64, + 2, ... inside
+  // M: store(m, the k-splits' partial sums in red[slot], added) for each. 8-bit b: the sums of
+  // `rows` rows whose zero points of b are zb_row (a (groups, N) row or a single value) taken
+  // out: - zb[n] * sum(a[m]) + rows * a_zp[m] * zb[n] (mod 2^32, as every sum here).
+  auto each_sum = [&](int slot, const typename b_value<TB>::type* zb_row, int rows, auto&& store) {
+    unsigned zb = 0u;
+    if constexpr (!P4) {
+      if (has_zb8) zb = static_cast<unsigned>(static_cast<int>(zb_row[b_per_col ? n0 + tid % kCols : 0]));
+    }
 #pragma unroll
     for (int j = 0; j < (MT * kCols + kThreads - 1) / kThreads; ++j) {
       const int m = tid / kCols + j * (kThreads / kCols);
@@ -267,6 +355,13 @@ __device__ __forceinline__ void body(
       unsigned sum = 0u;
 #pragma unroll
       for (int s = 0; s < S::KSPLIT; ++s) sum += red[slot][s][m][tid % kCols];
+      if (!P4 && has_zb8) {
+        unsigned row = 0u;
+#pragma unroll
+        for (int s = 0; s < S::KSPLIT; ++s) row += rsum[slot][s][m];
+        const unsigned za = has_za ? static_cast<unsigned>(static_cast<int>(a_zp[a_per_row ? m : 0])) : 0u;
+        sum += (static_cast<unsigned>(rows) * za - row) * zb;
+      }
       store(m, sum);
     }
   };
@@ -276,47 +371,69 @@ __device__ __forceinline__ void body(
     for (int g = fin; g < fin + fin_n; ++g) {
       if (n >= N) break;
       int* const w = partial + (static_cast<int64>(g) * gridDim.y + z) * M * static_cast<int64>(N) + n;
-      each_sum(g & 1, [&](int m, unsigned sum) { w[m * static_cast<int64>(N)] = static_cast<int>(sum); });
+      const int rows = min(g * group + group, K) - g * group;  // a chunk holds whole groups
+      each_sum(g & 1, b_zp + (has_zb8 ? g * zp_ld : 0), rows,
+               [&](int m, unsigned sum) { w[m * static_cast<int64>(N)] = static_cast<int>(sum); });
     }
     fin_n = 0;
   };
 
-  uint4 next = load(kb);
+  // this thread's vectors of the next stage (the second one only for an 8-bit b)
+  uint4 next0 = load(kb, 0), next1 = VECS > 1 ? load(kb, 1) : next0;
   for (int k0 = kb; k0 < Ke; k0 += kRows) {
-    raw[lr][lh] = next;
-    if (k0 + kRows < Ke) next = load(k0 + kRows);
+    raw[lr][lh] = next0;
+    if constexpr (VECS > 1) raw[lr][lh + 2] = next1;
+    if (k0 + kRows < Ke) {
+      next0 = load(k0 + kRows, 0);
+      if constexpr (VECS > 1) next1 = load(k0 + kRows, 1);
+    }
     __syncthreads();
     if constexpr (GRP) {
       finish_groups();  // the last stage's groups (their slots are written again only after the next barrier)
       const int kw = k0 + 4 * tq;
-      if (kw < Ke && kw >= tg_end) {  // this k-word starts a later group: its zero points
+      if (P4 && kw < Ke && kw >= tg_end) {  // this k-word starts a later group: its zero points
         do {
           ++tg;
           tg_end += group;
         } while (kw >= tg_end);
-        zp_offsets(b_zp != nullptr ? b_zp + static_cast<int64>(tg) * N : b_zp);
+        zp_offsets(b_zp != nullptr ? b_zp + static_cast<int64>(tg) * zp_ld : b_zp);
       }
     }
     {
-      unsigned w[4], e[4], o[4];
+      // this thread's 4 rows x 8 columns of b as dp4a words: lo (columns 0-3), hi (4-7)
+      uint4 lo, hi;
+      if constexpr (P4) {
+        unsigned w[4], e[4], o[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        w[i] = reinterpret_cast<const unsigned*>(&raw[4 * tq + i][0])[tw];
-        if (INT4) w[i] ^= 0x88888888u;
-        e[i] = ((w[i] & 0x0F0F0F0Fu) + off_e) ^ 0x80808080u;
-        o[i] = (((w[i] >> 4) & 0x0F0F0F0Fu) + off_o) ^ 0x80808080u;
+        for (int i = 0; i < 4; ++i) {
+          w[i] = reinterpret_cast<const unsigned*>(&raw[4 * tq + i][0])[tw];
+          if (INT4) w[i] ^= 0x88888888u;
+          e[i] = ((w[i] & 0x0F0F0F0Fu) + off_e) ^ 0x80808080u;
+          o[i] = (((w[i] >> 4) & 0x0F0F0F0Fu) + off_o) ^ 0x80808080u;
+        }
+        uint4 te, to;
+        dp4a::transpose4(e, te);
+        dp4a::transpose4(o, to);
+        lo = make_uint4(te.x, to.x, te.y, to.y);
+        hi = make_uint4(te.z, to.z, te.w, to.w);
+      } else {
+        unsigned w0[4], w1[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint2 w = reinterpret_cast<const uint2*>(&raw[4 * tq + i][0])[tw];
+          w0[i] = w.x, w1[i] = w.y;
+        }
+        dp4a::transpose4(w0, lo);
+        dp4a::transpose4(w1, hi);
       }
-      uint4 te, to;
-      dp4a::transpose4(e, te);
-      dp4a::transpose4(o, to);
       const int valid = Ke - (k0 + 4 * tq);  // rows of this k-word inside the chunk (zeros past it)
       if (valid < 4) {
         const unsigned mask = valid <= 0 ? 0u : (1u << (8 * valid)) - 1u;
-        te.x &= mask, te.y &= mask, te.z &= mask, te.w &= mask;
-        to.x &= mask, to.y &= mask, to.z &= mask, to.w &= mask;
+        lo.x &= mask, lo.y &= mask, lo.z &= mask, lo.w &= mask;
+        hi.x &= mask, hi.y &= mask, hi.z &= mask, hi.w &= mask;
       }
-      *reinterpret_cast<uint4*>(&Bt[tq][8 * tw]) = make_uint4(te.x, to.x, te.y, to.y);
-      *reinterpret_cast<uint4*>(&Bt[tq][8 * tw + 4]) = make_uint4(te.z, to.z, te.w, to.w);
+      *reinterpret_cast<uint4*>(&Bt[tq][8 * tw]) = lo;
+      *reinterpret_cast<uint4*>(&Bt[tq][8 * tw + 4]) = hi;
       for (int i = tid; i < MT * kWords; i += kThreads) {  // a's bytes: As[m][q]
         const int m = i / kWords, q = i % kWords;
         unsigned word = 0u;
@@ -343,11 +460,14 @@ __device__ __forceinline__ void body(
       for (int r = 0; r < S::RM; ++r) {
         const unsigned aw = As[rg * S::RM + r][q];
 #pragma unroll
-        for (int c = 0; c < 4; ++c) acc[r][c] = dp4a::dot4<TA, int8>(aw, bw[c], acc[r][c]);
+        for (int c = 0; c < 4; ++c) acc[r][c] = dp4a::dot4<TA, BW>(aw, bw[c], acc[r][c]);
+        if constexpr (!P4) {
+          if (has_zb8) ra[r] = dp4a::dot4<TA, uint8>(aw, dp4a::kOnes, ra[r]);
+        }
       }
       if (has_za) {
 #pragma unroll
-        for (int c = 0; c < 4; ++c) cs[c] = dp4a::dot4<int8, uint8>(bw[c], dp4a::kOnes, cs[c]);
+        for (int c = 0; c < 4; ++c) cs[c] = dp4a::dot4<BW, uint8>(bw[c], dp4a::kOnes, cs[c]);
       }
       if constexpr (GRP) {
         static_assert(kWords % (2 * S::KSPLIT) == 0, "a thread's k-words: half in each half of the stage");
@@ -381,6 +501,7 @@ __device__ __forceinline__ void body(
 #pragma unroll
       for (int c = 0; c < 4; ++c) red[0][ks][rg * S::RM + r][4 * cg + c] = acc[r][c] - za * cs[c];
     }
+    keep_row_sums(0);
     __syncthreads();
     // Output column n0 + tid % 64, rows tid / 64, + 2, ... (few values live across the
     // division's slow-path call, so nothing spills).
@@ -392,7 +513,7 @@ __device__ __forceinline__ void body(
         : partial + (static_cast<int64>(blockIdx.z) * gridDim.y + z) * M * static_cast<int64>(N) + n;
     const float bs = b_scale[b_per_col ? n : 0];
     TO* c = C + off[2] + n;
-    each_sum(0, [&](int m, unsigned sum) {
+    each_sum(0, b_zp, Ke - kb, [&](int m, unsigned sum) {
       if (part != nullptr) {
         part[m * static_cast<int64>(N)] = static_cast<int>(sum);
         return;
@@ -416,23 +537,24 @@ __global__ void __launch_bounds__(128) matmul_stream_packed(
     int k_chunk, int* __restrict__ partial) {
   dmlq::stream4::body<TA, TB, TO, MT, false>(A, B, C, M, N, K, offsets, lda, ldb, ldc, a_scale, b_scale, out_scale,
                                              a_zp, b_zp, out_zp, a_per_row, b_per_col, out_per_row, bp_bs,
-                                             k_chunk, partial, 0);
+                                             k_chunk, partial, 0, 0);
 }
 
-// matmul_integer_to_float's blocked scales (groups of `group` rows of b, a multiple of
-// 32): each group's exact int32 sums to work[g][z][m][n] (g the group's index in all
+// Groups of `group` rows of b (a multiple of 32, or the chunk itself: each chunk one
+// group): each group's exact int32 sums to work[g][z][m][n] (g the group's index in all
 // of K; a chunk, k_chunk rows from blockIdx.z * k_chunk, holds whole groups and whole
-// stages), for matmul_stream_grouped_finish. b_zp: a (groups, N) table per matrix
-// (bp_bs elements apart), or null; a_zp per tensor or row (a_per_row).
+// stages), for matmul_stream_grouped_finish. b_zp: per tensor or column (b_per_col),
+// group g's row zp_ld elements after group 0's (blocked: N; one row for all: 0), per
+// matrix bp_bs elements apart, or null; a_zp per tensor or row (a_per_row).
 template <typename TA, typename TB, int MT>
 __global__ void __launch_bounds__(128) matmul_stream_grouped(
     const TA* __restrict__ A, const uint8* __restrict__ B, int M, int N, int K,
     const int64* __restrict__ offsets, int64 lda, int64 ldb,
     const TA* __restrict__ a_zp, const typename dmlq::b_value<TB>::type* __restrict__ b_zp, int a_per_row,
-    int64 bp_bs, int k_chunk, int group, int* __restrict__ work) {
+    int b_per_col, int64 zp_ld, int64 bp_bs, int k_chunk, int group, int* __restrict__ work) {
   dmlq::stream4::body<TA, TB, int8, MT, true>(A, B, nullptr, M, N, K, offsets, lda, ldb, 0, nullptr, nullptr,
-                                                    nullptr, a_zp, b_zp, nullptr, a_per_row, 1, 0, bp_bs, k_chunk,
-                                                    work, group);
+                                                    nullptr, a_zp, b_zp, nullptr, a_per_row, b_per_col, 0, bp_bs,
+                                                    k_chunk, work, group, zp_ld);
 }
 
 namespace dmlq {
@@ -455,34 +577,48 @@ __device__ __forceinline__ bool finish_output(int M, int N, Out& o) {
 }  // namespace stream4
 }  // namespace dmlq
 
-// The grouped kernel's second pass (docs/semantics.md, blocked scales along K): output
-// (m, n) of matrix blockIdx.y is float32(acc_0) * (a_scale[m] * b_scale[0, n]), then
-// + float32(acc_g) * (a_scale[m] * b_scale[g, n]) for g = 1, 2, ... in ascending order,
-// each product and add one IEEE-rounded op, then + bias[m, n] where given and one
-// rounding to TO. b_scale: (groups, N) per matrix, bp_bs elements apart; bias as in the
-// tiled kernels' ABI (cuda/matmul_epilogue.cuh). grid (ceil(M * N / 256), matrices), block 256.
+// The grouped kernel's second pass (docs/semantics.md): output (m, n) of matrix
+// blockIdx.y from acc_g, the exact int32 sum of group g: its `splits` entries
+// work[g * splits + s][z][m][n] added as integers (one group of all K split in chunks:
+// groups = 1; blocked scales: splits = 1). TO int (matmul_integer): acc_0. TO float or
+// float16 (matmul_integer_to_float): float32(acc_0) * (a_scale[m] * b_scale[0, n]),
+// then + float32(acc_g) * (a_scale[m] * b_scale[g, n]) for g = 1, 2, ... in ascending
+// order, each product and add one IEEE-rounded op, then + bias[m, n] where given and one
+// rounding to TO. b_scale: per tensor or column (b_per_col), group g's row g * N
+// elements on, per matrix bp_bs elements apart; bias as in the tiled kernels' ABI
+// (cuda/matmul_epilogue.cuh). grid (ceil(M * N / 256), matrices), block 256.
 template <typename TO>
 __global__ void __launch_bounds__(256) matmul_stream_grouped_finish(
-    const int* __restrict__ work, int groups, TO* __restrict__ C, int M, int N,
+    const int* __restrict__ work, int groups, int splits, TO* __restrict__ C, int M, int N,
     const int64* __restrict__ offsets, int64 ldc, const float* __restrict__ a_scale, int a_per_row,
-    const float* __restrict__ b_scale, int64 bp_bs, const float* __restrict__ bias, int64 bias_bs,
-    int64 bias_ld) {
+    const float* __restrict__ b_scale, int b_per_col, int64 bp_bs, const float* __restrict__ bias,
+    int64 bias_bs, int64 bias_ld) {
   using namespace dmlq;
   stream4::Out o;
   if (!stream4::finish_output(M, N, o)) return;
   const int64 mn = o.mn, i = o.i;
   const int z = o.z, m = o.m, col = o.col;
-  const float as = a_scale[a_per_row ? m : 0];
-  const float* const bs = b_scale + bp_bs * z + col;
   const int* const w = work + static_cast<int64>(z) * mn + i;
-  const int64 group_stride = static_cast<int64>(gridDim.y) * mn;
-  float v = 0.0f;  // no groups (K = 0): +0.0
-  for (int g = 0; g < groups; ++g) {
-    const float term = ieee_mul(to_f32(w[g * group_stride]), ieee_mul(as, bs[static_cast<int64>(g) * N]));
-    v = g == 0 ? term : ieee_add(v, term);
+  const int64 entry_stride = static_cast<int64>(gridDim.y) * mn;
+  auto acc = [&](int g) {
+    unsigned sum = 0u;  // mod 2^32: the chunks' order does not change it
+    for (int s = 0; s < splits; ++s) sum += static_cast<unsigned>(w[(static_cast<int64>(g) * splits + s) * entry_stride]);
+    return static_cast<int>(sum);
+  };
+  TO* const c = C + offsets[3 * static_cast<int64>(z) + 2] + m * ldc + col;
+  if constexpr (mm::kind_of<TO>::value == mm::kInt) {  // matmul_integer: the sum itself
+    *c = groups > 0 ? acc(0) : 0;
+  } else {
+    const float as = a_scale[a_per_row ? m : 0];
+    const float* const bs = b_scale + bp_bs * z + (b_per_col ? col : 0);
+    float v = 0.0f;  // no groups (K = 0): +0.0
+    for (int g = 0; g < groups; ++g) {
+      const float term = ieee_mul(to_f32(acc(g)), ieee_mul(as, bs[static_cast<int64>(g) * N]));
+      v = g == 0 ? term : ieee_add(v, term);
+    }
+    if (bias != nullptr) v = ieee_add(v, bias[bias_bs * z + m * bias_ld + col]);
+    *c = from_f32<TO>(v);
   }
-  if (bias != nullptr) v = ieee_add(v, bias[bias_bs * z + m * bias_ld + col]);
-  C[offsets[3 * static_cast<int64>(z) + 2] + m * ldc + col] = from_f32<TO>(v);
 }
 
 // split-K's second pass: output (m, n) of matrix blockIdx.y is the sum of the

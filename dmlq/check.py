@@ -420,9 +420,9 @@ def run_gpu_cases(cupy, seed=0):
 def _random_intmm(rng):
     """matmul_integer and matmul_integer_to_float: every a/b type (b int8, uint8 and packed
     int4/uint4), zero points per row/column (packed for 4-bit b), float32/float16 out with a
-    bias, blocked b scales in groups of 64 (the tiled dp4a-wide kernel; for a packed b at
-    these M the grouped stream kernel) and 48 (the stream kernels, the family's only calls
-    there); M = 1, 5 and 16: rows as :func:`_random_cases`
+    bias (a packed b at these M: the stream kernel's sums pass), blocked b scales in groups of
+    64 (the tiled dp4a-wide kernel; for a packed b at these M the grouped stream kernel) and
+    48 (matmul_stream.cu, the family's only calls there); M = 1, 5 and 16: rows as :func:`_random_cases`
     makes them (operator, description, function, args, kwargs)."""
     rows = []
     def q(dt, shape):

@@ -220,17 +220,18 @@ def _qmm_stream(M, variant):
     def fn(xp):
         rng = _rng(variant)
         results = []
-        # the 16-byte path; the nibble path (odd N); a long K (2048 rows of b: 32 stages, enough for
-        # a split of K where the kernel splits it to fill the GPU)
-        for tb, (K, N) in ((I4, (96, 64)), (U4, (37, 33)), (I4, (2048, 64))):
-            a, b = _matmul_operands(rng, M, K, N, U8 if tb == I4 else I8, tb)
-            results += _qmm(xp, a, b, I8 if tb == I4 else U8, per_axis=tb == U4)
+        # the 16-byte path; the nibble (byte) path (odd N); a long K (2048 rows of b: 32 stages,
+        # enough for a split of K where the kernel splits it to fill the GPU); packed and 8-bit b
+        for tb, (K, N) in ((I4, (96, 64)), (U4, (37, 33)), (I4, (2048, 64)), (I8, (96, 64)), (U8, (37, 33)),
+                           (I8, (2048, 48))):
+            a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
+            results += _qmm(xp, a, b, I8 if tb in (I4, I8) else U8, per_axis=tb in (U4, U8))
         return results
     return fn
 
 
 for _v, _rows in matmul.STREAM_M.items():
-    case(f"quantized_matmul {_v} (packed b, M = {_rows})", _v)(_qmm_stream(_rows, _v))
+    case(f"quantized_matmul {_v} (packed and 8-bit b, M = {_rows})", _v)(_qmm_stream(_rows, _v))
 
 
 # ----------------------------------------------------------------- matmul_integer(_to_float)
@@ -307,16 +308,18 @@ for _v in matmul.VARIANTS:
 
 
 def _intmm_grouped(M, variant):
-    """matmul_integer_to_float with a packed b and groups of a multiple of 32 at M <= 16: the
+    """matmul_integer_to_float with a packed or an 8-bit b and groups of a multiple of 32 at M <= 16: the
     grouped stream kernel and its finish pass (a ragged last group; two groups a stage; groups of
     160 straddling the kernel's 64-row stages; a long K with few columns, which splits K), in the
     shapes whose workspace selection allows at this M (qmm_stream.work_fits)."""
     def fn(xp):
         rng = _rng(variant)
         results = []
-        shapes = [(I4, (100, 64, 32)), (U4, (700, 33, 160)), (I4, (600, 64, 256)), (U4, (4096, 8, 128))]
-        for tb, (K, N, block) in (c for c in shapes if qmm_stream.work_fits(M, c[1][0], c[1][2])):
-            a, b = _matmul_operands(rng, M, K, N, U8 if tb == I4 else I8, tb)
+        shapes = [(I4, (100, 64, 32)), (U4, (700, 33, 160)), (I4, (600, 64, 256)), (U4, (4096, 8, 128)),
+                  (I8, (700, 33, 160)), (U8, (600, 64, 256))]
+        for tb, (K, N, block) in (c for c in shapes if qmm_stream.work_fits(M, c[1][0], c[1][2],
+                                                                              4 if c[0] in (I4, U4) else 8)):
+            a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
             for to in (F32, F16):
                 results += _intmm(xp, a, b, to, block_size=block)
         a, b = _matmul_operands(rng, M, 512, 9, I8, U4, batch=(2,))
@@ -328,6 +331,28 @@ def _intmm_grouped(M, variant):
 for _v, _rows in matmul.STREAM_M.items():
     _g = _v.replace("stream", qmm_stream.GROUPED)
     case(f"matmul_integer_to_float {_g} (packed b, M = {_rows}, groups of 32-96)", _g)(_intmm_grouped(_rows, _g))
+
+
+def _intmm_sums(M):
+    """matmul_integer and matmul_integer_to_float (one group of scales) with a packed b at M <= 16:
+    the grouped stream kernel with each chunk of K its own group and its finish pass (int32, float32
+    and float16 out; a long K with few columns, which splits K; per-batch b parameters)."""
+    def fn(xp):
+        rng = _rng(f"sums{M}")
+        results = []
+        for tb, (K, N) in ((I4, (100, 64)), (U4, (700, 33)), (I4, (3000, 8)), (I8, (100, 64)), (U8, (700, 33))):
+            a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
+            for to in (I32, F32, F16):
+                results += _intmm(xp, a, b, to)
+        a, b = _matmul_operands(rng, M, 512, 9, I8, U4, batch=(2,))
+        results += _intmm(xp, a, b, F32, per_batch=True)
+        return results
+    return fn
+
+
+for _v, _rows in matmul.STREAM_M.items():
+    case(f"matmul_integer(_to_float) {_v} (packed and 8-bit b, M = {_rows}, one group of scales)", _v)(
+        _intmm_sums(_rows))
 
 
 def _intmm_stream(M, variant, block_size):

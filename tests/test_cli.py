@@ -159,7 +159,8 @@ def test_check_without_a_gpu_prints_the_plans_a_gpu_would_run(capsys):
     out = capsys.readouterr().out
     assert "nominal H100" in out and "planning failed" not in out
     for variant in ("quantize_linear: contig", "quantize_linear: axis", "dequantize_linear: strided",
-                    "quantized_add: table", "quantized_matmul: mma-128x128 (split-K", "quantized_matmul: dp4a-32x32",
+                    "quantized_add: table", "quantized_matmul: mma-128x128 (split-K",
+                    "quantized_matmul: stream-m1 (b: 16-byte loads of its rows",
                     "quantized_matmul: dp4a-wide", "quantized_avg_pool: tile_k2s2", "quantized_avg_pool: global_warp",
                     "quantized_avg_pool: general"):
         assert variant in out, variant

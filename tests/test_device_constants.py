@@ -6,6 +6,7 @@ faked; dmlq's own code runs as it is)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import cupy_stand_in as S
 from dmlq import dispatch
@@ -92,3 +93,31 @@ def test_a_copy_freed_with_its_plan_is_reused_only_behind_the_kernels_that_read_
     assert not second.done
     second.synchronize()
     np.testing.assert_array_equal(out.get(), want)
+
+
+@pytest.mark.parametrize("b_kind", ["int8", "packed uint4"])
+def test_a_stream_kernels_offsets_table_is_uploaded_per_stream(cupy_stand_in, b_kind):
+    """The weight-streaming kernels read their per-matrix offsets from a table the runner uploads.
+    Uploaded once per runner (as it was), a call on a second stream read the first stream's copy
+    before it landed (the stand-in: the fresh allocation's leftovers; a crashed kernel); uploaded per
+    stream, each call reads its own."""
+    import dmlq
+
+    cp = cupy_stand_in
+    rng = np.random.default_rng(9)
+    a = rng.integers(0, 256, (2, 3, 40), dtype=np.uint8)
+    b = rng.integers(-128, 128, (2, 40, 7), dtype=np.int8)
+    if b_kind != "int8":
+        b = dmlq.pack(rng.integers(0, 16, (2, 40, 7), dtype=np.uint8).astype("uint4"))
+    args = (0.02, np.uint8(3), None, 0.01, None, 0.8, np.int8(2))
+    want = dmlq.quantized_matmul(a, *args[:2], b, *args[3:])
+    da = cp.asarray(a)
+    db = cp.asarray(b) if b_kind == "int8" else dmlq.Packed(cp.asarray(b.data), b.shape, b.dtype)
+    assert "stream-m4" in str(dmlq.kernel_plan(dmlq.quantized_matmul, da, *args[:2], db, *args[3:]))
+    first, second = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with first:
+        dmlq.quantized_matmul(da, *args[:2], db, *args[3:])  # uploads on `first`, not run yet
+    with second:
+        got = dmlq.quantized_matmul(da, *args[:2], db, *args[3:]).get()
+    assert not first.done
+    np.testing.assert_array_equal(got, want)

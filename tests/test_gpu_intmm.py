@@ -106,7 +106,8 @@ def test_selection_and_refusals(gpu):
         dmlq.matmul_integer(dev(np.zeros((3, 8), U8)), dev(np.zeros((7, 2), I8)))
     a, b = np.zeros((4, 64), U8), np.zeros((64, 300), I8)
     plan = dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, b, 0.1, None, dtype=np.float16)
-    assert str(plan).splitlines()[0] == "matmul_integer_to_float: dp4a-32x32"  # small M: the tiled kernels too
+    assert str(plan).splitlines()[0].startswith("matmul_integer_to_float: stream-m4 ")  # small M: the
+    assert "matmul_stream_grouped<uint8, int8, 4>" in str(plan)  # weight-streaming kernel (one group a chunk)
     plan = dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, b, np.full((2, 300), 0.1, F32), None,
                             dtype=np.float16, block_size=48)  # groups the tiled kernels cannot close
     assert str(plan).splitlines()[0] == "matmul_integer_to_float: stream-m4 (2 groups of 48 along K)"

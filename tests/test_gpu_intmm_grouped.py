@@ -1,10 +1,12 @@
-"""matmul_integer_to_float with a packed 4-bit b and blocked scales along K at small M (the decode
-step of a weight-only int4 layer, onnxruntime MatMulNBits' layout): cuda/matmul_stream_packed.cu's
-``matmul_stream_grouped`` (each group's exact int32 sums to a workspace, a chunk of K holding whole
-groups) and ``matmul_stream_grouped_finish`` (the float steps, groups in ascending order). Run by the
-host harness through the public function on arrays of the cupy stand-in, into poisoned outputs, byte
-for byte against the NumPy reference; each test asserts which kernels ran. The harness reports 4 SMs,
-so a long K with few columns splits K (the plans' notes say so)."""
+"""The integer matmul family with a packed 4-bit b at small M (the decode step of a weight-only int4
+layer): cuda/matmul_stream_packed.cu's ``matmul_stream_grouped`` (exact int32 sums per group of rows
+of b to a workspace) and ``matmul_stream_grouped_finish`` (the output from them). Blocked scales along
+K (onnxruntime MatMulNBits' layout): a chunk of K holds whole groups, the float steps add the groups in
+ascending order. One group of scales (matmul_integer_to_float per tensor / row / column, and
+matmul_integer's int32): each chunk of K its own group, added as integers by the finish pass. Run by
+the host harness through the public functions on arrays of the cupy stand-in, into poisoned outputs,
+byte for byte against the NumPy reference; each test asserts which kernels ran. The harness reports 4
+SMs, so a long K with few columns splits K (the plans' notes say so)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +17,7 @@ import cupy_stand_in as S
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from test_gpu_intmm import dev, q
 from test_gpu_intmm_packed import I4, U4
-from test_gpu_intmm_tiled import kernels, same
+from test_gpu_intmm_tiled import kernels, launched, same
 from dmlq.gpu import qmm_stream
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
@@ -108,15 +110,15 @@ def test_extreme_sums_and_special_values(gpu):
 
 
 def test_selection(gpu):
-    """The grouped kernel takes packed b, more than one group of a multiple of 32, M <= 16; dp4a-wide
-    past M = 16 (and for an int8 b), one group the unblocked kernels, other group lengths the stream
-    kernel."""
+    """The grouped kernel takes more than one group of a multiple of 32 at M <= 16 (a packed or an 8-bit
+    b); dp4a-wide past M = 16, one group the same kernel with a group per chunk (stream-m*),
+    other group lengths matmul_stream.cu (stream-m*: its kernel named in the plan)."""
     rng = np.random.default_rng(8)
     b4, b8 = dmlq.pack(q(rng, U4, (128, 8))), q(rng, I8, (128, 8))
     b_s = np.ones((4, 8), F32)
     for m, b, block, variant in ((1, b4, 32, "stream-grouped-m1"), (4, b4, 32, "stream-grouped-m4"),
                                  (16, b4, 64, "dp4a-wide"), (17, b4, 32, "dp4a-wide"),
-                                 (1, b8, 32, "dp4a-wide"), (1, b4, 128, "dp4a-32x32"),
+                                 (1, b8, 32, "stream-grouped-m1"), (1, b4, 128, "stream-m1"),
                                  (1, b4, 48, "stream-m1")):
         text = _plan(np.zeros((m, 128), U8), b, b_s[: -(-128 // block)], block)
         assert text.startswith(f"matmul_integer_to_float: {variant} "), (m, block, text)
@@ -164,3 +166,79 @@ def test_seeded_shapes(gpu):
         split += "split-K" in _plan(np.zeros(batch + (m, k), ta), dmlq.pack(np.zeros(batch + (k, n), tb)),
                                     np.zeros(batch + (-(-k // block), n), F32), block)
     assert split >= 5, split  # the draws reach the split path often
+
+
+def _plan_of(fn, *args, **kw):
+    return str(dmlq.kernel_plan(fn, *(dev(v) for v in args), **kw))
+
+
+# (m, k, n): the grouped cases' geometry without groups, K = 1, and a K of one stage plus one row
+SUMS_CASES = [(1, 256, 64), (1, 300, 70), (3, 200, 33), (4, 1000, 130), (16, 1000, 32), (2, 33, 5),
+              (16, 1300, 9), (1, 4096, 32), (5, 1, 7), (8, 65, 64)]
+
+
+@pytest.mark.parametrize("m,k,n", SUMS_CASES)
+@pytest.mark.parametrize("ta,tb", [(U8, I4), (I8, U4)])
+def test_one_group_of_scales(gpu, m, k, n, ta, tb):
+    """matmul_integer and matmul_integer_to_float with one group of scales: the grouped kernel with each
+    chunk of K its own group, the finish pass adding the chunks as integers, then the int32 sum or the
+    float steps (scales per tensor, row and column, every zero point and bias form, both float outputs)."""
+    rng = np.random.default_rng(m * 7919 + k * 13 + n)
+    a, b = q(rng, ta, (m, k)), dmlq.pack(q(rng, tb, (k, n)))
+    text = _plan_of(dmlq.matmul_integer, a, b)
+    assert f"matmul_integer: stream-m{next(r for r in (1, 4, 16) if m <= r)} " in text, text
+    for a_zp, b_zp in ((None, None), (q(rng, ta, (m, 1)), dmlq.pack(q(rng, tb, (n,)))),
+                       (q(rng, ta, ()), int(q(rng, tb, ()))), (None, dmlq.pack(q(rng, tb, (1, n))))):
+        same(dmlq.matmul_integer, a, b, a_zp, b_zp, kernel=GROUPED)
+        assert launched(FINISH + "int>"), kernels()
+    for out_dtype, a_s, b_s, a_zp, b_zp, bias in (
+            (F32, rng.uniform(1e-3, 1, (m, 1)).astype(F32), rng.uniform(-1, 1, n).astype(F16),
+             q(rng, ta, (m, 1)), dmlq.pack(q(rng, tb, (1, n))), rng.uniform(-50, 50, (m, n)).astype(F32)),
+            (F16, np.float32(0.01), np.float32(-3e-3), None, 5, rng.uniform(-1, 1, n).astype(F16)),
+            (F32, np.float32(0.5), rng.uniform(0, 1, (1, n)).astype(F32), q(rng, ta, ()), None, None),
+            (F16, rng.uniform(1e-3, 1, (m, 1)).astype(F16), np.float16(0.25), None,
+             dmlq.pack(q(rng, tb, (n,))), rng.uniform(-9, 9, (m, n)).astype(F16))):
+        with np.errstate(all="ignore"):
+            same(dmlq.matmul_integer_to_float, a, a_s, a_zp, b, b_s, b_zp, bias, dtype=out_dtype, kernel=GROUPED)
+        assert launched(FINISH + ("float>" if out_dtype == F32 else "float16>")), kernels()
+
+
+def test_one_group_splits_k_and_batches(gpu):
+    """A long K over few columns splits K (the plan says so) and the chunks' sums meet exactly; batched
+    a and b with per-batch b scales and zero points (one (1, N) table per matrix: b_zp's group row
+    stays put while the chunks are groups), broadcast batches."""
+    rng = np.random.default_rng(11)
+    a, b = q(rng, U8, (2, 3000)), dmlq.pack(q(rng, I4, (3000, 24)))
+    text = _plan_of(dmlq.matmul_integer, a, b, np.uint8(9))
+    assert "stream-m4 " in text and "split-K:" in text and "their exact int32 sums added" in text, text
+    same(dmlq.matmul_integer, a, b, np.uint8(9), dmlq.pack(q(rng, I4, (24,))), kernel=GROUPED)
+    same(dmlq.matmul_integer_to_float, a, np.float32(0.02), np.uint8(9), b, rng.uniform(-1, 1, 24).astype(F32),
+         dmlq.pack(q(rng, I4, (24,))), rng.uniform(-1, 1, 24).astype(F32), kernel=GROUPED)
+    a, b = q(rng, I8, (3, 4, 700)), dmlq.pack(q(rng, U4, (3, 700, 40)))
+    b_s, b_zp = rng.uniform(0, 1, (3, 1, 40)).astype(F32), dmlq.pack(q(rng, U4, (3, 1, 40)))
+    assert "split-K:" in _plan_of(dmlq.matmul_integer_to_float, a, np.float32(1), None, b, b_s, b_zp)
+    same(dmlq.matmul_integer_to_float, a, rng.uniform(0, 1, (4, 1)).astype(F32), q(rng, I8, (4, 1)), b, b_s,
+         b_zp, rng.uniform(-1, 1, (3, 4, 40)).astype(F32), kernel=GROUPED)
+    same(dmlq.matmul_integer, q(rng, I8, (2, 1, 5, 90)), dmlq.pack(q(rng, U4, (3, 90, 17))), None,
+         dmlq.pack(q(rng, U4, (3, 1, 17))), kernel=GROUPED)
+
+
+def test_one_group_extremes(gpu):
+    """The largest sums the path takes (K = 32768, every term -255 * 15 or 255 * -15: -125,337,600 in
+    int32), split over chunks; NaN / inf / +-0 scales and float16 overflow; past K = 32768 the tiles."""
+    for ta, av, za, tb, bv, zb in ((I8, -128, 127, U4, 15, 0), (U8, 255, 0, I4, -8, 7)):
+        a, b = np.full((2, 32768), av, ta), dmlq.pack(np.full((32768, 3), bv, tb))
+        assert "split-K:" in _plan_of(dmlq.matmul_integer, a, b, ta.type(za), zb)
+        same(dmlq.matmul_integer, a, b, ta.type(za), zb, kernel=GROUPED)
+        with np.errstate(all="ignore"):
+            same(dmlq.matmul_integer_to_float, a, np.float32(1), ta.type(za), b, np.float32(1), zb, dtype=F16,
+                 kernel=GROUPED)
+    rng = np.random.default_rng(12)
+    a, b = q(rng, U8, (6, 200)), dmlq.pack(q(rng, I4, (200, 4)))
+    a_s = np.array([[np.nan], [np.inf], [-np.inf], [0.0], [-0.0], [1e30]], F32)
+    b_s = np.array([1, -0.0, 1e30, np.nan], F32)
+    with np.errstate(all="ignore"):
+        for dt in (F32, F16):
+            same(dmlq.matmul_integer_to_float, a, a_s, None, b, b_s, 3, dtype=dt, kernel=GROUPED)
+    long_k = _plan_of(dmlq.matmul_integer, np.zeros((1, 32769), U8), dmlq.pack(np.zeros((32769, 8), U4)))
+    assert "matmul_integer: dp4a-wide " in long_k, long_k

@@ -31,6 +31,11 @@ def kernels():
     return [name.split("<")[0] for name, *_ in S.launches]
 
 
+def launched(name):
+    """Whether the last call launched the kernel of this full name (template arguments included)."""
+    return any(n == name for n, *_ in S.launches)
+
+
 def same(fn, *args, kernel=None, **kwargs):
     """fn on stand-ins, into a poisoned out and into a fresh array, equals fn on NumPy arrays
     (dtype, shape, every byte; a float NaN matches any NaN); ``kernel``: the main kernel that must have run (its name before
@@ -231,8 +236,8 @@ def test_kernel_plan_names_the_tiled_variant(gpu):
 def test_quantized_matmul_per_batch_parameters(gpu):
     """QLinearMatMul's per-batch b parameters ((..., 1, N)) on every kernel kind."""
     rng = np.random.default_rng(11)
-    for (m, k, n), kernel in [((3, 40, 6), "matmul_dp4a"), ((130, 260, 140), "matmul_mma"),
-                              ((5, 40, 6), None)]:
+    for (m, k, n), kernel in [((17, 40, 6), "matmul_dp4a"), ((130, 260, 140), "matmul_mma"),
+                              ((3, 40, 6), "matmul_stream_packed"), ((5, 40, 6), None)]:
         a, b = q(rng, U8, (2, m, k)), q(rng, I8, (2, k, n))
         b_s = rng.uniform(1e-3, 1e-2, (2, 1, n)).astype(F32)
         bzp = q(rng, I8, (2, 1, n))

@@ -411,9 +411,13 @@ def test_kernel_plan_of_the_new_operators():
     rng = np.random.default_rng(13)
     a, b = qrand(rng, U8, (3, 8)), qrand(rng, I8, (8, 5))
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer, a, b))
-    # the tiled kernels at every M (the stream kernel lost to them on the H100: dmlq/gpu/intmm.py)
-    assert plan.splitlines() == ["matmul_integer: dp4a-32x32",
-                                 "  matmul_dp4a<uint8, int8, int, 32, 32, 32, 4, 4>  grid 1x1x1  block 64"]
+    # M <= 16: quantized_matmul's weight-streaming kernel, its sums pass (cuda/matmul_stream.cu's one
+    # thread per column lost to the tiles on the H100: dmlq/gpu/intmm.py); past it the tiles
+    assert plan.splitlines() == [
+        "matmul_integer: stream-m4 (b: 16-byte loads of its rows; exact int32 sums to a workspace, the output made "
+        "by the second pass)",
+        "  matmul_stream_grouped<uint8, int8, 4>  grid 1x1  block 128",
+        "  matmul_stream_grouped_finish<int>  grid 1x1  block 256  (int32 sums)"]
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, qrand(rng, U8, (17, 8)), 0.1, None, b, 0.2, None))
     assert plan.splitlines()[0] == "matmul_integer_to_float: dp4a-32x32"
     assert "matmul_dp4a<uint8, int8, float, 32, 32, 32, 4, 4>" in plan

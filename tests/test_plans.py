@@ -109,10 +109,13 @@ def test_matmul_plans(nominal):
     assert "b copied to a contiguous array" in p.notes
     p = _mm(8, 40000, 64)
     assert p.variant == "dp4a-wide" and _kernels(p) == [("main", "matmul_dp4a_wide<uint8, int8, int8, 64, 64, 32, 8, 4>")]
-    assert _mm(1, 4096, 4096).variant == "dp4a-32x32"
+    # M <= 16: the weight-streaming kernel, split along K (b's bytes once, one column block here)
+    p = _mm(1, 4096, 4096)
+    assert p.variant == "stream-m1" and _kernels(p) == [("main", "matmul_stream_packed<uint8, int8, int8, 1>"),
+                                                        ("split-K sum and requantize", "matmul_stream_packed_finish<int8>")]
     # b's zero point: the row-sum pre-pass; K = 0: the dp4a epilogue alone, no pre-pass
     assert _kernels(_mm(64, 64, 64, b_zp=np.zeros(1, i8)))[0][1] == "matmul_row_sums<uint8>"
-    p = _mm(4, 0, 4, b_zp=np.zeros(1, i8))
+    p = _mm(20, 0, 4, b_zp=np.zeros(1, i8))
     assert p.variant == "dp4a-32x32" and [r for r, _ in _kernels(p)] == ["main"]
 
 

@@ -46,9 +46,11 @@ def test_mma_needs_sm80_the_file_and_a_big_enough_product():
     assert select_variant(*big, 90, have_mma=False) == "dp4a-128x64"
     # LLM decode-ish shapes: M = 16 still goes to tensor cores.
     assert select_variant(16, 4096, 4096, 1, 90, have_mma=True) == "mma-128x128"
-    # GEMV, tiny and short-K products stay on dp4a.
-    assert select_variant(1, 4096, 4096, 1, 90, have_mma=True) == "dp4a-32x32"
-    assert select_variant(8, 8, 8, 1, 90, have_mma=True) == "dp4a-32x32"
+    # GEMV, tiny and short-K products stay on dp4a (the tiled rule; at M <= 16 the weight-streaming
+    # kernel takes them: tests/test_gpu_stream8.py).
+    assert select_variant(1, 4096, 4096, 1, 90, have_mma=True, stream=False) == "dp4a-32x32"
+    assert select_variant(8, 8, 8, 1, 90, have_mma=True, stream=False) == "dp4a-32x32"
+    assert select_variant(1, 4096, 4096, 1, 90, have_mma=True) == "stream-m1"
     assert select_variant(4096, 4096, 16, 1, 90, have_mma=True).startswith("dp4a-")
     # Never past the int32 limit.
     assert select_variant(4096, 4096, WIDE + 1, 1, 90, have_mma=True) == "dp4a-wide"
@@ -56,7 +58,7 @@ def test_mma_needs_sm80_the_file_and_a_big_enough_product():
 
 
 def test_dp4a_tile_by_size():
-    sel = functools.partial(select_variant, compute_capability=75, have_mma=False)
+    sel = functools.partial(select_variant, compute_capability=75, have_mma=False, stream=False)
     assert sel(4096, 4096, 4096, 1) == "dp4a-128x64"
     assert sel(2048, 2048, 512, 1) == "dp4a-128x64"
     assert sel(1024, 1024, 1024, 1) == "dp4a-64x64"      # 128 blocks of 128x64 < 132 SMs
@@ -73,12 +75,14 @@ def test_selection_is_total_and_consistent():
     rng = np.random.default_rng(0)
     for _ in range(2000):
         m, n = (int(v) for v in rng.integers(1, 20000, 2))
+        if rng.integers(4) == 0:
+            m = int(rng.integers(1, 17))  # the weight-streaming kernel's rows
         k = int(rng.choice([1, 3, 64, 4096, WIDE, WIDE + 1, 100000]))
         batch = int(rng.integers(1, 64))
         cc = int(rng.choice([61, 70, 75, 80, 86, 89, 90]))
         have = bool(rng.integers(2))
         v = select_variant(m, n, k, batch, cc, "int8", "uint8", have_mma=have)
-        assert v in matmul.ALL_VARIANTS
+        assert v in matmul.ALL_VARIANTS or (v in matmul.STREAM_M and m <= 16 and k <= WIDE)
         assert (v == "dp4a-wide") == (k > WIDE)
         if v in matmul.MMA_CONFIGS:
             assert have and cc >= 80 and k <= WIDE

@@ -7,8 +7,9 @@ bench/results/NVIDIA-H100-80GB-HBM3-key-2026-11-26.json (README, "GPU, measured"
     general 1,346 us, for 257 MB (85 us);
   - matmul_integer_to_float uint8 x int8 -> float16 at N = K = 8192, M = 1 and 16 (then the
     stream kernel): 1,039 and 3,948 us for 64 MiB of b (22 us); selection has since sent these
-    to the tiled kernels (dp4a-32x32 at M = 1, mma-128x128 with split-K at M = 16), whose
-    figures at these shapes this profile is the first to take;
+    to matmul_stream_packed.cu's 8-bit weight-streaming kernels at M = 1 (new, unmeasured) and
+    the tensor cores (mma-128x128 with split-K) at M = 16, whose figures at these shapes this
+    profile is the first to take;
 the grouped stream kernel for a packed uint4 b with groups of 128 at M = 1 (new, unmeasured);
 and, as yardsticks, two that came close: the contiguous quantize (0.90 of the copy
 bandwidth) and the 8192^3 tensor-core matmul (0.34 of the int8 peak).

@@ -2,11 +2,11 @@
 (dmlq/gpu/intmm_tiled.py) at every M, and cuda/matmul_stream.cu for blocked scales
 along K whose groups those cannot close.
 
-``matmul_integer`` and ``matmul_integer_to_float`` run the tiled kernels (dp4a or
-tensor-core tiles, split-K over exact int32 sums; quantized_matmul's selection rule;
-a packed 4-bit b with blocked scales at M <= 16 the grouped stream kernel of
-dmlq.gpu.qmm_stream) except for blocked scales along K whose group is not a multiple
-of 32 (the wide dp4a kernel closes groups on its 32-deep tiles). Those run ``matmul_stream``: one
+``matmul_integer`` and ``matmul_integer_to_float`` run quantized_matmul's kernels (at
+M <= 16 its weight-streaming kernel's sums pass, blocked scales included: dmlq.gpu.qmm_stream;
+past that the dp4a or tensor-core tiles, split-K over exact int32 sums) except for blocked
+scales along K whose group is not a multiple of 32 (the wide dp4a kernel closes groups
+on its 32-deep tiles, the grouped stream kernel on its 32-row half stages). Those run ``matmul_stream``: one
 thread per output column streams B once for up to 16 rows (docs/semantics.md's
 order: groups ascending, then the bias, one rounding to float16; a packed 4-bit b
 read as its bytes), ``stream-m1`` / ``-m4`` / ``-m16`` at M <= 16 and past that

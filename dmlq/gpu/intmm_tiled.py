@@ -8,10 +8,13 @@ the output type picks the epilogue (cuda/matmul_epilogue.cuh). Selection is
 quantized_matmul's table and rule plus one rule: blocked scales along K (more
 than one group) take ``dp4a-wide``, whose K loop closes each group in ascending
 order (docs/semantics.md; no split-K over float partial sums), and whose tiles
-are 32 deep, so the group length must be a multiple of 32; with a packed 4-bit b
-at M <= 16 they take the grouped stream kernel instead where its workspace fits
-(dmlq.gpu.qmm_stream plan_grouped / bind_grouped / work_fits: one pass over the
-packed bytes, K split between whole groups; ``variant="stream-grouped"`` forces it).
+are 32 deep, so the group length must be a multiple of 32. A packed 4-bit b at
+M <= 16 (where quantized_matmul's rule picks its stream kernel) takes the stream
+kernel's sums pass instead (dmlq.gpu.qmm_stream: one pass over the packed bytes, K
+split between chunks, exact int32 sums to a workspace, a second pass making the
+output): ``plan_sums`` for one group of scales (matmul_integer too), and
+``plan_grouped`` for blocked scales where its workspace fits (``work_fits``; K split
+between whole groups; ``variant="stream-grouped"`` forces it).
 
 Parameters reach the kernels as: a's scale and zero point as they are when
 both are single values or both per row (0-d device constants, float32
@@ -56,7 +59,8 @@ def _check(op, a, b, b_packed):
 
 def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Plan:
     b = _check("matmul_integer", a, b, b_packed)
-    return plan_tiled("matmul_integer", a, a_zero_point is not None, b, b_zero_point is not None, out)
+    streamed = qmm_stream.plan_sums("matmul_integer", a, b, out)
+    return streamed or plan_tiled("matmul_integer", a, a_zero_point is not None, b, b_zero_point is not None, out)
 
 
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
@@ -64,13 +68,17 @@ def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
     op = "matmul_integer_to_float"
     b = _check(op, a, b, b_packed)
     k_group = _k_group(op, a.shape[-1], block_size)
-    if k_group and b_packed is not None and variant in (None, qmm_stream.GROUPED):  # blocked 4-bit weights
+    if k_group and variant in (None, qmm_stream.GROUPED):  # blocked weights at small M
         grouped = qmm_stream.plan_grouped(a, b, out, k_group, force=variant is not None)
         if grouped is not None:
             return grouped
         if variant is not None:
-            raise ValueError(f"{op}: variant {variant!r} does not apply (it takes a packed 4-bit b, M <= 16 and "
-                             f"more than one group of a multiple of {qmm_stream.GROUP_STEP} rows)")
+            raise ValueError(f"{op}: variant {variant!r} does not apply (it takes M <= 16 and more than one "
+                             f"group of a multiple of {qmm_stream.GROUP_STEP} rows)")
+    if not k_group and variant is None:  # one group of scales
+        streamed = qmm_stream.plan_sums(op, a, b, out)
+        if streamed is not None:
+            return streamed
     return plan_tiled(op, a, a_zero_point is not None, b, b_zero_point is not None, out,
                       k_group=k_group, variant=variant)
 
@@ -120,8 +128,8 @@ def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_poin
     if not plan.launches:
         return Runner(plan, lambda *args: None)
     b = packed.view(b, b_packed)
-    grouped = plan.variant.startswith(qmm_stream.GROUPED)
-    launch = qmm_stream.bind_grouped(plan, a, b, out) if grouped else bind_tiled(plan, a, b, out)
+    streamed = isinstance(plan.detail, qmm_stream.SumsDetail)
+    launch = qmm_stream.bind_sums(plan, a, b, out) if streamed else bind_tiled(plan, a, b, out)
     zp_dtype = b.zp_dtype if b_packed is not None else b.dtype
     d = plan.detail
     xp = device.xp()
@@ -145,8 +153,8 @@ def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_poin
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
         a_s, b_s, _o_s, a_z, b_z, _o_z = quant(a_scale, a_zero_point, b_scale, b_zero_point, NULL, None)
         bias_t, bias_bs = _table(xp, bias, batch_shape, bias_rows, N, np.float32, bias_batched)
-        if grouped:
-            launch(a, b, dst, a_s, a_z, flags[0], b_s, b_z, i64(bp_bs), bias_t, i64(bias_bs), bias_ld)
+        if streamed:
+            launch(a, b, dst, a_s, a_z, flags[0], b_s, b_z, flags[1], i64(bp_bs), bias_t, i64(bias_bs), bias_ld)
         else:
             def params(i, first):
                 return ((a_s, offset(b_s, first * bp_bs), NULL, a_z, offset(b_z, first * bp_bs), NULL, *flags),

@@ -184,12 +184,15 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     with more than one block of B scales along K, which only the wide kernel's
     K loop closes group by group (in ascending order, as the contract fixes).
     ``packed``: a packed 4-bit b, the same rule (cuda/matmul_mma_packed.cu
-    stages its bytes for the tensor cores) where that source is present, except
-    that at M <= 16 and K <= 32768 it takes the weight-streaming kernel (the
-    smallest ``stream-m*`` that holds M rows; bound by b's bytes, one pass over
-    them: cuda/matmul_stream_packed.cu). ``stream=False``: never that kernel
-    (it requantizes only; the integer matmul family's int32 and float outputs
-    take the tiled rule below at every M).
+    stages its bytes for the tensor cores) where that source is present.
+    At M <= 16 and K <= 32768 (no blocked scales) the weight-streaming kernel
+    (cuda/matmul_stream_packed.cu; the smallest ``stream-m*`` that holds M rows;
+    bound by b's bytes, one pass over them) takes a packed b, and an 8-bit b
+    wherever the tiles would not be the tensor cores' (M = 16 with enough work
+    stays there, as the H100 measured it: 46 us at N = 14336, K = 4096; the
+    stream kernel's M = 16 is dp4a-bound near the bandwidth limit in its napkin
+    math, so the crossover is the bench's to find). ``stream=False``: never
+    that kernel (the tiled rule below at every M).
     """
     if have_mma is None:
         have_mma = HAVE_MMA
@@ -197,17 +200,18 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     if _cc(compute_capability) < 61:
         raise UnsupportedError(f"quantized_matmul needs dp4a (sm_61 or newer); this device is "
                                f"sm_{_cc(compute_capability)}")
-    if stream and packed and not blocked and K <= WIDE_K and batch <= MAX_GRID_YZ:
-        for name, rows in STREAM_M.items():
-            if M <= rows:
-                return name
     if K > WIDE_K or blocked:
         return "dp4a-wide"  # the only exact path past 32768, and the grouped one
     # Provisional crossover: tensor cores are ~15x dp4a's peak, so anything
     # that fills a few mma tiles should win; re-measure MMA_MIN_WORK and the
     # minimum sizes on the device machine.
-    if (have_mma and _cc(compute_capability) >= 80 and min(M, N) >= 16 and K >= 32
-            and M * N * K * batch >= MMA_MIN_WORK):
+    mma = (have_mma and _cc(compute_capability) >= 80 and min(M, N) >= 16 and K >= 32
+           and M * N * K * batch >= MMA_MIN_WORK)
+    if stream and (packed or not mma) and batch <= MAX_GRID_YZ:
+        for name, rows in STREAM_M.items():
+            if M <= rows:
+                return name
+    if mma:
         return "mma-128x128"
     # Largest dp4a tile that still gives every SM at least one block.
     for name in ("dp4a-128x64", "dp4a-64x64"):

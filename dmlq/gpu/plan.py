@@ -179,19 +179,24 @@ def elem_strides(x, batch_shape):
 def staging(copy_a: bool, copy_b: bool, table):
     """``prepare(a, b) -> (a, b, table)`` for a runner's call: ``a`` and ``b`` copied
     to contiguous arrays where its plan says so (``copy_a`` / ``copy_b``), and
-    ``table`` (the plan's host array of per-matrix offsets) on the device, uploaded
-    on the first call (the runner's device) and kept for the next ones."""
+    ``table`` (the plan's host array of per-matrix offsets) on the device: uploaded
+    on the first call on each stream (the runner's device), on that stream, and kept
+    for that stream's next calls. A copy is asynchronous (no synchronize), so a call
+    on another stream must not read it before it lands: it gets its own."""
     xp = device.xp()
-    uploaded: list = []
+    stream = getattr(device.current(), "stream", None) or (lambda: 0)
+    uploaded: dict = {}
 
     def prepare(a, b):
         if copy_a:
             a = xp.ascontiguousarray(a)
         if copy_b:
             b = xp.ascontiguousarray(b)
-        if not uploaded:
-            uploaded.append(xp.asarray(table))
-        return a, b, uploaded[0]
+        where = stream()
+        t = uploaded.get(where)
+        if t is None:
+            t = uploaded.setdefault(where, xp.asarray(table))
+        return a, b, t
     return prepare
 
 

@@ -1,7 +1,8 @@
 """quantized_matmul on the GPU: the plan, the runner and the memoized backend
-call. The tiled kernels' planning and binding live in dmlq.gpu.matmul; a
-packed 4-bit b at small M goes to the weight-streaming kernel of
-dmlq.gpu.qmm_stream. This module sits above both, so neither imports it."""
+call. The tiled kernels' planning and binding live in dmlq.gpu.matmul; small M
+(a packed 4-bit or an 8-bit b) goes to the weight-streaming kernel of
+dmlq.gpu.qmm_stream where selection says so. This module sits above both, so
+neither imports it."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +18,7 @@ from .plan import Memo, Plan, Runner, device_key
 def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                           out_scale, out_zero_point, out, b_packed=None, *, variant=None, splits=None) -> Plan:
     """The plan of :func:`quantized_matmul` (nothing launched)."""
-    if variant is None and b_packed is not None and out.size:
+    if variant is None and out.size:
         stream = qmm_stream.plan(a, packed.view(b, b_packed), out)
         if stream is not None:
             return stream

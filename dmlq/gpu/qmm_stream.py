@@ -1,22 +1,26 @@
-"""A packed 4-bit b at small M: cuda/matmul_stream_packed.cu, for quantized_matmul and
-for matmul_integer_to_float's blocked scales along K (:func:`plan_grouped`, below).
+"""The weight-streaming kernels at small M: cuda/matmul_stream_packed.cu, for a packed
+4-bit b and an 8-bit b, in quantized_matmul (:func:`plan`) and the integer family
+(:func:`plan_sums`; blocked scales along K: :func:`plan_grouped`).
 
 At M <= 16 (an LLM's decode step) the product is bound by the bytes of b, so
-:func:`dmlq.gpu.matmul.select_variant` sends a packed b there (``stream-m1`` /
+:func:`dmlq.gpu.matmul.select_variant` sends such calls there (``stream-m1`` /
 ``stream-m4`` / ``stream-m16``: the kernel's rows per launch) while K <= 32768
-(int32 sums exact) and the matrices fit the grid; otherwise the dp4a tiles run.
-This module plans and binds that kernel; the scale and zero-point arguments are
+(int32 sums exact) and the matrices fit the grid (an 8-bit b at M = 16 stays on
+the tensor cores where their rule takes it); otherwise the tiles run.
+This module plans and binds those kernels; the scale and zero-point arguments are
 dmlq.gpu.matmul's (the matmul kernel ABI's per-row / per-column flags and
 per-batch b tables). Where its 64-column blocks leave the device's block slots
 empty, :func:`split_k` cuts K into chunks (blockIdx.z) whose exact int32 sums a
-second kernel, ``matmul_stream_packed_finish``, adds and requantizes (the
-kernel file's napkin math gives the numbers).
+second kernel adds (``matmul_stream_packed_finish`` requantizes them;
+``matmul_stream_grouped_finish`` makes the integer family's outputs; the kernel
+file's napkin math gives the numbers).
 
 Launch conventions: one launch for every matrix (blockIdx.y), through a table of
 per-matrix element offsets of a, b and out (numpy.matmul broadcasting, no copies
 of a or b); a is read with unit stride along K (else copied to a contiguous
-array), b's bytes must be contiguous (else copied); out is written in place under
-the tiled kernels' conditions, else through a contiguous temporary.
+array), a packed b's bytes must be contiguous and an 8-bit b's matrices
+C-contiguous (else copied); out is written in place under the tiled kernels'
+conditions, else through a contiguous temporary.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device, matmul
 from .device import NULL
-from .packed import TAGS
+from .packed import TAGS, PackedView
 from .plan import Launch, Plan, Runner, elem_strides, launcher, staging
 
 SOURCE = "matmul_stream_packed.cu"
@@ -62,12 +66,14 @@ def grouped_finish_name(to: str) -> str:
 
 
 FLOAT_OUT = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
-KERNELS = {SOURCE: tuple(kernel_name(ta, tb, to, mt) for ta in matmul.QTYPES for tb in TAGS.values()
+SUM_OUT = {**FLOAT_OUT, np.dtype(np.int32): "int"}  # the grouped finish pass: matmul_integer's int32 too
+B_TYPES = tuple(TAGS.values()) + matmul.QTYPES  # a packed 4-bit b's tag, or an 8-bit b's type
+KERNELS = {SOURCE: tuple(kernel_name(ta, tb, to, mt) for ta in matmul.QTYPES for tb in B_TYPES
                          for to in matmul.QTYPES for mt in matmul.STREAM_M.values())
            + tuple(finish_name(to) for to in matmul.QTYPES)
-           + tuple(grouped_name(ta, tb, mt) for ta in matmul.QTYPES for tb in TAGS.values()
+           + tuple(grouped_name(ta, tb, mt) for ta in matmul.QTYPES for tb in B_TYPES
                    for mt in matmul.STREAM_M.values())
-           + tuple(grouped_finish_name(to) for to in FLOAT_OUT.values())}
+           + tuple(grouped_finish_name(to) for to in SUM_OUT.values())}
 
 
 def split_k(M: int, N: int, K: int, batch: int, sm_count: int, blocks_per_sm: int) -> int:
@@ -99,11 +105,17 @@ class _Detail:
     direct_out: bool
 
 
+def b_type(b) -> str:
+    """The kernels' b type: a packed b's tag, else an 8-bit b's dtype name."""
+    return b.tag if isinstance(b, PackedView) else device.dtype_name(b.dtype)
+
+
 def _geometry(op, a, b, out):
     """(offsets, copy_a, copy_b, direct_out, notes) of a stream launch: a's rows read
-    with unit stride (else copied), b's packed bytes contiguous (else copied), out
-    written in place under the tiled kernels' conditions; the per-matrix element
-    offsets of a, b and out (numpy.matmul broadcasting)."""
+    with unit stride (else copied), a packed b's bytes contiguous and an 8-bit b's
+    matrices C-contiguous (else copied), out written in place under the tiled
+    kernels' conditions; the per-matrix element offsets of a, b and out
+    (numpy.matmul broadcasting)."""
     M, K = a.shape[-2:]
     N = b.shape[-1]
     if max(M, N, K) > matmul.MAX_DIM:
@@ -111,16 +123,21 @@ def _geometry(op, a, b, out):
                                f"(M={M}, N={N}, K={K})")
     batch_shape = tuple(out.shape[:-2])
     copy_a = matmul._staging(a, False) != matmul.AS_IS
-    copy_b = not matmul.packed.contiguous(b.data)
-    direct = matmul._direct_out(out, a, b.data)
-    notes = [f"b: packed {b.dtype_name}, unpacked in registers"]
+    p4 = isinstance(b, PackedView)
+    if p4:
+        copy_b = not matmul.packed.contiguous(b.data)
+    else:  # each matrix's rows N bytes apart, unit stride along them (the kernels' row pitch is N)
+        copy_b = b.size > 0 and not ((K < 2 or b.strides[-2] == N) and (N < 2 or b.strides[-1] == 1))
+    direct = matmul._direct_out(out, a, b.data if p4 else b)
+    notes = [f"b: packed {b.dtype_name}, unpacked in registers" if p4 else "b: 16-byte loads of its rows"]
     notes += [f"{name} copied to a contiguous array" for name, c in (("a", copy_a), ("b", copy_b)) if c]
     if not direct:
         notes.append("out written through a contiguous temporary")
     sa = device.Fresh(a.shape, a.dtype) if copy_a else a
+    sb = device.Fresh(b.shape, b.dtype) if copy_b and not p4 else b
     target = out if direct else device.Fresh(out.shape, out.dtype)
     offsets = np.zeros((math.prod(batch_shape), 3), np.int64)
-    for i, x in enumerate((sa, b, target)):
+    for i, x in enumerate((sa, sb, target)):
         st = elem_strides(x, batch_shape)
         for z, idx in enumerate(np.ndindex(*batch_shape)):
             offsets[z, i] = sum(j * s for j, s in zip(idx, st))
@@ -128,20 +145,20 @@ def _geometry(op, a, b, out):
 
 
 def plan(a, b, out):
-    """The stream plan for ``a @ b`` (``b`` a :class:`dmlq.gpu.packed.PackedView`),
-    or None when selection picks a tiled variant."""
+    """The stream plan for ``a @ b`` (``b`` a packed b's :class:`dmlq.gpu.packed.PackedView`
+    or an 8-bit b), or None when selection picks a tiled variant."""
     M, K = a.shape[-2:]
     N = b.shape[-1]
     nbatch = math.prod(out.shape[:-2])
     dev = device.info()
     variant = matmul.select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
-                                    sm_count=dev.sm_count, packed=True)
+                                    sm_count=dev.sm_count, packed=isinstance(b, PackedView))
     mt = matmul.STREAM_M.get(variant)
     if mt is None:
         return None
     offsets, copy_a, copy_b, direct, notes = _geometry("quantized_matmul", a, b, out)
     to = device.dtype_name(out.dtype)
-    name = kernel_name(device.dtype_name(a.dtype), b.tag, to, mt)
+    name = kernel_name(device.dtype_name(a.dtype), b_type(b), to, mt)
     resident = device.resident_blocks(SOURCE, name, THREADS, 0)
     splits, k_chunk = split_k(M, N, K, nbatch, dev.sm_count, resident), K
     if splits > 1:
@@ -158,14 +175,19 @@ def plan(a, b, out):
                 _Detail(offsets, splits, k_chunk, copy_a, copy_b, direct))
 
 
-# ------------------------------------------------------------------ blocked scales along K
-# matmul_integer_to_float with a packed b, blocked scales (groups of a multiple of 32
-# rows, more than one) and M <= 16: the decode step of a weight-only int4 layer, which
-# dmlq/gpu/intmm_tiled.py otherwise sends to dp4a-wide (64 x 64 tiles: 63 of 64 rows
-# idle at M = 1, and no split of K). ``matmul_stream_grouped`` keeps each group's exact
-# int32 sums apart in a workspace, K split between chunks of whole groups and whole
-# stages (split_k's rule), and ``matmul_stream_grouped_finish`` adds the groups' float
-# terms in ascending order (docs/semantics.md): the same bits as any other kernel.
+# ------------------------------------------------------------------ the integer family
+# matmul_integer and matmul_integer_to_float with a packed b at M <= 16 (the decode step of
+# a weight-only int4 layer), which dmlq/gpu/intmm_tiled.py otherwise sends to the dp4a tiles
+# (32 x 32 at M = 1: 31 of 32 rows idle, and no split of K; 64 x 64 dp4a-wide for blocked
+# scales). ``matmul_stream_grouped`` writes exact int32 sums to a workspace, one per group
+# of rows of b, and ``matmul_stream_grouped_finish`` makes the output from them: the int32
+# sum (matmul_integer), or the float steps with the groups in ascending order
+# (matmul_integer_to_float; docs/semantics.md), the same bits as any other kernel.
+# - Blocked scales along K (plan_grouped: groups of a multiple of 32 rows, more than one):
+#   a chunk of K (split_k's rule) holds whole groups and whole stages, so each group's sum
+#   is written once.
+# - One group of all K (plan_sums): each chunk of K is its own kernel group, and the
+#   finish pass adds a group's chunks as integers before its float steps (or its output).
 
 GROUPED = "stream-grouped"  # variant names: stream-grouped-m1 / -m4 / -m16
 GROUP_STEP = 32             # the grouped kernel closes a group at the end of a half stage (32 rows)
@@ -176,21 +198,60 @@ WORK_PER_B_BYTE = 1
 
 
 @dataclass(frozen=True)
-class _GroupedDetail:
+class SumsDetail:
     offsets: np.ndarray   # (matrices, 3) int64: a, b (elements), out element offsets
-    splits: int           # chunks of K (blockIdx.z), each whole groups and whole stages
+    splits: int           # chunks of K (blockIdx.z), each whole (kernel) groups and whole stages
     k_chunk: int
-    k_group: int          # rows of b per group
-    groups: int           # ceil(K / k_group)
+    k_group: int          # rows of b per group of scales (0: one group of all K)
+    groups: int           # groups of scales: ceil(K / k_group), or 1
+    kernel_group: int     # rows per sum the kernel writes: k_group, or k_chunk (one per chunk)
+    per_group: int        # workspace sums per group, added by the finish pass: 1, or the chunks
     copy_a: bool
     copy_b: bool
     direct_out: bool
 
 
-def work_fits(M: int, K: int, group: int) -> bool:
+def work_fits(M: int, K: int, group: int, b_bits: int = 4) -> bool:
     """Selection's rule for the grouped kernel: its workspace (4 bytes per group, row and
-    column) within WORK_PER_B_BYTE of b's packed bytes (K / 2 per column)."""
-    return 4 * M * -(-K // group) <= WORK_PER_B_BYTE * K / 2
+    column) within WORK_PER_B_BYTE of b's bytes (K * b_bits / 8 per column)."""
+    return 4 * M * -(-K // group) <= WORK_PER_B_BYTE * K * b_bits / 8
+
+
+def _sums_plan(op, a, b, out, mt, group):
+    """The launches of the grouped kernel and its finish pass for ``group`` rows per group of
+    scales (0: one group, each chunk of K a kernel group)."""
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    nbatch = math.prod(out.shape[:-2])
+    offsets, copy_a, copy_b, direct, notes = _geometry(op, a, b, out)
+    name = grouped_name(device.dtype_name(a.dtype), b_type(b), mt)
+    dev = device.info()
+    resident = device.resident_blocks(SOURCE, name, THREADS, 0)
+    splits = split_k(M, N, K, nbatch, dev.sm_count, resident)
+    blocks = -(-N // COLUMNS) * nbatch
+    if group:
+        unit = math.lcm(group, STAGE_ROWS)  # a chunk holds whole groups and whole stages
+        k_chunk = -(-(-(-K // unit)) // splits) * unit
+        splits, groups = -(-K // k_chunk), -(-K // group)
+        kernel_group, per_group = group, 1
+        notes.append(f"{groups} groups of {group} along K: exact int32 sums per group ({groups * nbatch * M * N * 4} "
+                     "bytes), then the float steps in ascending order")
+        if splits > 1:
+            notes.append(f"split-K: {splits} chunks of {k_chunk} (whole groups; {blocks * splits} blocks for "
+                         f"{dev.sm_count} SMs x {resident} resident)")
+    else:
+        splits, k_chunk = matmul.k_chunks(K, splits, STAGE_ROWS) if splits > 1 else (1, K)
+        groups, kernel_group, per_group = 1, k_chunk, splits
+        notes.append(f"split-K: {splits} chunks of {k_chunk} ({blocks * splits} blocks for {dev.sm_count} SMs x "
+                     f"{resident} resident), their exact int32 sums added by the second pass" if splits > 1 else
+                     "exact int32 sums to a workspace, the output made by the second pass")
+    grid = (-(-N // COLUMNS), nbatch) + ((splits,) if splits > 1 else ())
+    what = "groups in ascending order" if group else "int32 sums" if out.dtype == np.int32 else "float steps"
+    launches = (Launch(SOURCE, name, grid, (THREADS,)),
+                Launch(SOURCE, grouped_finish_name(SUM_OUT[np.dtype(out.dtype)]),
+                       (-(-M * N // FINISH_THREADS), nbatch), (FINISH_THREADS,), 0, what))
+    return Plan(op, f"{GROUPED}-m{mt}" if group else f"stream-m{mt}", launches, tuple(notes),
+                SumsDetail(offsets, splits, k_chunk, group, groups, kernel_group, per_group, copy_a, copy_b, direct))
 
 
 def plan_grouped(a, b, out, group, force=False):
@@ -202,56 +263,58 @@ def plan_grouped(a, b, out, group, force=False):
     multiple of GROUP_STEP rows, at most MAX_GRID_YZ matrices; and unless ``force``d, the
     workspace within WORK_PER_B_BYTE of b's bytes."""
     M, K = a.shape[-2:]
-    N = b.shape[-1]
     nbatch = math.prod(out.shape[:-2])
     mt = next((v for v in matmul.STREAM_M.values() if M <= v), None)
     if (mt is None or out.size == 0 or not 0 < group < K or group % GROUP_STEP
             or nbatch > matmul.MAX_GRID_YZ or np.dtype(out.dtype) not in FLOAT_OUT):
         return None
-    if not force and not work_fits(M, K, group):
+    if not force and not work_fits(M, K, group, 4 if isinstance(b, PackedView) else 8):
         return None
-    offsets, copy_a, copy_b, direct, notes = _geometry("matmul_integer_to_float", a, b, out)
-    name = grouped_name(device.dtype_name(a.dtype), b.tag, mt)
+    return _sums_plan("matmul_integer_to_float", a, b, out, mt, group)
+
+
+def plan_sums(op, a, b, out):
+    """matmul_integer or matmul_integer_to_float (one group of scales) with a packed
+    4-bit b where selection picks the stream kernel (:func:`dmlq.gpu.matmul.select_variant`
+    with ``packed``: M <= 16, K <= 32768, the matrices within the grid), or None: the
+    grouped kernel with each chunk of K its own group, and the finish pass (the chunks'
+    sums added, then the int32 or float output)."""
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    nbatch = math.prod(out.shape[:-2])
+    if out.size == 0 or K == 0:
+        return None
     dev = device.info()
-    resident = device.resident_blocks(SOURCE, name, THREADS, 0)
-    unit = math.lcm(group, STAGE_ROWS)  # a chunk holds whole groups and whole stages
-    splits = split_k(M, N, K, nbatch, dev.sm_count, resident)
-    k_chunk = -(-(-(-K // unit)) // splits) * unit
-    splits, groups = -(-K // k_chunk), -(-K // group)
-    notes.append(f"{groups} groups of {group} along K: exact int32 sums per group ({groups * nbatch * M * N * 4} "
-                 "bytes), then the float steps in ascending order")
-    if splits > 1:
-        notes.append(f"split-K: {splits} chunks of {k_chunk} (whole groups; "
-                     f"{-(-N // COLUMNS) * nbatch * splits} blocks for {dev.sm_count} SMs x {resident} resident)")
-    grid = (-(-N // COLUMNS), nbatch) + ((splits,) if splits > 1 else ())
-    launches = (Launch(SOURCE, name, grid, (THREADS,)),
-                Launch(SOURCE, grouped_finish_name(FLOAT_OUT[np.dtype(out.dtype)]),
-                       (-(-M * N // FINISH_THREADS), nbatch), (FINISH_THREADS,), 0, "groups in ascending order"))
-    return Plan("matmul_integer_to_float", f"{GROUPED}-m{mt}", launches, tuple(notes),
-                _GroupedDetail(offsets, splits, k_chunk, group, groups, copy_a, copy_b, direct))
+    variant = matmul.select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
+                                    sm_count=dev.sm_count, packed=isinstance(b, PackedView))
+    mt = matmul.STREAM_M.get(variant)
+    return None if mt is None else _sums_plan(op, a, b, out, mt, 0)
 
 
-def bind_grouped(plan, a, b, out):
-    """``launch(a, b, dst, a_s, a_z, a_per_row, b_s, b_z, bp_bs, bias, bias_bs, bias_ld)``
-    for a grouped plan: a's scale and zero point per tensor or row (``a_per_row``), b's
-    as (groups, N) tables per matrix (``bp_bs`` elements apart), the bias table of the
-    tiled kernels' ABI; the group sums in the device's workspace (or a temporary)."""
+def bind_sums(plan, a, b, out):
+    """``launch(a, b, dst, a_s, a_z, a_per_row, b_s, b_z, b_per_col, bp_bs, bias, bias_bs, bias_ld)``
+    for a plan of :func:`plan_grouped` or :func:`plan_sums`: a's scale and zero point
+    per tensor or row (``a_per_row``), b's per tensor or column (``b_per_col``), or as
+    (groups, N) tables, per matrix ``bp_bs`` elements apart; the bias table of the tiled
+    kernels' ABI (scales and bias NULL for matmul_integer); the sums in the device's
+    workspace (or a temporary)."""
     d, go, xp = plan.detail, launcher(plan), device.xp()
     i32, i64 = np.int32, np.int64
     M, K = a.shape[-2:]
     N = b.shape[-1]
     prepare = staging(d.copy_a, d.copy_b, d.offsets)
-    nbytes = d.groups * len(d.offsets) * M * N * 4
+    nbytes = d.groups * d.per_group * len(d.offsets) * M * N * 4
     take = device.workspace() if nbytes <= device.WORKSPACE_MAX else None
+    zp_ld = i64(N if d.k_group else 0)
 
-    def launch(a, b, dst, a_s, a_z, a_per_row, b_s, b_z, bp_bs, bias, bias_bs, bias_ld):
+    def launch(a, b, dst, a_s, a_z, a_per_row, b_s, b_z, b_per_col, bp_bs, bias, bias_bs, bias_ld):
         a, b, table = prepare(a, b)
         work = np.uint64(take(nbytes)) if take is not None else xp.empty(nbytes // 4, np.int32)
         lda, ldc = a.strides[-2] // a.itemsize, dst.strides[-2] // dst.itemsize
-        go([(a, b, i32(M), i32(N), i32(K), table, i64(lda), i64(N), a_z, b_z, a_per_row, bp_bs,
-             i32(d.k_chunk), i32(d.k_group), work),
-            (work, i32(d.groups), dst, i32(M), i32(N), table, i64(ldc), a_s, a_per_row, b_s, bp_bs, bias,
-             bias_bs, bias_ld)])
+        go([(a, b, i32(M), i32(N), i32(K), table, i64(lda), i64(N), a_z, b_z, a_per_row, b_per_col, zp_ld, bp_bs,
+             i32(d.k_chunk), i32(d.kernel_group), work),
+            (work, i32(d.groups), i32(d.per_group), dst, i32(M), i32(N), table, i64(ldc), a_s, a_per_row, b_s,
+             b_per_col, bp_bs, bias, bias_bs, bias_ld)])
 
     return launch
 
