@@ -42,10 +42,10 @@ def plan_text(fn, *args, **kw):
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (2, 37, 5), (3, 200, 64), (4, 64, 96), (5, 3, 33), (7, 130, 160),
-                                   (11, 65, 7), (16, 129, 128), (1, 700, 48)])
+                                   (11, 65, 7), (16, 129, 128), (1, 700, 48), (13, 0, 9)])
 def test_quantized_matmul(gpu, m, k, n):
     """Every (a, b) type pair and both outputs; per-row a and out parameters, per-column b ones;
-    single values; no zero points."""
+    single values; no zero points; K = 0 (no stage: every sum 0, the zero points' terms too)."""
     rng = np.random.default_rng(m * 1000 + k * 7 + n)
     for i, (ta, tb) in enumerate(PAIRS):
         to = (I8, U8)[i % 2]
