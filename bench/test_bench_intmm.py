@@ -15,10 +15,13 @@ GPU (skips without one): the decode step, M = 1, 4 and 16 rows against N = K = 8
 int8 and packed uint4 b with per-column scales (uint4: blocked, G = 128, and per column:
 ``uint8xpacked-uint4-col``), float16 out; and quantized_matmul with packed int4 b, M = 1, 4, 16
 against N = K = 4096 and 8192.
-``dmlq:auto`` (the public function, selection's kernel: the tiled kernels for the integer
-family, dp4a-wide for its blocks of 128; for quantized_matmul with packed int4 b, int8 out,
-cuda/matmul_stream_packed.cu; the first H100 run labelled these rows ``dmlq:stream``, when the
-integer family's ran cuda/matmul_stream.cu) against
+``dmlq:auto`` (the public function, selection's kernel: at these M cuda/matmul_stream_packed.cu's
+weight-streaming kernels for the packed b and the int8 b at M = 1 and 4 (the integer family's
+sums pass, the grouped kernel for the blocks of 128 where its workspace fits, quantized_matmul's
+requantizing kernel), the tensor cores for the int8 b at M = 16; the first H100 run labelled
+these rows ``dmlq:stream``, when the integer family's ran cuda/matmul_stream.cu, and measured the
+tiles after it), ``dmlq:dp4a-wide`` and ``dmlq:tiled`` (the tiles that served these calls before
+the stream kernels, forced or by their own rule) beside it, against
 ``peer:torch._int_mm+dequantize`` (torch._int_mm needs M > 16 and K, N multiples of 8: a
 rowss padded to 17 outside the timing, int8 weights even for the 4-bit groups, the int32
 result scaled to float16 by a second kernel: what a user of torch does today) and
@@ -157,12 +160,14 @@ GPU_IMPLS = ("dmlq:auto", "peer:torch._int_mm+dequantize", "peer:torch-f16-matmu
 GPU_GROUPS.update({f"matmul_integer_to_float/uint8xpacked-uint4-col->float16/M={m},N=8192,K=8192":
                    ("uint8xpacked-uint4-col->float16", m, 8192) for m in (1, 4, 16)})
 # blocked packed b at M <= 16: auto is the grouped stream kernel (stream-grouped-m*); dp4a-wide, which
-# served these calls before it, forced beside it for the crossover; per-column packed b: the tiled
-# rule's kernel (dp4a-32x32 at M < 16), which served them before the stream kernel, beside it
+# served these calls before it, forced beside it for the crossover; per-column packed b, and int8 b
+# at M = 1 and 4: the tiled rule's kernel (dp4a-32x32 there), which served them before the stream
+# kernel, beside it (int8 b at M = 16 stays on the tensor cores at this size: auto is that kernel)
 WIDE, TILED = "dmlq:dp4a-wide", "dmlq:tiled"
 GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + \
     [(g, WIDE) for g, (b, _m, _n) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"] + \
-    [(g, TILED) for g, (b, _m, _n) in GPU_GROUPS.items() if b == "uint8xpacked-uint4-col->float16"]
+    [(g, TILED) for g, (b, m, _n) in GPU_GROUPS.items()
+     if b == "uint8xpacked-uint4-col->float16" or (b == "uint8xint8->float16" and m < 16)]
 _COPY_BW: dict = {}
 
 
@@ -203,18 +208,22 @@ def _gpu_call(group, impl):
         from dmlq.gpu import intmm_tiled, matmul
 
         op = "matmul_integer_to_float"
-        b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "uint4")
-        b_packed = ("uint4", (k, n), True)
-        rows = 1 if per_col else k // G
+        if packed:
+            b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "uint4")
+            data, b_packed = b.data, ("uint4", (k, n), True)
+        else:
+            data, b_packed = timing.random_array((k, n), i8, 2), None
+        rows = 1 if per_col or not packed else k // G
         b_s = cupy.full((rows, n), 1e-3, f32)
-        a_zp, b_zp = cupy.full((1,), 128, u8), cupy.full((rows, n), 8, u8)
+        a_zp = cupy.full((1,), 128, u8)
+        b_zp = cupy.full((rows, n), 8, u8) if packed else None
         out = cupy.empty((m, n), f16)
-        view = intmm_tiled._check(op, a, b.data, b_packed)
-        plan = matmul.plan_tiled(op, a, True, view, True, out, variant="dp4a-wide" if impl == WIDE else None,
-                                 k_group=0 if per_col else G)
-        run = intmm_tiled._bind(plan, a, b.data, out, b_packed, a_scale, a_zp, b_s, b_zp, None)
-        fn = lambda: run(a, a_scale, a_zp, b.data, b_s, b_zp, None, out)  # noqa: E731
-        return fn, a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, ops
+        view = intmm_tiled._check(op, a, data, b_packed)
+        plan = matmul.plan_tiled(op, a, True, view, b_zp is not None, out,
+                                 variant="dp4a-wide" if impl == WIDE else None, k_group=G if rows > 1 else 0)
+        run = intmm_tiled._bind(plan, a, data, out, b_packed, a_scale, a_zp, b_s, b_zp, None)
+        fn = lambda: run(a, a_scale, a_zp, data, b_s, b_zp, None, out)  # noqa: E731
+        return fn, a.nbytes + data.nbytes + b_s.nbytes + out_bytes, ops
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA support here")

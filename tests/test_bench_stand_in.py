@@ -69,3 +69,35 @@ def test_builder_runs_on_the_stand_in(gpu, monkeypatch, case, impl):  # noqa: F8
         raise
     prep.fn()  # a second round, as the timer runs it
     assert prep.bytes > 0
+
+
+def _intmm_params():
+    from bench import test_bench_intmm as B
+
+    return [pytest.param(g, impl, id=f"{g}|{impl}") for g, impl in B.GPU_CASES if impl.startswith("dmlq:")]
+
+
+@pytest.mark.parametrize("group,impl", _intmm_params())
+def test_intmm_builder_runs_on_the_stand_in(gpu, monkeypatch, group, impl):  # noqa: F811
+    """bench/test_bench_intmm.py's dmlq rows (auto, and the tiles forced or chosen by their own rule
+    beside it), shrunk to N = K = 256 (groups of 64): each builds, runs and launches the kernels its
+    label names."""
+    import cupy_stand_in as S
+    from bench import test_bench_intmm as B
+
+    monkeypatch.setattr(timing, "fill_random", _host_fill)
+    b_kind, m, _n = B.GPU_GROUPS[group]
+    monkeypatch.setitem(B.GPU_GROUPS, group, (b_kind, m, 256))
+    monkeypatch.setattr(B, "G", 64)
+    fn, nbytes, ops = B._gpu_call(group, impl)
+    S.launches.clear()
+    fn()
+    ran = {launch[0].split("<")[0] for launch in S.launches}
+    want = {"dmlq:dp4a-wide": "matmul_dp4a_wide", "dmlq:tiled": "matmul_dp4a"}.get(impl)
+    if want is None:  # auto at M <= 16: the weight-streaming kernels (8-bit M = 16 at this size too),
+        from dmlq.gpu import qmm_stream  # but dp4a-wide where the groups' workspace would outgrow b
+
+        want = "matmul_stream_packed" if b_kind == "qmm-int4" else "matmul_stream_grouped"
+        if b_kind == "uint8xpacked-uint4->float16" and not qmm_stream.work_fits(m, 256, 64):
+            want = "matmul_dp4a_wide"
+    assert want in ran and nbytes > 0 and ops > 0, (ran, want)
