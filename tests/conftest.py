@@ -50,6 +50,8 @@ def pytest_cmdline_main(config):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU and CuPy; skipped without one")
+    # bench/'s marker, met when tests/test_bench_stand_in.py imports a bench module
+    config.addinivalue_line("markers", "cpu: a benchmark that needs no GPU (runs everywhere)")
 
 
 STAND_IN = "stand-in"
