@@ -144,18 +144,28 @@ def _geometry(op, a, b, out):
     return offsets, copy_a, copy_b, direct, notes
 
 
+def _selected(a, b, out):
+    """The stream variant (``stream-m1`` / ``-m4`` / ``-m16``) where selection picks it for
+    ``a @ b`` (:func:`dmlq.gpu.matmul.select_variant`, ``b`` a packed b's
+    :class:`dmlq.gpu.packed.PackedView` or an 8-bit b), else None (a tiled variant)."""
+    M, K = a.shape[-2:]
+    dev = device.info()
+    variant = matmul.select_variant(M, b.shape[-1], K, math.prod(out.shape[:-2]), dev.compute_capability,
+                                    a.dtype, None, sm_count=dev.sm_count, packed=isinstance(b, PackedView))
+    return variant if variant in matmul.STREAM_M else None
+
+
 def plan(a, b, out):
     """The stream plan for ``a @ b`` (``b`` a packed b's :class:`dmlq.gpu.packed.PackedView`
     or an 8-bit b), or None when selection picks a tiled variant."""
+    variant = _selected(a, b, out)
+    if variant is None:
+        return None
+    mt = matmul.STREAM_M[variant]
     M, K = a.shape[-2:]
     N = b.shape[-1]
     nbatch = math.prod(out.shape[:-2])
     dev = device.info()
-    variant = matmul.select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
-                                    sm_count=dev.sm_count, packed=isinstance(b, PackedView))
-    mt = matmul.STREAM_M.get(variant)
-    if mt is None:
-        return None
     offsets, copy_a, copy_b, direct, notes = _geometry("quantized_matmul", a, b, out)
     to = device.dtype_name(out.dtype)
     name = kernel_name(device.dtype_name(a.dtype), b_type(b), to, mt)
@@ -275,20 +285,15 @@ def plan_grouped(a, b, out, group, force=False):
 
 def plan_sums(op, a, b, out):
     """matmul_integer or matmul_integer_to_float (one group of scales) with a packed
-    4-bit b where selection picks the stream kernel (:func:`dmlq.gpu.matmul.select_variant`
-    with ``packed``: M <= 16, K <= 32768, the matrices within the grid), or None: the
-    grouped kernel with each chunk of K its own group, and the finish pass (the chunks'
-    sums added, then the int32 or float output)."""
-    M, K = a.shape[-2:]
-    N = b.shape[-1]
-    nbatch = math.prod(out.shape[:-2])
-    if out.size == 0 or K == 0:
+    4-bit or an 8-bit b where selection picks the stream kernel (:func:`_selected`:
+    M <= 16, K <= 32768, the matrices within the grid; an 8-bit b not where the tiles
+    would be the tensor cores'), or None: the grouped kernel with each chunk of K its
+    own group, and the finish pass (the chunks' sums added, then the int32 or float
+    output)."""
+    if out.size == 0 or a.shape[-1] == 0:
         return None
-    dev = device.info()
-    variant = matmul.select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
-                                    sm_count=dev.sm_count, packed=isinstance(b, PackedView))
-    mt = matmul.STREAM_M.get(variant)
-    return None if mt is None else _sums_plan(op, a, b, out, mt, 0)
+    variant = _selected(a, b, out)
+    return None if variant is None else _sums_plan(op, a, b, out, matmul.STREAM_M[variant], 0)
 
 
 def bind_sums(plan, a, b, out):
