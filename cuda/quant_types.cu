@@ -17,20 +17,17 @@
 // parameter axis has D elements in blocks of B (S = ceil(D / B) entries) and `inner`
 // elements after it (per axis: B = 1; per tensor: null pointers and the by-value scalars).
 // Each thread owns 16-byte groups of the packed side (grid-stride): one 16-byte load or
-// store there, and the dense side read or written in 16-byte chunks when aligned. The
-// parameter index is advanced per element with carries (no division per element) and the
+// store there, and the dense side read or written in 16-byte chunks when aligned, a rolled
+// loop over the chunks (unrolled within one), quantize's loop compiled once per precision.
+// The parameter index is advanced per element with carries (no division per element) and the
 // scale / zero point are re-read only when it changes: once per block for blocks along
 // the innermost axis. The last, partial group goes byte by byte (never past the buffer).
-//
-// Conversions are integer arithmetic on the float32 bit pattern (round to nearest even on
-// the target's bits, saturate, NaN/inf per format), exactly dmlq/floatconv.py, so no
-// result depends on the GPU's float8 conversion instructions. Division and products go
-// through common.cuh's ieee_* (no ftz, no FMA).
-//
-// Napkin math (HBM bound, H100 ~3.35 TB/s): quantize f32 -> int4: 4 + 0.5 B/elem ->
-// ~745 G elem/s; dequantize int4 -> f16: 0.5 + 2 B/elem -> ~1.3 T elem/s. Per element
-// ~30-40 integer/FP32 instructions (the walker, the conversion): H100's ~30 T inst/s
-// leave ~1x-2x headroom over the memory time at these byte counts.
+// Code size: the group's loop was unrolled whole until 2026-11-26, with the precision
+// branches in every element: 464k sm_90 instructions for the 71 kernels (a 2-bit quantize
+// 19.8k, ~317 KB of code against an SM's instruction caches), 60 s to build (NVRTC and
+// nvdisasm, one core); rolled, 230k instructions (at most 8.9k a kernel, 3.4k for float32
+// -> int8), 26 s. Registers 39-52 (were 38-57: quantize 40-50 from 38-44, dequantize
+// down). Neither form has run on a GPU.
 #include "common.cuh"
 
 namespace dmlq {
@@ -162,7 +159,11 @@ __device__ __forceinline__ float round_f16(float v) { return to_f32(from_f32<flo
 // scale's when it is NaN, else negative (0/0, inf/inf). The GPU's own arithmetic gives
 // every NaN as +NaN 0x7FFFFFFF (the first H100 session: 0/0 coded 0x7F, the contract 0xFF):
 // signed_nan below.
+// PREC >= 0 fixes the precision at compile time (the 16-byte paths, one loop per value);
+// PREC = -1 reads `precision` (the element-by-element path).
+template <int PREC>
 __device__ __forceinline__ float quotient(float x, float s, int precision) {
+  if (PREC >= 0) precision = PREC;
   if (precision == 1) return round_f16(ieee_div(round_f16(x), round_f16(s)));
   if (precision == 2) return round_bf16(ieee_div(round_bf16(x), round_bf16(s)));
   return ieee_div(x, s);
@@ -176,10 +177,10 @@ __device__ __forceinline__ float signed_nan(float t, float x, float s) {
 }
 
 // One element: the code (low `bits` bits) of x quantized with (s, zp).
-template <int T>
+template <int T, int PREC = -1>
 __device__ __forceinline__ unsigned quant1(float x, float s, int zp, int zp_given, int saturate, int precision) {
   using tr = traits<T>;
-  float t = quotient(x, s, precision);
+  float t = quotient<PREC>(x, s, precision);
   if constexpr (tr::is_float) {
     t = signed_nan(t, x, s);
     if (T == E2M1 && zp_given) t = ieee_add(t, decode_t<T>(static_cast<unsigned>(zp)));
@@ -302,6 +303,28 @@ __device__ __forceinline__ unsigned get_bits(unsigned long long lo, unsigned lon
   return static_cast<unsigned>(v) & ((1u << (bits - 1) << 1) - 1u);
 }
 
+// The low `bits` bits.
+template <int bits> constexpr unsigned kMask = bits >= 32 ? ~0u : (1u << bits) - 1u;
+// Word c (of W <= 64 bits) of a 16-byte group held as two 64-bit halves, and its placing there.
+template <int W>
+__device__ __forceinline__ unsigned long long get_word(unsigned long long lo, unsigned long long hi, int c) {
+  if constexpr (W >= 64) {
+    return c == 0 ? lo : hi;
+  } else {
+    const int pos = c * W;
+    return ((pos < 64 ? lo >> pos : hi >> (pos - 64)) & ((1ull << W) - 1ull));
+  }
+}
+template <int W>
+__device__ __forceinline__ void put_word(unsigned long long& lo, unsigned long long& hi, int c, unsigned long long word) {
+  if constexpr (W >= 64) {
+    if (c == 0) lo = word;
+    else hi = word;
+  } else {
+    put_bits(lo, hi, c * W, static_cast<unsigned>(word));
+  }
+}
+
 // The sizes of one 16-byte group of packed T codes against the dense type F.
 template <int T, typename F> struct Group {
   static constexpr int bits = traits<T>::bits;
@@ -328,6 +351,41 @@ __device__ __forceinline__ void for_each_group(int64 nbytes, int64 D, int64 inne
   }
 }
 
+// One whole group of x (16-byte aligned) quantized at precision PREC into lo, hi: 16-byte
+// loads, a loop over the chunks (each coding a word of C * bits <= 64 bits) unless one
+// chunk fills the group. Rolled, not unrolled over the group: code size (see the header).
+template <typename X, int T, int PREC>
+__device__ __forceinline__ void quantize_group(const X* __restrict__ x, Walker& w, Params& p, int zp_given,
+                                               int saturate, unsigned long long& lo, unsigned long long& hi) {
+  constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
+  if constexpr (G == C) {  // one chunk fills the group (16-bit codes of float16): positions fixed
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(x));
+    const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      p.at(w.index());
+      put_bits(lo, hi, k * bits, quant1<T, PREC>(to_f32(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC));
+      w.next();
+    }
+  } else {  // a loop over the 16-byte chunks of x, each coding a word of C * bits <= 64 bits
+#pragma unroll 1
+    for (int c = 0; c < G / C; ++c) {
+      const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + c * C));
+      const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
+      unsigned long long word = 0;
+#pragma unroll
+      for (int k = 0; k < C; ++k) {
+        p.at(w.index());
+        word |= static_cast<unsigned long long>(
+                    quant1<T, PREC>(to_f32(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC))
+                << (k * bits);
+        w.next();
+      }
+      put_word<C * bits>(lo, hi, c, word);
+    }
+  }
+}
+
 // x (n dense elements) -> out (nbytes packed bytes). Group g: out bytes [16 g, 16 g + 16).
 template <typename X, int T>
 __global__ void __launch_bounds__(kThreads)
@@ -340,18 +398,9 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
                        [&](int64 g, int64 e0, Walker& w, Params& p) {
     unsigned long long lo = 0, hi = 0;
     if (16 * g + 16 <= nbytes && e0 + G <= n && x_aligned) {  // a whole group: 16-byte loads and store
-#pragma unroll
-      for (int c = 0; c < G / C; ++c) {
-        const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + e0 + c * C));
-        const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int k = 0; k < C; ++k) {
-          p.at(w.index());
-          put_bits(lo, hi, (c * C + k) * bits,
-                   quant1<T>(to_f32(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, precision));
-          w.next();
-        }
-      }
+      if (precision == 1) quantize_group<X, T, 1>(x + e0, w, p, zp_given, saturate, lo, hi);
+      else if (precision == 2) quantize_group<X, T, 2>(x + e0, w, p, zp_given, saturate, lo, hi);
+      else quantize_group<X, T, 0>(x + e0, w, p, zp_given, saturate, lo, hi);
       *reinterpret_cast<uint4*>(out + 16 * g) =
           make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
                      static_cast<unsigned>(hi >> 32));
@@ -382,14 +431,16 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
       const uint4 u = __ldg(reinterpret_cast<const uint4*>(q + 16 * g));
       const unsigned long long lo = u.x | static_cast<unsigned long long>(u.y) << 32;
       const unsigned long long hi = u.z | static_cast<unsigned long long>(u.w) << 32;
-#pragma unroll
-      for (int c = 0; c < G / C; ++c) {
+#pragma unroll 1
+      for (int c = 0; c < G / C; ++c) {  // a loop over the 16-byte chunks of y (one pass when G == C)
+        const unsigned long long word = get_word<C * bits>(lo, hi, c);
         unsigned chunk[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
         for (int k = 0; k < C; ++k) {
           p.at(w.index());
-          put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(get_bits(lo, hi, (c * C + k) * bits, bits), p.z),
-                                                    p.s)));
+          const unsigned code = C * bits > 64 ? get_bits(lo, hi, k * bits, bits)
+                                              : static_cast<unsigned>(word >> (k * bits % 64)) & kMask<bits>;
+          put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code, p.z), p.s)));
           w.next();
         }
         *reinterpret_cast<uint4*>(y + e0 + c * C) = make_uint4(chunk[0], chunk[1], chunk[2], chunk[3]);

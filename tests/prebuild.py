@@ -35,13 +35,13 @@ _pool: ThreadPoolExecutor | None = None
 _futures: dict = {}  # ("host" | "nvrtc", source) or ("ptx", (source, arch)) -> Future
 
 # Wall seconds of each cold build (runner, cubin + SASS) measured one at a time at
-# commit a82e242 on this project's idle 2-core machine (avgpool.cu's runner at 57b35d4); the
-# pool starts the longest first so the last builds to finish are short ones. A PTX build for
-# another arch ("ptx", tests/test_nvrtc.py) costs about what the cubin costs. A source not
-# listed: 10 s.
+# commit a82e242 on this project's idle 2-core machine (avgpool.cu's runner at 57b35d4;
+# quant_types.cu's cubin again once its loops were rolled, 2026-11-26); the pool starts the
+# longest first so the last builds to finish are short ones. A PTX build for another arch
+# ("ptx", tests/test_nvrtc.py) costs about what the cubin costs. A source not listed: 10 s.
 COST = {"elementwise.cu": (12, 11), "matmul_dp4a.cu": (29, 59), "matmul_dp4a_packed.cu": (31, 60),
         "matmul_mma.cu": (28, 42), "matmul_mma_packed.cu": (25, 47), "avgpool.cu": (8, 12),
-        "matmul_stream.cu": (8, 8), "quant_types.cu": (4, 106), "matmul_stream_packed.cu": (18, 30)}
+        "matmul_stream.cu": (8, 8), "quant_types.cu": (4, 26), "matmul_stream_packed.cu": (18, 30)}
 
 
 def jobs() -> int:

@@ -86,12 +86,14 @@ def test_quantize_every_type_and_layout(host, rng, qname, layout):
 def test_quantize_misaligned_precision_and_float4_zero_point(host, rng, qname):
     q = QTYPES[qname]
     base = _inputs(rng, (200,), "float32", q)
-    x = base[1:]  # 4 bytes past a 16-byte boundary: the scalar-load path
-    for precision in (None, "float16", "bfloat16"):
-        want = ref.quantize_linear(x, np.float32(0.3), None, np.empty(x.shape, q.dtype), True, precision)
-        out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
-        qk.quantize(x, np.float32(0.3), None, out, qname, qk.param_layout(x.shape), True, precision)
-        assert np.array_equal(out, _packed_bytes(want, q)), precision
+    # 4 bytes past a 16-byte boundary (the scalar-load path), and aligned: the 16-byte path
+    # has one loop per precision (quantize_group<X, T, PREC>), each over several chunks here.
+    for x in (base[1:], base[:199]):
+        for precision in (None, "float16", "bfloat16"):
+            want = ref.quantize_linear(x, np.float32(0.3), None, np.empty(x.shape, q.dtype), True, precision)
+            out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
+            qk.quantize(x, np.float32(0.3), None, out, qname, qk.param_layout(x.shape), True, precision)
+            assert np.array_equal(out, _packed_bytes(want, q)), (precision, x.ctypes.data % 16)
     if qname == "float4_e2m1fn":  # a +0 zero point turns a -0 quotient into +0 (docs/semantics.md)
         x = np.array([-0.0, 1.0, -0.0, -1.0, 0.0], np.float32)
         out = np.full(3, 0xA5, np.uint8)
