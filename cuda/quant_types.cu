@@ -392,7 +392,7 @@ __global__ void __launch_bounds__(kThreads)
 qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, int64 nbytes, int x_aligned,
             int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
             const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
-  constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
+  constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G;
   static_assert(Group<T, X>::whole && bits < 32, "quantize: whole chunks per group, no 32-bit output");
   for_each_group<T, X>(nbytes, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
                        [&](int64 g, int64 e0, Walker& w, Params& p) {
