@@ -412,3 +412,21 @@ def test_the_profile_cases_launch_on_the_stand_in(gpu):
     # the integer family at M = 1 and 16 with an 8-bit b: the weight-streaming kernels at these small
     # shapes (at N = K = 8192, M = 16 takes the tensor cores)
     assert text.getvalue().count("matmul_integer_to_float: stream-m") == 2, text.getvalue()
+
+
+def test_the_torch_overhead_step_says_when_it_cannot_run():
+    """gpu_profile.torch_overhead (the profile stage's --host-time step) needs torch CUDA
+    tensors; without a CUDA device it writes one line saying so and returns False."""
+    import io
+
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("torch has a CUDA device: the profile stage runs the step itself")
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import gpu_profile
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    text = io.StringIO()
+    assert gpu_profile.torch_overhead(text) is False
+    assert text.getvalue() == "== torch call overhead: skipped (no torch CUDA device)\n"

@@ -17,7 +17,9 @@ bandwidth) and the 8192^3 tensor-core matmul (0.34 of the int8 peak).
 Each case runs once after its plan is printed (``dmlq.kernel_plan``), so the profile's kernels
 can be told apart; ``--small`` shrinks every shape (the CPU test runs it on the cupy stand-in).
 ``--host-time`` (no ncu) then times 50 more calls of each: the host's microseconds per call
-(enqueue only) and per call with the GPU's work (one synchronize after the 50). The small
+(enqueue only) and per call with the GPU's work (one synchronize after the 50); and then
+where a call on torch CUDA tensors spends its host time (:func:`torch_overhead`: each step
+of dmlq.torch's CUDA path alone, and cProfile over whole calls). The small
 matmuls took a flat 46-58 us of device time whatever their size (bench/results/gpu-2026-11-26/
 bench/bench.log), which looks like the host's Python between the timer's events, not the kernels.
 """
@@ -114,12 +116,75 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
     return done
 
 
+def torch_overhead(out=sys.stdout, n: int = 300) -> bool:
+    """Where a torch call's host time goes (the bench measured 135 us a 1-element quantize on
+    CUDA tensors against 19.6 us on CuPy arrays): each step of dmlq.torch's CUDA path timed
+    alone, then cProfile over ``n`` whole calls (the 25 costliest functions, cumulative and
+    own time). False, with a line saying so, where torch has no CUDA device."""
+    import cProfile
+    import io
+    import pstats
+    import time
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not torch.cuda.is_available():
+        out.write("== torch call overhead: skipped (no torch CUDA device)\n")
+        return False
+    import cupy
+
+    import dmlq
+    from dmlq import calls
+
+    x = torch.ones(1, device="cuda")
+    o = torch.empty(1, dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream()
+    cx = cupy.asarray(x)
+
+    def each(name, fn, reps=2000):
+        fn()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        out.write(f"   {name}: {1e6 * (time.perf_counter() - t0) / reps:.2f} us\n")
+
+    out.write("== torch call overhead, 1-element quantize (host microseconds a step)\n")
+    each("dmlq.quantize_linear(torch x, 0.5, 3)", lambda: dmlq.quantize_linear(x, 0.5, 3), 300)
+    each("same with out=torch", lambda: dmlq.quantize_linear(x, 0.5, 3, out=o), 300)
+    each("same on the CuPy view of x", lambda: dmlq.quantize_linear(cx, 0.5, 3), 300)
+    import dmlq.torch  # noqa: F401  (registers torch.ops.dmlq)
+
+    each("torch.ops.dmlq.quantize_linear(x, 0.5, 3)", lambda: torch.ops.dmlq.quantize_linear(x, 0.5, 3), 300)
+    each("cupy.asarray(tensor)", lambda: cupy.asarray(x))
+    each("torch.cuda.current_stream()", lambda: torch.cuda.current_stream(0))
+    each("cupy.cuda.ExternalStream(...) made and entered",
+         lambda: cupy.cuda.ExternalStream(stream.cuda_stream, 0).__enter__().__exit__(None, None, None))
+    each("cupy.cuda.Device(0) entered", lambda: cupy.cuda.Device(0).__enter__().__exit__(None, None, None))
+    each("torch.empty(1, uint8, cuda)", lambda: torch.empty(1, dtype=torch.uint8, device="cuda"))
+    each("calls.output_meta on the CuPy view", lambda: calls.output_meta(dmlq.quantize_linear, cx, 0.5, 3))
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        dmlq.quantize_linear(x, 0.5, 3)
+    prof.disable()
+    for key in ("cumulative", "tottime"):
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats(key).print_stats(25)
+        out.write(f"== cProfile, {n} calls, by {key}\n{text.getvalue()}")
+    out.flush()
+    return True
+
+
 def main(argv=None) -> int:
     import cupy
 
     argv = sys.argv[1:] if argv is None else argv
     names = run_cases(cupy, small="--small" in argv, host_time="--host-time" in argv)
     print(f"gpu_profile: {len(names)} cases launched")
+    if "--host-time" in argv:
+        torch_overhead()
     return 0
 
 
