@@ -22,6 +22,19 @@
 // The parameter index is advanced per element with carries (no division per element) and the
 // scale / zero point are re-read only when it changes: once per block for blocks along
 // the innermost axis. The last, partial group goes byte by byte (never past the buffer).
+//
+// Conversions are integer arithmetic on the float32 bit pattern (round to nearest even on
+// the target's bits, saturate, NaN/inf per format), exactly dmlq/floatconv.py, so no
+// result depends on the GPU's float8 conversion instructions. Division and products go
+// through common.cuh's ieee_* (no ftz, no FMA).
+//
+// Napkin math (HBM bound, H100 ~3.35 TB/s): quantize f32 -> int4: 4 + 0.5 B/elem ->
+// ~745 G elem/s; dequantize int4 -> f16: 0.5 + 2 B/elem -> ~1.3 T elem/s. Per element
+// ~30-40 integer/FP32 instructions (the walker, the conversion): H100's ~30 T inst/s
+// leave ~1x-2x headroom over the memory time at these byte counts, so the instructions a
+// thread executes per element count, and the branches of a precision not asked for are
+// compiled out of the 16-byte loops (one loop per precision, chosen once per group).
+//
 // Code size: the group's loop was unrolled whole until 2026-11-26, with the precision
 // branches in every element: 464k sm_90 instructions for the 71 kernels (a 2-bit quantize
 // 19.8k, ~317 KB of code against an SM's instruction caches), 60 s to build (NVRTC and
