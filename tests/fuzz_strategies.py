@@ -400,7 +400,7 @@ def intmm_args(draw, op, max_work=3000):
     float16, specials included), bias (N,) / (M, N) / the output's shape, float16 out,
     block_size along K (not dividing K sometimes), 4-bit b."""
     adt = draw(st.sampled_from(QTYPES))
-    # One draw in 8 of the float op: a weight-only int4 layer's decode step, which the other
+    # One draw in 8 of the float op: a weight-only layer's decode step, which the other
     # draws' sizes never make (10,000 of them ran stream-grouped-m1/-m4 25 times, -m16 never):
     # packed or 8-bit b, groups of 32-128 rows along K (a ragged last one sometimes), M <= 16.
     decode = op == "float" and draw(st.integers(0, 7)) == 0
