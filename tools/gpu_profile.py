@@ -144,11 +144,23 @@ def torch_overhead(out=sys.stdout, n: int = 300) -> bool:
     cx = cupy.asarray(x)
 
     def each(name, fn, reps=2000):
-        fn()
-        t0 = time.perf_counter()
-        for _ in range(reps):
+        try:
             fn()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+        except Exception as e:  # noqa: BLE001 - one step's failure leaves the others' figures
+            out.write(f"   {name}: failed: {type(e).__name__}: {e}\n")
+            return
         out.write(f"   {name}: {1e6 * (time.perf_counter() - t0) / reps:.2f} us\n")
+
+    def external_stream():
+        with cupy.cuda.ExternalStream(stream.cuda_stream, 0):
+            pass
+
+    def device_entered():
+        with cupy.cuda.Device(0):
+            pass
 
     out.write("== torch call overhead, 1-element quantize (host microseconds a step)\n")
     each("dmlq.quantize_linear(torch x, 0.5, 3)", lambda: dmlq.quantize_linear(x, 0.5, 3), 300)
@@ -159,9 +171,8 @@ def torch_overhead(out=sys.stdout, n: int = 300) -> bool:
     each("torch.ops.dmlq.quantize_linear(x, 0.5, 3)", lambda: torch.ops.dmlq.quantize_linear(x, 0.5, 3), 300)
     each("cupy.asarray(tensor)", lambda: cupy.asarray(x))
     each("torch.cuda.current_stream()", lambda: torch.cuda.current_stream(0))
-    each("cupy.cuda.ExternalStream(...) made and entered",
-         lambda: cupy.cuda.ExternalStream(stream.cuda_stream, 0).__enter__().__exit__(None, None, None))
-    each("cupy.cuda.Device(0) entered", lambda: cupy.cuda.Device(0).__enter__().__exit__(None, None, None))
+    each("cupy.cuda.ExternalStream(...) made and entered", external_stream)
+    each("cupy.cuda.Device(0) entered", device_entered)
     each("torch.empty(1, uint8, cuda)", lambda: torch.empty(1, dtype=torch.uint8, device="cuda"))
     each("calls.output_meta on the CuPy view", lambda: calls.output_meta(dmlq.quantize_linear, cx, 0.5, 3))
     prof = cProfile.Profile()
