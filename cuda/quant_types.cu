@@ -86,6 +86,9 @@ DMLQ_FLOAT_TYPE(E5M2FNUZ, 5, 2, 16, FNUZ)
 DMLQ_FLOAT_TYPE(E2M1, 2, 1, 1, NONE)
 #undef DMLQ_FLOAT_TYPE
 
+// The low `bits` bits.
+template <int bits> constexpr unsigned kMask = bits >= 32 ? ~0u : (1u << bits) - 1u;
+
 // round(v / 2**s), ties to even, 1 <= s <= 31.
 __device__ __forceinline__ unsigned rne_shift(unsigned v, int s) {
   const unsigned q = v >> s;
@@ -199,10 +202,10 @@ __device__ __forceinline__ unsigned quant1(float x, float s, int zp, int zp_give
     if (T == E2M1 && zp_given) t = ieee_add(t, decode_t<T>(static_cast<unsigned>(zp)));
     return encode_t<T>(t, saturate != 0);
   } else {
-    if (t != t) return static_cast<unsigned>(zp) & ((1u << (tr::bits - 1) << 1) - 1u);
+    if (t != t) return static_cast<unsigned>(zp) & kMask<tr::bits>;
     float r = rintf(t);
     r = fminf(fmaxf(r, static_cast<float>(tr::qmin - zp)), static_cast<float>(tr::qmax - zp));
-    return static_cast<unsigned>(static_cast<int>(r) + zp) & ((1u << (tr::bits - 1) << 1) - 1u);
+    return static_cast<unsigned>(static_cast<int>(r) + zp) & kMask<tr::bits>;
   }
 }
 
@@ -316,8 +319,6 @@ __device__ __forceinline__ unsigned get_bits(unsigned long long lo, unsigned lon
   return static_cast<unsigned>(v) & ((1u << (bits - 1) << 1) - 1u);
 }
 
-// The low `bits` bits.
-template <int bits> constexpr unsigned kMask = bits >= 32 ? ~0u : (1u << bits) - 1u;
 // Word c (of W <= 64 bits) of a 16-byte group held as two 64-bit halves, and its placing there.
 template <int W>
 __device__ __forceinline__ unsigned long long get_word(unsigned long long lo, unsigned long long hi, int c) {
