@@ -192,6 +192,16 @@ __device__ __forceinline__ float signed_nan(float t, float x, float s) {
   return __uint_as_float(0x7FC00000u | (from & 0x80000000u));
 }
 
+// x as the float32 quant1 starts from. A float16 NaN keeps its sign where the code does (the
+// float types): the GPU's cvt.f32.f16 gives every NaN as +NaN 0x7FFFFFFF (the second H100
+// session coded float16 -NaN as float8_e4m3fn 0x7F, the contract 0xFF).
+template <int T, typename X> __device__ __forceinline__ float x_value(X v) { return to_f32(v); }
+template <int T> __device__ __forceinline__ float x_value(float16 v) {
+  const float r = to_f32(v);
+  if (!traits<T>::is_float || r == r) return r;
+  return __uint_as_float(0x7FC00000u | (static_cast<unsigned>(v.bits) & 0x8000u) << 16);
+}
+
 // One element: the code (low `bits` bits) of x quantized with (s, zp).
 template <int T, int PREC = -1>
 __device__ __forceinline__ unsigned quant1(float x, float s, int zp, int zp_given, int saturate, int precision) {
@@ -378,7 +388,7 @@ __device__ __forceinline__ void quantize_group(const X* __restrict__ x, Walker& 
 #pragma unroll
     for (int k = 0; k < C; ++k) {
       p.at(w.index());
-      put_bits(lo, hi, k * bits, quant1<T, PREC>(to_f32(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC));
+      put_bits(lo, hi, k * bits, quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC));
       w.next();
     }
   } else {  // a loop over the 16-byte chunks of x, each coding a word of C * bits <= 64 bits
@@ -391,7 +401,7 @@ __device__ __forceinline__ void quantize_group(const X* __restrict__ x, Walker& 
       for (int k = 0; k < C; ++k) {
         p.at(w.index());
         word |= static_cast<unsigned long long>(
-                    quant1<T, PREC>(to_f32(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC))
+                    quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC))
                 << (k * bits);
         w.next();
       }
@@ -422,7 +432,7 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
 #pragma unroll 1
       for (int j = 0; j < G && e0 + j < n; ++j) {
         p.at(w.index());
-        put_bits(lo, hi, j * bits, quant1<T>(to_f32(load1<X>(x + e0 + j)), p.s, p.z, zp_given, saturate, precision));
+        put_bits(lo, hi, j * bits, quant1<T>(x_value<T>(load1<X>(x + e0 + j)), p.s, p.z, zp_given, saturate, precision));
         w.next();
       }
 #pragma unroll 1

@@ -344,6 +344,15 @@ def test_gpu_record_writes_what_a_forced_stage_left(tmp_path):
     assert "| warm | 1 |" in text and "| large | 0 |" in text
     assert "| matmul | gpu | 7 | 1.0 | mma-128x128 7 |" in text
     assert "| memcheck | 0 |" in text and "| racecheck | 0 |" in text
+    # a second session the same day: its records beside the first's, nothing overwritten
+    (out / "GPU-key-2026-12-01.json").write_text('{"benchmarks": []}')
+    r = subprocess.run([sys.executable, str(SCRIPT.parent / "gpu_record.py"), str(out), "--root", str(root),
+                        "--date", "2026-12-01", "--run", "2"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (root / "bench" / "results" / "gpu-2026-12-01-run2" / "large" / "large.log").is_file()
+    assert (root / "bench" / "results" / "GPU-key-2026-12-01-run2.json").is_file()
+    assert not (root / "bench" / "results" / "GPU-key-2026-12-01.json").exists()
+    assert "## 2026-12-01, run 2: `large` on GPU unknown" in (root / "bench" / "results" / "hardening.md").read_text()
 
 
 def test_the_device_plugin_stands_in_for_prebuild_start_with_its_signature(monkeypatch):

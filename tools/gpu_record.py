@@ -5,6 +5,8 @@ STAGE.json, STAGE-logs.tar.gz, benchmark JSON).
 Writes, under the repository (or --root):
   bench/results/<benchmark JSON>            as it came (bench/report.py reads it)
   bench/results/gpu-DATE/STAGE.json, STAGE-summary.txt and STAGE/ (the logs archive unpacked)
+--run N keeps a later session of the same day apart: gpu-DATE-runN/, <benchmark>-runN.json
+and "DATE, run N" in hardening.md (the device names its benchmark JSON by the day alone).
   bench/results/hardening.md                a section per call: the GPU, the steps (rc, seconds,
                                             tally), fuzz examples per operator and kernel variant,
                                             sanitizer error counts
@@ -53,8 +55,9 @@ def _section(stage: str, date: str, rows: list, files: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def record(folder: Path, root: Path = ROOT, date: str | None = None) -> list:
+def record(folder: Path, root: Path = ROOT, date: str | None = None, run: int | None = None) -> list:
     """Write one call's records; returns the paths written."""
+    tag = f"-run{run}" if run else ""
     results = root / "bench" / "results"
     stage_files = sorted(folder.glob("*-logs.tar.gz"))
     if not stage_files:
@@ -63,7 +66,7 @@ def record(folder: Path, root: Path = ROOT, date: str | None = None) -> list:
     for archive in stage_files:
         stage = archive.name[:-len("-logs.tar.gz")]
         day = date or datetime.date.today().isoformat()
-        dest = results / f"gpu-{day}"
+        dest = results / f"gpu-{day}{tag}"
         (dest / stage).mkdir(parents=True, exist_ok=True)
         files = {}
         with tarfile.open(archive) as tar:
@@ -81,14 +84,15 @@ def record(folder: Path, root: Path = ROOT, date: str | None = None) -> list:
         for bench in folder.glob("*.json"):
             stages = {a.name[:-len("-logs.tar.gz")] + ".json" for a in stage_files}  # one call, several stages
             if bench.name not in stages and bench.stat().st_size:
-                shutil.copyfile(bench, results / bench.name)
-                written.append(results / bench.name)
+                target = results / f"{bench.stem}{tag}.json"
+                shutil.copyfile(bench, target)
+                written.append(target)
         hardening = results / "hardening.md"
         head = "" if hardening.is_file() else (
             "# GPU hardening record\n\nWritten by `tools/gpu_record.py` from what `tools/gpu_session.sh` "
             "brought back from the device; newest last.\n\n")
         with hardening.open("a") as f:
-            f.write(head + _section(stage, day, rows, files) + "\n")
+            f.write(head + _section(stage, f"{day}, run {run}" if run else day, rows, files) + "\n")
         written += [dest / stage, hardening]
     return written
 
@@ -98,9 +102,10 @@ def main(argv=None) -> int:
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--root", type=Path, default=ROOT)
     ap.add_argument("--date", help="YYYY-MM-DD of the device run (default today)")
+    ap.add_argument("--run", type=int, help="a later session of the same day: its records beside the first's")
     args = ap.parse_args(argv)
     for folder in args.folders:
-        for path in record(folder, args.root, args.date):
+        for path in record(folder, args.root, args.date, args.run):
             print(path)
     return 0
 

@@ -569,6 +569,8 @@ MUTATIONS: list[Mutation] = [
     M("quant_types.cu", ": static_cast<unsigned>(word >> (k * bits % 64)) & kMask<bits>",
       ": static_cast<unsigned>(word >> (k * bits % 64)) & kMask<bits - 1>",
       "dequantize (16-byte path): each code's top bit dropped", "packing"),
+    M("quant_types.cu", "  if (!traits<T>::is_float || r == r) return r;", "  return r;",
+      "quantize: a float16 NaN's sign dropped (the GPU's cvt.f32.f16 gives +NaN)", "sign"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",

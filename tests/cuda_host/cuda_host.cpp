@@ -793,7 +793,9 @@ void exec_mma(LaneCall** lanes, int count) {
 
 float flush_subnormal(float f) { return flush(f); }
 // The GPU's float32 arithmetic gives every NaN result as the canonical NaN 0x7FFFFFFF
-// (no payload, no sign: the first H100 session coded 0/0 as +NaN where x86 gives -NaN).
+// (no payload, no sign: the first H100 session coded 0/0 as +NaN where x86 gives -NaN),
+// and so does cvt.f32.f16 (sm_90 runs it as an add: the second H100 session coded a
+// float16 -NaN quantized to float8_e4m3fn as 0x7F, the contract 0xFF).
 float gpu_nan(float f) {
   if (f == f) return f;
   const unsigned canonical = 0x7FFFFFFFu;
@@ -863,7 +865,8 @@ void ptx(const char* tmpl, std::initializer_list<Operand> outs, std::initializer
     c.fout(0, gpu_nan(ftz ? flush(r) : r));
   } else if (p.op == Op::cvt) {
     if (p.mods.size() == 3 && p.mods[1] == "f32" && p.mods[2] == "f16") {
-      c.fout(0, half_to_float(static_cast<unsigned short>(c.in(1))));
+      // a NaN as the GPU gives it: the H100 quantized float16 -NaN to float8 +NaN (0x7F)
+      c.fout(0, gpu_nan(half_to_float(static_cast<unsigned short>(c.in(1)))));
     } else if (p.has("rn") && p.mods[p.mods.size() - 2] == "f16" && p.mods.back() == "f32") {
       const float v = p.has("ftz") ? flush(c.fin(1)) : c.fin(1);
       c.out(0, float_to_half(v));
