@@ -162,12 +162,15 @@ GPU_GROUPS.update({f"matmul_integer_to_float/uint8xpacked-uint4-col->float16/M={
 # blocked packed b at M <= 16: auto is the grouped stream kernel (stream-grouped-m*); dp4a-wide, which
 # served these calls before it, forced beside it for the crossover; per-column packed b, and int8 b
 # at M = 1 and 4: the tiled rule's kernel (dp4a-32x32 there), which served them before the stream
-# kernel, beside it (int8 b at M = 16 stays on the tensor cores at this size: auto is that kernel)
-WIDE, TILED = "dmlq:dp4a-wide", "dmlq:tiled"
+# kernel, beside it. An int8 b at M = 16 stays on the tensor cores at this size (auto: mma split-K,
+# 173 us on the H100's second run where the M = 4 stream kernel took 72): the stream kernel for
+# 16 rows (stream-m16, its sums plan built as selection would) beside it, for that crossover.
+WIDE, TILED, STREAM16 = "dmlq:dp4a-wide", "dmlq:tiled", "dmlq:stream-m16"
 GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + \
     [(g, WIDE) for g, (b, _m, _n) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"] + \
     [(g, TILED) for g, (b, m, _n) in GPU_GROUPS.items()
-     if b == "uint8xpacked-uint4-col->float16" or (b == "uint8xint8->float16" and m < 16)]
+     if b == "uint8xpacked-uint4-col->float16" or (b == "uint8xint8->float16" and m < 16)] + \
+    [(g, STREAM16) for g, (b, m, _n) in GPU_GROUPS.items() if b == "uint8xint8->float16" and m == 16]
 _COPY_BW: dict = {}
 
 
@@ -204,8 +207,8 @@ def _gpu_call(group, impl):
         b_s = cupy.full(n, 1e-3, f32)
         fn = lambda: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, None, dtype=f16)  # noqa: E731
         return fn, a.nbytes + b.nbytes + b_s.nbytes + out_bytes, ops
-    if impl in (WIDE, TILED):  # the tiled planner (dp4a-wide forced, or its own rule), bound as intmm_tiled binds it
-        from dmlq.gpu import intmm_tiled, matmul
+    if impl in (WIDE, TILED, STREAM16):  # the tiled planner (dp4a-wide forced, or its own rule) or the stream
+        from dmlq.gpu import intmm_tiled, matmul, qmm_stream  # kernel's sums plan, bound as intmm_tiled binds them
 
         op = "matmul_integer_to_float"
         if packed:
@@ -219,8 +222,11 @@ def _gpu_call(group, impl):
         b_zp = cupy.full((rows, n), 8, u8) if packed else None
         out = cupy.empty((m, n), f16)
         view = intmm_tiled._check(op, a, data, b_packed)
-        plan = matmul.plan_tiled(op, a, True, view, b_zp is not None, out,
-                                 variant="dp4a-wide" if impl == WIDE else None, k_group=G if rows > 1 else 0)
+        if impl == STREAM16:
+            plan = qmm_stream._sums_plan(op, a, view, out, matmul.STREAM_M["stream-m16"], 0)
+        else:
+            plan = matmul.plan_tiled(op, a, True, view, b_zp is not None, out,
+                                     variant="dp4a-wide" if impl == WIDE else None, k_group=G if rows > 1 else 0)
         run = intmm_tiled._bind(plan, a, data, out, b_packed, a_scale, a_zp, b_s, b_zp, None)
         fn = lambda: run(a, a_scale, a_zp, data, b_s, b_zp, None, out)  # noqa: E731
         return fn, a.nbytes + data.nbytes + b_s.nbytes + out_bytes, ops

@@ -101,3 +101,6 @@ def test_intmm_builder_runs_on_the_stand_in(gpu, monkeypatch, group, impl):  # n
         if b_kind == "uint8xpacked-uint4->float16" and not qmm_stream.work_fits(m, 256, 64):
             want = "matmul_dp4a_wide"
     assert want in ran and nbytes > 0 and ops > 0, (ran, want)
+    if impl == B.STREAM16:  # the 16-row stream kernel forced (auto: the tensor cores at this M and size)
+        assert any(launch[0].startswith("matmul_stream_grouped<") and launch[0].endswith(", 16>")
+                   for launch in S.launches), S.launches
