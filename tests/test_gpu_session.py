@@ -413,14 +413,39 @@ def test_the_profile_cases_launch_on_the_stand_in(gpu):
     text = io.StringIO()
     S.launches.clear()
     names = gpu_profile.run_cases(S.module, small=True, out=text, host_time=True)
-    assert len(names) == 10, names
-    assert text.getvalue().count(" us per call (enqueue)") == 10
+    assert len(names) == 11, names
+    assert text.getvalue().count(" us per call (enqueue)") == 11
     launched = {launch[0].split("<")[0] for launch in S.launches}
     assert {"avgpool_tile", "avgpool_general", "matmul_dp4a", "quantize_contig", "matmul_stream_grouped",
-            "matmul_stream_grouped_finish"} <= launched, launched
+            "matmul_stream_grouped_finish", "matmul_stream_packed"} <= launched, launched
     # the integer family at M = 1 and 16 with an 8-bit b: the weight-streaming kernels at these small
     # shapes (at N = K = 8192, M = 16 takes the tensor cores)
     assert text.getvalue().count("matmul_integer_to_float: stream-m") == 2, text.getvalue()
+
+
+def test_the_call_overhead_step_profiles_each_small_matmul_on_the_stand_in(gpu):
+    """gpu_profile.call_overhead (the profile stage's --host-time step): each small matmul of
+    matmul_calls timed and cProfiled through dmlq's GPU path, here on the cupy stand-in with
+    small shapes; its profile shows dmlq's own frames (the public function, the plan's launch)."""
+    import io
+
+    import cupy_stand_in as S
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import gpu_profile
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    text = io.StringIO()
+    S.launches.clear()
+    names = gpu_profile.call_overhead(S.module, small=True, out=text, n=3)
+    assert len(names) == 5 and names[-1].startswith("quantized_matmul uint8 x packed int4"), names
+    got = text.getvalue()
+    assert got.count("== call overhead: ") == 5 and got.count(" us per call (enqueue)") == 5, got
+    assert got.count("== cProfile, 3 calls, by tottime") == 5, got
+    own = got.split("== the same, dmlq's own functions")
+    assert len(own) == 6 and all("dmlq/gpu/plan.py" in part.split("== call overhead")[0] for part in own[1:]), got
+    assert len(S.launches) >= 5 * 7, len(S.launches)  # every call launched: a warm-up, 3 timed, 3 profiled
 
 
 def test_the_torch_overhead_step_says_when_it_cannot_run():

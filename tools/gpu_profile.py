@@ -10,16 +10,20 @@ bench/results/NVIDIA-H100-80GB-HBM3-key-2026-11-26.json (README, "GPU, measured"
     to matmul_stream_packed.cu's 8-bit weight-streaming kernels at M = 1 (new, unmeasured) and
     the tensor cores (mma-128x128 with split-K) at M = 16, whose figures at these shapes this
     profile is the first to take;
-the grouped stream kernel for a packed uint4 b with groups of 128 at M = 1 (new, unmeasured);
-and, as yardsticks, two that came close: the contiguous quantize (0.90 of the copy
-bandwidth) and the 8192^3 tensor-core matmul (0.34 of the int8 peak).
+the grouped stream kernel for a packed uint4 b with groups of 128 at M = 1, quantized_matmul
+with a packed int4 b at M = 1 (the second H100 run, bench/results/NVIDIA-H100-80GB-HBM3-key-
+2026-11-26-run2.json: 90 / 173 us for the int8 b at M = 1 / 16, 128 us grouped, 58 us packed
+int4, against 22 or 11 us of b at the copy bandwidth); and, as yardsticks, two that came
+close: the contiguous quantize (0.90 of the copy bandwidth) and the 8192^3 tensor-core matmul
+(0.34 of the int8 peak).
 
 Each case runs once after its plan is printed (``dmlq.kernel_plan``), so the profile's kernels
 can be told apart; ``--small`` shrinks every shape (the CPU test runs it on the cupy stand-in).
 ``--host-time`` (no ncu) then times 50 more calls of each: the host's microseconds per call
-(enqueue only) and per call with the GPU's work (one synchronize after the 50); and then
-where a call on torch CUDA tensors spends its host time (:func:`torch_overhead`: each step
-of dmlq.torch's CUDA path alone, and cProfile over whole calls). The small
+(enqueue only) and per call with the GPU's work (one synchronize after the 50); then where a
+small matmul's host time goes (:func:`call_overhead`: cProfile of each of
+:func:`matmul_calls`) and where a call on torch CUDA tensors spends it (:func:`torch_overhead`:
+each step of dmlq.torch's CUDA path alone, and cProfile over whole calls). The small
 matmuls took a flat 46-58 us of device time whatever their size (bench/results/gpu-2026-11-26/
 bench/bench.log), which looks like the host's Python between the timer's events, not the kernels.
 """
@@ -85,21 +89,9 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
             say(f"avgpool {'x'.join(map(str, shape))} k{window}s{stride}p{pad} {variant}", variant)
             timed(lambda: avgpool.quantized_avg_pool(x, *params, o, *geometry, variant=variant))
 
-    b = dev((nk, nk), np.int8)
-    for m in (1, 16):
-        a = dev((m, nk), np.uint8)
-        args = (a, f32(0.02), np.uint8(128), b, f32(0.01), None, None)
-        say(f"matmul_integer_to_float uint8 x int8 -> float16, M={m} N=K={nk}",
-            dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args, dtype=np.float16))
-        timed(lambda: dmlq.matmul_integer_to_float(*args, dtype=np.float16))
-    # a weight-only int4 layer's decode step (groups of 128): the grouped stream kernel
-    g = 32 if small else 128
-    b4 = dmlq.Packed(dev((nk * nk // 2,), np.uint8), (nk, nk), "uint4")
-    b4_s = xp.full((nk // g, nk), 1e-3, f32)
-    args = (dev((1, nk), np.uint8), f32(0.02), np.uint8(128), b4, b4_s, 8)
-    say(f"matmul_integer_to_float uint8 x packed uint4 -> float16, groups of {g}, M=1 N=K={nk}",
-        dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args, dtype=np.float16, block_size=g))
-    timed(lambda: dmlq.matmul_integer_to_float(*args, dtype=np.float16, block_size=g))
+    for name, call, plan in matmul_calls(xp, dev, small)[:3]:
+        say(name, plan())
+        timed(call)
 
     x = xp.asarray(rng.standard_normal(quant).astype(f32))
     say(f"quantize float32 -> uint8 {quant[0]}x{quant[1]}", dmlq.kernel_plan(dmlq.quantize_linear, x, f32(0.02), np.uint8(128)))
@@ -108,12 +100,88 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
     args = (a, f32(0.05), None, b, f32(0.01), None, f32(0.3), np.int8(2))
     say(f"quantized_matmul int8 {mm}^3", dmlq.kernel_plan(dmlq.quantized_matmul, *args))
     timed(lambda: dmlq.quantized_matmul(*args))
-    small_mm = (dev((16, 4096 if not small else 64), np.int8), f32(0.05), None,
-                dev((4096 if not small else 64,) * 2, np.int8), f32(0.01), None, f32(0.3), np.int8(2))
-    say("quantized_matmul int8 M=16 N=K=4096 (46 us of device time in the bench)",
-        dmlq.kernel_plan(dmlq.quantized_matmul, *small_mm))
-    timed(lambda: dmlq.quantized_matmul(*small_mm))
+    for name, call, plan in matmul_calls(xp, dev, small)[3:]:
+        say(name, plan())
+        timed(call)
     return done
+
+
+def matmul_calls(xp, dev, small: bool) -> list:
+    """[(name, call, plan)] of the small-M matmuls whose time the host may set: the integer
+    family's decode step (int8 b at M = 1 and 16, a packed uint4 b in groups of 128 at M = 1),
+    then quantized_matmul at M = 16 (int8, N = K = 4096) and with a packed int4 b at M = 1.
+    ``dev(shape, dtype)``: random integers on the device."""
+    import dmlq
+
+    f32, f16 = np.float32, np.float16
+    nk = cases(small)[2]
+    b = dev((nk, nk), np.int8)
+    out = []
+    for m in (1, 16):
+        args = (dev((m, nk), np.uint8), f32(0.02), np.uint8(128), b, f32(0.01), None, None)
+        out.append((f"matmul_integer_to_float uint8 x int8 -> float16, M={m} N=K={nk}",
+                    lambda args=args: dmlq.matmul_integer_to_float(*args, dtype=f16),
+                    lambda args=args: dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args, dtype=f16)))
+    # a weight-only int4 layer's decode step (groups of 128): the grouped stream kernel
+    g = 32 if small else 128
+    b4 = dmlq.Packed(dev((nk * nk // 2,), np.uint8), (nk, nk), "uint4")
+    args = (dev((1, nk), np.uint8), f32(0.02), np.uint8(128), b4, xp.full((nk // g, nk), 1e-3, f32), 8)
+    out.append((f"matmul_integer_to_float uint8 x packed uint4 -> float16, groups of {g}, M=1 N=K={nk}",
+                lambda: dmlq.matmul_integer_to_float(*args, dtype=f16, block_size=g),
+                lambda: dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args, dtype=f16, block_size=g)))
+    k = 64 if small else 4096
+    mm16 = (dev((16, k), np.int8), f32(0.05), None, dev((k, k), np.int8), f32(0.01), None, f32(0.3), np.int8(2))
+    out.append((f"quantized_matmul int8 M=16 N=K={k} (46 us of device time in the first bench)",
+                lambda: dmlq.quantized_matmul(*mm16), lambda: dmlq.kernel_plan(dmlq.quantized_matmul, *mm16)))
+    p4 = dmlq.Packed(dev((nk * nk // 2,), np.uint8), (nk, nk), "int4")
+    q4 = (dev((1, nk), np.uint8), f32(0.02), np.uint8(128), p4, xp.full(nk, 1e-3, f32), 0, f32(0.05), np.int8(0))
+    out.append((f"quantized_matmul uint8 x packed int4 -> int8, M=1 N=K={nk}",
+                lambda: dmlq.quantized_matmul(*q4), lambda: dmlq.kernel_plan(dmlq.quantized_matmul, *q4)))
+    return out
+
+
+def call_overhead(xp, small: bool = False, out=sys.stdout, n: int = 300) -> list:
+    """Where a small matmul's host time goes (the second H100 run: 50-94 us of enqueue per
+    call, as long as the decode step's kernels): for each of :func:`matmul_calls`, the
+    enqueue microseconds per call, then a cProfile of ``n`` calls by own time, all functions
+    and dmlq's alone (CuPy's launches are compiled code, so they count in their Python
+    caller's own time).
+    Returns the names profiled."""
+    import cProfile
+    import io
+    import pstats
+    import time
+
+    rng = np.random.default_rng(1)
+
+    def dev(shape, dtype):
+        info = np.iinfo(dtype)
+        return xp.asarray(rng.integers(info.min, info.max + 1, shape).astype(dtype))
+
+    names = []
+    for name, call, _plan in matmul_calls(xp, dev, small):
+        call()
+        xp.cuda.runtime.deviceSynchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        t1 = time.perf_counter()
+        xp.cuda.runtime.deviceSynchronize()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(n):
+            call()
+        prof.disable()
+        xp.cuda.runtime.deviceSynchronize()
+        text, own = io.StringIO(), io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(20)
+        pstats.Stats(prof, stream=own).sort_stats("tottime").print_stats(r"dmlq[/\\]", 20)
+        out.write(f"== call overhead: {name}\n   host {1e6 * (t1 - t0) / n:.1f} us per call (enqueue)\n"
+                  f"== cProfile, {n} calls, by tottime\n{text.getvalue()}"
+                  f"== the same, dmlq's own functions\n{own.getvalue()}")
+        out.flush()
+        names.append(name)
+    return names
 
 
 def torch_overhead(out=sys.stdout, n: int = 300) -> bool:
@@ -195,6 +263,7 @@ def main(argv=None) -> int:
     names = run_cases(cupy, small="--small" in argv, host_time="--host-time" in argv)
     print(f"gpu_profile: {len(names)} cases launched")
     if "--host-time" in argv:
+        call_overhead(cupy, small="--small" in argv)
         torch_overhead()
     return 0
 
