@@ -54,12 +54,14 @@ def _nbytes(kind, t, n):
     return n * 4 + (n * q.bits + 7) // 8 + (n // BLOCK) * 4
 
 
-def _host_data(kind, t, n, seed=0):
+def _host_data(kind, t, n, seed=0, codes=True):
+    """(x, s, q): float32 x, blocked scales, and (``codes``, dequantize only) x's codes made
+    on the host (the peers' input; the GPU rows quantize on the device instead)."""
     rng = np.random.default_rng(seed)
     rows = n // 1024
     x = (rng.standard_normal((rows, 1024)) * 3).astype(np.float32)
     s = rng.uniform(0.01, 0.1, (rows, 1024 // BLOCK)).astype(np.float32)
-    q = dmlq.quantize_linear(x, s, dtype=t, block_size=BLOCK) if kind == "dequantize" else None
+    q = dmlq.quantize_linear(x, s, dtype=t, block_size=BLOCK) if kind == "dequantize" and codes else None
     return x, s, q
 
 
@@ -73,7 +75,7 @@ GPU_CASES = [(g, k, t, i) for g, k, t in _groups("64M") for i in
 def _gpu_fn(kind, t, impl):
     import cupy
 
-    x, s, q = _host_data(kind, t, GPU_N)
+    x, s, q = _host_data(kind, t, GPU_N, codes=impl == "peer:cupy-expr")
     xg, sg = cupy.asarray(x), cupy.asarray(s)
     if impl == "dmlq:auto":
         if kind == "quantize":

@@ -104,3 +104,26 @@ def test_intmm_builder_runs_on_the_stand_in(gpu, monkeypatch, group, impl):  # n
     if impl == B.STREAM16:  # the 16-row stream kernel forced (auto: the tensor cores at this M and size)
         assert any(launch[0].startswith("matmul_stream_grouped<") and launch[0].endswith(", 16>")
                    for launch in S.launches), S.launches
+
+
+def _qtypes_params():
+    from bench import test_bench_qtypes as Q
+
+    return [pytest.param(k, t, id=g) for g, k, t, impl in Q.GPU_CASES if impl == "dmlq:auto"]
+
+
+@pytest.mark.parametrize("kind,t", _qtypes_params())
+def test_qtypes_builder_runs_on_the_stand_in(gpu, monkeypatch, kind, t):  # noqa: F811
+    """bench/test_bench_qtypes.py's dmlq rows (blocked quantize and dequantize of every narrow
+    type), shrunk to 2,048 elements: each builds on the device and runs quant_types.cu's kernel."""
+    import cupy_stand_in as S
+    from bench import test_bench_qtypes as Q
+
+    monkeypatch.setattr(Q, "GPU_N", 2048)
+    fn = Q._gpu_fn(kind, t, "dmlq:auto")
+    S.launches.clear()
+    fn()
+    from dmlq.gpu import qkernels
+
+    want = qkernels.quantize_name("float32", t) if kind == "quantize" else qkernels.dequantize_name(t, "float32")
+    assert want in [launch[0] for launch in S.launches], (want, S.launches)
