@@ -201,9 +201,12 @@ def plan(a, b, out):
 
 GROUPED = "stream-grouped"  # variant names: stream-grouped-m1 / -m4 / -m16
 GROUP_STEP = 32             # the grouped kernel closes a group at the end of a half stage (32 rows)
-# Selection (napkin, not yet measured): the workspace of group sums (groups x M x N int32, written
-# and read once) at most b's packed bytes (K x N / 2), i.e. 8 * M * groups <= K: every M = 1 call,
-# groups of 32 and up at M = 4, of 128 and up at M = 16. Past that dp4a-wide, which needs none.
+# Selection (napkin): the workspace of group sums (groups x M x N int32, written and read once) at
+# most b's packed bytes (K x N / 2), i.e. 8 * M * groups <= K: every M = 1 call, groups of 32 and
+# up at M = 4, of 128 and up at M = 16. Past that dp4a-wide, which needs none. Measured on the
+# H100 (second run, N = K = 8192, groups of 128) only inside the rule, up to its edge: the grouped
+# kernel took 128 / 118 / 144 us at M = 1 / 4 / 16 (M = 16 is the edge: workspace = b's bytes)
+# against dp4a-wide's 204 / 212 / 211, so the edge is not yet where the two cross.
 WORK_PER_B_BYTE = 1
 
 
