@@ -39,7 +39,14 @@
 //   at G = 128), written once and read once by the finish pass, mostly from L2
 //   (N = K = 4096, G = 128, M = 1: 512 KB); the finish pass reads it and b's
 //   scales (one float per group and column: 8 / G of b's bytes again) with one
-//   thread per output: at M = 1 a few microseconds, launch included. The main
+//   thread per output: at M = 1 a few microseconds, launch included, if its loads
+//   are not waited for one at a time. They were: the H100's second run took
+//   128 / 118 / 144 us at M = 1 / 4 / 16 with groups of 128 (N = K = 8192, 64
+//   groups) where the same kernel with one group per chunk took 56 / 55 / 86, a
+//   near-constant 58-72 us more, as a chain of 64 dependent steps per thread at
+//   one L2 latency each (~1 us) would give. The finish pass now loads 8 groups'
+//   sums and scales before their 8 steps (order unchanged): 8 waits instead of
+//   64 (unmeasured). The main
 //   kernel's own extra work over the requantizing one is the group bookkeeping
 //   per stage (uniform branches, one zero-point reload per group per thread,
 //   the slot sums); ptxas (sm_90, bench/results/static.md): 63 / 72 / 103
@@ -611,10 +618,32 @@ __global__ void __launch_bounds__(256) matmul_stream_grouped_finish(
   } else {
     const float as = a_scale[a_per_row ? m : 0];
     const float* const bs = b_scale + bp_bs * z + (b_per_col ? col : 0);
+    auto step = [&](float v, int g, int sum, float b) {  // group g's float step, in ascending order
+      const float term = ieee_mul(to_f32(sum), ieee_mul(as, b));
+      return g == 0 ? term : ieee_add(v, term);
+    };
     float v = 0.0f;  // no groups (K = 0): +0.0
-    for (int g = 0; g < groups; ++g) {
-      const float term = ieee_mul(to_f32(acc(g)), ieee_mul(as, bs[static_cast<int64>(g) * N]));
-      v = g == 0 ? term : ieee_add(v, term);
+    if (splits == 1) {
+      // Blocked scales (one entry per group): the sums and scales of kAhead groups are loaded
+      // before their steps, so a thread waits one load latency per kAhead groups, not per group
+      // (its steps are a dependent chain; M = 1 gives only N threads). Past the last group the
+      // loads repeat it and the steps are skipped.
+      constexpr int kAhead = 8;
+      for (int g0 = 0; g0 < groups; g0 += kAhead) {
+        int sum[kAhead];
+        float b[kAhead];
+#pragma unroll
+        for (int j = 0; j < kAhead; ++j) {
+          const int64 g = min(g0 + j, groups - 1);
+          sum[j] = w[g * entry_stride];
+          b[j] = bs[g * N];
+        }
+#pragma unroll
+        for (int j = 0; j < kAhead; ++j)
+          if (g0 + j < groups) v = step(v, g0 + j, sum[j], b[j]);
+      }
+    } else {
+      for (int g = 0; g < groups; ++g) v = step(v, g, acc(g), bs[static_cast<int64>(g) * N]);
     }
     if (bias != nullptr) v = ieee_add(v, bias[bias_bs * z + m * bias_ld + col]);
     *c = from_f32<TO>(v);

@@ -571,6 +571,11 @@ MUTATIONS: list[Mutation] = [
       "dequantize (16-byte path): each code's top bit dropped", "packing"),
     M("quant_types.cu", "  if (!traits<T>::is_float || r == r) return r;", "  return r;",
       "quantize: a float16 NaN's sign dropped (the GPU's cvt.f32.f16 gives +NaN)", "sign"),
+    M("matmul_stream_packed.cu", "          if (g0 + j < groups) v = step(", "          if (g0 + j <= groups) v = step(",
+      "grouped finish, loads ahead: one step past the last group (the last repeated)", "comparison"),
+    M("matmul_stream_packed.cu", "          const int64 g = min(g0 + j, groups - 1);",
+      "          const int64 g = min(g0 + j + 1, groups - 1);",
+      "grouped finish, loads ahead: each step reads the next group's sum and scale", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
