@@ -89,7 +89,8 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
             say(f"avgpool {'x'.join(map(str, shape))} k{window}s{stride}p{pad} {variant}", variant)
             timed(lambda: avgpool.quantized_avg_pool(x, *params, o, *geometry, variant=variant))
 
-    for name, call, plan in matmul_calls(xp, dev, small)[:3]:
+    small_matmuls = matmul_calls(xp, dev, small)
+    for name, call, plan in small_matmuls[:3]:
         say(name, plan())
         timed(call)
 
@@ -100,7 +101,7 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
     args = (a, f32(0.05), None, b, f32(0.01), None, f32(0.3), np.int8(2))
     say(f"quantized_matmul int8 {mm}^3", dmlq.kernel_plan(dmlq.quantized_matmul, *args))
     timed(lambda: dmlq.quantized_matmul(*args))
-    for name, call, plan in matmul_calls(xp, dev, small)[3:]:
+    for name, call, plan in small_matmuls[3:]:
         say(name, plan())
         timed(call)
     return done

@@ -5,11 +5,11 @@ STAGE.json, STAGE-logs.tar.gz, benchmark JSON).
 Writes, under the repository (or --root):
   bench/results/<benchmark JSON>            as it came (bench/report.py reads it)
   bench/results/gpu-DATE/STAGE.json, STAGE-summary.txt and STAGE/ (the logs archive unpacked)
---run N keeps a later session of the same day apart: gpu-DATE-runN/, <benchmark>-runN.json
-and "DATE, run N" in hardening.md (the device names its benchmark JSON by the day alone).
   bench/results/hardening.md                a section per call: the GPU, the steps (rc, seconds,
                                             tally), fuzz examples per operator and kernel variant,
                                             sanitizer error counts
+--run N keeps a later session of the same day apart: gpu-DATE-runN/, <benchmark>-runN.json
+and "DATE, run N" in hardening.md (the device names its benchmark JSON by the day alone).
 Nothing here judges the results: the rows are what the logs say.
 """
 from __future__ import annotations
