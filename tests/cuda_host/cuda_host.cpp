@@ -794,7 +794,7 @@ void exec_mma(LaneCall** lanes, int count) {
 float flush_subnormal(float f) { return flush(f); }
 // The GPU's float32 arithmetic gives every NaN result as the canonical NaN 0x7FFFFFFF
 // (no payload, no sign: the first H100 session coded 0/0 as +NaN where x86 gives -NaN),
-// and so does cvt.f32.f16 (sm_90 runs it as an add: the second H100 session coded a
+// and so does cvt.f32.f16 (sm_90 runs it as an add, HADD2.F32: the second H100 session coded a
 // float16 -NaN quantized to float8_e4m3fn as 0x7F, the contract 0xFF).
 float gpu_nan(float f) {
   if (f == f) return f;
