@@ -193,6 +193,11 @@ def test_the_torch_cuda_items_run_in_quick_and_correct(collected):
     for want in ("quantize/float32->int4/", "dequantize/uint4->float32/", "quantize/float32->float8_e4m3fn/",
                  "dequantize/float8_e4m3fnuz->float32/", "peer:torch-float8"):
         assert any(want in t for t in key), (want, key)
+    # the widening dequantize kernels (changed after the first run) and the add, beside their peers
+    key = collected["bench_key"][1]
+    for want in ("dequantize/uint8->float32/65536x4096|dmlq:contig", "dequantize/int8->float16/65536x4096|dmlq:auto",
+                 "dequantize/uint8->float32/65536x4096|peer:torch.dequantize", "add/uint8+uint8->uint8/65536x4096|dmlq:auto"):
+        assert any(want in t for t in key), (want, key)
 
 
 # ------------------------------------------------- the device image
