@@ -408,6 +408,16 @@ def test_the_device_plugin_stops_at_a_sticky_cuda_error_and_resumes_after_it(tmp
     assert "1 passed, 2 deselected" in r.stdout and "PASSED test_three.py::test_c" in r.stdout, r.stdout
 
 
+def _gpu_profile():
+    """tools/gpu_profile.py, imported from the tools folder (which stays off sys.path)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import gpu_profile
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return gpu_profile
+
+
 def test_the_profile_cases_launch_on_the_stand_in(gpu):
     """tools/gpu_profile.py (the profile stage's program under ncu) runs every case, small,
     through dmlq's GPU path on the cupy stand-in: the kernels it names are the ones launched."""
@@ -415,11 +425,7 @@ def test_the_profile_cases_launch_on_the_stand_in(gpu):
 
     import cupy_stand_in as S
 
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import gpu_profile
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    gpu_profile = _gpu_profile()
     text = io.StringIO()
     S.launches.clear()
     names = gpu_profile.run_cases(S.module, small=True, out=text, host_time=True)
@@ -441,11 +447,7 @@ def test_the_call_overhead_step_profiles_each_small_matmul_on_the_stand_in(gpu):
 
     import cupy_stand_in as S
 
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import gpu_profile
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    gpu_profile = _gpu_profile()
     text = io.StringIO()
     S.launches.clear()
     names = gpu_profile.call_overhead(S.module, small=True, out=text, n=3)
@@ -466,11 +468,7 @@ def test_the_torch_overhead_step_says_when_it_cannot_run():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("torch has a CUDA device: the profile stage runs the step itself")
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import gpu_profile
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    gpu_profile = _gpu_profile()
     text = io.StringIO()
     assert gpu_profile.torch_overhead(text) is False
     assert text.getvalue() == "== torch call overhead: skipped (no torch CUDA device)\n"

@@ -44,27 +44,43 @@ def cases(small: bool):
     return pool3, pool2, nk, mm, quant
 
 
+def device_ints(xp, rng):
+    """``dev(shape, dtype)``: random integers of ``dtype``'s whole range on the device of ``xp``."""
+    def dev(shape, dtype):
+        info = np.iinfo(dtype)
+        return xp.asarray(rng.integers(info.min, info.max + 1, shape).astype(dtype))
+    return dev
+
+
+def host_us(xp, call, n: int) -> tuple:
+    """(enqueue, with the GPU's work): host microseconds per call of ``n`` calls after one
+    warm-up, the second with one synchronize after the ``n``."""
+    import time
+
+    call()
+    xp.cuda.runtime.deviceSynchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    t1 = time.perf_counter()
+    xp.cuda.runtime.deviceSynchronize()
+    t2 = time.perf_counter()
+    return 1e6 * (t1 - t0) / n, 1e6 * (t2 - t0) / n
+
+
 def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) -> list:
     """Launch every case once on the device of ``xp`` (CuPy, or the stand-in); returns the
     case names in launch order. ``host_time``: then time 50 more calls of each."""
-    import time
-
     import dmlq
     from dmlq.gpu import avgpool
 
     def timed(call):
-        call()
-        xp.cuda.runtime.deviceSynchronize()
         if not host_time:
-            return
-        n = 50
-        t0 = time.perf_counter()
-        for _ in range(n):
             call()
-        t1 = time.perf_counter()
-        xp.cuda.runtime.deviceSynchronize()
-        t2 = time.perf_counter()
-        out.write(f"   host {1e6 * (t1 - t0) / n:.1f} us per call (enqueue), {1e6 * (t2 - t0) / n:.1f} us with the GPU\n")
+            xp.cuda.runtime.deviceSynchronize()
+            return
+        enqueue, with_gpu = host_us(xp, call, 50)
+        out.write(f"   host {enqueue:.1f} us per call (enqueue), {with_gpu:.1f} us with the GPU\n")
 
     pool3, pool2, nk, mm, quant = cases(small)
     rng = np.random.default_rng(0)
@@ -76,9 +92,7 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
         out.flush()
         done.append(name)
 
-    def dev(shape, dtype):
-        info = np.iinfo(dtype)
-        return xp.asarray(rng.integers(info.min, info.max + 1, shape).astype(dtype))
+    dev = device_ints(xp, rng)
 
     params = [xp.full((1,), v, dt) for v, dt in ((0.05, f32), (128, np.uint8), (0.04, f32), (120, np.uint8))]
     for shape, window, stride, pad in ((pool3, 3, 1, 1), (pool2, 2, 2, 0)):
@@ -151,23 +165,10 @@ def call_overhead(xp, small: bool = False, out=sys.stdout, n: int = 300) -> list
     import cProfile
     import io
     import pstats
-    import time
-
-    rng = np.random.default_rng(1)
-
-    def dev(shape, dtype):
-        info = np.iinfo(dtype)
-        return xp.asarray(rng.integers(info.min, info.max + 1, shape).astype(dtype))
 
     names = []
-    for name, call, _plan in matmul_calls(xp, dev, small):
-        call()
-        xp.cuda.runtime.deviceSynchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call()
-        t1 = time.perf_counter()
-        xp.cuda.runtime.deviceSynchronize()
+    for name, call, _plan in matmul_calls(xp, device_ints(xp, np.random.default_rng(1)), small):
+        enqueue, _ = host_us(xp, call, n)
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(n):
@@ -177,7 +178,7 @@ def call_overhead(xp, small: bool = False, out=sys.stdout, n: int = 300) -> list
         text, own = io.StringIO(), io.StringIO()
         pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(20)
         pstats.Stats(prof, stream=own).sort_stats("tottime").print_stats(r"dmlq[/\\]", 20)
-        out.write(f"== call overhead: {name}\n   host {1e6 * (t1 - t0) / n:.1f} us per call (enqueue)\n"
+        out.write(f"== call overhead: {name}\n   host {enqueue:.1f} us per call (enqueue)\n"
                   f"== cProfile, {n} calls, by tottime\n{text.getvalue()}"
                   f"== the same, dmlq's own functions\n{own.getvalue()}")
         out.flush()
