@@ -52,6 +52,7 @@ it) keyed by the source text, the name expressions, the options and the NVRTC/nv
 from __future__ import annotations
 
 import argparse
+import bisect
 import concurrent.futures
 import contextlib
 import ctypes
@@ -528,26 +529,40 @@ class Loop:
 
 
 def find_loops(fn: Function) -> list:
-    """All loops of ``fn``: one per back-edge target, [target, last back edge]."""
+    """All loops of ``fn``: one per back-edge target, [target, last back edge].
+    Counts come from prefix sums over the instructions (in address order), so a
+    function with many loops costs one pass, not one per loop."""
     ends: dict = {}
     for ins in fn.instrs:
         if ins.base == "BRA" and ins.target in fn.labels:
             t = fn.labels[ins.target]
             if t <= ins.addr:
                 ends[t] = max(ends.get(t, t), ins.addr)
-    loops = []
-    for start, end in sorted(ends.items()):
-        body = [i for i in fn.instrs if start <= i.addr <= end and i.base != "NOP"]
-        loops.append(Loop(start, end, len(body),
-                          sum(i.base in MMA_OPS for i in body),
-                          sum(i.base in DP4A_OPS for i in body)))
+    addrs = [i.addr for i in fn.instrs]
+    counts = {"all": [0], "mma": [0], "dp4a": [0]}  # non-NOP, MMA, DP4A instructions before index j
+    for ins in fn.instrs:
+        b = ins.base
+        counts["all"].append(counts["all"][-1] + (b != "NOP"))
+        counts["mma"].append(counts["mma"][-1] + (b in MMA_OPS))
+        counts["dp4a"].append(counts["dp4a"][-1] + (b in DP4A_OPS))
+
+    def between(kind, start, end):  # instructions of ``kind`` at addresses in [start, end]
+        c = counts[kind]
+        return c[bisect.bisect_right(addrs, end)] - c[bisect.bisect_left(addrs, start)]
+
+    loops = [Loop(start, end, between("all", start, end), between("mma", start, end), between("dp4a", start, end))
+             for start, end in sorted(ends.items())]
     for lp in loops:
         inner = [o for o in loops if lp.contains(o)]
         top = [o for o in inner if not any(p.contains(o) for p in inner)]
         lp.nested_loops = len(top)
-        lp.nested_instructions = sum(
-            1 for i in fn.instrs
-            if i.base != "NOP" and any(o.start <= i.addr <= o.end for o in top))
+        covered, reach = 0, None  # the union of the top loops' ranges, merged in start order
+        for o in sorted(top, key=lambda o: o.start):
+            lo = o.start if reach is None or o.start > reach else reach + 1
+            if o.end >= lo:
+                covered += between("all", lo, o.end)
+            reach = o.end if reach is None else max(reach, o.end)
+        lp.nested_instructions = covered
     return loops
 
 
