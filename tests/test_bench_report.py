@@ -39,7 +39,7 @@ INTMM_CPU_BENCHMARKS = 6  # bench/test_bench_intmm.py: 3 NumPy groups x (dmlq:cp
 # 3 of per-column packed uint4) x (dmlq:auto, 2 torch peers), dmlq:dp4a-wide forced in the 3 blocked
 # packed-uint4 groups and dmlq:tiled (the tiled rule's kernel) in the 3 per-column ones and the int8 b
 # groups at M = 1 and 4, and dmlq:stream-m16 forced in the int8 b group at M = 16
-INTMM_GPU_BENCHMARKS = 45 + 3 + 3 + 2 + 1
+INTMM_GPU_BENCHMARKS = 45 + 3 + 3 + 2 + 1 + 15  # + dmlq:graph, one per group
 # bench/test_bench_qtypes.py: 12 types x (quantize, dequantize); GPU: dmlq + torch float8 (4 types) + cupy-expr
 # (int8/int16/uint16) = 24 + 8 + 6; CPU: dmlq + onnxruntime on those 24 groups, uint8 blocked, and quantize to
 # the 8 integer types per tensor and per axis (16) and in all 3 forms on one thread (24): 65 x 2 = 130, of
@@ -371,3 +371,18 @@ def test_quick_runner_on_gpu(capsys):
     assert quick.run(only="overhead") == 0
     out = capsys.readouterr().out
     assert "overhead" in out and "limits: copy" in out
+
+
+def test_a_graph_replay_is_not_compared_with_an_eager_peer():
+    """bench/test_bench_intmm.py's dmlq:graph rows (the decode step replayed from a CUDA graph) sit
+    beside eager peers: the summary's best dmlq entry there is the fastest eager one; where a peer
+    is replayed too (the overhead group) the graphs are compared."""
+    def entry(group, impl, t):
+        return {"group": group, "stats": {"median": t}, "extra_info": {"impl": impl, "gb_per_s": 1.0, "limit": 2.0}}
+    g, o = "matmul_integer_to_float/uint8xint8->float16/M=1,N=8192,K=8192", "overhead/float32->uint8/1024"
+    rows = {r["group"]: r for r in R.summarize([
+        entry(g, "dmlq:auto", 5e-5), entry(g, "dmlq:graph", 2.5e-5), entry(g, "peer:torch-f16-matmul", 4.8e-5),
+        entry(o, "dmlq:eager", 9e-5), entry(o, "dmlq:graph", 2e-5), entry(o, "peer:cupy-elementwise-graph", 3e-5)])}
+    assert (rows[g]["impl"], rows[g]["speedup"]) == ("dmlq:auto", pytest.approx(4.8e-5 / 5e-5))
+    assert set(rows[g]["entries"]) == {"dmlq:auto", "dmlq:graph", "peer:torch-f16-matmul"}
+    assert (rows[o]["impl"], rows[o]["speedup"]) == ("dmlq:graph", pytest.approx(3e-5 / 2e-5))

@@ -242,3 +242,32 @@ def test_one_group_extremes(gpu):
             same(dmlq.matmul_integer_to_float, a, a_s, None, b, b_s, 3, dtype=dt, kernel=GROUPED)
     long_k = _plan_of(dmlq.matmul_integer, np.zeros((1, 32769), U8), dmlq.pack(np.zeros((32769, 8), U4)))
     assert "matmul_integer: dp4a-wide " in long_k, long_k
+
+
+@pytest.mark.parametrize("scale_dtype,bias_dtype,ops", [(F32, F32, 0), (F16, F32, 1), (F32, F16, 1)])
+def test_ready_tables_make_no_array_operation(gpu, monkeypatch, scale_dtype, bias_dtype, ops):
+    """The decode step's host work: a blocked b_scale that already is the kernels' contiguous float32
+    (groups, N) table, b's zero point given as a number (made that table once, with the plan) and a
+    float32 bias vector reach the kernels as they are: a repeated call broadcasts and copies none of
+    them. A float16 scale table or bias (widened to float32) still takes one copy per call, which the
+    counter sees; every call's bytes equal the reference."""
+    rng = np.random.default_rng(26)
+    m, k, n, block = 1, 256, 64, 32
+    a, b = q(rng, U8, (m, k)), dmlq.pack(q(rng, U4, (k, n)))
+    a_s = np.float32(0.02)
+    b_s = rng.uniform(-1, 1, (k // block, n)).astype(scale_dtype)
+    bias = rng.uniform(-9, 9, n).astype(bias_dtype)
+    want = dmlq.matmul_integer_to_float(a, a_s, np.uint8(128), b, b_s, 8, bias, dtype=F16, block_size=block)
+    args = (dev(a), a_s, np.uint8(128), dev(b), dev(b_s), 8, dev(bias))
+    out = S.module.asarray(np.full((m, n), 0x7E00, np.uint16).view(F16))
+    dmlq.matmul_integer_to_float(*args, dtype=F16, block_size=block, out=out)  # plans, binds the runner
+    counted = []
+    for name in ("broadcast_to", "ascontiguousarray"):
+        real = getattr(S.module, name)
+        monkeypatch.setattr(S.module, name, lambda *x, _r=real, _n=name, **kw: counted.append(_n) or _r(*x, **kw))
+    out[...] = S.module.asarray(np.full((m, n), 0x7E00, np.uint16).view(F16))
+    S.launches.clear()
+    dmlq.matmul_integer_to_float(*args, dtype=F16, block_size=block, out=out)
+    assert counted.count("ascontiguousarray") == ops, counted
+    assert out.get().tobytes() == want.tobytes()
+    assert any(name.startswith(GROUPED) for name, *_ in S.launches), kernels()

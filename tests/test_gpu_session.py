@@ -188,6 +188,8 @@ def test_the_torch_cuda_items_run_in_quick_and_correct(collected):
         assert any("test_torch_call_overhead" in t for t in collected[step][1]), step
         assert any("mma-128x128" in t for t in collected[step][1]), step
         assert any("matmul_integer_to_float" in t and "dmlq:auto" in t for t in collected[step][1]), step
+        # the decode step replayed from a CUDA graph: the kernels' time without the host's enqueue
+        assert any("matmul_integer_to_float" in t and "M=1," in t and "dmlq:graph" in t for t in collected[step][1]), step
     # issue 25's narrow types on the GPU: a packed and a float8 type, both directions, torch's casts beside
     key = [t for t in collected["bench_key"][1] if "test_gpu_qtypes" in t]
     for want in ("quantize/float32->int4/", "dequantize/uint4->float32/", "quantize/float32->float8_e4m3fn/",

@@ -23,7 +23,9 @@ for them), else as length-M vectors; b's per tensor or per column likewise;
 blocked or per-batch ones as (rows, N) tables (rows: the groups, else 1), one
 per matrix of the output batch when they vary by batch (``bp_bs`` elements
 apart) or one shared; the bias as a float32 (matrices or 1, M or 1, N) table
-with its strides.
+with its strides. A table or bias that already is that contiguous float32 (or
+zero-point dtype) table is passed as it is, decided once per runner too, so the
+decode step's repeated call makes no array operation for them.
 """
 from __future__ import annotations
 
@@ -100,6 +102,15 @@ def _table(xp, v, batch_shape, rows, cols, dtype, batched):
     return t, rows * cols if shape else 0
 
 
+def _is_table(v, batch_shape, rows, cols, dtype, batched) -> bool:
+    """Whether :func:`_table` would hand ``v`` back as it is (None, or already the
+    contiguous table of ``dtype``: as many elements as the table, so nothing is
+    broadcast): decided once per runner from v's geometry, so a call whose tables
+    are ready makes no array operation for them."""
+    n = rows * cols * (int(np.prod(batch_shape, dtype=np.int64)) if batched else 1)
+    return device.is_vector(v, dtype, n)
+
+
 def _b_params(xp, b, b_scale, b_zero_point, out, k_group, zp_dtype):
     """(b_per_col, bp_bs, prep(b_scale, b_zero_point) -> (scale, zero point) or None):
     per tensor or per column as the kernels' vectors (no copy where they already
@@ -114,9 +125,14 @@ def _b_params(xp, b, b_scale, b_zero_point, out, k_group, zp_dtype):
     batch_shape = tuple(out.shape[:-2])
     bp_bs = rows * N if per_batch else 0
 
+    s_ready = _is_table(b_scale, batch_shape, rows, N, np.float32, per_batch)
+    z_ready = _is_table(b_zero_point, batch_shape, rows, N, zp_dtype, per_batch)
+    if s_ready and z_ready:
+        return 1, bp_bs, None
+
     def prep(s, z):
-        return (_table(xp, s, batch_shape, rows, N, np.float32, per_batch)[0],
-                _table(xp, z, batch_shape, rows, N, zp_dtype, per_batch)[0])
+        return (s if s_ready else _table(xp, s, batch_shape, rows, N, np.float32, per_batch)[0],
+                z if z_ready else _table(xp, z, batch_shape, rows, N, zp_dtype, per_batch)[0])
     return 1, bp_bs, prep
 
 
@@ -148,11 +164,18 @@ def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_poin
     bias_ld = i64(N if bias_rows > 1 else 0)
     flags = (i32(a_per_row), i32(b_per_col), i32(0))
     k_group = i32(d.k_group)
+    if bias is None:
+        bias_table = lambda v: (NULL, 0)  # noqa: E731
+    elif _is_table(bias, batch_shape, bias_rows, N, np.float32, bias_batched):
+        bias_table = lambda v, _bs=bias_rows * N if bias_batched else 0: (v, _bs)  # noqa: E731
+    else:
+        def bias_table(v):
+            return _table(xp, v, batch_shape, bias_rows, N, np.float32, bias_batched)
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out):
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
         a_s, b_s, _o_s, a_z, b_z, _o_z = quant(a_scale, a_zero_point, b_scale, b_zero_point, NULL, None)
-        bias_t, bias_bs = _table(xp, bias, batch_shape, bias_rows, N, np.float32, bias_batched)
+        bias_t, bias_bs = bias_table(bias)
         if streamed:
             launch(a, b, dst, a_s, a_z, flags[0], b_s, b_z, flags[1], i64(bp_bs), bias_t, i64(bias_bs), bias_ld)
         else:
