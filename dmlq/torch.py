@@ -205,6 +205,24 @@ def _cuda_form(v, cupy, as_out=False):
 
 
 _QUANT_OPS = ("quantize_linear", "dequantize_linear")
+_PLAIN = frozenset(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.float16,
+                                         np.float32, np.float64))
+
+
+def _narrow(values, kwargs) -> bool:
+    """Whether a quantize or dequantize call may involve a narrow type, whose GPU form is
+    its bytes (so the result's shape and dtype come from NumPy stand-ins): a tensor of
+    one, or a ``dtype=`` that is not one of NumPy's own (a name such as "int4" too).
+    Otherwise the CuPy views give the logical result at once, one pass fewer."""
+    if any(isinstance(v, torch.Tensor) and v.dtype in _VIEWED for v in values):
+        return True
+    d = kwargs.get("dtype")
+    if d is None:
+        return False
+    try:
+        return isinstance(d, str) or np.dtype(d) not in _PLAIN
+    except TypeError:  # not a dtype: the full path gives the error
+        return True
 
 
 def _cuda_call(fn, names, values, kwargs, out, device):
@@ -218,7 +236,7 @@ def _cuda_call(fn, names, values, kwargs, out, device):
     with cupy.cuda.Device(index), cupy.cuda.ExternalStream(stream.cuda_stream, index):
         args = {n: _cuda_form(v, cupy) for n, v in zip(names, values)}
         if out is None:
-            if fn.__name__ in _QUANT_OPS:  # the logical result: NumPy stand-ins (a narrow type's form is bytes)
+            if fn.__name__ in _QUANT_OPS and _narrow(values, kwargs):  # the logical result: NumPy stand-ins
                 meta = output_meta(fn, **{n: torch_gpu.stand_in(v, numpy_dtype(v.dtype)) if isinstance(v, torch.Tensor)
                                           else v for n, v in zip(names, values)}, **kwargs)
                 if isinstance(meta, tuple) and len(meta) == 2:

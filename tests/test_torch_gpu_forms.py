@@ -152,3 +152,22 @@ def test_cuda_bfloat16_and_e8m0_scales(rng):
     back = dmlq.dequantize_linear(got, e.to(dev), block_size=32, dtype=torch.bfloat16)
     assert torch.equal(back.cpu().view(torch.int16),
                        dmlq.dequantize_linear(want, e, block_size=32, dtype=torch.bfloat16).view(torch.int16))
+
+
+def test_only_a_narrow_type_takes_the_stand_in_pass():
+    """dmlq.torch's CUDA path makes a quantize or dequantize call's result shape and dtype from
+    NumPy stand-ins only where a narrow type may be involved (its GPU form is bytes, so the CuPy
+    views would give the bytes' shape): a tensor of one, or a dtype= that is not NumPy's own.
+    Plain calls take the CuPy views' answer at once, one pass through dmlq.calls.run fewer."""
+    x, zp8 = torch.zeros(3), torch.zeros((), dtype=torch.uint8)
+    assert not dtorch._narrow((x, 0.5, zp8), {})
+    assert not dtorch._narrow((x, 0.5, 3), dtorch._kwargs({"dtype": torch.int8}))
+    assert not dtorch._narrow((x, 0.5, None), {"dtype": np.uint16})
+    for name in ONE_BYTE + SUB_BYTE:
+        if hasattr(torch, name):
+            assert dtorch._narrow((torch.zeros(2, dtype=getattr(torch, name)), 0.5, None), {}), name
+            assert dtorch._narrow((x, 0.5, None), dtorch._kwargs({"dtype": getattr(torch, name)})), name
+        assert dtorch._narrow((x, 0.5, None), {"dtype": name}), name
+        assert dtorch._narrow((x, 0.5, None), {"dtype": np.dtype(getattr(md, name))}), name
+    assert dtorch._narrow((x, torch.ones((), dtype=torch.bfloat16), None), {})
+    assert dtorch._narrow((x, 0.5, None), {"dtype": object()})  # not a dtype: the full path's error
