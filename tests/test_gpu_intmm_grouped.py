@@ -271,3 +271,28 @@ def test_ready_tables_make_no_array_operation(gpu, monkeypatch, scale_dtype, bia
     assert counted.count("ascontiguousarray") == ops, counted
     assert out.get().tobytes() == want.tobytes()
     assert any(name.startswith(GROUPED) for name, *_ in S.launches), kernels()
+
+
+def test_an_8bit_b_in_groups_too_long_for_int32_takes_the_wide_tiles(gpu):
+    """An 8-bit b's group sums reach 255 * 255 per row: past 32768 rows they wrap int32, so groups
+    that long leave the grouped kernel (whose sums per group are int32) for dp4a-wide, which folds
+    its partials into int64. Extreme values whose exact group sums pass -2**31: every output equals
+    the reference (the grouped kernel gave +4.04e9 for -4.55e9); a packed 4-bit b (15 * 255 per
+    row) keeps the grouped kernel at the same length; forcing it on the 8-bit b is refused."""
+    K, G = 70016, 35008
+    a = np.full((1, K), 255, U8)
+    b = np.full((K, 3), -128, I8)
+    b_s = np.ones((2, 3), F32)
+    args = (a, np.float32(1), None, b, b_s, np.int8(127), None)
+    assert "matmul_dp4a_wide<" in _plan(a, b, b_s, G)
+    same(dmlq.matmul_integer_to_float, *args, dtype=F32, block_size=G, kernel="matmul_dp4a_wide<")
+    from dmlq.gpu import intmm_tiled
+
+    with pytest.raises(ValueError, match="at most 32768"):
+        intmm_tiled.plan_matmul_integer_to_float(dev(a), dev(np.float32([1])), None, dev(b), dev(b_s),
+                                                 dev(np.full((2, 3), 127, I8)), None, S.module.empty((1, 3), F32),
+                                                 block_size=G, variant="stream-grouped")
+    b4 = dmlq.pack(np.full((K, 3), -8, I4))
+    assert GROUPED in _plan(a, b4, b_s, G)
+    same(dmlq.matmul_integer_to_float, a, np.float32(1), None, b4, b_s, np.int8(7), None, dtype=F32, block_size=G,
+         kernel=GROUPED)

@@ -76,7 +76,8 @@ def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
             return grouped
         if variant is not None:
             raise ValueError(f"{op}: variant {variant!r} does not apply (it takes M <= 16 and more than one "
-                             f"group of a multiple of {qmm_stream.GROUP_STEP} rows)")
+                             f"group of a multiple of {qmm_stream.GROUP_STEP} rows, at most "
+                             f"{qmm_stream.exact_group(b)} for this b)")
     if not k_group and variant is None:  # one group of scales
         streamed = qmm_stream.plan_sums(op, a, b, out)
         if streamed is not None:

@@ -224,6 +224,13 @@ class SumsDetail:
     direct_out: bool
 
 
+def exact_group(b) -> int:
+    """The longest group whose int32 sum the grouped kernel keeps exact: |(a - a_zp)(b - b_zp)|
+    is at most 255 * 15 for a packed 4-bit b, 255 * 255 for an 8-bit one (the tiled path's
+    WIDE_K: past it dp4a-wide, which folds its int32 partials into int64)."""
+    return (2**31 - 1) // (255 * 15) if isinstance(b, PackedView) else matmul.WIDE_K
+
+
 def work_fits(M: int, K: int, group: int, b_bits: int = 4) -> bool:
     """Selection's rule for the grouped kernel: its workspace (4 bytes per group, row and
     column) within WORK_PER_B_BYTE of b's bytes (K * b_bits / 8 per column)."""
@@ -272,14 +279,15 @@ def plan_grouped(a, b, out, group, force=False):
     kernel (``matmul_stream_grouped``: each group's exact int32 sums to a workspace,
     whole groups per chunk of K; ``matmul_stream_grouped_finish``: the float steps,
     groups in ascending order), or None where it does not apply: ``b`` a packed
-    4-bit b (:class:`dmlq.gpu.packed.PackedView`), M <= 16, more than one group of a
-    multiple of GROUP_STEP rows, at most MAX_GRID_YZ matrices; and unless ``force``d, the
+    4-bit b (:class:`dmlq.gpu.packed.PackedView`) or an 8-bit one, M <= 16, more than one
+    group of a multiple of GROUP_STEP rows and at most :func:`exact_group` (an 8-bit b's
+    groups past 32768 rows would wrap its int32 sums), at most MAX_GRID_YZ matrices; and unless ``force``d, the
     workspace within WORK_PER_B_BYTE of b's bytes."""
     M, K = a.shape[-2:]
     nbatch = math.prod(out.shape[:-2])
     mt = next((v for v in matmul.STREAM_M.values() if M <= v), None)
     if (mt is None or out.size == 0 or not 0 < group < K or group % GROUP_STEP
-            or nbatch > matmul.MAX_GRID_YZ or np.dtype(out.dtype) not in FLOAT_OUT):
+            or group > exact_group(b) or nbatch > matmul.MAX_GRID_YZ or np.dtype(out.dtype) not in FLOAT_OUT):
         return None
     if not force and not work_fits(M, K, group, 4 if isinstance(b, PackedView) else 8):
         return None
