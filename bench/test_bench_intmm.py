@@ -163,6 +163,11 @@ GPU_IMPLS = ("dmlq:auto", "peer:torch._int_mm+dequantize", "peer:torch-f16-matmu
 # packed uint4 b, per-column scales at M <= 16: auto is the stream kernel's sums pass (stream-m*)
 GPU_GROUPS.update({f"matmul_integer_to_float/uint8xpacked-uint4-col->float16/M={m},N=8192,K=8192":
                    ("uint8xpacked-uint4-col->float16", m, 8192) for m in (1, 4, 16)})
+# groups of 48 rows (not a multiple of 32): the grouped stream kernel with one chunk of K per group
+# (171 chunks), which took them from matmul_stream.cu (1,033 us for this call's int8 twin on the H100)
+ODD_G = 48
+GPU_GROUPS[f"matmul_integer_to_float/uint8xpacked-uint4-g{ODD_G}->float16/M=1,N=8192,K=8192"] = \
+    (f"uint8xpacked-uint4-g{ODD_G}->float16", 1, 8192)
 # blocked packed b at M <= 16: auto is the grouped stream kernel (stream-grouped-m*); dp4a-wide, which
 # served these calls before it, forced beside it for the crossover; per-column packed b, and int8 b
 # at M = 1 and 4: the tiled rule's kernel (dp4a-32x32 there), which served them before the stream
@@ -196,10 +201,11 @@ def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes):
         return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, 8, dtype=f16, out=out),
                 a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, f16)
     if packed:
+        g = ODD_G if f"-g{ODD_G}->" in b_kind else G
         b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "uint4")
-        b_s = cupy.full((k // G, n), 1e-3, f32)
+        b_s = cupy.full((-(-k // g), n), 1e-3, f32)
         return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, 8, dtype=f16,
-                                                              block_size=G, out=out),
+                                                              block_size=g, out=out),
                 a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, f16)
     b = timing.random_array((k, n), i8, 2)
     b_s = cupy.full(n, 1e-3, f32)

@@ -2,8 +2,10 @@
 // blocked scales along K whose group length is not a multiple of the tiled
 // kernels' 32-deep K tiles (any group length here; dmlq/gpu/intmm.py sends every
 // other call of the family to the tiled kernels, which the H100 measured 20-85x
-// faster at M <= 16: see there): one thread per output column streams its column
-// of B once, for up to MT rows of A at a time.
+// faster at M <= 16: see there), where the grouped stream kernel of
+// matmul_stream_packed.cu does not take them with one chunk of K per group (M > 16,
+// or its workspace past 4x b's bytes: groups of a few rows): one thread per
+// output column streams its column of B once, for up to MT rows of A at a time.
 //
 // Kernels (TA int8 or uint8; TB int8, uint8, packed_int4 or packed_uint4 (4-bit
 // b read as packed bytes, ONNX's nibble order, unpacked in registers); TO float
@@ -46,10 +48,11 @@
 // 4-57 KB in flight on the chip, 6-80 GB/s (0.2-2.4% of HBM) at any K. Even every
 // block slot filled (8-10 blocks per SM at MT <= 4: ~1300 blocks, e.g. by a
 // split of K) holds 0.17-0.68 MB (7-29%): a split alone does not reach the
-// bandwidth; for its remaining calls (groups not a multiple of 32) it needs the
-// packed kernel's shape (16-byte loads of 32 columns per thread staged through
-// shared memory, dp4a) and a split-K with per-group int32 partials, so the float
-// adds keep their ascending order.
+// bandwidth; its remaining calls at M <= 16 (groups not a multiple of 32) went to
+// the packed kernel's shape (16-byte loads of 32 columns per thread staged through
+// shared memory, dp4a) with one chunk of K per group and per-group int32 sums, so
+// the float adds keep their ascending order, wherever that workspace stays within
+// 4x b's bytes (not measured on a GPU yet).
 // ptxas (sm_90, bench/results/static.md): __launch_bounds__(128, 8) for MT <= 4
 // (48-64 registers, 8+ blocks per SM) and (128, 3) for MT = 16 (168 registers:
 // 16 int64 partials); no spills.

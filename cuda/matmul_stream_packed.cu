@@ -14,9 +14,13 @@
 //   matmul_stream_packed_finish<TO>   split-K's second pass: adds the chunks'
 //     int32 partial sums and requantizes (only with more than one chunk).
 //   matmul_stream_grouped<TA, TB, MT>   stream-grouped-m1 / -m4 / -m16
-//     (dmlq/gpu/qmm_stream.py plan_grouped: matmul_integer_to_float, packed b,
-//     M <= 16, more than one group along K, the group a multiple of 32 rows,
-//     the workspace below at most b's bytes: 8 M ceil(K / G) <= K), and
+//     (dmlq/gpu/qmm_stream.py plan_grouped: matmul_integer_to_float, packed or
+//     8-bit b, M <= 16, more than one group along K, the group a multiple of 32
+//     rows, the workspace below at most b's bytes: 8 M ceil(K / G) <= K; a group
+//     of any other length: one chunk of K per group, which then starts anywhere
+//     in a stage (kb = z * G; rows past the chunk's end are zeros) and closes at
+//     its end, the workspace at most 4x b's bytes; an 8-bit b's groups at most
+//     32768 rows, so their int32 sums cannot wrap), and
 //     stream-m1 / -m4 / -m16 of matmul_integer and matmul_integer_to_float with
 //     one group of scales (plan_sums: where quantized_matmul's rule picks the
 //     stream kernel), each chunk of K its own group:
@@ -225,7 +229,7 @@ template <> struct bword<packed_uint4> { typedef int8 type; };
 // matmul kernel ABI (matmul_dp4a.cu): per-row / per-column flags, b's (per-batch)
 // parameters bp_bs elements apart per matrix.
 // GRP (matmul_stream_grouped): blocked scales along K, groups of `group` rows
-// (a multiple of 32: a group ends on a half stage); b_zp a (groups, N) table;
+// (a multiple of 32: a group ends on a half stage; or a chunk each); b_zp a (groups, N) table;
 // each group's exact int32 sums go to work[g][z][m][n] (plain stores: a chunk
 // of K holds whole groups) for matmul_stream_grouped_finish; no scale is read.
 namespace dmlq {

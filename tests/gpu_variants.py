@@ -310,13 +310,14 @@ for _v in matmul.VARIANTS:
 def _intmm_grouped(M, variant):
     """matmul_integer_to_float with a packed or an 8-bit b and groups of a multiple of 32 at M <= 16: the
     grouped stream kernel and its finish pass (a ragged last group; two groups a stage; groups of
-    160 straddling the kernel's 64-row stages; a long K with few columns, which splits K), in the
-    shapes whose workspace selection allows at this M (qmm_stream.work_fits)."""
+    160 straddling the kernel's 64-row stages; a long K with few columns, which splits K; groups
+    of 48 and 33, not a multiple of 32: one chunk of K per group), in the shapes whose workspace
+    selection allows at this M (qmm_stream.work_fits)."""
     def fn(xp):
         rng = _rng(variant)
         results = []
         shapes = [(I4, (100, 64, 32)), (U4, (700, 33, 160)), (I4, (600, 64, 256)), (U4, (4096, 8, 128)),
-                  (I8, (700, 33, 160)), (U8, (600, 64, 256))]
+                  (I8, (700, 33, 160)), (U8, (600, 64, 256)), (U4, (200, 70, 48)), (I8, (200, 33, 33))]
         for tb, (K, N, block) in (c for c in shapes if qmm_stream.work_fits(M, c[1][0], c[1][2],
                                                                               4 if c[0] in (I4, U4) else 8)):
             a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
@@ -330,7 +331,8 @@ def _intmm_grouped(M, variant):
 
 for _v, _rows in matmul.STREAM_M.items():
     _g = _v.replace("stream", qmm_stream.GROUPED)
-    case(f"matmul_integer_to_float {_g} (packed b, M = {_rows}, groups of 32-96)", _g)(_intmm_grouped(_rows, _g))
+    case(f"matmul_integer_to_float {_g} (packed b, M = {_rows}, groups of 32-256, 33 and 48)", _g)(
+        _intmm_grouped(_rows, _g))
 
 
 def _intmm_sums(M):
@@ -357,14 +359,19 @@ for _v, _rows in matmul.STREAM_M.items():
 
 def _intmm_stream(M, variant, block_size):
     """matmul_integer_to_float with groups the tiled kernels cannot close (block_size not a
-    multiple of 32): the stream kernels' only calls."""
+    multiple of 32) where the grouped stream kernel does not take them either: past M = 16,
+    groups whose workspace would pass its rule (1 row at M >= 4; a packed b's 1 row at M = 1),
+    and at M = 1 an 8-bit b's groups of more than 32768 rows (its int32 group sums would wrap):
+    the stream kernels' only calls."""
+    long_8bit = M == 1  # an 8-bit b's groups fit the grouped kernel's rule at M = 1 whatever their length
     def fn(xp):
         rng = _rng(variant + str(block_size))
         results = []
         for tb in (I8, U8, I4, U4):
-            a, b = _matmul_operands(rng, M, 70, 33, (U8, I8)[tb in (I8, I4)], tb)
+            k, n, g = (33100, 3, 33001) if long_8bit and tb in (I8, U8) else (70, 33, block_size)
+            a, b = _matmul_operands(rng, M, k, n, (U8, I8)[tb in (I8, I4)], tb)
             for to in (F32, F16):
-                results += _intmm(xp, a, b, to, block_size=block_size)
+                results += _intmm(xp, a, b, to, block_size=g)
         a, b = _matmul_operands(rng, M, 40, 9, I8, I4, batch=(3,))
         results += _intmm(xp, a, b, F32, per_batch=True, block_size=block_size)
         return results
@@ -372,7 +379,8 @@ def _intmm_stream(M, variant, block_size):
 
 
 for _v, _rows in intmm.VARIANTS.items():
-    case(f"matmul_integer_to_float {_v} (M = {_rows}, groups of 20)", _v)(_intmm_stream(_rows, _v, 20))
+    case(f"matmul_integer_to_float {_v} (M = {_rows}, groups of 1{'; an 8-bit b: of 33001' if _rows == 1 else ''})",
+         _v)(_intmm_stream(_rows, _v, 1))
 case(f"matmul_integer_to_float {intmm.ROWS[0]} (M > 16, groups of 20)", intmm.ROWS[0])(
     _intmm_stream(intmm.ROWS[1] + 3, intmm.ROWS[0], block_size=20))
 

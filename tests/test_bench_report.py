@@ -35,11 +35,11 @@ TORCH_BENCHMARKS = 4  # bench/test_bench_torch.py: a call on torch CUDA tensors 
 CPU_BENCHMARKS = 17  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5, whole GPU call 6), no GPU needed
 CPU_BACKEND_BENCHMARKS = 30  # bench/test_bench_cpu.py: 7 groups x 3 impls, 3 element-wise x 3 more
 INTMM_CPU_BENCHMARKS = 6  # bench/test_bench_intmm.py: 3 NumPy groups x (dmlq:cpu, onnxruntime)
-# bench/test_bench_intmm.py: 15 GPU groups (6 of quantized_matmul, packed int4: M = 1, 4, 16 x N = K = 4096, 8192;
+# bench/test_bench_intmm.py: 16 GPU groups (6 of quantized_matmul, packed int4: M = 1, 4, 16 x N = K = 4096, 8192;
 # 3 of per-column packed uint4) x (dmlq:auto, 2 torch peers), dmlq:dp4a-wide forced in the 3 blocked
 # packed-uint4 groups and dmlq:tiled (the tiled rule's kernel) in the 3 per-column ones and the int8 b
 # groups at M = 1 and 4, and dmlq:stream-m16 forced in the int8 b group at M = 16
-INTMM_GPU_BENCHMARKS = 45 + 3 + 3 + 2 + 1 + 15  # + dmlq:graph, one per group
+INTMM_GPU_BENCHMARKS = 45 + 3 + 3 + 2 + 1 + 15 + 4  # + dmlq:graph, one per group; + the groups of 48 (4 rows)
 # bench/test_bench_qtypes.py: 12 types x (quantize, dequantize); GPU: dmlq + torch float8 (4 types) + cupy-expr
 # (int8/int16/uint16) = 24 + 8 + 6; CPU: dmlq + onnxruntime on those 24 groups, uint8 blocked, and quantize to
 # the 8 integer types per tensor and per axis (16) and in all 3 forms on one thread (24): 65 x 2 = 130, of

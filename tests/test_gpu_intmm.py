@@ -109,26 +109,37 @@ def test_selection_and_refusals(gpu):
     assert str(plan).splitlines()[0].startswith("matmul_integer_to_float: stream-m4 ")  # small M: the
     assert "matmul_stream_grouped<uint8, int8, 4>" in str(plan)  # weight-streaming kernel (one group a chunk)
     plan = dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, b, np.full((2, 300), 0.1, F32), None,
-                            dtype=np.float16, block_size=48)  # groups the tiled kernels cannot close
-    assert str(plan).splitlines()[0] == "matmul_integer_to_float: stream-m4 (2 groups of 48 along K)"
+                            dtype=np.float16, block_size=48)  # groups the tiled kernels cannot close:
+    assert "matmul_stream_grouped<uint8, int8, 4>  grid 5x1x2  block 128" in str(plan)  # a chunk of K each
+    plan = dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, b, np.full((32, 300), 0.1, F32), None,
+                            dtype=np.float16, block_size=2)  # whose workspace would be 16x b's bytes
+    assert str(plan).splitlines()[0] == "matmul_integer_to_float: stream-m4 (32 groups of 2 along K)"
     assert "matmul_stream<uint8, int8, float16, 4>  grid 3x1  block 128" in str(plan)
 
 
 def _stream_ran(fn, *args, **kwargs):
-    """``same`` on a call that selection sends to cuda/matmul_stream.cu."""
+    """``same`` on a call that selection sends to cuda/matmul_stream.cu, or at M <= 16 to the
+    grouped stream kernel where its workspace fits (qmm_stream.work_fits): the kernel the
+    plan names must be the one that ran."""
     plan = str(dmlq.kernel_plan(fn, *(dev(a) for a in args), **kwargs))
     assert plan.startswith("matmul_integer_to_float: stream-"), plan
+    kernel = "matmul_stream_grouped<" if "stream-grouped-" in plan else "matmul_stream<"
+    assert ("  " + kernel) in plan, plan
+    S.launches.clear()
     same(fn, *args, **kwargs)
+    assert any(name.startswith(kernel) for name, *_ in S.launches), S.launches
 
 
 @pytest.mark.parametrize("out_dtype", [F32, F16])
 @pytest.mark.parametrize("m,k,n,block", [(1, 64, 33, 20), (3, 100, 17, 33), (16, 257, 4, 48), (1, 5, 1, 1),
-                                         (17, 70, 5, 7), (4, 31, 9, 30)])
+                                         (17, 70, 5, 7), (4, 31, 9, 30), (4, 30, 9, 2), (16, 40, 5, 3)])
 @pytest.mark.parametrize("ta,tb", [(U8, I8), (I8, U8), (U8, U4), (I8, I4)])
 def test_stream_kernel_groups_not_a_multiple_of_32(gpu, out_dtype, m, k, n, block, ta, tb):
     """Every MT (1, 4, 16, stream-rows past 16) and b type, per-group b scales and zero points,
-    per-row a parameters, a bias: the stream kernel's own ground now that selection gives it
-    only these calls."""
+    per-row a parameters, a bias: matmul_stream.cu's ground (groups the tiles cannot close) where
+    the grouped stream kernel does not take them (past 16 rows; groups of 1-3 rows, whose
+    workspace would outgrow the rule; a 4-bit b's groups of 1 at M = 1), and the grouped kernel
+    (one chunk of K per group) on the others."""
     rng = np.random.default_rng(m * 1000 + k * 10 + n + block)
     groups = -(-k // block)
     a, b = q(rng, ta, (m, k)), q(rng, tb, (k, n))

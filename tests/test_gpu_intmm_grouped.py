@@ -65,6 +65,40 @@ def test_random_cases(gpu, m, k, n, block, ta, tb):
         _call(rng, m, k, n, block, ta, tb, a_zp=a_zp, b_zp=b_zp, bias=bias, out_dtype=out_dtype)
 
 
+# Groups not a multiple of 32 rows (the kernel closes a group only at a half stage): one chunk of
+# K per group, so a chunk starts anywhere in a stage (kb = z * group), and its last k-word is cut
+# by the chunk's end; lengths 3 (every k-word straddles a group), 33, 40, 48, 65 and 100, ragged
+# last groups, N past 64 and odd, M = 1 ... 16.
+ODD_GROUPS = [(1, 300, 70, 48), (3, 200, 33, 33), (4, 130, 64, 100), (16, 150, 9, 40), (1, 10, 5, 3),
+              (1, 257, 96, 65)]
+
+
+@pytest.mark.parametrize("m,k,n,block", ODD_GROUPS)
+@pytest.mark.parametrize("ta,tb", [(U8, I4), (I8, U4)])
+def test_groups_not_a_multiple_of_32(gpu, m, k, n, block, ta, tb):
+    rng = np.random.default_rng(m * 7919 + k * 31 + n + block)
+    assert qmm_stream.work_fits(m, k, block)
+    for a_zp, b_zp, bias, out_dtype in (("row", "group", "column", F32), ("tensor", "int", "matrix", F16),
+                                        ("none", "column", "none", F32), ("none", "none", "column", F16)):
+        a, b, b_s = _call(rng, m, k, n, block, ta, tb, a_zp=a_zp, b_zp=b_zp, bias=bias, out_dtype=out_dtype)
+    text = _plan(a, b, b_s, block)
+    groups = -(-k // block)
+    assert f"{groups} groups of {block} along K, one per chunk of K" in text, text
+    assert f"grid {-(-n // 64)}x1x{groups} " in text, text
+
+
+def test_odd_groups_leave_the_grouped_kernel_where_its_workspace_would_outgrow_the_rule(gpu):
+    """Groups of 3 rows at M = 16 make a workspace 43x b's bytes: matmul_stream.cu, as for every M
+    past 16 (stream-rows); both the reference's bits."""
+    rng = np.random.default_rng(11)
+    for m, kernel in ((16, "matmul_stream<"), (17, "matmul_stream<")):
+        a, b = q(rng, U8, (m, 30)), dmlq.pack(q(rng, U4, (30, 6)))
+        b_s = rng.uniform(-1, 1, (10, 6)).astype(F32)
+        assert GROUPED not in _plan(a, b, b_s, 3)
+        same(dmlq.matmul_integer_to_float, a, np.float32(0.5), None, b, b_s, 8, None, dtype=F32, block_size=3,
+             kernel=kernel)
+
+
 def test_split_k_keeps_whole_groups(gpu):
     """Few columns and a long K: the plan splits K into chunks of whole groups and whole stages
     (groups of 96: chunks of 192k rows) and the sums still meet in order."""
@@ -110,16 +144,18 @@ def test_extreme_sums_and_special_values(gpu):
 
 
 def test_selection(gpu):
-    """The grouped kernel takes more than one group of a multiple of 32 at M <= 16 (a packed or an 8-bit
-    b); dp4a-wide past M = 16, one group the same kernel with a group per chunk (stream-m*),
-    other group lengths matmul_stream.cu (stream-m*: its kernel named in the plan)."""
+    """The grouped kernel takes more than one group at M <= 16 (a packed or an 8-bit b; a length not a
+    multiple of 32 one chunk of K per group); dp4a-wide past M = 16 and where the workspace outgrows
+    the rule for groups of a multiple of 32, one group the same kernel with a group per chunk
+    (stream-m*), other group lengths past the rule matmul_stream.cu (stream-m*: its kernel named in
+    the plan)."""
     rng = np.random.default_rng(8)
     b4, b8 = dmlq.pack(q(rng, U4, (128, 8))), q(rng, I8, (128, 8))
-    b_s = np.ones((4, 8), F32)
+    b_s = np.ones((43, 8), F32)
     for m, b, block, variant in ((1, b4, 32, "stream-grouped-m1"), (4, b4, 32, "stream-grouped-m4"),
                                  (16, b4, 64, "dp4a-wide"), (17, b4, 32, "dp4a-wide"),
                                  (1, b8, 32, "stream-grouped-m1"), (1, b4, 128, "stream-m1"),
-                                 (1, b4, 48, "stream-m1")):
+                                 (1, b4, 48, "stream-grouped-m1"), (16, b4, 3, "stream-m16")):
         text = _plan(np.zeros((m, 128), U8), b, b_s[: -(-128 // block)], block)
         assert text.startswith(f"matmul_integer_to_float: {variant} "), (m, block, text)
     # M = 16: groups of 64 make a workspace twice b's bytes (dp4a-wide above), of 128 as large as b's
@@ -143,7 +179,7 @@ def test_selection(gpu):
         intmm_tiled.plan_matmul_integer_to_float(dev(np.zeros((17, 128), U8)), a_s, None, db.data, ds, zp, None,
                                                  S.module.empty((17, 8), F32), block_size=64,
                                                  variant="stream-grouped", b_packed=bp)
-    text = _plan(np.zeros((1, 128), U8), b4, b_s, 32)
+    text = _plan(np.zeros((1, 128), U8), b4, b_s[:4], 32)
     assert "4 groups of 32 along K: exact int32 sums per group (128 bytes)" in text, text
 
 

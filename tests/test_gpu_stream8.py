@@ -83,10 +83,11 @@ def test_integer_family(gpu, m, k, n):
 
 
 @pytest.mark.parametrize("m,k,n,block", [(1, 256, 64, 32), (3, 200, 33, 64), (4, 1000, 130, 96), (2, 33, 5, 32),
-                                         (1, 4096, 32, 128), (16, 1300, 9, 160)])
+                                         (1, 4096, 32, 128), (16, 1300, 9, 160), (3, 300, 40, 48), (16, 150, 9, 40)])
 def test_blocked_scales(gpu, m, k, n, block):
     """matmul_integer_to_float with blocked scales along K: each group's zero points (a (groups, N)
-    table) leave the group's sums; groups of 32 (two a stage), 96 and 160 (straddling stages)."""
+    table) leave the group's sums; groups of 32 (two a stage), 96 and 160 (straddling stages), 40 and
+    48 (one chunk of K per group: not a multiple of 32)."""
     rng = np.random.default_rng(m * 31 + k + n + block)
     groups = -(-k // block)
     for ta, tb in PAIRS[:2]:

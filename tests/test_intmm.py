@@ -421,10 +421,17 @@ def test_kernel_plan_of_the_new_operators():
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, qrand(rng, U8, (17, 8)), 0.1, None, b, 0.2, None))
     assert plan.splitlines()[0] == "matmul_integer_to_float: dp4a-32x32"
     assert "matmul_dp4a<uint8, int8, float, 32, 32, 32, 4, 4>" in plan
-    # blocked scales whose group is not a multiple of 32: the stream kernel, at any M
+    # blocked scales whose group is not a multiple of 32: at M <= 16 the grouped stream kernel, one
+    # chunk of K per group, where its workspace fits; else (groups of 1 here) and past 16 rows
+    # matmul_stream.cu
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, qrand(rng, U8, (3, 8)), 0.1, None, b,
                                 np.full((2, 5), 0.2, F32), None, block_size=4))
-    assert plan.splitlines()[:2] == ["matmul_integer_to_float: stream-m4 (2 groups of 4 along K)",
+    assert plan.splitlines()[0].startswith("matmul_integer_to_float: stream-grouped-m4 (b: 16-byte loads of its "
+                                           "rows; 2 groups of 4 along K, one per chunk of K (2 blocks;"), plan
+    assert plan.splitlines()[1] == "  matmul_stream_grouped<uint8, int8, 4>  grid 1x1x2  block 128", plan
+    plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, qrand(rng, U8, (3, 8)), 0.1, None, b,
+                                np.full((8, 5), 0.2, F32), None, block_size=1))
+    assert plan.splitlines()[:2] == ["matmul_integer_to_float: stream-m4 (8 groups of 1 along K)",
                                      "  matmul_stream<uint8, int8, float, 4>  grid 1x1  block 128"]
     with pytest.raises(ValueError, match="a has K = 8 columns but b has 7 rows"):  # checked first
         dmlq.kernel_plan(dmlq.matmul_integer, a, np.zeros((7, 2), np.int8))

@@ -110,7 +110,9 @@ def test_kernel_plan_shows_the_packed_kernel():
     assert "matmul_dp4a_wide<uint8, packed_uint4, float, 64, 64, 32, 8, 4>  grid 5x1x1  block 128" in text
     assert "b: packed uint4, packed in shared memory, unpacked in registers" in text
     text = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, p, 0.1, 8, block_size=48))
-    assert "matmul_stream<uint8, packed_uint4, float, 4>  grid 3x1  block 128" in text
+    assert "matmul_stream_grouped<uint8, packed_uint4, 4>  grid 5x1x2  block 128" in text  # a group a chunk
+    text = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, p, 0.1, 8, block_size=2))
+    assert "matmul_stream<uint8, packed_uint4, float, 4>  grid 3x1  block 128" in text  # workspace 16x b's
     assert "b: packed uint4, unpacked in registers" in text
 
 

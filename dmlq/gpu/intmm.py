@@ -6,7 +6,9 @@ along K whose groups those cannot close.
 M <= 16 its weight-streaming kernel's sums pass, blocked scales included: dmlq.gpu.qmm_stream;
 past that the dp4a or tensor-core tiles, split-K over exact int32 sums) except for blocked
 scales along K whose group is not a multiple of 32 (the wide dp4a kernel closes groups
-on its 32-deep tiles, the grouped stream kernel on its 32-row half stages). Those run ``matmul_stream``: one
+on its 32-deep tiles, the grouped stream kernel on its 32-row half stages) where the
+grouped stream kernel does not take them with one chunk of K per group (M > 16, or its
+workspace past 4x b's bytes: dmlq.gpu.intmm_tiled.odd_groups_streamed). Those run ``matmul_stream``: one
 thread per output column streams B once for up to 16 rows (docs/semantics.md's
 order: groups ascending, then the bias, one rounding to float16; a packed 4-bit b
 read as its bytes), ``stream-m1`` / ``-m4`` / ``-m16`` at M <= 16 and past that
@@ -155,12 +157,16 @@ def _b_rows(v):
     return 1 if v is None or v.ndim < 2 else v.shape[-2]
 
 
-def _tiled(a, block_size=None) -> bool:
-    """The tiled kernels' path (every M), unless blocked scales along K need groups the
-    wide dp4a kernel cannot close (a length not a multiple of its 32-deep tiles): those
-    run on the stream kernels, exact for any group length."""
+def _tiled(a, b, out, block_size=None, b_packed=None) -> bool:
+    """dmlq.gpu.intmm_tiled's path (the tiles at every M, the weight-streaming kernels at
+    M <= 16), unless blocked scales along K need groups the wide dp4a kernel cannot close
+    (a length not a multiple of its 32-deep tiles) where the grouped stream kernel does not
+    take them either (intmm_tiled.odd_groups_streamed: M > 16, or its workspace too large):
+    those run here, exact for any group length."""
     k = a.shape[-1]
-    return block_size is None or not 0 < block_size < k or block_size % intmm_tiled.GROUP_STEP == 0
+    if block_size is None or not 0 < block_size < k or block_size % intmm_tiled.GROUP_STEP == 0:
+        return True
+    return intmm_tiled.odd_groups_streamed(a, b, out, block_size, b_packed)
 
 
 def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Plan:
@@ -169,7 +175,7 @@ def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
 
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Plan:
-    if _tiled(a, block_size):
+    if _tiled(a, b, out, block_size, b_packed):
         return intmm_tiled.plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                                         out, block_size, b_packed=b_packed)
     groups, group = _groups(a.shape[-1], block_size)
@@ -238,7 +244,7 @@ def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
 
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Runner:
-    if _tiled(a, block_size):
+    if _tiled(a, b, out, block_size, b_packed):
         return intmm_tiled.bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                                         out, block_size, b_packed=b_packed)
     plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,

@@ -14,7 +14,8 @@ kernel's sums pass instead (dmlq.gpu.qmm_stream: one pass over the packed bytes,
 split between chunks, exact int32 sums to a workspace, a second pass making the
 output): ``plan_sums`` for one group of scales (matmul_integer too), and
 ``plan_grouped`` for blocked scales where its workspace fits (``work_fits``; K split
-between whole groups; ``variant="stream-grouped"`` forces it).
+between whole groups; ``variant="stream-grouped"`` forces it), groups of any length
+(one chunk of K per group where the length is not a multiple of 32).
 
 Parameters reach the kernels as: a's scale and zero point as they are when
 both are single values or both per row (0-d device constants, float32
@@ -40,16 +41,29 @@ from .plan import Plan, Runner
 GROUP_STEP = 32  # the wide dp4a kernel's BK: groups end on tile boundaries
 
 
-def _k_group(op, k, block_size) -> int:
-    """The kernel's k_group: 0 for one group of all K, else the block size."""
+def _k_group(op, k, block_size, tiled=True) -> int:
+    """The kernel's k_group: 0 for one group of all K, else the block size; on the tiles
+    (``tiled``) a multiple of GROUP_STEP, else UnsupportedError (the grouped stream kernel,
+    ``tiled=False``, takes any)."""
     if block_size is None or (0 < k <= block_size):
         return 0
     if k == 0:
         return GROUP_STEP  # no groups at all: +0.0 (then the bias); any multiple of 32 will do
-    if block_size % GROUP_STEP:
-        raise UnsupportedError(f"{op}: block_size={block_size} along K has no CUDA kernel on the tiled path "
-                               f"(it must be a multiple of {GROUP_STEP}); pass NumPy arrays to run it on the host")
+    if tiled and block_size % GROUP_STEP:
+        raise UnsupportedError(f"{op}: block_size={block_size} along K has no CUDA kernel on the tiled path (it "
+                               f"must be a multiple of {GROUP_STEP}; the grouped stream kernel takes any at "
+                               "M <= 16); pass NumPy arrays to run it on the host")
     return int(block_size)
+
+
+def odd_groups_streamed(a, b, out, block_size, b_packed=None) -> bool:
+    """Whether blocked scales along K in groups of a length the tiles cannot close (not a
+    multiple of GROUP_STEP) run on the grouped stream kernel, one group per chunk of K
+    (qmm_stream.plan_grouped: M <= 16, its workspace within the rule), instead of
+    dmlq.gpu.intmm's matmul_stream."""
+    op = "matmul_integer_to_float"
+    group = _k_group(op, a.shape[-1], block_size, tiled=False)
+    return qmm_stream.plan_grouped(a, _check(op, a, b, b_packed), out, group) is not None
 
 
 def _check(op, a, b, b_packed):
@@ -69,15 +83,15 @@ def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
                                  block_size=None, variant=None, b_packed=None) -> Plan:
     op = "matmul_integer_to_float"
     b = _check(op, a, b, b_packed)
-    k_group = _k_group(op, a.shape[-1], block_size)
+    k_group = _k_group(op, a.shape[-1], block_size, tiled=False)
     if k_group and variant in (None, qmm_stream.GROUPED):  # blocked weights at small M
         grouped = qmm_stream.plan_grouped(a, b, out, k_group, force=variant is not None)
         if grouped is not None:
             return grouped
         if variant is not None:
             raise ValueError(f"{op}: variant {variant!r} does not apply (it takes M <= 16 and more than one "
-                             f"group of a multiple of {qmm_stream.GROUP_STEP} rows, at most "
-                             f"{qmm_stream.exact_group(b)} for this b)")
+                             f"group, of at most {qmm_stream.exact_group(b)} rows for this b)")
+    k_group = _k_group(op, a.shape[-1], block_size)  # the tiles': raises for groups they cannot close
     if not k_group and variant is None:  # one group of scales
         streamed = qmm_stream.plan_sums(op, a, b, out)
         if streamed is not None:

@@ -195,7 +195,14 @@ def plan(a, b, out):
 # (matmul_integer_to_float; docs/semantics.md), the same bits as any other kernel.
 # - Blocked scales along K (plan_grouped: groups of a multiple of 32 rows, more than one):
 #   a chunk of K (split_k's rule) holds whole groups and whole stages, so each group's sum
-#   is written once.
+#   is written once. Groups of any other length: one chunk per group (blockIdx.z = the
+#   group; the kernel closes a group at a half stage only, so no chunk holds two), a grid
+#   of ceil(N / 64) x matrices x groups blocks of at most ceil(group / 64) stages each.
+#   Napkin (N = K = 8192, G = 48, M = 1): 128 x 171 = 21,888 blocks of one stage (48 of its
+#   64 rows), 33.5 MB of b and 5.6 MB of sums written and read back; each block has 2 KB of b
+#   in flight for its one stage and no next stage to overlap, so it is latency-bound: a
+#   guess of 20-40 % of the bandwidth limit (40-80 us), against matmul_stream.cu's 2 % (its
+#   int8 twin took 1,033 us on the H100). Not measured yet (bench: the groups of 48 row).
 # - One group of all K (plan_sums): each chunk of K is its own kernel group, and the
 #   finish pass adds a group's chunks as integers before its float steps (or its output).
 
@@ -208,6 +215,10 @@ GROUP_STEP = 32             # the grouped kernel closes a group at the end of a 
 # kernel took 128 / 118 / 144 us at M = 1 / 4 / 16 (M = 16 is the edge: workspace = b's bytes)
 # against dp4a-wide's 204 / 212 / 211, so the edge is not yet where the two cross.
 WORK_PER_B_BYTE = 1
+# Groups not a multiple of 32 (one group per chunk of K, below): the alternative is matmul_stream.cu
+# (one thread per column, no split of K: 2 % of the HBM limit on the H100 at M = 1), so a workspace
+# up to 4x b's bytes (written and read once: 8x b's traffic at most) still wins by several times.
+WORK_PER_B_BYTE_ODD = 4
 
 
 @dataclass(frozen=True)
@@ -233,8 +244,11 @@ def exact_group(b) -> int:
 
 def work_fits(M: int, K: int, group: int, b_bits: int = 4) -> bool:
     """Selection's rule for the grouped kernel: its workspace (4 bytes per group, row and
-    column) within WORK_PER_B_BYTE of b's bytes (K * b_bits / 8 per column)."""
-    return 4 * M * -(-K // group) <= WORK_PER_B_BYTE * K * b_bits / 8
+    column) within WORK_PER_B_BYTE of b's bytes (K * b_bits / 8 per column), or within
+    WORK_PER_B_BYTE_ODD for groups not a multiple of GROUP_STEP (their other kernel is
+    matmul_stream.cu's, many times slower)."""
+    per_b_byte = WORK_PER_B_BYTE if group % GROUP_STEP == 0 else WORK_PER_B_BYTE_ODD
+    return 4 * M * -(-K // group) <= per_b_byte * K * b_bits / 8
 
 
 def _sums_plan(op, a, b, out, mt, group):
@@ -249,7 +263,14 @@ def _sums_plan(op, a, b, out, mt, group):
     resident = device.resident_blocks(SOURCE, name, THREADS, 0)
     splits = split_k(M, N, K, nbatch, dev.sm_count, resident)
     blocks = -(-N // COLUMNS) * nbatch
-    if group:
+    if group % GROUP_STEP:  # one group per chunk: the kernel closes no group inside a chunk
+        k_chunk = group
+        splits = groups = -(-K // group)
+        kernel_group, per_group = group, 1
+        notes.append(f"{groups} groups of {group} along K, one per chunk of K ({blocks * splits} blocks; a group "
+                     f"not a multiple of {GROUP_STEP} rows): exact int32 sums per group "
+                     f"({groups * nbatch * M * N * 4} bytes), then the float steps in ascending order")
+    elif group:
         unit = math.lcm(group, STAGE_ROWS)  # a chunk holds whole groups and whole stages
         k_chunk = -(-(-(-K // unit)) // splits) * unit
         splits, groups = -(-K // k_chunk), -(-K // group)
@@ -280,14 +301,18 @@ def plan_grouped(a, b, out, group, force=False):
     whole groups per chunk of K; ``matmul_stream_grouped_finish``: the float steps,
     groups in ascending order), or None where it does not apply: ``b`` a packed
     4-bit b (:class:`dmlq.gpu.packed.PackedView`) or an 8-bit one, M <= 16, more than one
-    group of a multiple of GROUP_STEP rows and at most :func:`exact_group` (an 8-bit b's
-    groups past 32768 rows would wrap its int32 sums), at most MAX_GRID_YZ matrices; and unless ``force``d, the
-    workspace within WORK_PER_B_BYTE of b's bytes."""
+    group of at most :func:`exact_group` rows (an 8-bit b's groups past 32768 rows would
+    wrap its int32 sums), at most MAX_GRID_YZ matrices; and unless ``force``d, the
+    workspace within :func:`work_fits`' share of b's bytes. A group of a multiple of
+    GROUP_STEP rows: chunks of whole groups (split_k's count); any other: one chunk per
+    group (at most MAX_GRID_YZ), which the kernel closes at the chunk's end."""
     M, K = a.shape[-2:]
     nbatch = math.prod(out.shape[:-2])
     mt = next((v for v in matmul.STREAM_M.values() if M <= v), None)
-    if (mt is None or out.size == 0 or not 0 < group < K or group % GROUP_STEP
-            or group > exact_group(b) or nbatch > matmul.MAX_GRID_YZ or np.dtype(out.dtype) not in FLOAT_OUT):
+    if (mt is None or out.size == 0 or not 0 < group < K or group > exact_group(b)
+            or nbatch > matmul.MAX_GRID_YZ or np.dtype(out.dtype) not in FLOAT_OUT):
+        return None
+    if group % GROUP_STEP and -(-K // group) > matmul.MAX_GRID_YZ:  # one chunk (blockIdx.z) per group
         return None
     if not force and not work_fits(M, K, group, 4 if isinstance(b, PackedView) else 8):
         return None
