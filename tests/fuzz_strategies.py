@@ -402,11 +402,12 @@ def intmm_args(draw, op, max_work=3000):
     adt = draw(st.sampled_from(QTYPES))
     # One draw in 8 of the float op: a weight-only layer's decode step, which the other
     # draws' sizes never make (10,000 of them ran stream-grouped-m1/-m4 25 times, -m16 never):
-    # packed or 8-bit b, groups of 32-128 rows along K (a ragged last one sometimes), M <= 16.
+    # packed or 8-bit b, groups of 32-128 rows along K (a ragged last one sometimes), M <= 16;
+    # groups of 40 and 100 (not a multiple of 32: one chunk of K per group).
     decode = op == "float" and draw(st.integers(0, 7)) == 0
     if decode:
         bname = draw(st.sampled_from(FOUR_BIT + ("int8", "uint8")))
-        decode_block = draw(st.sampled_from((32, 64, 128)))
+        decode_block = draw(st.sampled_from((32, 64, 128, 40, 100)))
         M = draw(st.sampled_from((1, 2, 4, 5, 16)))
         K = decode_block * draw(st.integers(2, 3)) - draw(st.sampled_from((0, 0, 1, 7)))
         N = draw(st.sampled_from((1, 5, 8, 40)))
