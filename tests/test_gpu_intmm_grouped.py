@@ -87,6 +87,15 @@ def test_groups_not_a_multiple_of_32(gpu, m, k, n, block, ta, tb):
     assert f"grid {-(-n // 64)}x1x{groups} " in text, text
 
 
+def test_groups_not_a_multiple_of_32_per_batch(gpu):
+    """Batched a and b with per-batch blocked scales and zero points (the tables bp_bs elements apart
+    per matrix, blockIdx.y) and groups of 48: one chunk of K per group in every matrix."""
+    rng = np.random.default_rng(48)
+    a, b, b_s = _call(rng, 3, 130, 40, 48, U8, I4, a_zp="row", b_zp="group", bias="column", out_dtype=F32,
+                      batch=(2,))
+    assert "grid 1x2x3 " in _plan(a, b, b_s, 48)
+
+
 def test_odd_groups_leave_the_grouped_kernel_where_its_workspace_would_outgrow_the_rule(gpu):
     """Groups of 3 rows at M = 16 make a workspace 43x b's bytes: matmul_stream.cu, as for every M
     past 16 (stream-rows); both the reference's bits."""
