@@ -8,7 +8,7 @@ past that the dp4a or tensor-core tiles, split-K over exact int32 sums) except f
 scales along K whose group is not a multiple of 32 (the wide dp4a kernel closes groups
 on its 32-deep tiles, the grouped stream kernel on its 32-row half stages) where the
 grouped stream kernel does not take them with one chunk of K per group (M > 16, or its
-workspace past 4x b's bytes: dmlq.gpu.intmm_tiled.odd_groups_streamed). Those run ``matmul_stream``: one
+workspace past 4x b's bytes: dmlq.gpu.intmm_tiled.plan_odd_groups). Those run ``matmul_stream``: one
 thread per output column streams B once for up to 16 rows (docs/semantics.md's
 order: groups ascending, then the bias, one rounding to float16; a packed 4-bit b
 read as its bytes), ``stream-m1`` / ``-m4`` / ``-m16`` at M <= 16 and past that
@@ -157,16 +157,14 @@ def _b_rows(v):
     return 1 if v is None or v.ndim < 2 else v.shape[-2]
 
 
-def _tiled(a, b, out, block_size=None, b_packed=None) -> bool:
+def _tiled(a, block_size=None) -> bool:
     """dmlq.gpu.intmm_tiled's path (the tiles at every M, the weight-streaming kernels at
     M <= 16), unless blocked scales along K need groups the wide dp4a kernel cannot close
-    (a length not a multiple of its 32-deep tiles) where the grouped stream kernel does not
-    take them either (intmm_tiled.odd_groups_streamed: M > 16, or its workspace too large):
-    those run here, exact for any group length."""
+    (a length not a multiple of its 32-deep tiles): those take the grouped stream kernel
+    where it applies (intmm_tiled.plan_odd_groups), else run here, exact for any group
+    length."""
     k = a.shape[-1]
-    if block_size is None or not 0 < block_size < k or block_size % intmm_tiled.GROUP_STEP == 0:
-        return True
-    return intmm_tiled.odd_groups_streamed(a, b, out, block_size, b_packed)
+    return block_size is None or not 0 < block_size < k or block_size % intmm_tiled.GROUP_STEP == 0
 
 
 def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Plan:
@@ -175,9 +173,12 @@ def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
 
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Plan:
-    if _tiled(a, b, out, block_size, b_packed):
+    if _tiled(a, block_size):
         return intmm_tiled.plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                                         out, block_size, b_packed=b_packed)
+    grouped = intmm_tiled.plan_odd_groups(a, b, out, block_size, b_packed)
+    if grouped is not None:
+        return grouped
     groups, group = _groups(a.shape[-1], block_size)
     return _plan("matmul_integer_to_float", a, b, out, groups, group, _b_rows(b_zero_point), b_packed)
 
@@ -244,11 +245,13 @@ def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
 
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Runner:
-    if _tiled(a, b, out, block_size, b_packed):
+    if _tiled(a, block_size):
         return intmm_tiled.bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                                         out, block_size, b_packed=b_packed)
     plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                         block_size, b_packed)
+    if not isinstance(plan.detail, _Detail):  # the grouped stream kernel's plan (intmm_tiled.plan_odd_groups)
+        return intmm_tiled._bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_point, bias)
     if not plan.launches:
         return Runner(plan, lambda *args: None)
     return _bind(plan, a.shape, b.shape, out, b_packed)

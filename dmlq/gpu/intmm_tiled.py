@@ -56,14 +56,14 @@ def _k_group(op, k, block_size, tiled=True) -> int:
     return int(block_size)
 
 
-def odd_groups_streamed(a, b, out, block_size, b_packed=None) -> bool:
-    """Whether blocked scales along K in groups of a length the tiles cannot close (not a
-    multiple of GROUP_STEP) run on the grouped stream kernel, one group per chunk of K
-    (qmm_stream.plan_grouped: M <= 16, its workspace within the rule), instead of
-    dmlq.gpu.intmm's matmul_stream."""
+def plan_odd_groups(a, b, out, block_size, b_packed=None):
+    """The grouped stream kernel's plan (qmm_stream.plan_grouped: one group per chunk of K;
+    M <= 16, its workspace within the rule) for blocked scales along K in groups of a length
+    the tiles cannot close (not a multiple of GROUP_STEP), or None: dmlq.gpu.intmm's
+    matmul_stream then. Bound by :func:`_bind`, as every plan of this module."""
     op = "matmul_integer_to_float"
     group = _k_group(op, a.shape[-1], block_size, tiled=False)
-    return qmm_stream.plan_grouped(a, _check(op, a, b, b_packed), out, group) is not None
+    return qmm_stream.plan_grouped(a, _check(op, a, b, b_packed), out, group)
 
 
 def _check(op, a, b, b_packed):
