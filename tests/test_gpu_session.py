@@ -21,7 +21,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "gpu_session.sh"
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-@pytest.mark.parametrize("stage", ["quick", "correct", "sanitize", "bench", "large", "profile"])
+@pytest.mark.parametrize("stage", ["quick", "correct", "sanitize", "bench", "large", "profile", "fuzz"])
 def test_stage_without_gpu_skips_with_one_line(stage, tmp_path):
     if gpu_available():
         pytest.skip("a GPU is present: the stage would run for real")
@@ -67,7 +67,7 @@ def test_every_session_step_selects_tests(collected):
     word) would run nothing on the device and exit 5: each selects tests."""
     pytest_steps = {n for n, (cmd, _) in collected.items() if "-m pytest" in cmd}
     assert pytest_steps >= {"variants", "torch_cuda", "fuzz_slice", "bench_key", "gpu_tests", "fuzz",
-                            "sanitize_memcheck", "bench", "large"}
+                            "sanitize_memcheck", "bench", "large", "fuzz_only"}
     for name in pytest_steps:
         assert collected[name][1], f"{name} selects no test: {collected[name][0]}"
 
@@ -304,7 +304,7 @@ def test_the_dry_run_plans_every_step_inside_the_budget(tmp_path):
     """DMLQ_SESSION_DRY=1 walks a stage as the device would, each step spending its whole
     cap: every step is either planned inside the stage's budget or says it is skipped."""
     for stage, budget in (("quick", 340), ("correct", 530), ("sanitize", 530), ("bench", 530), ("large", 530),
-                          ("profile", 530)):
+                          ("profile", 530), ("fuzz", 530)):
         r = subprocess.run(["bash", str(SCRIPT), stage], capture_output=True, text=True, timeout=120,
                            env={**os.environ, "OUT": str(tmp_path / stage), "DMLQ_SESSION_DRY": "1"})
         assert r.returncode == 0, r.stderr

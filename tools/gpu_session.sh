@@ -18,6 +18,8 @@
 #                                   (nvidia-h100-x1 kind: the tool does not work on the H200 here)
 #   tools/gpu_session.sh bench      the pytest-benchmark suite -> JSON
 #   tools/gpu_session.sh large      tensors past 2**31 elements, K > 33025
+#   tools/gpu_session.sh fuzz       the 10,000-case fuzz alone (DMLQ_FUZZ_K: a pytest -k
+#                                   expression, e.g. "intmm or matmul" for the matmul operators)
 #   tools/gpu_session.sh profile    ncu on the kernels measured far from their limits
 #                                   (tools/gpu_profile.py: pooling, the int8-b stream kernel)
 #   tools/gpu_session.sh collect    no device needed: every step of every stage written to
@@ -155,13 +157,13 @@ COLLECT=
 declare -A COLLECTED
 STAGES=("$STAGE")
 case "$STAGE" in
-  quick|correct|sanitize|bench|large|profile) ;;
+  quick|correct|sanitize|bench|large|profile|fuzz) ;;
   collect)
     COLLECT=1
-    STAGES=(quick correct sanitize bench large profile)
+    STAGES=(quick correct sanitize bench large profile fuzz)
     : > "$OUT/steps.txt" ;;
   *)
-    echo "usage: tools/gpu_session.sh quick|correct|sanitize|bench|large|profile|collect   (logs under \$OUT)" >&2
+    echo "usage: tools/gpu_session.sh quick|correct|sanitize|bench|large|profile|fuzz|collect   (logs under \$OUT)" >&2
     exit 2 ;;
 esac
 
@@ -284,6 +286,14 @@ case "$STAGE" in
       -k "regex:avgpool_|matmul_stream|matmul_mma|quantize_contig" --section SpeedOfLight \
       --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
       --section SchedulerStats "$PY" tools/gpu_profile.py
+    ;;
+  fuzz)
+    # the fuzz of the correct stage without its gpu tests: a session whose other stages ran
+    # brings operators short of 10,000 cases up to it
+    run warm 150 "$PY" tools/gpu_warm.py
+    run fuzz_only "$(left)" env DMLQ_FUZZ_EXAMPLES="${DMLQ_FUZZ_EXAMPLES:-10000}" DMLQ_FUZZ_CHUNK=200 \
+      DMLQ_FUZZ_SECONDS="$(fuzz_seconds "$(left)")" DMLQ_FUZZ_REPORT="$LOGS/fuzz.jsonl" \
+      "${FUZZ_PYTEST[@]}" -q -m gpu tests/test_fuzz_kernels.py -k "${DMLQ_FUZZ_K:-fuzz}"
     ;;
   large)
     run warm 150 "$PY" tools/gpu_warm.py
