@@ -210,6 +210,23 @@ def test_every_cupy_name_in_the_sources_exists_in_cupy(real):
     assert missing == {}
 
 
+def test_compile_options_are_cupys(real):
+    """What CuPy's RawModule adds to every NVRTC compile (cupy/cuda/compiler.py: each literal
+    ``options += ('...',)``), less the ones it adds only on request (LTO, debug, jitify, the
+    arch option, a precompiled header) or for HIP, is loader.CUPY_ADDED_OPTIONS: the static report, the
+    NVRTC check and the stand-in compile the program a GPU user's CuPy compiles."""
+    import inspect
+
+    from dmlq.gpu import loader
+
+    source = inspect.getsource(real.cuda.compiler)
+    added = set(re.findall(r"options \+= \('([^']+)',\)", source))
+    on_request = {"-dlto", "--device-debug", "--generate-line-info", "-DCUPY_USE_JITIFY", "--pch",
+                  "-fcuda-flush-denormals-to-zero"}  # the last: hipcc's
+    assert "-ftz=true" in added and "--device-as-default-execution-space" in added, sorted(added)
+    assert added - on_request == set(loader.CUPY_ADDED_OPTIONS), sorted(added)
+
+
 # ------------------------------------------------------------------ refusals CuPy makes without a device
 
 def _real_pack(real, arg):

@@ -15,12 +15,15 @@ from pathlib import Path
 
 from ..keys import param_key
 
-# CuPy appends -ftz=true to every RawModule compile and cannot be told not to.
-# Kernels are immune: every float operation that decides a result goes through
+# CuPy appends -ftz=true and --device-as-default-execution-space to every RawModule
+# compile through NVRTC and cannot be told not to; the static report, the NVRTC check and
+# the stand-in compile with them too, so they build what CuPy builds (NVRTC 13.0 refuses a
+# kernel's generic lambdas without the second: the H200 session of 2026-11-26 saw it).
+# Kernels are immune to -ftz: every float operation that decides a result goes through
 # the non-.ftz PTX helpers in common.cuh (tests/test_nvrtc.py checks the PTX).
 # --fmad=false keeps any other float expression from being contracted.
 COMPILE_OPTIONS = ("-std=c++17", "--fmad=false")
-CUPY_ADDED_OPTIONS = ("-ftz=true",)
+CUPY_ADDED_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
 
 # The oldest GPU each source compiles for: dp4a needs sm_61, mma.sync on int8
 # with ldmatrix and cp.async sm_80. Older devices skip those sources entirely.
