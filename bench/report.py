@@ -180,7 +180,8 @@ def plot(data, outdir):
         # bars compare like speedups do (a float16 peer moving twice the bytes gets no credit).
         def effective(r, impl):
             e = r["entries"].get(impl)
-            work = r["ops"] / 1e12 if r["unit"] == "TOPS" else r["bytes"] / 1e9
+            amount = r["ops"] if r["unit"] == "TOPS" else r["bytes"]  # None: a row of time only
+            work = amount / (1e12 if r["unit"] == "TOPS" else 1e9) if amount else None
             return work / e["time_s"] if e and work else None
 
         peers = sorted({i for r in frows for i in r["entries"] if i.startswith("peer:")})

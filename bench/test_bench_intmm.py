@@ -171,17 +171,18 @@ GPU_GROUPS[f"matmul_integer_to_float/uint8xpacked-uint4-g{ODD_G}->float16/M=1,N=
 # blocked packed b at M <= 16: auto is the grouped stream kernel (stream-grouped-m*); dp4a-wide, which
 # served these calls before it, forced beside it for the crossover; per-column packed b, and int8 b
 # at M = 1 and 4: the tiled rule's kernel (dp4a-32x32 there), which served them before the stream
-# kernel, beside it. An int8 b at M = 16 stays on the tensor cores at this size (auto: mma split-K,
-# 173 us on the H100's second run where the M = 4 stream kernel took 72): the stream kernel for
-# 16 rows (stream-m16, its sums plan built as selection would) beside it, for that crossover.
-WIDE, TILED, STREAM16 = "dmlq:dp4a-wide", "dmlq:tiled", "dmlq:stream-m16"
+# kernel, beside it. An int8 b at M = 16 with a's zero point: auto is stream-m16 (the H200, third
+# run: 77.7 us, where the tensor cores with split-K took 168 us of device time behind 64 blocks of
+# column sums); the tensor cores forced beside it (MMA16), their column sums now split along K,
+# for that crossover.
+WIDE, TILED, MMA16 = "dmlq:dp4a-wide", "dmlq:tiled", "dmlq:mma-128x128"
 # every group: auto captured in a CUDA graph and replayed (the device time without the host)
 GRAPH = "dmlq:graph"
 GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + [(g, GRAPH) for g in GPU_GROUPS] + \
     [(g, WIDE) for g, (b, _m, _n) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"] + \
     [(g, TILED) for g, (b, m, _n) in GPU_GROUPS.items()
      if b == "uint8xpacked-uint4-col->float16" or (b == "uint8xint8->float16" and m < 16)] + \
-    [(g, STREAM16) for g, (b, m, _n) in GPU_GROUPS.items() if b == "uint8xint8->float16" and m == 16]
+    [(g, MMA16) for g, (b, m, _n) in GPU_GROUPS.items() if b == "uint8xint8->float16" and m == 16]
 _COPY_BW: dict = {}
 
 
@@ -256,8 +257,8 @@ def _gpu_call(group, impl):
         if impl == GRAPH:
             return _replayed(call, cupy.empty((m, n), out_dtype)), nbytes, ops
         return call, nbytes, ops
-    if impl in (WIDE, TILED, STREAM16):  # the tiled planner (dp4a-wide forced, or its own rule) or the stream
-        from dmlq.gpu import intmm_tiled, matmul, qmm_stream  # kernel's sums plan, bound as intmm_tiled binds them
+    if impl in (WIDE, TILED, MMA16):  # the tiled planner (dp4a-wide or the tensor cores forced, or its own
+        from dmlq.gpu import intmm_tiled, matmul  # rule), bound as intmm_tiled binds its plans
 
         op = "matmul_integer_to_float"
         if packed:
@@ -271,11 +272,9 @@ def _gpu_call(group, impl):
         b_zp = cupy.full((rows, n), 8, u8) if packed else None
         out = cupy.empty((m, n), f16)
         view = intmm_tiled._check(op, a, data, b_packed)
-        if impl == STREAM16:
-            plan = qmm_stream._sums_plan(op, a, view, out, matmul.STREAM_M["stream-m16"], 0)
-        else:
-            plan = matmul.plan_tiled(op, a, True, view, b_zp is not None, out,
-                                     variant="dp4a-wide" if impl == WIDE else None, k_group=G if rows > 1 else 0)
+        forced = {WIDE: "dp4a-wide", MMA16: "mma-128x128"}.get(impl)
+        plan = matmul.plan_tiled(op, a, True, view, b_zp is not None, out, variant=forced,
+                                 k_group=G if rows > 1 else 0)
         run = intmm_tiled._bind(plan, a, data, out, b_packed, a_scale, a_zp, b_s, b_zp, None)
         fn = lambda: run(a, a_scale, a_zp, data, b_s, b_zp, None, out)  # noqa: E731
         return fn, a.nbytes + data.nbytes + b_s.nbytes + out_bytes, ops

@@ -16,7 +16,9 @@
 //   matmul_row_sums<T> / matmul_col_sums<T>            pre-pass: int32 sums of
 //     each A row (one warp per row) and each B column (128 columns x 8
 //     k-slices per block, one 32-bit word of 4 columns per load where rows are
-//     4-byte aligned), launched only when the other operand has a zero point.
+//     4-byte aligned; K split between blocks where N / 128 blocks would not
+//     fill the SMs), launched only when the other operand has a zero point.
+//   matmul_sums_combine<256>                           the column sums' k-splits added
 // Selection: dmlq/gpu/matmul.py select_variant (pure Python); plan_quantized_matmul
 // gives the launches (kernel_plan prints them).
 //
@@ -704,8 +706,14 @@ __global__ void __launch_bounds__(256) matmul_row_sums(
 
 // out[z*N + n] = sum_k B[z][k][n] (int32; T a packed tag: the 4-bit values,
 // one nibble per load, strides in elements). block 256 = 32 column words (128
-// columns, 4 per thread) x 8 k-slices; grid (ceil(N/128), min(batch, 65535)),
-// grid-stride over the batch. Where a thread's 4 columns are a whole aligned
+// columns, 4 per thread) x 8 k-slices; grid (ceil(N/128), min(batch, 65535),
+// splits), grid-stride over the batch. Split z = blockIdx.z sums rows
+// [z * k_chunk, min(K, (z + 1) * k_chunk)) into out + z * split_stride; with
+// more than one split, matmul_sums_combine adds them. N / 128 blocks alone
+// leave most SMs idle: at N = K = 8192, 64 blocks with ~16 KiB of loads in
+// flight each read b's 64 MiB at a few hundred GB/s (napkin: ~100+ us; the
+// H200 timed the whole M = 16 call at 168 us, stream-m16 at 78). Split: about
+// 4 blocks an SM, each thread 4 words in flight, near the copy bandwidth. Where a thread's 4 columns are a whole aligned
 // word (rows 4-byte aligned: base and ldb multiples of 4) it loads one 32-bit
 // word per row and adds its bytes as two pairs of 16-bit lanes (signed bytes
 // biased by 128), flushed to 32 bits every 256 rows: ~4 instructions per 4
@@ -713,13 +721,15 @@ __global__ void __launch_bounds__(256) matmul_row_sums(
 template <typename T>
 __global__ void __launch_bounds__(256) matmul_col_sums(
     const T* __restrict__ B, int N, int K, int batch, int batch1,
-    int64 b_bs0, int64 b_bs1, int64 ldb, int* __restrict__ out) {
+    int64 b_bs0, int64 b_bs1, int64 ldb, int k_chunk, int64 split_stride, int* __restrict__ out) {
   DMLQ_SHARED(16, int, part, [8][128]);
   typedef typename dmlq::b_value<T>::type V;
   constexpr bool P4 = dmlq::b_value<T>::packed;
   constexpr bool kSigned = static_cast<V>(-1) < static_cast<V>(0);
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int n = blockIdx.x * 128 + tx * 4;
+  const int kb = static_cast<int>(blockIdx.z) * k_chunk, ke = min(K, kb + k_chunk);  // this split's rows
+  out += static_cast<int64>(blockIdx.z) * split_stride;
   for (int z = blockIdx.y; z < batch; z += gridDim.y) {
     const int zb0 = z / batch1, zb1 = z - zb0 * batch1;
     const int64 e = zb0 * b_bs0 + zb1 * b_bs1 + n;  // element (k = 0, n)
@@ -730,9 +740,9 @@ __global__ void __launch_bounds__(256) matmul_col_sums(
         ((reinterpret_cast<unsigned long long>(p) | static_cast<unsigned long long>(ldb)) & 3) == 0;
     if (words) {
       const unsigned bias = kSigned ? 0x80808080u : 0u;
-      for (int k0 = ty; k0 < K; k0 += 8 * 256) {  // <= 256 rows per flush: 16-bit lanes hold 255 * 256
+      for (int k0 = kb + ty; k0 < ke; k0 += 8 * 256) {  // <= 256 rows per flush: 16-bit lanes hold 255 * 256
         unsigned even = 0u, odd = 0u;
-        const int k1 = min(K, k0 + 8 * 256);
+        const int k1 = min(ke, k0 + 8 * 256);
 #pragma unroll 4
         for (int k = k0; k < k1; k += 8) {
           const unsigned w = __ldg(reinterpret_cast<const unsigned*>(p + static_cast<int64>(k) * ldb)) ^ bias;
@@ -745,7 +755,7 @@ __global__ void __launch_bounds__(256) matmul_col_sums(
         s[3] += static_cast<int>(odd >> 16);
       }
       if (kSigned) {
-        const int rows = K > ty ? (K - ty + 7) / 8 : 0;
+        const int rows = ke > kb + ty ? (ke - kb - ty + 7) / 8 : 0;
 #pragma unroll
         for (int j = 0; j < 4; ++j) s[j] -= 128 * rows;
       }
@@ -753,7 +763,7 @@ __global__ void __launch_bounds__(256) matmul_col_sums(
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         if (n + j < N)
-          for (int k = ty; k < K; k += 8) {
+          for (int k = kb + ty; k < ke; k += 8) {
             const int64 i = static_cast<int64>(k) * ldb + j;
             s[j] += P4 ? dmlq::nibble_value<V>(bytes, e + i) : static_cast<int>(p[i]);
           }
@@ -772,5 +782,19 @@ __global__ void __launch_bounds__(256) matmul_col_sums(
       }
     }
     __syncthreads();
+  }
+}
+
+// out[i] = sum_s part[s * split_stride + i] for i < count (int32, mod 2**32: the
+// column sums' k-splits of matmul_col_sums added; exact as the one-pass sum is).
+// block kThreads (256), grid-stride.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) matmul_sums_combine(
+    const int* __restrict__ part, int64 count, int splits, int64 split_stride, int* __restrict__ out) {
+  for (int64 i = static_cast<int64>(blockIdx.x) * kThreads + threadIdx.x; i < count;
+       i += static_cast<int64>(gridDim.x) * kThreads) {
+    unsigned t = 0u;
+    for (int s = 0; s < splits; ++s) t += static_cast<unsigned>(__ldg(part + s * split_stride + i));
+    out[i] = static_cast<int>(t);
   }
 }

@@ -206,6 +206,9 @@ def _qmm_variant(variant, b_types):
         if variant in matmul.MMA_CONFIGS:
             a, b = _matmul_operands(rng, 40, 1000, 72, I8, b_types[-1])
             results += _qmm(xp, a, b, U8, variant=variant, splits=3)
+        if variant != "dp4a-wide":  # one block of columns, 2048 rows: b's column sums in 4 splits of K, added
+            a, b = _matmul_operands(rng, 8, 2048, 40, U8, b_types[-1])
+            results += _qmm(xp, a, b, I8, variant=variant)
         return results
     return fn
 

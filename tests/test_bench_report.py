@@ -38,7 +38,7 @@ INTMM_CPU_BENCHMARKS = 6  # bench/test_bench_intmm.py: 3 NumPy groups x (dmlq:cp
 # bench/test_bench_intmm.py: 16 GPU groups (6 of quantized_matmul, packed int4: M = 1, 4, 16 x N = K = 4096, 8192;
 # 3 of per-column packed uint4) x (dmlq:auto, 2 torch peers), dmlq:dp4a-wide forced in the 3 blocked
 # packed-uint4 groups and dmlq:tiled (the tiled rule's kernel) in the 3 per-column ones and the int8 b
-# groups at M = 1 and 4, and dmlq:stream-m16 forced in the int8 b group at M = 16
+# groups at M = 1 and 4, and dmlq:mma-128x128 forced in the int8 b group at M = 16
 INTMM_GPU_BENCHMARKS = 45 + 3 + 3 + 2 + 1 + 15 + 4  # + dmlq:graph, one per group; + the groups of 48 (4 rows)
 # bench/test_bench_qtypes.py: 12 types x (quantize, dequantize); GPU: dmlq + torch float8 (4 types) + cupy-expr
 # (int8/int16/uint16) = 24 + 8 + 6; CPU: dmlq + onnxruntime on those 24 groups, uint8 blocked, and quantize to
@@ -234,6 +234,20 @@ def test_plots(data, tmp_path):
                                        "overhead.png"}
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+
+
+def test_plots_take_a_row_of_time_only(data, tmp_path):
+    """A row with no bytes or ops (bench/test_bench_overhead.py's plan-cached calls: a time and
+    its target) gets a plot with no bar instead of stopping the plots (the H200's full suite did)."""
+    pytest.importorskip("matplotlib")
+    import copy
+
+    data = copy.deepcopy(data)
+    data["benchmarks"].append({"name": "test_repeated_call_overhead[dequantize_linear]", "group": "plan-overhead",
+                               "stats": {"median": 4.07e-06, "mean": 4.1e-06, "min": 4e-06},
+                               "extra_info": {"impl": "dmlq:plan-cached", "target_s": 1e-05}})
+    paths = _report().plot(data, tmp_path)
+    assert "plan-overhead.png" in {p.name for p in paths}
 
 
 def test_report_cli(tmp_path):

@@ -93,7 +93,7 @@ def test_intmm_builder_runs_on_the_stand_in(gpu, monkeypatch, group, impl):  # n
     S.launches.clear()
     fn()
     ran = {launch[0].split("<")[0] for launch in S.launches}
-    want = {"dmlq:dp4a-wide": "matmul_dp4a_wide", "dmlq:tiled": "matmul_dp4a"}.get(impl)
+    want = {"dmlq:dp4a-wide": "matmul_dp4a_wide", "dmlq:tiled": "matmul_dp4a", B.MMA16: "matmul_mma"}.get(impl)
     if want is None:  # auto at M <= 16: the weight-streaming kernels (8-bit M = 16 at this size too),
         from dmlq.gpu import qmm_stream  # but dp4a-wide where the groups' workspace would outgrow b
 
@@ -101,9 +101,9 @@ def test_intmm_builder_runs_on_the_stand_in(gpu, monkeypatch, group, impl):  # n
         if b_kind == "uint8xpacked-uint4->float16" and not qmm_stream.work_fits(m, 256, 64):
             want = "matmul_dp4a_wide"
     assert want in ran and nbytes > 0 and ops > 0, (ran, want)
-    if impl == B.STREAM16:  # the 16-row stream kernel forced (auto: the tensor cores at this M and size)
-        assert any(launch[0].startswith("matmul_stream_grouped<") and launch[0].endswith(", 16>")
-                   for launch in S.launches), S.launches
+    if impl == B.MMA16:  # the tensor cores forced (auto: stream-m16 with a's zero point at this M)
+        assert any(launch[0].startswith("matmul_mma<") for launch in S.launches), S.launches
+        assert any(launch[0].startswith("matmul_col_sums<") for launch in S.launches), S.launches
 
 
 def _qtypes_params():

@@ -164,7 +164,9 @@ def test_check_without_a_gpu_prints_the_plans_a_gpu_would_run(capsys):
                     "quantized_matmul: dp4a-wide", "quantized_avg_pool: tile_k2s2", "quantized_avg_pool: global_warp",
                     "quantized_avg_pool: general"):
         assert variant in out, variant
-    assert "matmul_integer_to_float: mma-128x128 (split-K" in out  # M = 16: the tiled kernels, not the stream one
+    # M = 16 with a's zero point: the stream kernel (the tiles would first sum b's columns)
+    assert "matmul_integer_to_float: stream-m16" in out
+    assert "quantized_matmul: stream-m16" in out and "matmul_sums_combine<256>" in out  # M = 64: split column sums
 
 
 # ---- issue 28: the next things a new user tries --------------------------------------------------

@@ -145,6 +145,24 @@ def test_extreme_sums(gpu, ta, tb):
     assert wide.startswith("matmul_integer: dp4a-wide"), wide
 
 
+@pytest.mark.parametrize("fn", ["matmul_integer", "matmul_integer_to_float", "quantized_matmul"])
+def test_a_zero_point_at_16_rows_takes_the_stream_kernel(fn):
+    """M = 16 with an 8-bit b and enough work for the tensor cores: with a's zero point (the
+    tiles' column sums of b would cost a pass over b) every operator plans stream-m16; without
+    it, the tensor cores (the plan for a nominal H100, no GPU needed)."""
+    a, b = np.zeros((16, 4096), U8), np.zeros((4096, 4096), I8)
+    one = np.float32(1)
+
+    def first_line(zp):
+        args = {"matmul_integer": (a, b, zp, None),
+                "matmul_integer_to_float": (a, one, zp, b, one, None),
+                "quantized_matmul": (a, one, zp, b, one, None, one, None)}[fn]
+        return str(dmlq.kernel_plan(getattr(dmlq, fn), *args)).splitlines()[0]
+
+    assert first_line(U8.type(128)).startswith(f"{fn}: stream-m16"), first_line(U8.type(128))
+    assert first_line(None).startswith(f"{fn}: mma-128x128"), first_line(None)
+
+
 def test_selection():
     """An 8-bit b takes the stream kernel at M <= 16 unless the tiled rule picks the tensor cores
     (M = 16 with enough work); past M = 16, or K past 32768, the tiles."""
@@ -159,6 +177,11 @@ def test_selection():
     assert sel(16, 8, 8, 1, 90, have_mma=True) == "stream-m16"
     assert sel(16, 4096, 4096, 1, 90, have_mma=True, packed=True) == "stream-m16"
     assert sel(17, 4096, 4096, 1, 90, have_mma=True) == "mma-128x128"
+    # a's zero point: the tiles would need b's column sums first, the stream kernel folds them in
+    assert sel(16, 4096, 4096, 1, 90, have_mma=True, col_sums=True) == "stream-m16"
+    assert sel(16, 8192, 8192, 1, 90, have_mma=True, col_sums=True) == "stream-m16"
+    assert sel(17, 4096, 4096, 1, 90, have_mma=True, col_sums=True) == "mma-128x128"
+    assert sel(16, 4096, 32769, 1, 90, have_mma=True, col_sums=True) == "dp4a-wide"
     assert sel(1, 4096, 32769, 1, 90) == "dp4a-wide"
     assert sel(1, 4096, 4096, 1, 90, stream=False) == "dp4a-32x32"
     assert sel(1, 4096, 4096, 70000, 90) == "dp4a-32x32"  # more matrices than the grid's y

@@ -87,12 +87,23 @@ def _mm(m, k, n, **kw):
                                         np.empty(a.shape[:-2] + (m, n), i8), **kw)
 
 
+def _main(plan):
+    (main,) = [launch for launch in plan.launches if launch.role == "main"]
+    return main
+
+
 def test_matmul_plans(nominal):
     p = _mm(4096, 4096, 4096)
     assert p.variant == "mma-128x128" and p.notes == ()
+    # 32 blocks of columns fill few of 132 SMs: K in 8 splits of 512 rows (grid z), then added
     assert _kernels(p) == [("column sums of b, for a's zero point", "matmul_col_sums<int8>"),
+                           ("the column sums' splits added", "matmul_sums_combine<256>"),
                            ("main", "matmul_mma<uint8, int8, int8, 128, 128, 64, 4, 16>")]
-    main = p.launches[1]
+    assert p.launches[0].grid == (32, 1, 8) and p.launches[1].grid == (16,)
+    # 33 matrices of b: 1,056 blocks of columns, one pass over K
+    q = _mm(64, 4096, 4096, a=np.empty((33, 64, 4096), u8), b=np.empty((33, 4096, 4096), i8))
+    assert q.launches[0].grid == (32, 33, 1) and "matmul_sums_combine<256>" not in [k for _, k in _kernels(q)]
+    main = p.launches[2]
     assert (main.grid, main.block, main.shared_mem) == ((32, 32, 1), (128,), 4 * (128 * 64 + 64 * 128))
     # one LLM decode-sized product: 32 tiles on 264 block slots -> split-K
     p = _mm(16, 4096, 4096, a_zp=None)
@@ -100,10 +111,10 @@ def test_matmul_plans(nominal):
     assert [r for r, _ in _kernels(p)] == ["main", "split-K sum and epilogue"]
     assert p.launches[0].grid == (32, 8, 1)
     # K a multiple of 4 but not 16: 4-byte cp.async; K odd: operands padded to 16-byte rows
-    assert _mm(1000, 1000, 1000).launches[-2].kernel.endswith(", 4>")
+    assert _main(_mm(1000, 1000, 1000)).kernel.endswith(", 4>")
     p = _mm(512, 4095, 1001)
     assert "a copied into rows padded to 16 bytes" in p.notes and "b copied into rows padded to 16 bytes" in p.notes
-    assert p.launches[1].kernel.endswith(", 16>")
+    assert _main(p).kernel.endswith(", 16>")
     # a transposed b (rows not unit-stride) is copied first; K > 32768: the wide dp4a kernel
     p = _mm(256, 256, 256, b=np.empty((256, 256), i8).T)
     assert "b copied to a contiguous array" in p.notes

@@ -105,7 +105,8 @@ def test_default_have_mma_follows_the_source_file():
 
 def test_kernel_tables():
     dp4a = matmul.KERNELS[matmul.DP4A_SOURCE]
-    assert len(dp4a) == len(set(dp4a)) == 4 * len(matmul.OUT_TYPES) * len(matmul.DP4A_CONFIGS) + 4
+    assert len(dp4a) == len(set(dp4a)) == 4 * len(matmul.OUT_TYPES) * len(matmul.DP4A_CONFIGS) + 5
+    assert matmul.COMBINE in dp4a and matmul.COMBINE not in matmul.KERNELS[matmul.PACKED_SOURCE]
     assert matmul.OUT_TYPES == ("int8", "uint8", "int", "float", "float16")
     assert "matmul_dp4a_wide<uint8, int8, float16, 64, 64, 32, 8, 4>" in dp4a
     for t in matmul.QTYPES:
@@ -569,25 +570,33 @@ def test_emulated_mma_split_k(emu, rng, splits):
                 assert epilogues, "split-K ran without its epilogue"
 
 
+@pytest.mark.parametrize("batch", [None, 16])
 @pytest.mark.parametrize("tb,fill", [("uint8", 255), ("int8", -128), ("int8", 127), ("uint8", None)])
-def test_emulated_column_sums_word_path(emu, rng, tb, fill):
+def test_emulated_column_sums_word_path(emu, rng, tb, fill, batch):
     """matmul_col_sums' word path (16-bit lanes flushed every 256 rows per
-    k-slice, signed bytes biased) at the lane limits, next to byte columns."""
+    k-slice, signed bytes biased) at the lane limits, next to byte columns. One
+    (K, N) b: one block of columns, so K is split between blocks (a split's rows
+    start past row 0) and matmul_sums_combine adds the splits; 16 matrices of b
+    fill the stand-in's 4 SMs with blocks: one pass over K, 625 rows per k-slice."""
     ref = _reference()
     K, N = 5000, 37
     info = np.iinfo(tb)
-    b = (np.full((K, N), fill, tb) if fill is not None
-         else rng.integers(info.min, info.max + 1, (K, N)).astype(tb))
+    shape = (K, N) if batch is None else (batch, K, N)
+    b = (np.full(shape, fill, tb) if fill is not None
+         else rng.integers(info.min, info.max + 1, shape).astype(tb))
     a = rng.integers(0, 3, (3, K)).astype(np.uint8)
     args = (a, np.float32([1.0]), np.uint8([1]), b, np.float32([1.0]), None, np.float32([1e3]), np.int8([0]))
-    expect = ref.quantized_matmul(*args, np.empty((3, N), np.int8))
+    out_shape = (3, N) if batch is None else (batch, 3, N)
+    expect = ref.quantized_matmul(*args, np.empty(out_shape, np.int8))
     for off in (0, 1):  # aligned rows use words; an offset view uses bytes
-        bb = np.zeros((K, N + 8), tb)[:, off:N + off]
+        bb = np.zeros(shape[:-1] + (N + 11,), tb)[..., off:N + off]  # rows of 48 bytes: 4-byte aligned at 0
         bb[...] = b
-        out = np.full((3, N), 0x5A, np.uint8).view(np.int8)
+        out = np.full(out_shape, 0x5A, np.uint8).view(np.int8)
         emu.calls.clear()
         qmm.quantized_matmul(a, args[1], args[2], bb, *args[4:], out, variant="dp4a-32x32")
-        assert any(c[0].startswith("matmul_col_sums") for c in emu.calls)
+        names = [c[0] for c in emu.calls]
+        assert any(n.startswith("matmul_col_sums") for n in names)
+        assert ("matmul_sums_combine<256>" in names) == (batch is None), names
         np.testing.assert_array_equal(out, expect)
 
 

@@ -124,8 +124,9 @@ CONFIGS: dict[str, Any] = {**DP4A_CONFIGS, **MMA_CONFIGS}
 STREAM_M = {"stream-m1": 1, "stream-m4": 4, "stream-m16": 16}
 ALL_VARIANTS = tuple(CONFIGS)
 
+COMBINE = "matmul_sums_combine<256>"  # the column sums' k-splits added (matmul_dp4a.cu's, for every b)
 PREPASS_KERNELS = tuple(f"matmul_row_sums<{t}>" for t in QTYPES) + \
-    tuple(f"matmul_col_sums<{t}>" for t in QTYPES)
+    tuple(f"matmul_col_sums<{t}>" for t in QTYPES) + (COMBINE,)
 
 
 def _have_mma(source=MMA_SOURCE) -> bool:
@@ -175,7 +176,8 @@ _cc = device.cc_int
 
 
 def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=None, *,
-                  sm_count=132, have_mma=None, blocked=False, packed=False, stream=True) -> str:
+                  sm_count=132, have_mma=None, blocked=False, packed=False, stream=True,
+                  col_sums=False) -> str:
     """The variant for an (M, K) x (K, N) product repeated `batch` times.
 
     Pure Python (no GPU). Every variant handles all 8 dtype combinations, so
@@ -191,8 +193,13 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     wherever the tiles would not be the tensor cores' (M = 16 with enough work
     stays there, as the H100 measured it: 46 us at N = 14336, K = 4096; the
     stream kernel's M = 16 is dp4a-bound near the bandwidth limit in its napkin
-    math, so the crossover is the bench's to find). ``stream=False``: never
-    that kernel (the tiled rule below at every M).
+    math, so the crossover is the bench's to find), except with ``col_sums``
+    (a has a zero point): the tiles would first need b's column sums, a pass
+    over all of b by N / 128 blocks, which the stream kernel folds into its own
+    (the H200, 2026-11-26, M = 16, N = K = 8192, uint8 a with a zero point:
+    tensor cores, split-K and the column sums 168 us of device time in a CUDA
+    graph; stream-m16 78 us called eagerly). ``stream=False``: never that
+    kernel (the tiled rule below at every M).
     """
     if have_mma is None:
         have_mma = HAVE_MMA
@@ -207,7 +214,7 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     # minimum sizes on the device machine.
     mma = (have_mma and _cc(compute_capability) >= 80 and min(M, N) >= 16 and K >= 32
            and M * N * K * batch >= MMA_MIN_WORK)
-    if stream and (packed or not mma) and batch <= MAX_GRID_YZ:
+    if stream and (packed or col_sums or not mma) and batch <= MAX_GRID_YZ:
         for name, rows in STREAM_M.items():
             if M <= rows:
                 return name
@@ -240,6 +247,26 @@ def split_k(M, N, K, batch, sm_count, cfg=None) -> int:
         return 1
     ktiles = -(-K // cfg.bk)
     return max(1, min(-(-slots // tiles), ktiles // SPLIT_K_MIN_KTILES, SPLIT_K_MAX))
+
+
+COL_SUMS_BLOCKS_PER_SM = 4  # matmul_col_sums: blocks of 256 threads a split K aims for per SM
+COL_SUMS_MIN_ROWS = 512      # rows of b per split, at least
+COL_SUMS_MAX_SPLITS = 32
+COMBINE_GRID = 4096          # matmul_sums_combine's blocks, at most (grid-stride past them)
+
+
+def col_sum_splits(N: int, K: int, batch: int, sm_count: int):
+    """(splits, k_chunk) of matmul_col_sums: one split where its ceil(N / 128) x batch blocks
+    give every SM COL_SUMS_BLOCKS_PER_SM of them, else K cut into chunks of at least
+    COL_SUMS_MIN_ROWS rows (a multiple of 8, the block's k-slices) for about that many
+    blocks, at most COL_SUMS_MAX_SPLITS; matmul_sums_combine adds the splits' sums."""
+    blocks = -(-N // 128) * min(batch, MAX_GRID_YZ)
+    want = -(-(COL_SUMS_BLOCKS_PER_SM * sm_count) // max(blocks, 1))
+    splits = max(1, min(want, K // COL_SUMS_MIN_ROWS, COL_SUMS_MAX_SPLITS))
+    if splits == 1:
+        return 1, K
+    chunk = -(-(-(-K // splits)) // 8) * 8
+    return -(-K // chunk), chunk
 
 
 def k_chunks(K: int, splits: int, bk: int = 64):
@@ -547,9 +574,13 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),),
                                    (256,), 0, "row sums of a, for b's zero point"))
         if need_cols:
+            cs, _ = col_sum_splits(N, K, nz, device.info().sm_count)
             launches.append(Launch(source, f"matmul_col_sums<{tb}>",
-                                   (-(-N // 128), min(nz, MAX_GRID_YZ)), (256,), 0,
+                                   (-(-N // 128), min(nz, MAX_GRID_YZ), cs), (256,), 0,
                                    "column sums of b, for a's zero point"))
+            if cs > 1:
+                launches.append(Launch(DP4A_SOURCE, COMBINE, (min(-(-nz * N // 256), COMBINE_GRID),),
+                                       (256,), 0, "the column sums' splits added"))
         launches.append(Launch(main_source, name, (-(-N // cfg.bn), grid_y, nz), (cfg.threads,), smem))
         if nsplit > 1:
             launches.append(Launch(main_source, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
@@ -616,14 +647,20 @@ def bind_tiled(plan, a, b, out):
     zmax = max(u.batch0 * u.batch1 for u in d.batches)
     mma = isinstance(d.cfg, MmaConfig)
     b_shift = int(isinstance(b, packed.PackedView))  # b's element offsets in bytes: halved when packed
+    sm_count = device.info().sm_count
+    col_stride = zmax * N  # int32 elements between two splits' column sums
     fixed = []  # per batch launch: (offsets, row-sum, column-sum, main and split-K integer arguments, first)
     first = 0
+    col_splits = 1
     for u in d.batches:
         nz = u.batch0 * u.batch1
         a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
+        cs, chunk = col_sum_splits(N, K, nz, sm_count)
+        col_splits = max(col_splits, cs)
         fixed.append((u.offsets,
                       (i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1), i64(lda)),
-                      (i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb)),
+                      (i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), i32(chunk),
+                       i64(col_stride), cs, (i64(nz * N), i32(cs), i64(col_stride))),
                       (i32(M), i32(N), i32(K), i32(u.batch1), i64(a_bs0), i64(a_bs1), i64(b_bs0),
                        i64(b_bs1), i64(c_bs0), i64(c_bs1), i64(lda), i64(ldb), i64(ldc)),
                       nz * M * N,
@@ -632,9 +669,12 @@ def bind_tiled(plan, a, b, out):
         first += nz
     split = (i32(d.nsplit), i32(d.k_chunk))
     need_rows, need_cols, nsplit = d.need_rows, d.need_cols, d.nsplit
-    # Row and column sums share one int32 temporary: rows first, columns 16-byte aligned after.
+    # Row and column sums share one int32 temporary: rows first, columns 16-byte aligned after,
+    # then the column sums' splits where K is split (col_stride elements each).
     cols_at = -(-zmax * M * 4 // 16) * 16 if need_rows else 0
-    sums_bytes = cols_at + (zmax * N * 4 if need_cols else 0)
+    parts_at = cols_at + -(-col_stride * 4 // 16) * 16
+    sums_bytes = (parts_at + (col_splits * col_stride * 4 if col_splits > 1 else 0) if need_cols
+                  else cols_at)
     take = device.workspace() if 0 < sums_bytes <= device.WORKSPACE_MAX else None
     whole = len(fixed) == 1 and fixed[0][0] == (0, 0, 0)  # one launch at the arrays' own addresses
     stage_a = None if d.stage_a == AS_IS else lambda x: _stage(xp, x, d.stage_a, plan_a)
@@ -658,6 +698,7 @@ def bind_tiled(plan, a, b, out):
             sums = ptr(tmp)
         row_sums = u64(sums) if need_rows else NULL
         col_sums = u64(sums + cols_at) if need_cols else NULL
+        col_parts = u64(sums + parts_at) if need_cols and col_splits > 1 else NULL
         if not whole:
             pa, pb, pc = ptr(a), ptr(b), ptr(dst)
             isz = dst.itemsize
@@ -672,7 +713,10 @@ def bind_tiled(plan, a, b, out):
             if need_rows:
                 arglists.append((A, *rows, row_sums))
             if need_cols:
-                arglists.append((B, *cols, col_sums))
+                *cols_args, cs, combine = cols
+                arglists.append((B, *cols_args, col_parts if cs > 1 else col_sums))
+                if cs > 1:
+                    arglists.append((col_parts, *combine, col_sums))
             if not mma:
                 arglists.append((A, B, C, *main, *quant))
                 continue

@@ -144,21 +144,23 @@ def _geometry(op, a, b, out):
     return offsets, copy_a, copy_b, direct, notes
 
 
-def _selected(a, b, out):
+def _selected(a, b, out, a_zp):
     """The stream variant (``stream-m1`` / ``-m4`` / ``-m16``) where selection picks it for
     ``a @ b`` (:func:`dmlq.gpu.matmul.select_variant`, ``b`` a packed b's
-    :class:`dmlq.gpu.packed.PackedView` or an 8-bit b), else None (a tiled variant)."""
+    :class:`dmlq.gpu.packed.PackedView` or an 8-bit b; ``a_zp``: a has a zero point),
+    else None (a tiled variant)."""
     M, K = a.shape[-2:]
     dev = device.info()
     variant = matmul.select_variant(M, b.shape[-1], K, math.prod(out.shape[:-2]), dev.compute_capability,
-                                    a.dtype, None, sm_count=dev.sm_count, packed=isinstance(b, PackedView))
+                                    a.dtype, None, sm_count=dev.sm_count, packed=isinstance(b, PackedView),
+                                    col_sums=a_zp)
     return variant if variant in matmul.STREAM_M else None
 
 
-def plan(a, b, out):
+def plan(a, b, out, a_zp=False):
     """The stream plan for ``a @ b`` (``b`` a packed b's :class:`dmlq.gpu.packed.PackedView`
-    or an 8-bit b), or None when selection picks a tiled variant."""
-    variant = _selected(a, b, out)
+    or an 8-bit b; ``a_zp``: a has a zero point), or None when selection picks a tiled variant."""
+    variant = _selected(a, b, out, a_zp)
     if variant is None:
         return None
     mt = matmul.STREAM_M[variant]
@@ -319,16 +321,16 @@ def plan_grouped(a, b, out, group, force=False):
     return _sums_plan("matmul_integer_to_float", a, b, out, mt, group)
 
 
-def plan_sums(op, a, b, out):
+def plan_sums(op, a, b, out, a_zp=False):
     """matmul_integer or matmul_integer_to_float (one group of scales) with a packed
     4-bit or an 8-bit b where selection picks the stream kernel (:func:`_selected`:
     M <= 16, K <= 32768, the matrices within the grid; an 8-bit b not where the tiles
-    would be the tensor cores'), or None: the grouped kernel with each chunk of K its
+    would be the tensor cores' with no column sums of b to make, ``a_zp`` false), or None: the grouped kernel with each chunk of K its
     own group, and the finish pass (the chunks' sums added, then the int32 or float
     output)."""
     if out.size == 0 or a.shape[-1] == 0:
         return None
-    variant = _selected(a, b, out)
+    variant = _selected(a, b, out, a_zp)
     return None if variant is None else _sums_plan(op, a, b, out, matmul.STREAM_M[variant], 0)
 
 
