@@ -63,6 +63,7 @@ def _real_class(real, cls):
         _kernels.Function: real.cuda.function.Function, S._array.Generator: real.random.Generator,
         _cuda.CUDARuntimeError: real.cuda.runtime.CUDARuntimeError,
         _cuda.CUDADriverError: real.cuda.driver.CUDADriverError,
+        _cuda.OutOfMemoryError: real.cuda.memory.OutOfMemoryError,
     }[cls]
 
 
@@ -208,6 +209,33 @@ def test_every_cupy_name_in_the_sources_exists_in_cupy(real):
     assert "cupy.cuda.runtime.getDevice" in found and "cupy.RawModule" in found
     missing = {n: files for n, files in found.items() if not _resolves(real, n)}
     assert missing == {}
+
+
+def test_pool_limit_as_cupy_sets_it(real, cupy_stand_in):
+    """MemoryPool.set_limit refuses what CuPy's refuses (memory.pyx: its MemoryPool needs a device
+    to be made, so the rules are read there), and a block past the limit raises
+    cupy.cuda.memory.OutOfMemoryError, a MemoryError, once the pool's cached blocks are freed
+    (CuPy's _try_malloc)."""
+    cp = cupy_stand_in
+    for kw in ({"size": 1, "fraction": 0.5}, {"fraction": 1.5}, {"size": -1}):
+        with pytest.raises(ValueError):
+            cp.cuda.MemoryPool().set_limit(**kw)
+    assert issubclass(real.cuda.memory.OutOfMemoryError, MemoryError)
+    assert issubclass(cp.cuda.memory.OutOfMemoryError, MemoryError)
+    pool = cp.get_default_memory_pool()
+    kept = cp.empty(1 << 20, np.uint8)
+    cached = cp.empty(1 << 20, np.uint8)
+    del cached  # back to the pool's cache: freed to make room before the limit refuses
+    pool.set_limit(size=pool.used_bytes() + (1 << 20))
+    try:
+        again = cp.empty(1 << 20, np.uint8)
+        with pytest.raises(cp.cuda.memory.OutOfMemoryError, match="limit set to"):
+            cp.empty(1, np.uint8)
+        assert pool.get_limit() == pool.used_bytes()
+    finally:
+        pool.set_limit()
+    assert pool.get_limit() == 0 and cp.empty(1 << 20, np.uint8).size == 1 << 20
+    del kept, again
 
 
 def test_compile_options_are_cupys(real):

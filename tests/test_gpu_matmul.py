@@ -334,6 +334,37 @@ def test_64bit_addressing(cp, ref, variant):
         np.testing.assert_array_equal(got[rows], expect)
 
 
+def test_out_of_memory_raises_cupys_error_and_leaves_out_untouched(cp, rng):
+    """A call whose temporaries do not fit (CuPy's pool limited to the bytes it holds after one
+    warm call) raises CuPy's OutOfMemoryError through the public API, and the user's ``out`` keeps
+    every poisoned byte: the temporaries (the column sums and the tensor cores' split-K partial
+    sums at this shape) are all allocated before the first launch. With the limit lifted, the same
+    call gives the reference's answer."""
+    import dmlq
+
+    M, K, N = 40, 2048, 72  # one output tile: K split for the tensor cores (or the dp4a tiles)
+    a, b = _q(rng, (M, K), "uint8"), _q(rng, (K, N), "int8")
+    args = (0.02, np.uint8(3), cp.asarray(b), 0.01, np.int8(-7), 0.8, np.int8(2))
+    da, out = cp.asarray(a), cp.empty((M, N), np.int8)
+    expect = dmlq.quantized_matmul(a, *args[:2], b, *args[3:])
+    plan = dmlq.kernel_plan(dmlq.quantized_matmul, da, *args)
+    assert len(plan.launches) > 1, plan  # temporaries to allocate
+    pool = cp.get_default_memory_pool()
+    dmlq.quantized_matmul(da, *args, out=out)  # plans, device constants, the workspace: made now
+    cp.cuda.get_current_stream().synchronize()
+    out.fill(0x5A)
+    pool.free_all_blocks()
+    pool.set_limit(size=pool.used_bytes())
+    try:
+        for _ in range(2):  # twice: a failed call keeps no temporary that would let the next one through
+            with pytest.raises(cp.cuda.memory.OutOfMemoryError):
+                dmlq.quantized_matmul(da, *args, out=out)
+    finally:
+        pool.set_limit(size=0)
+    assert (cp.asnumpy(out).view(np.uint8) == 0x5A).all()
+    np.testing.assert_array_equal(cp.asnumpy(dmlq.quantized_matmul(da, *args, out=out)), expect)
+
+
 def test_two_threads_on_two_streams_match_sequential_calls(cp, rng):
     """Calls from two threads, each on its own non-blocking stream, through the
     public API: matmul's row and column sums live in a workspace per thread and

@@ -52,8 +52,10 @@ def _build() -> dict:
         CUDADriverError=_cuda.CUDADriverError))
     nvrtc = mod("cupy.cuda.nvrtc", dict(getVersion=lambda: (13, 0)))
     function = mod("cupy.cuda.function", dict(Function=_kernels.Function))
+    memory = mod("cupy.cuda.memory", dict(OutOfMemoryError=_cuda.OutOfMemoryError, MemoryPool=_cuda.MemoryPool,
+                                          MemoryPointer=_cuda.MemoryPointer))
     cuda = mod("cupy.cuda", dict(
-        runtime=runtime, driver=driver, nvrtc=nvrtc, function=function, Device=_cuda.Device,
+        runtime=runtime, driver=driver, nvrtc=nvrtc, function=function, memory=memory, Device=_cuda.Device,
         Stream=_cuda.Stream, ExternalStream=_cuda.ExternalStream, Event=_cuda.Event,
         get_current_stream=_cuda.get_current_stream, get_elapsed_time=_cuda.get_elapsed_time,
         Memory=_cuda.Memory, MemoryPointer=_cuda.MemoryPointer, MemoryPool=_cuda.MemoryPool,
@@ -71,7 +73,7 @@ def _build() -> dict:
     names.update(cuda=cuda, random=random, RawModule=_kernels.RawModule, RawKernel=_kernels.RawKernel,
                  get_default_memory_pool=_cuda.get_default_memory_pool, __version__="14.2.0")
     cupy = mod("cupy", names)
-    return {m.__name__: m for m in (cupy, cuda, runtime, driver, nvrtc, function, random)}
+    return {m.__name__: m for m in (cupy, cuda, runtime, driver, nvrtc, function, memory, random)}
 
 
 _MODULES = _build()

@@ -335,6 +335,7 @@ class MemoryPool:
             arena = self._arenas.setdefault((dev, _stream_ident(get_current_stream())), _Arena())
             got = arena.take(rounded)
         if got is None:
+            self._within_limit(size, rounded)
             try:
                 got = Memory(rounded, dev, live=False), 0
             except OutOfMemoryError:  # CuPy frees every cached block and tries again
@@ -382,7 +383,25 @@ class MemoryPool:
         with _pool_lock:
             self._arenas.clear()
 
+    def _within_limit(self, size, rounded):
+        """CuPy's pool limit (memory.pyx _try_malloc): a new block past the limit frees the
+        cached blocks and tries again, then raises OutOfMemoryError."""
+        if not self._limit or self.total_bytes() + rounded <= self._limit:
+            return
+        self.free_all_blocks()
+        if self.total_bytes() + rounded > self._limit:
+            raise OutOfMemoryError(f"Out of memory allocating {size:,} bytes (allocated so far: "
+                                   f"{self.total_bytes():,} bytes, limit set to: {self._limit:,} bytes).")
+
     def set_limit(self, size=None, fraction=None):
+        if size is not None and fraction is not None:
+            raise ValueError("size and fraction cannot be specified at one time")
+        if fraction is not None:
+            if not 0 <= fraction <= 1:
+                raise ValueError(f"memory limit fraction out of range: {fraction}")
+            size = int(fraction * TOTAL_MEMORY)
+        if size is not None and size < 0:
+            raise ValueError(f"memory limit size out of range: {size}")
         self._limit = size or 0
 
     def get_limit(self):
