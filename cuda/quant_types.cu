@@ -16,9 +16,14 @@
 // parameter ((i / (D * inner)) * S + (i / inner % D) / B) * inner + i % inner, where the
 // parameter axis has D elements in blocks of B (S = ceil(D / B) entries) and `inner`
 // elements after it (per axis: B = 1; per tensor: null pointers and the by-value scalars).
-// Each thread owns 16-byte groups of the packed side (grid-stride): one 16-byte load or
-// store there, and the dense side read or written in 16-byte chunks when aligned, a rolled
-// loop over the chunks (unrolled within one), quantize's loop compiled once per precision.
+// Each thread owns 16-byte groups of the packed side (lane = group, warps grid-stride over 32
+// groups at a time): one 16-byte load or store there; the dense side in 16-byte chunks when
+// aligned, a rolled loop over the chunks (unrolled within one), quantize's loop compiled once
+// per precision. Where a group's dense side is more than one chunk, it passes through shared
+// memory, a warp moving 16 or 32 groups' chunks contiguously (coalesced): a lane's own chunks
+// are CH * 16 bytes apart from its neighbours', which the H200 (third run, before this) showed
+// at 0.11-0.45 of the copy bandwidth, falling with CH (dequantize to float32: 0.45 at CH = 2,
+// 0.30 at 4, 0.13 at 8, 0.11 at 16).
 // The parameter index is advanced per element with carries (no division per element) and the
 // scale / zero point are re-read only when it changes: once per block for blocks along
 // the innermost axis. The last, partial group goes byte by byte (never past the buffer).
@@ -360,31 +365,15 @@ template <int T, typename F> struct Group {
   static constexpr bool whole = G % C == 0;
 };
 
-// The grid-stride loop over the groups of nbytes packed bytes shared by both kernels:
-// body(g, e0, walker, params) for group g, whose first element e0 the walker starts at.
-template <int T, typename F, typename Body>
-__device__ __forceinline__ void for_each_group(int64 nbytes, int64 D, int64 inner, int64 S, int64 B,
-                                               const float* __restrict__ scale_p, float scale_v,
-                                               const int* __restrict__ zp_p, int zp_v, Body body) {
-  const int64 groups = (nbytes + 15) / 16;
-  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
-  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
-  for (int64 g = global_thread(); g < groups; g += thread_count()) {
-    const int64 e0 = g * Group<T, F>::G;
-    w.start(e0);
-    body(g, e0, w, p);
-  }
-}
-
-// One whole group of x (16-byte aligned) quantized at precision PREC into lo, hi: 16-byte
-// loads, a loop over the chunks (each coding a word of C * bits <= 64 bits) unless one
+// One whole group of x quantized at precision PREC into lo, hi: load(c) gives its 16-byte
+// chunk c; a loop over the chunks (each coding a word of C * bits <= 64 bits) unless one
 // chunk fills the group. Rolled, not unrolled over the group: code size (see the header).
-template <typename X, int T, int PREC>
-__device__ __forceinline__ void quantize_group(const X* __restrict__ x, Walker& w, Params& p, int zp_given,
+template <typename X, int T, int PREC, typename Load>
+__device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, int zp_given,
                                                int saturate, unsigned long long& lo, unsigned long long& hi) {
   constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
   if constexpr (G == C) {  // one chunk fills the group (16-bit codes of float16): positions fixed
-    const uint4 u = __ldg(reinterpret_cast<const uint4*>(x));
+    const uint4 u = load(0);
     const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int k = 0; k < C; ++k) {
@@ -395,7 +384,7 @@ __device__ __forceinline__ void quantize_group(const X* __restrict__ x, Walker& 
   } else {  // a loop over the 16-byte chunks of x, each coding a word of C * bits <= 64 bits
 #pragma unroll 1
     for (int c = 0; c < G / C; ++c) {
-      const uint4 u = __ldg(reinterpret_cast<const uint4*>(x + c * C));
+      const uint4 u = load(c);
       const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
       unsigned long long word = 0;
 #pragma unroll
@@ -412,24 +401,61 @@ __device__ __forceinline__ void quantize_group(const X* __restrict__ x, Walker& 
 }
 
 // x (n dense elements) -> out (nbytes packed bytes). Group g: out bytes [16 g, 16 g + 16).
+// Warp w takes groups [32 w, 32 w + 32) (lane = group), grid-stride by warps, as qt_dequantize:
+// a round's x (ROWS whole, aligned groups: CH 16-byte chunks each) is loaded by the warp,
+// contiguous, into shared memory, and each lane codes its group from there (its own 16-byte
+// loads would touch 32 lines CH * 16 bytes apart); the 16-byte stores of the packed side are
+// consecutive across lanes already.
 template <typename X, int T>
 __global__ void __launch_bounds__(kThreads)
 qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, int64 nbytes, int x_aligned,
             int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
             const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
-  constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G;
+  constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
   static_assert(Group<T, X>::whole && bits < 32, "quantize: whole chunks per group, no 32-bit output");
-  for_each_group<T, X>(nbytes, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
-                       [&](int64 g, int64 e0, Walker& w, Params& p) {
-    unsigned long long lo = 0, hi = 0;
-    if (16 * g + 16 <= nbytes && e0 + G <= n && x_aligned) {  // a whole group: 16-byte loads and store
-      if (precision == 1) quantize_group<X, T, 1>(x + e0, w, p, zp_given, saturate, lo, hi);
-      else if (precision == 2) quantize_group<X, T, 2>(x + e0, w, p, zp_given, saturate, lo, hi);
-      else quantize_group<X, T, 0>(x + e0, w, p, zp_given, saturate, lo, hi);
-      *reinterpret_cast<uint4*>(out + 16 * g) =
-          make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
-                     static_cast<unsigned>(hi >> 32));
-    } else {  // misaligned x or the last group: element by element, only the bytes inside the buffer
+  constexpr int CH = G / C;                  // 16-byte chunks of x per group
+  constexpr bool kStage = CH > 1;
+  constexpr int ROWS = CH <= 8 ? 32 : 16;    // groups staged per round: at most 36 KiB a block
+  DMLQ_SHARED(16, uint4, stage, [kStage ? kThreads / 32 : 1][kStage ? ROWS : 1][kStage ? CH + 1 : 1]);
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int64 groups = (nbytes + 15) / 16;
+  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
+  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
+  for (int64 wg = global_thread() / 32; wg * 32 < groups; wg += thread_count() / 32) {  // warp-uniform
+    const int64 g = wg * 32 + lane;
+    const int64 e0 = g * G;
+    const bool fast = g < groups && 16 * g + 16 <= nbytes && e0 + G <= n && x_aligned;
+    if (g < groups) w.start(e0);
+    const unsigned staged = kStage ? __ballot_sync(0xFFFFFFFFu, fast) : 0u;
+#pragma unroll 1
+    for (int round = 0; round < 32 / ROWS; ++round) {
+      if constexpr (kStage) {
+        const X* const base = x + (wg * 32 + round * ROWS) * G;  // the round's first group's x
+#pragma unroll 1
+        for (int j = lane; j < ROWS * CH; j += 32) {
+          const int row = j / CH;
+          if ((staged >> (round * ROWS + row)) & 1u)
+            stage[warp][row][j % CH] = __ldg(reinterpret_cast<const uint4*>(base + static_cast<int64>(j) * C));
+        }
+        __syncwarp();
+      }
+      if (fast && lane / ROWS == round) {  // a whole group: its chunks, one 16-byte store
+        unsigned long long lo = 0, hi = 0;
+        auto load = [&](int c) {
+          if constexpr (kStage) return stage[warp][lane % ROWS][c];
+          else return __ldg(reinterpret_cast<const uint4*>(x + e0 + c * C));
+        };
+        if (precision == 1) quantize_group<X, T, 1>(load, w, p, zp_given, saturate, lo, hi);
+        else if (precision == 2) quantize_group<X, T, 2>(load, w, p, zp_given, saturate, lo, hi);
+        else quantize_group<X, T, 0>(load, w, p, zp_given, saturate, lo, hi);
+        *reinterpret_cast<uint4*>(out + 16 * g) =
+            make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
+                       static_cast<unsigned>(hi >> 32));
+      }
+      if constexpr (kStage) __syncwarp();
+    }
+    if (!fast && g < groups) {  // misaligned x or the last group: element by element, only the bytes inside the buffer
+      unsigned long long lo = 0, hi = 0;
 #pragma unroll 1
       for (int j = 0; j < G && e0 + j < n; ++j) {
         p.at(w.index());
@@ -440,38 +466,77 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
       for (int k = 0; k < 16 && 16 * g + k < nbytes; ++k)
         out[16 * g + k] = static_cast<unsigned char>(k < 8 ? lo >> (8 * k) : hi >> (8 * (k - 8)));
     }
-  });
+  }
 }
 
 // q (nbytes packed bytes, n elements) -> y (n dense elements). Group g: q bytes [16 g, 16 g + 16).
+// Warp w of the grid takes groups [32 w, 32 w + 32) (lane = group), grid-stride by warps. A
+// whole group's y is CH 16-byte chunks; written by its own lane, a warp's store would touch 32
+// lines CH * 16 bytes apart (the H200's third run: 0.11-0.45 of the copy bandwidth, falling as
+// CH grows), so the chunks go to shared memory first, ROWS lanes' groups a round, and the warp
+// stores the round's y, contiguous, one 16-byte chunk a lane per pass. Only lanes whose group
+// is whole and aligned stage (the others, the buffer's last group or a misaligned y, take the
+// element-by-element path); a chunk is stored only for a row whose lane staged it.
 template <int T, typename Y>
 __global__ void __launch_bounds__(kThreads)
 qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, int64 nbytes, int y_aligned,
               int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
               const int* __restrict__ zp_p, int zp_v) {
   constexpr int bits = Group<T, Y>::bits, G = Group<T, Y>::G, C = Group<T, Y>::C;
-  for_each_group<T, Y>(nbytes, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
-                       [&](int64 g, int64 e0, Walker& w, Params& p) {
-    if (Group<T, Y>::whole && 16 * g + 16 <= nbytes && e0 + G <= n && y_aligned) {  // 16-byte load and stores
+  constexpr bool kWhole = Group<T, Y>::whole;
+  constexpr int CH = kWhole ? G / C : 1;     // 16-byte chunks of y per group
+  constexpr bool kStage = CH > 1;            // one chunk a lane is coalesced as it is
+  constexpr int ROWS = CH <= 8 ? 32 : 16;    // groups staged per round: at most 36 KiB a block
+  DMLQ_SHARED(16, uint4, stage, [kStage ? kThreads / 32 : 1][kStage ? ROWS : 1][kStage ? CH + 1 : 1]);
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int64 groups = (nbytes + 15) / 16;
+  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
+  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
+  for (int64 wg = global_thread() / 32; wg * 32 < groups; wg += thread_count() / 32) {  // warp-uniform
+    const int64 g = wg * 32 + lane;
+    const int64 e0 = g * G;
+    const bool fast = kWhole && g < groups && 16 * g + 16 <= nbytes && e0 + G <= n && y_aligned;
+    if (g < groups) w.start(e0);
+    unsigned long long lo = 0, hi = 0;
+    if (fast) {  // the group's 16-byte load
       const uint4 u = __ldg(reinterpret_cast<const uint4*>(q + 16 * g));
-      const unsigned long long lo = u.x | static_cast<unsigned long long>(u.y) << 32;
-      const unsigned long long hi = u.z | static_cast<unsigned long long>(u.w) << 32;
+      lo = u.x | static_cast<unsigned long long>(u.y) << 32;
+      hi = u.z | static_cast<unsigned long long>(u.w) << 32;
+    }
+    const unsigned staged = kStage ? __ballot_sync(0xFFFFFFFFu, fast) : 0u;
 #pragma unroll 1
-      for (int c = 0; c < G / C; ++c) {  // a loop over the 16-byte chunks of y (one pass when G == C)
-        const unsigned long long word = get_word<C * bits>(lo, hi, c);
-        unsigned chunk[4] = {0u, 0u, 0u, 0u};
+    for (int round = 0; round < 32 / ROWS; ++round) {
+      if (fast && lane / ROWS == round) {
+#pragma unroll 1
+        for (int c = 0; c < CH; ++c) {  // a loop over the 16-byte chunks of y (one pass when G == C)
+          const unsigned long long word = get_word<C * bits>(lo, hi, c);
+          unsigned chunk[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
-        for (int k = 0; k < C; ++k) {
-          p.at(w.index());
-          const unsigned code = C * bits > 64 ? get_bits(lo, hi, k * bits, bits)
-                                              : static_cast<unsigned>(word >> (k * bits % 64)) & kMask<bits>;
-          put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code, p.z), p.s)));
-          w.next();
+          for (int k = 0; k < C; ++k) {
+            p.at(w.index());
+            const unsigned code = C * bits > 64 ? get_bits(lo, hi, k * bits, bits)
+                                                : static_cast<unsigned>(word >> (k * bits % 64)) & kMask<bits>;
+            put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code, p.z), p.s)));
+            w.next();
+          }
+          const uint4 v = make_uint4(chunk[0], chunk[1], chunk[2], chunk[3]);
+          if constexpr (kStage) stage[warp][lane % ROWS][c] = v;
+          else *reinterpret_cast<uint4*>(y + e0 + c * C) = v;
         }
-        *reinterpret_cast<uint4*>(y + e0 + c * C) = make_uint4(chunk[0], chunk[1], chunk[2], chunk[3]);
       }
-    } else {  // misaligned y or the last group: element by element, only the bytes inside the buffer
-      unsigned long long lo = 0, hi = 0;
+      if constexpr (kStage) {
+        __syncwarp();
+        Y* const base = y + (wg * 32 + round * ROWS) * G;  // the round's first group's y
+#pragma unroll 1
+        for (int j = lane; j < ROWS * CH; j += 32) {
+          const int row = j / CH;
+          if ((staged >> (round * ROWS + row)) & 1u)
+            *reinterpret_cast<uint4*>(base + static_cast<int64>(j) * C) = stage[warp][row][j % CH];
+        }
+        __syncwarp();
+      }
+    }
+    if (!fast && g < groups) {  // misaligned y or the last group: element by element, inside the buffer
 #pragma unroll 1
       for (int k = 0; k < 16 && 16 * g + k < nbytes; ++k) {
         const unsigned long long b = __ldg(q + 16 * g + k);
@@ -485,7 +550,7 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
         w.next();
       }
     }
-  });
+  }
 }
 
 // n stored scales (int32 or e8m0 bytes, KIND) -> float32, each once.
