@@ -14,7 +14,8 @@ com.microsoft.MatMulNBits (float A = the integer A, the same weights in its layo
 GPU (skips without one): the decode step, M = 1, 4 and 16 rows against N = K = 8192 weights,
 int8 and packed uint4 b with per-column scales (uint4: blocked, G = 128, and per column:
 ``uint8xpacked-uint4-col``), float16 out; and quantized_matmul with packed int4 b, M = 1, 4, 16
-against N = K = 4096 and 8192.
+against N = K = 4096 and 8192; quantized_matmul with an int8 b and no zero points at M = 1 and 4
+against N = 14336, K = 4096, the tensor cores forced beside auto, eagerly and in a graph.
 ``dmlq:auto`` (the public function, selection's kernel: at these M cuda/matmul_stream_packed.cu's
 weight-streaming kernels for the packed b and the int8 b at M = 1 and 4 (the integer family's
 sums pass, the grouped kernel for the blocks of 128 where its workspace fits, quantized_matmul's
@@ -176,13 +177,21 @@ GPU_GROUPS[f"matmul_integer_to_float/uint8xpacked-uint4-g{ODD_G}->float16/M=1,N=
 # column sums); the tensor cores forced beside it (MMA16), their column sums now split along K,
 # for that crossover.
 WIDE, TILED, MMA16 = "dmlq:dp4a-wide", "dmlq:tiled", "dmlq:mma-128x128"
+# quantized_matmul with an int8 b and no zero points at N = 14336, K = 4096, M = 1 and 4: the H200's
+# whole suite timed auto (the stream kernel) at 97 / 82 us and the tensor cores forced at 57 / 61,
+# both eagerly. Auto and the tensor cores each eagerly and in a graph (MMA_GRAPH), for that question.
+QMM_I8 = "qmm-int8"
+MMA_GRAPH = "dmlq:mma-128x128-graph"
+GPU_GROUPS.update({f"quantized_matmul/uint8xint8->int8/M={m},N=14336,K=4096": (QMM_I8, m, 14336, 4096)
+                   for m in (1, 4)})
 # every group: auto captured in a CUDA graph and replayed (the device time without the host)
 GRAPH = "dmlq:graph"
 GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + [(g, GRAPH) for g in GPU_GROUPS] + \
-    [(g, WIDE) for g, (b, _m, _n) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"] + \
-    [(g, TILED) for g, (b, m, _n) in GPU_GROUPS.items()
+    [(g, WIDE) for g, (b, *_) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"] + \
+    [(g, TILED) for g, (b, m, *_) in GPU_GROUPS.items()
      if b == "uint8xpacked-uint4-col->float16" or (b == "uint8xint8->float16" and m < 16)] + \
-    [(g, MMA16) for g, (b, m, _n) in GPU_GROUPS.items() if b == "uint8xint8->float16" and m == 16]
+    [(g, MMA16) for g, (b, m, *_) in GPU_GROUPS.items() if b == "uint8xint8->float16" and m == 16] + \
+    [(g, i) for g, (b, *_) in GPU_GROUPS.items() if b == QMM_I8 for i in (MMA16, MMA_GRAPH)]
 _COPY_BW: dict = {}
 
 
@@ -191,6 +200,11 @@ def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes):
     import cupy
 
     packed = "uint4" in b_kind
+    if b_kind == QMM_I8:  # no zero points: nothing for the tiles to sum first
+        b = timing.random_array((k, n), i8, 2)
+        b_s = cupy.full(n, 1e-3, f32)
+        return (lambda out=None: dmlq.quantized_matmul(a, a_scale, None, b, b_s, None, f32(0.05), i8(0), out=out),
+                a.nbytes + b.nbytes + b_s.nbytes + m * n, i8)
     if b_kind == "qmm-int4":
         b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "int4")
         b_s = cupy.full(n, 1e-3, f32)
@@ -244,8 +258,8 @@ def _gpu_call(group, impl):
     """(fn, bytes moved, ops) for one GPU result, inputs made on the device."""
     import cupy
 
-    b_kind, m, n = GPU_GROUPS[group]
-    k = n
+    b_kind, m, n, *rest = GPU_GROUPS[group]
+    k = rest[0] if rest else n
     packed = "uint4" in b_kind
     per_col = b_kind.endswith("-col->float16")
     a = timing.random_array((m, k), u8, 1)
@@ -257,6 +271,18 @@ def _gpu_call(group, impl):
         if impl == GRAPH:
             return _replayed(call, cupy.empty((m, n), out_dtype)), nbytes, ops
         return call, nbytes, ops
+    if b_kind == QMM_I8 and impl in (MMA16, MMA_GRAPH):  # the tensor cores forced through the backend
+        from dmlq.gpu import qmm
+
+        b = timing.random_array((k, n), i8, 2)
+        a_s, b_s, o_s = (cupy.full((1,), v, f32) for v in (0.02, 1e-3, 0.05))
+        out = cupy.empty((m, n), i8)
+
+        def forced(dst=None):
+            return qmm.quantized_matmul(a, a_s, None, b, b_s, None, o_s, None, out if dst is None else dst,
+                                        variant="mma-128x128")
+        nbytes = a.nbytes + b.nbytes + m * n
+        return (_replayed(forced, out) if impl == MMA_GRAPH else forced), nbytes, ops
     if impl in (WIDE, TILED, MMA16):  # the tiled planner (dp4a-wide or the tensor cores forced, or its own
         from dmlq.gpu import intmm_tiled, matmul  # rule), bound as intmm_tiled binds its plans
 

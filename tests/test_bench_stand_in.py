@@ -86,22 +86,23 @@ def test_intmm_builder_runs_on_the_stand_in(gpu, monkeypatch, group, impl):  # n
     from bench import test_bench_intmm as B
 
     monkeypatch.setattr(timing, "fill_random", _host_fill)
-    b_kind, m, _n = B.GPU_GROUPS[group]
+    b_kind, m, *_ = B.GPU_GROUPS[group]
     monkeypatch.setitem(B.GPU_GROUPS, group, (b_kind, m, 256))
     monkeypatch.setattr(B, "G", 64)
     fn, nbytes, ops = B._gpu_call(group, impl)
     S.launches.clear()
     fn()
     ran = {launch[0].split("<")[0] for launch in S.launches}
-    want = {"dmlq:dp4a-wide": "matmul_dp4a_wide", "dmlq:tiled": "matmul_dp4a", B.MMA16: "matmul_mma"}.get(impl)
+    want = {"dmlq:dp4a-wide": "matmul_dp4a_wide", "dmlq:tiled": "matmul_dp4a", B.MMA16: "matmul_mma",
+            B.MMA_GRAPH: "matmul_mma"}.get(impl)
     if want is None:  # auto at M <= 16: the weight-streaming kernels (8-bit M = 16 at this size too),
         from dmlq.gpu import qmm_stream  # but dp4a-wide where the groups' workspace would outgrow b
 
-        want = "matmul_stream_packed" if b_kind == "qmm-int4" else "matmul_stream_grouped"
+        want = "matmul_stream_packed" if b_kind in ("qmm-int4", B.QMM_I8) else "matmul_stream_grouped"
         if b_kind == "uint8xpacked-uint4->float16" and not qmm_stream.work_fits(m, 256, 64):
             want = "matmul_dp4a_wide"
     assert want in ran and nbytes > 0 and ops > 0, (ran, want)
-    if impl == B.MMA16:  # the tensor cores forced (auto: stream-m16 with a's zero point at this M)
+    if impl == B.MMA16 and b_kind != B.QMM_I8:  # the tensor cores forced (auto: stream-m16 with a's zero point)
         assert any(launch[0].startswith("matmul_mma<") for launch in S.launches), S.launches
         assert any(launch[0].startswith("matmul_col_sums<") for launch in S.launches), S.launches
 
