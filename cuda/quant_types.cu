@@ -44,9 +44,10 @@
 // branches in every element: 464k sm_90 instructions for the 71 kernels (a 2-bit quantize
 // 19.8k, ~317 KB of code against an SM's instruction caches), 60 s to build (NVRTC and
 // nvdisasm, one core); rolled, 230k instructions (at most 8.9k a kernel, 3.4k for float32
-// -> int8), 26 s. Registers 39-52 (were 38-57: quantize 40-50 from 38-44, dequantize
-// down). The rolled form ran on the H100 (second device session): every GPU test of these
-// types passed but the float16 NaN sweep (x_value below); its speed is not measured yet.
+// -> int8), 26 s. Registers 39-52 then (were 38-57); 39-60 with the shared-memory staging
+// (4 blocks of 256 an SM for most kernels; asking for 5 spilled 46 of them). The rolled form
+// ran on the H100 (second device session): every GPU test of these types passed but the
+// float16 NaN sweep (x_value below). The H200 (third session) timed it before the staging.
 #include "common.cuh"
 
 namespace dmlq {
@@ -365,6 +366,34 @@ template <int T, typename F> struct Group {
   static constexpr bool whole = G % C == 0;
 };
 
+// A group's dense side of CH 16-byte chunks staged through shared memory (both kernels).
+template <int CH> struct Staging {
+  static constexpr bool on = CH > 1;              // one chunk a lane is coalesced as it is
+  static constexpr int rows = CH <= 8 ? 32 : 16;  // groups staged per round: at most 36 KiB a block
+};
+
+// The warp-uniform grid-stride loop of both kernels: warp w of the grid takes groups [32 w, 32 w + 32),
+// lane = group; body(wg, g, e0, fast, staged, walker, params) with the walker started at e0 when
+// g < groups; fast: a whole group of an aligned dense side; staged: the warp's ballot of fast (STAGE).
+template <int G, bool STAGE, typename Body>
+__device__ __forceinline__ void for_each_warp_groups(int64 n, int64 nbytes, bool aligned, int64 D, int64 inner,
+                                                     int64 S, int64 B, const float* __restrict__ scale_p,
+                                                     float scale_v, const int* __restrict__ zp_p, int zp_v,
+                                                     Body body) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64 groups = (nbytes + 15) / 16;
+  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
+  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
+  for (int64 wg = global_thread() / 32; wg * 32 < groups; wg += thread_count() / 32) {
+    const int64 g = wg * 32 + lane;
+    const int64 e0 = g * G;
+    const bool fast = aligned && g < groups && 16 * g + 16 <= nbytes && e0 + G <= n;
+    if (g < groups) w.start(e0);
+    const unsigned staged = STAGE ? __ballot_sync(0xFFFFFFFFu, fast) : 0u;
+    body(wg, g, e0, fast, staged, w, p);
+  }
+}
+
 // One whole group of x quantized at precision PREC into lo, hi: load(c) gives its 16-byte
 // chunk c; a loop over the chunks (each coding a word of C * bits <= 64 bits) unless one
 // chunk fills the group. Rolled, not unrolled over the group: code size (see the header).
@@ -413,20 +442,14 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
             const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
   constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
   static_assert(Group<T, X>::whole && bits < 32, "quantize: whole chunks per group, no 32-bit output");
-  constexpr int CH = G / C;                  // 16-byte chunks of x per group
-  constexpr bool kStage = CH > 1;
-  constexpr int ROWS = CH <= 8 ? 32 : 16;    // groups staged per round: at most 36 KiB a block
+  constexpr int CH = G / C;  // 16-byte chunks of x per group
+  constexpr bool kStage = Staging<CH>::on;
+  constexpr int ROWS = Staging<CH>::rows;
   DMLQ_SHARED(16, uint4, stage, [kStage ? kThreads / 32 : 1][kStage ? ROWS : 1][kStage ? CH + 1 : 1]);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int64 groups = (nbytes + 15) / 16;
-  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
-  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
-  for (int64 wg = global_thread() / 32; wg * 32 < groups; wg += thread_count() / 32) {  // warp-uniform
-    const int64 g = wg * 32 + lane;
-    const int64 e0 = g * G;
-    const bool fast = g < groups && 16 * g + 16 <= nbytes && e0 + G <= n && x_aligned;
-    if (g < groups) w.start(e0);
-    const unsigned staged = kStage ? __ballot_sync(0xFFFFFFFFu, fast) : 0u;
+  for_each_warp_groups<G, kStage>(n, nbytes, x_aligned != 0, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
+                                  [&](int64 wg, int64 g, int64 e0, bool fast, unsigned staged, Walker& w, Params& p) {
 #pragma unroll 1
     for (int round = 0; round < 32 / ROWS; ++round) {
       if constexpr (kStage) {
@@ -466,7 +489,7 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
       for (int k = 0; k < 16 && 16 * g + k < nbytes; ++k)
         out[16 * g + k] = static_cast<unsigned char>(k < 8 ? lo >> (8 * k) : hi >> (8 * (k - 8)));
     }
-  }
+  });
 }
 
 // q (nbytes packed bytes, n elements) -> y (n dense elements). Group g: q bytes [16 g, 16 g + 16).
@@ -484,26 +507,20 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
               const int* __restrict__ zp_p, int zp_v) {
   constexpr int bits = Group<T, Y>::bits, G = Group<T, Y>::G, C = Group<T, Y>::C;
   constexpr bool kWhole = Group<T, Y>::whole;
-  constexpr int CH = kWhole ? G / C : 1;     // 16-byte chunks of y per group
-  constexpr bool kStage = CH > 1;            // one chunk a lane is coalesced as it is
-  constexpr int ROWS = CH <= 8 ? 32 : 16;    // groups staged per round: at most 36 KiB a block
+  constexpr int CH = kWhole ? G / C : 1;  // 16-byte chunks of y per group
+  constexpr bool kStage = Staging<CH>::on;
+  constexpr int ROWS = Staging<CH>::rows;
   DMLQ_SHARED(16, uint4, stage, [kStage ? kThreads / 32 : 1][kStage ? ROWS : 1][kStage ? CH + 1 : 1]);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int64 groups = (nbytes + 15) / 16;
-  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
-  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
-  for (int64 wg = global_thread() / 32; wg * 32 < groups; wg += thread_count() / 32) {  // warp-uniform
-    const int64 g = wg * 32 + lane;
-    const int64 e0 = g * G;
-    const bool fast = kWhole && g < groups && 16 * g + 16 <= nbytes && e0 + G <= n && y_aligned;
-    if (g < groups) w.start(e0);
+  for_each_warp_groups<G, kStage>(n, nbytes, kWhole && y_aligned, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
+                                  [&](int64 wg, int64 g, int64 e0, bool fast, unsigned staged, Walker& w, Params& p) {
     unsigned long long lo = 0, hi = 0;
     if (fast) {  // the group's 16-byte load
       const uint4 u = __ldg(reinterpret_cast<const uint4*>(q + 16 * g));
       lo = u.x | static_cast<unsigned long long>(u.y) << 32;
       hi = u.z | static_cast<unsigned long long>(u.w) << 32;
     }
-    const unsigned staged = kStage ? __ballot_sync(0xFFFFFFFFu, fast) : 0u;
 #pragma unroll 1
     for (int round = 0; round < 32 / ROWS; ++round) {
       if (fast && lane / ROWS == round) {
@@ -550,7 +567,7 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
         w.next();
       }
     }
-  }
+  });
 }
 
 // n stored scales (int32 or e8m0 bytes, KIND) -> float32, each once.
