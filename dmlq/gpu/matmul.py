@@ -463,6 +463,7 @@ class _Detail:
     nsplit: int
     k_chunk: int
     k_group: int = 0
+    col_splits: tuple = ()  # per batch launch: matmul_col_sums' (splits, k_chunk) (col_sum_splits)
 
 
 # Kernel type names of the outputs that are not quantized types.
@@ -568,13 +569,15 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     need_rows = b_zp and not wide
     need_cols = a_zp and not wide
     launches = []
+    col_splits = []
     for u in batches:
         nz = u.batch0 * u.batch1
         if need_rows:
             launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),),
                                    (256,), 0, "row sums of a, for b's zero point"))
         if need_cols:
-            cs, _ = col_sum_splits(N, K, nz, device.info().sm_count)
+            col_splits.append(col_sum_splits(N, K, nz, device.info().sm_count))
+            cs = col_splits[-1][0]
             launches.append(Launch(source, f"matmul_col_sums<{tb}>",
                                    (-(-N // 128), min(nz, MAX_GRID_YZ), cs), (256,), 0,
                                    "column sums of b, for a's zero point"))
@@ -585,7 +588,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         if nsplit > 1:
             launches.append(Launch(main_source, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
-    detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group)
+    detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group,
+                     tuple(col_splits))
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
 
 
@@ -647,16 +651,14 @@ def bind_tiled(plan, a, b, out):
     zmax = max(u.batch0 * u.batch1 for u in d.batches)
     mma = isinstance(d.cfg, MmaConfig)
     b_shift = int(isinstance(b, packed.PackedView))  # b's element offsets in bytes: halved when packed
-    sm_count = device.info().sm_count
     col_stride = zmax * N  # int32 elements between two splits' column sums
+    col_splits = max((cs for cs, _ in d.col_splits), default=1)
     fixed = []  # per batch launch: (offsets, row-sum, column-sum, main and split-K integer arguments, first)
     first = 0
-    col_splits = 1
-    for u in d.batches:
+    for i, u in enumerate(d.batches):
         nz = u.batch0 * u.batch1
         a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
-        cs, chunk = col_sum_splits(N, K, nz, sm_count)
-        col_splits = max(col_splits, cs)
+        cs, chunk = d.col_splits[i] if d.col_splits else (1, K)
         fixed.append((u.offsets,
                       (i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1), i64(lda)),
                       (i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), i32(chunk),
