@@ -32,6 +32,13 @@ __device__ __forceinline__ float ieee_mul(float a, float b) {
   return r;
 }
 
+__device__ __forceinline__ float ieee_fma(float a, float b, float c) {  // a * b + c, rounded once
+  float r;
+  DMLQ_PTX("fma.rn.f32 %0, %1, %2, %3;", (DMLQ_OUT("f", r)),
+           (DMLQ_IN("f", a), DMLQ_IN("f", b), DMLQ_IN("f", c)));
+  return r;
+}
+
 __device__ __forceinline__ float ieee_add(float a, float b) {
   float r;
   DMLQ_PTX("add.rn.f32 %0, %1, %2;", (DMLQ_OUT("f", r)), (DMLQ_IN("f", a), DMLQ_IN("f", b)));
@@ -62,15 +69,25 @@ template <typename Q> struct qlimits;
 template <> struct qlimits<int8> { static constexpr int min = -128, max = 127; };
 template <> struct qlimits<uint8> { static constexpr int min = 0, max = 255; };
 
-// Round half to even, clamp in float to [qmin - zp, qmax - zp] (so +-Inf
-// saturate and no integer conversion overflows), add zp. NaN gives zp.
+// t rounded half to even and clamped to [lo, hi], integers with |lo|, |hi| <= 2**22;
+// a NaN t gives lo. The bounds are integers, so clamping before the rounding equals
+// clamping after it. The rounding is one float add: for |c| <= 2**22 the sum
+// c + 1.5 * 2**23 lies in [2**23, 2**24), where the ulp is 1, so the add rounds c to
+// an integer with ties to even (the constant is even), and the sum's bits are
+// 0x4B400000 plus that integer. Full-rate FP32/integer instructions, not FRND + F2I,
+// which issue at a quarter of the FP32 rate on sm_80/sm_90 and bound quantize's
+// element rate.
+__device__ __forceinline__ int round_clamp(float t, int lo, int hi) {
+  const float c = fminf(fmaxf(t, static_cast<float>(lo)), static_cast<float>(hi));
+  return __float_as_int(ieee_add(c, 12582912.0f)) - 0x4B400000;
+}
+
+// Round half to even, clamp to [qmin - zp, qmax - zp] (so +-Inf saturate and no
+// integer conversion overflows), add zp. NaN gives zp.
 template <typename Q>
 __device__ __forceinline__ Q round_saturate(float t, int zp) {
-  if (t != t) return static_cast<Q>(zp);
-  float r = rintf(t);
-  r = fminf(fmaxf(r, static_cast<float>(qlimits<Q>::min - zp)),
-            static_cast<float>(qlimits<Q>::max - zp));
-  return static_cast<Q>(static_cast<int>(r) + zp);
+  const int r = round_clamp(t, qlimits<Q>::min - zp, qlimits<Q>::max - zp);
+  return static_cast<Q>(t != t ? zp : r + zp);
 }
 
 // docs/semantics.md, "Requantizing a value": requantize(v, s, zp).
@@ -83,6 +100,42 @@ __device__ __forceinline__ Q requantize(float v, float s, int zp) {
 template <typename I>
 __device__ __forceinline__ float dequantize(I q, I zp, float scale) {
   return ieee_mul(to_f32(static_cast<int64>(q) - static_cast<int64>(zp)), scale);
+}
+
+// x / s for many x and one per-tensor s without a division per element. With
+// y = RN(1 / s) (one ieee_div per thread), q0 = RN(x * y) has a small relative error,
+// q1 = RN(q0 + RN(x - q0 s) * y) is then a faithful rounding of x / s, and one more
+// step q2 = RN(q1 + (x - q1 s) * y) is RN(x / s) exactly: Markstein's theorem (a
+// faithful quotient and a reciprocal within 2**-24 relative error; the remainder
+// x - q1 s is exact) when nothing leaves the normal range. That holds wherever the
+// quantized result depends on the quotient's last bit, so
+//     round_saturate(reciprocal_div(x, reciprocal(s)), zp) == round_saturate(ieee_div(x, s), zp)
+// for every float32 x and every s with 2**-60 <= |s| <= 2**60 (reciprocal_ok):
+//   - |x / s| in [2**-2, 2**100]: x, s, y, q normal, and the remainder a multiple
+//     of 2**-109 at least, so it is exact: q2 = RN(x / s);
+//   - |x / s| < 2**-2: every step is within a few ulps of x / s, so |q2| < 0.5 and
+//     both sides give zp;
+//   - |x / s| > 2**100 (or x * y overflows): q0 is huge or +-Inf with x / s's sign,
+//     and so are q1, q2 unless an Inf step made q2 NaN, where q0 is taken: both
+//     sides saturate the same way;
+//   - x NaN gives NaN, x = +-Inf gives q0 = +-Inf = x / s.
+// Five full-rate FP32 instructions and a select, where div.rn.f32 is a MUFU.RCP,
+// an FCHK and a branch to a slow path (the MUFU and FCHK at a quarter of the rate).
+// tests/test_host_elementwise.py checks the identity on every float16 x and on
+// float32 quotients next to rounding boundaries.
+__device__ __forceinline__ bool reciprocal_ok(float s) {
+  const float a = fabsf(s);
+  return a >= __int_as_float(67 << 23) && a <= __int_as_float(187 << 23);  // 2**-60, 2**60; NaN: false
+}
+struct Reciprocal {
+  float neg_s, y;  // -s (so no negation per element) and RN(1 / s)
+};
+__device__ __forceinline__ Reciprocal reciprocal(float s) { return {-s, ieee_div(1.0f, s)}; }
+__device__ __forceinline__ float reciprocal_div(float x, Reciprocal r) {
+  const float q0 = ieee_mul(x, r.y);
+  const float q1 = ieee_fma(ieee_fma(q0, r.neg_s, x), r.y, q0);
+  const float q2 = ieee_fma(ieee_fma(q1, r.neg_s, x), r.y, q1);
+  return fabsf(q2) < __int_as_float(0x7F800000) ? q2 : q0;
 }
 
 }  // namespace dmlq

@@ -42,6 +42,16 @@
 // Per element the ALU work is ~20 FP32 instructions (div.rn.f32 without ftz is
 // a short Newton sequence plus a rarely taken slow path, then rint/min/max/cvt):
 // H100 does ~30 T FP32 inst/s, so even add (3 B/elem) has ~1.4x headroom.
+// But not every instruction issues at that rate: MUFU.RCP and FCHK (inside
+// div.rn.f32), FRND and F2I run at 16 per clock per SM, a quarter of FP32. Four
+// of them per element cap quantize at 4 elem/clk/SM = ~1.05 T elem/s on the H200
+// (132 SMs, 1.98 GHz), and float16 -> int8 (3 B/elem) needs 1.41 T at 4.2 TB/s: the
+// H200 measured 0.86 T elem/s (0.61 of the copy bandwidth; float32 -> uint8, 5 B/elem,
+// 0.93). So quantize_contig divides by its per-tensor scale through a per-thread
+// reciprocal and two FMA corrections (common.cuh reciprocal_div, the same
+// correctly rounded quotient) and rounds with a float add (round_clamp): ~14
+// full-rate instructions per element, no quarter-rate one (int32 input keeps its
+// I2F), a limit of ~8 elem/clk/SM.
 // All result-deciding float operations use common.cuh's ieee_* (no ftz, no FMA).
 #include "common.cuh"
 
@@ -362,7 +372,12 @@ quantize_contig(const X* __restrict__ x, Q* __restrict__ y, int64 n, int64 head,
   if (n <= 0) return;
   const float s = scale_any(scale_p, scale_f16, 0, scale_v);
   const int zp = static_cast<int>(zp_at(zp_p, 0, zp_v));
-  contig_unary(x, y, n, head, [=](X v) { return quantize1<Q>(v, s, zp); });
+  if (reciprocal_ok(s)) {  // the same for every thread: one path per launch
+    const Reciprocal r = reciprocal(s);
+    contig_unary(x, y, n, head, [=](X v) { return round_saturate<Q>(reciprocal_div(to_f32(v), r), zp); });
+  } else {
+    contig_unary(x, y, n, head, [=](X v) { return quantize1<Q>(v, s, zp); });
+  }
 }
 
 template <typename X, typename Q>

@@ -220,9 +220,7 @@ __device__ __forceinline__ unsigned quant1(float x, float s, int zp, int zp_give
     return encode_t<T>(t, saturate != 0);
   } else {
     if (t != t) return static_cast<unsigned>(zp) & kMask<tr::bits>;
-    float r = rintf(t);
-    r = fminf(fmaxf(r, static_cast<float>(tr::qmin - zp)), static_cast<float>(tr::qmax - zp));
-    return static_cast<unsigned>(static_cast<int>(r) + zp) & kMask<tr::bits>;
+    return static_cast<unsigned>(round_clamp(t, tr::qmin - zp, tr::qmax - zp) + zp) & kMask<tr::bits>;
   }
 }
 

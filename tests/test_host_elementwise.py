@@ -237,3 +237,36 @@ def test_add_path_rule():
     with pytest.raises(ValueError):
         ew.quantize_linear(np.zeros(4, np.float32), np.float32(1), None, np.zeros(4, np.int8),
                            variant="table")
+
+
+# quantize_contig divides by a per-tensor scale with 2**-60 <= |s| <= 2**60 through
+# a reciprocal and two FMA corrections (common.cuh, reciprocal_div), outside that
+# range with div.rn.f32. Scales on both sides of the range edges, reciprocals with
+# the longest and shortest significands, a negative scale, a float16 subnormal.
+RECIPROCAL_SCALES = np.array(
+    [2.0**-60, 2.0**60, np.nextafter(np.float32(2.0**-60), np.float32(0)),
+     np.nextafter(np.float32(2.0**60), np.float32(np.inf)), 1.0, 0.039215686, 1 / 3,
+     np.nextafter(np.float32(2), np.float32(0)), 2.0**-24, -0.37, 3e-3, 1e-30, 7.5e22,
+     1e-40, 3e38, 0.0, np.inf, np.nan], np.float32)
+
+
+def near_ties(scale, k):
+    """float32 x whose quotient x / scale lies on or beside the halfway points
+    k + 0.5, where one ulp of the quotient changes the rounded integer."""
+    m = np.float32(k) + np.float32(0.5)
+    x = (m.astype(np.float64) * np.float64(scale)).astype(np.float32)
+    steps = np.arange(-3, 4, dtype=np.int32)
+    return (x.view(np.int32)[:, None] + steps).reshape(-1).view(np.float32)
+
+
+@pytest.mark.parametrize("q", QTYPES)
+def test_quantize_reciprocal_path_on_every_float16_and_beside_every_tie(host, rng, q):
+    every16 = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    k = np.arange(-300, 300)
+    zp = np.array([-1 if q == "int8" else 130], q)
+    for s in RECIPROCAL_SCALES:
+        for x in (every16, every16.astype(np.float32), near_ties(s, k),
+                  (rng.standard_normal(4099) * 300 * s).astype(np.float32)):
+            with np.errstate(all="ignore"):
+                check_quantize(rng, x, np.array([s], np.float32), zp, q, "contig")
+    assert any(c[0].startswith(f"quantize_contig<") for c in host.calls)

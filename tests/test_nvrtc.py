@@ -37,6 +37,7 @@ FULL = os.environ.get("DMLQ_NVRTC_FULL") == "1"
 # the PTX ISA (9.x, each instruction's "Target ISA notes") gives it.
 PTX_MIN_SM = {
     r"(?:add|sub|mul|div)\.rn\.f32": 20,
+    r"fma\.rn\.f32": 20,
     r"cvt\.f32\.f16": 20,
     r"cvt\.rn\.f16\.f32": 20,
     r"mov\.u32": 10,

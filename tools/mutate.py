@@ -354,9 +354,10 @@ MUTATIONS: list[Mutation] = [
     # ------------------------------------------------------------ quant_types.cu (issue 25)
     M("quant_types.cu", "return q + ((rem > half) | ((rem == half) & (q & 1u)));", "return q + (rem >= half);",
       "rne_shift (float8/float4/bfloat16 codes): ties away from zero instead of to even", "rounding"),
-    M("quant_types.cu", "    float r = rintf(t);", "    float r = roundf(t);",
-      "quant1 (integer types): rintf -> roundf (ties away from zero)", "rounding"),
-    M("quant_types.cu", "static_cast<float>(tr::qmax - zp));", "static_cast<float>(tr::qmax - zp + 1));",
+    M("common.cuh", "ieee_add(c, 12582912.0f)) - 0x4B400000", "ieee_add(c, 8388608.0f)) - 0x4B000000",
+      "round_clamp: rounding constant 2**23 instead of 1.5 * 2**23 (negatives and ties wrong)", "rounding",
+      "quant_types.cu"),
+    M("quant_types.cu", "round_clamp(t, tr::qmin - zp, tr::qmax - zp)", "round_clamp(t, tr::qmin - zp, tr::qmax - zp + 1)",
       "quant1 (integer types): upper clamp one past qmax (wraps to qmin)", "saturate"),
     M("quant_types.cu", "    if (saturate || SPECIAL == NONE) code = top;", "    if (SPECIAL == NONE) code = top;",
       "encode: saturate=True ignored (overflow -> inf or NaN)", "saturate"),
@@ -576,6 +577,14 @@ MUTATIONS: list[Mutation] = [
     M("matmul_stream_packed.cu", "          const int64 g = min(g0 + j, groups - 1);",
       "          const int64 g = min(g0 + j + 1, groups - 1);",
       "grouped finish, loads ahead: each step reads the next group's sum and scale", "index"),
+    # ------------------------------------------------------------ common.cuh (quantize_contig)
+    M("common.cuh", "  return fabsf(q2) < __int_as_float(0x7F800000) ? q2 : q0;", "  return q2;",
+      "reciprocal_div: no Inf guard (x = +-Inf quantizes as NaN)", "special values", "elementwise.cu"),
+    M("common.cuh", "  const float q1 = ieee_fma(ieee_fma(q0, r.neg_s, x), r.y, q0);", "  const float q1 = q0;",
+      "reciprocal_div: first correction dropped (x * RN(1/s) is not the quotient)", "rounding", "elementwise.cu"),
+    M("common.cuh", "  return a >= __int_as_float(67 << 23) && a <= __int_as_float(187 << 23);",
+      "  return a > 0.0f && a < __int_as_float(0x7F800000);",
+      "reciprocal_ok: every finite nonzero scale (subnormal scales overflow 1/s)", "comparison", "elementwise.cu"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
