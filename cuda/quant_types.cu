@@ -24,9 +24,14 @@
 // are CH * 16 bytes apart from its neighbours', which the H200 (third run, before this) showed
 // at 0.11-0.45 of the copy bandwidth, falling with CH (dequantize to float32: 0.45 at CH = 2,
 // 0.30 at 4, 0.13 at 8, 0.11 at 16).
-// The parameter index is advanced per element with carries (no division per element) and the
-// scale / zero point are re-read only when it changes: once per block for blocks along
-// the innermost axis. The last, partial group goes byte by byte (never past the buffer).
+// The parameter index is advanced per element with carries and adds (no division or
+// multiplication per element) and the scale / zero point are re-read only when it changes:
+// once per block for blocks along the innermost axis. Where a whole 16-byte chunk of the dense
+// side shares one parameter (inner == 1, the chunk inside one block: per tensor, and blocks
+// along the last axis of at least a chunk), the chunk reads it once and steps the walker once,
+// and quantize to an integer type divides through the parameter's reciprocal (common.cuh
+// reciprocal_div, made once per parameter; the same code as the division). The last, partial
+// group goes byte by byte (never past the buffer).
 //
 // Conversions are integer arithmetic on the float32 bit pattern (round to nearest even on
 // the target's bits, saturate, NaN/inf per format), exactly dmlq/floatconv.py, so no
@@ -34,11 +39,16 @@
 // through common.cuh's ieee_* (no ftz, no FMA).
 //
 // Napkin math (HBM bound, H100 ~3.35 TB/s): quantize f32 -> int4: 4 + 0.5 B/elem ->
-// ~745 G elem/s; dequantize int4 -> f16: 0.5 + 2 B/elem -> ~1.3 T elem/s. Per element
-// ~30-40 integer/FP32 instructions (the walker, the conversion): H100's ~30 T inst/s
-// leave ~1x-2x headroom over the memory time at these byte counts, so the instructions a
-// thread executes per element count, and the branches of a precision not asked for are
-// compiled out of the 16-byte loops (one loop per precision, chosen once per group).
+// ~745 G elem/s; dequantize int4 -> f16: 0.5 + 2 B/elem -> ~1.3 T elem/s. H100's ~30 T
+// (H200's ~33 T) thread instructions/s then allow ~40 (~25) instructions an element before
+// the instructions, not the bytes, set the time, so the instructions a thread executes per
+// element count, and the branches of a precision not asked for are compiled out of the
+// 16-byte loops (one loop per precision, chosen once per group). Measured from the sm_90
+// SASS of a chunk's loop (4 float32 or 8 float16 elements), the path a shared-parameter chunk
+// executes, 2026-11-27: quantize float32 -> int8 ~38 instructions an element (the
+// element-by-element walk with a division each was ~92, with MUFU.RCP and FCHK at a quarter
+// rate), float16 -> int4 ~29; dequantize int4 -> float32 ~16-19. An element whose parameter
+// differs from its neighbour's (per axis or blocks across the last axis) keeps the walk.
 //
 // Code size: the group's loop was unrolled whole until 2026-11-26, with the precision
 // branches in every element: 464k sm_90 instructions for the 71 kernels (a 2-bit quantize
@@ -209,11 +219,10 @@ template <int T> __device__ __forceinline__ float x_value(float16 v) {
   return __uint_as_float(0x7FC00000u | (static_cast<unsigned>(v.bits) & 0x8000u) << 16);
 }
 
-// One element: the code (low `bits` bits) of x quantized with (s, zp).
-template <int T, int PREC = -1>
-__device__ __forceinline__ unsigned quant1(float x, float s, int zp, int zp_given, int saturate, int precision) {
+// One element: the code (low `bits` bits) of x quantized with (s, zp), t = x / s given.
+template <int T>
+__device__ __forceinline__ unsigned code_of(float t, float x, float s, int zp, int zp_given, int saturate) {
   using tr = traits<T>;
-  float t = quotient<PREC>(x, s, precision);
   if constexpr (tr::is_float) {
     t = signed_nan(t, x, s);
     if (T == E2M1 && zp_given) t = ieee_add(t, decode_t<T>(static_cast<unsigned>(zp)));
@@ -222,6 +231,10 @@ __device__ __forceinline__ unsigned quant1(float x, float s, int zp, int zp_give
     if (t != t) return static_cast<unsigned>(zp) & kMask<tr::bits>;
     return static_cast<unsigned>(round_clamp(t, tr::qmin - zp, tr::qmax - zp) + zp) & kMask<tr::bits>;
   }
+}
+template <int T, int PREC = -1>
+__device__ __forceinline__ unsigned quant1(float x, float s, int zp, int zp_given, int saturate, int precision) {
+  return code_of<T>(quotient<PREC>(x, s, precision), x, s, zp, zp_given, saturate);
 }
 
 // The code (low `bits` bits) as the float32 the product starts from (q - zp, or the float code).
@@ -243,25 +256,37 @@ __device__ __forceinline__ float dequant_value(unsigned c, int zp) {
   }
 }
 
-// The parameter index of element i, advanced one element at a time without division.
+// The parameter index of element i, ((o * S + blk) * inner + in), advanced one element at a
+// time without division or multiplication: idx follows in, blk and o by adds (base = o * S * inner).
 struct Walker {
   int64 inner, D, S, B;
-  int64 in, d, b, blk, o;
+  int64 in, d, b, idx, base;
   __device__ __forceinline__ void start(int64 i) {
     in = i % inner;
     const int64 r = i / inner;
     d = r % D;
-    o = r / D;
-    blk = d / B;
+    base = r / D * S * inner;
     b = d % B;
+    idx = base + d / B * inner + in;
   }
-  __device__ __forceinline__ int64 index() const { return (o * S + blk) * inner + in; }
+  __device__ __forceinline__ int64 index() const { return idx; }
   __device__ __forceinline__ void next() {
+    ++idx;
     if (++in == inner) {
       in = 0;
-      if (++b == B) { b = 0; ++blk; }
-      if (++d == D) { d = 0; b = 0; blk = 0; ++o; }
+      idx -= inner;  // the same block of the parameter axis ...
+      if (++b == B) { b = 0; idx += inner; }  // ... or the next one
+      if (++d == D) { d = 0; b = 0; base += S * inner; idx = base; }
     }
+  }
+  // The next C elements share one parameter (inner == 1, inside one block and one row of the
+  // parameter axis): `skip` then steps over them at once.
+  __device__ __forceinline__ bool uniform(int C) const { return inner == 1 && b + C <= B && d + C <= D; }
+  __device__ __forceinline__ void skip(int C) {  // after uniform(C)
+    b += C;
+    d += C;
+    if (b == B) { b = 0; ++idx; }
+    if (d == D) { d = 0; b = 0; base += S; idx = base; }
   }
 };
 
@@ -286,11 +311,21 @@ struct Params {
   int64 last;
   float s;
   int z;
+  int64 r_last;  // the parameter r was made for (-1: none)
+  Reciprocal r;
   __device__ __forceinline__ void at(int64 p) {
     if (p != last) {
       last = p;
       s = scale_p ? __ldg(scale_p + p) : scale_v;
       z = zp_p ? __ldg(zp_p + p) : zp_v;
+    }
+  }
+  // r for the current s (made once per parameter): common.cuh reciprocal_div gives the same
+  // integer code as the division where reciprocal_ok(s); r.y == 0 where it does not.
+  __device__ __forceinline__ void make_reciprocal() {
+    if (r_last != last) {
+      r_last = last;
+      r = reciprocal_ok(s) ? reciprocal(s) : Reciprocal{0.0f, 0.0f};
     }
   }
 };
@@ -381,7 +416,7 @@ __device__ __forceinline__ void for_each_warp_groups(int64 n, int64 nbytes, bool
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int64 groups = (nbytes + 15) / 16;
   Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
-  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0};
+  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0, -1, {0.0f, 0.0f}};
   for (int64 wg = global_thread() / 32; wg * 32 < groups; wg += thread_count() / 32) {
     const int64 g = wg * 32 + lane;
     const int64 e0 = g * G;
@@ -414,13 +449,30 @@ __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, 
       const uint4 u = load(c);
       const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
       unsigned long long word = 0;
-#pragma unroll
-      for (int k = 0; k < C; ++k) {
+      if (!traits<T>::is_float && PREC == 0 && w.uniform(C)) {  // one parameter for the chunk
         p.at(w.index());
-        word |= static_cast<unsigned long long>(
-                    quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC))
-                << (k * bits);
-        w.next();
+        p.make_reciprocal();
+        const Params q = p;
+        auto codes = [&](auto quotient_of) {
+#pragma unroll
+          for (int k = 0; k < C; ++k) {
+            const float xv = x_value<T>(elem_of<X>(chunk, k));
+            word |= static_cast<unsigned long long>(code_of<T>(quotient_of(xv), xv, q.s, q.z, zp_given, saturate))
+                    << (k * bits);
+          }
+        };
+        if (q.r.y != 0.0f) codes([&](float xv) { return reciprocal_div(xv, q.r); });
+        else codes([&](float xv) { return ieee_div(xv, q.s); });
+        w.skip(C);
+      } else {
+#pragma unroll
+        for (int k = 0; k < C; ++k) {
+          p.at(w.index());
+          word |= static_cast<unsigned long long>(
+                      quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC))
+                  << (k * bits);
+          w.next();
+        }
       }
       put_word<C * bits>(lo, hi, c, word);
     }
@@ -526,13 +578,24 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
         for (int c = 0; c < CH; ++c) {  // a loop over the 16-byte chunks of y (one pass when G == C)
           const unsigned long long word = get_word<C * bits>(lo, hi, c);
           unsigned chunk[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-          for (int k = 0; k < C; ++k) {
+          auto code_at = [&](int k) {
+            return C * bits > 64 ? get_bits(lo, hi, k * bits, bits)
+                                 : static_cast<unsigned>(word >> (k * bits % 64)) & kMask<bits>;
+          };
+          if (w.uniform(C)) {  // one parameter for the chunk
             p.at(w.index());
-            const unsigned code = C * bits > 64 ? get_bits(lo, hi, k * bits, bits)
-                                                : static_cast<unsigned>(word >> (k * bits % 64)) & kMask<bits>;
-            put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code, p.z), p.s)));
-            w.next();
+            const float s = p.s;
+            const int z = p.z;
+#pragma unroll
+            for (int k = 0; k < C; ++k) put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code_at(k), z), s)));
+            w.skip(C);
+          } else {
+#pragma unroll
+            for (int k = 0; k < C; ++k) {
+              p.at(w.index());
+              put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code_at(k), p.z), p.s)));
+              w.next();
+            }
           }
           const uint4 v = make_uint4(chunk[0], chunk[1], chunk[2], chunk[3]);
           if constexpr (kStage) stage[warp][lane % ROWS][c] = v;

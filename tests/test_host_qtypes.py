@@ -142,3 +142,46 @@ def test_quantize_every_float16_value(host, qname):
             out = np.full(qk.packed_nbytes(xv.size, qname), 0xA5, np.uint8)
             qk.quantize(xv, 1.0, None, out, qname, qk.param_layout(xv.shape), saturate)
             assert np.array_equal(out, _packed_bytes(want, q)), (qname, xv.dtype, saturate)
+
+
+# Scales for the reciprocal path (common.cuh reciprocal_div), on both sides of its range.
+ODD_SCALES = np.array([2.0**-60, 2.0**60, 2.0**-61, 2.0**61, 1e-40, 3e38, 0.0, np.inf, np.nan, -0.37,
+                       0.039215686, 1 / 3], np.float32)
+
+
+@pytest.mark.parametrize("qname", ["int4", "uint2", "int8", "uint8", "int16", "uint16", "float8_e5m2"])
+@pytest.mark.parametrize("xt", ["float32", "float16"])
+def test_blocks_along_the_last_axis_share_parameters_by_chunk(host, rng, qname, xt):
+    """Blocked parameters along the last axis (inner == 1), blocks that end exactly at a
+    16-byte chunk of x, inside one, or straddle it, rows that end mid-chunk: where a chunk's
+    elements share one parameter the kernels read it once (Walker::uniform / skip) and
+    quantize divides through its reciprocal. x sits beside each block's rounding ties."""
+    q = QTYPES[qname]
+    for D, block in ((32, 4), (32, 8), (40, 8), (37, 12), (64, 32), (35, 32), (16, 3), (24, 1)):
+        shape = (5, D)
+        lay = qk.param_layout(shape, 1, block)
+        S = lay.S
+        s = rng.choice(ODD_SCALES, (5, S)).astype(np.float32)
+        s = np.where(rng.random((5, S)) < 0.5, rng.uniform(0.01, 3, (5, S)), s).astype(np.float32)
+        se = ref.expand_blocks(s, shape, 1, block)
+        k = rng.integers(-(1 << min(q.bits, 8)), 1 << min(q.bits, 8), shape).astype(np.float64)
+        with np.errstate(all="ignore"):
+            x = ((k + 0.5) * se.astype(np.float64)).astype(np.float32)
+            x = (x.view(np.int32) + rng.integers(-2, 3, shape).astype(np.int32)).view(np.float32).astype(xt)
+        zr = None if q.is_float else rng.integers(q.qmin, q.qmax + 1, (5, S)).astype(q.dtype)
+        z = None if zr is None else zr.astype(np.int64).astype(np.int32)
+        ze = None if zr is None else ref.expand_blocks(zr, shape, 1, block)
+        with np.errstate(all="ignore"):
+            want = ref.quantize_linear(x, se, ze, np.empty(shape, q.dtype))
+        out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
+        qk.quantize(x, s, z, out, qname, lay)
+        assert np.array_equal(out, _packed_bytes(want, q)), (qname, xt, D, block)
+        # and back: dequantize the same codes with the same blocks
+        with np.errstate(all="ignore"):
+            back = ref.dequantize_linear(want, se, ze, np.empty(shape, xt))
+        y = np.full(shape, 0xA5 if xt == "float16" else 0xA5A5A5A5,
+                    np.uint16 if xt == "float16" else np.uint32).view(xt)
+        qk.dequantize(out, x.size, s, z, y, qname, lay)
+        nan = np.isnan(back)
+        assert np.array_equal(np.isnan(y), nan) and np.array_equal(y[~nan].view(np.uint8), back[~nan].view(np.uint8)), (
+            qname, xt, D, block)
