@@ -28,8 +28,9 @@
 // multiplication per element) and the scale / zero point are re-read only when it changes:
 // once per block for blocks along the innermost axis. Where a whole 16-byte chunk of the dense
 // side shares one parameter (inner == 1, the chunk inside one block: per tensor, and blocks
-// along the last axis of at least a chunk), the chunk reads it once and steps the walker once,
-// and quantize to an integer type divides through the parameter's reciprocal (common.cuh
+// along the last axis of at least a chunk), the chunk reads it once and steps the walker once
+// (every type and precision), and quantize to an integer type at float32 precision divides
+// through the parameter's reciprocal (common.cuh
 // reciprocal_div, made once per parameter; the same code as the division). The last, partial
 // group goes byte by byte (never past the buffer).
 //
@@ -449,9 +450,9 @@ __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, 
       const uint4 u = load(c);
       const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
       unsigned long long word = 0;
-      if (!traits<T>::is_float && PREC == 0 && w.uniform(C)) {  // one parameter for the chunk
+      if (w.uniform(C)) {  // one parameter for the chunk
         p.at(w.index());
-        p.make_reciprocal();
+        if (!traits<T>::is_float && PREC == 0) p.make_reciprocal();
         const Params q = p;
         auto codes = [&](auto quotient_of) {
 #pragma unroll
@@ -461,8 +462,8 @@ __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, 
                     << (k * bits);
           }
         };
-        if (q.r.y != 0.0f) codes([&](float xv) { return reciprocal_div(xv, q.r); });
-        else codes([&](float xv) { return ieee_div(xv, q.s); });
+        if (!traits<T>::is_float && PREC == 0 && q.r.y != 0.0f) codes([&](float xv) { return reciprocal_div(xv, q.r); });
+        else codes([&](float xv) { return quotient<PREC>(xv, q.s, PREC); });
         w.skip(C);
       } else {
 #pragma unroll

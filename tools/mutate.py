@@ -595,8 +595,7 @@ MUTATIONS: list[Mutation] = [
       "Walker::next: the index runs on past the row of parameters (no step back)", "index"),
     M("quant_types.cu", "    base = r / D * S * inner;", "    base = r / D * S;",
       "Walker::start: the row's first parameter ignores inner", "index"),
-    M("quant_types.cu", "        if (q.r.y != 0.0f) codes([&](float xv) { return reciprocal_div(xv, q.r); });",
-      "        if (true) codes([&](float xv) { return reciprocal_div(xv, q.r); });",
+    M("quant_types.cu", "PREC == 0 && q.r.y != 0.0f) codes(", "PREC == 0) codes(",
       "quantize_group: the reciprocal path for every scale (a zero reciprocal for odd scales)", "special values"),
 ]
 
