@@ -48,7 +48,8 @@
 // SASS of a chunk's loop (4 float32 or 8 float16 elements), the path a shared-parameter chunk
 // executes, 2026-11-27: quantize float32 -> int8 ~38 instructions an element (the
 // element-by-element walk with a division each was ~92, with MUFU.RCP and FCHK at a quarter
-// rate), float16 -> int4 ~29; dequantize int4 -> float32 ~16-19. An element whose parameter
+// rate), float16 -> int4 ~29, float32 -> float8_e4m3fn ~67 (~90 before encode's subnormal
+// codes took one add); dequantize int4 -> float32 ~16-19. An element whose parameter
 // differs from its neighbour's (per axis or blocks across the last axis) keeps the walk.
 //
 // Code size: the group's loop was unrolled whole until 2026-11-26, with the precision
@@ -136,10 +137,13 @@ __device__ __forceinline__ unsigned encode(float v, bool saturate) {
   if (mag >= static_cast<unsigned>(127 + emin) << 23) {
     code = rne_shift(mag - (static_cast<unsigned>(127 - BIAS) << 23), 23 - M);
   } else {
-    const int e32 = static_cast<int>(mag >> 23 > 0 ? mag >> 23 : 1u) - 127;
-    const unsigned sig = (mag & 0x7FFFFFu) | (mag >> 23 > 0 ? 0x800000u : 0u);
-    const int shift = 23 + emin - M - e32;  // >= 1
-    code = shift > 31 ? 0u : rne_shift(sig, shift);
+    // Below the smallest normal: a multiple of the subnormal step 2**(emin - M), ties to even,
+    // by one IEEE add. |v| + 2**(emin - M + 23) lies in [2**(emin - M + 23), 1.5 * that) (|v| <
+    // 2**emin), where the float32 ulp is the step, so the add rounds |v| to a whole number of
+    // steps and the sum's bits are the magic's plus that number: the code (1 << M, the
+    // smallest normal, where it rounds up to it).
+    constexpr unsigned magic = static_cast<unsigned>(127 + emin - M + 23) << 23;
+    code = __float_as_uint(ieee_add(__uint_as_float(mag), __uint_as_float(magic))) - magic;
   }
   if (code > top || mag == 0x7F800000u) {
     if (saturate || SPECIAL == NONE) code = top;

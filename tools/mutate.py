@@ -597,6 +597,8 @@ MUTATIONS: list[Mutation] = [
       "Walker::start: the row's first parameter ignores inner", "index"),
     M("quant_types.cu", "PREC == 0 && q.r.y != 0.0f) codes(", "PREC == 0) codes(",
       "quantize_group: the reciprocal path for every scale (a zero reciprocal for odd scales)", "special values"),
+    M("quant_types.cu", "static_cast<unsigned>(127 + emin - M + 23) << 23;", "static_cast<unsigned>(127 + emin - M + 22) << 23;",
+      "encode: subnormal codes rounded to half the subnormal step", "rounding"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
