@@ -185,3 +185,33 @@ def test_blocks_along_the_last_axis_share_parameters_by_chunk(host, rng, qname, 
         nan = np.isnan(back)
         assert np.array_equal(np.isnan(y), nan) and np.array_equal(y[~nan].view(np.uint8), back[~nan].view(np.uint8)), (
             qname, xt, D, block)
+
+
+@pytest.mark.parametrize("qname", [t for t in TYPES if QTYPES[t].is_float])
+def test_float_codes_beside_every_midpoint_with_odd_scales(host, rng, qname):
+    """Per-tensor float8 / float4 quantize through the shared-parameter chunk path (and the
+    last group's element path): x next to every rounding boundary of the code (the midpoints
+    between neighbouring finite values and the first value past the largest), +-0 and the
+    smallest float32 subnormals in the first group, with scales of both signs inside and
+    outside the range where integer codes divide through the reciprocal (a float code keeps
+    the division: through the reciprocal it saved no instruction, 2026-11-27, only two
+    quarter-rate ones of ~66 an element, and -0 / s needs a fix-up there)."""
+    q = QTYPES[qname]
+    codes = np.arange(1 << q.bits, dtype=np.uint8)
+    vals = np.unique(np.abs(codes.view(q.dtype) if q.bits == 8 else
+                            dmlq.unpack(dmlq.pack(codes.astype(np.uint8).view(q.dtype))).astype(np.float64)
+                            ).astype(np.float64))
+    vals = vals[np.isfinite(vals)]
+    mids = np.concatenate([(vals[:-1] + vals[1:]) / 2, [vals[-1] * 1.0625, vals[-1] * 2, vals[1] / 4]])
+    mids = np.concatenate([mids, -mids, [0.0]])
+    for s in np.concatenate([ODD_SCALES, -ODD_SCALES[:3], rng.uniform(0.01, 5, 3)]).astype(np.float32):
+        with np.errstate(all="ignore"):
+            x = (mids * np.float64(s)).astype(np.float32)
+            x = (x.view(np.int32)[:, None] + np.arange(-2, 3, dtype=np.int32)).reshape(-1).view(np.float32)
+        x = np.concatenate([np.float32([0.0, -0.0, -1e-45, 1e-45]), x])  # the first, 16-byte group's
+        for saturate in ((True, False) if q.bits == 8 else (True,)):
+            with np.errstate(all="ignore"):
+                want = ref.quantize_linear(x, np.asarray(s), None, np.empty(x.shape, q.dtype), saturate)
+            out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
+            qk.quantize(x, s, None, out, qname, qk.param_layout(x.shape), saturate)
+            assert np.array_equal(out, _packed_bytes(want, q)), (qname, float(s), saturate)

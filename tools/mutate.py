@@ -530,8 +530,8 @@ MUTATIONS: list[Mutation] = [
       "const float* const bsz = mm::batch_params(b_scale, bp_bs, 0);",
       "finish pass: matrix 0's per-batch b scales for every matrix", "index"),
     # the grouped kernel (blocked scales along K) and its finish pass
-    M("matmul_stream_packed.cu", "      for (int g = 0; g < groups; ++g) v = step(v, g, acc(g),",
-      "      for (int g = groups - 1; g >= 0; --g) v = step(v, g, acc(g),",
+    M("matmul_stream_packed.cu", "        for (int j = 0; j < kAhead; ++j)\n          if (g0 + j < groups) v = step(",
+      "        for (int j = kAhead - 1; j >= 0; --j)\n          if (g0 + j < groups) v = step(",
       "grouped finish: groups added in descending order", "order"),
     M("matmul_stream_packed.cu", "        zp_offsets(b_zp != nullptr ? b_zp + static_cast<int64>(tg) * zp_ld : b_zp);", "",
       "grouped: the first group's zero points for every group", "index"),
