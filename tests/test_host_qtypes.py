@@ -215,3 +215,28 @@ def test_float_codes_beside_every_midpoint_with_odd_scales(host, rng, qname):
             out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
             qk.quantize(x, s, None, out, qname, qk.param_layout(x.shape), saturate)
             assert np.array_equal(out, _packed_bytes(want, q)), (qname, float(s), saturate)
+
+
+@pytest.mark.parametrize("qname", ["int4", "int8", "uint16", "float8_e4m3fn"])
+def test_blocks_along_a_middle_axis(host, rng, qname):
+    """Blocked parameters along the middle axis of a 3-D x (rows of the parameter axis before
+    it, elements after it: the walker's row starts and steps, Walker::start's base)."""
+    q = QTYPES[qname]
+    for shape, block in (((3, 10, 5), 4), ((4, 7, 3), 2), ((2, 33, 2), 8)):
+        lay = qk.param_layout(shape, 1, block)
+        pshape = (shape[0], lay.S, shape[2])
+        s = rng.uniform(0.05, 2.0, pshape).astype(np.float32)
+        zr = None if q.is_float else rng.integers(q.qmin, q.qmax + 1, pshape).astype(q.dtype)
+        z = None if zr is None else zr.astype(np.int64).astype(np.int32)
+        se = ref.expand_blocks(s, shape, 1, block)
+        ze = None if zr is None else ref.expand_blocks(zr, shape, 1, block)
+        x = _inputs(rng, shape, "float32", q)
+        want = ref.quantize_linear(x, se, ze, np.empty(shape, q.dtype))
+        out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
+        qk.quantize(x, s, z, out, qname, lay)
+        assert np.array_equal(out, _packed_bytes(want, q)), (qname, shape, block)
+        back = ref.dequantize_linear(want, se, ze, np.empty(shape, np.float32))
+        y = np.full(shape, np.nan, np.float32)
+        qk.dequantize(out, x.size, s, z, y, qname, lay)
+        nan = np.isnan(back)
+        assert np.array_equal(np.isnan(y), nan) and np.array_equal(y[~nan], back[~nan]), (qname, shape, block)
