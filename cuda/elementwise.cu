@@ -49,9 +49,10 @@
 // H200 measured 0.86 T elem/s (0.61 of the copy bandwidth; float32 -> uint8, 5 B/elem,
 // 0.93). So quantize_contig divides by its per-tensor scale through a per-thread
 // reciprocal and two FMA corrections (common.cuh reciprocal_div, the same
-// correctly rounded quotient) and rounds with a float add (round_clamp): ~14
-// full-rate instructions per element, no quarter-rate one (int32 input keeps its
-// I2F), a limit of ~8 elem/clk/SM.
+// correctly rounded quotient) and rounds with a float add (round_clamp): 15.6
+// sm_90 instructions an element in float16 -> int8's 16-element loop (250), none
+// at a quarter rate (int32 input converts with I2FP, full rate), a limit of ~8
+// elem/clk/SM.
 // All result-deciding float operations use common.cuh's ieee_* (no ftz, no FMA).
 #include "common.cuh"
 

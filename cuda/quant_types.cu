@@ -30,9 +30,8 @@
 // side shares one parameter (inner == 1, the chunk inside one block: per tensor, and blocks
 // along the last axis of at least a chunk), the chunk reads it once and steps the walker once
 // (every type and precision), and quantize to an integer type at float32 precision divides
-// through the parameter's reciprocal (common.cuh
-// reciprocal_div, made once per parameter; the same code as the division). The last, partial
-// group goes byte by byte (never past the buffer).
+// through the parameter's reciprocal (common.cuh reciprocal_div, made once per parameter; the
+// same code as the division). The last, partial group goes byte by byte (never past the buffer).
 //
 // Conversions are integer arithmetic on the float32 bit pattern (round to nearest even on
 // the target's bits, saturate, NaN/inf per format), exactly dmlq/floatconv.py, so no
