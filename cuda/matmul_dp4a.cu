@@ -713,11 +713,12 @@ __global__ void __launch_bounds__(256) matmul_row_sums(
 // leave most SMs idle: at N = K = 8192, 64 blocks with ~16 KiB of loads in
 // flight each read b's 64 MiB at a few hundred GB/s (napkin: ~100+ us; the
 // H200 timed the whole M = 16 call at 168 us, stream-m16 at 78). Split: about
-// 4 blocks an SM, each thread 4 words in flight, near the copy bandwidth. Where a thread's 4 columns are a whole aligned
-// word (rows 4-byte aligned: base and ldb multiples of 4) it loads one 32-bit
-// word per row and adds its bytes as two pairs of 16-bit lanes (signed bytes
-// biased by 128), flushed to 32 bits every 256 rows: ~4 instructions per 4
-// bytes instead of 4 byte loads and 4 adds. Other threads load bytes.
+// 4 blocks an SM, each thread 4 words in flight, near the copy bandwidth.
+// Where a thread's 4 columns are a whole aligned word (rows 4-byte aligned:
+// base and ldb multiples of 4) it loads one 32-bit word per row and adds its
+// bytes as two pairs of 16-bit lanes (signed bytes biased by 128), flushed to
+// 32 bits every 256 rows: ~4 instructions per 4 bytes instead of 4 byte loads
+// and 4 adds. Other threads load bytes.
 template <typename T>
 __global__ void __launch_bounds__(256) matmul_col_sums(
     const T* __restrict__ B, int N, int K, int batch, int batch1,

@@ -325,9 +325,9 @@ def plan_sums(op, a, b, out, a_zp=False):
     """matmul_integer or matmul_integer_to_float (one group of scales) with a packed
     4-bit or an 8-bit b where selection picks the stream kernel (:func:`_selected`:
     M <= 16, K <= 32768, the matrices within the grid; an 8-bit b not where the tiles
-    would be the tensor cores' with no column sums of b to make, ``a_zp`` false), or None: the grouped kernel with each chunk of K its
-    own group, and the finish pass (the chunks' sums added, then the int32 or float
-    output)."""
+    would be the tensor cores' with no column sums of b to make, ``a_zp`` false), or None.
+    The plan: the grouped kernel with each chunk of K its own group, and the finish pass
+    (the chunks' sums added, then the int32 or float output)."""
     if out.size == 0 or a.shape[-1] == 0:
         return None
     variant = _selected(a, b, out, a_zp)
