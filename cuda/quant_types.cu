@@ -26,30 +26,38 @@
 // 0.30 at 4, 0.13 at 8, 0.11 at 16).
 // The parameter index is advanced per element with carries and adds (no division or
 // multiplication per element) and the scale / zero point are re-read only when it changes:
-// once per block for blocks along the innermost axis. Where a whole 16-byte chunk of the dense
-// side shares one parameter (inner == 1, the chunk inside one block: per tensor, and blocks
-// along the last axis of at least a chunk), the chunk reads it once and steps the walker once
-// (every type and precision), and quantize to an integer type at float32 precision divides
-// through the parameter's reciprocal (common.cuh reciprocal_div, made once per parameter; the
-// same code as the division). The last, partial group goes byte by byte (never past the buffer).
+// once per block for blocks along the innermost axis. Where a whole group, else a 16-byte chunk,
+// of the dense side shares one parameter (inner == 1, inside one block: per tensor, and blocks
+// along the last axis at least that long), it reads the parameter once and steps the walker
+// once (every type and precision), and Params::prepare decides once per parameter how such a
+// chunk is coded (shared_codes): at float32 precision a scale with reciprocal_ok divides
+// through its reciprocal (common.cuh reciprocal_div: the same codes as the division), and a
+// float code whose scale is positive and finite (in the precision) takes the quotient's
+// magnitude and x's sign bit, with no NaN-sign rule left to apply. The chunks' code words
+// shift into the group's 128 bits by constant shifts (push_word / pop_word). The last,
+// partial group goes byte by byte (never past the buffer).
 //
-// Conversions are integer arithmetic on the float32 bit pattern (round to nearest even on
-// the target's bits, saturate, NaN/inf per format), exactly dmlq/floatconv.py, so no
-// result depends on the GPU's float8 conversion instructions. Division and products go
-// through common.cuh's ieee_* (no ftz, no FMA).
+// Conversions are integer arithmetic on the float32 bit pattern (round to nearest even on the
+// target's bits by one add and a shift, saturation by a min, NaN and inf by selects; no
+// branch), exactly dmlq/floatconv.py, so no result depends on the GPU's float8 conversion
+// instructions; the two float operations in them are exact by construction: a code below the
+// smallest normal is one IEEE add, a decoded code one multiply by a power of two. Division and
+// products go through common.cuh's ieee_* (no ftz, no FMA contraction).
 //
 // Napkin math (HBM bound, H100 ~3.35 TB/s): quantize f32 -> int4: 4 + 0.5 B/elem ->
 // ~745 G elem/s; dequantize int4 -> f16: 0.5 + 2 B/elem -> ~1.3 T elem/s. H100's ~30 T
 // (H200's ~33 T) thread instructions/s then allow ~40 (~25) instructions an element before
 // the instructions, not the bytes, set the time, so the instructions a thread executes per
 // element count, and the branches of a precision not asked for are compiled out of the
-// 16-byte loops (one loop per precision, chosen once per group). Measured from the sm_90
-// SASS of a chunk's loop (4 float32 or 8 float16 elements), the path a shared-parameter chunk
-// executes, 2026-11-27: quantize float32 -> int8 ~38 instructions an element (the
-// element-by-element walk with a division each was ~92, with MUFU.RCP and FCHK at a quarter
-// rate), float16 -> int4 ~29, float32 -> float8_e4m3fn ~67 (~90 before encode's subnormal
-// codes took one add); dequantize int4 -> float32 ~16-19. An element whose parameter
-// differs from its neighbour's (per axis or blocks across the last axis) keeps the walk.
+// 16-byte loops (one loop per precision, chosen once per group). tools/path_counts.py counts
+// the sm_90 SASS of the chunk loop on the path a group sharing one parameter takes at float32
+// precision (bench/results/qt-paths.md), 2026-11-27 (session 23), none of it quarter-rate:
+// quantize float32 -> int8 16.5 instructions an element (38 before this session's group path
+// and shift-in words; the element-by-element walk with a division each was ~92), float16 ->
+// int4 17.2 (29), float32 -> float8_e4m3fn 24 (67; 90 before encode's subnormal add), float32 ->
+// float4_e2m1fn 27; dequantize int4 -> float32 7.2 (16-19), float8_e4m3fn -> float32 12.5 (38).
+// An element whose parameter differs from its neighbour's (per axis or blocks across the last
+// axis) keeps the walk.
 //
 // Code size: the group's loop was unrolled whole until 2026-11-26, with the precision
 // branches in every element: 464k sm_90 instructions for the 71 kernels (a 2-bit quantize
@@ -59,6 +67,9 @@
 // (4 blocks of 256 an SM for most kernels; asking for 5 spilled 46 of them). The rolled form
 // ran on the H100 (second device session): every GPU test of these types passed but the
 // float16 NaN sweep (x_value below). The H200 (third session) timed it before the staging.
+// With the shared-parameter group path and the float codes' own chunk coder (2026-11-27):
+// 269k instructions, at most 10.5k a kernel; registers 45-64, 0 spills, 4 blocks an SM but
+// for 7 kernels at 5 (the static report).
 #include "common.cuh"
 
 namespace dmlq {
@@ -107,86 +118,82 @@ DMLQ_FLOAT_TYPE(E2M1, 2, 1, 1, NONE)
 // The low `bits` bits.
 template <int bits> constexpr unsigned kMask = bits >= 32 ? ~0u : (1u << bits) - 1u;
 
-// round(v / 2**s), ties to even, 1 <= s <= 31.
-__device__ __forceinline__ unsigned rne_shift(unsigned v, int s) {
-  const unsigned q = v >> s;
-  const unsigned rem = v & ((1u << s) - 1u);
-  const unsigned half = 1u << (s - 1);
-  return q + ((rem > half) | ((rem == half) & (q & 1u)));
-}
-
-// float32 -> code of a small float format (dmlq/floatconv.py encode, one value).
+// A small float format (dmlq/floatconv.py): its codes from float32 and back, branch-free.
 template <int E, int M, int BIAS, int SPECIAL>
-__device__ __forceinline__ unsigned encode(float v, bool saturate) {
-  constexpr int nbits = 1 + E + M;
-  constexpr unsigned sbit = 1u << (nbits - 1);
-  constexpr int emin = 1 - BIAS;
-  constexpr unsigned top_all = (1u << (E + M)) - 1u;
-  constexpr unsigned top = SPECIAL == IEEE ? top_all - (1u << M) : SPECIAL == FN ? top_all - 1u : top_all;
-  const unsigned bits = __float_as_uint(v);
-  const unsigned sign = bits >> 31;
-  const unsigned mag = bits & 0x7FFFFFFFu;
-  if (mag > 0x7F800000u) {  // NaN
-    if (SPECIAL == FNUZ) return sbit;
-    if (SPECIAL == NONE) return top;                       // ONNX: NaN -> +max
-    if (SPECIAL == FN) return top_all | (sign ? sbit : 0u);
-    return (((1u << E) - 1u) << M) | (1u << (M - 1)) | (sign ? sbit : 0u);  // the quiet NaN
-  }
-  unsigned code;
-  if (mag >= static_cast<unsigned>(127 + emin) << 23) {
-    code = rne_shift(mag - (static_cast<unsigned>(127 - BIAS) << 23), 23 - M);
-  } else {
-    // Below the smallest normal: a multiple of the subnormal step 2**(emin - M), ties to even,
-    // by one IEEE add. |v| + 2**(emin - M + 23) lies in [2**(emin - M + 23), 1.5 * that) (|v| <
-    // 2**emin), where the float32 ulp is the step, so the add rounds |v| to a whole number of
-    // steps and the sum's bits are the magic's plus that number: the code (1 << M, the
-    // smallest normal, where it rounds up to it).
+struct SmallFloat {
+  static constexpr int nbits = 1 + E + M;
+  static constexpr unsigned sbit = 1u << (nbits - 1);
+  static constexpr int emin = 1 - BIAS;
+  static constexpr unsigned top_all = (1u << (E + M)) - 1u;
+  static constexpr unsigned top = SPECIAL == IEEE ? top_all - (1u << M) : SPECIAL == FN ? top_all - 1u : top_all;
+  // NaN's code before the sign: IEEE the quiet NaN, FN all ones, FNUZ 0x80 (unsigned), NONE +max (ONNX).
+  static constexpr unsigned nan_code = SPECIAL == FNUZ   ? sbit
+                                       : SPECIAL == NONE ? top
+                                       : SPECIAL == FN   ? top_all
+                                                         : (((1u << E) - 1u) << M) | (1u << (M - 1));
+  // The largest magnitude code a finite value or inf rounds to: `top` when saturating (and for
+  // NONE, which has no inf or NaN), else the one past it, which is the overflow's code: IEEE
+  // inf, FN NaN (all ones), FNUZ NaN (0x80, the sign bit alone).
+  static __device__ __forceinline__ unsigned cap(bool saturate) { return saturate || SPECIAL == NONE ? top : top + 1u; }
+
+  // The code of |v| without its sign; mag = |v|'s float32 bits (NaN: above 0x7F800000).
+  // Normal: the bits rebiased and rounded to nearest even by one add (half - 1, plus the kept
+  // lsb) and a shift; a carry moves into the exponent, past `cap` it is clamped. Below the
+  // smallest normal: a multiple of the subnormal step 2**(emin - M), ties to even, by one IEEE
+  // add: |v| + 2**(emin - M + 23) lies in [2**(emin - M + 23), 1.5 * that), where the float32
+  // ulp is the step, so the add rounds |v| to a whole number of steps and the sum's bits are
+  // the magic's plus that number (1 << M, the smallest normal, where it rounds up to it). Both
+  // are computed and one selected, as are the clamp and NaN.
+  static __device__ __forceinline__ unsigned magnitude(unsigned mag, unsigned cap_code) {
+    constexpr int sh = 23 - M;
+    constexpr unsigned rebias = static_cast<unsigned>(127 - BIAS) << 23;
     constexpr unsigned magic = static_cast<unsigned>(127 + emin - M + 23) << 23;
-    code = __float_as_uint(ieee_add(__uint_as_float(mag), __uint_as_float(magic))) - magic;
+    const unsigned normal = (mag - rebias + ((1u << (sh - 1)) - 1u) + ((mag >> sh) & 1u)) >> sh;
+    const unsigned sub = __float_as_uint(ieee_add(__uint_as_float(mag), __uint_as_float(magic))) - magic;
+    const unsigned code = min(mag < (static_cast<unsigned>(127 + emin) << 23) ? sub : normal, cap_code);
+    return mag > 0x7F800000u ? nan_code : code;
   }
-  if (code > top || mag == 0x7F800000u) {
-    if (saturate || SPECIAL == NONE) code = top;
-    else if (SPECIAL == IEEE) code = ((1u << E) - 1u) << M;  // inf
-    else if (SPECIAL == FN) code = top_all;
-    else return sbit;  // FNUZ: NaN
+  // magnitude()'s code with the sign (sign_bit: sbit or 0): FNUZ has no -0 (and its NaN no
+  // sign), NONE's NaN is +max.
+  static __device__ __forceinline__ unsigned with_sign(unsigned code, unsigned mag, unsigned sign_bit) {
+    if (SPECIAL == FNUZ) return code | (code != 0u ? sign_bit : 0u);
+    if (SPECIAL == NONE) return code | (mag > 0x7F800000u ? 0u : sign_bit);
+    return code | sign_bit;
   }
-  if (SPECIAL == FNUZ && code == 0u) return 0u;  // no -0
-  return code | (sign ? sbit : 0u);
-}
+  // float32 -> code: round to nearest even on the target's bits, saturate or not, NaN as above.
+  static __device__ __forceinline__ unsigned encode(float v, bool saturate) {
+    const unsigned bits = __float_as_uint(v), mag = bits & 0x7FFFFFFFu;
+    return with_sign(magnitude(mag, cap(saturate)), mag, (bits >> 31) << (nbits - 1));
+  }
+  // code -> float32, exactly: the code's exponent and mantissa fields placed in a float32's,
+  // which reads them with bias 127 (exponent field 0: a float32 subnormal, as the code's), times
+  // 2**(127 - BIAS) (IEEE, no ftz: exact). NaN codes: a NaN with the code's sign.
+  static __device__ __forceinline__ float decode(unsigned c) {
+    const unsigned sign = (c & sbit) << (32 - nbits), mag = c & (sbit - 1u);
+    const float v = ieee_mul(__uint_as_float(mag << (23 - M)), __uint_as_float(static_cast<unsigned>(254 - BIAS) << 23));
+    unsigned w = __float_as_uint(v);
+    if (SPECIAL == FNUZ && c == sbit) w = 0x7FC00000u;
+    if (SPECIAL == FN && mag == sbit - 1u) w = 0x7FC00000u;
+    if (SPECIAL == IEEE && mag >= (((1u << E) - 1u) << M)) w = mag == (((1u << E) - 1u) << M) ? 0x7F800000u : 0x7FC00000u;
+    return __uint_as_float(w | sign);
+  }
+};
+
+template <int T>
+using small_float = SmallFloat<traits<T>::exp_bits, traits<T>::man_bits, traits<T>::bias, traits<T>::special>;
 
 template <int T>
 __device__ __forceinline__ unsigned encode_t(float v, bool saturate) {
-  using tr = traits<T>;
-  return encode<tr::exp_bits, tr::man_bits, tr::bias, tr::special>(v, saturate);
+  return small_float<T>::encode(v, saturate);
 }
-
-// Code of a small float format -> float32, exactly (NaN codes: a NaN with the code's sign).
 template <int T>
 __device__ __forceinline__ float decode_t(unsigned c) {
-  using tr = traits<T>;
-  constexpr int E = tr::exp_bits, M = tr::man_bits, nbits = tr::bits;
-  constexpr unsigned sbit = 1u << (nbits - 1);
-  const unsigned sign = (c & sbit) ? 0x80000000u : 0u;
-  const unsigned mag = c & (sbit - 1u);
-  const unsigned e = mag >> M, m = mag & ((1u << M) - 1u);
-  if (tr::special == FNUZ && c == sbit) return __uint_as_float(0x7FC00000u);
-  if (tr::special == FN && mag == sbit - 1u) return __uint_as_float(0x7FC00000u | sign);
-  if (tr::special == IEEE && e == (1u << E) - 1u) return __uint_as_float((m ? 0x7FC00000u : 0x7F800000u) | sign);
-  unsigned word;
-  if (e == 0u) {
-    if (m == 0u) return __uint_as_float(sign);
-    const int len = 32 - __clz(static_cast<int>(m));  // bit length of m
-    const int shift = M + 1 - len;
-    word = (static_cast<unsigned>(1 - shift - tr::bias + 127) << 23) | (((m << shift) & ((1u << M) - 1u)) << (23 - M));
-  } else {
-    word = (static_cast<unsigned>(static_cast<int>(e) - tr::bias + 127) << 23) | (m << (23 - M));
-  }
-  return __uint_as_float(word | sign);
+  return small_float<T>::decode(c);
 }
 
 // float32 rounded to bfloat16 (ties to even, overflow to inf) and back.
 __device__ __forceinline__ float round_bf16(float v) {
-  return __uint_as_float(encode<8, 7, 127, IEEE>(v, false) << 16);
+  return __uint_as_float(SmallFloat<8, 7, 127, IEEE>::encode(v, false) << 16);
 }
 __device__ __forceinline__ float round_f16(float v) { return to_f32(from_f32<float16>(v)); }
 
@@ -212,6 +219,18 @@ __device__ __forceinline__ float signed_nan(float t, float x, float s) {
   const unsigned from = x != x ? __float_as_uint(x) : s != s ? __float_as_uint(s) : 0x80000000u;
   return __uint_as_float(0x7FC00000u | (from & 0x80000000u));
 }
+
+// Whether s, rounded to the precision PREC, is positive and finite (a float32 subnormal
+// included): bits 1 ... 0x7F7FFFFF.
+template <int PREC>
+__device__ __forceinline__ bool positive_finite(float s) {
+  const float r = PREC == 1 ? round_f16(s) : PREC == 2 ? round_bf16(s) : s;
+  return __float_as_uint(r) - 1u < 0x7F7FFFFFu;
+}
+// The sign bit of a dense element (0 or 1), a NaN's included.
+__device__ __forceinline__ unsigned sign_of(float v) { return __float_as_uint(v) >> 31; }
+__device__ __forceinline__ unsigned sign_of(float16 v) { return static_cast<unsigned>(v.bits) >> 15; }
+__device__ __forceinline__ unsigned sign_of(int v) { return static_cast<unsigned>(v) >> 31; }
 
 // x as the float32 quant1 starts from. A float16 NaN keeps its sign where the code does (the
 // float types): the GPU's cvt.f32.f16 gives every NaN as +NaN 0x7FFFFFFF (the second H100
@@ -306,6 +325,11 @@ __device__ __forceinline__ float load_scale(const void* __restrict__ p, int64 i,
   return __ldg(static_cast<const float*>(p) + i);
 }
 
+// How a chunk of elements sharing one parameter is coded: the division or the reciprocal, with
+// code_of (CODE_DIV, CODE_RECIP) or, for a float code, the magnitude of the quotient and x's sign
+// (CODE_FLOAT, CODE_FLOAT_RECIP).
+enum : int { CODE_DIV, CODE_RECIP, CODE_FLOAT, CODE_FLOAT_RECIP };
+
 // Scale and zero point of the current element, re-read only when the index changes.
 struct Params {
   const float* __restrict__ scale_p;
@@ -315,8 +339,9 @@ struct Params {
   int64 last;
   float s;
   int z;
-  int64 r_last;  // the parameter r was made for (-1: none)
+  int64 r_last;  // the parameter r and mode were made for (-1: none)
   Reciprocal r;
+  int mode;  // how a chunk sharing this parameter is coded (shared_codes)
   __device__ __forceinline__ void at(int64 p) {
     if (p != last) {
       last = p;
@@ -324,12 +349,23 @@ struct Params {
       z = zp_p ? __ldg(zp_p + p) : zp_v;
     }
   }
-  // r for the current s (made once per parameter): common.cuh reciprocal_div gives the same
-  // integer code as the division where reciprocal_ok(s); r.y == 0 where it does not.
-  __device__ __forceinline__ void make_reciprocal() {
+  // mode and r for the current parameter, made once per parameter (after at()). At float32
+  // precision a scale with reciprocal_ok(s) divides through r = reciprocal(s) (common.cuh
+  // reciprocal_div: the same integer code as the division; for a float code the same where it
+  // depends on the quotient's bits, |x / s| >= 2**-43, the remainder then a multiple of 2**-149
+  // and exact, and the float formats' steps all far above that). A float code whose scale is
+  // positive and finite in the precision (and no float4 zero point to add) takes x's sign for
+  // the code's: its quotient is NaN only for a NaN x and otherwise has x's sign.
+  template <int T, int PREC>
+  __device__ __forceinline__ void prepare(int zp_given) {
     if (r_last != last) {
       r_last = last;
-      r = reciprocal_ok(s) ? reciprocal(s) : Reciprocal{0.0f, 0.0f};
+      const bool recip = PREC == 0 && reciprocal_ok(s);
+      r = recip ? reciprocal(s) : Reciprocal{0.0f, 0.0f};
+      if (traits<T>::is_float && !(T == E2M1 && zp_given) && positive_finite<PREC>(s))
+        mode = recip ? CODE_FLOAT_RECIP : CODE_FLOAT;
+      else
+        mode = recip ? CODE_RECIP : CODE_DIV;
     }
   }
 };
@@ -373,26 +409,6 @@ __device__ __forceinline__ unsigned get_bits(unsigned long long lo, unsigned lon
   return static_cast<unsigned>(v) & ((1u << (bits - 1) << 1) - 1u);
 }
 
-// Word c (of W <= 64 bits) of a 16-byte group held as two 64-bit halves, and its placing there.
-template <int W>
-__device__ __forceinline__ unsigned long long get_word(unsigned long long lo, unsigned long long hi, int c) {
-  if constexpr (W >= 64) {
-    return c == 0 ? lo : hi;
-  } else {
-    const int pos = c * W;
-    return ((pos < 64 ? lo >> pos : hi >> (pos - 64)) & ((1ull << W) - 1ull));
-  }
-}
-template <int W>
-__device__ __forceinline__ void put_word(unsigned long long& lo, unsigned long long& hi, int c, unsigned long long word) {
-  if constexpr (W >= 64) {
-    if (c == 0) lo = word;
-    else hi = word;
-  } else {
-    put_bits(lo, hi, c * W, static_cast<unsigned>(word));
-  }
-}
-
 // The sizes of one 16-byte group of packed T codes against the dense type F.
 template <int T, typename F> struct Group {
   static constexpr int bits = traits<T>::bits;
@@ -420,7 +436,7 @@ __device__ __forceinline__ void for_each_warp_groups(int64 n, int64 nbytes, bool
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int64 groups = (nbytes + 15) / 16;
   Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
-  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0, -1, {0.0f, 0.0f}};
+  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0, -1, {0.0f, 0.0f}, CODE_DIV};
   for (int64 wg = global_thread() / 32; wg * 32 < groups; wg += thread_count() / 32) {
     const int64 g = wg * 32 + lane;
     const int64 e0 = g * G;
@@ -431,9 +447,74 @@ __device__ __forceinline__ void for_each_warp_groups(int64 n, int64 nbytes, bool
   }
 }
 
+// The codes of one 16-byte chunk of x whose elements share q's parameter (q.prepare() made):
+// put(k, code) for k < C.
+template <typename X, int T, int PREC, typename Put>
+__device__ __forceinline__ void shared_codes(const unsigned (&chunk)[4], const Params& q, int zp_given, int saturate,
+                                             Put put) {
+  constexpr int C = 16 / sizeof(X);
+  auto codes = [&](auto quotient_of) {
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+      const float xv = x_value<T>(elem_of<X>(chunk, k));
+      put(k, code_of<T>(quotient_of(xv), xv, q.s, q.z, zp_given, saturate));
+    }
+  };
+  auto by_division = [&](float xv) { return quotient<PREC>(xv, q.s, PREC); };
+  auto by_reciprocal = [&](float xv) { return reciprocal_div(xv, q.r); };
+  if constexpr (traits<T>::is_float) {
+    using F = small_float<T>;
+    auto float_codes = [&](auto quotient_of) {
+      const unsigned cap = F::cap(saturate != 0);
+#pragma unroll
+      for (int k = 0; k < C; ++k) {
+        const X e = elem_of<X>(chunk, k);
+        const unsigned mag = __float_as_uint(quotient_of(to_f32(e))) & 0x7FFFFFFFu;
+        put(k, F::with_sign(F::magnitude(mag, cap), mag, sign_of(e) << (F::nbits - 1)));
+      }
+    };
+    if (PREC == 0 && q.mode == CODE_FLOAT_RECIP) float_codes(by_reciprocal);
+    else if (q.mode == CODE_FLOAT) float_codes(by_division);
+    else codes(by_division);
+  } else {
+    if (PREC == 0 && q.mode == CODE_RECIP) codes(by_reciprocal);
+    else codes(by_division);
+  }
+}
+
+// (hi:lo) shifted right by W bits with `word` (< 2**W) in its top W bits: after 128 / W pushes
+// the first word pushed is the low W bits.
+template <int W>
+__device__ __forceinline__ void push_word(unsigned long long& lo, unsigned long long& hi, unsigned long long word) {
+  if constexpr (W >= 64) {
+    lo = hi;
+    hi = word;
+  } else {
+    lo = (lo >> W) | (hi << (64 - W));
+    hi = (hi >> W) | (word << (64 - W));
+  }
+}
+// The low W bits of (hi:lo), which is then shifted right by W.
+template <int W>
+__device__ __forceinline__ unsigned long long pop_word(unsigned long long& lo, unsigned long long& hi) {
+  if constexpr (W >= 64) {
+    const unsigned long long v = lo;
+    lo = hi;
+    hi = 0;
+    return v;
+  } else {
+    const unsigned long long v = lo & ((1ull << W) - 1ull);
+    lo = (lo >> W) | (hi << (64 - W));
+    hi >>= W;
+    return v;
+  }
+}
+
 // One whole group of x quantized at precision PREC into lo, hi: load(c) gives its 16-byte
-// chunk c; a loop over the chunks (each coding a word of C * bits <= 64 bits) unless one
-// chunk fills the group. Rolled, not unrolled over the group: code size (see the header).
+// chunk c; a loop over the chunks (each coding a word of C * bits <= 64 bits, pushed into
+// (hi:lo)) unless one chunk fills the group. Rolled, not unrolled over the group: code size
+// (see the header). A group whose elements share one parameter reads it and steps the walker
+// once; else each chunk that does, else each element.
 template <typename X, int T, int PREC, typename Load>
 __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, int zp_given,
                                                int saturate, unsigned long long& lo, unsigned long long& hi) {
@@ -441,45 +522,49 @@ __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, 
   if constexpr (G == C) {  // one chunk fills the group (16-bit codes of float16): positions fixed
     const uint4 u = load(0);
     const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int k = 0; k < C; ++k) {
+    if (w.uniform(C)) {
       p.at(w.index());
-      put_bits(lo, hi, k * bits, quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC));
-      w.next();
+      p.prepare<T, PREC>(zp_given);
+      shared_codes<X, T, PREC>(chunk, p, zp_given, saturate, [&](int k, unsigned code) { put_bits(lo, hi, k * bits, code); });
+      w.skip(C);
+    } else {
+#pragma unroll
+      for (int k = 0; k < C; ++k) {
+        p.at(w.index());
+        put_bits(lo, hi, k * bits, quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC));
+        w.next();
+      }
     }
   } else {  // a loop over the 16-byte chunks of x, each coding a word of C * bits <= 64 bits
+    const bool whole = w.uniform(G);  // one parameter for the group
+    if (whole) {
+      p.at(w.index());
+      p.prepare<T, PREC>(zp_given);
+    }
 #pragma unroll 1
     for (int c = 0; c < G / C; ++c) {
       const uint4 u = load(c);
       const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
       unsigned long long word = 0;
-      if (w.uniform(C)) {  // one parameter for the chunk
-        p.at(w.index());
-        if (!traits<T>::is_float && PREC == 0) p.make_reciprocal();
-        const Params q = p;
-        auto codes = [&](auto quotient_of) {
-#pragma unroll
-          for (int k = 0; k < C; ++k) {
-            const float xv = x_value<T>(elem_of<X>(chunk, k));
-            word |= static_cast<unsigned long long>(code_of<T>(quotient_of(xv), xv, q.s, q.z, zp_given, saturate))
-                    << (k * bits);
-          }
-        };
-        if (!traits<T>::is_float && PREC == 0 && q.r.y != 0.0f) codes([&](float xv) { return reciprocal_div(xv, q.r); });
-        else codes([&](float xv) { return quotient<PREC>(xv, q.s, PREC); });
-        w.skip(C);
+      auto put = [&](int k, unsigned code) { word |= static_cast<unsigned long long>(code) << (k * bits); };
+      if (whole || w.uniform(C)) {  // one parameter for the chunk
+        if (!whole) {
+          p.at(w.index());
+          p.prepare<T, PREC>(zp_given);
+        }
+        shared_codes<X, T, PREC>(chunk, p, zp_given, saturate, put);
+        if (!whole) w.skip(C);
       } else {
 #pragma unroll
         for (int k = 0; k < C; ++k) {
           p.at(w.index());
-          word |= static_cast<unsigned long long>(
-                      quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC))
-                  << (k * bits);
+          put(k, quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC));
           w.next();
         }
       }
-      put_word<C * bits>(lo, hi, c, word);
+      push_word<C * bits>(lo, hi, word);
     }
+    if (whole) w.skip(G);
   }
 }
 
@@ -578,21 +663,23 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
 #pragma unroll 1
     for (int round = 0; round < 32 / ROWS; ++round) {
       if (fast && lane / ROWS == round) {
+        const bool whole = w.uniform(G);  // one parameter for the group
+        if (whole) p.at(w.index());
 #pragma unroll 1
         for (int c = 0; c < CH; ++c) {  // a loop over the 16-byte chunks of y (one pass when G == C)
-          const unsigned long long word = get_word<C * bits>(lo, hi, c);
+          constexpr int W = C * bits;   // bits of a chunk's codes: popped from (hi:lo) unless 128
+          const unsigned long long word = W > 64 ? 0ull : pop_word<W>(lo, hi);
           unsigned chunk[4] = {0u, 0u, 0u, 0u};
           auto code_at = [&](int k) {
-            return C * bits > 64 ? get_bits(lo, hi, k * bits, bits)
-                                 : static_cast<unsigned>(word >> (k * bits % 64)) & kMask<bits>;
+            return W > 64 ? get_bits(lo, hi, k * bits, bits) : static_cast<unsigned>(word >> (k * bits % 64)) & kMask<bits>;
           };
-          if (w.uniform(C)) {  // one parameter for the chunk
-            p.at(w.index());
+          if (whole || w.uniform(C)) {  // one parameter for the chunk
+            if (!whole) p.at(w.index());
             const float s = p.s;
             const int z = p.z;
 #pragma unroll
             for (int k = 0; k < C; ++k) put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code_at(k), z), s)));
-            w.skip(C);
+            if (!whole) w.skip(C);
           } else {
 #pragma unroll
             for (int k = 0; k < C; ++k) {
@@ -605,6 +692,7 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
           if constexpr (kStage) stage[warp][lane % ROWS][c] = v;
           else *reinterpret_cast<uint4*>(y + e0 + c * C) = v;
         }
+        if (whole) w.skip(G);
       }
       if constexpr (kStage) {
         __syncwarp();

@@ -240,3 +240,50 @@ def test_blocks_along_a_middle_axis(host, rng, qname):
         qk.dequantize(out, x.size, s, z, y, qname, lay)
         nan = np.isnan(back)
         assert np.array_equal(np.isnan(y), nan) and np.array_equal(y[~nan], back[~nan]), (qname, shape, block)
+
+
+@pytest.mark.parametrize("qname", [t for t in TYPES if QTYPES[t].is_float])
+def test_float_codes_with_scales_that_leave_the_range_in_the_precision(host, rng, qname):
+    """Whole 16-byte groups of float codes, per tensor, at each precision, with scales that
+    are positive and finite in float32 but 0, subnormal or inf once rounded to float16 or
+    bfloat16 (the code's sign then comes from the division's rules, not from x: 0 / 0 and
+    inf / inf are negative NaNs), negative scales, and float4 with a +0 zero point (which
+    turns a -0 quotient into +0). x holds +-0, +-inf and NaNs of both signs; float16 x too
+    (its NaNs' sign kept where the GPU's cvt.f32.f16 drops it)."""
+    q = QTYPES[qname]
+    x = (rng.standard_normal(200) * 4).astype(np.float32)
+    x[:10] = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-30, -1e-30, 3e38, -3e38], np.float32)
+    x[100:110] = x[:10]
+    rng.shuffle(x[10:100])
+    scales = np.float32([0.3, 1e-8, 7e4, 3.4e38, 1e-45, 6e-8, 1e-39, -0.3, 2.0**-61])
+    zps = (None, np.zeros((), q.dtype)) if qname == "float4_e2m1fn" else (None,)
+    for s, x in [(s, x) for s in scales] + [(s, x.astype(np.float16)) for s in scales[[0, 7]]]:
+        for precision in (None, "float16", "bfloat16"):
+            for zp in zps:
+                for saturate in ((True, False) if q.bits == 8 else (True,)):
+                    with np.errstate(all="ignore"):
+                        want = ref.quantize_linear(x, np.asarray(s), zp, np.empty(x.shape, q.dtype), saturate,
+                                                   precision)
+                    out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
+                    qk.quantize(x, s, None if zp is None else 0, out, qname, qk.param_layout(x.shape), saturate,
+                                precision)
+                    assert np.array_equal(out, _packed_bytes(want, q)), (qname, float(s), precision, zp, saturate)
+
+
+@pytest.mark.parametrize("qname", [t for t in TYPES if QTYPES[t].is_float])
+@pytest.mark.parametrize("yt", ["float32", "float16"])
+def test_dequantize_every_float_code(host, qname, yt):
+    """Every code of each float8 / float4 type, in whole groups, times scales of 1, a power of
+    two that makes the smallest codes float32 subnormals, and 3: exact values, NaN codes NaN."""
+    q = QTYPES[qname]
+    codes = np.tile(np.arange(1 << q.bits, dtype=np.uint8), 4)
+    qv = codes.view(q.dtype) if q.bits == 8 else codes.view(q.dtype)
+    qbytes = codes.copy() if q.bits == 8 else dmlq.pack(qv).data
+    for s in np.float32([1.0, 2.0**-120, 3.0]):
+        want = ref.dequantize_linear(qv, np.asarray(s), None, np.empty(qv.shape, yt))
+        out = np.full(qv.shape, 0xA5A5A5A5 if yt == "float32" else 0xA5A5,
+                      np.uint32 if yt == "float32" else np.uint16).view(yt)
+        qk.dequantize(qbytes, qv.size, s, None, out, qname, qk.param_layout(qv.shape))
+        nan = np.isnan(want)
+        assert np.array_equal(np.isnan(out), nan), (qname, float(s))
+        assert np.array_equal(out[~nan].view(np.uint8), want[~nan].view(np.uint8)), (qname, float(s))

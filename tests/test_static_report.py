@@ -217,3 +217,18 @@ def test_a_cubin_another_process_is_building_is_not_built_twice(toolchain, tmp_p
         with sr.file_lock(base.with_suffix(".lock"), blocking=False) as again:
             assert not again
     assert not list(tmp_path.glob("*.cubin"))
+
+
+def test_path_counts_finds_one_chunk_loop_on_the_forced_path(toolchain):
+    """tools/path_counts.py: its substitutions still match cuda/quant_types.cu (else it exits
+    naming the text), the forced source compiles, and the marker finds exactly one chunk loop
+    in a quantize and a dequantize kernel, none in a kernel whose group is one chunk."""
+    spec = importlib.util.spec_from_file_location("dmlq_path_counts", ROOT / "tools" / "path_counts.py")
+    pc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pc)
+    rows = {r[0]: r for r in pc.counts(["qt_quantize<float, 8>", "qt_dequantize<4, float>", "qt_quantize<float16, 2>"])}
+    assert set(rows) == {"qt_quantize<float, 8>", "qt_dequantize<4, float>", "qt_quantize<float16, 2>"}
+    assert rows["qt_quantize<float, 8>"][1] == "quantize float32 -> float8_e4m3fn"
+    assert len(rows["qt_quantize<float, 8>"][3]) == 1 and len(rows["qt_dequantize<4, float>"][3]) == 1
+    assert rows["qt_quantize<float16, 2>"][3] == []
+    assert "| `qt_dequantize<4, float>` | dequantize int4 -> float32 |" in pc.render(list(rows.values()))
