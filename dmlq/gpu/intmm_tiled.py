@@ -75,7 +75,7 @@ def _check(op, a, b, b_packed):
 
 def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) -> Plan:
     b = _check("matmul_integer", a, b, b_packed)
-    streamed = qmm_stream.plan_sums("matmul_integer", a, b, out, a_zero_point is not None)
+    streamed = qmm_stream.plan_sums("matmul_integer", a, b, out, a_zp=a_zero_point is not None)
     return streamed or plan_tiled("matmul_integer", a, a_zero_point is not None, b, b_zero_point is not None, out)
 
 
@@ -93,7 +93,7 @@ def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
                              f"group, of at most {qmm_stream.exact_group(b)} rows for this b)")
     k_group = _k_group(op, a.shape[-1], block_size)  # the tiles': raises for groups they cannot close
     if not k_group and variant is None:  # one group of scales
-        streamed = qmm_stream.plan_sums(op, a, b, out, a_zero_point is not None)
+        streamed = qmm_stream.plan_sums(op, a, b, out, a_zp=a_zero_point is not None)
         if streamed is not None:
             return streamed
     return plan_tiled(op, a, a_zero_point is not None, b, b_zero_point is not None, out,

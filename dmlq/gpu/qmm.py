@@ -19,7 +19,7 @@ def plan_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                           out_scale, out_zero_point, out, b_packed=None, *, variant=None, splits=None) -> Plan:
     """The plan of :func:`quantized_matmul` (nothing launched)."""
     if variant is None and out.size:
-        stream = qmm_stream.plan(a, packed.view(b, b_packed), out, a_zero_point is not None)
+        stream = qmm_stream.plan(a, packed.view(b, b_packed), out, a_zp=a_zero_point is not None)
         if stream is not None:
             return stream
     return plan_tiled("quantized_matmul", a, a_zero_point is not None, packed.view(b, b_packed),

@@ -157,9 +157,10 @@ def _selected(a, b, out, a_zp):
     return variant if variant in matmul.STREAM_M else None
 
 
-def plan(a, b, out, a_zp=False):
+def plan(a, b, out, *, a_zp):
     """The stream plan for ``a @ b`` (``b`` a packed b's :class:`dmlq.gpu.packed.PackedView`
-    or an 8-bit b; ``a_zp``: a has a zero point), or None when selection picks a tiled variant."""
+    or an 8-bit b; ``a_zp``: a has a zero point, no default: it changes the selection), or
+    None when selection picks a tiled variant."""
     variant = _selected(a, b, out, a_zp)
     if variant is None:
         return None
@@ -321,11 +322,12 @@ def plan_grouped(a, b, out, group, force=False):
     return _sums_plan("matmul_integer_to_float", a, b, out, mt, group)
 
 
-def plan_sums(op, a, b, out, a_zp=False):
+def plan_sums(op, a, b, out, *, a_zp):
     """matmul_integer or matmul_integer_to_float (one group of scales) with a packed
     4-bit or an 8-bit b where selection picks the stream kernel (:func:`_selected`:
     M <= 16, K <= 32768, the matrices within the grid; an 8-bit b not where the tiles
-    would be the tensor cores' with no column sums of b to make, ``a_zp`` false), or None.
+    would be the tensor cores' with no column sums of b to make, ``a_zp`` false: no default),
+    or None.
     The plan: the grouped kernel with each chunk of K its own group, and the finish pass
     (the chunks' sums added, then the int32 or float output)."""
     if out.size == 0 or a.shape[-1] == 0:
