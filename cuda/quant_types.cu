@@ -55,7 +55,7 @@
 // quantize float32 -> int8 16.5 instructions an element (38 before this session's group path
 // and shift-in words; the element-by-element walk with a division each was ~92), float16 ->
 // int4 17.2 (29), float32 -> float8_e4m3fn 24 (67; 90 before encode's subnormal add), float32 ->
-// float4_e2m1fn 27; dequantize int4 -> float32 7.2 (16-19), float8_e4m3fn -> float32 12.5 (38).
+// float4_e2m1fn 27; dequantize int4 -> float32 7.0 (16-19), float8_e4m3fn -> float32 12.5 (38).
 // An element whose parameter differs from its neighbour's (per axis or blocks across the last
 // axis) keeps the walk.
 //
@@ -564,8 +564,7 @@ __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, 
       }
       push_word<C * bits>(lo, hi, word);
     }
-    if (whole) w.skip(G);
-  }
+  }  // the walker is left where it is: the next group starts it afresh
 }
 
 // x (n dense elements) -> out (nbytes packed bytes). Group g: out bytes [16 g, 16 g + 16).
@@ -692,7 +691,6 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
           if constexpr (kStage) stage[warp][lane % ROWS][c] = v;
           else *reinterpret_cast<uint4*>(y + e0 + c * C) = v;
         }
-        if (whole) w.skip(G);
       }
       if constexpr (kStage) {
         __syncwarp();
