@@ -56,8 +56,18 @@
 // and shift-in words; the element-by-element walk with a division each was ~92), float16 ->
 // int4 17.2 (29), float32 -> float8_e4m3fn 24 (67; 90 before encode's subnormal add), float32 ->
 // float4_e2m1fn 27; dequantize int4 -> float32 7.0 (16-19), float8_e4m3fn -> float32 12.5 (38).
-// An element whose parameter differs from its neighbour's (per axis or blocks across the last
-// axis) keeps the walk.
+// Where each element has its own parameter, a chunk whose elements take neighbouring ones
+// (inner > 1: blocks along an axis before the last, as an ONNX (K, N) weight blocked along K)
+// loads them side by side and steps the walker once (Walker::neighbours): static chunk paths of
+// ~96-100 instructions an element for quantize (a division and two int-to-float conversions
+// each) and 27-33 for dequantize, against 150-210 and 100-145 for the element-by-element walk.
+// Per axis or blocks of 1 along the last axis (inner == 1, B == 1) keep the walk.
+//
+// Launch bounds: qt_quantize (256, 3), up to 80 registers, which leaves room for the
+// staging copy to load 4 chunks a lane before storing them (one memory latency a batch; one
+// at a time a round took ROWS * CH / 32 latencies, 4-8, which by Little's law at ~1 us each
+// would cap float32 -> 4-bit near 0.7 of the bandwidth); qt_dequantize (256, 4): 64. With the
+// plain (256) ptxas kept dequantize at 48 registers and spilled once it held the neighbour path.
 //
 // Code size: the group's loop was unrolled whole until 2026-11-26, with the precision
 // branches in every element: 464k sm_90 instructions for the 71 kernels (a 2-bit quantize
@@ -67,9 +77,10 @@
 // (4 blocks of 256 an SM for most kernels; asking for 5 spilled 46 of them). The rolled form
 // ran on the H100 (second device session): every GPU test of these types passed but the
 // float16 NaN sweep (x_value below). The H200 (third session) timed it before the staging.
-// With the shared-parameter group path and the float codes' own chunk coder (2026-11-27):
-// 269k instructions, at most 10.5k a kernel; registers 45-64, 0 spills, 4 blocks an SM but
-// for 7 kernels at 5 (the static report).
+// With the shared-parameter group path, the float codes' own chunk coder, the neighbour path
+// and the batched staging (2026-11-27): 339k instructions, at most 13.6k a kernel; registers
+// 59-80 (quantize, 3 blocks an SM) and 38-64 (dequantize, 4 blocks, 2 kernels at 6), 0 spills
+// (the static report).
 #include "common.cuh"
 
 namespace dmlq {
@@ -295,12 +306,23 @@ struct Walker {
   __device__ __forceinline__ int64 index() const { return idx; }
   __device__ __forceinline__ void next() {
     ++idx;
-    if (++in == inner) {
-      in = 0;
-      idx -= inner;  // the same block of the parameter axis ...
-      if (++b == B) { b = 0; idx += inner; }  // ... or the next one
-      if (++d == D) { d = 0; b = 0; base += S * inner; idx = base; }
-    }
+    if (++in == inner) carry();
+  }
+  __device__ __forceinline__ void carry() {  // the end of a row of `inner` elements
+    in = 0;
+    idx -= inner;  // the same block of the parameter axis ...
+    if (++b == B) { b = 0; idx += inner; }  // ... or the next one
+    if (++d == D) { d = 0; b = 0; base += S * inner; idx = base; }
+  }
+  // The next C elements take C neighbouring parameters, index() ... index() + C - 1 (inner > 1:
+  // blocks along an axis before the last; the C elements inside one row of `inner`): `skip_row`
+  // then steps over them at once. (Per axis or blocks of 1 along the last axis, inner == 1 and
+  // B == 1, also take neighbours, but walking them here spilled two kernels: they keep the walk.)
+  __device__ __forceinline__ bool neighbours(int C) const { return in + C <= inner; }
+  __device__ __forceinline__ void skip_row(int C) {  // after neighbours(C)
+    idx += C;
+    in += C;
+    if (in == inner) carry();
   }
   // The next C elements share one parameter (inner == 1, inside one block and one row of the
   // parameter axis): `skip` then steps over them at once.
@@ -482,6 +504,20 @@ __device__ __forceinline__ void shared_codes(const unsigned (&chunk)[4], const P
   }
 }
 
+// The codes of one 16-byte chunk of x whose elements take the neighbouring parameters
+// p[i0 + k] (Walker::neighbours): put(k, code) for k < C, a division each.
+template <typename X, int T, int PREC, typename Put>
+__device__ __forceinline__ void neighbour_codes(const unsigned (&chunk)[4], const Params& p, int64 i0, int zp_given,
+                                                int saturate, Put put) {
+  constexpr int C = 16 / sizeof(X);
+#pragma unroll
+  for (int k = 0; k < C; ++k) {
+    const float s = p.scale_p ? __ldg(p.scale_p + i0 + k) : p.scale_v;
+    const int z = p.zp_p ? __ldg(p.zp_p + i0 + k) : p.zp_v;
+    put(k, quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), s, z, zp_given, saturate, PREC));
+  }
+}
+
 // (hi:lo) shifted right by W bits with `word` (< 2**W) in its top W bits: after 128 / W pushes
 // the first word pushed is the low W bits.
 template <int W>
@@ -527,6 +563,10 @@ __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, 
       p.prepare<T, PREC>(zp_given);
       shared_codes<X, T, PREC>(chunk, p, zp_given, saturate, [&](int k, unsigned code) { put_bits(lo, hi, k * bits, code); });
       w.skip(C);
+    } else if (w.neighbours(C)) {
+      neighbour_codes<X, T, PREC>(chunk, p, w.index(), zp_given, saturate,
+                                  [&](int k, unsigned code) { put_bits(lo, hi, k * bits, code); });
+      w.skip_row(C);
     } else {
 #pragma unroll
       for (int k = 0; k < C; ++k) {
@@ -554,6 +594,9 @@ __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, 
         }
         shared_codes<X, T, PREC>(chunk, p, zp_given, saturate, put);
         if (!whole) w.skip(C);
+      } else if (w.neighbours(C)) {  // one parameter an element, neighbours in memory
+        neighbour_codes<X, T, PREC>(chunk, p, w.index(), zp_given, saturate, put);
+        w.skip_row(C);
       } else {
 #pragma unroll
         for (int k = 0; k < C; ++k) {
@@ -574,7 +617,7 @@ __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, 
 // loads would touch 32 lines CH * 16 bytes apart); the 16-byte stores of the packed side are
 // consecutive across lanes already.
 template <typename X, int T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3)
 qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, int64 nbytes, int x_aligned,
             int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
             const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
@@ -592,11 +635,25 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
     for (int round = 0; round < 32 / ROWS; ++round) {
       if constexpr (kStage) {
         const X* const base = x + (wg * 32 + round * ROWS) * G;  // the round's first group's x
+        // ROWS * CH / 32 chunks a lane, loaded in batches of up to 4 before they are stored, so
+        // that a batch's loads are in flight together (one at a time, each store waiting for its
+        // load, a round took ROWS * CH / 32 memory latencies).
+        constexpr int PER = ROWS * CH / 32, BATCH = PER < 4 ? PER : 4;
+        static_assert(PER * 32 == ROWS * CH && PER % BATCH == 0, "whole batches of chunks a lane");
 #pragma unroll 1
-        for (int j = lane; j < ROWS * CH; j += 32) {
-          const int row = j / CH;
-          if ((staged >> (round * ROWS + row)) & 1u)
-            stage[warp][row][j % CH] = __ldg(reinterpret_cast<const uint4*>(base + static_cast<int64>(j) * C));
+        for (int i0 = 0; i0 < PER; i0 += BATCH) {
+          uint4 v[BATCH];
+#pragma unroll
+          for (int i = 0; i < BATCH; ++i) {
+            const int j = lane + 32 * (i0 + i);
+            if ((staged >> (round * ROWS + j / CH)) & 1u)
+              v[i] = __ldg(reinterpret_cast<const uint4*>(base + static_cast<int64>(j) * C));
+          }
+#pragma unroll
+          for (int i = 0; i < BATCH; ++i) {
+            const int j = lane + 32 * (i0 + i);
+            if ((staged >> (round * ROWS + j / CH)) & 1u) stage[warp][j / CH][j % CH] = v[i];
+          }
         }
         __syncwarp();
       }
@@ -639,7 +696,7 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
 // is whole and aligned stage (the others, the buffer's last group or a misaligned y, take the
 // element-by-element path); a chunk is stored only for a row whose lane staged it.
 template <int T, typename Y>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
 qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, int64 nbytes, int y_aligned,
               int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
               const int* __restrict__ zp_p, int zp_v) {
@@ -679,6 +736,15 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
 #pragma unroll
             for (int k = 0; k < C; ++k) put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code_at(k), z), s)));
             if (!whole) w.skip(C);
+          } else if (w.neighbours(C)) {  // one parameter an element, neighbours in memory
+            const int64 i0 = w.index();
+#pragma unroll
+            for (int k = 0; k < C; ++k) {
+              const float s = p.scale_p ? __ldg(p.scale_p + i0 + k) : p.scale_v;
+              const int z = p.zp_p ? __ldg(p.zp_p + i0 + k) : p.zp_v;
+              put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code_at(k), z), s)));
+            }
+            w.skip_row(C);
           } else {
 #pragma unroll
             for (int k = 0; k < C; ++k) {

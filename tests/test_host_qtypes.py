@@ -4,6 +4,8 @@ blocked with ragged last blocks, sizes around the 16-byte groups, aligned and mi
 inputs, zero points, saturate both ways, precision, and outputs poisoned before each launch."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -287,3 +289,46 @@ def test_dequantize_every_float_code(host, qname, yt):
         nan = np.isnan(want)
         assert np.array_equal(np.isnan(out), nan), (qname, float(s))
         assert np.array_equal(out[~nan].view(np.uint8), want[~nan].view(np.uint8)), (qname, float(s))
+
+
+@pytest.mark.parametrize("qname", ["int8", "uint4", "int2", "int16", "float8_e4m3fn", "float4_e2m1fn"])
+@pytest.mark.parametrize("xt", ["float32", "float16"])
+def test_parameters_that_change_every_element(host, rng, qname, xt):
+    """Blocks along the first axis of a 2-D (K, N) x (an ONNX weight blocked along K: inner > 1)
+    and per-axis parameters (or blocks of 1) along the last axis: a chunk's elements take
+    neighbouring parameters (Walker::neighbours / skip_row); rows that end on, inside and across
+    a chunk, ragged last blocks; per-axis along an earlier axis (runs sharing one parameter) too.
+    Quantize and dequantize back, outputs poisoned."""
+    q = QTYPES[qname]
+    for shape, axis, block in (((8, 64), 0, 4), ((7, 33), 0, 3), ((9, 12), 0, 2), ((6, 5), 0, 4),
+                               ((5, 8), 0, 5), ((4, 3, 16), 0, None), ((3, 2, 20), 1, None), ((40, 24), 0, 32),
+                               ((5, 12), 1, None), ((6, 10), 1, 1), ((3, 37), 1, None)):
+        lay = qk.param_layout(shape, axis, block)
+        if block is None:  # per axis: the values along `axis`, placed as dmlq.quant_gpu places them
+            pshape = (shape[axis],)
+            lay = qk.ParamLayout(max(math.prod(shape[axis:]), 1), 1, 0, math.prod(shape[axis + 1:]))
+            s = rng.uniform(0.05, 2.0, pshape).astype(np.float32)
+            se = s.reshape((-1,) + (1,) * (len(shape) - axis - 1))
+            zr = None if q.is_float else rng.integers(q.qmin, q.qmax + 1, pshape).astype(q.dtype)
+            ze = None if zr is None else zr.reshape(se.shape)
+        else:
+            pshape = tuple(lay.S if i == axis else d for i, d in enumerate(shape))
+            s = rng.uniform(0.05, 2.0, pshape).astype(np.float32)
+            se = ref.expand_blocks(s, shape, axis, block)
+            zr = None if q.is_float else rng.integers(q.qmin, q.qmax + 1, pshape).astype(q.dtype)
+            ze = None if zr is None else ref.expand_blocks(zr, shape, axis, block)
+        z = None if zr is None else zr.astype(np.int64).astype(np.int32)
+        x = _inputs(rng, shape, xt, q)
+        with np.errstate(all="ignore"):
+            want = ref.quantize_linear(x, se, ze, np.empty(shape, q.dtype))
+        out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
+        qk.quantize(x, s, z, out, qname, lay)
+        assert np.array_equal(out, _packed_bytes(want, q)), (qname, xt, shape, axis, block)
+        with np.errstate(all="ignore"):
+            back = ref.dequantize_linear(want, se, ze, np.empty(shape, xt))
+        y = np.full(shape, 0xA5 if xt == "float16" else 0xA5A5A5A5,
+                    np.uint16 if xt == "float16" else np.uint32).view(xt)
+        qk.dequantize(out, x.size, s, z, y, qname, lay)
+        nan = np.isnan(back)
+        assert np.array_equal(np.isnan(y), nan) and np.array_equal(y[~nan].view(np.uint8), back[~nan].view(np.uint8)), (
+            qname, xt, shape, axis, block)
