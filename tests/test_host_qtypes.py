@@ -67,6 +67,36 @@ def _inputs(rng, n_shape, xt, q):
     return x
 
 
+def _poisoned(shape, dt):
+    """A float32 / float16 array of `shape` filled with the byte 0xA5 (not a NaN)."""
+    dt = np.dtype(dt)
+    wide = dt.itemsize == 4
+    return np.full(shape, 0xA5A5A5A5 if wide else 0xA5A5, np.uint32 if wide else np.uint16).view(dt)
+
+
+def _assert_same_floats(got, want, tag):
+    """Bit for bit, except that a NaN matches any NaN (docs/semantics.md: a NaN output's sign and
+    payload are not part of the contract)."""
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan), tag
+    assert np.array_equal(got[~nan].view(np.uint8), want[~nan].view(np.uint8)), tag
+
+
+def _round_trip(x, s, z, se, ze, q, lay, tag):
+    """x quantized by the kernel with (s, z) in `lay` against the reference with the expanded
+    (se, ze), then the codes dequantized back to x's dtype: both bit for bit, outputs poisoned."""
+    with np.errstate(all="ignore"):
+        want = ref.quantize_linear(x, se, ze, np.empty(x.shape, q.dtype))
+    out = np.full(qk.packed_nbytes(x.size, q.name), 0xA5, np.uint8)
+    qk.quantize(x, s, z, out, q.name, lay)
+    assert np.array_equal(out, _packed_bytes(want, q)), tag
+    with np.errstate(all="ignore"):
+        back = ref.dequantize_linear(want, se, ze, np.empty(x.shape, x.dtype))
+    y = _poisoned(x.shape, x.dtype)
+    qk.dequantize(out, x.size, s, z, y, q.name, lay)
+    _assert_same_floats(y, back, tag)
+
+
 @pytest.mark.parametrize("qname", TYPES)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_quantize_every_type_and_layout(host, rng, qname, layout):
@@ -122,14 +152,9 @@ def test_dequantize_every_type_and_layout(host, rng, qname, layout, yt):
         s, z, axis, block, se, ze = _params(rng, q, shape, layout)
         want = ref.dequantize_linear(qv, se, ze, np.empty(shape, yt))
         for offset in (0, 1):  # an aligned and a misaligned output
-            buf = np.full(want.size + offset, 0xA5A5A5A5 if yt == "float32" else 0xA5A5,
-                          np.uint32 if yt == "float32" else np.uint16).view(yt)
-            out = buf[offset:]
+            out = _poisoned(want.size + offset, yt)[offset:]
             qk.dequantize(qbytes, want.size, s, z, out, qname, qk.param_layout(shape, axis, block))
-            got = out.reshape(shape)
-            nan = np.isnan(want)
-            assert np.array_equal(np.isnan(got), nan)
-            assert np.array_equal(got[~nan].view(np.uint8), want[~nan].view(np.uint8)), (qname, layout, n, offset)
+            _assert_same_floats(out.reshape(shape), want, (qname, layout, n, offset))
 
 
 @pytest.mark.parametrize("qname", TYPES)
@@ -173,20 +198,7 @@ def test_blocks_along_the_last_axis_share_parameters_by_chunk(host, rng, qname, 
         zr = None if q.is_float else rng.integers(q.qmin, q.qmax + 1, (5, S)).astype(q.dtype)
         z = None if zr is None else zr.astype(np.int64).astype(np.int32)
         ze = None if zr is None else ref.expand_blocks(zr, shape, 1, block)
-        with np.errstate(all="ignore"):
-            want = ref.quantize_linear(x, se, ze, np.empty(shape, q.dtype))
-        out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
-        qk.quantize(x, s, z, out, qname, lay)
-        assert np.array_equal(out, _packed_bytes(want, q)), (qname, xt, D, block)
-        # and back: dequantize the same codes with the same blocks
-        with np.errstate(all="ignore"):
-            back = ref.dequantize_linear(want, se, ze, np.empty(shape, xt))
-        y = np.full(shape, 0xA5 if xt == "float16" else 0xA5A5A5A5,
-                    np.uint16 if xt == "float16" else np.uint32).view(xt)
-        qk.dequantize(out, x.size, s, z, y, qname, lay)
-        nan = np.isnan(back)
-        assert np.array_equal(np.isnan(y), nan) and np.array_equal(y[~nan].view(np.uint8), back[~nan].view(np.uint8)), (
-            qname, xt, D, block)
+        _round_trip(x, s, z, se, ze, q, lay, (qname, xt, D, block))  # and back with the same blocks
 
 
 @pytest.mark.parametrize("qname", [t for t in TYPES if QTYPES[t].is_float])
@@ -232,16 +244,7 @@ def test_blocks_along_a_middle_axis(host, rng, qname):
         z = None if zr is None else zr.astype(np.int64).astype(np.int32)
         se = ref.expand_blocks(s, shape, 1, block)
         ze = None if zr is None else ref.expand_blocks(zr, shape, 1, block)
-        x = _inputs(rng, shape, "float32", q)
-        want = ref.quantize_linear(x, se, ze, np.empty(shape, q.dtype))
-        out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
-        qk.quantize(x, s, z, out, qname, lay)
-        assert np.array_equal(out, _packed_bytes(want, q)), (qname, shape, block)
-        back = ref.dequantize_linear(want, se, ze, np.empty(shape, np.float32))
-        y = np.full(shape, np.nan, np.float32)
-        qk.dequantize(out, x.size, s, z, y, qname, lay)
-        nan = np.isnan(back)
-        assert np.array_equal(np.isnan(y), nan) and np.array_equal(y[~nan], back[~nan]), (qname, shape, block)
+        _round_trip(_inputs(rng, shape, "float32", q), s, z, se, ze, q, lay, (qname, shape, block))
 
 
 @pytest.mark.parametrize("qname", [t for t in TYPES if QTYPES[t].is_float])
@@ -283,12 +286,9 @@ def test_dequantize_every_float_code(host, qname, yt):
     qbytes = codes.copy() if q.bits == 8 else dmlq.pack(qv).data
     for s in np.float32([1.0, 2.0**-120, 3.0]):
         want = ref.dequantize_linear(qv, np.asarray(s), None, np.empty(qv.shape, yt))
-        out = np.full(qv.shape, 0xA5A5A5A5 if yt == "float32" else 0xA5A5,
-                      np.uint32 if yt == "float32" else np.uint16).view(yt)
+        out = _poisoned(qv.shape, yt)
         qk.dequantize(qbytes, qv.size, s, None, out, qname, qk.param_layout(qv.shape))
-        nan = np.isnan(want)
-        assert np.array_equal(np.isnan(out), nan), (qname, float(s))
-        assert np.array_equal(out[~nan].view(np.uint8), want[~nan].view(np.uint8)), (qname, float(s))
+        _assert_same_floats(out, want, (qname, float(s)))
 
 
 @pytest.mark.parametrize("qname", ["int8", "uint4", "int2", "int16", "float8_e4m3fn", "float4_e2m1fn"])
@@ -318,17 +318,4 @@ def test_parameters_that_change_every_element(host, rng, qname, xt):
             zr = None if q.is_float else rng.integers(q.qmin, q.qmax + 1, pshape).astype(q.dtype)
             ze = None if zr is None else ref.expand_blocks(zr, shape, axis, block)
         z = None if zr is None else zr.astype(np.int64).astype(np.int32)
-        x = _inputs(rng, shape, xt, q)
-        with np.errstate(all="ignore"):
-            want = ref.quantize_linear(x, se, ze, np.empty(shape, q.dtype))
-        out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
-        qk.quantize(x, s, z, out, qname, lay)
-        assert np.array_equal(out, _packed_bytes(want, q)), (qname, xt, shape, axis, block)
-        with np.errstate(all="ignore"):
-            back = ref.dequantize_linear(want, se, ze, np.empty(shape, xt))
-        y = np.full(shape, 0xA5 if xt == "float16" else 0xA5A5A5A5,
-                    np.uint16 if xt == "float16" else np.uint32).view(xt)
-        qk.dequantize(out, x.size, s, z, y, qname, lay)
-        nan = np.isnan(back)
-        assert np.array_equal(np.isnan(y), nan) and np.array_equal(y[~nan].view(np.uint8), back[~nan].view(np.uint8)), (
-            qname, xt, shape, axis, block)
+        _round_trip(_inputs(rng, shape, xt, q), s, z, se, ze, q, lay, (qname, xt, shape, axis, block))
