@@ -78,8 +78,8 @@
 // ran on the H100 (second device session): every GPU test of these types passed but the
 // float16 NaN sweep (x_value below). The H200 (third session) timed it before the staging.
 // With the shared-parameter group path, the float codes' own chunk coder, the neighbour path
-// and the batched staging (2026-11-27): 339k instructions, at most 13.6k a kernel; registers
-// 59-80 (quantize, 3 blocks an SM) and 38-64 (dequantize, 4 blocks, 2 kernels at 6), 0 spills
+// and the batched staging (2026-11-27): 338k instructions, at most 13.5k a kernel; registers
+// 62-80 (quantize, 3 blocks an SM, float16 -> 16-bit 4) and 38-64 (dequantize, 4, 2 kernels 6), 0 spills
 // (the static report).
 #include "common.cuh"
 
@@ -364,11 +364,13 @@ struct Params {
   int64 r_last;  // the parameter r and mode were made for (-1: none)
   Reciprocal r;
   int mode;  // how a chunk sharing this parameter is coded (shared_codes)
+  __device__ __forceinline__ float scale_at(int64 i) const { return scale_p ? __ldg(scale_p + i) : scale_v; }
+  __device__ __forceinline__ int zp_at(int64 i) const { return zp_p ? __ldg(zp_p + i) : zp_v; }
   __device__ __forceinline__ void at(int64 p) {
     if (p != last) {
       last = p;
-      s = scale_p ? __ldg(scale_p + p) : scale_v;
-      z = zp_p ? __ldg(zp_p + p) : zp_v;
+      s = scale_at(p);
+      z = zp_at(p);
     }
   }
   // mode and r for the current parameter, made once per parameter (after at()). At float32
@@ -512,9 +514,8 @@ __device__ __forceinline__ void neighbour_codes(const unsigned (&chunk)[4], cons
   constexpr int C = 16 / sizeof(X);
 #pragma unroll
   for (int k = 0; k < C; ++k) {
-    const float s = p.scale_p ? __ldg(p.scale_p + i0 + k) : p.scale_v;
-    const int z = p.zp_p ? __ldg(p.zp_p + i0 + k) : p.zp_v;
-    put(k, quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), s, z, zp_given, saturate, PREC));
+    put(k, quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.scale_at(i0 + k), p.zp_at(i0 + k), zp_given,
+                           saturate, PREC));
   }
 }
 
@@ -547,66 +548,50 @@ __device__ __forceinline__ unsigned long long pop_word(unsigned long long& lo, u
 }
 
 // One whole group of x quantized at precision PREC into lo, hi: load(c) gives its 16-byte
-// chunk c; a loop over the chunks (each coding a word of C * bits <= 64 bits, pushed into
-// (hi:lo)) unless one chunk fills the group. Rolled, not unrolled over the group: code size
+// chunk c; a loop over the chunks, each coding a word of C * bits <= 64 bits pushed into
+// (hi:lo), or its codes in place where one chunk fills the group. Rolled, not unrolled over the group: code size
 // (see the header). A group whose elements share one parameter reads it and steps the walker
 // once; else each chunk that does, else each element.
 template <typename X, int T, int PREC, typename Load>
 __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, int zp_given,
                                                int saturate, unsigned long long& lo, unsigned long long& hi) {
   constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
-  if constexpr (G == C) {  // one chunk fills the group (16-bit codes of float16): positions fixed
-    const uint4 u = load(0);
+  const bool whole = w.uniform(G);  // one parameter for the group
+  if (whole) {
+    p.at(w.index());
+    p.prepare<T, PREC>(zp_given);
+  }
+#pragma unroll 1
+  for (int c = 0; c < G / C; ++c) {
+    const uint4 u = load(c);
     const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
-    if (w.uniform(C)) {
-      p.at(w.index());
-      p.prepare<T, PREC>(zp_given);
-      shared_codes<X, T, PREC>(chunk, p, zp_given, saturate, [&](int k, unsigned code) { put_bits(lo, hi, k * bits, code); });
-      w.skip(C);
-    } else if (w.neighbours(C)) {
-      neighbour_codes<X, T, PREC>(chunk, p, w.index(), zp_given, saturate,
-                                  [&](int k, unsigned code) { put_bits(lo, hi, k * bits, code); });
+    unsigned long long word = 0;
+    auto put = [&](int k, unsigned code) {
+      if constexpr (G == C) {  // one chunk fills the group (16-bit codes of float16): in place
+        put_bits(lo, hi, k * bits, code);
+      } else {
+        word |= static_cast<unsigned long long>(code) << (k * bits);
+      }
+    };
+    if (whole || w.uniform(C)) {  // one parameter for the chunk
+      if (!whole) {
+        p.at(w.index());
+        p.prepare<T, PREC>(zp_given);
+      }
+      shared_codes<X, T, PREC>(chunk, p, zp_given, saturate, put);
+      if (!whole) w.skip(C);
+    } else if (w.neighbours(C)) {  // one parameter an element, neighbours in memory
+      neighbour_codes<X, T, PREC>(chunk, p, w.index(), zp_given, saturate, put);
       w.skip_row(C);
     } else {
 #pragma unroll
       for (int k = 0; k < C; ++k) {
         p.at(w.index());
-        put_bits(lo, hi, k * bits, quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC));
+        put(k, quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC));
         w.next();
       }
     }
-  } else {  // a loop over the 16-byte chunks of x, each coding a word of C * bits <= 64 bits
-    const bool whole = w.uniform(G);  // one parameter for the group
-    if (whole) {
-      p.at(w.index());
-      p.prepare<T, PREC>(zp_given);
-    }
-#pragma unroll 1
-    for (int c = 0; c < G / C; ++c) {
-      const uint4 u = load(c);
-      const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
-      unsigned long long word = 0;
-      auto put = [&](int k, unsigned code) { word |= static_cast<unsigned long long>(code) << (k * bits); };
-      if (whole || w.uniform(C)) {  // one parameter for the chunk
-        if (!whole) {
-          p.at(w.index());
-          p.prepare<T, PREC>(zp_given);
-        }
-        shared_codes<X, T, PREC>(chunk, p, zp_given, saturate, put);
-        if (!whole) w.skip(C);
-      } else if (w.neighbours(C)) {  // one parameter an element, neighbours in memory
-        neighbour_codes<X, T, PREC>(chunk, p, w.index(), zp_given, saturate, put);
-        w.skip_row(C);
-      } else {
-#pragma unroll
-        for (int k = 0; k < C; ++k) {
-          p.at(w.index());
-          put(k, quant1<T, PREC>(x_value<T>(elem_of<X>(chunk, k)), p.s, p.z, zp_given, saturate, PREC));
-          w.next();
-        }
-      }
-      push_word<C * bits>(lo, hi, word);
-    }
+    if constexpr (G != C) push_word<C * bits>(lo, hi, word);
   }  // the walker is left where it is: the next group starts it afresh
 }
 
@@ -740,9 +725,8 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
             const int64 i0 = w.index();
 #pragma unroll
             for (int k = 0; k < C; ++k) {
-              const float s = p.scale_p ? __ldg(p.scale_p + i0 + k) : p.scale_v;
-              const int z = p.zp_p ? __ldg(p.zp_p + i0 + k) : p.zp_v;
-              put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code_at(k), z), s)));
+              const float v = dequant_value<T>(code_at(k), p.zp_at(i0 + k));
+              put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(v, p.scale_at(i0 + k))));
             }
             w.skip_row(C);
           } else {

@@ -33,7 +33,8 @@ MARK = 'asm volatile("pmevent 7;");\n'
 MARKS = 2  # the first MARKS substitutions place it
 # (text in the source, what the forced path puts there)
 SUBSTITUTIONS = (
-    ("      push_word<C * bits>(lo, hi, word);\n", "      push_word<C * bits>(lo, hi, word);\n" + MARK),
+    ("    if constexpr (G != C) push_word<C * bits>(lo, hi, word);\n",
+     "    if constexpr (G != C) push_word<C * bits>(lo, hi, word);\n" + MARK),
     ("          const uint4 v = make_uint4(chunk[0], chunk[1], chunk[2], chunk[3]);\n",
      MARK + "          const uint4 v = make_uint4(chunk[0], chunk[1], chunk[2], chunk[3]);\n"),
     ("const bool whole = w.uniform(G);", "const bool whole = true;"),
