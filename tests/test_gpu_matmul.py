@@ -335,11 +335,14 @@ def test_64bit_addressing(cp, ref, variant):
 
 
 def test_out_of_memory_raises_cupys_error_and_leaves_out_untouched(cp, rng):
-    """A call whose temporaries do not fit (CuPy's pool limited to the bytes it holds after one
-    warm call) raises CuPy's OutOfMemoryError through the public API, and the user's ``out`` keeps
-    every poisoned byte: the temporaries (the column sums and the tensor cores' split-K partial
-    sums at this shape) are all allocated before the first launch. With the limit lifted, the same
-    call gives the reference's answer."""
+    """A call whose temporaries do not fit raises CuPy's OutOfMemoryError through the public
+    API, and the user's ``out`` keeps every poisoned byte: the temporaries (the column sums and
+    the tensor cores' split-K partial sums at this shape) are all allocated before the first
+    launch. The limit is set on a fresh pool (``using_allocator``) to one byte less than the
+    temporaries took there: a pool that a long process has used holds split blocks whose free
+    parts serve a temporary without a new allocation, so a limit on it need not apply (the
+    H200's run of 2026-11-27, reproduced here by splitting a block first). With the limit lifted,
+    the same call gives the reference's answer."""
     import dmlq
 
     M, K, N = 40, 2048, 72  # one output tile: K split for the tensor cores (or the dp4a tiles)
@@ -349,20 +352,29 @@ def test_out_of_memory_raises_cupys_error_and_leaves_out_untouched(cp, rng):
     expect = dmlq.quantized_matmul(a, *args[:2], b, *args[3:])
     plan = dmlq.kernel_plan(dmlq.quantized_matmul, da, *args)
     assert len(plan.launches) > 1, plan  # temporaries to allocate
-    pool = cp.get_default_memory_pool()
+    big = cp.empty(1 << 22, np.uint8)
+    del big
+    keep = cp.empty(16, np.uint8)  # its block is cut from big's: 4 MiB of free, unreleasable pool
     dmlq.quantized_matmul(da, *args, out=out)  # plans, device constants, the workspace: made now
     cp.cuda.get_current_stream().synchronize()
-    out.fill(0x5A)
-    pool.free_all_blocks()
-    pool.set_limit(size=pool.used_bytes())
-    try:
+    fresh = cp.cuda.MemoryPool()
+    with cp.cuda.using_allocator(fresh.malloc):
+        dmlq.quantized_matmul(da, *args, out=out)  # the temporaries alone come from the fresh pool
+        cp.cuda.get_current_stream().synchronize()
+        need = fresh.total_bytes()
+        assert need > 0, "the call allocated no temporary"
+        fresh.free_all_blocks()
+        assert fresh.total_bytes() == 0
+        out.fill(0x5A)
+        fresh.set_limit(size=need - 1)
         for _ in range(2):  # twice: a failed call keeps no temporary that would let the next one through
             with pytest.raises(cp.cuda.memory.OutOfMemoryError):
                 dmlq.quantized_matmul(da, *args, out=out)
-    finally:
-        pool.set_limit(size=0)
-    assert (cp.asnumpy(out).view(np.uint8) == 0x5A).all()
-    np.testing.assert_array_equal(cp.asnumpy(dmlq.quantized_matmul(da, *args, out=out)), expect)
+        cp.cuda.get_current_stream().synchronize()
+        assert (cp.asnumpy(out).view(np.uint8) == 0x5A).all()
+        fresh.set_limit(size=0)
+        np.testing.assert_array_equal(cp.asnumpy(dmlq.quantized_matmul(da, *args, out=out)), expect)
+    del keep
 
 
 def test_two_threads_on_two_streams_match_sequential_calls(cp, rng):

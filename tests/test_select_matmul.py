@@ -570,16 +570,19 @@ def test_emulated_mma_split_k(emu, rng, splits):
                 assert epilogues, "split-K ran without its epilogue"
 
 
-@pytest.mark.parametrize("batch", [None, 16])
+@pytest.mark.parametrize("batch", [None, "fill"])
 @pytest.mark.parametrize("tb,fill", [("uint8", 255), ("int8", -128), ("int8", 127), ("uint8", None)])
 def test_emulated_column_sums_word_path(emu, rng, tb, fill, batch):
     """matmul_col_sums' word path (16-bit lanes flushed every 256 rows per
     k-slice, signed bytes biased) at the lane limits, next to byte columns. One
     (K, N) b: one block of columns, so K is split between blocks (a split's rows
-    start past row 0) and matmul_sums_combine adds the splits; 16 matrices of b
-    fill the stand-in's 4 SMs with blocks: one pass over K, 625 rows per k-slice."""
+    start past row 0) and matmul_sums_combine adds the splits; COL_SUMS_BLOCKS_PER_SM
+    matrices of b for each of the device's SMs fill it with blocks: one pass over K,
+    625 rows per k-slice (16 matrices on the harness's 4 SMs, 528 on a 132-SM GPU)."""
     ref = _reference()
     K, N = 5000, 37
+    if batch == "fill":
+        batch = matmul.COL_SUMS_BLOCKS_PER_SM * emu.info().sm_count
     info = np.iinfo(tb)
     shape = (K, N) if batch is None else (batch, K, N)
     b = (np.full(shape, fill, tb) if fill is not None

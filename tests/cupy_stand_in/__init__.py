@@ -59,7 +59,8 @@ def _build() -> dict:
         Stream=_cuda.Stream, ExternalStream=_cuda.ExternalStream, Event=_cuda.Event,
         get_current_stream=_cuda.get_current_stream, get_elapsed_time=_cuda.get_elapsed_time,
         Memory=_cuda.Memory, MemoryPointer=_cuda.MemoryPointer, MemoryPool=_cuda.MemoryPool,
-        alloc=_cuda.alloc, get_device_id=_cuda.get_device_id))
+        alloc=_cuda.alloc, get_device_id=_cuda.get_device_id, set_allocator=_cuda.set_allocator,
+        get_allocator=_cuda.get_allocator, using_allocator=_cuda.using_allocator))
     rnd = _array._Random()
     random = mod("cupy.random", dict(randint=rnd.randint, seed=rnd.seed, Generator=_array.Generator,
                                      default_rng=_array.Generator))
@@ -110,6 +111,8 @@ def reset():
     launch log (between tests)."""
     _cuda.discard_work()
     _cuda.get_default_memory_pool()._release()
+    _cuda.set_allocator(_cuda.get_default_memory_pool().malloc)
+    _cuda._tls.allocator = None
     _cuda._tls.device = 0
     _cuda._tls.streams.clear()
     launches.clear()

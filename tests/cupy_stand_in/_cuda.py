@@ -14,6 +14,7 @@ capture is active is refused, as CUDA refuses it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import itertools
 import threading
@@ -78,6 +79,7 @@ class _State(threading.local):
     def __init__(self):
         self.device = 0
         self.streams = {}  # device -> current Stream
+        self.allocator = None  # using_allocator's, this thread's; None: the process's (set_allocator)
 
 
 _tls = _State()
@@ -415,8 +417,35 @@ def get_default_memory_pool():
     return _pool
 
 
+def _malloc(size):
+    """CuPy's raw allocator (memory._malloc: cudaMalloc, no pool), what ``None`` selects."""
+    return MemoryPointer(Memory(int(size)), 0)
+
+
+_allocator = [_pool.malloc]  # the process's allocator (set_allocator)
+
+
+def set_allocator(allocator=None):
+    _allocator[0] = _malloc if allocator is None else allocator
+
+
+def get_allocator():
+    return _tls.allocator or _allocator[0]
+
+
+@contextlib.contextmanager
+def using_allocator(allocator=None):
+    """This thread's allocator inside the block, as CuPy's (``None``: the raw allocator)."""
+    before = _tls.allocator
+    _tls.allocator = _malloc if allocator is None else allocator
+    try:
+        yield
+    finally:
+        _tls.allocator = before
+
+
 def alloc(size):
-    return _pool.malloc(size)
+    return get_allocator()(size)
 
 
 # ------------------------------------------------------------------ streams, capture
