@@ -7,8 +7,11 @@
 // Variants (measured on the H100, bench/results/gpu-2026-11-26: tile_k2s2 840 us against the
 // general kernel's 1,344 at 256x256x56x56; tile_k3s1 2,053 against 1,345 at 64x256x56x56 pad 1
 // and tile_k3s2 456 against 357 at 64x64x112x112 pad 1, so selection takes only tile_k2s2
-// (dmlq/gpu/avgpool.py AUTO_TILES). Every kernel here is 10-60x short of its napkin limit
-// below; tools/gpu_session.sh profile asks ncu why.)
+// (dmlq/gpu/avgpool.py AUTO_TILES). Every kernel here was 10-60x short of its napkin limit
+// below. ncu on the H200 (bench/results/gpu-2026-11-27/extra) found all three issue-bound
+// (SM throughput 67-77 %, DRAM 1-6 %): tile_k3s1 executed 1.32G warp instructions, 73 % of
+// them rolled loops that computed the dp4a masks at run time (tap_mask, now a closed form);
+// general executes ~580 an output, 406 of them its once-a-thread set-up and epilogue.)
 //   tile_k2s2 / tile_k3s1 / tile_k3s2   avgpool_tile<TX, TO, KW, SW, OPT>
 //     Any shape whose W window/stride is 2/2, 3/1 or 3/2 with W dilation 1 and W stride of x 1
 //     (all other strides, pads, D/H windows and dilations, ceil mode, IncludePadding free).
@@ -95,14 +98,16 @@ template <> __device__ __forceinline__ int sum_bytes<uint8>(unsigned w, unsigned
   return static_cast<int>(__dp4a(w, mask, static_cast<unsigned>(acc)));
 }
 
-// dp4a mask selecting, within aligned word q, the bytes first .. first + kw - 1 of the span.
+// dp4a mask selecting, within aligned word q, the bytes first .. first + kw - 1 of the span
+// (0 <= first, 1 <= kw <= 4): a 0x01 in each byte of [lo, hi), the window's bytes inside the
+// word. A closed form, no loop: the callers' (j, k) loops are unrolled, so it folds to a
+// constant. The loop it replaces was left rolled by NVRTC in each of the OPT x NA unrolled
+// copies, a uniform-datapath loop per mask and window row: 80 % of the instructions the
+// H200's ncu counted in avgpool_tile<uint8, uint8, 3, 1, 16> (bench/results/gpu-2026-11-27).
 __host__ __device__ constexpr unsigned tap_mask(int first, int kw, int q) {
-  unsigned m = 0;
-  for (int k = 0; k < kw; ++k) {
-    const int b = first + k;
-    if ((b >> 2) == q) m |= 1u << (8 * (b & 3));
-  }
-  return m;
+  const int lo = (first > 4 * q ? first : 4 * q) - 4 * q;
+  const int hi = (first + kw < 4 * q + 4 ? first + kw : 4 * q + 4) - 4 * q;
+  return hi > lo ? (0x01010101u >> (8 * (4 - (hi - lo)))) << (8 * lo) : 0u;
 }
 
 // The 4 bytes at 4-aligned address a, those outside [lo, hi) read as 0.
@@ -328,6 +333,7 @@ __global__ void __launch_bounds__(256, 4) avgpool_tile(
         }
 #pragma unroll
         for (int j = 0; j < OPT; ++j) {
+          if (ow0 + j >= OW) break;  // past the row's end: never stored (and no exact epilogue for it)
           const int s = w0 + j * SW;
           const int cw = max(0, min(s + KW, W) - max(s, 0));
           const int cwp = include_padding ? max(0, min(s + KW, W + EW) - max(s, -PW)) : cw;

@@ -92,6 +92,34 @@ def test_committed_report_is_current(report, toolchain):
         assert text == sr.render(rows, meta) + "\n", f"{REPORT.name} is stale: run {REGENERATE}"
 
 
+def _tile_masks(kw, sw, opt):
+    """dp4a words the OPT windows of one window row touch: each window's bytes
+    [j*sw, j*sw + kw) of the span meet (first + kw - 1) // 4 - first // 4 + 1 words."""
+    return sum((j * sw + kw - 1) // 4 - (j * sw) // 4 + 1 for j in range(opt))
+
+
+def test_pooling_tiles_window_row_loop_has_no_rolled_mask_loops(report):
+    """avgpool_tile's loop over window rows: one dp4a per word each window touches, and no loop
+    inside it. The masks are compile-time constants; when they were computed by a loop (tap_mask)
+    NVRTC left it rolled in every unrolled (window, word) copy of the whole-module build: 80 inner
+    loops for 3/1 with 16 outputs, 80 % of the instructions the H200's ncu counted in that kernel
+    (bench/results/gpu-2026-11-27), where 24 dp4a are all the sums need."""
+    from dmlq.gpu.avgpool import TILE_CONFIGS
+
+    rows, _, _ = report
+    seen = 0
+    for name, r in rows.items():
+        if not name.startswith("avgpool_tile<"):
+            continue
+        kw, sw, opt = (int(v) for v in name[:-1].split(",")[2:])
+        assert (kw, sw, opt) in TILE_CONFIGS.values(), name
+        assert r.loop is not None, f"{name}: no loop holding DP4A"
+        assert r.loop.nested_loops == 0, f"{name}: {r.loop.nested_loops} loops inside the window-row loop"
+        assert r.loop.dp4a == _tile_masks(kw, sw, opt), (name, r.loop.dp4a)
+        seen += 1
+    assert seen == 4 * len(TILE_CONFIGS)
+
+
 # --------------------------------------------------------------------------- parsers, synthetic
 
 SASS = """

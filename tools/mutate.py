@@ -262,8 +262,8 @@ MUTATIONS: list[Mutation] = [
     M("avgpool.cu", "    tap_range<int>(d0, KD, DD, -PD, D + ED, pd0, pd1);",
       "    tap_range<int>(d0, KD, DD, -PD, D + ED - 1, pd0, pd1);",
       "general: padded D range end off by one", "index"),
-    M("avgpool.cu", "    if ((b >> 2) == q) m |= 1u << (8 * (b & 3));", "    if ((b >> 2) == q) m |= 1u << (8 * (b & 1));",
-      "tap_mask: byte lane `b & 3` -> `b & 1`", "index"),
+    M("avgpool.cu", "(0x01010101u >> (8 * (4 - (hi - lo)))) << (8 * lo)", "(0x01010101u >> (8 * (4 - (hi - lo)))) << (8 * (lo & 1))",
+      "tap_mask: first byte lane `lo` -> `lo & 1`", "index"),
     # ------------------------------------------------------------ third batch: code added
     # by 36a5d0e..80ec01d (add table, mma stage counters and pointer steps, general's carries)
     M("elementwise.cu", "  __syncthreads();\n  contig_binary(a, b, y, n, head, [&]",
@@ -641,6 +641,8 @@ MUTATIONS: list[Mutation] = [
       "dequantize, neighbour path: every element of the chunk takes the first one's zero point", "zero point"),
     M("quant_types.cu", "stage[warp][j / CH][j % CH] = v[i];", "stage[warp][j / CH][j % CH] = v[0];",
       "qt_quantize staging: each batch stores its first chunk in every slot", "index"),
+    M("avgpool.cu", "          if (ow0 + j >= OW) break;", "          if (ow0 + j >= OW - 1) break;",
+      "tile edge epilogue: the row's last output skipped with those past its end", "boundary"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
