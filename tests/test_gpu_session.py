@@ -410,14 +410,19 @@ def test_the_device_plugin_stops_at_a_sticky_cuda_error_and_resumes_after_it(tmp
     assert "1 passed, 2 deselected" in r.stdout and "PASSED test_three.py::test_c" in r.stdout, r.stdout
 
 
-def _gpu_profile():
-    """tools/gpu_profile.py, imported from the tools folder (which stays off sys.path)."""
+def _tool(name: str):
+    """tools/<name>.py, imported from the tools folder (which stays off sys.path)."""
+    import importlib
+
     sys.path.insert(0, str(SCRIPT.parent))
     try:
-        import gpu_profile
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(SCRIPT.parent))
-    return gpu_profile
+
+
+def _gpu_profile():
+    return _tool("gpu_profile")
 
 
 def test_the_profile_cases_launch_on_the_stand_in(gpu):
@@ -474,3 +479,22 @@ def test_the_torch_overhead_step_says_when_it_cannot_run():
     text = io.StringIO()
     assert gpu_profile.torch_overhead(text) is False
     assert text.getvalue() == "== torch call overhead: skipped (no torch CUDA device)\n"
+
+
+def test_ncu_sass_sums_the_h200_source_page_to_ncus_own_totals():
+    """tools/ncu_sass.py on the source page the H200 session brought back (2026-11-27): each
+    kernel's executions add up to the "Executed Instructions" of ncu's own details page, and the
+    summary names the rolled mask loops (73.4 % at one count) that the page showed."""
+    import re
+
+    ncu_sass = _tool("ncu_sass")
+    extra = SCRIPT.parents[1] / "bench" / "results" / "gpu-2026-11-27" / "extra"
+    kernels = ncu_sass.parse(ncu_sass.read(extra / "ncu_sass.csv.gz"))
+    details = (extra / "ncu_details.txt").read_text()
+    expect = [int(n.replace(",", "")) for n in re.findall(r"^\s+Executed Instructions\s+inst\s+([\d,]+)", details, re.M)]
+    assert [k.name.split("<")[0].removeprefix("void ") for k in kernels] == \
+        ["avgpool_tile", "avgpool_general", "avgpool_tile"]
+    assert [k.total for k in kernels] == expect == [1_315_685_998, 1_074_262_750, 598_940_496]
+    text = ncu_sass.summary(kernels[0], top=3)
+    assert "1,032,192 x   935 =  73.4%" in text, text
+    assert ncu_sass.opcode("@!UP0 BRA 0x10") == "BRA" and ncu_sass.opcode("ULOP3.LUT UR6, UR17") == "ULOP3.LUT"

@@ -285,10 +285,16 @@ case "$STAGE" in
     NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
     run warm 150 "$PY" tools/gpu_warm.py
     run host_time 90 "$PY" tools/gpu_profile.py --host-time
-    run profile "$(left)" "${NCU:-ncu}" --clock-control none --target-processes all \
+    # the report kept for its pages: the source page (every SASS instruction with its executions,
+    # summed up by tools/ncu_sass.py) is what found avgpool_tile's rolled mask loops
+    run profile "$(( $(left) - 45 ))" "${NCU:-ncu}" --clock-control none --target-processes all \
       -k "regex:avgpool_|matmul_stream|matmul_mma|quantize_contig" --section SpeedOfLight \
       --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
-      --section SchedulerStats "$PY" tools/gpu_profile.py
+      --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
+      --section SourceCounters -f -o "$LOGS/profile" "$PY" tools/gpu_profile.py
+    run profile_pages 40 bash -c "'${NCU:-ncu}' --import '$LOGS/profile.ncu-rep' --page details > '$LOGS/profile_details.txt' \
+      && '${NCU:-ncu}' --import '$LOGS/profile.ncu-rep' --page source --print-source sass --csv | gzip > '$LOGS/profile_sass.csv.gz' \
+      && '$PY' tools/ncu_sass.py '$LOGS/profile_sass.csv.gz' > '$LOGS/profile_sass.txt'; rm -f '$LOGS/profile.ncu-rep'"
     ;;
   fuzz)
     # the fuzz of the correct stage without its gpu tests: a session whose other stages ran
