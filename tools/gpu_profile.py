@@ -15,7 +15,7 @@ with a packed int4 b at M = 1 (the second H100 run, bench/results/NVIDIA-H100-80
 2026-11-26-run2.json: 90 / 173 us for the int8 b at M = 1 / 16, 128 us grouped, 58 us packed
 int4, against 22 or 11 us of b at the copy bandwidth); and, as yardsticks, two that came
 close: the contiguous quantize (0.90 of the copy bandwidth) and the 8192^3 tensor-core matmul
-(0.34 of the int8 peak).
+(0.34 of the int8 peak); and the narrow types' blocked quantize and dequantize to int4 and int2.
 
 Each case runs once after its plan is printed (``dmlq.kernel_plan``), so the profile's kernels
 can be told apart; ``--small`` shrinks every shape (the CPU test runs it on the cupy stand-in).
@@ -111,6 +111,17 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
     x = xp.asarray(rng.standard_normal(quant).astype(f32))
     say(f"quantize float32 -> uint8 {quant[0]}x{quant[1]}", dmlq.kernel_plan(dmlq.quantize_linear, x, f32(0.02), np.uint8(128)))
     timed(lambda: dmlq.quantize_linear(x, f32(0.02), np.uint8(128)))
+    # the narrow types in blocks of 32 along the last axis (the fourth run, H200: quantize 0.57 of
+    # the copy bandwidth for int4, 0.28 for int2; dequantize 0.80 and 0.43)
+    s32 = xp.asarray(rng.uniform(0.01, 0.1, (quant[0], quant[1] // 32)).astype(f32))
+    for t in ("int4", "int2"):
+        say(f"quantize float32 -> {t} {quant[0]}x{quant[1]}, blocks of 32",
+            dmlq.kernel_plan(dmlq.quantize_linear, x, s32, dtype=t, block_size=32))
+        timed(lambda t=t: dmlq.quantize_linear(x, s32, dtype=t, block_size=32))
+        q = dmlq.quantize_linear(x, s32, dtype=t, block_size=32)
+        say(f"dequantize {t} -> float32 {quant[0]}x{quant[1]}, blocks of 32",
+            dmlq.kernel_plan(dmlq.dequantize_linear, q, s32, block_size=32))
+        timed(lambda q=q: dmlq.dequantize_linear(q, s32, block_size=32))
     a, b = dev((mm, mm), np.int8), dev((mm, mm), np.int8)
     args = (a, f32(0.05), None, b, f32(0.01), None, f32(0.3), np.int8(2))
     say(f"quantized_matmul int8 {mm}^3", dmlq.kernel_plan(dmlq.quantized_matmul, *args))

@@ -288,7 +288,7 @@ case "$STAGE" in
     # the report kept for its pages: the source page (every SASS instruction with its executions,
     # summed up by tools/ncu_sass.py) is what found avgpool_tile's rolled mask loops
     run profile "$(( $(left) - 45 ))" "${NCU:-ncu}" --clock-control none --target-processes all \
-      -k "regex:avgpool_|matmul_stream|matmul_mma|quantize_contig" --section SpeedOfLight \
+      -k "regex:avgpool_|matmul_stream|matmul_mma|quantize_contig|qt_quantize|qt_dequantize" --section SpeedOfLight \
       --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
       --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
       --section SourceCounters -f -o "$LOGS/profile" "$PY" tools/gpu_profile.py
