@@ -65,7 +65,7 @@
 //
 // Launch bounds: qt_quantize (256, 3), up to 80 registers, which leaves room for the
 // staging copy to load 4 chunks a lane before storing them (one memory latency a batch; one
-// at a time a round took ROWS * CH / 32 latencies, 4-8, which by Little's law at ~1 us each
+// at a time a round took PART latencies, 4-8, which by Little's law at ~1 us each
 // would cap float32 -> 4-bit near 0.7 of the bandwidth); qt_dequantize (256, 4): 64. With the
 // plain (256) ptxas kept dequantize at 48 registers and spilled once it held the neighbour path.
 //
@@ -443,10 +443,16 @@ template <int T, typename F> struct Group {
   static constexpr bool whole = G % C == 0;
 };
 
-// A group's dense side of CH 16-byte chunks staged through shared memory (both kernels).
+// A group's dense side of CH 16-byte chunks staged through shared memory (both kernels): the
+// warp's 32 groups a round, `part` chunks of each (at most 36 KiB a block), so every lane codes
+// its own group's part in every round. (With 16 chunks a group, 2-bit codes of float32, a round
+// used to stage 16 whole groups: half the lanes idle while the other half coded, and the
+// fourth run, H200, measured those kernels at half the 4-bit ones' speed.)
 template <int CH> struct Staging {
   static constexpr bool on = CH > 1;              // one chunk a lane is coalesced as it is
-  static constexpr int rows = CH <= 8 ? 32 : 16;  // groups staged per round: at most 36 KiB a block
+  static constexpr int part = CH <= 8 ? CH : 8;   // chunks of each group a round
+  static constexpr int parts = CH / part;         // rounds
+  static_assert(parts * part == CH, "whole parts");
 };
 
 // The warp-uniform grid-stride loop of both kernels: warp w of the grid takes groups [32 w, 32 w + 32),
@@ -547,22 +553,23 @@ __device__ __forceinline__ unsigned long long pop_word(unsigned long long& lo, u
   }
 }
 
-// One whole group of x quantized at precision PREC into lo, hi: load(c) gives its 16-byte
-// chunk c; a loop over the chunks, each coding a word of C * bits <= 64 bits pushed into
-// (hi:lo), or its codes in place where one chunk fills the group. Rolled, not unrolled over the group: code size
-// (see the header). A group whose elements share one parameter reads it and steps the walker
-// once; else each chunk that does, else each element.
+// Chunks c0 .. c1 - 1 of one whole group of x quantized at precision PREC into lo, hi (the
+// walker at chunk c0's first element): load(c) gives its 16-byte chunk c; a loop over the
+// chunks, each coding a word of C * bits <= 64 bits pushed into (hi:lo), or its codes in place
+// where one chunk fills the group. Rolled, not unrolled over the group: code size (see the
+// header). Chunks whose elements share one parameter read it and step the walker once; else
+// each chunk that does, else each element.
 template <typename X, int T, int PREC, typename Load>
-__device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, int zp_given,
+__device__ __forceinline__ void quantize_group(Load load, int c0, int c1, Walker& w, Params& p, int zp_given,
                                                int saturate, unsigned long long& lo, unsigned long long& hi) {
   constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
-  const bool whole = w.uniform(G);  // one parameter for the group
+  const bool whole = w.uniform((c1 - c0) * C);  // one parameter for the chunks
   if (whole) {
     p.at(w.index());
     p.prepare<T, PREC>(zp_given);
   }
 #pragma unroll 1
-  for (int c = 0; c < G / C; ++c) {
+  for (int c = c0; c < c1; ++c) {
     const uint4 u = load(c);
     const unsigned chunk[4] = {u.x, u.y, u.z, u.w};
     unsigned long long word = 0;
@@ -592,15 +599,16 @@ __device__ __forceinline__ void quantize_group(Load load, Walker& w, Params& p, 
       }
     }
     if constexpr (G != C) push_word<C * bits>(lo, hi, word);
-  }  // the walker is left where it is: the next group starts it afresh
-}
+  }
+  if (whole && c1 < G / C) w.skip((c1 - c0) * C);  // the group's next part; after its last, the
+}                                                   // walker is left: the next group starts it afresh
 
 // x (n dense elements) -> out (nbytes packed bytes). Group g: out bytes [16 g, 16 g + 16).
 // Warp w takes groups [32 w, 32 w + 32) (lane = group), grid-stride by warps, as qt_dequantize:
-// a round's x (ROWS whole, aligned groups: CH 16-byte chunks each) is loaded by the warp,
-// contiguous, into shared memory, and each lane codes its group from there (its own 16-byte
-// loads would touch 32 lines CH * 16 bytes apart); the 16-byte stores of the packed side are
-// consecutive across lanes already.
+// a round's x (the next PART 16-byte chunks of each of the warp's 32 groups, Staging) is loaded
+// by the warp, a group's part contiguous, into shared memory, and each lane codes its group's
+// part from there (its own 16-byte loads would touch 32 lines CH * 16 bytes apart); after the
+// last part, the 16-byte stores of the packed side are consecutive across lanes already.
 template <typename X, int T>
 __global__ void __launch_bounds__(kThreads, 3)
 qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, int64 nbytes, int x_aligned,
@@ -610,53 +618,55 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
   static_assert(Group<T, X>::whole && bits < 32, "quantize: whole chunks per group, no 32-bit output");
   constexpr int CH = G / C;  // 16-byte chunks of x per group
   constexpr bool kStage = Staging<CH>::on;
-  constexpr int ROWS = Staging<CH>::rows;
-  DMLQ_SHARED(16, uint4, stage, [kStage ? kThreads / 32 : 1][kStage ? ROWS : 1][kStage ? CH + 1 : 1]);
+  constexpr int PART = Staging<CH>::part, PARTS = Staging<CH>::parts;
+  DMLQ_SHARED(16, uint4, stage, [kStage ? kThreads / 32 : 1][kStage ? 32 : 1][kStage ? PART + 1 : 1]);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int64 groups = (nbytes + 15) / 16;
   for_each_warp_groups<G, kStage>(n, nbytes, x_aligned != 0, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
                                   [&](int64 wg, int64 g, int64 e0, bool fast, unsigned staged, Walker& w, Params& p) {
+    unsigned long long lo = 0, hi = 0;
 #pragma unroll 1
-    for (int round = 0; round < 32 / ROWS; ++round) {
+    for (int round = 0; round < PARTS; ++round) {
+      const int c0 = round * PART;  // the round's chunks of each group: c0 .. c0 + PART - 1
       if constexpr (kStage) {
-        const X* const base = x + (wg * 32 + round * ROWS) * G;  // the round's first group's x
-        // ROWS * CH / 32 chunks a lane, loaded in batches of up to 4 before they are stored, so
-        // that a batch's loads are in flight together (one at a time, each store waiting for its
-        // load, a round took ROWS * CH / 32 memory latencies).
-        constexpr int PER = ROWS * CH / 32, BATCH = PER < 4 ? PER : 4;
-        static_assert(PER * 32 == ROWS * CH && PER % BATCH == 0, "whole batches of chunks a lane");
+        const X* const base = x + wg * 32 * G + c0 * C;  // the round's part of the warp's first group
+        // PART chunks a lane (row j / PART, chunk j % PART), loaded in batches of up to 4 before
+        // they are stored, so that a batch's loads are in flight together (one at a time, each
+        // store waiting for its load, a round took PART memory latencies).
+        constexpr int BATCH = PART < 4 ? PART : 4;
+        static_assert(PART % BATCH == 0, "whole batches of chunks a lane");
 #pragma unroll 1
-        for (int i0 = 0; i0 < PER; i0 += BATCH) {
+        for (int i0 = 0; i0 < PART; i0 += BATCH) {
           uint4 v[BATCH];
 #pragma unroll
           for (int i = 0; i < BATCH; ++i) {
             const int j = lane + 32 * (i0 + i);
-            if ((staged >> (round * ROWS + j / CH)) & 1u)
-              v[i] = __ldg(reinterpret_cast<const uint4*>(base + static_cast<int64>(j) * C));
+            if ((staged >> (j / PART)) & 1u)
+              v[i] = __ldg(reinterpret_cast<const uint4*>(base + static_cast<int64>(j / PART) * G + j % PART * C));
           }
 #pragma unroll
           for (int i = 0; i < BATCH; ++i) {
             const int j = lane + 32 * (i0 + i);
-            if ((staged >> (round * ROWS + j / CH)) & 1u) stage[warp][j / CH][j % CH] = v[i];
+            if ((staged >> (j / PART)) & 1u) stage[warp][j / PART][j % PART] = v[i];
           }
         }
         __syncwarp();
       }
-      if (fast && lane / ROWS == round) {  // a whole group: its chunks, one 16-byte store
-        unsigned long long lo = 0, hi = 0;
+      if (fast) {  // a whole group: this round's chunks of it
         auto load = [&](int c) {
-          if constexpr (kStage) return stage[warp][lane % ROWS][c];
+          if constexpr (kStage) return stage[warp][lane][c - c0];
           else return __ldg(reinterpret_cast<const uint4*>(x + e0 + c * C));
         };
-        if (precision == 1) quantize_group<X, T, 1>(load, w, p, zp_given, saturate, lo, hi);
-        else if (precision == 2) quantize_group<X, T, 2>(load, w, p, zp_given, saturate, lo, hi);
-        else quantize_group<X, T, 0>(load, w, p, zp_given, saturate, lo, hi);
-        *reinterpret_cast<uint4*>(out + 16 * g) =
-            make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
-                       static_cast<unsigned>(hi >> 32));
+        if (precision == 1) quantize_group<X, T, 1>(load, c0, c0 + PART, w, p, zp_given, saturate, lo, hi);
+        else if (precision == 2) quantize_group<X, T, 2>(load, c0, c0 + PART, w, p, zp_given, saturate, lo, hi);
+        else quantize_group<X, T, 0>(load, c0, c0 + PART, w, p, zp_given, saturate, lo, hi);
       }
       if constexpr (kStage) __syncwarp();
     }
+    if (fast)  // the group's codes, one 16-byte store
+      *reinterpret_cast<uint4*>(out + 16 * g) =
+          make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
+                     static_cast<unsigned>(hi >> 32));
     if (!fast && g < groups) {  // misaligned x or the last group: element by element, only the bytes inside the buffer
       unsigned long long lo = 0, hi = 0;
 #pragma unroll 1
@@ -676,10 +686,11 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
 // Warp w of the grid takes groups [32 w, 32 w + 32) (lane = group), grid-stride by warps. A
 // whole group's y is CH 16-byte chunks; written by its own lane, a warp's store would touch 32
 // lines CH * 16 bytes apart (the H200's third run: 0.11-0.45 of the copy bandwidth, falling as
-// CH grows), so the chunks go to shared memory first, ROWS lanes' groups a round, and the warp
-// stores the round's y, contiguous, one 16-byte chunk a lane per pass. Only lanes whose group
-// is whole and aligned stage (the others, the buffer's last group or a misaligned y, take the
-// element-by-element path); a chunk is stored only for a row whose lane staged it.
+// CH grows), so the chunks go to shared memory first, PART chunks of every lane's group a round,
+// and the warp stores the round's y, a group's part contiguous, one 16-byte chunk a lane per
+// pass. Only lanes whose group is whole and aligned stage (the others, the buffer's last group
+// or a misaligned y, take the element-by-element path); a chunk is stored only for a row whose
+// lane staged it.
 template <int T, typename Y>
 __global__ void __launch_bounds__(kThreads, 4)
 qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, int64 nbytes, int y_aligned,
@@ -689,8 +700,8 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
   constexpr bool kWhole = Group<T, Y>::whole;
   constexpr int CH = kWhole ? G / C : 1;  // 16-byte chunks of y per group
   constexpr bool kStage = Staging<CH>::on;
-  constexpr int ROWS = Staging<CH>::rows;
-  DMLQ_SHARED(16, uint4, stage, [kStage ? kThreads / 32 : 1][kStage ? ROWS : 1][kStage ? CH + 1 : 1]);
+  constexpr int PART = Staging<CH>::part, PARTS = Staging<CH>::parts;
+  DMLQ_SHARED(16, uint4, stage, [kStage ? kThreads / 32 : 1][kStage ? 32 : 1][kStage ? PART + 1 : 1]);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int64 groups = (nbytes + 15) / 16;
   for_each_warp_groups<G, kStage>(n, nbytes, kWhole && y_aligned, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
@@ -702,12 +713,13 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
       hi = u.z | static_cast<unsigned long long>(u.w) << 32;
     }
 #pragma unroll 1
-    for (int round = 0; round < 32 / ROWS; ++round) {
-      if (fast && lane / ROWS == round) {
-        const bool whole = w.uniform(G);  // one parameter for the group
+    for (int round = 0; round < PARTS; ++round) {
+      const int c0 = round * PART;  // the round's chunks of each group: c0 .. c0 + PART - 1
+      if (fast) {
+        const bool whole = w.uniform(PART * C);  // one parameter for the round's chunks
         if (whole) p.at(w.index());
 #pragma unroll 1
-        for (int c = 0; c < CH; ++c) {  // a loop over the 16-byte chunks of y (one pass when G == C)
+        for (int c = c0; c < c0 + PART; ++c) {  // the 16-byte chunks of y (one pass when G == C)
           constexpr int W = C * bits;   // bits of a chunk's codes: popped from (hi:lo) unless 128
           const unsigned long long word = W > 64 ? 0ull : pop_word<W>(lo, hi);
           unsigned chunk[4] = {0u, 0u, 0u, 0u};
@@ -738,18 +750,19 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
             }
           }
           const uint4 v = make_uint4(chunk[0], chunk[1], chunk[2], chunk[3]);
-          if constexpr (kStage) stage[warp][lane % ROWS][c] = v;
+          if constexpr (kStage) stage[warp][lane][c - c0] = v;
           else *reinterpret_cast<uint4*>(y + e0 + c * C) = v;
         }
+        if (whole && round + 1 < PARTS) w.skip(PART * C);  // the group's next part
       }
       if constexpr (kStage) {
         __syncwarp();
-        Y* const base = y + (wg * 32 + round * ROWS) * G;  // the round's first group's y
+        Y* const base = y + wg * 32 * G + c0 * C;  // the round's part of the warp's first group
 #pragma unroll 1
-        for (int j = lane; j < ROWS * CH; j += 32) {
-          const int row = j / CH;
-          if ((staged >> (round * ROWS + row)) & 1u)
-            *reinterpret_cast<uint4*>(base + static_cast<int64>(j) * C) = stage[warp][row][j % CH];
+        for (int j = lane; j < 32 * PART; j += 32) {
+          const int row = j / PART;
+          if ((staged >> row) & 1u)
+            *reinterpret_cast<uint4*>(base + static_cast<int64>(row) * G + j % PART * C) = stage[warp][row][j % PART];
         }
         __syncwarp();
       }

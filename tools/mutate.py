@@ -643,6 +643,17 @@ MUTATIONS: list[Mutation] = [
       "qt_quantize staging: each batch stores its first chunk in every slot", "index"),
     M("avgpool.cu", "          if (ow0 + j >= OW) break;", "          if (ow0 + j >= OW - 1) break;",
       "tile edge epilogue: the row's last output skipped with those past its end", "boundary"),
+    M("quant_types.cu", "  if (whole && c1 < G / C) w.skip((c1 - c0) * C);", "  if (whole && c1 < G / C) w.skip(C);",
+      "quantize_group: a whole part steps the walker one chunk, not the part", "index"),
+    M("quant_types.cu", "        if (whole && round + 1 < PARTS) w.skip(PART * C);",
+      "        if (whole && round + 1 < PARTS) w.skip(C);",
+      "qt_dequantize: a whole part steps the walker one chunk, not the part", "index"),
+    M("quant_types.cu", "base + static_cast<int64>(j / PART) * G + j % PART * C",
+      "base + static_cast<int64>(j / PART) * PART * C + j % PART * C",
+      "qt_quantize staging: a part's rows read as if contiguous (group stride PART chunks, not G)", "stride"),
+    M("quant_types.cu", "base + static_cast<int64>(row) * G + j % PART * C",
+      "base + static_cast<int64>(row) * PART * C + j % PART * C",
+      "qt_dequantize staging: a part's rows stored as if contiguous (group stride PART chunks, not G)", "stride"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
