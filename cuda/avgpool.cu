@@ -234,16 +234,22 @@ __global__ void __launch_bounds__(256, 2) avgpool_general(
 
 // ---------------------------------------------------------------------------------------------
 // tile: block (BX, BY) with BX*BY <= 256; thread (tx, ty) makes outputs [g*OPT, g*OPT + OPT) of
-// output row r (all planes' rows counted together: r = ((n*C + c)*OD + od)*OH + oh), with
-// g = gb*BX + tx, r = rb*BY + ty; grid (row blocks, W group blocks), both grid-stride.
-// rows = N*C*OD*OH < 2**31, groups = ceil(OW/OPT). The W stride of x is 1. out is contiguous.
+// output row r (all planes' rows counted together, plane-minor: r = oh*P + plane with
+// plane = (n*C + c)*OD + od and P = N*C*OD planes), with g = gb*BX + tx, r = rb*BY + ty; grid
+// (row blocks, W group blocks), both grid-stride. rows = P*OH < 2**31, planes = P,
+// groups = ceil(OW/OPT).
+// The W stride of x is 1. out is contiguous. The launcher's BX = 1 makes a warp 32 planes' rows
+// at one oh and one group: a warp's lanes share their edges (a first or last window row cut by
+// the image, a first or last group cut by it), so its lanes take one load path and one
+// epilogue. (Rows plane-major, 8 rows x 4 groups a warp, put both edge groups in every warp and
+// the top or bottom row in 2 of 7: every warp paid both load paths for each window row.)
 // lut_n = 0, or KD*KH*KW*255 + 1 with that many bytes of dynamic shared memory (per-tensor
 // quantization only): lut[S - KVOL*(qmin - x_zp)] is the output of a sum S over KVOL taps.
 template <typename TX, typename TO, int KW, int SW, int OPT>
 __global__ void __launch_bounds__(256, 4) avgpool_tile(
-    const TX* __restrict__ x, TO* __restrict__ out, int rows, int groups,
+    const TX* __restrict__ x, TO* __restrict__ out, int rows, int groups, int planes,
     int C, int OD, int OH, int OW, int D, int H, int W,
-    unsigned mag_oh, int sh_oh, unsigned mag_od, int sh_od, unsigned mag_c, int sh_c,
+    unsigned mag_p, int sh_p, unsigned mag_od, int sh_od, unsigned mag_c, int sh_c,
     long long sxn, long long sxc, long long sxd, long long sxh,
     int KD, int KH, int SD, int SH, int DD, int DH,
     int PD, int PH, int PW, int ED, int EH, int EW, int include_padding,
@@ -274,10 +280,12 @@ __global__ void __launch_bounds__(256, 4) avgpool_tile(
       const i64 r64 = rb * blockDim.y + threadIdx.y;
       if (g >= groups || r64 >= rows) continue;
       const unsigned r = static_cast<unsigned>(r64);
-      const unsigned plane = fast_div(r, mag_oh, sh_oh);
+      const unsigned ohu = fast_div(r, mag_p, sh_p);
+      const unsigned plane = r - ohu * static_cast<unsigned>(planes);
+      const unsigned orow_i = plane * static_cast<unsigned>(OH) + ohu;  // out's row (< rows)
       const unsigned nc = fast_div(plane, mag_od, sh_od);
       const unsigned n = fast_div(nc, mag_c, sh_c);
-      const int oh = static_cast<int>(r - plane * static_cast<unsigned>(OH));
+      const int oh = static_cast<int>(ohu);
       const int od = static_cast<int>(plane - nc * static_cast<unsigned>(OD));
       const int c = static_cast<int>(nc - n * static_cast<unsigned>(C));
       const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
@@ -345,7 +353,7 @@ __global__ void __launch_bounds__(256, 4) avgpool_tile(
         }
       }
 
-      TO* orow = out + (static_cast<i64>(r) * OW + ow0);
+      TO* orow = out + (static_cast<i64>(orow_i) * OW + ow0);
       if (ow0 + OPT <= OW && (reinterpret_cast<unsigned long long>(orow) & 3) == 0) {
 #pragma unroll
         for (int k = 0; k < OPT / 4; ++k) reinterpret_cast<unsigned*>(orow)[k] = packed[k];

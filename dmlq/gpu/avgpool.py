@@ -223,8 +223,7 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         _, _, opt = TILE_CONFIGS[variant]
         rows = n_ * c_ * OD * OH
         groups = -(-OW // opt)
-        bx = min(groups, 32)
-        by = TILE_BLOCK // bx
+        bx, by = 1, TILE_BLOCK  # a warp: 32 planes' rows at one oh, one group (avgpool.cu's tile comment)
         kvol = KD * KH * KW
         lut_n = 0
         if per_channel == 0 and kvol <= LUT_MAX_TAPS:
@@ -235,12 +234,12 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
             wave = device.info().sm_count * device.resident_blocks(SOURCE, name, bx * by, lut_n)
             gx = max(1, min(gx, wave // gy))
             notes += (f"window-sum table of {lut_n} B per block",)
-        m_oh, s_oh = _magic(OH)
+        m_p, s_p = _magic(n_ * c_ * OD)  # rows are oh * planes + plane
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
         launch = Launch(SOURCE, name, (gx, gy), (bx, by), lut_n)
-        scalars = ((i32(rows), i32(groups), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
-                    np.uint32(m_oh), i32(s_oh), np.uint32(m_od), i32(s_od), np.uint32(m_c), i32(s_c),
+        scalars = ((i32(rows), i32(groups), i32(n_ * c_ * OD), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
+                    np.uint32(m_p), i32(s_p), np.uint32(m_od), i32(s_od), np.uint32(m_c), i32(s_c),
                     i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(KH), i32(SD), i32(SH), i32(DD),
                     i32(DH), i32(PD), i32(PH), i32(PW), i32(ED), i32(EH), i32(EW),
                     i32(bool(include_padding))), (i32(lut_n),))
