@@ -654,6 +654,12 @@ MUTATIONS: list[Mutation] = [
     M("quant_types.cu", "base + static_cast<int64>(row) * G + j % PART * C",
       "base + static_cast<int64>(row) * PART * C + j % PART * C",
       "qt_dequantize staging: a part's rows stored as if contiguous (group stride PART chunks, not G)", "stride"),
+    M("avgpool.cu", "      const unsigned orow_i = plane * static_cast<unsigned>(OH) + ohu;",
+      "      const unsigned orow_i = r;",
+      "tile: the output row taken as the plane-minor row index (out is plane-major)", "index"),
+    M("avgpool.cu", "      const unsigned plane = r - ohu * static_cast<unsigned>(planes);",
+      "      const unsigned plane = r - ohu * static_cast<unsigned>(OH);",
+      "tile: the row's plane split off with OH instead of the plane count", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
