@@ -20,8 +20,9 @@
 //     registers), aligns them with funnel shifts and sums each window with dp4a against a
 //     compile-time byte mask. Block = 256 output rows of one group, rows counted over all planes
 //     plane-minor (a warp: 32 planes at one oh, so its lanes share their edges), so no lanes idle
-//     on small images; divisions by host-computed magic numbers, once per OPT outputs. With per-tensor scales and zero points a shared-memory table (built once per
-//     persistent block) maps S to the output for windows of full count: no divisions per output.
+//     on small images; divisions by host-computed magic numbers, once per OPT outputs. With
+//     per-tensor scales and zero points a shared-memory table (built once per persistent block)
+//     maps S to the output for windows of full count: no divisions per output.
 //     __launch_bounds__(256, 4): <= 64 registers (no spills at sm_80/sm_90), 1024 threads per SM.
 //   global_warp / global_block          avgpool_global<TX, TO, GROUP>
 //     Window = the whole (contiguous) image, no start padding: a warp (block) per (n, c) plane,

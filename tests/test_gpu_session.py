@@ -440,7 +440,8 @@ def test_the_profile_cases_launch_on_the_stand_in(gpu):
     assert text.getvalue().count(" us per call (enqueue)") == 15
     launched = {launch[0].split("<")[0] for launch in S.launches}
     assert {"avgpool_tile", "avgpool_general", "matmul_dp4a", "quantize_contig", "matmul_stream_grouped",
-            "matmul_stream_grouped_finish", "matmul_stream_packed", "qt_quantize", "qt_dequantize"} <= launched, launched
+            "matmul_stream_grouped_finish", "matmul_stream_packed", "qt_quantize",
+            "qt_dequantize"} <= launched, launched
     # the integer family at M = 1 and 16 with an 8-bit b: the weight-streaming kernels at these small
     # shapes (at N = K = 8192, M = 16 takes the tensor cores)
     assert text.getvalue().count("matmul_integer_to_float: stream-m") == 2, text.getvalue()
@@ -491,7 +492,8 @@ def test_ncu_sass_sums_the_h200_source_page_to_ncus_own_totals():
     extra = SCRIPT.parents[1] / "bench" / "results" / "gpu-2026-11-27" / "extra"
     kernels = ncu_sass.parse(ncu_sass.read(extra / "ncu_sass.csv.gz"))
     details = (extra / "ncu_details.txt").read_text()
-    expect = [int(n.replace(",", "")) for n in re.findall(r"^\s+Executed Instructions\s+inst\s+([\d,]+)", details, re.M)]
+    totals = re.findall(r"^\s+Executed Instructions\s+inst\s+([\d,]+)", details, re.M)
+    expect = [int(n.replace(",", "")) for n in totals]
     assert [k.name.split("<")[0].removeprefix("void ") for k in kernels] == \
         ["avgpool_tile", "avgpool_general", "avgpool_tile"]
     assert [k.total for k in kernels] == expect == [1_315_685_998, 1_074_262_750, 598_940_496]

@@ -238,8 +238,8 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
         launch = Launch(SOURCE, name, (gx, gy), (bx, by), lut_n)
-        scalars = ((i32(rows), i32(groups), i32(n_ * c_ * OD), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
-                    np.uint32(m_p), i32(s_p), np.uint32(m_od), i32(s_od), np.uint32(m_c), i32(s_c),
+        scalars = ((i32(rows), i32(groups), i32(n_ * c_ * OD), i32(c_), i32(OD), i32(OH), i32(OW), i32(D),
+                    i32(H), i32(W), np.uint32(m_p), i32(s_p), np.uint32(m_od), i32(s_od), np.uint32(m_c), i32(s_c),
                     i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(KH), i32(SD), i32(SH), i32(DD),
                     i32(DH), i32(PD), i32(PH), i32(PW), i32(ED), i32(EH), i32(EW),
                     i32(bool(include_padding))), (i32(lut_n),))
