@@ -421,10 +421,6 @@ def _tool(name: str):
         sys.path.remove(str(SCRIPT.parent))
 
 
-def _gpu_profile():
-    return _tool("gpu_profile")
-
-
 def test_the_profile_cases_launch_on_the_stand_in(gpu):
     """tools/gpu_profile.py (the profile stage's program under ncu) runs every case, small,
     through dmlq's GPU path on the cupy stand-in: the kernels it names are the ones launched."""
@@ -432,7 +428,7 @@ def test_the_profile_cases_launch_on_the_stand_in(gpu):
 
     import cupy_stand_in as S
 
-    gpu_profile = _gpu_profile()
+    gpu_profile = _tool("gpu_profile")
     text = io.StringIO()
     S.launches.clear()
     names = gpu_profile.run_cases(S.module, small=True, out=text, host_time=True)
@@ -455,7 +451,7 @@ def test_the_call_overhead_step_profiles_each_small_matmul_on_the_stand_in(gpu):
 
     import cupy_stand_in as S
 
-    gpu_profile = _gpu_profile()
+    gpu_profile = _tool("gpu_profile")
     text = io.StringIO()
     S.launches.clear()
     names = gpu_profile.call_overhead(S.module, small=True, out=text, n=3)
@@ -476,7 +472,7 @@ def test_the_torch_overhead_step_says_when_it_cannot_run():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("torch has a CUDA device: the profile stage runs the step itself")
-    gpu_profile = _gpu_profile()
+    gpu_profile = _tool("gpu_profile")
     text = io.StringIO()
     assert gpu_profile.torch_overhead(text) is False
     assert text.getvalue() == "== torch call overhead: skipped (no torch CUDA device)\n"

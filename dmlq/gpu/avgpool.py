@@ -221,7 +221,8 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         scalars = ((i64(planes), i32(c_), i64(D * H * W), i64(sxn), i64(sxc)), ())
     elif variant in TILE_CONFIGS:
         _, _, opt = TILE_CONFIGS[variant]
-        rows = n_ * c_ * OD * OH
+        planes = n_ * c_ * OD
+        rows = planes * OH  # ordered oh * planes + plane
         groups = -(-OW // opt)
         bx, by = 1, TILE_BLOCK  # a warp: 32 planes' rows at one oh, one group (avgpool.cu's tile comment)
         kvol = KD * KH * KW
@@ -234,11 +235,11 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
             wave = device.info().sm_count * device.resident_blocks(SOURCE, name, bx * by, lut_n)
             gx = max(1, min(gx, wave // gy))
             notes += (f"window-sum table of {lut_n} B per block",)
-        m_p, s_p = _magic(n_ * c_ * OD)  # rows are oh * planes + plane
+        m_p, s_p = _magic(planes)
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
         launch = Launch(SOURCE, name, (gx, gy), (bx, by), lut_n)
-        scalars = ((i32(rows), i32(groups), i32(n_ * c_ * OD), i32(c_), i32(OD), i32(OH), i32(OW), i32(D),
+        scalars = ((i32(rows), i32(groups), i32(planes), i32(c_), i32(OD), i32(OH), i32(OW), i32(D),
                     i32(H), i32(W), np.uint32(m_p), i32(s_p), np.uint32(m_od), i32(s_od), np.uint32(m_c), i32(s_c),
                     i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(KH), i32(SD), i32(SH), i32(DD),
                     i32(DH), i32(PD), i32(PH), i32(PW), i32(ED), i32(EH), i32(EW),
