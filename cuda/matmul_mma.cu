@@ -70,6 +70,7 @@
 //   11.6, with a byte-gather path inlined in it). Stage indices count instead
 //   of taking kt % STAGES.
 
+#include "cp_async.cuh"
 #include "matmul_epilogue.cuh"
 #include "packed4.cuh"
 
@@ -77,15 +78,10 @@ namespace dmlq_mma {
 
 constexpr int kGroupM = 8;  // tile rows walked together for L2 reuse
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte async copy; the bytes past src_bytes (0..16) are zero-filled.
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsigned src_bytes) {
-  DMLQ_PTX_MEM("cp.async.cg.shared.global [%0], [%1], 16, %2;", (),
-               (DMLQ_IN("r", dst), DMLQ_IN("l", __cvta_generic_to_global(src)), DMLQ_IN("r", src_bytes)));
-}
+using dmlq::cp_async16;
+using dmlq::cp_async_commit;
+using dmlq::cp_async_wait;
+using dmlq::smem_u32;
 
 // 16 bytes as 16/VEC copies of VEC bytes (cp.async.ca takes 4 and 8): the
 // first `bytes` come from src, the rest are zero-filled. src is VEC-aligned.
@@ -112,8 +108,7 @@ __device__ __forceinline__ void cp_async_chunk(unsigned dst, const unsigned char
 template <int VEC>
 __device__ __forceinline__ void cp_async_whole(unsigned dst, const unsigned char* src) {
   if constexpr (VEC == 16) {
-    DMLQ_PTX_MEM("cp.async.cg.shared.global [%0], [%1], 16;", (),
-                 (DMLQ_IN("r", dst), DMLQ_IN("l", __cvta_generic_to_global(src))));
+    dmlq::cp_async16_whole(dst, src);
   } else {
 #pragma unroll
     for (int j = 0; j < 16 / VEC; ++j)
@@ -121,15 +116,6 @@ __device__ __forceinline__ void cp_async_whole(unsigned dst, const unsigned char
                    (DMLQ_IN("r", dst + j * VEC), DMLQ_IN("l", __cvta_generic_to_global(src + j * VEC)),
                     DMLQ_IN("n", VEC)));
   }
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  DMLQ_PTX_MEM("cp.async.commit_group;", (), ());
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  DMLQ_PTX_MEM("cp.async.wait_group %0;", (), (DMLQ_IN("n", N)));
 }
 
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {

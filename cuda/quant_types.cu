@@ -20,7 +20,7 @@
 // groups at a time): one 16-byte load or store there; the dense side in 16-byte chunks when
 // aligned, a rolled loop over the chunks (unrolled within one), quantize's loop compiled once
 // per precision. Where a group's dense side is more than one chunk, it passes through shared
-// memory, a warp moving 16 or 32 groups' chunks contiguously (coalesced): a lane's own chunks
+// memory, a warp moving its 32 groups' chunks contiguously (coalesced): a lane's own chunks
 // are CH * 16 bytes apart from its neighbours', which the H200 (third run, before this) showed
 // at 0.11-0.45 of the copy bandwidth, falling with CH (dequantize to float32: 0.45 at CH = 2,
 // 0.30 at 4, 0.13 at 8, 0.11 at 16).
@@ -63,11 +63,21 @@
 // each) and 27-33 for dequantize, against 150-210 and 100-145 for the element-by-element walk.
 // Per axis or blocks of 1 along the last axis (inner == 1, B == 1) keep the walk.
 //
-// Launch bounds: qt_quantize (256, 3), up to 80 registers, which leaves room for the
-// staging copy to load 4 chunks a lane before storing them (one memory latency a batch; one
-// at a time a round took PART latencies, 4-8, which by Little's law at ~1 us each
-// would cap float32 -> 4-bit near 0.7 of the bandwidth); qt_dequantize (256, 4): 64. With the
-// plain (256) ptxas kept dequantize at 48 registers and spilled once it held the neighbour path.
+// Launch bounds: qt_quantize (256, 3) or (256, 2) (quantize_min_blocks: 80 registers where its
+// state fits them, else 98-100); qt_dequantize (256, 4): 64. With the plain (256) ptxas kept
+// dequantize at 48 registers and spilled once it held the neighbour path.
+// Quantize's reads, 2026-11-27 (session 25): the H200 timed it at 0.45-0.57 of the copy
+// bandwidth (2-bit 0.28) where dequantize, at similar instructions an element, reached
+// 0.74-0.80. A round then loaded its chunks into registers, 4 a lane, stored them to shared
+// memory, waited, read its parameter (a second dependent load: the scale line of a blocked
+// layout is first touched there) and coded, with none of its own reads in flight while it
+// coded: two memory latencies a round, three with 8 chunks a group (4-bit of float32), four
+// and more for 2-bit. Now the warp's copies are cp.async into two buffers, one round ahead,
+// and the next group's walker and first parameter are read ahead into registers, so a round
+// waits for nothing that was not issued a round earlier. Napkin (H200, 132 SMs, ~4.2 TB/s,
+// ~1 us loaded latency): ~4.2 MB must be in flight, ~32 KB an SM; one round ahead holds
+// 2 KB a warp (32 groups x PART = 4 chunks), 48 KB an SM at 3 blocks, 32 KB at 2. Untimed on
+// a GPU: the next device session's key benchmarks measure it.
 //
 // Code size: the group's loop was unrolled whole until 2026-11-26, with the precision
 // branches in every element: 464k sm_90 instructions for the 71 kernels (a 2-bit quantize
@@ -79,9 +89,12 @@
 // float16 NaN sweep (x_value below). The H200 (third session) timed it before the staging.
 // With the shared-parameter group path, the float codes' own chunk coder, the neighbour path
 // and the batched staging (2026-11-27): 338k instructions, at most 13.5k a kernel; registers
-// 62-80 (quantize, 3 blocks an SM, float16 -> 16-bit 4) and 38-64 (dequantize, 4, 2 kernels 6), 0 spills
-// (the static report).
+// 62-80 (quantize, 3 blocks an SM, float16 -> 16-bit 4) and 38-64 (dequantize, 4, 2 kernels 6),
+// 0 spills. With quantize's cp.async read-ahead (session 25): quantize 72-80 registers at 3
+// blocks an SM, 90-100 at 2 (quantize_min_blocks), 0 spills (the static report); the chunk
+// loops' counts moved by at most one instruction (bench/results/qt-paths.md).
 #include "common.cuh"
+#include "cp_async.cuh"
 
 namespace dmlq {
 namespace qt {
@@ -366,6 +379,12 @@ struct Params {
   int mode;  // how a chunk sharing this parameter is coded (shared_codes)
   __device__ __forceinline__ float scale_at(int64 i) const { return scale_p ? __ldg(scale_p + i) : scale_v; }
   __device__ __forceinline__ int zp_at(int64 i) const { return zp_p ? __ldg(zp_p + i) : zp_v; }
+  // The parameter at index p, read ahead as (s_, z_).
+  __device__ __forceinline__ void take(int64 p, float s_, int z_) {
+    last = p;
+    s = s_;
+    z = z_;
+  }
   __device__ __forceinline__ void at(int64 p) {
     if (p != last) {
       last = p;
@@ -448,9 +467,9 @@ template <int T, typename F> struct Group {
 // its own group's part in every round. (With 16 chunks a group, 2-bit codes of float32, a round
 // used to stage 16 whole groups: half the lanes idle while the other half coded, and the
 // fourth run, H200, measured those kernels at half the 4-bit ones' speed.)
-template <int CH> struct Staging {
-  static constexpr bool on = CH > 1;              // one chunk a lane is coalesced as it is
-  static constexpr int part = CH <= 8 ? CH : 8;   // chunks of each group a round
+template <int CH, int MAXPART = 8> struct Staging {
+  static constexpr bool on = CH > 1;                          // one chunk a lane is coalesced as it is
+  static constexpr int part = CH <= MAXPART ? CH : MAXPART;  // chunks of each group a round
   static constexpr int parts = CH / part;         // rounds
   static_assert(parts * part == CH, "whole parts");
 };
@@ -604,65 +623,121 @@ __device__ __forceinline__ void quantize_group(Load load, int c0, int c1, Walker
 }                                                   // walker is left: the next group starts it afresh
 
 // x (n dense elements) -> out (nbytes packed bytes). Group g: out bytes [16 g, 16 g + 16).
-// Warp w takes groups [32 w, 32 w + 32) (lane = group), grid-stride by warps, as qt_dequantize:
-// a round's x (the next PART 16-byte chunks of each of the warp's 32 groups, Staging) is loaded
-// by the warp, a group's part contiguous, into shared memory, and each lane codes its group's
-// part from there (its own 16-byte loads would touch 32 lines CH * 16 bytes apart); after the
-// last part, the 16-byte stores of the packed side are consecutive across lanes already.
+// Warp w takes groups [32 w, 32 w + 32) (lane = group), grid-stride by warps, as qt_dequantize.
+// A step is one round of the warp's 32 groups: the next PART 16-byte chunks of each
+// (Staging<CH, 4>), which the warp copies with cp.async, a group's part contiguous, into shared
+// memory (a lane's own 16-byte loads would touch 32 lines CH * 16 bytes apart); each lane then
+// codes its group's part from there. The copies run one step ahead, two buffers a warp: while
+// a step is coded, the next step's chunks are in flight, and so is the next group's first
+// parameter, read into registers with its walker started (before, a round waited for its
+// chunks and then for its parameter: two memory latencies, three with two batches of chunks,
+// and nothing in flight while it coded). After a group's last part, the 16-byte stores of the
+// packed side are consecutive across lanes already.
+// Blocks an SM the quantize kernel is built for: 3 (80 registers) where that holds its
+// state without spilling, else 2 (the kernels coding a group in two or more rounds, and
+// float16 into integer codes, spilled 104-192 bytes at 80 registers with the read-ahead).
+template <typename X, int T> constexpr int quantize_min_blocks() {
+  constexpr int CH = Group<T, X>::G / Group<T, X>::C;
+  return Staging<CH, 4>::parts > 1 || (sizeof(X) == 2 && !traits<T>::is_float && CH > 1) ? 2 : 3;
+}
+
 template <typename X, int T>
-__global__ void __launch_bounds__(kThreads, 3)
+__global__ void __launch_bounds__(kThreads, quantize_min_blocks<X, T>())
 qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, int64 nbytes, int x_aligned,
             int64 D, int64 inner, int64 S, int64 B, const float* __restrict__ scale_p, float scale_v,
             const int* __restrict__ zp_p, int zp_v, int zp_given, int saturate, int precision) {
   constexpr int bits = Group<T, X>::bits, G = Group<T, X>::G, C = Group<T, X>::C;
   static_assert(Group<T, X>::whole && bits < 32, "quantize: whole chunks per group, no 32-bit output");
   constexpr int CH = G / C;  // 16-byte chunks of x per group
-  constexpr bool kStage = Staging<CH>::on;
-  constexpr int PART = Staging<CH>::part, PARTS = Staging<CH>::parts;
-  DMLQ_SHARED(16, uint4, stage, [kStage ? kThreads / 32 : 1][kStage ? 32 : 1][kStage ? PART + 1 : 1]);
+  using Stage = Staging<CH, 4>;
+  constexpr bool kStage = Stage::on;
+  constexpr int PART = Stage::part, PARTS = Stage::parts;
+  DMLQ_SHARED(16, uint4, stage, [kStage ? 2 : 1][kStage ? kThreads / 32 : 1][kStage ? 32 : 1][kStage ? PART + 1 : 1]);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int64 groups = (nbytes + 15) / 16;
-  for_each_warp_groups<G, kStage>(n, nbytes, x_aligned != 0, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
-                                  [&](int64 wg, int64 g, int64 e0, bool fast, unsigned staged, Walker& w, Params& p) {
+  const int64 warps = thread_count() / 32;
+  // Group g is whole (inside x and out) and x aligned: the 16-byte path.
+  auto whole_group = [&](int64 g) {
+    return x_aligned != 0 && g < groups && 16 * g + 16 <= nbytes && g * G + G <= n;
+  };
+  // Round `round` of the warp's groups [32 wg, 32 wg + 32) into buffer buf, the rows whose bit
+  // is set in `rows` (row = lane of the group), PART chunks a lane; one cp.async group.
+  auto copy_round = [&](int64 wg, int round, int buf, unsigned rows) {
+    const X* const base = x + wg * 32 * G + round * PART * C;
+#pragma unroll
+    for (int i = 0; i < PART; ++i) {
+      const int j = lane + 32 * i;  // row j / PART, chunk j % PART
+      if ((rows >> (j / PART)) & 1u)
+        cp_async16_whole(smem_u32(&stage[buf][warp][j / PART][j % PART]),
+                         base + static_cast<int64>(j / PART) * G + j % PART * C);
+    }
+    cp_async_commit();
+  };
+  Walker w{inner, D, S, B, 0, 0, 0, 0, 0}, ahead = w;
+  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0, -1, {0.0f, 0.0f}, CODE_DIV};
+  float s_ahead = scale_v;
+  int z_ahead = zp_v;
+  // Group 32 wg + lane's walker (`ahead`) and, for a whole group, its first parameter, read ahead.
+  auto read_ahead = [&](int64 wg) {
+    const int64 g = wg * 32 + lane;
+    if (g < groups) {
+      ahead.start(g * G);
+      if (whole_group(g)) {
+        s_ahead = p.scale_at(ahead.index());
+        z_ahead = p.zp_at(ahead.index());
+      }
+    }
+  };
+  int64 wg = global_thread() / 32;
+  unsigned rows = 0;  // the staged rows (whole groups) of wg
+  int buf = 0;
+  if (wg * 32 < groups) {
+    read_ahead(wg);
+    if constexpr (kStage) {
+      rows = __ballot_sync(0xFFFFFFFFu, whole_group(wg * 32 + lane));
+      copy_round(wg, 0, buf, rows);
+    }
+  }
+  for (; wg * 32 < groups; wg += warps) {
+    const int64 g = wg * 32 + lane, e0 = g * G;
+    const bool fast = whole_group(g);
+    w = ahead;  // started at e0 (g < groups)
+    if (fast) p.take(w.index(), s_ahead, z_ahead);
+    const bool more = (wg + warps) * 32 < groups;
+    if (more) read_ahead(wg + warps);
+    unsigned next_rows = 0;
     unsigned long long lo = 0, hi = 0;
 #pragma unroll 1
     for (int round = 0; round < PARTS; ++round) {
       const int c0 = round * PART;  // the round's chunks of each group: c0 .. c0 + PART - 1
       if constexpr (kStage) {
-        const X* const base = x + wg * 32 * G + c0 * C;  // the round's part of the warp's first group
-        // PART chunks a lane (row j / PART, chunk j % PART), loaded in batches of up to 4 before
-        // they are stored, so that a batch's loads are in flight together (one at a time, each
-        // store waiting for its load, a round took PART memory latencies).
-        constexpr int BATCH = PART < 4 ? PART : 4;
-        static_assert(PART % BATCH == 0, "whole batches of chunks a lane");
-#pragma unroll 1
-        for (int i0 = 0; i0 < PART; i0 += BATCH) {
-          uint4 v[BATCH];
-#pragma unroll
-          for (int i = 0; i < BATCH; ++i) {
-            const int j = lane + 32 * (i0 + i);
-            if ((staged >> (j / PART)) & 1u)
-              v[i] = __ldg(reinterpret_cast<const uint4*>(base + static_cast<int64>(j / PART) * G + j % PART * C));
-          }
-#pragma unroll
-          for (int i = 0; i < BATCH; ++i) {
-            const int j = lane + 32 * (i0 + i);
-            if ((staged >> (j / PART)) & 1u) stage[warp][j / PART][j % PART] = v[i];
-          }
+        // The next step's copies (this set's next round, or the next set's first), then this one's wait.
+        if (round + 1 < PARTS) {
+          copy_round(wg, round + 1, buf ^ 1, rows);
+        } else if (more) {
+          next_rows = __ballot_sync(0xFFFFFFFFu, whole_group((wg + warps) * 32 + lane));
+          copy_round(wg + warps, 0, buf ^ 1, next_rows);
+        } else {
+          cp_async_commit();  // an empty group: the wait below counts the same
         }
+        cp_async_wait<1>();
         __syncwarp();
       }
       if (fast) {  // a whole group: this round's chunks of it
         auto load = [&](int c) {
-          if constexpr (kStage) return stage[warp][lane][c - c0];
+          if constexpr (kStage) return stage[buf][warp][lane][c - c0];
           else return __ldg(reinterpret_cast<const uint4*>(x + e0 + c * C));
         };
         if (precision == 1) quantize_group<X, T, 1>(load, c0, c0 + PART, w, p, zp_given, saturate, lo, hi);
         else if (precision == 2) quantize_group<X, T, 2>(load, c0, c0 + PART, w, p, zp_given, saturate, lo, hi);
         else quantize_group<X, T, 0>(load, c0, c0 + PART, w, p, zp_given, saturate, lo, hi);
       }
-      if constexpr (kStage) __syncwarp();
+      if constexpr (kStage) {
+        __syncwarp();  // the buffer is read before the next step's copies overwrite it
+        buf ^= 1;
+      }
     }
+    rows = next_rows;
     if (fast)  // the group's codes, one 16-byte store
       *reinterpret_cast<uint4*>(out + 16 * g) =
           make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
@@ -679,7 +754,7 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
       for (int k = 0; k < 16 && 16 * g + k < nbytes; ++k)
         out[16 * g + k] = static_cast<unsigned char>(k < 8 ? lo >> (8 * k) : hi >> (8 * (k - 8)));
     }
-  });
+  }
 }
 
 // q (nbytes packed bytes, n elements) -> y (n dense elements). Group g: q bytes [16 g, 16 g + 16).

@@ -16,7 +16,8 @@ SELFTEST = Path(__file__).parent / "cuda_host" / "selftest.cu"
 NAMES = ("race", "divergent_barrier", "exit_before_barrier", "write_at", "read_at", "write_const",
          "trap_kernel", "shuffle_xor", "cp_async_wait_probe<0>", "cp_async_wait_probe<1>",
          "cp_async_wait_probe<2>", "ldmatrix_probe<false>", "ldmatrix_probe<true>", "mma_probe_s8u8",
-         "float_ops", "address_mod", "warp_race", "read16_at", "cp_async_at")
+         "float_ops", "address_mod", "warp_race", "read16_at", "cp_async_at",
+         "shared_back_to_back<256>")
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +159,20 @@ def test_out_of_bounds_cp_async_is_an_illegal_address(dev, offset, src_size, err
         return
     with pytest.raises(harness.IllegalAddress, match=f"cp_async_at .*invalid __global__ read of size 16 .*{error}"):
         run(dev, "cp_async_at", (1,), (32,), src, out, np.int64(offset), np.uint32(src_size))
+
+
+def test_shared_address_of_an_array_that_follows_another(dev):
+    """Two static shared arrays lie back to back in host memory (checked: else this case would
+    prove nothing), so the second's first element is also one past the first's end, and a third
+    array was registered between them; a cp.async to that element must land in its own array.
+    The harness once mapped it to the end of the first array's window, which is the third's: the
+    narrow types' quantize kernels then read another kernel's staging buffer in some test orders."""
+    src = np.arange(32, dtype=U8).reshape(2, 16)
+    out = np.zeros((2, 16), U8)
+    adj = np.zeros(1, np.int32)
+    run(dev, "shared_back_to_back<256>", (1,), (32,), src, out, adj)
+    assert adj[0] == 1, "the arrays are not back to back in host memory: the case is not exercised"
+    np.testing.assert_array_equal(out, src)
 
 
 def test_write_through_a_const_pointer_fails(dev):

@@ -639,8 +639,10 @@ MUTATIONS: list[Mutation] = [
     M("quant_types.cu", "dequant_value<T>(code_at(k), p.zp_at(i0 + k));",
       "dequant_value<T>(code_at(k), p.zp_at(i0));",
       "dequantize, neighbour path: every element of the chunk takes the first one's zero point", "zero point"),
-    M("quant_types.cu", "stage[warp][j / PART][j % PART] = v[i];", "stage[warp][j / PART][j % PART] = v[0];",
-      "qt_quantize staging: each batch stores its first chunk in every slot", "index"),
+    M("quant_types.cu", "        cp_async_wait<1>();\n        __syncwarp();\n      }\n      if (fast) {",
+      "        cp_async_wait<2>();\n        __syncwarp();\n      }\n      if (fast) {",
+      "qt_quantize staging: a round waits for all but its two newest copy groups (its own still in flight)",
+      "wait_group"),
     M("avgpool.cu", "          if (ow0 + j >= OW) break;", "          if (ow0 + j >= OW - 1) break;",
       "tile edge epilogue: the row's last output skipped with those past its end", "boundary"),
     M("quant_types.cu", "  if (whole && c1 < G / C) w.skip((c1 - c0) * C);", "  if (whole && c1 < G / C) w.skip(C);",
@@ -660,6 +662,12 @@ MUTATIONS: list[Mutation] = [
     M("avgpool.cu", "      const unsigned plane = r - ohu * static_cast<unsigned>(planes);",
       "      const unsigned plane = r - ohu * static_cast<unsigned>(OH);",
       "tile: the row's plane split off with OH instead of the plane count", "index"),
+    # ------------------------------------------------------------ quant_types.cu: quantize's cp.async pipeline
+    M("quant_types.cu", "        cp_async_wait<1>();\n        __syncwarp();\n      }\n      if (fast) {",
+      "        cp_async_wait<1>();\n      }\n      if (fast) {",
+      "qt_quantize staging: a lane reads its row before the lanes that copied it have waited", "barrier"),
+    M("quant_types.cu", "    rows = next_rows;\n", "",
+      "qt_quantize staging: a later group set's rounds copy the first set's rows", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",

@@ -271,13 +271,18 @@ void shared_array(void* p, size_t bytes) {
   g_static.push_back({static_cast<unsigned char*>(p), bytes, base, m.block_serial});
 }
 
+// The array holding p, else the one p is just past the end of: static arrays can lie back to back
+// in host memory, and the first element of one is then also one past the end of another (taking
+// the first match sent a cp.async into the wrong kernel's array once kernels had run in some orders).
 unsigned to_shared(const void* p) {
   Machine& m = machine();
   const unsigned char* c = static_cast<const unsigned char*>(p);
-  if (m.dyn && c >= m.dyn && c <= m.dyn + m.dynamic_smem)
-    return kDynBase + static_cast<unsigned>(c - m.dyn);
-  for (const StaticShared& s : g_static)
-    if (c >= s.p && c <= s.p + s.bytes) return s.base + static_cast<unsigned>(c - s.p);
+  for (int end = 0; end < 2; ++end) {
+    if (m.dyn && c >= m.dyn && (c < m.dyn + m.dynamic_smem || (end && c == m.dyn + m.dynamic_smem)))
+      return kDynBase + static_cast<unsigned>(c - m.dyn);
+    for (const StaticShared& s : g_static)
+      if (c >= s.p && (c < s.p + s.bytes || (end && c == s.p + s.bytes))) return s.base + static_cast<unsigned>(c - s.p);
+  }
   fault("__cvta_generic_to_shared of %p, which is not shared memory", p);
 }
 

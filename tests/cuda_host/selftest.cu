@@ -143,3 +143,45 @@ __global__ void cp_async_at(const unsigned char* in, uint4* out, long long off, 
     out[0] = s[0];
   }
 }
+
+// A static shared array of its own (one per K), registered when first reached.
+template <int N, int K>
+__device__ uint4* shared_slot() {
+  DMLQ_SHARED(16, uint4, s, [N]);
+  return s;
+}
+
+// g++ lays these statics out in the reverse of the order their functions are instantiated, so
+// this function (never launched) places slot 0 right below slot 1 and slot 2 elsewhere.
+template <int N>
+__device__ void shared_slot_order() {
+  shared_slot<N, 1>();
+  shared_slot<N, 0>();
+  shared_slot<N, 2>();
+}
+template __device__ void shared_slot_order<256>();
+
+// Slots 0 and 1 back to back in host memory (adj[0]: 1 when slot 1 follows slot 0, 2 when it
+// precedes it, 0 otherwise), registered in the order 0, 2, 1: slot 1's first element is also
+// one past slot 0's end, and a cp.async to it must land in slot 1 (the harness once took it for
+// slot 0's end, whose window address is slot 2's).
+template <int N>
+__global__ void shared_back_to_back(const uint4* src, uint4* out, int* adj) {
+  uint4* const a = shared_slot<N, 0>();
+  uint4* const z = shared_slot<N, 2>();
+  uint4* const b = shared_slot<N, 1>();
+  if (threadIdx.x == 0) {
+    adj[0] = a + N == b ? 1 : b + N == a ? 2 : 0;
+    z[0] = make_uint4(0, 0, 0, 0);
+    const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(a));
+    const unsigned sb = static_cast<unsigned>(__cvta_generic_to_shared(b));
+    DMLQ_PTX_MEM("cp.async.cg.shared.global [%0], [%1], 16;", (),
+                 (DMLQ_IN("r", sa), DMLQ_IN("l", __cvta_generic_to_global(src))));
+    DMLQ_PTX_MEM("cp.async.cg.shared.global [%0], [%1], 16;", (),
+                 (DMLQ_IN("r", sb), DMLQ_IN("l", __cvta_generic_to_global(src + 1))));
+    DMLQ_PTX_MEM("cp.async.commit_group;", (), ());
+    DMLQ_PTX_MEM("cp.async.wait_group 0;", (), ());
+    out[0] = a[0];
+    out[1] = b[0];
+  }
+}
