@@ -319,3 +319,33 @@ def test_parameters_that_change_every_element(host, rng, qname, xt):
             ze = None if zr is None else ref.expand_blocks(zr, shape, axis, block)
         z = None if zr is None else zr.astype(np.int64).astype(np.int32)
         _round_trip(_inputs(rng, shape, xt, q), s, z, se, ze, q, lay, (qname, xt, shape, axis, block))
+
+
+@pytest.mark.parametrize("qname", ["int4", "uint2", "float4_e2m1fn"])
+def test_quantize_past_two_grid_strides(host, rng, qname):
+    """Enough groups that each warp of the launcher's own grid takes three sets of 32 groups,
+    the last set ending in a whole group, a partial one and none: quantize's cp.async rounds
+    (two or more a group here) copy each set's own whole rows, and its read-ahead walker and
+    parameter follow the grid stride (blocks of 32 along the last axis, and per tensor)."""
+    q = QTYPES[qname]
+    name = qk.quantize_name("float32", qname)
+    G = 128 // q.bits
+    stride = qk._grid(name, 1 << 40)[0] * qk.THREADS  # groups a grid stride takes
+    n = (2 * stride + 1) * G + 1
+    x = _inputs(rng, (n,), "float32", q)
+    for block in (None, 32):
+        if block is None:
+            s, z, _, _, se, ze = _params(rng, q, (n,), "tensor")
+            lay = qk.param_layout((n,), None, None)
+        else:
+            lay = qk.param_layout((n,), 0, block)
+            s = rng.uniform(0.05, 2.0, lay.S).astype(np.float32)
+            zr = None if q.is_float else rng.integers(q.qmin, q.qmax + 1, lay.S).astype(q.dtype)
+            z = None if zr is None else zr.astype(np.int64).astype(np.int32)
+            se = ref.expand_blocks(s, (n,), 0, block)
+            ze = None if zr is None else ref.expand_blocks(zr, (n,), 0, block)
+        with np.errstate(all="ignore"):
+            want = ref.quantize_linear(x, se, ze, np.empty((n,), q.dtype))
+        out = np.full(qk.packed_nbytes(n, qname), 0xA5, np.uint8)
+        qk.quantize(x, s, z, out, qname, lay)
+        assert np.array_equal(out, _packed_bytes(want, q)), (qname, n, block)
