@@ -91,8 +91,8 @@
 // and the batched staging (2026-11-27): 338k instructions, at most 13.5k a kernel; registers
 // 62-80 (quantize, 3 blocks an SM, float16 -> 16-bit 4) and 38-64 (dequantize, 4, 2 kernels 6),
 // 0 spills. With quantize's cp.async read-ahead (session 25): quantize 72-80 registers at 3
-// blocks an SM, 90-100 at 2 (quantize_min_blocks), 0 spills (the static report); the chunk
-// loops' counts moved by at most one instruction (bench/results/qt-paths.md).
+// blocks an SM, 90-96 at 2 (quantize_min_blocks), dequantize unchanged (39-64), 0 spills (the
+// static report); the chunk loops' counts moved by at most one instruction (qt-paths.md).
 #include "common.cuh"
 #include "cp_async.cuh"
 
@@ -474,25 +474,59 @@ template <int CH, int MAXPART = 8> struct Staging {
   static_assert(parts * part == CH, "whole parts");
 };
 
+// Group g (16 packed bytes, G elements from e0 = g * G) is whole (inside both buffers) and the
+// dense side aligned: the 16-byte path, staged where the dense side is more than one chunk.
+template <int G>
+__device__ __forceinline__ bool whole_group(int64 g, bool aligned, int64 n, int64 nbytes) {
+  return aligned && 16 * g + 16 <= nbytes && g * G + G <= n;
+}
+
 // The warp-uniform grid-stride loop of both kernels: warp w of the grid takes groups [32 w, 32 w + 32),
-// lane = group; body(wg, g, e0, fast, staged, walker, params) with the walker started at e0 when
-// g < groups; fast: a whole group of an aligned dense side; staged: the warp's ballot of fast (STAGE).
-template <int G, bool STAGE, typename Body>
+// lane = group; body(wg, g, e0, fast, staged, more, walker, params) with the walker started at e0
+// when g < groups; staged: the warp's ballot of fast (STAGE); more: the warp has a next set,
+// wg + (grid warps). AHEAD (quantize): the next set's walker start and, for a whole group (fast),
+// first parameter are read ahead before body codes this one (into params), so that the body
+// waits for no parameter load issued in its own iteration (the scale line of a blocked layout
+// is first touched there: a memory latency a set, after the chunks' own). Dequantize issues its
+// group's load and parameter load together, one latency a set either way, and the ahead walker
+// spilled 8-104 bytes in 17 of its kernels at their 64 registers: it starts the walker per set.
+template <int G, bool STAGE, bool AHEAD, typename Body>
 __device__ __forceinline__ void for_each_warp_groups(int64 n, int64 nbytes, bool aligned, int64 D, int64 inner,
                                                      int64 S, int64 B, const float* __restrict__ scale_p,
                                                      float scale_v, const int* __restrict__ zp_p, int zp_v,
                                                      Body body) {
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int64 groups = (nbytes + 15) / 16;
-  Walker w{inner, D, S, B, 0, 0, 0, 0, 0};
+  const int64 warps = thread_count() / 32;
+  Walker w{inner, D, S, B, 0, 0, 0, 0, 0}, ahead = w;
   Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0, -1, {0.0f, 0.0f}, CODE_DIV};
-  for (int64 wg = global_thread() / 32; wg * 32 < groups; wg += thread_count() / 32) {
+  float s_ahead = scale_v;
+  int z_ahead = zp_v;
+  auto read_ahead = [&](int64 wg) {  // group 32 wg + lane's walker and (whole group) first parameter
     const int64 g = wg * 32 + lane;
-    const int64 e0 = g * G;
-    const bool fast = aligned && g < groups && 16 * g + 16 <= nbytes && e0 + G <= n;
-    if (g < groups) w.start(e0);
+    if (g < groups) {
+      ahead.start(g * G);
+      if (whole_group<G>(g, aligned, n, nbytes)) {
+        s_ahead = p.scale_at(ahead.index());
+        z_ahead = p.zp_at(ahead.index());
+      }
+    }
+  };
+  int64 wg = global_thread() / 32;
+  if (AHEAD && wg * 32 < groups) read_ahead(wg);
+  for (; wg * 32 < groups; wg += warps) {
+    const int64 g = wg * 32 + lane;
+    const bool fast = g < groups && whole_group<G>(g, aligned, n, nbytes);
+    const bool more = (wg + warps) * 32 < groups;
+    if constexpr (AHEAD) {
+      w = ahead;  // started at g * G (g < groups)
+      if (fast) p.take(w.index(), s_ahead, z_ahead);
+      if (more) read_ahead(wg + warps);
+    } else if (g < groups) {
+      w.start(g * G);
+    }
     const unsigned staged = STAGE ? __ballot_sync(0xFFFFFFFFu, fast) : 0u;
-    body(wg, g, e0, fast, staged, w, p);
+    body(wg, g, g * G, fast, staged, more, w, p);
   }
 }
 
@@ -629,10 +663,10 @@ __device__ __forceinline__ void quantize_group(Load load, int c0, int c1, Walker
 // memory (a lane's own 16-byte loads would touch 32 lines CH * 16 bytes apart); each lane then
 // codes its group's part from there. The copies run one step ahead, two buffers a warp: while
 // a step is coded, the next step's chunks are in flight, and so is the next group's first
-// parameter, read into registers with its walker started (before, a round waited for its
-// chunks and then for its parameter: two memory latencies, three with two batches of chunks,
-// and nothing in flight while it coded). After a group's last part, the 16-byte stores of the
-// packed side are consecutive across lanes already.
+// parameter (for_each_warp_groups' AHEAD; before, a round waited for its chunks and then for
+// its parameter: two memory latencies, three with two batches of chunks, and nothing in flight
+// while it coded). After a group's last part, the 16-byte stores of the packed side are
+// consecutive across lanes already.
 // Blocks an SM the quantize kernel is built for: 3 (80 registers) where that holds its
 // state without spilling, else 2 (the kernels coding a group in two or more rounds, and
 // float16 into integer codes, spilled 104-192 bytes at 80 registers with the read-ahead).
@@ -656,10 +690,7 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int64 groups = (nbytes + 15) / 16;
   const int64 warps = thread_count() / 32;
-  // Group g is whole (inside x and out) and x aligned: the 16-byte path.
-  auto whole_group = [&](int64 g) {
-    return x_aligned != 0 && g < groups && 16 * g + 16 <= nbytes && g * G + G <= n;
-  };
+  const bool aligned = x_aligned != 0;
   // Round `round` of the warp's groups [32 wg, 32 wg + 32) into buffer buf, the rows whose bit
   // is set in `rows` (row = lane of the group), PART chunks a lane; one cp.async group.
   auto copy_round = [&](int64 wg, int round, int buf, unsigned rows) {
@@ -673,53 +704,28 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
     }
     cp_async_commit();
   };
-  Walker w{inner, D, S, B, 0, 0, 0, 0, 0}, ahead = w;
-  Params p{scale_p, zp_p, scale_v, zp_v, -1, 0.0f, 0, -1, {0.0f, 0.0f}, CODE_DIV};
-  float s_ahead = scale_v;
-  int z_ahead = zp_v;
-  // Group 32 wg + lane's walker (`ahead`) and, for a whole group, its first parameter, read ahead.
-  auto read_ahead = [&](int64 wg) {
+  // The staged rows of set wg (its whole groups).
+  auto rows_of = [&](int64 wg) {
     const int64 g = wg * 32 + lane;
-    if (g < groups) {
-      ahead.start(g * G);
-      if (whole_group(g)) {
-        s_ahead = p.scale_at(ahead.index());
-        z_ahead = p.zp_at(ahead.index());
-      }
-    }
+    return __ballot_sync(0xFFFFFFFFu, g < groups && whole_group<G>(g, aligned, n, nbytes));
   };
-  int64 wg = global_thread() / 32;
-  unsigned rows = 0;  // the staged rows (whole groups) of wg
   int buf = 0;
-  if (wg * 32 < groups) {
-    read_ahead(wg);
-    if constexpr (kStage) {
-      rows = __ballot_sync(0xFFFFFFFFu, whole_group(wg * 32 + lane));
-      copy_round(wg, 0, buf, rows);
-    }
+  if constexpr (kStage) {
+    const int64 wg = global_thread() / 32;
+    if (wg * 32 < groups) copy_round(wg, 0, buf, rows_of(wg));  // the first set's first round
   }
-  for (; wg * 32 < groups; wg += warps) {
-    const int64 g = wg * 32 + lane, e0 = g * G;
-    const bool fast = whole_group(g);
-    w = ahead;  // started at e0 (g < groups)
-    if (fast) p.take(w.index(), s_ahead, z_ahead);
-    const bool more = (wg + warps) * 32 < groups;
-    if (more) read_ahead(wg + warps);
-    unsigned next_rows = 0;
+  for_each_warp_groups<G, kStage, true>(n, nbytes, aligned, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
+                                  [&](int64 wg, int64 g, int64 e0, bool fast, unsigned staged, bool more,
+                                      Walker& w, Params& p) {
     unsigned long long lo = 0, hi = 0;
 #pragma unroll 1
     for (int round = 0; round < PARTS; ++round) {
       const int c0 = round * PART;  // the round's chunks of each group: c0 .. c0 + PART - 1
       if constexpr (kStage) {
         // The next step's copies (this set's next round, or the next set's first), then this one's wait.
-        if (round + 1 < PARTS) {
-          copy_round(wg, round + 1, buf ^ 1, rows);
-        } else if (more) {
-          next_rows = __ballot_sync(0xFFFFFFFFu, whole_group((wg + warps) * 32 + lane));
-          copy_round(wg + warps, 0, buf ^ 1, next_rows);
-        } else {
-          cp_async_commit();  // an empty group: the wait below counts the same
-        }
+        if (round + 1 < PARTS) copy_round(wg, round + 1, buf ^ 1, staged);
+        else if (more) copy_round(wg + warps, 0, buf ^ 1, rows_of(wg + warps));
+        else cp_async_commit();  // an empty group: the wait below counts the same
         cp_async_wait<1>();
         __syncwarp();
       }
@@ -737,7 +743,6 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
         buf ^= 1;
       }
     }
-    rows = next_rows;
     if (fast)  // the group's codes, one 16-byte store
       *reinterpret_cast<uint4*>(out + 16 * g) =
           make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
@@ -754,7 +759,7 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
       for (int k = 0; k < 16 && 16 * g + k < nbytes; ++k)
         out[16 * g + k] = static_cast<unsigned char>(k < 8 ? lo >> (8 * k) : hi >> (8 * (k - 8)));
     }
-  }
+  });
 }
 
 // q (nbytes packed bytes, n elements) -> y (n dense elements). Group g: q bytes [16 g, 16 g + 16).
@@ -779,8 +784,8 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
   DMLQ_SHARED(16, uint4, stage, [kStage ? kThreads / 32 : 1][kStage ? 32 : 1][kStage ? PART + 1 : 1]);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int64 groups = (nbytes + 15) / 16;
-  for_each_warp_groups<G, kStage>(n, nbytes, kWhole && y_aligned, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
-                                  [&](int64 wg, int64 g, int64 e0, bool fast, unsigned staged, Walker& w, Params& p) {
+  for_each_warp_groups<G, kStage, false>(n, nbytes, kWhole && y_aligned, D, inner, S, B, scale_p, scale_v, zp_p, zp_v,
+                                  [&](int64 wg, int64 g, int64 e0, bool fast, unsigned staged, bool, Walker& w, Params& p) {
     unsigned long long lo = 0, hi = 0;
     if (fast) {  // the group's 16-byte load
       const uint4 u = __ldg(reinterpret_cast<const uint4*>(q + 16 * g));

@@ -404,7 +404,7 @@ MUTATIONS: list[Mutation] = [
     M("quant_types.cu", "return float16{static_cast<unsigned short>(w[k / 2] >> (16 * (k % 2)))};",
       "return float16{static_cast<unsigned short>(w[k / 2] >> (16 * ((k + 1) % 2)))};",
       "elem_of<float16>: the two halves of a word swapped (16-byte path)", "index"),
-    M("quant_types.cu", "wg += thread_count() / 32) {", "wg += thread_count() / 32 + 1) {",
+    M("quant_types.cu", "  for (; wg * 32 < groups; wg += warps) {", "  for (; wg * 32 < groups; wg += warps + 1) {",
       "for_each_group: grid-stride step one group too long (groups skipped)", "index"),
     # issue 26: the int32 and float epilogues and per-batch B parameters (tests/test_gpu_intmm_tiled.py)
     M("matmul_dp4a.cu", "const bool grp_end = t - grp_t0 == grp_tiles || t == ntiles;",
@@ -666,8 +666,9 @@ MUTATIONS: list[Mutation] = [
     M("quant_types.cu", "        cp_async_wait<1>();\n        __syncwarp();\n      }\n      if (fast) {",
       "        cp_async_wait<1>();\n      }\n      if (fast) {",
       "qt_quantize staging: a lane reads its row before the lanes that copied it have waited", "barrier"),
-    M("quant_types.cu", "    rows = next_rows;\n", "",
-      "qt_quantize staging: a later group set's rounds copy the first set's rows", "index"),
+    M("quant_types.cu", "        if (round + 1 < PARTS) copy_round(wg, round + 1, buf ^ 1, staged);",
+      "        if (round + 1 < PARTS) copy_round(wg, round + 1, buf ^ 1, 0xFFFFFFFFu);",
+      "qt_quantize staging: a set's later rounds copy every row, its partial and absent groups too", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
