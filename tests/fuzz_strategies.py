@@ -452,3 +452,79 @@ def intmm_args(draw, op, max_work=3000):
     odt = draw(st.sampled_from((F32, F16)))
     return dict(a=a, a_scale=a_s, a_zero_point=a_zp, b=b, b_scale=b_s, b_zero_point=b_zp, bias=bias,
                 out=draw(out_array(batch + (M, N), odt)), block_size=block)
+
+
+# ---- the narrow types' kernels (cuda/quant_types.cu) -------------------------------
+
+QT_SIDES = (1, 2, 3, 5, 7, 16, 17, 31, 33, 64, 67, 129)  # around the 8 ... 64-element groups
+QT_BLOCKS = (1, 2, 3, 4, 5, 7, 8, 16, 31, 32, 33, 64, 100)
+
+
+def _contiguous_at(a, offset):
+    """A C-contiguous copy of a whose data starts `offset` elements into a fresh buffer (offset
+    1: off 16-byte alignment, the kernels' element-by-element path)."""
+    buf = np.empty(a.size + offset, a.dtype)
+    view = buf[offset:].reshape(a.shape)
+    view[...] = a
+    return view
+
+
+@st.composite
+def qtypes_args(draw):
+    """One call of cuda/quant_types.cu's quantize and of its dequantize back: a code type
+    (every quantize code, ints 8...2 bits, float8, float4), x float32 / float16 / int32 of 1-3
+    dimensions around the 16-byte groups (at most 4096 elements), parameters per tensor (by value
+    or a 1-element array), per axis or blocked along any axis (ragged last blocks), float32
+    scales 1e-30 ... 1e30 with specials, zero points anywhere in the code's range or a given 0
+    for float codes, saturate, the division's precision, x and y aligned or not. A dict with
+    qname, x, y_dtype, scale / zero point for the kernels and expanded for the reference, axis,
+    block, saturate, precision."""
+    from dmlq import reference as ref
+    from dmlq.gpu import qkernels as qk
+    from dmlq.qtypes import QTYPES
+
+    # Uniform picks from a drawn seed (hypothesis' own draws lean to the first choice: side 1).
+    pick = _rng(draw)
+    qname = str(pick.choice(qk.QUANTIZE_CODES))
+    q = QTYPES[qname]
+    xdt = [F32, F16, np.dtype("int32")][pick.integers(3)]
+    while True:
+        shape = tuple(int(v) for v in pick.choice(QT_SIDES, pick.integers(1, 4)))
+        if int(np.prod(shape)) <= 4096:
+            break
+    x = draw(int_arrays(xdt, shape)) if xdt.kind == "i" else draw(float_arrays(xdt, shape))
+    x = _contiguous_at(x, int(pick.choice([0, 0, 1])))
+    kind = str(pick.choice(["tensor", "tensor1", "axis", "blocked", "blocked"]))
+    axis = block = None
+    pshape = ()
+    if kind != "tensor":
+        if kind == "tensor1":
+            pshape = (1,)
+        else:
+            axis = int(pick.integers(len(shape)))
+            block = 1 if kind == "axis" else int(pick.choice(QT_BLOCKS))
+            pshape = tuple(-(-d // block) if i == axis else d for i, d in enumerate(shape))
+    s = draw(scale_arrays(F32, pshape or (1,))).reshape(pshape)
+    rng = _rng(draw)
+    zr = None
+    if q.is_float:
+        if draw(st.booleans()):  # a given zero point is 0 (docs/semantics.md)
+            zr = np.zeros(pshape, q.dtype)
+    elif draw(st.integers(0, 2)):  # the range's ends, 0 and a random code, element by element
+        lo, hi = int(q.qmin), int(q.qmax)
+        picks = np.array([lo, hi, max(lo, 0), int(rng.integers(lo, hi, endpoint=True))], np.int64)
+        zr = np.asarray(rng.choice(picks, pshape)).astype(q.dtype)
+    if axis is None:
+        se, ze = s.reshape(()), None if zr is None else zr.reshape(())
+        ks = s.reshape(-1) if kind == "tensor1" else np.float32(s.reshape(-1)[0])
+    else:
+        se, ze = ref.expand_blocks(s, shape, axis, block), None if zr is None else ref.expand_blocks(zr, shape, axis, block)
+        ks = s
+    if zr is None:
+        kz = None
+    else:
+        codes = zr.view(np.uint8).astype(np.int32) if q.is_float else zr.astype(np.int64).astype(np.int32)
+        kz = codes.reshape(-1) if kind == "tensor1" else (int(codes.reshape(-1)[0]) if axis is None else codes)
+    return dict(qname=qname, x=x, y_dtype=[F32, F16][pick.integers(2)], y_offset=int(pick.choice([0, 0, 1])),
+                scale=ks, zero_point=kz, scale_ref=se, zero_point_ref=ze, axis=axis, block=block,
+                saturate=bool(pick.integers(2)), precision=[None, None, "float16", "bfloat16"][pick.integers(4)])

@@ -26,7 +26,8 @@ import fuzz_strategies as fs
 import dmlq
 from dmlq import reference as R
 from dmlq.errors import UnsupportedError
-from dmlq.gpu import avgpool, device, elementwise, intmm, intmm_tiled, matmul, plan, qmm
+from dmlq.gpu import avgpool, device, elementwise, intmm, intmm_tiled, matmul, plan, qkernels, qmm
+from dmlq.qtypes import QTYPES
 
 CHUNK = int(os.environ.get("DMLQ_FUZZ_CHUNK", "500"))
 SECONDS = float(os.environ.get("DMLQ_FUZZ_SECONDS", "0") or 0)
@@ -225,3 +226,63 @@ def test_fuzz_intmm_kernels(op, dev_name, request):
         return ran
 
     _budgeted(op, dev_name, fs.intmm_args(which), body)
+
+
+def _qt_bytes(codes):
+    """The packed bytes the quantize kernel writes for the reference's codes (ONNX's packing)."""
+    if QTYPES[codes.dtype.name].bits < 8:
+        return dmlq.pack(codes).data
+    return np.ascontiguousarray(codes).reshape(-1).view(np.uint8)
+
+
+def _guarded(nbytes, offset=0, itemsize=1):
+    """A poisoned buffer: (its whole bytes, a view of nbytes starting offset items in); the bytes
+    around the view must stay poisoned."""
+    whole = np.full(nbytes + (offset + 4) * itemsize, 0xA5, np.uint8)
+    return whole, whole[offset * itemsize:offset * itemsize + nbytes]
+
+
+# The narrow types' kernels (cuda/quant_types.cu) through their launchers: each draw quantizes x
+# and dequantizes the reference's codes back, against dmlq.reference bit for bit (a NaN output
+# any NaN), outputs poisoned and guarded on both sides.
+@pytest.mark.parametrize("dev_name", ["host", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_fuzz_qtypes_kernels(dev_name, request):
+    dev = request.getfixturevalue("host_device" if dev_name == "host" else "gpu_mirror_device")
+
+    def body(a):
+        qname, x = a["qname"], a["x"]
+        q, n = QTYPES[qname], x.size
+        lay = qkernels.param_layout(x.shape, a["axis"], a["block"])
+        with np.errstate(all="ignore"):
+            codes = R.quantize_linear(x, a["scale_ref"], a["zero_point_ref"], np.empty(x.shape, q.dtype),
+                                      a["saturate"], a["precision"])
+            want_y = R.dequantize_linear(codes, a["scale_ref"], a["zero_point_ref"], np.empty(x.shape, a["y_dtype"]))
+        want = _qt_bytes(codes)
+        nbytes = qkernels.packed_nbytes(n, qname)
+        whole, out = _guarded(nbytes)
+        ydt = np.dtype(a["y_dtype"])
+        ywhole, ybytes = _guarded(n * ydt.itemsize, a["y_offset"], ydt.itemsize)
+        y = ybytes.view(ydt).reshape(x.shape)
+        packed = np.empty(max(nbytes, 1), np.uint8)[:nbytes]
+        packed[...] = want
+        try:
+            dev.forget()
+            with device.using(dev):
+                qkernels.quantize(x, a["scale"], a["zero_point"], out, qname, lay, a["saturate"], a["precision"])
+                qkernels.dequantize(packed, n, a["scale"], a["zero_point"], y, qname, lay)
+        finally:
+            dev.forget()
+        what = (qname, x.dtype.name, x.shape, a["axis"], a["block"], a["precision"])
+        bad = np.flatnonzero(out != want)
+        assert bad.size == 0, f"quantize {what}: {bad.size} bytes differ, first {bad[0]}: {out[bad[0]]} != {want[bad[0]]}"
+        assert (whole[nbytes:] == 0xA5).all(), f"quantize {what}: wrote past out"
+        ok = _same(y, want_y)
+        assert ok.all(), f"dequantize {what} -> {ydt.name}: {(~ok).sum()} differ, first at {np.argwhere(~ok)[0]}"
+        guard = np.ones(ywhole.size, bool)
+        start = a["y_offset"] * ydt.itemsize
+        guard[start:start + ybytes.size] = False
+        assert (ywhole[guard] == 0xA5).all(), f"dequantize {what}: wrote outside y"
+        path = lambda dense: "vec16" if dense.ctypes.data % 16 == 0 else "bytewise"  # noqa: E731
+        return {f"quantize {qname} {path(x)}", f"dequantize {qname} {path(y)}", f"layout {qkernels.layout_name(lay)}"}
+
+    _budgeted("qtypes", dev_name, fs.qtypes_args(), body)
