@@ -1,7 +1,8 @@
 """The types beyond int8 (issue 25): quantize float32 -> T and dequantize T -> float, blocked
 scales (32 along the last axis), for every ONNX 21-25 type.
 
-GPU (skips without one): 64 Mi elements (256 MiB of float32), ``dmlq:auto`` (the public
+GPU (skips without one): 64 Mi elements (256 MiB of float32; int4 also with a scale per column,
+``-axis1``), ``dmlq:auto`` (the public
 function on CuPy arrays / dmlq.Packed) against the same-run copy bandwidth, counted on the
 real bytes (float side + packed side + scales), and the peers that have the type: torch's
 float8 casts (``peer:torch-float8``, per-tensor-free: x / s expanded, then ``.to(float8)``),
@@ -48,10 +49,15 @@ def _groups(n_label):
     return out
 
 
-def _nbytes(kind, t, n):
-    """Real bytes moved: the float side, the packed side, the scales (one per block)."""
+# GPU only: a scale per column (axis 1, the last) of int4 codes, as an ONNX (K, N) weight has them.
+AXIS_TYPES = ("int4",)
+COLS = 1024  # the float side is (n / COLS, COLS)
+
+
+def _nbytes(kind, t, n, per_column=False):
+    """Real bytes moved: the float side, the packed side, the scales (one per block or column)."""
     q = QTYPES[t]
-    return n * 4 + (n * q.bits + 7) // 8 + (n // BLOCK) * 4
+    return n * 4 + (n * q.bits + 7) // 8 + (COLS if per_column else n // BLOCK) * 4
 
 
 def _host_data(kind, t, n, seed=0, codes=True):
@@ -70,13 +76,23 @@ def _host_data(kind, t, n, seed=0, codes=True):
 GPU_CASES = [(g, k, t, i) for g, k, t in _groups("64M") for i in
              ("dmlq:auto",) + (("peer:torch-float8",) if t in TORCH_FLOAT8 else ())
              + (("peer:cupy-expr",) if t in ("int8", "int16", "uint16") else ())]
+GPU_CASES += [(f"{k}/{'float32->' + t if k == 'quantize' else t + '->float32'}/64M-axis1", k, t, "dmlq:auto")
+              for t in AXIS_TYPES for k in ("quantize", "dequantize")]
 
 
-def _gpu_fn(kind, t, impl):
+def _gpu_fn(kind, t, impl, per_column=False):
     import cupy
 
     x, s, q = _host_data(kind, t, GPU_N, codes=impl == "peer:cupy-expr")
     xg, sg = cupy.asarray(x), cupy.asarray(s)
+    if per_column:
+        sg = cupy.asarray(np.random.default_rng(1).uniform(0.01, 0.1, COLS).astype(np.float32))
+        if kind == "quantize":
+            out = dmlq.quantize_linear(xg, sg, dtype=t, axis=1)
+            return lambda: dmlq.quantize_linear(xg, sg, dtype=t, axis=1, out=out)
+        qg = dmlq.quantize_linear(xg, sg, dtype=t, axis=1)
+        y = cupy.empty(x.shape, np.float32)
+        return lambda: dmlq.dequantize_linear(qg, sg, axis=1, out=y)
     if impl == "dmlq:auto":
         if kind == "quantize":
             out = dmlq.quantize_linear(xg, sg, dtype=t, block_size=BLOCK)
@@ -108,12 +124,13 @@ def _gpu_fn(kind, t, impl):
 @pytest.mark.benchmark(timer=gpu_timer, disable_gc=True)
 @pytest.mark.parametrize("group, kind, t, impl", GPU_CASES, ids=[f"{g}|{i}" for g, _, _, i in GPU_CASES])
 def test_gpu_qtypes(benchmark, limits, group, kind, t, impl):
-    fn = _gpu_fn(kind, t, impl)
+    per_column = group.endswith("-axis1")
+    fn = _gpu_fn(kind, t, impl, per_column)
     benchmark.group = group
     iterations = plan_iterations(fn, 0.05)
     benchmark.pedantic(fn, rounds=10, iterations=iterations, warmup_rounds=1)
     if benchmark.stats is not None:
-        nbytes = _nbytes(kind, t, GPU_N)
+        nbytes = _nbytes(kind, t, GPU_N, per_column)
         benchmark.extra_info.update(result_info(impl, nbytes, GPU_N, benchmark.stats.stats.median,
                                                 limits.copy_gb_per_s, "GB/s"))
 

@@ -61,7 +61,9 @@
 // loads them side by side and steps the walker once (Walker::neighbours): static chunk paths of
 // ~96-100 instructions an element for quantize (a division and two int-to-float conversions
 // each) and 27-33 for dequantize, against 150-210 and 100-145 for the element-by-element walk.
-// Per axis or blocks of 1 along the last axis (inner == 1, B == 1) keep the walk.
+// Per axis or blocks of 1 along the last axis (inner == 1, B == 1: an ONNX (K, N) weight with a
+// scale per column) take the same path for a chunk inside one row of the parameter axis
+// (session 25; the walk before), but float8 codes dequantized to float16, which spilled with it.
 //
 // Launch bounds: qt_quantize (256, 3) or (256, 2) (quantize_min_blocks: 80 registers where its
 // state fits them, else 98-100); qt_dequantize (256, 4): 64. With the plain (256) ptxas kept
@@ -327,15 +329,26 @@ struct Walker {
     if (++b == B) { b = 0; idx += inner; }  // ... or the next one
     if (++d == D) { d = 0; b = 0; base += S * inner; idx = base; }
   }
-  // The next C elements take C neighbouring parameters, index() ... index() + C - 1 (inner > 1:
-  // blocks along an axis before the last; the C elements inside one row of `inner`): `skip_row`
-  // then steps over them at once. (Per axis or blocks of 1 along the last axis, inner == 1 and
-  // B == 1, also take neighbours, but walking them here spilled two kernels: they keep the walk.)
-  __device__ __forceinline__ bool neighbours(int C) const { return in + C <= inner; }
-  __device__ __forceinline__ void skip_row(int C) {  // after neighbours(C)
+  // The next C elements take C neighbouring parameters, index() ... index() + C - 1: inner > 1
+  // (blocks along an axis before the last), the C elements inside one row of `inner`; or per
+  // axis / blocks of 1 along the last axis (inner == 1, B == 1), inside one row of the
+  // parameter axis (LAST; float8 codes dequantized to float16 spilled 8 bytes with it at their
+  // 64 registers and keep the walk there). `skip_row` then steps over them at once.
+  template <bool LAST = true>
+  __device__ __forceinline__ bool neighbours(int C) const {
+    return inner > 1 ? in + C <= inner : LAST && B == 1 && d + C <= D;
+  }
+  template <bool LAST = true>
+  __device__ __forceinline__ void skip_row(int C) {  // after neighbours<LAST>(C)
     idx += C;
-    in += C;
-    if (in == inner) carry();
+    if (!LAST || inner > 1) {
+      in += C;
+      if (in == inner) carry();
+    } else if ((d += C) == D) {  // B == 1: the row's end
+      d = 0;
+      base += S;
+      idx = base;
+    }
   }
   // The next C elements share one parameter (inner == 1, inside one block and one row of the
   // parameter axis): `skip` then steps over them at once.
@@ -778,6 +791,7 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
               const int* __restrict__ zp_p, int zp_v) {
   constexpr int bits = Group<T, Y>::bits, G = Group<T, Y>::G, C = Group<T, Y>::C;
   constexpr bool kWhole = Group<T, Y>::whole;
+  constexpr bool kLastNeighbours = !(traits<T>::is_float && bits == 8 && sizeof(Y) == 2);  // Walker::neighbours
   constexpr int CH = kWhole ? G / C : 1;  // 16-byte chunks of y per group
   constexpr bool kStage = Staging<CH>::on;
   constexpr int PART = Staging<CH>::part, PARTS = Staging<CH>::parts;
@@ -813,14 +827,14 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
 #pragma unroll
             for (int k = 0; k < C; ++k) put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code_at(k), z), s)));
             if (!whole) w.skip(C);
-          } else if (w.neighbours(C)) {  // one parameter an element, neighbours in memory
+          } else if (w.template neighbours<kLastNeighbours>(C)) {  // one parameter an element, neighbours in memory
             const int64 i0 = w.index();
 #pragma unroll
             for (int k = 0; k < C; ++k) {
               const float v = dequant_value<T>(code_at(k), p.zp_at(i0 + k));
               put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(v, p.scale_at(i0 + k))));
             }
-            w.skip_row(C);
+            w.template skip_row<kLastNeighbours>(C);
           } else {
 #pragma unroll
             for (int k = 0; k < C; ++k) {

@@ -193,7 +193,8 @@ def test_the_torch_cuda_items_run_in_quick_and_correct(collected):
     # issue 25's narrow types on the GPU: a packed and a float8 type, both directions, torch's casts beside
     key = [t for t in collected["bench_key"][1] if "test_gpu_qtypes" in t]
     for want in ("quantize/float32->int4/", "dequantize/uint4->float32/", "quantize/float32->float8_e4m3fn/",
-                 "dequantize/float8_e4m3fnuz->float32/", "peer:torch-float8"):
+                 "dequantize/float8_e4m3fnuz->float32/", "peer:torch-float8", "quantize/float32->int4/64M-axis1",
+                 "dequantize/int4->float32/64M-axis1"):
         assert any(want in t for t in key), (want, key)
     # the widening dequantize kernels (changed after the first run) and the add, beside their peers
     key = collected["bench_key"][1]

@@ -194,13 +194,14 @@ SANITIZE=(-m gpu tests/test_gpu_variants.py "tests/test_gpu_elementwise.py::test
 # the decode step at N = K = 8192 (the integer family at M = 1, 4, 16 on selection's kernels, quantized_matmul's
 # packed stream kernel), 3x3 and 2x2 pooling, the torch call overhead, and the narrow types' 64M-element
 # blocked quantize and dequantize (16-, 8-, 4- and 2-bit integers: 2 to 16 chunks of float32 a group, staged
-# through shared memory since the H200's third run; the e4m3 float8 types, torch's float8 casts beside them),
+# through shared memory since the H200's third run; the e4m3 float8 types, torch's float8 casts beside them;
+# int4 with a scale per column, the neighbour path along the last axis since session 25),
 # and the 256M-element dequantize and add (the widening dequantize kernels changed since the first run);
 # quantized_matmul's int8 b at N = 14336, K = 4096, M = 1 and 4, auto against the tensor cores forced;
 # quantize float16 -> int8 at 128M elements (0.61 on the H200 before quantize_contig's reciprocal division).
 BENCH_KEY=(bench/test_bench_elementwise.py bench/test_bench_matmul.py bench/test_bench_intmm.py
            bench/test_bench_avgpool.py bench/test_bench_torch.py bench/test_bench_qtypes.py -m "not cpu"
-           -k "(16384x4096 and not axis1) or (8192 and not 14336 and not dp4a-32x32 and not f32) or k3s1p1 or 256x256x56x56 or torch_call_overhead or (intmm and 14336) or (64M-blocked32 and (int4 or int2 or int8 or int16 or e4m3)) or (65536x4096 and not axis1 and (dequantize or add)) or (32768x4096 and float16)")
+           -k "(16384x4096 and not axis1) or (8192 and not 14336 and not dp4a-32x32 and not f32) or k3s1p1 or 256x256x56x56 or torch_call_overhead or (intmm and 14336) or (64M-blocked32 and (int4 or int2 or int8 or int16 or e4m3)) or 64M-axis1 or (65536x4096 and not axis1 and (dequantize or add)) or (32768x4096 and float16)")
 # The fuzz is bound by the host (hypothesis' draws, the NumPy reference: about 5 ms an example
 # on the H100's host, so 3,000 quantize examples in 16 s) and the device has 16 cores: where
 # the image's pytest-xdist imports, the 8 fuzz tests run side by side (-n 8), each with the

@@ -628,10 +628,10 @@ MUTATIONS: list[Mutation] = [
     M("quant_types.cu", "static_cast<unsigned>(127 + emin - M + 23) << 23;", "static_cast<unsigned>(127 + emin - M + 22) << 23;",
       "encode: subnormal codes rounded to half the subnormal step", "rounding"),
     # ------------------------------------------------------------ quant_types.cu: neighbour parameters, staging batches
-    M("quant_types.cu", "bool neighbours(int C) const { return in + C <= inner; }",
-      "bool neighbours(int C) const { return in + C <= inner + 1; }",
+    M("quant_types.cu", "    return inner > 1 ? in + C <= inner : LAST",
+      "    return inner > 1 ? in + C <= inner + 1 : LAST",
       "Walker::neighbours: a chunk crossing the end of a row of inner takes neighbouring parameters", "comparison"),
-    M("quant_types.cu", "    in += C;\n    if (in == inner) carry();\n", "    in += C;\n",
+    M("quant_types.cu", "      in += C;\n      if (in == inner) carry();\n", "      in += C;\n",
       "Walker::skip_row: no carry at the end of a row of inner", "index"),
     M("quant_types.cu", "p.scale_at(i0 + k), p.zp_at(i0 + k), zp_given,",
       "p.scale_at(i0), p.zp_at(i0 + k), zp_given,",
@@ -669,6 +669,14 @@ MUTATIONS: list[Mutation] = [
     M("quant_types.cu", "        if (round + 1 < PARTS) copy_round(wg, round + 1, buf ^ 1, staged);",
       "        if (round + 1 < PARTS) copy_round(wg, round + 1, buf ^ 1, 0xFFFFFFFFu);",
       "qt_quantize staging: a set's later rounds copy every row, its partial and absent groups too", "index"),
+    # ------------------------------------------------------------ quant_types.cu: neighbours along the last axis
+    M("quant_types.cu", "    return inner > 1 ? in + C <= inner : LAST && B == 1 && d + C <= D;",
+      "    return inner > 1 ? in + C <= inner : LAST && B == 1 && d + C <= D + 1;",
+      "Walker::neighbours (last axis): a chunk crossing the end of a row of the parameter axis takes neighbours",
+      "comparison"),
+    M("quant_types.cu", "      base += S;\n      idx = base;\n    }\n  }", "      base += S;\n    }\n  }",
+      "Walker::skip_row (last axis): the row's end does not restart the index at the next row's parameters",
+      "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
