@@ -298,11 +298,14 @@ def test_parameters_that_change_every_element(host, rng, qname, xt):
     and per-axis parameters (or blocks of 1) along the last axis: a chunk's elements take
     neighbouring parameters (Walker::neighbours / skip_row); rows that end on, inside and across
     a chunk, ragged last blocks; per-axis along an earlier axis (runs sharing one parameter) too.
+    Rows of 7 and 15 elements end one short of a whole chunk of float32 (4) and float16 (8): a
+    chunk crossing the row's end must walk (per axis, parameters restart at each row).
     Quantize and dequantize back, outputs poisoned."""
     q = QTYPES[qname]
     for shape, axis, block in (((8, 64), 0, 4), ((7, 33), 0, 3), ((9, 12), 0, 2), ((6, 5), 0, 4),
                                ((5, 8), 0, 5), ((4, 3, 16), 0, None), ((3, 2, 20), 1, None), ((40, 24), 0, 32),
-                               ((5, 12), 1, None), ((6, 10), 1, 1), ((3, 37), 1, None)):
+                               ((5, 12), 1, None), ((6, 10), 1, 1), ((3, 37), 1, None),
+                               ((4, 7), 1, None), ((5, 15), 1, 1)):  # rows one short of whole chunks (4 and 8)
         lay = qk.param_layout(shape, axis, block)
         if block is None:  # per axis: the values along `axis`, placed as dmlq.quant_gpu places them
             pshape = (shape[axis],)
