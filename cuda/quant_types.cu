@@ -66,7 +66,7 @@
 // (session 25; the walk before), but float8 codes dequantized to float16, which spilled with it.
 //
 // Launch bounds: qt_quantize (256, 3) or (256, 2) (quantize_min_blocks: 80 registers where its
-// state fits them, else 98-100); qt_dequantize (256, 4): 64. With the plain (256) ptxas kept
+// state fits them, else 93-101); qt_dequantize (256, 4): 64. With the plain (256) ptxas kept
 // dequantize at 48 registers and spilled once it held the neighbour path.
 // Quantize's reads, 2026-11-27 (session 25): the H200 timed it at 0.45-0.57 of the copy
 // bandwidth (2-bit 0.28) where dequantize, at similar instructions an element, reached
@@ -93,8 +93,9 @@
 // and the batched staging (2026-11-27): 338k instructions, at most 13.5k a kernel; registers
 // 62-80 (quantize, 3 blocks an SM, float16 -> 16-bit 4) and 38-64 (dequantize, 4, 2 kernels 6),
 // 0 spills. With quantize's cp.async read-ahead (session 25): quantize 72-80 registers at 3
-// blocks an SM, 90-96 at 2 (quantize_min_blocks), dequantize unchanged (39-64), 0 spills (the
-// static report); the chunk loops' counts moved by at most one instruction (qt-paths.md).
+// blocks an SM, 93-101 at 2 (quantize_min_blocks), dequantize 39-64, 0 spills (the static
+// report, with the last axis's neighbour path); the chunk loops' counts moved by at most one
+// instruction (qt-paths.md).
 #include "common.cuh"
 #include "cp_async.cuh"
 
