@@ -370,7 +370,7 @@ MUTATIONS: list[Mutation] = [
       "SmallFloat::with_sign (fnuz): -0 becomes 0x80 (fnuz's NaN)", "NaN"),
     M("quant_types.cu", "    if (++b == B) { b = 0; idx += inner; }", "    if (++b > B) { b = 0; idx += inner; }",
       "Walker.next: block carry `++b == B` -> `> B` (blocks one element too long)", "block index"),
-    M("quant_types.cu", "    b = d % B;\n", "    b = 0;\n",
+    M("quant_types.cu", "    idx = base + divmod(d, B, b) * inner + in;", "    idx = base + divmod(d, B, b) * inner + in;\n    b = 0;",
       "Walker.start: position inside the block dropped (a group that starts mid-block)", "block index"),
     M("quant_types.cu", "{ d = 0; b = 0; base += S * inner; idx = base; }", "{ d = 0; base += S * inner; idx = base; }",
       "Walker.next: block position not reset at the axis wrap (a ragged last block runs into the next row)",
@@ -597,7 +597,7 @@ MUTATIONS: list[Mutation] = [
       "Walker::skip: the block carry does not advance the parameter index", "index"),
     M("quant_types.cu", "    idx -= inner;  // the same block", "    // the same block",
       "Walker::next: the index runs on past the row of parameters (no step back)", "index"),
-    M("quant_types.cu", "    base = r / D * S * inner;", "    base = r / D * S;",
+    M("quant_types.cu", "    base = divmod(r, D, d) * S * inner;", "    base = divmod(r, D, d) * S;",
       "Walker::start: the row's first parameter ignores inner", "index"),
     M("quant_types.cu", "    if (PREC == 0 && q.mode == CODE_RECIP) codes(by_reciprocal);",
       "    if (PREC == 0) codes(by_reciprocal);",
@@ -676,7 +676,9 @@ MUTATIONS: list[Mutation] = [
       "comparison"),
     M("quant_types.cu", "      base += S;\n      idx = base;\n    }\n  }", "      base += S;\n    }\n  }",
       "Walker::skip_row (last axis): the row's end does not restart the index at the next row's parameters",
-      "index"),
+      "index"),    M("quant_types.cu", "  if (a < m) {\n    rem = a;", "  if (a <= m) {\n    rem = a;",
+      "divmod: a dividend equal to the divisor taken for a quotient of 0 (a walker start on a row's first element)",
+      "comparison"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
