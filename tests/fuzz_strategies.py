@@ -474,11 +474,12 @@ def qtypes_args(draw):
     """One call of cuda/quant_types.cu's quantize and of its dequantize back: a code type
     (every quantize code, ints 8...2 bits, float8, float4), x float32 / float16 / int32 of 1-3
     dimensions around the 16-byte groups (at most 4096 elements), parameters per tensor (by value
-    or a 1-element array), per axis or blocked along any axis (ragged last blocks), float32
+    or a 1-element array), per axis (one vector, as dmlq hands it over, or of x's rank) or blocked
+    along any axis (ragged last blocks), float32
     scales 1e-30 ... 1e30 with specials, zero points anywhere in the code's range or a given 0
     for float codes, saturate, the division's precision, x and y aligned or not. A dict with
-    qname, x, y_dtype, scale / zero point for the kernels and expanded for the reference, axis,
-    block, saturate, precision."""
+    qname, x, y_dtype, y_offset, scale / zero point for the kernels and for the reference (which
+    broadcasts them), the kernels' ParamLayout and its kind, saturate, precision."""
     from dmlq import reference as ref
     from dmlq.gpu import qkernels as qk
     from dmlq.qtypes import QTYPES
@@ -494,16 +495,21 @@ def qtypes_args(draw):
             break
     x = draw(int_arrays(xdt, shape)) if xdt.kind == "i" else draw(float_arrays(xdt, shape))
     x = _contiguous_at(x, int(pick.choice([0, 0, 1])))
-    kind = str(pick.choice(["tensor", "tensor1", "axis", "blocked", "blocked"]))
+    kind = str(pick.choice(["tensor", "tensor1", "axis", "vector", "blocked", "blocked"]))
     axis = block = None
     pshape = ()
-    if kind != "tensor":
-        if kind == "tensor1":
-            pshape = (1,)
-        else:
-            axis = int(pick.integers(len(shape)))
-            block = 1 if kind == "axis" else int(pick.choice(QT_BLOCKS))
-            pshape = tuple(-(-d // block) if i == axis else d for i, d in enumerate(shape))
+    layout = qk.param_layout(shape)
+    if kind == "tensor1":
+        pshape = (1,)
+    elif kind == "vector":  # per axis as dmlq.quant_gpu hands it over: one vector, every row sharing it (S = 0)
+        axis = int(pick.integers(len(shape)))
+        pshape = (shape[axis],)
+        layout = qk.ParamLayout(int(np.prod(shape[axis:])), 1, 0, int(np.prod(shape[axis + 1:])))
+    elif kind != "tensor":  # parameters of x's rank, blocks of 1 or more along `axis` (ONNX blocked)
+        axis = int(pick.integers(len(shape)))
+        block = 1 if kind == "axis" else int(pick.choice(QT_BLOCKS))
+        pshape = tuple(-(-d // block) if i == axis else d for i, d in enumerate(shape))
+        layout = qk.param_layout(shape, axis, block)
     s = draw(scale_arrays(F32, pshape or (1,))).reshape(pshape)
     rng = _rng(draw)
     zr = None
@@ -517,6 +523,10 @@ def qtypes_args(draw):
     if axis is None:
         se, ze = s.reshape(()), None if zr is None else zr.reshape(())
         ks = s.reshape(-1) if kind == "tensor1" else np.float32(s.reshape(-1)[0])
+    elif kind == "vector":
+        along = (-1,) + (1,) * (len(shape) - axis - 1)
+        se, ze = s.reshape(along), None if zr is None else zr.reshape(along)
+        ks = s
     else:
         se, ze = ref.expand_blocks(s, shape, axis, block), None if zr is None else ref.expand_blocks(zr, shape, axis, block)
         ks = s
@@ -526,5 +536,5 @@ def qtypes_args(draw):
         codes = zr.view(np.uint8).astype(np.int32) if q.is_float else zr.astype(np.int64).astype(np.int32)
         kz = codes.reshape(-1) if kind == "tensor1" else (int(codes.reshape(-1)[0]) if axis is None else codes)
     return dict(qname=qname, x=x, y_dtype=[F32, F16][pick.integers(2)], y_offset=int(pick.choice([0, 0, 1])),
-                scale=ks, zero_point=kz, scale_ref=se, zero_point_ref=ze, axis=axis, block=block,
+                scale=ks, zero_point=kz, scale_ref=se, zero_point_ref=ze, layout=layout, kind=kind,
                 saturate=bool(pick.integers(2)), precision=[None, None, "float16", "bfloat16"][pick.integers(4)])

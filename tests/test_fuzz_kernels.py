@@ -252,7 +252,7 @@ def test_fuzz_qtypes_kernels(dev_name, request):
     def body(a):
         qname, x = a["qname"], a["x"]
         q, n = QTYPES[qname], x.size
-        lay = qkernels.param_layout(x.shape, a["axis"], a["block"])
+        lay = a["layout"]
         with np.errstate(all="ignore"):
             codes = R.quantize_linear(x, a["scale_ref"], a["zero_point_ref"], np.empty(x.shape, q.dtype),
                                       a["saturate"], a["precision"])
@@ -272,7 +272,7 @@ def test_fuzz_qtypes_kernels(dev_name, request):
                 qkernels.dequantize(packed, n, a["scale"], a["zero_point"], y, qname, lay)
         finally:
             dev.forget()
-        what = (qname, x.dtype.name, x.shape, a["axis"], a["block"], a["precision"])
+        what = (qname, x.dtype.name, x.shape, a["kind"], lay, a["precision"])
         bad = np.flatnonzero(out != want)
         assert bad.size == 0, f"quantize {what}: {bad.size} bytes differ, first {bad[0]}: {out[bad[0]]} != {want[bad[0]]}"
         assert (whole[nbytes:] == 0xA5).all(), f"quantize {what}: wrote past out"
@@ -283,6 +283,6 @@ def test_fuzz_qtypes_kernels(dev_name, request):
         guard[start:start + ybytes.size] = False
         assert (ywhole[guard] == 0xA5).all(), f"dequantize {what}: wrote outside y"
         path = lambda dense: "vec16" if dense.ctypes.data % 16 == 0 else "bytewise"  # noqa: E731
-        return {f"quantize {qname} {path(x)}", f"dequantize {qname} {path(y)}", f"layout {qkernels.layout_name(lay)}"}
+        return {f"quantize {qname} {path(x)}", f"dequantize {qname} {path(y)}", f"layout {a['kind']}"}
 
     _budgeted("qtypes", dev_name, fs.qtypes_args(), body)
