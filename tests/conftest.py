@@ -263,6 +263,20 @@ def poison(out):
     return out
 
 
+# Code types whose NumPy arrays are their bytes as ONNX stores them; the others (4-/2-bit
+# ml_dtypes, one element a byte) pack, float8 to the same bytes.
+NATIVE_CODES = ("int8", "uint8", "int16", "uint16")
+
+
+def code_bytes(codes):
+    """The bytes a quantize kernel writes for a NumPy array of codes (ONNX's packing)."""
+    import dmlq
+
+    if codes.dtype.name in NATIVE_CODES:
+        return np.ascontiguousarray(codes).reshape(-1).view(np.uint8)
+    return dmlq.pack(codes).data
+
+
 def assert_same(got, want, context=""):
     """Bit-for-bit equality, except that a NaN in a float output matches any NaN:
     docs/semantics.md leaves a float NaN's sign and payload open (a GPU gives 0x7FFFFFFF,

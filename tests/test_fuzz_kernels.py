@@ -23,6 +23,7 @@ import pytest
 from hypothesis import event, given, seed
 
 import fuzz_strategies as fs
+from conftest import code_bytes
 import dmlq
 from dmlq import reference as R
 from dmlq.errors import UnsupportedError
@@ -228,13 +229,6 @@ def test_fuzz_intmm_kernels(op, dev_name, request):
     _budgeted(op, dev_name, fs.intmm_args(which), body)
 
 
-def _qt_bytes(codes):
-    """The packed bytes the quantize kernel writes for the reference's codes (ONNX's packing)."""
-    if QTYPES[codes.dtype.name].bits < 8:
-        return dmlq.pack(codes).data
-    return np.ascontiguousarray(codes).reshape(-1).view(np.uint8)
-
-
 def _guarded(nbytes, offset=0, itemsize=1):
     """A poisoned buffer: (its whole bytes, a view of nbytes starting offset items in); the bytes
     around the view must stay poisoned."""
@@ -257,7 +251,7 @@ def test_fuzz_qtypes_kernels(dev_name, request):
             codes = R.quantize_linear(x, a["scale_ref"], a["zero_point_ref"], np.empty(x.shape, q.dtype),
                                       a["saturate"], a["precision"])
             want_y = R.dequantize_linear(codes, a["scale_ref"], a["zero_point_ref"], np.empty(x.shape, a["y_dtype"]))
-        want = _qt_bytes(codes)
+        want = code_bytes(codes)
         nbytes = qkernels.packed_nbytes(n, qname)
         whole, out = _guarded(nbytes)
         ydt = np.dtype(a["y_dtype"])

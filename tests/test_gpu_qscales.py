@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dmlq
-from conftest import CurrentCupy, assert_same, poison
+from conftest import NATIVE_CODES as NATIVE, CurrentCupy, assert_same, code_bytes, poison
 
 md = pytest.importorskip("ml_dtypes")
 pytestmark = pytest.mark.gpu
@@ -18,7 +18,6 @@ cp = CurrentCupy()
 E8M0 = np.dtype(md.float8_e8m0fnu)
 TYPES = ("int8", "uint8", "int16", "uint16", "int4", "uint4", "int2", "uint2", "float8_e4m3fn", "float8_e4m3fnuz",
          "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
-NATIVE = ("int8", "uint8", "int16", "uint16")
 # (x shape, scale shape or None for a host scalar, keyword arguments)
 LAYOUTS = {
     "value": ((5, 13), None, {}),
@@ -54,10 +53,6 @@ def _gpu_bytes(v):
     return v.data.get() if isinstance(v, dmlq.Packed) else np.ascontiguousarray(v.get()).reshape(-1).view(np.uint8)
 
 
-def _host_bytes(arr):
-    return np.ascontiguousarray(arr).reshape(-1).view(np.uint8) if arr.dtype.name in NATIVE else dmlq.pack(arr).data
-
-
 @pytest.mark.parametrize("kind", ["int32", "e8m0"])
 def test_quantize_int32_and_e8m0_scales(rng, kind):
     for layout, (shape, sshape, kw) in LAYOUTS.items():
@@ -67,14 +62,14 @@ def test_quantize_int32_and_e8m0_scales(rng, kind):
             what = f"{name} {layout} {kind}"
             want = dmlq.quantize_linear(x, s_host, dtype=name, **kw)
             got = dmlq.quantize_linear(cp.asarray(x), s_gpu, dtype=name, **kw)
-            assert np.array_equal(_gpu_bytes(got), _host_bytes(want)), what
+            assert np.array_equal(_gpu_bytes(got), code_bytes(want)), what
             if name in NATIVE:
                 out = poison(cp.empty(want.shape, want.dtype))
             else:
                 p = dmlq.pack(want)
                 out = dmlq.Packed(poison(cp.asarray(p.data)), p.shape, p.dtype)
             res = dmlq.quantize_linear(cp.asarray(x), s_gpu, dtype=name, out=out, **kw)
-            assert res is out and np.array_equal(_gpu_bytes(out), _host_bytes(want)), what + " (out=)"
+            assert res is out and np.array_equal(_gpu_bytes(out), code_bytes(want)), what + " (out=)"
 
 
 @pytest.mark.parametrize("odt", ["float32", "float16", "bfloat16"])

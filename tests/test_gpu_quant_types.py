@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import dmlq
-from conftest import CurrentCupy, poison
+from conftest import NATIVE_CODES as NATIVE, CurrentCupy, code_bytes, poison
 from dmlq import calls
 from dmlq.gpu import plan as plan_module
 from dmlq.qtypes import QTYPES
@@ -29,7 +29,6 @@ pytestmark = pytest.mark.gpu
 cp = CurrentCupy()
 
 TYPES = tuple(QTYPES)
-NATIVE = ("int8", "uint8", "int16", "uint16")
 FLOAT8 = tuple(n for n in TYPES if n.startswith("float8"))
 
 
@@ -48,12 +47,6 @@ def gpu_bytes(v):
     if isinstance(v, dmlq.Packed):
         return v.data.get()
     return np.ascontiguousarray(v.get()).reshape(-1).view(np.uint8)
-
-
-def host_bytes(arr):
-    if arr.dtype.name in NATIVE:
-        return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-    return dmlq.pack(arr).data
 
 
 def poisoned_like(arr):
@@ -138,11 +131,11 @@ def test_quantize_every_type_and_layout(rng, xdt):
                                        **kw)
             assert (type(got) is dmlq.Packed) == (name not in NATIVE), what
             assert tuple(got.shape) == want.shape, what
-            assert np.array_equal(gpu_bytes(got), host_bytes(want)), what
+            assert np.array_equal(gpu_bytes(got), code_bytes(want)), what
             out = poisoned_like(want)
             res = dmlq.quantize_linear(cp.asarray(x), _gpu_param(s), _gpu_param(z), dtype=name, saturate=sat,
                                        out=out, **kw)
-            assert res is out and np.array_equal(gpu_bytes(out), host_bytes(want)), what + " (out=)"
+            assert res is out and np.array_equal(gpu_bytes(out), code_bytes(want)), what + " (out=)"
 
 
 @pytest.mark.parametrize("sdt, odt", [(np.float32, None), (np.float16, "float32"), (np.float32, "float16"),
@@ -172,7 +165,7 @@ def test_precision(rng, precision):
         s = rng.uniform(0.01, 3.0, (6, 9)).astype(np.float32)
         want = dmlq.quantize_linear(x, s, dtype=name, block_size=4, precision=precision)
         got = dmlq.quantize_linear(cp.asarray(x), cp.asarray(s), dtype=name, block_size=4, precision=precision)
-        assert np.array_equal(gpu_bytes(got), host_bytes(want)), (name, precision)
+        assert np.array_equal(gpu_bytes(got), code_bytes(want)), (name, precision)
 
 
 def test_bfloat16_operands(rng):
@@ -185,7 +178,7 @@ def test_bfloat16_operands(rng):
         for precision in (None, "bfloat16"):
             want = dmlq.quantize_linear(x, s, dtype=name, block_size=4, precision=precision)
             got = dmlq.quantize_linear(cp.asarray(x), cp.asarray(s), dtype=name, block_size=4, precision=precision)
-            assert np.array_equal(gpu_bytes(got), host_bytes(want)), (name, precision)
+            assert np.array_equal(gpu_bytes(got), code_bytes(want)), (name, precision)
         for odt in (None, "bfloat16", "float16"):
             back = dmlq.dequantize_linear(to_gpu(want), cp.asarray(s), dtype=odt, block_size=4)
             same_floats(back.get(), dmlq.dequantize_linear(want, s, dtype=odt, block_size=4), (name, odt))
@@ -207,7 +200,7 @@ def test_float_edges_saturate_both_ways():
         for sat in (True, False):
             want = dmlq.quantize_linear(x, 1.0, dtype=name, saturate=sat)
             got = dmlq.quantize_linear(cp.asarray(x), 1.0, dtype=name, saturate=sat)
-            assert np.array_equal(gpu_bytes(got), host_bytes(want)), (name, sat)
+            assert np.array_equal(gpu_bytes(got), code_bytes(want)), (name, sat)
             back = dmlq.dequantize_linear(got, np.float32(1.0))
             same_floats(back.get(), dmlq.dequantize_linear(want, np.float32(1.0)), (name, sat))
     # float4 adds its zero point (+0 or -0): -0 / 1 + (+0) is +0
@@ -215,7 +208,7 @@ def test_float_edges_saturate_both_ways():
     for zp in (0.0, -0.0):
         want = dmlq.quantize_linear(x, 1.0, zp, dtype="float4_e2m1fn")
         got = dmlq.quantize_linear(cp.asarray(x), 1.0, zp, dtype="float4_e2m1fn")
-        assert np.array_equal(gpu_bytes(got), host_bytes(want)), zp
+        assert np.array_equal(gpu_bytes(got), code_bytes(want)), zp
 
 
 def test_odd_counts_and_ragged_blocks(rng):
@@ -226,7 +219,7 @@ def test_odd_counts_and_ragged_blocks(rng):
             s = rng.uniform(0.1, 2.0, -(-n // 7)).astype(np.float32)
             want = dmlq.quantize_linear(x, s, dtype=name, block_size=7)
             got = dmlq.quantize_linear(cp.asarray(x), cp.asarray(s), dtype=name, block_size=7)
-            assert np.array_equal(gpu_bytes(got), host_bytes(want)), (name, n)
+            assert np.array_equal(gpu_bytes(got), code_bytes(want)), (name, n)
             back = dmlq.dequantize_linear(got, cp.asarray(s), block_size=7)
             same_floats(back.get(), dmlq.dequantize_linear(want, s, block_size=7), (name, n))
 
@@ -259,7 +252,7 @@ def test_views_misaligned_and_broadcast_operands(rng):
     s = np.float32(0.3)
     for name in ("int4", "float8_e4m3fn", "int16"):
         want = dmlq.quantize_linear(np.ascontiguousarray(x.T), s, dtype=name)
-        assert np.array_equal(gpu_bytes(dmlq.quantize_linear(xt, s, dtype=name)), host_bytes(want)), name
+        assert np.array_equal(gpu_bytes(dmlq.quantize_linear(xt, s, dtype=name)), code_bytes(want)), name
         # misaligned Packed data (bytewise path) and a non-contiguous native out
         g = to_gpu(want)
         if isinstance(g, dmlq.Packed):
@@ -286,15 +279,15 @@ def test_views_misaligned_and_broadcast_operands(rng):
         else:
             ob = poison(cp.empty(g.size + 1, g.dtype))
             out = ob[1:]
-        assert np.array_equal(gpu_bytes(dmlq.quantize_linear(xb[1:], s, dtype=name)), host_bytes(want)), name
+        assert np.array_equal(gpu_bytes(dmlq.quantize_linear(xb[1:], s, dtype=name)), code_bytes(want)), name
         dmlq.quantize_linear(cp.asarray(x).reshape(-1), s, dtype=name, out=out)
-        assert np.array_equal(gpu_bytes(out), host_bytes(want)), name
+        assert np.array_equal(gpu_bytes(out), code_bytes(want)), name
     # x broadcast by a larger scale
     xs = _x(rng, (1, 7), np.float32)
     ss = rng.uniform(0.1, 1, (3, 7)).astype(np.float32)
     want = dmlq.quantize_linear(xs, ss, dtype="uint4")
     got = dmlq.quantize_linear(cp.asarray(xs), cp.asarray(ss), dtype="uint4")
-    assert got.shape == (3, 7) and np.array_equal(gpu_bytes(got), host_bytes(want))
+    assert got.shape == (3, 7) and np.array_equal(gpu_bytes(got), code_bytes(want))
 
 
 def test_plans_are_cached_and_shown(rng):

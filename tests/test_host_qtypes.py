@@ -13,19 +13,13 @@ import dmlq
 from dmlq import reference as ref
 from dmlq.gpu import qkernels as qk
 from dmlq.qtypes import QTYPES
+from conftest import code_bytes
 
 md = pytest.importorskip("ml_dtypes")
 
 TYPES = qk.QUANTIZE_CODES  # int32 / uint32 q: tests/test_host_qscales.py
 SIZES = (1, 7, 33, 64, 129, 1031)  # around the groups (8 ... 64 elements per 16 bytes)
 LAYOUTS = ("tensor", "axis", "blocked")
-
-
-def _packed_bytes(arr, q):
-    """The bytes the kernel writes for a reference result (ONNX's packing for sub-byte types)."""
-    if q.bits < 8:
-        return dmlq.pack(arr).data
-    return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
 
 
 def _shape(n, layout):
@@ -89,7 +83,7 @@ def _round_trip(x, s, z, se, ze, q, lay, tag):
         want = ref.quantize_linear(x, se, ze, np.empty(x.shape, q.dtype))
     out = np.full(qk.packed_nbytes(x.size, q.name), 0xA5, np.uint8)
     qk.quantize(x, s, z, out, q.name, lay)
-    assert np.array_equal(out, _packed_bytes(want, q)), tag
+    assert np.array_equal(out, code_bytes(want)), tag
     with np.errstate(all="ignore"):
         back = ref.dequantize_linear(want, se, ze, np.empty(x.shape, x.dtype))
     y = _poisoned(x.shape, x.dtype)
@@ -111,7 +105,7 @@ def test_quantize_every_type_and_layout(host, rng, qname, layout):
                 want = ref.quantize_linear(x, se, ze, np.empty(shape, q.dtype), saturate)
                 out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
                 qk.quantize(x, s, z, out, qname, lay, saturate)
-                assert np.array_equal(out, _packed_bytes(want, q)), (qname, layout, n, xt, saturate)
+                assert np.array_equal(out, code_bytes(want)), (qname, layout, n, xt, saturate)
 
 
 @pytest.mark.parametrize("qname", ["int4", "uint2", "int16", "float8_e4m3fn", "float4_e2m1fn"])
@@ -125,7 +119,7 @@ def test_quantize_misaligned_precision_and_float4_zero_point(host, rng, qname):
             want = ref.quantize_linear(x, np.float32(0.3), None, np.empty(x.shape, q.dtype), True, precision)
             out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
             qk.quantize(x, np.float32(0.3), None, out, qname, qk.param_layout(x.shape), True, precision)
-            assert np.array_equal(out, _packed_bytes(want, q)), (precision, x.ctypes.data % 16)
+            assert np.array_equal(out, code_bytes(want)), (precision, x.ctypes.data % 16)
     if qname == "float4_e2m1fn":  # a +0 zero point turns a -0 quotient into +0 (docs/semantics.md)
         x = np.array([-0.0, 1.0, -0.0, -1.0, 0.0], np.float32)
         out = np.full(3, 0xA5, np.uint8)
@@ -168,7 +162,7 @@ def test_quantize_every_float16_value(host, qname):
             want = ref.quantize_linear(xv, np.float32(1), None, np.empty(xv.shape, q.dtype), saturate)
             out = np.full(qk.packed_nbytes(xv.size, qname), 0xA5, np.uint8)
             qk.quantize(xv, 1.0, None, out, qname, qk.param_layout(xv.shape), saturate)
-            assert np.array_equal(out, _packed_bytes(want, q)), (qname, xv.dtype, saturate)
+            assert np.array_equal(out, code_bytes(want)), (qname, xv.dtype, saturate)
 
 
 # Scales for the reciprocal path (common.cuh reciprocal_div), on both sides of its range.
@@ -228,7 +222,7 @@ def test_float_codes_beside_every_midpoint_with_odd_scales(host, rng, qname):
                 want = ref.quantize_linear(x, np.asarray(s), None, np.empty(x.shape, q.dtype), saturate)
             out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
             qk.quantize(x, s, None, out, qname, qk.param_layout(x.shape), saturate)
-            assert np.array_equal(out, _packed_bytes(want, q)), (qname, float(s), saturate)
+            assert np.array_equal(out, code_bytes(want)), (qname, float(s), saturate)
 
 
 @pytest.mark.parametrize("qname", ["int4", "int8", "uint16", "float8_e4m3fn"])
@@ -272,7 +266,7 @@ def test_float_codes_with_scales_that_leave_the_range_in_the_precision(host, rng
                     out = np.full(qk.packed_nbytes(x.size, qname), 0xA5, np.uint8)
                     qk.quantize(x, s, None if zp is None else 0, out, qname, qk.param_layout(x.shape), saturate,
                                 precision)
-                    assert np.array_equal(out, _packed_bytes(want, q)), (qname, float(s), precision, zp, saturate)
+                    assert np.array_equal(out, code_bytes(want)), (qname, float(s), precision, zp, saturate)
 
 
 @pytest.mark.parametrize("qname", [t for t in TYPES if QTYPES[t].is_float])
@@ -351,4 +345,4 @@ def test_quantize_past_two_grid_strides(host, rng, qname):
             want = ref.quantize_linear(x, se, ze, np.empty((n,), q.dtype))
         out = np.full(qk.packed_nbytes(n, qname), 0xA5, np.uint8)
         qk.quantize(x, s, z, out, qname, lay)
-        assert np.array_equal(out, _packed_bytes(want, q)), (qname, n, block)
+        assert np.array_equal(out, code_bytes(want)), (qname, n, block)

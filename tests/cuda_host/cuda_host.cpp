@@ -277,11 +277,13 @@ void shared_array(void* p, size_t bytes) {
 unsigned to_shared(const void* p) {
   Machine& m = machine();
   const unsigned char* c = static_cast<const unsigned char*>(p);
-  for (int end = 0; end < 2; ++end) {
-    if (m.dyn && c >= m.dyn && (c < m.dyn + m.dynamic_smem || (end && c == m.dyn + m.dynamic_smem)))
-      return kDynBase + static_cast<unsigned>(c - m.dyn);
+  for (const bool end : {false, true}) {  // inside an array first, then one past its end
+    auto at = [&](const unsigned char* a, size_t bytes) {
+      return c >= a && (static_cast<size_t>(c - a) < bytes || (end && static_cast<size_t>(c - a) == bytes));
+    };
+    if (m.dyn && at(m.dyn, m.dynamic_smem)) return kDynBase + static_cast<unsigned>(c - m.dyn);
     for (const StaticShared& s : g_static)
-      if (c >= s.p && (c < s.p + s.bytes || (end && c == s.p + s.bytes))) return s.base + static_cast<unsigned>(c - s.p);
+      if (at(s.p, s.bytes)) return s.base + static_cast<unsigned>(c - s.p);
   }
   fault("__cvta_generic_to_shared of %p, which is not shared memory", p);
 }
