@@ -167,6 +167,7 @@
 //   / 536 / 843) also holds the nibble (byte) path and a's staging loop. (A minimum block count in the launch
 //   bounds made ptxas spill around the division's slow-path call.)
 #include "matmul_dp4a.cu"
+#include "cp_async.cuh"
 
 namespace dmlq {
 namespace stream4 {
@@ -180,6 +181,16 @@ template <int MT> struct shape {
   static constexpr int KSPLIT = kThreads / (16 * RG);
   static_assert(KSPLIT * 16 * RG == kThreads && kWords % KSPLIT == 0, "thread split");
 };
+
+// Stages of b in the block's cp.async ring (raw): 4, three in flight while one is used, where
+// the block's static shared memory stays within 48 KiB; else 3; else 2, one in flight (the
+// grouped kernel's 8-bit b at MT = 16, whose two slots of partial sums take 32 KiB).
+template <int MT, bool P4, bool GRP> constexpr int ring_stages() {
+  typedef shape<MT> S;
+  constexpr int stage = kRows * (P4 ? 32 : 64);
+  constexpr int rest = 4 * (kWords * kCols + MT * kWords + (GRP ? 2 : 1) * S::KSPLIT * (MT * kCols + (P4 ? 1 : MT)));
+  return rest + 4 * stage <= 48 * 1024 ? 4 : rest + 3 * stage <= 48 * 1024 ? 3 : 2;
+}
 
 // quantized_matmul's output of an exact int32 sum (docs/semantics.md): the tiled
 // kernels' requantization (cuda/matmul_epilogue.cuh).
@@ -249,7 +260,8 @@ __device__ __forceinline__ void body(
   constexpr int VECS = P4 ? 1 : 2;       // 16-byte vectors of b per thread and stage
   constexpr int VCOLS = P4 ? 32 : 16;    // columns per vector
   constexpr int SLOTS = GRP ? 2 : 1;
-  DMLQ_SHARED(16, uint4, raw, [kRows][2 * VECS]);        // b as loaded: 32 (4-bit) or 64 bytes per row
+  constexpr int RING = ring_stages<MT, P4, GRP>();
+  DMLQ_SHARED(16, uint4, raw, [RING][kRows][2 * VECS]);  // b as loaded: 32 (4-bit) or 64 bytes per row
   DMLQ_SHARED(16, unsigned, Bt, [kWords][kCols]);        // dp4a words of b - b_zp (4-bit) or b
   DMLQ_SHARED(16, unsigned, As, [MT][kWords]);           // dp4a words of a
   // partial sums per k-split; GRP: two slots, for the groups ending in one stage (at most two)
@@ -271,14 +283,25 @@ __device__ __forceinline__ void body(
   const int lr = tid >> 1, lh = tid & 1;
   constexpr int64 ELEMS16 = P4 ? 32 : 16;  // elements in 16 bytes
   const bool aligned = ((reinterpret_cast<unsigned long long>(B) & 15) | (be & (ELEMS16 - 1)) | (ldb & (ELEMS16 - 1))) == 0;
-  auto load = [&](int k0, int v) -> uint4 {
-    const int k = k0 + lr;
-    if (k >= Ke) return make_uint4(0u, 0u, 0u, 0u);
-    const int ln = n0 + VCOLS * (lh + 2 * v);
-    const int64 e = be + static_cast<int64>(k) * ldb + ln;
-    if (aligned && ln + VCOLS <= N) return __ldg(reinterpret_cast<const uint4*>(B + (P4 ? e >> 1 : e)));
-    if constexpr (P4) return nibbles32(B, e, ln, N);
-    else return bytes16(B, e, ln, N);
+  // The stage of rows k0 .. k0 + 63 into ring slot `slot`, this thread's vectors: a cp.async of
+  // each whole aligned one, the others (columns past N, unaligned rows: nibble by nibble or byte
+  // by byte; rows past the chunk: zeros) stored at once; one cp.async group either way (empty
+  // past the chunk's last stage), so the wait below counts stages.
+  auto fill = [&](int k0, int slot) {
+    if (k0 < Ke) {
+      const int k = k0 + lr;
+#pragma unroll
+      for (int v = 0; v < VECS; ++v) {
+        uint4* const dst = &raw[slot][lr][lh + 2 * v];
+        const int ln = n0 + VCOLS * (lh + 2 * v);
+        const int64 e = be + static_cast<int64>(k) * ldb + ln;
+        if (k >= Ke) *dst = make_uint4(0u, 0u, 0u, 0u);
+        else if (aligned && ln + VCOLS <= N) cp_async16_whole(smem_u32(dst), B + (P4 ? e >> 1 : e));
+        else if constexpr (P4) *dst = nibbles32(B, e, ln, N);
+        else *dst = bytes16(B, e, ln, N);
+      }
+    }
+    cp_async_commit();
   };
 
   // transpose: k-word tq (rows 4tq..4tq+3), columns n0 + 8tw .. + 7.
@@ -389,16 +412,16 @@ __device__ __forceinline__ void body(
     fin_n = 0;
   };
 
-  // this thread's vectors of the next stage (the second one only for an 8-bit b)
-  uint4 next0 = load(kb, 0), next1 = VECS > 1 ? load(kb, 1) : next0;
+  // The ring: stages 0 .. RING - 2 in flight before the loop; stage i is used from slot i % RING
+  // while stage i + RING - 1 lands in the slot stage i - 1 used (free: read before the last
+  // barrier of stage i - 1).
+#pragma unroll
+  for (int s = 0; s < RING - 1; ++s) fill(kb + s * kRows, s);
+  int slot = 0;
   for (int k0 = kb; k0 < Ke; k0 += kRows) {
-    raw[lr][lh] = next0;
-    if constexpr (VECS > 1) raw[lr][lh + 2] = next1;
-    if (k0 + kRows < Ke) {
-      next0 = load(k0 + kRows, 0);
-      if constexpr (VECS > 1) next1 = load(k0 + kRows, 1);
-    }
-    __syncthreads();
+    cp_async_wait<RING - 2>();  // this thread's copies of stage i landed (RING - 2 later groups may not have)
+    __syncthreads();            // everyone's
+    fill(k0 + (RING - 1) * kRows, slot == 0 ? RING - 1 : slot - 1);
     if constexpr (GRP) {
       finish_groups();  // the last stage's groups (their slots are written again only after the next barrier)
       const int kw = k0 + 4 * tq;
@@ -417,7 +440,7 @@ __device__ __forceinline__ void body(
         unsigned w[4], e[4], o[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          w[i] = reinterpret_cast<const unsigned*>(&raw[4 * tq + i][0])[tw];
+          w[i] = reinterpret_cast<const unsigned*>(&raw[slot][4 * tq + i][0])[tw];
           if (INT4) w[i] ^= 0x88888888u;
           e[i] = ((w[i] & 0x0F0F0F0Fu) + off_e) ^ 0x80808080u;
           o[i] = (((w[i] >> 4) & 0x0F0F0F0Fu) + off_o) ^ 0x80808080u;
@@ -431,7 +454,7 @@ __device__ __forceinline__ void body(
         unsigned w0[4], w1[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const uint2 w = reinterpret_cast<const uint2*>(&raw[4 * tq + i][0])[tw];
+          const uint2 w = reinterpret_cast<const uint2*>(&raw[slot][4 * tq + i][0])[tw];
           w0[i] = w.x, w1[i] = w.y;
         }
         dp4a::transpose4(w0, lo);
@@ -459,6 +482,7 @@ __device__ __forceinline__ void body(
       }
     }
     __syncthreads();
+    slot = slot + 1 == RING ? 0 : slot + 1;
     // GRP: a group ends after the first half of the stage (rows k0 .. k0 + 31) and/or at
     // its end (or the chunk's); the same for every thread, so each flushes there.
     const bool half_end = GRP && cur_end == k0 + kRows / 2 && cur_end < Ke;
