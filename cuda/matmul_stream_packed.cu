@@ -71,9 +71,10 @@
 // grid (ceil(N / 64), matrices, chunks of K), block 128. A block owns 64 columns
 // of one matrix z (blockIdx.y) and all MT rows, and walks its chunk of K
 // (blockIdx.z; all of K without a split) in stages of 64 rows:
-//   load      each thread reads one 16-byte vector of b (32 columns of one row;
-//             the next stage's vector is in flight while this one is used) and
-//             stores it to shared memory as it came (raw, 64 rows x 32 bytes);
+//   load      each thread copies one 16-byte vector of b (32 columns of one row)
+//             into shared memory as it came (raw, 64 rows x 32 bytes) with
+//             cp.async, into a ring of RING stages (ring_stages: 4, the grouped
+//             kernel 3): RING - 1 stages are in flight while one is used;
 //   transpose each thread takes a 4-row x 8-column block of raw (4 words),
 //             makes the 8 columns' dp4a words (4 consecutive k per word, k in
 //             byte order) of b - b_zp[n] as int8 (|b - b_zp| <= 15) and stores
@@ -121,28 +122,34 @@
 //   moves ~1.25 TB/s of int4 bytes; the issue's target is >= 85% of copy bandwidth).
 // - Little's law: 3.35 TB/s x ~0.7 us latency (0.6-0.8) = 2.35 MB in flight on
 //   the chip (2.0-2.7 MB), ~17.8 KB per SM (15-20 KB).
-// - In flight per block: 128 threads x one 16-byte vector of b (the next
-//   stage's, loaded while this one is used) = 2 KB.
+// - In flight per block: RING - 1 stages of 2 KB (64 rows x 32 bytes): 6 KB
+//   (the grouped kernel 4 KB). Until 2026-11-27 (session 26) one stage, a
+//   vector a thread loaded into registers a stage ahead: 2 KB a block.
 // - 8-bit b: twice the bytes per element (N = K = 8192: 67 MB, 20 us), two
-//   vectors in flight per thread (4 KB a block); the dp4a work per byte of b
+//   vectors a thread and stage (4 KB a stage); the dp4a work per byte of b
 //   halves against 4-bit at the same M (4 elements a word, not 8 per 4 bytes),
 //   so at M = 16 it is M / 4 = 4 dp4a per byte: 13.4e12 dp4a/s at the
 //   bandwidth against ~14.8e12 (64 / SM / clk), the kernel near its dp4a
 //   bound; at M <= 4 issue is not the limit (about 1-2 instructions per byte).
-//   ptxas (bench/results/static.md): matmul_stream_packed 54 / 92 / 95
-//   registers for MT = 1 / 4 / 16, 10 / 16 / 25 KB: 9 / 5 / 5 blocks per SM,
-//   36 / 20 / 20 KB of b in flight per SM when every slot is filled (Little's
-//   17.8 KB); matmul_stream_grouped 94-95 / 80 / 119-123 registers, 12 / 25 /
-//   42 KB: 5 / 6 / 4 blocks, 20 / 24 / 16 KB. 0 spills. (ptxas picks the
-//   register counts, no minimum block count: one made the grouped kernels
-//   spill 12-44 B.)
-// - Blocks per SM (ptxas, sm_90, __launch_bounds__(128), bench/results/static.md):
-//   64 / 64 / 80 registers for MT = 1 / 4 / 16, 0 spills, 8.3 / 14.6 / 23.6 KB
-//   static shared memory: 8 / 8 / 6 blocks per SM (registers; shared memory
-//   would allow 27 / 15 / 9), 1056 / 1056 / 792 block slots on 132 SMs, and
-//   16 / 16 / 12 KB in flight per SM when every slot is filled: 90% / 90% / 67%
-//   of the 17.8 KB, so a full grid can near the bandwidth at MT <= 4 (a second
-//   vector in flight per thread is the next step past that).
+//   ptxas (bench/results/static.md, with the ring): matmul_stream_packed
+//   55 / 94 / 94 registers for MT = 1 / 4 / 16, 22 / 28 / 37 KB: 9 / 5 / 5
+//   blocks per SM, 108 / 60 / 60 KB of b in flight per SM when every slot is
+//   filled (one stage ahead before: 36 / 20 / 20; Little's 17.8 KB, ~26 on
+//   the H200); matmul_stream_grouped (RING 3, and 2 at MT = 16) 80 / 80 / 114
+//   registers, 20 / 33 / 46 KB: 6 / 6 / 4 blocks, 48 / 48 / 16 KB (before:
+//   20 / 24 / 16). 0 spills. (ptxas picks the register counts, no minimum
+//   block count: one made the grouped kernels spill 12-44 B.)
+// - Blocks per SM (ptxas, sm_90, __launch_bounds__(128), bench/results/static.md,
+//   with the ring): 64 / 56 / 107 registers for MT = 1 / 4 / 16, 0 spills,
+//   14 / 20 / 29 KB static shared memory: 8 / 9 / 4 blocks per SM (registers),
+//   1056 / 1188 / 528 block slots on 132 SMs, and 48 / 54 / 24 KB in flight per
+//   SM when every slot is filled: 2.7x / 3x / 1.3x Little's 17.8 KB (one stage
+//   ahead, 64 / 64 / 80 registers and 8 / 8 / 6 blocks, gave 16 / 16 / 12 KB:
+//   90% / 90% / 67% of it, and the H200's ~26 KB is more). The grouped kernel:
+//   80 / 80 / 115 registers, 6 / 6 / 4 blocks, 24 / 24 / 16 KB (before: 63 / 72
+//   / 103, 8 / 7 / 4, 16 / 14 / 8). The time at M = 1 and 4 has been the host's
+//   (50-65 us a call eager); the graph rows give the kernels' device time: the
+//   next GPU session measures the ring there.
 // - The grid without a split is ceil(N / 64) * matrices blocks: N = 4096, 8192,
 //   11008, 14336 give 64, 128, 172, 224 blocks, under 2 per SM: 128-448 KB in
 //   flight, 0.18-0.64 TB/s (5-19% of HBM) whatever K is. Hence split-K
@@ -182,14 +189,16 @@ template <int MT> struct shape {
   static_assert(KSPLIT * 16 * RG == kThreads && kWords % KSPLIT == 0, "thread split");
 };
 
-// Stages of b in the block's cp.async ring (raw): 4, three in flight while one is used, where
-// the block's static shared memory stays within 48 KiB; else 3; else 2, one in flight (the
+// Stages of b in the block's cp.async ring (raw): 4, three in flight while one is used (the
+// grouped kernel 3: with 4, ptxas gave its packed-b kernels 96-153 registers, 3-5 blocks an SM),
+// where the block's static shared memory stays within 48 KiB; else 3; else 2, one in flight (the
 // grouped kernel's 8-bit b at MT = 16, whose two slots of partial sums take 32 KiB).
 template <int MT, bool P4, bool GRP> constexpr int ring_stages() {
   typedef shape<MT> S;
   constexpr int stage = kRows * (P4 ? 32 : 64);
   constexpr int rest = 4 * (kWords * kCols + MT * kWords + (GRP ? 2 : 1) * S::KSPLIT * (MT * kCols + (P4 ? 1 : MT)));
-  return rest + 4 * stage <= 48 * 1024 ? 4 : rest + 3 * stage <= 48 * 1024 ? 3 : 2;
+  constexpr int want = GRP ? 3 : 4;
+  return rest + want * stage <= 48 * 1024 ? want : rest + 3 * stage <= 48 * 1024 ? 3 : 2;
 }
 
 // quantized_matmul's output of an exact int32 sum (docs/semantics.md): the tiled
@@ -415,7 +424,7 @@ __device__ __forceinline__ void body(
   // The ring: stages 0 .. RING - 2 in flight before the loop; stage i is used from slot i % RING
   // while stage i + RING - 1 lands in the slot stage i - 1 used (free: read before the last
   // barrier of stage i - 1).
-#pragma unroll
+#pragma unroll 1
   for (int s = 0; s < RING - 1; ++s) fill(kb + s * kRows, s);
   int slot = 0;
   for (int k0 = kb; k0 < Ke; k0 += kRows) {
