@@ -29,6 +29,12 @@ def call(fname, names, values, params, out):
                         "(t.numpy(), cupy.asarray(t), x.compute())")
     kwargs = dict(zip(PARAMS[fname], params))
     if any(_is_dask(v) for v in values) or _is_dask(out):
+        from .calls import EXPLAINING
+
+        if EXPLAINING.get() is True:  # dmlq.kernel_plan: a lazy array's work is planned per chunk
+            raise TypeError(f"kernel_plan: {fname} on dask arrays runs per chunk, each chunk its own plan; "
+                            "pass NumPy or CuPy arrays shaped like one chunk (for example "
+                            "np.empty(x.chunksize, x.dtype)) for that chunk's plan")
         from . import dask as adapter
     else:
         from . import torch as adapter

@@ -246,11 +246,16 @@ def _int_param(f, name, value, least):
     return int(value)
 
 
+def _data_name(f):
+    """The data operand's name in ``f``'s signature: dequantize_linear's is q."""
+    return "q" if f.startswith("dequantize") else "x"
+
+
 def _axis(f, axis, ndim):
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
         raise TypeError(f"{f}: axis must be an int (got {axis!r})")
     if not -ndim <= axis < ndim:
-        raise DescError(f"{f}: axis = {axis} is out of range for a {ndim}-D x (accepted: {-ndim} ... {ndim - 1})")
+        raise DescError(f"{f}: axis = {axis} is out of range for a {ndim}-D {_data_name(f)} (accepted: {-ndim} ... {ndim - 1})")
     return int(axis) % ndim
 
 
@@ -260,6 +265,7 @@ def param_form(f, x_shape, scale_shape, zp_shape, axis, block_size):
     (ONNX's per-axis form: one value or D values along ``axis``) or "broadcast" (NumPy
     broadcasting, axis and block None). DescError/ValueError naming the argument."""
     ndim = len(x_shape)
+    xn = _data_name(f)
     scale_shape = tuple(scale_shape)
     zp_size = None if zp_shape is None else math.prod(zp_shape)
     if zp_shape is not None and (block_size is not None or axis is not None) and zp_size != 1 \
@@ -268,19 +274,21 @@ def param_form(f, x_shape, scale_shape, zp_shape, axis, block_size):
                         f"{tuple(zp_shape)})")
     if block_size is not None:
         b = _int_param(f, "block_size", block_size, 1)
+        if ndim == 0:
+            raise DescError(f"{f}: block_size= needs {xn} to have at least one dimension ({xn} is 0-d)")
         if len(scale_shape) != ndim:
-            raise DescError(f"{f}: with block_size, scale must have x's rank {ndim} (x {tuple(x_shape)}, scale "
-                            f"{scale_shape}): x's shape with ceil(D / block_size) on the blocked axis")
+            raise DescError(f"{f}: with block_size, scale must have {xn}'s rank {ndim} ({xn} {tuple(x_shape)}, "
+                            f"scale {scale_shape}): {xn}'s shape with ceil(D / block_size) on the blocked axis")
         differ = [i for i in range(ndim) if scale_shape[i] != x_shape[i]]
         if axis is None:
             if len(differ) > 1:
-                raise DescError(f"{f}: scale {scale_shape} differs from x {tuple(x_shape)} on axes {differ}; "
+                raise DescError(f"{f}: scale {scale_shape} differs from {xn} {tuple(x_shape)} on axes {differ}; "
                                 "blocked scales differ on one axis only (name it with axis=)")
             ax = differ[0] if differ else 0
         else:
             ax = _axis(f, axis, ndim)
             if any(i != ax for i in differ):
-                raise DescError(f"{f}: scale {scale_shape} must equal x's shape {tuple(x_shape)} except on "
+                raise DescError(f"{f}: scale {scale_shape} must equal {xn}'s shape {tuple(x_shape)} except on "
                                 f"axis {ax}")
         d, s = x_shape[ax], scale_shape[ax]
         want = -(-d // b)
@@ -293,20 +301,20 @@ def param_form(f, x_shape, scale_shape, zp_shape, axis, block_size):
         return "blocked", ax, b, tuple(x_shape)
     if axis is not None:
         if ndim == 0:
-            raise DescError(f"{f}: axis= needs an x of at least one dimension (x is 0-d)")
+            raise DescError(f"{f}: axis= needs {xn} to have at least one dimension ({xn} is 0-d)")
         ax = _axis(f, axis, ndim)
         for name, shp in (("scale", scale_shape), ("zero_point", zp_shape)):
             if shp is None or math.prod(shp) == 1 and len(shp) <= 1:
                 continue
             if len(shp) != 1 or shp[0] != x_shape[ax]:
                 raise DescError(f"{f}: with axis={axis} (and no block_size), {name} must be one value or 1-D of "
-                                f"length x.shape[{ax}] = {x_shape[ax]} (got shape {tuple(shp)})")
+                                f"length {xn}.shape[{ax}] = {x_shape[ax]} (got shape {tuple(shp)})")
         return "axis", ax, None, tuple(x_shape)
     shapes = [x_shape, scale_shape] + ([] if zp_shape is None else [zp_shape])
     try:
         shape = tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise ValueError(f"{f}: shapes do not broadcast: x {tuple(x_shape)}, scale {scale_shape}"
+        raise ValueError(f"{f}: shapes do not broadcast: {xn} {tuple(x_shape)}, scale {scale_shape}"
                          + ("" if zp_shape is None else f", zero_point {tuple(zp_shape)}")
                          + "; for per-axis values pass axis=, for blocked scales block_size=") from None
     return "broadcast", None, None, shape

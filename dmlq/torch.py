@@ -430,6 +430,12 @@ def _polyfill(fname):
                 kw[key] = torch_dtype(kw[key])
         dtype = kw.get("dtype")
         lead = values[data[0]]
+        if fname == "quantized_avg_pool":  # one int for every spatial axis, as the eager call takes it
+            nd = max(lead.ndim - 2, 1) if isinstance(lead, torch.Tensor) else 1
+            for key in ("window_size", "strides", "start_padding", "end_padding", "dilations"):
+                v = kw.get(key)
+                if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+                    kw[key] = [int(v)] * nd
         params = [n for n in names if n not in data]
         if not any(isinstance(values[n], torch.Tensor) for n in params):
             for n in params:

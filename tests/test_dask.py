@@ -392,6 +392,9 @@ def test_errors_before_anything_runs():
         dmlq.dequantize_linear(x.astype(u8), np.ones(4, f32), axis=0)
     with pytest.raises(ValueError, match="a has K = 4 columns but b has 5 rows"):
         dmlq.quantized_matmul(_poisoned((6, 4), u8, ((6,), (4,))), 0.1, 0, np.zeros((5, 2), i8), 0.1, 0, 0.2)
+    # kernel_plan: a plan per chunk, never a lazy call set up in its place
+    with pytest.raises(TypeError, match=r"kernel_plan: quantize_linear on dask arrays runs per chunk"):
+        dmlq.kernel_plan(dmlq.quantize_linear, x, 0.1)
 
 
 # ---- a distributed cluster of two worker processes ------------------------------------------

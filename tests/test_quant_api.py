@@ -224,6 +224,15 @@ REFUSALS = [
      r"q must be an array of a quantized type"),
     (lambda: dmlq.quantize_linear(X, 1.0, dtype="int4", out=dmlq.Packed(np.zeros(1, np.uint8), (2,), "int4")),
      TypeError, r"out must be a numpy.ndarray"),
+    # a 0-d operand has no axis to block (an IndexError before), and dequantize's operand is q
+    (lambda: dmlq.quantize_linear(np.float32(1.0), np.float32(1.0), block_size=2), DescError,
+     r"quantize_linear: block_size= needs x to have at least one dimension \(x is 0-d\)"),
+    (lambda: dmlq.dequantize_linear(np.uint8(3), np.float32(1.0), block_size=1), DescError,
+     r"dequantize_linear: block_size= needs q to have at least one dimension \(q is 0-d\)"),
+    (lambda: dmlq.dequantize_linear(np.zeros(2, md.int4), 1.0, axis=2), DescError,
+     r"axis = 2 is out of range for a 1-D q"),
+    (lambda: dmlq.dequantize_linear(np.zeros((4, 4), np.uint8), np.ones((2, 2), F32), block_size=2), DescError,
+     r"differs from q \(4, 4\) on axes \[0, 1\]"),
     (lambda: dmlq.kernel_plan(dmlq.quantize_linear, X, 1.0, dtype="int4"), UnsupportedError,
      r"kernel_plan: quantize_linear with these types or arguments shows its plan for GPU operands only"),
 ]

@@ -284,6 +284,21 @@ def test_compile_with_dynamic_shapes_specializes_nothing_and_gives_eager_bits():
     print(f"dynamic-shape compiles (aot_eager), 5 shapes: {time.perf_counter() - start:.1f} s")
 
 
+def test_compile_pooling_with_one_int_for_every_axis():
+    """quantized_avg_pool takes one int for window_size, strides and the paddings, as the eager
+    call does; the custom op's schema takes lists, so the traced call expands them (it failed
+    with "Expected a value of type 'Optional[List[int]]' for argument 'strides'" before)."""
+    img = _t(np.random.default_rng(3).integers(0, 256, (1, 2, 9, 9), dtype=np.uint8))
+
+    def pool(x):
+        return dmlq.quantized_avg_pool(x, 0.1, 3, 0.1, 3, 3, strides=2, start_padding=1, end_padding=1)
+
+    torch._dynamo.reset()
+    got = torch.compile(pool, backend="aot_eager", fullgraph=True)(img)
+    want = pool(img)
+    assert got.shape == (1, 2, 5, 5) and torch.equal(got, want)
+
+
 # ---- CUDA: for the next device session
 
 def _cuda():
