@@ -26,6 +26,7 @@ import numpy as np
 from . import dispatch
 from .checks import GPU, HOST, Builder
 from .keys import key, param_key
+from .packing import Packed
 
 if TYPE_CHECKING:
     from .gpu.plan import Plan
@@ -54,6 +55,9 @@ def _slow_operand(spec, name, v):
         raise dispatch.Foreign  # a torch tensor or dask array: dmlq.frameworks takes the call
     if dispatch.is_gpu(v):
         return v, GPU  # made a CuPy view once every operand is known to be on the GPU
+    if isinstance(v, Packed):  # a NamedTuple: not a list of numbers
+        raise TypeError(f"{f}: {name} is a dmlq.Packed, which {f} does not take as {name}; pass "
+                        f"dmlq.unpack({name}) (its elements, one a byte)")
     if isinstance(v, (list, tuple)):
         try:
             arr = np.asarray(v)

@@ -15,6 +15,8 @@ and unpack on either side.
 from __future__ import annotations
 
 import math
+import numbers
+import sys
 from typing import Any, NamedTuple, Tuple
 
 import numpy as np
@@ -72,6 +74,30 @@ def _xp(a):
     return np if isinstance(a, np.ndarray) else __import__("cupy")
 
 
+def _torch_codes(x, dtype):
+    """(the uint8 codes of torch tensor ``x``, NumPy for a CPU tensor, CuPy for a CUDA one, and
+    the type's name): a tensor of a narrow torch dtype (torch.int4 ... torch.float8_e4m3fn,
+    one element a byte, the code in the low bits), or a torch.uint8 tensor of codes with
+    ``dtype=``."""
+    import torch
+
+    t = x.detach()
+    name = str(t.dtype).rpartition(".")[2]
+    if dtype is None:
+        q = qtype(name if name != "uint8" else None, "pack: x's dtype")
+    else:
+        q = qtype(dtype, "pack: dtype")
+        if name not in (q.name, "uint8"):
+            raise TypeError(f"pack: x must be a {q.name} tensor or a uint8 tensor of {q.name} codes "
+                            f"(got {t.dtype})")
+    _sub_byte(q, "pack")
+    raw = t if t.dtype == torch.uint8 else t.view(torch.uint8)
+    codes = raw.numpy() if raw.device.type == "cpu" else __import__("cupy").asarray(raw)
+    if name != "uint8":
+        codes = codes & ((1 << q.bits) - 1)  # torch may hold a 4-bit code sign-extended in its byte
+    return codes, q.name
+
+
 def _sub_byte(q, what):
     if not (q.packed or q.is_float):
         raise TypeError(f"{what}: only the 4-bit and 2-bit types are packed (int4, uint4, float4_e2m1fn, "
@@ -85,9 +111,10 @@ def pack(x: Any, dtype: Any = None) -> Packed:
     Parameters
     ----------
     x : array
-        One element per byte: an array of the ml_dtypes type (NumPy), or, with
-        ``dtype=``, a uint8 array of the type's codes (the low 4 or 2 bits; the others
-        0), NumPy or CuPy.
+        One element per byte: an array of the ml_dtypes type (NumPy) or a torch tensor
+        of the torch type (torch.int4 ...; CPU or CUDA), or, with ``dtype=``, a uint8
+        array or tensor of the type's codes (the low 4 or 2 bits; the others 0), NumPy,
+        CuPy or torch.
     dtype : dtype or name, optional
         The element type when ``x`` holds codes (``"int4"`` ...).
 
@@ -95,12 +122,14 @@ def pack(x: Any, dtype: Any = None) -> Packed:
     -------
     Packed
         ``data`` (1-D uint8, ``ceil(size * bits / 8)`` bytes: the first element in the
-        low bits, the last byte padded with zeros), ``shape`` and ``dtype``.
+        low bits, the last byte padded with zeros; NumPy for NumPy arrays and CPU
+        tensors, CuPy for CuPy arrays and CUDA tensors), ``shape`` and ``dtype``.
 
     Raises
     ------
     TypeError
-        ``x`` is not of a 4-bit or 2-bit type (or codes with ``dtype=``).
+        ``x`` is not an array or tensor of a 4-bit, 2-bit or float8 type (or codes with
+        ``dtype=``); a dask array (pack its computed array).
     ValueError
         A code wider than the type.
 
@@ -112,6 +141,15 @@ def pack(x: Any, dtype: Any = None) -> Packed:
     """
     if isinstance(x, Packed):
         raise TypeError("pack: x is already a dmlq.Packed")
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        x, dtype = _torch_codes(x, dtype)
+    elif type(x).__module__.partition(".")[0] == "dask":
+        raise TypeError("pack: x is a dask array; pack takes NumPy or CuPy arrays and torch tensors: pack "
+                        "x.compute() (dmlq's functions take a dask array of an ml_dtypes type as it is)")
+    elif not hasattr(x, "dtype") or not hasattr(x, "view"):
+        raise TypeError(f"pack: x must be a NumPy or CuPy array or a torch tensor of a 4-bit, 2-bit or float8 "
+                        f"type, or of uint8 codes with dtype= (got {type(x).__name__})")
     if dtype is None:
         q = qtype(getattr(x, "dtype", None), "pack: x's dtype")
         _sub_byte(q, "pack")
@@ -186,7 +224,16 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
         data = packed
     q = qtype(dtype, "unpack: dtype")
     _sub_byte(q, "unpack")
-    shape = tuple(int(s) for s in shape)
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (shape,)  # one int: a 1-D shape, as NumPy takes it
+    try:
+        if isinstance(shape, (str, bytes)):
+            raise TypeError
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"unpack: shape must be a tuple of ints (got {shape!r})") from None
+    if any(s < 0 for s in shape):
+        raise ValueError(f"unpack: shape {shape} has a negative size")
     n = math.prod(shape)
     if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1:
         raise TypeError(f"unpack: the packed data must be a 1-D uint8 array (got "

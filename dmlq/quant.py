@@ -107,7 +107,11 @@ def _host(f, name, v, float_role, what):
             raise _gpu_refusal(f, f"{name}'s data is not a NumPy array")
         if name == "scale" and is_e8m0_name(v.dtype):
             return e8m0_codes(f, v).view(E8M0_DTYPE).reshape(tuple(v.shape))
-        return unpack(v)
+        try:
+            return unpack(v)
+        except (TypeError, ValueError) as e:  # its bytes do not match its shape and dtype
+            raise type(e)(f"{f}: {name} is a dmlq.Packed that does not hold its elements: "
+                          f"{str(e).removeprefix('unpack: ')}") from None
     if dispatch.is_gpu(v):
         raise _gpu_refusal(f, f"{name} is a GPU array")
     if isinstance(v, (bool, np.bool_)):

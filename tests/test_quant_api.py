@@ -162,6 +162,18 @@ def test_packed_round_trip_through_the_api():
     assert p.nbytes == 8 and np.array_equal(dmlq.dequantize_linear(p, 0.3), dmlq.dequantize_linear(q, 0.3))
 
 
+def test_unpack_takes_one_int_for_a_1d_shape():
+    p = dmlq.pack(np.array([1, -2, 3], md.int4))
+    assert np.array_equal(dmlq.unpack(p.data, 3, "int4"), dmlq.unpack(p))
+
+
+def test_pack_refuses_a_dask_array_without_computing_it():
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.zeros(4, md.int4), chunks=2)
+    with pytest.raises(TypeError, match=r"pack: x is a dask array; .* pack x.compute\(\)"):
+        dmlq.pack(x)
+
+
 def test_output_type_rules():
     x = np.array([1.0, -1.0], F32)
     assert dmlq.quantize_linear(x, 1.0, dtype=md.uint4).dtype == md.uint4
@@ -224,6 +236,16 @@ REFUSALS = [
      r"q must be an array of a quantized type"),
     (lambda: dmlq.quantize_linear(X, 1.0, dtype="int4", out=dmlq.Packed(np.zeros(1, np.uint8), (2,), "int4")),
      TypeError, r"out must be a numpy.ndarray"),
+    # pack / unpack / a Packed where it is not taken: the function and the argument named
+    (lambda: dmlq.pack([1, 2]), TypeError, r"pack: x must be a NumPy or CuPy array or a torch tensor .* \(got list\)"),
+    (lambda: dmlq.unpack(np.zeros(2, np.uint8), (-1, 3), "int4"), ValueError, r"unpack: shape \(-1, 3\) has a negative"),
+    (lambda: dmlq.unpack(np.zeros(2, np.uint8), "3", "int4"), TypeError, r"unpack: shape must be a tuple of ints"),
+    (lambda: dmlq.quantized_matmul(dmlq.pack(np.zeros((2, 3), md.int4)), 1.0, 0, np.zeros((3, 2), np.int8), 1.0, 0,
+                                   1.0), TypeError, r"quantized_matmul: a is a dmlq.Packed, which quantized_matmul "
+                                                    r"does not take as a"),
+    (lambda: dmlq.dequantize_linear(dmlq.Packed(np.zeros(2, np.uint8), (5,), "int4"), 1.0), ValueError,
+     r"dequantize_linear: q is a dmlq.Packed that does not hold its elements: 5 int4 elements \(shape \(5,\)\) "
+     r"take 3 bytes"),
     # a 0-d operand has no axis to block (an IndexError before), and dequantize's operand is q
     (lambda: dmlq.quantize_linear(np.float32(1.0), np.float32(1.0), block_size=2), DescError,
      r"quantize_linear: block_size= needs x to have at least one dimension \(x is 0-d\)"),

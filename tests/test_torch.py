@@ -284,6 +284,27 @@ def test_compile_with_dynamic_shapes_specializes_nothing_and_gives_eager_bits():
     print(f"dynamic-shape compiles (aot_eager), 5 shapes: {time.perf_counter() - start:.1f} s")
 
 
+def test_pack_takes_narrow_torch_tensors_and_uint8_codes():
+    """dmlq.pack of a torch.int4 / float8 tensor gives ONNX's bytes, as of the ml_dtypes array
+    (it refused them, naming int4 among the types it takes)."""
+    import ml_dtypes
+
+    x = np.array([[-8, 7, 1, -1], [0, 3, -2, 5]], f32)
+    for name in ("int4", "uint4", "int2", "float4_e2m1fn", "float8_e4m3fn"):
+        if not hasattr(torch, name):
+            continue
+        t = dmlq.quantize_linear(_t(np.abs(x) if name.startswith("u") else x), 1.0, dtype=getattr(torch, name))
+        got, want = dmlq.pack(t), dmlq.pack(dmlq.quantize_linear(np.abs(x) if name.startswith("u") else x, 1.0,
+                                                                 dtype=name))
+        assert got.dtype == want.dtype == name and got.shape == want.shape == (2, 4)
+        assert isinstance(got.data, np.ndarray) and np.array_equal(got.data, want.data), name
+    codes = dmlq.pack(torch.tensor([1, 2, 3], dtype=torch.uint8), dtype="uint2")
+    assert codes.data.tolist() == [0b111001]
+    with pytest.raises(TypeError, match=r"pack: x must be a uint4 tensor or a uint8 tensor of uint4 codes"):
+        dmlq.pack(torch.ones(3), dtype="uint4")
+    assert ml_dtypes.int4  # the reference side's dtype
+
+
 def test_compile_pooling_with_one_int_for_every_axis():
     """quantized_avg_pool takes one int for window_size, strides and the paddings, as the eager
     call does; the custom op's schema takes lists, so the traced call expands them (it failed
