@@ -61,7 +61,10 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
     zdt = _dt(zero_point)
     if isinstance(scale, Packed) or dtype is None and _new_type(zdt):
         return True
-    return (_dt(x) == BFLOAT16_DTYPE or _dt(scale) in (BFLOAT16_DTYPE, I32) + _E8M0
+    xdt, sdt = _dt(x), _dt(scale)
+    if xdt in (F32, F16) and sdt in (F32, F16) and xdt != sdt:
+        return True  # float32 x with a float16 scale or the reverse (ONNX 23 on): both widened to float32
+    return (xdt == BFLOAT16_DTYPE or sdt in (BFLOAT16_DTYPE, I32) + _E8M0
             or (zdt is None and dtype is None and _new_type(_dt(out))))
 
 

@@ -335,7 +335,7 @@ def _output_type(f, dtype, zp, zp_meta, out, out_meta):
     zq = None
     if zp_meta is not None:
         zq = qtype(zp_meta[1])
-    elif hasattr(zp, "dtype") and not isinstance(zp, np.generic) and is_qtype(zp.dtype):
+    elif hasattr(zp, "dtype") and is_qtype(zp.dtype):  # an array, or a NumPy scalar such as np.int8(3)
         zq = qtype(zp.dtype)
     if zq is not None:
         if q is None:

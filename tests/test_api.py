@@ -56,8 +56,12 @@ def test_quantize_wrong_input_dtype(bad):
 
 def test_quantize_rules():
     x = np.zeros(3, f32)
-    with pytest.raises(TypeError, match=r"scale must have dtype float32 for a float32 x \(got float16\)"):
-        dmlq.quantize_linear(x, np.ones(3, f16))  # a float32 x needs a float32 scale, as DirectML
+    # a float16 scale for a float32 x (ONNX 23 on): its float32 value, the same as precision="float32"
+    x3 = np.array([1.0, -2.5, 7.0], f32)
+    s16 = np.array([0.0371, 0.5, 0.0999], f16)
+    want = dmlq.quantize_linear(x3, s16.astype(f32), np.int8(1))
+    assert np.array_equal(dmlq.quantize_linear(x3, s16, np.int8(1)), want)
+    assert np.array_equal(dmlq.quantize_linear(x3, s16, np.int8(1), precision="float32"), want)
     with pytest.raises(DescError, match="out of range"):
         dmlq.quantize_linear(x, 1.0, 300)
     with pytest.raises(DescError, match="out of range"):

@@ -90,6 +90,27 @@ def test_scalar_scales_reach_matmul_and_pooling_without_a_synchronize(gpu, rng):
     assert S.counts["uploads"] > 0 and S.counts["syncs"] == 0  # uploaded, and nothing waited for the GPU
 
 
+def test_quantize_with_a_scale_of_the_other_float_type(gpu, rng):
+    """float32 x with a float16 scale, or the reverse, as ONNX 23 allows: int8/uint8 out as for
+    every other type (it was refused for int8/uint8 alone, and taken with precision="float32",
+    which the contract calls the same), on the GPU as on NumPy; the value is the float32 one's."""
+    x = rng.standard_normal((5, 33)).astype(f32) * 40
+    got = same(dmlq.quantize_linear, x, np.float16(0.0371), np.int8(3))
+    want = dmlq.quantize_linear(x, np.float32(np.float16(0.0371)), np.int8(3))
+    np.testing.assert_array_equal(got.get(), want)
+    same(dmlq.quantize_linear, x.astype(f16), np.float32(0.05), np.uint8(9))
+    same(dmlq.quantize_linear, x, rng.uniform(0.1, 1, (33,)).astype(f16), None, dtype=i8)
+
+
+def test_a_numpy_scalar_zero_point_gives_its_type(gpu, rng):
+    """quantize_linear's output type is the zero point's, a NumPy scalar's too, on the GPU as on
+    NumPy (the GPU path of the types beyond int8 took np.int16(7) as a Python int: uint8 out)."""
+    x = rng.standard_normal((4, 40)).astype(f32) * 40
+    assert same(dmlq.quantize_linear, x, 0.05, np.int16(-7)).dtype == np.int16
+    assert same(dmlq.quantize_linear, x, np.full(4, 0.5, f32), np.int8(3), axis=0).dtype == np.int8
+    assert same(dmlq.quantize_linear, x, 0.25, np.uint16(9), saturate=True).dtype == np.uint16
+
+
 def test_repeated_calls_reuse_one_runner(gpu, rng):
     a = to_device(rng.integers(0, 256, (17, 64), dtype=u8))  # past M = 16: the tiles (column sums, matmul)
     b = to_device(rng.integers(-128, 128, (64, 32), dtype=i8))

@@ -166,7 +166,7 @@ def test_errors_speak_torch_and_name_the_argument():
     with pytest.raises(TypeError, match=r"got float64.*pass x\.to\(torch\.float32\)"):
         dmlq.quantize_linear(x.double(), 0.1)
     with pytest.raises(TypeError, match=r"pass scale\.to\(torch\.float16\)"):
-        dmlq.quantize_linear(x.half(), torch.ones(4))
+        dmlq.quantize_linear(x.half(), torch.ones(4, dtype=torch.float64))
     with pytest.raises(TypeError, match=r"torch\.tensor makes int64.*q\.to\(torch\.int32\) or q\.to\(torch\.uint8\)"):
         dmlq.dequantize_linear(torch.tensor([1, 2]), 0.5)  # int64
     with pytest.raises(TypeError, match=r"x must have dtype float32, float16 or int32 \(got float8_e8m0fnu\); pass x\.to\(torch\.float32\)"):
