@@ -292,8 +292,12 @@ def kernel_plan(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Plan
     Raises
     ------
     TypeError
-        ``function`` is not an operator function, ``out=`` was given, or the arguments
-        are wrong as for the real call (which also raises ValueError).
+        ``function`` is not an operator function, ``out=`` was given, a dask array was
+        given (each chunk has its own plan: pass an array shaped like one), or the
+        arguments are wrong as for the real call (which also raises ValueError).
+    dmlq.UnsupportedError
+        quantize / dequantize of the types beyond int8, or with per-axis or blocked
+        parameters, on NumPy arrays: their plan is shown for GPU operands only.
 
     Examples
     --------
