@@ -101,6 +101,18 @@ class Constant:
 
 
 
+def native_order(f, name, v):
+    """A TypeError for an array of the other byte order (``>f4`` on a little-endian machine),
+    which the kernels would read as garbage: naming it, where the dtype checks would call it
+    the wrong dtype."""
+    dt = getattr(v, "dtype", None)
+    if isinstance(dt, np.dtype) and not dt.isnative:
+        native = dt.newbyteorder("=").str
+        fix = f"allocate out with dtype {native!r}" if name == "out" else f"pass {name}.astype({native!r})"
+        raise TypeError(f"{f}: {name} has the non-native byte order of dtype {dt.str!r} ({dt.name}); dmlq reads "
+                        f"arrays in the machine's byte order: {fix}")
+
+
 class Builder:
     """Plan-time view of one call: checks operands (shape and dtype only) and records
     how each is turned into the array the backend receives."""
@@ -115,6 +127,8 @@ class Builder:
         self.conv = {}
         # operands the caller gave as torch tensors: their fixes are said in torch's words
         self.torch = {n for n, g in zip(spec.names, given) if type(g).__module__.partition(".")[0] == "torch"}
+        for name, v in (*self.v.items(), ("out", out)):
+            native_order(self.f, name, v)
 
     def astype(self, name, dt):
         """How the caller converts operand ``name`` to dtype ``dt``, in the words of its type:

@@ -21,6 +21,7 @@ import numbers
 import numpy as np
 
 from . import calls, dispatch, floatconv, reference
+from .checks import native_order
 from .cpu import qtypes as cpu_qtypes
 from .errors import DescError, UnsupportedError
 from .packing import Packed, refuse_lazy, unpack
@@ -104,6 +105,7 @@ def _host(f, name, v, float_role, what):
                                "only (CuPy arrays, dmlq.Packed of CuPy data); NumPy inputs run on the reference")
     if v is None:
         return None
+    native_order(f, name, v)
     if isinstance(v, Packed):
         refuse_lazy(f, name, v)
         if not isinstance(v.data, np.ndarray):
@@ -330,6 +332,7 @@ def param_form(f, x_shape, scale_shape, zp_shape, axis, block_size):
 def _out(f, out, shape, dtype):
     if out is None:
         return np.empty(shape, dtype)
+    native_order(f, "out", out)
     if dispatch.is_gpu(out):
         raise _gpu_refusal(f, "out is a GPU array, the inputs are not")
     if not isinstance(out, np.ndarray):

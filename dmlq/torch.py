@@ -107,6 +107,7 @@ def _in_torch_words(e: Exception, names) -> Exception:
     for name in names:
         msg = re.sub(rf"\b{name}\.astype\((?:np|cupy)\.(\w+)\)", rf"{name}.to(torch.\1)", msg)
         msg = re.sub(rf"np\.asarray\({name}, np\.(\w+)\)", rf"{name}.to(torch.\1)", msg)
+        msg = re.sub(rf"\b{name}=np\.(\w+)\(\.\.\.\) \(or \.astype\(np\.\w+\)\)", rf"{name}.to(torch.\1)", msg)
     if "out" in names:
         msg = re.sub(r"np\.empty\((\([^()]*\)), np\.(\w+)\)", r"torch.empty(\1, dtype=torch.\2)", msg)
     msg = msg.replace("(np.asarray makes int64 from a list of Python ints)",

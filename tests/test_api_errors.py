@@ -21,6 +21,13 @@ MISTAKES = [
      r"you want with dtype=np.uint8 or dtype=np.int8"),
     ("np.int32 zero point, no dtype", lambda: dmlq.quantize_linear(X, 0.1, np.int32(5)), TypeError,
      r"zero_point has dtype int32"),
+    ("big-endian x", lambda: dmlq.quantize_linear(X.astype(">f4"), 0.1), TypeError,
+     r"quantize_linear: x has the non-native byte order of dtype '>f4' \(float32\); dmlq reads arrays in the "
+     r"machine's byte order: pass x.astype\('<f4'\)"),
+    ("big-endian q, the types beyond int8", lambda: dmlq.dequantize_linear(np.zeros(3, ">i2"), 0.1, axis=0),
+     TypeError, r"dequantize_linear: q has the non-native byte order of dtype '>i2'"),
+    ("big-endian out", lambda: dmlq.quantize_linear(X, 0.1, dtype=np.int16, out=np.empty(3, ">i2")), TypeError,
+     r"out has the non-native byte order of dtype '>i2' \(int16\); .* allocate out with dtype '<i2'"),
     ("scale=None", lambda: dmlq.quantize_linear(X, None), TypeError,
      r"quantize_linear: scale is required \(got None\); pass scale=0.1 or a float32 array"),
     ("x=None", lambda: dmlq.quantize_linear(None, 0.1), TypeError, r"quantize_linear: x is required \(got None\)"),
@@ -152,6 +159,9 @@ def _torch_mistakes():
         (lambda: dmlq.dequantize_linear(torch.tensor([1, 2]), 0.5),
          r"q must have dtype int8, .* \(got int64\) \(torch.tensor makes int64 from Python ints\); pass "
          r"q.to\(torch.int32\) or q.to\(torch.uint8\) if its values fit"),
+        (lambda: dmlq.quantize_linear(t64.float(), 0.1, torch.tensor(5)),
+         r"zero_point has dtype int64, but the output is int8 or uint8 .*; pass zero_point.to\(torch.uint8\), or "
+         r"keep it"),
         (lambda: dmlq.quantized_add(Q, 0.1, 0, torch.tensor([1, 2, 3]), 0.1, 0, 0.2),
          r"b must have dtype int8 or uint8 \(got int64\) .*; pass b.to\(torch.uint8\) or b.to\(torch.int8\)"),
     ]
