@@ -175,6 +175,9 @@ def call(fname, values, kwargs, out=None, names=None):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
                         ".cuda() tensors)")
     fn = adapters.function(fname)
+    if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad
+                                       for v in tuple(values) + (out,)):
+        return _through_the_op(fname, names, values, kwargs, out)
     kwargs = _kwargs(kwargs)
     tensors = [n for n, v in zip(names + ("out",), tuple(values) + (out,)) if isinstance(v, torch.Tensor)]
     try:
@@ -189,6 +192,19 @@ def call(fname, values, kwargs, out=None, names=None):
     if not isinstance(result, np.ndarray):  # dmlq.kernel_plan or output_meta
         return result
     return _from_numpy(result)
+
+
+def _through_the_op(fname, names, values, kwargs, out):
+    """A call with a tensor that requires grad goes through the custom op (torch.ops.dmlq), as
+    inside torch.compile: its result is part of the autograd graph, and a backward through it
+    raises (dmlq registers no derivative) where the NumPy path would drop the graph silently.
+    ``out=`` is refused there, as torch refuses it for its own ops under autograd."""
+    if out is not None:
+        raise TypeError(f"{fname}: out= is not taken with a tensor that requires grad (torch's own ops refuse "
+                        "it under autograd): leave out=None, or call with .detach() tensors or under "
+                        "torch.no_grad()")
+    args = {n: v for n, v in zip(names, values)}
+    return _polyfill(fname)(**args, **kwargs)
 
 
 def _cuda_form(v, cupy, as_out=False):

@@ -305,6 +305,26 @@ def test_pack_takes_narrow_torch_tensors_and_uint8_codes():
     assert ml_dtypes.int4  # the reference side's dtype
 
 
+def test_a_tensor_that_requires_grad_keeps_the_graph_and_backward_refuses():
+    """dmlq registers no derivative: a call with a tensor that requires grad goes through the
+    custom op, so its float result is in the autograd graph and backward raises, as inside
+    torch.compile (the eager call dropped the graph silently: a scale's gradient just vanished);
+    out= is refused there as torch refuses it for its own ops."""
+    q = torch.tensor([1, 2, 250], dtype=torch.uint8)
+    s = torch.tensor(0.5, requires_grad=True)
+    y = dmlq.dequantize_linear(q, s, 3)
+    assert y.requires_grad and y.grad_fn is not None
+    assert torch.equal(y.detach(), dmlq.dequantize_linear(q, s.detach(), 3))
+    with pytest.raises(RuntimeError, match="no autograd formula was registered"):
+        y.sum().backward()
+    with pytest.raises(TypeError, match=r"dequantize_linear: out= is not taken with a tensor that requires grad"):
+        dmlq.dequantize_linear(q, 0.5, out=torch.zeros(3, requires_grad=True))
+    with torch.no_grad():
+        assert not dmlq.dequantize_linear(q, s, 3).requires_grad
+    x = torch.randn(5, requires_grad=True)  # an integer result carries no graph
+    assert torch.equal(dmlq.quantize_linear(x, 0.1, 3), dmlq.quantize_linear(x.detach(), 0.1, 3))
+
+
 def test_compile_pooling_with_one_int_for_every_axis():
     """quantized_avg_pool takes one int for window_size, strides and the paddings, as the eager
     call does; the custom op's schema takes lists, so the traced call expands them (it failed
