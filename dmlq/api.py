@@ -28,7 +28,7 @@ from .calls import EXPLAINING, Spec, kernel_plan, public, run
 from .checks import GPU, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
-from .dtypes import DataType
+from .dtypes import DataType, plain_dtype
 from .errors import DescError, UnsupportedError
 from .typing import CudaArray, HostArray, Operand, Params
 
@@ -181,6 +181,7 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
     >>> dmlq.quantize_linear(x, 0.01, 128)            # uint8 with zero point 128
     array([ 28, 102, 128, 153, 228, 255], dtype=uint8)
     """
+    dtype, precision = plain_dtype(dtype), plain_dtype(precision)
     if quant.quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate, precision, out):
         path = quant_gpu if quant_gpu.on_gpu(x, scale, zero_point, out) else quant
         return path.quantize_linear(x, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size,
@@ -244,6 +245,7 @@ def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = N
     >>> dmlq.dequantize_linear(np.array([0, 100, 255], np.uint8), 0.5, 100)
     array([-50. ,   0. ,  77.5], dtype=float32)
     """
+    dtype = plain_dtype(dtype)
     if quant.dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out):
         path = quant_gpu if quant_gpu.on_gpu(q, scale, zero_point, out) else quant
         return path.dequantize_linear(q, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size, out=out)
@@ -347,7 +349,7 @@ def quantized_add(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b:
     array([  0,  40, 102], dtype=int8)
     """
     return run(_ADD, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
-               (dtype,), out)
+               (plain_dtype(dtype),), out)
 
 
 # ------------------------------------------------------------------ quantized matmul
@@ -485,7 +487,7 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     """
     b, b_zero_point, packed = packed_b.take("quantized_matmul", b, b_zero_point)
     return run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
-               (dtype, packed), out)
+               (plain_dtype(dtype), packed), out)
 
 
 # ------------------------------------------------------------------ quantized average pooling
@@ -667,7 +669,8 @@ def quantized_avg_pool(x: Operand, x_scale: Operand, x_zero_point: Operand | Non
     array([[[[ 2,  4],
              [10, 12]]]], dtype=uint8)
     """
-    params = (window_size, strides, start_padding, end_padding, dilations, include_padding, ceil_mode, dtype)
+    params = (window_size, strides, start_padding, end_padding, dilations, include_padding, ceil_mode,
+              plain_dtype(dtype))
     return run(_POOL, (x, x_scale, x_zero_point, out_scale, out_zero_point), params, out)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import dispatch
 from .desc import TensorDesc
-from .dtypes import DataType
+from .dtypes import DataType, plain_dtype
 from .errors import DescError
 from .operator import compile_operator
 
@@ -309,6 +309,7 @@ class Builder:
         """``dtype=`` as a numpy dtype in ``allowed`` (None stays None)."""
         if dtype is None:
             return None
+        dtype = plain_dtype(dtype)
         names = " or ".join(np_name(d) for d in allowed)
         try:
             dtype = np.dtype(dtype)
@@ -330,7 +331,9 @@ class Builder:
         if k != k2:
             raise ValueError(f"{f}: a has K = {k} columns but b has {k2} rows (a is {tuple(a.shape)}, b is "
                              f"{tuple(bb.shape)})")
-        return a, bb, m, k, n, self.broadcast(a_batch=a.shape[:-2], b_batch=bb.shape[:-2])
+        return a, bb, m, k, n, self.broadcast(
+            "batch dimensions broadcast as in numpy.matmul: equal, or 1 (or absent) in one of a and b",
+            a_batch=a.shape[:-2], b_batch=bb.shape[:-2])
 
     def out_dtype(self, zp_name, dtype):
         """The output dtype: the output zero point's, else ``dtype=``, else out's, else uint8."""
@@ -354,13 +357,13 @@ class Builder:
             return np.dtype(out_dt)
         return U8
 
-    def broadcast(self, **shapes):
+    def broadcast(self, hint="per-axis values need length-1 dimensions everywhere else, e.g. shape (1, C, 1)",
+                  **shapes):
         try:
             shape = tuple(np.broadcast_shapes(*shapes.values()))
         except ValueError:
             described = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
-            raise ValueError(f"{self.f}: shapes do not broadcast: {described}; per-axis values need "
-                             "length-1 dimensions everywhere else, e.g. shape (1, C, 1)") from None
+            raise ValueError(f"{self.f}: shapes do not broadcast: {described}; {hint}") from None
         if len(shape) > MAX_DIMS:
             raise ValueError(f"{self.f}: the result would have {len(shape)} dimensions; at most {MAX_DIMS} "
                              "are supported (reshape to fewer dimensions)")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import sys
 
 import numpy as np
 import numpy.typing as npt
@@ -70,3 +71,24 @@ def qrange(dt) -> tuple[int, int]:
         return (-8, 7) if d == DataType.INT4 else (0, 15)
     info = np.iinfo(d.numpy)
     return int(info.min), int(info.max)
+
+
+def plain_dtype(dtype):
+    """``dtype=`` as the public functions read it: a torch dtype (torch.int8, torch.int4,
+    torch.bfloat16 ...) as the NumPy or ml_dtypes dtype of its name, so NumPy and CuPy
+    inputs take it too; anything else unchanged (checked where it is used)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(dtype, torch.dtype):
+        return dtype
+    name = str(dtype).rpartition(".")[2]
+    from .qtypes import QTYPES, BFLOAT16_DTYPE
+
+    if name == "bfloat16" and BFLOAT16_DTYPE is not None:
+        return BFLOAT16_DTYPE
+    q = QTYPES.get(name)
+    if q is not None and q.dtype is not None:
+        return q.dtype
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return dtype  # no NumPy twin (torch.complex32 ...): the checks name it

@@ -21,7 +21,7 @@ from numpy.typing import DTypeLike, NDArray
 from .calls import Spec, public, run
 from .checks import F16, F32, QUANT
 from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, TensorDesc
-from .dtypes import DataType
+from .dtypes import DataType, plain_dtype
 from .errors import DescError
 from .packed_b import FOUR_BIT, stand_in, take, zero_point as _zero_point
 from .typing import CudaArray, HostArray, Operand
@@ -306,4 +306,4 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     """
     b, b_zero_point, packed = take("matmul_integer_to_float", b, b_zero_point)
     return run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias),
-               (dtype, block_size, packed), out)
+               (plain_dtype(dtype), block_size, packed), out)

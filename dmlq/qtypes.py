@@ -120,6 +120,12 @@ def qtype(value, what: str = "dtype") -> QType:
             if q.dtype is None:
                 raise TypeError(f"{what}={value!r} needs the ml_dtypes package (pip install ml_dtypes)")
             return q
+        try:  # a NumPy type code ("i1", "<u2"), as np.dtype reads it
+            q = _BY_DTYPE.get(np.dtype(value))
+        except TypeError:
+            q = None
+        if q is not None:
+            return q
     else:
         try:
             q = _BY_DTYPE.get(np.dtype(value))

@@ -173,7 +173,7 @@ def _zero_point(b, q, meta, whose):
             raise TypeError(f"{f}: zero_point must be zero or omitted for {q.name} (got {v!r})")
         if float(v) != 0:
             raise DescError(f"{f}: zero_point must be zero (or None) for {q.name} {whose}: ONNX's reference refuses "
-                            "a nonzero float8 zero point and float zero points are not used; docs/semantics.md")
+                            "a nonzero zero point for the float types, which use none; docs/semantics.md")
         code = int(floatconv.encode(np.array(v, np.float32).reshape(1), q.fmt)[0])
         b.conv["zero_point"] = _const(np.array(code, np.int32))
         return ()

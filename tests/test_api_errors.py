@@ -167,6 +167,22 @@ def _torch_mistakes():
     ]
 
 
+def test_dtype_spellings_numpy_takes_and_torch_dtypes_with_numpy_inputs():
+    # a NumPy type code is a dtype's spelling too ("i1" was refused where "f2" was taken)
+    assert dmlq.quantize_linear(X, 0.1, dtype="i1").dtype == np.int8
+    assert dmlq.quantize_linear(X, 0.1, dtype="<u2").dtype == np.uint16
+    assert dmlq.dequantize_linear(np.ones(3, u8), 0.1, dtype="f2").dtype == np.float16
+    # a torch dtype beside NumPy arrays names the same type (it was "dtype must be np.int8 or np.uint8")
+    torch = pytest.importorskip("torch")
+    assert dmlq.quantize_linear(X, 0.1, dtype=torch.int8).dtype == np.int8
+    assert dmlq.quantize_linear(X, 0.1, dtype=torch.int16).dtype == np.int16
+    assert dmlq.quantize_linear(X, 0.1, dtype=torch.int4, precision=torch.float16).dtype.name == "int4"
+    assert dmlq.quantized_add(Q, 0.1, 0, Q, 0.1, 0, 0.2, dtype=torch.int8).dtype == np.int8
+    with pytest.raises(ValueError, match=r"quantized_matmul: shapes do not broadcast: a_batch \(2,\), b_batch "
+                                         r"\(3,\); batch dimensions broadcast as in numpy.matmul"):
+        dmlq.quantized_matmul(np.zeros((2, 5, 7), u8), 0.1, 0, np.zeros((3, 7, 4), np.int8), 0.1, 0, 1.0)
+
+
 def test_torch_tensors_get_fixes_in_torch_words():
     # the README's row: a float64 torch tensor is told x.to(torch.float32), not .astype (tensors have none)
     for call, message in _torch_mistakes():
