@@ -341,7 +341,8 @@ __device__ __forceinline__ void for_each_warp_groups(int64 n, int64 nbytes, bool
   if (AHEAD && wg * 32 < groups) read_ahead(wg);
   for (; wg * 32 < groups; wg += warps) {
     const int64 g = wg * 32 + lane;
-    const bool fast = whole_group<G>(g, aligned, n, nbytes);  // false past the last group
+    const bool fast = g < groups && whole_group<G>(g, aligned, n, nbytes);  // (the g < groups is implied, but
+                                                                        // ptxas spilled 5 kernels without it)
     const bool more = (wg + warps) * 32 < groups;
     if constexpr (AHEAD) {
       w = ahead;  // started at g * G (g < groups)
@@ -532,7 +533,7 @@ qt_quantize(const X* __restrict__ x, unsigned char* __restrict__ out, int64 n, i
   // The staged rows of set wg (its whole groups).
   auto rows_of = [&](int64 wg) {
     const int64 g = wg * 32 + lane;
-    return __ballot_sync(0xFFFFFFFFu, whole_group<G>(g, aligned, n, nbytes));  // false past the last group
+    return __ballot_sync(0xFFFFFFFFu, g < groups && whole_group<G>(g, aligned, n, nbytes));
   };
   int buf = 0;
   if constexpr (kStage) {
