@@ -27,6 +27,8 @@ from dmlq import reference as R
 from dmlq.gpu import avgpool, elementwise, intmm, intmm_tiled, loader, matmul, qkernels, qmm, qmm_stream
 from dmlq.gpu.matmul import plan_tiled
 
+from conftest import code_bytes  # tests/ is on sys.path under pytest, which alone imports this module
+
 I8, U8, I32, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 
@@ -506,11 +508,7 @@ def _qtypes(xp):
         return dmlq.Packed(xp.asarray(p.data), p.shape, p.dtype)
 
     def raw(v):
-        if isinstance(v, dmlq.Packed):
-            return _get(v.data)
-        v = _get(v)
-        return np.ascontiguousarray(v).reshape(-1).view(np.uint8) if v.dtype.name in (
-            "int8", "uint8", "int16", "uint16") else dmlq.pack(v).data
+        return _get(v.data) if isinstance(v, dmlq.Packed) else code_bytes(_get(v))
 
     for name in qkernels.QUANTIZE_CODES:
         q = QTYPES[name]
