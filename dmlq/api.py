@@ -23,7 +23,7 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
-from . import packed_b, quant, quant_gpu
+from . import packed_b, quant, quant_gpu, vectors
 from .calls import EXPLAINING, Spec, kernel_plan, public, run
 from .checks import GPU, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
@@ -448,7 +448,8 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     ----------
     a : int8 or uint8 array, (..., M, K)
     b : int8 or uint8 array, or int4/uint4 (ml_dtypes, or a dmlq.Packed), (..., K, N)
-        Batch dimensions broadcast. A vector needs ``v.reshape(1, -1)`` first. On the GPU
+        Batch dimensions broadcast. A 1-D a or b is a vector, as in numpy.matmul (a (K,)
+        is (1, K), b (K,) is (K, 1), and that dimension leaves the result). On the GPU
         a 4-bit b is a dmlq.Packed (its bytes read by the dp4a kernels).
     a_scale, a_zero_point, out_scale, out_zero_point : per tensor or per row
         One value, or shaped (M, 1). Scales float32; zero points in ``a``'s dtype and
@@ -485,9 +486,10 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     array([[14,  2],
            [32,  2]], dtype=int8)
     """
+    a, b, view, vec = vectors.promote(a, b, out)
     b, b_zero_point, packed = packed_b.take("quantized_matmul", b, b_zero_point)
-    return run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
-               (plain_dtype(dtype), packed), out)
+    return vectors.finish(run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
+                                        out_zero_point), (plain_dtype(dtype), packed), view), vec, out)
 
 
 # ------------------------------------------------------------------ quantized average pooling

@@ -325,8 +325,8 @@ class Builder:
         a = self.int_data("a", QUANT, "a.astype(np.uint8) or a.astype(np.int8)")
         bb = self.int_data("b", b_types, b_fix)
         if a.ndim < 2 or bb.ndim < 2:
-            raise DescError(f"{f}: a and b must be at least 2-D, (..., M, K) and (..., K, N) (got {a.ndim}-D and "
-                            f"{bb.ndim}-D); a vector v becomes a matrix with v.reshape(1, -1) or v.reshape(-1, 1)")
+            raise DescError(f"{f}: a and b must be matrices (..., M, K) and (..., K, N), or vectors as numpy.matmul "
+                            f"takes them (got {a.ndim}-D and {bb.ndim}-D); a 0-d operand has no K")
         (m, k), (k2, n) = a.shape[-2:], bb.shape[-2:]
         if k != k2:
             raise ValueError(f"{f}: a has K = {k} columns but b has {k2} rows (a is {tuple(a.shape)}, b is "

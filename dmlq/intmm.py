@@ -18,6 +18,7 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
+from . import vectors
 from .calls import Spec, public, run
 from .checks import F16, F32, QUANT
 from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, TensorDesc
@@ -123,7 +124,8 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
     ----------
     a : int8 or uint8 array, (..., M, K)
     b : int8 or uint8 array, or ml_dtypes int4/uint4, or a dmlq.Packed of int4/uint4, (..., K, N)
-        Batch dimensions broadcast as in numpy.matmul.
+        Batch dimensions broadcast as in numpy.matmul; a 1-D a or b is a vector, as there
+        (a (K,) is (1, K), b (K,) is (K, 1), and that dimension leaves the result).
     a_zero_point : a's dtype, optional
         Per tensor or per row, (M, 1); None means 0.
     b_zero_point : b's dtype (a Python int or a dmlq.Packed for a packed b), optional
@@ -158,8 +160,9 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
     array([[ 8,  2],
            [26,  2]], dtype=int32)
     """
+    a, b, view, vec = vectors.promote(a, b, out)
     b, b_zero_point, packed = take("matmul_integer", b, b_zero_point)
-    return run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), (packed,), out)
+    return vectors.finish(run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), (packed,), view), vec, out)
 
 
 # ------------------------------------------------------------------ matmul_integer_to_float
@@ -268,6 +271,7 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     a_scale, a_zero_point : per tensor or per row (M, 1)
         Scale float32 or float16; zero point in a's dtype or None (0).
     b : int8 or uint8 array, or ml_dtypes int4/uint4, or a dmlq.Packed of int4/uint4, (..., K, N)
+        A 1-D a or b is a vector, as in numpy.matmul (the added dimension leaves the result).
     b_scale, b_zero_point : per tensor, per column ((N,) or (1, N)) or per batch and column
         With ``block_size=G``: one row per G rows of b, ``(ceil(K / G), N)``; the groups'
         float products are added in ascending order.
@@ -304,6 +308,7 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     array([[ 2.25, -0.25],
            [ 4.5 , -0.25]], dtype=float32)
     """
+    a, b, view, vec = vectors.promote(a, b, out)
     b, b_zero_point, packed = take("matmul_integer_to_float", b, b_zero_point)
-    return run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias),
-               (plain_dtype(dtype), block_size, packed), out)
+    return vectors.finish(run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias),
+                              (plain_dtype(dtype), block_size, packed), view), vec, out)

@@ -75,7 +75,7 @@ def stand_in(bld, packed):
     data = bld.v["b"]
     dt = _NAMES[name]
     if len(shape) < 2:
-        raise DescError(f"{f}: a and b must be at least 2-D (b is a dmlq.Packed of shape {shape})")
+        raise DescError(f"{f}: a and b must be matrices or vectors (b is a dmlq.Packed of shape {shape})")
     need = packed_nbytes(int(np.prod(shape, dtype=np.int64)), name)
     if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1 or data.size != need:
         raise ValueError(f"{f}: b is a dmlq.Packed of {name} {shape}, which takes {need} bytes as a 1-D uint8 "

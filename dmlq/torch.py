@@ -325,8 +325,9 @@ def _symbolic_shape(fname, values, kwargs):
                     _ints(kwargs.get("dilations"), nd, 1)]
         return tuple(x.shape[:2]) + tuple(_pool_size(x.shape[2 + i], *(g[i] for g in geometry),
                                                      bool(kwargs.get("ceil_mode"))) for i in range(nd))
-    a, b = shape("a"), shape("b")  # the matmul family
-    return tuple(torch.broadcast_shapes(a[:-2], b[:-2])) + (a[-2], b[-1])
+    a, b = shape("a"), shape("b")  # the matmul family; a vector a or b as numpy.matmul takes it
+    batch = tuple(torch.broadcast_shapes(a[:-2], b[:-2]))
+    return batch + (() if len(a) == 1 else (a[-2],)) + (() if len(b) == 1 else (b[-1],))
 
 
 def fake(fname, values, kwargs):

@@ -64,8 +64,9 @@ MISTAKES = [
      ValueError, r"a_zero_point holds values outside \[0, 255\], the range of uint8 \(a's dtype\)"),
     ("per-element add scale", lambda: dmlq.quantized_add(Q, np.ones(3, f32), 0, Q, 0.1, 0, 0.2), ValueError,
      r"a_scale must have exactly 1 element \(per tensor\), got shape \(3,\)"),
-    ("matmul on vectors", lambda: dmlq.quantized_matmul(Q, 0.1, 0, Q, 0.1, 0, 0.2), ValueError,
-     r"a and b must be at least 2-D"),
+    ("matmul of a 0-d a", lambda: dmlq.quantized_matmul(np.uint8(3), 0.1, 0, Q, 0.1, 0, 0.2), ValueError,
+     r"a and b must be matrices \(..., M, K\) and \(..., K, N\), or vectors as numpy.matmul takes them \(got "
+     r"0-D and 2-D\)"),
     ("matmul K mismatch", lambda: dmlq.quantized_matmul(np.zeros((2, 3), u8), 1.0, None, np.zeros((4, 2), u8),
                                                           1.0, None, 1.0), ValueError,
      r"a has K = 3 columns but b has 4 rows"),

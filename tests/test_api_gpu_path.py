@@ -42,7 +42,7 @@ def same(fn, *args, **kwargs):
     got = fn(*_on_device(args), **kwargs)
     assert type(got) is S.module.ndarray
     assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got.get().view(np.uint8), want.view(np.uint8))
+    np.testing.assert_array_equal(got.get().reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
     return got
 
 
@@ -109,6 +109,20 @@ def test_a_numpy_scalar_zero_point_gives_its_type(gpu, rng):
     assert same(dmlq.quantize_linear, x, 0.05, np.int16(-7)).dtype == np.int16
     assert same(dmlq.quantize_linear, x, np.full(4, 0.5, f32), np.int8(3), axis=0).dtype == np.int8
     assert same(dmlq.quantize_linear, x, 0.25, np.uint16(9), saturate=True).dtype == np.uint16
+
+
+def test_vector_operands_as_numpy_matmul_takes_them(gpu, rng):
+    """A 1-D a or b on the GPU: the kernels get (1, K) / (K, 1) views, the result loses the
+    added dimension (out= too), as on NumPy."""
+    a, A = rng.integers(0, 256, (40,), dtype=u8), rng.integers(0, 256, (3, 5, 40), dtype=u8)
+    b, bv = rng.integers(-128, 128, (40, 9), dtype=i8), rng.integers(-128, 128, (40,), dtype=i8)
+    assert same(dmlq.matmul_integer, a, b, u8(3)).shape == (9,)
+    assert same(dmlq.matmul_integer, A, bv, u8(3), i8(-2)).shape == (3, 5)
+    assert same(dmlq.matmul_integer_to_float, a, 0.02, u8(3), bv, 0.03, None).shape == ()
+    assert same(dmlq.quantized_matmul, a, 0.02, 3, b, 0.04, None, 0.5, i8(1)).shape == (9,)
+    out = S.module.empty((3, 5), np.int32)
+    assert dmlq.matmul_integer(to_device(A), to_device(bv), out=out) is out
+    np.testing.assert_array_equal(out.get(), dmlq.matmul_integer(A, bv))
 
 
 def test_repeated_calls_reuse_one_runner(gpu, rng):

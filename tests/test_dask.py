@@ -346,6 +346,16 @@ def _poisoned(shape, dtype, chunks):
     return da.map_blocks(boom, dtype=dtype, chunks=chunks, meta=np.empty((0,) * len(shape), dtype))
 
 
+def test_matmul_vector_operands(rng):
+    a = rng.integers(0, 256, (6, 9), dtype=u8)
+    v = rng.integers(-128, 128, (9,), dtype=i8)
+    got = dmlq.matmul_integer(da.from_array(a, chunks=(4, 5)), da.from_array(v, chunks=4), np.uint8(2))
+    assert isinstance(got, da.Array) and got.shape == (6,)
+    np.testing.assert_array_equal(got.compute(), dmlq.matmul_integer(a, v, np.uint8(2)))
+    got = dmlq.matmul_integer(da.from_array(a[0], chunks=4), v)
+    assert got.shape == () and int(got.compute()) == int(dmlq.matmul_integer(a[0], v))
+
+
 def test_nothing_is_computed_while_the_graph_is_built():
     x = _poisoned((6, 4), f32, ((3, 3), (4,)))
     q = _poisoned((6, 4), u8, ((2, 4), (2, 2)))

@@ -156,6 +156,45 @@ def test_matmul_integer_to_float_equals_onnxruntime(adt, bdt, shapes, per_column
     np.testing.assert_array_equal(bits(got), bits(want))
 
 
+# numpy.matmul's vectors: a (K,) is (1, K), b (K,) is (K, 1), the added dimension leaves the result
+VECTOR_SHAPES = [((7,), (7, 4)), ((3, 5, 7), (7,)), ((7,), (7,)), ((7,), (2, 7, 3)), ((5, 7), (7,))]
+
+
+@pytest.mark.parametrize("shapes", VECTOR_SHAPES, ids=str)
+def test_vector_operands_equal_onnxruntime(shapes):
+    rng = np.random.default_rng(abs(hash(shapes)) % 2**32)
+    a, b = qrand(rng, U8, shapes[0]), qrand(rng, I8, shapes[1])
+    azp, bzp = np.array(qrand(rng, U8, ())), np.array(qrand(rng, I8, ()))
+    want = run_onnx("MatMulInteger", [a, b, azp, bzp], I32)
+    got = dmlq.matmul_integer(a, b, azp, bzp)
+    assert got.dtype == I32 and got.shape == want.shape == np.matmul(a, b).shape
+    np.testing.assert_array_equal(got, want)
+    a_s, b_s = np.array(0.02, F32), np.array(0.03, F32)
+    want = run_onnx("MatMulIntegerToFloat", [a, b, a_s, b_s, azp, bzp], F32, domain="com.microsoft")
+    got = dmlq.matmul_integer_to_float(a, a_s, azp, b, b_s, bzp)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(bits(got), bits(want))
+    # out= of the vector result's shape is written and returned; a packed 4-bit vector b too
+    out = np.full(want.shape, np.nan, F32)
+    assert dmlq.matmul_integer_to_float(a, a_s, azp, b, b_s, bzp, out=out) is out
+    np.testing.assert_array_equal(bits(out), bits(want))
+    if len(shapes[1]) == 1:
+        w4 = qrand(rng, I4, shapes[1])
+        want4 = np.matmul(a.astype(np.int64) - int(azp), w4.astype(np.int64))
+        np.testing.assert_array_equal(dmlq.matmul_integer(a, dmlq.pack(w4), azp), want4)
+
+
+def test_quantized_matmul_vector_operands_equal_onnxruntime():
+    rng = np.random.default_rng(5)
+    a, b = qrand(rng, U8, (9,)), qrand(rng, I8, (9, 6))
+    params = [np.array(0.05, F32), np.array(U8.type(3)), b, np.array(0.04, F32), np.array(I8.type(-1)),
+              np.array(0.3, F32), np.array(U8.type(128))]
+    want = run_onnx("QLinearMatMul", [a] + params, U8)
+    got = dmlq.quantized_matmul(a, *params)
+    assert got.shape == want.shape == (6,)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_matmul_integer_to_float_per_batch_b_scale_equals_onnxruntime():
     rng = np.random.default_rng(3)
     a, b = qrand(rng, U8, (2, 3, 16)), ort_b(rng, U8, I8, (2, 16, 5))
@@ -352,7 +391,7 @@ def _args():
     (dict(a=np.zeros((3, 8), np.int16)), TypeError, "a must have dtype int8 or uint8"),
     (dict(b=np.zeros((8, 5), np.float32)), TypeError, "b must have dtype"),
     (dict(b=np.zeros((7, 5), np.int8)), ValueError, "a has K = 8 columns but b has 7 rows"),
-    (dict(a=np.zeros(8, np.uint8)), DescError, "at least 2-D"),
+    (dict(a=np.uint8(1)), DescError, "a and b must be matrices"),
     (dict(a_scale=np.ones(3, np.float32)), DescError, "a_scale must be a single value .* \\(M, 1\\)"),
     (dict(b_scale=np.ones((2, 5), np.float32)), DescError, "blocked along K need block_size="),
     (dict(b_scale=np.ones(4, np.float32)), DescError, "b_scale must be a single value"),

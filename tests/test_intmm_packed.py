@@ -90,8 +90,8 @@ def test_packed_refusals():
         dmlq.matmul_integer(a, p, None, np.zeros(3, I8))
     with pytest.raises(ValueError, match="a has K = 4 columns but b has 5 rows"):
         dmlq.matmul_integer(a, dmlq.pack(np.zeros((5, 3), I4)))
-    with pytest.raises(dmlq.DescError, match="at least 2-D"):
-        dmlq.matmul_integer(a, dmlq.pack(np.zeros(4, I4)))
+    with pytest.raises(dmlq.DescError, match="a and b must be matrices or vectors"):
+        dmlq.matmul_integer(a, dmlq.Packed(np.zeros(1, np.uint8), (), "int4"))
     with pytest.raises(dmlq.UnsupportedError, match="a 4-bit b runs on the GPU as a dmlq.Packed"):
         dmlq.kernel_plan(dmlq.quantized_matmul, a, 0.1, None, np.zeros((4, 3), I4), 0.1, None, 0.1)
     plan = str(dmlq.kernel_plan(dmlq.quantized_matmul, a, 0.1, None, p, 0.1, None, 0.1))

@@ -325,6 +325,27 @@ def test_a_tensor_that_requires_grad_keeps_the_graph_and_backward_refuses():
     assert torch.equal(dmlq.quantize_linear(x, 0.1, 3), dmlq.quantize_linear(x.detach(), 0.1, 3))
 
 
+def test_vector_operands_eager_and_compiled():
+    """numpy.matmul's vectors on torch tensors: eager, and compiled with dynamic shapes (the fake's
+    symbolic shape drops the vector's dimension too)."""
+    rng = np.random.default_rng(8)
+    a, A = _t(rng.integers(0, 256, (7,), dtype=np.uint8)), _t(rng.integers(0, 256, (5, 7), dtype=np.uint8))
+    b, bv = _t(rng.integers(-128, 128, (7, 4), dtype=np.int8)), _t(rng.integers(-128, 128, (7,), dtype=np.int8))
+
+    def f(x, y):
+        return dmlq.matmul_integer_to_float(x, 0.5, 3, y, 0.25, 0)
+
+    for x, y in ((a, b), (A, bv), (a, bv)):
+        want = dmlq.matmul_integer_to_float(x.numpy(), 0.5, 3, y.numpy(), 0.25, 0)
+        got = f(x, y)
+        assert tuple(got.shape) == want.shape and np.array_equal(got.numpy(), want)
+    for dynamic in (False, True):
+        torch._dynamo.reset()
+        compiled = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=dynamic)
+        for x, y in ((a, b), (A, bv)):
+            assert torch.equal(compiled(x, y), f(x, y))
+
+
 def test_compile_pooling_with_one_int_for_every_axis():
     """quantized_avg_pool takes one int for window_size, strides and the paddings, as the eager
     call does; the custom op's schema takes lists, so the traced call expands them (it failed
