@@ -7,7 +7,7 @@ backends). It imports neither ``dmlq.api`` nor anything above it.
 """
 from __future__ import annotations
 
-import functools
+import dataclasses
 from typing import Any
 
 from . import dispatch as _dispatch
@@ -19,9 +19,34 @@ from .errors import UnsupportedError
 from .validation import validate
 
 
-@functools.lru_cache(maxsize=1024)
+def _typed(v):
+    """A descriptor as a cache key that tells types apart: 2.0, 2 and True are equal (and hash
+    alike) as Python values, but the rules refuse a float where a UINT goes and an int where a
+    bool does, so a key by value alone handed a refused descriptor an equal valid one's verdict."""
+    if isinstance(v, (tuple, list)):
+        return type(v), tuple(_typed(x) for x in v)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return type(v), tuple(_typed(getattr(v, f.name)) for f in dataclasses.fields(v))
+    return type(v), v
+
+
+_VALIDATED: dict = {}
+_VALIDATED_SIZE = 1024
+
+
 def _validate_cached(desc, feature_level):
+    """validate(), remembered per descriptor (keyed by :func:`_typed`) and feature level."""
+    key = (_typed(desc), feature_level)
+    try:
+        if key in _VALIDATED:
+            return
+    except TypeError:  # an unhashable field: validated every time (the rules name it)
+        validate(desc, feature_level)
+        return
     validate(desc, feature_level)
+    if len(_VALIDATED) >= _VALIDATED_SIZE:
+        _VALIDATED.clear()
+    _VALIDATED[key] = True
 
 
 def compile_operator(desc: OperatorDesc, feature_level: str = "6.2") -> Operator:
@@ -61,12 +86,7 @@ def compile_operator(desc: OperatorDesc, feature_level: str = "6.2") -> Operator
     >>> op(np.array([0, 1, 2, 3], np.uint8), np.full(4, 0.5, np.float32))
     array([0. , 0.5, 1. , 1.5], dtype=float32)
     """
-    try:
-        _validate_cached(desc, feature_level)
-    except TypeError as e:
-        if "unhashable" not in str(e):
-            raise
-        validate(desc, feature_level)  # a desc holding lists: validate uncached
+    _validate_cached(desc, feature_level)
     return Operator(desc, feature_level)
 
 

@@ -241,6 +241,27 @@ def test_compile_operator_feature_levels():
         dmlq.compile_operator(pool, "6.0")
 
 
+def test_compile_operator_verdict_does_not_depend_on_what_was_compiled_before():
+    """2.0 == 2 and 1 == True as Python values: a validation cache keyed by value alone took a
+    float DimensionCount, an int IncludePadding or float strides for the valid descriptor it
+    equalled once that had been compiled (and the operator then failed when run)."""
+    one = (1, 1, 1, 1)
+
+    def pool(dims=2, strides=(1, 1), include_padding=False, out=(1, 1, 3, 3)):
+        return dmlq.QuantizedLinearAveragePoolingDesc(
+            TensorDesc("UINT8", (1, 1, 5, 5)), TensorDesc("FLOAT32", one), None, TensorDesc("FLOAT32", one), None,
+            TensorDesc("UINT8", out), dims, strides, (3, 3), (0, 0), (0, 0), (1, 1), include_padding)
+
+    for good, bad, message in ((pool(), pool(dims=2.0), "DimensionCount must be 2 or 3"),
+                               (pool(include_padding=True), pool(include_padding=1), "IncludePadding must be a bool"),
+                               (pool(strides=(2, 2), out=(1, 1, 2, 2)), pool(strides=(2.0, 2.0), out=(1, 1, 2, 2)),
+                                "Strides must hold integers")):
+        assert good == bad  # equal as Python values
+        dmlq.compile_operator(good)
+        with pytest.raises(DescError, match=message):
+            dmlq.compile_operator(bad)
+
+
 def test_compile_operator_matmul_batches(rng):
     a = rng.integers(-128, 128, (2, 3, 4, 5), dtype=i8)
     b = rng.integers(0, 256, (1, 3, 5, 6), dtype=u8)
