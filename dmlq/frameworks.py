@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from . import dispatch
 from .adapters import PARAMS
 from .packing import Packed
@@ -28,6 +30,8 @@ def call(fname, names, values, params, out):
         raise TypeError(f"{fname} does not take torch tensors or dask arrays yet; pass NumPy or CuPy arrays "
                         "(t.numpy(), cupy.asarray(t), x.compute())")
     kwargs = dict(zip(PARAMS[fname], params))
+    if len(params) > len(PARAMS[fname]) and params[-1] is not None:  # the matmul family's packed b
+        values = _unpacked_b(fname, names, values, params[-1])
     if any(_is_dask(v) for v in values) or _is_dask(out):
         from .calls import EXPLAINING
 
@@ -39,6 +43,23 @@ def call(fname, names, values, params, out):
     else:
         from . import torch as adapter
     return adapter.call(fname, tuple(values), kwargs, out, names=tuple(names))
+
+
+def _unpacked_b(fname, names, values, packed):
+    """The operands with a packed b (a dmlq.Packed the public function took apart: its bytes
+    among ``values``, its (dtype, shape, ...) in ``packed``) as the ml_dtypes array the adapters
+    take beside torch tensors or dask arrays (NumPy bytes: unpacked on the host, nothing lazy)."""
+    from .packing import unpack
+
+    i = list(names).index("b")
+    data = values[i]
+    if not isinstance(data, np.ndarray):
+        raise TypeError(f"{fname}: b is a dmlq.Packed of {type(data).__module__.partition('.')[0]} bytes beside "
+                        "torch tensors or dask arrays; pass b as NumPy bytes (dmlq.pack of a NumPy array) or as "
+                        "an int4/uint4 array of the same kind as a")
+    values = list(values)
+    values[i] = unpack(data, packed[1], packed[0])
+    return tuple(values)
 
 
 dispatch.foreign_call = call

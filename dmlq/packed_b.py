@@ -23,7 +23,7 @@ import numpy as np
 from . import dispatch
 from .checks import GPU
 from .errors import DescError
-from .packing import Packed, packed_nbytes, unpack
+from .packing import Packed, packed_nbytes, refuse_lazy, unpack
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 FOUR_BIT = (I4, U4)
@@ -35,7 +35,8 @@ def _bytes_of(f, name, p):
     if p.dtype not in _NAMES:
         raise TypeError(f"{f}: a packed {name} must be int4 or uint4 (got a dmlq.Packed of {p.dtype})")
     data = p.data
-    if dispatch.foreign(data) or not (isinstance(data, np.ndarray) or dispatch.is_gpu(data)):
+    refuse_lazy(f, name, p)  # dask bytes or a torch tensor: named, with the line that fixes it
+    if not (isinstance(data, np.ndarray) or dispatch.is_gpu(data)):
         raise TypeError(f"{f}: {name} is a dmlq.Packed whose data is a {type(data).__name__}; its bytes must be "
                         "a NumPy or CuPy uint8 array (dmlq.pack makes one)")
     return data

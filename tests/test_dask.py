@@ -356,6 +356,24 @@ def test_matmul_vector_operands(rng):
     assert got.shape == () and int(got.compute()) == int(dmlq.matmul_integer(a[0], v))
 
 
+def test_packed_b_beside_dask_a(rng):
+    """A dmlq.Packed b of NumPy bytes beside a dask a (its bytes were taken for a (bytes, 1)
+    matrix: a K mismatch, or an IndexError inside dask); a Packed of dask bytes is refused with
+    the line that computes it."""
+    import ml_dtypes
+
+    w = rng.integers(-8, 8, (40, 6)).astype(ml_dtypes.int4)
+    a = rng.integers(0, 256, (9, 40), dtype=u8)
+    lazy = da.from_array(a, chunks=(4, 13))
+    np.testing.assert_array_equal(dmlq.matmul_integer(lazy, dmlq.pack(w)).compute(), dmlq.matmul_integer(a, w))
+    got = dmlq.quantized_matmul(lazy, f32(0.1), None, dmlq.pack(w), f32(0.2), None, f32(3.0), np.int8(0))
+    np.testing.assert_array_equal(got.compute(), dmlq.quantized_matmul(a, 0.1, None, w, 0.2, None, 3.0, np.int8(0)))
+    p = dmlq.pack(w)
+    with pytest.raises(TypeError, match=r"b is a dmlq.Packed whose data is a dask array; .* "
+                                        r"dmlq.Packed\(b.data.compute\(\), b.shape, b.dtype\)"):
+        dmlq.matmul_integer(a, dmlq.Packed(da.from_array(p.data, chunks=40), p.shape, p.dtype))
+
+
 def test_nothing_is_computed_while_the_graph_is_built():
     x = _poisoned((6, 4), f32, ((3, 3), (4,)))
     q = _poisoned((6, 4), u8, ((2, 4), (2, 2)))
