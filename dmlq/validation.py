@@ -469,17 +469,41 @@ def _check_pooling(desc, t):
                             f"elements at dimension 1 (per channel) (got Sizes {sizes})")
 
 
+_EXACT_ALIAS_LIMIT = 1 << 22  # elements whose offsets are enumerated when the quick test fails
+
+
 def _check_no_self_alias(op, field, t):
-    """Refuse strides that map two indices to one element (conservative test: with
-    the dims sorted by stride, each stride must clear the extent of the ones before)."""
+    """Refuse strides that map two indices to one element. The quick test: with the dims
+    sorted by stride, each stride clears the extent of the ones before. Interleaved layouts
+    fail it without aliasing (Sizes (3, 2), Strides (2, 3): offsets 0 3 2 5 4 7), so where it
+    fails the offsets are enumerated (up to 2**22 elements); past that it refuses, saying so."""
     if t is None or t.strides is None or t.element_count == 0:
         return
     extent = 1
     for stride, size in sorted((s, n) for s, n in zip(t.strides, t.sizes) if n > 1):
         if stride < extent:
-            raise DescError(f"{op}: {field} Strides {t.strides} with Sizes {t.sizes} make "
-                            f"different elements share memory; an output must not alias itself")
+            break
         extent += stride * (size - 1)
+    else:
+        return
+    if t.element_count > _EXACT_ALIAS_LIMIT:
+        raise DescError(f"{op}: {field} Strides {t.strides} with Sizes {t.sizes}: dmlq cannot show that no two "
+                        f"elements share memory (with the dimensions sorted by stride, a stride does not clear "
+                        f"the extent of the ones before, and {t.element_count} elements are too many to "
+                        "enumerate); an output must not alias itself: pass packed strides")
+    import numpy as np
+
+    offsets = np.zeros((), np.int64)
+    for stride, size in zip(t.strides, t.sizes):
+        offsets = np.add.outer(offsets, np.arange(size, dtype=np.int64) * stride)
+    flat = offsets.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    same = np.nonzero(np.diff(flat[order]) == 0)[0]
+    if same.size:
+        i, j = (np.unravel_index(int(order[k]), t.sizes) for k in (same[0], same[0] + 1))
+        raise DescError(f"{op}: {field} Strides {t.strides} with Sizes {t.sizes} make different elements share "
+                        f"memory (indices {tuple(int(v) for v in i)} and {tuple(int(v) for v in j)} both at "
+                        f"element offset {int(flat[order[same[0]]])}); an output must not alias itself")
 
 
 def _check_quantize_63(desc, t):

@@ -801,6 +801,8 @@ def test_output_empty_with_zero_strides_accepted():
     ((2, 3), (3, 1), True), ((2, 3), (1, 2), True), ((2, 3), (2, 1), False),
     ((2, 3), (3, 0), False), ((2, 2), (1, 1), False), ((4, 1, 5), (5, 0, 1), True),
     ((2, 2, 2), (4, 1, 2), True), ((2, 2, 2), (2, 1, 2), False), ((3, 3), (1, 3), True),
+    # interleaved: no stride clears the extent of the smaller ones, yet no two offsets meet
+    ((3, 2), (2, 3), True), ((2, 3), (3, 2), True), ((3, 3), (2, 3), True), ((4, 3), (2, 3), False),
 ])
 def test_output_alias_rule(sizes, strides, ok):
     desc = build(QL, rank=len(sizes), sizes={f: sizes for f in FIELDS[QL]})
@@ -810,6 +812,21 @@ def test_output_alias_rule(sizes, strides, ok):
     else:
         with pytest.raises(DescError, match="share memory"):
             validate(desc)
+
+
+def test_interleaved_output_strides_write_every_element(rng):
+    """Sizes (3, 2), Strides (2, 3): offsets 0 3 2 5 4 7, all distinct (the quick test alone
+    refused it): the operator writes each element where its strides say."""
+    import dmlq
+
+    x = rng.standard_normal((3, 2)).astype(np.float32) * 20
+    desc = dmlq.QuantizeLinearDesc(TensorDesc("FLOAT32", (3, 2)), TensorDesc("FLOAT32", (3, 2), (0, 0)), None,
+                                   TensorDesc("UINT8", (3, 2), (2, 3)))
+    out = np.full(8, 0xA5, np.uint8)
+    dmlq.compile_operator(desc)(x, np.array([0.25], np.float32), out=out)
+    want = dmlq.quantize_linear(x, 0.25)
+    np.testing.assert_array_equal(np.lib.stride_tricks.as_strided(out, (3, 2), (2, 3)), want)
+    assert out[[1, 6]].tolist() == [0xA5, 0xA5]  # the two offsets no element takes
 
 
 def test_input_may_alias():
