@@ -53,8 +53,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     commands["check"] = sub.add_parser("check", help=COMMANDS["check"], description=COMMANDS["check"])
     check.add_arguments(commands["check"])
     commands["bench"] = sub.add_parser("bench", help=COMMANDS["bench"], description=COMMANDS["bench"] + (
-        " It runs bench/quick.py of the dmlq checkout it is started from; the full suite is "
-        "`python -m pytest bench --benchmark-json=<file>.json` there."))
+        " It runs bench/quick.py of the checkout this dmlq is installed from (pip install -e .); the "
+        "full suite is `python -m pytest bench --benchmark-json=<file>.json` there. Without a GPU it "
+        "says so and writes no JSON."))
     _bench_arguments(commands["bench"])
     return parser, commands
 

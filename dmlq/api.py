@@ -79,7 +79,7 @@ def _plan_quantize(b, dtype):
 
 def _plan_dequantize(b):
     q = b.int_data("q", INTS, "q.astype(np.int32) or np.asarray(q, np.uint8)")
-    scale = b.float_operand("scale", (F32, F16), F32)
+    scale = b.float_operand("scale", (F32, F16), F32, " (or bfloat16, or float8_e8m0fnu with dtype=)")
     zp = b.zero_point("zero_point", q.dtype, "(q's dtype)")
     shape = b.broadcast(q=q.shape, scale=scale.shape, **({} if zp is None else {"zero_point": zp.shape}))
     b.check_out(shape, scale.dtype)

@@ -520,6 +520,8 @@ def _check_quantize_63(desc, t):
         raise DescError(f"{op}: QuantizationType must be SCALE or SCALE_ZERO_POINT (got NONE)")
     want = 1 if kind == QuantizationType.SCALE else 2
     count = desc.quantization_tensor_count
+    if count is not None and (isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Integral)):
+        raise DescError(f"{op}: QuantizationTensorCount is a UINT: pass the int {want} (got {count!r})")
     if count != want or len(params) != want:
         raise DescError(f"{op}: QuantizationType {kind.name} takes QuantizationTensorCount = {want} "
                         f"QuantizationTensors (got count {count}, {len(params)} tensors)")
@@ -578,6 +580,9 @@ def validate(desc, feature_level=DEFAULT_FEATURE_LEVEL) -> None:
         tensors[dml_name(name)] = value
     if hasattr(desc, "quantization_tensors"):
         params = desc.quantization_tensors
+        if params is None:
+            raise DescError(f"{op}: QuantizationTensors is required (the scale, and the zero point for "
+                            "SCALE_ZERO_POINT)")
         if not isinstance(params, tuple) or not all(isinstance(p, TensorDesc) for p in params):
             raise TypeError(f"{op}: QuantizationTensors must be a sequence of TensorDesc (got {params!r})")
         tensors["QuantizationTensors"] = params  # type: ignore[assignment]  # the "Input array" row

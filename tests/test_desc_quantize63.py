@@ -85,6 +85,11 @@ def test_table_rows(dt):
                           T("INT4", (2, 4))), r"QuantizationTensors\[1\] \(the zero point\) must have the scale's Sizes"),
     (lambda: QuantizeDesc(T("FLOAT32", (2, 4)), "SCALE", None, [T("FLOAT32", (2, 4))], T("INT4", (2, 2))),
      r"InputTensor and OutputTensor must have the same Sizes"),
+    # the count is a UINT (1.0 was taken as 1), the tensors a required field
+    (lambda: QuantizeDesc(T("FLOAT32", (2, 4)), "SCALE", 1.0, [T("FLOAT32", (2, 1))], T("INT4", (2, 4))),
+     r"QuantizationTensorCount is a UINT: pass the int 1 \(got 1.0\)"),
+    (lambda: QuantizeDesc(T("FLOAT32", (2, 4)), "SCALE", None, None, T("INT4", (2, 4))),
+     r"QuantizationTensors is required"),
 ])
 def test_rules(make, message):
     with pytest.raises(DescError, match=message):
