@@ -168,6 +168,13 @@ def pack(x: Any, dtype: Any = None) -> Packed:
         else:
             raise TypeError(f"pack: x must be a {q.name} array or a uint8 array of {q.name} codes "
                             f"(got dtype {xdt})")
+    return pack_codes(codes, q)
+
+
+def pack_codes(codes, q) -> Packed:
+    """The Packed of uint8 ``codes`` (NumPy or CuPy, the low bits of each byte) of type ``q``,
+    unchecked (:func:`pack` checks what a caller hands it)."""
+    q = qtype(q)
     xp = _xp(codes)
     per = 8 // q.bits
     flat = xp.ascontiguousarray(codes).reshape(-1) & ((1 << q.bits) - 1)

@@ -121,11 +121,20 @@ def _host(f, name, v, float_role, what):
         raise _gpu_refusal(f, f"{name} is a GPU array")
     if isinstance(v, (bool, np.bool_)):
         raise TypeError(f"{f}: {name} must be a number or an array, not a bool (got {v!r})")
-    if isinstance(v, numbers.Number) and not isinstance(v, np.generic):
+    # a Python number, or a NumPy float64 scalar scale (a Python float, as the int8 path takes it)
+    if isinstance(v, numbers.Number) and (not isinstance(v, np.generic) or float_role and name != "x"
+                                          and isinstance(v, np.float64)):
         if not isinstance(v, numbers.Real):
             raise TypeError(f"{f}: {name} must be a real number (got {type(v).__name__} {v!r})")
         if float_role:
-            return np.array(v, np.float32)
+            with np.errstate(over="ignore"):
+                a = np.array(v, np.float32)
+            if np.isinf(a) and math.isfinite(float(v)):
+                raise ValueError(f"{f}: {name} = {float(v)!r} is beyond the range of float32 (largest magnitude "
+                                 f"{np.finfo(np.float32).max:.8g}), the dtype dmlq computes it in; it would become "
+                                 f"inf. Pass a value within that range, or {name}=np.inf if an infinite value is "
+                                 "meant")
+            return a
         return v
     if isinstance(v, (list, tuple)):
         arr = np.asarray(v)

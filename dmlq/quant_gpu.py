@@ -75,9 +75,10 @@ def _packed_meta(f, name, v):
     data = v.data
     need = packed_nbytes(math.prod(shape), q)
     if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1 or data.size != need:
-        raise ValueError(f"{f}: {name} is a dmlq.Packed of {math.prod(shape)} {q.name} elements (shape {shape}); "
-                         f"its data must be a 1-D uint8 array of {need} bytes (got {type(data).__name__} "
-                         f"{getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
+        kind = ValueError if getattr(data, "dtype", None) == np.uint8 and getattr(data, "ndim", 0) == 1 else TypeError
+        raise kind(f"{f}: {name} is a dmlq.Packed of {math.prod(shape)} {q.name} elements (shape {shape}); "
+                   f"its data must be a 1-D uint8 array of {need} bytes (got {type(data).__name__} "
+                   f"{getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
     if q.name in NATIVE:
         raise TypeError(f"{f}: {name} is a dmlq.Packed of {q.name}; pass {q.name} data as a plain array "
                         f"(data.view(cupy.{q.name}).reshape(shape))")
@@ -124,6 +125,8 @@ def _layout(form, ax, block, out_shape, shapes):
 
 def _place(v, how, compact, dtype, xp):
     """A device parameter array in the compact layout ``how``, C-contiguous, of ``dtype``."""
+    if v.size == 0:  # an empty axis: the output is empty too, and no kernel reads it
+        return xp.zeros(1, dtype)
     if how == "tensor":
         v = v.reshape(1)
     elif how == "full":
@@ -185,6 +188,8 @@ def _zero_point(b, q, meta, whose):
         b.conv["zero_point"] = lambda data, _s=shape, _q=q: _signed_codes(_unpack_codes(data, _s, _q), _q)
         return shape
     if not hasattr(v, "dtype") or isinstance(v, np.generic):
+        if isinstance(v, np.generic) and is_qtype(v.dtype) and not qtype(v.dtype).is_float:
+            v = int(v)  # an ml_dtypes int4 / int2 scalar (not a numbers.Integral): its value
         if not isinstance(v, numbers.Integral):
             raise TypeError(f"{f}: zero_point must be an integer of type {q.name} {whose} (got "
                             f"{type(v).__name__} {v!r})")
@@ -335,7 +340,8 @@ def _output_type(f, dtype, zp, zp_meta, out, out_meta):
     zq = None
     if zp_meta is not None:
         zq = qtype(zp_meta[1])
-    elif hasattr(zp, "dtype") and is_qtype(zp.dtype):  # an array, or a NumPy scalar such as np.int8(3)
+    elif hasattr(zp, "dtype") and is_qtype(zp.dtype) and not (isinstance(zp, np.generic) and q is not None):
+        # an array, or a NumPy scalar such as np.int8(3) (with dtype= given, a scalar is a value that must fit)
         zq = qtype(zp.dtype)
     if zq is not None:
         if q is None:
@@ -420,14 +426,39 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     raw = run(_QUANTIZE, (x, scale, zp), params, out_raw)
     if out is not None or q.name in NATIVE or not hasattr(raw, "shape"):
         return out if out is not None else raw  # (kernel_plan's plan, output_meta's (shape, dtype))
-    return Packed(raw, _logical_shape(x, scale_meta or getattr(scale, "shape", ()), zp_meta[0] if zp_meta else getattr(zp, "shape", None), axis,
-                                      block_size), q.name)
+    scale_shape = scale_meta if scale_meta is not None else getattr(scale, "shape", ())  # () is a 0-d scale's
+    zp_shape = zp_meta[0] if zp_meta else getattr(zp, "shape", None)
+    return Packed(raw, _logical_shape(x, scale_shape, zp_shape, axis, block_size), q.name)
 
 
 def _logical_shape(x, scale_shape, zp_shape, axis, block_size):
     if axis is not None or block_size is not None:
         return tuple(x.shape)
     return tuple(np.broadcast_shapes(tuple(x.shape), tuple(scale_shape), tuple(zp_shape or ())))
+
+
+def _broadcast_q(f, q, scale, zero_point):
+    """A q that broadcasts against its scale or zero point (NumPy's rule, which the NumPy path
+    follows) as q of the broadcast shape, since the kernel makes one output per element of q:
+    an array as a broadcast view (made contiguous for the kernel), a Packed by its codes unpacked
+    on the device, broadcast and packed again. Any other q is returned as it is (the checks
+    refuse what does not broadcast)."""
+    shapes = [tuple(q.shape)] + [tuple(int(n) for n in v.shape) for v in (scale, zero_point)
+                                 if v is not None and hasattr(v, "shape")]
+    try:
+        shape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return q
+    if shape == tuple(q.shape):
+        return q
+    xp = dispatch.module(dispatch.GPU)
+    if not isinstance(q, Packed):
+        return xp.broadcast_to(q, shape)
+    data, (qshape, name) = _packed_meta(f, "q", q)
+    from .packing import pack_codes, unpack
+
+    codes = unpack(data, qshape, name, codes=True)
+    return pack_codes(xp.broadcast_to(codes, shape), name)
 
 
 def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, out=None):
@@ -437,6 +468,8 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
         return dispatch.foreign_call(f, ("q", "scale", "zero_point"), (q, scale, zero_point),
                                      (dtype, axis, block_size), out)
     _foreign(f, (("q", q), ("scale", scale), ("zero_point", zero_point), ("out", out)))
+    if axis is None and block_size is None and (isinstance(q, Packed) or dispatch.is_gpu(q)):
+        q = _broadcast_q(f, q, scale, zero_point)
     data, q_meta = _packed_meta(f, "q", q)
     zp, zp_meta = _packed_meta(f, "zero_point", zero_point)
     out_raw, out_meta = _packed_meta(f, "out", out)

@@ -125,6 +125,66 @@ def test_vector_operands_as_numpy_matmul_takes_them(gpu, rng):
     np.testing.assert_array_equal(out.get(), dmlq.matmul_integer(A, bv))
 
 
+def _host_form(v):
+    """A GPU result as NumPy: a Packed's elements (unpacked), an array's copy."""
+    if isinstance(v, dmlq.Packed):
+        return dmlq.unpack(dmlq.Packed(v.data.get(), v.shape, v.dtype))
+    return v.get()
+
+
+def test_narrow_type_edges_found_by_the_stand_in_audit(gpu, rng):
+    """Each of these differed between the GPU path and NumPy (2026-11-27): an empty axis's
+    per-axis scale (a reshape error), a 0-d x with a 0-d e8m0 scale (a Packed of shape (1,)),
+    an ml_dtypes int4 / int2 scalar zero point and a NumPy int8 one with dtype="int4" (refused),
+    a NumPy float64 scalar scale (refused on NumPy), a Python scale beyond float32 (inf there)."""
+    import ml_dtypes
+
+    x = rng.standard_normal((4, 9)).astype(f32) * 5
+    e = np.zeros((4, 0), f32)
+    for dt in ("uint8", "int4", "int16", "float8_e5m2"):
+        got = dmlq.quantize_linear(to_device(e), to_device(np.zeros(0, f32)), axis=1, dtype=dt)
+        assert tuple(got.shape) == (4, 0)
+    got = dmlq.dequantize_linear(to_device(np.zeros((4, 0), u8)), to_device(np.zeros(0, f32)), axis=1)
+    assert got.shape == (4, 0)
+    e8 = dmlq.Packed(S.module.asarray(np.array([127], u8)), (), "float8_e8m0fnu")  # 2**0
+    got = dmlq.quantize_linear(to_device(np.array(3.0, f32)), e8, dtype="int4")
+    assert isinstance(got, dmlq.Packed) and got.shape == () and _host_form(got).tolist() == 3
+    for zp, kw in ((ml_dtypes.int4(-8), {}), (ml_dtypes.int2(-2), {}), (np.int8(-3), {"dtype": "int4"})):
+        want = dmlq.quantize_linear(x, 0.3, zp, **kw)
+        got = dmlq.quantize_linear(to_device(x), 0.3, zp, **kw)
+        assert got.dtype == want.dtype.name and np.array_equal(_host_form(got), want), (zp, kw)
+    q4 = rng.integers(-8, 8, (4, 9)).astype(ml_dtypes.int4)
+    p4 = dmlq.pack(q4)
+    want = dmlq.dequantize_linear(q4, 0.3, ml_dtypes.int4(-8))
+    got = dmlq.dequantize_linear(dmlq.Packed(S.module.asarray(p4.data), p4.shape, p4.dtype), 0.3, ml_dtypes.int4(-8))
+    np.testing.assert_array_equal(got.get(), want)
+    for dt in ("int16", "int4", "float8_e4m3fn"):
+        want = dmlq.quantize_linear(x, np.float64(0.3), dtype=dt)
+        assert np.array_equal(want.view(np.uint8), dmlq.quantize_linear(x, f32(0.3), dtype=dt).view(np.uint8))
+        got = dmlq.quantize_linear(to_device(x), np.float64(0.3), dtype=dt)
+        assert np.array_equal(np.asarray(_host_form(got)).view(np.uint8), want.view(np.uint8))
+        for arr in (x, to_device(x)):
+            with pytest.raises(ValueError, match=r"scale = 1e\+39 is beyond the range of float32"):
+                dmlq.quantize_linear(arr, 1e39, dtype=dt)
+    # a Packed q that broadcasts against its scale (it was refused: "on the GPU the output has q's shape")
+    for name in ("int4", "uint2", "float8_e4m3fn"):
+        codes = dmlq.quantize_linear(x[:, :1], 0.5, dtype=name)  # (4, 1)
+        pq = dmlq.pack(codes)
+        dq = dmlq.Packed(S.module.asarray(pq.data), pq.shape, pq.dtype)
+        for scale in (rng.uniform(0.1, 1, (1, 7)).astype(f32), rng.uniform(0.1, 1, (7,)).astype(f32),
+                      rng.uniform(0.1, 1, (2, 4, 1)).astype(f32)):
+            want = dmlq.dequantize_linear(codes, scale)
+            got = dmlq.dequantize_linear(dq, to_device(scale))
+            assert got.shape == want.shape and np.array_equal(got.get().view(np.uint32), want.view(np.uint32))
+    q16 = rng.integers(-300, 300, (4, 1)).astype(np.int16)  # a plain q on the same path (dtype= given)
+    want = dmlq.dequantize_linear(q16, np.full((1, 7), 0.25, f32), dtype=np.float16)
+    got = dmlq.dequantize_linear(to_device(q16), to_device(np.full((1, 7), 0.25, f32)), dtype=np.float16)
+    assert got.shape == (4, 7) and np.array_equal(got.get().view(np.uint16), want.view(np.uint16))
+    bad = dmlq.Packed(S.module.asarray(np.zeros((1, 3), u8)), (2, 3), "int4")  # 2-D bytes: a TypeError, as NumPy
+    with pytest.raises(TypeError, match="its data must be a 1-D uint8 array of 3 bytes"):
+        dmlq.dequantize_linear(bad, 1.0)
+
+
 def test_repeated_calls_reuse_one_runner(gpu, rng):
     a = to_device(rng.integers(0, 256, (17, 64), dtype=u8))  # past M = 16: the tiles (column sums, matmul)
     b = to_device(rng.integers(-128, 128, (64, 32), dtype=i8))
