@@ -173,8 +173,11 @@ def test_matmul_scale_shapes(rng):
         dmlq.quantized_matmul(a, 1.0, None, b, 1.0, np.zeros((5, 1), u8), 1.0)
     with pytest.raises(ValueError, match="K = 4"):
         dmlq.quantized_matmul(a, 1.0, None, b[:3], 1.0, None, 1.0)
-    with pytest.raises(DescError, match="2-D"):
-        dmlq.quantized_matmul(a[0], 1.0, None, b, 1.0, None, 1.0)
+    # a vector a is the (1, K) matrix, as in numpy.matmul; a 0-d a has no K
+    assert np.array_equal(dmlq.quantized_matmul(a[0], 1.0, None, b, per_col, None, 64.0),
+                          dmlq.quantized_matmul(a[:1], 1.0, None, b, per_col, None, 64.0)[0])
+    with pytest.raises(DescError, match="a and b must be matrices"):
+        dmlq.quantized_matmul(a[0, 0], 1.0, None, b, 1.0, None, 1.0)
 
 
 # ---- pooling ----------------------------------------------------------------------------
