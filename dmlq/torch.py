@@ -49,6 +49,7 @@ import torch
 
 from . import adapters
 from .calls import output_meta
+from .errors import DescError
 
 _TO_NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
              torch.int8: np.int8, torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32,
@@ -87,6 +88,12 @@ def torch_dtype(dtype) -> torch.dtype:
         raise TypeError(f"{dt} has no torch dtype that dmlq can give a tensor (float4_e2m1fn: torch's "
                         "float4_e2m1fn_x2 packs two elements per byte); run it on NumPy arrays (t.numpy())")
     return _TO_TORCH[dt]
+
+
+# dtype= given as a NumPy dtype, its type or a name, inside torch.compile: Dynamo cannot trace
+# NumPy's dtype comparisons, but the answer is a constant of the call (the graph keeps it).
+_torch_dtype_constant = (torch.compiler.assume_constant_result(torch_dtype)
+                         if hasattr(torch.compiler, "assume_constant_result") else torch_dtype)
 
 
 def _from_numpy(a):
@@ -171,13 +178,14 @@ def call(fname, values, kwargs, out=None, names=None):
     torch tensors; ``names``: the operands' names (default: the signature's order)."""
     names = adapters.operand_names(fname) if names is None else names
     device = _checked(fname, values, out, names)
+    tensors_given = [v for v in tuple(values) + (out,) if isinstance(v, torch.Tensor)]
+    if (torch.is_grad_enabled() and any(v.requires_grad for v in tensors_given)) or device.type == "meta" \
+            or any(_is_fake(v) for v in tensors_given):
+        return _through_the_op(fname, names, values, kwargs, out)
     if device.type not in ("cpu", "cuda"):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
                         ".cuda() tensors)")
     fn = adapters.function(fname)
-    if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad
-                                       for v in tuple(values) + (out,)):
-        return _through_the_op(fname, names, values, kwargs, out)
     kwargs = _kwargs(kwargs)
     tensors = [n for n, v in zip(names + ("out",), tuple(values) + (out,)) if isinstance(v, torch.Tensor)]
     try:
@@ -194,15 +202,26 @@ def call(fname, values, kwargs, out=None, names=None):
     return _from_numpy(result)
 
 
+def _is_fake(t) -> bool:
+    """A tensor with no data to read: a FakeTensor (non-strict torch.export, FakeTensorMode)."""
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:  # pragma: no cover - torch without it
+        return False
+    return is_fake(t)
+
+
 def _through_the_op(fname, names, values, kwargs, out):
-    """A call with a tensor that requires grad goes through the custom op (torch.ops.dmlq), as
-    inside torch.compile: its result is part of the autograd graph, and a backward through it
-    raises (dmlq registers no derivative) where the NumPy path would drop the graph silently.
-    ``out=`` is refused there, as torch refuses it for its own ops under autograd."""
+    """A call the NumPy path cannot make goes through the custom op (torch.ops.dmlq), as inside
+    torch.compile: with a tensor that requires grad (its result is part of the autograd graph,
+    and a backward through it raises: dmlq registers no derivative, where the NumPy path would
+    drop the graph silently), and with meta or fake tensors (non-strict torch.export,
+    FakeTensorMode: the fake implementation gives the output). ``out=`` is refused there, as
+    torch refuses it for its own ops under autograd."""
     if out is not None:
-        raise TypeError(f"{fname}: out= is not taken with a tensor that requires grad (torch's own ops refuse "
-                        "it under autograd): leave out=None, or call with .detach() tensors or under "
-                        "torch.no_grad()")
+        raise TypeError(f"{fname}: out= is not taken with a tensor that requires grad, or with meta or fake "
+                        "tensors (torch's own ops refuse it under autograd): leave out=None, or call with "
+                        ".detach() tensors or under torch.no_grad()")
     args = {n: v for n, v in zip(names, values)}
     return _polyfill(fname)(**args, **kwargs)
 
@@ -284,7 +303,8 @@ def _hint(size) -> int:
 def _stand_in(t):
     """A NumPy array with ``t``'s shape (sizes' hints) and dtype that holds one element (zero strides)."""
     shape = tuple(_hint(s) for s in t.shape)
-    return np.lib.stride_tricks.as_strided(np.zeros(1, numpy_dtype(t.dtype)), shape, (0,) * len(shape))
+    # broadcast_to, not as_strided: NumPy cannot read float8_e5m2's array-interface typestr '<f1'
+    return np.broadcast_to(np.zeros((), numpy_dtype(t.dtype)), shape)
 
 
 def _ints(v, nd, default):
@@ -406,6 +426,16 @@ def _register(fname, overload):
     qualname = f"dmlq::{fname}" + (".tensor" if overload == "tensor" else "")
     op = torch.library.custom_op(qualname, real, mutates_args=(), schema=f"({schema}) -> Tensor")
     op.register_fake(fake_impl)
+
+    def no_derivative(ctx, grad):
+        raise RuntimeError(f"dmlq.{fname}: dmlq registers no derivative (its outputs are quantized or computed "
+                           "from quantized values); call it with .detach() tensors or under torch.no_grad(), "
+                           "or keep it out of the part of the graph you differentiate")
+
+    # A backward that says why it raises (torch's own message named no cause). Eager, the forward
+    # runs and the backward raises; under torch.compile AOTAutograd traces the backward with the
+    # forward when an input requires grad, so the compile raises it.
+    op.register_autograd(no_derivative, setup_context=lambda ctx, *args, **kwargs: None)
     OPS[qualname] = op
     return op
 
@@ -424,6 +454,23 @@ _DATA = {"quantize_linear": ("x",), "dequantize_linear": ("q",), "quantized_add"
          "matmul_integer_to_float": ("a", "b", "bias")}
 _ZP_OF = {"zero_point": "out", "a_zero_point": "a", "b_zero_point": "b", "out_zero_point": "out",
           "x_zero_point": "x"}
+_ZP_OF_FN = {"dequantize_linear": {"zero_point": "q"}}  # dequantize's zero point has q's type
+
+
+def _zp_tensor(fname, name, v, zdt, device):
+    """A Python int zero point as a 0-d tensor of ``zdt`` (the type the call gives it), its value
+    checked as the eager call checks it (a torch.tensor would wrap -3 to 253 as uint8)."""
+    from .qtypes import QTYPES
+
+    tname = str(zdt).rpartition(".")[2]
+    q = QTYPES.get(tname)
+    if q is not None and not q.is_float and not q.qmin <= int(v) <= q.qmax:
+        raise DescError(f"{fname}: {name} = {int(v)} is out of range for {tname} [{q.qmin}, {q.qmax}]; pass a "
+                        "value in that range")
+    if q is not None and q.bits < 8:  # torch makes no 4-bit or 2-bit tensor from a number: its byte's view
+        wide = torch.int8 if q.qmin < 0 else torch.uint8
+        return torch.tensor(int(v), dtype=wide, device=device).view(zdt)
+    return torch.tensor(int(v), dtype=zdt, device=device)
 
 
 def _polyfill(fname):
@@ -445,7 +492,7 @@ def _polyfill(fname):
             kw["window_size"] = args[len(names)]
         for key in ("dtype", "precision"):
             if kw.get(key) is not None and not isinstance(kw[key], torch.dtype):
-                kw[key] = torch_dtype(kw[key])
+                kw[key] = _torch_dtype_constant(kw[key])
         dtype = kw.get("dtype")
         lead = values[data[0]]
         if fname == "quantized_avg_pool":  # one int for every spatial axis, as the eager call takes it
@@ -472,11 +519,11 @@ def _polyfill(fname):
             if isinstance(v, torch.Tensor) or v is None:
                 continue
             if n in _ZP_OF:
-                source = _ZP_OF[n]
+                source = _ZP_OF_FN.get(fname, {}).get(n, _ZP_OF[n])
                 zdt = (dtype or torch.uint8) if source == "out" else values[source].dtype
                 if isinstance(v, np.generic) and source == "out" and dtype is None:
                     zdt = kw["dtype"] = dtype = torch_dtype(v.dtype)
-                values[n] = None if int(v) == 0 else torch.tensor(int(v), dtype=zdt, device=lead.device)
+                values[n] = None if int(v) == 0 else _zp_tensor(fname, n, v, zdt, lead.device)
             else:
                 sdt = torch.float16 if fname == "quantize_linear" and lead.dtype == torch.float16 else torch.float32
                 values[n] = torch.tensor(float(v), dtype=sdt, device=lead.device)

@@ -193,8 +193,9 @@ def test_mixed_arrays_and_devices_are_refused_before_any_work():
         dmlq.quantize_linear(meta, np.full(4, 0.1, f32))  # host arrays go only with CPU tensors
     with pytest.raises(ValueError, match=r"scale is on cpu but x is on meta.*\(or a Python number\)"):
         torch.ops.dmlq.quantize_linear.tensor(meta, torch.tensor(0.1))  # the fake implementation checks too
-    with pytest.raises(TypeError, match="the tensors are on meta; dmlq runs CPU and CUDA tensors"):
-        dmlq.quantize_linear(meta, 0.1)
+    # the public function on meta tensors goes through the op: its fake implementation's output
+    got = dmlq.quantize_linear(meta, 0.1, dtype=torch.int8)
+    assert got.device.type == "meta" and got.shape == (4,) and got.dtype == torch.int8
     # on the meta device the fake implementation gives the output (as torch's own ops do)
     assert torch.ops.dmlq.quantized_matmul(torch.empty(3, 4, dtype=torch.uint8, device="meta"), 0.1, 0,
                                            torch.empty(4, 2, dtype=torch.int8, device="meta"), 0.1, 0, 0.2,
@@ -315,7 +316,7 @@ def test_a_tensor_that_requires_grad_keeps_the_graph_and_backward_refuses():
     y = dmlq.dequantize_linear(q, s, 3)
     assert y.requires_grad and y.grad_fn is not None
     assert torch.equal(y.detach(), dmlq.dequantize_linear(q, s.detach(), 3))
-    with pytest.raises(RuntimeError, match="no autograd formula was registered"):
+    with pytest.raises(RuntimeError, match="dmlq.dequantize_linear: dmlq registers no derivative"):
         y.sum().backward()
     with pytest.raises(TypeError, match=r"dequantize_linear: out= is not taken with a tensor that requires grad"):
         dmlq.dequantize_linear(q, 0.5, out=torch.zeros(3, requires_grad=True))
@@ -344,6 +345,47 @@ def test_vector_operands_eager_and_compiled():
         compiled = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=dynamic)
         for x, y in ((a, b), (A, bv)):
             assert torch.equal(compiled(x, y), f(x, y))
+
+
+def test_traced_calls_give_zero_points_their_type_and_dtype_any_spelling():
+    """The traced form of the public functions (inside torch.compile, and eager with a tensor
+    that requires grad) turned a Python int zero point beside a tensor scale into a tensor of the
+    output's type: dequantize's int16 zero point -5 became uint8 251 (other values), quantize's
+    -3 wrapped to 253 where eager refuses it. dtype= as NumPy's dtype or a name failed to trace;
+    a float8_e5m2 tensor broke the fake implementation; non-strict torch.export read fake
+    tensors' data."""
+    rng = np.random.default_rng(21)
+    q16 = _t(rng.integers(-1000, 1000, (4, 6)).astype(np.int16))
+    s = torch.tensor(0.05)
+
+    def dq(q, scale):
+        return dmlq.dequantize_linear(q, scale, -5)
+
+    def dq32(q, scale):
+        return dmlq.dequantize_linear(q, scale, 3, dtype=torch.float32)
+
+    for fn in (dq, dq32):
+        torch._dynamo.reset()
+        assert torch.equal(torch.compile(fn, backend="aot_eager", fullgraph=True)(q16, s), fn(q16, s))
+        assert torch.equal(fn(q16, s.clone().requires_grad_()).detach(), fn(q16, s))
+    with pytest.raises(dmlq.DescError, match="zero_point = -3 is out of range for uint8"):
+        dmlq.quantize_linear(torch.randn(3), s.clone().requires_grad_(), -3)
+    x = torch.randn(4, 6)
+    for dtype in (np.int8, np.dtype("uint16"), "int4"):
+        torch._dynamo.reset()
+        f = torch.compile(lambda t: dmlq.quantize_linear(t, 0.05, dtype=dtype), backend="aot_eager", fullgraph=True)
+        got, want = f(x), dmlq.quantize_linear(x, 0.05, dtype=dtype)
+        assert got.dtype == want.dtype and torch.equal(got.view(torch.uint8) if got.element_size() == 1 else got,
+                                                       want.view(torch.uint8) if want.element_size() == 1 else want)
+    e5 = torch.empty(3, dtype=torch.float8_e5m2, device="meta")
+    assert torch.ops.dmlq.dequantize_linear(e5, 0.5).shape == (3,)
+
+    class Layer(torch.nn.Module):
+        def forward(self, t):
+            return dmlq.dequantize_linear(dmlq.quantize_linear(t, 0.05, 3), 0.05, 3)
+
+    ep = torch.export.export(Layer(), (x,), strict=False)
+    assert torch.equal(ep.module()(x), Layer()(x))
 
 
 def test_compile_pooling_with_one_int_for_every_axis():

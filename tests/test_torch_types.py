@@ -140,5 +140,5 @@ def test_float4_and_cuda_narrow_tensors_are_refused_clearly():
     with pytest.raises(TypeError, match=r"precision must be float32, float16 or bfloat16"):
         dmlq.quantize_linear(x, 0.5, dtype=torch.int4, precision=torch.int8)
     meta = torch.empty(4, dtype=torch.float8_e4m3fn, device="meta")
-    with pytest.raises(TypeError, match="the tensors are on meta"):
-        dmlq.dequantize_linear(meta, 0.5)
+    got = dmlq.dequantize_linear(meta, 0.5)  # through the op's fake implementation: no data read
+    assert got.device.type == "meta" and got.shape == (4,) and got.dtype == torch.float32
