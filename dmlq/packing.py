@@ -84,7 +84,10 @@ def _torch_codes(x, dtype):
     t = x.detach()
     name = str(t.dtype).rpartition(".")[2]
     if dtype is None:
-        q = qtype(name if name != "uint8" else None, "pack: x's dtype")
+        if name == "uint8":
+            raise TypeError("pack: x is a torch.uint8 tensor: say which type its codes are with dtype= "
+                            "(dtype='int4', 'uint2' ...), or pass a tensor of that torch type")
+        q = qtype(name, "pack: x's dtype")
     else:
         q = qtype(dtype, "pack: dtype")
         if name not in (q.name, "uint8"):
@@ -242,6 +245,9 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
     if any(s < 0 for s in shape):
         raise ValueError(f"unpack: shape {shape} has a negative size")
     n = math.prod(shape)
+    if type(data).__module__.partition(".")[0] == "torch":
+        raise TypeError("unpack: the packed data is a torch tensor; pass its bytes as a NumPy or CuPy array "
+                        "(t.numpy() for a CPU tensor, cupy.asarray(t) for a CUDA one)")
     if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1:
         raise TypeError(f"unpack: the packed data must be a 1-D uint8 array (got "
                         f"{type(data).__name__} {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")

@@ -58,7 +58,7 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
             if np.dtype(dtype) not in _CLASSIC_DTYPES:
                 return True
         except TypeError:
-            pass  # not a NumPy dtype (a torch dtype from an adapter...): the classic path's checks
+            return True  # not a NumPy dtype (torch's float4_e2m1fn_x2 ...): qtype() names every type taken
     zdt = _dt(zero_point)
     if isinstance(scale, Packed) or dtype is None and _new_type(zdt):
         return True

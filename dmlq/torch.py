@@ -85,8 +85,9 @@ def torch_dtype(dtype) -> torch.dtype:
             dtype = qtype(dtype).dtype
     dt = np.dtype(dtype)
     if dt not in _TO_TORCH:
-        raise TypeError(f"{dt} has no torch dtype that dmlq can give a tensor (float4_e2m1fn: torch's "
-                        "float4_e2m1fn_x2 packs two elements per byte); run it on NumPy arrays (t.numpy())")
+        raise TypeError(f"dtype: {dt} has no torch dtype that dmlq can give a tensor (float4_e2m1fn: torch's "
+                        "float4_e2m1fn_x2 packs two elements per byte); run it on NumPy arrays (t.numpy()), or "
+                        "quantize to another type")
     return _TO_TORCH[dt]
 
 
@@ -115,6 +116,7 @@ def _in_torch_words(e: Exception, names) -> Exception:
         msg = re.sub(rf"\b{name}\.astype\((?:np|cupy)\.(\w+)\)", rf"{name}.to(torch.\1)", msg)
         msg = re.sub(rf"np\.asarray\({name}, np\.(\w+)\)", rf"{name}.to(torch.\1)", msg)
         msg = re.sub(rf"\b{name}=np\.(\w+)\(\.\.\.\) \(or \.astype\(np\.\w+\)\)", rf"{name}.to(torch.\1)", msg)
+        msg = re.sub(rf"\b{name}=np\.(\w+)\((\d+)\)", rf"{name}=torch.tensor(\2, dtype=torch.\1)", msg)
     if "out" in names:
         msg = re.sub(r"np\.empty\((\([^()]*\)), np\.(\w+)\)", r"torch.empty(\1, dtype=torch.\2)", msg)
     msg = msg.replace("(np.asarray makes int64 from a list of Python ints)",
@@ -185,6 +187,10 @@ def call(fname, values, kwargs, out=None, names=None):
     if device.type not in ("cpu", "cuda"):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
                         ".cuda() tensors)")
+    if out is not None and torch._debug_has_internal_overlap(out) == 1:  # an expanded tensor: torch refuses it
+        raise ValueError(f"{fname}: out has elements that share memory (an expanded tensor, stride 0), so a "
+                         "result element would overwrite another; pass a tensor of its own memory "
+                         "(out.contiguous() is a copy: write into a fresh torch.empty and copy back)")
     fn = adapters.function(fname)
     kwargs = _kwargs(kwargs)
     tensors = [n for n, v in zip(names + ("out",), tuple(values) + (out,)) if isinstance(v, torch.Tensor)]
@@ -199,7 +205,10 @@ def call(fname, values, kwargs, out=None, names=None):
         return out
     if not isinstance(result, np.ndarray):  # dmlq.kernel_plan or output_meta
         return result
-    return _from_numpy(result)
+    try:
+        return _from_numpy(result)
+    except TypeError as e:  # a result type torch has no dtype for (float4_e2m1fn)
+        raise TypeError(f"{fname}: {e}") from None
 
 
 def _is_fake(t) -> bool:

@@ -388,6 +388,33 @@ def test_traced_calls_give_zero_points_their_type_and_dtype_any_spelling():
     assert torch.equal(ep.module()(x), Layer()(x))
 
 
+def test_torch_callers_get_torch_words_and_the_whole_list():
+    x = torch.randn(4)
+    with pytest.raises(TypeError, match=r"zero_point=torch.tensor\(0, dtype=torch.uint8\)"):
+        dmlq.quantize_linear(x, 0.1, torch.tensor(1.0))
+    with pytest.raises(TypeError, match=r"quantize_linear: dtype must be a quantized type: one of int8, .* got "
+                                        r"torch.float4_e2m1fn_x2"):
+        dmlq.quantize_linear(x, 0.1, dtype=torch.float4_e2m1fn_x2)
+    with pytest.raises(TypeError, match=r"^quantize_linear: dtype: float4_e2m1fn has no torch dtype"):
+        dmlq.quantize_linear(x, 0.1, dtype="float4_e2m1fn")
+    with pytest.raises(TypeError, match=r"pack: x is a torch.uint8 tensor: say which type its codes are"):
+        dmlq.pack(torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(TypeError, match=r"unpack: the packed data is a torch tensor"):
+        dmlq.unpack(torch.zeros(3, dtype=torch.uint8), (6,), "int4")
+
+
+def test_an_expanded_out_is_refused():
+    """An out= whose elements share memory (stride 0) was written silently, each result element
+    over another; torch refuses such an output for its own ops."""
+    x = torch.randn(4, 3)
+    out = torch.empty(1, 3, dtype=torch.uint8).expand(4, 3)
+    with pytest.raises(ValueError, match="quantize_linear: out has elements that share memory"):
+        dmlq.quantize_linear(x, 0.1, out=out)
+    strided = torch.empty(8, 3, dtype=torch.uint8)[::2]  # strided but every element its own: taken
+    assert dmlq.quantize_linear(x, 0.1, out=strided) is strided
+    assert torch.equal(strided, dmlq.quantize_linear(x, 0.1))
+
+
 def test_compile_pooling_with_one_int_for_every_axis():
     """quantized_avg_pool takes one int for window_size, strides and the paddings, as the eager
     call does; the custom op's schema takes lists, so the traced call expands them (it failed
