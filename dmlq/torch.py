@@ -517,7 +517,7 @@ def _polyfill(fname):
                 if n in _ZP_OF:
                     if isinstance(v, np.generic):
                         if _ZP_OF[n] == "out" and dtype is None:
-                            kw["dtype"] = dtype = torch_dtype(v.dtype)
+                            kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
                         v = int(v)
                     values[n] = 0 if v is None else v
                 else:
@@ -531,7 +531,7 @@ def _polyfill(fname):
                 source = _ZP_OF_FN.get(fname, {}).get(n, _ZP_OF[n])
                 zdt = (dtype or torch.uint8) if source == "out" else values[source].dtype
                 if isinstance(v, np.generic) and source == "out" and dtype is None:
-                    zdt = kw["dtype"] = dtype = torch_dtype(v.dtype)
+                    zdt = kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
                 values[n] = None if int(v) == 0 else _zp_tensor(fname, n, v, zdt, lead.device)
             else:
                 sdt = torch.float16 if fname == "quantize_linear" and lead.dtype == torch.float16 else torch.float32
