@@ -516,7 +516,7 @@ def _polyfill(fname):
                 v = values[n]
                 if n in _ZP_OF:
                     if isinstance(v, np.generic):
-                        if _ZP_OF[n] == "out" and dtype is None:
+                        if _ZP_OF_FN.get(fname, {}).get(n, _ZP_OF[n]) == "out" and dtype is None:
                             kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
                         v = int(v)
                     values[n] = 0 if v is None else v

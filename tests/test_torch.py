@@ -377,6 +377,9 @@ def test_traced_calls_give_zero_points_their_type_and_dtype_any_spelling():
         got, want = f(x), dmlq.quantize_linear(x, 0.05, dtype=dtype)
         assert got.dtype == want.dtype and torch.equal(got.view(torch.uint8) if got.element_size() == 1 else got,
                                                        want.view(torch.uint8) if want.element_size() == 1 else want)
+    from dmlq.torch import _polyfill  # the traced form itself: a NumPy zero point of dequantize is q's type
+    q8 = _t(rng.integers(0, 256, (5,), dtype=np.uint8))
+    assert torch.equal(_polyfill("dequantize_linear")(q8, 0.5, np.uint8(3)), dmlq.dequantize_linear(q8, 0.5, np.uint8(3)))
     e5 = torch.empty(3, dtype=torch.float8_e5m2, device="meta")
     assert torch.ops.dmlq.dequantize_linear(e5, 0.5).shape == (3,)
 
