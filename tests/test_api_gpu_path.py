@@ -185,6 +185,50 @@ def test_narrow_type_edges_found_by_the_stand_in_audit(gpu, rng):
         dmlq.dequantize_linear(bad, 1.0)
 
 
+def test_descriptor_operators_with_strides_on_gpu_arrays(gpu, rng):
+    """compile_operator's strided TensorDescs bind CuPy buffers through
+    cupy.lib.stride_tricks.as_strided (the stand-in lacked it, so no test ran this path):
+    broadcast (stride 0) parameters, and an interleaved output that aliases nothing."""
+    from dmlq import QuantizeLinearDesc, TensorDesc
+
+    desc = QuantizeLinearDesc(TensorDesc("FLOAT32", (2, 3, 4)), TensorDesc("FLOAT32", (2, 3, 4), (0, 1, 0)),
+                              TensorDesc("UINT8", (2, 3, 4), (0, 0, 0)), TensorDesc("UINT8", (2, 3, 4)))
+    op = dmlq.compile_operator(desc)
+    x = rng.standard_normal((2, 3, 4)).astype(f32)
+    scales, zp = np.array([0.01, 0.02, 0.04], f32), np.array([128], u8)
+    want = op(x, scales, zp)
+    got = op(to_device(x), to_device(scales), to_device(zp))
+    np.testing.assert_array_equal(got.get(), want)
+    inter = dmlq.compile_operator(QuantizeLinearDesc(TensorDesc("FLOAT32", (3, 2)), TensorDesc("FLOAT32", (3, 2), (0, 0)),
+                                                     None, TensorDesc("UINT8", (3, 2), (2, 3))))
+    out = S.module.asarray(np.full(8, 0xA5, u8))
+    inter(to_device(x[0, :, :2]), to_device(np.array([0.25], f32)), out=out)
+    host = np.full(8, 0xA5, u8)
+    inter(x[0, :, :2], np.array([0.25], f32), out=host)
+    np.testing.assert_array_equal(out.get(), host)
+
+
+def test_dask_cupy_chunks_through_numpy_functions(gpu, rng):
+    """dask's own tasks call NumPy functions on the chunks (np.broadcast_to for a batch that
+    broadcasts, or a bias): CuPy's ndarray.__array_function__ sends them to CuPy, which the
+    stand-in lacked (the calls failed in the tasks there)."""
+    da = pytest.importorskip("dask.array")
+    from dask.array.dispatch import concatenate_lookup
+
+    concatenate_lookup.register(S.module.ndarray, S.module.concatenate)
+    a = rng.integers(-128, 128, (2, 1, 4, 6), dtype=i8)
+    b = rng.integers(0, 256, (3, 6, 3), dtype=u8)
+    lazy = dmlq.matmul_integer(da.from_array(to_device(a), chunks=(1, 1, 4, 6), asarray=False),
+                               da.from_array(to_device(b), chunks=(2, 6, 3), asarray=False))
+    np.testing.assert_array_equal(lazy.compute().get(), dmlq.matmul_integer(a, b))
+    a2, b2 = rng.integers(0, 256, (4, 6), dtype=u8), rng.integers(-128, 128, (6, 3), dtype=i8)
+    bias = np.linspace(-1, 1, 3).astype(f32)
+    lazy = dmlq.matmul_integer_to_float(da.from_array(to_device(a2), chunks=(2, 6), asarray=False), 0.5, 3,
+                                        da.from_array(to_device(b2), chunks=(6, 3), asarray=False), 0.25, None,
+                                        to_device(bias))
+    np.testing.assert_array_equal(lazy.compute().get(), dmlq.matmul_integer_to_float(a2, 0.5, 3, b2, 0.25, None, bias))
+
+
 def test_repeated_calls_reuse_one_runner(gpu, rng):
     a = to_device(rng.integers(0, 256, (17, 64), dtype=u8))  # past M = 16: the tiles (column sums, matmul)
     b = to_device(rng.integers(-128, 128, (64, 32), dtype=i8))

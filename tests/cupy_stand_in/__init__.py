@@ -73,8 +73,12 @@ def _build() -> dict:
         "matmul", "clip", "where", "array_equal", "pad", "tile", "concatenate", "stack")})
     names.update(cuda=cuda, random=random, RawModule=_kernels.RawModule, RawKernel=_kernels.RawKernel,
                  get_default_memory_pool=_cuda.get_default_memory_pool, __version__="14.2.0")
+    stride_tricks = mod("cupy.lib.stride_tricks", dict(as_strided=_array.as_strided))
+    lib = mod("cupy.lib", dict(stride_tricks=stride_tricks))
+    names.update(lib=lib)
     cupy = mod("cupy", names)
-    return {m.__name__: m for m in (cupy, cuda, runtime, driver, nvrtc, function, memory, random)}
+    return {m.__name__: m for m in (cupy, cuda, runtime, driver, nvrtc, function, memory, random, lib,
+                                    stride_tricks)}
 
 
 _MODULES = _build()

@@ -215,6 +215,24 @@ class ndarray:
     __array_ufunc__ = None   # NumPy's operators on a stand-in array return NotImplemented
     __array_priority__ = 100
 
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy's functions on stand-in arrays go to the stand-in's function of the same module
+        path and name, as CuPy's ndarray.__array_function__ does (np.broadcast_to in a dask
+        task runs cupy.broadcast_to); a function the stand-in lacks is NotImplemented (NumPy then
+        raises TypeError, as for a function CuPy lacks)."""
+        import sys
+
+        module = sys.modules.get("cupy")
+        if not getattr(module, "__stand_in__", False):
+            return NotImplemented
+        try:
+            for part in func.__module__.split(".")[1:]:
+                module = getattr(module, part)
+            impl = getattr(module, func.__name__)
+        except AttributeError:
+            return NotImplemented
+        return impl(*args, **kwargs)
+
     def __repr__(self):
         return f"stand-in {self._h!r}"
 
@@ -483,6 +501,14 @@ def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
         out[...] = h
         return out
     return h
+
+
+def as_strided(x, shape=None, strides=None):
+    """cupy.lib.stride_tricks.as_strided: a view of x's memory (CuPy builds the same ndarray on
+    x's memory pointer, checking nothing)."""
+    h = _typed(x, "x")
+    return ndarray(h.shape if shape is None else shape, h.dtype, memptr=x.data,
+                   strides=h.strides if strides is None else tuple(strides))
 
 
 def broadcast_to(array, shape):
