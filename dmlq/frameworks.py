@@ -33,6 +33,7 @@ def call(fname, names, values, params, out):
     if len(params) > len(PARAMS[fname]) and params[-1] is not None:  # the matmul family's packed b
         values = _unpacked_b(fname, names, values, params[-1])
     if any(_is_dask(v) for v in values) or _is_dask(out):
+        values = _unpacked_parameters(fname, names, values)
         from .calls import EXPLAINING
 
         if EXPLAINING.get() is True:  # dmlq.kernel_plan: a lazy array's work is planned per chunk
@@ -60,6 +61,24 @@ def _unpacked_b(fname, names, values, packed):
     values = list(values)
     values[i] = unpack(data, packed[1], packed[0])
     return tuple(values)
+
+
+def _unpacked_parameters(fname, names, values):
+    """A dask call's dmlq.Packed zero points of NumPy bytes as the ml_dtypes arrays they stand for
+    (unpacked on the host: the dask adapter reads parameters as arrays); CuPy bytes are refused
+    by name (the dask adapter has no packed GPU parameters yet)."""
+    from .packing import unpack
+
+    out = list(values)
+    for i, (name, v) in enumerate(zip(names, values)):
+        if not isinstance(v, Packed) or "zero_point" not in name or _is_dask(v):
+            continue
+        if not isinstance(v.data, np.ndarray):
+            raise TypeError(f"{fname}: {name} is a dmlq.Packed of GPU bytes beside dask arrays, which dmlq does "
+                            f"not take yet; pass a Python int (one zero point for the tensor) or call dmlq per "
+                            "block (x.to_delayed())")
+        out[i] = unpack(v)
+    return tuple(out)
 
 
 dispatch.foreign_call = call

@@ -374,6 +374,21 @@ def test_packed_b_beside_dask_a(rng):
         dmlq.matmul_integer(a, dmlq.Packed(da.from_array(p.data, chunks=40), p.shape, p.dtype))
 
 
+def test_packed_zero_point_beside_dask_x(rng):
+    """A dmlq.Packed zero point (NumPy bytes) beside a dask x: it is the ml_dtypes array it stands
+    for (the adapter read the Packed tuple as a ragged sequence: NumPy's ValueError)."""
+    import ml_dtypes
+
+    x = np.linspace(-3, 3, 18, dtype=f32).reshape(6, 3)
+    s = np.full((6, 1), 0.5, f32)
+    zp = np.array([[-2], [1], [0], [3], [-8], [7]], ml_dtypes.int4)
+    want = dmlq.quantize_linear(x, s, zp)
+    got = dmlq.quantize_linear(da.from_array(x, chunks=(4, 3)), s, dmlq.pack(zp))
+    np.testing.assert_array_equal(got.compute(), want)
+    back = dmlq.dequantize_linear(da.from_array(want, chunks=(4, 3)), s, dmlq.pack(zp))
+    np.testing.assert_array_equal(back.compute(), dmlq.dequantize_linear(want, s, zp))
+
+
 def test_nothing_is_computed_while_the_graph_is_built():
     x = _poisoned((6, 4), f32, ((3, 3), (4,)))
     q = _poisoned((6, 4), u8, ((2, 4), (2, 2)))
