@@ -127,8 +127,12 @@ def to_gpu_array(obj, op: str, name: str, current: Optional[int] = None):
     if not isinstance(obj, cupy.ndarray):
         if hasattr(obj, "__cuda_array_interface__"):
             obj = cupy.asarray(obj)
-        else:
+        elif hasattr(obj, "__dlpack__"):
             obj = cupy.from_dlpack(obj)
+        else:
+            raise TypeError(f"{op}: {name} must be a GPU array like the other operands (got "
+                            f"{type(obj).__name__} {obj!r:.40}); pass cupy.asarray(...) of it (a 1-element "
+                            "array for one value)")
     if current is None:
         current = cupy.cuda.runtime.getDevice()
     on = device_id_of(obj)

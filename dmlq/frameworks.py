@@ -56,8 +56,9 @@ def _unpacked_b(fname, names, values, packed):
     data = values[i]
     if not isinstance(data, np.ndarray):
         raise TypeError(f"{fname}: b is a dmlq.Packed of {type(data).__module__.partition('.')[0]} bytes beside "
-                        "torch tensors or dask arrays; pass b as NumPy bytes (dmlq.pack of a NumPy array) or as "
-                        "an int4/uint4 array of the same kind as a")
+                        "torch tensors or dask arrays: with torch CPU tensors or NumPy chunks pass b as NumPy "
+                        "bytes (dmlq.pack of a NumPy array); dask arrays of CuPy chunks take an int8/uint8 b "
+                        "(a packed 4-bit b runs on one CuPy array, not on CuPy chunks yet)")
     values = list(values)
     values[i] = unpack(data, packed[1], packed[0])
     return tuple(values)

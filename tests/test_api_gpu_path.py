@@ -206,6 +206,8 @@ def test_descriptor_operators_with_strides_on_gpu_arrays(gpu, rng):
     host = np.full(8, 0xA5, u8)
     inter(x[0, :, :2], np.array([0.25], f32), out=host)
     np.testing.assert_array_equal(out.get(), host)
+    with pytest.raises(TypeError, match=r"QuantizeLinear: ScaleTensor must be a GPU array like the other operands"):
+        op(to_device(x), 0.5, to_device(zp))  # a number where the operator binds a buffer
 
 
 def test_dask_cupy_chunks_through_numpy_functions(gpu, rng):

@@ -106,7 +106,8 @@ def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None):
         variant, row_blocks = ROWS[0], -(-M // ROWS[1])
     tb = b.dtype.name if pb is None else pb.tag
     if tb not in B_TYPES:
-        raise UnsupportedError(f"{op}: no CUDA kernel for a {b.dtype} b (a 4-bit b runs as a dmlq.Packed)")
+        raise UnsupportedError(f"{op}: no CUDA kernel for a {b.dtype} b: the GPU takes an int8 or uint8 b, or a "
+                               "4-bit one as a dmlq.Packed (NumPy arrays run the wider types on the reference)")
     if nbatch * row_blocks > MAX_GRID_Y or max(M, N, K) > MAX_DIM:
         raise UnsupportedError(f"{op}: {nbatch} matrices of {row_blocks} row blocks (at most {MAX_GRID_Y}) or a "
                                f"dimension above {MAX_DIM}")

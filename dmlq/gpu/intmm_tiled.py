@@ -69,7 +69,8 @@ def plan_odd_groups(a, b, out, block_size, b_packed=None):
 def _check(op, a, b, b_packed):
     """b as the planners see it: the array, or a packed b's PackedView."""
     if b_packed is None and b.dtype.name not in QTYPES:
-        raise UnsupportedError(f"{op}: no CUDA kernel for a {b.dtype} b (a 4-bit b runs as a dmlq.Packed)")
+        raise UnsupportedError(f"{op}: no CUDA kernel for a {b.dtype} b: the GPU takes an int8 or uint8 b, or a "
+                               "4-bit one as a dmlq.Packed (NumPy arrays run the wider types on the reference)")
     return packed.view(b, b_packed)
 
 
