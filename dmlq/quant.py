@@ -273,7 +273,8 @@ def _axis(f, axis, ndim):
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
         raise TypeError(f"{f}: axis must be an int (got {axis!r})")
     if not -ndim <= axis < ndim:
-        raise DescError(f"{f}: axis = {axis} is out of range for a {ndim}-D {_data_name(f)} (accepted: {-ndim} ... {ndim - 1})")
+        raise DescError(f"{f}: axis = {axis} is out of range for a {ndim}-D {_data_name(f)} (accepted: {-ndim} ... "
+                        f"{ndim - 1})")
     return int(axis) % ndim
 
 

@@ -491,8 +491,6 @@ def _check_no_self_alias(op, field, t):
                         f"elements share memory (with the dimensions sorted by stride, a stride does not clear "
                         f"the extent of the ones before, and {t.element_count} elements are too many to "
                         "enumerate); an output must not alias itself: pass packed strides")
-    import numpy as np
-
     offsets = np.zeros((), np.int64)
     for stride, size in zip(t.strides, t.sizes):
         offsets = np.add.outer(offsets, np.arange(size, dtype=np.int64) * stride)
