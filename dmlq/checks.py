@@ -18,7 +18,7 @@ import numpy as np
 
 from . import dispatch
 from .desc import TensorDesc
-from .dtypes import DataType, plain_dtype
+from .dtypes import DataType
 from .errors import DescError
 from .operator import compile_operator
 
@@ -101,6 +101,25 @@ class Constant:
 
 
 
+def real_number(f, name, value, dtype):
+    """A Python number (or NumPy float64 scalar) given as ``name`` as a 0-d array of float
+    ``dtype``, or a ValueError where it lies beyond the dtype's range: it would become
+    inf, as a float64 array is refused rather than narrowed."""
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond float64
+        number = math.inf if value > 0 else -math.inf
+    with np.errstate(over="ignore"):
+        arr = np.array(number, dtype=dtype)
+    if np.isinf(arr) and not (isinstance(value, float) and math.isinf(value)):
+        top = np.finfo(dtype).max
+        raise ValueError(f"{f}: {name} = {short(value)} is beyond the range of {np.dtype(dtype)} (largest "
+                         f"magnitude {top:.8g}), the dtype dmlq computes it in; it would become inf. Pass a "
+                         f"value within that range, or {name}={'-' if number < 0 else ''}np.inf if an "
+                         "infinite value is meant")
+    return arr
+
+
 def native_order(f, name, v):
     """A TypeError for an array of the other byte order (``>f4`` on a little-endian machine),
     which the kernels would read as garbage: naming it, where the dtype checks would call it
@@ -144,22 +163,8 @@ class Builder:
         return re.sub(rf"np\.asarray\({name}, np\.(\w+)\)", rf"{name}.to(torch.\1)", text)
 
     def real(self, name, value, dtype):
-        """A Python number (or NumPy float64 scalar) given as ``name`` as a 0-d array of float
-        ``dtype``, or a ValueError where it lies beyond the dtype's range: it would become
-        inf, as a float64 array is refused rather than narrowed."""
-        try:
-            number = float(value)
-        except OverflowError:  # an int beyond float64
-            number = math.inf if value > 0 else -math.inf
-        with np.errstate(over="ignore"):
-            arr = np.array(number, dtype=dtype)
-        if np.isinf(arr) and not (isinstance(value, float) and math.isinf(value)):
-            top = np.finfo(dtype).max
-            raise ValueError(f"{self.f}: {name} = {short(value)} is beyond the range of {np.dtype(dtype)} (largest "
-                             f"magnitude {top:.8g}), the dtype dmlq computes it in; it would become inf. Pass a "
-                             f"value within that range, or {name}={'-' if number < 0 else ''}np.inf if an "
-                             "infinite value is meant")
-        return arr
+        """:func:`real_number` for operand ``name`` of this call."""
+        return real_number(self.f, name, value, dtype)
 
     # -- helpers
     def _then(self, name, fn):
@@ -309,7 +314,6 @@ class Builder:
         """``dtype=`` as a numpy dtype in ``allowed`` (None stays None)."""
         if dtype is None:
             return None
-        dtype = plain_dtype(dtype)
         names = " or ".join(np_name(d) for d in allowed)
         try:
             dtype = np.dtype(dtype)

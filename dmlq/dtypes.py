@@ -73,6 +73,11 @@ def qrange(dt) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
+def torch_name(dtype) -> str:
+    """A torch dtype's name: torch.float8_e4m3fn -> "float8_e4m3fn"."""
+    return str(dtype).rpartition(".")[2]
+
+
 def plain_dtype(dtype):
     """``dtype=`` as the public functions read it: a torch dtype (torch.int8, torch.int4,
     torch.bfloat16 ...) as the NumPy or ml_dtypes dtype of its name, so NumPy and CuPy
@@ -80,7 +85,7 @@ def plain_dtype(dtype):
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(dtype, torch.dtype):
         return dtype
-    name = str(dtype).rpartition(".")[2]
+    name = torch_name(dtype)
     from .qtypes import QTYPES, BFLOAT16_DTYPE
 
     if name == "bfloat16" and BFLOAT16_DTYPE is not None:

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, Tuple
 
 import numpy as np
 
+from .dtypes import torch_name
 from .qtypes import QType, qtype
 
 
@@ -82,7 +83,7 @@ def _torch_codes(x, dtype):
     import torch
 
     t = x.detach()
-    name = str(t.dtype).rpartition(".")[2]
+    name = torch_name(t.dtype)
     if dtype is None:
         if name == "uint8":
             raise TypeError("pack: x is a torch.uint8 tensor: say which type its codes are with dtype= "

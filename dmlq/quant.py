@@ -21,7 +21,7 @@ import numbers
 import numpy as np
 
 from . import calls, dispatch, floatconv, reference
-from .checks import native_order
+from .checks import native_order, real_number
 from .cpu import qtypes as cpu_qtypes
 from .errors import DescError, UnsupportedError
 from .packing import Packed, refuse_lazy, unpack
@@ -127,14 +127,7 @@ def _host(f, name, v, float_role, what):
         if not isinstance(v, numbers.Real):
             raise TypeError(f"{f}: {name} must be a real number (got {type(v).__name__} {v!r})")
         if float_role:
-            with np.errstate(over="ignore"):
-                a = np.array(v, np.float32)
-            if np.isinf(a) and math.isfinite(float(v)):
-                raise ValueError(f"{f}: {name} = {float(v)!r} is beyond the range of float32 (largest magnitude "
-                                 f"{np.finfo(np.float32).max:.8g}), the dtype dmlq computes it in; it would become "
-                                 f"inf. Pass a value within that range, or {name}=np.inf if an infinite value is "
-                                 "meant")
-            return a
+            return real_number(f, name, v, np.float32)
         return v
     if isinstance(v, (list, tuple)):
         arr = np.asarray(v)

@@ -41,6 +41,7 @@ output's shape and dtype from the same checks (``torch.compile``,
 the sizes' hints, adding no guard, and the output's shape is given in the inputs'
 symbolic sizes, so nothing is specialized.
 """
+import functools
 import re
 
 import ml_dtypes
@@ -49,6 +50,7 @@ import torch
 
 from . import adapters
 from .calls import output_meta
+from .dtypes import torch_name
 from .errors import DescError
 
 _TO_NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
@@ -471,7 +473,7 @@ def _zp_tensor(fname, name, v, zdt, device):
     checked as the eager call checks it (a torch.tensor would wrap -3 to 253 as uint8)."""
     from .qtypes import QTYPES
 
-    tname = str(zdt).rpartition(".")[2]
+    tname = torch_name(zdt)
     q = QTYPES.get(tname)
     if q is not None and not q.is_float and not q.qmin <= int(v) <= q.qmax:
         raise DescError(f"{fname}: {name} = {int(v)} is out of range for {tname} [{q.qmin}, {q.qmax}]; pass a "
@@ -482,6 +484,7 @@ def _zp_tensor(fname, name, v, zdt, device):
     return torch.tensor(int(v), dtype=zdt, device=device)
 
 
+@functools.lru_cache(maxsize=None)
 def _polyfill(fname):
     """What torch.compile traces in place of the public function ``fname``: the
     custom op (the default overload when every scale and zero point is a number,

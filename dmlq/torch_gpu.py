@@ -22,15 +22,13 @@ import math
 
 import numpy as np
 
+from .dtypes import torch_name
 from .packing import Packed, pack, unpack
 from .qtypes import QTYPES
 
 E8M0 = "float8_e8m0fnu"
 
 
-def type_name(dtype) -> str:
-    """torch.float8_e4m3fn -> "float8_e4m3fn"."""
-    return str(dtype).rpartition(".")[2]
 
 
 def bytes_of(t, byte_dtype, view):
@@ -41,7 +39,7 @@ def bytes_of(t, byte_dtype, view):
 def to_form(t, byte_dtype, xp, view, bfloat16):
     """The GPU form of a narrow-type tensor ``t`` (see the module text); ``bfloat16``: the
     array module's bfloat16 dtype."""
-    name = type_name(t.dtype)
+    name = torch_name(t.dtype)
     raw = bytes_of(t, byte_dtype, view)
     if name == "bfloat16":
         return raw.view(bfloat16)
@@ -56,7 +54,7 @@ def out_form(t, byte_dtype, xp, view, bfloat16):
     """(the array dmlq writes for the output tensor ``t``, finish()): for the one-byte types a
     view of ``t``'s memory (finish does nothing); for the 4-bit and 2-bit types a packed
     buffer that finish() unpacks into ``t``'s bytes."""
-    name = type_name(t.dtype)
+    name = torch_name(t.dtype)
     if name == "bfloat16" or QTYPES[name].is_float:
         if name != "bfloat16" and not t.is_contiguous():
             raise ValueError(f"out: a {name} out tensor must be contiguous (it is written as its bytes); pass "
