@@ -33,6 +33,10 @@ runs to infer it), and each task calls the public function on its chunks.
   them once, groups added in ascending order, bias cut to the output's chunks.
   B's scale and zero point per batch (b's batch shape, then (1 or G, N)) are
   broadcast over the output's batch as b is and cut where b's batch and N chunks fall.
+  A packed 4-bit b (a dmlq.Packed of CuPy bytes, beside CuPy chunks) goes whole to
+  each task: a is cut along M only (K and the batch merged lazily), and each M block
+  runs the public function, whose kernels read b packed. NumPy bytes beside NumPy
+  chunks are unpacked on the host to the ml_dtypes array they stand for.
 
 quantize_linear to a packed type (4-bit, 2-bit, float8, float4) on CuPy chunks gives a
 dmlq.Packed of lazy bytes, and dequantize_linear takes one back (dmlq.packed_dask). The
@@ -56,13 +60,13 @@ from .desc import pool_output_size
 from .errors import UnsupportedError
 from .gpu.device import upload  # host scales to CuPy chunks' device, -0.0 kept
 from .intmm import matmul_integer
-from .packing import Packed
+from .packing import Packed, unpack
 from .qtypes import qtype
 from .quant_gpu import NATIVE
 
 _F32 = np.float32
-_OPERATORS = ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul", "quantized_avg_pool",
-              "matmul_integer", "matmul_integer_to_float")
+_MATMULS = ("quantized_matmul", "matmul_integer", "matmul_integer_to_float")
+_OPERATORS = ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_avg_pool") + _MATMULS
 
 
 def call(fname, values, kwargs, out=None, names=None):
@@ -76,6 +80,10 @@ def call(fname, values, kwargs, out=None, names=None):
     if fname == "dequantize_linear" and isinstance(values[0], Packed):  # a Packed of lazy bytes
         return packed_dask.dequantize(values[0], values[1], values[2], kwargs, out)
     chunks = _check(fname, values, out)
+    if chunks == "numpy" and fname in _MATMULS:  # a packed b of NumPy bytes: the ml_dtypes array it stands for
+        i = adapters.operand_names(fname).index("b")
+        if isinstance(values[i], Packed):
+            values = values[:i] + (unpack(values[i]),) + values[i + 1:]
     shape, dtype = _meta_call(fname, values, kwargs, chunks)
     if chunks == "cupy" and fname in ("quantize_linear", "dequantize_linear"):
         shape, dtype = _meta_call(fname, values, kwargs, "numpy")  # the logical result (not the GPU form)
@@ -89,6 +97,8 @@ def call(fname, values, kwargs, out=None, names=None):
     meta = meta_from_array(like, ndim=len(shape), dtype=dtype)
     if fname == "quantized_avg_pool":
         return _avg_pool(values, kwargs, shape, dtype, meta)
+    if fname in _MATMULS and isinstance(values[adapters.operand_names(fname).index("b")], Packed):
+        return _packed_b(fname, values, kwargs, shape, dtype, meta)
     if fname == "quantized_matmul":
         return _matmul(values, kwargs, shape, dtype, meta)
     if fname == "matmul_integer":
@@ -112,7 +122,7 @@ def _ints(value, nd, default):
 
 def _refuse_dask_params(fname, values, names):
     for name, v in zip(names, values):
-        if isinstance(v, da.Array) and name not in ("x", "a", "b"):
+        if isinstance(v, da.Array) and name not in ("x", "a", "b", "bias"):
             raise TypeError(f"{fname}: {name} is a dask array; pass scales and zero points of pooling and matmul "
                             f"as NumPy/CuPy arrays or numbers ({name}.compute() if it is small)")
 
@@ -311,6 +321,53 @@ def _matmul(values, kwargs, shape, dtype, meta):
                         out_dtype=dtype, dtype=dtype, meta=meta)
 
 
+def _packed_b(fname, values, kwargs, shape, dtype, meta):
+    """The matmul family with a dmlq.Packed b of CuPy bytes (dmlq.frameworks passes it on
+    beside dask arrays of CuPy chunks): the bytes go whole to every task, which calls the
+    public function as one CuPy array would (the kernels read b packed). a is broadcast to
+    the output's batch and rechunked lazily so that only M is cut (K and the batch in one
+    chunk); per-row A parameters and a bias are cut where M's chunks fall, B's parameters
+    go whole with b."""
+    names = adapters.operand_names(fname)
+    _refuse_dask_params(fname, values, names)
+    values = list(values)
+    a = values[0] if isinstance(values[0], da.Array) else da.from_array(values[0], chunks=values[0].shape,
+                                                                         asarray=False)
+    batch = shape[:-2]
+    a = da.broadcast_to(a, batch + a.shape[-2:])
+    a = a.rechunk(tuple((n,) for n in batch) + (a.chunks[-2], (a.shape[-1],)))
+    bi = tuple(f"z{i}" for i in range(len(batch)))
+    cut, args = [0], [a, bi + ("m", "k")]
+    for i, name in enumerate(names):
+        if name == "bias" and values[i] is not None:
+            bias = _as_dask(values[i])
+            args += [da.broadcast_to(bias, shape).rechunk(a.chunks[:-1] + ((shape[-1],),)), bi + ("m", "n")]
+        elif name in ("a_scale", "a_zero_point", "out_scale", "out_zero_point"):
+            v, index = _a_side(_vector(values[i]), a)
+            if index is None:
+                continue
+            args += [v, index]
+        else:
+            continue
+        cut.append(i)
+    return da.blockwise(_PackedBTask(adapters.function(fname), values, cut, kwargs), bi + ("m", "n"), *args,
+                        new_axes={"n": shape[-1]}, concatenate=True, dtype=dtype, meta=meta)
+
+
+class _PackedBTask:
+    """One M block of a matmul with a packed b: the public function on the block, the
+    operands in ``cut`` taken from the block's arguments, the others as given."""
+
+    def __init__(self, fn, values, cut, kwargs):
+        self.fn, self.values, self.cut, self.kwargs = fn, values, cut, kwargs
+
+    def __call__(self, *blocks):
+        values = list(self.values)
+        for i, v in zip(self.cut, blocks):
+            values[i] = _column(v) if i else v
+        return self.fn(*values, **self.kwargs)
+
+
 def _matmul_integer(values, shape, meta):
     """dmlq.matmul_integer: the exact sums of every K chunk added, wrapped to int32 as
     the one-array result wraps them (past K = 33025 at extreme values only)."""
@@ -345,7 +402,7 @@ def _matmul_integer_to_float(values, kwargs, shape, dtype, meta):
     rounded to the output type."""
     fname = "matmul_integer_to_float"
     a, a_scale, a_zp, b, b_scale, b_zp, bias = values
-    _refuse_dask_params(fname, values[:6], adapters.operand_names(fname)[:6])
+    _refuse_dask_params(fname, values, adapters.operand_names(fname))
     a, b, batch = _matmul_operands(a, b, shape)
     bi = tuple(f"z{i}" for i in range(len(batch)))
     out_chunks = a.chunks[:-1] + (b.chunks[-1],)

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import adapters
 from .calls import output_meta
+from .packing import Packed
 
 def _cupy():
     """The cupy module when it is loaded (dmlq never imports it for a NumPy call)."""
@@ -59,9 +60,13 @@ def _check(fname, values, out):
     for name, v in zip(names, values):
         if v is None or isinstance(v, (da.Array, numbers.Number, np.generic)):
             continue
-        if isinstance(v, (list, tuple)):
+        if isinstance(v, (list, tuple)) and not isinstance(v, Packed):
             continue  # converted as np.asarray converts them (NumPy chunks only; CuPy refuses them below)
-        mod = _module_of(v)
+        mod = _module_of(v.data if isinstance(v, Packed) else v)
+        if mod != chunks and isinstance(v, Packed):
+            fix = "cupy.asarray" if chunks == "cupy" else "cupy.asnumpy"
+            raise TypeError(f"{fname}: {name} is a dmlq.Packed of {mod} bytes but {first} is a dask array of "
+                            f"{chunks} chunks; pass dmlq.Packed({fix}({name}.data), {name}.shape, {name}.dtype)")
         if mod != chunks:
             fix = ("cupy.asarray(...)" if chunks == "cupy" else
                    f"{name}.cpu().numpy()" if mod == "torch" else "np.asarray(...)")
@@ -81,7 +86,9 @@ def _meta_call(fname, values, kwargs, chunks):
     gpu = chunks == "cupy" and fname in _PER_BLOCK
     args = []
     for v in values:
-        if isinstance(v, da.Array) or _module_of(v) == "cupy":
+        if isinstance(v, Packed) and not gpu and _module_of(v.data) == "cupy":  # a packed b: its size
+            v = Packed(_stand_in(v.data.shape, np.uint8), v.shape, v.dtype)
+        elif isinstance(v, da.Array) or _module_of(v) == "cupy":
             if gpu:
                 cupy = _cupy()
                 v = cupy.broadcast_to(cupy.zeros((), v.dtype), v.shape)

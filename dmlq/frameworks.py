@@ -14,7 +14,7 @@ import numpy as np
 
 from . import dispatch
 from .adapters import PARAMS
-from .packing import Packed
+from .packing import Packed, pack_codes
 
 
 def _is_dask(obj) -> bool:
@@ -54,12 +54,21 @@ def _unpacked_b(fname, names, values, packed):
 
     i = list(names).index("b")
     data = values[i]
+    values = list(values)
+    if any(_is_dask(v) for v in values):
+        # beside dask arrays the Packed goes on (dmlq.dask checks its bytes against the chunks'
+        # type: NumPy chunks unpack it, CuPy chunks hand it whole to each task); a zero point
+        # unpacked on the device (dmlq.packed_b.take) is packed again for those calls
+        values[i] = Packed(data, packed[1], packed[0])
+        j = list(names).index("b_zero_point")
+        if packed[2] and values[j] is not None:
+            values[j] = pack_codes(values[j].astype(np.uint8), packed[0])
+        return tuple(values)
     if not isinstance(data, np.ndarray):
         raise TypeError(f"{fname}: b is a dmlq.Packed of {type(data).__module__.partition('.')[0]} bytes beside "
-                        "torch tensors or dask arrays: with torch CPU tensors or NumPy chunks pass b as NumPy "
-                        "bytes (dmlq.pack of a NumPy array); dask arrays of CuPy chunks take an int8/uint8 b "
-                        "(a packed 4-bit b runs on one CuPy array, not on CuPy chunks yet)")
-    values = list(values)
+                        "torch tensors: with torch CPU tensors pass b as NumPy bytes (dmlq.pack of a NumPy "
+                        "array); beside CUDA tensors a packed b is not taken yet (pass the tensors as CuPy "
+                        "arrays: cupy.asarray(t))")
     values[i] = unpack(data, packed[1], packed[0])
     return tuple(values)
 
@@ -74,6 +83,8 @@ def _unpacked_parameters(fname, names, values):
     for i, (name, v) in enumerate(zip(names, values)):
         if not isinstance(v, Packed) or "zero_point" not in name or _is_dask(v):
             continue
+        if name == "b_zero_point" and isinstance(values[names.index("b")], Packed):
+            continue  # beside a packed b of GPU bytes (see _unpacked_b): taken as it is
         if not isinstance(v.data, np.ndarray):
             raise TypeError(f"{fname}: {name} is a dmlq.Packed of GPU bytes beside dask arrays, which dmlq does "
                             f"not take yet; pass a Python int (one zero point for the tensor) or call dmlq per "

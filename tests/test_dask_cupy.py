@@ -216,3 +216,53 @@ def test_packed_results_are_packed_with_lazy_bytes(cp, dtype):
     got = dmlq.unpack(dmlq.Packed(cp.asnumpy(data), lazy.shape, lazy.dtype))
     want = dmlq.quantize_linear(x, s_blk, dtype=dtype, block_size=3)
     np.testing.assert_array_equal(got.view(u8), want.view(u8), strict=True)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+def test_packed_4bit_b_on_cupy_chunks_goes_whole_to_each_block(cp, dtype):
+    """A dmlq.Packed b (and b_zero_point) of CuPy bytes beside a dask a of CuPy chunks: the
+    bytes go whole to every M block's GPU call (the kernels read b packed); a's K and
+    batch are merged to one chunk lazily; per-row A parameters and a dask bias are cut
+    along M. Every result equals the one-array NumPy call."""
+    import cupy_stand_in
+    import ml_dtypes
+
+    rng = np.random.default_rng(30)
+    q = np.dtype(getattr(ml_dtypes, dtype))
+    lo, hi = int(ml_dtypes.iinfo(q).min), int(ml_dtypes.iinfo(q).max) + 1
+    a = rng.integers(0, 256, (2, 5, 37), dtype=u8)  # odd K: the last byte of each ... row pair is shared
+    b = dmlq.pack(rng.integers(lo, hi, (2, 37, 7)).astype(q))
+    b_zp = dmlq.pack(rng.integers(lo, hi, (7,)).astype(q))
+    a_s = rng.uniform(0.5, 1.5, (5, 1)).astype(f32)
+    a_z = rng.integers(0, 256, (5, 1), dtype=u8)
+    b_s, g_s = rng.uniform(0.001, 0.01, (7,)).astype(f32), rng.uniform(0.001, 0.01, (2, 7)).astype(f32)
+    bias = rng.standard_normal((5, 7)).astype(f32)
+
+    def calls(a, b, b_zp, arr, bias):
+        return [dmlq.matmul_integer(a, b, u8(3), b_zp),
+                dmlq.matmul_integer_to_float(a, arr(a_s), arr(a_z), b, arr(b_s), b_zp, bias),
+                dmlq.matmul_integer_to_float(a[0], 0.1, None, b, arr(g_s), None, None, block_size=32,
+                                             dtype=np.float16),
+                dmlq.quantized_matmul(a, arr(a_s), 128, b, arr(b_s), b_zp, 3.0, i8(-2))]
+
+    wants = calls(a, b, b_zp, lambda v: v, bias)
+    on_gpu = (lambda p: dmlq.Packed(cp.asarray(p.data), p.shape, p.dtype))
+    cupy_stand_in.counts["downloads"] = 0
+    lazies = calls(_on_gpu(cp, a, (1, (2, 3), (20, 17))), on_gpu(b), on_gpu(b_zp), cp.asarray,
+                   _on_gpu(cp, bias, (3, 7)))
+    for lazy, want in zip(lazies, wants):
+        assert isinstance(lazy._meta, cp.ndarray) and lazy._meta.dtype == want.dtype
+        assert lazy.chunks[-2] == (2, 3) and lazy.chunks[-1] == (7,)  # cut along M only
+    got = da.compute(*lazies, scheduler="threads")
+    if getattr(cp, "__stand_in__", False):
+        assert cupy_stand_in.counts["downloads"] == 0
+    for g, want in zip(got, wants):
+        assert isinstance(g, cp.ndarray)
+        np.testing.assert_array_equal(cp.asnumpy(g), want, strict=True)
+    with pytest.raises(TypeError, match=r"b_scale is a dask array"):
+        dmlq.matmul_integer_to_float(_on_gpu(cp, a, 5), 0.1, None, on_gpu(b), da.from_array(cp.asarray(b_s)), None)
+    with pytest.raises(TypeError, match=r"b is a dmlq\.Packed of numpy bytes but a is a dask array of cupy chunks; "
+                                        r"pass dmlq\.Packed\(cupy\.asarray\(b\.data\)"):
+        dmlq.matmul_integer(_on_gpu(cp, a, 5), b)
+    with pytest.raises(TypeError, match=r"b is a dmlq\.Packed of cupy bytes but a is a dask array of numpy chunks"):
+        dmlq.matmul_integer(da.from_array(a, 5), on_gpu(b))
