@@ -23,14 +23,46 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
-from . import packed_b, quant, quant_gpu, vectors
-from .calls import EXPLAINING, Spec, kernel_plan, public, run
-from .checks import GPU, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
+from . import dispatch, layout, packed_b, quant, quant_gpu, vectors
+from .calls import EXPLAINING, META, Spec, kernel_plan, public, result_meta, run
+from .checks import GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
 from .dtypes import DataType, plain_dtype
 from .errors import DescError, UnsupportedError
 from .typing import CudaArray, HostArray, Operand, Params
+
+
+# ------------------------------------------------------------------ the result's memory order
+
+def _order(fname, names, values, shape, out):
+    """The axis order (dmlq.layout) of a new result: None for C order, with out=, for torch
+    tensors and dask arrays (their adapters decide), and when only the shape is asked."""
+    if out is not None or all(type(v) is np.ndarray and v.flags.c_contiguous for v in values):
+        return None  # (NumPy arrays in C order: the common case, decided first)
+    if EXPLAINING.get() is META:
+        return None
+    if callable(shape):
+        try:
+            shape = shape()
+        except (AttributeError, TypeError, ValueError):  # no shape: the call says what is wrong
+            return None
+    if shape is None:
+        return None
+    return layout.result_order(fname, names, [v if type(v) is np.ndarray or quant_gpu.on_gpu(v) else None
+                                              for v in values], shape)
+
+
+def _gpu_narrow(values, dtype) -> bool:
+    """A GPU call whose result may be a dmlq.Packed (C order by definition) or a type CuPy lacks."""
+    if not quant_gpu.on_gpu(*values):
+        return False
+    if any(isinstance(v, packed_b.Packed) for v in values):
+        return True
+    try:
+        return dtype is not None and np.dtype(dtype).name not in quant_gpu.NATIVE + ("float32", "float16")
+    except TypeError:
+        return True
 
 
 # ------------------------------------------------------------------ quantize / dequantize
@@ -182,6 +214,11 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
     array([ 28, 102, 128, 153, 228, 255], dtype=uint8)
     """
     dtype, precision = plain_dtype(dtype), plain_dtype(precision)
+    order = _order("quantize_linear", ("x",), (x,), getattr(x, "shape", None), out)
+    if order is not None and not _gpu_narrow((x, scale, zero_point), dtype):
+        return layout.call_in_order(quantize_linear, order, (x, scale, zero_point),
+                                    dict(dtype=dtype, axis=axis, block_size=block_size, saturate=saturate,
+                                         precision=precision))
     if quant.quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate, precision, out):
         path = quant_gpu if quant_gpu.on_gpu(x, scale, zero_point, out) else quant
         return path.quantize_linear(x, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size,
@@ -246,6 +283,10 @@ def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = N
     array([-50. ,   0. ,  77.5], dtype=float32)
     """
     dtype = plain_dtype(dtype)
+    order = _order("dequantize_linear", ("q",), (q,), getattr(q, "shape", None), out)
+    if order is not None and not _gpu_narrow((q, scale, zero_point), dtype):
+        return layout.call_in_order(dequantize_linear, order, (q, scale, zero_point),
+                                    dict(dtype=dtype, axis=axis, block_size=block_size))
     if quant.dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out):
         path = quant_gpu if quant_gpu.on_gpu(q, scale, zero_point, out) else quant
         return path.dequantize_linear(q, scale, zero_point, dtype=dtype, axis=axis, block_size=block_size, out=out)
@@ -348,6 +389,10 @@ def quantized_add(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b:
     >>> dmlq.quantized_add(a, 0.1, 0, b, 0.2, 0, 0.5, np.int8(0))
     array([  0,  40, 102], dtype=int8)
     """
+    order = _order("quantized_add", ("a", "b"), (a, b), lambda: np.broadcast_shapes(getattr(a, "shape"), getattr(b, "shape")), out)
+    if order is not None:
+        values = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
+        return layout.call_in_order(quantized_add, order, values, dict(dtype=dtype))
     return run(_ADD, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point),
                (plain_dtype(dtype),), out)
 
@@ -673,7 +718,12 @@ def quantized_avg_pool(x: Operand, x_scale: Operand, x_zero_point: Operand | Non
     """
     params = (window_size, strides, start_padding, end_padding, dilations, include_padding, ceil_mode,
               plain_dtype(dtype))
-    return run(_POOL, (x, x_scale, x_zero_point, out_scale, out_zero_point), params, out)
+    values = (x, x_scale, x_zero_point, out_scale, out_zero_point)
+    order = _order("quantized_avg_pool", ("x",), (x,), (), out)
+    if order is not None:  # a new result in x's axis order (channels_last in, channels_last out)
+        shape, out_dtype = result_meta(_POOL, values, params)
+        out = layout.empty(dispatch.module(HOST if type(x) is np.ndarray else GPU).empty, shape, out_dtype, order)
+    return run(_POOL, values, params, out)
 
 
 __all__ = ["quantize_linear", "dequantize_linear", "quantized_add", "quantized_matmul", "quantized_avg_pool",

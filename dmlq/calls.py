@@ -48,6 +48,40 @@ class Spec:
         self.gpu_takes_host_scalars = gpu_takes_host_scalars
 
 
+def list_operand(f, name, v, float_role):
+    """A list or tuple of numbers as np.asarray makes it; in a float role (quantize's x, a
+    scale) as float32, a number beyond float32's range refused rather than made inf."""
+    try:
+        arr = np.asarray(v)
+    except Exception as e:  # ragged nesting, mixed GPU/host items...
+        raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray cannot turn into one "
+                        f"numeric array ({type(e).__name__}: {e}); pass a numpy array") from None
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray turns into dtype "
+                        f"{arr.dtype}, not numbers; pass a numeric numpy array")
+    if float_role and arr.dtype.kind in "iuf":
+        with np.errstate(over="ignore"):
+            wide, arr = arr, arr.astype(np.float32)  # Python numbers carry no dtype: they become float32
+        beyond = np.isinf(arr) & np.isfinite(wide)
+        if beyond.any():
+            raise ValueError(f"{f}: {name} holds {float(wide[beyond].flat[0])!r}, beyond the range of float32 "
+                             f"(largest magnitude {np.finfo(np.float32).max:.8g}), the dtype dmlq computes it in; "
+                             "it would become inf. Pass values within that range (np.inf where an infinite value "
+                             "is meant)")
+    return arr
+
+
+def refuse_masked(f, name, v):
+    """A TypeError for a masked array (numpy.ma), whose mask dmlq would drop."""
+    if isinstance(v, np.ma.MaskedArray):
+        if name == "out":
+            raise TypeError(f"{f}: out is a masked array (numpy.ma); dmlq writes every element and would leave "
+                            "its mask as it was: pass out.data (the array underneath) or a plain numpy array")
+        raise TypeError(f"{f}: {name} is a masked array (numpy.ma); dmlq computes every element and would drop "
+                        f"the mask: pass {name}.filled(value) to say what the masked elements hold, or "
+                        f"{name}.data for the values underneath")
+
+
 def _slow_operand(spec, name, v):
     """Anything that is not a NumPy array, None or a plain number: (value, side)."""
     f = spec.fname
@@ -59,24 +93,7 @@ def _slow_operand(spec, name, v):
         raise TypeError(f"{f}: {name} is a dmlq.Packed, which {f} does not take as {name}; pass "
                         f"dmlq.unpack({name}) (its elements, one a byte)")
     if isinstance(v, (list, tuple)):
-        try:
-            arr = np.asarray(v)
-        except Exception as e:  # ragged nesting, mixed GPU/host items...
-            raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray cannot turn into one "
-                            f"numeric array ({type(e).__name__}: {e}); pass a numpy array") from None
-        if arr.dtype.kind not in "biuf":
-            raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray turns into dtype "
-                            f"{arr.dtype}, not numbers; pass a numeric numpy array")
-        if name in spec.float_roles and arr.dtype.kind in "iuf":
-            with np.errstate(over="ignore"):
-                wide, arr = arr, arr.astype(np.float32)  # Python numbers carry no dtype: they become float32
-            beyond = np.isinf(arr) & np.isfinite(wide)
-            if beyond.any():
-                raise ValueError(f"{f}: {name} holds {float(wide[beyond].flat[0])!r}, beyond the range of float32 (largest "
-                                 f"magnitude {np.finfo(np.float32).max:.8g}), the dtype dmlq computes it in; it "
-                                 "would become inf. Pass values within that range (np.inf where an infinite value "
-                                 "is meant)")
-        return arr, HOST
+        return list_operand(f, name, v, name in spec.float_roles), HOST
     if dispatch.cpu_dlpack(v):
         try:
             return np.from_dlpack(v), HOST
@@ -86,10 +103,7 @@ def _slow_operand(spec, name, v):
                             f"array") from None
     if isinstance(v, (bool, numbers.Number, np.generic)):
         return v, None  # a scalar: typed by the planner
-    if isinstance(v, np.ma.MaskedArray):
-        raise TypeError(f"{f}: {name} is a masked array (numpy.ma); dmlq computes every element and would drop "
-                        f"the mask: pass {name}.filled(value) to say what the masked elements hold, or "
-                        f"{name}.data for the values underneath")
+    refuse_masked(f, name, v)
     if hasattr(v, "__array__") or hasattr(v, "__array_interface__"):
         return np.asarray(v), HOST
     raise TypeError(f"{f}: {name} must be an array or a number (got {type(v).__name__}); pass a "
@@ -215,10 +229,10 @@ def run(spec, values, params, out):
             if len(_PLANS) >= PLAN_CACHE_SIZE:
                 _PLANS.clear()
             _PLANS[sig] = plan
+    explaining = EXPLAINING.get()
+    if explaining is _META:
+        return plan.out_shape, plan.out_dtype
     if out is None:
-        explaining = EXPLAINING.get()
-        if explaining is _META:
-            return plan.out_shape, plan.out_dtype
         args = plan.arguments(vals, current)
         out = plan.empty(plan.out_shape, plan.out_dtype)
         if explaining:
@@ -227,24 +241,34 @@ def run(spec, values, params, out):
             plan.fresh(args, out, plan.params)
         return out
     args = plan.arguments(vals, current)
+    if explaining:  # an out made by dmlq.api (a result in the input's memory order): its plan
+        return dispatch.kernel_plan(spec.backend_name, args, out, kind, plan.params)
     if kind == HOST and not out.flags.writeable:
         raise ValueError(f"{spec.fname}: out is read-only; pass a writeable array")
     return dispatch.write(plan.fn, args, out, kind, plan.params, plan.runners)
+
+
+def result_meta(spec, values, params):
+    """(shape, dtype) of what :func:`run` returns for these operands: every check made,
+    nothing computed (as :func:`output_meta`, for a planner's own spec)."""
+    token = EXPLAINING.set(_META)
+    try:
+        return run(spec, values, params, None)
+    finally:
+        EXPLAINING.reset(token)
 
 
 def _into_subclass(spec, values, params, out):
     """``out`` of an ndarray subclass (np.memmap): written through a plain view of its memory
     and returned itself, as NumPy's ufuncs do. A masked array is refused: its mask would
     be left as it was, describing values that are no longer there."""
-    if isinstance(out, np.ma.MaskedArray):
-        raise TypeError(f"{spec.fname}: out is a masked array (numpy.ma); dmlq writes every element and would "
-                        "leave its mask as it was: pass out.data (the array underneath) or a plain numpy array")
+    refuse_masked(spec.fname, "out", out)
     run(spec, values, params, out.view(np.ndarray))
     return out
 
 
 EXPLAINING = contextvars.ContextVar("dmlq_explaining", default=False)
-_META = "meta"
+_META = META = "meta"  # EXPLAINING's value inside output_meta
 
 
 def output_meta(function, *args, **kwargs):

@@ -14,6 +14,7 @@ import math
 import numbers
 import re
 
+import ml_dtypes
 import numpy as np
 
 from . import dispatch
@@ -112,7 +113,7 @@ def real_number(f, name, value, dtype):
     with np.errstate(over="ignore"):
         arr = np.array(number, dtype=dtype)
     if np.isinf(arr) and not (isinstance(value, float) and math.isinf(value)):
-        top = np.finfo(dtype).max
+        top = ml_dtypes.finfo(dtype).max  # (NumPy's finfo knows no bfloat16)
         raise ValueError(f"{f}: {name} = {short(value)} is beyond the range of {np.dtype(dtype)} (largest "
                          f"magnitude {top:.8g}), the dtype dmlq computes it in; it would become inf. Pass a "
                          f"value within that range, or {name}={'-' if number < 0 else ''}np.inf if an "

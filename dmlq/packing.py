@@ -71,8 +71,18 @@ def packed_nbytes(size: int, q) -> int:
     return (size * q.bits + 7) // 8
 
 
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy")
+def _xp(a, f="unpack", name="the packed data"):
+    """numpy or cupy for array ``a`` (a NumPy array or a CuPy one: ``__cuda_array_interface__``);
+    a TypeError naming ``name`` for anything else."""
+    if isinstance(a, np.ndarray):
+        return np
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(a, cupy.ndarray):
+        return cupy
+    mod = type(a).__module__.partition(".")[0]
+    fix = "its computed array (.compute())" if mod == "dask" else "a NumPy or CuPy array"
+    raise TypeError(f"{f}: {name} is a {type(a).__module__}.{type(a).__name__}; {f} takes NumPy or CuPy arrays: "
+                    f"pass {fix}")
 
 
 def _torch_codes(x, dtype):
@@ -135,7 +145,8 @@ def pack(x: Any, dtype: Any = None) -> Packed:
         ``x`` is not an array or tensor of a 4-bit, 2-bit or float8 type (or codes with
         ``dtype=``); a dask array (pack its computed array).
     ValueError
-        A code wider than the type.
+        A code wider than the type (NumPy; a GPU array's codes are not read, which would
+        synchronize: the bits above the type's are dropped there).
 
     Examples
     --------
@@ -145,6 +156,11 @@ def pack(x: Any, dtype: Any = None) -> Packed:
     """
     if isinstance(x, Packed):
         raise TypeError("pack: x is already a dmlq.Packed")
+    if isinstance(x, np.generic):
+        x = np.asarray(x)  # a NumPy scalar: a 0-d array
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError("pack: x is a masked array (numpy.ma); pack would drop the mask: pass x.filled(value) "
+                        "or x.data")
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
         x, dtype = _torch_codes(x, dtype)
@@ -166,7 +182,7 @@ def pack(x: Any, dtype: Any = None) -> Packed:
             codes = x.view(np.uint8)
         elif xdt == np.uint8:
             codes = x
-            if codes.size and bool((codes >> q.bits).any()):
+            if isinstance(codes, np.ndarray) and codes.size and bool((codes >> q.bits).any()):
                 raise ValueError(f"pack: x holds codes of more than {q.bits} bits; a {q.name} code is "
                                  f"0 ... {(1 << q.bits) - 1}")
         else:
@@ -240,6 +256,8 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
     try:
         if isinstance(shape, (str, bytes)):
             raise TypeError
+        if not all(isinstance(s, numbers.Integral) and not isinstance(s, (bool, np.bool_)) for s in shape):
+            raise TypeError
         shape = tuple(int(s) for s in shape)
     except (TypeError, ValueError):
         raise TypeError(f"unpack: shape must be a tuple of ints (got {shape!r})") from None
@@ -252,11 +270,11 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
     if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1:
         raise TypeError(f"unpack: the packed data must be a 1-D uint8 array (got "
                         f"{type(data).__name__} {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
+    xp = _xp(data)
     need = packed_nbytes(n, q)
     if data.size != need:
         raise ValueError(f"unpack: {n} {q.name} elements (shape {shape}) take {need} bytes packed; the data "
                          f"holds {data.size}")
-    xp = _xp(data)
     per = 8 // q.bits
     mask = (1 << q.bits) - 1
     parts = xp.stack([(data >> (k * q.bits)) & mask for k in range(per)], axis=1)

@@ -28,6 +28,7 @@ from .packing import Packed, refuse_lazy, unpack
 from .qtypes import BFLOAT16_DTYPE, CLASSIC, E8M0_DTYPE, QTYPES, is_qtype, qtype
 
 F32, F16, I32, U32 = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.uint32))
+BF16 = BFLOAT16_DTYPE
 _FLOATS = tuple(d for d in (F32, F16, BFLOAT16_DTYPE) if d is not None)
 _FLOAT_NAMES = "float32, float16 or bfloat16"
 _CLASSIC_DTYPES = tuple(q.dtype for q in CLASSIC)
@@ -130,11 +131,11 @@ def _host(f, name, v, float_role, what):
             return real_number(f, name, v, np.float32)
         return v
     if isinstance(v, (list, tuple)):
-        arr = np.asarray(v)
-        if arr.dtype.kind not in "iuf":
-            raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray turns into dtype {arr.dtype}, "
-                            "not numbers; pass a numeric numpy array")
-        return arr.astype(np.float32) if float_role else arr
+        arr = calls.list_operand(f, name, v, float_role)
+        if arr.dtype.kind == "b":
+            raise TypeError(f"{f}: {name} is a {type(v).__name__} of bools; pass a numeric numpy array")
+        return arr
+    calls.refuse_masked(f, name, v)
     if dispatch.cpu_dlpack(v):
         try:
             return np.from_dlpack(v)
@@ -144,6 +145,20 @@ def _host(f, name, v, float_role, what):
     if isinstance(v, (np.ndarray, np.generic)) or hasattr(v, "__array__"):
         return np.asarray(v)
     raise TypeError(f"{f}: {name} must be an array or a number (got {type(v).__name__})")
+
+
+def number_scale_dtype(x_dtype):
+    """The dtype a Python number given as quantize's scale takes: x's float type (float32 for
+    an int32 x), as the int8 path's planner gives it (docs/semantics.md, "Scales")."""
+    return x_dtype if x_dtype in (F16, BF16) else np.dtype(np.float32)
+
+
+def _is_number(v):
+    """A scale given as a Python number or a NumPy float64 scalar (a float has no dtype of
+    its own)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        return False
+    return not isinstance(v, np.generic) or isinstance(v, np.float64)
 
 
 def is_e8m0_name(dtype) -> bool:
@@ -338,6 +353,7 @@ def _out(f, out, shape, dtype):
     native_order(f, "out", out)
     if dispatch.is_gpu(out):
         raise _gpu_refusal(f, "out is a GPU array, the inputs are not")
+    calls.refuse_masked(f, "out", out)
     if not isinstance(out, np.ndarray):
         raise TypeError(f"{f}: out must be a numpy.ndarray (got {type(out).__name__})")
     if out.dtype != dtype:
@@ -386,9 +402,12 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     if _foreign((x, scale, zero_point), out):
         return dispatch.foreign_call(f, ("x", "scale", "zero_point"), (x, scale, zero_point),
                                      (dtype, axis, block_size, saturate, precision), out)
+    number = scale if _is_number(scale) else None
     x, scale, zp = _operands(f, "x", x, scale, zero_point)
     if x is None:
         raise TypeError(f"{f}: x is required (got None); pass a float32 array")
+    if number is not None and hasattr(x, "dtype") and number_scale_dtype(x.dtype) != scale.dtype:
+        scale = real_number(f, "scale", number, number_scale_dtype(x.dtype))
     if x.dtype not in _FLOATS + (I32,):
         fix = ("dmlq computes in float32 and does not narrow a float64 array silently: pass x.astype(np.float32)"
                if x.dtype == np.float64 else "pass x.astype(np.float32)")

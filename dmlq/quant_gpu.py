@@ -225,7 +225,7 @@ def _const(value):
 _FLOATS = (F32, F16) + (() if BFLOAT16_DTYPE is None else (BFLOAT16_DTYPE,))
 
 
-def _scale(b, quantize, meta):
+def _scale(b, quantize, meta, number_dtype=F32):
     """(shape, the dtype the kernel reads, the scale's dtype): float32, float16 or bfloat16 (CuPy 14 holds it) as
     float32, exactly; an int32 device array (quantize only) as is; float8_e8m0fnu codes (``meta``:
     a Packed scale's shape) as uint8. A host int32 or e8m0 scalar: its float32 value by value."""
@@ -243,7 +243,7 @@ def _scale(b, quantize, meta):
         raise TypeError(f"{f}: scale must have dtype {quant._FLOAT_NAMES} or float8_e8m0fnu (got int32): ONNX's "
                         "DequantizeLinear takes no int32 scale (QuantizeLinear does); pass scale.astype(cupy.float32)")
     context = " (or int32, float8_e8m0fnu)" if quantize else " (or float8_e8m0fnu)"
-    scale = b.float_operand("scale", _FLOATS, F32, context)
+    scale = b.float_operand("scale", _FLOATS, number_dtype, context)  # a Python number: number_dtype
     return tuple(scale.shape), F32, scale.dtype
 
 
@@ -320,7 +320,7 @@ def _plan_quantize(b, qname, axis, block_size, saturate, precision, scale_meta, 
     if x.dtype not in _FLOATS + (I32,):
         raise TypeError(f"{f}: x must have dtype float32, float16, bfloat16 or int32 on the GPU (got {x.dtype}); "
                         "pass x.astype(cupy.float32)")
-    scale_shape, scale_dtype, _ = _scale(b, True, scale_meta)
+    scale_shape, scale_dtype, _ = _scale(b, True, scale_meta, quant.number_scale_dtype(x.dtype))
     sat = quant._saturate(f, saturate)
     prec = None if precision is None else quant._float_dtype(f, "precision", precision)
     q = QTYPES[qname]

@@ -48,7 +48,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from . import adapters
+from . import adapters, layout
 from .calls import output_meta
 from .dtypes import torch_name
 from .errors import DescError
@@ -189,6 +189,10 @@ def call(fname, values, kwargs, out=None, names=None):
     if device.type not in ("cpu", "cuda"):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
                         ".cuda() tensors)")
+    if out is None and fname in layout.ELEMENTWISE:
+        order = layout.result_order(fname, names, values, _elementwise_shape(fname, names, values))
+        if order is not None:  # a new result in the input's memory order (dmlq.layout), as torch's ops give
+            return layout.call_in_order(lambda *vs, **kw: call(fname, vs, kw, None, names), order, values, kwargs)
     if out is not None and torch._debug_has_internal_overlap(out) == 1:  # an expanded tensor: torch refuses it
         raise ValueError(f"{fname}: out has elements that share memory (an expanded tensor, stride 0), so a "
                          "result element would overwrite another; pass a tensor of its own memory "
@@ -211,6 +215,16 @@ def call(fname, values, kwargs, out=None, names=None):
         return _from_numpy(result)
     except TypeError as e:  # a result type torch has no dtype for (float4_e2m1fn)
         raise TypeError(f"{fname}: {e}") from None
+
+
+def _elementwise_shape(fname, names, values):
+    """The shape of an element-wise operator's result (None where the shapes do not broadcast:
+    the call says so)."""
+    lead = [v for n, v in zip(names, values) if n in ("x", "q", "a", "b") and isinstance(v, torch.Tensor)]
+    try:
+        return tuple(torch.broadcast_shapes(*(v.shape for v in lead))) if lead else None
+    except RuntimeError:
+        return None
 
 
 def _is_fake(t) -> bool:
@@ -292,7 +306,7 @@ def _cuda_call(fn, names, values, kwargs, out, device):
                 meta = output_meta(fn, **args, **kwargs)
             if not isinstance(meta, tuple) or len(meta) != 2:  # dmlq.kernel_plan
                 return fn(**args, **kwargs)
-            out = torch.empty(meta[0], dtype=torch_dtype(meta[1]), device=torch.device("cuda", index))
+            out = _empty(fn.__name__, names, values, meta[0], torch_dtype(meta[1]), torch.device("cuda", index))
         target, finish = _cuda_form(out, cupy, as_out=True)
         fn(**args, **kwargs, out=target)
         finish()
@@ -380,7 +394,16 @@ def fake(fname, values, kwargs):
         symbolic = _symbolic_shape(fname, values, kwargs)
         if tuple(_hint(s) for s in symbolic) == tuple(shape):  # the checks' shape, in symbolic sizes
             shape = symbolic
-    return torch.empty(shape, dtype=torch_dtype(dtype), device=device)
+    return _empty(fname, names, values, shape, torch_dtype(dtype), device, _hint)
+
+
+def _empty(fname, names, values, shape, dtype, device, size=int):
+    """A new result tensor in the memory order dmlq.layout gives it (pooling: x's axis order;
+    the element-wise operators reach here in C order, their operands transposed by call)."""
+    order = layout.result_order(fname, names, values, tuple(size(s) for s in shape), size)
+    if order is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    return torch.empty_permuted(shape, order, dtype=dtype, device=device)
 
 
 # ------------------------------------------------------------------ custom ops: one registration point

@@ -438,3 +438,46 @@ def test_cached_host_constants_are_read_only_and_shared_safely():
     finally:
         R.quantize_linear = saved
     assert seen[0] is seen[1] and not seen[0].flags.writeable
+
+
+def test_the_types_beyond_int8_refuse_what_the_int8_path_refuses():
+    """Masked arrays (input or out) and lists of numbers beyond float32 are refused whatever
+    path a call takes (the types-beyond-int8 path, chosen by dtype=, axis=, precision=, took
+    them: the mask dropped, 1e300 made inf)."""
+    import ml_dtypes
+
+    m = np.ma.masked_array(np.array([1.0, 2.0, 3.0], np.float32), mask=[0, 1, 0])
+    for kw in (dict(dtype=np.int8), dict(dtype=np.int16), dict(dtype=np.int8, precision="float32")):
+        with pytest.raises(TypeError, match="x is a masked array"):
+            dmlq.quantize_linear(m, 0.1, **kw)
+    with pytest.raises(TypeError, match="q is a masked array"):
+        dmlq.dequantize_linear(np.ma.masked_array(np.array([1, 2], np.int8), [1, 0]), 0.1, dtype=np.float16)
+    with pytest.raises(TypeError, match="out is a masked array .* pass out.data"):
+        dmlq.quantize_linear(np.ones(3, np.float32), 0.1, dtype=np.int16,
+                             out=np.ma.masked_array(np.zeros(3, np.int16)))
+    with pytest.raises(TypeError, match="pack: x is a masked array"):
+        dmlq.pack(np.ma.masked_array(np.zeros(3, ml_dtypes.int4), [1, 0, 0]))
+    x = np.linspace(-2, 2, 4, dtype=np.float32)
+    with pytest.raises(ValueError, match="scale holds 1e[+]300, beyond the range of float32"):
+        dmlq.quantize_linear(x, [1e300], dtype=np.int16)
+    with pytest.raises(ValueError, match="x holds 1e[+]300, beyond the range of float32"):
+        dmlq.quantize_linear([1e300, 1.0], 1.0, axis=0)
+    with pytest.raises(ValueError, match="scale holds 1e[+]300"):
+        dmlq.dequantize_linear(np.ones(2, np.int8), [1e300], dtype=np.float32)
+    np.testing.assert_array_equal(dmlq.quantize_linear([1.0, 2.0], [0.5], dtype=np.int16),
+                                  np.array([2, 4], np.int16), strict=True)
+
+
+def test_pack_and_unpack_name_what_they_cannot_take():
+    import ml_dtypes
+
+    p = dmlq.pack(ml_dtypes.int4(-3))  # a NumPy scalar: a 0-d array (it went to CuPy)
+    assert p.shape == () and p.data.tolist() == [0x0D]
+    assert dmlq.pack(np.uint8(3), dtype="uint4").data.tolist() == [3]
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(TypeError, match=r"unpack: the packed data is a dask\.array\.core\.Array; .* \(\.compute\(\)\)"):
+        dmlq.unpack(da.zeros(2, dtype=np.uint8, chunks=1), (4,), "int4")
+    with pytest.raises(TypeError, match=r"unpack: the packed data must be a 1-D uint8 array \(got list"):
+        dmlq.unpack(dmlq.Packed([1, 2], (4,), "int4"))
+    with pytest.raises(TypeError, match=r"unpack: shape must be a tuple of ints \(got \(2\.7, 3\)\)"):
+        dmlq.unpack(np.zeros(3, np.uint8), (2.7, 3), "int4")

@@ -102,6 +102,25 @@ def test_quantize_with_a_scale_of_the_other_float_type(gpu, rng):
     same(dmlq.quantize_linear, x, rng.uniform(0.1, 1, (33,)).astype(f16), None, dtype=i8)
 
 
+def test_a_python_scale_takes_the_input_float_type_on_every_path(gpu):
+    """A Python float scale with a float16 x is x's type (docs/semantics.md, "Scales"), whichever
+    path the keywords pick: the int8 path rounded 1e-6 to float16 and the types-beyond-int8
+    path (precision=, axis=, saturate=np.True_, dtype=int16) to float32, two answers for one
+    call (99, 197 against 100, 200); 1e5 was refused by one and taken by the other."""
+    x = np.array([1e-4, 2e-4, -3e-4], f16)
+    want = dmlq.quantize_linear(x, np.float16(1e-6), np.int8(0))
+    assert want.tolist() == [99, 127, -128]  # float16(1e-6) = 1.013e-06: 98.7, 197.4, -296
+    for kw in ({}, dict(precision="float32"), dict(axis=0), dict(saturate=np.True_)):
+        np.testing.assert_array_equal(same(dmlq.quantize_linear, x, 1e-6, np.int8(0), **kw).get(), want)
+    np.testing.assert_array_equal(same(dmlq.quantize_linear, x, 1e-6, dtype=np.int16).get(),
+                                  dmlq.quantize_linear(x, np.float16(1e-6), dtype=np.int16))
+    for kw in ({}, dict(dtype=np.int16), dict(precision="float32")):
+        with pytest.raises(ValueError, match="scale = 100000.0 is beyond the range of float16"):
+            dmlq.quantize_linear(x, 1e5, **kw)
+        with pytest.raises(ValueError, match="scale = 100000.0 is beyond the range of float16"):
+            dmlq.quantize_linear(to_device(x), 1e5, **kw)
+
+
 def test_a_numpy_scalar_zero_point_gives_its_type(gpu, rng):
     """quantize_linear's output type is the zero point's, a NumPy scalar's too, on the GPU as on
     NumPy (the GPU path of the types beyond int8 took np.int16(7) as a Python int: uint8 out)."""
