@@ -231,6 +231,8 @@ def run(spec, values, params, out):
             _PLANS[sig] = plan
     explaining = EXPLAINING.get()
     if explaining is _META:
+        if kind == HOST:  # host values are checked now (dask's graph, built on them, runs later)
+            plan.check_values(vals)
         return plan.out_shape, plan.out_dtype
     if out is None:
         args = plan.arguments(vals, current)

@@ -65,9 +65,9 @@ class Plan:
     ``(i, constant)`` of ``on_device`` by the constant's copy on the device."""
 
     __slots__ = ("template", "dynamic", "on_device", "out_shape", "out_dtype", "params", "fn", "empty",
-                 "runners", "fresh")
+                 "runners", "fresh", "value_checks")
 
-    def __init__(self, conv, out_shape, out_dtype, params=()):
+    def __init__(self, conv, out_shape, out_dtype, params=(), value_checks=()):
         self.template = [c.value if isinstance(c, Constant) else None for c in conv]
         kinds = (Constant, dispatch.DeviceConstant)
         self.dynamic = tuple((i, c) for i, c in enumerate(conv) if not isinstance(c, kinds))
@@ -75,7 +75,15 @@ class Plan:
         self.out_shape = out_shape
         self.out_dtype = out_dtype
         self.params = params
+        self.value_checks = value_checks  # (i, check): the checks of operand i's values, every call
         self.fn = self.empty = self.runners = self.fresh = None
+
+    def check_values(self, vals) -> None:
+        """The checks of the operands' values alone (a zero point of another integer dtype that
+        must fit), made where nothing else runs: dmlq.calls.output_meta on host operands."""
+        for i, check in self.value_checks:
+            if vals[i] is not None:
+                check(vals[i])
 
     def arguments(self, vals, device=None) -> list:
         """The backend's arguments for one call's operands (``device``: the
@@ -145,6 +153,7 @@ class Builder:
         self.v = dict(zip(spec.names, vals))
         self.out = out
         self.conv = {}
+        self.value_checks: list = []
         # operands the caller gave as torch tensors: their fixes are said in torch's words
         self.torch = {n for n, g in zip(spec.names, given) if type(g).__module__.partition(".")[0] == "torch"}
         for name, v in (*self.v.items(), ("out", out)):
@@ -309,6 +318,7 @@ class Builder:
             return a.astype(_dt)
 
         self.conv[name] = checked
+        self.value_checks.append((self.names.index(name), checked))
         return np.broadcast_to(np.zeros((), dt), v.shape)  # a stand-in with the right shape and dtype
 
     def dtype_param(self, dtype, allowed):
@@ -394,7 +404,8 @@ class Builder:
                             f"{e}") from None
 
     def plan(self, out_shape, out_dtype, params=()):
-        return Plan(tuple(self.conv.get(n) for n in self.names), out_shape, out_dtype, params)
+        return Plan(tuple(self.conv.get(n) for n in self.names), out_shape, out_dtype, params,
+                    tuple(self.value_checks))
 
 
 

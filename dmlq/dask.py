@@ -77,8 +77,15 @@ def call(fname, values, kwargs, out=None, names=None):
         values = (a, b, a_zp, b_zp)
     elif fname not in _OPERATORS:
         raise UnsupportedError(f"{fname} does not take dask arrays yet; pass NumPy arrays (x.compute())")
-    if fname == "dequantize_linear" and isinstance(values[0], Packed):  # a Packed of lazy bytes
-        return packed_dask.dequantize(values[0], values[1], values[2], kwargs, out)
+    if fname == "dequantize_linear" and isinstance(values[0], Packed):
+        q = values[0]
+        if not isinstance(q.data, da.Array):  # bytes beside dask parameters (checked against their chunks)
+            if _check(fname, values, out) == "numpy":  # NumPy bytes: the ml_dtypes array they stand for
+                values = (unpack(q),) + tuple(values[1:])
+            else:  # GPU bytes: one chunk of lazy bytes
+                q = Packed(da.from_array(q.data, chunks=q.data.shape, asarray=False), q.shape, q.dtype)
+        if isinstance(q.data, da.Array):
+            return packed_dask.dequantize(q, values[1], values[2], kwargs, out)
     chunks = _check(fname, values, out)
     if chunks == "numpy" and fname in _MATMULS:  # a packed b of NumPy bytes: the ml_dtypes array it stands for
         i = adapters.operand_names(fname).index("b")

@@ -48,6 +48,11 @@ def _new_type(dt) -> bool:
     return dt is not None and (dt == BFLOAT16_DTYPE or (is_qtype(dt) and dt not in _CLASSIC_DTYPES))
 
 
+def _ml_dtype(dt) -> bool:
+    """An ml_dtypes type (int4, float8_e4m3fn ...: NumPy calls their kind 'V')."""
+    return dt is not None and dt.kind == "V"
+
+
 def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate, precision, out) -> bool:
     """True when a quantize_linear call needs this module (see the module text)."""
     if axis is not None or block_size is not None or precision is not None or saturate is not True:
@@ -61,11 +66,13 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
         except TypeError:
             return True  # not a NumPy dtype (torch's float4_e2m1fn_x2 ...): qtype() names every type taken
     zdt = _dt(zero_point)
-    if isinstance(scale, Packed) or dtype is None and _new_type(zdt):
-        return True
+    if isinstance(scale, Packed) or isinstance(zero_point, Packed) or _new_type(zdt) and (
+            dtype is None or _ml_dtype(zdt)):
+        return True  # (an ml_dtypes zero point with dtype=int8 too: taken where its values fit)
     xdt, sdt = _dt(x), _dt(scale)
-    if xdt in (F32, F16) and sdt in (F32, F16) and xdt != sdt:
-        return True  # float32 x with a float16 scale or the reverse (ONNX 23 on): both widened to float32
+    if xdt in (F32, F16, I32) and sdt in (F32, F16) and xdt != sdt:
+        return True  # float32 x with a float16 scale or the reverse (ONNX 23 on), an int32 x with a float16
+        # scale: both widened to float32
     return (xdt == BFLOAT16_DTYPE or sdt in (BFLOAT16_DTYPE, I32) + _E8M0
             or (zdt is None and dtype is None and _new_type(_dt(out))))
 
@@ -73,7 +80,7 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
 def dequantize_is_extended(q, scale, zero_point, dtype, axis, block_size, out) -> bool:
     """True when a dequantize_linear call needs this module."""
     if axis is not None or block_size is not None or dtype is not None or isinstance(q, Packed) \
-            or isinstance(scale, Packed):
+            or isinstance(scale, Packed) or isinstance(zero_point, Packed) or _ml_dtype(_dt(zero_point)):
         return True
     qdt = _dt(q)
     if qdt is not None and qdt not in _OLD_DEQ and is_qtype(qdt):
@@ -311,7 +318,9 @@ def param_form(f, x_shape, scale_shape, zp_shape, axis, block_size):
             if len(differ) > 1:
                 raise DescError(f"{f}: scale {scale_shape} differs from {xn} {tuple(x_shape)} on axes {differ}; "
                                 "blocked scales differ on one axis only (name it with axis=)")
-            ax = differ[0] if differ else 0
+            # the axis where the shapes differ; where they differ nowhere, one whose length is its
+            # number of blocks (every block one element: any axis with block_size=1, else one of length 0 or 1)
+            ax = differ[0] if differ else next((i for i in range(ndim) if -(-x_shape[i] // b) == x_shape[i]), 0)
         else:
             ax = _axis(f, axis, ndim)
             if any(i != ax for i in differ):
@@ -323,9 +332,12 @@ def param_form(f, x_shape, scale_shape, zp_shape, axis, block_size):
             lo, hi = (-(-d // s), -(-d // (s - 1)) - 1) if s > 1 and d > 0 else (0, -1)
             hint = (f"; with {s} blocks, block_size must be in [{lo}, {hi}]" if lo <= hi
                     else f"; no block_size makes {s} blocks of {d}")
+            if axis is None and not differ:
+                hint += (f" (scale has {xn}'s shape, so no axis was found where it is blocked: name the axis with "
+                         "axis=)")
             raise DescError(f"{f}: block_size = {b} on axis {ax} of size {d} makes ceil({d} / {b}) = {want} blocks, "
                             f"but scale has {s} there{hint}")
-        return "blocked", ax, b, tuple(x_shape)
+        return "blocked", ax, min(b, max(d, 1)), tuple(x_shape)  # (a block past the axis: the axis, exactly)
     if axis is not None:
         if ndim == 0:
             raise DescError(f"{f}: axis= needs {xn} to have at least one dimension ({xn} is 0-d)")

@@ -438,6 +438,16 @@ def test_errors_before_anything_runs():
     # kernel_plan: a plan per chunk, never a lazy call set up in its place
     with pytest.raises(TypeError, match=r"kernel_plan: quantize_linear on dask arrays runs per chunk"):
         dmlq.kernel_plan(dmlq.quantize_linear, x, 0.1)
+    # a NumPy zero point's values are on the host: checked now, under the function called (they were
+    # checked in the tasks, and the K-split matmul's named matmul_integer)
+    ones8 = _poisoned((6, 8), u8, ((3, 3), (4, 4)))
+    with pytest.raises(ValueError, match=r"quantize_linear: zero_point holds values outside \[0, 255\]"):
+        dmlq.quantize_linear(x, 0.1, np.full(4, 300), dtype=u8)
+    with pytest.raises(ValueError, match=r"quantized_matmul: a_zero_point holds values outside \[0, 255\]"):
+        dmlq.quantized_matmul(ones8, 0.1, np.full((6, 1), 300), _poisoned((8, 5), i8, ((4, 4), (5,))), 0.02, None,
+                              0.3)
+    with pytest.raises(ValueError, match=r"quantized_avg_pool: x_zero_point holds values outside \[0, 255\]"):
+        dmlq.quantized_avg_pool(img, 0.1, np.full(2, 300), 0.1, 0, 2)
 
 
 # ---- a distributed cluster of two worker processes ------------------------------------------

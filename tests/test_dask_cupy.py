@@ -266,3 +266,27 @@ def test_packed_4bit_b_on_cupy_chunks_goes_whole_to_each_block(cp, dtype):
         dmlq.matmul_integer(_on_gpu(cp, a, 5), b)
     with pytest.raises(TypeError, match=r"b is a dmlq\.Packed of cupy bytes but a is a dask array of numpy chunks"):
         dmlq.matmul_integer(da.from_array(a, 5), on_gpu(b))
+
+
+def test_a_packed_q_of_bytes_beside_dask_scales(cp):
+    """dequantize_linear of a dmlq.Packed q whose bytes are NumPy or CuPy arrays (not lazy) with a
+    dask scale: NumPy bytes beside NumPy chunks are the ml_dtypes array they stand for, CuPy bytes
+    beside CuPy chunks one chunk of lazy bytes (dmlq.packed_dask); each library beside the other's
+    chunks is named with the fix. (Both took the bytes for lazy ones: a false TypeError, and an
+    AttributeError.)"""
+    import ml_dtypes
+
+    q = np.array([[1, -2, 3, 4], [-8, 7, 0, 5]], ml_dtypes.int4)
+    scale = np.full((2, 2), 0.5, f32)
+    want = dmlq.dequantize_linear(q, scale, block_size=2)
+    p = dmlq.pack(q)
+    p_gpu = dmlq.Packed(cp.asarray(p.data), p.shape, p.dtype)
+    on_host, on_gpu = da.from_array(scale, chunks=1), _on_gpu(cp, scale, 1)
+    np.testing.assert_array_equal(dmlq.dequantize_linear(p, on_host, block_size=2).compute(), want, strict=True)
+    got = dmlq.dequantize_linear(p_gpu, on_gpu, block_size=2).compute(scheduler="threads")
+    assert isinstance(got, cp.ndarray)
+    np.testing.assert_array_equal(cp.asnumpy(got), want, strict=True)
+    with pytest.raises(TypeError, match=r"q is a dmlq\.Packed of cupy bytes but scale is a dask array of numpy"):
+        dmlq.dequantize_linear(p_gpu, on_host, block_size=2)
+    with pytest.raises(TypeError, match=r"q is a dmlq\.Packed of numpy bytes but scale is a dask array of cupy"):
+        dmlq.dequantize_linear(p, on_gpu, block_size=2)

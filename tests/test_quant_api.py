@@ -276,3 +276,46 @@ def test_classic_calls_keep_their_path():
     assert quant.quantize_is_extended(X, 1.0, None, "int16", None, None, True, None, None)
     assert quant.dequantize_is_extended(np.zeros(2, md.int4), 1.0, None, None, None, None, None)
     assert math.isnan(float(dmlq.dequantize_linear(np.array([0x7F], np.uint8).view(md.float8_e4m3fn), 1.0)[0]))
+
+
+def test_a_call_is_valid_or_not_whatever_the_no_op_keywords():
+    """A zero point of a type beyond int8 (ml_dtypes int4, uint2) beside an int8 q or output,
+    and an int32 x with a float16 scale for an int8 output, were refused on the int8 path and
+    taken on the types-beyond-int8 one, which a no-op keyword (dtype="float32",
+    precision="float32") picked. Both paths take them now, with the same values."""
+    import ml_dtypes
+
+    q8 = np.array([1, 2, 3], np.int8)
+    z4 = np.array([1, 1, -1], ml_dtypes.int4)
+    want = np.array([0.0, 0.5, 2.0], np.float32)
+    for kw in ({}, dict(dtype="float32")):
+        np.testing.assert_array_equal(dmlq.dequantize_linear(q8, np.float32(0.5), z4, **kw), want, strict=True)
+    x = np.array([1.0, 2.0, -3.0], np.float32)
+    z2 = np.array([1, 1, 3], ml_dtypes.uint2)
+    for kw in ({}, dict(precision="float32")):
+        np.testing.assert_array_equal(dmlq.quantize_linear(x, np.float32(0.5), z2, dtype="int8", **kw),
+                                      np.array([3, 5, -3], np.int8), strict=True)
+    with pytest.raises(ValueError, match="zero_point holds values outside"):
+        dmlq.quantize_linear(x, np.float32(0.5), np.array([1, 1, -8], ml_dtypes.int4), dtype="uint8")
+    xi = np.array([1, 5, -7], np.int32)
+    for kw in (dict(dtype="uint8"), dict(dtype="int16"), dict(dtype="uint8", precision="float32")):
+        got = dmlq.quantize_linear(xi, np.float16(0.5), **kw)
+        np.testing.assert_array_equal(got, dmlq.quantize_linear(xi, np.float32(0.5), **kw), strict=True)
+
+
+def test_block_sizes_past_the_axis_and_the_blocked_axis_of_equal_shapes():
+    """A block_size of 2**64 or more is one block (it raised OverflowError, or numba's typing
+    error, on its way to the kernels); with scale of x's shape the blocked axis is one whose
+    length is its block count (axis 0 was taken, and refused for a (4, 1) x with B = 2)."""
+    x = np.array([[1.0, -2.0, 3.0, 4.0], [5.0, 6.0, -7.0, 8.0], [0.5, 1.5, 2.5, -3.5]], np.float32)
+    s = np.array([[0.5], [0.25], [2.0]], np.float32)
+    want = dmlq.quantize_linear(x, s, axis=1, block_size=4)
+    for b in (5, 2**63, 2**64, 2**70):
+        np.testing.assert_array_equal(dmlq.quantize_linear(x, s, block_size=b), want, strict=True)
+        np.testing.assert_array_equal(dmlq.dequantize_linear(want, s, block_size=b),
+                                      dmlq.dequantize_linear(want, s, axis=1, block_size=4), strict=True)
+    col = np.array([[1.0], [2.0], [-3.0], [4.0]], np.float32)
+    np.testing.assert_array_equal(dmlq.quantize_linear(col, col, dtype="int4", block_size=2),
+                                  np.ones((4, 1), "int4"), strict=True)
+    with pytest.raises(ValueError, match=r"no axis was found where it is blocked: name the axis with axis="):
+        dmlq.quantize_linear(x, np.ones((3, 4), np.float32), dtype="int4", block_size=2)
