@@ -531,7 +531,7 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     array([[14,  2],
            [32,  2]], dtype=int8)
     """
-    a, b, view, vec = vectors.promote(a, b, out)
+    a, b, view, vec = vectors.promote(a, b, out, "quantized_matmul")
     b, b_zero_point, packed = packed_b.take("quantized_matmul", b, b_zero_point)
     return vectors.finish(run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
                                         out_zero_point), (plain_dtype(dtype), packed), view), vec, out)

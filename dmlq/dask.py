@@ -96,9 +96,9 @@ def call(fname, values, kwargs, out=None, names=None):
         shape, dtype = _meta_call(fname, values, kwargs, "numpy")  # the logical result (not the GPU form)
         if fname == "quantize_linear" and np.dtype(dtype).name not in NATIVE:
             return packed_dask.quantize(values, kwargs, shape, qtype(np.dtype(dtype)), _cupy())
-        if np.dtype(dtype).name not in NATIVE + ("float32", "float16"):
+        if np.dtype(dtype).name not in NATIVE + ("float32", "float16") and not _cupy_holds(dtype):
             raise UnsupportedError(
-                f"{fname}: a {np.dtype(dtype).name} result on CuPy chunks: CuPy has no {np.dtype(dtype).name} "
+                f"{fname}: a {np.dtype(dtype).name} result on CuPy chunks: this CuPy has no {np.dtype(dtype).name} "
                 "dtype; use NumPy chunks for it, or call dmlq per block (x.to_delayed())")
     like = next(v for v in values if isinstance(v, da.Array))._meta
     meta = meta_from_array(like, ndim=len(shape), dtype=dtype)
@@ -115,6 +115,15 @@ def call(fname, values, kwargs, out=None, names=None):
     if kwargs.get("axis") is not None or kwargs.get("block_size") is not None:
         return _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta)
     return _elementwise(fname, values, kwargs, shape, dtype, meta)
+
+
+def _cupy_holds(dtype) -> bool:
+    """Whether CuPy makes arrays of ``dtype`` (bfloat16 from CuPy 14 on), as a one-array result is."""
+    try:
+        _cupy().empty((0,), dtype)
+    except Exception:  # noqa: BLE001 - CuPy's refusal of the dtype, whatever its class
+        return False
+    return True
 
 
 # ------------------------------------------------------------------ average pooling

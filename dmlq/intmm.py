@@ -160,7 +160,7 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
     array([[ 8,  2],
            [26,  2]], dtype=int32)
     """
-    a, b, view, vec = vectors.promote(a, b, out)
+    a, b, view, vec = vectors.promote(a, b, out, "matmul_integer")
     b, b_zero_point, packed = take("matmul_integer", b, b_zero_point)
     return vectors.finish(run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), (packed,), view), vec, out)
 
@@ -308,7 +308,7 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     array([[ 2.25, -0.25],
            [ 4.5 , -0.25]], dtype=float32)
     """
-    a, b, view, vec = vectors.promote(a, b, out)
+    a, b, view, vec = vectors.promote(a, b, out, "matmul_integer_to_float")
     b, b_zero_point, packed = take("matmul_integer_to_float", b, b_zero_point)
     return vectors.finish(run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias),
                               (plain_dtype(dtype), block_size, packed), view), vec, out)

@@ -31,7 +31,7 @@ def _ndim(v) -> int | None:
     return nd if isinstance(nd, int) else None
 
 
-def promote(a, b, out) -> tuple[Any, Any, Any, Vectors]:
+def promote(a, b, out, f="") -> tuple[Any, Any, Any, Vectors]:
     """(a, b, out, vectors): a 1-D ``a`` as (1, K), a 1-D ``b`` as (K, 1), and ``out``
     (shaped as the caller's result) as a view of the matrices' result."""
     va, vb = _ndim(a) == 1, _ndim(b) == 1
@@ -42,8 +42,35 @@ def promote(a, b, out) -> tuple[Any, Any, Any, Vectors]:
     if vb:
         b = Packed(b.data, (int(b.shape[0]), 1), b.dtype) if isinstance(b, Packed) else b[:, None]
     if out is not None and _ndim(out) is not None:
+        _check_out_shape(f, a, b, out, va, vb)
         out = out[..., None, None] if va and vb else out[..., None, :] if va else out[..., None]
     return a, b, out, Vectors(va, vb)
+
+
+def _check_out_shape(f, a, b, out, va, vb):
+    """A ValueError in the caller's terms for an ``out`` whose shape is not the vector result's
+    (the matrices' check would name the shapes with the added dimensions); operands whose own
+    shapes do not fit are left to the call, which names them."""
+    sa, sb = tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ()))
+    if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:
+        return
+    try:
+        batch = _broadcast(sa[:-2], sb[:-2])
+    except ValueError:
+        return
+    want = batch + (() if va else (sa[-2],)) + (() if vb else (sb[-1],))
+    if tuple(out.shape) != want:
+        raise ValueError(f"{f}: out must have shape {want} (got {tuple(out.shape)}): a 1-D "
+                         f"{'a and b give' if va and vb else 'a gives' if va else 'b gives'} numpy.matmul's "
+                         "result without that dimension")
+
+
+def _broadcast(s, t):
+    n = max(len(s), len(t))
+    s, t = (1,) * (n - len(s)) + tuple(s), (1,) * (n - len(t)) + tuple(t)
+    if any(x != y and 1 not in (x, y) for x, y in zip(s, t)):
+        raise ValueError
+    return tuple(max(x, y) if 1 not in (x, y) else x * y for x, y in zip(s, t))
 
 
 def finish(result, vectors: Vectors, out=None):

@@ -87,9 +87,12 @@ def test_every_operator_keeps_cupy_chunks_and_equals_the_whole_array(cp):
 
 def test_cupy_chunks_are_checked_on_the_gpu_path_when_the_graph_is_built(cp):
     x = _on_gpu(cp, np.ones((6, 4), f32), (3, 2))
-    with pytest.raises(dmlq.UnsupportedError, match=r"a bfloat16 result on CuPy chunks: CuPy has no bfloat16"):
-        dmlq.dequantize_linear(_on_gpu(cp, np.ones((6, 4), u8), 3), cp.ones((6, 2), f32), dtype="bfloat16",
-                               block_size=2)
+    # bfloat16 where this CuPy holds it (14 on, and the stand-in), as the one-array call gives it
+    q = np.arange(24, dtype=u8).reshape(6, 4)
+    bf = dmlq.dequantize_linear(_on_gpu(cp, q, 3), cp.full((6, 2), 0.3, f32), dtype="bfloat16", block_size=2)
+    np.testing.assert_array_equal(cp.asnumpy(bf.compute()), dmlq.dequantize_linear(q, np.full((6, 2), 0.3, f32),
+                                                                                   dtype="bfloat16", block_size=2),
+                                  strict=True)
     lazy = dmlq.quantize_linear(x, cp.ones((6, 2), f32), dtype="int4", block_size=2)
     with pytest.raises(ValueError, match=r"block_size = 3 on axis 1 of size 4 makes ceil\(4 / 3\) = 2 blocks"):
         dmlq.dequantize_linear(lazy, cp.ones((6, 3), f32), block_size=3)  # checked now, on a stand-in

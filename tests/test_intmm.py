@@ -7,6 +7,8 @@ zero points, blocked scales, float16 output, 4-bit B), and the argument errors.
 from __future__ import annotations
 
 import ml_dtypes
+import re
+
 import numpy as np
 import pytest
 
@@ -193,6 +195,23 @@ def test_quantized_matmul_vector_operands_equal_onnxruntime():
     got = dmlq.quantized_matmul(a, *params)
     assert got.shape == want.shape == (6,)
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_vector_result_out_is_checked_in_the_callers_shape():
+    """out= of a vector matmul is named in the caller's shapes (the check named the matrices':
+    "out must have shape (1, 5) (got (1, 6))" for a (6,) out, and asked for (1, 5))."""
+    a, w = np.ones(8, U8), np.ones((8, 5), I8)
+    for bad in ((6,), (1, 5)):
+        with pytest.raises(ValueError, match=rf"matmul_integer: out must have shape \(5,\) \(got "
+                                             rf"{re.escape(str(bad))}\): a 1-D a gives"):
+            dmlq.matmul_integer(a, w, out=np.empty(bad, np.int32))
+    with pytest.raises(ValueError, match=r"quantized_matmul: out must have shape \(2, 8\) \(got \(2, 8, 1\)\)"):
+        dmlq.quantized_matmul(np.ones((2, 8, 8), U8), 0.1, 0, np.ones(8, I8), 0.1, 0, 0.2,
+                              out=np.empty((2, 8, 1), U8))
+    with pytest.raises(ValueError, match=r"matmul_integer_to_float: out must have shape \(\) \(got \(1,\)\)"):
+        dmlq.matmul_integer_to_float(np.ones(8, U8), 0.1, 0, np.ones(8, I8), 0.1, 0, out=np.empty(1, F32))
+    out = np.empty(5, np.int32)
+    assert dmlq.matmul_integer(a, w, out=out) is out and out.tolist() == [8] * 5
 
 
 def test_matmul_integer_to_float_per_batch_b_scale_equals_onnxruntime():
