@@ -623,10 +623,12 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
                             f"ints (spatial dimension {i}: {start[i]} + {x.shape[2 + i]} + {end[i]} = {padded}); "
                             "pass smaller paddings (a window entirely in padding only gives the output zero point)")
         floor_size, ceil_size = pool_output_size(x.shape[2 + i], window[i], stride[i], start[i], end[i], dil[i])
-        if floor_size <= 0:
+        if (ceil_size if ceil_mode else floor_size) <= 0:
             raise DescError(f"{f}: the dilated window ({(window[i] - 1) * dil[i] + 1}) is larger than the "
-                            f"padded input ({x.shape[2 + i] + start[i] + end[i]}) in spatial dimension {i}; "
-                            "use a smaller window_size or dilations, or more padding")
+                            f"padded input ({x.shape[2 + i] + start[i] + end[i]}) in spatial dimension {i}"
+                            + (" by a stride or more (ceil mode)" if ceil_mode else "") +
+                            "; use a smaller window_size or dilations, or more padding"
+                            + ("" if ceil_mode else ", or ceil_mode=True where it overhangs by less than a stride"))
         out_spatial.append(ceil_size if ceil_mode else floor_size)
     shape = tuple(x.shape[:2]) + tuple(out_spatial)
     b.check_out(shape, qdt)

@@ -371,24 +371,25 @@ def pool_output_size(in_size: int, window: int, stride: int, start_pad: int, end
     Floor: ``(in + start_pad + end_pad - extent) // stride + 1`` with the dilated
     extent ``(window - 1) * dilation + 1``; 0 when the window does not fit
     (callers refuse that). Ceil, as ONNX and PyTorch define it: one more where the
-    division is inexact and that extra window starts inside ``in + start_pad``.
-    docs/semantics.md also accepts floor + 1 after an exact division when the window
-    starts there; see ``pool_output_accepted``.
+    division is inexact and that extra window starts inside ``in + start_pad`` (so a
+    window longer than the padded input by less than a stride still makes one output,
+    as in ONNX, onnxruntime and torch). docs/semantics.md also accepts floor + 1 after
+    an exact division when the window starts there; see ``pool_output_accepted``.
     """
     extent = (window - 1) * dilation + 1
-    padded = in_size + start_pad + end_pad
-    if padded < extent:
-        return 0, 0
-    floor_size = (padded - extent) // stride + 1
-    inexact = (padded - extent) % stride != 0
-    ceil_size = floor_size + 1 if inexact and floor_size * stride < in_size + start_pad else floor_size
-    return floor_size, ceil_size
+    rest = in_size + start_pad + end_pad - extent
+    floor_size, ceil_size = rest // stride + 1, -(-rest // stride) + 1
+    if ceil_size > floor_size and (ceil_size - 1) * stride >= in_size + start_pad:  # the extra one starts past x
+        ceil_size -= 1
+    return max(floor_size, 0), max(ceil_size, 0)
 
 
 def pool_output_accepted(in_size, window, stride, start_pad, end_pad, dilation) -> Tuple[int, ...]:
     """Every output size docs/semantics.md accepts: floor, and floor + 1 where that
     last window starts inside ``in + start_pad`` (this includes the ceil size)."""
-    floor_size, _ = pool_output_size(in_size, window, stride, start_pad, end_pad, dilation)
-    if floor_size > 0 and floor_size * stride < in_size + start_pad:
+    floor_size, ceil_size = pool_output_size(in_size, window, stride, start_pad, end_pad, dilation)
+    if floor_size == 0:  # a window past the padded input: ceil mode's one output, if it has one
+        return (ceil_size,) if ceil_size else (0,)
+    if floor_size * stride < in_size + start_pad:
         return floor_size, floor_size + 1
     return (floor_size,)

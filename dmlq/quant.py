@@ -50,7 +50,7 @@ def _new_type(dt) -> bool:
 
 def _ml_dtype(dt) -> bool:
     """An ml_dtypes type (int4, float8_e4m3fn ...: NumPy calls their kind 'V')."""
-    return dt is not None and dt.kind == "V"
+    return isinstance(dt, np.dtype) and dt.kind == "V"
 
 
 def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate, precision, out) -> bool:

@@ -449,7 +449,7 @@ def _check_pooling(desc, t):
                                                    "dilations"))
         floor_size, _ = pool_output_size(size, w, s, sp, ep, d)
         accepted = pool_output_accepted(size, w, s, sp, ep, d)
-        if floor_size <= 0:
+        if accepted == (0,):
             raise DescError(
                 f"{op}: WindowSize[{i}] = {w} with Dilations[{i}] = {d} spans {(w - 1) * d + 1} "
                 f"elements, more than the padded InputTensor size {size + sp + ep}")

@@ -209,6 +209,28 @@ def test_pool_per_channel_shapes_and_ceil(rng):
     assert c.shape == (2, 3, 4, 4) and np.array_equal(c[:, :, :3, :3], a)
 
 
+@pytest.mark.parametrize("shape, window, strides, pad, include", [
+    ((1, 2, 3, 3), 4, 2, 0, False), ((2, 3, 1, 5), (2, 6), (2, 3), 0, False), ((1, 1, 4, 4), 6, 3, 1, True),
+    ((1, 1, 4, 4), 6, 3, 1, False), ((1, 2, 3, 1), (4, 2), 2, 0, True), ((2, 2, 2, 3), (3, 5), (2, 4), 0, True)])
+def test_ceil_mode_window_past_the_padded_input_equals_torch(rng, shape, window, strides, pad, include):
+    """ceil_mode with a window longer than the padded input by less than a stride: one output
+    per axis, as ONNX, onnxruntime and torch give (refused before, "larger than the padded
+    input"). torch averages in float32 (exact here: scales of 1, sums below 2**24) and rounds
+    half to even."""
+    torch = pytest.importorskip("torch")
+    x = rng.integers(0, 256, shape, dtype=u8)
+    got = dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, window, strides=strides, start_padding=pad, end_padding=pad,
+                                  include_padding=include, ceil_mode=True)
+    nd = len(shape) - 2
+    pool = torch.nn.functional.avg_pool2d if nd == 2 else torch.nn.functional.avg_pool3d
+    want = pool(torch.from_numpy(x.astype(f32)), window, strides, pad, ceil_mode=True, count_include_pad=include)
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_array_equal(got, torch.round(want).numpy().astype(u8))
+    if pad == 0:  # floor mode has no window there
+        with pytest.raises(DescError, match=r"larger than the padded input .*ceil_mode=True where it overhangs"):
+            dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, window, strides=strides)
+
+
 # ---- compile_operator and arrays --------------------------------------------------------
 
 def test_compile_operator_with_strided_buffers(rng):

@@ -121,6 +121,19 @@ def test_a_python_scale_takes_the_input_float_type_on_every_path(gpu):
             dmlq.quantize_linear(to_device(x), 1e5, **kw)
 
 
+def test_ceil_mode_window_past_the_padded_input_on_every_pooling_kernel(gpu, rng):
+    """One ceil-mode output whose window runs past the padded input, on the variants selection
+    picks for it (general, and tile_k2s2 along W): the same bytes as NumPy."""
+    x = rng.integers(0, 256, (1, 2, 3, 3), dtype=u8)
+    same(dmlq.quantized_avg_pool, x, 0.5, 3, 0.25, 7, 4, strides=2, ceil_mode=True)
+    assert dmlq.kernel_plan(dmlq.quantized_avg_pool, to_device(x), 0.5, 3, 0.25, 7, 4, strides=2,
+                            ceil_mode=True).variant == "general"
+    y = rng.integers(0, 256, (1, 2, 3, 9), dtype=u8)
+    same(dmlq.quantized_avg_pool, y, 0.5, 3, 0.25, 7, (4, 2), strides=2, ceil_mode=True, include_padding=True)
+    assert dmlq.kernel_plan(dmlq.quantized_avg_pool, to_device(y), 0.5, 3, 0.25, 7, (4, 2), strides=2,
+                            ceil_mode=True).variant == "tile_k2s2"
+
+
 def test_a_numpy_scalar_zero_point_gives_its_type(gpu, rng):
     """quantize_linear's output type is the zero point's, a NumPy scalar's too, on the GPU as on
     NumPy (the GPU path of the types beyond int8 took np.int16(7) as a Python int: uint8 out)."""
