@@ -630,6 +630,11 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
                             "; use a smaller window_size or dilations, or more padding"
                             + ("" if ceil_mode else ", or ceil_mode=True where it overhangs by less than a stride"))
         out_spatial.append(ceil_size if ceil_mode else floor_size)
+        reach = (out_spatial[-1] - 1) * stride[i] + (window[i] - 1) * dil[i] + 1 + padded
+        if reach >= POOL_PARAM_LIMIT:  # the kernels' tap positions, from the last window's end, are C ints
+            raise DescError(f"{f}: (outputs - 1) * stride + dilated window + padded input = {reach} in spatial "
+                            f"dimension {i} must stay below 2**31 (the kernels' C ints); pass smaller strides or "
+                            "paddings")
     shape = tuple(x.shape[:2]) + tuple(out_spatial)
     b.check_out(shape, qdt)
 
@@ -684,8 +689,9 @@ def quantized_avg_pool(x: Operand, x_scale: Operand, x_zero_point: Operand | Non
     strides, dilations : int or ints, optional
         Default 1.
     start_padding, end_padding : int or ints, optional
-        Default 0; explicit numbers (for ONNX's 'same', compute them). The padded size
-        must stay below 2**31 in every dimension.
+        Default 0; explicit numbers (for ONNX's 'same', compute them). The padded size,
+        and it plus (outputs - 1) * stride + the dilated window, must stay below 2**31 in
+        every dimension.
     include_padding : bool
         Count padded taps in the divisor (ONNX count_include_pad).
     ceil_mode : bool

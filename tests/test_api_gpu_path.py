@@ -465,3 +465,19 @@ def test_sums_beyond_the_workspace_get_their_own_temporary(gpu, rng, monkeypatch
     b = rng.integers(-128, 128, (40, 13), dtype=i8)
     for _ in range(2):
         same(dmlq.quantized_matmul, a, 0.02, 3, b, 0.04, i8(-5), 0.5, i8(1))
+
+
+def test_pooling_reach_past_2_31_is_refused_on_every_path(gpu):
+    """The kernels' tap positions are C ints up to (outputs - 1) * stride + window + the padded
+    input: the GPU refused a call past that (UnsupportedError, when launched: inside a dask
+    task) that NumPy computed. Both refuse it now, when the call is checked."""
+    x = np.zeros((1, 1, 6, 6), u8)
+    kw = dict(strides=(1, 2**30), start_padding=(0, 2**30))
+    for arr in (x, to_device(x)):
+        with pytest.raises(dmlq.DescError, match=r"= 2147483655 in spatial dimension 1 must stay below 2\*\*31"):
+            dmlq.quantized_avg_pool(arr, 0.1, 3, 0.1, 3, 1, **kw)
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(dmlq.DescError, match="must stay below 2"):
+        dmlq.quantized_avg_pool(da.from_array(to_device(x), chunks=(1, 1, 3, 3), asarray=False), 0.1, 3, 0.1, 3, 1,
+                                **kw)
+    same(dmlq.quantized_avg_pool, x, 0.1, 3, 0.1, 3, 1, strides=(1, 2**29), start_padding=(0, 2**29))
