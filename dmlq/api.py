@@ -40,7 +40,8 @@ def _order(fname, names, values, shape, out):
     tensors and dask arrays (their adapters decide), and when only the shape is asked."""
     if out is not None or all(type(v) is np.ndarray and v.flags.c_contiguous for v in values):
         return None  # (NumPy arrays in C order: the common case, decided first)
-    if EXPLAINING.get() is META:
+    arrays = [v if type(v) is np.ndarray or quant_gpu.on_gpu(v) else None for v in values]
+    if all(v is None for v in arrays) or EXPLAINING.get() is META:
         return None
     if callable(shape):
         try:
@@ -49,8 +50,7 @@ def _order(fname, names, values, shape, out):
             return None
     if shape is None:
         return None
-    return layout.result_order(fname, names, [v if type(v) is np.ndarray or quant_gpu.on_gpu(v) else None
-                                              for v in values], shape)
+    return layout.result_order(fname, names, arrays, shape)
 
 
 def _gpu_narrow(values, dtype) -> bool:
@@ -533,8 +533,8 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     """
     a, b, view, vec = vectors.promote(a, b, out, "quantized_matmul")
     b, b_zero_point, packed = packed_b.take("quantized_matmul", b, b_zero_point)
-    return vectors.finish(run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
-                                        out_zero_point), (plain_dtype(dtype), packed), view), vec, out)
+    return vectors.call(lambda: run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
+                                              out_zero_point), (plain_dtype(dtype), packed), view), vec, out)
 
 
 # ------------------------------------------------------------------ quantized average pooling

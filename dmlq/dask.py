@@ -387,6 +387,7 @@ class _PackedBTask:
 def _matmul_integer(values, shape, meta):
     """dmlq.matmul_integer: the exact sums of every K chunk added, wrapped to int32 as
     the one-array result wraps them (past K = 33025 at extreme values only)."""
+    _refuse_dask_params("matmul_integer", values, ("a", "b", "a_zero_point", "b_zero_point"))
     a, b, a_zp, b_zp = values
     a, b, batch = _matmul_operands(a, b, shape)
     bi = tuple(f"z{i}" for i in range(len(batch)))

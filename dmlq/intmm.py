@@ -162,7 +162,7 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
     """
     a, b, view, vec = vectors.promote(a, b, out, "matmul_integer")
     b, b_zero_point, packed = take("matmul_integer", b, b_zero_point)
-    return vectors.finish(run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), (packed,), view), vec, out)
+    return vectors.call(lambda: run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), (packed,), view), vec, out)
 
 
 # ------------------------------------------------------------------ matmul_integer_to_float
@@ -310,5 +310,7 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     """
     a, b, view, vec = vectors.promote(a, b, out, "matmul_integer_to_float")
     b, b_zero_point, packed = take("matmul_integer_to_float", b, b_zero_point)
-    return vectors.finish(run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias),
-                              (plain_dtype(dtype), block_size, packed), view), vec, out)
+    bias = vectors.bias_of("matmul_integer_to_float", bias, a, b, vec)
+    return vectors.call(lambda: run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                                                               bias), (plain_dtype(dtype), block_size, packed), view),
+                        vec, out)

@@ -119,6 +119,7 @@ def _in_torch_words(e: Exception, names) -> Exception:
         msg = re.sub(rf"np\.asarray\({name}, np\.(\w+)\)", rf"{name}.to(torch.\1)", msg)
         msg = re.sub(rf"\b{name}=np\.(\w+)\(\.\.\.\) \(or \.astype\(np\.\w+\)\)", rf"{name}.to(torch.\1)", msg)
         msg = re.sub(rf"\b{name}=np\.(\w+)\((\d+)\)", rf"{name}=torch.tensor(\2, dtype=torch.\1)", msg)
+        msg = re.sub(rf"\bpass {name} as np\.(\w+)\b", rf"pass {name} as {name}.to(torch.\1)", msg)
     if "out" in names:
         msg = re.sub(r"np\.empty\((\([^()]*\)), np\.(\w+)\)", r"torch.empty(\1, dtype=torch.\2)", msg)
     msg = msg.replace("(np.asarray makes int64 from a list of Python ints)",
@@ -161,6 +162,12 @@ def _checked(fname, values, out, names):
 
 
 def _numpy(fname, name, t):
+    if t.layout != torch.strided:  # sparse, mkldnn...: no memory NumPy can view
+        raise TypeError(f"{fname}: {name} is a {str(t.layout).removeprefix('torch.')} tensor; dmlq takes strided "
+                        f"(dense) tensors: pass {name}.to_dense()")
+    if t.is_neg() or t.is_conj():  # a lazy negation or conjugation torch has not applied to the memory
+        raise TypeError(f"{fname}: {name} is a view whose negation is not applied to its memory yet; pass "
+                        f"{name}.resolve_neg() (a copy with it applied)")
     try:
         if t.dtype in _VIEWED:
             return t.detach().view(_VIEWED[t.dtype][0]).numpy().view(_TO_NUMPY[t.dtype])
@@ -181,6 +188,8 @@ def call(fname, values, kwargs, out=None, names=None):
     """``fname(**dict(zip(names, values)), **kwargs, out=out)`` (a public function) on
     torch tensors; ``names``: the operands' names (default: the signature's order)."""
     names = adapters.operand_names(fname) if names is None else names
+    if torch.compiler.is_compiling():  # traced by Dynamo before this module's substitution was registered
+        return _polyfill(fname)(**dict(zip(names, values)), **kwargs, out=out)  # (the first call: it imported us)
     device = _checked(fname, values, out, names)
     tensors_given = [v for v in tuple(values) + (out,) if isinstance(v, torch.Tensor)]
     if (torch.is_grad_enabled() and any(v.requires_grad for v in tensors_given)) or device.type == "meta" \

@@ -12,6 +12,7 @@ own shape: a per-column ``b`` parameter of a vector ``b`` has one column.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 from .packing import Packed
@@ -47,19 +48,24 @@ def promote(a, b, out, f="") -> tuple[Any, Any, Any, Vectors]:
     return a, b, out, Vectors(va, vb)
 
 
-def _check_out_shape(f, a, b, out, va, vb):
-    """A ValueError in the caller's terms for an ``out`` whose shape is not the vector result's
-    (the matrices' check would name the shapes with the added dimensions); operands whose own
-    shapes do not fit are left to the call, which names them."""
+def _result_shape(a, b, va, vb):
+    """The caller's result shape for the matrices ``a`` and ``b`` (None where their shapes do
+    not fit: the call names them)."""
     sa, sb = tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ()))
     if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:
-        return
+        return None
     try:
         batch = _broadcast(sa[:-2], sb[:-2])
     except ValueError:
-        return
-    want = batch + (() if va else (sa[-2],)) + (() if vb else (sb[-1],))
-    if tuple(out.shape) != want:
+        return None
+    return batch + (() if va else (sa[-2],)) + (() if vb else (sb[-1],))
+
+
+def _check_out_shape(f, a, b, out, va, vb):
+    """A ValueError in the caller's terms for an ``out`` whose shape is not the vector result's
+    (the matrices' check would name the shapes with the added dimensions)."""
+    want = _result_shape(a, b, va, vb)
+    if want is not None and tuple(out.shape) != want:
         raise ValueError(f"{f}: out must have shape {want} (got {tuple(out.shape)}): a 1-D "
                          f"{'a and b give' if va and vb else 'a gives' if va else 'b gives'} numpy.matmul's "
                          "result without that dimension")
@@ -71,6 +77,36 @@ def _broadcast(s, t):
     if any(x != y and 1 not in (x, y) for x, y in zip(s, t)):
         raise ValueError
     return tuple(max(x, y) if 1 not in (x, y) else x * y for x, y in zip(s, t))
+
+
+def bias_of(f, bias, a, b, vectors: Vectors):
+    """A bias as the matrices' result takes it: a 1-D ``b``'s result has no column axis, so a
+    bias that broadcasts against the caller's result (checked here, in its shapes) gets that
+    axis back."""
+    if not vectors.b or not getattr(bias, "ndim", 0):
+        return bias
+    want = _result_shape(a, b, vectors.a, vectors.b)
+    if want is not None:
+        try:
+            grows = _broadcast(tuple(bias.shape), want) != want
+        except ValueError:
+            grows = True
+        if grows:
+            raise ValueError(f"{f}: bias of shape {tuple(bias.shape)} must broadcast to the result's {want} without "
+                             "growing it (a 1-D b gives numpy.matmul's result without the column axis)")
+    return bias[..., None]
+
+
+def call(run, vectors: Vectors, out=None):
+    """:func:`finish` of ``run()``, whose out= errors name the matrices' shape: a wrong dtype's
+    hint (np.empty(shape, ...)) gets the caller's shape (its own was checked by promote)."""
+    try:
+        result = run()
+    except TypeError as e:
+        if (vectors.a or vectors.b) and out is not None and "np.empty((" in str(e):
+            raise type(e)(re.sub(r"np\.empty\(\([^()]*\)", f"np.empty({tuple(out.shape)}", str(e))) from None
+        raise
+    return finish(result, vectors, out)
 
 
 def finish(result, vectors: Vectors, out=None):

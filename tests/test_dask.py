@@ -448,6 +448,8 @@ def test_errors_before_anything_runs():
                               0.3)
     with pytest.raises(ValueError, match=r"quantized_avg_pool: x_zero_point holds values outside \[0, 255\]"):
         dmlq.quantized_avg_pool(img, 0.1, np.full(2, 300), 0.1, 0, 2)
+    with pytest.raises(TypeError, match=r"matmul_integer: a_zero_point is a dask array"):  # dask's own error before
+        dmlq.matmul_integer(ones8, np.ones((8, 5), i8), da.from_array(np.full((6, 1), 3, u8), chunks=(3, 1)))
 
 
 # ---- a distributed cluster of two worker processes ------------------------------------------

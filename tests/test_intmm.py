@@ -212,6 +212,20 @@ def test_a_vector_result_out_is_checked_in_the_callers_shape():
         dmlq.matmul_integer_to_float(np.ones(8, U8), 0.1, 0, np.ones(8, I8), 0.1, 0, out=np.empty(1, F32))
     out = np.empty(5, np.int32)
     assert dmlq.matmul_integer(a, w, out=out) is out and out.tolist() == [8] * 5
+    with pytest.raises(TypeError, match=r"out must have dtype int32 \(got float32\); allocate it with "
+                                        r"np\.empty\(\(5,\), np\.int32\)"):  # it said (1, 5)
+        dmlq.matmul_integer(a, w, out=np.empty(5, F32))
+
+
+def test_a_bias_beside_a_vector_b_broadcasts_against_the_result():
+    """numpy.matmul drops a 1-D b's column axis: a bias the shape of that result, (M,), is taken
+    (it was refused against the internal (M, 1)), and one that would grow it, (M, 1), is refused."""
+    a, w = np.arange(99, dtype=U8).reshape(3, 33), np.ones(33, I8)
+    bias = np.array([0.5, -1.0, 2.0], F32)
+    got = dmlq.matmul_integer_to_float(a, F32.type(1), None, w, F32.type(1), None, bias)
+    np.testing.assert_array_equal(got, a.astype(F32).sum(axis=1) + bias, strict=True)
+    with pytest.raises(ValueError, match=r"bias of shape \(3, 1\) must broadcast to the result's \(3,\) without"):
+        dmlq.matmul_integer_to_float(a, F32.type(1), None, w, F32.type(1), None, bias[:, None])
 
 
 def test_matmul_integer_to_float_per_batch_b_scale_equals_onnxruntime():

@@ -433,6 +433,30 @@ def test_compile_pooling_with_one_int_for_every_axis():
     assert got.shape == (1, 2, 5, 5) and torch.equal(got, want)
 
 
+def test_the_first_compiled_call_of_a_fresh_process_traces_the_custom_ops():
+    """In a process where no dmlq call has imported dmlq.torch yet (it registers the functions'
+    torch.compile substitutions), the first compiled call reaches it while Dynamo traces: it
+    failed with fullgraph=True ("Attempted to call function marked as skipped") and broke the
+    graph about 25 times without. It now goes through the custom ops from that first call."""
+    import subprocess
+    import sys
+
+    script = (
+        "import torch, dmlq, sys\n"
+        "assert 'dmlq.torch' not in sys.modules\n"
+        "a = torch.randint(0, 256, (4, 33), dtype=torch.uint8); b = torch.randint(-128, 128, (33, 7), dtype=torch.int8)\n"
+        "x = torch.randn(1, 2, 6, 6)\n"
+        "f = torch.compile(lambda a, b, x: (dmlq.matmul_integer(a, b, 3), dmlq.quantized_avg_pool(\n"
+        "    dmlq.quantize_linear(x, 0.1, 3), 0.1, 3, 0.1, 3, window_size=2)), fullgraph=True, backend='aot_eager')\n"
+        "got = f(a, b, x)\n"
+        "want = (dmlq.matmul_integer(a, b, 3), dmlq.quantized_avg_pool(dmlq.quantize_linear(x, 0.1, 3), 0.1, 3, 0.1,\n"
+        "    3, window_size=2))\n"
+        "assert all(torch.equal(g, w) for g, w in zip(got, want))\n"
+        "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 # ---- CUDA: for the next device session
 
 def _cuda():
