@@ -18,6 +18,7 @@ The numeric contract is docs/semantics.md.
 from __future__ import annotations
 
 import numbers
+import operator
 from typing import Any, overload
 
 import numpy as np
@@ -313,7 +314,7 @@ def _plan_add(b, dtype):
         whose = {"a_zero_point": "(a's dtype)", "b_zero_point": "(b's dtype)"}.get(name, "(the output dtype)")
         v = b.float_operand(name, (F32,), F32) if kind == "s" else b.zero_point(name, dt, whose)
         vals[name] = _single(b, name, v)
-    shape = b.broadcast(a=a.shape, b=bb.shape)
+    shape = b.broadcast(None, a=a.shape, b=bb.shape)
     b.check_out(shape, qdt)
     rank = max(len(shape), 1)
     one = (1,) * rank
@@ -556,11 +557,16 @@ def _param(f, name, value, nd, default, minimum):
                     "SAME_UPPER), for 'valid' pass 0")
         raise TypeError(f"{f}: {name} must be an int or a sequence of {nd} ints (got the string {value!r}){hint}")
     try:
-        value = tuple(int(v) if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) else v
-                      for v in value)
+        items = tuple(value)
     except TypeError:
         raise TypeError(f"{f}: {name} must be an int or a sequence of ints (got {value!r})") from None
-    if len(value) != nd or not all(type(v) is int for v in value):
+    try:  # ints, NumPy ints and 0-d integer tensors (anything with __index__); not bools or floats
+        if any(isinstance(v, (bool, np.bool_)) for v in items):
+            raise TypeError
+        value = tuple(operator.index(v) for v in items)
+    except TypeError:
+        raise TypeError(f"{f}: {name} must hold integers (got {items!r})") from None
+    if len(value) != nd:
         raise DescError(f"{f}: {name} must have {nd} integers, one per spatial dimension (got {value!r})")
     if any(v < minimum for v in value):
         raise DescError(f"{f}: every {name} value must be >= {minimum} (got {value})")
@@ -630,7 +636,8 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
                             "; use a smaller window_size or dilations, or more padding"
                             + ("" if ceil_mode else ", or ceil_mode=True where it overhangs by less than a stride"))
         out_spatial.append(ceil_size if ceil_mode else floor_size)
-        reach = (out_spatial[-1] - 1) * stride[i] + (window[i] - 1) * dil[i] + 1 + padded
+    for i in range(nd):  # (after every padded size's own check)
+        reach = (out_spatial[i] - 1) * stride[i] + (window[i] - 1) * dil[i] + 1 + x.shape[2 + i] + start[i] + end[i]
         if reach >= POOL_PARAM_LIMIT:  # the kernels' tap positions, from the last window's end, are C ints
             raise DescError(f"{f}: (outputs - 1) * stride + dilated window + padded input = {reach} in spatial "
                             f"dimension {i} must stay below 2**31 (the kernels' C ints); pass smaller strides or "

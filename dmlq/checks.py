@@ -378,7 +378,8 @@ class Builder:
             shape = tuple(np.broadcast_shapes(*shapes.values()))
         except ValueError:
             described = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
-            raise ValueError(f"{self.f}: shapes do not broadcast: {described}; {hint}") from None
+            raise ValueError(f"{self.f}: shapes do not broadcast: {described}" + (f"; {hint}" if hint else "")) \
+                from None
         if len(shape) > MAX_DIMS:
             raise ValueError(f"{self.f}: the result would have {len(shape)} dimensions; at most {MAX_DIMS} "
                              "are supported (reshape to fewer dimensions)")

@@ -30,13 +30,15 @@ def _int_tuple(value, what: str) -> Tuple[int, ...]:
     try:
         items = tuple(value)
     except TypeError:
-        raise DescError(f"TensorDesc: {what} must be a sequence of integers (got {value!r})") from None
-    out = []
-    for v in items:
-        if isinstance(v, bool) or not hasattr(v, "__index__"):
-            raise DescError(f"TensorDesc: {what} must hold integers (got {v!r})")
-        out.append(int(v.__index__()))
-    return tuple(out)
+        raise TypeError(f"TensorDesc: {what} must be a sequence of integers (got {value!r})") from None
+    return tuple(_int(v, what, "must hold integers") for v in items)
+
+
+def _int(v, what: str, must: str = "must be an integer") -> int:
+    """An integer field (a float or bool is a TypeError naming it, not rounded)."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise TypeError(f"TensorDesc: {what} {must} (got {v!r})")
+    return int(v.__index__())
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class TensorDesc:
         if self.total_tensor_size_in_bytes is None:
             set_(self, "total_tensor_size_in_bytes", minimum)
         else:
-            total = int(self.total_tensor_size_in_bytes)
+            total = _int(self.total_tensor_size_in_bytes, "TotalTensorSizeInBytes")
             set_(self, "total_tensor_size_in_bytes", total)
             if total < minimum:
                 raise DescError(

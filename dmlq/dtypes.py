@@ -51,6 +51,8 @@ class DataType(enum.Enum):
             return value
         if isinstance(value, str) and value.upper() in cls.__members__:
             return cls[value.upper()]
+        if value is None:  # (numpy.dtype(None) is float64)
+            raise TypeError("not a DirectML data type: None; pass a DataType or its name (\"UINT8\")")
         try:
             dt = np.dtype(value)
         except TypeError:

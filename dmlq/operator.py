@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from . import dispatch as _dispatch
 from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc,
                    OperatorDesc,
@@ -152,6 +154,13 @@ class Operator:
             raise UnsupportedError(f"{op}: the DML_FEATURE_LEVEL_6_3 {op} operator runs on NumPy arrays only so far "
                                    "(its CUDA kernels are not written yet); pass NumPy arrays")
         xp = _dispatch.module(kind)
+        for name, arr in (*zip(map(dml_name, self.input_fields), inputs), ("OutputTensor", out)):
+            if isinstance(arr, np.ma.MaskedArray):  # its mask would be dropped (inputs) or left stale (out)
+                raise TypeError(f"{op}: {name} is a masked array (numpy.ma), whose mask dmlq would "
+                                f"{'leave as it was' if name == 'OutputTensor' else 'drop'}; pass its .data, or "
+                                ".filled(value) for an input")
+        if isinstance(out, np.ndarray) and not out.flags.writeable:
+            raise ValueError(f"{op}: OutputTensor (out) is read-only; pass a writeable array")
         views = {}
         for name, arr in zip(self.input_fields, inputs):
             arr = xp.asarray(arr) if kind == _dispatch.HOST else _dispatch.to_gpu_array(arr, op, dml_name(name))

@@ -191,6 +191,12 @@ def test_pool_parameters_checked():
         p(x, 1.0, None, 1.0, None, ())
     with pytest.raises(DescError, match="2 integers"):
         p(x, 1.0, None, 1.0, None, (2, 2, 2))
+    for wrong in ((2.0, 2), (True, 2)):  # a wrong type: TypeError (they were DescErrors, a ValueError)
+        with pytest.raises(TypeError, match=r"window_size must hold integers"):
+            p(x, 1.0, None, 1.0, None, wrong)
+    assert p(x, 1.0, None, 1.0, None, np.array([2, 2])).shape == (1, 2, 4, 4)
+    torch = pytest.importorskip("torch")
+    assert p(x, 1.0, None, 1.0, None, torch.tensor([2, 2])).shape == (1, 2, 4, 4)  # 0-d tensors: their ints
     with pytest.raises(DescError, match="larger than the padded input"):
         p(x, 1.0, None, 1.0, None, 3, dilations=3)
     with pytest.raises(DescError, match="per channel"):

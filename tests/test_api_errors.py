@@ -481,3 +481,30 @@ def test_pack_and_unpack_name_what_they_cannot_take():
         dmlq.unpack(dmlq.Packed([1, 2], (4,), "int4"))
     with pytest.raises(TypeError, match=r"unpack: shape must be a tuple of ints \(got \(2\.7, 3\)\)"):
         dmlq.unpack(np.zeros(3, np.uint8), (2.7, 3), "int4")
+
+
+def test_descriptor_fields_of_the_wrong_type_are_named_not_converted():
+    """TensorDesc(None, ...) was FLOAT64 (numpy.dtype(None)), a float TotalTensorSizeInBytes was
+    truncated and a string one raised int()'s bare ValueError; an Operator took masked arrays
+    (the mask dropped) and a read-only out (NumPy's bare "assignment destination")."""
+    from dmlq import TensorDesc
+
+    with pytest.raises(TypeError, match=r"not a DirectML data type: None"):
+        TensorDesc(None, (2, 3))
+    for total in ("abc", [24], 25.9, True):
+        with pytest.raises(TypeError, match=r"TotalTensorSizeInBytes must be an integer"):
+            TensorDesc("UINT8", (2, 3), total_tensor_size_in_bytes=total)
+    with pytest.raises(TypeError, match=r"TensorDesc: Sizes must hold integers \(got 2\.0\)"):
+        TensorDesc("UINT8", (2.0, 3))
+    assert TensorDesc("UINT8", (2, 3), total_tensor_size_in_bytes=np.int64(28)).total_tensor_size_in_bytes == 28
+    op = dmlq.compile_operator(dmlq.QuantizeLinearDesc(TensorDesc("FLOAT32", (3,)), TensorDesc("FLOAT32", (3,)),
+                                                       None, TensorDesc("UINT8", (3,))))
+    x, s = np.ones(3, np.float32), np.ones(3, np.float32)
+    with pytest.raises(TypeError, match=r"InputTensor is a masked array"):
+        op(np.ma.masked_array(x, [0, 1, 0]), s)
+    with pytest.raises(TypeError, match=r"OutputTensor is a masked array"):
+        op(x, s, out=np.ma.masked_array(np.zeros(3, np.uint8)))
+    frozen = np.zeros(3, np.uint8)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match=r"OutputTensor \(out\) is read-only"):
+        op(x, s, out=frozen)
