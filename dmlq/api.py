@@ -24,7 +24,7 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
-from . import dispatch, layout, packed_b, quant, quant_gpu, vectors
+from . import dispatch, layout, packed_b, pool1d, quant, quant_gpu, vectors
 from .calls import EXPLAINING, META, Spec, kernel_plan, public, result_meta, run
 from .checks import GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
@@ -593,8 +593,9 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
     f = b.f
     x = b.int_data("x", QUANT, "x.astype(np.uint8) or x.astype(np.int8)")
     if x.ndim not in (4, 5):
-        raise DescError(f"{f}: x must be 4-D (N, C, H, W) or 5-D (N, C, D, H, W) (got {x.ndim}-D, shape "
-                        f"{tuple(x.shape)}); add the missing dimensions with x[None] or x.reshape(...)")
+        raise DescError(f"{f}: x must be 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) (got {x.ndim}-D, "
+                        f"shape {tuple(x.shape)}); add the missing batch or channel dimension with x[None] or "
+                        "x.reshape(...)")
     nd = x.ndim - 2
     if window_size is None:
         raise TypeError(f"{f}: window_size is required (got None); pass an int or {nd} ints")
@@ -682,13 +683,13 @@ def quantized_avg_pool(x: Operand, x_scale: Operand, x_zero_point: Operand | Non
                        start_padding: Params | None = None, end_padding: Params | None = None,
                        dilations: Params | None = None, include_padding: bool = False, ceil_mode: bool = False,
                        dtype: DTypeLike | None = None, out: Any = None) -> Any:
-    """Quantized average pooling over (N, C, H, W) or (N, C, D, H, W) (DirectML's
+    """Quantized average pooling over (N, C, L), (N, C, H, W) or (N, C, D, H, W) (DirectML's
     QUANTIZED_LINEAR_AVERAGE_POOLING, ONNX QLinearAveragePool), as docs/semantics.md
     defines it: integer window sums, divided by the taps counted, requantized.
 
     Parameters
     ----------
-    x : int8 or uint8 array, 4-D or 5-D
+    x : int8 or uint8 array, 3-D, 4-D or 5-D (3-D: pooled as (N, C, 1, L), ONNX's 1-D pooling)
     x_scale, out_scale : float32, per tensor or per channel ((C,) or (1, C, 1, ...))
     x_zero_point, out_zero_point : per tensor or per channel, or None (0)
         In ``x``'s dtype and the output's dtype (``out_zero_point``'s dtype is the output's).
@@ -731,9 +732,16 @@ def quantized_avg_pool(x: Operand, x_scale: Operand, x_zero_point: Operand | Non
     array([[[[ 2,  4],
              [10, 12]]]], dtype=uint8)
     """
+    values = (x, x_scale, x_zero_point, out_scale, out_zero_point)
+    if getattr(x, "ndim", None) == 3:  # (N, C, L), ONNX's 1-D pooling: as (N, C, 1, L) (dmlq.pool1d)
+        values, kw, view = pool1d.lifted("quantized_avg_pool", values, dict(
+            window_size=window_size, strides=strides, start_padding=start_padding, end_padding=end_padding,
+            dilations=dilations), out)
+        result = quantized_avg_pool(*values, **kw, include_padding=include_padding, ceil_mode=ceil_mode, dtype=dtype,
+                                    out=view)
+        return out if out is not None else pool1d.lowered(result)
     params = (window_size, strides, start_padding, end_padding, dilations, include_padding, ceil_mode,
               plain_dtype(dtype))
-    values = (x, x_scale, x_zero_point, out_scale, out_zero_point)
     order = _order("quantized_avg_pool", ("x",), (x,), (), out)
     if order is not None:  # a new result in x's axis order (channels_last in, channels_last out)
         shape, out_dtype = result_meta(_POOL, values, params)

@@ -201,8 +201,8 @@ def test_pool_parameters_checked():
         p(x, 1.0, None, 1.0, None, 3, dilations=3)
     with pytest.raises(DescError, match="per channel"):
         p(x, np.ones(3, f32), None, 1.0, None, 2)
-    with pytest.raises(DescError, match="4-D"):
-        p(np.zeros((2, 5, 5), u8), 1.0, None, 1.0, None, 2)
+    with pytest.raises(DescError, match="3-D .*4-D"):
+        p(np.zeros((2, 5), u8), 1.0, None, 1.0, None, 2)
 
 
 def test_pool_per_channel_shapes_and_ceil(rng):
@@ -235,6 +235,30 @@ def test_ceil_mode_window_past_the_padded_input_equals_torch(rng, shape, window,
     if pad == 0:  # floor mode has no window there
         with pytest.raises(DescError, match=r"larger than the padded input .*ceil_mode=True where it overhangs"):
             dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, window, strides=strides)
+
+
+@pytest.mark.parametrize("window, strides, pad, include, ceil", [
+    (3, 2, 1, False, False), (4, 3, 2, True, True), (5, 1, 0, False, True), (2, 2, 1, True, False), (4, 2, 0, False, True)])
+def test_one_spatial_axis_equals_torch_avg_pool1d(rng, window, strides, pad, include, ceil):
+    """(N, C, L) inputs, ONNX's 1-D AveragePool / QLinearAveragePool: pooled as (N, C, 1, L)
+    (dmlq.pool1d; refused before, with a fix, x[None], that made N the channels). torch's
+    avg_pool1d in float32 (exact: scales of 1) rounded half to even."""
+    torch = pytest.importorskip("torch")
+    x = rng.integers(0, 256, (2, 3, 17), dtype=u8)
+    got = dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, window, strides=[strides], start_padding=pad, end_padding=pad,
+                                  include_padding=include, ceil_mode=ceil)
+    want = torch.nn.functional.avg_pool1d(torch.from_numpy(x.astype(f32)), window, strides, pad, ceil_mode=ceil,
+                                          count_include_pad=include)
+    np.testing.assert_array_equal(got, torch.round(want).numpy().astype(u8), strict=True)
+    out = np.empty(got.shape, u8)
+    assert dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, (window,), strides=strides, start_padding=pad,
+                                   end_padding=pad, include_padding=include, ceil_mode=ceil, out=out) is out
+    np.testing.assert_array_equal(out, got)
+    per_channel = dmlq.quantized_avg_pool(x, np.ones((1, 3, 1), f32), 0, 1.0, 0, window, strides=strides,
+                                          start_padding=pad, end_padding=pad, include_padding=include, ceil_mode=ceil)
+    np.testing.assert_array_equal(per_channel, got)
+    with pytest.raises(DescError, match=r"window_size must have 1 integer for a 3-D x \(N, C, L\)"):
+        dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, (window, window))
 
 
 # ---- compile_operator and arrays --------------------------------------------------------

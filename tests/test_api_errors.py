@@ -73,8 +73,11 @@ MISTAKES = [
     ("per-row scale as a vector", lambda: dmlq.quantized_matmul(np.zeros((2, 3), u8), np.ones(2, f32), None,
                                                                   np.zeros((3, 4), u8), 1.0, None, 1.0),
      ValueError, r"a_scale must be a single value or shaped \(M, 1\) with M = 2 \(got \(2,\)\)"),
-    ("pooling a 3-D image", lambda: dmlq.quantized_avg_pool(np.zeros((1, 4, 4), u8), 1.0, None, 1.0, None, 2),
-     ValueError, r"x must be 4-D \(N, C, H, W\) or 5-D"),
+    ("pooling a 2-D image", lambda: dmlq.quantized_avg_pool(np.zeros((4, 4), u8), 1.0, None, 1.0, None, 2),
+     ValueError, r"x must be 3-D \(N, C, L\), 4-D \(N, C, H, W\) or 5-D"),
+    ("pooling a (C, H, W) image with a 2-D window", lambda: dmlq.quantized_avg_pool(
+        np.zeros((3, 4, 4), u8), 1.0, None, 1.0, None, (2, 2)), ValueError,
+     r"window_size must have 1 integer for a 3-D x \(N, C, L\)"),
     ("pooling window too large", lambda: dmlq.quantized_avg_pool(np.zeros((1, 1, 4, 4), u8), 1.0, None, 1.0,
                                                                    None, 5), ValueError,
      r"the dilated window \(5\) is larger than the padded input \(4\)"),

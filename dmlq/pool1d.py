@@ -1,0 +1,56 @@
+"""Average pooling over one spatial axis, ``(N, C, L)``, as pooling over two.
+
+ONNX's AveragePool and QLinearAveragePool take 1-D windows; DirectML's pooling
+operator and dmlq's kernels take 4-D and 5-D tensors. An ``(N, C, L)`` input is the
+``(N, C, 1, L)`` view (nothing copied: NumPy, CuPy, torch and dask alike) with a
+window of height 1, stride 1 and no padding along the added axis, which changes no
+window's taps or count; the result loses that axis again (``out=`` is viewed the
+same way). Each parameter takes one int or a sequence of one.
+"""
+from __future__ import annotations
+
+import numbers
+
+from .errors import DescError
+
+# (name, the added axis's value)
+_PARAMS = (("window_size", 1), ("strides", 1), ("start_padding", 0), ("end_padding", 0), ("dilations", 1))
+
+
+def _one(f, name, value, added):
+    """A 1-D parameter as the 2-D call takes it: (added, value)."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (added, value)
+    if isinstance(value, (str, bytes)):
+        return value  # the 2-D call names the mistake
+    try:
+        items = tuple(value)
+    except TypeError:
+        return value
+    if len(items) != 1:
+        raise DescError(f"{f}: {name} must have 1 integer for a 3-D x (N, C, L) (got {value!r})")
+    return (added,) + items
+
+
+def _channel_param(v):
+    """A per-channel scale or zero point shaped (1, C, 1) as (1, C, 1, 1); others as they are."""
+    return v.reshape(tuple(v.shape) + (1,)) if getattr(v, "ndim", 0) == 3 else v
+
+
+def lifted(f, values, kwargs, out):
+    """(values, kwargs, out) of the 4-D call for a 3-D ``x``."""
+    kwargs = dict(kwargs)
+    for name, added in _PARAMS:
+        kwargs[name] = _one(f, name, kwargs.get(name), added)
+    values = (values[0][:, :, None, :],) + tuple(_channel_param(v) for v in values[1:])
+    return values, kwargs, None if out is None else out[:, :, None, :]
+
+
+def lowered(result):
+    """The 4-D call's result without the added axis (an output_meta (shape, dtype) pair's shape
+    too; a kernel plan as it is)."""
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], tuple):
+        return result[0][:2] + result[0][3:], result[1]
+    return result[:, :, 0, :] if getattr(result, "ndim", 0) == 4 else result
