@@ -148,6 +148,8 @@ def test_gpu_results_keep_the_input_order(cupy_twin):
     imgg = cp.asarray(np.ascontiguousarray(img.transpose(0, 2, 3, 1))).transpose(0, 3, 1, 2)
     got = dmlq.quantized_avg_pool(imgg, 0.1, 3, 0.2, u8(5), window_size=3, strides=2)
     assert _axes_order(got) == [0, 2, 3, 1]
+    plan = dmlq.kernel_plan(dmlq.quantized_avg_pool, imgg, 0.1, 3, 0.2, u8(5), window_size=3, strides=2)
+    assert "out written through a contiguous temporary" in str(plan)  # what the call runs, said
     np.testing.assert_array_equal(cp.asnumpy(got), dmlq.quantized_avg_pool(img, 0.1, 3, 0.2, u8(5), window_size=3,
                                                                          strides=2), strict=True)
 
