@@ -155,7 +155,8 @@ __device__ __forceinline__ void load_span(const void* row, int w0, int W, unsign
 
 // ---------------------------------------------------------------------------------------------
 // general: one thread per output. Block (bx, by, bz) over (ow, oh, plane), grid-stride in all
-// three; planes = N*C*OD; out is contiguous (N, C, OD, OH, OW). (mag_od, sh_od) and (mag_c, sh_c)
+// three; planes = N*C*OD; out (N, C, OD, OH, OW) is written through its element strides
+// (so_n ... so_w: a channels_last out in place, no temporary). (mag_od, sh_od) and (mag_c, sh_c)
 // divide plane indices below 2**31; larger ones use 64-bit division. Tap positions are ints (the
 // launcher keeps (out-1)*stride + (window-1)*dilation + in + pads below 2**31); offsets, sums and
 // counts are 64-bit.
@@ -163,6 +164,7 @@ template <typename TX, typename TO>
 __global__ void __launch_bounds__(256, 2) avgpool_general(
     const TX* __restrict__ x, TO* __restrict__ out, long long planes, int C, int OD, int OH, int OW,
     int D, int H, int W, long long sxn, long long sxc, long long sxd, long long sxh, long long sxw,
+    long long so_n, long long so_c, long long so_d, long long so_h, long long so_w,
     int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW,
     int PD, int PH, int PW, int ED, int EH, int EW, int include_padding,
     unsigned mag_od, int sh_od, unsigned mag_c, int sh_c,
@@ -191,7 +193,7 @@ __global__ void __launch_bounds__(256, 2) avgpool_general(
   for (i64 p = p0; p < planes; p += stride) {
     const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
     const TX* xp = x + (n * sxn + c * sxc);
-    TO* op = out + p * OH * static_cast<i64>(OW);
+    TO* op = out + (n * so_n + c * so_c + od * so_d);
     const i64 step_d = DD * sxd, step_h = DH * sxh, step_w = DW * sxw;
 
     const int d0 = od * SD - PD;
@@ -220,7 +222,7 @@ __global__ void __launch_bounds__(256, 2) avgpool_general(
         }
         const i64 count_in = static_cast<i64>(kd1 - kd0) * (kh1 - kh0) * (kw1 - kw0);
         const i64 count = include_padding ? static_cast<i64>(pd1 - pd0) * (ph1 - ph0) * (pw1 - pw0) : count_in;
-        op[static_cast<i64>(oh) * OW + ow] = pool_value<TO, i64>(sum - count_in * q.xzp, count, q);
+        op[oh * so_h + ow * so_w] = pool_value<TO, i64>(sum - count_in * q.xzp, count, q);
       }
     }
     od += sod;  // advance (n, c, od) by the stride's parts, carrying

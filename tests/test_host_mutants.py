@@ -198,6 +198,28 @@ def test_mutant_avgpool_general_grid_stride_carries(host, rng, monkeypatch):
     assert name.startswith("avgpool_general") and block == (1, 1, 1) and grid[2] == 65535
 
 
+# avgpool_general writes through out's element strides (a channels_last out in place,
+# dmlq.layout): a 3-D and a 2-D out in channels_last order, against the reference
+# written C order; every axis of a different length, so a swapped stride shows.
+@pytest.mark.parametrize("shape, perm", [((2, 3, 5, 4, 6), (0, 2, 3, 4, 1)), ((3, 5, 7, 4), (0, 2, 3, 1))])
+def test_mutant_avgpool_general_writes_through_out_strides(host, rng, shape, perm):
+    from dmlq.gpu import avgpool as ap
+
+    x = qvals(rng, shape, "uint8")
+    nd = len(shape) - 2
+    xs, os_ = np.float32([0.05]), np.float32([0.03])
+    xzp, ozp = np.uint8([3]), np.int8([-2])
+    args = ((2,) * nd, (1,) * nd, (1,) * nd, (0,) * nd, (1,) * nd, True)
+    out_shape = tuple(shape[:2]) + tuple(s + 1 - 2 + 1 for s in shape[2:])
+    want = np.empty(out_shape, np.int8)
+    ref.quantized_avg_pool(x, xs, xzp, os_, ozp, want, *args)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    out = poisoned(tuple(out_shape[i] for i in perm), np.int8).transpose(inverse)
+    ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, *args, variant="general")
+    np.testing.assert_array_equal(out, want)
+    assert "temporary" not in str(ap.plan_quantized_avg_pool(x, xs, xzp, os_, ozp, out, *args, variant="general"))
+
+
 # avgpool_global walks planes by a grid stride too, and only a block that takes
 # a second plane reuses warp_sums: the launcher's grid covers every plane unless
 # planes pass GLOBAL_MAX_GRID (INT_MAX). A grid of 2 blocks makes each block

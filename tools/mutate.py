@@ -695,6 +695,12 @@ MUTATIONS: list[Mutation] = [
     M("matmul_stream_packed.cu", "        if (k >= Ke) *dst = make_uint4(0u, 0u, 0u, 0u);\n        else if",
       "        if (false) *dst = make_uint4(0u, 0u, 0u, 0u);\n        else if",
       "stream ring: rows past the chunk's end copied from b (the next chunk's rows, or past b's end)", "bounds"),
+    # ------------------------------------------------------------ the general pooling kernel writes through
+    # out's strides (a channels_last result in place)
+    M("avgpool.cu", "        op[oh * so_h + ow * so_w] =", "        op[oh * so_w + ow * so_h] =",
+      "general: out's H and W strides swapped", "stride"),
+    M("avgpool.cu", "    TO* op = out + (n * so_n + c * so_c + od * so_d);", "    TO* op = out + (n * so_n + c * so_c);",
+      "general: out's D stride dropped (every depth written over the first)", "stride"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",

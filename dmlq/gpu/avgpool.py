@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..keys import key, param_key
+from ..layout import dense_order
 from . import device
 from .device import NULL
 from .plan import Launch, Memo, Plan, Runner, device_key, launcher
@@ -209,7 +210,12 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         _check_int(**{f"{name} span": (o - 1) * s + (k - 1) * d + 1 + i + p + e})
     per_channel = sum(bit for bit, v in ((1, x_scale), (2, x_zero_point), (4, out_scale), (8, out_zero_point))
                       if v is not None and v.size > 1)
-    notes: tuple[str, ...] = () if _c_contiguous(out) else ("out written through a contiguous temporary",)
+    direct = _direct(out, variant)
+    notes: tuple[str, ...] = () if direct else ("out written through a contiguous temporary",)
+    o_strides = (tuple(st // out.itemsize for st in out.strides) if direct
+                 else tuple(int(np.prod(out.shape[i + 1:], dtype=np.int64)) for i in range(out.ndim)))
+    son, soc = o_strides[:2]
+    sod, soh, sow = _spatial3(o_strides[2:], 0)
     scalars: tuple  # (kernel arguments, arguments after the pointers)
     name = kernel_name(variant, str(x.dtype), str(out.dtype))
     i32, i64 = np.int32, np.int64
@@ -254,7 +260,8 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         m_c, s_c = _magic(c_)
         launch = Launch(SOURCE, name, grid, (bx, by, bz))
         scalars = ((i64(planes), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
-                    i64(sxn), i64(sxc), i64(sxd), i64(sxh), i64(sxw), i32(KD), i32(KH), i32(KW),
+                    i64(sxn), i64(sxc), i64(sxd), i64(sxh), i64(sxw), i64(son), i64(soc), i64(sod), i64(soh),
+                    i64(sow), i32(KD), i32(KH), i32(KW),
                     i32(SD), i32(SH), i32(SW), i32(DD), i32(DH), i32(DW), i32(PD), i32(PH), i32(PW),
                     i32(ED), i32(EH), i32(EW), i32(bool(include_padding)), np.uint32(m_od), i32(s_od),
                     np.uint32(m_c), i32(s_c)), ())
@@ -263,6 +270,15 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
 
 def _c_contiguous(a) -> bool:
     return bool(a.flags.c_contiguous)
+
+
+def _direct(out, variant) -> bool:
+    """Whether the kernel writes ``out`` itself: C-contiguous, or for the general kernel (which
+    writes through out's strides) any out whose elements fill one block of memory in some order
+    (channels_last); else through a contiguous temporary."""
+    if _c_contiguous(out):
+        return True
+    return variant == "general" and dense_order(out.shape, out.strides, out.itemsize) is not None
 
 
 def bind_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
@@ -278,7 +294,7 @@ def bind_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
     xp, go = device.xp(), launcher(plan)
     (before, after), per_channel = plan.detail
     after = (np.int32(per_channel), *after)
-    direct = _c_contiguous(out)
+    direct = not plan.notes or "out written through a contiguous temporary" not in plan.notes
     x_dt, out_dt = x.dtype, out.dtype
 
     if all(device.is_vector(v, dt) for v, dt in ((x_scale, np.float32), (x_zero_point, x_dt),
@@ -308,7 +324,7 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
     params = (window_size, strides, start_padding, end_padding, dilations, include_padding)
     x_scale, x_zero_point, out_scale, out_zero_point = map(device.on_device, (x_scale, x_zero_point, out_scale,
                                                                               out_zero_point))
-    memo_key = (*device_key(), variant, key(x), key(out), _c_contiguous(out), param_key(params),
+    memo_key = (*device_key(), variant, key(x), key(out), param_key(params),
                 *map(key, (x_scale, x_zero_point, out_scale, out_zero_point)))
     runner = _memo.get(memo_key, lambda: bind_quantized_avg_pool(
         x, x_scale, x_zero_point, out_scale, out_zero_point, out, *params, variant=variant))
