@@ -166,8 +166,8 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
         The output type when ``zero_point`` does not say it. **With neither, the
         output is uint8 (as ONNX), which clips every negative ``x / scale`` to 0**:
         for signed data pass ``dtype=np.int8``, or a uint8 zero point such as 128.
-        Also every ONNX 21-25 type (NumPy inputs; docs/semantics.md "Quantized types
-        beyond int8"): int16, uint16, int4, uint4, int2, uint2, float8_e4m3fn,
+        Also every ONNX 21-25 type (NumPy and GPU inputs; docs/semantics.md "Quantized
+        types beyond int8"): int16, uint16, int4, uint4, int2, uint2, float8_e4m3fn,
         float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float4_e2m1fn, as an ml_dtypes
         dtype or its name; the zero point's dtype says it as well. x and scale may
         then also be bfloat16.
@@ -189,9 +189,12 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
 
     Returns
     -------
-    ndarray
-        int8 or uint8 of the broadcast shape: a ``numpy.ndarray`` for NumPy inputs, a
-        ``cupy.ndarray`` for GPU inputs (or ``out``).
+    ndarray or Packed
+        The output type (int8 or uint8, or a type beyond int8) of the broadcast shape,
+        in the memory order of ``x`` where it is dense: a ``numpy.ndarray`` for NumPy
+        inputs (ml_dtypes for the narrow types), a ``cupy.ndarray`` for GPU inputs, or on
+        the GPU a ``dmlq.Packed`` for a type CuPy has no dtype for (4-bit, 2-bit, float8,
+        float4); ``out`` when given.
 
     Raises
     ------
@@ -260,15 +263,16 @@ def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = N
         The output type (ONNX's output_dtype); the scale's dtype when left out.
     axis, block_size : int, optional
         ONNX's per-axis and blocked forms, as for quantize_linear. ``q`` may also be
-        any ONNX 21-25 type (an ml_dtypes array, or a dmlq.Packed of 4-bit or 2-bit
-        elements), NumPy inputs only (docs/semantics.md).
+        any ONNX 21-25 type: an ml_dtypes array (NumPy), or a dmlq.Packed of 4-bit,
+        2-bit, float8 or float4 elements (NumPy or GPU bytes; docs/semantics.md).
     out : array, optional
         Where to write the result (the scale's dtype, the broadcast shape); returned.
 
     Returns
     -------
     ndarray
-        float32 or float16 (the scale's dtype): NumPy for NumPy inputs, CuPy for GPU ones.
+        The scale's dtype, or ``dtype=`` (float32, float16 or bfloat16), in the memory order
+        of ``q`` where it is dense: NumPy for NumPy inputs, CuPy for GPU ones.
 
     Raises
     ------
@@ -496,13 +500,13 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     b : int8 or uint8 array, or int4/uint4 (ml_dtypes, or a dmlq.Packed), (..., K, N)
         Batch dimensions broadcast. A 1-D a or b is a vector, as in numpy.matmul (a (K,)
         is (1, K), b (K,) is (K, 1), and that dimension leaves the result). On the GPU
-        a 4-bit b is a dmlq.Packed (its bytes read by the dp4a kernels).
+        a 4-bit b is a dmlq.Packed (its bytes read packed by the kernel dmlq.kernel_plan
+        names: the weight-streaming kernels at M <= 16, else the tensor cores or dp4a).
     a_scale, a_zero_point, out_scale, out_zero_point : per tensor or per row
         One value, or shaped (M, 1). Scales float32; zero points in ``a``'s dtype and
         the output's dtype; ``None`` zero points mean 0.
     b_scale, b_zero_point : per tensor, per column or per batch and column
-        One value, shaped (N,) or (1, N), or b's batch shape + (1, N) (NumPy arrays
-        only for now).
+        One value, shaped (N,) or (1, N), or b's batch shape + (1, N).
     dtype : np.int8 or np.uint8, optional
         The output type when ``out_zero_point`` does not say it; default uint8, which
         clips negative results to 0.
@@ -520,8 +524,8 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     TypeError
         A wrong type or dtype, named with the fix.
     ValueError
-        Fewer than 2 dimensions, mismatched K, batch shapes that do not broadcast, a
-        scale or zero point of the wrong shape or out of range (``dmlq.DescError``).
+        A 0-d a or b, mismatched K, batch shapes that do not broadcast, a scale or zero
+        point of the wrong shape or out of range (``dmlq.DescError``).
 
     Examples
     --------

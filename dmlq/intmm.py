@@ -145,8 +145,8 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
     TypeError
         A wrong type or dtype, named with the fix.
     ValueError
-        Fewer than 2 dimensions, mismatched K, zero points of the wrong shape or out of
-        range (``dmlq.DescError``).
+        A 0-d a or b, mismatched K, zero points of the wrong shape or out of range
+        (``dmlq.DescError``).
     UnsupportedError
         GPU calls past the kernels' limits (a dimension above 2**31 - 1024, too many
         matrices for one launch grid); dmlq.kernel_plan shows the kernels a call runs.

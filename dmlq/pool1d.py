@@ -9,6 +9,7 @@ same way). Each parameter takes one int or a sequence of one.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 from .errors import DescError
@@ -34,9 +35,17 @@ def _one(f, name, value, added):
     return (added,) + items
 
 
-def _channel_param(v):
-    """A per-channel scale or zero point shaped (1, C, 1) as (1, C, 1, 1); others as they are."""
-    return v.reshape(tuple(v.shape) + (1,)) if getattr(v, "ndim", 0) == 3 else v
+def _channel_param(f, name, v, channels):
+    """A per-channel scale or zero point of the 3-D call ((C,), (C, 1) or (1, C, 1)) as (C,), the
+    form the 4-D call takes; per tensor (one element) as it is; any other shape refused in the
+    caller's terms."""
+    shape = tuple(getattr(v, "shape", ()))
+    if math.prod(shape) <= 1 and v is not None or not shape:
+        return v
+    if len(shape) <= 3 and ((1,) * (3 - len(shape)) + shape == (1, channels, 1) or shape == (channels,)):
+        return v.reshape(channels)
+    raise DescError(f"{f}: {name} must have 1 element (per tensor) or C = {channels} (per channel: (C,), (C, 1) "
+                    f"or (1, C, 1)) for a 3-D x (N, C, L) (got shape {shape})")
 
 
 def lifted(f, values, kwargs, out):
@@ -44,7 +53,9 @@ def lifted(f, values, kwargs, out):
     kwargs = dict(kwargs)
     for name, added in _PARAMS:
         kwargs[name] = _one(f, name, kwargs.get(name), added)
-    values = (values[0][:, :, None, :],) + tuple(_channel_param(v) for v in values[1:])
+    x = values[0]
+    names = ("x_scale", "x_zero_point", "out_scale", "out_zero_point")
+    values = (x[:, :, None, :],) + tuple(_channel_param(f, n, v, x.shape[1]) for n, v in zip(names, values[1:]))
     return values, kwargs, None if out is None else out[:, :, None, :]
 
 

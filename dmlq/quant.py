@@ -70,6 +70,8 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
             dtype is None or _ml_dtype(zdt)):
         return True  # (an ml_dtypes zero point with dtype=int8 too: taken where its values fit)
     xdt, sdt = _dt(x), _dt(scale)
+    if xdt == F16 and isinstance(scale, (list, tuple)):
+        return True  # numbers with no dtype, beside a float16 x: x's type (docs/semantics.md, "Scales")
     if xdt in (F32, F16, I32) and sdt in (F32, F16) and xdt != sdt:
         return True  # float32 x with a float16 scale or the reverse (ONNX 23 on), an int32 x with a float16
         # scale: both widened to float32
@@ -158,6 +160,20 @@ def number_scale_dtype(x_dtype):
     """The dtype a Python number given as quantize's scale takes: x's float type (float32 for
     an int32 x), as the int8 path's planner gives it (docs/semantics.md, "Scales")."""
     return x_dtype if x_dtype in (F16, BF16) else np.dtype(np.float32)
+
+
+def _numbers_as(f, given, scale, dtype):
+    """Quantize's scale given as a Python number or a list of numbers, in ``dtype`` (x's float
+    type), each number rounded once from the double; one beyond the type's range refused."""
+    if not isinstance(given, (list, tuple)):
+        return real_number(f, "scale", given, dtype)
+    wide = np.asarray(given, np.float64)
+    with np.errstate(over="ignore"):
+        narrow = wide.astype(dtype)
+    beyond = np.isinf(narrow) & np.isfinite(wide)
+    if beyond.any():
+        real_number(f, "scale", float(wide[beyond].flat[0]), dtype)  # raises, naming the value and the type
+    return narrow
 
 
 def _is_number(v):
@@ -414,12 +430,12 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     if _foreign((x, scale, zero_point), out):
         return dispatch.foreign_call(f, ("x", "scale", "zero_point"), (x, scale, zero_point),
                                      (dtype, axis, block_size, saturate, precision), out)
-    number = scale if _is_number(scale) else None
+    number = scale if _is_number(scale) or isinstance(scale, (list, tuple)) else None
     x, scale, zp = _operands(f, "x", x, scale, zero_point)
     if x is None:
         raise TypeError(f"{f}: x is required (got None); pass a float32 array")
     if number is not None and hasattr(x, "dtype") and number_scale_dtype(x.dtype) != scale.dtype:
-        scale = real_number(f, "scale", number, number_scale_dtype(x.dtype))
+        scale = _numbers_as(f, number, scale, number_scale_dtype(x.dtype))
     if x.dtype not in _FLOATS + (I32,):
         fix = ("dmlq computes in float32 and does not narrow a float64 array silently: pass x.astype(np.float32)"
                if x.dtype == np.float64 else "pass x.astype(np.float32)")

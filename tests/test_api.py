@@ -259,6 +259,11 @@ def test_one_spatial_axis_equals_torch_avg_pool1d(rng, window, strides, pad, inc
     np.testing.assert_array_equal(per_channel, got)
     with pytest.raises(DescError, match=r"window_size must have 1 integer for a 3-D x \(N, C, L\)"):
         dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, (window, window))
+    for shape in ((3,), (3, 1), (1, 3, 1)):  # per channel, as a 4-D x takes (C,), (C, 1, 1), (1, C, 1, 1)
+        np.testing.assert_array_equal(dmlq.quantized_avg_pool(x, np.ones(shape, f32), 0, 1.0, 0, window), dmlq.
+                                      quantized_avg_pool(x, 1.0, 0, 1.0, 0, window))
+    with pytest.raises(DescError, match=r"x_scale must have 1 element .* 3-D x \(N, C, L\) \(got shape \(3, 1, 1\)\)"):
+        dmlq.quantized_avg_pool(x, np.ones((3, 1, 1), f32), 0, 1.0, 0, window)
 
 
 # ---- compile_operator and arrays --------------------------------------------------------

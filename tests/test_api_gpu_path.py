@@ -114,6 +114,10 @@ def test_a_python_scale_takes_the_input_float_type_on_every_path(gpu):
         np.testing.assert_array_equal(same(dmlq.quantize_linear, x, 1e-6, np.int8(0), **kw).get(), want)
     np.testing.assert_array_equal(same(dmlq.quantize_linear, x, 1e-6, dtype=np.int16).get(),
                                   dmlq.quantize_linear(x, np.float16(1e-6), dtype=np.int16))
+    # a list of numbers too (it was refused: "scale must have dtype float16 for a float16 x (got float32)")
+    for kw in ({}, dict(dtype=np.int16), dict(precision="float32")):
+        np.testing.assert_array_equal(dmlq.quantize_linear(x, [1e-6, 2e-6, 1e-6], **kw),
+                                      dmlq.quantize_linear(x, np.array([1e-6, 2e-6, 1e-6], f16), **kw), strict=True)
     for kw in ({}, dict(dtype=np.int16), dict(precision="float32")):
         with pytest.raises(ValueError, match="scale = 100000.0 is beyond the range of float16"):
             dmlq.quantize_linear(x, 1e5, **kw)
