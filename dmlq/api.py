@@ -39,8 +39,8 @@ from .typing import CudaArray, HostArray, Operand, Params
 def _order(fname, names, values, shape, out):
     """The axis order (dmlq.layout) of a new result: None for C order, with out=, for torch
     tensors and dask arrays (their adapters decide), and when only the shape is asked."""
-    if out is not None or all(type(v) is np.ndarray and v.flags.c_contiguous for v in values):
-        return None  # (NumPy arrays in C order: the common case, decided first)
+    if out is not None or all(getattr(getattr(v, "flags", None), "c_contiguous", False) for v in values):
+        return None  # (NumPy or CuPy arrays in C order: the common case, decided first)
     arrays = [v if type(v) is np.ndarray or quant_gpu.on_gpu(v) else None for v in values]
     if all(v is None for v in arrays) or EXPLAINING.get() is META:
         return None
@@ -394,7 +394,8 @@ def quantized_add(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b:
     >>> dmlq.quantized_add(a, 0.1, 0, b, 0.2, 0, 0.5, np.int8(0))
     array([  0,  40, 102], dtype=int8)
     """
-    order = _order("quantized_add", ("a", "b"), (a, b), lambda: np.broadcast_shapes(getattr(a, "shape"), getattr(b, "shape")), out)
+    order = _order("quantized_add", ("a", "b"), (a, b),
+                   lambda: np.broadcast_shapes(getattr(a, "shape"), getattr(b, "shape")), out)
     if order is not None:
         values = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
         return layout.call_in_order(quantized_add, order, values, dict(dtype=dtype))
