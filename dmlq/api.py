@@ -36,13 +36,16 @@ from .typing import CudaArray, HostArray, Operand, Params
 
 # ------------------------------------------------------------------ the result's memory order
 
-def _order(fname, names, values, shape, out):
+def _order(fname, names, values, shape, out, operands=()):
     """The axis order (dmlq.layout) of a new result: None for C order, with out=, for torch
-    tensors and dask arrays (their adapters decide), and when only the shape is asked."""
+    tensors and dask arrays (their adapters decide), when only the shape is asked, and beside
+    lists among the ``operands`` (their shapes are np.asarray's, known only in the call).
+    ``shape``: the result's, or a function that gives it."""
     if out is not None or all(getattr(getattr(v, "flags", None), "c_contiguous", False) for v in values):
         return None  # (NumPy or CuPy arrays in C order: the common case, decided first)
     arrays = [v if type(v) is np.ndarray or quant_gpu.on_gpu(v) else None for v in values]
-    if all(v is None for v in arrays) or EXPLAINING.get() is META:
+    if all(v is None for v in arrays) or any(isinstance(v, (list, tuple)) for v in operands) \
+            or EXPLAINING.get() is META or layout.C_ORDER.get():
         return None
     if callable(shape):
         try:
@@ -54,14 +57,24 @@ def _order(fname, names, values, shape, out):
     return layout.result_order(fname, names, arrays, shape)
 
 
+def _elementwise_shape(first, scale, zero_point, axis, block_size):
+    """A function giving quantize's or dequantize's result shape: the operands broadcast (a scale
+    of more dimensions than x widens it), or x's shape in ONNX's per-axis and blocked forms."""
+    if axis is not None or block_size is not None:
+        return lambda: getattr(first, "shape")
+    return lambda: np.broadcast_shapes(*(tuple(getattr(v, "shape", ())) for v in (first, scale, zero_point)))
+
+
 def _gpu_narrow(values, dtype) -> bool:
-    """A GPU call whose result may be a dmlq.Packed (C order by definition) or a type CuPy lacks."""
+    """A GPU call with a dmlq.Packed among its operands (bytes in C order), or whose result may be
+    one (a type CuPy holds only as bytes): it keeps C order."""
     if not quant_gpu.on_gpu(*values):
         return False
     if any(isinstance(v, packed_b.Packed) for v in values):
         return True
     try:
-        return dtype is not None and np.dtype(dtype).name not in quant_gpu.NATIVE + ("float32", "float16")
+        return dtype is not None and np.dtype(dtype).name not in quant_gpu.NATIVE + ("float32", "float16",
+                                                                                       "bfloat16")
     except TypeError:
         return True
 
@@ -218,7 +231,8 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
     array([ 28, 102, 128, 153, 228, 255], dtype=uint8)
     """
     dtype, precision = plain_dtype(dtype), plain_dtype(precision)
-    order = _order("quantize_linear", ("x",), (x,), getattr(x, "shape", None), out)
+    order = _order("quantize_linear", ("x",), (x,), _elementwise_shape(x, scale, zero_point, axis, block_size), out,
+                   (scale, zero_point))
     if order is not None and not _gpu_narrow((x, scale, zero_point), dtype):
         return layout.call_in_order(quantize_linear, order, (x, scale, zero_point),
                                     dict(dtype=dtype, axis=axis, block_size=block_size, saturate=saturate,
@@ -288,7 +302,8 @@ def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = N
     array([-50. ,   0. ,  77.5], dtype=float32)
     """
     dtype = plain_dtype(dtype)
-    order = _order("dequantize_linear", ("q",), (q,), getattr(q, "shape", None), out)
+    order = _order("dequantize_linear", ("q",), (q,), _elementwise_shape(q, scale, zero_point, axis, block_size), out,
+                   (scale, zero_point))
     if order is not None and not _gpu_narrow((q, scale, zero_point), dtype):
         return layout.call_in_order(dequantize_linear, order, (q, scale, zero_point),
                                     dict(dtype=dtype, axis=axis, block_size=block_size))
@@ -395,7 +410,8 @@ def quantized_add(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b:
     array([  0,  40, 102], dtype=int8)
     """
     order = _order("quantized_add", ("a", "b"), (a, b),
-                   lambda: np.broadcast_shapes(getattr(a, "shape"), getattr(b, "shape")), out)
+                   lambda: np.broadcast_shapes(getattr(a, "shape"), getattr(b, "shape")), out,
+                   (a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point))
     if order is not None:
         values = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
         return layout.call_in_order(quantized_add, order, values, dict(dtype=dtype))

@@ -18,7 +18,11 @@ operand elements, so the result is bit for bit the C-order one.
 """
 from __future__ import annotations
 
+import contextvars
 import numbers
+
+# True while call_in_order runs a call in C order (to report its error in the caller's shapes)
+C_ORDER = contextvars.ContextVar("dmlq_c_order", default=False)
 
 
 def dense_order(shape, strides, itemsize=1):
@@ -68,6 +72,8 @@ def result_order(fname, names, values, shape, size=int):
     """The axis order of ``fname``'s new result of ``shape`` from operands ``values`` (named
     ``names``): the dense order of the first lead operand of the result's shape (pooling:
     of x); None for C order."""
+    if shape is None and fname != "quantized_avg_pool":
+        return None
     for lead in _LEADS.get(fname, ()):
         v = values[list(names).index(lead)]
         if fname == "quantized_avg_pool" or tuple(size(n) for n in getattr(v, "shape", ())) == tuple(shape):
@@ -92,7 +98,7 @@ def _moved(v, nd, order):
     """An operand as the element-wise call on transposed operands takes it: arrays
     broadcast against the result (leading axes of length 1 added) and transposed;
     scalars and None as they are."""
-    if v is None or not hasattr(v, "ndim") or v.ndim == 0:
+    if v is None or not hasattr(v, "ndim") or v.ndim == 0 or v.ndim > nd:  # (more: a single value of add's)
         return v
     if v.ndim < nd:
         v = v.reshape((1,) * (nd - v.ndim) + tuple(v.shape))
@@ -108,9 +114,17 @@ def call_in_order(fn, order, values, kwargs):
     axis = kwargs.get("axis")
     per_axis = axis is not None and kwargs.get("block_size") is None
     moved = [v if per_axis and getattr(v, "ndim", 0) == 1 else _moved(v, nd, order) for v in values]
+    moved_kwargs = kwargs
     if isinstance(axis, numbers.Integral) and not isinstance(axis, bool) and -nd <= axis < nd:
-        kwargs = dict(kwargs, axis=order.index(int(axis) % nd))  # (an invalid axis: the call refuses it)
-    result = fn(*moved, **kwargs)
+        moved_kwargs = dict(kwargs, axis=order.index(int(axis) % nd))  # (an invalid axis: the call refuses it)
+    try:
+        result = fn(*moved, **moved_kwargs)
+    except (TypeError, ValueError):  # said in the transposed operands' shapes: the C-order call says it
+        token = C_ORDER.set(True)    # in the caller's (and raises it; the same bits if it does not)
+        try:
+            return fn(*values, **kwargs)
+        finally:
+            C_ORDER.reset(token)
     back = inverse(order)
     if not hasattr(result, "ndim") or result.ndim != nd:  # kernel_plan's Plan
         return result

@@ -70,7 +70,7 @@ def quantize_is_extended(x, scale, zero_point, dtype, axis, block_size, saturate
             dtype is None or _ml_dtype(zdt)):
         return True  # (an ml_dtypes zero point with dtype=int8 too: taken where its values fit)
     xdt, sdt = _dt(x), _dt(scale)
-    if xdt == F16 and isinstance(scale, (list, tuple)):
+    if xdt == F16 and _is_list(scale):
         return True  # numbers with no dtype, beside a float16 x: x's type (docs/semantics.md, "Scales")
     if xdt in (F32, F16, I32) and sdt in (F32, F16) and xdt != sdt:
         return True  # float32 x with a float16 scale or the reverse (ONNX 23 on), an int32 x with a float16
@@ -174,6 +174,11 @@ def _numbers_as(f, given, scale, dtype):
     if beyond.any():
         real_number(f, "scale", float(wide[beyond].flat[0]), dtype)  # raises, naming the value and the type
     return narrow
+
+
+def _is_list(v):
+    """A list or tuple of numbers (a dmlq.Packed is a NamedTuple: not one)."""
+    return isinstance(v, (list, tuple)) and not isinstance(v, Packed)
 
 
 def _is_number(v):
@@ -430,7 +435,7 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     if _foreign((x, scale, zero_point), out):
         return dispatch.foreign_call(f, ("x", "scale", "zero_point"), (x, scale, zero_point),
                                      (dtype, axis, block_size, saturate, precision), out)
-    number = scale if _is_number(scale) or isinstance(scale, (list, tuple)) else None
+    number = scale if _is_number(scale) or _is_list(scale) else None
     x, scale, zp = _operands(f, "x", x, scale, zero_point)
     if x is None:
         raise TypeError(f"{f}: x is required (got None); pass a float32 array")
@@ -452,6 +457,18 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
                  (x, scale, zp))
 
 
+def refuse_contradiction(f, q, zq):
+    """A TypeError where ``dtype=`` (q) contradicts the zero point's type (zq) as the int8 path
+    says it (dmlq.checks.Builder.out_dtype): int8 against uint8, or a float type against
+    another type. A zero point of another integer type is a value, converted where it fits."""
+    if q != zq and (q.is_float or zq.is_float or q.name in _CLASSIC_NAMES and zq.name in _CLASSIC_NAMES):
+        raise TypeError(f"{f}: dtype={q.name} contradicts the dtype of zero_point ({zq.name}), which is the "
+                        f"output's; drop dtype= or pass zero_point as {q.name}")
+
+
+_CLASSIC_NAMES = ("int8", "uint8")
+
+
 def _output_qtype(f, zp, dtype, out):
     q = None if dtype is None else qtype(dtype, f"{f}: dtype")
     zdt = _dt(zp)
@@ -459,9 +476,7 @@ def _output_qtype(f, zp, dtype, out):
         zq = qtype(zdt)
         if q is None:
             return zq
-        if q != zq and (q.is_float or zq.is_float):
-            raise TypeError(f"{f}: dtype={q.name} contradicts the dtype of zero_point ({zq.name}), which is the "
-                            f"output's; drop dtype= or pass zero_point as {q.name}")
+        refuse_contradiction(f, q, zq)
         return q
     if q is not None:
         return q

@@ -343,6 +343,8 @@ def _output_type(f, dtype, zp, zp_meta, out, out_meta):
     elif hasattr(zp, "dtype") and is_qtype(zp.dtype) and not (isinstance(zp, np.generic) and q is not None):
         # an array, or a NumPy scalar such as np.int8(3) (with dtype= given, a scalar is a value that must fit)
         zq = qtype(zp.dtype)
+    elif isinstance(zp, np.generic) and is_qtype(zp.dtype):  # a value, but int8 against uint8 is refused as on NumPy
+        quant.refuse_contradiction(f, q, qtype(zp.dtype))
     if zq is not None:
         if q is None:
             return zq

@@ -42,6 +42,7 @@ the sizes' hints, adding no guard, and the output's shape is given in the inputs
 symbolic sizes, so nothing is specialized.
 """
 import functools
+import math
 import re
 
 import ml_dtypes
@@ -199,7 +200,7 @@ def call(fname, values, kwargs, out=None, names=None):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
                         ".cuda() tensors)")
     if out is None and fname in layout.ELEMENTWISE:
-        order = layout.result_order(fname, names, values, _elementwise_shape(fname, names, values))
+        order = layout.result_order(fname, names, values, _elementwise_shape(fname, names, values, kwargs))
         if order is not None:  # a new result in the input's memory order (dmlq.layout), as torch's ops give
             return layout.call_in_order(lambda *vs, **kw: call(fname, vs, kw, None, names), order, values, kwargs)
     if out is not None and torch._debug_has_internal_overlap(out) == 1:  # an expanded tensor: torch refuses it
@@ -226,13 +227,19 @@ def call(fname, values, kwargs, out=None, names=None):
         raise TypeError(f"{fname}: {e}") from None
 
 
-def _elementwise_shape(fname, names, values):
-    """The shape of an element-wise operator's result (None where the shapes do not broadcast:
-    the call says so)."""
-    lead = [v for n, v in zip(names, values) if n in ("x", "q", "a", "b") and isinstance(v, torch.Tensor)]
+def _elementwise_shape(fname, names, values, kwargs):
+    """The shape of an element-wise operator's result: its operands broadcast (quantize's and
+    dequantize's scale and zero point too, but in ONNX's per-axis and blocked forms); None beside
+    a list (its shape is known in the call) and where the shapes do not broadcast (the call says
+    so)."""
+    if any(isinstance(v, (list, tuple)) for v in values):
+        return None
+    shaped = ("a", "b") if fname == "quantized_add" else ("x", "q") if kwargs.get("axis") is not None or \
+        kwargs.get("block_size") is not None else ("x", "q", "scale", "zero_point")
     try:
-        return tuple(torch.broadcast_shapes(*(v.shape for v in lead))) if lead else None
-    except RuntimeError:
+        return tuple(torch.broadcast_shapes(*(tuple(getattr(v, "shape", ())) for n, v in zip(names, values)
+                                              if n in shaped and v is not None)))
+    except (RuntimeError, TypeError):
         return None
 
 
@@ -517,6 +524,39 @@ def _zp_tensor(fname, name, v, zdt, device):
 
 
 @functools.lru_cache(maxsize=None)
+def _limit(t):
+    """The smallest magnitude that rounds to inf in torch float type ``t`` (its largest finite value
+    plus half an ulp there: that largest value's last bit is odd, so the tie goes up)."""
+    fi = torch.finfo(t)
+    return float(fi.max) + 2.0 ** (math.frexp(float(fi.max))[1] - 1 - _MANTISSA[t] - 1)
+
+
+_MANTISSA = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23}
+_F16_LIMIT, _BF16_LIMIT, _F32_LIMIT = (_limit(t) for t in (torch.float16, torch.bfloat16, torch.float32))
+
+
+def _scale_number(fname, name, v, t):
+    """A Python-number scale as the traced call takes it, refused where it lies beyond ``t`` (it would
+    become inf; the NumPy path refuses it in dmlq.checks.real_number), in Python arithmetic only
+    (traced by Dynamo: no tensor, no guard)."""
+    try:
+        value = float(v)
+    except OverflowError:  # an int beyond float64
+        value = math.inf if v > 0 else -math.inf
+    limit = _F16_LIMIT if t == torch.float16 else _BF16_LIMIT if t == torch.bfloat16 else _F32_LIMIT
+    if abs(value) >= limit and not (isinstance(v, float) and math.isinf(v)):
+        raise ValueError(f"{fname}: {name} = {v!r} is beyond the range of {torch_name(t)} (largest magnitude "
+                         f"{float(torch.finfo(t).max):.8g}), the dtype dmlq computes it in; it would become inf. Pass "
+                         f"a value within that range, or {name}={'-' if value < 0 else ''}np.inf if an infinite "
+                         "value is meant")
+    return value
+
+
+# traced by Dynamo as a constant (its value, its refusal), not as arithmetic on a dynamic float
+_scale_number_constant = (torch.compiler.assume_constant_result(_scale_number)
+                          if hasattr(torch.compiler, "assume_constant_result") else _scale_number)
+
+
 def _polyfill(fname):
     """What torch.compile traces in place of the public function ``fname``: the
     custom op (the default overload when every scale and zero point is a number,
@@ -569,8 +609,9 @@ def _polyfill(fname):
                     zdt = kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
                 values[n] = None if int(v) == 0 else _zp_tensor(fname, n, v, zdt, lead.device)
             else:
-                sdt = torch.float16 if fname == "quantize_linear" and lead.dtype == torch.float16 else torch.float32
-                values[n] = torch.tensor(float(v), dtype=sdt, device=lead.device)
+                sdt = lead.dtype if fname == "quantize_linear" and lead.dtype in (torch.float16, torch.bfloat16) \
+                    else torch.float32
+                values[n] = torch.tensor(_scale_number_constant(fname, n, v, sdt), dtype=sdt, device=lead.device)
         return tensor(*(values[n] for n in names), **kw)
 
     return traced

@@ -138,6 +138,22 @@ def test_ceil_mode_window_past_the_padded_input_on_every_pooling_kernel(gpu, rng
                             ceil_mode=True).variant == "tile_k2s2"
 
 
+def test_a_zero_point_contradicting_dtype_is_refused_whatever_the_keywords(gpu):
+    """int8 against uint8 (zero point against dtype=) was refused on the int8 path and converted
+    on the types-beyond-int8 one, which precision= or axis= picked; refused on both now, on NumPy
+    and the GPU. Another integer dtype is converted where it fits, on every path."""
+    x = np.array([1.0, -2.0, 100.0], f32)
+    for arr in (x, to_device(x)):
+        for kw in ({}, dict(precision="float32"), dict(axis=0)):
+            for zp, dt in ((np.uint8(3), np.int8), (np.int8(-3), np.uint8)):
+                with pytest.raises(TypeError, match="contradicts the dtype of zero_point"):
+                    dmlq.quantize_linear(arr, np.float32(0.5), zp, dtype=dt, **kw)
+            for zp, dt in ((np.uint8(3), "int16"), (np.int32(3), np.int8)):
+                got = dmlq.quantize_linear(arr, np.float32(0.5), zp, dtype=dt, **kw)
+                got = got.get() if hasattr(got, "get") else got
+                assert got.tolist() == [5, -1, 203 if dt == "int16" else 127]
+
+
 def test_a_numpy_scalar_zero_point_gives_its_type(gpu, rng):
     """quantize_linear's output type is the zero point's, a NumPy scalar's too, on the GPU as on
     NumPy (the GPU path of the types beyond int8 took np.int16(7) as a Python int: uint8 out)."""

@@ -6,6 +6,7 @@ tests/test_api.py and tests/test_quant_api.py); the order expected is the input'
 """
 from __future__ import annotations
 
+import importlib
 import itertools
 
 import ml_dtypes
@@ -201,3 +202,34 @@ def test_every_permutation_of_a_4d_quantize_matches_c_order():
         got = dmlq.quantize_linear(x, 0.5, i8(-3))
         np.testing.assert_array_equal(got, dmlq.quantize_linear(np.ascontiguousarray(x), 0.5, i8(-3)), strict=True)
         assert _axes_order(got) == list(perm)
+
+
+def test_lists_higher_rank_parameters_and_errors_beside_a_permuted_input():
+    """A list scale or zero point beside a Fortran-order x was not transposed with it (wrong
+    values: [0 10 20 30] for [0 5 7 8]); a scale of more dimensions than x (a result of another
+    shape, which no operand has) crashed; errors named the transposed shapes. All as the
+    C-order call now."""
+    x = np.arange(16, dtype=f32).reshape(4, 4)
+    s = [0.1, 0.2, 0.3, 0.4]
+    np.testing.assert_array_equal(dmlq.quantize_linear(np.asfortranarray(x), s), dmlq.quantize_linear(x, s),
+                                  strict=True)
+    q = np.arange(16, dtype=u8).reshape(4, 4)
+    np.testing.assert_array_equal(dmlq.dequantize_linear(np.asfortranarray(q), 1.0, (0, 1, 2, 3)),
+                                  dmlq.dequantize_linear(q, 1.0, (0, 1, 2, 3)), strict=True)
+    x3 = np.asfortranarray(np.ones((2, 3, 4), f32))
+    wide = dmlq.quantize_linear(x3, np.ones((1, 1, 1, 1), f32))
+    assert wide.shape == (1, 2, 3, 4) and wide.flags.c_contiguous
+    a = np.asfortranarray(np.zeros((2, 3, 4), i8))
+    assert dmlq.quantized_add(a, 0.1, 0, a, 0.1, 0, np.ones((1, 1, 1, 1), f32), 0).shape == (2, 3, 4)
+    with pytest.raises(ValueError, match=r"x \(2, 3, 4\), scale \(5, 1, 1\)"):  # it said x (4, 3, 2)
+        dmlq.quantize_linear(x3, np.ones((5, 1, 1), f32))
+    with pytest.raises(ValueError, match=r"block_size = 2 on axis 2 of size 4"):  # it said axis 0
+        dmlq.quantize_linear(x3, np.ones((2, 3, 5), f32), dtype="int4", block_size=2)
+    torch = pytest.importorskip("torch")
+    t = torch.arange(16.0).reshape(4, 4)
+    assert torch.equal(dmlq.quantize_linear(t.t().contiguous().t(), s), dmlq.quantize_linear(t, s))
+    tf = torch.ones(2, 3, 4).permute(2, 1, 0).contiguous().permute(2, 1, 0)
+    assert dmlq.quantize_linear(tf, torch.ones(1, 1, 1, 1)).shape == (1, 2, 3, 4)
+    importlib.import_module("dmlq.torch")  # registers torch.ops.dmlq
+    torch.library.opcheck(torch.ops.dmlq.quantize_linear.tensor, (tf, torch.ones(1, 1, 1, 1), None),
+                          test_utils=("test_faketensor",))

@@ -457,6 +457,25 @@ def test_the_first_compiled_call_of_a_fresh_process_traces_the_custom_ops():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
+def test_a_python_scale_takes_a_bfloat16_x_type_and_range_in_the_traced_form():
+    """The traced form (torch.compile, a tensor that requires grad) made a Python scale float32 beside
+    a bfloat16 x (28 where eager gives 29) and took one beyond a float16 x's range as inf (a result
+    of zeros); docs/semantics.md, "Scales": x's type, and a refusal."""
+    xt = torch.tensor([5.40625], dtype=torch.bfloat16)
+    z = torch.tensor(0, dtype=torch.int8)
+    s = 0.18991707166436975  # 28.47 in float32, 28.5 -> 28 ... in bfloat16 29
+    eager = dmlq.quantize_linear(xt, s, z)
+    assert eager.item() == 29
+    assert dmlq.quantize_linear(xt.clone().requires_grad_(), s, z).item() == 29
+    torch._dynamo.reset()
+    assert torch.compile(lambda t, zz: dmlq.quantize_linear(t, s, zz), backend="aot_eager")(xt, z).item() == 29
+    xh = torch.tensor([1.0], dtype=torch.float16)
+    for t in (xh, xh.clone().requires_grad_()):
+        with pytest.raises(ValueError, match=r"scale = 65520\.0 is beyond the range of float16"):
+            dmlq.quantize_linear(t, 65520.0, z)
+        assert dmlq.quantize_linear(t, 65519.0, z).item() == 0
+
+
 # ---- CUDA: for the next device session
 
 def _cuda():
