@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
 from . import dispatch, layout, packed_b, pool1d, quant, quant_gpu, vectors
-from .calls import EXPLAINING, META, Spec, kernel_plan, public, result_meta, run
+from .calls import EXPLAINING, META, Spec, kernel_plan, output_meta, public, result_meta, run
 from .checks import GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
@@ -757,7 +757,8 @@ def quantized_avg_pool(x: Operand, x_scale: Operand, x_zero_point: Operand | Non
     if getattr(x, "ndim", None) == 3:  # (N, C, L), ONNX's 1-D pooling: as (N, C, 1, L) (dmlq.pool1d)
         values, kw, view = pool1d.lifted("quantized_avg_pool", values, dict(
             window_size=window_size, strides=strides, start_padding=start_padding, end_padding=end_padding,
-            dilations=dilations), out)
+            dilations=dilations), out, lambda vals, params: output_meta(
+                quantized_avg_pool, *vals, **params, include_padding=include_padding, ceil_mode=ceil_mode, dtype=dtype))
         result = quantized_avg_pool(*values, **kw, include_padding=include_padding, ceil_mode=ceil_mode, dtype=dtype,
                                     out=view)
         return out if out is not None else pool1d.lowered(result)

@@ -70,8 +70,12 @@ def _check(fname, values, out):
         if mod != chunks:
             fix = ("cupy.asarray(...)" if chunks == "cupy" else
                    f"{name}.cpu().numpy()" if mod == "torch" else "np.asarray(...)")
+            if chunks == "cupy" and getattr(getattr(v, "dtype", None), "kind", "") == "V":  # int4 ...: CuPy's is bytes
+                fix = f"dmlq.pack({name}) with its bytes on the GPU: dmlq.Packed(cupy.asarray(p.data), p.shape, p.dtype)"
+            lazy = "" if fname in ("quantized_matmul", "matmul_integer", "matmul_integer_to_float",
+                                   "quantized_avg_pool") and name not in ("x", "a", "b", "bias") else " or a dask array"
             raise TypeError(f"{fname}: {name} is a {type(v).__module__}.{type(v).__name__} but {first} is a dask "
-                            f"array of {chunks} chunks; pass {name} as a {chunks} array ({fix}) or a dask array")
+                            f"array of {chunks} chunks; pass {name} as a {chunks} array ({fix}){lazy}")
     return chunks
 
 

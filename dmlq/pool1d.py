@@ -21,11 +21,13 @@ _PARAMS = (("window_size", 1), ("strides", 1), ("start_padding", 0), ("end_paddi
 def _one(f, name, value, added):
     """A 1-D parameter as the 2-D call takes it: (added, value)."""
     if value is None:
+        if name == "window_size":
+            raise TypeError(f"{f}: window_size is required (got None); pass an int (or 1 int) for a 3-D x")
         return None
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return (added, value)
     if isinstance(value, (str, bytes)):
-        return value  # the 2-D call names the mistake
+        raise TypeError(f"{f}: {name} must be an int or a sequence of 1 int for a 3-D x (got the string {value!r})")
     try:
         items = tuple(value)
     except TypeError:
@@ -48,14 +50,19 @@ def _channel_param(f, name, v, channels):
                     f"or (1, C, 1)) for a 3-D x (N, C, L) (got shape {shape})")
 
 
-def lifted(f, values, kwargs, out):
-    """(values, kwargs, out) of the 4-D call for a 3-D ``x``."""
+def lifted(f, values, kwargs, out, result_meta=None):
+    """(values, kwargs, out) of the 4-D call for a 3-D ``x``; ``result_meta(values, kwargs)``, the
+    4-D call's (shape, dtype), checks a given ``out`` in the caller's shapes."""
     kwargs = dict(kwargs)
     for name, added in _PARAMS:
         kwargs[name] = _one(f, name, kwargs.get(name), added)
     x = values[0]
     names = ("x_scale", "x_zero_point", "out_scale", "out_zero_point")
     values = (x[:, :, None, :],) + tuple(_channel_param(f, n, v, x.shape[1]) for n, v in zip(names, values[1:]))
+    if out is not None and result_meta is not None and hasattr(out, "shape"):
+        shape, _ = lowered(result_meta(values, kwargs))
+        if tuple(out.shape) != tuple(shape):
+            raise ValueError(f"{f}: out must have shape {tuple(shape)} (got {tuple(out.shape)})")
     return values, kwargs, None if out is None else out[:, :, None, :]
 
 

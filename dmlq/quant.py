@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import ml_dtypes
 import numpy as np
 
 from . import calls, dispatch, floatconv, reference
@@ -162,17 +163,20 @@ def number_scale_dtype(x_dtype):
     return x_dtype if x_dtype in (F16, BF16) else np.dtype(np.float32)
 
 
-def _numbers_as(f, given, scale, dtype):
+def _numbers_as(f, given, dtype):
     """Quantize's scale given as a Python number or a list of numbers, in ``dtype`` (x's float
     type), each number rounded once from the double; one beyond the type's range refused."""
     if not isinstance(given, (list, tuple)):
         return real_number(f, "scale", given, dtype)
-    wide = np.asarray(given, np.float64)
+    wide = calls.list_operand(f, "scale", given, False).astype(np.float64)
     with np.errstate(over="ignore"):
         narrow = wide.astype(dtype)
     beyond = np.isinf(narrow) & np.isfinite(wide)
     if beyond.any():
-        real_number(f, "scale", float(wide[beyond].flat[0]), dtype)  # raises, naming the value and the type
+        raise ValueError(f"{f}: scale holds {float(wide[beyond].flat[0])!r}, beyond the range of {np.dtype(dtype).name} "
+                         f"(largest magnitude {float(ml_dtypes.finfo(dtype).max):.8g}), the dtype dmlq computes it in; "
+                         "it would become inf. Pass values within that range (np.inf where an infinite value is "
+                         "meant)")
     return narrow
 
 
@@ -436,11 +440,11 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
         return dispatch.foreign_call(f, ("x", "scale", "zero_point"), (x, scale, zero_point),
                                      (dtype, axis, block_size, saturate, precision), out)
     number = scale if _is_number(scale) or _is_list(scale) else None
-    x, scale, zp = _operands(f, "x", x, scale, zero_point)
+    x, scale, zp = _operands(f, "x", x, 1.0 if number is not None else scale, zero_point)
     if x is None:
         raise TypeError(f"{f}: x is required (got None); pass a float32 array")
-    if number is not None and hasattr(x, "dtype") and number_scale_dtype(x.dtype) != scale.dtype:
-        scale = _numbers_as(f, number, scale, number_scale_dtype(x.dtype))
+    if number is not None:  # numbers in x's float type (checked against its range, not float32's)
+        scale = _numbers_as(f, number, number_scale_dtype(getattr(x, "dtype", F32)))
     if x.dtype not in _FLOATS + (I32,):
         fix = ("dmlq computes in float32 and does not narrow a float64 array silently: pass x.astype(np.float32)"
                if x.dtype == np.float64 else "pass x.astype(np.float32)")

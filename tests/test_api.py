@@ -2,6 +2,8 @@
 import subprocess
 import sys
 
+import re
+
 import numpy as np
 import pytest
 
@@ -264,6 +266,12 @@ def test_one_spatial_axis_equals_torch_avg_pool1d(rng, window, strides, pad, inc
                                       quantized_avg_pool(x, 1.0, 0, 1.0, 0, window))
     with pytest.raises(DescError, match=r"x_scale must have 1 element .* 3-D x \(N, C, L\) \(got shape \(3, 1, 1\)\)"):
         dmlq.quantized_avg_pool(x, np.ones((3, 1, 1), f32), 0, 1.0, 0, window)
+    # in the caller's shapes (they named the (N, C, 1, L) call's)
+    with pytest.raises(ValueError, match=rf"out must have shape {re.escape(str(got.shape))} \(got \(2, 3, 1, 1\)\)"):
+        dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, window, strides=strides, start_padding=pad, end_padding=pad,
+                                include_padding=include, ceil_mode=ceil, out=np.empty((2, 3, 1, 1), u8))
+    with pytest.raises(TypeError, match=r"window_size is required \(got None\); pass an int \(or 1 int\)"):
+        dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, None)
 
 
 # ---- compile_operator and arrays --------------------------------------------------------

@@ -319,3 +319,19 @@ def test_block_sizes_past_the_axis_and_the_blocked_axis_of_equal_shapes():
                                   np.ones((4, 1), "int4"), strict=True)
     with pytest.raises(ValueError, match=r"no axis was found where it is blocked: name the axis with axis="):
         dmlq.quantize_linear(x, np.ones((3, 4), np.float32), dtype="int4", block_size=2)
+
+
+def test_number_scales_are_checked_against_the_type_they_take():
+    """A number scale beside a bfloat16 x takes bfloat16 (docs/semantics.md, "Scales"): one past
+    bfloat16's range is refused naming bfloat16 (the check named float32, and let 3.5e38 through
+    to become inf); lists alike."""
+    import ml_dtypes
+
+    xb = np.array([1.0, 2.0], ml_dtypes.bfloat16)
+    for scale in (3.5e38, 1e39, 10**400):
+        with pytest.raises(ValueError, match=r"scale = .* is beyond the range of bfloat16"):
+            dmlq.quantize_linear(xb, scale, dtype=np.int16)
+    with pytest.raises(ValueError, match=r"scale holds 3\.5e\+38, beyond the range of bfloat16"):
+        dmlq.quantize_linear(xb, [3.5e38, 1.0], dtype=np.int16)
+    assert dmlq.quantize_linear(xb, np.inf, dtype=np.int16).tolist() == [0, 0]
+    assert dmlq.quantize_linear(xb.astype(np.float32), 3.0e38, dtype=np.int16).tolist() == [0, 0]
