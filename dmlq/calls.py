@@ -186,7 +186,9 @@ def signature(spec, kind, vals, out, params):
     """The call signature's key, made once per call by :mod:`dmlq.keys`' rules from the
     normalized operands, out and the keyword parameters: equal keys mean equal checks
     and an equal plan. Raises TypeError where a parameter has no key (not cached)."""
-    return (spec.fname, kind, param_key(params), None if out is None else key(out), *map(key, vals))
+    # (a planner may refuse under dmlq.kernel_plan what a NumPy call runs: its own signature)
+    return (spec.fname, kind, EXPLAINING.get() is True, param_key(params), None if out is None else key(out),
+            *map(key, vals))
 
 
 # ------------------------------------------------------------------ the plan cache

@@ -41,7 +41,7 @@ _INT_SCALARS = frozenset(np.dtype(c).type for c in "bBhHiIlLqQ")
 def _scalar(v, t):
     """The key of a scalar of type ``t``, or None when ``v`` is not one."""
     if t is float:
-        return (float, v, _copysign(1.0, v)) if v == v else _NAN
+        return (float, v, _copysign(1.0, v)) if v == v else (_NAN, _copysign(1.0, v))  # a NaN's sign counts
     if t is int or t is bool:
         return (t, v)
     if t in _INT_SCALARS:

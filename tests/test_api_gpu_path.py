@@ -6,6 +6,8 @@ for bit with the same call on NumPy arrays (dmlq.reference); outputs start
 poisoned."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -501,3 +503,34 @@ def test_pooling_reach_past_2_31_is_refused_on_every_path(gpu):
         dmlq.quantized_avg_pool(da.from_array(to_device(x), chunks=(1, 1, 3, 3), asarray=False), 0.1, 3, 0.1, 3, 1,
                                 **kw)
     same(dmlq.quantized_avg_pool, x, 0.1, 3, 0.1, 3, 1, strides=(1, 2**29), start_padding=(0, 2**29))
+
+
+def test_a_nan_scale_sign_is_part_of_the_signature(gpu):
+    """Every Python NaN had one plan-cache key, so the plan of one NaN scale (its value a constant)
+    served the other sign: a float8 code's sign (the scale's, docs/semantics.md) followed the
+    history. Both orders give each sign's own code now."""
+    import ml_dtypes
+
+    x = to_device(np.array([1.0, -2.0, 3.0, 0.5], f32))
+    f8 = ml_dtypes.float8_e4m3fn
+    for first in (-1.0, 1.0):
+        calls.clear_plan_cache()
+        for sign in (first, -first):
+            got = dmlq.quantize_linear(x, math.copysign(math.nan, sign), dtype=f8)
+            codes = got.data.get() if isinstance(got, dmlq.Packed) else got.get().view(np.uint8)
+            assert set(codes.tolist()) == {0xFF if sign < 0 else 0x7F}, (first, sign)
+
+
+def test_kernel_plan_refuses_the_same_call_whatever_ran_before(gpu):
+    """kernel_plan of quantized_matmul with an unpacked int4 b (the GPU takes a dmlq.Packed) refused
+    it only until a NumPy call of the same signature cached its plan."""
+    import ml_dtypes
+
+    a, b = np.ones((4, 8), u8), np.ones((8, 5), ml_dtypes.int4)
+    args = (a, 0.1, None, b, 0.1, None, 0.2)
+    calls.clear_plan_cache()
+    with pytest.raises(dmlq.UnsupportedError, match=r"dmlq\.pack"):
+        dmlq.kernel_plan(dmlq.quantized_matmul, *args)
+    dmlq.quantized_matmul(*args)
+    with pytest.raises(dmlq.UnsupportedError, match=r"dmlq\.pack"):
+        dmlq.kernel_plan(dmlq.quantized_matmul, *args)

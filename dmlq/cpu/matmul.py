@@ -107,8 +107,15 @@ _BLAS = {"lock": threading.Lock(), "users": 0, "limiter": None, "controller": No
 
 
 def _reset_blas_state_in_child():
-    # a fork while another thread held the lock must not leave the child's lock taken
+    # a fork while another thread held the lock must not leave the child's lock taken, nor BLAS
+    # held at 1 thread by a call that does not exist in the child
+    limiter = _BLAS["limiter"]
     _BLAS.update(lock=threading.Lock(), users=0, limiter=None)
+    if limiter is not None:
+        try:
+            limiter.restore_original_limits()
+        except Exception:  # noqa: BLE001 - a BLAS the child cannot reach: nothing to restore
+            pass
 
 
 if hasattr(os, "register_at_fork"):

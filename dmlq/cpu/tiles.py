@@ -12,10 +12,12 @@ on the thread count.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import math
 import os
 import threading
+# imported now, not on first use (concurrent.futures imports its thread module lazily): a fork during
+# that import would leave the child holding its lock
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -55,7 +57,7 @@ def _pool():
     if _POOL is None:
         with _POOL_LOCK:
             if _POOL is None:
-                _POOL = concurrent.futures.ThreadPoolExecutor(THREADS - 1, thread_name_prefix="dmlq-cpu")
+                _POOL = ThreadPoolExecutor(THREADS - 1, thread_name_prefix="dmlq-cpu")
     return _POOL
 
 

@@ -195,7 +195,13 @@ def find_allocation(address: int):
     end of (pool blocks can be adjacent: the next block's start is the first
     choice), or None."""
     end_of = None
-    for ptr, mem in list(_live.items()):
+    while True:  # (another thread's allocation or collection may change the weak dict mid-copy)
+        try:
+            live = list(_live.items())
+            break
+        except RuntimeError:
+            continue
+    for ptr, mem in live:
         if ptr <= address < ptr + mem.size:
             return mem
         if address == ptr + mem.size:
