@@ -21,6 +21,7 @@ import numbers
 
 from typing import TYPE_CHECKING, Any, Callable
 
+import ml_dtypes
 import numpy as np
 
 from . import dispatch
@@ -48,9 +49,10 @@ class Spec:
         self.gpu_takes_host_scalars = gpu_takes_host_scalars
 
 
-def list_operand(f, name, v, float_role):
+def list_operand(f, name, v, float_role, dtype=np.float32):
     """A list or tuple of numbers as np.asarray makes it; in a float role (quantize's x, a
-    scale) as float32, a number beyond float32's range refused rather than made inf."""
+    scale) as ``dtype`` (float32; quantize's scale beside a float16 or bfloat16 x: x's type),
+    a number beyond its range refused rather than made inf."""
     try:
         arr = np.asarray(v)
     except Exception as e:  # ragged nesting, mixed GPU/host items...
@@ -61,13 +63,13 @@ def list_operand(f, name, v, float_role):
                         f"{arr.dtype}, not numbers; pass a numeric numpy array")
     if float_role and arr.dtype.kind in "iuf":
         with np.errstate(over="ignore"):
-            wide, arr = arr, arr.astype(np.float32)  # Python numbers carry no dtype: they become float32
+            wide, arr = arr, arr.astype(dtype)  # Python numbers carry no dtype: they become ``dtype``
         beyond = np.isinf(arr) & np.isfinite(wide)
         if beyond.any():
-            raise ValueError(f"{f}: {name} holds {float(wide[beyond].flat[0])!r}, beyond the range of float32 "
-                             f"(largest magnitude {np.finfo(np.float32).max:.8g}), the dtype dmlq computes it in; "
-                             "it would become inf. Pass values within that range (np.inf where an infinite value "
-                             "is meant)")
+            raise ValueError(f"{f}: {name} holds {float(wide[beyond].flat[0])!r}, beyond the range of "
+                             f"{np.dtype(dtype).name} (largest magnitude {float(ml_dtypes.finfo(dtype).max):.8g}), "
+                             "the dtype dmlq computes it in; it would become inf. Pass values within that range "
+                             "(np.inf where an infinite value is meant)")
     return arr
 
 

@@ -168,16 +168,7 @@ def _numbers_as(f, given, dtype):
     type), each number rounded once from the double; one beyond the type's range refused."""
     if not isinstance(given, (list, tuple)):
         return real_number(f, "scale", given, dtype)
-    wide = calls.list_operand(f, "scale", given, False).astype(np.float64)
-    with np.errstate(over="ignore"):
-        narrow = wide.astype(dtype)
-    beyond = np.isinf(narrow) & np.isfinite(wide)
-    if beyond.any():
-        raise ValueError(f"{f}: scale holds {float(wide[beyond].flat[0])!r}, beyond the range of {np.dtype(dtype).name} "
-                         f"(largest magnitude {float(ml_dtypes.finfo(dtype).max):.8g}), the dtype dmlq computes it in; "
-                         "it would become inf. Pass values within that range (np.inf where an infinite value is "
-                         "meant)")
-    return narrow
+    return calls.list_operand(f, "scale", given, True, dtype)
 
 
 def _is_list(v):
