@@ -534,3 +534,20 @@ def test_kernel_plan_refuses_the_same_call_whatever_ran_before(gpu):
     dmlq.quantized_matmul(*args)
     with pytest.raises(dmlq.UnsupportedError, match=r"dmlq\.pack"):
         dmlq.kernel_plan(dmlq.quantized_matmul, *args)
+
+
+def test_a_float8_scalar_zero_point_on_the_gpu_as_on_numpy(gpu):
+    """An ml_dtypes float8/float4 scalar zero point (not a numbers.Real) was a TypeError on the GPU
+    ("must be zero or omitted (got 0)") and taken on NumPy; a nonzero one a TypeError there and a
+    DescError here. Both paths: zero taken, nonzero a DescError."""
+    import ml_dtypes
+
+    x = np.array([1.0, -2.0, 3.0, 0.5], f32)
+    for name in ("float8_e4m3fn", "float8_e5m2fnuz", "float4_e2m1fn"):
+        t = getattr(ml_dtypes, name)
+        want = dmlq.quantize_linear(x, f32(0.5), np.array(0.0, t)[()])
+        got = dmlq.quantize_linear(to_device(x), f32(0.5), np.array(0.0, t)[()])
+        np.testing.assert_array_equal(dmlq.unpack(dmlq.Packed(got.data.get(), got.shape, got.dtype)), want)
+        for arr in (x, to_device(x)):
+            with pytest.raises(dmlq.DescError, match="zero_point must be zero"):
+                dmlq.quantize_linear(arr, f32(0.5), np.array(1.0, t)[()])
