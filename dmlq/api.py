@@ -759,8 +759,11 @@ def quantized_avg_pool(x: Operand, x_scale: Operand, x_zero_point: Operand | Non
             window_size=window_size, strides=strides, start_padding=start_padding, end_padding=end_padding,
             dilations=dilations), out, lambda vals, params: output_meta(
                 quantized_avg_pool, *vals, **params, include_padding=include_padding, ceil_mode=ceil_mode, dtype=dtype))
-        result = quantized_avg_pool(*values, **kw, include_padding=include_padding, ceil_mode=ceil_mode, dtype=dtype,
-                                    out=view)
+        try:
+            result = quantized_avg_pool(*values, **kw, include_padding=include_padding, ceil_mode=ceil_mode,
+                                        dtype=dtype, out=view)
+        except (TypeError, ValueError) as e:  # the 2-D call's spatial dimension 1 is the caller's 0
+            raise type(e)(str(e).replace("spatial dimension 1", "spatial dimension 0")) from None
         return out if out is not None else pool1d.lowered(result)
     params = (window_size, strides, start_padding, end_padding, dilations, include_padding, ceil_mode,
               plain_dtype(dtype))

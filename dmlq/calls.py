@@ -25,7 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from . import dispatch
-from .checks import GPU, HOST, Builder
+from .checks import GPU, HOST, Builder, narrowed
 from .keys import key, param_key
 from .packing import Packed
 
@@ -58,12 +58,21 @@ def list_operand(f, name, v, float_role, dtype=np.float32):
     except Exception as e:  # ragged nesting, mixed GPU/host items...
         raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray cannot turn into one "
                         f"numeric array ({type(e).__name__}: {e}); pass a numpy array") from None
+    if arr.dtype.kind == "O":  # Python ints beyond int64 (10**400) make an object array
+        try:
+            arr = np.asarray(v, dtype=np.float64)  # numbers all: their float64 values (checked below)
+        except OverflowError:
+            raise ValueError(f"{f}: {name} holds an integer beyond the range of float64, and of the float type "
+                             "dmlq computes it in; pass values within that range (np.inf where an infinite "
+                             "value is meant)") from None
+        except (TypeError, ValueError):
+            pass
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray turns into dtype "
                         f"{arr.dtype}, not numbers; pass a numeric numpy array")
     if float_role and arr.dtype.kind in "iuf":
-        with np.errstate(over="ignore"):
-            wide, arr = arr, arr.astype(dtype)  # Python numbers carry no dtype: they become ``dtype``
+        wide = arr
+        arr = narrowed(arr.astype(np.float64), dtype)  # Python numbers carry no dtype: they become ``dtype``
         beyond = np.isinf(arr) & np.isfinite(wide)
         if beyond.any():
             raise ValueError(f"{f}: {name} holds {float(wide[beyond].flat[0])!r}, beyond the range of "

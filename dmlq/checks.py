@@ -31,6 +31,7 @@ INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.in
 MAX_DIMS = 8  # DirectML's limit for the element-wise operators
 
 HOST, GPU = dispatch.HOST, dispatch.GPU
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def or_list(dtypes) -> str:
@@ -110,6 +111,25 @@ class Constant:
 
 
 
+def narrowed(wide, dtype):
+    """float64 values in float ``dtype``, each rounded once, to nearest even (an overflow is inf).
+    NumPy rounds float64 to float32 and float16 so; ml_dtypes' bfloat16 goes through float32, two
+    roundings (1 + 2**-8 + 2**-30 would give 1.0): here float32 rounds to odd first (the nearest
+    float32 toward zero, its last bit set where inexact), which a second rounding turns into the
+    one rounding of the double."""
+    dtype = np.dtype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype != BF16:
+            return wide.astype(dtype)
+        f = np.asarray(wide.astype(np.float32))
+        back = f.astype(np.float64)
+        inexact = (back != wide) & np.isfinite(wide)
+        bits = f.view(np.uint32).copy()
+        bits[inexact & (np.abs(back) > np.abs(wide))] -= np.uint32(1)  # one float32 toward zero
+        bits[inexact] |= np.uint32(1)
+        return bits.view(np.float32).astype(dtype)
+
+
 def real_number(f, name, value, dtype):
     """A Python number (or NumPy float64 scalar) given as ``name`` as a 0-d array of float
     ``dtype``, or a ValueError where it lies beyond the dtype's range: it would become
@@ -118,8 +138,7 @@ def real_number(f, name, value, dtype):
         number = float(value)
     except OverflowError:  # an int beyond float64
         number = math.inf if value > 0 else -math.inf
-    with np.errstate(over="ignore"):
-        arr = np.array(number, dtype=dtype)
+    arr = narrowed(np.array(number, np.float64), dtype)
     if np.isinf(arr) and not (isinstance(value, float) and math.isinf(value)):
         top = ml_dtypes.finfo(dtype).max  # (NumPy's finfo knows no bfloat16)
         raise ValueError(f"{f}: {name} = {short(value)} is beyond the range of {np.dtype(dtype)} (largest "

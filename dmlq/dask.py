@@ -86,6 +86,8 @@ def call(fname, values, kwargs, out=None, names=None):
                 q = Packed(da.from_array(q.data, chunks=q.data.shape, asarray=False), q.shape, q.dtype)
         if isinstance(q.data, da.Array):
             return packed_dask.dequantize(q, values[1], values[2], kwargs, out)
+    if fname in ("quantize_linear", "dequantize_linear", "quantized_add"):
+        values = tuple(_listed(fname, n, v, values[0]) for n, v in zip(adapters.operand_names(fname), values))
     chunks = _check(fname, values, out)
     if chunks == "numpy" and fname in _MATMULS:  # a packed b of NumPy bytes: the ml_dtypes array it stands for
         i = adapters.operand_names(fname).index("b")
@@ -115,6 +117,20 @@ def call(fname, values, kwargs, out=None, names=None):
     if kwargs.get("axis") is not None or kwargs.get("block_size") is not None:
         return _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta)
     return _elementwise(fname, values, kwargs, shape, dtype, meta)
+
+
+def _listed(fname, name, v, first):
+    """A list or tuple operand as the one-array call converts it (numbers in a float role: float32,
+    quantize's scale beside a float16 or bfloat16 x that type; dmlq.calls.list_operand), so the
+    chunks' calls and the checks see that array, not np.asarray's float64."""
+    if not isinstance(v, (list, tuple)) or isinstance(v, Packed):
+        return v
+    from .calls import list_operand
+    from .quant import number_scale_dtype
+
+    float_role = name == "x" or name.endswith("scale")
+    dtype = number_scale_dtype(first.dtype) if fname == "quantize_linear" and name == "scale" else np.float32
+    return list_operand(fname, name, v, float_role, dtype)
 
 
 def _cupy_holds(dtype) -> bool:

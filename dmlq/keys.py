@@ -29,6 +29,7 @@ the :func:`param_key` of its device, source, kernel name and block facts.
 from __future__ import annotations
 
 import math
+import struct as _struct
 
 import numpy as np
 
@@ -41,7 +42,7 @@ _INT_SCALARS = frozenset(np.dtype(c).type for c in "bBhHiIlLqQ")
 def _scalar(v, t):
     """The key of a scalar of type ``t``, or None when ``v`` is not one."""
     if t is float:
-        return (float, v, _copysign(1.0, v)) if v == v else (_NAN, _copysign(1.0, v))  # a NaN's sign counts
+        return (float, v, _copysign(1.0, v)) if v == v else (_NAN, _struct.pack("<d", v))  # a NaN's sign, payload
     if t is int or t is bool:
         return (t, v)
     if t in _INT_SCALARS:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextvars
 import numbers
 
-# True while call_in_order runs a call in C order (to report its error in the caller's shapes)
+# True while call_in_order runs its calls: their operands' order is already decided
 C_ORDER = contextvars.ContextVar("dmlq_c_order", default=False)
 
 
@@ -117,14 +117,14 @@ def call_in_order(fn, order, values, kwargs):
     moved_kwargs = kwargs
     if isinstance(axis, numbers.Integral) and not isinstance(axis, bool) and -nd <= axis < nd:
         moved_kwargs = dict(kwargs, axis=order.index(int(axis) % nd))  # (an invalid axis: the call refuses it)
+    token = C_ORDER.set(True)  # the calls below keep their operands' order (no order decided again)
     try:
-        result = fn(*moved, **moved_kwargs)
-    except (TypeError, ValueError):  # said in the transposed operands' shapes: the C-order call says it
-        token = C_ORDER.set(True)    # in the caller's (and raises it; the same bits if it does not)
         try:
-            return fn(*values, **kwargs)
-        finally:
-            C_ORDER.reset(token)
+            result = fn(*moved, **moved_kwargs)
+        except (TypeError, ValueError):  # said in the transposed operands' shapes: the C-order call says it
+            return fn(*values, **kwargs)  # in the caller's (and raises it; the same bits if it does not)
+    finally:
+        C_ORDER.reset(token)
     back = inverse(order)
     if not hasattr(result, "ndim") or result.ndim != nd:  # kernel_plan's Plan
         return result

@@ -37,6 +37,16 @@ def _one(f, name, value, added):
     return (added,) + items
 
 
+def _in_range(f, name, lifted):
+    """The 1-D value's own range check (the 2-D call would name the added axis's value too)."""
+    if lifted is None or not isinstance(lifted, tuple) or not isinstance(lifted[-1], numbers.Integral):
+        return lifted
+    least = 0 if name.endswith("padding") else 1
+    if not isinstance(lifted[-1], bool) and lifted[-1] < least:
+        raise DescError(f"{f}: every {name} value must be >= {least} (got ({lifted[-1]},))")
+    return lifted
+
+
 def _channel_param(f, name, v, channels):
     """A per-channel scale or zero point of the 3-D call ((C,), (C, 1) or (1, C, 1)) as (C,), the
     form the 4-D call takes; per tensor (one element) as it is; any other shape refused in the
@@ -55,15 +65,23 @@ def lifted(f, values, kwargs, out, result_meta=None):
     4-D call's (shape, dtype), checks a given ``out`` in the caller's shapes."""
     kwargs = dict(kwargs)
     for name, added in _PARAMS:
-        kwargs[name] = _one(f, name, kwargs.get(name), added)
+        kwargs[name] = _in_range(f, name, _one(f, name, kwargs.get(name), added))
     x = values[0]
     names = ("x_scale", "x_zero_point", "out_scale", "out_zero_point")
     values = (x[:, :, None, :],) + tuple(_channel_param(f, n, v, x.shape[1]) for n, v in zip(names, values[1:]))
-    if out is not None and result_meta is not None and hasattr(out, "shape"):
-        shape, _ = lowered(result_meta(values, kwargs))
+    libraries = {type(v).__module__.partition(".")[0] for v in (x, out)}
+    if out is None or getattr(out, "ndim", None) is None or "dask" in libraries:
+        return values, kwargs, out  # (not an array, or a dask call: the 2-D call names it)
+    if "torch" in libraries and out.ndim != 3:  # (torch's adapter checks the rest, in torch's words)
+        raise ValueError(f"{f}: out must be 3-D (N, C, L') as x is (got shape {tuple(out.shape)})")
+    if result_meta is not None and "torch" not in libraries:
+        shape, dtype = lowered(result_meta(values, kwargs))
         if tuple(out.shape) != tuple(shape):
             raise ValueError(f"{f}: out must have shape {tuple(shape)} (got {tuple(out.shape)})")
-    return values, kwargs, None if out is None else out[:, :, None, :]
+        if getattr(out, "dtype", None) != dtype:
+            raise TypeError(f"{f}: out must have dtype {dtype} (got {out.dtype}); allocate it with "
+                            f"np.empty({tuple(shape)}, np.{dtype})")
+    return values, kwargs, out[:, :, None, :]
 
 
 def lowered(result):

@@ -172,8 +172,8 @@ def _zero_point(b, q, meta, whose):
             raise TypeError(f"{f}: zero_point for {q.name} {whose} on the GPU must be 0 or None (ONNX requires a "
                             "zero float zero point, and checking a device array's values would synchronize); "
                             "pass zero_point=None")
-        if isinstance(v, np.generic) and is_qtype(v.dtype) and qtype(v.dtype).is_float:
-            v = float(v)  # an ml_dtypes float8 / float4 scalar (not a numbers.Real): its value, as on NumPy
+        if isinstance(v, np.generic) and v.dtype.kind in "fV" and not isinstance(v, np.bool_):
+            v = float(v)  # an ml_dtypes scalar (float8, float4, bfloat16: not a numbers.Real): its value, as on NumPy
         if not isinstance(v, numbers.Real):
             raise TypeError(f"{f}: zero_point must be zero or omitted for {q.name} (got {v!r})")
         if float(v) != 0:

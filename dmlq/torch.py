@@ -43,6 +43,7 @@ symbolic sizes, so nothing is specialized.
 """
 import functools
 import math
+import numbers
 import re
 
 import ml_dtypes
@@ -199,7 +200,7 @@ def call(fname, values, kwargs, out=None, names=None):
     if device.type not in ("cpu", "cuda"):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
                         ".cuda() tensors)")
-    if out is None and fname in layout.ELEMENTWISE:
+    if out is None and fname in layout.ELEMENTWISE and not layout.C_ORDER.get():
         order = layout.result_order(fname, names, values, _elementwise_shape(fname, names, values, kwargs))
         if order is not None:  # a new result in the input's memory order (dmlq.layout), as torch's ops give
             return layout.call_in_order(lambda *vs, **kw: call(fname, vs, kw, None, names), order, values, kwargs)
@@ -524,37 +525,66 @@ def _zp_tensor(fname, name, v, zdt, device):
 
 
 @functools.lru_cache(maxsize=None)
-def _limit(t):
-    """The smallest magnitude that rounds to inf in torch float type ``t`` (its largest finite value
-    plus half an ulp there: that largest value's last bit is odd, so the tie goes up)."""
-    fi = torch.finfo(t)
-    return float(fi.max) + 2.0 ** (math.frexp(float(fi.max))[1] - 1 - _MANTISSA[t] - 1)
-
-
-_MANTISSA = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23}
-_F16_LIMIT, _BF16_LIMIT, _F32_LIMIT = (_limit(t) for t in (torch.float16, torch.bfloat16, torch.float32))
-
-
 def _scale_number(fname, name, v, t):
-    """A Python-number scale as the traced call takes it, refused where it lies beyond ``t`` (it would
-    become inf; the NumPy path refuses it in dmlq.checks.real_number), in Python arithmetic only
-    (traced by Dynamo: no tensor, no guard)."""
+    """A Python-number scale as the traced call takes it: its value rounded once to ``t``, to
+    nearest even (a Python float that ``t`` holds exactly: torch's own double to float16 or
+    bfloat16 goes through float32, two roundings), refused where that is inf (as
+    dmlq.checks.real_number refuses it on the NumPy path). Python arithmetic only: Dynamo traces
+    it on constants."""
+    p, emin, emax = _FLOAT_FORMATS[t]
     try:
         value = float(v)
     except OverflowError:  # an int beyond float64
         value = math.inf if v > 0 else -math.inf
-    limit = _F16_LIMIT if t == torch.float16 else _BF16_LIMIT if t == torch.bfloat16 else _F32_LIMIT
-    if abs(value) >= limit and not (isinstance(v, float) and math.isinf(v)):
+    rounded = value
+    if value != 0 and math.isfinite(value):
+        ulp = 2.0 ** (max(math.frexp(value)[1] - 1, emin) - (p - 1))
+        rounded = round(value / ulp) * ulp
+        if abs(rounded) > (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax:
+            rounded = math.copysign(math.inf, value)
+    if math.isinf(rounded) and not (isinstance(v, float) and math.isinf(v)):
+        top = (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax
         raise ValueError(f"{fname}: {name} = {v!r} is beyond the range of {torch_name(t)} (largest magnitude "
-                         f"{float(torch.finfo(t).max):.8g}), the dtype dmlq computes it in; it would become inf. Pass "
-                         f"a value within that range, or {name}={'-' if value < 0 else ''}np.inf if an infinite "
-                         "value is meant")
-    return value
+                         f"{top:.8g}), the dtype dmlq computes it in; it would become inf. Pass a value within that "
+                         f"range, or {name}={'-' if value < 0 else ''}np.inf if an infinite value is meant")
+    return rounded
 
 
-# traced by Dynamo as a constant (its value, its refusal), not as arithmetic on a dynamic float
-_scale_number_constant = (torch.compiler.assume_constant_result(_scale_number)
-                          if hasattr(torch.compiler, "assume_constant_result") else _scale_number)
+# significand bits, smallest and largest normal exponent
+_FLOAT_FORMATS = {torch.float16: (11, -14, 15), torch.bfloat16: (8, -126, 127), torch.float32: (24, -126, 127)}
+
+
+def _checked_zero_point(fname, name, v, dtype):
+    """A zero point given as a number to the traced call, checked as the eager call checks it: an
+    integer (a float or bool is a TypeError, a 0.0 taken for the float types' zero point), within
+    int64, and a NumPy scalar's type against ``dtype=`` (int8 against uint8 is a contradiction);
+    returns ``dtype``."""
+    if v is None or isinstance(v, torch.Tensor):
+        return dtype
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, float, np.generic)) or \
+            isinstance(v, (float, np.floating)) and float(v) != 0:
+        raise TypeError(f"{fname}: {name} must be an integer (a Python int, an integer NumPy scalar or a tensor; "
+                        f"got {type(v).__name__} {v!r})")
+    if isinstance(v, numbers.Integral) and not -2**63 <= int(v) < 2**63:
+        raise ValueError(f"{fname}: {name} = {int(v)} is out of range (beyond int64)")
+    if isinstance(v, np.generic) and dtype is not None and v.dtype.kind in "iu":
+        from .qtypes import is_qtype, qtype
+        from .quant import refuse_contradiction
+
+        named = torch_name(dtype)
+        if is_qtype(v.dtype) and is_qtype(named):
+            refuse_contradiction(fname, qtype(named), qtype(v.dtype))
+    return dtype
+
+
+def _finite_double(fname, name, v):
+    """A scale given as a number: a ValueError where it lies beyond a double (10**400), as the eager
+    call refuses it, not float()'s OverflowError."""
+    try:
+        float(v)
+    except OverflowError:
+        raise ValueError(f"{fname}: {name} = {str(v)[:3]}... is beyond the range of float32, the dtype dmlq "
+                         "computes it in; it would become inf") from None
 
 
 def _polyfill(fname):
@@ -586,6 +616,11 @@ def _polyfill(fname):
                 if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
                     kw[key] = [int(v)] * nd
         params = [n for n in names if n not in data]
+        for n in params:  # the checks the eager call makes on numbers (the op's schema would convert them)
+            if n in _ZP_OF:
+                dtype = _checked_zero_point(fname, n, values[n], dtype)
+            elif values[n] is not None and not isinstance(values[n], torch.Tensor):
+                _finite_double(fname, n, values[n])
         if not any(isinstance(values[n], torch.Tensor) for n in params):
             for n in params:
                 v = values[n]
@@ -611,7 +646,7 @@ def _polyfill(fname):
             else:
                 sdt = lead.dtype if fname == "quantize_linear" and lead.dtype in (torch.float16, torch.bfloat16) \
                     else torch.float32
-                values[n] = torch.tensor(_scale_number_constant(fname, n, v, sdt), dtype=sdt, device=lead.device)
+                values[n] = torch.tensor(_scale_number(fname, n, v, sdt), dtype=sdt, device=lead.device)
         return tensor(*(values[n] for n in names), **kw)
 
     return traced

@@ -272,6 +272,15 @@ def test_one_spatial_axis_equals_torch_avg_pool1d(rng, window, strides, pad, inc
                                 include_padding=include, ceil_mode=ceil, out=np.empty((2, 3, 1, 1), u8))
     with pytest.raises(TypeError, match=r"window_size is required \(got None\); pass an int \(or 1 int\)"):
         dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, None)
+    with pytest.raises(TypeError, match=rf"allocate it with np\.empty\({re.escape(str(got.shape))}, np\.uint8\)"):
+        dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, window, strides=strides, start_padding=pad, end_padding=pad,
+                                include_padding=include, ceil_mode=ceil, out=np.empty(got.shape, f32))
+    with pytest.raises(DescError, match=r"every window_size value must be >= 1 \(got \(0,\)\)"):
+        dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, 0)
+    with pytest.raises(DescError, match=r"larger than the padded input \(17\) in spatial dimension 0"):
+        dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, 18)
+    with pytest.raises(TypeError, match=r"out must be a numpy\.ndarray"):
+        dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, window, out=[0])
 
 
 # ---- compile_operator and arrays --------------------------------------------------------

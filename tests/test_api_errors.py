@@ -511,3 +511,22 @@ def test_descriptor_fields_of_the_wrong_type_are_named_not_converted():
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match=r"OutputTensor \(out\) is read-only"):
         op(x, s, out=frozen)
+
+
+def test_nan_payloads_lists_of_huge_ints_and_dask_lists():
+    """A Python NaN's payload is part of the plan key (one NaN's plan served another: the NaN bits of
+    dequantize followed the history); a list holding 10**400 is a ValueError (an object array's
+    TypeError before); a list scale beside a dask x is float32, as for one array (refused, float64)."""
+    import struct
+
+    q = np.array([1, 2], np.uint8)
+    other = struct.unpack("<d", struct.pack("<Q", 0x7FF82468A0000001))[0]
+    call_path.clear_plan_cache()
+    first = dmlq.dequantize_linear(q, other).view(np.uint32)[0]
+    assert dmlq.dequantize_linear(q, float("nan")).view(np.uint32)[0] != first
+    with pytest.raises(ValueError, match=r"scale holds an integer beyond the range of float64"):
+        dmlq.quantize_linear(np.ones(2, np.float32), [10**400, 1])
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.ones((2, 2), np.float32), chunks=1)
+    np.testing.assert_array_equal(dmlq.quantize_linear(x, [0.5, 0.25]).compute(),
+                                  dmlq.quantize_linear(np.ones((2, 2), np.float32), [0.5, 0.25]), strict=True)

@@ -233,3 +233,23 @@ def test_lists_higher_rank_parameters_and_errors_beside_a_permuted_input():
     importlib.import_module("dmlq.torch")  # registers torch.ops.dmlq
     torch.library.opcheck(torch.ops.dmlq.quantize_linear.tensor, (tf, torch.ones(1, 1, 1, 1), None),
                           test_utils=("test_faketensor",))
+
+
+def test_torch_errors_and_lower_rank_operands_beside_permuted_tensors():
+    """An error of a call on a channels_last tensor recursed until RecursionError (the retry in C
+    order decided the order again); add's lower-rank a beside a permuted b of the result's shape
+    gave C order while the fake gave b's (opcheck's stride mismatch; inductor's assertion)."""
+    torch = pytest.importorskip("torch")
+    importlib.import_module("dmlq.torch")
+    x = torch.randn(1, 3, 4, 4).contiguous(memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match=r"zero_point = 300 is out of range for uint8"):
+        dmlq.quantize_linear(x, 0.5, 300)
+    with pytest.raises(TypeError, match=r"saturate must be True or False"):
+        dmlq.quantize_linear(x, 0.5, saturate="no")
+    a = torch.randint(0, 100, (3, 4), dtype=torch.uint8)
+    b = torch.randint(0, 100, (4, 3), dtype=torch.uint8).t().unsqueeze(0)  # (1, 3, 4), strides (3, 1, 3)
+    got = dmlq.quantized_add(a, 0.1, 1, b, 0.2, 2, 0.3, 3)
+    assert got.stride() == (12, 1, 3)
+    torch.library.opcheck(torch.ops.dmlq.quantized_add.default, (a, 0.1, 1, b, 0.2, 2, 0.3, 3),
+                          test_utils=("test_faketensor",))
+    assert dmlq.quantized_add(a.numpy(), 0.1, 1, b.numpy(), 0.2, 2, 0.3, np.uint8(3)).strides == (12, 1, 3)

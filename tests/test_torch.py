@@ -476,6 +476,34 @@ def test_a_python_scale_takes_a_bfloat16_x_type_and_range_in_the_traced_form():
         assert dmlq.quantize_linear(t, 65519.0, z).item() == 0
 
 
+def test_the_traced_form_rounds_and_checks_numbers_as_eager():
+    """The traced form (a tensor that requires grad; torch.compile) rounded a Python scale to float16
+    through float32 (twice: 1 + 2**-11 + 2**-40 became 1.0, [2048, 1000, 300] where eager gives
+    [2046, 999, 300]) and let 65520 - 2**-20 become inf; it took a float or bool zero point as its
+    int, an int8 NumPy scalar against dtype=uint8, and raised OverflowError / RuntimeError for
+    10**400 and 2**70. As eager now."""
+    zp = torch.tensor(0, dtype=torch.int16)
+    x = torch.tensor([2048.0, 1000.0, 300.0], dtype=torch.float16)
+    v = 1 + 2**-11 + 2**-40
+    want = dmlq.quantize_linear(x, v, zp)
+    assert want.tolist() == [2046, 999, 300]
+    assert torch.equal(dmlq.quantize_linear(x.clone().requires_grad_(), v, zp), want)
+    x1 = torch.tensor([60000.0, -60000.0], dtype=torch.float16)
+    assert dmlq.quantize_linear(x1.clone().requires_grad_(), 65520 - 2**-20, zp).tolist() == [1, -1]
+    xb = torch.tensor([2048.0], dtype=torch.bfloat16)
+    assert dmlq.quantize_linear(xb.clone().requires_grad_(), 1 + 2**-8 + 2**-30, zp).tolist() == [2032]
+    xg = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    for bad, exc, match in ((1.7, TypeError, "zero_point must be an integer"),
+                            (True, TypeError, "zero_point must be an integer"),
+                            (2**70, ValueError, "out of range")):
+        with pytest.raises(exc, match=match):
+            dmlq.quantize_linear(xg, torch.tensor(0.5), bad)
+    with pytest.raises(TypeError, match="dtype=uint8 contradicts the dtype of zero_point"):
+        dmlq.quantize_linear(xg, 0.5, np.int8(3), dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"scale = 100\.\.\. is beyond the range"):
+        dmlq.quantize_linear(xg, 10**400, 3)
+
+
 # ---- CUDA: for the next device session
 
 def _cuda():
