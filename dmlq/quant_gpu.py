@@ -358,8 +358,12 @@ def _output_type(f, dtype, zp, zp_meta, out, out_meta):
             raise TypeError(f"{f}: zero_point of {q.name} on the GPU is a dmlq.Packed of {q.name} (or a Python "
                             f"int); got a {zq.name} array: pack it with dmlq.pack(codes, dtype='{q.name}')")
         if q != zq:
-            raise TypeError(f"{f}: dtype={q.name} contradicts the dtype of zero_point ({zq.name}), which is the "
-                            f"output's; drop dtype= or pass zero_point as {q.name}")
+            quant.refuse_contradiction(f, q, zq)  # int8 against uint8, a float type: as on NumPy
+            raise TypeError(f"{f}: zero_point is a GPU {'dmlq.Packed' if zp_meta is not None else 'array'} of "
+                            f"{zq.name} but the output type is {q.name}; a GPU zero point must already have the "
+                            "output's type (NumPy converts one whose values fit, but checking a GPU array's values "
+                            f"would synchronize): pass it as {q.name} (dmlq.pack(codes, dtype='{q.name}') for a "
+                            "packed type), or drop dtype=")
         return q
     if q is not None:
         return q
