@@ -33,7 +33,9 @@ def _module_of(a):
 
 def _stand_in(shape, dtype):
     """A NumPy array of ``shape`` and ``dtype`` holding one element (zero strides)."""
-    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), tuple(shape), (0,) * len(shape))
+    # (np.ndarray with a buffer, not as_strided: that goes through __array_interface__, which cannot
+    # read float8_e5m2's type string '<f1')
+    return np.ndarray(tuple(shape), dtype, buffer=np.zeros(1, dtype), strides=(0,) * len(shape))
 
 
 def _check(fname, values, out):

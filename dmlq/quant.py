@@ -265,7 +265,7 @@ def _zero_point(f, v, q, dtype_given, whose):
         if vals.size and not bool(np.all(vals == 0)):
             raise DescError(f"{f}: zero_point must be zero (or None) for {q.name} {whose}: ONNX's reference refuses "
                             "a nonzero zero point for the float types, which use none; docs/semantics.md")
-        return floatconv.encode(vals, q.fmt).view(q.dtype)  # +0 or -0 (fnuz: +0)
+        return floatconv.encode(vals, q.fmt).view(q.dtype).reshape(np.shape(vals))  # +0 or -0 (fnuz: +0)
     lo, hi = q.qmin, q.qmax
     if not hasattr(v, "dtype"):
         if not isinstance(v, numbers.Integral):

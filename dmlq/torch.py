@@ -532,6 +532,8 @@ def _scale_number(fname, name, v, t):
     dmlq.checks.real_number refuses it on the NumPy path). Python arithmetic only: Dynamo traces
     it on constants."""
     p, emin, emax = _FLOAT_FORMATS[t]
+    if not isinstance(v, (numbers.Real, np.generic)):  # a symbolic float (torch.compile's dynamic floats)
+        return v
     try:
         value = float(v)
     except OverflowError:  # an int beyond float64
@@ -557,10 +559,10 @@ _FLOAT_FORMATS = {torch.float16: (11, -14, 15), torch.bfloat16: (8, -126, 127), 
 def _checked_zero_point(fname, name, v, dtype):
     """A zero point given as a number to the traced call, checked as the eager call checks it: an
     integer (a float or bool is a TypeError, a 0.0 taken for the float types' zero point), within
-    int64, and a NumPy scalar's type against ``dtype=`` (int8 against uint8 is a contradiction);
-    returns ``dtype``."""
+    int64, and an output zero point's NumPy type against ``dtype=`` (int8 against uint8 is a
+    contradiction; None for an input's zero point)."""
     if v is None or isinstance(v, torch.Tensor):
-        return dtype
+        return
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, float, np.generic)) or \
             isinstance(v, (float, np.floating)) and float(v) != 0:
         raise TypeError(f"{fname}: {name} must be an integer (a Python int, an integer NumPy scalar or a tensor; "
@@ -574,14 +576,13 @@ def _checked_zero_point(fname, name, v, dtype):
         named = torch_name(dtype)
         if is_qtype(v.dtype) and is_qtype(named):
             refuse_contradiction(fname, qtype(named), qtype(v.dtype))
-    return dtype
 
 
 def _finite_double(fname, name, v):
-    """A scale given as a number: a ValueError where it lies beyond a double (10**400), as the eager
-    call refuses it, not float()'s OverflowError."""
+    """A scale given as a number (or a list of them): a ValueError where one lies beyond a double
+    (10**400), as the eager call refuses it, not float()'s OverflowError."""
     try:
-        float(v)
+        [float(e) for e in v] if isinstance(v, (list, tuple)) else float(v)
     except OverflowError:
         raise ValueError(f"{fname}: {name} = {str(v)[:3]}... is beyond the range of float32, the dtype dmlq "
                          "computes it in; it would become inf") from None
@@ -617,11 +618,12 @@ def _polyfill(fname):
                     kw[key] = [int(v)] * nd
         params = [n for n in names if n not in data]
         for n in params:  # the checks the eager call makes on numbers (the op's schema would convert them)
-            if n in _ZP_OF:
-                dtype = _checked_zero_point(fname, n, values[n], dtype)
+            if n in _ZP_OF:  # (dtype= names the output's type: only the output's zero point is compared)
+                out_zp = _ZP_OF_FN.get(fname, {}).get(n, _ZP_OF[n]) == "out"
+                _checked_zero_point(fname, n, values[n], dtype if out_zp else None)
             elif values[n] is not None and not isinstance(values[n], torch.Tensor):
                 _finite_double(fname, n, values[n])
-        if not any(isinstance(values[n], torch.Tensor) for n in params):
+        if not any(isinstance(values[n], (torch.Tensor, list, tuple)) for n in params):  # numbers all
             for n in params:
                 v = values[n]
                 if n in _ZP_OF:
@@ -646,7 +648,11 @@ def _polyfill(fname):
             else:
                 sdt = lead.dtype if fname == "quantize_linear" and lead.dtype in (torch.float16, torch.bfloat16) \
                     else torch.float32
-                values[n] = torch.tensor(_scale_number(fname, n, v, sdt), dtype=sdt, device=lead.device)
+                number = ([_scale_number(fname, n, e, sdt) for e in np.asarray(v, np.float64).reshape(-1)]
+                          if isinstance(v, (list, tuple)) else _scale_number(fname, n, v, sdt))  # a list: each
+                values[n] = torch.tensor(number, dtype=sdt, device=lead.device)
+                if isinstance(v, (list, tuple)):
+                    values[n] = values[n].reshape(np.shape(v))
         return tensor(*(values[n] for n in names), **kw)
 
     return traced

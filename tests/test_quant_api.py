@@ -335,3 +335,19 @@ def test_number_scales_are_checked_against_the_type_they_take():
         dmlq.quantize_linear(xb, [3.5e38, 1.0], dtype=np.int16)
     assert dmlq.quantize_linear(xb, np.inf, dtype=np.int16).tolist() == [0, 0]
     assert dmlq.quantize_linear(xb.astype(np.float32), 3.0e38, dtype=np.int16).tolist() == [0, 0]
+
+
+def test_a_0d_x_with_a_float8_zero_point_and_float8_e5m2_beside_dask():
+    """A differential fuzz across the front ends: a 0-d x with a float8 zero point gave shape (1,) on
+    NumPy (() on the GPU; a dask error 'Unknown dimension'); any float8_e5m2 dask operand failed with
+    NumPy's "data type '<f1' not understood" while the graph was built."""
+    import ml_dtypes
+
+    x = np.array(5.0, np.float32)
+    for zp in (ml_dtypes.float8_e4m3fnuz(0), np.asarray(ml_dtypes.float8_e4m3fn(0))):
+        assert dmlq.quantize_linear(x, -0.25, zp).shape == ()
+    da = pytest.importorskip("dask.array")
+    assert dmlq.quantize_linear(da.from_array(x, chunks=()), 0.5, ml_dtypes.float8_e4m3fn(0)).compute().shape == ()
+    q = np.array([1.0, 2.0, -4.0], ml_dtypes.float8_e5m2)
+    np.testing.assert_array_equal(dmlq.dequantize_linear(da.from_array(q, chunks=2), 0.5).compute(),
+                                  dmlq.dequantize_linear(q, 0.5), strict=True)

@@ -504,6 +504,18 @@ def test_the_traced_form_rounds_and_checks_numbers_as_eager():
         dmlq.quantize_linear(xg, 10**400, 3)
 
 
+def test_the_traced_form_compares_only_the_output_zero_point_with_dtype_and_takes_lists():
+    """A differential fuzz across the front ends: with a tensor that requires grad, an input's NumPy
+    zero point (x's np.int8(1)) was compared with dtype=uint8, the output's type, and refused; a list
+    scale raised float()'s TypeError. As eager now."""
+    x = torch.randint(-5, 5, (2, 3, 3), dtype=torch.int8, generator=torch.Generator().manual_seed(3))
+    xs = torch.full((3,), 0.1, requires_grad=True)
+    want = dmlq.quantized_avg_pool(x, xs.detach(), np.int8(1), 0.05, 93, (2,), dtype=np.uint8)
+    assert torch.equal(dmlq.quantized_avg_pool(x, xs, np.int8(1), 0.05, 93, (2,), dtype=np.uint8), want)
+    xf = torch.tensor([0.3, 1.6, -2.0], requires_grad=True)
+    assert torch.equal(dmlq.quantize_linear(xf, [0.5, 0.25, 1.0], 3), dmlq.quantize_linear(xf.detach(), [0.5, 0.25, 1.0], 3))
+
+
 # ---- CUDA: for the next device session
 
 def _cuda():
