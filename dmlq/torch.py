@@ -524,7 +524,6 @@ def _zp_tensor(fname, name, v, zdt, device):
     return torch.tensor(int(v), dtype=zdt, device=device)
 
 
-@functools.lru_cache(maxsize=None)
 def _scale_number(fname, name, v, t):
     """A Python-number scale as the traced call takes it: its value rounded once to ``t``, to
     nearest even (a Python float that ``t`` holds exactly: torch's own double to float16 or
@@ -588,6 +587,7 @@ def _finite_double(fname, name, v):
                          "computes it in; it would become inf") from None
 
 
+@functools.lru_cache(maxsize=None)
 def _polyfill(fname):
     """What torch.compile traces in place of the public function ``fname``: the
     custom op (the default overload when every scale and zero point is a number,
