@@ -22,6 +22,7 @@ from .desc import TensorDesc
 from .dtypes import DataType
 from .errors import DescError
 from .operator import compile_operator
+from .qtypes import BFLOAT16_DTYPE
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 I8, U8, I32 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32)
@@ -31,7 +32,6 @@ INTS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.in
 MAX_DIMS = 8  # DirectML's limit for the element-wise operators
 
 HOST, GPU = dispatch.HOST, dispatch.GPU
-BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def or_list(dtypes) -> str:
@@ -119,7 +119,7 @@ def narrowed(wide, dtype):
     one rounding of the double."""
     dtype = np.dtype(dtype)
     with np.errstate(over="ignore", invalid="ignore"):
-        if dtype != BF16:
+        if dtype != BFLOAT16_DTYPE:
             return wide.astype(dtype)
         f = np.asarray(wide.astype(np.float32))
         back = f.astype(np.float64)

@@ -55,7 +55,8 @@ import numpy as np
 from dask.array.utils import meta_from_array
 
 from . import adapters, packed_dask
-from .dask_chunks import _as_dask, _check, _cupy, _elementwise, _meta_call, _per_axis_or_blocked
+from .dask_chunks import (LAZY_OPERANDS, MATMULS, _as_dask, _check, _cupy, _elementwise, _meta_call,
+                          _per_axis_or_blocked)
 from .desc import pool_output_size
 from .errors import UnsupportedError
 from .gpu.device import upload  # host scales to CuPy chunks' device, -0.0 kept
@@ -65,8 +66,7 @@ from .qtypes import qtype
 from .quant_gpu import NATIVE
 
 _F32 = np.float32
-_MATMULS = ("quantized_matmul", "matmul_integer", "matmul_integer_to_float")
-_OPERATORS = ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_avg_pool") + _MATMULS
+_OPERATORS = ("quantize_linear", "dequantize_linear", "quantized_add", "quantized_avg_pool") + MATMULS
 
 
 def call(fname, values, kwargs, out=None, names=None):
@@ -89,7 +89,7 @@ def call(fname, values, kwargs, out=None, names=None):
     if fname in ("quantize_linear", "dequantize_linear", "quantized_add"):
         values = tuple(_listed(fname, n, v, values[0]) for n, v in zip(adapters.operand_names(fname), values))
     chunks = _check(fname, values, out)
-    if chunks == "numpy" and fname in _MATMULS:  # a packed b of NumPy bytes: the ml_dtypes array it stands for
+    if chunks == "numpy" and fname in MATMULS:  # a packed b of NumPy bytes: the ml_dtypes array it stands for
         i = adapters.operand_names(fname).index("b")
         if isinstance(values[i], Packed):
             values = values[:i] + (unpack(values[i]),) + values[i + 1:]
@@ -106,7 +106,7 @@ def call(fname, values, kwargs, out=None, names=None):
     meta = meta_from_array(like, ndim=len(shape), dtype=dtype)
     if fname == "quantized_avg_pool":
         return _avg_pool(values, kwargs, shape, dtype, meta)
-    if fname in _MATMULS and isinstance(values[adapters.operand_names(fname).index("b")], Packed):
+    if fname in MATMULS and isinstance(values[adapters.operand_names(fname).index("b")], Packed):
         return _packed_b(fname, values, kwargs, shape, dtype, meta)
     if fname == "quantized_matmul":
         return _matmul(values, kwargs, shape, dtype, meta)
@@ -154,7 +154,7 @@ def _ints(value, nd, default):
 
 def _refuse_dask_params(fname, values, names):
     for name, v in zip(names, values):
-        if isinstance(v, da.Array) and name not in ("x", "a", "b", "bias"):
+        if isinstance(v, da.Array) and name not in LAZY_OPERANDS:
             raise TypeError(f"{fname}: {name} is a dask array; pass scales and zero points of pooling and matmul "
                             f"as NumPy/CuPy arrays or numbers ({name}.compute() if it is small)")
 

@@ -17,6 +17,12 @@ from . import adapters
 from .calls import output_meta
 from .packing import Packed
 
+MATMULS = ("quantized_matmul", "matmul_integer", "matmul_integer_to_float")
+# The operands of the matmul family and pooling that may be dask arrays (their scales and zero points
+# are NumPy/CuPy arrays or numbers: dmlq.dask refuses dask ones by name).
+LAZY_OPERANDS = ("x", "a", "b", "bias")
+
+
 def _cupy():
     """The cupy module when it is loaded (dmlq never imports it for a NumPy call)."""
     return sys.modules.get("cupy")
@@ -74,8 +80,8 @@ def _check(fname, values, out):
                    f"{name}.cpu().numpy()" if mod == "torch" else "np.asarray(...)")
             if chunks == "cupy" and getattr(getattr(v, "dtype", None), "kind", "") == "V":  # int4 ...: CuPy's is bytes
                 fix = f"dmlq.pack({name}) with its bytes on the GPU: dmlq.Packed(cupy.asarray(p.data), p.shape, p.dtype)"
-            lazy = "" if fname in ("quantized_matmul", "matmul_integer", "matmul_integer_to_float",
-                                   "quantized_avg_pool") and name not in ("x", "a", "b", "bias") else " or a dask array"
+            lazy = "" if fname in MATMULS + ("quantized_avg_pool",) and name not in LAZY_OPERANDS else \
+                " or a dask array"
             raise TypeError(f"{fname}: {name} is a {type(v).__module__}.{type(v).__name__} but {first} is a dask "
                             f"array of {chunks} chunks; pass {name} as a {chunks} array ({fix}){lazy}")
     return chunks

@@ -29,7 +29,6 @@ from .packing import Packed, refuse_lazy, unpack
 from .qtypes import BFLOAT16_DTYPE, CLASSIC, E8M0_DTYPE, QTYPES, is_qtype, qtype
 
 F32, F16, I32, U32 = (np.dtype(t) for t in (np.float32, np.float16, np.int32, np.uint32))
-BF16 = BFLOAT16_DTYPE
 _FLOATS = tuple(d for d in (F32, F16, BFLOAT16_DTYPE) if d is not None)
 _FLOAT_NAMES = "float32, float16 or bfloat16"
 _CLASSIC_DTYPES = tuple(q.dtype for q in CLASSIC)
@@ -160,7 +159,7 @@ def _host(f, name, v, float_role, what):
 def number_scale_dtype(x_dtype):
     """The dtype a Python number given as quantize's scale takes: x's float type (float32 for
     an int32 x), as the int8 path's planner gives it (docs/semantics.md, "Scales")."""
-    return x_dtype if x_dtype in (F16, BF16) else np.dtype(np.float32)
+    return x_dtype if x_dtype in (F16, BFLOAT16_DTYPE) else np.dtype(np.float32)
 
 
 def _numbers_as(f, given, dtype):

@@ -294,7 +294,7 @@ def bind_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
     xp, go = device.xp(), launcher(plan)
     (before, after), per_channel = plan.detail
     after = (np.int32(per_channel), *after)
-    direct = not plan.notes or "out written through a contiguous temporary" not in plan.notes
+    direct = _direct(out, plan.variant)
     x_dt, out_dt = x.dtype, out.dtype
 
     if all(device.is_vector(v, dt) for v, dt in ((x_scale, np.float32), (x_zero_point, x_dt),
