@@ -134,10 +134,10 @@ def real_number(f, name, value, dtype):
     """A Python number (or NumPy float64 scalar) given as ``name`` as a 0-d array of float
     ``dtype``, or a ValueError where it lies beyond the dtype's range: it would become
     inf, as a float64 array is refused rather than narrowed."""
-    try:
+    if isinstance(value, numbers.Integral) and abs(int(value)).bit_length() > 1024:  # an int beyond float64 (by
+        number = math.inf if value > 0 else -math.inf  # its bits: torch.compile cannot trace float()'s error)
+    else:
         number = float(value)
-    except OverflowError:  # an int beyond float64
-        number = math.inf if value > 0 else -math.inf
     arr = narrowed(np.array(number, np.float64), dtype)
     if np.isinf(arr) and not (isinstance(value, float) and math.isinf(value)):
         top = ml_dtypes.finfo(dtype).max  # (NumPy's finfo knows no bfloat16)

@@ -139,6 +139,8 @@ def qtype(value, what: str = "dtype") -> QType:
 
 def is_qtype(dtype) -> bool:
     """True for a dtype that is one of the quantized types."""
+    if type(dtype).__module__ == "torch":  # torch.int8: np.dtype refuses it (a TypeError that torch.compile,
+        return False  # tracing this code when a call falls back from the traced op, could not take)
     try:
         return np.dtype(dtype) in _BY_DTYPE
     except TypeError:

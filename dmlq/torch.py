@@ -41,7 +41,6 @@ output's shape and dtype from the same checks (``torch.compile``,
 the sizes' hints, adding no guard, and the output's shape is given in the inputs'
 symbolic sizes, so nothing is specialized.
 """
-import functools
 import math
 import numbers
 import re
@@ -580,15 +579,35 @@ def _checked_zero_point(fname, name, v, dtype):
 def _finite_double(fname, name, v):
     """A scale given as a number (or a list of them): a ValueError where one lies beyond a double
     (10**400), as the eager call refuses it, not float()'s OverflowError."""
-    try:
-        [float(e) for e in v] if isinstance(v, (list, tuple)) else float(v)
-    except OverflowError:
-        raise ValueError(f"{fname}: {name} = {str(v)[:3]}... is beyond the range of float32, the dtype dmlq "
-                         "computes it in; it would become inf") from None
+    def beyond(e):  # an int by its bits (float() of a huge int is an OverflowError torch.compile cannot trace)
+        if isinstance(e, numbers.Integral):
+            return abs(int(e)).bit_length() > 128  # (past float32 anyway)
+        try:
+            float(e)
+        except OverflowError:
+            return True
+        return False
+
+    if any(beyond(e) for e in (v if isinstance(v, (list, tuple)) else (v,))):
+        from .checks import short
+
+        raise ValueError(f"{fname}: {name} = {short(v)} is beyond the range of float32 (largest magnitude "
+                         "3.4028235e+38), the dtype dmlq computes it in; it would become inf")
 
 
-@functools.lru_cache(maxsize=None)
+_TRACED: dict = {}
+
+
 def _polyfill(fname):
+    """The traced form of ``fname`` (made once; a dict, not functools.lru_cache, whose wrapper
+    torch.compile warns about where it traces the call below)."""
+    traced = _TRACED.get(fname)
+    if traced is None:
+        traced = _TRACED[fname] = _traced_form(fname)
+    return traced
+
+
+def _traced_form(fname):
     """What torch.compile traces in place of the public function ``fname``: the
     custom op (the default overload when every scale and zero point is a number,
     else ``.tensor`` with the numbers made tensors of the dtypes the call gives them)."""
@@ -597,9 +616,12 @@ def _polyfill(fname):
     default, tensor = getattr(torch.ops.dmlq, fname).default, getattr(torch.ops.dmlq, fname).tensor
     data = _DATA[fname]
 
-    def traced(*args, **kwargs):
-        if kwargs.get("out") is not None:
-            raise TypeError(f"{fname}: out= is not taken inside torch.compile; use the result")
+    def traced(*args, out=None, **kwargs):
+        if out is None:
+            return functional(*args, **kwargs)
+        return _into_out(fname, out, functional, args, kwargs)
+
+    def functional(*args, **kwargs):
         values = dict(zip(names, args))
         values.update({n: kwargs.get(n) for n in names[len(args):]})
         kw = {k: kwargs[k] for k in keywords if k in kwargs}
@@ -656,6 +678,44 @@ def _polyfill(fname):
         return tensor(*(values[n] for n in names), **kw)
 
     return traced
+
+
+# The zero point whose type decides the output's type (None: dtype= alone), for the operators where
+# out='s dtype decides it otherwise (semantics.md "Zero points"); dequantize's and matmul_integer's do not.
+_OUT_DECIDES = {"quantize_linear": "zero_point", "quantized_add": "out_zero_point",
+                "quantized_matmul": "out_zero_point", "quantized_avg_pool": "out_zero_point",
+                "matmul_integer_to_float": None}
+
+
+def _into_out(fname, out, functional, args, kwargs):
+    """``out=`` inside torch.compile: the functional op, its result copied into ``out`` (torch.compile
+    turns the copy into a write of the graph's input), with the eager call's rules: out's dtype picks
+    the output type where no zero point or dtype= does, and a wrong dtype, shape or device is refused
+    in the eager call's words."""
+    names = adapters.operand_names(fname)
+    lead = args[0] if args else kwargs.get(names[0])
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{fname}: out is a {type(out).__module__}.{type(out).__name__} but {names[0]} is a torch "
+                        f"tensor; pass torch.as_tensor(out, device={names[0]}.device) or leave out=None")
+    if isinstance(lead, torch.Tensor) and out.device != lead.device:
+        raise ValueError(f"{fname}: out is on {out.device} but {names[0]} is on {lead.device}; every tensor of a "
+                         f"call must be on one device: pass out.to({names[0]}.device)")
+    if fname in _OUT_DECIDES and kwargs.get("dtype") is None:
+        zp = _OUT_DECIDES[fname]
+        i = names.index(zp) if zp else None
+        v = None if zp is None else args[i] if len(args) > i else kwargs.get(zp)
+        if not isinstance(v, (torch.Tensor, np.generic)):  # a Python int zero point has no type of its own
+            kwargs = dict(kwargs, dtype=out.dtype)
+    result = functional(*args, **kwargs)
+    shape = tuple(result.shape)
+    if out.dtype != result.dtype:
+        raise TypeError(f"{fname}: out must have dtype {str(result.dtype).replace('torch.', '')} (got "
+                        f"{str(out.dtype).replace('torch.', '')}); allocate it with torch.empty({shape}, "
+                        f"dtype={result.dtype})")
+    if tuple(out.shape) != shape:
+        raise ValueError(f"{fname}: out must have shape {shape} (got {tuple(out.shape)})")
+    out.copy_(result)
+    return out
 
 
 if hasattr(torch.compiler, "substitute_in_graph"):  # torch >= 2.5

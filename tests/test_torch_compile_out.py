@@ -1,0 +1,119 @@
+"""``out=`` inside torch.compile, and the errors a compiled call raises.
+
+The traced form computes the result with the custom op and copies it into ``out``
+(dmlq.torch._into_out), under the eager call's rules: out's dtype picks the output
+type where no zero point or dtype= does; a wrong dtype, shape or array type is
+refused in the eager call's words, with fullgraph=True and without it (where a
+call that raises falls back to Dynamo tracing the public function itself).
+Expected values come from the NumPy path on the same data (itself checked against
+dmlq.reference elsewhere).
+"""
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import dmlq  # noqa: E402
+import dmlq.torch  # noqa: E402,F401
+
+_rng = np.random.default_rng(5)
+X = _rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+Q = _rng.integers(-128, 128, (2, 3, 6, 6)).astype(np.int8)
+A = _rng.integers(-128, 128, (5, 7)).astype(np.int8)
+B = _rng.integers(-128, 128, (7, 4)).astype(np.int8)
+T = {k: torch.from_numpy(v.copy()) for k, v in dict(x=X, q=Q, a=A, b=B).items()}
+
+# name: (the call on any array library's operands, its out's shape and torch dtype)
+CALLS = {
+    "quantize_int16_by_out": (lambda o, x, q, a, b: dmlq.quantize_linear(x, 0.01, 3, out=o), (2, 3, 6, 6),
+                              torch.int16),
+    "quantize_float8_by_out": (lambda o, x, q, a, b: dmlq.quantize_linear(x, 0.01, out=o), (2, 3, 6, 6),
+                               torch.float8_e4m3fn),
+    "dequantize": (lambda o, x, q, a, b: dmlq.dequantize_linear(q, 0.5, 1, out=o), (2, 3, 6, 6), torch.float32),
+    "add_uint8_by_out": (lambda o, x, q, a, b: dmlq.quantized_add(q, 0.5, 1, q, 0.25, 2, 0.3, 4, out=o),
+                         (2, 3, 6, 6), torch.uint8),
+    "matmul": (lambda o, x, q, a, b: dmlq.quantized_matmul(a, 0.5, 1, b, 0.25, 2, 30.0, 4, out=o), (5, 4),
+               torch.int8),
+    "avg_pool": (lambda o, x, q, a, b: dmlq.quantized_avg_pool(q, 0.5, 1, 0.5, 2, [3, 3], out=o), (2, 3, 4, 4),
+                 torch.int8),
+    "matmul_integer": (lambda o, x, q, a, b: dmlq.matmul_integer(a, b, 1, 2, out=o), (5, 4), torch.int32),
+    "to_float16_by_out": (lambda o, x, q, a, b: dmlq.matmul_integer_to_float(a, 0.5, 1, b, 0.25, 2, out=o),
+                          (5, 4), torch.float16),
+}
+
+
+def _numpy_dtype(t):
+    return ml_dtypes.float8_e4m3fn if t == torch.float8_e4m3fn else torch.empty(0, dtype=t).numpy().dtype
+
+
+def _bytes(t):
+    return t.view(torch.uint8).numpy() if t.element_size() == 1 else t.numpy()
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_out_inside_compile(name, fullgraph):
+    call, shape, dtype = CALLS[name]
+    want = call(np.zeros(shape, _numpy_dtype(dtype)), X, Q, A, B)  # the NumPy path, out's dtype deciding
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda o, x, q, a, b: call(o, x, q, a, b), backend="aot_eager", fullgraph=fullgraph)
+    out = torch.zeros(shape, dtype=dtype)
+    got = compiled(out, **T)
+    assert got is out
+    assert np.array_equal(_bytes(out), want.view(np.uint8) if want.itemsize == 1 else want)
+
+
+def test_out_overlapping_an_input_inside_compile():
+    """out= the operand itself: the functional result, then the copy (as eager's temporary)."""
+    def f(q):
+        return dmlq.quantized_add(q, 0.5, 1, q, 0.25, 2, 0.3, 4, out=q)
+
+    want = dmlq.quantized_add(Q, 0.5, 1, Q, 0.25, 2, 0.3, 4, dtype=np.int8)
+    for backend in ("aot_eager", "inductor"):
+        torch._dynamo.reset()
+        q = torch.from_numpy(Q.copy())
+        assert torch.compile(f, backend=backend, fullgraph=True)(q) is q
+        assert np.array_equal(q.numpy(), want), backend
+
+
+WRONG = {
+    "dtype": (lambda: dmlq.quantize_linear(T["x"], 0.01, torch.tensor(3, dtype=torch.int8),
+                                           out=torch.empty(2, 3, 6, 6, dtype=torch.uint8)),
+              TypeError, r"quantize_linear: out must have dtype int8 \(got uint8\)"),
+    "dequantize_dtype": (lambda: dmlq.dequantize_linear(T["q"], 0.5, out=torch.empty(2, 3, 6, 6, dtype=torch.float16)),
+                         TypeError, r"dequantize_linear: out must have dtype float32 \(got float16\)"),
+    "shape": (lambda: dmlq.quantize_linear(T["x"], 0.01, 3, out=torch.empty(2, 3, 6, 5, dtype=torch.int8)),
+              ValueError, r"quantize_linear: out must have shape \(2, 3, 6, 6\) \(got \(2, 3, 6, 5\)\)"),
+    "numpy_out": (lambda: dmlq.quantize_linear(T["x"], 0.01, 3, out=np.empty((2, 3, 6, 6), np.int8)),
+                  TypeError, r"quantize_linear: out is a numpy.ndarray but x is a torch tensor"),
+    "huge_int_scale": (lambda: dmlq.quantize_linear(T["x"], 10**400), ValueError,
+                       r"quantize_linear: scale = 100\.\.\. .* is beyond the range of float32"),
+    "float_zero_point": (lambda: dmlq.quantize_linear(T["x"], 0.01, 0.5), TypeError,
+                         r"quantize_linear: zero_point must be an integer"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_compiled_call_errors_in_the_eager_words(name):
+    """Without fullgraph the call raises the eager call's own exception (no internal Dynamo
+    error from tracing NumPy code with torch dtypes or float() of a huge int); with
+    fullgraph=True torch's Unsupported error carries the same message."""
+    call, kind, message = WRONG[name]
+    with pytest.raises(kind, match=message):
+        call()
+    torch._dynamo.reset()
+    with pytest.raises(kind, match=message):
+        torch.compile(call, backend="eager", fullgraph=False)()
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as info:
+        torch.compile(call, backend="eager", fullgraph=True)()
+    chain, e = [], info.value
+    while e is not None:
+        chain.append(str(e))
+        e = e.__cause__ or e.__context__
+    assert any(re.search(message, s) for s in chain), chain
