@@ -18,6 +18,7 @@ from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerDe
                    QuantizeDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, block_sizes, dml_name)
 from .errors import UnsupportedError
+from .packing import Packed
 from .validation import validate
 
 
@@ -38,7 +39,7 @@ _VALIDATED_SIZE = 1024
 
 def _validate_cached(desc, feature_level):
     """validate(), remembered per descriptor (keyed by :func:`_typed`) and feature level."""
-    key = (_typed(desc), feature_level)
+    key = (_typed(desc), _typed(feature_level))  # (6 == 6.0, but only the str "6.0" is a level)
     try:
         if key in _VALIDATED:
             return
@@ -149,6 +150,12 @@ class Operator:
         if len(inputs) != len(self.input_fields):
             raise TypeError(f"{op}: expected {len(self.input_fields)} inputs "
                             f"({', '.join(dml_name(n) for n in self.input_fields)}), got {len(inputs)}")
+        for name, arr in (*zip(map(dml_name, self.input_fields), inputs), ("OutputTensor", out)):
+            if isinstance(arr, Packed):  # (kind_of would call it an unsupported array type)
+                raise TypeError(f"{op}: {name} is a dmlq.Packed; descriptors bind one element per byte (an "
+                                f"ml_dtypes {arr.dtype} array, whatever TotalTensorSizeInBytes counts): " +
+                                ("pass an array and dmlq.pack the result" if name == "OutputTensor"
+                                 else "pass dmlq.unpack() of it"))
         kind = _dispatch.kind_of((*inputs, out), op)
         if kind == _dispatch.GPU and isinstance(self.desc, (QuantizeDesc, DequantizeDesc)):
             raise UnsupportedError(f"{op}: the DML_FEATURE_LEVEL_6_3 {op} operator runs on NumPy arrays only so far "

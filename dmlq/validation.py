@@ -413,7 +413,9 @@ def _check_pooling(desc, t):
     dc = desc.dimension_count
     if dc is None:
         raise DescError(f"{op}: DimensionCount is required")
-    if not _is_int(dc) or dc not in (2, 3):
+    if not _is_int(dc):
+        raise TypeError(f"{op}: DimensionCount is a UINT: pass the int 2 or 3 (got {dc!r})")
+    if dc not in (2, 3):
         raise DescError(f"{op}: DimensionCount must be 2 or 3 (got {dc!r})")
     if x.dimension_count != dc + 2:
         raise DescError(f"{op}: InputTensor must have DimensionCount + 2 = {dc + 2} dimensions "
@@ -425,20 +427,24 @@ def _check_pooling(desc, t):
         if value is None:
             raise DescError(f"{op}: {field} is required")
         if not isinstance(value, tuple):
-            raise DescError(f"{op}: {field} must be a sequence of DimensionCount ({dc}) "
+            raise TypeError(f"{op}: {field} must be a sequence of DimensionCount ({dc}) "
                             f"integers (got {value!r})")
         if len(value) != dc:
             raise DescError(f"{op}: {field} must have DimensionCount ({dc}) elements "
                             f"(got {len(value)}: {value})")
         if not all(_is_int(v) for v in value):
-            raise DescError(f"{op}: {field} must hold integers (got {value!r})")
+            raise TypeError(f"{op}: {field} must hold integers (got {value!r})")
         if any(v < least for v in value):
             raise DescError(f"{op}: {field} values must be >= {least} (got {value})")
         if any(v > _UINT_MAX for v in value):
             raise DescError(f"{op}: {field} values must fit in a UINT (got {value})")
         arrays[name] = tuple(int(v) for v in value)
-    if not isinstance(desc.include_padding, (bool, np.bool_)):
-        raise DescError(f"{op}: IncludePadding must be a bool (got {desc.include_padding!r})")
+    if not isinstance(desc.include_padding, (bool, np.bool_)):  # a DML BOOL: an int, TRUE (1) or FALSE (0)
+        if not _is_int(desc.include_padding):
+            raise TypeError(f"{op}: IncludePadding is a BOOL: pass True or False, or 1 or 0 "
+                            f"(got {desc.include_padding!r})")
+        if desc.include_padding not in (0, 1):
+            raise DescError(f"{op}: IncludePadding must be TRUE (1) or FALSE (0) (got {desc.include_padding!r})")
     for i, what in ((0, "BatchCount"), (1, "ChannelCount")):
         if y.sizes[i] != x.sizes[i]:
             raise DescError(f"{op}: OutputTensor Sizes[{i}] ({what}) must equal InputTensor's "
@@ -519,7 +525,7 @@ def _check_quantize_63(desc, t):
     want = 1 if kind == QuantizationType.SCALE else 2
     count = desc.quantization_tensor_count
     if count is not None and (isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Integral)):
-        raise DescError(f"{op}: QuantizationTensorCount is a UINT: pass the int {want} (got {count!r})")
+        raise TypeError(f"{op}: QuantizationTensorCount is a UINT: pass the int {want} (got {count!r})")
     if count != want or len(params) != want:
         raise DescError(f"{op}: QuantizationType {kind.name} takes QuantizationTensorCount = {want} "
                         f"QuantizationTensors (got count {count}, {len(params)} tensors)")

@@ -329,14 +329,21 @@ def test_compile_operator_verdict_does_not_depend_on_what_was_compiled_before():
             TensorDesc("UINT8", (1, 1, 5, 5)), TensorDesc("FLOAT32", one), None, TensorDesc("FLOAT32", one), None,
             TensorDesc("UINT8", out), dims, strides, (3, 3), (0, 0), (0, 0), (1, 1), include_padding)
 
-    for good, bad, message in ((pool(), pool(dims=2.0), "DimensionCount must be 2 or 3"),
-                               (pool(include_padding=True), pool(include_padding=1), "IncludePadding must be a bool"),
+    for good, bad, message in ((pool(), pool(dims=2.0), "DimensionCount is a UINT"),
+                               (pool(include_padding=False), pool(include_padding=0.0), "IncludePadding is a BOOL"),
                                (pool(strides=(2, 2), out=(1, 1, 2, 2)), pool(strides=(2.0, 2.0), out=(1, 1, 2, 2)),
                                 "Strides must hold integers")):
         assert good == bad  # equal as Python values
         dmlq.compile_operator(good)
-        with pytest.raises(DescError, match=message):
+        with pytest.raises(TypeError, match=message):
             dmlq.compile_operator(bad)
+    f = TensorDesc("FLOAT32", (1, 1, 2, 3))
+    quantize = dmlq.QuantizeLinearDesc(f, f, TensorDesc("UINT8", (1, 1, 2, 3)), TensorDesc("UINT8", (1, 1, 2, 3)))
+    dmlq.compile_operator(quantize, 6.0)  # the levels 6.0 and 1.0, spelled as floats
+    dmlq.compile_operator(quantize, 1.0)
+    for bad_level in (6, True):  # equal to 6.0 and 1.0, but not levels: refused whatever came before
+        with pytest.raises(DescError, match="unknown DirectML feature level"):
+            dmlq.compile_operator(quantize, bad_level)
 
 
 def test_compile_operator_matmul_batches(rng):

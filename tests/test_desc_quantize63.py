@@ -85,15 +85,19 @@ def test_table_rows(dt):
                           T("INT4", (2, 4))), r"QuantizationTensors\[1\] \(the zero point\) must have the scale's Sizes"),
     (lambda: QuantizeDesc(T("FLOAT32", (2, 4)), "SCALE", None, [T("FLOAT32", (2, 4))], T("INT4", (2, 2))),
      r"InputTensor and OutputTensor must have the same Sizes"),
-    # the count is a UINT (1.0 was taken as 1), the tensors a required field
-    (lambda: QuantizeDesc(T("FLOAT32", (2, 4)), "SCALE", 1.0, [T("FLOAT32", (2, 1))], T("INT4", (2, 4))),
-     r"QuantizationTensorCount is a UINT: pass the int 1 \(got 1.0\)"),
+    # the tensors a required field
     (lambda: QuantizeDesc(T("FLOAT32", (2, 4)), "SCALE", None, None, T("INT4", (2, 4))),
      r"QuantizationTensors is required"),
 ])
 def test_rules(make, message):
     with pytest.raises(DescError, match=message):
         validate(make(), "6.3")
+
+
+def test_count_of_another_type_is_a_type_error():
+    """The count is a UINT (1.0 was taken as 1): a field of the wrong type, a TypeError."""
+    with pytest.raises(TypeError, match=r"QuantizationTensorCount is a UINT: pass the int 1 \(got 1.0\)"):
+        validate(QuantizeDesc(T("FLOAT32", (2, 4)), "SCALE", 1.0, [T("FLOAT32", (2, 1))], T("INT4", (2, 4))), "6.3")
 
 
 def test_layout_rule_accepts_broadcast_full_and_divisor_blocks():
@@ -146,3 +150,19 @@ def test_bound_operators_equal_onnx_reference(qname, axis):
                             T("FLOAT32", shape))
     back = dmlq.compile_operator(ddesc_, "6.3")(got, s, z)
     assert np.array_equal(back, _onnx_blocked("DequantizeLinear", got, s, z, axis, block))
+
+
+def test_a_packed_operand_is_refused_naming_the_field():
+    """A dmlq.Packed (two int4 per byte) is not what a descriptor binds: a TypeError naming the
+    field and the fix, not "unsupported array type Packed"."""
+    op = dmlq.compile_operator(DequantizeDesc(T("INT4", (2, 4)), "SCALE", None, [T("FLOAT32", (2, 1))],
+                                         T("FLOAT32", (2, 4))), "6.3")
+    q = (np.arange(8) - 4).reshape(2, 4).astype(md.int4)
+    s = np.full((2, 1), 0.5, np.float32)
+    assert np.array_equal(op(q, s), (np.arange(8) - 4).reshape(2, 4) * 0.5)
+    with pytest.raises(TypeError, match=r"Dequantize: InputTensor is a dmlq.Packed; .* pass dmlq.unpack\(\) of it"):
+        op(dmlq.pack(q), s)
+    quant = dmlq.compile_operator(QuantizeDesc(T("FLOAT32", (2, 4)), "SCALE", None, [T("FLOAT32", (2, 1))],
+                                          T("INT4", (2, 4))), "6.3")
+    with pytest.raises(TypeError, match=r"Quantize: OutputTensor is a dmlq.Packed; .* dmlq.pack the result"):
+        quant(np.ones((2, 4), np.float32), s, out=dmlq.pack(q))

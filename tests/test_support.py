@@ -610,11 +610,18 @@ def test_pool_3d_and_include_padding():
     validate(dataclasses.replace(build(POOL), include_padding=np.bool_(True)))
 
 
-@pytest.mark.parametrize("dc", [4, 1, 0, -1, True, 2.0, "2"])
+@pytest.mark.parametrize("dc", [4, 1, 0, -1])
 def test_pool_dimension_count_refused(dc):
     desc = dataclasses.replace(build(POOL), dimension_count=dc)
     with pytest.raises(DescError, match=r"^QuantizedLinearAveragePooling: DimensionCount must be "
                                         r"2 or 3"):
+        validate(desc)
+
+
+@pytest.mark.parametrize("dc", [True, 2.0, "2"])
+def test_pool_dimension_count_of_another_type(dc):
+    desc = dataclasses.replace(build(POOL), dimension_count=dc)
+    with pytest.raises(TypeError, match=r"^QuantizedLinearAveragePooling: DimensionCount is a UINT"):
         validate(desc)
 
 
@@ -666,6 +673,7 @@ def test_pool_array_length(name, rank, delta):
     ("window_size", (True, 2), r"WindowSize must hold integers"),
     ("dilations", ("1", 1), r"Dilations must hold integers"),
     ("start_padding", 0, r"StartPadding must be a sequence"),
+    ("strides", 2, r"Strides must be a sequence"),
     ("end_padding", None, r"EndPadding is required"),
     ("strides", None, r"Strides is required"),
     ("window_size", None, r"WindowSize is required"),
@@ -673,8 +681,11 @@ def test_pool_array_length(name, rank, delta):
     ("dilations", None, r"Dilations is required"),
 ])
 def test_pool_array_values(name, value, match):
+    """A value that breaks a rule is a DescError; a field of the wrong type (a float, a bool, a
+    string, one int for a UINT array) a TypeError, as compile_operator's docstring says."""
     desc = dataclasses.replace(build(POOL), **{name: value})
-    with pytest.raises(DescError, match="^QuantizedLinearAveragePooling: " + match):
+    kind = TypeError if "hold integers" in match or "be a sequence" in match else DescError
+    with pytest.raises(kind, match="^QuantizedLinearAveragePooling: " + match):
         validate(desc)
 
 
@@ -684,12 +695,18 @@ def test_pool_arrays_accept_lists_and_numpy_ints():
     validate(desc)
 
 
-@pytest.mark.parametrize("value", [1, 0, None, "yes"])
-def test_pool_include_padding_must_be_bool(value):
+@pytest.mark.parametrize("value,kind,match", [(None, TypeError, "is a BOOL"), ("yes", TypeError, "is a BOOL"),
+                                              (1.0, TypeError, "is a BOOL"), (2, DescError, r"must be TRUE \(1\) or FALSE")])
+def test_pool_include_padding_is_a_bool(value, kind, match):
     desc = dataclasses.replace(build(POOL), include_padding=value)
-    with pytest.raises(DescError, match=r"^QuantizedLinearAveragePooling: IncludePadding must be "
-                                        r"a bool"):
+    with pytest.raises(kind, match=r"^QuantizedLinearAveragePooling: IncludePadding " + match):
         validate(desc)
+
+
+@pytest.mark.parametrize("value", [True, False, 1, 0, np.int32(1), np.bool_(False)])
+def test_pool_include_padding_takes_a_dml_bool(value):
+    """DML's BOOL is an int: a DirectML programmer writes 1 or 0."""
+    validate(dataclasses.replace(build(POOL), include_padding=value))
 
 
 @pytest.mark.parametrize("out_nc,i,what", [((3, 3), 0, "BatchCount"), ((2, 4), 1, "ChannelCount"),
