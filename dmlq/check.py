@@ -201,10 +201,13 @@ def gpu_report():
     lines = []
     try:
         import cupy
-    except ImportError:
+    except ModuleNotFoundError as e:
+        if e.name != "cupy":  # installed, but a module it needs is missing: a broken install
+            return ([f"CuPy: cannot be imported ({type(e).__name__}: {e})", "GPU: none"], 0,
+                    "CuPy cannot be imported")
         return ["CuPy: not installed (pip install -e \".[cuda13]\" or \".[cuda12]\" from a checkout)",
                 "CUDA driver: not checked (no CuPy)", "GPU: none (no CuPy)"], 0, "CuPy is not installed"
-    except Exception as e:  # a broken install
+    except Exception as e:  # a broken install (CuPy raises ImportError for a missing CUDA library too)
         return [f"CuPy: cannot be imported ({type(e).__name__}: {e})", "GPU: none"], 0, "CuPy cannot be imported"
     lines.append(f"CuPy {cupy.__version__}")
     rt = cupy.cuda.runtime

@@ -50,8 +50,15 @@ from __future__ import annotations
 
 import numbers
 
-import dask.array as da
 import numpy as np
+
+try:
+    import dask.array as da
+except ModuleNotFoundError as _e:
+    if _e.name not in ("dask", "dask.array"):
+        raise  # another missing module: its own message
+    raise ImportError("dmlq.dask needs dask.array, which is not installed: pip install \"dask[array]\" (dmlq's "
+                      "extra .[dask])") from None
 from dask.array.utils import meta_from_array
 
 from . import adapters, packed_dask

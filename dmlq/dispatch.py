@@ -107,12 +107,24 @@ def kind_of(arrays, op: str) -> str:
     return kinds.pop() if kinds else HOST
 
 
+def import_cupy():
+    """The cupy module, or an ImportError saying how to install it: a GPU array (one with
+    ``__cuda_array_interface__``) reached dmlq on a machine without CuPy."""
+    cupy = sys.modules.get("cupy")  # cheaper than an import statement on every call
+    if cupy is not None:
+        return cupy
+    try:
+        return importlib.import_module("cupy")
+    except ModuleNotFoundError as e:
+        if e.name != "cupy":
+            raise
+        raise ImportError("dmlq runs GPU arrays through CuPy, which is not installed: pip install cupy-cuda13x "
+                          "(or cupy-cuda12x for a CUDA 12 driver; dmlq's extras .[cuda13] / .[cuda12])") from None
+
+
 def current_device() -> int:
     """CuPy's current device."""
-    cupy = sys.modules.get("cupy")  # cheaper than an import statement on every call
-    if cupy is None:
-        cupy = importlib.import_module("cupy")
-    return cupy.cuda.runtime.getDevice()
+    return import_cupy().cuda.runtime.getDevice()
 
 
 # The device a cupy.ndarray lives on: a C-level attribute chain, no Python frame.
@@ -122,7 +134,7 @@ device_id_of = operator.attrgetter("data.device_id")
 def to_gpu_array(obj, op: str, name: str, current: Optional[int] = None):
     """A cupy.ndarray view of a GPU array on the current device (no copy);
     ``current``: the current device, when the caller has asked already."""
-    import cupy
+    cupy = import_cupy()
 
     if not isinstance(obj, cupy.ndarray):
         if hasattr(obj, "__cuda_array_interface__"):
@@ -181,9 +193,7 @@ def module(kind: str):
     """The array module (numpy or cupy) of a backend kind."""
     if kind == HOST:
         return np
-    import cupy
-
-    return cupy
+    return import_cupy()
 
 
 _BACKENDS: dict = {}

@@ -47,7 +47,14 @@ import re
 
 import ml_dtypes
 import numpy as np
-import torch
+
+try:
+    import torch
+except ModuleNotFoundError as _e:  # (import dmlq.torch by hand; dmlq itself never imports it without torch)
+    if _e.name != "torch":
+        raise
+    raise ImportError("dmlq.torch needs torch, which is not installed: pip install torch (dmlq's extra "
+                      ".[torch])") from None
 
 from . import adapters, layout
 from .calls import output_meta

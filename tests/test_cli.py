@@ -136,6 +136,22 @@ def test_gpu_report_without_cupy(monkeypatch):
     assert gpus == 0 and why == "CuPy is not installed" and "GPU: none (no CuPy)" in lines
 
 
+def test_gpu_report_with_a_broken_cupy_says_it_cannot_be_imported(monkeypatch, tmp_path):
+    """CuPy installed but failing to import (a missing CUDA library, two cupy-cuda wheels) is
+    not "not installed": the report names the error."""
+    (tmp_path / "cupy").mkdir()
+    (tmp_path / "cupy" / "__init__.py").write_text("raise ImportError('CuPy failed to load libnvrtc.so.12')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    lines, gpus, why = check.gpu_report()
+    assert gpus == 0 and why == "CuPy cannot be imported", (lines, why)
+    assert "CuPy: cannot be imported (ImportError: CuPy failed to load libnvrtc.so.12)" in lines
+    (tmp_path / "cupy" / "__init__.py").write_text("import cupy_backends_missing_piece\n")
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    lines, gpus, why = check.gpu_report()
+    assert why == "CuPy cannot be imported" and "cupy_backends_missing_piece" in lines[0]
+
+
 def test_plan_lines_count_calls_per_distinct_plan():
     from dmlq.gpu.plan import Launch, Plan
 

@@ -488,3 +488,20 @@ print('numba' in sys.modules)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["False", "True"]
+
+
+@pytest.mark.parametrize("value,threads", [("1", "1"), ("3", "3"), ("0", "1"), ("abc", None), ("2.5", None)])
+def test_dmlq_cpu_threads_from_the_environment(value, threads):
+    """DMLQ_CPU_THREADS sets the CPU backend's threads (README); a value that is not an integer
+    is a RuntimeWarning naming it, and import dmlq still works (it read it at import)."""
+    import os
+
+    env = dict(os.environ, DMLQ_CPU_THREADS=value)
+    r = subprocess.run([sys.executable, "-c", "import dmlq, dmlq.cpu.tiles as t; print(t.THREADS)"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    if threads is None:
+        assert f"RuntimeWarning: DMLQ_CPU_THREADS={value!r} is not an integer" in r.stderr
+        assert int(r.stdout) >= 1
+    else:
+        assert r.stdout.strip() == threads and r.stderr == ""

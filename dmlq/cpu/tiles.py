@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import warnings
 # imported now, not on first use (concurrent.futures imports its thread module lazily): a fork during
 # that import would leave the child holding its lock
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,11 @@ CHUNK = 1 << 17
 def _thread_count() -> int:
     env = os.environ.get("DMLQ_CPU_THREADS")
     if env:
-        return max(1, int(env))
+        try:
+            return max(1, int(env))
+        except ValueError:  # import dmlq must not fail on it: said, then the machine's count
+            warnings.warn(f"DMLQ_CPU_THREADS={env!r} is not an integer; dmlq uses the processors it may run on "
+                          "(set it to a thread count such as 1, or unset it)", RuntimeWarning, stacklevel=2)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
