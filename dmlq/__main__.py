@@ -39,9 +39,9 @@ def info(args: Optional[argparse.Namespace] = None) -> int:
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The top-level parser and each command's own parser."""
+    prog = "dmlq" if Path(sys.argv[0]).name == "dmlq" else "python -m dmlq"  # the console script, or -m
     parser = argparse.ArgumentParser(
-        prog="python -m dmlq", description=DESCRIPTION,
-        epilog="Run `python -m dmlq <command> --help` for a command's options.")
+        prog=prog, description=DESCRIPTION, epilog=f"Run `{prog} <command> --help` for a command's options.")
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"dmlq {__version__}")

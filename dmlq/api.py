@@ -22,7 +22,7 @@ import operator
 from typing import Any, overload
 
 import numpy as np
-from numpy.typing import DTypeLike, NDArray
+from numpy.typing import NDArray
 
 from . import dispatch, layout, packed_b, pool1d, quant, quant_gpu, vectors
 from .calls import EXPLAINING, META, Spec, kernel_plan, output_meta, public, result_meta, run
@@ -31,7 +31,7 @@ from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinear
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
 from .dtypes import DataType, plain_dtype
 from .errors import DescError, UnsupportedError
-from .typing import CudaArray, HostArray, Operand, Params
+from .typing import Bool, CudaArray, DType, HostArray, Index, Operand, Params
 
 
 # ------------------------------------------------------------------ the result's memory order
@@ -143,19 +143,19 @@ _DEQUANTIZE = Spec("dequantize_linear", ("q", "scale", "zero_point"), {"scale"},
 
 @overload
 def quantize_linear(x: CudaArray, scale: Operand, zero_point: Operand | None = None, *,
-                    dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
-                    saturate: bool = True, precision: DTypeLike | None = None, out: Any = None) -> Any: ...
+                    dtype: DType | None = None, axis: Index | None = None, block_size: Index | None = None,
+                    saturate: Bool = True, precision: DType | None = None, out: Any = None) -> Any: ...
 @overload
 def quantize_linear(x: HostArray, scale: HostArray, zero_point: HostArray | None = None, *,
-                    dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
-                    saturate: bool = True, precision: DTypeLike | None = None,
+                    dtype: DType | None = None, axis: Index | None = None, block_size: Index | None = None,
+                    saturate: Bool = True, precision: DType | None = None,
                     out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
 
 @public
 def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = None, *,
-                    dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
-                    saturate: bool = True, precision: DTypeLike | None = None, out: Any = None) -> Any:
+                    dtype: DType | None = None, axis: Index | None = None, block_size: Index | None = None,
+                    saturate: Bool = True, precision: DType | None = None, out: Any = None) -> Any:
     """Quantize: ``clip(rint(x / scale) + zero_point)`` (DirectML's ELEMENT_WISE_QUANTIZE_LINEAR,
     ONNX QuantizeLinear), bit for bit as docs/semantics.md defines it.
 
@@ -176,8 +176,9 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
         an integer array of another dtype together with ``dtype=``, is taken when its
         values fit.
     dtype : np.int8 or np.uint8, optional
-        The output type when ``zero_point`` does not say it. **With neither, the
-        output is uint8 (as ONNX), which clips every negative ``x / scale`` to 0**:
+        The output type when ``zero_point`` does not say it; with neither, ``out``'s
+        dtype. **Without any of them the output is uint8 (as ONNX), which clips every
+        negative ``x / scale`` to 0**:
         for signed data pass ``dtype=np.int8``, or a uint8 zero point such as 128.
         Also every ONNX 21-25 type (NumPy and GPU inputs; docs/semantics.md "Quantized
         types beyond int8"): int16, uint16, int4, uint4, int2, uint2, float8_e4m3fn,
@@ -196,7 +197,8 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
     precision : float32, float16 or bfloat16, optional
         The float type the division runs in (ONNX opset 23); float32 when left out.
     out : array, optional
-        Where to write the result: the output's dtype and the broadcast shape, on the
+        Where to write the result: the output's dtype (it picks the output type where
+        neither ``zero_point`` nor ``dtype`` does) and the broadcast shape, on the
         inputs' side (a NumPy array, or a CuPy/CUDA array for GPU inputs). It is
         returned. An ``out`` that overlaps an input is written through a temporary.
 
@@ -246,17 +248,17 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
 
 @overload
 def dequantize_linear(q: CudaArray, scale: Operand, zero_point: Operand | None = None, *,
-                      dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
+                      dtype: DType | None = None, axis: Index | None = None, block_size: Index | None = None,
                       out: Any = None) -> Any: ...
 @overload
 def dequantize_linear(q: HostArray, scale: HostArray, zero_point: HostArray | None = None, *,
-                      dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
+                      dtype: DType | None = None, axis: Index | None = None, block_size: Index | None = None,
                       out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
 
 @public
 def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = None, *,
-                      dtype: DTypeLike | None = None, axis: int | None = None, block_size: int | None = None,
+                      dtype: DType | None = None, axis: Index | None = None, block_size: Index | None = None,
                       out: Any = None) -> Any:
     """Dequantize: ``(q - zero_point) * scale`` in the scale's dtype (DirectML's
     ELEMENT_WISE_DEQUANTIZE_LINEAR, ONNX DequantizeLinear), as docs/semantics.md defines it.
@@ -357,18 +359,18 @@ _ADD = Spec("quantized_add", ("a", "a_scale", "a_zero_point", "b", "b_scale", "b
 @overload
 def quantized_add(a: CudaArray, a_scale: Operand, a_zero_point: Operand | None, b: Operand, b_scale: Operand,
                   b_zero_point: Operand | None, out_scale: Operand, out_zero_point: Operand | None = None, *,
-                  dtype: DTypeLike | None = None, out: Any = None) -> Any: ...
+                  dtype: DType | None = None, out: Any = None) -> Any: ...
 @overload
 def quantized_add(a: HostArray, a_scale: HostArray, a_zero_point: HostArray | None, b: HostArray,
                   b_scale: HostArray, b_zero_point: HostArray | None, out_scale: HostArray,
-                  out_zero_point: HostArray | None = None, *, dtype: DTypeLike | None = None,
+                  out_zero_point: HostArray | None = None, *, dtype: DType | None = None,
                   out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
 
 @public
 def quantized_add(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b: Operand, b_scale: Operand,
                   b_zero_point: Operand | None, out_scale: Operand, out_zero_point: Operand | None = None, *,
-                  dtype: DTypeLike | None = None, out: Any = None) -> Any:
+                  dtype: DType | None = None, out: Any = None) -> Any:
     """Quantized add: dequantize ``a`` and ``b``, add, requantize (DirectML's
     ELEMENT_WISE_QUANTIZED_LINEAR_ADD, ONNX QLinearAdd), as docs/semantics.md defines it.
 
@@ -383,8 +385,8 @@ def quantized_add(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b:
     out_zero_point : int8 or uint8, one value, optional
         Its dtype is the output's; ``None`` means 0.
     dtype : np.int8 or np.uint8, optional
-        The output type when ``out_zero_point`` does not say it; default uint8, which
-        clips negative results to 0.
+        The output type when ``out_zero_point`` does not say it; with neither, ``out``'s
+        dtype; default uint8, which clips negative results to 0.
     out : array, optional
         Where to write the result; returned.
 
@@ -494,18 +496,18 @@ _MATMUL = Spec("quantized_matmul", _ADD.names, _ADD.float_roles, _plan_matmul, "
 @overload
 def quantized_matmul(a: CudaArray, a_scale: Operand, a_zero_point: Operand | None, b: Operand, b_scale: Operand,
                      b_zero_point: Operand | None, out_scale: Operand, out_zero_point: Operand | None = None, *,
-                     dtype: DTypeLike | None = None, out: Any = None) -> Any: ...
+                     dtype: DType | None = None, out: Any = None) -> Any: ...
 @overload
 def quantized_matmul(a: HostArray, a_scale: HostArray, a_zero_point: HostArray | None, b: HostArray,
                      b_scale: HostArray, b_zero_point: HostArray | None, out_scale: HostArray,
-                     out_zero_point: HostArray | None = None, *, dtype: DTypeLike | None = None,
+                     out_zero_point: HostArray | None = None, *, dtype: DType | None = None,
                      out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
 
 @public
 def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b: Operand, b_scale: Operand,
                      b_zero_point: Operand | None, out_scale: Operand, out_zero_point: Operand | None = None, *,
-                     dtype: DTypeLike | None = None, out: Any = None) -> Any:
+                     dtype: DType | None = None, out: Any = None) -> Any:
     """Quantized matrix multiply with ``numpy.matmul`` shapes (DirectML's
     QUANTIZED_LINEAR_MATRIX_MULTIPLY, ONNX QLinearMatMul), as docs/semantics.md defines it:
     the exact integer sum of ``(a - a_zero_point) @ (b - b_zero_point)``, then
@@ -525,8 +527,8 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     b_scale, b_zero_point : per tensor, per column or per batch and column
         One value, shaped (N,) or (1, N), or b's batch shape + (1, N).
     dtype : np.int8 or np.uint8, optional
-        The output type when ``out_zero_point`` does not say it; default uint8, which
-        clips negative results to 0.
+        The output type when ``out_zero_point`` does not say it; with neither, ``out``'s
+        dtype; default uint8, which clips negative results to 0.
     out : array, optional
         Where to write the (..., M, N) result; returned.
 
@@ -688,22 +690,22 @@ _POOL = Spec("quantized_avg_pool", ("x", "x_scale", "x_zero_point", "out_scale",
 def quantized_avg_pool(x: CudaArray, x_scale: Operand, x_zero_point: Operand | None, out_scale: Operand,
                        out_zero_point: Operand | None, window_size: Params, *, strides: Params | None = None,
                        start_padding: Params | None = None, end_padding: Params | None = None,
-                       dilations: Params | None = None, include_padding: bool = False, ceil_mode: bool = False,
-                       dtype: DTypeLike | None = None, out: Any = None) -> Any: ...
+                       dilations: Params | None = None, include_padding: Bool = False, ceil_mode: Bool = False,
+                       dtype: DType | None = None, out: Any = None) -> Any: ...
 @overload
 def quantized_avg_pool(x: HostArray, x_scale: HostArray, x_zero_point: HostArray | None, out_scale: HostArray,
                        out_zero_point: HostArray | None, window_size: Params, *, strides: Params | None = None,
                        start_padding: Params | None = None, end_padding: Params | None = None,
-                       dilations: Params | None = None, include_padding: bool = False, ceil_mode: bool = False,
-                       dtype: DTypeLike | None = None, out: NDArray[Any] | None = None) -> NDArray[Any]: ...
+                       dilations: Params | None = None, include_padding: Bool = False, ceil_mode: Bool = False,
+                       dtype: DType | None = None, out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
 
 @public
 def quantized_avg_pool(x: Operand, x_scale: Operand, x_zero_point: Operand | None, out_scale: Operand,
                        out_zero_point: Operand | None, window_size: Params, *, strides: Params | None = None,
                        start_padding: Params | None = None, end_padding: Params | None = None,
-                       dilations: Params | None = None, include_padding: bool = False, ceil_mode: bool = False,
-                       dtype: DTypeLike | None = None, out: Any = None) -> Any:
+                       dilations: Params | None = None, include_padding: Bool = False, ceil_mode: Bool = False,
+                       dtype: DType | None = None, out: Any = None) -> Any:
     """Quantized average pooling over (N, C, L), (N, C, H, W) or (N, C, D, H, W) (DirectML's
     QUANTIZED_LINEAR_AVERAGE_POOLING, ONNX QLinearAveragePool), as docs/semantics.md
     defines it: integer window sums, divided by the taps counted, requantized.
@@ -727,7 +729,8 @@ def quantized_avg_pool(x: Operand, x_scale: Operand, x_zero_point: Operand | Non
         Size the output by ceiling, as ONNX and PyTorch do: one more output where its
         window starts inside the input or the start padding.
     dtype : np.int8 or np.uint8, optional
-        The output type when ``out_zero_point`` does not say it; default uint8.
+        The output type when ``out_zero_point`` does not say it; with neither, ``out``'s
+        dtype; default uint8.
     out : array, optional
         Where to write the result; returned.
 

@@ -16,7 +16,7 @@ import numbers
 from typing import Any, overload
 
 import numpy as np
-from numpy.typing import DTypeLike, NDArray
+from numpy.typing import NDArray
 
 from . import vectors
 from .calls import Spec, public, run
@@ -25,7 +25,7 @@ from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, T
 from .dtypes import DataType, plain_dtype
 from .errors import DescError
 from .packed_b import FOUR_BIT, stand_in, take, zero_point as _zero_point
-from .typing import CudaArray, HostArray, Operand
+from .typing import CudaArray, DType, HostArray, Index, Operand
 
 _B_TYPES = QUANT + FOUR_BIT
 _FLOATS = (F32, F16)
@@ -245,19 +245,19 @@ _MATMUL_INTEGER_TO_FLOAT = Spec(
 @overload
 def matmul_integer_to_float(a: CudaArray, a_scale: Operand, a_zero_point: Operand | None, b: Operand,
                             b_scale: Operand, b_zero_point: Operand | None, bias: Operand | None = None, *,
-                            dtype: DTypeLike | None = None, block_size: int | None = None,
+                            dtype: DType | None = None, block_size: Index | None = None,
                             out: Any = None) -> Any: ...
 @overload
 def matmul_integer_to_float(a: HostArray, a_scale: HostArray, a_zero_point: HostArray | None, b: HostArray,
                             b_scale: HostArray, b_zero_point: HostArray | None, bias: HostArray | None = None, *,
-                            dtype: DTypeLike | None = None, block_size: int | None = None,
+                            dtype: DType | None = None, block_size: Index | None = None,
                             out: NDArray[Any] | None = None) -> NDArray[Any]: ...
 
 
 @public
 def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b: Operand,
                             b_scale: Operand, b_zero_point: Operand | None, bias: Operand | None = None, *,
-                            dtype: DTypeLike | None = None, block_size: int | None = None,
+                            dtype: DType | None = None, block_size: Index | None = None,
                             out: Any = None) -> Any:
     """DirectML MATRIX_MULTIPLY_INTEGER_TO_FLOAT (onnxruntime com.microsoft.MatMulIntegerToFloat).
 
@@ -278,6 +278,7 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     bias : float32 or float16, optional
         Broadcasting to the output ((N,), (M, N) or the whole shape).
     dtype : np.float32 (default) or np.float16
+        The output type; without it ``out``'s dtype, else float32.
     block_size : int, optional
         The K group size of blocked b scales (and zero points).
     out : array, optional

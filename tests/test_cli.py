@@ -237,3 +237,16 @@ def test_compile_all_without_a_gpu_from_a_fresh_process():
     assert r.returncode == 1
     assert "dmlq.errors.UnsupportedError: compile_all: no GPU" in r.stderr
     assert "insufficient" not in r.stderr.lower()
+
+
+@pytest.mark.parametrize("argv0,prog", [("/usr/local/bin/dmlq", "dmlq"),
+                                        ("/x/site-packages/dmlq/__main__.py", "python -m dmlq")])
+def test_usage_names_the_command_as_it_was_run(monkeypatch, capsys, argv0, prog):
+    """The console script says `dmlq`, `python -m dmlq` says that (both in --help and errors)."""
+    monkeypatch.setattr(sys, "argv", [argv0])
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert capsys.readouterr().out.startswith(f"usage: {prog} [-h]")
+    with pytest.raises(SystemExit):
+        cli.main(["check", "--bogus"])
+    assert f"usage: {prog} check" in capsys.readouterr().err

@@ -27,8 +27,8 @@ assert_type(dmlq.quantized_avg_pool(img, 1.0, None, 1.0, None, (2, 2), strides=2
 
 
 def on_the_gpu(x_gpu: Any, scale: Operand) -> None:
-    # a CuPy array (untyped) or a torch tensor: the result is a cupy.ndarray or, for a CPU
-    # tensor, a numpy.ndarray; typed Any
+    # a CuPy array (untyped) or a torch tensor: the result is a cupy.ndarray or a torch.Tensor;
+    # typed Any
     assert_type(dmlq.quantize_linear(x_gpu, scale), Any)
 
 
@@ -46,3 +46,20 @@ dmlq.quantized_avg_pool(img, 1.0, None, 1.0, None, 2.5)  # type: ignore[call-ove
 dmlq.quantized_avg_pool(img, 1.0, None, 1.0, None, 2, include_padding="yes")  # type: ignore[call-overload]
 dmlq.compile_operator(desc, feature_level=6.2)  # type: ignore[arg-type]
 dmlq.dequantize_linear(q, 0.1, 3, 4)  # type: ignore[call-overload]
+
+
+# what the README says dtype= and the keywords take besides Python's own types
+class _Int8Like:  # torch.dtype as torch's stubs declare it (torch is read as Any here)
+    is_floating_point: bool = False
+    is_signed: bool = True
+
+
+assert_type(dmlq.quantize_linear(x, 0.1, dtype=_Int8Like()), npt.NDArray[Any])
+assert_type(dmlq.quantize_linear(x, np.full((4, 1), 0.1, np.float32), axis=np.int64(0), saturate=np.bool_(False),
+                                 dtype="int4", precision=np.float32), npt.NDArray[Any])
+assert_type(dmlq.quantized_avg_pool(img, 1.0, None, 1.0, None, np.array([2, 2]), strides=(np.int32(1), 1),
+                                    include_padding=np.bool_(True)), npt.NDArray[Any])
+assert_type(dmlq.matmul_integer_to_float(q, 0.1, 3, w, 0.2, None, dtype=np.float16, block_size=np.int64(4)),
+            npt.NDArray[Any])
+dmlq.quantize_linear(x, 0.1, dtype=3.5)  # type: ignore[call-overload]
+dmlq.quantize_linear(x, 0.1, axis=1.0)  # type: ignore[call-overload]
