@@ -177,8 +177,8 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
         values fit.
     dtype : np.int8 or np.uint8, optional
         The output type when ``zero_point`` does not say it; with neither, ``out``'s
-        dtype. **Without any of them the output is uint8 (as ONNX), which clips every
-        negative ``x / scale`` to 0**:
+        dtype. **Without any of them the output is uint8 (as ONNX), which
+        clips every negative ``x / scale`` to 0**:
         for signed data pass ``dtype=np.int8``, or a uint8 zero point such as 128.
         Also every ONNX 21-25 type (NumPy and GPU inputs; docs/semantics.md "Quantized
         types beyond int8"): int16, uint16, int4, uint4, int2, uint2, float8_e4m3fn,
