@@ -109,10 +109,10 @@ def _quantize_input(b):
 
 def _plan_quantize(b, dtype):
     x = _quantize_input(b)
-    if x.dtype == F16:
-        scale = b.float_operand("scale", (F16,), F16, " for a float16 x")
+    if x.dtype == F16:  # (the other float types go to dmlq.quant, widened: said in the message)
+        scale = b.float_operand("scale", (F16,), F16, " (or float32 or bfloat16) for a float16 x")
     else:
-        scale = b.float_operand("scale", (F32,), F32, f" for a {x.dtype} x")
+        scale = b.float_operand("scale", (F32,), F32, f" (or float16 or bfloat16) for a {x.dtype} x")
     qdt = b.out_dtype("zero_point", dtype)
     zp = b.zero_point("zero_point", qdt, "(the output dtype)")
     shape = b.broadcast(x=x.shape, scale=scale.shape, **({} if zp is None else {"zero_point": zp.shape}))

@@ -25,7 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from . import dispatch
-from .checks import GPU, HOST, Builder, narrowed
+from .checks import GPU, HOST, Builder, narrowed, underflow_message
 from .keys import key, param_key
 from .packing import Packed
 
@@ -73,6 +73,9 @@ def list_operand(f, name, v, float_role, dtype=np.float32):
     if float_role and arr.dtype.kind in "iuf":
         wide = arr
         arr = narrowed(arr.astype(np.float64), dtype)  # Python numbers carry no dtype: they become ``dtype``
+        lost = (arr == 0) & (wide != 0)
+        if lost.any():
+            raise ValueError(underflow_message(f, name, f"[... {float(wide[lost].flat[0])!r} ...]", dtype))
         beyond = np.isinf(arr) & np.isfinite(wide)
         if beyond.any():
             raise ValueError(f"{f}: {name} holds {float(wide[beyond].flat[0])!r}, beyond the range of "

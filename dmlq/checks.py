@@ -139,6 +139,8 @@ def real_number(f, name, value, dtype):
     else:
         number = float(value)
     arr = narrowed(np.array(number, np.float64), dtype)
+    if arr == 0 and number != 0:
+        raise ValueError(underflow_message(f, name, short(value), dtype))
     if np.isinf(arr) and not (isinstance(value, float) and math.isinf(value)):
         top = ml_dtypes.finfo(dtype).max  # (NumPy's finfo knows no bfloat16)
         raise ValueError(f"{f}: {name} = {short(value)} is beyond the range of {np.dtype(dtype)} (largest "
@@ -146,6 +148,15 @@ def real_number(f, name, value, dtype):
                          f"value within that range, or {name}={'-' if number < 0 else ''}np.inf if an "
                          "infinite value is meant")
     return arr
+
+
+def underflow_message(f, name, value, dtype):
+    """The message for a nonzero number that rounds to 0 in ``dtype`` (1e-46 in float32, 1e-8 in
+    float16): a zero scale saturates every output, so it is said rather than taken."""
+    tiny = float(ml_dtypes.finfo(dtype).smallest_subnormal)
+    return (f"{f}: {name} = {value} is below the smallest magnitude of {np.dtype(dtype).name} ({tiny:.3g}), the "
+            f"dtype dmlq computes it in; it would become 0, which saturates every output. Pass a larger value, or "
+            f"{name}=0.0 if a zero scale is meant")
 
 
 def native_order(f, name, v):
@@ -383,7 +394,9 @@ class Builder:
         if dtype is not None:
             return dtype
         if zdt is not None and zdt.kind in "iu":
-            raise TypeError(f"{f}: {zp_name} has dtype {zdt}, but the output is int8 or uint8 and takes its "
+            which = ("a quantized type (int8, uint8, int16, uint16, int4 ... float8)" if f == "quantize_linear"
+                     else "int8 or uint8")
+            raise TypeError(f"{f}: {zp_name} has dtype {zdt}, but the output is {which} and takes its "
                             f"dtype from {zp_name}; pass {zp_name}=np.uint8(...) (or .astype(np.uint8)), or keep "
                             f"it and say which output you want with dtype=np.uint8 or dtype=np.int8")
         out_dt = getattr(self.out, "dtype", None)

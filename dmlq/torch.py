@@ -170,12 +170,20 @@ def _checked(fname, values, out, names):
 
 
 def _numpy(fname, name, t):
+    if t.is_nested:
+        raise TypeError(f"{fname}: {name} is a nested tensor; dmlq takes strided (dense) tensors: call it on each "
+                        f"of {name}.unbind(), or on {name}.to_padded_tensor(0) where padding is harmless")
     if t.layout != torch.strided:  # sparse, mkldnn...: no memory NumPy can view
         raise TypeError(f"{fname}: {name} is a {str(t.layout).removeprefix('torch.')} tensor; dmlq takes strided "
                         f"(dense) tensors: pass {name}.to_dense()")
     if t.is_neg() or t.is_conj():  # a lazy negation or conjugation torch has not applied to the memory
-        raise TypeError(f"{fname}: {name} is a view whose negation is not applied to its memory yet; pass "
-                        f"{name}.resolve_neg() (a copy with it applied)")
+        what, fix = ("conjugation", "resolve_conj") if t.is_conj() else ("negation", "resolve_neg")
+        raise TypeError(f"{fname}: {name} is a view whose {what} is not applied to its memory yet; pass "
+                        f"{name}.{fix}() (a copy with it applied)")
+    if t.is_quantized:  # torch's own quantized tensor: its integers, scale and zero point apart
+        raise TypeError(f"{fname}: {name} is a torch quantized tensor ({t.dtype}); pass {name}.int_repr() (its "
+                        f"integers), with {name}.q_scale() and {name}.q_zero_point() (or q_per_channel_scales()) as "
+                        "the scale and zero point")
     try:
         if t.dtype in _VIEWED:
             return t.detach().view(_VIEWED[t.dtype][0]).numpy().view(_TO_NUMPY[t.dtype])
@@ -198,10 +206,16 @@ def call(fname, values, kwargs, out=None, names=None):
     names = adapters.operand_names(fname) if names is None else names
     if torch.compiler.is_compiling():  # traced by Dynamo before this module's substitution was registered
         return _polyfill(fname)(**dict(zip(names, values)), **kwargs, out=out)  # (the first call: it imported us)
+    return _eager_call(fname, values, kwargs, out, names)
+
+
+def _eager_call(fname, values, kwargs, out, names):
+    """:func:`call` run now (also the custom ops' real implementation: torch's fake mode runs it on
+    small constants while compiling, where going back to the traced form would recurse)."""
     device = _checked(fname, values, out, names)
     tensors_given = [v for v in tuple(values) + (out,) if isinstance(v, torch.Tensor)]
     if (torch.is_grad_enabled() and any(v.requires_grad for v in tensors_given)) or device.type == "meta" \
-            or any(_is_fake(v) for v in tensors_given):
+            or any(_is_fake(v) or _is_wrapped(v) for v in tensors_given):
         return _through_the_op(fname, names, values, kwargs, out)
     if device.type not in ("cpu", "cuda"):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
@@ -209,7 +223,8 @@ def call(fname, values, kwargs, out=None, names=None):
     if out is None and fname in layout.ELEMENTWISE and not layout.C_ORDER.get():
         order = layout.result_order(fname, names, values, _elementwise_shape(fname, names, values, kwargs))
         if order is not None:  # a new result in the input's memory order (dmlq.layout), as torch's ops give
-            return layout.call_in_order(lambda *vs, **kw: call(fname, vs, kw, None, names), order, values, kwargs)
+            return layout.call_in_order(lambda *vs, **kw: _eager_call(fname, vs, kw, None, names), order, values,
+                                        kwargs)
     if out is not None and torch._debug_has_internal_overlap(out) == 1:  # an expanded tensor: torch refuses it
         raise ValueError(f"{fname}: out has elements that share memory (an expanded tensor, stride 0), so a "
                          "result element would overwrite another; pass a tensor of its own memory "
@@ -257,6 +272,15 @@ def _is_fake(t) -> bool:
     except ImportError:  # pragma: no cover - torch without it
         return False
     return is_fake(t)
+
+
+def _is_wrapped(t) -> bool:
+    """A tensor of torch.func's transforms (functionalize, vmap, jvp, grad): its memory is not its
+    values (``.numpy()`` of a functional tensor reads a stale buffer), so the op takes it."""
+    try:
+        return torch._C._functorch.is_functorch_wrapped_tensor(t) or torch._is_functional_tensor(t)
+    except AttributeError:  # pragma: no cover - a torch without them
+        return False
 
 
 def _through_the_op(fname, names, values, kwargs, out):
@@ -474,7 +498,7 @@ def _register(fname, overload):
 
     def real(*args, **kwargs):
         values, kw = split(args, dict(kwargs))
-        return call(fname, values, kw)
+        return _eager_call(fname, values, kw, None, names)
 
     def fake_impl(*args, **kwargs):
         values, kw = split(args, dict(kwargs))
@@ -549,6 +573,11 @@ def _scale_number(fname, name, v, t):
         rounded = round(value / ulp) * ulp
         if abs(rounded) > (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax:
             rounded = math.copysign(math.inf, value)
+    if rounded == 0 and value != 0:
+        tiny = 2.0 ** (emin - (p - 1))
+        raise ValueError(f"{fname}: {name} = {v!r} is below the smallest magnitude of {torch_name(t)} ({tiny:.3g}), "
+                         "the dtype dmlq computes it in; it would become 0, which saturates every output. Pass a "
+                         f"larger value, or {name}=0.0 if a zero scale is meant")
     if math.isinf(rounded) and not (isinstance(v, float) and math.isinf(v)):
         top = (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax
         raise ValueError(f"{fname}: {name} = {v!r} is beyond the range of {torch_name(t)} (largest magnitude "
@@ -614,6 +643,13 @@ def _polyfill(fname):
     return traced
 
 
+def _scale_type(fname, lead):
+    """The type a number scale takes (semantics.md "Scales"): a float16/bfloat16 x's for quantize."""
+    if fname == "quantize_linear" and isinstance(lead, torch.Tensor) and lead.dtype in (torch.float16, torch.bfloat16):
+        return lead.dtype
+    return torch.float32
+
+
 def _traced_form(fname):
     """What torch.compile traces in place of the public function ``fname``: the
     custom op (the default overload when every scale and zero point is a number,
@@ -631,6 +667,15 @@ def _traced_form(fname):
     def functional(*args, **kwargs):
         values = dict(zip(names, args))
         values.update({n: kwargs.get(n) for n in names[len(args):]})
+        for n, v in values.items():  # NumPy operands (and, inside torch.compile, NumPy scalars) as tensors
+            if isinstance(v, np.ndarray):
+                if torch.compiler.is_compiling():
+                    values[n] = torch.as_tensor(v)
+                elif any(_is_fake(t) for t in values.values() if isinstance(t, torch.Tensor)):
+                    # (FakeTensorMode: a tensor of its shape and dtype, made fake by the mode)
+                    values[n] = torch.empty(v.shape, dtype=torch_dtype(v.dtype))
+                else:
+                    values[n] = _from_numpy(np.array(v))
         kw = {k: kwargs[k] for k in keywords if k in kwargs}
         if len(args) > len(names):  # quantized_avg_pool's window_size, given by position
             kw["window_size"] = args[len(names)]
@@ -661,7 +706,8 @@ def _traced_form(fname):
                             kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
                         v = int(v)
                     values[n] = 0 if v is None else v
-                else:
+                else:  # (its rounding and range checked now, as the eager call's exception: the op
+                    _scale_number(fname, n, v, _scale_type(fname, lead))  # would raise it inside torch's own)
                     values[n] = float(v)
             return default(*(values[n] for n in names), **kw)
         for n in params:
@@ -675,8 +721,7 @@ def _traced_form(fname):
                     zdt = kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
                 values[n] = None if int(v) == 0 else _zp_tensor(fname, n, v, zdt, lead.device)
             else:
-                sdt = lead.dtype if fname == "quantize_linear" and lead.dtype in (torch.float16, torch.bfloat16) \
-                    else torch.float32
+                sdt = _scale_type(fname, lead)
                 number = ([_scale_number(fname, n, e, sdt) for e in np.asarray(v, np.float64).reshape(-1)]
                           if isinstance(v, (list, tuple)) else _scale_number(fname, n, v, sdt))  # a list: each
                 values[n] = torch.tensor(number, dtype=sdt, device=lead.device)
@@ -694,6 +739,25 @@ _OUT_DECIDES = {"quantize_linear": "zero_point", "quantized_add": "out_zero_poin
                 "matmul_integer_to_float": None}
 
 
+def _out_may_decide(fname, dt) -> bool:
+    """Whether out's dtype ``dt`` is one the operator's output can have (else it does not pick the
+    type, and the result's own dtype is compared with it: the eager call's "out must have dtype")."""
+    if fname == "matmul_integer_to_float":
+        return dt in (torch.float32, torch.float16)
+    if fname != "quantize_linear":
+        return dt in (torch.int8, torch.uint8)
+    return dt in _QUANTIZED_TORCH
+
+
+def _quantized_torch():
+    from .qtypes import is_qtype
+
+    return tuple(t for t in _TO_NUMPY if is_qtype(numpy_dtype(t)))  # (a tuple: Dynamo compares torch dtypes)
+
+
+_QUANTIZED_TORCH = _quantized_torch()  # the torch dtypes of quantize's output types
+
+
 def _into_out(fname, out, functional, args, kwargs):
     """``out=`` inside torch.compile: the functional op, its result copied into ``out`` (torch.compile
     turns the copy into a write of the graph's input), with the eager call's rules: out's dtype picks
@@ -707,7 +771,10 @@ def _into_out(fname, out, functional, args, kwargs):
     if isinstance(lead, torch.Tensor) and out.device != lead.device:
         raise ValueError(f"{fname}: out is on {out.device} but {names[0]} is on {lead.device}; every tensor of a "
                          f"call must be on one device: pass out.to({names[0]}.device)")
-    if fname in _OUT_DECIDES and kwargs.get("dtype") is None:
+    if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):  # an expanded tensor, as eager says
+        raise ValueError(f"{fname}: out has elements that share memory (an expanded tensor, stride 0), so a "
+                         "result element would overwrite another; pass a tensor of its own memory")
+    if fname in _OUT_DECIDES and kwargs.get("dtype") is None and _out_may_decide(fname, out.dtype):
         zp = _OUT_DECIDES[fname]
         i = names.index(zp) if zp else None
         v = None if zp is None else args[i] if len(args) > i else kwargs.get(zp)
@@ -721,7 +788,10 @@ def _into_out(fname, out, functional, args, kwargs):
                         f"dtype={result.dtype})")
     if tuple(out.shape) != shape:
         raise ValueError(f"{fname}: out must have shape {shape} (got {tuple(out.shape)})")
-    out.copy_(result)
+    if out.dtype in _VIEWED:  # the one-byte types by their bytes (torch has no copy kernel for int4 ...)
+        out.view(_VIEWED[out.dtype][0]).copy_(result.view(_VIEWED[out.dtype][0]))
+    else:
+        out.copy_(result)
     return out
 
 

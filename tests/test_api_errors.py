@@ -16,7 +16,7 @@ Q = np.array([1, 2, 3], u8)
 MISTAKES = [
     # (what the user wrote, call, exception, message)
     ("int64 zero point, no dtype", lambda: dmlq.quantize_linear(X, 0.1, np.array([5])), TypeError,
-     r"quantize_linear: zero_point has dtype int64, but the output is int8 or uint8 and takes its dtype from "
+     r"quantize_linear: zero_point has dtype int64, but the output is a quantized type \(int8, uint8, int16, uint16, int4 \.\.\. float8\) and takes its dtype from "
      r"zero_point; pass zero_point=np.uint8\(...\) \(or .astype\(np.uint8\)\), or keep it and say which output "
      r"you want with dtype=np.uint8 or dtype=np.int8"),
     ("np.int32 zero point, no dtype", lambda: dmlq.quantize_linear(X, 0.1, np.int32(5)), TypeError,
@@ -35,7 +35,7 @@ MISTAKES = [
      r"x must have dtype float32, float16 or int32 \(got float64\); dmlq computes in float32 and does not narrow "
      r"a float64 array silently: pass x.astype\(np.float32\)"),
     ("float64 scale array", lambda: dmlq.quantize_linear(X, np.full(3, 0.1)), TypeError,
-     r"scale must have dtype float32 for a float32 x \(got float64\); dmlq computes in float32 .* "
+     r"scale must have dtype float32 \(or float16 or bfloat16\) for a float32 x \(got float64\); dmlq computes in float32 .* "
      r"pass scale.astype\(np.float32\)"),
     ("string scale", lambda: dmlq.quantize_linear(X, "0.1"), TypeError,
      r"scale must be an array or a number \(got str\)"),
@@ -157,14 +157,14 @@ def _torch_mistakes():
          r"x must have dtype float32, float16 or int32 \(got float64\); dmlq computes in float32 and does not "
          r"narrow a float64 array silently: pass x.to\(torch.float32\)"),
         (lambda: dmlq.quantize_linear(t64.float(), torch.tensor(0.1, dtype=torch.float64)),
-         r"scale must have dtype float32 for a float32 x \(got float64\); .* pass scale.to\(torch.float32\)"),
+         r"scale must have dtype float32 \(or float16 or bfloat16\) for a float32 x \(got float64\); .* pass scale.to\(torch.float32\)"),
         (lambda: dmlq.quantize_linear(torch.tensor([1, 2], dtype=torch.int16), 0.1),
          r"pass x.to\(torch.int32\) if its values fit, or x.to\(torch.float32\)"),
         (lambda: dmlq.dequantize_linear(torch.tensor([1, 2]), 0.5),
          r"q must have dtype int8, .* \(got int64\) \(torch.tensor makes int64 from Python ints\); pass "
          r"q.to\(torch.int32\) or q.to\(torch.uint8\) if its values fit"),
         (lambda: dmlq.quantize_linear(t64.float(), 0.1, torch.tensor(5)),
-         r"zero_point has dtype int64, but the output is int8 or uint8 .*; pass zero_point.to\(torch.uint8\), or "
+         r"zero_point has dtype int64, but the output is a quantized type .*; pass zero_point.to\(torch.uint8\), or "
          r"keep it"),
         (lambda: dmlq.quantized_add(Q, 0.1, 0, torch.tensor([1, 2, 3]), 0.1, 0, 0.2),
          r"b must have dtype int8 or uint8 \(got int64\) .*; pass b.to\(torch.uint8\) or b.to\(torch.int8\)"),
@@ -530,3 +530,26 @@ def test_nan_payloads_lists_of_huge_ints_and_dask_lists():
     x = da.from_array(np.ones((2, 2), np.float32), chunks=1)
     np.testing.assert_array_equal(dmlq.quantize_linear(x, [0.5, 0.25]).compute(),
                                   dmlq.quantize_linear(np.ones((2, 2), np.float32), [0.5, 0.25]), strict=True)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: dmlq.quantize_linear(np.ones(3, np.float32), 1e-46), r"scale = 1e-46 is below the smallest magnitude of "
+                                                                  r"float32 \(1\.4e-45\)"),
+    (lambda: dmlq.quantize_linear(np.ones(3, np.float16), 1e-8), r"scale = 1e-08 is below the smallest magnitude of "
+                                                                 r"float16 \(5\.96e-08\)"),
+    (lambda: dmlq.quantize_linear(np.ones(3, np.float16), [1.0, 1e-8, 1.0]), r"scale = \[\.\.\. 1e-08 \.\.\.\] is below"),
+    (lambda: dmlq.quantized_add(np.ones(2, np.uint8), 1e-46, 0, np.ones(2, np.uint8), 0.1, 0, 1.0),
+     r"quantized_add: a_scale = 1e-46 is below"),
+])
+def test_a_number_scale_that_would_become_zero_is_refused(call, message):
+    """A nonzero Python number that rounds to 0 in the type dmlq computes it in would make a zero
+    scale, saturating every output: refused as a number beyond the range is (0.0 is taken)."""
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_the_smallest_subnormal_and_zero_are_taken():
+    x = np.array([1.0, -1.0, 0.0], np.float32)
+    assert dmlq.quantize_linear(x, 1.4e-45, dtype=np.int8).tolist() == [127, -128, 0]
+    assert dmlq.quantize_linear(x, 0.0, dtype=np.int8).tolist() == [127, -128, 0]
+    assert dmlq.quantize_linear(x.astype(np.float16), 6e-8, dtype=np.int8).tolist() == [127, -128, 0]

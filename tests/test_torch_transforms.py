@@ -1,0 +1,100 @@
+"""torch.func's transforms, constants traced by torch.compile, NumPy operands beside tensors
+that take the custom op, and tensors dmlq cannot read as memory. Expected values: the same
+call on plain tensors or NumPy arrays (themselves checked against dmlq.reference elsewhere)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import dmlq  # noqa: E402
+import dmlq.torch  # noqa: E402,F401
+
+_rng = np.random.default_rng(11)
+X = torch.from_numpy(_rng.standard_normal((4, 6)).astype(np.float32))
+Q = torch.from_numpy(_rng.integers(0, 256, (4, 6)).astype(np.uint8))
+B = torch.from_numpy(_rng.integers(-128, 128, (6, 3)).astype(np.int8))
+
+CALLS = {
+    "quantize": lambda x, q, b: dmlq.quantize_linear(x, 0.1, 128),
+    "dequantize": lambda x, q, b: dmlq.dequantize_linear(q, 0.5, 3),
+    "add": lambda x, q, b: dmlq.quantized_add(q, 0.1, 3, q, 0.2, 4, 0.15, 5),
+    "matmul": lambda x, q, b: dmlq.quantized_matmul(q, 0.1, 3, b, 0.2, None, 0.5),
+    "matmul_integer": lambda x, q, b: dmlq.matmul_integer(q, b, 3),
+    "to_float": lambda x, q, b: dmlq.matmul_integer_to_float(q, 0.1, 3, b, 0.2, None),
+    "avg_pool": lambda x, q, b: dmlq.quantized_avg_pool(q.reshape(1, 1, 4, 6), 0.1, 3, 0.1, 3, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_functionalize_gives_the_eager_result(name):
+    """A functional tensor's memory is not its values: it goes through the op (it read a stale
+    buffer, the same garbage whatever x was, and make_fx stored it as a constant)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.func import functionalize
+
+    f = CALLS[name]
+    want = f(X, Q, B)
+    assert torch.equal(functionalize(f)(X, Q, B), want)
+    assert torch.equal(make_fx(functionalize(f))(X, Q, B)(X, Q, B), want)
+    x2, q2 = X + 1, (Q.int() + 7).to(torch.uint8)
+    assert torch.equal(functionalize(f)(x2, q2, B), f(x2, q2, B))  # no constant left behind
+
+
+def test_vmap_runs_each_sample_through_the_op():
+    got = torch.func.vmap(lambda r: dmlq.quantize_linear(r, 0.1, 3))(X)
+    assert torch.equal(got, dmlq.quantize_linear(X, 0.1, 3))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: dmlq.dequantize_linear(torch.tensor(5, dtype=torch.uint8), 0.1),
+    lambda: dmlq.quantize_linear(torch.tensor(1.0), torch.tensor([0.1])),
+    lambda: dmlq.quantized_add(torch.tensor([5], dtype=torch.uint8), 0.1, 3, torch.tensor([6], dtype=torch.uint8),
+                               0.2, 4, 0.15, 5),
+])
+def test_constants_made_inside_a_compiled_function(make):
+    """torch's fake mode runs the real implementation on constants of one element while
+    compiling; it went back to the traced form and recursed without end."""
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(make, backend="eager", fullgraph=True)(), make())
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_numpy_scalars_and_arrays_inside_compile(fullgraph):
+    """Under Dynamo a NumPy zero point or scale is an ndarray: taken as a tensor of its dtype."""
+    calls = (lambda x: dmlq.quantize_linear(x, 0.1, np.uint8(3)),
+             lambda x: dmlq.quantize_linear(x, 0.1, np.int8(-3)),
+             lambda x: dmlq.quantize_linear(x, np.full(6, 0.1, np.float32), axis=1))
+    for f in calls:
+        torch._dynamo.reset()
+        got, want = torch.compile(f, backend="eager", fullgraph=fullgraph)(X), f(X)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_numpy_operands_beside_a_tensor_that_requires_grad():
+    """The README takes NumPy arrays beside CPU tensors; with a parameter in the call the op
+    runs (to keep the graph), and the arrays go to it as tensors."""
+    bias = torch.nn.Parameter(torch.zeros(3))
+    b, s = B.numpy(), np.full(3, 0.2, np.float32)
+    want = dmlq.matmul_integer_to_float(Q, 0.1, 3, b, s, 0, bias.detach())
+    got = dmlq.matmul_integer_to_float(Q, 0.1, 3, b, s, 0, bias)
+    assert got.requires_grad and torch.equal(got.detach(), torch.from_numpy(np.asarray(want)))
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        fake = dmlq.matmul_integer(torch.empty(4, 6, dtype=torch.uint8), b)
+    assert fake.shape == (4, 3) and fake.dtype == torch.int32
+
+
+def test_tensors_without_plain_memory_are_refused_by_name():
+    nested = torch.nested.nested_tensor([torch.randn(2), torch.randn(3)])
+    with pytest.raises(TypeError, match=r"quantize_linear: x is a nested tensor; .* x.unbind\(\)"):
+        dmlq.quantize_linear(nested, 0.1)
+    q = torch.quantize_per_tensor(torch.randn(3), 0.1, 3, torch.quint8)
+    with pytest.raises(TypeError, match=r"dequantize_linear: q is a torch quantized tensor .* q.int_repr\(\)"):
+        dmlq.dequantize_linear(q, 0.1)
+    assert torch.equal(dmlq.dequantize_linear(q.int_repr(), q.q_scale(), q.q_zero_point()), q.dequantize())
+    c = torch.randn(3, dtype=torch.complex64).conj()
+    with pytest.raises(TypeError, match=r"x is a view whose conjugation is not applied .* x.resolve_conj\(\)"):
+        dmlq.quantize_linear(c, 0.1)
