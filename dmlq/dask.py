@@ -48,6 +48,7 @@ Scales and zero points of pooling and matmul are NumPy/CuPy arrays or numbers
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -93,8 +94,10 @@ def call(fname, values, kwargs, out=None, names=None):
                 q = Packed(da.from_array(q.data, chunks=q.data.shape, asarray=False), q.shape, q.dtype)
         if isinstance(q.data, da.Array):
             return packed_dask.dequantize(q, values[1], values[2], kwargs, out)
-    if fname in ("quantize_linear", "dequantize_linear", "quantized_add"):
-        values = tuple(_listed(fname, n, v, values[0]) for n, v in zip(adapters.operand_names(fname), values))
+    # every operator's lists as the one-array call converts them (a list left to the tasks was taken
+    # for dask's own list of blocks: its first element applied to every column)
+    values = tuple(_listed(fname, n, v, values[0]) for n, v in zip(adapters.operand_names(fname), values))
+    values = tuple(_without_empty_chunks(_signed_nan(v)) for v in values)
     chunks = _check(fname, values, out)
     if chunks == "numpy" and fname in MATMULS:  # a packed b of NumPy bytes: the ml_dtypes array it stands for
         i = adapters.operand_names(fname).index("b")
@@ -126,6 +129,35 @@ def call(fname, values, kwargs, out=None, names=None):
     return _elementwise(fname, values, kwargs, shape, dtype, meta)
 
 
+def _without_empty_chunks(v):
+    """A dask array without chunks of length 0 on an axis that has elements (x[mask] after
+    compute_chunk_sizes() has them): the pooling halo and the matmul cuts assume none (a halo
+    taken from an empty chunk lost an output). Unknown (NaN) chunks are left to the checks."""
+    if not isinstance(v, da.Array) or any(math.isnan(n) for c in v.chunks for n in c):
+        return v
+    if not any(len(c) > 1 and 0 in c for c in v.chunks):
+        return v
+    return v.rechunk(tuple(tuple(n for n in c if n) or (0,) for c in v.chunks))
+
+
+def _signed_nan(v):
+    """A NaN scalar whose sign dask's tokenize would lose (a Python float or a 0-d array: +NaN and
+    -NaN get one name, so two results in one graph became one) as a NumPy scalar, which dask
+    names by its bytes: a Python float as float32 (a NaN of any float type is NaN of that sign,
+    and the typed float32 takes the same path), a 0-d array as its own type's scalar."""
+    if isinstance(v, float) and not isinstance(v, np.floating) and math.isnan(v):
+        return np.copysign(np.float32("nan"), np.float32(math.copysign(1.0, v)))
+    if isinstance(v, np.floating) and np.isnan(v) and v.dtype == np.float64:
+        return np.copysign(np.float32("nan"), np.float32(np.copysign(1.0, v)))
+    if type(v) is np.ndarray and v.ndim == 0 and v.dtype != np.float64 and v.dtype.kind in "fV":
+        try:
+            nan = bool(np.isnan(v.astype(np.float32)))
+        except (TypeError, ValueError):
+            return v
+        return v[()] if nan else v
+    return v
+
+
 def _listed(fname, name, v, first):
     """A list or tuple operand as the one-array call converts it (numbers in a float role: float32,
     quantize's scale beside a float16 or bfloat16 x that type; dmlq.calls.list_operand), so the
@@ -135,7 +167,7 @@ def _listed(fname, name, v, first):
     from .calls import list_operand
     from .quant import number_scale_dtype
 
-    float_role = name == "x" or name.endswith("scale")
+    float_role = name == "x" or name.endswith("scale") or name == "bias"
     dtype = number_scale_dtype(first.dtype) if fname == "quantize_linear" and name == "scale" else np.float32
     return list_operand(fname, name, v, float_role, dtype)
 
@@ -251,6 +283,8 @@ def _channel_slice(v, c0, c1):
 
 class _PoolTask:
     """One output block of pooling from one input block and its right halo."""
+
+    __name__ = "dmlq-avg-pool"  # the graph's key prefix (dask names a callable object by its str: an address)
 
     def __init__(self, plans, channel_bounds, geometry, params, kwargs, dtype):
         self.plans, self.channel_bounds = plans, channel_bounds
@@ -396,6 +430,8 @@ def _packed_b(fname, values, kwargs, shape, dtype, meta):
 class _PackedBTask:
     """One M block of a matmul with a packed b: the public function on the block, the
     operands in ``cut`` taken from the block's arguments, the others as given."""
+
+    __name__ = "dmlq-packed-b-matmul"  # (the graph's key prefix, as _PoolTask's)
 
     def __init__(self, fn, values, cut, kwargs):
         self.fn, self.values, self.cut, self.kwargs = fn, values, cut, kwargs

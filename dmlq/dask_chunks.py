@@ -56,6 +56,10 @@ def _check(fname, values, out):
             if any(isinstance(c, float) and c != c for c in v.shape):
                 raise ValueError(f"{fname}: {name} has unknown chunk sizes (shape {v.shape}); call "
                                  f"{name}.compute_chunk_sizes() first")
+            if isinstance(v._meta, np.ma.MaskedArray):  # (refused when the graph is built, as the eager call does)
+                from .calls import refuse_masked
+
+                refuse_masked(fname, name, v._meta)
             mod = _module_of(v)
             if chunks is None:
                 first, chunks = name, mod
@@ -143,16 +147,19 @@ def _elementwise(fname, values, kwargs, shape, dtype, meta, packed=None):
             args += [v, tuple(range(lead, nd))]
         else:
             args += [v, None]
-    return _blockwise(fn, nd, args, kwargs, dtype, meta, packed)
+    return _blockwise(fn, nd, args, kwargs, dtype, meta, packed, chunks)
 
 
-def _blockwise(fn, nd, args, kwargs, dtype, meta, packed):
+def _blockwise(fn, nd, args, kwargs, dtype, meta, packed, chunks=None):
+    """``chunks``: the output's, said (blockwise would take the first operand's with the most
+    blocks on each axis: a length-1 one-chunk x beside a (5,) one-chunk scale declared (1,))."""
     if packed is not None:  # one chunk of bytes per chunk of axis 0 (the other axes whole)
         task, extra = packed
         return da.blockwise(task, (0,), *args, fn=fn, kwargs=kwargs, align_arrays=False, concatenate=True,
                             **extra)
+    adjust = None if chunks is None else dict(enumerate(chunks))
     return da.blockwise(_apply, tuple(range(nd)), *args, fn=fn, kwargs=kwargs, align_arrays=False, dtype=dtype,
-                        meta=meta)
+                        meta=meta, adjust_chunks=adjust)
 
 
 def blocked_axis(kwargs, scale, shape):

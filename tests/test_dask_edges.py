@@ -1,0 +1,104 @@
+"""dask arrays at the edges a user meets: lists beside them, NaN scales of either sign in one
+graph, chunks of length 0, a length-1 operand broadcasting, graph names, masked chunks.
+Expected values: the one-array NumPy call (itself checked against dmlq.reference)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+import dmlq  # noqa: E402
+
+_rng = np.random.default_rng(3)
+A = _rng.integers(0, 256, (4, 6), dtype=np.uint8)
+B = _rng.integers(-128, 128, (6, 3), dtype=np.int8)
+
+LISTS = [
+    lambda a: dmlq.matmul_integer(a, B, None, [1, 2, 3]),
+    lambda a: dmlq.matmul_integer(a, B, [[1], [2], [3], [4]], None),
+    lambda a: dmlq.quantized_matmul(a, 0.01, None, B, [0.01, 0.02, 0.03], None, 0.1),
+    lambda a: dmlq.quantized_matmul(a, [[0.01], [0.02], [0.03], [0.04]], [[1], [2], [3], [4]], B, 0.02, None, 0.1),
+    lambda a: dmlq.matmul_integer_to_float(a, 0.1, None, B, [0.1, 0.2, 0.3], None),
+    lambda a: dmlq.matmul_integer_to_float(a, 0.1, None, B, [[0.01] * 3, [0.02] * 3], [[1, 2, 3], [4, 5, 6]],
+                                           block_size=3),
+    lambda a: dmlq.matmul_integer_to_float(a, [[0.1], [0.2], [0.3], [0.4]], None, B, 0.1, None, [1.0, 2.0, 3.0]),
+]
+
+
+@pytest.mark.parametrize("i", range(len(LISTS)))
+@pytest.mark.parametrize("chunks", [(2, 3), (2, 6), (1, 1)])
+def test_lists_beside_a_dask_a(i, chunks):
+    """A list B-side scale, zero point or bias was taken for dask's own list of blocks: its first
+    element applied to every column, silently."""
+    call = LISTS[i]
+    got, want = call(da.from_array(A, chunks=chunks)).compute(), call(A)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_lists_beside_dask_pooling_split_across_channels():
+    x = np.arange(24, dtype=np.uint8).reshape(1, 2, 2, 6)
+    got = dmlq.quantized_avg_pool(da.from_array(x, chunks=(1, 1, 2, 3)), [0.1, 0.2], [1, 2], 0.1, 0, 2).compute()
+    assert np.array_equal(got, dmlq.quantized_avg_pool(x, [0.1, 0.2], [1, 2], 0.1, 0, 2))
+
+
+@pytest.mark.parametrize("pair", [(float("nan"), -float("nan")),
+                                  (np.array(np.nan, np.float32), np.array(-np.nan, np.float32)),
+                                  (np.float64(np.nan), -np.float64(np.nan))])
+def test_nan_scales_of_either_sign_in_one_graph(pair):
+    """dask's tokenize gives +NaN and -NaN (a Python float, a 0-d array) one name: two results in
+    one dask.compute became one. A NaN quotient's sign picks the float8 NaN code."""
+    x = np.array([1.0, -2.0], np.float32)
+    p, n = (dmlq.quantize_linear(da.from_array(x, chunks=1), s, dtype="float8_e4m3fn") for s in pair)
+    assert p.name != n.name
+    got_p, got_n = dask.compute(p, n)
+    for got, s in ((got_p, pair[0]), (got_n, pair[1])):
+        assert np.array_equal(got.view(np.uint8), dmlq.quantize_linear(x, s, dtype="float8_e4m3fn").view(np.uint8))
+    assert got_p.view(np.uint8).tolist() == [0x7F, 0x7F] and got_n.view(np.uint8).tolist() == [0xFF, 0xFF]
+
+
+@pytest.mark.parametrize("chunks", [((1,), (1,), (3, 0, 3)), ((1,), (1,), (0, 6)), ((1,), (1,), (2, 0, 0, 4))])
+def test_pooling_with_chunks_of_length_zero(chunks):
+    """x[mask].compute_chunk_sizes() makes them; a halo taken from an empty chunk lost an output."""
+    x = np.arange(6, dtype=np.uint8).reshape(1, 1, 6)
+    got = dmlq.quantized_avg_pool(da.from_array(x, chunks=chunks), 0.1, 0, 0.1, 0, 2)
+    want = dmlq.quantized_avg_pool(x, 0.1, 0, 0.1, 0, 2)
+    assert got.shape == want.shape and np.array_equal(got.compute(), want)
+
+
+def test_matmul_with_chunks_of_length_zero():
+    a, b, z = A[:, :3], B[:3, :2], np.arange(4, dtype=np.uint8).reshape(4, 1)
+    got = dmlq.matmul_integer(da.from_array(a, chunks=((2, 0, 2), (3,))), b, z).compute()
+    assert np.array_equal(got, dmlq.matmul_integer(a, b, z))
+    got = dmlq.quantized_matmul(da.from_array(a[:1], chunks=((0, 1), (1, 2))), 0.1, None, b, 0.1, None, 0.2)
+    assert np.array_equal(got.compute(), dmlq.quantized_matmul(a[:1], 0.1, None, b, 0.1, None, 0.2))
+    a3 = a.reshape(1, 4, 3)
+    got = dmlq.matmul_integer(da.from_array(a3, chunks=((0, 1), (4,), (3,))), b)
+    assert got.shape == (1, 4, 2) and np.array_equal(got.compute(), dmlq.matmul_integer(a3, b))
+
+
+def test_a_length_one_operand_broadcasting_keeps_the_result_shape():
+    """blockwise took the length-1 one-chunk x's chunks for the output: declared (1,), computed (5,)."""
+    x, s = np.array([1.0], np.float32), np.array([0.5, 1, 2, 4, 8], np.float32)
+    got = dmlq.quantize_linear(da.from_array(x), s)
+    assert got.shape == (5,) and np.array_equal(got.compute(), dmlq.quantize_linear(x, s))
+    assert np.array_equal(got[3].compute(), dmlq.quantize_linear(x, s)[3])
+    a, b = np.arange(6, dtype=np.uint8).reshape(6, 1), np.arange(8, dtype=np.uint8).reshape(1, 8)
+    got = dmlq.quantized_add(da.from_array(a, chunks=(4, 1)), 0.1, 3, b, 0.2, 4, 0.3, 5)
+    assert got.shape == (6, 8) and got.chunks == ((4, 2), (8,))
+    assert np.array_equal(got.compute(), dmlq.quantized_add(a, 0.1, 3, b, 0.2, 4, 0.3, 5))
+
+
+def test_pooling_graph_names_are_deterministic():
+    x = da.from_array(np.arange(36, dtype=np.uint8).reshape(1, 1, 6, 6), chunks=(1, 1, 3, 3))
+    p, p2 = (dmlq.quantized_avg_pool(x, 0.1, 0, 0.1, 0, 2) for _ in range(2))
+    assert p.name == p2.name and p.name.startswith("dmlq-avg-pool-") and " at 0x" not in p.name
+
+
+def test_masked_chunks_are_refused_when_the_graph_is_built():
+    m = da.ma.masked_greater(da.from_array(np.linspace(0, 1, 4, dtype=np.float32)), 0.5)
+    with pytest.raises(TypeError, match=r"quantize_linear: x is a masked array \(numpy.ma\)"):
+        dmlq.quantize_linear(m, 0.1)
+    with pytest.raises(TypeError, match=r"quantize_linear: scale is a masked array"):
+        dmlq.quantize_linear(da.from_array(np.ones(4, np.float32)), m + 1)
