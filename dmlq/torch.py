@@ -624,7 +624,7 @@ def _finite_double(fname, name, v):
             return True
         return False
 
-    if any(beyond(e) for e in (v if isinstance(v, (list, tuple)) else (v,))):
+    if any(beyond(e) for e in _nested(v)[1]):
         from .checks import short
 
         raise ValueError(f"{fname}: {name} = {short(v)} is beyond the range of float32 (largest magnitude "
@@ -641,6 +641,17 @@ def _polyfill(fname):
     if traced is None:
         traced = _TRACED[fname] = _traced_form(fname)
     return traced
+
+
+def _nested(v):
+    """(shape, the elements in C order) of a nested list of numbers, in plain Python (a ragged
+    list: a ValueError, as NumPy's)."""
+    if not isinstance(v, (list, tuple)):
+        return (), [v]
+    parts = [_nested(e) for e in v]
+    if any(p[0] != parts[0][0] for p in parts):
+        raise ValueError(f"a list of numbers must be rectangular (got {v!r})")
+    return (len(v),) + (parts[0][0] if parts else ()), [e for p in parts for e in p[1]]
 
 
 def _scale_type(fname, lead):
@@ -722,11 +733,12 @@ def _traced_form(fname):
                 values[n] = None if int(v) == 0 else _zp_tensor(fname, n, v, zdt, lead.device)
             else:
                 sdt = _scale_type(fname, lead)
-                number = ([_scale_number(fname, n, e, sdt) for e in np.asarray(v, np.float64).reshape(-1)]
-                          if isinstance(v, (list, tuple)) else _scale_number(fname, n, v, sdt))  # a list: each
-                values[n] = torch.tensor(number, dtype=sdt, device=lead.device)
-                if isinstance(v, (list, tuple)):
-                    values[n] = values[n].reshape(np.shape(v))
+                if isinstance(v, (list, tuple)):  # each number (in Python: NumPy's asarray, traced by Dynamo,
+                    shape, flat = _nested(v)  # made them symbolic, and the checks were skipped)
+                    number = [_scale_number(fname, n, e, sdt) for e in flat]
+                    values[n] = torch.tensor(number, dtype=sdt, device=lead.device).reshape(shape)
+                else:
+                    values[n] = torch.tensor(_scale_number(fname, n, v, sdt), dtype=sdt, device=lead.device)
         return tensor(*(values[n] for n in names), **kw)
 
     return traced

@@ -81,6 +81,15 @@ def test_out_overlapping_an_input_inside_compile():
         assert np.array_equal(q.numpy(), want), backend
 
 
+def test_nested_list_scales_inside_compile():
+    """A list scale's numbers are rounded to x's type and checked in plain Python (NumPy's asarray
+    under Dynamo made them symbolic, skipping the checks; a nested list failed in float())."""
+    x = T["x"][0, 0, :, :1].half()
+    f = lambda t: dmlq.quantize_linear(t, [[0.1], [0.2], [0.3], [0.4], [0.5], [1 / 3]])  # noqa: E731
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(f, backend="eager", fullgraph=True)(x), f(x))
+
+
 @pytest.mark.parametrize("dtype", ["int4", "uint4", "int2", "uint2"])
 def test_a_narrow_out_inside_compile(dtype):
     """A 4-bit or 2-bit out made inside the compiled function is written by its bytes (torch has no
@@ -108,6 +117,11 @@ WRONG = {
                             TypeError, r"quantized_add: out must have dtype uint8 \(got float32\)"),
     "expanded": (lambda: dmlq.quantize_linear(T["x"], 0.5, out=torch.empty(1, 3, 6, 6, dtype=torch.uint8).expand(
         2, 3, 6, 6)), ValueError, r"quantize_linear: out has elements that share memory \(an expanded tensor"),
+    "underflowing_list_scale": (lambda: dmlq.quantize_linear(T["x"][0, 0, 0].half(), [1.0, 1e-8, 1.0, 1.0, 1.0, 1.0]),
+                                ValueError, r"quantize_linear: scale = .*1e-08.* is below the smallest magnitude of "
+                                            r"float16"),
+    "overflowing_nested_list_scale": (lambda: dmlq.quantize_linear(T["x"][0, 0, :, :1].half(), [[1.0]] * 5 + [[1e6]]),
+                                      ValueError, r"quantize_linear: scale .*1000000\.0.* beyond the range of float16"),
     "underflowing_scale": (lambda: dmlq.quantize_linear(T["x"].half(), 1e-8), ValueError,
                            r"quantize_linear: scale = 1e-08 is below the smallest magnitude of float16"),
     "dtype": (lambda: dmlq.quantize_linear(T["x"], 0.01, torch.tensor(3, dtype=torch.int8),
