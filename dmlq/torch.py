@@ -110,6 +110,8 @@ _torch_dtype_constant = (torch.compiler.assume_constant_result(torch_dtype)
 def _from_numpy(a):
     """A tensor sharing the NumPy array's memory (the narrow types through a view of its bytes)."""
     t = torch_dtype(a.dtype)
+    if a.size == 0:  # (no memory to share: torch's contiguous strides, as the fake implementation gives)
+        return torch.empty(a.shape, dtype=t)
     if t in _VIEWED:
         return torch.from_numpy(a.view(_VIEWED[t][1])).view(t)
     return torch.from_numpy(a)

@@ -98,3 +98,16 @@ def test_tensors_without_plain_memory_are_refused_by_name():
     c = torch.randn(3, dtype=torch.complex64).conj()
     with pytest.raises(TypeError, match=r"x is a view whose conjugation is not applied .* x.resolve_conj\(\)"):
         dmlq.quantize_linear(c, 0.1)
+
+
+def test_an_empty_result_has_the_fake_implementation_strides():
+    """torch.library.opcheck's fake comparison and torch's own empty results: contiguous strides
+    (a zero-size NumPy result came back with strides (0, 0))."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    for make in (lambda: dmlq.quantize_linear(torch.zeros(0, 3), 0.1),
+                 lambda: dmlq.matmul_integer(torch.zeros(0, 3, dtype=torch.uint8), torch.zeros(3, 2, dtype=torch.int8))):
+        eager = make()
+        with FakeTensorMode():
+            fake = make()
+        assert eager.stride() == fake.stride() == torch.empty(eager.shape).stride()
