@@ -74,7 +74,7 @@ def list_operand(f, name, v, float_role, dtype=np.float32):
         wide = arr
         arr = narrowed(arr.astype(np.float64), dtype)  # Python numbers carry no dtype: they become ``dtype``
         lost = (arr == 0) & (wide != 0)
-        if lost.any():
+        if lost.any() and name.endswith("scale"):
             raise ValueError(underflow_message(f, name, f"[... {float(wide[lost].flat[0])!r} ...]", dtype))
         beyond = np.isinf(arr) & np.isfinite(wide)
         if beyond.any():

@@ -130,16 +130,19 @@ def narrowed(wide, dtype):
         return bits.view(np.float32).astype(dtype)
 
 
+_BEYOND_FLOAT64 = 2**1024 - 2**970  # the least integer float() rounds to inf (the largest double plus half an ulp)
+
+
 def real_number(f, name, value, dtype):
     """A Python number (or NumPy float64 scalar) given as ``name`` as a 0-d array of float
     ``dtype``, or a ValueError where it lies beyond the dtype's range: it would become
     inf, as a float64 array is refused rather than narrowed."""
-    if isinstance(value, numbers.Integral) and abs(int(value)).bit_length() > 1024:  # an int beyond float64 (by
-        number = math.inf if value > 0 else -math.inf  # its bits: torch.compile cannot trace float()'s error)
+    if isinstance(value, numbers.Integral) and abs(int(value)) >= _BEYOND_FLOAT64:  # an int past float64 (by its
+        number = math.inf if value > 0 else -math.inf  # value: torch.compile cannot trace float()'s error)
     else:
         number = float(value)
     arr = narrowed(np.array(number, np.float64), dtype)
-    if arr == 0 and number != 0:
+    if arr == 0 and number != 0 and name.endswith("scale"):
         raise ValueError(underflow_message(f, name, short(value), dtype))
     if np.isinf(arr) and not (isinstance(value, float) and math.isinf(value)):
         top = ml_dtypes.finfo(dtype).max  # (NumPy's finfo knows no bfloat16)
@@ -151,12 +154,12 @@ def real_number(f, name, value, dtype):
 
 
 def underflow_message(f, name, value, dtype):
-    """The message for a nonzero number that rounds to 0 in ``dtype`` (1e-46 in float32, 1e-8 in
-    float16): a zero scale saturates every output, so it is said rather than taken."""
+    """The message for a nonzero number scale that rounds to 0 in ``dtype`` (1e-46 in float32, 1e-8
+    in float16): a zero scale is a different operation (quantize saturates), so it is said, not taken."""
     tiny = float(ml_dtypes.finfo(dtype).smallest_subnormal)
     return (f"{f}: {name} = {value} is below the smallest magnitude of {np.dtype(dtype).name} ({tiny:.3g}), the "
-            f"dtype dmlq computes it in; it would become 0, which saturates every output. Pass a larger value, or "
-            f"{name}=0.0 if a zero scale is meant")
+            f"dtype dmlq computes it in; it would become a zero scale (docs/semantics.md, \"Scales\"). Pass a larger "
+            f"value, or {name}=0.0 if a zero scale is meant")
 
 
 def native_order(f, name, v):

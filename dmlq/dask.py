@@ -94,11 +94,11 @@ def call(fname, values, kwargs, out=None, names=None):
                 q = Packed(da.from_array(q.data, chunks=q.data.shape, asarray=False), q.shape, q.dtype)
         if isinstance(q.data, da.Array):
             return packed_dask.dequantize(q, values[1], values[2], kwargs, out)
+    chunks = _check(fname, values, out)  # (lists beside CuPy chunks refused by name there)
     # every operator's lists as the one-array call converts them (a list left to the tasks was taken
     # for dask's own list of blocks: its first element applied to every column)
     values = tuple(_listed(fname, n, v, values[0]) for n, v in zip(adapters.operand_names(fname), values))
-    values = tuple(_without_empty_chunks(_signed_nan(v)) for v in values)
-    chunks = _check(fname, values, out)
+    values = tuple(_without_empty_chunks(_signed_nan(v, chunks)) for v in values)
     if chunks == "numpy" and fname in MATMULS:  # a packed b of NumPy bytes: the ml_dtypes array it stands for
         i = adapters.operand_names(fname).index("b")
         if isinstance(values[i], Packed):
@@ -140,7 +140,7 @@ def _without_empty_chunks(v):
     return v.rechunk(tuple(tuple(n for n in c if n) or (0,) for c in v.chunks))
 
 
-def _signed_nan(v):
+def _signed_nan(v, chunks):
     """A NaN scalar whose sign dask's tokenize would lose (a Python float or a 0-d array: +NaN and
     -NaN get one name, so two results in one graph became one) as a NumPy scalar, which dask
     names by its bytes: a Python float as float32 (a NaN of any float type is NaN of that sign,
@@ -149,7 +149,8 @@ def _signed_nan(v):
         return np.copysign(np.float32("nan"), np.float32(math.copysign(1.0, v)))
     if isinstance(v, np.floating) and np.isnan(v) and v.dtype == np.float64:
         return np.copysign(np.float32("nan"), np.float32(np.copysign(1.0, v)))
-    if type(v) is np.ndarray and v.ndim == 0 and v.dtype != np.float64 and v.dtype.kind in "fV":
+    if chunks == "numpy" and type(v) is np.ndarray and v.ndim == 0 and v.dtype != np.float64 and \
+            v.dtype.kind in "fV":  # (beside CuPy chunks a host array is refused, NaN or not: left as it is)
         try:
             nan = bool(np.isnan(v.astype(np.float32)))
         except (TypeError, ValueError):

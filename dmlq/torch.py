@@ -216,8 +216,14 @@ def _eager_call(fname, values, kwargs, out, names):
     small constants while compiling, where going back to the traced form would recurse)."""
     device = _checked(fname, values, out, names)
     tensors_given = [v for v in tuple(values) + (out,) if isinstance(v, torch.Tensor)]
+    compiling = torch.compiler.is_compiling()  # (Dynamo tracing this after a traced call raised: no transforms)
+    if not compiling and any(_differentiated(v) for v in tensors_given):
+        raise RuntimeError(f"dmlq.{fname}: dmlq registers no derivative (its outputs are quantized or computed from "
+                           "quantized values), forward mode (jvp, jacfwd, make_dual) or reverse (grad, jacrev) "
+                           "alike; call it on tensors outside the transform, or keep it out of what you "
+                           "differentiate")
     if (torch.is_grad_enabled() and any(v.requires_grad for v in tensors_given)) or device.type == "meta" \
-            or any(_is_fake(v) or _is_wrapped(v) for v in tensors_given):
+            or any(_is_fake(v) or (not compiling and _is_wrapped(v)) for v in tensors_given):
         return _through_the_op(fname, names, values, kwargs, out)
     if device.type not in ("cpu", "cuda"):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
@@ -276,6 +282,19 @@ def _is_fake(t) -> bool:
     return is_fake(t)
 
 
+def _differentiated(t) -> bool:
+    """A tensor that torch.func.grad/jvp/jacfwd/jacrev wraps, or a forward-mode dual tensor: the op
+    has no derivative, and torch would give a zero or missing tangent silently."""
+    try:
+        if torch._C._functorch.is_gradtrackingtensor(t):
+            return True
+        from torch.autograd import forward_ad
+
+        return forward_ad._current_level >= 0 and forward_ad.unpack_dual(t).tangent is not None
+    except AttributeError:  # pragma: no cover - a torch without them
+        return False
+
+
 def _is_wrapped(t) -> bool:
     """A tensor of torch.func's transforms (functionalize, vmap, jvp, grad): its memory is not its
     values (``.numpy()`` of a functional tensor reads a stale buffer), so the op takes it."""
@@ -293,9 +312,9 @@ def _through_the_op(fname, names, values, kwargs, out):
     FakeTensorMode: the fake implementation gives the output). ``out=`` is refused there, as
     torch refuses it for its own ops under autograd."""
     if out is not None:
-        raise TypeError(f"{fname}: out= is not taken with a tensor that requires grad, or with meta or fake "
-                        "tensors (torch's own ops refuse it under autograd): leave out=None, or call with "
-                        ".detach() tensors or under torch.no_grad()")
+        raise TypeError(f"{fname}: out= is not taken with a tensor that requires grad, with meta or fake "
+                        "tensors, or inside torch.func's vmap or functionalize (torch's own ops refuse it under "
+                        "autograd): leave out=None, or call with .detach() tensors or under torch.no_grad()")
     args = {n: v for n, v in zip(names, values)}
     return _polyfill(fname)(**args, **kwargs)
 
@@ -578,8 +597,8 @@ def _scale_number(fname, name, v, t):
     if rounded == 0 and value != 0:
         tiny = 2.0 ** (emin - (p - 1))
         raise ValueError(f"{fname}: {name} = {v!r} is below the smallest magnitude of {torch_name(t)} ({tiny:.3g}), "
-                         "the dtype dmlq computes it in; it would become 0, which saturates every output. Pass a "
-                         f"larger value, or {name}=0.0 if a zero scale is meant")
+                         "the dtype dmlq computes it in; it would become a zero scale (docs/semantics.md, \"Scales\"). "
+                         f"Pass a larger value, or {name}=0.0 if a zero scale is meant")
     if math.isinf(rounded) and not (isinstance(v, float) and math.isinf(v)):
         top = (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax
         raise ValueError(f"{fname}: {name} = {v!r} is beyond the range of {torch_name(t)} (largest magnitude "
@@ -792,7 +811,8 @@ def _into_out(fname, out, functional, args, kwargs):
         zp = _OUT_DECIDES[fname]
         i = names.index(zp) if zp else None
         v = None if zp is None else args[i] if len(args) > i else kwargs.get(zp)
-        if not isinstance(v, (torch.Tensor, np.generic)):  # a Python int zero point has no type of its own
+        if not isinstance(v, (torch.Tensor, np.generic, np.ndarray)):  # a Python int zero point has no type of
+            # its own (a NumPy one, under Dynamo an ndarray, has)
             kwargs = dict(kwargs, dtype=out.dtype)
     result = functional(*args, **kwargs)
     shape = tuple(result.shape)

@@ -553,3 +553,19 @@ def test_the_smallest_subnormal_and_zero_are_taken():
     assert dmlq.quantize_linear(x, 1.4e-45, dtype=np.int8).tolist() == [127, -128, 0]
     assert dmlq.quantize_linear(x, 0.0, dtype=np.int8).tolist() == [127, -128, 0]
     assert dmlq.quantize_linear(x.astype(np.float16), 6e-8, dtype=np.int8).tolist() == [127, -128, 0]
+
+
+def test_tiny_data_and_bias_numbers_round_to_zero_without_complaint():
+    """The zero check is for scales only: an x or bias number below the smallest subnormal is an
+    ordinary rounding to 0."""
+    u8 = np.uint8(0)
+    assert dmlq.quantize_linear([1e-50, 1.0], 0.1, u8).tolist() == [0, 10]
+    a, b = np.ones((2, 3), np.uint8), np.ones((3, 2), np.uint8)
+    assert dmlq.matmul_integer_to_float(a, 0.5, u8, b, 0.5, u8, [1e-50, 1.0]).tolist() == [[0.75, 1.75]] * 2
+
+
+@pytest.mark.parametrize("v", [2**1024 - 1, -(2**1024 - 1), 2**1024 - 2**970, 10**400])
+def test_an_int_scale_past_float64_is_a_value_error(v):
+    """float() of an int within 2**970 of 2**1024 overflows although its bit length is 1024."""
+    with pytest.raises(ValueError, match=r"scale = -?1\d+\.\.\. \(an integer of \d+ digits\) is beyond the range"):
+        dmlq.quantize_linear(np.ones(3, np.float32), v)

@@ -111,3 +111,20 @@ def test_an_empty_result_has_the_fake_implementation_strides():
         with FakeTensorMode():
             fake = make()
         assert eager.stride() == fake.stride() == torch.empty(eager.shape).stride()
+
+
+def test_differentiating_transforms_raise_instead_of_zero_tangents():
+    """jvp/jacfwd through an op without a forward rule gave zero tangents silently; grad/jacrev
+    torch's own unrelated message. All say that dmlq has no derivative."""
+    import torch.autograd.forward_ad as fwAD
+
+    s = torch.tensor(0.5)
+    deq = lambda s: dmlq.dequantize_linear(Q, s, 1)  # noqa: E731
+    for run in (lambda: torch.func.jvp(deq, (s,), (torch.tensor(1.0),)), lambda: torch.func.jacfwd(deq)(s),
+                lambda: torch.func.grad(lambda s: deq(s).sum())(s), lambda: torch.func.jacrev(deq)(s)):
+        with pytest.raises(RuntimeError, match="dmlq registers no derivative"):
+            run()
+    with fwAD.dual_level():
+        with pytest.raises(RuntimeError, match="dmlq registers no derivative"):
+            deq(fwAD.make_dual(s, torch.tensor(1.0)))
+    assert torch.equal(deq(s), torch.from_numpy(np.asarray(dmlq.dequantize_linear(Q.numpy(), 0.5, 1))))
