@@ -211,9 +211,13 @@ def call(fname, values, kwargs, out=None, names=None):
     return _eager_call(fname, values, kwargs, out, names)
 
 
+@torch.compiler.disable
 def _eager_call(fname, values, kwargs, out, names):
     """:func:`call` run now (also the custom ops' real implementation: torch's fake mode runs it on
-    small constants while compiling, where going back to the traced form would recurse)."""
+    small constants while compiling, where going back to the traced form would recurse). Never
+    traced by Dynamo (``torch.compiler.disable``): where a compiled call falls back to running
+    eagerly (a graph break after the traced form raised), Dynamo would otherwise compile each
+    frame below it, NumPy and ml_dtypes views included, and fail inside its own tracing."""
     device = _checked(fname, values, out, names)
     tensors_given = [v for v in tuple(values) + (out,) if isinstance(v, torch.Tensor)]
     compiling = torch.compiler.is_compiling()  # (Dynamo tracing this after a traced call raised: no transforms)

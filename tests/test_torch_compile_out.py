@@ -162,3 +162,15 @@ def test_compiled_call_errors_in_the_eager_words(name):
         chain.append(str(e))
         e = e.__cause__ or e.__context__
     assert any(re.search(message, s) for s in chain), chain
+
+
+def test_a_failing_compiled_call_on_bfloat16_tensors_raises_the_eager_error():
+    """Without fullgraph, after the traced form raised, Dynamo compiled each frame of the eager
+    fallback (a resume function inside the ml_dtypes view) and failed in its own tracing."""
+    x = T["x"][0, 0].bfloat16()
+    torch._dynamo.reset()
+    with pytest.raises(ValueError, match=r"quantize_linear: scale = 1e-50 is below the smallest magnitude of bfloat16"):
+        torch.compile(lambda: dmlq.quantize_linear(x, 1e-50), backend="eager")()
+    torch._dynamo.reset()
+    with pytest.raises(TypeError, match=r"quantize_linear: zero_point must be an integer"):
+        torch.compile(lambda: dmlq.quantize_linear(x, 0.5, 0.5), backend="eager")()
