@@ -637,9 +637,9 @@ def _checked_zero_point(fname, name, v, dtype):
             refuse_contradiction(fname, qtype(named), qtype(v.dtype))
 
 
-def _finite_double(fname, name, v):
+def _finite_double(fname, name, v, t=torch.float32):
     """A scale given as a number (or a list of them): a ValueError where one lies beyond a double
-    (10**400), as the eager call refuses it, not float()'s OverflowError."""
+    (10**400), as the eager call refuses it, not float()'s OverflowError; ``t``: the type it takes."""
     def beyond(e):  # an int by its bits (float() of a huge int is an OverflowError torch.compile cannot trace)
         if isinstance(e, numbers.Integral):
             return abs(int(e)).bit_length() > 128  # (past float32 anyway)
@@ -652,8 +652,14 @@ def _finite_double(fname, name, v):
     if any(beyond(e) for e in _nested(v)[1]):
         from .checks import short
 
-        raise ValueError(f"{fname}: {name} = {short(v)} is beyond the range of float32 (largest magnitude "
-                         "3.4028235e+38), the dtype dmlq computes it in; it would become inf")
+        if isinstance(v, (list, tuple)):  # (the eager call's words for a list)
+            raise ValueError(f"{fname}: {name} holds an integer beyond the range of float64, and of the float type "
+                             "dmlq computes it in; pass values within that range (np.inf where an infinite value "
+                             "is meant)")
+        p, _, emax = _FLOAT_FORMATS[t]
+        raise ValueError(f"{fname}: {name} = {short(v)} is beyond the range of {torch_name(t)} (largest magnitude "
+                         f"{(2.0 - 2.0 ** (1 - p)) * 2.0 ** emax:.8g}), the dtype dmlq computes it in; it would "
+                         "become inf")
 
 
 _TRACED: dict = {}
@@ -732,7 +738,7 @@ def _traced_form(fname):
                 out_zp = _ZP_OF_FN.get(fname, {}).get(n, _ZP_OF[n]) == "out"
                 _checked_zero_point(fname, n, values[n], dtype if out_zp else None)
             elif values[n] is not None and not isinstance(values[n], torch.Tensor):
-                _finite_double(fname, n, values[n])
+                _finite_double(fname, n, values[n], _scale_type(fname, lead))
         if not any(isinstance(values[n], (torch.Tensor, list, tuple)) for n in params):  # numbers all
             for n in params:
                 v = values[n]
