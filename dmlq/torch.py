@@ -41,11 +41,8 @@ output's shape and dtype from the same checks (``torch.compile``,
 the sizes' hints, adding no guard, and the output's shape is given in the inputs'
 symbolic sizes, so nothing is specialized.
 """
-import math
-import numbers
 import re
 
-import ml_dtypes
 import numpy as np
 
 try:
@@ -59,63 +56,8 @@ except ModuleNotFoundError as _e:  # (import dmlq.torch by hand; dmlq itself nev
 from . import adapters, layout
 from .calls import output_meta
 from .dtypes import torch_name
-from .errors import DescError
-
-_TO_NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
-             torch.int8: np.int8, torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32,
-             torch.int64: np.int64, torch.bool: np.bool_}
-for _name in ("uint16", "uint32", "uint64"):  # torch >= 2.3
-    if hasattr(torch, _name):
-        _TO_NUMPY[getattr(torch, _name)] = getattr(np, _name)
-# The narrow types (docs/semantics.md "Quantized types beyond int8"): torch's dtype of the same
-# name holds one element per byte (two for bfloat16), as ml_dtypes' does in NumPy, so a tensor is
-# read and written through a view of its bytes (Tensor.numpy() refuses these dtypes). float4_e2m1fn
-# has no such torch dtype (torch.float4_e2m1fn_x2 packs two per byte) and stays NumPy-only.
-_NARROW = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int4", "uint4",
-           "int2", "uint2", "float8_e8m0fnu")
-_VIEWED: dict = {}
-for _name in _NARROW:
-    if hasattr(torch, _name) and hasattr(ml_dtypes, _name):
-        _TO_NUMPY[getattr(torch, _name)] = ml_dtypes.__dict__[_name]
-        _VIEWED[getattr(torch, _name)] = (torch.int16, np.int16) if _name == "bfloat16" else (torch.uint8, np.uint8)
-_TO_TORCH = {np.dtype(v): k for k, v in _TO_NUMPY.items()}
-
-
-def numpy_dtype(dtype):
-    """A torch dtype as NumPy's (anything else as it is)."""
-    return np.dtype(_TO_NUMPY[dtype]) if isinstance(dtype, torch.dtype) and dtype in _TO_NUMPY else dtype
-
-
-def torch_dtype(dtype) -> torch.dtype:
-    """A NumPy dtype, its type or a quantized type's name ("int4") as torch's."""
-    if isinstance(dtype, str):
-        from .qtypes import QTYPES, qtype
-
-        if dtype.strip().lower() in QTYPES:  # np.dtype("int4") would be int32
-            dtype = qtype(dtype).dtype
-    dt = np.dtype(dtype)
-    if dt not in _TO_TORCH:
-        raise TypeError(f"dtype: {dt} has no torch dtype that dmlq can give a tensor (float4_e2m1fn: torch's "
-                        "float4_e2m1fn_x2 packs two elements per byte); run it on NumPy arrays (t.numpy()), or "
-                        "quantize to another type")
-    return _TO_TORCH[dt]
-
-
-# dtype= given as a NumPy dtype, its type or a name, inside torch.compile: Dynamo cannot trace
-# NumPy's dtype comparisons, but the answer is a constant of the call (the graph keeps it).
-_torch_dtype_constant = (torch.compiler.assume_constant_result(torch_dtype)
-                         if hasattr(torch.compiler, "assume_constant_result") else torch_dtype)
-
-
-def _from_numpy(a):
-    """A tensor sharing the NumPy array's memory (the narrow types through a view of its bytes)."""
-    t = torch_dtype(a.dtype)
-    if a.size == 0:  # (no memory to share: torch's contiguous strides, as the fake implementation gives)
-        return torch.empty(a.shape, dtype=t)
-    if t in _VIEWED:
-        return torch.from_numpy(a.view(_VIEWED[t][1])).view(t)
-    return torch.from_numpy(a)
-
+from .torch_dtypes import _TO_NUMPY, _VIEWED, _from_numpy, _is_fake, numpy_dtype, torch_dtype
+from .torch_traced import _polyfill
 
 # ------------------------------------------------------------------ errors in torch words
 
@@ -220,14 +162,13 @@ def _eager_call(fname, values, kwargs, out, names):
     frame below it, NumPy and ml_dtypes views included, and fail inside its own tracing."""
     device = _checked(fname, values, out, names)
     tensors_given = [v for v in tuple(values) + (out,) if isinstance(v, torch.Tensor)]
-    compiling = torch.compiler.is_compiling()  # (Dynamo tracing this after a traced call raised: no transforms)
-    if not compiling and any(_differentiated(v) for v in tensors_given):
+    if any(_differentiated(v) for v in tensors_given):
         raise RuntimeError(f"dmlq.{fname}: dmlq registers no derivative (its outputs are quantized or computed from "
                            "quantized values), forward mode (jvp, jacfwd, make_dual) or reverse (grad, jacrev) "
                            "alike; call it on tensors outside the transform, or keep it out of what you "
                            "differentiate")
     if (torch.is_grad_enabled() and any(v.requires_grad for v in tensors_given)) or device.type == "meta" \
-            or any(_is_fake(v) or (not compiling and _is_wrapped(v)) for v in tensors_given):
+            or any(_is_fake(v) or _is_wrapped(v) for v in tensors_given):
         return _through_the_op(fname, names, values, kwargs, out)
     if device.type not in ("cpu", "cuda"):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
@@ -275,15 +216,6 @@ def _elementwise_shape(fname, names, values, kwargs):
                                               if n in shaped and v is not None)))
     except (RuntimeError, TypeError):
         return None
-
-
-def _is_fake(t) -> bool:
-    """A tensor with no data to read: a FakeTensor (non-strict torch.export, FakeTensorMode)."""
-    try:
-        from torch._subclasses.fake_tensor import is_fake
-    except ImportError:  # pragma: no cover - torch without it
-        return False
-    return is_fake(t)
 
 
 def _differentiated(t) -> bool:
@@ -549,294 +481,6 @@ def _register(fname, overload):
 for _fname in _SCHEMAS:
     for _overload in ("default", "tensor"):
         _register(_fname, _overload)
-
-
-# ------------------------------------------------------------------ the public functions inside torch.compile
-
-# Which operands are data (the rest are scales and zero points), and each zero point's dtype
-# source when a Python int must become a tensor: an input's dtype, or the output's ("out").
-_DATA = {"quantize_linear": ("x",), "dequantize_linear": ("q",), "quantized_add": ("a", "b"),
-         "quantized_matmul": ("a", "b"), "quantized_avg_pool": ("x",), "matmul_integer": ("a", "b"),
-         "matmul_integer_to_float": ("a", "b", "bias")}
-_ZP_OF = {"zero_point": "out", "a_zero_point": "a", "b_zero_point": "b", "out_zero_point": "out",
-          "x_zero_point": "x"}
-_ZP_OF_FN = {"dequantize_linear": {"zero_point": "q"}}  # dequantize's zero point has q's type
-
-
-def _zp_tensor(fname, name, v, zdt, device):
-    """A Python int zero point as a 0-d tensor of ``zdt`` (the type the call gives it), its value
-    checked as the eager call checks it (a torch.tensor would wrap -3 to 253 as uint8)."""
-    from .qtypes import QTYPES
-
-    tname = torch_name(zdt)
-    q = QTYPES.get(tname)
-    if q is not None and not q.is_float and not q.qmin <= int(v) <= q.qmax:
-        raise DescError(f"{fname}: {name} = {int(v)} is out of range for {tname} [{q.qmin}, {q.qmax}]; pass a "
-                        "value in that range")
-    if q is not None and q.bits < 8:  # torch makes no 4-bit or 2-bit tensor from a number: its byte's view
-        wide = torch.int8 if q.qmin < 0 else torch.uint8
-        return torch.tensor(int(v), dtype=wide, device=device).view(zdt)
-    return torch.tensor(int(v), dtype=zdt, device=device)
-
-
-def _scale_number(fname, name, v, t):
-    """A Python-number scale as the traced call takes it: its value rounded once to ``t``, to
-    nearest even (a Python float that ``t`` holds exactly: torch's own double to float16 or
-    bfloat16 goes through float32, two roundings), refused where that is inf (as
-    dmlq.checks.real_number refuses it on the NumPy path). Python arithmetic only: Dynamo traces
-    it on constants."""
-    p, emin, emax = _FLOAT_FORMATS[t]
-    if not isinstance(v, (numbers.Real, np.generic)):  # a symbolic float (torch.compile's dynamic floats)
-        return v
-    try:
-        value = float(v)
-    except OverflowError:  # an int beyond float64
-        value = math.inf if v > 0 else -math.inf
-    rounded = value
-    if value != 0 and math.isfinite(value):
-        ulp = 2.0 ** (max(math.frexp(value)[1] - 1, emin) - (p - 1))
-        rounded = round(value / ulp) * ulp
-        if abs(rounded) > (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax:
-            rounded = math.copysign(math.inf, value)
-    if rounded == 0 and value != 0:
-        tiny = 2.0 ** (emin - (p - 1))
-        raise ValueError(f"{fname}: {name} = {v!r} is below the smallest magnitude of {torch_name(t)} ({tiny:.3g}), "
-                         "the dtype dmlq computes it in; it would become a zero scale (docs/semantics.md, \"Scales\"). "
-                         f"Pass a larger value, or {name}=0.0 if a zero scale is meant")
-    if math.isinf(rounded) and not (isinstance(v, float) and math.isinf(v)):
-        top = (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax
-        raise ValueError(f"{fname}: {name} = {v!r} is beyond the range of {torch_name(t)} (largest magnitude "
-                         f"{top:.8g}), the dtype dmlq computes it in; it would become inf. Pass a value within that "
-                         f"range, or {name}={'-' if value < 0 else ''}np.inf if an infinite value is meant")
-    return rounded
-
-
-# significand bits, smallest and largest normal exponent
-_FLOAT_FORMATS = {torch.float16: (11, -14, 15), torch.bfloat16: (8, -126, 127), torch.float32: (24, -126, 127)}
-
-
-def _checked_zero_point(fname, name, v, dtype):
-    """A zero point given as a number to the traced call, checked as the eager call checks it: an
-    integer (a float or bool is a TypeError, a 0.0 taken for the float types' zero point), within
-    int64, and an output zero point's NumPy type against ``dtype=`` (int8 against uint8 is a
-    contradiction; None for an input's zero point)."""
-    if v is None or isinstance(v, torch.Tensor):
-        return
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, float, np.generic)) or \
-            isinstance(v, (float, np.floating)) and float(v) != 0:
-        raise TypeError(f"{fname}: {name} must be an integer (a Python int, an integer NumPy scalar or a tensor; "
-                        f"got {type(v).__name__} {v!r})")
-    if isinstance(v, numbers.Integral) and not -2**63 <= int(v) < 2**63:
-        raise ValueError(f"{fname}: {name} = {int(v)} is out of range (beyond int64)")
-    if isinstance(v, np.generic) and dtype is not None and v.dtype.kind in "iu":
-        from .qtypes import is_qtype, qtype
-        from .quant import refuse_contradiction
-
-        named = torch_name(dtype)
-        if is_qtype(v.dtype) and is_qtype(named):
-            refuse_contradiction(fname, qtype(named), qtype(v.dtype))
-
-
-def _finite_double(fname, name, v, t=torch.float32):
-    """A scale given as a number (or a list of them): a ValueError where one lies beyond a double
-    (10**400), as the eager call refuses it, not float()'s OverflowError; ``t``: the type it takes."""
-    def beyond(e):  # an int by its bits (float() of a huge int is an OverflowError torch.compile cannot trace)
-        if isinstance(e, numbers.Integral):
-            return abs(int(e)).bit_length() > 128  # (past float32 anyway)
-        try:
-            float(e)
-        except OverflowError:
-            return True
-        return False
-
-    if any(beyond(e) for e in _nested(v)[1]):
-        from .checks import short
-
-        if isinstance(v, (list, tuple)):  # (the eager call's words for a list)
-            raise ValueError(f"{fname}: {name} holds an integer beyond the range of float64, and of the float type "
-                             "dmlq computes it in; pass values within that range (np.inf where an infinite value "
-                             "is meant)")
-        p, _, emax = _FLOAT_FORMATS[t]
-        raise ValueError(f"{fname}: {name} = {short(v)} is beyond the range of {torch_name(t)} (largest magnitude "
-                         f"{(2.0 - 2.0 ** (1 - p)) * 2.0 ** emax:.8g}), the dtype dmlq computes it in; it would "
-                         "become inf")
-
-
-_TRACED: dict = {}
-
-
-def _polyfill(fname):
-    """The traced form of ``fname`` (made once; a dict, not functools.lru_cache, whose wrapper
-    torch.compile warns about where it traces the call below)."""
-    traced = _TRACED.get(fname)
-    if traced is None:
-        traced = _TRACED[fname] = _traced_form(fname)
-    return traced
-
-
-def _nested(v):
-    """(shape, the elements in C order) of a nested list of numbers, in plain Python (a ragged
-    list: a ValueError, as NumPy's)."""
-    if not isinstance(v, (list, tuple)):
-        return (), [v]
-    parts = [_nested(e) for e in v]
-    if any(p[0] != parts[0][0] for p in parts):
-        raise ValueError(f"a list of numbers must be rectangular (got {v!r})")
-    return (len(v),) + (parts[0][0] if parts else ()), [e for p in parts for e in p[1]]
-
-
-def _scale_type(fname, lead):
-    """The type a number scale takes (semantics.md "Scales"): a float16/bfloat16 x's for quantize."""
-    if fname == "quantize_linear" and isinstance(lead, torch.Tensor) and lead.dtype in (torch.float16, torch.bfloat16):
-        return lead.dtype
-    return torch.float32
-
-
-def _traced_form(fname):
-    """What torch.compile traces in place of the public function ``fname``: the
-    custom op (the default overload when every scale and zero point is a number,
-    else ``.tensor`` with the numbers made tensors of the dtypes the call gives them)."""
-    names = adapters.operand_names(fname)
-    keywords = adapters.PARAMS[fname]
-    default, tensor = getattr(torch.ops.dmlq, fname).default, getattr(torch.ops.dmlq, fname).tensor
-    data = _DATA[fname]
-
-    def traced(*args, out=None, **kwargs):
-        if out is None:
-            return functional(*args, **kwargs)
-        return _into_out(fname, out, functional, args, kwargs)
-
-    def functional(*args, **kwargs):
-        values = dict(zip(names, args))
-        values.update({n: kwargs.get(n) for n in names[len(args):]})
-        for n, v in values.items():  # NumPy operands (and, inside torch.compile, NumPy scalars) as tensors
-            if isinstance(v, np.ndarray):
-                if torch.compiler.is_compiling():
-                    values[n] = torch.as_tensor(v)
-                elif any(_is_fake(t) for t in values.values() if isinstance(t, torch.Tensor)):
-                    # (FakeTensorMode: a tensor of its shape and dtype, made fake by the mode)
-                    values[n] = torch.empty(v.shape, dtype=torch_dtype(v.dtype))
-                else:
-                    values[n] = _from_numpy(np.array(v))
-        kw = {k: kwargs[k] for k in keywords if k in kwargs}
-        if len(args) > len(names):  # quantized_avg_pool's window_size, given by position
-            kw["window_size"] = args[len(names)]
-        for key in ("dtype", "precision"):
-            if kw.get(key) is not None and not isinstance(kw[key], torch.dtype):
-                kw[key] = _torch_dtype_constant(kw[key])
-        dtype = kw.get("dtype")
-        lead = values[data[0]]
-        if fname == "quantized_avg_pool":  # one int for every spatial axis, as the eager call takes it
-            nd = max(lead.ndim - 2, 1) if isinstance(lead, torch.Tensor) else 1
-            for key in ("window_size", "strides", "start_padding", "end_padding", "dilations"):
-                v = kw.get(key)
-                if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
-                    kw[key] = [int(v)] * nd
-        params = [n for n in names if n not in data]
-        for n in params:  # the checks the eager call makes on numbers (the op's schema would convert them)
-            if n in _ZP_OF:  # (dtype= names the output's type: only the output's zero point is compared)
-                out_zp = _ZP_OF_FN.get(fname, {}).get(n, _ZP_OF[n]) == "out"
-                _checked_zero_point(fname, n, values[n], dtype if out_zp else None)
-            elif values[n] is not None and not isinstance(values[n], torch.Tensor):
-                _finite_double(fname, n, values[n], _scale_type(fname, lead))
-        if not any(isinstance(values[n], (torch.Tensor, list, tuple)) for n in params):  # numbers all
-            for n in params:
-                v = values[n]
-                if n in _ZP_OF:
-                    if isinstance(v, np.generic):
-                        if _ZP_OF_FN.get(fname, {}).get(n, _ZP_OF[n]) == "out" and dtype is None:
-                            kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
-                        v = int(v)
-                    values[n] = 0 if v is None else v
-                else:  # (its rounding and range checked now, as the eager call's exception: the op
-                    _scale_number(fname, n, v, _scale_type(fname, lead))  # would raise it inside torch's own)
-                    values[n] = float(v)
-            return default(*(values[n] for n in names), **kw)
-        for n in params:
-            v = values[n]
-            if isinstance(v, torch.Tensor) or v is None:
-                continue
-            if n in _ZP_OF:
-                source = _ZP_OF_FN.get(fname, {}).get(n, _ZP_OF[n])
-                zdt = (dtype or torch.uint8) if source == "out" else values[source].dtype
-                if isinstance(v, np.generic) and source == "out" and dtype is None:
-                    zdt = kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
-                values[n] = None if int(v) == 0 else _zp_tensor(fname, n, v, zdt, lead.device)
-            else:
-                sdt = _scale_type(fname, lead)
-                if isinstance(v, (list, tuple)):  # each number (in Python: NumPy's asarray, traced by Dynamo,
-                    shape, flat = _nested(v)  # made them symbolic, and the checks were skipped)
-                    number = [_scale_number(fname, n, e, sdt) for e in flat]
-                    values[n] = torch.tensor(number, dtype=sdt, device=lead.device).reshape(shape)
-                else:
-                    values[n] = torch.tensor(_scale_number(fname, n, v, sdt), dtype=sdt, device=lead.device)
-        return tensor(*(values[n] for n in names), **kw)
-
-    return traced
-
-
-# The zero point whose type decides the output's type (None: dtype= alone), for the operators where
-# out='s dtype decides it otherwise (semantics.md "Zero points"); dequantize's and matmul_integer's do not.
-_OUT_DECIDES = {"quantize_linear": "zero_point", "quantized_add": "out_zero_point",
-                "quantized_matmul": "out_zero_point", "quantized_avg_pool": "out_zero_point",
-                "matmul_integer_to_float": None}
-
-
-def _out_may_decide(fname, dt) -> bool:
-    """Whether out's dtype ``dt`` is one the operator's output can have (else it does not pick the
-    type, and the result's own dtype is compared with it: the eager call's "out must have dtype")."""
-    if fname == "matmul_integer_to_float":
-        return dt in (torch.float32, torch.float16)
-    if fname != "quantize_linear":
-        return dt in (torch.int8, torch.uint8)
-    return dt in _QUANTIZED_TORCH
-
-
-def _quantized_torch():
-    from .qtypes import is_qtype
-
-    return tuple(t for t in _TO_NUMPY if is_qtype(numpy_dtype(t)))  # (a tuple: Dynamo compares torch dtypes)
-
-
-_QUANTIZED_TORCH = _quantized_torch()  # the torch dtypes of quantize's output types
-
-
-def _into_out(fname, out, functional, args, kwargs):
-    """``out=`` inside torch.compile: the functional op, its result copied into ``out`` (torch.compile
-    turns the copy into a write of the graph's input), with the eager call's rules: out's dtype picks
-    the output type where no zero point or dtype= does, and a wrong dtype, shape or device is refused
-    in the eager call's words."""
-    names = adapters.operand_names(fname)
-    lead = args[0] if args else kwargs.get(names[0])
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"{fname}: out is a {type(out).__module__}.{type(out).__name__} but {names[0]} is a torch "
-                        f"tensor; pass torch.as_tensor(out, device={names[0]}.device) or leave out=None")
-    if isinstance(lead, torch.Tensor) and out.device != lead.device:
-        raise ValueError(f"{fname}: out is on {out.device} but {names[0]} is on {lead.device}; every tensor of a "
-                         f"call must be on one device: pass out.to({names[0]}.device)")
-    if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):  # an expanded tensor, as eager says
-        raise ValueError(f"{fname}: out has elements that share memory (an expanded tensor, stride 0), so a "
-                         "result element would overwrite another; pass a tensor of its own memory")
-    if fname in _OUT_DECIDES and kwargs.get("dtype") is None and _out_may_decide(fname, out.dtype):
-        zp = _OUT_DECIDES[fname]
-        i = names.index(zp) if zp else None
-        v = None if zp is None else args[i] if len(args) > i else kwargs.get(zp)
-        if not isinstance(v, (torch.Tensor, np.generic, np.ndarray)):  # a Python int zero point has no type of
-            # its own (a NumPy one, under Dynamo an ndarray, has)
-            kwargs = dict(kwargs, dtype=out.dtype)
-    result = functional(*args, **kwargs)
-    shape = tuple(result.shape)
-    if out.dtype != result.dtype:
-        raise TypeError(f"{fname}: out must have dtype {str(result.dtype).replace('torch.', '')} (got "
-                        f"{str(out.dtype).replace('torch.', '')}); allocate it with torch.empty({shape}, "
-                        f"dtype={result.dtype})")
-    if tuple(out.shape) != shape:
-        raise ValueError(f"{fname}: out must have shape {shape} (got {tuple(out.shape)})")
-    if out.dtype in _VIEWED:  # the one-byte types by their bytes (torch has no copy kernel for int4 ...)
-        out.view(_VIEWED[out.dtype][0]).copy_(result.view(_VIEWED[out.dtype][0]))
-    else:
-        out.copy_(result)
-    return out
 
 
 if hasattr(torch.compiler, "substitute_in_graph"):  # torch >= 2.5

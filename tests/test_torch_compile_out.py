@@ -1,7 +1,7 @@
 """``out=`` inside torch.compile, and the errors a compiled call raises.
 
 The traced form computes the result with the custom op and copies it into ``out``
-(dmlq.torch._into_out), under the eager call's rules: out's dtype picks the output
+(dmlq.torch_traced._into_out), under the eager call's rules: out's dtype picks the output
 type where no zero point or dtype= does; a wrong dtype, shape or array type is
 refused in the eager call's words, with fullgraph=True and without it (where a
 call that raises falls back to Dynamo tracing the public function itself).

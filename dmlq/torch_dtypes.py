@@ -1,0 +1,69 @@
+"""torch's dtypes beside NumPy's (the narrow types through views of their bytes), and the
+conversions between a tensor and a NumPy array that dmlq.torch and dmlq.torch_traced share."""
+import ml_dtypes
+import numpy as np
+import torch
+
+_TO_NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
+             torch.int8: np.int8, torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32,
+             torch.int64: np.int64, torch.bool: np.bool_}
+for _name in ("uint16", "uint32", "uint64"):  # torch >= 2.3
+    if hasattr(torch, _name):
+        _TO_NUMPY[getattr(torch, _name)] = getattr(np, _name)
+# The narrow types (docs/semantics.md "Quantized types beyond int8"): torch's dtype of the same
+# name holds one element per byte (two for bfloat16), as ml_dtypes' does in NumPy, so a tensor is
+# read and written through a view of its bytes (Tensor.numpy() refuses these dtypes). float4_e2m1fn
+# has no such torch dtype (torch.float4_e2m1fn_x2 packs two per byte) and stays NumPy-only.
+_NARROW = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int4", "uint4",
+           "int2", "uint2", "float8_e8m0fnu")
+_VIEWED: dict = {}
+for _name in _NARROW:
+    if hasattr(torch, _name) and hasattr(ml_dtypes, _name):
+        _TO_NUMPY[getattr(torch, _name)] = ml_dtypes.__dict__[_name]
+        _VIEWED[getattr(torch, _name)] = (torch.int16, np.int16) if _name == "bfloat16" else (torch.uint8, np.uint8)
+_TO_TORCH = {np.dtype(v): k for k, v in _TO_NUMPY.items()}
+
+
+def numpy_dtype(dtype):
+    """A torch dtype as NumPy's (anything else as it is)."""
+    return np.dtype(_TO_NUMPY[dtype]) if isinstance(dtype, torch.dtype) and dtype in _TO_NUMPY else dtype
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    """A NumPy dtype, its type or a quantized type's name ("int4") as torch's."""
+    if isinstance(dtype, str):
+        from .qtypes import QTYPES, qtype
+
+        if dtype.strip().lower() in QTYPES:  # np.dtype("int4") would be int32
+            dtype = qtype(dtype).dtype
+    dt = np.dtype(dtype)
+    if dt not in _TO_TORCH:
+        raise TypeError(f"dtype: {dt} has no torch dtype that dmlq can give a tensor (float4_e2m1fn: torch's "
+                        "float4_e2m1fn_x2 packs two elements per byte); run it on NumPy arrays (t.numpy()), or "
+                        "quantize to another type")
+    return _TO_TORCH[dt]
+
+
+# dtype= given as a NumPy dtype, its type or a name, inside torch.compile: Dynamo cannot trace
+# NumPy's dtype comparisons, but the answer is a constant of the call (the graph keeps it).
+_torch_dtype_constant = (torch.compiler.assume_constant_result(torch_dtype)
+                         if hasattr(torch.compiler, "assume_constant_result") else torch_dtype)
+
+
+def _from_numpy(a):
+    """A tensor sharing the NumPy array's memory (the narrow types through a view of its bytes)."""
+    t = torch_dtype(a.dtype)
+    if a.size == 0:  # (no memory to share: torch's contiguous strides, as the fake implementation gives)
+        return torch.empty(a.shape, dtype=t)
+    if t in _VIEWED:
+        return torch.from_numpy(a.view(_VIEWED[t][1])).view(t)
+    return torch.from_numpy(a)
+
+
+def _is_fake(t) -> bool:
+    """A tensor with no data to read: a FakeTensor (non-strict torch.export, FakeTensorMode)."""
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:  # pragma: no cover - torch without it
+        return False
+    return is_fake(t)
