@@ -13,6 +13,8 @@ import pytest
 
 import dmlq
 from conftest import gpu_available
+
+ROOT = Path(__file__).resolve().parents[1]
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from dmlq import check
 from dmlq.gpu import ops
@@ -174,6 +176,18 @@ def test_the_fuzz_reaches_every_selectable_variant(collected):
     packed = {matmul.select_variant(m, 8, 8, 1, 90, packed=True) for m in sides}
     assert set(matmul.STREAM_M) <= packed, packed
     assert set(intmm.VARIANTS) <= {intmm.select_variant(m) for m in sides}
+
+
+def test_the_fuzz_runs_one_process_per_test(collected):
+    """gpu_session.sh gives each GPU fuzz test its own xdist worker and the whole time slice
+    (FUZZ_TESTS): with more tests than workers one waits for a slot and the step runs past its
+    cap (there were 9 tests for 8 workers)."""
+    import re
+
+    text = (ROOT / "tools" / "gpu_session.sh").read_text()
+    declared = int(re.search(r"^FUZZ_TESTS=(\d+)$", text, re.M).group(1))
+    fuzz = [t for t in collected["fuzz"][1] if t.startswith("tests/test_fuzz_kernels.py::")]
+    assert len(fuzz) == declared, (declared, fuzz)
 
 
 def test_the_torch_cuda_items_run_in_quick_and_correct(collected):

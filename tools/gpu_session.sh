@@ -204,16 +204,19 @@ BENCH_KEY=(bench/test_bench_elementwise.py bench/test_bench_matmul.py bench/test
            -k "(16384x4096 and not axis1) or (8192 and not 14336 and not dp4a-32x32 and not f32) or k3s1p1 or 256x256x56x56 or torch_call_overhead or (intmm and 14336) or (64M-blocked32 and (int4 or int2 or int8 or int16 or e4m3)) or 64M-axis1 or (65536x4096 and not axis1 and (dequantize or add)) or (32768x4096 and float16)")
 # The fuzz is bound by the host (hypothesis' draws, the NumPy reference: about 5 ms an example
 # on the H100's host, so 3,000 quantize examples in 16 s) and the device has 16 cores: where
-# the image's pytest-xdist imports, the 8 fuzz tests run side by side (-n 8), each with the
-# whole time slice instead of an eighth of it; without it they run one after another.
+# the image's pytest-xdist imports, the FUZZ_TESTS fuzz tests run side by side (-n FUZZ_TESTS),
+# each with the whole time slice instead of a share of it; without it they run one after another.
+# FUZZ_TESTS is the number of GPU fuzz tests (tests/test_gpu_session.py checks it against the
+# collection: a tenth test on nine workers would wait for a slot and run past the step's cap).
+FUZZ_TESTS=9
 FUZZ_PROCS=1
 if [[ ! $COLLECT && ! $DRY ]] && "$PY" -c "import xdist" 2>/dev/null; then
-  FUZZ_PROCS=8
+  FUZZ_PROCS=$FUZZ_TESTS
 fi
 FUZZ_PYTEST=("$PY" -m pytest -p pytest_device -p no:cacheprovider)
 if (( FUZZ_PROCS > 1 )); then FUZZ_PYTEST+=(-n "$FUZZ_PROCS"); else FUZZ_PYTEST+=(-p no:xdist); fi
 fuzz_seconds() {  # fuzz_seconds CAP: each fuzz test's DMLQ_FUZZ_SECONDS inside a step of CAP seconds
-  local each=$(( FUZZ_PROCS > 1 ? $1 - 30 : ($1 - 20) / 8 ))
+  local each=$(( FUZZ_PROCS > 1 ? $1 - 30 : ($1 - 20) / FUZZ_TESTS ))
   echo $(( each > 1 ? each : 1 ))
 }
 GPU_NAME=collect
