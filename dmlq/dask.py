@@ -97,8 +97,17 @@ def call(fname, values, kwargs, out=None, names=None):
     chunks = _check(fname, values, out)  # (lists beside CuPy chunks refused by name there)
     # every operator's lists as the one-array call converts them (a list left to the tasks was taken
     # for dask's own list of blocks: its first element applied to every column)
-    values = tuple(_listed(fname, n, v, values[0]) for n, v in zip(adapters.operand_names(fname), values))
-    values = tuple(_without_empty_chunks(_signed_nan(v, chunks)) for v in values)
+    names = adapters.operand_names(fname)
+    if chunks == "cupy":  # a list is host memory: the one-array GPU call refuses it, so the graph does too
+        for n, v in zip(names, values):
+            if isinstance(v, (list, tuple)) and not isinstance(v, Packed):
+                raise TypeError(f"{fname}: {n} is a {type(v).__name__}, host memory, but the dask arrays have CuPy "
+                                f"chunks; pass cupy.asarray({n}) (or a Python number)")
+    first = _listed(fname, names[0], values[0], None)  # (x before its scale: a list scale takes x's type)
+    values = (first,) + tuple(_listed(fname, n, v, first) for n, v in zip(names[1:], values[1:]))
+    values = tuple(_without_empty_chunks(_signed_nan(v, chunks), chunks) for v in values)
+    if fname not in ("quantize_linear", "dequantize_linear"):  # one value for the whole tensor, of any rank:
+        values = tuple(_one_value(n, v) for n, v in zip(names, values))  # (the result's rank is the data's)
     if chunks == "numpy" and fname in MATMULS:  # a packed b of NumPy bytes: the ml_dtypes array it stands for
         i = adapters.operand_names(fname).index("b")
         if isinstance(values[i], Packed):
@@ -129,15 +138,28 @@ def call(fname, values, kwargs, out=None, names=None):
     return _elementwise(fname, values, kwargs, shape, dtype, meta)
 
 
-def _without_empty_chunks(v):
+def _without_empty_chunks(v, chunks):
     """A dask array without chunks of length 0 on an axis that has elements (x[mask] after
     compute_chunk_sizes() has them): the pooling halo and the matmul cuts assume none (a halo
-    taken from an empty chunk lost an output). Unknown (NaN) chunks are left to the checks."""
+    taken from an empty chunk lost an output). Unknown (NaN) chunks are left to the checks. An
+    empty array of NumPy chunks becomes one empty chunk (dask's rechunk keeps a 1-D (0, 0))."""
     if not isinstance(v, da.Array) or any(math.isnan(n) for c in v.chunks for n in c):
         return v
     if not any(len(c) > 1 and 0 in c for c in v.chunks):
         return v
+    if v.size == 0 and chunks == "numpy":
+        return da.from_array(np.empty(v.shape, v.dtype), chunks=tuple((n,) for n in v.shape))
     return v.rechunk(tuple(tuple(n for n in c if n) or (0,) for c in v.chunks))
+
+
+def _one_value(name, v):
+    """A NumPy/CuPy scale or zero point of one element as 0-d, for the operators whose result does
+    not take their rank (add, the matmuls, pooling): a (1, 1) b_scale was cut along N, a (1, 1)
+    add scale indexed past the output's axes."""
+    if (name.endswith("scale") or name.endswith("zero_point")) and not isinstance(v, (da.Array, Packed)) \
+            and getattr(v, "ndim", 0) > 0 and getattr(v, "size", 0) == 1:
+        return v.reshape(())
+    return v
 
 
 def _signed_nan(v, chunks):
@@ -169,7 +191,8 @@ def _listed(fname, name, v, first):
     from .quant import number_scale_dtype
 
     float_role = name == "x" or name.endswith("scale") or name == "bias"
-    dtype = number_scale_dtype(first.dtype) if fname == "quantize_linear" and name == "scale" else np.float32
+    dtype = number_scale_dtype(first.dtype) if fname == "quantize_linear" and name == "scale" and \
+        first is not None else np.float32
     return list_operand(fname, name, v, float_role, dtype)
 
 

@@ -189,6 +189,15 @@ def _block_chunks(chunks, block):
     return tuple(b - a for a, b in zip(edges[:-1], edges[1:])) or (0,)
 
 
+def _scalar_arg(v, ax):
+    """A per-tensor scale or zero point as a blockwise argument: a one-element dask array by an
+    index of its own (a 1-D one along the axis, broadcast as a single block), not as a plain
+    argument, which dask embeds under a key of its own making (a new name on every call)."""
+    if isinstance(v, da.Array) and v.ndim <= 1:
+        return [v, (ax,) if v.ndim == 1 else ()]
+    return [v, None]
+
+
 def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta, packed=None):
     """quantize/dequantize with ONNX's per-axis form (axis=: a 1-D scale cut where x's
     chunks fall along that axis) or blocked scales (block_size=: x rechunked lazily so
@@ -206,7 +215,7 @@ def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta, packed=None)
             if getattr(v, "ndim", 0) == 1 and v.shape[0] > 1:
                 args += [_as_dask(v).rechunk((x.chunks[ax],)), (ax,)]
             else:
-                args += [v, None]
+                args += _scalar_arg(v, ax)
     else:
         ax = blocked_axis(kwargs, scale, shape)
         x = x.rechunk({ax: _block_chunks(x.chunks[ax], int(block))})
@@ -217,6 +226,6 @@ def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta, packed=None)
         if zp is not None and getattr(zp, "shape", ()) == tuple(scale.shape):
             args += [_as_dask(zp).rechunk(s_chunks), tuple(range(nd))]
         else:
-            args += [zp, None]
+            args += _scalar_arg(zp, ax)
         kwargs = dict(kwargs, axis=ax)
     return _blockwise(fn, nd, args, kwargs, dtype, meta, packed)

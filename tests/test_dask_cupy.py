@@ -120,6 +120,16 @@ def test_cupy_chunks_are_checked_on_the_gpu_path_when_the_graph_is_built(cp):
         dmlq.quantize_linear(x, np.ones(4, f32))
     with pytest.raises(TypeError, match="b has numpy chunks but a has cupy chunks"):
         dmlq.quantized_add(x, 0.1, 0, da.ones((6, 4), dtype=u8), 0.1, 0, 0.2)
+    # a list is host memory beside CuPy chunks, for every operator (the matmuls took it where K was
+    # split and failed in a task where it was not)
+    a = _on_gpu(cp, np.ones((4, 6), u8), (2, 3))
+    b = cp.asarray(np.ones((6, 2), i8))
+    for call, name in ((lambda: dmlq.quantized_matmul(a, 0.1, 0, b, [0.38, 0.2], 0, 0.5), "b_scale"),
+                       (lambda: dmlq.matmul_integer(a, b, None, [1, 2]), "b_zero_point"),
+                       (lambda: dmlq.matmul_integer_to_float(a, 0.1, 0, b, 0.2, 0, [1.0, 2.0]), "bias"),
+                       (lambda: dmlq.quantize_linear(x, [0.1, 0.2, 0.3, 0.4]), "scale")):
+        with pytest.raises(TypeError, match=rf"{name} is a list, host memory, but the dask arrays have CuPy chunks"):
+            call()
 
 
 def test_blocked_scales_on_cupy_chunks_run_the_gpu_kernels_per_block(cp):

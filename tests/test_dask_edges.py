@@ -102,3 +102,54 @@ def test_masked_chunks_are_refused_when_the_graph_is_built():
         dmlq.quantize_linear(m, 0.1)
     with pytest.raises(TypeError, match=r"quantize_linear: scale is a masked array"):
         dmlq.quantize_linear(da.from_array(np.ones(4, np.float32)), m + 1)
+
+
+def test_a_dask_array_subclass_stays_lazy():
+    """dispatch.foreign named dask arrays by their type's module: a subclass defined elsewhere went
+    to np.asarray, which computed the whole graph while the call was made."""
+    class MyArray(da.Array):
+        pass
+
+    d = da.ones((4, 4), chunks=2, dtype=np.float32)
+    x = MyArray(d.dask, d.name, d.chunks, meta=d._meta)
+
+    def forbid(*args, **kwargs):
+        raise AssertionError("a chunk was computed while the graph was built")
+
+    with dask.config.set(scheduler=forbid):
+        lazy = dmlq.quantize_linear(x, 0.5, np.uint8(1))
+    assert isinstance(lazy, da.Array)
+    assert np.array_equal(lazy.compute(), dmlq.quantize_linear(np.ones((4, 4), np.float32), 0.5, np.uint8(1)))
+
+
+@pytest.mark.parametrize("one", [np.full((1, 1), 0.4, np.float32), np.full((1, 1, 1), 0.4, np.float32), [[0.4]]])
+def test_one_value_of_any_rank_for_add_and_the_matmuls(one):
+    """The result's rank is the data's there: a (1, 1) b_scale was cut along N, a (1, 1) add scale
+    indexed past the output's axes."""
+    a_da = da.from_array(A, chunks=2)
+    for call in (lambda a: dmlq.quantized_matmul(a, 0.1, 1, B, one, 0, 0.5, np.uint8(0)),
+                 lambda a: dmlq.matmul_integer_to_float(a, one, 1, B, one, 0),
+                 lambda a: dmlq.quantized_add(a[0], one, 1, A[1], 0.25, 2, 0.5, 0)):
+        got, want = call(a_da), call(A)
+        assert got.shape == want.shape and np.array_equal(got.compute(), want)
+    z = np.zeros((1, 1), np.int8)
+    assert np.array_equal(dmlq.matmul_integer(a_da, B, None, z).compute(), dmlq.matmul_integer(A, B, None, z))
+
+
+def test_a_per_tensor_dask_zero_point_beside_axis_keeps_one_name():
+    """A one-element dask zero point went to blockwise as a plain argument, which dask embeds under
+    a key of its own making: a new graph name on every identical call."""
+    q = np.arange(7, dtype=np.uint16).reshape(1, 7)
+    zp = da.from_array(np.array([3], np.uint16))
+    r1, r2 = (dmlq.dequantize_linear(da.from_array(q, chunks=((1,), (5, 2))), np.float32([0.5]), zp, axis=0)
+              for _ in range(2))
+    assert r1.name == r2.name
+    assert np.array_equal(r1.compute(), dmlq.dequantize_linear(q, np.float32([0.5]), np.array([3], np.uint16), axis=0))
+
+
+def test_empty_and_list_operands_beside_dask():
+    zp = da.from_array(np.zeros(0, np.uint8), chunks=((0, 0),))  # (v[mask] with no hits, compute_chunk_sizes())
+    assert dmlq.quantize_linear(np.zeros((2, 0), np.float32), 0.5, zp).compute().shape == (2, 0)
+    zp = da.from_array(np.array([1, 2], np.uint8), chunks=1)  # a list x and a list scale beside a dask zero point
+    assert np.array_equal(dmlq.quantize_linear([1.0, 2.0], [0.5, 0.25], zp).compute(),
+                          dmlq.quantize_linear([1.0, 2.0], [0.5, 0.25], np.array([1, 2], np.uint8)))
