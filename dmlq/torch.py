@@ -154,22 +154,27 @@ def call(fname, values, kwargs, out=None, names=None):
 
 
 @torch.compiler.disable
-def _eager_call(fname, values, kwargs, out, names):
-    """:func:`call` run now (also the custom ops' real implementation: torch's fake mode runs it on
-    small constants while compiling, where going back to the traced form would recurse). Never
-    traced by Dynamo (``torch.compiler.disable``): where a compiled call falls back to running
+def _eager_call(fname, values, kwargs, out, names, direct=False):
+    """:func:`call` run now (also the custom ops' real implementation, ``direct``: torch's fake mode
+    runs it on small constants while compiling, where going back to the traced form would recurse).
+    Never traced by Dynamo (``torch.compiler.disable``): where a compiled call falls back to running
     eagerly (a graph break after the traced form raised), Dynamo would otherwise compile each
     frame below it, NumPy and ml_dtypes views included, and fail inside its own tracing."""
     device = _checked(fname, values, out, names)
     tensors_given = [v for v in tuple(values) + (out,) if isinstance(v, torch.Tensor)]
-    if any(_differentiated(v) for v in tensors_given):
-        raise RuntimeError(f"dmlq.{fname}: dmlq registers no derivative (its outputs are quantized or computed from "
-                           "quantized values), forward mode (jvp, jacfwd, make_dual) or reverse (grad, jacrev) "
-                           "alike; call it on tensors outside the transform, or keep it out of what you "
-                           "differentiate")
-    if (torch.is_grad_enabled() and any(v.requires_grad for v in tensors_given)) or device.type == "meta" \
-            or any(_is_fake(v) or _is_wrapped(v) for v in tensors_given):
-        return _through_the_op(fname, names, values, kwargs, out)
+    if not direct:
+        if any(_differentiated(v) for v in tensors_given):
+            raise RuntimeError(f"dmlq.{fname}: dmlq registers no derivative (its outputs are quantized or computed "
+                               "from quantized values), forward mode (jvp, jacfwd, make_dual) or reverse (grad, "
+                               "jacrev) alike; call it on tensors outside the transform, or keep it out of what you "
+                               "differentiate")
+        if (torch.is_grad_enabled() and any(v.requires_grad for v in tensors_given)) or device.type == "meta" \
+                or any(_is_fake(v) or _is_wrapped(v) for v in tensors_given) or _recorded():
+            return _through_the_op(fname, names, values, kwargs, out)
+    if out is not None and out.is_inference() and not torch.is_inference_mode_enabled():
+        raise RuntimeError(f"{fname}: out is an inference tensor, which torch does not let an in-place write "
+                           "change outside torch.inference_mode(); call it inside that mode, or pass a tensor made "
+                           "outside it")
     if device.type not in ("cpu", "cuda"):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
                         ".cuda() tensors)")
@@ -187,12 +192,16 @@ def _eager_call(fname, values, kwargs, out, names):
     tensors = [n for n, v in zip(names + ("out",), tuple(values) + (out,)) if isinstance(v, torch.Tensor)]
     try:
         if device.type == "cuda":
-            return _cuda_call(fn, names, values, kwargs, out, device)
+            result = _cuda_call(fn, names, values, kwargs, out, device)
+            if out is not None:
+                torch.autograd.graph.increment_version(out)
+            return result
         args = {n: _numpy(fname, n, v) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)}
         result = fn(**args, **kwargs, out=None if out is None else _numpy(fname, "out", out))
     except (TypeError, ValueError, NotImplementedError) as e:
         raise _in_torch_words(e, tensors) from None
     if out is not None:
+        torch.autograd.graph.increment_version(out)  # (written through NumPy: autograd sees the write)
         return out
     if not isinstance(result, np.ndarray):  # dmlq.kernel_plan or output_meta
         return result
@@ -228,6 +237,18 @@ def _differentiated(t) -> bool:
 
         return forward_ad._current_level >= 0 and forward_ad.unpack_dual(t).tangent is not None
     except AttributeError:  # pragma: no cover - a torch without them
+        return False
+
+
+def _recorded() -> bool:
+    """A torch.func transform running (grad, vmap ...: a plain tensor captured inside has no storage
+    NumPy can read) or a dispatch mode recording the calls (make_fx, FakeTensorMode, a user's
+    mode): the call goes through the op, so that it is seen, not computed into a constant."""
+    try:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        return torch._C._functorch.peek_interpreter_stack() is not None or _get_current_dispatch_mode() is not None
+    except (AttributeError, ImportError):  # pragma: no cover - a torch without them
         return False
 
 
@@ -455,7 +476,7 @@ def _register(fname, overload):
 
     def real(*args, **kwargs):
         values, kw = split(args, dict(kwargs))
-        return _eager_call(fname, values, kw, None, names)
+        return _eager_call(fname, values, kw, None, names, direct=True)
 
     def fake_impl(*args, **kwargs):
         values, kw = split(args, dict(kwargs))

@@ -99,17 +99,34 @@ def _checked_zero_point(fname, name, v, dtype):
             refuse_contradiction(fname, qtype(named), qtype(v.dtype))
 
 
+def _scale_range(fname, name, v, t):
+    """A number scale past ``t``'s range or rounding to 0 in it refused, by comparisons only: a
+    compiled function's float argument is symbolic once its value changes (with dynamic=True at
+    once), and Dynamo traces comparisons on it (a guard) but not math.isfinite or frexp. The
+    thresholds are where rounding once to nearest even gives inf (the largest finite value plus
+    half its ulp) and 0 (half the smallest subnormal): the eager call's rule exactly."""
+    p, emin, emax = _FLOAT_FORMATS[t]
+    top = (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax
+    tiny = 2.0 ** (emin - (p - 1))
+    a = abs(v)
+    if a != a or a == math.inf:
+        return  # NaN and +-inf are taken
+    if a >= top + 2.0 ** (emax - p):
+        raise ValueError(f"{fname}: {name} = {v!r} is beyond the range of {torch_name(t)} (largest magnitude "
+                         f"{top:.8g}), the dtype dmlq computes it in; it would become inf. Pass a value within that "
+                         f"range, or {name}={'-' if v < 0 else ''}np.inf if an infinite value is meant")
+    if a != 0 and a <= tiny / 2:
+        raise ValueError(f"{fname}: {name} = {v!r} is below the smallest magnitude of {torch_name(t)} ({tiny:.3g}), "
+                         "the dtype dmlq computes it in; it would become a zero scale (docs/semantics.md, \"Scales\"). "
+                         f"Pass a larger value, or {name}=0.0 if a zero scale is meant")
+
+
 def _finite_double(fname, name, v, t=torch.float32):
     """A scale given as a number (or a list of them): a ValueError where one lies beyond a double
     (10**400), as the eager call refuses it, not float()'s OverflowError; ``t``: the type it takes."""
-    def beyond(e):  # an int by its bits (float() of a huge int is an OverflowError torch.compile cannot trace)
-        if isinstance(e, numbers.Integral):
-            return abs(int(e)).bit_length() > 128  # (past float32 anyway)
-        try:
-            float(e)
-        except OverflowError:
-            return True
-        return False
+    def beyond(e):  # an int by its bits (float() of a huge int is an OverflowError torch.compile cannot trace;
+        # a float is within a double, and may be symbolic: a compiled function's float argument)
+        return isinstance(e, numbers.Integral) and abs(int(e)).bit_length() > 128  # (past float32 anyway)
 
     if any(beyond(e) for e in _nested(v)[1]):
         from .checks import short
@@ -210,8 +227,8 @@ def _traced_form(fname):
                             kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
                         v = int(v)
                     values[n] = 0 if v is None else v
-                else:  # (its rounding and range checked now, as the eager call's exception: the op
-                    _scale_number(fname, n, v, _scale_type(fname, lead))  # would raise it inside torch's own)
+                else:  # (its range checked now, as the eager call's exception: the op would raise it
+                    _scale_range(fname, n, v, _scale_type(fname, lead))  # inside torch's own)
                     values[n] = float(v)
             return default(*(values[n] for n in names), **kw)
         for n in params:

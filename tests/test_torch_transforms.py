@@ -128,3 +128,50 @@ def test_differentiating_transforms_raise_instead_of_zero_tangents():
         with pytest.raises(RuntimeError, match="dmlq registers no derivative"):
             deq(fwAD.make_dual(s, torch.tensor(1.0)))
     assert torch.equal(deq(s), torch.from_numpy(np.asarray(dmlq.dequantize_linear(Q.numpy(), 0.5, 1))))
+
+
+def test_a_float_scale_argument_that_changes_inside_compile():
+    """A compiled function's float argument is symbolic once its value changes (with dynamic=True
+    at once): the traced form's checks were math.isfinite/frexp, which Dynamo cannot trace on it."""
+    xh = X.half()
+    for dynamic in (None, True):
+        torch._dynamo.reset()
+        f = torch.compile(lambda x, s: dmlq.quantize_linear(x, s, 128), backend="eager", fullgraph=True,
+                          dynamic=dynamic)
+        for s in (0.05, 0.07, 0.011, -0.3):
+            assert torch.equal(f(X, s), dmlq.quantize_linear(X, s, 128))
+            assert torch.equal(f(xh, s), dmlq.quantize_linear(xh, s, 128))
+        g = torch.compile(lambda x, s: dmlq.quantize_linear(x, s, 128), backend="eager", dynamic=dynamic)
+        for s, message in ((1e6, "beyond the range of float16"), (1e-8, "below the smallest magnitude of float16")):
+            with pytest.raises(ValueError, match=message):
+                g(xh, s)
+
+
+def test_eager_out_is_seen_by_autograd_and_inference_mode():
+    """out= written through NumPy bumps the tensor's version (a backward that saved it raises, as
+    for torch's own in-place ops, instead of using the new values silently), and an inference
+    tensor is not written outside inference mode."""
+    o = torch.randn(4, 6)
+    w = torch.randn(4, 6, requires_grad=True)
+    y = (w * o).sum()
+    dmlq.dequantize_linear(Q, 0.05, 128, out=o)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+    with torch.inference_mode():
+        frozen = torch.empty(4, 6)
+    with pytest.raises(RuntimeError, match="out is an inference tensor"):
+        dmlq.dequantize_linear(Q, 0.05, 128, out=frozen)
+    with torch.inference_mode():
+        assert dmlq.dequantize_linear(Q, 0.05, 128, out=frozen) is frozen
+
+
+def test_plain_tensors_inside_a_transform_and_under_make_fx():
+    """A captured plain tensor inside torch.func.grad has no storage NumPy can read (it was called a
+    dtype problem); make_fx's real-tensor tracing computed the call into a constant."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    g = torch.func.grad(lambda w: (w * dmlq.dequantize_linear(Q, 0.05, 128)).sum())(torch.randn(4, 6))
+    assert torch.equal(g, dmlq.dequantize_linear(Q, 0.05, 128))
+    gm = make_fx(lambda x: dmlq.quantize_linear(x, 0.05, 128))(X)
+    x2 = X + 1
+    assert torch.equal(gm(x2), dmlq.quantize_linear(x2, 0.05, 128))
