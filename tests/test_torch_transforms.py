@@ -175,3 +175,24 @@ def test_plain_tensors_inside_a_transform_and_under_make_fx():
     gm = make_fx(lambda x: dmlq.quantize_linear(x, 0.05, 128))(X)
     x2 = X + 1
     assert torch.equal(gm(x2), dmlq.quantize_linear(x2, 0.05, 128))
+
+
+@pytest.mark.gpu
+def test_cuda_out_version_compile_and_transforms():
+    """Today's torch items on CUDA tensors (the runbook's torch_cuda step): the eager out= version
+    bump, out= inside torch.compile, functionalize and vmap through the op."""
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device here")
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x, q = X.to(dev), Q.to(dev)
+    o = torch.empty(4, 6, device=dev)
+    before = o._version
+    assert dmlq.dequantize_linear(q, 0.05, 128, out=o) is o and o._version > before
+    assert torch.equal(o.cpu(), dmlq.dequantize_linear(Q, 0.05, 128))
+    torch._dynamo.reset()
+    f = torch.compile(lambda x, o: dmlq.quantize_linear(x, 0.1, 3, out=o), backend="aot_eager", fullgraph=True)
+    o16 = torch.empty(4, 6, dtype=torch.int16, device=dev)
+    assert f(x, o16) is o16 and torch.equal(o16.cpu(), dmlq.quantize_linear(X, 0.1, 3, dtype=torch.int16))
+    g = lambda t: dmlq.quantize_linear(t, 0.1, 128)  # noqa: E731
+    assert torch.equal(torch.func.functionalize(g)(x).cpu(), g(X))
+    assert torch.equal(torch.func.vmap(g)(x).cpu(), g(X))

@@ -230,7 +230,7 @@ case "$STAGE" in
     run warm 120 "$PY" tools/gpu_warm.py
     run variants 60 "${PYTEST[@]}" -q "${VARIANTS[@]}" --junitxml="$LOGS/variants.xml"
     run check 40 "$PY" -m dmlq check
-    run torch_cuda 60 "${PYTEST[@]}" -q -m gpu tests/test_torch.py tests/test_torch_gpu_forms.py --junitxml="$LOGS/torch_cuda.xml"
+    run torch_cuda 60 "${PYTEST[@]}" -q -m gpu tests/test_torch.py tests/test_torch_gpu_forms.py tests/test_torch_transforms.py --junitxml="$LOGS/torch_cuda.xml"
     cap=$(( $(left) - 90 < 75 ? $(left) - 90 : 75 ))   # 90 s kept for the benchmarks
     run fuzz_slice "$cap" env DMLQ_FUZZ_EXAMPLES=10000 DMLQ_FUZZ_CHUNK=25 DMLQ_FUZZ_SECONDS="$(fuzz_seconds "$cap")" \
       DMLQ_FUZZ_REPORT="$LOGS/fuzz_quick.jsonl" \
