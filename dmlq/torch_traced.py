@@ -44,33 +44,18 @@ def _zp_tensor(fname, name, v, zdt, device):
 def _scale_number(fname, name, v, t):
     """A Python-number scale as the traced call takes it: its value rounded once to ``t``, to
     nearest even (a Python float that ``t`` holds exactly: torch's own double to float16 or
-    bfloat16 goes through float32, two roundings), refused where that is inf (as
-    dmlq.checks.real_number refuses it on the NumPy path). Python arithmetic only: Dynamo traces
-    it on constants."""
-    p, emin, emax = _FLOAT_FORMATS[t]
+    bfloat16 goes through float32, two roundings), refused by :func:`_scale_range` where that is
+    inf or 0 (as dmlq.checks.real_number refuses it on the NumPy path). Python arithmetic only:
+    Dynamo traces it on constants."""
     if not isinstance(v, (numbers.Real, np.generic)):  # a symbolic float (torch.compile's dynamic floats)
         return v
-    try:
-        value = float(v)
-    except OverflowError:  # an int beyond float64
-        value = math.inf if v > 0 else -math.inf
-    rounded = value
-    if value != 0 and math.isfinite(value):
-        ulp = 2.0 ** (max(math.frexp(value)[1] - 1, emin) - (p - 1))
-        rounded = round(value / ulp) * ulp
-        if abs(rounded) > (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax:
-            rounded = math.copysign(math.inf, value)
-    if rounded == 0 and value != 0:
-        tiny = 2.0 ** (emin - (p - 1))
-        raise ValueError(f"{fname}: {name} = {v!r} is below the smallest magnitude of {torch_name(t)} ({tiny:.3g}), "
-                         "the dtype dmlq computes it in; it would become a zero scale (docs/semantics.md, \"Scales\"). "
-                         f"Pass a larger value, or {name}=0.0 if a zero scale is meant")
-    if math.isinf(rounded) and not (isinstance(v, float) and math.isinf(v)):
-        top = (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax
-        raise ValueError(f"{fname}: {name} = {v!r} is beyond the range of {torch_name(t)} (largest magnitude "
-                         f"{top:.8g}), the dtype dmlq computes it in; it would become inf. Pass a value within that "
-                         f"range, or {name}={'-' if value < 0 else ''}np.inf if an infinite value is meant")
-    return rounded
+    _scale_range(fname, name, v, t)
+    value = float(v)
+    if value == 0 or not math.isfinite(value):
+        return value
+    p, emin, _ = _FLOAT_FORMATS[t]
+    ulp = 2.0 ** (max(math.frexp(value)[1] - 1, emin) - (p - 1))
+    return round(value / ulp) * ulp
 
 
 # significand bits, smallest and largest normal exponent

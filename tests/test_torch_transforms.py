@@ -196,3 +196,11 @@ def test_cuda_out_version_compile_and_transforms():
     g = lambda t: dmlq.quantize_linear(t, 0.1, 128)  # noqa: E731
     assert torch.equal(torch.func.functionalize(g)(x).cpu(), g(X))
     assert torch.equal(torch.func.vmap(g)(x).cpu(), g(X))
+
+
+def test_an_infinite_numpy_scale_beside_a_tensor_that_takes_the_op():
+    """np.float32(inf) is a scale the eager call takes; the traced form's own range check refused
+    it (a requires-grad x sends the call through the op)."""
+    z = torch.tensor(3, dtype=torch.uint8)
+    want = dmlq.quantize_linear(X, np.float32(np.inf), z)
+    assert torch.equal(dmlq.quantize_linear(X.clone().requires_grad_(), np.float32(np.inf), z), want)
