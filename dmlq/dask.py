@@ -167,10 +167,8 @@ def _signed_nan(v, chunks):
     -NaN get one name, so two results in one graph became one) as a NumPy scalar, which dask
     names by its bytes: a Python float as float32 (a NaN of any float type is NaN of that sign,
     and the typed float32 takes the same path), a 0-d array as its own type's scalar."""
-    if isinstance(v, float) and not isinstance(v, np.floating) and math.isnan(v):
+    if isinstance(v, float) and math.isnan(v):  # (a NumPy float64 scalar too: a float)
         return np.copysign(np.float32("nan"), np.float32(math.copysign(1.0, v)))
-    if isinstance(v, np.floating) and np.isnan(v) and v.dtype == np.float64:
-        return np.copysign(np.float32("nan"), np.float32(np.copysign(1.0, v)))
     if chunks == "numpy" and type(v) is np.ndarray and v.ndim == 0 and v.dtype != np.float64 and \
             v.dtype.kind in "fV":  # (beside CuPy chunks a host array is refused, NaN or not: left as it is)
         try:
