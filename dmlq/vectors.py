@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from .packing import Packed
 
 
@@ -55,7 +57,7 @@ def _result_shape(a, b, va, vb):
     if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:
         return None
     try:
-        batch = _broadcast(sa[:-2], sb[:-2])
+        batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
     except ValueError:
         return None
     return batch + (() if va else (sa[-2],)) + (() if vb else (sb[-1],))
@@ -71,14 +73,6 @@ def _check_out_shape(f, a, b, out, va, vb):
                          "result without that dimension")
 
 
-def _broadcast(s, t):
-    n = max(len(s), len(t))
-    s, t = (1,) * (n - len(s)) + tuple(s), (1,) * (n - len(t)) + tuple(t)
-    if any(x != y and 1 not in (x, y) for x, y in zip(s, t)):
-        raise ValueError
-    return tuple(max(x, y) if 1 not in (x, y) else x * y for x, y in zip(s, t))
-
-
 def bias_of(f, bias, a, b, vectors: Vectors):
     """A bias as the matrices' result takes it: a 1-D ``b``'s result has no column axis, so a
     bias that broadcasts against the caller's result (checked here, in its shapes) gets that
@@ -88,7 +82,7 @@ def bias_of(f, bias, a, b, vectors: Vectors):
     want = _result_shape(a, b, vectors.a, vectors.b)
     if want is not None:
         try:
-            grows = _broadcast(tuple(bias.shape), want) != want
+            grows = tuple(np.broadcast_shapes(tuple(bias.shape), want)) != want
         except ValueError:
             grows = True
         if grows:
