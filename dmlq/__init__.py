@@ -12,6 +12,7 @@ from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerDe
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc)
 from .dtypes import DataType
 from .errors import DescError, UnsupportedError
+from .gpu.capture import release_graph_memory
 from .intmm import matmul_integer, matmul_integer_to_float
 from . import frameworks as _frameworks  # noqa: F401  (torch tensors and dask arrays; imports neither)
 from .operator import Operator, compile_operator
@@ -61,4 +62,5 @@ __all__ = [
     "quantized_add", "quantized_matmul", "quantized_avg_pool",
     "matmul_integer", "matmul_integer_to_float", "kernel_plan", "compile_all", "__version__",
     "Packed", "pack", "unpack", "QuantizeDesc", "DequantizeDesc", "QuantizationType",
+    "release_graph_memory",
 ]

@@ -26,6 +26,7 @@ import numpy as np
 
 from . import dispatch
 from .checks import GPU, HOST, Builder, narrowed, underflow_message
+from .gpu import capture
 from .keys import key, param_key
 from .packing import Packed
 
@@ -305,9 +306,11 @@ FUNCTIONS: list = []
 
 
 def public(function):
-    """Register a public operator function (one that calls :func:`run`) for kernel_plan."""
-    if function not in FUNCTIONS:
-        FUNCTIONS.append(function)
+    """A public operator function (one that calls :func:`run`), registered for kernel_plan,
+    its allocations kept for as long as a CUDA graph that captures it may run
+    (:func:`dmlq.gpu.capture.guarded`)."""
+    function = capture.guarded(function)
+    FUNCTIONS.append(function)
     return function
 
 

@@ -176,13 +176,13 @@ class DeviceConstant:
 
     def on(self, dev: int):
         """The copy on device ``dev`` for CuPy's current stream (made now if there is none)."""
-        xp = module(GPU)
-        where = (dev, xp.cuda.get_current_stream().ptr)
+        from .gpu import capture, device
+
+        where = (dev, device.stream_key())
         copy = self._copies.get(where)
         if copy is None:
-            from .gpu.device import upload
-
-            copy = self._copies.setdefault(where, upload(xp, self.host))
+            copy = self._copies.setdefault(where, device.upload(module(GPU), self.host))
+        capture.hold(copy)
         return copy
 
 

@@ -18,6 +18,7 @@ from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerDe
                    QuantizeDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, block_sizes, dml_name)
 from .errors import UnsupportedError
+from .gpu.capture import guarded
 from .packing import Packed
 from .validation import validate
 
@@ -138,6 +139,7 @@ class Operator:
     def __repr__(self) -> str:
         return f"<dmlq.Operator {self.desc.OPERATOR} inputs={[dml_name(n) for n in self.input_fields]}>"
 
+    @guarded  # (its allocations while a CUDA graph captures it: dmlq.gpu.capture)
     def __call__(self, *inputs: Any, out: Any = None) -> Any:
         """Run the operator on NumPy arrays (the reference) or GPU arrays (the kernels).
 

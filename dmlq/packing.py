@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Tuple
 import numpy as np
 
 from .dtypes import torch_name
+from .gpu.capture import guarded
 from .qtypes import QType, qtype
 
 
@@ -119,6 +120,7 @@ def _sub_byte(q, what):
                         f"no float8 dtype); {q.name} is a plain array everywhere")
 
 
+@guarded
 def pack(x: Any, dtype: Any = None) -> Packed:
     """Pack an int4/uint4/float4_e2m1fn/int2/uint2 (or float8) array as ONNX does.
 
@@ -208,6 +210,7 @@ def pack_codes(codes, q) -> Packed:
     return Packed(out, tuple(int(s) for s in codes.shape), q.name)
 
 
+@guarded
 def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = False) -> Any:
     """The elements of a packed tensor, one per byte.
 

@@ -606,6 +606,30 @@ def test_streams_devices_and_capture(cupy_stand_in):
     np.testing.assert_array_equal(x.get(stream=s), 3)  # a copy on s comes after s's work
 
 
+def test_computations_are_recorded_in_a_capture(cupy_stand_in):
+    """An array computation made while a stream captures runs at each launch of the graph, on
+    what the memory holds then (CuPy records its kernel), not once at capture time."""
+    cp = cupy_stand_in
+    x = cp.asarray(np.arange(6, dtype=np.uint8))
+    out = cp.zeros(6, np.float32)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        results = [(x << 1) | x, -x, cp.ascontiguousarray(x[::2]), x.astype(np.int32) + 1,
+                   cp.where(x > 2, x, 0), x.reshape(2, 3).T.reshape(-1), cp.concatenate([x, x]), x.sum()]
+        cp.multiply(x, 0.5, out=out)
+        graph = s.end_capture()
+    for values in (np.array([9, 1, 250, 3, 7, 4], np.uint8), np.array([0, 2, 4, 6, 8, 10], np.uint8)):
+        x[...] = cp.asarray(values)
+        graph.launch(s)
+        s.synchronize()
+        v = values
+        for got, want in zip(results, [(v << 1) | v, -v, v[::2], v.astype(np.int32) + 1, np.where(v > 2, v, 0),
+                                       v.reshape(2, 3).T.reshape(-1), np.concatenate([v, v]), v.sum()]):
+            np.testing.assert_array_equal(got.get(), want, strict=True)
+        np.testing.assert_array_equal(out.get(), v * np.float32(0.5))
+
+
 def test_streams_are_ordered_only_by_waits(cupy_stand_in):
     """Work on a created stream runs only when something orders it: a copy on
     another stream (or on the legacy null stream, for a non-blocking one) does

@@ -375,8 +375,16 @@ def test_workspace_is_private_to_a_thread_and_a_stream(monkeypatch):
     worker.start()
     worker.join()
     held = {ptr for ptr in (grown, on_other_stream, seen[0])}  # three buffers alive at once
-    assert len(held) == 3 and len(device._workspaces) == 3
+    assert len(held) == 3 and device.workspace_count() == 2  # (the worker's went with it)
     assert all(a % 16 == 0 for a in held)
     dev.handle = 0
     assert take(100) == grown
+    for handle in range(100, 100 + device.WORKSPACE_STREAMS):  # a stream per task: the last few kept
+        dev.handle = handle
+        take(100)
+    assert [key[-1] for key in device._table()] == list(range(100, 100 + device.WORKSPACE_STREAMS))
+    dev.handle = 0  # the least recently used went first: stream 0's, then 100's
+    take(100)
+    assert [key[-1] for key in device._table()] == list(range(101, 100 + device.WORKSPACE_STREAMS)) + [0]
     device.release_workspaces()
+    assert device.workspace_count() == 0

@@ -575,6 +575,60 @@ def test_cuda_graph_capture_replays():
     assert torch.equal(y, step())
 
 
+def test_torch_allocator_gives_cupy_memory_that_holds_its_tensor():
+    """What dmlq.torch hands CuPy as its allocator while torch's stream captures, built with the
+    installed CuPy's own classes (no device needed to make them): the block is a uint8 tensor of
+    the size asked, on the device asked, held by the memory CuPy gets."""
+    cupy = pytest.importorskip("cupy")
+    if getattr(cupy, "__stand_in__", False) or not hasattr(cupy.cuda, "UnownedMemory"):
+        pytest.skip("needs the real CuPy's memory classes")
+    from dmlq.torch import torch_allocator
+
+    ptr = torch_allocator(cupy, torch.device("cpu", 0))(100)
+    owner = ptr.mem._owner
+    assert isinstance(ptr, cupy.cuda.MemoryPointer) and isinstance(ptr.mem, cupy.cuda.UnownedMemory)
+    assert (ptr.ptr, ptr.mem.size, ptr.device_id) == (owner.data_ptr(), 100, 0)
+    assert owner.dtype == torch.uint8 and owner.numel() == 100
+
+
+@pytest.mark.gpu
+def test_cuda_graph_capture_of_calls_with_temporaries():
+    """A captured call's temporaries (split-K partial sums, a packed int4 result's bytes) come
+    from torch's graph pool (dmlq.gpu.capture): tensors and CuPy arrays allocated after the
+    capture are not written by its replays."""
+    import cupy
+
+    dev = _cuda()
+    g8 = torch.Generator().manual_seed(3)
+    a = torch.randint(0, 256, (1, 4096), dtype=torch.uint8, generator=g8).to(dev)
+    w = torch.randint(-128, 128, (4096, 256), dtype=torch.int8, generator=g8).to(dev)
+    x = torch.randn(4, 33, generator=g8).to(dev)
+
+    def step():
+        return (dmlq.quantized_matmul(a, 0.5, 3, w, 0.25, 0, 40.0, 0),
+                dmlq.quantize_linear(x, 0.05, dtype=torch.int4))
+
+    assert "split-K" in str(dmlq.kernel_plan(dmlq.quantized_matmul, cupy.asarray(a), 0.5, 3, cupy.asarray(w),
+                                             0.25, 0, 40.0, 0))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        want = [t.cpu() for t in step()]
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        got = step()
+    later_t = [torch.full((n,), 0xA5, dtype=torch.uint8, device=dev) for n in (512, 4096, 65536, 1 << 20)]
+    later_c = [cupy.full((n,), 0xA5, cupy.uint8) for n in (512, 4096, 65536, 1 << 20)]
+    for _ in range(2):
+        g.replay()
+        torch.cuda.synchronize()
+        for t, u in zip(got, want):
+            assert torch.equal(t.cpu().view(torch.uint8), u.view(torch.uint8))
+        assert all(bool((t == 0xA5).all()) for t in later_t)
+        assert all(bool((c == 0xA5).all()) for c in later_c)
+
+
 @pytest.mark.gpu
 def test_cuda_tensor_with_cpu_scale_is_refused():
     dev = _cuda()

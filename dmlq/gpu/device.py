@@ -16,11 +16,13 @@ import contextvars
 import functools
 import math
 import threading
+import weakref
 from typing import NamedTuple, Optional
 
 import numpy as np
 
 from ..keys import param_key
+from . import capture
 
 # A null device pointer as a kernel argument. CuPy does not turn a Python None
 # into a null pointer (it arrives as garbage), so launchers pass this instead;
@@ -86,9 +88,12 @@ class CupyBackend:
     def current(self) -> int:
         return self._cupy().cuda.runtime.getDevice()
 
-    def stream(self) -> int:
-        """The handle of the stream CuPy launches on now (per thread)."""
-        return self._cupy().cuda.get_current_stream().ptr
+    def stream(self):
+        """A key naming the stream CuPy launches on now: its handle, with the thread for the
+        per-thread default stream (handle 2, cudaStreamPerThread: another stream in each
+        thread, ``cupy.cuda.Stream.ptds`` or CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1)."""
+        ptr = self._cupy().cuda.get_current_stream().ptr
+        return (ptr, threading.get_ident()) if ptr == 2 else ptr
 
     @staticmethod
     @functools.lru_cache(maxsize=None)
@@ -126,8 +131,10 @@ class CupyBackend:
             # the opt-in is the function's limit: a later, larger block raises it
             key = param_key((self.current(), source, name))
             if self._opted_in.get(key, 0) < shared_mem:
-                fn.max_dynamic_shared_size_bytes = shared_mem
-                self._opted_in[key] = shared_mem
+                with loader._lock:  # (a thread asking less at once must not record over a larger limit)
+                    if self._opted_in.get(key, 0) < shared_mem:
+                        fn.max_dynamic_shared_size_bytes = shared_mem
+                        self._opted_in[key] = shared_mem
         return fn
 
     def launch(self, source: str, name: str, grid, block, args, shared_mem: int = 0):
@@ -342,6 +349,13 @@ def on_device(v):
 _HOST_VALUES = (np.ndarray, np.generic, int, float, bool, complex, list, tuple)
 
 
+def stream_key():
+    """The key of the stream the device in use launches on now (:meth:`CupyBackend.stream`);
+    0 for a device without streams."""
+    stream = getattr(current(), "stream", None)
+    return stream() if stream is not None else 0
+
+
 def upload(xp, v, dtype=None):
     """``xp.asarray(v, dtype)`` keeping every bit of a host value. CuPy makes a 0-d
     array from a host scalar with ``ndarray.fill``, which writes a value equal to 0
@@ -388,10 +402,34 @@ def kernel(source: str, name: str, shared_mem: int = 0):
 # launches on one stream from one thread run in the order they were made: a
 # call's first kernel starts after the previous call's last one has finished
 # reading. A buffer grows by reallocation; CuPy's pool hands freed memory only
-# to later work on the same stream. Larger temporaries are allocated per call.
+# to later work on the same stream. Larger temporaries are allocated per call,
+# and so is every buffer of a call captured in a CUDA graph (dmlq.gpu.capture).
+# Each thread keeps its own table (freed with the thread) of the
+# WORKSPACE_STREAMS streams it used last: a program that makes a stream per task
+# does not keep a buffer per stream it ever used (dropping one is safe for the
+# same reason growing is: the pool gives it to later work on its stream only).
 WORKSPACE_MAX = 1 << 20  # bytes
+WORKSPACE_STREAMS = 8
 
-_workspaces: dict = {}
+
+class _Table(dict):
+    """One thread's workspaces, {(backend, device, stream): buffer}, the last used last
+    (an object by identity: the weak set of live tables holds it)."""
+
+    __hash__ = object.__hash__  # type: ignore[assignment]
+    __eq__ = object.__eq__  # type: ignore[assignment]
+
+
+_tables = threading.local()
+_all_tables: "weakref.WeakSet[_Table]" = weakref.WeakSet()
+
+
+def _table() -> _Table:
+    table = getattr(_tables, "table", None)
+    if table is None:
+        table = _tables.table = _Table()
+        _all_tables.add(table)
+    return table
 
 
 def workspace():
@@ -402,20 +440,32 @@ def workspace():
     be = current()
     ordinal, xp_, ptr_ = be.info().ordinal, be.xp(), be.ptr
     stream = getattr(be, "stream", None) or (lambda: 0)
-    ident = threading.get_ident
 
     def take(nbytes: int) -> int:
-        key = (be, ordinal, ident(), stream())
-        buf = _workspaces.get(key)
+        keep = capture.kept()
+        if keep is not None:  # a call captured in a graph: a buffer of its own (dmlq.gpu.capture)
+            keep.append(xp_.empty(max(nbytes, 16), np.uint8))
+            return ptr_(keep[-1])
+        table, key = _table(), (be, ordinal, stream())
+        buf = table.pop(key, None)
         if buf is None or buf.nbytes < nbytes:
-            buf = _workspaces[key] = xp_.empty(max(nbytes, 4096), np.uint8)
+            buf = xp_.empty(max(nbytes, 4096), np.uint8)
+        table[key] = buf
+        if len(table) > WORKSPACE_STREAMS:
+            del table[next(iter(table))]
         return ptr_(buf)
     return take
 
 
+def workspace_count() -> int:
+    """How many workspaces the live threads hold."""
+    return sum(len(t) for t in list(_all_tables))
+
+
 def release_workspaces() -> None:
     """Free every scratch buffer (the next call allocates again)."""
-    _workspaces.clear()
+    for table in list(_all_tables):
+        table.clear()
 
 
 def compile_all() -> int:

@@ -11,6 +11,7 @@ import functools
 import importlib
 import importlib.resources
 import re
+import threading
 from pathlib import Path
 
 from ..keys import param_key
@@ -80,6 +81,10 @@ def registry() -> dict:
 
 
 _modules: dict = {}
+# One module and one Function per key, whichever thread asks first: a kernel's
+# dynamic shared memory opt-in (dmlq.gpu.device) is an attribute of its Function,
+# so two Functions of one kernel made at once left the second without it.
+_lock = threading.RLock()
 
 
 def module(source: str):
@@ -89,9 +94,11 @@ def module(source: str):
     key = param_key((cupy.cuda.runtime.getDevice(), source))
     mod = _modules.get(key)
     if mod is None:
-        mod = cupy.RawModule(code=source_text(source), options=COMPILE_OPTIONS,
-                             name_expressions=registry()[source])
-        _modules[key] = mod
+        with _lock:
+            mod = _modules.get(key)
+            if mod is None:
+                mod = _modules[key] = cupy.RawModule(code=source_text(source), options=COMPILE_OPTIONS,
+                                                     name_expressions=registry()[source])
     return mod
 
 
@@ -105,8 +112,10 @@ def function(source: str, name: str):
     key = param_key((cupy.cuda.runtime.getDevice(), source, name))
     fn = _functions.get(key)
     if fn is None:
-        fn = module(source).get_function(name)
-        _functions[key] = fn
+        with _lock:
+            fn = _functions.get(key)
+            if fn is None:
+                fn = _functions[key] = module(source).get_function(name)
     return fn
 
 

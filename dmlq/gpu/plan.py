@@ -20,7 +20,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import device
+from . import capture, device
 
 
 @dataclass(frozen=True)
@@ -196,6 +196,7 @@ def staging(copy_a: bool, copy_b: bool, table):
         t = uploaded.get(where)
         if t is None:
             t = uploaded.setdefault(where, xp.asarray(table))
+        capture.hold(t)
         return a, b, t
     return prepare
 

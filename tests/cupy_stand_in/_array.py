@@ -107,6 +107,30 @@ def _result(h: np.ndarray) -> "ndarray":
     return _wrap(out, mem)
 
 
+def _computed(compute) -> "ndarray":
+    """The result of a device computation, ``compute()`` (NumPy over the operands' host views):
+    run now; while the current stream captures a graph, also recorded, so that each launch of
+    the graph computes it again from what the memory then holds (CuPy records the kernel, which
+    runs only then: a result computed once at capture time would hold stale values)."""
+    if _cuda.get_current_stream()._capture is None:
+        return _result(compute())
+    import warnings
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # (the memory's values before any launch)
+        warnings.simplefilter("ignore")
+        out = _result(compute())
+    dst = out._hh
+    _cuda._submit(lambda: dst.__setitem__(Ellipsis, compute()))
+    return out
+
+
+def _written(out, compute):
+    """``out[...] = compute()`` on the current stream (a ufunc's ``out=``)."""
+    dst = _typed(out, "out")
+    _cuda._submit(lambda: dst.__setitem__(Ellipsis, compute()))
+    return out
+
+
 def _host_of(x, fname: str, argname: str = "x"):
     """The NumPy view behind a device operand; Python and NumPy scalars pass; a
     NumPy array is refused, as CuPy's ufuncs refuse it."""
@@ -283,7 +307,9 @@ class ndarray:
         if len(shape) == 1 and not isinstance(shape[0], (numbers.Integral, np.integer)):
             shape = tuple(shape[0])
         r = self._h.reshape(shape, order=order)
-        return _wrap(r, self._mem) if np.shares_memory(r, self._h) or r.size == 0 else _result(r)
+        h = self._h
+        return _wrap(r, self._mem) if np.shares_memory(r, h) or r.size == 0 else _computed(
+            lambda: h.reshape(shape, order=order))
 
     def ravel(self, order="C"):
         return self.reshape(-1, order=order)
@@ -334,11 +360,13 @@ class ndarray:
         dtype = _supported(dtype)
         if not copy and dtype == self.dtype:
             return self
-        return _result(self._h.astype(dtype))
+        h = self._h
+        return _computed(lambda: h.astype(dtype))
 
     # -- computations (run at once on the host)
     def _reduce(self, name, *args, **kwargs):
-        return _result(getattr(self._h, name)(*args, **kwargs))
+        h = self._h
+        return _computed(lambda: getattr(h, name)(*args, **kwargs))
 
     def all(self, axis=None, out=None, keepdims=False):
         return self._reduce("all", axis=axis, keepdims=keepdims)
@@ -372,12 +400,14 @@ def _binary(np_fn):
         if isinstance(other, np.ndarray):
             raise TypeError(f"Unsupported type {type(other)}")
         o = other._h if isinstance(other, ndarray) else other
-        return _result(np_fn(self._h, o))
+        h = self._h
+        return _computed(lambda: np_fn(h, o))
 
     def rop(self, other):
         if isinstance(other, np.ndarray):
             raise TypeError(f"Unsupported type {type(other)}")
-        return _result(np_fn(other, self._h))
+        h = self._h
+        return _computed(lambda: np_fn(other, h))
     return op, rop
 
 
@@ -391,10 +421,15 @@ for _name, _fn in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), 
 for _name, _fn in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
                    ("gt", np.greater), ("ge", np.greater_equal)):
     setattr(ndarray, f"__{_name}__", _binary(_fn)[0])
-ndarray.__neg__ = lambda self: _result(-self._h)
-ndarray.__abs__ = lambda self: _result(np.abs(self._h))
-ndarray.__invert__ = lambda self: _result(~self._h)
+ndarray.__neg__ = lambda self: _unary(self, np.negative)
+ndarray.__abs__ = lambda self: _unary(self, np.abs)
+ndarray.__invert__ = lambda self: _unary(self, np.invert)
 ndarray.__hash__ = None
+
+
+def _unary(a, np_fn):
+    h = a._h
+    return _computed(lambda: np_fn(h))
 
 
 # ------------------------------------------------------------------ module functions
@@ -490,7 +525,8 @@ def ascontiguousarray(a, dtype=None):
     _typed(a, "a")
     if a._h.flags.c_contiguous and (dtype is None or np.dtype(dtype) == a.dtype):
         return a
-    return _result(np.ascontiguousarray(a._h, dtype))
+    h = a._h
+    return _computed(lambda: np.ascontiguousarray(h, dtype))
 
 
 def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
@@ -526,12 +562,11 @@ def shares_memory(a, b, max_work=None):
 def _ufunc(np_fn, nin):
     def fn(*args, out=None, dtype=None, **kwargs):
         hs = [_host_of(x, np_fn.__name__) for x in args[:nin]]
-        r = np_fn(*hs, *args[nin:], dtype=dtype, **kwargs) if dtype is not None else \
-            np_fn(*hs, *args[nin:], **kwargs)
-        if out is not None:
-            _typed(out, "out")._h[...] = r
-            return out
-        return _result(r)
+        typed = {"dtype": dtype} if dtype is not None else {}
+
+        def compute():
+            return np_fn(*hs, *args[nin:], **typed, **kwargs)
+        return _computed(compute) if out is None else _written(out, compute)
     fn.__name__ = np_fn.__name__
     return fn
 
@@ -547,39 +582,43 @@ isnan = _ufunc(np.isnan, 1)
 
 
 def matmul(a, b, out=None, **kwargs):
-    return _result(np.matmul(_typed(a, "a"), _typed(b, "b")))
+    ha, hb = _typed(a, "a"), _typed(b, "b")
+    return _computed(lambda: np.matmul(ha, hb))
 
 
 def clip(a, a_min, a_max, out=None):
-    r = np.clip(_typed(a, "a"), _host_of(a_min, "clip"), _host_of(a_max, "clip"))
-    if out is not None:
-        out._h[...] = r
-        return out
-    return _result(r)
+    h, lo, hi = _typed(a, "a"), _host_of(a_min, "clip"), _host_of(a_max, "clip")
+    return _computed(lambda: np.clip(h, lo, hi)) if out is None else _written(out, lambda: np.clip(h, lo, hi))
 
 
 def where(condition, x, y):
-    return _result(np.where(_host_of(condition, "where"), _host_of(x, "where"), _host_of(y, "where")))
+    c, hx, hy = _host_of(condition, "where"), _host_of(x, "where"), _host_of(y, "where")
+    return _computed(lambda: np.where(c, hx, hy))
 
 
 def array_equal(a1, a2, equal_nan=False):
-    return _result(np.array_equal(_host_of(a1, "array_equal"), _host_of(a2, "array_equal"), equal_nan=equal_nan))
+    h1, h2 = _host_of(a1, "array_equal"), _host_of(a2, "array_equal")
+    return _computed(lambda: np.array_equal(h1, h2, equal_nan=equal_nan))
 
 
 def pad(array, pad_width, mode="constant", **kwargs):
-    return _result(np.pad(_typed(array, "array"), pad_width, mode=mode, **kwargs))
+    h = _typed(array, "array")
+    return _computed(lambda: np.pad(h, pad_width, mode=mode, **kwargs))
 
 
 def tile(A, reps):
-    return _result(np.tile(_typed(A, "A"), reps))
+    h = _typed(A, "A")
+    return _computed(lambda: np.tile(h, reps))
 
 
 def concatenate(tup, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    return _result(np.concatenate([_typed(t, "tup") for t in tup], axis=axis, dtype=dtype))
+    hs = [_typed(t, "tup") for t in tup]
+    return _computed(lambda: np.concatenate(hs, axis=axis, dtype=dtype))
 
 
 def stack(tup, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    return _result(np.stack([_typed(t, "tup") for t in tup], axis=axis, dtype=dtype))
+    hs = [_typed(t, "tup") for t in tup]
+    return _computed(lambda: np.stack(hs, axis=axis, dtype=dtype))
 
 
 class Generator:

@@ -1,0 +1,152 @@
+"""Calls captured in a CUDA graph: memory that outlives the call.
+
+A CUDA graph keeps the addresses its kernels were captured with. What a dmlq
+call allocates -- its temporaries (split-K partial sums, row and column sums,
+staged or packed copies of operands, the result made for an ``out`` that
+overlaps an input, what CuPy allocates for the call) and a result it makes --
+goes back to the allocator's pool when nothing holds it any more; after a
+capture, CuPy's pool would hand those blocks to later arrays, and every launch
+of the graph would write into them. So while the current stream captures, a
+call allocates (through CuPy's thread-local allocator,
+``cupy.cuda.using_allocator``) from:
+
+- torch's caching allocator, for a call on CUDA tensors (dmlq.torch passes
+  its allocator): torch serves a capture from the graph's private pool and
+  keeps that pool for the graph's life, as it does for its own operators;
+- the allocator in use, unchanged, where it is stream-ordered
+  (``cupy.cuda.MemoryAsyncPool``, ``cupy.cuda.malloc_async``): an allocation
+  made in a capture is then one of the graph's own memory nodes, and its free
+  another (CUDA's rule);
+- otherwise (CuPy's default pool or any other allocator) the allocator in use,
+  each block then held (never handed back) until :func:`release_graph_memory`.
+
+The scratch buffer one stream's calls share (dmlq.gpu.device.workspace) is not
+used in a capture (a graph may be launched on any stream, at any time): each
+call takes a buffer of its own, held until the call returns (:func:`kept`).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import threading
+from typing import Any, Callable, TypeVar, cast
+
+import numpy as np
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_tls = threading.local()  # .keep: the capturing call's list of buffers held until it returns; None outside
+_lock = threading.Lock()
+_held: list = []          # blocks of calls captured on a pooling allocator (release_graph_memory)
+_shared: dict = {}        # id -> a shared device constant a captured call read (hold)
+_no_device: list = []     # the cupy modules whose capture query failed for want of a GPU (no capture can happen)
+
+
+def kept():
+    """The list that holds buffers until the capturing call returns, or None outside a capture."""
+    return getattr(_tls, "keep", None)
+
+
+def capturing(cupy) -> bool:
+    """Whether CuPy's current stream is capturing a graph (False where CUDA cannot be queried:
+    no GPU, so no capture)."""
+    if any(m is cupy for m in _no_device):
+        return False
+    try:
+        return bool(cupy.cuda.get_current_stream().is_capturing())
+    except Exception as e:  # no driver or device; or the legacy stream beside a capture (the launch says so)
+        if "NoDevice" in str(e) or "InsufficientDriver" in str(e) or "NoDriver" in str(e):
+            _no_device.append(cupy)
+        return False
+
+
+def _stream_ordered(cupy, allocator) -> bool:
+    owner = getattr(allocator, "__self__", None)
+    pool = getattr(cupy.cuda, "MemoryAsyncPool", None)
+    return (pool is not None and isinstance(owner, pool)) or (
+        allocator is not None and allocator is getattr(cupy.cuda, "malloc_async", None))
+
+
+@contextlib.contextmanager
+def allocations(cupy, allocator=None):
+    """The block of a call made while the current stream captures (see the module text):
+    ``allocator``, CuPy's ``size -> MemoryPointer``, where the caller has one (torch's);
+    otherwise the one in use, held until :func:`release_graph_memory` unless it is
+    stream-ordered. Inside a call already so guarded, nothing changes."""
+    if kept() is not None:
+        yield
+        return
+    if allocator is None:
+        base = cupy.cuda.get_allocator()
+        if not _stream_ordered(cupy, base):
+            def allocator(size, _base=base):
+                mem = _base(size)
+                with _lock:
+                    _held.append(mem)
+                return mem
+    _tls.keep = []
+    try:
+        if allocator is None:
+            yield
+        else:
+            with cupy.cuda.using_allocator(allocator):
+                yield
+    finally:
+        _tls.keep = None
+
+
+def hold(constant) -> None:
+    """Hold ``constant`` (a device copy that calls of one signature share, made outside any
+    capture) until :func:`release_graph_memory` where a capture reads it now: forgetting the
+    signature (the plan cache is cleared when full) would otherwise free memory a graph reads."""
+    if kept() is not None:
+        with _lock:
+            _shared[id(constant)] = constant
+
+
+def guarded(function: F) -> F:
+    """``function`` (a public function) with its allocations made as :func:`allocations` says
+    while CuPy's current stream captures a graph; a call on NumPy arrays (or while CuPy is not
+    imported) goes straight through."""
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        cupy = sys.modules.get("cupy")
+        if (cupy is None or (args and type(args[0]) is np.ndarray) or kept() is not None
+                or not capturing(cupy)):
+            return function(*args, **kwargs)
+        with allocations(cupy):
+            return function(*args, **kwargs)
+    return cast(F, call)
+
+
+def release_graph_memory() -> int:
+    """Hand back to CuPy's pool the memory held for calls captured in CUDA graphs.
+
+    While a CuPy stream captures a graph, a dmlq call's temporaries and results come from the
+    allocator in use and are held, so that no later array is given memory that a launch of the
+    graph writes (a stream-ordered allocator, ``cupy.cuda.MemoryAsyncPool``, needs no such hold:
+    its allocations become the graph's own; calls on torch tensors take torch's graph pool).
+    Call this only once no graph captured with dmlq calls will be launched again.
+
+    Returns
+    -------
+    int
+        The number of bytes handed back (0 where nothing is held: no call was captured since
+        the last release, or only with a stream-ordered allocator or on torch tensors).
+
+    Raises
+    ------
+    Nothing: it only drops dmlq's references (CuPy frees the blocks into its pool).
+
+    Example
+    -------
+    >>> import dmlq
+    >>> dmlq.release_graph_memory()  # nothing captured in this process
+    0
+    """
+    with _lock:
+        blocks, _held[:] = list(_held), []
+        shared = list(_shared.values())
+        _shared.clear()
+    return sum(int(m.mem.size) for m in blocks) + sum(int(a.nbytes) for a in shared)

@@ -1,0 +1,188 @@
+"""Calls captured in a CUDA graph keep their memory (dmlq.gpu.capture).
+
+A graph's kernels keep the addresses they were captured with. A call's temporaries (split-K
+partial sums, row and column sums, the packed operands of 4-bit types, the result made for an
+overlapping out) came from CuPy's pool and went back to it when the call returned, so arrays
+allocated after the capture were given those blocks and every launch of the graph wrote into
+them. Each case here: the call made once outside the capture (plans and constants), then
+captured on a created stream; then arrays of many sizes allocated and filled with a pattern;
+then the graph launched twice. The result must equal the NumPy path's and every pattern must
+be intact. A `gpu` test: on the GPU, and in CI on the cupy stand-in, whose pool hands freed
+blocks to later allocations on the same stream as CuPy's does.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import dmlq
+
+pytestmark = pytest.mark.gpu
+f32, u8, i8 = np.float32, np.uint8, np.int8
+SIZES = (16, 64, 256, 512, 1024, 4096, 8192, 16384, 65536, 262144)
+
+
+@pytest.fixture
+def cp(cupy_twin):
+    import cupy
+
+    return cupy
+
+
+def _host(v):
+    if isinstance(v, dmlq.Packed):
+        return dmlq.Packed(_host(v.data), v.shape, v.dtype)
+    return v.get() if hasattr(v, "get") else v
+
+
+def _device(cp, v):
+    if isinstance(v, dmlq.Packed):
+        return dmlq.Packed(cp.asarray(v.data), v.shape, v.dtype)
+    return cp.asarray(v) if isinstance(v, np.ndarray) else v
+
+
+def _bytes(v):
+    """The elements' bytes, one element per byte for a packed type (unpacked on the host)."""
+    v = _host(v)
+    return np.asarray(dmlq.unpack(v) if isinstance(v, dmlq.Packed) else v).view(np.uint8)
+
+
+def _rng_ints(rng, dt, shape):
+    info = ml_dtypes.iinfo(dt) if np.dtype(dt).itemsize == 1 and np.dtype(dt).name in ("int4", "uint4") \
+        else np.iinfo(dt)
+    return rng.integers(int(info.min), int(info.max) + 1, shape).astype(dt)
+
+
+def _cases(rng):
+    """name -> (function, host arguments, keyword arguments, whether out is the first operand)."""
+    a1 = _rng_ints(rng, u8, (1, 2048))
+    b1 = _rng_ints(rng, i8, (2048, 64))
+    b4 = dmlq.pack(_rng_ints(rng, np.dtype(ml_dtypes.uint4), (256, 64)))
+    a4 = _rng_ints(rng, u8, (1, 256))
+    bs = rng.uniform(0.01, 0.1, (8, 64)).astype(f32)
+    a2, b2 = _rng_ints(rng, u8, (40, 64)), _rng_ints(rng, i8, (64, 24))
+    x = rng.normal(0, 4, (3, 70)).astype(f32)
+    q8 = _rng_ints(rng, u8, (5, 33))
+    return {
+        # stream-m1 with split-K: int32 partial sums
+        "split-K partial sums": (dmlq.quantized_matmul, (a1, f32(0.5), u8(3), b1, f32(0.25), i8(0), f32(40.0),
+                                                          u8(0)), {}, False),
+        # a packed uint4 b, scales in groups of 32 along K: the grouped stream kernel's work buffer
+        "packed 4-bit b, blocked scales": (dmlq.matmul_integer_to_float, (a4, f32(0.5), u8(3), b4, bs, None),
+                                           {"block_size": 32}, False),
+        # the dp4a tiles with both zero points: row and column sums (the shared scratch outside a capture)
+        "row and column sums": (dmlq.quantized_matmul, (a2, f32(0.5), u8(3), b2, f32(0.25), i8(5), f32(40.0),
+                                                        u8(1)), {}, False),
+        # a packed int4 result
+        "int4 result": (dmlq.quantize_linear, (x, f32(0.5), None), {"dtype": "int4"}, False),
+        # out overlapping an operand: the result is made in a temporary, then copied
+        "out overlapping a": (dmlq.quantized_add, (q8, f32(0.1), u8(128), q8, f32(0.2), u8(3), f32(0.3), u8(7)),
+                              {}, True),
+        # packing a CuPy array
+        "pack": (dmlq.pack, (rng.integers(0, 16, (9, 7)).astype(u8),), {"dtype": "int4"}, False),
+    }
+
+
+def test_a_captured_call_keeps_its_memory(cp):
+    """Every case in one test (the stand-in's sample of twins would run only some)."""
+    for name, case in _cases(np.random.default_rng(11)).items():
+        _capture_and_launch(cp, name, *case)
+
+
+def _capture_and_launch(cp, name, fn, args, kwargs, out_is_first):
+    want = _bytes(fn(*args, **kwargs))  # the NumPy path
+    dev = [_device(cp, v) for v in args]
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        if out_is_first:
+            kwargs = {**kwargs, "out": dev[0]}
+            first = dev[0].copy()
+        got = fn(*dev, **kwargs)  # outside the capture: plans, kernels, constants
+        s.synchronize()
+        np.testing.assert_array_equal(_bytes(got), want, err_msg=name)
+        if out_is_first:
+            dev[0][...] = first
+        s.synchronize()
+        s.begin_capture()
+        try:
+            result = fn(*dev, **kwargs)
+        finally:
+            graph = s.end_capture()
+        later = [cp.full((n,), 0xA5, u8) for n in SIZES]  # given what the pool has free now
+        for _ in range(2):
+            if out_is_first:
+                dev[0][...] = first
+            graph.launch(s)
+            s.synchronize()
+            np.testing.assert_array_equal(_bytes(result), want, err_msg=name)
+            for arr in later:
+                assert (arr.get() == 0xA5).all(), f"{name}: a launch of the graph wrote into a later {arr.size}-byte array"
+    assert dmlq.release_graph_memory() > 0
+
+
+def test_held_memory_is_released_once_and_only_for_captures(cp):
+    rng = np.random.default_rng(5)
+    fn, args, kwargs, _ = _cases(rng)["split-K partial sums"]
+    dev = [_device(cp, v) for v in args]
+    dmlq.release_graph_memory()
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        fn(*dev, **kwargs)
+        s.synchronize()
+        assert dmlq.release_graph_memory() == 0  # nothing held for a call that was not captured
+        s.begin_capture()
+        try:
+            fn(*dev, **kwargs)
+        finally:
+            s.end_capture()
+    assert dmlq.release_graph_memory() >= 4 * 8 * 64  # the int32 partial sums at least
+    assert dmlq.release_graph_memory() == 0
+
+
+def test_constants_a_graph_reads_outlive_the_plan_cache(cp):
+    """Scales given as numbers are device constants the calls of one signature share, freed when
+    the signature is forgotten (the plan cache is cleared when full): a graph that reads them
+    keeps them until release_graph_memory."""
+    rng = np.random.default_rng(8)
+    a, b = _rng_ints(rng, u8, (40, 64)), _rng_ints(rng, i8, (64, 24))
+    want = dmlq.quantized_matmul(a, 0.5, 3, b, 0.25, 5, 40.0, 1)
+    ga, gb = cp.asarray(a), cp.asarray(b)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        dmlq.quantized_matmul(ga, 0.5, 3, gb, 0.25, 5, 40.0, 1)  # the constants copied on s
+        s.synchronize()
+        s.begin_capture()
+        try:
+            result = dmlq.quantized_matmul(ga, 0.5, 3, gb, 0.25, 5, 40.0, 1)
+        finally:
+            graph = s.end_capture()
+        dmlq.calls.clear_plan_cache()
+        later = [cp.full((n,), 0xA5, u8) for n in SIZES]
+        graph.launch(s)
+        s.synchronize()
+    np.testing.assert_array_equal(result.get(), want)
+    assert all((arr.get() == 0xA5).all() for arr in later)
+    dmlq.release_graph_memory()
+
+
+def test_a_cupy_without_a_device_hides_no_capture(cp):
+    """Where a cupy module cannot be asked (no driver, no device), no capture is running; that
+    answer is kept for that module only (the suite's stand-in twins ran after the real CuPy)."""
+    from dmlq.gpu import capture
+
+    class NoDevice:
+        class cuda:
+            @staticmethod
+            def get_current_stream():
+                raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+
+    assert not capture.capturing(NoDevice)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        assert not capture.capturing(cp)
+        s.begin_capture()
+        try:
+            assert capture.capturing(cp)
+        finally:
+            s.end_capture()
