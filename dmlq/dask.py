@@ -64,7 +64,7 @@ from dask.array.utils import meta_from_array
 
 from . import adapters, packed_dask
 from .dask_chunks import (LAZY_OPERANDS, MATMULS, _as_dask, _check, _cupy, _elementwise, _meta_call,
-                          _per_axis_or_blocked)
+                          _per_axis_or_blocked, rechunk)
 from .desc import pool_output_size
 from .errors import UnsupportedError
 from .gpu.device import upload  # host scales to CuPy chunks' device, -0.0 kept
@@ -105,7 +105,7 @@ def call(fname, values, kwargs, out=None, names=None):
                                 f"chunks; pass cupy.asarray({n}) (or a Python number)")
     first = _listed(fname, names[0], values[0], None)  # (x before its scale: a list scale takes x's type)
     values = (first,) + tuple(_listed(fname, n, v, first) for n, v in zip(names[1:], values[1:]))
-    values = tuple(_without_empty_chunks(_signed_nan(v, chunks), chunks) for v in values)
+    values = tuple(_without_empty_chunks(_signed_nan(v, chunks)) for v in values)
     if fname not in ("quantize_linear", "dequantize_linear"):  # one value for the whole tensor, of any rank:
         values = tuple(_one_value(n, v) for n, v in zip(names, values))  # (the result's rank is the data's)
     if chunks == "numpy" and fname in MATMULS:  # a packed b of NumPy bytes: the ml_dtypes array it stands for
@@ -138,18 +138,16 @@ def call(fname, values, kwargs, out=None, names=None):
     return _elementwise(fname, values, kwargs, shape, dtype, meta)
 
 
-def _without_empty_chunks(v, chunks):
+def _without_empty_chunks(v):
     """A dask array without chunks of length 0 on an axis that has elements (x[mask] after
     compute_chunk_sizes() has them): the pooling halo and the matmul cuts assume none (a halo
     taken from an empty chunk lost an output). Unknown (NaN) chunks are left to the checks. An
-    empty array of NumPy chunks becomes one empty chunk (dask's rechunk keeps a 1-D (0, 0))."""
+    empty array keeps its chunk type (dmlq.dask_chunks.rechunk)."""
     if not isinstance(v, da.Array) or any(math.isnan(n) for c in v.chunks for n in c):
         return v
     if not any(len(c) > 1 and 0 in c for c in v.chunks):
         return v
-    if v.size == 0 and chunks == "numpy":
-        return da.from_array(np.empty(v.shape, v.dtype), chunks=tuple((n,) for n in v.shape))
-    return v.rechunk(tuple(tuple(n for n in c if n) or (0,) for c in v.chunks))
+    return rechunk(v, tuple(tuple(n for n in c if n) or (0,) for c in v.chunks))
 
 
 def _one_value(name, v):
@@ -279,7 +277,7 @@ def _avg_pool(values, kwargs, shape, dtype, meta):
     dil = _ints(kwargs.get("dilations"), nd, 1)
     include = bool(kwargs.get("include_padding", False))
     halo = [(window[i] - 1) * dil[i] for i in range(nd)]
-    x = x.rechunk(x.chunks[:2] + tuple(_min_chunks(x.chunks[2 + i], halo[i]) for i in range(nd)))
+    x = rechunk(x, x.chunks[:2] + tuple(_min_chunks(x.chunks[2 + i], halo[i]) for i in range(nd)))
     plans = [_axis_plan(x.shape[2 + i], x.chunks[2 + i], window[i], stride[i], start[i], end[i], dil[i],
                         include, shape[2 + i]) for i in range(nd)]
     out_chunks = x.chunks[:2] + tuple(tuple(p[1] - p[0] for p in plans[i]) for i in range(nd))
@@ -371,7 +369,7 @@ def _matmul_operands(a, b, shape):
     batch = shape[:-2]
     a = da.broadcast_to(a, batch + a.shape[-2:])
     b = da.broadcast_to(b, batch + b.shape[-2:])
-    return a, b.rechunk(a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],)), batch
+    return a, rechunk(b, a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],)), batch
 
 
 def _per_batch(v):
@@ -386,7 +384,7 @@ def _b_side(v, b, batch):
     bi = tuple(f"z{i}" for i in range(len(batch)))
     if _per_batch(v):
         v = da.broadcast_to(_as_dask(v), batch + tuple(v.shape[-2:]))
-        return v.rechunk(b.chunks[:-2] + ((v.shape[-2],), b.chunks[-1])), bi + ("g", "n")
+        return rechunk(v, b.chunks[:-2] + ((v.shape[-2],), b.chunks[-1])), bi + ("g", "n")
     if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
         return da.from_array(v, chunks=(b.chunks[-1],), asarray=False), ("n",)
     if hasattr(v, "ndim") and v.ndim == 2:  # (1 or G, N): cut along N, the groups whole
@@ -430,13 +428,13 @@ def _packed_b(fname, values, kwargs, shape, dtype, meta):
                                                                          asarray=False)
     batch = shape[:-2]
     a = da.broadcast_to(a, batch + a.shape[-2:])
-    a = a.rechunk(tuple((n,) for n in batch) + (a.chunks[-2], (a.shape[-1],)))
+    a = rechunk(a, tuple((n,) for n in batch) + (a.chunks[-2], (a.shape[-1],)))
     bi = tuple(f"z{i}" for i in range(len(batch)))
     cut, args = [0], [a, bi + ("m", "k")]
     for i, name in enumerate(names):
         if name == "bias" and values[i] is not None:
             bias = _as_dask(values[i])
-            args += [da.broadcast_to(bias, shape).rechunk(a.chunks[:-1] + ((shape[-1],),)), bi + ("m", "n")]
+            args += [rechunk(da.broadcast_to(bias, shape), a.chunks[:-1] + ((shape[-1],),)), bi + ("m", "n")]
         elif name in ("a_scale", "a_zero_point", "out_scale", "out_zero_point"):
             v, index = _a_side(_vector(values[i]), a)
             if index is None:
@@ -510,7 +508,7 @@ def _matmul_integer_to_float(values, kwargs, shape, dtype, meta):
     if bias is not None:
         if not isinstance(bias, da.Array):
             bias = da.from_array(bias, chunks=bias.shape, asarray=False)
-        args += [da.broadcast_to(bias, shape).rechunk(out_chunks), bi + ("m", "n")]
+        args += [rechunk(da.broadcast_to(bias, shape), out_chunks), bi + ("m", "n")]
     else:
         args += [None, None]
     return da.blockwise(_to_float_task, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,

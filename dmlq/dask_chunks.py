@@ -12,6 +12,7 @@ import sys
 
 import dask.array as da
 import numpy as np
+from dask.array.core import normalize_chunks
 
 from . import adapters
 from .calls import output_meta
@@ -143,7 +144,7 @@ def _elementwise(fname, values, kwargs, shape, dtype, meta, packed=None):
     for v in arrays:
         if isinstance(v, da.Array):
             lead = nd - v.ndim
-            v = v.rechunk(tuple(c if n != 1 else (1,) for c, n in zip(chunks[lead:], v.shape)))
+            v = rechunk(v, tuple(c if n != 1 else (1,) for c, n in zip(chunks[lead:], v.shape)))
             args += [v, tuple(range(lead, nd))]
         else:
             args += [v, None]
@@ -172,6 +173,39 @@ def blocked_axis(kwargs, scale, shape):
 
 def _apply(*blocks, fn, kwargs):
     return fn(*blocks, **kwargs)
+
+
+def empty(like, shape, dtype, chunks):
+    """A lazy empty array (``shape`` holds a 0) whose chunks are arrays of ``like``'s type
+    (NumPy or CuPy, as the one-array call's result), cut as ``chunks`` says. dask's own
+    ``da.empty`` makes NumPy chunks whatever the input's were."""
+    from dask.base import tokenize
+
+    cupy = _cupy()
+    xp = cupy if cupy is not None and isinstance(getattr(like, "_meta", like), cupy.ndarray) else np
+    dtype = np.dtype(dtype)
+    name = "dmlq-empty-" + tokenize(xp.__name__, tuple(shape), dtype.name, dtype.str, chunks)
+    return da.from_array(xp.empty(tuple(shape), dtype), chunks=chunks, asarray=False, name=name)
+
+
+def rechunk(v, chunks):
+    """``v.rechunk(chunks)`` for a dask array ``v``, its chunks' type kept where v is empty.
+    dask's rechunk of an array of size 0 builds ``da.empty``: NumPy chunks and a NumPy meta
+    whatever v's chunks were (CuPy chunks came back NumPy: a task met a NumPy operand
+    beside CuPy ones, or a result of CuPy meta computed to NumPy chunks); and an array whose
+    every axis is 0 it leaves as it is (a 1-D (0, 0) kept). An empty v becomes an empty array
+    of its own chunk type cut as asked (``dmlq-empty-`` in its name). ``chunks``: a tuple of
+    per-axis chunks (None keeps v's) or a dict {axis: chunks}."""
+    if v.size:
+        return v.rechunk(chunks)
+    if isinstance(chunks, dict):
+        chunks = {int(k) % v.ndim: c for k, c in chunks.items()}
+        chunks = tuple(chunks.get(i) for i in range(v.ndim))
+    chunks = tuple(old if c is None else c for c, old in zip(chunks, v.chunks))
+    chunks = normalize_chunks(chunks, v.shape, dtype=v.dtype, previous_chunks=v.chunks)
+    if chunks == v.chunks:
+        return v
+    return empty(v._meta, v.shape, v.dtype, chunks)
 
 
 def _as_dask(v):
@@ -213,18 +247,18 @@ def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta, packed=None)
         ax = int(axis) % nd
         for v in (scale, zp):
             if getattr(v, "ndim", 0) == 1 and v.shape[0] > 1:
-                args += [_as_dask(v).rechunk((x.chunks[ax],)), (ax,)]
+                args += [rechunk(_as_dask(v), (x.chunks[ax],)), (ax,)]
             else:
                 args += _scalar_arg(v, ax)
     else:
         ax = blocked_axis(kwargs, scale, shape)
-        x = x.rechunk({ax: _block_chunks(x.chunks[ax], int(block))})
+        x = rechunk(x, {ax: _block_chunks(x.chunks[ax], int(block))})
         args[0] = x
         s_chunks = tuple(tuple(-(-c // int(block)) for c in x.chunks[i]) if i == ax else x.chunks[i]
                          for i in range(nd))
-        args += [_as_dask(scale).rechunk(s_chunks), tuple(range(nd))]
+        args += [rechunk(_as_dask(scale), s_chunks), tuple(range(nd))]
         if zp is not None and getattr(zp, "shape", ()) == tuple(scale.shape):
-            args += [_as_dask(zp).rechunk(s_chunks), tuple(range(nd))]
+            args += [rechunk(_as_dask(zp), s_chunks), tuple(range(nd))]
         else:
             args += _scalar_arg(zp, ax)
         kwargs = dict(kwargs, axis=ax)

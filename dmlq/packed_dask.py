@@ -34,10 +34,8 @@ def quantize(values, kwargs, shape, q, cupy):
     packed output type ``q`` (a QType): a Packed of lazy bytes."""
     x, scale, zp = values
     logical = tuple(shape)
-    if 0 in shape:  # no bytes (dask would hand an empty chunk over as NumPy)
-        import dask.array as da
-
-        return Packed(da.from_array(cupy.empty((0,), np.uint8), chunks=((0,),), asarray=False), logical, q.name)
+    if 0 in shape:  # no bytes: one empty chunk of CuPy bytes (dask's own would be NumPy)
+        return Packed(dd.empty(cupy.empty((0,), np.uint8), (0,), np.uint8, ((0,),)), logical, q.name)
     if not shape:  # one element: quantized as a 1-element row, packed the same
         shape, x = (1,), dd._as_dask(x).reshape((1,))
     per_byte = 8 // math.gcd(8, q.bits)
@@ -53,9 +51,9 @@ def quantize(values, kwargs, shape, q, cupy):
             v = dd._as_dask(v)
             if v.ndim == len(shape) and v.shape[0] == shape[0] != 1:
                 rows = rows or dd._block_chunks(v.chunks[0], step)
-                v = v.rechunk((rows,) + tuple((n,) for n in v.shape[1:]))
+                v = dd.rechunk(v, (rows,) + tuple((n,) for n in v.shape[1:]))
             else:
-                v = v.rechunk(tuple((n,) for n in v.shape))
+                v = dd.rechunk(v, tuple((n,) for n in v.shape))
         values.append(v)
     rows = rows or (shape[0],)
     nbytes = tuple((r * rest * q.bits + 7) // 8 for r in rows)
@@ -93,7 +91,7 @@ def dequantize(q, scale, zero_point, kwargs, out):
     out_shape, dtype = dd._meta_call(f, (stand, scale, zero_point), kwargs, "cupy")  # every check, now
     meta = meta_from_array(q.data._meta, ndim=len(out_shape), dtype=dtype)
     if 0 in shape:
-        return da.from_array(cupy.empty(out_shape, dtype), chunks=tuple((n,) for n in out_shape), asarray=False)
+        return dd.empty(q.data, out_shape, dtype, tuple((n,) for n in out_shape))
     rows_shape = shape or (1,)
     per_byte, rest = 8 // math.gcd(8, qt.bits), math.prod(rows_shape[1:])
     step = per_byte // math.gcd(per_byte, rest)
@@ -103,7 +101,7 @@ def dequantize(q, scale, zero_point, kwargs, out):
     edges = [0] + [c for c in cuts if 0 < c < rows_shape[0]] + [rows_shape[0]]
     rows = dd._block_chunks(tuple(b - a for a, b in zip(edges[:-1], edges[1:])), step)
     whole = tuple(r * rest * qt.bits // 8 for r in rows[:-1])  # whole bytes: the last chunk takes the rest
-    data = q.data.rechunk((whole + (nbytes - sum(whole),),))
+    data = dd.rechunk(q.data, (whole + (nbytes - sum(whole),),))
     name = "dmlq-packed-rows-" + tokenize(data, rows_shape, q.dtype)
     tail = (0,) * (len(rows_shape) - 1)
     layer = {(name, i) + tail: (Packed, (data.name, i), (r,) + rows_shape[1:], q.dtype) for i, r in enumerate(rows)}

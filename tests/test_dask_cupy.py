@@ -307,3 +307,60 @@ def test_a_packed_q_of_bytes_beside_dask_scales(cp):
         dmlq.dequantize_linear(p_gpu, on_host, block_size=2)
     with pytest.raises(TypeError, match=r"q is a dmlq\.Packed of numpy bytes but scale is a dask array of cupy"):
         dmlq.dequantize_linear(p, on_gpu, block_size=2)
+
+
+def test_empty_operands_keep_cupy_chunks_where_they_are_rechunked(cp):
+    """An empty dask operand of CuPy chunks (a dimension of size 0) that dmlq rechunks: dask's
+    rechunk of an array of size 0 builds da.empty, NumPy chunks and meta. A result of NumPy
+    meta and chunks came back (chunks of length 0 merged, pooling's halo merge), or a task met
+    a NumPy operand beside CuPy ones (a TypeError on compute: an operand cut where another's
+    chunks fall, block scales, b's K or batch cut where a's fall). Every result is what the
+    eager CuPy call gives: CuPy chunks, CuPy meta, its shape and dtype."""
+    import dask
+    import cupy_stand_in
+
+    e = (lambda shape, dtype: np.zeros(shape, dtype))
+    ones = (lambda shape, dtype: np.ones(shape, dtype))
+    cases = [  # (call, operands, their chunks)
+        (lambda x: dmlq.quantize_linear(x, f32(0.5), u8(3)), [e((0, 5), f32)], [((0, 0), (2, 3))]),
+        (lambda x: dmlq.quantize_linear(x, f32(0.5)), [e((4, 0), f32)], [((2, 0, 2), (0,))]),
+        (lambda q: dmlq.dequantize_linear(q, f32(0.5)), [e((0, 5), u8)], [((0, 0), (5,))]),
+        (lambda x, s: dmlq.quantize_linear(x, s), [e((0, 5), f32), e((0, 5), f32)], [((0,), (5,)), ((0,), (2, 3))]),
+        (lambda x: dmlq.quantize_linear(x, cp.full((0, 2), 0.5, f32), block_size=2, dtype=np.int16),
+         [e((0, 4), f32)], [((0,), (2, 2))]),
+        (lambda q: dmlq.dequantize_linear(q, cp.full((0, 2), 0.5, f32), block_size=2), [e((0, 4), u8)],
+         [((0,), (1, 3))]),
+        (lambda a, b: dmlq.quantized_add(a, 0.1, 1, b, 0.1, 2, 0.2), [e((0, 4), u8), e((0, 4), u8)],
+         [((0,), (2, 2)), ((0,), (4,))]),
+        (lambda a, b: dmlq.quantized_add(a, 0.1, 1, b, 0.1, 2, 0.2), [ones((1, 4), u8), e((0, 4), u8)],
+         [((1,), (1, 3)), ((0,), (2, 2))]),  # an empty b beside a non-empty a, broadcast
+        (lambda x: dmlq.quantized_avg_pool(x, 0.1, 0, 0.1, 0, 4), [e((0, 2, 5, 5), u8)],
+         [((0,), (1, 1), (2, 3), (5,))]),  # spatial chunks merged for the halo
+        (lambda x: dmlq.quantized_avg_pool(x, 0.1, 0, 0.1, 0, 3), [e((1, 0, 6, 6), u8)],
+         [((1,), (0,), (1, 2, 3), (6,))]),
+        (lambda a, b: dmlq.quantized_matmul(a, 0.1, 1, b, 0.1, 0, 0.5), [ones((4, 6), u8), e((6, 0), i8)],
+         [((2, 2), (3, 3)), ((6,), (0,))]),  # an empty b cut where a's K falls
+        (lambda a, b: dmlq.matmul_integer(a, b), [ones((4, 6), u8), e((6, 0), i8)], [((2, 2), (3, 3)), ((6,), (0,))]),
+        (lambda a, b: dmlq.matmul_integer(a, b), [ones((2, 4, 6), u8), e((2, 6, 0), i8)],
+         [((1, 1), (2, 2), (3, 3)), ((2,), (6,), (0,))]),
+        (lambda a, b: dmlq.matmul_integer(a, b), [e((0, 4, 6), u8), ones((1, 6, 3), i8)],
+         [((0,), (2, 2), (3, 3)), ((1,), (6,), (3,))]),  # b broadcast to an empty batch
+        (lambda a, b: dmlq.matmul_integer(a, b), [e((4, 0), u8), e((0, 3), i8)], [((2, 2), (0,)), ((0, 0), (3,))]),
+        (lambda a, b: dmlq.matmul_integer_to_float(a, 0.1, None, b, 0.2, None), [ones((4, 6), u8), e((6, 0), i8)],
+         [((2, 2), (3, 3)), ((6,), (0,))]),
+        (lambda a, b, c: dmlq.matmul_integer_to_float(a, 0.1, None, b, 0.2, None, c),
+         [e((0, 6), u8), ones((6, 3), i8), ones((0, 3), f32)], [((0,), (3, 3)), ((3, 3), (1, 2)), ((0,), (3,))]),
+    ]
+    for call, operands, chunks in cases:
+        want = call(*(cp.asarray(v) for v in operands))
+        assert isinstance(want, cp.ndarray)
+        want_host = cp.asnumpy(want)
+        cupy_stand_in.counts["downloads"] = 0
+        lazies = [_on_gpu(cp, v, c) for v, c in zip(operands, chunks)]
+        lazy = call(*lazies)
+        assert (lazy.shape, lazy.dtype) == (want.shape, want.dtype)
+        assert isinstance(lazy._meta, cp.ndarray) and lazy._meta.dtype == want.dtype  # before compute
+        assert call(*lazies).name == lazy.name  # (the empty arrays' names are deterministic)
+        blocks = dask.compute(*lazy.to_delayed().ravel(), scheduler="threads")
+        assert all(isinstance(b, cp.ndarray) for b in blocks), [type(b) for b in blocks]
+        _computed_equal(cp, [lazy], [want_host])
