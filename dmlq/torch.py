@@ -66,8 +66,13 @@ from .torch_traced import _polyfill
 def _in_torch_words(e: Exception, names) -> Exception:
     """The same exception type, each fix for an operand in ``names`` (given as a torch
     tensor) said in torch's words (``x.to(torch.float32)``, as dmlq.checks says it for
-    tensors it is given itself); other operands keep NumPy's words."""
+    tensors it is given itself); other operands keep NumPy's words. The types ``dtype=``
+    takes are named as torch's."""
     msg = str(e)
+    if ": dtype must be " in msg:
+        msg = re.sub(r"\bnp\.(u?int8|float16|float32)\b", r"torch.\1", msg)
+        msg = msg.replace("(a NumPy or ml_dtypes dtype, or its name)",
+                          "(a torch dtype, a NumPy or ml_dtypes dtype, or its name)")
     for name in names:
         msg = re.sub(rf"\b{name}\.astype\((?:np|cupy)\.(\w+)\)", rf"{name}.to(torch.\1)", msg)
         msg = re.sub(rf"np\.asarray\({name}, np\.(\w+)\)", rf"{name}.to(torch.\1)", msg)

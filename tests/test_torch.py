@@ -404,6 +404,14 @@ def test_torch_callers_get_torch_words_and_the_whole_list():
         dmlq.pack(torch.zeros(3, dtype=torch.uint8))
     with pytest.raises(TypeError, match=r"unpack: the packed data is a torch tensor"):
         dmlq.unpack(torch.zeros(3, dtype=torch.uint8), (6,), "int4")
+    a, b = torch.zeros(2, 3, dtype=torch.uint8), torch.zeros(3, 4, dtype=torch.int8)
+    with pytest.raises(TypeError, match=r"^matmul_integer_to_float: dtype must be torch\.float32 or torch\.float16, "
+                                        r"the output types \(got bfloat16\)$"):
+        dmlq.matmul_integer_to_float(a, 0.1, None, b, 0.2, None, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=r"^quantized_matmul: dtype must be torch\.int8 or torch\.uint8"):
+        dmlq.quantized_matmul(a, 0.1, None, b, 0.2, None, 0.5, dtype=torch.int32)
+    with pytest.raises(TypeError, match=r"\(a torch dtype, a NumPy or ml_dtypes dtype, or its name\)"):
+        dmlq.quantize_linear(x, 0.1, dtype=torch.float32)
 
 
 def test_an_expanded_out_is_refused():
