@@ -59,7 +59,7 @@ from .calls import output_meta
 from .dtypes import torch_name
 from .gpu import capture
 from .torch_dtypes import _TO_NUMPY, _VIEWED, _from_numpy, _is_fake, numpy_dtype, torch_dtype
-from .torch_traced import _polyfill
+from .torch_traced import _polyfill, out_refused
 
 # ------------------------------------------------------------------ errors in torch words
 
@@ -276,9 +276,7 @@ def _through_the_op(fname, names, values, kwargs, out):
     FakeTensorMode: the fake implementation gives the output). ``out=`` is refused there, as
     torch refuses it for its own ops under autograd."""
     if out is not None:
-        raise TypeError(f"{fname}: out= is not taken with a tensor that requires grad, with meta or fake "
-                        "tensors, or inside torch.func's vmap or functionalize (torch's own ops refuse it under "
-                        "autograd): leave out=None, or call with .detach() tensors or under torch.no_grad()")
+        raise out_refused(fname)
     args = {n: v for n, v in zip(names, values)}
     return _polyfill(fname)(**args, **kwargs)
 

@@ -265,6 +265,14 @@ def _quantized_torch():
 _QUANTIZED_TORCH = _quantized_torch()  # the torch dtypes of quantize's output types
 
 
+def out_refused(fname) -> TypeError:
+    """``out=`` with a tensor that requires grad (and where the call goes through the op in eager
+    mode): torch refuses it for its own ops, eager and compiled alike."""
+    return TypeError(f"{fname}: out= is not taken with a tensor that requires grad, with meta or fake tensors, or "
+                     "inside torch.func's vmap or functionalize (torch's own ops refuse it under autograd): leave "
+                     "out=None, or call with .detach() tensors or under torch.no_grad()")
+
+
 def _into_out(fname, out, functional, args, kwargs):
     """``out=`` inside torch.compile: the functional op, its result copied into ``out`` (torch.compile
     turns the copy into a write of the graph's input), with the eager call's rules: out's dtype picks
@@ -278,6 +286,9 @@ def _into_out(fname, out, functional, args, kwargs):
     if isinstance(lead, torch.Tensor) and out.device != lead.device:
         raise ValueError(f"{fname}: out is on {out.device} but {names[0]} is on {lead.device}; every tensor of a "
                          f"call must be on one device: pass out.to({names[0]}.device)")
+    if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad
+                                       for v in (*args, *kwargs.values(), out)):
+        raise out_refused(fname)
     if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):  # an expanded tensor, as eager says
         raise ValueError(f"{fname}: out has elements that share memory (an expanded tensor, stride 0), so a "
                          "result element would overwrite another; pass a tensor of its own memory")

@@ -174,3 +174,21 @@ def test_a_failing_compiled_call_on_bfloat16_tensors_raises_the_eager_error():
     torch._dynamo.reset()
     with pytest.raises(TypeError, match=r"quantize_linear: zero_point must be an integer"):
         torch.compile(lambda: dmlq.quantize_linear(x, 0.5, 0.5), backend="eager")()
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_out_with_a_tensor_that_requires_grad_is_refused_inside_compile(fullgraph):
+    """Eager dmlq refuses out= beside a tensor that requires grad (torch refuses it for its own
+    ops, compiled too); the traced form wrote it. Under no_grad it is taken."""
+    x, o = torch.randn(4, requires_grad=True), torch.empty(4, dtype=torch.uint8)
+    torch._dynamo.reset()
+    f = torch.compile(lambda x, o: dmlq.quantize_linear(x, 0.1, out=o), backend="aot_eager", fullgraph=fullgraph)
+    with pytest.raises(Exception) as info:
+        f(x, o)
+    chain, e = [], info.value
+    while e is not None:
+        chain.append(str(e))
+        e = e.__cause__ or e.__context__
+    assert any("quantize_linear: out= is not taken with a tensor that requires grad" in s for s in chain), chain
+    with torch.no_grad():
+        assert f(x, o) is o and torch.equal(o, dmlq.quantize_linear(x.detach(), 0.1))
