@@ -12,7 +12,8 @@
 #
 #   tools/gpu_session.sh quick      ~5.5 min: warm compile, info, every kernel variant on a
 #                                   small case (tensor-core known answers first), check,
-#                                   torch CUDA items, a timed fuzz slice, key benchmarks
+#                                   torch CUDA items, graph captures and threads, a timed
+#                                   fuzz slice, key benchmarks
 #   tools/gpu_session.sh correct    info, check, every gpu-marked test, the 10,000-case fuzz
 #   tools/gpu_session.sh sanitize   compute-sanitizer memcheck/racecheck/initcheck/synccheck
 #                                   (nvidia-h100-x1 kind: the tool does not work on the H200 here)
@@ -231,6 +232,8 @@ case "$STAGE" in
     run variants 60 "${PYTEST[@]}" -q "${VARIANTS[@]}" --junitxml="$LOGS/variants.xml"
     run check 40 "$PY" -m dmlq check
     run torch_cuda 60 "${PYTEST[@]}" -q -m gpu tests/test_torch.py tests/test_torch_gpu_forms.py tests/test_torch_transforms.py --junitxml="$LOGS/torch_cuda.xml"
+    # CUDA-graph captures replayed after later allocations, and calls from several threads (session 29)
+    run capture_threads 40 "${PYTEST[@]}" -q -m gpu tests/test_graph_capture.py tests/test_gpu_threads.py --junitxml="$LOGS/capture_threads.xml"
     cap=$(( $(left) - 90 < 75 ? $(left) - 90 : 75 ))   # 90 s kept for the benchmarks
     run fuzz_slice "$cap" env DMLQ_FUZZ_EXAMPLES=10000 DMLQ_FUZZ_CHUNK=25 DMLQ_FUZZ_SECONDS="$(fuzz_seconds "$cap")" \
       DMLQ_FUZZ_REPORT="$LOGS/fuzz_quick.jsonl" \
