@@ -113,3 +113,23 @@ def test_cached_opt_ins_and_occupancy_equal_fresh_ones(cupy_stand_in):
         for b, answer in zip(blocks, cached):
             S.forget_dmlq_state()
             assert _ask(cp, *b) == answer, (blocks, b)
+
+
+def test_which_allocators_are_stream_ordered():
+    """CuPy's stream-ordered allocators (cudaMallocAsync: an allocation in a capture is the graph's
+    own memory node) are left as they are; any other is held. Read from the installed CuPy (no
+    device needed); a MemoryAsyncPool itself needs a device, so its bound malloc is checked on a
+    GPU only."""
+    cupy = pytest.importorskip("cupy")
+    if getattr(cupy, "__stand_in__", False):
+        pytest.skip("the installed CuPy's allocators")
+    from dmlq.gpu import capture
+
+    assert capture._stream_ordered(cupy, cupy.cuda.malloc_async)
+    assert not capture._stream_ordered(cupy, cupy.get_default_memory_pool().malloc)
+    assert not capture._stream_ordered(cupy, None)
+    try:
+        pool = cupy.cuda.MemoryAsyncPool()
+    except Exception:  # (no device)
+        return
+    assert capture._stream_ordered(cupy, pool.malloc)
