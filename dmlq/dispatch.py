@@ -176,14 +176,26 @@ class DeviceConstant:
 
     def on(self, dev: int):
         """The copy on device ``dev`` for CuPy's current stream (made now if there is none)."""
-        from .gpu import capture, device
-
+        capture, device = _GPU or _gpu_modules()
         where = (dev, device.stream_key())
         copy = self._copies.get(where)
         if copy is None:
             copy = self._copies.setdefault(where, device.upload(module(GPU), self.host))
-        capture.hold(copy)
+        if capture._tls.keep is not None:  # (a capture: held past the plan cache)
+            capture.hold(copy)
         return copy
+
+
+_GPU: tuple = ()
+
+
+def _gpu_modules():
+    """(dmlq.gpu.capture, dmlq.gpu.device), imported on the first GPU call (not with this module)."""
+    global _GPU
+    from .gpu import capture, device
+
+    _GPU = (capture, device)
+    return _GPU
 
 
 def module(kind: str):

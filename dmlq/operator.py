@@ -135,6 +135,10 @@ class Operator:
             inputs += [(f"quantization_tensors[{i}]", t) for i, t in enumerate(desc.quantization_tensors)]
         self._inputs = dict(inputs)
         self.input_fields = tuple(n for n, _ in inputs)
+        # per bound geometry (shapes, strides, dtypes), what a repeated GPU call runs
+        # (dmlq.gpu.ops.run): planned, its kernels found and its tables uploaded once, not per call
+        # (an upload per call also made a call impossible to capture in a CUDA graph)
+        self._runners: dict = {}
 
     def __repr__(self) -> str:
         return f"<dmlq.Operator {self.desc.OPERATOR} inputs={[dml_name(n) for n in self.input_fields]}>"
@@ -183,13 +187,24 @@ class Operator:
             if kind == _dispatch.GPU:
                 out = _dispatch.to_gpu_array(out, op, "OutputTensor")
             result = _bind(out, out_desc, xp, op, "OutputTensor")
-        run(self.desc, views, result, kind)
+        runners = None
+        if kind == _dispatch.GPU:
+            geometry = tuple(None if a is None else (a.shape, a.strides, a.dtype.str) for a in views.values())
+            runners = self._runners.get(geometry)
+            if runners is None:
+                if len(self._runners) >= 64:
+                    self._runners.clear()
+                runners = self._runners[geometry] = {}
+        run(self.desc, views, result, kind, runners)
         return result
 
 
-def run(desc, v: dict, out, kind):
-    """Call the backend with the bound operands (the shapes the descs describe)."""
-    _write = _dispatch.write
+def run(desc, v: dict, out, kind, runners=None):
+    """Call the backend with the bound operands (the shapes the descs describe); ``runners``:
+    the dict a GPU call's runners are kept in for this geometry (dmlq.dispatch.write)."""
+    def _write(fn, args, out, kind, params=()):
+        return _dispatch.write(fn, args, out, kind, params, runners)
+
     be = _dispatch.backend(kind)
     g = v.get
 

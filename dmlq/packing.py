@@ -164,6 +164,14 @@ def pack(x: Any, dtype: Any = None) -> Packed:
         raise TypeError("pack: x is a masked array (numpy.ma); pack would drop the mask: pass x.filled(value) "
                         "or x.data")
     torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor) and x.device.type == "cuda":
+        import cupy
+
+        from .torch_stream import cuda_scope  # (the CuPy work on torch's current stream, as dmlq.torch's)
+
+        with cuda_scope(cupy, x.device.index if x.device.index is not None else torch.cuda.current_device()):
+            codes, name = _torch_codes(x, dtype)
+            return pack(codes, dtype=name)
     if torch is not None and isinstance(x, torch.Tensor):
         x, dtype = _torch_codes(x, dtype)
     elif type(x).__module__.partition(".")[0] == "dask":

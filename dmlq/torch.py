@@ -41,7 +41,6 @@ output's shape and dtype from the same checks (``torch.compile``,
 the sizes' hints, adding no guard, and the output's shape is given in the inputs'
 symbolic sizes, so nothing is specialized.
 """
-import contextlib
 import re
 
 import numpy as np
@@ -57,8 +56,8 @@ except ModuleNotFoundError as _e:  # (import dmlq.torch by hand; dmlq itself nev
 from . import adapters, layout
 from .calls import output_meta
 from .dtypes import torch_name
-from .gpu import capture
 from .torch_dtypes import _TO_NUMPY, _VIEWED, _from_numpy, _is_fake, numpy_dtype, torch_dtype
+from .torch_stream import cuda_scope
 from .torch_traced import _polyfill, out_refused
 
 # ------------------------------------------------------------------ errors in torch words
@@ -323,12 +322,7 @@ def _cuda_call(fn, names, values, kwargs, out, device):
     from . import torch_gpu
 
     index = device.index if device.index is not None else torch.cuda.current_device()
-    stream = torch.cuda.current_stream(index)
-    with contextlib.ExitStack() as scope:
-        scope.enter_context(cupy.cuda.Device(index))
-        scope.enter_context(cupy.cuda.ExternalStream(stream.cuda_stream, index))
-        if capture.capturing(cupy):  # torch.cuda.graph: temporaries from the graph's pool (dmlq.gpu.capture)
-            scope.enter_context(capture.allocations(cupy, torch_allocator(cupy, torch.device("cuda", index))))
+    with cuda_scope(cupy, index):
         args = {n: _cuda_form(v, cupy) for n, v in zip(names, values)}
         if out is None:
             if fn.__name__ in _QUANT_OPS and _narrow(values, kwargs):  # the logical result: NumPy stand-ins
@@ -345,17 +339,6 @@ def _cuda_call(fn, names, values, kwargs, out, device):
         fn(**args, **kwargs, out=target)
         finish()
     return out
-
-
-def torch_allocator(cupy, device):
-    """CuPy's allocator (``size -> MemoryPointer``) on torch's caching allocator: a uint8 tensor
-    of ``size`` bytes on ``device`` (torch's current stream), held by the memory CuPy gets. In a
-    ``torch.cuda.graph`` capture torch serves it from the graph's private pool, kept for the
-    graph's life (dmlq.gpu.capture)."""
-    def allocate(size):
-        t = torch.empty(size, dtype=torch.uint8, device=device)
-        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(t.data_ptr(), size, t, device.index), 0)
-    return allocate
 
 
 def _hint(size) -> int:

@@ -612,11 +612,14 @@ def test_computations_are_recorded_in_a_capture(cupy_stand_in):
     cp = cupy_stand_in
     x = cp.asarray(np.arange(6, dtype=np.uint8))
     out = cp.zeros(6, np.float32)
-    s = cp.cuda.Stream(non_blocking=True)
+    s, idx = cp.cuda.Stream(non_blocking=True), cp.asarray(np.array([0, 2, 4]))
     with s:
         s.begin_capture()
         results = [(x << 1) | x, -x, cp.ascontiguousarray(x[::2]), x.astype(np.int32) + 1,
-                   cp.where(x > 2, x, 0), x.reshape(2, 3).T.reshape(-1), cp.concatenate([x, x]), x.sum()]
+                   cp.where(x > 2, x, 0), x.reshape(2, 3).T.reshape(-1), cp.concatenate([x, x]), x.sum(),
+                   x[idx]]
+        zeros = cp.zeros(6, np.float32)
+        cp.add(zeros, x, out=zeros)  # a memset recorded: each launch starts from 0
         cp.multiply(x, 0.5, out=out)
         graph = s.end_capture()
     for values in (np.array([9, 1, 250, 3, 7, 4], np.uint8), np.array([0, 2, 4, 6, 8, 10], np.uint8)):
@@ -625,9 +628,11 @@ def test_computations_are_recorded_in_a_capture(cupy_stand_in):
         s.synchronize()
         v = values
         for got, want in zip(results, [(v << 1) | v, -v, v[::2], v.astype(np.int32) + 1, np.where(v > 2, v, 0),
-                                       v.reshape(2, 3).T.reshape(-1), np.concatenate([v, v]), v.sum()]):
+                                       v.reshape(2, 3).T.reshape(-1), np.concatenate([v, v]), v.sum(),
+                                       v[[0, 2, 4]]]):
             np.testing.assert_array_equal(got.get(), want, strict=True)
         np.testing.assert_array_equal(out.get(), v * np.float32(0.5))
+        np.testing.assert_array_equal(zeros.get(), v.astype(np.float32))
 
 
 def test_streams_are_ordered_only_by_waits(cupy_stand_in):
@@ -664,9 +669,9 @@ def test_streams_are_ordered_only_by_waits(cupy_stand_in):
         x.fill(5)
     cp.cuda.Device().synchronize()
     np.testing.assert_array_equal(x.get(), 5)
+    y = cp.zeros(4, np.float32)  # (zeros is a memset on the current stream: on a, unordered with the null one)
     with a:  # a kernel launch is stream work like any other
         ker = _any_kernel(cp)
-        y = cp.zeros(4, np.float32)
         ker((1,), (4,), (x, y, np.int32(4), 2.0))
     np.testing.assert_array_equal(y.get(), 0)
     np.testing.assert_array_equal(y.get(stream=a), 10)

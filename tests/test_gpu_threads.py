@@ -123,3 +123,33 @@ def test_offset_tables_on_per_thread_default_streams(cp):
 def _args(cp, a, pb, sb):
     return (cp.asarray(a), cp.asarray(np.float32([0.1])), None, dmlq.Packed(cp.asarray(pb.data), pb.shape, pb.dtype),
             cp.asarray(sb), None)
+
+
+def test_a_later_thread_with_the_same_ident_gets_copies_of_its_own(cp):
+    """A thread's ident is given to a later thread once it ends; keyed by it, the later thread's
+    per-thread stream read the constants still queued on the first one's."""
+    rng = np.random.default_rng(13)
+    a, b = rng.integers(-128, 128, (64, 256)).astype(np.int8), rng.integers(-128, 128, (256, 64)).astype(np.int8)
+    ga, gb = cp.asarray(a), cp.asarray(b)
+    want = dmlq.quantized_matmul(a, 0.1, 3, b, 0.2, -1, 0.5, 2)
+    first, kept = [], []
+
+    def call(only_as=None):
+        if only_as is not None and threading.get_ident() != only_as:
+            return  # (another ident: the case does not arise on this thread)
+        first.append(threading.get_ident())
+        with cp.cuda.Stream(ptds=True) as s:
+            kept.append((dmlq.quantized_matmul(ga, 0.1, 3, gb, 0.2, -1, 0.5, 2), s))  # ends with its work queued
+    t = threading.Thread(target=call)
+    t.start()
+    t.join()
+    for _ in range(200):  # a later thread that is given the first one's ident
+        t = threading.Thread(target=call, args=(first[0],))
+        t.start()
+        t.join()
+        if len(kept) == 2:
+            break
+    else:
+        pytest.skip("no later thread was given the first one's ident here: the case did not arise")
+    result, stream = kept[1]
+    np.testing.assert_array_equal(result.get(stream=stream), want)

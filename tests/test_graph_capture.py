@@ -186,3 +186,69 @@ def test_a_cupy_without_a_device_hides_no_capture(cp):
             assert capture.capturing(cp)
         finally:
             s.end_capture()
+
+
+def test_a_descriptor_operator_is_captured(cp):
+    """An Operator call planned (and its offset table uploaded) anew on every call: inside a
+    capture that upload was a refused host-to-device copy. Its runners are kept per geometry."""
+    from dmlq import MatrixMultiplyIntegerDesc, TensorDesc, compile_operator
+
+    rng = np.random.default_rng(21)
+    M, K, N = 1, 512, 64
+    op = compile_operator(MatrixMultiplyIntegerDesc(a_tensor=TensorDesc("UINT8", (1, 1, M, K)),
+                                                    b_tensor=TensorDesc("UINT8", (1, 1, K, N)),
+                                                    output_tensor=TensorDesc("INT32", (1, 1, M, N))))
+    a, b = _rng_ints(rng, u8, (1, 1, M, K)), _rng_ints(rng, u8, (1, 1, K, N))
+    want = op(a, b)
+    ga, gb = cp.asarray(a), cp.asarray(b)
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        op(ga, gb)
+        s.synchronize()
+        s.begin_capture()
+        try:
+            result = op(ga, gb)
+        finally:
+            graph = s.end_capture()
+        later = [cp.full((n,), 0xA5, u8) for n in SIZES]
+        graph.launch(s)
+        s.synchronize()
+    np.testing.assert_array_equal(result.get(), want)
+    assert all((arr.get() == 0xA5).all() for arr in later)
+    dmlq.release_graph_memory()
+
+
+def test_release_is_refused_while_capturing(cp):
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        try:
+            with pytest.raises(RuntimeError, match="release_graph_memory: CuPy's current stream is capturing"):
+                dmlq.release_graph_memory()
+        finally:
+            s.end_capture()
+
+
+def test_numpy_calls_ask_cuda_nothing(cp, monkeypatch):
+    """A call on NumPy arrays (lists, keywords, a Packed of NumPy bytes, a descriptor operator)
+    goes straight through with CuPy imported: asking whether a stream captures would make a CUDA
+    context for a NumPy-only program. A call on GPU arrays asks."""
+    from dmlq import QuantizeLinearDesc, TensorDesc, compile_operator
+
+    asked = []
+    real = type(cp.cuda.get_current_stream()).is_capturing
+    monkeypatch.setattr(type(cp.cuda.get_current_stream()), "is_capturing",
+                        lambda self: asked.append(1) or real(self))
+    x = np.linspace(-1, 1, 12, dtype=f32).reshape(3, 4)
+    p = dmlq.pack(np.arange(-4, 4, dtype=np.int8).astype(ml_dtypes.int4))
+    op = compile_operator(QuantizeLinearDesc(input_tensor=TensorDesc("FLOAT32", (3, 4)),
+                                             scale_tensor=TensorDesc("FLOAT32", (3, 4), strides=(0, 0)),
+                                             output_tensor=TensorDesc("UINT8", (3, 4))))
+    dmlq.quantize_linear(x=x, scale=0.5)
+    dmlq.quantize_linear([1.0, 2.0], 0.5)
+    dmlq.dequantize_linear(p, 0.5)
+    dmlq.unpack(p)
+    op(x, np.float32([0.5]))
+    assert not asked
+    dmlq.quantize_linear(cp.asarray(x), 0.5)
+    assert asked

@@ -590,7 +590,7 @@ def test_torch_allocator_gives_cupy_memory_that_holds_its_tensor():
     cupy = pytest.importorskip("cupy")
     if getattr(cupy, "__stand_in__", False) or not hasattr(cupy.cuda, "UnownedMemory"):
         pytest.skip("needs the real CuPy's memory classes")
-    from dmlq.torch import torch_allocator
+    from dmlq.torch_stream import torch_allocator
 
     ptr = torch_allocator(cupy, torch.device("cpu", 0))(100)
     owner = ptr.mem._owner
@@ -612,9 +612,12 @@ def test_cuda_graph_capture_of_calls_with_temporaries():
     w = torch.randint(-128, 128, (4096, 256), dtype=torch.int8, generator=g8).to(dev)
     x = torch.randn(4, 33, generator=g8).to(dev)
 
+    codes = torch.randint(-8, 8, (5, 7), dtype=torch.int8, generator=g8).to(dev).view(torch.int4)
+
     def step():
         return (dmlq.quantized_matmul(a, 0.5, 3, w, 0.25, 0, 40.0, 0),
-                dmlq.quantize_linear(x, 0.05, dtype=torch.int4))
+                dmlq.quantize_linear(x, 0.05, dtype=torch.int4),
+                torch.as_tensor(dmlq.pack(codes).data, device=dev))  # pack: on torch's stream too
 
     assert "split-K" in str(dmlq.kernel_plan(dmlq.quantized_matmul, cupy.asarray(a), 0.5, 3, cupy.asarray(w),
                                              0.25, 0, 40.0, 0))

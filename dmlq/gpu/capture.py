@@ -30,13 +30,17 @@ import contextlib
 import functools
 import sys
 import threading
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, Callable, Optional, TypeVar, cast
 
 import numpy as np
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_tls = threading.local()  # .keep: the capturing call's list of buffers held until it returns; None outside
+class _State(threading.local):
+    keep: Optional[list] = None  # the capturing call's list of buffers held until it returns; None outside
+
+
+_tls = _State()
 _lock = threading.Lock()
 _held: list = []          # blocks of calls captured on a pooling allocator (release_graph_memory)
 _shared: dict = {}        # id -> a shared device constant a captured call read (hold)
@@ -45,7 +49,7 @@ _no_device: list = []     # the cupy modules whose capture query failed for want
 
 def kept():
     """The list that holds buffers until the capturing call returns, or None outside a capture."""
-    return getattr(_tls, "keep", None)
+    return _tls.keep
 
 
 def capturing(cupy) -> bool:
@@ -105,15 +109,30 @@ def hold(constant) -> None:
             _shared[id(constant)] = constant
 
 
+def _device_array(values) -> bool:
+    """Whether any of ``values`` (a call's arguments) is a CUDA array (``__cuda_array_interface__``:
+    CuPy, a CUDA tensor, Numba ...), or a dmlq.Packed of one."""
+    for v in values:
+        if type(v) is np.ndarray:
+            continue
+        if hasattr(v, "__cuda_array_interface__"):
+            return True
+        if isinstance(v, tuple) and getattr(type(v), "_fields", None) == ("data", "shape", "dtype") \
+                and hasattr(v[0], "__cuda_array_interface__"):  # a dmlq.Packed of GPU bytes
+            return True
+    return False
+
+
 def guarded(function: F) -> F:
     """``function`` (a public function) with its allocations made as :func:`allocations` says
-    while CuPy's current stream captures a graph; a call on NumPy arrays (or while CuPy is not
-    imported) goes straight through."""
+    while CuPy's current stream captures a graph. A call without a CUDA array among its
+    arguments goes straight through, without asking CUDA anything (a NumPy call must not make
+    a CUDA context)."""
     @functools.wraps(function)
     def call(*args, **kwargs):
         cupy = sys.modules.get("cupy")
-        if (cupy is None or (args and type(args[0]) is np.ndarray) or kept() is not None
-                or not capturing(cupy)):
+        if (cupy is None or (args and type(args[0]) is np.ndarray) or _tls.keep is not None
+                or not (_device_array(args) or _device_array(kwargs.values())) or not capturing(cupy)):
             return function(*args, **kwargs)
         with allocations(cupy):
             return function(*args, **kwargs)
@@ -121,23 +140,27 @@ def guarded(function: F) -> F:
 
 
 def release_graph_memory() -> int:
-    """Hand back to CuPy's pool the memory held for calls captured in CUDA graphs.
+    """Stop holding the memory kept for calls captured in CUDA graphs.
 
     While a CuPy stream captures a graph, a dmlq call's temporaries and results come from the
     allocator in use and are held, so that no later array is given memory that a launch of the
     graph writes (a stream-ordered allocator, ``cupy.cuda.MemoryAsyncPool``, needs no such hold:
     its allocations become the graph's own; calls on torch tensors take torch's graph pool).
-    Call this only once no graph captured with dmlq calls will be launched again.
+    The device constants a captured call read (scales given as numbers, offset tables) are
+    held on every path. Call this only once no graph captured with dmlq calls will be launched
+    again; what nothing else references then goes back to CuPy's pool.
 
     Returns
     -------
     int
-        The number of bytes handed back (0 where nothing is held: no call was captured since
-        the last release, or only with a stream-ordered allocator or on torch tensors).
+        The bytes dmlq held (results and constants still referenced elsewhere, such as a
+        result you keep, stay allocated); 0 where nothing was captured since the last release.
 
     Raises
     ------
-    Nothing: it only drops dmlq's references (CuPy frees the blocks into its pool).
+    RuntimeError
+        CuPy's current stream is capturing a graph (the graph being captured would lose what
+        it holds).
 
     Example
     -------
@@ -145,6 +168,11 @@ def release_graph_memory() -> int:
     >>> dmlq.release_graph_memory()  # nothing captured in this process
     0
     """
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and capturing(cupy):
+        raise RuntimeError("release_graph_memory: CuPy's current stream is capturing a graph, which would lose "
+                           "the memory its calls hold; call it after end_capture, once no graph captured with "
+                           "dmlq calls will be launched again")
     with _lock:
         blocks, _held[:] = list(_held), []
         shared = list(_shared.values())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import itertools
 import math
 import threading
 import weakref
@@ -93,7 +94,7 @@ class CupyBackend:
         per-thread default stream (handle 2, cudaStreamPerThread: another stream in each
         thread, ``cupy.cuda.Stream.ptds`` or CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1)."""
         ptr = self._cupy().cuda.get_current_stream().ptr
-        return (ptr, threading.get_ident()) if ptr == 2 else ptr
+        return (ptr, thread_serial()) if ptr == 2 else ptr
 
     @staticmethod
     @functools.lru_cache(maxsize=None)
@@ -146,6 +147,22 @@ class CupyBackend:
         shared-memory opt-in done now: ``k(grid, block, args, shared_mem=n)``,
         with grid and block tuples of ints (dmlq.gpu.plan.Launch makes them so)."""
         return self._function(source, name, shared_mem)
+
+
+class _Thread(threading.local):
+    serial: Optional[int] = None
+
+
+_thread, _serials = _Thread(), itertools.count()
+
+
+def thread_serial() -> int:
+    """A number of the calling thread's own, never given to another thread (a thread's ident
+    is handed to a later thread once it ends, and so would its per-thread stream's copies)."""
+    serial = _thread.serial
+    if serial is None:
+        serial = _thread.serial = next(_serials)
+    return serial
 
 
 @functools.lru_cache(maxsize=None)

@@ -330,7 +330,8 @@ class ndarray:
             return _wrap(r, self._mem)
         if isinstance(r, np.ndarray) and r.size == 0 and not isinstance(key, ndarray):
             return _wrap(r, self._mem)
-        return _result(np.asarray(r))
+        h = self._h
+        return _computed(lambda: np.asarray(h[key]))  # a gather (fancy index) or a scalar
 
     def __setitem__(self, key, value):
         key = _key(key)
@@ -440,13 +441,13 @@ def empty(shape, dtype=float, order="C"):
 
 def zeros(shape, dtype=float, order="C"):
     a = _new(shape, dtype, order)
-    a._h[...] = 0
+    _fill(a._hh, 0)  # CuPy's zeros: a memset on the current stream (recorded in a capture)
     return a
 
 
 def ones(shape, dtype=float, order="C"):
     a = _new(shape, dtype, order)
-    a._h[...] = 1
+    a.fill(1)
     return a
 
 
@@ -470,13 +471,13 @@ def empty_like(a, dtype=None, order="K", subok=None, shape=None):
 
 def zeros_like(a, dtype=None, order="K", subok=None, shape=None):
     r = _like(a, dtype, shape)
-    r._h[...] = 0
+    _fill(r._hh, 0)
     return r
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=None, shape=None):
     r = _like(a, dtype, shape)
-    r._h[...] = fill_value
+    r.fill(fill_value)
     return r
 
 
