@@ -230,6 +230,8 @@ def run(spec, values, params, out):
         kind, vals, out, current = normalize(spec, values, out)
     except dispatch.Foreign:  # torch tensors or dask arrays: dmlq.frameworks takes the call
         return dispatch.foreign_call(spec.fname, spec.names, values, params, out)
+    if kind == GPU:
+        dispatch.refuse_unaligned(spec.fname, spec.names + ("out",), (*vals, out))
     try:
         sig = signature(spec, kind, vals, out, params)
         plan = _PLANS.get(sig)

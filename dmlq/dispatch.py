@@ -23,11 +23,12 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .gpu.interop import cuda_array
+
 HOST = "host"
 GPU = "gpu"
 
 _CPU_DLPACK = 1          # kDLCPU
-_GPU_DLPACK = (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 
 
 # The GPU array types the API takes as they are (cupy.ndarray, once one is seen):
@@ -41,15 +42,7 @@ def is_gpu(obj) -> bool:
     if cupy is not None and isinstance(obj, cupy.ndarray):
         NATIVE_GPU_TYPES.add(cupy.ndarray)
         return True
-    if hasattr(obj, "__cuda_array_interface__"):
-        return True
-    dev = getattr(obj, "__dlpack_device__", None)
-    if dev is not None and not isinstance(obj, np.ndarray):
-        try:
-            return dev()[0] in _GPU_DLPACK
-        except Exception:
-            return False
-    return False
+    return cuda_array(obj)
 
 
 def cpu_dlpack(obj) -> bool:
@@ -149,6 +142,22 @@ def to_gpu_array(obj, op: str, name: str, current: Optional[int] = None):
         raise ValueError(f"{op}: {name} is on device {on} but the current device is {current}; use "
                          f"`with cupy.cuda.Device({on}):`")
     return obj
+
+
+def refuse_unaligned(op: str, names, arrays) -> None:
+    """A GPU operand whose data does not start at a multiple of its itemsize (a view of bytes at an
+    odd offset) is a ValueError naming it: the kernels read and write whole elements, and a
+    misaligned access is a fault that ends the process's CUDA context."""
+    for name, a in zip(names, arrays):
+        if a is None or isinstance(a, (np.ndarray, np.generic, int, float, complex)):
+            continue
+        ptr, size = getattr(getattr(a, "data", None), "ptr", 0), getattr(a, "itemsize", 1)
+        if size > 1 and ptr % size:
+            fix = "pass an aligned out, or leave out=None" if name in ("out", "OutputTensor") else \
+                f"pass {name}.copy() (a new array, aligned)"
+            raise ValueError(f"{op}: {name}'s data is not aligned to its itemsize ({size} bytes; its address is "
+                             f"{ptr % size} past a multiple of it), and the kernels read and write whole elements; "
+                             f"{fix}")
 
 
 class DeviceConstant:

@@ -189,6 +189,7 @@ class Operator:
             result = _bind(out, out_desc, xp, op, "OutputTensor")
         runners = None
         if kind == _dispatch.GPU:
+            _dispatch.refuse_unaligned(op, [dml_name(n) for n in views] + ["OutputTensor"], [*views.values(), result])
             geometry = tuple(None if a is None else (a.shape, a.strides, a.dtype.str) for a in views.values())
             runners = self._runners.get(geometry)
             if runners is None:

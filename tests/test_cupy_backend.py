@@ -133,3 +133,70 @@ def test_which_allocators_are_stream_ordered():
     except Exception:  # (no device)
         return
     assert capture._stream_ordered(cupy, pool.malloc)
+
+
+def test_which_arguments_make_a_call_ask_about_a_capture():
+    """dmlq.gpu.capture asks whether a stream captures only for calls with a CUDA array: CuPy's,
+    a Packed of one, any object with the CUDA array interface or a CUDA DLPack device (as the
+    backend's own test, dmlq.gpu.interop). Not for NumPy, lists, Packed NumPy bytes, and not for
+    torch tensors (dmlq.torch runs their calls in its own scope): torch's interface raised for a
+    CUDA tensor that requires grad, which failed every call on an nn.Parameter."""
+    from dmlq.gpu import capture, interop
+
+    class Interface:
+        __cuda_array_interface__ = {"shape": (1,), "typestr": "|u1", "data": (0, False), "version": 3}
+
+    class DLPackOnly:
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    class Refusing:
+        @property
+        def __cuda_array_interface__(self):
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+
+    assert capture._device_array([np.zeros(3), None, 1.5, [1, 2]]) is False
+    assert capture._device_array([dmlq_pack_of(np.zeros(4, np.uint8))]) is False
+    assert capture._device_array([Interface()]) and capture._device_array([DLPackOnly()])
+    assert capture._device_array([dmlq_pack_of(Interface())])
+    assert not interop.cuda_array(Refusing()) and not capture._device_array([Refusing()])
+    torch = pytest.importorskip("torch")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        w = torch.empty(4, 8, device="cuda", requires_grad=True)  # (a CUDA nn.Parameter's stand-in)
+    assert capture._device_array([w]) is False
+
+
+def dmlq_pack_of(data):
+    import dmlq
+
+    return dmlq.Packed(data, (8,), "int4")
+
+
+def test_operands_not_aligned_to_their_itemsize_are_refused_by_name(cupy_stand_in):
+    """A view of bytes at an odd offset: the matmul epilogue stored whole int32s to it (a fault,
+    which ends a process's CUDA context); the element-wise kernels said only "array data is not
+    aligned". Every path refuses such an operand or out by name before any launch."""
+    import dmlq
+    from dmlq import MatrixMultiplyIntegerDesc, TensorDesc, compile_operator
+
+    cp = cupy_stand_in
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 256, (40, 64)).astype(u8), rng.integers(-128, 128, (64, 24)).astype(i8)
+    raw = cp.zeros(40 * 24 * 4 + 16, u8)
+    out = raw[3:3 + 40 * 24 * 4].view(np.int32).reshape(40, 24)
+    with pytest.raises(ValueError, match=r"^matmul_integer: out's data is not aligned to its itemsize \(4 bytes; "
+                                         r"its address is 3 past"):
+        dmlq.matmul_integer(cp.asarray(a), cp.asarray(b), out=out)
+    x = cp.zeros(4 * 100 + 16, u8)[1:401].view(f32)
+    with pytest.raises(ValueError, match=r"^quantize_linear: x's data is not aligned .* pass x\.copy\(\)"):
+        dmlq.quantize_linear(x, 0.5)
+    with pytest.raises(ValueError, match=r"^quantize_linear: x's data is not aligned"):
+        dmlq.quantize_linear(x, 0.5, dtype="int4")
+    op = compile_operator(MatrixMultiplyIntegerDesc(a_tensor=TensorDesc("UINT8", (1, 1, 40, 64)),
+                                                    b_tensor=TensorDesc("INT8", (1, 1, 64, 24)),
+                                                    output_tensor=TensorDesc("INT32", (1, 1, 40, 24))))
+    with pytest.raises(ValueError, match=r"OutputTensor's data is not aligned"):
+        op(cp.asarray(a).reshape(1, 1, 40, 64), cp.asarray(b).reshape(1, 1, 64, 24), out=out.reshape(1, 1, 40, 24))
+    np.testing.assert_array_equal(dmlq.matmul_integer(cp.asarray(a), cp.asarray(b)).get(), dmlq.matmul_integer(a, b))

@@ -716,3 +716,24 @@ def test_ml_dtypes_refused_as_cupy_refuses_them(real, cupy_stand_in, name):
         with pytest.raises(ValueError) as got:
             make()
         assert str(got.value) == want
+
+
+def test_setitem_of_a_host_array_copies_it_now(cupy_stand_in):
+    """``y[...] = numpy_array`` is a host-to-device copy made at the assignment (so refused in a
+    capture), not a read of the host array when the stream gets to it."""
+    cp = cupy_stand_in
+    s = cp.cuda.Stream(non_blocking=True)
+    y, h = cp.zeros(4, np.float32), np.arange(4, dtype=np.float32)
+    with s:
+        y[...] = h
+        h[:] = -1
+        np.testing.assert_array_equal(y.get(stream=s), np.arange(4, dtype=np.float32))
+        s.begin_capture()
+        try:
+            with pytest.raises(_cuda.CUDARuntimeError, match="Capture"):
+                y[...] = h
+            y[...] = 2.0  # a scalar is a fill, recorded
+        finally:
+            graph = s.end_capture()
+        graph.launch(s)
+        np.testing.assert_array_equal(y.get(stream=s), 2)

@@ -34,6 +34,8 @@ from typing import Any, Callable, Optional, TypeVar, cast
 
 import numpy as np
 
+from .interop import cuda_array
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 class _State(threading.local):
@@ -110,15 +112,17 @@ def hold(constant) -> None:
 
 
 def _device_array(values) -> bool:
-    """Whether any of ``values`` (a call's arguments) is a CUDA array (``__cuda_array_interface__``:
-    CuPy, a CUDA tensor, Numba ...), or a dmlq.Packed of one."""
+    """Whether any of ``values`` (a call's arguments) is a CUDA array (dmlq.gpu.interop: CuPy,
+    Numba, a DLPack CUDA tensor ...) or a dmlq.Packed of one. A torch tensor is not asked:
+    dmlq.torch runs a CUDA tensor's call in a scope of its own (dmlq.torch_stream), on torch's
+    stream, which is what a capture there captures."""
+    torch = sys.modules.get("torch")
     for v in values:
-        if type(v) is np.ndarray:
+        if type(v) is np.ndarray or v is None or (torch is not None and isinstance(v, torch.Tensor)):
             continue
-        if hasattr(v, "__cuda_array_interface__"):
-            return True
-        if isinstance(v, tuple) and getattr(type(v), "_fields", None) == ("data", "shape", "dtype") \
-                and hasattr(v[0], "__cuda_array_interface__"):  # a dmlq.Packed of GPU bytes
+        if isinstance(v, tuple) and getattr(type(v), "_fields", None) == ("data", "shape", "dtype"):
+            v = v[0]  # a dmlq.Packed: its bytes
+        if cuda_array(v):
             return True
     return False
 

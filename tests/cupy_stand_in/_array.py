@@ -337,6 +337,9 @@ class ndarray:
         key = _key(key)
         if isinstance(value, ndarray):
             v = value._h
+        elif isinstance(value, np.ndarray) and value.ndim:  # CuPy copies it to the device first, now
+            _cuda._refuse_while_capturing("cudaMemcpy (host to device)")
+            v = value.copy()
         else:
             v = np.asarray(value)
         h = self._h
