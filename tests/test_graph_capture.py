@@ -148,16 +148,22 @@ def test_constants_a_graph_reads_outlive_the_plan_cache(cp):
     a, b = _rng_ints(rng, u8, (40, 64)), _rng_ints(rng, i8, (64, 24))
     want = dmlq.quantized_matmul(a, 0.5, 3, b, 0.25, 5, 40.0, 1)
     ga, gb = cp.asarray(a), cp.asarray(b)
+    _once(cp, lambda: dmlq.quantized_matmul(ga, 0.5, 3, gb, 0.25, 5, 40.0, 1), want, dmlq.calls.clear_plan_cache)
+
+
+def _once(cp, call, want, after_capture=lambda: None):
+    """``call()`` made on a created stream (its constants copied there), captured, ``after_capture()``,
+    arrays allocated on that stream, the graph launched: the result is ``want``, the arrays intact."""
     s = cp.cuda.Stream(non_blocking=True)
     with s:
-        dmlq.quantized_matmul(ga, 0.5, 3, gb, 0.25, 5, 40.0, 1)  # the constants copied on s
+        call()
         s.synchronize()
         s.begin_capture()
         try:
-            result = dmlq.quantized_matmul(ga, 0.5, 3, gb, 0.25, 5, 40.0, 1)
+            result = call()
         finally:
             graph = s.end_capture()
-        dmlq.calls.clear_plan_cache()
+        after_capture()
         later = [cp.full((n,), 0xA5, u8) for n in SIZES]
         graph.launch(s)
         s.synchronize()
@@ -199,23 +205,8 @@ def test_a_descriptor_operator_is_captured(cp):
                                                     b_tensor=TensorDesc("UINT8", (1, 1, K, N)),
                                                     output_tensor=TensorDesc("INT32", (1, 1, M, N))))
     a, b = _rng_ints(rng, u8, (1, 1, M, K)), _rng_ints(rng, u8, (1, 1, K, N))
-    want = op(a, b)
     ga, gb = cp.asarray(a), cp.asarray(b)
-    s = cp.cuda.Stream(non_blocking=True)
-    with s:
-        op(ga, gb)
-        s.synchronize()
-        s.begin_capture()
-        try:
-            result = op(ga, gb)
-        finally:
-            graph = s.end_capture()
-        later = [cp.full((n,), 0xA5, u8) for n in SIZES]
-        graph.launch(s)
-        s.synchronize()
-    np.testing.assert_array_equal(result.get(), want)
-    assert all((arr.get() == 0xA5).all() for arr in later)
-    dmlq.release_graph_memory()
+    _once(cp, lambda: op(ga, gb), op(a, b))
 
 
 def test_release_is_refused_while_capturing(cp):
