@@ -38,6 +38,7 @@ from .interop import cuda_array
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
 class _State(threading.local):
     keep: Optional[list] = None  # the capturing call's list of buffers held until it returns; None outside
 
