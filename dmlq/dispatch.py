@@ -173,7 +173,7 @@ class DeviceConstant:
     stream only to later work on that same stream -- after every kernel that
     read it."""
 
-    __slots__ = ("host", "_copies")
+    __slots__ = ("host", "_copies", "__weakref__")
 
     def __init__(self, host):
         self.host = host
@@ -186,10 +186,12 @@ class DeviceConstant:
     def on(self, dev: int):
         """The copy on device ``dev`` for CuPy's current stream (made now if there is none)."""
         capture, device = _GPU or _gpu_modules()
-        where = (dev, device.stream_key())
-        copy = self._copies.get(where)
+        stream = device.stream_key()
+        copies = self._copies if type(stream) is not tuple else device.thread_copies().setdefault(self, {})
+        where = (dev, stream)  # (a tuple stream: the per-thread default stream, whose copies go with the thread)
+        copy = copies.get(where)
         if copy is None:
-            copy = self._copies.setdefault(where, device.upload(module(GPU), self.host))
+            copy = copies.setdefault(where, device.upload(module(GPU), self.host))
         if capture._tls.keep is not None:  # (a capture: held past the plan cache)
             capture.hold(copy)
         return copy

@@ -153,3 +153,32 @@ def test_a_later_thread_with_the_same_ident_gets_copies_of_its_own(cp):
         pytest.skip("no later thread was given the first one's ident here: the case did not arise")
     result, stream = kept[1]
     np.testing.assert_array_equal(result.get(stream=stream), want)
+
+
+def test_per_thread_stream_copies_go_with_their_thread(cp):
+    """Keyed by a thread's serial, the constants a thread copied on its per-thread default stream
+    stayed (a few KiB per thread and signature) after it ended: a thread per task kept them all.
+    They live with the thread now; the results stay right."""
+    import gc
+
+    rng = np.random.default_rng(4)
+    a, b = rng.integers(0, 256, (40, 64)).astype(np.uint8), rng.integers(-128, 128, (64, 24)).astype(np.int8)
+    ga, gb = cp.asarray(a), cp.asarray(b)
+    want = dmlq.quantized_matmul(a, 0.5, 3, b, 0.25, 5, 40.0, 1)
+    got = []
+
+    def task():
+        with cp.cuda.Stream(ptds=True) as s:
+            got.append(dmlq.quantized_matmul(ga, 0.5, 3, gb, 0.25, 5, 40.0, 1).get(stream=s))
+
+    def threads(n):
+        for _ in range(n):
+            t = threading.Thread(target=task)
+            t.start()
+            t.join()
+        gc.collect()
+        return cp.get_default_memory_pool().used_bytes()
+    first = threads(2)
+    assert threads(20) <= first
+    for g in got:
+        np.testing.assert_array_equal(g, want)

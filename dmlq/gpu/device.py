@@ -151,9 +151,20 @@ class CupyBackend:
 
 class _Thread(threading.local):
     serial: Optional[int] = None
+    copies: "Optional[weakref.WeakKeyDictionary]" = None
 
 
 _thread, _serials = _Thread(), itertools.count()
+
+
+def thread_copies() -> "weakref.WeakKeyDictionary":
+    """The calling thread's device copies of shared values (constants, offset tables) made on its
+    per-thread default stream, {owner: {key: copy}}: they go with the thread (kept by owner,
+    under the thread's serial, a thread per task would keep them all while the owner lives)."""
+    copies = _thread.copies
+    if copies is None:
+        copies = _thread.copies = weakref.WeakKeyDictionary()
+    return copies
 
 
 def thread_serial() -> int:

@@ -176,6 +176,10 @@ def elem_strides(x, batch_shape):
     return out
 
 
+class _Tables:
+    """The owner of one runner's offset tables on per-thread default streams (a weak key)."""
+
+
 def staging(copy_a: bool, copy_b: bool, table):
     """``prepare(a, b) -> (a, b, table)`` for a runner's call: ``a`` and ``b`` copied
     to contiguous arrays where its plan says so (``copy_a`` / ``copy_b``), and
@@ -186,6 +190,7 @@ def staging(copy_a: bool, copy_b: bool, table):
     xp = device.xp()
     stream = getattr(device.current(), "stream", None) or (lambda: 0)
     uploaded: dict = {}
+    owner = _Tables()  # (the per-thread default stream's copies go with the thread: device.thread_copies)
 
     def prepare(a, b):
         if copy_a:
@@ -193,9 +198,10 @@ def staging(copy_a: bool, copy_b: bool, table):
         if copy_b:
             b = xp.ascontiguousarray(b)
         where = stream()
-        t = uploaded.get(where)
+        here = uploaded if type(where) is not tuple else device.thread_copies().setdefault(owner, {})
+        t = here.get(where)
         if t is None:
-            t = uploaded.setdefault(where, xp.asarray(table))
+            t = here.setdefault(where, xp.asarray(table))
         capture.hold(t)
         return a, b, t
     return prepare
