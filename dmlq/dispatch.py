@@ -185,28 +185,8 @@ class DeviceConstant:
 
     def on(self, dev: int):
         """The copy on device ``dev`` for CuPy's current stream (made now if there is none)."""
-        capture, device = _GPU or _gpu_modules()
-        stream = device.stream_key()
-        copies = self._copies if type(stream) is not tuple else device.thread_copies().setdefault(self, {})
-        where = (dev, stream)  # (a tuple stream: the per-thread default stream, whose copies go with the thread)
-        copy = copies.get(where)
-        if copy is None:
-            copy = copies.setdefault(where, device.upload(module(GPU), self.host))
-        if capture._tls.keep is not None:  # (a capture: held past the plan cache)
-            capture.hold(copy)
-        return copy
-
-
-_GPU: tuple = ()
-
-
-def _gpu_modules():
-    """(dmlq.gpu.capture, dmlq.gpu.device), imported on the first GPU call (not with this module)."""
-    global _GPU
-    from .gpu import capture, device
-
-    _GPU = (capture, device)
-    return _GPU
+        device = sys.modules.get("dmlq.gpu.device") or importlib.import_module("dmlq.gpu.device")
+        return device.stream_copy(self, self._copies, lambda: device.upload(module(GPU), self.host), (dev,))
 
 
 def module(kind: str):

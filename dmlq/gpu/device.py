@@ -384,6 +384,22 @@ def stream_key():
     return stream() if stream is not None else 0
 
 
+def stream_copy(owner, shared: dict, make, where: tuple = ()):
+    """The device copy of a value ``owner``'s calls share (a scale constant, an offset table) for
+    the stream in use, ``make()`` uploading it there on first use: a copy is made on the stream
+    that reads it, so another stream never reads one still in flight. Kept in ``shared`` under
+    (``where``, the stream), or with the thread on the per-thread default stream (a tuple key:
+    :func:`thread_copies`); held while a capture reads it (dmlq.gpu.capture.hold)."""
+    stream = stream_key()
+    copies = shared if type(stream) is not tuple else thread_copies().setdefault(owner, {})
+    key = (*where, stream)
+    copy = copies.get(key)
+    if copy is None:
+        copy = copies.setdefault(key, make())
+    capture.hold(copy)
+    return copy
+
+
 def upload(xp, v, dtype=None):
     """``xp.asarray(v, dtype)`` keeping every bit of a host value. CuPy makes a 0-d
     array from a host scalar with ``ndarray.fill``, which writes a value equal to 0

@@ -20,7 +20,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import capture, device
+from . import device
 
 
 @dataclass(frozen=True)
@@ -188,22 +188,15 @@ def staging(copy_a: bool, copy_b: bool, table):
     for that stream's next calls. A copy is asynchronous (no synchronize), so a call
     on another stream must not read it before it lands: it gets its own."""
     xp = device.xp()
-    stream = getattr(device.current(), "stream", None) or (lambda: 0)
     uploaded: dict = {}
-    owner = _Tables()  # (the per-thread default stream's copies go with the thread: device.thread_copies)
+    owner = _Tables()
 
     def prepare(a, b):
         if copy_a:
             a = xp.ascontiguousarray(a)
         if copy_b:
             b = xp.ascontiguousarray(b)
-        where = stream()
-        here = uploaded if type(where) is not tuple else device.thread_copies().setdefault(owner, {})
-        t = here.get(where)
-        if t is None:
-            t = here.setdefault(where, xp.asarray(table))
-        capture.hold(t)
-        return a, b, t
+        return a, b, device.stream_copy(owner, uploaded, lambda: xp.asarray(table))
     return prepare
 
 
