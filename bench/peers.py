@@ -64,7 +64,7 @@ def _applicable(case, names):
         return names
     p = case.p
     shape = p["shape"]
-    cstrides = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+    cstrides = _pool_strides(shape, p.get("channels_last", False))
     args = (shape, cstrides, p["out"], p["window"], p["strides"], p["pad"], p["pad"],
             (1,) * len(p["window"]), False)
     try:
@@ -460,6 +460,24 @@ def _pool_count(in_spatial, window, strides, pad, out_spatial):
     return count
 
 
+def _pool_strides(shape, channels_last):
+    """Element strides of a C-order or channels_last (N, C, *spatial) array."""
+    order = (0, *range(2, len(shape)), 1) if channels_last else tuple(range(len(shape)))
+    strides, step = [0] * len(shape), 1
+    for axis in reversed(order):
+        strides[axis] = step
+        step *= shape[axis]
+    return tuple(strides)
+
+
+def _pool_array(cupy, shape, dtype, channels_last):
+    """An empty (N, C, *spatial) CuPy array, C-order or channels_last."""
+    if not channels_last:
+        return cupy.empty(shape, dtype)
+    perm = (0, *range(2, len(shape)), 1)
+    return cupy.empty(tuple(shape[i] for i in perm), dtype).transpose(tuple(np.argsort(perm)))
+
+
 def _build_avgpool(case, impl, limits, seed):
     import cupy
 
@@ -473,6 +491,7 @@ def _build_avgpool(case, impl, limits, seed):
     per_set = n_in + n_out
     limit = limits.copy_gb_per_s
     dil = (1,) * len(window)
+    cl = p.get("channels_last", False)
 
     def sets(dtype=u8, itemsize=1):
         count = _n_sets(per_set * itemsize, limits)
@@ -481,7 +500,11 @@ def _build_avgpool(case, impl, limits, seed):
             x = random_array(shape, u8, seed + i)
             if dtype != u8:
                 x = ((x.astype(cupy.int32) - 128).astype(cupy.float32) * np.float32(0.05)).astype(dtype)
-            out.append((x, cupy.empty(out_shape, dtype)))
+            if cl:  # the same values in channels_last memory order
+                y = _pool_array(cupy, shape, dtype, True)
+                y[...] = x
+                x = y
+            out.append((x, _pool_array(cupy, out_shape, dtype, cl)))
         return out
 
     if impl == "dmlq:auto":
@@ -512,7 +535,8 @@ def _build_avgpool(case, impl, limits, seed):
     if impl == "peer:torch.avg_pool-f16":
         torch = _need_torch()
         pool = torch.nn.functional.avg_pool2d if len(window) == 2 else torch.nn.functional.avg_pool3d
-        tsets = [(_to_torch(x),) for x, _ in sets(np.dtype(np.float16), 2)]
+        tsets = [(_to_torch(x),) for x, _ in sets(np.dtype(np.float16), 2)]  # (channels_last kept: torch's
+        # pooling of a channels_last tensor runs its channels_last kernel and returns one)
         return Prepared(_rotating(lambda x: pool(x, window, strides, pad, count_include_pad=False), tsets),
                         2 * per_set, ops, limit)
     raise Unavailable(f"unknown implementation {impl}")

@@ -57,11 +57,12 @@ def pool_out_size(n, w, s, sp, ep):
     return (n + sp + ep - w) // s + 1
 
 
-def avgpool_case(label, shape, window, strides, pad, quick=False):
-    """A uint8 pooling group; ``pad`` is both the start and the end padding."""
+def avgpool_case(label, shape, window, strides, pad, quick=False, channels_last=False):
+    """A uint8 pooling group; ``pad`` is both the start and the end padding; ``channels_last``:
+    input and output in (N, H, W, C) memory order (the NCHW shape a torch channels_last tensor has)."""
     out = tuple(pool_out_size(n, w, s, p, p) for n, w, s, p in zip(shape[2:], window, strides, pad))
     return Case("avgpool", "uint8", label, dict(shape=shape, window=window, strides=strides, pad=pad,
-                                                  out=shape[:2] + out), quick=quick)
+                                                  out=shape[:2] + out, channels_last=channels_last), quick=quick)
 
 
 def overhead_case():
@@ -131,6 +132,8 @@ POOLS = (  # label, input shape, window, strides, padding (start = end)
     ("256x256x56x56:k2s2", (256, 256, 56, 56), (2, 2), (2, 2), (0, 0)),
     ("64x256x56x56:k3s1p1", (64, 256, 56, 56), (3, 3), (1, 1), (1, 1)),
     ("8x64x16x56x56:k2s2", (8, 64, 16, 56, 56), (2, 2, 2), (2, 2, 2), (0, 0, 0)),
+    ("256x256x56x56:k2s2:nhwc", (256, 256, 56, 56), (2, 2), (2, 2), (0, 0), False, True),
+    ("64x256x56x56:k3s1p1:nhwc", (64, 256, 56, 56), (3, 3), (1, 1), (1, 1), False, True),
 )
 
 

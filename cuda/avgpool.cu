@@ -27,6 +27,20 @@
 //   global_warp / global_block          avgpool_global<TX, TO, GROUP>
 //     Window = the whole (contiguous) image, no start padding: a warp (block) per (n, c) plane,
 //     16-byte loads, int64 shuffle reduction. global_block where planes are few and large.
+//   channels_last_16 / channels_last_4  avgpool_cl<TX, TO, VEC>
+//     x's channel stride 1 (NHWC / NDHWC, torch's channels_last), C a multiple of VEC, x's other
+//     strides and address multiples of VEC; any window up to 257 taps wide in W, strides, pads,
+//     dilations. A thread sums VEC adjacent channels of one output position with one VEC-byte
+//     load a tap (a warp reads adjacent channels: contiguous), in 16-bit lanes (even and odd
+//     bytes of each word apart), and stores VEC output bytes at once where out is channels_last
+//     too. Not yet measured (written 2026-11-27 without a GPU; selection takes it for such
+//     inputs, where general made one thread an output and read bytes C apart across a warp).
+//     Napkin (H100, 3x3/1 pad 1 on 64x256x56x56 in NHWC: 205 MB + 205 MB, 123 us at the
+//     bandwidth, ~18 thread instructions an output): the tap loop is 64 sm_90 instructions a
+//     4-tap step of 16 uint8 channels (1.0 an output-tap; int8 1.5, the bias xor), so ~9-14 an
+//     output in taps plus the per-position set-up and table lookup shared by 16 outputs:
+//     near the bandwidth for uint8, ~1.3x it for int8. 2x2/2 leaves ~44 an output: bandwidth-bound.
+//     __launch_bounds__(256, 3): 80 registers, 0 spills (4 blocks spilled 32-112 bytes).
 //   general                             avgpool_general<TX, TO>
 //     Everything else (W dilation, other W windows, any strides of x incl. 0 and negative):
 //     one thread per output, 3-D block and grid over (ow, oh, planes), int64 sums and counts.
@@ -70,6 +84,19 @@ __device__ __forceinline__ TO pool_value(I s, I count, const Quant& q) {
   if (count == 0) return static_cast<TO>(q.ozp);
   const float v = dmlq::ieee_div(dmlq::ieee_mul(dmlq::to_f32(s), q.xs), dmlq::to_f32(count));
   return dmlq::requantize<TO>(v, q.os, q.ozp);
+}
+
+// lut[i] = the output of a window sum smin + i over kvol taps (i < lut_n), built by the whole
+// block, which waits for it. smin = kvol * (QMIN - x_zp): per-tensor quantization only.
+template <typename TX, typename TO>
+__device__ __forceinline__ void build_lut(TO* lut, int lut_n, int kvol, const float* xs, const TX* xzp,
+                                          const float* os, const TO* ozp) {
+  const Quant q0 = load_quant<TX, TO>(0, xs, xzp, os, ozp, 0);
+  const int smin = kvol * (dmlq::qlimits<TX>::min - q0.xzp);
+  const int nthreads = blockDim.x * blockDim.y * blockDim.z;
+  for (int i = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x; i < lut_n; i += nthreads)
+    lut[i] = pool_value<TO, int>(smin + i, kvol, q0);
+  __syncthreads();
 }
 
 // n / d for n < 2**31, 1 <= d < 2**31; (magic, shift) from avgpool.py's _magic(d).
@@ -270,11 +297,8 @@ __global__ void __launch_bounds__(256, 4) avgpool_tile(
   const int kvol = KD * KH * KW;
   int smin = 0;
   if (lut_n > 0) {  // uniform: every thread builds and waits
-    const Quant q0 = load_quant<TX, TO>(0, xs, xzp, os, ozp, 0);
-    smin = kvol * (QMIN - q0.xzp);
-    for (int i = threadIdx.y * blockDim.x + threadIdx.x; i < lut_n; i += blockDim.x * blockDim.y)
-      lut[i] = pool_value<TO, int>(smin + i, kvol, q0);
-    __syncthreads();
+    build_lut<TX, TO>(lut, lut_n, kvol, xs, xzp, os, ozp);
+    smin = kvol * (QMIN - load_quant<TX, TO>(0, xs, xzp, os, ozp, 0).xzp);
   }
 
   for (int gb = blockIdx.y; gb * static_cast<int>(blockDim.x) < groups; gb += gridDim.y) {
@@ -427,6 +451,190 @@ __global__ void __launch_bounds__(256) avgpool_global(
     if (lane == 0 && p < planes) {
       const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
       out[p] = pool_value<TO, i64>(sum - vol * q.xzp, vol, q);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// channels_last: x's channel stride is 1 (NHWC / NDHWC). Thread (tx, ty) sums VEC adjacent
+// channels c0 = VEC * g, g = blockIdx.y * blockDim.x + tx < groups = C / VEC, at output positions
+// p = blockIdx.x * blockDim.y + ty (grid-stride) of positions = N*OD*OH*OW < 2**31 (p = ((n*OD + od)
+// * OH + oh) * OW + ow): one VEC-byte load a tap (a warp's lanes read adjacent channels, so a
+// tap's load is contiguous across the warp), summed in SIMD-within-a-register form: the even and
+// odd bytes of each word go to two words of 16-bit lanes (int8 biased by 128 first), emptied into
+// 32-bit sums before a lane could pass 65535 (257 taps of 255; a window row has KW <= 257 taps).
+// x is VEC-byte aligned and its other strides are multiples of VEC (the launcher's rule).
+// out is written through its element strides; out_vec = 16 or 4: its channel stride is 1 and each
+// thread's VEC bytes are out_vec-aligned (one 16-byte or VEC/4 word stores), else 1 (byte stores).
+// lut_n as in avgpool_tile (per-tensor quantization, windows of full count); otherwise the exact
+// epilogue, dividing by a per-tensor out_scale through its reciprocal (common.cuh reciprocal_div:
+// the same codes as the division).
+template <int NWD>
+__device__ __forceinline__ void load_words(const void* p, unsigned (&w)[NWD]);
+template <> __device__ __forceinline__ void load_words<1>(const void* p, unsigned (&w)[1]) {
+  w[0] = __ldg(reinterpret_cast<const unsigned*>(p));
+}
+template <> __device__ __forceinline__ void load_words<4>(const void* p, unsigned (&w)[4]) {
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+  w[0] = v.x;
+  w[1] = v.y;
+  w[2] = v.z;
+  w[3] = v.w;
+}
+
+template <typename TX, typename TO, int VEC>
+__global__ void __launch_bounds__(256, 3) avgpool_cl(
+    const TX* __restrict__ x, TO* __restrict__ out, int positions, int groups, int OD, int OH, int OW,
+    int D, int H, int W, unsigned mag_ow, int sh_ow, unsigned mag_oh, int sh_oh, unsigned mag_od, int sh_od,
+    long long sxn, long long sxd, long long sxh, long long sxw,
+    long long so_n, long long so_c, long long so_d, long long so_h, long long so_w, int out_vec,
+    int KD, int KH, int KW, int SD, int SH, int SW, int DD, int DH, int DW,
+    int PD, int PH, int PW, int ED, int EH, int EW, int include_padding,
+    const float* __restrict__ xs, const TX* __restrict__ xzp, const float* __restrict__ os,
+    const TO* __restrict__ ozp, int per_channel, int lut_n) {
+  using namespace avgpool_detail;
+  typedef long long i64;
+  static_assert(VEC == 4 || VEC == 16, "one word or one 16-byte vector a tap");
+  constexpr int NWD = VEC / 4;
+  constexpr unsigned BIAS = dmlq::qlimits<TX>::min < 0 ? 128u : 0u;  // int8 summed as x + 128
+  constexpr int LANE_TAPS = 257;  // 257 * 255 = 65535: the taps a 16-bit lane holds
+  constexpr int CL_BLOCK_THREADS = 256;  // the launcher's block (blockDim.x * blockDim.y)
+  DMLQ_DYNAMIC_SHARED(16, unsigned char, smem_lut);
+  DMLQ_SHARED(16, unsigned, parked, [VEC * CL_BLOCK_THREADS]);  // sums for the exact epilogue
+  TO* lut = reinterpret_cast<TO*>(smem_lut);
+  const int kvol = KD * KH * KW;
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  if (lut_n > 0) build_lut<TX, TO>(lut, lut_n, kvol, xs, xzp, os, ozp);  // uniform
+
+  // out_scale per tensor: its reciprocal once (reciprocal_ok: the same codes as the division)
+  const float os0 = __ldg(os);
+  const bool recip = !(per_channel & PC_OS) && dmlq::reciprocal_ok(os0);
+  const dmlq::Reciprocal r_os = recip ? dmlq::reciprocal(os0) : dmlq::Reciprocal{0.0f, 0.0f};
+  const i64 step_w = static_cast<i64>(DW) * sxw;
+
+  for (int gb = blockIdx.y; gb * static_cast<int>(blockDim.x) < groups; gb += gridDim.y) {
+    const int g = gb * blockDim.x + threadIdx.x;
+    if (g >= groups) continue;
+    const int c0 = g * VEC;
+    for (i64 p64 = static_cast<i64>(blockIdx.x) * blockDim.y + threadIdx.y; p64 < positions;
+         p64 += static_cast<i64>(gridDim.x) * blockDim.y) {
+      const unsigned p = static_cast<unsigned>(p64);
+      const unsigned t1 = fast_div(p, mag_ow, sh_ow);
+      const unsigned t2 = fast_div(t1, mag_oh, sh_oh);
+      const unsigned n = fast_div(t2, mag_od, sh_od);
+      const int ow = static_cast<int>(p - t1 * static_cast<unsigned>(OW));
+      const int oh = static_cast<int>(t1 - t2 * static_cast<unsigned>(OH));
+      const int od = static_cast<int>(t2 - n * static_cast<unsigned>(OD));
+      const int d0 = od * SD - PD, h0 = oh * SH - PH, w0 = ow * SW - PW;
+      int kd0, kd1, kh0, kh1, kw0, kw1;
+      tap_range<int>(d0, KD, DD, 0, D, kd0, kd1);
+      tap_range<int>(h0, KH, DH, 0, H, kh0, kh1);
+      tap_range<int>(w0, KW, DW, 0, W, kw0, kw1);
+      const int nw = kw1 - kw0;
+
+      unsigned acc[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) acc[j] = 0u;
+      unsigned lo[NWD], hi[NWD];  // 16-bit lanes: lo = bytes 0 and 2 of each word, hi = bytes 1 and 3
+#pragma unroll
+      for (int k = 0; k < NWD; ++k) lo[k] = hi[k] = 0u;
+      auto drain = [&]() {
+#pragma unroll
+        for (int k = 0; k < NWD; ++k) {
+          acc[4 * k] += lo[k] & 0xFFFFu;
+          acc[4 * k + 1] += hi[k] & 0xFFFFu;
+          acc[4 * k + 2] += lo[k] >> 16;
+          acc[4 * k + 3] += hi[k] >> 16;
+          lo[k] = hi[k] = 0u;
+        }
+      };
+      int held = 0;  // taps in the lanes
+      const TX* xp = x + (static_cast<i64>(n) * sxn + c0 + static_cast<i64>(w0 + kw0 * DW) * sxw);
+      for (int kd = kd0; kd < kd1; ++kd) {
+        const TX* xd = xp + static_cast<i64>(d0 + kd * DD) * sxd;
+        for (int kh = kh0; kh < kh1; ++kh) {
+          const TX* xr = xd + static_cast<i64>(h0 + kh * DH) * sxh;
+          if (held + nw > LANE_TAPS) {
+            drain();
+            held = 0;
+          }
+          held += nw;
+#pragma unroll 4
+          for (int kw = 0; kw < nw; ++kw, xr += step_w) {
+            unsigned w[NWD];
+            load_words<NWD>(xr, w);
+#pragma unroll
+            for (int k = 0; k < NWD; ++k) {  // bytes 1 and 3 to lanes by one PRMT (not a shift and a mask)
+              lo[k] += (w[k] & 0x00FF00FFu) ^ (BIAS * 0x00010001u);
+              hi[k] += __byte_perm(w[k], 0u, 0x4341u) ^ (BIAS * 0x00010001u);
+            }
+          }
+        }
+      }
+      drain();
+
+      // acc[j]: the sum of (x + BIAS) over the count_in taps of channel c0 + j
+      const int cd = kd1 - kd0, ch = kh1 - kh0;
+      const int count_in = cd * ch * nw;
+      TO* op = out + (static_cast<i64>(n) * so_n + static_cast<i64>(c0) * so_c + static_cast<i64>(od) * so_d +
+                      static_cast<i64>(oh) * so_h + static_cast<i64>(ow) * so_w);
+      if (lut_n > 0 && count_in == kvol) {
+        // S - smin = acc - kvol*(BIAS + QMIN) = acc (avgpool_tile's table index)
+        unsigned packed[NWD];
+#pragma unroll
+        for (int k = 0; k < NWD; ++k) packed[k] = 0u;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j)
+          packed[j / 4] |= static_cast<unsigned>(static_cast<unsigned char>(lut[acc[j]])) << (8 * (j % 4));
+        if (VEC == 16 && out_vec == 16) {
+          *reinterpret_cast<uint4*>(op) = make_uint4(packed[0], packed[NWD > 1 ? 1 : 0], packed[NWD > 2 ? 2 : 0],
+                                                     packed[NWD > 3 ? 3 : 0]);
+        } else if (out_vec >= 4) {
+#pragma unroll
+          for (int k = 0; k < NWD; ++k) reinterpret_cast<unsigned*>(op)[k] = packed[k];
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) op[j * so_c] = static_cast<TO>(packed[j / 4] >> (8 * (j % 4)));
+        }
+        continue;
+      }
+      // The exact epilogue, a word (4 channels) at a time in a rolled loop over the sums parked in
+      // shared memory: unrolled over VEC channels its divisions' registers made the 16-channel
+      // kernel take 167 registers (1 block an SM) and the 4-channel int8 one spill.
+      int count = count_in;
+      if (include_padding) {
+        int a0, a1, b0, b1, e0, e1;
+        tap_range<int>(d0, KD, DD, -PD, D + ED, a0, a1);
+        tap_range<int>(h0, KH, DH, -PH, H + EH, b0, b1);
+        tap_range<int>(w0, KW, DW, -PW, W + EW, e0, e1);
+        count = (a1 - a0) * (b1 - b0) * (e1 - e0);
+      }
+      unsigned* my_sums = parked + tid;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) my_sums[j * CL_BLOCK_THREADS] = acc[j];
+      const float count_f = dmlq::to_f32(count);
+#pragma unroll 1
+      for (int k = 0; k < NWD; ++k) {
+        unsigned word = 0u;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int j = 4 * k + i;
+          const Quant q = load_quant<TX, TO>(c0 + j, xs, xzp, os, ozp, per_channel);
+          const int sum = static_cast<int>(my_sums[j * CL_BLOCK_THREADS]) - count_in * (static_cast<int>(BIAS) + q.xzp);
+          TO o = static_cast<TO>(q.ozp);
+          if (count != 0) {
+            const float v = dmlq::ieee_div(dmlq::ieee_mul(dmlq::to_f32(sum), q.xs), count_f);
+            o = dmlq::round_saturate<TO>(recip ? dmlq::reciprocal_div(v, r_os) : dmlq::ieee_div(v, q.os), q.ozp);
+          }
+          word |= static_cast<unsigned>(static_cast<unsigned char>(o)) << (8 * i);
+        }
+        if (out_vec >= 4) {
+          reinterpret_cast<unsigned*>(op)[k] = word;
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) op[(4 * k + i) * so_c] = static_cast<TO>(word >> (8 * i));
+        }
+      }
     }
   }
 }

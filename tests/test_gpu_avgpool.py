@@ -26,7 +26,8 @@ pytest.importorskip("cupy")
 cupy = CurrentCupy()  # the stand-in in a stand-in twin
 
 QTYPES = ("int8", "uint8")
-LAYOUTS = ("contig", "offset", "wstride", "rows", "nhwc", "flipped", "bcast")
+LAYOUTS = ("contig", "offset", "wstride", "rows", "nhwc", "flipped", "bcast", "nhwc_offset", "nhwc_bcast")
+CL_LAYOUTS = ("nhwc", "nhwc_offset", "nhwc_bcast")
 
 
 def on_device(values, layout):
@@ -43,9 +44,14 @@ def on_device(values, layout):
     elif layout == "rows":  # W stride 1, padded rows, odd start
         sp = shape[:-1] + (shape[-1] + 5,)
         x = cupy.zeros(math.prod(sp) + 1, dt)[1:].reshape(sp)[..., :shape[-1]]
-    elif layout == "nhwc":
+    elif layout in ("nhwc", "nhwc_offset", "nhwc_bcast"):  # channels_last; 4 bytes in; stride-0 batch
         perm = (0, *range(2, len(shape)), 1)
-        x = cupy.zeros(tuple(shape[i] for i in perm), dt).transpose(tuple(np.argsort(perm)))
+        cl = tuple(shape[i] for i in perm)
+        if layout == "nhwc_bcast":
+            one = cupy.asarray(np.ascontiguousarray(values[:1].transpose(perm)))
+            return cupy.broadcast_to(one, cl).transpose(tuple(np.argsort(perm)))
+        skip = 4 if layout == "nhwc_offset" else 0
+        x = cupy.zeros(values.size + skip, dt)[skip:].reshape(cl).transpose(tuple(np.argsort(perm)))
     elif layout == "flipped":
         x = cupy.zeros(shape, dt)[..., ::-1, :]
     else:
@@ -61,6 +67,11 @@ def host_values(x):
 def element_strides(shape, layout):
     probe = on_device(np.zeros(shape, np.uint8), layout)
     return tuple(probe.strides)
+
+
+def layout_address(shape, layout):
+    """The address alignment (mod 16) on_device's layout gives x (the channels_last rule reads it)."""
+    return on_device(np.zeros(shape, np.uint8), layout).data.ptr % 16
 
 
 def whole_image_expected(x, xs, xzp, os_, ozp, odt):
@@ -84,9 +95,14 @@ def whole_image_expected(x, xs, xzp, os_, ozp, odt):
 
 def check(rng, x_shape, window, strides, start, end, dil, include, ceil, xdt, odt, *, pc=(False,) * 4,
           omit=(False, False), layout="contig", out_strided=False, variant=None, special=False, out_sizes=None,
-          values=None):
+          values=None, out_cl=None):
     """Run one problem on the GPU and compare with the reference; returns the variant used
-    (None where the output would be empty: a window larger than the padded input)."""
+    (None where the output would be empty: a window larger than the padded input). out_cl:
+    None, or the byte offset of a channels_last out in its buffer."""
+    if variant in ap.CL_CONFIGS and "nhwc" not in layout:  # the shared edge cases, channels_last
+        vec = ap.CL_CONFIGS[variant]
+        x_shape = (x_shape[0], vec * -(-x_shape[1] // vec)) + tuple(x_shape[2:])
+        layout = "nhwc"
     nd = len(x_shape) - 2
     if out_sizes is None:
         out_sizes = tuple(pool_output_size(x_shape[2 + i], window[i], strides[i], start[i], end[i], dil[i])
@@ -110,13 +126,17 @@ def check(rng, x_shape, window, strides, start, end, dil, include, ceil, xdt, od
                                      include)
 
     dev = [None if v is None else cupy.asarray(v) for v in (xs, xzp, os_, ozp)]
-    if out_strided:
+    if out_cl is not None:
+        perm = (0, *range(2, len(out_shape)), 1)
+        big = poison(cupy.empty(math.prod(out_shape) + out_cl, odt))
+        out = big[out_cl:].reshape(tuple(out_shape[i] for i in perm)).transpose(tuple(np.argsort(perm)))
+    elif out_strided:
         big = poison(cupy.empty(out_shape[:-1] + (2 * out_shape[-1] + 1,), odt))
         out = big[..., 1::2]
     else:
         big = out = poison(cupy.empty(out_shape, odt))
     args = (x.shape, tuple(x.strides), out_shape, window, strides, start, end, dil, include)
-    used = variant or ap.select_variant(*args)
+    used = variant or ap.select_variant(*args, x_address=x.data.ptr)
     got = ap.quantized_avg_pool(x, *dev, out, window, strides, start, end, dil, include, variant=variant)
     assert got is out
     res = cupy.asnumpy(out)
@@ -127,7 +147,9 @@ def check(rng, x_shape, window, strides, start, end, dil, include, ceil, xdt, od
             f"{used}: {len(bad)}/{res.size} wrong for x{x_shape} {xdt}->{odt} window {window} strides {strides} "
             f"pads {start}/{end} dil {dil} include={include} out{out_shape} pc={pc} omit={omit} layout={layout} "
             f"special={special}: {detail}")
-    if out_strided:
+    if out_cl is not None:
+        assert (cupy.asnumpy(big[:out_cl]).view(np.uint8) == 0xA5).all(), "wrote before the output view"
+    elif out_strided:
         assert (cupy.asnumpy(big[..., 0::2]).view(np.uint8) == 0xA5).all(), "wrote outside the output view"
     return used
 
@@ -155,6 +177,10 @@ def random_problem(rng, variant, big=True):
             kw, sw, _ = ap.TILE_CONFIGS[variant]
             window, strides, dil = window[:-1] + (kw,), strides[:-1] + (sw,), dil[:-1] + (1,)
             layout = str(rng.choice(["contig", "offset", "rows", "flipped", "bcast"]))
+        elif variant in ap.CL_CONFIGS or (variant is None and rng.random() < 0.15):  # channels_last
+            vec = ap.CL_CONFIGS.get(variant, 4)
+            shape = (shape[0], vec * int(rng.integers(1, 5))) + shape[2:]
+            layout = str(rng.choice(CL_LAYOUTS if variant != "channels_last_16" else ("nhwc", "nhwc_bcast")))
         elif variant in ap.GLOBAL_GROUPS or (variant is None and rng.random() < 0.1):
             window, dil, start, ceil = shape[2:], (1,) * nd, (0,) * nd, False
             strides = tuple(max(w, e + 1) for w, e in zip(window, end))
@@ -173,7 +199,8 @@ def random_problem(rng, variant, big=True):
                     ceil=ceil, xdt=str(rng.choice(QTYPES)), odt=str(rng.choice(QTYPES)),
                     pc=tuple(bool(v) for v in rng.random(4) < 0.5) if rng.random() < 0.5 else (False,) * 4,
                     omit=tuple(bool(v) for v in rng.random(2) < 0.25), layout=layout,
-                    out_strided=bool(rng.random() < 0.25), variant=variant)
+                    out_strided=bool(rng.random() < 0.25), variant=variant,
+                    out_cl=None if "nhwc" not in layout or rng.random() < 0.3 else int(rng.choice([0, 0, 4, 1])))
     raise AssertionError(f"no problem found for {variant}")
 
 
@@ -195,7 +222,7 @@ def test_random_small_problems(rng, variant):
 
 # --------------------------------------- pooling edge cases (docs/semantics.md, quantized_avg_pool)
 
-EDGE_VARIANTS = ["general", "tile_k2s2", "tile_k3s1", "tile_k3s2", None]
+EDGE_VARIANTS = ["general", "tile_k2s2", "tile_k3s1", "tile_k3s2", None, *ap.CL_CONFIGS]
 
 
 def w_params(variant):
@@ -360,7 +387,7 @@ def test_input_layouts(rng, layout, variant):
                                         p["dil"][i])[1 if p["ceil"] else 0] for i in range(len(shape) - 2))
         args = (shape, element_strides(shape, layout), shape[:2] + out_sp, p["window"], p["strides"], p["start"],
                 p["end"], p["dil"], p["include"])
-        if variant is not None and not ap.applicable(variant, *args):
+        if variant is not None and not ap.applicable(variant, *args, x_address=layout_address(shape, layout)):
             continue
         check(rng, **p)
         done += 1
@@ -431,7 +458,7 @@ def test_runs_on_the_current_stream_without_syncing(rng, variant):
     want = np.empty(shape[:2] + out_sp, odt)
     reference.quantized_avg_pool(new, xs, None, os_, ozp, want, p["window"], p["strides"], p["start"], p["end"],
                                  p["dil"], p["include"])
-    x = cupy.asarray(old)
+    x = on_device(old, "nhwc") if variant in ap.CL_CONFIGS else cupy.asarray(old)
     x_new = cupy.asarray(new)
     d_xs, d_os, d_ozp = cupy.asarray(xs), cupy.asarray(os_), cupy.asarray(ozp)
     out = poison(cupy.empty(want.shape, odt))

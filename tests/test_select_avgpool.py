@@ -186,7 +186,7 @@ def test_kernel_table_covers_every_launch():
             for to in ("int8", "uint8"):
                 assert ap.kernel_name(v, tx, to) in names
     assert set(ap.VARIANTS) == {"general", "tile_k2s2", "tile_k3s1", "tile_k3s2", "global_warp",
-                                "global_block"}
+                                "global_block", "channels_last_16", "channels_last_4"}
 
 
 def test_import_touches_no_cupy():
@@ -251,8 +251,10 @@ def test_every_kernel_compiles_clean(arch):
         assert "div.rn.f32" in body and "mul.rn.f32" in body, name
         assert not re.search(r"\b(?:div|mul|add|sub|fma|rcp)(?:\.\w+)*\.ftz(?:\.\w+)*\.f32\b", body), name
         assert ".local" not in body, f"{name}: a register array went to local memory"
-        if not name.startswith("avgpool_general"):
+        if name.startswith(("avgpool_tile", "avgpool_global")):
             assert "dp4a" in body, name
+        if name.startswith("avgpool_cl<"):  # a 16-byte or 4-byte load a tap, summed in 16-bit lanes
+            assert ("ld.global.nc.v4.u32" in body) == name.endswith(", 16>"), name
 
 
 # ------------------------------------------------------------------ the kernels on the host
@@ -300,9 +302,22 @@ def make_input(rng, shape, dtype, layout, at_end, alloc=guarded):
     elif layout == "rows":  # padded rows and a start one byte in
         sp = shape[:-1] + (shape[-1] + 3,)
         x = alloc(math.prod(sp) + 1, dtype, at_end)[1:].reshape(sp)[..., :shape[-1]]
-    elif layout == "nhwc":
+    elif layout.startswith("nhwc"):  # channels_last: plain, stride-0 batch, padded rows, W reversed
         perm = (0, *range(2, len(shape)), 1)
-        x = alloc(vals.size, dtype, at_end).reshape(tuple(shape[i] for i in perm)).transpose(np.argsort(perm))
+        cl = tuple(shape[i] for i in perm)
+        if layout == "nhwc_bcast":
+            one = alloc(math.prod(cl[1:]), dtype, at_end).reshape((1,) + cl[1:])
+            one.transpose(np.argsort(perm))[...] = vals[:1]
+            return np.broadcast_to(one, cl).transpose(np.argsort(perm))
+        if layout == "nhwc_rows":  # 16 bytes of padding after each (W, C) row
+            rows = cl[:-2] + (cl[-2] * cl[-1] + 16,)
+            buf = alloc(math.prod(rows), dtype, at_end).reshape(rows)
+            x = np.lib.stride_tricks.as_strided(buf, cl, buf.strides[:-1] + (cl[-1] * buf.itemsize, buf.itemsize))
+        else:
+            x = alloc(vals.size, dtype, at_end).reshape(cl)
+            if layout == "nhwc_flipped":
+                x = x[..., ::-1, :]
+        x = x.transpose(np.argsort(perm))
     elif layout == "flipped":
         x = alloc(vals.size, dtype, at_end).reshape(shape)[..., ::-1, :]
     else:
@@ -311,8 +326,18 @@ def make_input(rng, shape, dtype, layout, at_end, alloc=guarded):
     return x
 
 
+def channels_last_out(shape, dtype, offset):
+    """A poisoned channels_last output ``offset`` bytes into its buffer, and that buffer."""
+    perm = (0, *range(2, len(shape)), 1)
+    n = math.prod(shape)
+    big = np.full(n + offset, 0xA5, np.uint8).view(dtype)
+    return big[offset:].reshape(tuple(shape[i] for i in perm)).transpose(np.argsort(perm)), big
+
+
 def run_case(rng, x_shape, window, strides, start, end, dil, include, ceil, xdt, odt, *, pc=(False,) * 4,
-             omit=(False, False), layout="contig", out_strided=False, variant=None, special=False, at_end=True):
+             omit=(False, False), layout="contig", out_strided=False, variant=None, special=False, at_end=True,
+             out_cl=None):
+    """out_cl: None, or the byte offset of a channels_last out in its buffer."""
     nd = len(x_shape) - 2
     sizes = [pool_output_size(x_shape[2 + i], window[i], strides[i], start[i], end[i], dil[i]) for i in range(nd)]
     out_shape = tuple(x_shape[:2]) + tuple(s[1] if ceil else s[0] for s in sizes)
@@ -322,7 +347,9 @@ def run_case(rng, x_shape, window, strides, start, end, dil, include, ceil, xdt,
     want = np.empty(out_shape, odt)
     reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window, strides, start, end,
                                  dil, include)
-    if out_strided:
+    if out_cl is not None:
+        out, _ = channels_last_out(out_shape, odt, out_cl)
+    elif out_strided:
         big = np.full(out_shape[:-1] + (2 * out_shape[-1] + 1,), 0xA5, np.uint8).view(odt)
         out = big[..., 1::2]
     else:
@@ -355,6 +382,10 @@ def random_problem(rng, variant):
             kw, sw, _ = ap.TILE_CONFIGS[variant]
             window, strides, dil = window[:-1] + (kw,), strides[:-1] + (sw,), dil[:-1] + (1,)
             layout = str(rng.choice(["contig", "rows", "flipped", "bcast"]))
+        elif variant in ap.CL_CONFIGS:  # channels_last, C a multiple of the vector
+            vec = ap.CL_CONFIGS[variant]
+            shape = (shape[0], vec * int(rng.integers(1, 4))) + shape[2:]
+            layout = str(rng.choice(["nhwc", "nhwc_bcast", "nhwc_rows", "nhwc_flipped"]))
         elif variant in ap.GLOBAL_GROUPS or (variant is None and rng.random() < 0.1):
             window, dil, start = shape[2:], (1,) * nd, (0,) * nd
             strides = tuple(max(w, e + 1) for w, e in zip(window, end))
@@ -424,6 +455,91 @@ def test_emulated_edges(fake_gpu, variant):
                 # 3-D
                 run_case(rng, (2, 3, 5, 6, 21), (2, 3, kw), (1, 2, sw), (1, 1, 1), (0, 1, 1), (2, 1, 1),
                          ceil=True, **common)
+
+
+@pytest.mark.parametrize("variant", list(ap.CL_CONFIGS))
+def test_emulated_channels_last_edges(fake_gpu, variant):
+    """The channels_last kernels on the pooling edge cases, every x and out layout they take
+    (vector, word and byte stores), and windows whose taps fill and pass a 16-bit lane."""
+    vec = ap.CL_CONFIGS[variant]
+    rng = np.random.default_rng(13)
+    for xdt in ("int8", "uint8"):
+        for odt in ("int8", "uint8"):
+            for include in (False, True):
+                common = dict(xdt=xdt, odt=odt, include=include, variant=variant,
+                              layout=str(rng.choice(["nhwc", "nhwc_bcast", "nhwc_rows", "nhwc_flipped"])))
+                c = vec * int(rng.integers(1, 4))
+                run_case(rng, (2, c, 2, 2), (3, 3), (1, 2), (3, 3), (3, 3), (1, 1), ceil=True, **common)
+                run_case(rng, (1, c, 1, 1), (2, 2), (1, 2), (2, 2), (2, 2), (1, 1), ceil=False, out_cl=0, **common)
+                run_case(rng, (2, c, 11, 13), (3, 3), (2, 2), (2, 1), (2, 2), (3, 2), ceil=True, out_cl=4, **common)
+                run_case(rng, (2, c, 6, 5), (6, 5), (1, 1), (0, 0), (0, 0), (1, 1), ceil=False, out_cl=1, **common)
+                run_case(rng, (3, c, 9, 17), (2, 3), (1, 1), (1, 1), (0, 1), (1, 1), ceil=True, pc=(True,) * 4,
+                         out_strided=True, **common)
+                run_case(rng, (1, c, 5, 31), (3, 2), (2, 2), (1, 0), (1, 2), (1, 1), ceil=False, omit=(True, True),
+                         **common)
+                run_case(rng, (2, c, 6, 29), (2, 2), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
+                         pc=(True, False, True, False), out_cl=0, **common)
+                run_case(rng, (2, c, 6, 9), (2, 4), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
+                         **common)
+                run_case(rng, (2, c, 5, 6, 21), (2, 3, 3), (1, 2, 1), (1, 1, 1), (0, 1, 1), (2, 1, 1),
+                         ceil=True, out_cl=0, **common)
+    # the lanes' limits: a row of 257 taps (65535 in a lane) and windows of 2 and 3 rows of them (a
+    # drain between rows), every element the type's extreme, per tensor (the table) and per channel
+    for xdt in ("int8", "uint8"):
+        info = np.iinfo(xdt)
+        for fill in (info.min, info.max):
+            for window in ((1, 257), (2, 257), (3, 200), (9, 40), (2, 129), (6, 43)):  # (258 taps: one drain)
+                shape = (1, vec, window[0] + 1, 258)
+                x = make_input(rng, shape, np.dtype(xdt), "nhwc", True)
+                x[...] = fill
+                for pc in ((False,) * 4, (True,) * 4):
+                    xs, xzp, os_, ozp = pool_params(rng, vec, np.dtype(xdt), np.dtype("int8"), pc, (False, False),
+                                                    False)
+                    out_shape = (1, vec, 2, 2)
+                    want = np.empty(out_shape, np.int8)
+                    reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window, (1, 1),
+                                                 (0, 0), (0, 0), (1, 1), False)
+                    out, _ = channels_last_out(out_shape, np.int8, 0)
+                    ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, window, (1, 1), (0, 0), (0, 0), (1, 1), False,
+                                          variant=variant)
+                    np.testing.assert_array_equal(out, want, err_msg=f"{xdt} {fill} {window} {pc}")
+                    assert fake_gpu[-1][0] == ap.kernel_name(variant, xdt, "int8")
+
+
+def test_emulated_channels_last_selection_and_stores(fake_gpu):
+    """Selection takes the channels_last kernels for channels-stride-1 inputs (16 channels a
+    thread where x's strides and address allow, else 4), and the plan's stores follow out."""
+    rng = np.random.default_rng(17)
+    for c, layout, x_off, picked in ((32, "nhwc", 0, "channels_last_16"), (12, "nhwc", 0, "channels_last_4"),
+                                   (32, "nhwc", 4, "channels_last_4"), (32, "nhwc", 2, "general"),
+                                   (6, "nhwc", 0, "general"), (32, "contig", 0, "tile_k2s2")):
+        vals = rng.integers(0, 256, (2, c, 8, 10)).astype(np.uint8)
+        perm = (0, 2, 3, 1)
+        if layout == "nhwc":
+            buf = np.empty(vals.size + 16, np.uint8)
+            base = (-buf.ctypes.data) % 16 + x_off
+            x = buf[base:base + vals.size].reshape(2, 8, 10, c).transpose(np.argsort(perm))
+        else:
+            x = vals.copy()
+        x[...] = vals
+        one = np.ones(1, np.float32)
+        for out_off, stores in ((0, "16-byte stores"), (4, "4-byte stores"), (1, "byte stores")):
+            out, _ = channels_last_out((2, c, 4, 5), np.uint8, 0)
+            buf = np.full(out.size + 32, 0xA5, np.uint8)
+            base = (-buf.ctypes.data) % 16 + out_off
+            out = buf[base:base + out.size].reshape(2, 4, 5, c).transpose(np.argsort(perm))
+            expected = np.empty(out.shape, np.uint8)
+            reference.quantized_avg_pool(vals, one, None, one, None, expected, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1),
+                                         False)
+            plan = ap.plan_quantized_avg_pool(x, one, None, one, None, out, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1),
+                                              False)
+            assert plan.variant == picked, (c, layout, x_off, plan.variant)
+            ap.quantized_avg_pool(x, one, None, one, None, out, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), False)
+            np.testing.assert_array_equal(out, expected)
+            assert fake_gpu[-1][0] == ap.kernel_name(picked, "uint8", "uint8")
+            if picked.startswith("channels_last"):
+                expect = stores if ap.CL_CONFIGS[picked] == 16 or stores != "16-byte stores" else "4-byte stores"
+                assert expect in plan.notes, (plan.notes, out_off)
 
 
 @pytest.mark.parametrize("variant", ["global_warp", "global_block", "general"])

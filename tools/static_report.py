@@ -613,6 +613,8 @@ def launch_geometry(expr: str):
         return avgpool.TILE_BLOCK, avgpool.LUT_MAX_TAPS * 255 + 1, "with the largest table"
     if base == "avgpool_global":
         return 256, 0, ""
+    if base == "avgpool_cl":                     # output table only for per-tensor parameters
+        return avgpool.CL_BLOCK, avgpool.LUT_MAX_TAPS * 255 + 1, "with the largest table"
     if base in ("qt_quantize", "qt_dequantize"):
         return qkernels.THREADS, 0, ""
     return None

@@ -6,9 +6,12 @@ Selection (:func:`select_variant`, :func:`applicable`) is pure Python.
 Launch conventions of quantized_avg_pool:
 - 2-D runs as 3-D with D = OD = 1. x is never copied: strides are passed in
   elements (int64; 0 and negative work). ``tile_*`` needs a unit W stride,
-  ``global_*`` a contiguous image (D, H, W); ``general`` takes anything.
-- out is written in place when C-contiguous, else through a contiguous
-  temporary copied into it (on the same stream).
+  ``global_*`` a contiguous image (D, H, W), ``channels_last_*`` a unit channel
+  stride (C, the other strides and x's address multiples of 16 or 4); ``general``
+  takes anything.
+- out is written in place when C-contiguous, or (general, channels_last_*)
+  channels_last or any other dense order, else through a contiguous temporary
+  copied into it (on the same stream).
 - Scales and zero points are 1-element or per-channel (length C) device arrays
   passed by pointer with a per-channel bit mask (1 x_scale, 2 x_zp, 4 out_scale,
   8 out_zp); an omitted zero point is a null pointer. No host reads, no sync.
@@ -41,7 +44,9 @@ QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
 TILE_CONFIGS = {"tile_k2s2": (2, 2, 8), "tile_k3s1": (3, 1, 16), "tile_k3s2": (3, 2, 8)}
 # global variant -> threads per plane
 GLOBAL_GROUPS = {"global_warp": 32, "global_block": 256}
-VARIANTS = ("general", *TILE_CONFIGS, *GLOBAL_GROUPS)
+# channels_last variant -> channels per thread (bytes a tap's load reads)
+CL_CONFIGS = {"channels_last_16": 16, "channels_last_4": 4}
+VARIANTS = ("general", *TILE_CONFIGS, *GLOBAL_GROUPS, *CL_CONFIGS)
 
 INT_MAX = 2**31 - 1
 MAX_TILE_ROWS = 2**31 - 1024    # rows are C ints and loops step a block past them
@@ -53,6 +58,8 @@ GLOBAL_BLOCK_MAX_PLANES = 2048  # ... that are too few to fill the GPU a warp ea
 GENERAL_BLOCK = 256
 GLOBAL_MAX_GRID = INT_MAX        # global_*: blocks beyond this walk further planes (grid-stride)
 TILE_BLOCK = 256
+CL_BLOCK = 256
+CL_MAX_KW = 257                 # a window row's taps in one 16-bit lane: 257 * 255 = 65535
 
 
 def kernel_name(variant: str, tx: str, to: str) -> str:
@@ -62,6 +69,8 @@ def kernel_name(variant: str, tx: str, to: str) -> str:
         return f"avgpool_tile<{tx}, {to}, {kw}, {sw}, {opt}>"
     if variant in GLOBAL_GROUPS:
         return f"avgpool_global<{tx}, {to}, {GLOBAL_GROUPS[variant]}>"
+    if variant in CL_CONFIGS:
+        return f"avgpool_cl<{tx}, {to}, {CL_CONFIGS[variant]}>"
     if variant == "general":
         return f"avgpool_general<{tx}, {to}>"
     raise ValueError(f"unknown avgpool variant {variant!r} (one of {VARIANTS})")
@@ -88,14 +97,32 @@ def _image_contiguous(shape, strides) -> bool:
     return True
 
 
+def _spans_fit(in_sp, out_sp, window_size, strides, start_padding, end_padding, dilations) -> bool:
+    """Whether every tap position and padded extent fits a C int (the tile and channels_last
+    kernels' arithmetic)."""
+    return all((o - 1) * s + (k - 1) * d + 1 + i + p + e < MAX_TILE_SPAN
+               for i, o, k, s, d, p, e in zip(in_sp, out_sp, window_size, strides, dilations, start_padding,
+                                              end_padding))
+
+
 def applicable(variant, x_shape, x_strides, out_shape, window_size, strides, start_padding,
-               end_padding, dilations, include_padding) -> bool:
-    """Whether ``variant`` computes this problem (x_strides in elements)."""
+               end_padding, dilations, include_padding, *, x_address=0) -> bool:
+    """Whether ``variant`` computes this problem (x_strides in elements; x_address: x's
+    address, whose alignment the channels_last variants read)."""
     del include_padding  # every variant handles both
     if variant == "general":
         return True
     nd = len(x_shape) - 2
     in_sp, out_sp = tuple(x_shape[2:]), tuple(out_shape[2:])
+    if variant in CL_CONFIGS:
+        vec = CL_CONFIGS[variant]
+        c = x_shape[1]
+        return (c % vec == 0 and c > 0 and x_strides[1] == 1 and x_address % vec == 0
+                and all(size == 1 or st % vec == 0 for i, (size, st) in enumerate(zip(x_shape, x_strides))
+                        if i != 1)
+                and window_size[-1] <= CL_MAX_KW and math.prod(window_size) <= MAX_TILE_TAPS
+                and x_shape[0] * math.prod(out_sp) < MAX_TILE_ROWS
+                and _spans_fit(in_sp, out_sp, window_size, strides, start_padding, end_padding, dilations))
     if variant in GLOBAL_GROUPS:
         return (all(o == 1 for o in out_sp) and all(p == 0 for p in start_padding)
                 and tuple(window_size) == in_sp
@@ -111,18 +138,18 @@ def applicable(variant, x_shape, x_strides, out_shape, window_size, strides, sta
         rows = math.prod(out_shape[:-1])
         if rows >= MAX_TILE_ROWS or math.prod(window_size) > MAX_TILE_TAPS:
             return False
-        for i in range(nd):
-            span = ((out_sp[i] - 1) * strides[i] + (window_size[i] - 1) * dilations[i] + 1
-                    + in_sp[i] + start_padding[i] + end_padding[i])
-            if span >= MAX_TILE_SPAN:
-                return False
-        return True
+        return _spans_fit(in_sp, out_sp, window_size, strides, start_padding, end_padding, dilations)
     raise ValueError(f"unknown avgpool variant {variant!r} (one of {VARIANTS})")
 
 
 def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_padding,
-                   end_padding, dilations, include_padding) -> str:
-    """The variant dmlq runs for this problem; x_strides in elements."""
+                   end_padding, dilations, include_padding, *, x_address=0) -> str:
+    """The variant dmlq runs for this problem; x_strides in elements, x_address x's address.
+
+    The rule: a whole-image window on a contiguous image -> global_block for few large
+    images, else global_warp; channels stride 1 (channels_last) -> channels_last_16 where
+    16-channel vectors apply, else channels_last_4; a W window/stride of 2/2 -> tile_k2s2;
+    anything else -> general."""
     args = (x_shape, x_strides, out_shape, window_size, strides, start_padding, end_padding,
             dilations, include_padding)
     if applicable("global_warp", *args):
@@ -131,6 +158,9 @@ def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_pa
         if volume >= GLOBAL_BLOCK_MIN_VOLUME and planes <= GLOBAL_BLOCK_MAX_PLANES:
             return "global_block"
         return "global_warp"
+    for cl in CL_CONFIGS:  # (channels_last in, unmeasured: ~10x fewer instructions an output than
+        if applicable(cl, *args, x_address=x_address):  # general's one thread an output, avgpool.cu)
+            return cl
     tile = tile_class(*args)
     return tile if tile in AUTO_TILES else "general"
 
@@ -188,9 +218,10 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
     x_strides = tuple(s // x.itemsize for s in x.strides)
     args = (x.shape, x_strides, out.shape, tuple(window_size), tuple(strides), tuple(start_padding),
             tuple(end_padding), tuple(dilations), bool(include_padding))
+    x_address = device.ptr(x)
     if variant is None:
-        variant = select_variant(*args)
-    elif not applicable(variant, *args):
+        variant = select_variant(*args, x_address=x_address)
+    elif not applicable(variant, *args, x_address=x_address):
         raise ValueError(f"avgpool variant {variant!r} does not apply to this problem")
 
     n_, c_ = int(x.shape[0]), int(x.shape[1])
@@ -250,6 +281,32 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
                     i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(KH), i32(SD), i32(SH), i32(DD),
                     i32(DH), i32(PD), i32(PH), i32(PW), i32(ED), i32(EH), i32(EW),
                     i32(bool(include_padding))), (i32(lut_n),))
+    elif variant in CL_CONFIGS:
+        vec = CL_CONFIGS[variant]
+        positions = n_ * OD * OH * OW
+        groups = c_ // vec
+        bx = min(32, 1 << (groups - 1).bit_length())  # a warp: adjacent channels of 32 // bx positions
+        by = CL_BLOCK // bx
+        gy = min(-(-groups // bx), 65535)
+        gx = min(-(-positions // by), INT_MAX)
+        kvol = KD * KH * KW
+        lut_n = kvol * 255 + 1 if per_channel == 0 and kvol <= LUT_MAX_TAPS else 0
+        if lut_n:  # one wave of persistent blocks, each building the table once
+            wave = device.info().sm_count * device.resident_blocks(SOURCE, name, bx * by, lut_n)
+            gx = max(1, min(gx, wave // gy))
+            notes += (f"window-sum table of {lut_n} B per block",)
+        out_vec = _out_vector(out, o_strides, vec) if direct else 1
+        notes += ({16: "16-byte stores", 4: "4-byte stores", 1: "byte stores"}[out_vec],)
+        m_ow, s_ow = _magic(OW)
+        m_oh, s_oh = _magic(OH)
+        m_od, s_od = _magic(OD)
+        launch = Launch(SOURCE, name, (gx, gy), (bx, by), lut_n)
+        scalars = ((i32(positions), i32(groups), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
+                    np.uint32(m_ow), i32(s_ow), np.uint32(m_oh), i32(s_oh), np.uint32(m_od), i32(s_od),
+                    i64(sxn), i64(sxd), i64(sxh), i64(sxw), i64(son), i64(soc), i64(sod), i64(soh), i64(sow),
+                    i32(out_vec), i32(KD), i32(KH), i32(KW), i32(SD), i32(SH), i32(SW), i32(DD), i32(DH),
+                    i32(DW), i32(PD), i32(PH), i32(PW), i32(ED), i32(EH), i32(EW),
+                    i32(bool(include_padding))), (i32(lut_n),))
     else:
         planes = n_ * c_ * OD
         bx = min(32, 1 << (OW - 1).bit_length())
@@ -273,12 +330,25 @@ def _c_contiguous(a) -> bool:
 
 
 def _direct(out, variant) -> bool:
-    """Whether the kernel writes ``out`` itself: C-contiguous, or for the general kernel (which
-    writes through out's strides) any out whose elements fill one block of memory in some order
-    (channels_last); else through a contiguous temporary."""
+    """Whether the kernel writes ``out`` itself: C-contiguous, or for the general and
+    channels_last kernels (which write through out's strides) any out whose elements fill one
+    block of memory in some order (channels_last); else through a contiguous temporary."""
     if _c_contiguous(out):
         return True
-    return variant == "general" and dense_order(out.shape, out.strides, out.itemsize) is not None
+    return ((variant == "general" or variant in CL_CONFIGS)
+            and dense_order(out.shape, out.strides, out.itemsize) is not None)
+
+
+def _out_vector(out, o_strides, vec) -> int:
+    """The widest store (16 or 4 bytes, else 1) a channels_last thread's ``vec`` output
+    channels take: out's channel stride 1, its address and other strides multiples of it."""
+    if o_strides[1] != 1:
+        return 1
+    for width in (16, 4):
+        if width <= vec and device.ptr(out) % width == 0 and all(
+                size == 1 or st % width == 0 for i, (size, st) in enumerate(zip(out.shape, o_strides)) if i != 1):
+            return width
+    return 1
 
 
 def bind_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
@@ -324,8 +394,8 @@ def quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out,
     params = (window_size, strides, start_padding, end_padding, dilations, include_padding)
     x_scale, x_zero_point, out_scale, out_zero_point = map(device.on_device, (x_scale, x_zero_point, out_scale,
                                                                               out_zero_point))
-    memo_key = (*device_key(), variant, key(x), key(out), param_key(params),
-                *map(key, (x_scale, x_zero_point, out_scale, out_zero_point)))
+    memo_key = (*device_key(), variant, key(x), key(out), device.ptr(x) % 16, device.ptr(out) % 16,
+                param_key(params), *map(key, (x_scale, x_zero_point, out_scale, out_zero_point)))
     runner = _memo.get(memo_key, lambda: bind_quantized_avg_pool(
         x, x_scale, x_zero_point, out_scale, out_zero_point, out, *params, variant=variant))
     runner(x, x_scale, x_zero_point, out_scale, out_zero_point, out)

@@ -22,13 +22,14 @@ __all__ = ["matmul_integer", "matmul_integer_to_float", "plan_matmul_integer", "
 # backend function -> (binder(*args, out, *params) -> Runner, the operand
 # positions whose address alignment its plan depends on: None for every device
 # array and out). These mirror the backend functions' own memo keys: matmul
-# reads a's and b's alignment (cp.async widths, staging), pooling none.
+# reads a's and b's alignment (cp.async widths, staging), pooling x's and out's
+# (the channels_last kernels' vector loads and stores).
 _BINDERS: dict[Any, tuple[Any, Any]] = {
     quantize_linear: (lambda *a: bind(plan_quantize_linear, a[:-1], a[-1]), None),
     dequantize_linear: (lambda *a: bind(plan_dequantize_linear, a[:-1], a[-1]), None),
     quantized_add: (lambda *a: bind(plan_quantized_add, a[:-1], a[-1]), None),
     quantized_matmul: (bind_quantized_matmul, (0, 3)),
-    quantized_avg_pool: (bind_quantized_avg_pool, ()),
+    quantized_avg_pool: (bind_quantized_avg_pool, (0, -1)),
     matmul_integer: (bind_matmul_integer, (0, 2)),          # M > 16: the tiled kernels' staging
     matmul_integer_to_float: (bind_matmul_integer_to_float, (0, 3)),
     quantize_types: (bind_quantize_types, None),
