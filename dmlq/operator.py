@@ -3,7 +3,8 @@
 The operator-binding layer: below the public functions of :mod:`dmlq.api`
 (which build their descriptors through :func:`compile_operator`), above
 :mod:`dmlq.validation` (the DirectML rules) and :mod:`dmlq.dispatch` (the
-backends). It imports neither ``dmlq.api`` nor anything above it.
+backends). It imports neither ``dmlq.api`` nor anything above it;
+:mod:`dmlq.quantize63`, beside it, runs the DML 6.3 Quantize / Dequantize on GPU arrays.
 """
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from typing import Any
 import numpy as np
 
 from . import dispatch as _dispatch
+from . import quantize63 as _q63
 from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc,
                    OperatorDesc,
                    QuantizeDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, block_sizes, dml_name)
-from .errors import UnsupportedError
 from .gpu.capture import guarded
 from .packing import Packed
 from .validation import validate
@@ -71,7 +72,10 @@ def compile_operator(desc: OperatorDesc, feature_level: str = "6.2") -> Operator
     Returns
     -------
     Operator
-        Call it with the input arrays in DML field order (``op(x, scale, zero_point)``).
+        Call it with the input arrays in DML field order (``op(x, scale, zero_point)``):
+        NumPy arrays or GPU arrays (every operator, the 6.3 Quantize/Dequantize included;
+        on the GPU an INT4/UINT4 tensor is a :class:`dmlq.Packed` of CuPy bytes, see
+        :class:`Operator`).
 
     Raises
     ------
@@ -125,6 +129,17 @@ class Operator:
     ``op(*inputs, out=None)`` takes one array per input tensor field that the
     desc sets (omitted optional tensors are skipped), NumPy arrays run on the
     reference and GPU arrays on the CUDA kernels, and returns the output.
+
+    The DML 6.3 Quantize / Dequantize run on the GPU through :mod:`dmlq.quantize63`
+    (the kernels of ``quantize_linear`` / ``dequantize_linear`` beyond int8, bit for
+    bit the NumPy result): per-tensor and per-axis quantization tensors and one blocked
+    dimension are read in place (as ``block_size=`` on that axis), several blocked
+    dimensions are repeated on the device but the innermost. An INT4/UINT4 tensor is
+    an ml_dtypes array (one element a byte) on NumPy and a :class:`dmlq.Packed` of
+    CuPy bytes on the GPU, whose ``shape`` is the desc's Sizes (a 1-D buffer where the
+    desc has Strides); an INT4/UINT4 Quantize returns one there, and refuses an
+    OutputTensor with Strides (dmlq.UnsupportedError). A Packed anywhere else is a
+    TypeError naming the field.
     """
 
     def __init__(self, desc: OperatorDesc, feature_level: str) -> None:
@@ -149,23 +164,28 @@ class Operator:
 
         ``inputs``: one array per input tensor the desc sets, in DML field order, each of
         its TensorDesc's dtype and sizes (or, for a TensorDesc with strides, a contiguous
-        1-D buffer read through them). ``out``: an array to write to, else a new one is
-        made. Returns the output. Raises TypeError for a wrong count or dtype,
-        ValueError for a wrong shape."""
+        1-D buffer read through them); on the GPU an INT4/UINT4 tensor of a 6.3
+        Quantize/Dequantize is a dmlq.Packed of CuPy bytes of those sizes (or a 1-D buffer).
+        ``out``: an array (such a Packed) to write to, else a new one is made. Returns the
+        output. Raises TypeError for a wrong count, dtype or form, ValueError for a wrong
+        shape, dmlq.UnsupportedError for a strided INT4/UINT4 output on the GPU."""
         op = self.desc.OPERATOR
         if len(inputs) != len(self.input_fields):
             raise TypeError(f"{op}: expected {len(self.input_fields)} inputs "
                             f"({', '.join(dml_name(n) for n in self.input_fields)}), got {len(inputs)}")
-        for name, arr in (*zip(map(dml_name, self.input_fields), inputs), ("OutputTensor", out)):
+        named = (*zip(map(dml_name, self.input_fields), inputs), ("OutputTensor", out))
+        tensors = (*self._inputs.values(), self.desc.output_tensor)
+        packed = False
+        for (name, arr), tensor in zip(named, tensors):
             if isinstance(arr, Packed):  # (kind_of would call it an unsupported array type)
-                raise TypeError(f"{op}: {name} is a dmlq.Packed; descriptors bind one element per byte (an "
-                                f"ml_dtypes {arr.dtype} array, whatever TotalTensorSizeInBytes counts): " +
-                                ("pass an array and dmlq.pack the result" if name == "OutputTensor"
-                                 else "pass dmlq.unpack() of it"))
-        kind = _dispatch.kind_of((*inputs, out), op)
-        if kind == _dispatch.GPU and isinstance(self.desc, (QuantizeDesc, DequantizeDesc)):
-            raise UnsupportedError(f"{op}: the DML_FEATURE_LEVEL_6_3 {op} operator runs on NumPy arrays only so far "
-                                   "(its CUDA kernels are not written yet); pass NumPy arrays")
+                _q63.check_packed(self.desc, op, name, arr, tensor)
+                packed = True
+        kind = _dispatch.kind_of(tuple(a.data if isinstance(a, Packed) else a for a in (*inputs, out)) if packed
+                                 else (*inputs, out), op)
+        q63 = kind == _dispatch.GPU and _q63.is_63(self.desc)
+        if q63:
+            for (name, arr), tensor in zip(named, tensors):
+                _q63.check_plain(op, name, arr, tensor)
         xp = _dispatch.module(kind)
         for name, arr in (*zip(map(dml_name, self.input_fields), inputs), ("OutputTensor", out)):
             if isinstance(arr, np.ma.MaskedArray):  # its mask would be dropped (inputs) or left stale (out)
@@ -176,21 +196,29 @@ class Operator:
             raise ValueError(f"{op}: OutputTensor (out) is read-only; pass a writeable array")
         views = {}
         for name, arr in zip(self.input_fields, inputs):
+            if isinstance(arr, Packed):  # an INT4/UINT4 tensor on the GPU (dmlq.quantize63)
+                views[name] = _q63.bind_packed(arr, self._inputs[name], op, dml_name(name))
+                continue
             arr = xp.asarray(arr) if kind == _dispatch.HOST else _dispatch.to_gpu_array(arr, op, dml_name(name))
             views[name] = _bind(arr, self._inputs[name], xp, op, dml_name(name))
         out_desc = self.desc.output_tensor
-        if out is None:
-            buffer = xp.empty(max(out_desc.minimum_element_count, 1) if out_desc.strides else out_desc.sizes,
-                              out_desc.data_type.numpy)
-            result = _bind(buffer, out_desc, xp, op, "OutputTensor")
-        else:
+        if isinstance(out, Packed):
+            result = _q63.bind_packed(out, out_desc, op, "OutputTensor")
+        elif out is not None:
             if kind == _dispatch.GPU:
                 out = _dispatch.to_gpu_array(out, op, "OutputTensor")
             result = _bind(out, out_desc, xp, op, "OutputTensor")
+        elif q63 and out_desc.data_type in _q63.FOUR_BIT:  # a new Packed of CuPy bytes
+            result = _q63.new_output(out_desc, op)
+        else:
+            buffer = xp.empty(max(out_desc.minimum_element_count, 1) if out_desc.strides else out_desc.sizes,
+                              out_desc.data_type.numpy)
+            result = _bind(buffer, out_desc, xp, op, "OutputTensor")
         runners = None
         if kind == _dispatch.GPU:
-            _dispatch.refuse_unaligned(op, [dml_name(n) for n in views] + ["OutputTensor"], [*views.values(), result])
-            geometry = tuple(None if a is None else (a.shape, a.strides, a.dtype.str) for a in views.values())
+            _dispatch.refuse_unaligned(op, [dml_name(n) for n in views] + ["OutputTensor"],
+                                       [a.data if isinstance(a, Packed) else a for a in (*views.values(), result)])
+            geometry = tuple(map(_q63.geometry, views.values()))
             runners = self._runners.get(geometry)
             if runners is None:
                 if len(self._runners) >= 64:
@@ -251,6 +279,8 @@ def run(desc, v: dict, out, kind, runners=None):
                 g("bias_tensor"))
         return _write(be.matmul_integer_to_float, args, out, kind)
     if isinstance(desc, (QuantizeDesc, DequantizeDesc)):
+        if kind == _dispatch.GPU:  # the kernels' blocked layout, planned once per geometry (dmlq.quantize63)
+            return _q63.run(desc, v, out, runners if runners is not None else {}, _dispatch.write)
         x: Any = g("input_tensor")
         qparams: list = [g(f"quantization_tensors[{i}]") for i in range(len(desc.quantization_tensors))]
         # each blocked dimension (n entries for D elements) repeated to D: entry i // (D / n)

@@ -153,16 +153,19 @@ def test_bound_operators_equal_onnx_reference(qname, axis):
 
 
 def test_a_packed_operand_is_refused_naming_the_field():
-    """A dmlq.Packed (two int4 per byte) is not what a descriptor binds: a TypeError naming the
-    field and the fix, not "unsupported array type Packed"."""
+    """A dmlq.Packed of NumPy bytes (two int4 per byte) is not what a descriptor binds on NumPy: a
+    TypeError naming the field and the fix, not "unsupported array type Packed" (a Packed of CuPy
+    bytes is the GPU form of an INT4/UINT4 tensor: tests/test_gpu_desc63.py)."""
     op = dmlq.compile_operator(DequantizeDesc(T("INT4", (2, 4)), "SCALE", None, [T("FLOAT32", (2, 1))],
                                          T("FLOAT32", (2, 4))), "6.3")
     q = (np.arange(8) - 4).reshape(2, 4).astype(md.int4)
     s = np.full((2, 1), 0.5, np.float32)
     assert np.array_equal(op(q, s), (np.arange(8) - 4).reshape(2, 4) * 0.5)
-    with pytest.raises(TypeError, match=r"Dequantize: InputTensor is a dmlq.Packed; .* pass dmlq.unpack\(\) of it"):
+    with pytest.raises(TypeError, match=r"^Dequantize: InputTensor is a dmlq.Packed of host bytes; on NumPy arrays a "
+                                        r"descriptor binds one element per byte .* pass dmlq.unpack\(\) of it"):
         op(dmlq.pack(q), s)
     quant = dmlq.compile_operator(QuantizeDesc(T("FLOAT32", (2, 4)), "SCALE", None, [T("FLOAT32", (2, 1))],
                                           T("INT4", (2, 4))), "6.3")
-    with pytest.raises(TypeError, match=r"Quantize: OutputTensor is a dmlq.Packed; .* dmlq.pack the result"):
+    with pytest.raises(TypeError, match=r"^Quantize: OutputTensor is a dmlq.Packed of host bytes; .* "
+                                        r"dmlq.pack the result"):
         quant(np.ones((2, 4), np.float32), s, out=dmlq.pack(q))

@@ -209,6 +209,31 @@ def test_a_descriptor_operator_is_captured(cp):
     _once(cp, lambda: op(ga, gb), op(a, b))
 
 
+def test_a_6_3_descriptor_operator_is_captured(cp):
+    """A DML 6.3 Quantize / Dequantize on GPU arrays (dmlq.quantize63) keeps its plan and runners per
+    bound geometry too: captured with int4/uint4 Packed operands and blocked quantization tensors
+    (the zero point unpacked and both placed in the kernel's layout on the device, in the graph)."""
+    from dmlq import DequantizeDesc, QuantizeDesc, TensorDesc as T, compile_operator
+
+    rng = np.random.default_rng(63)
+    shape, pshape = (8, 64), (8, 2)
+    q = _rng_ints(rng, np.dtype(ml_dtypes.int4), shape)
+    s = rng.uniform(0.01, 0.1, pshape).astype(f32)
+    z = _rng_ints(rng, np.dtype(ml_dtypes.int4), pshape)
+    deq = compile_operator(DequantizeDesc(T("INT4", shape), "SCALE_ZERO_POINT", None,
+                                          [T("FLOAT32", pshape), T("INT4", pshape)], T("FLOAT32", shape)), "6.3")
+    gq, gs, gz = _device(cp, dmlq.pack(q)), cp.asarray(s), _device(cp, dmlq.pack(z))
+    _once(cp, lambda: deq(gq, gs, gz), deq(q, s, z))
+    x = rng.normal(0, 4, shape).astype(np.float16)
+    s16 = s.astype(np.float16)
+    z4 = _rng_ints(rng, np.dtype(ml_dtypes.uint4), pshape)
+    quant = compile_operator(QuantizeDesc(T("FLOAT16", shape), "SCALE_ZERO_POINT", None,
+                                          [T("FLOAT16", pshape), T("UINT4", pshape)], T("UINT4", shape)), "6.3")
+    gx, gs16, gz4 = cp.asarray(x), cp.asarray(s16), _device(cp, dmlq.pack(z4))
+    _once(cp, lambda: quant(gx, gs16, gz4).data, dmlq.pack(quant(x, s16, z4)).data)
+    assert len(deq._runners) == 1 and len(quant._runners) == 1
+
+
 def test_release_is_refused_while_capturing(cp):
     s = cp.cuda.Stream(non_blocking=True)
     with s:
