@@ -400,6 +400,8 @@ _POOLS = {
     "tile_k3s2": ((2, 2, 15, 14), (3, 3), (2, 2), (1, 1), (1, 0)),
     "global_warp": ((2, 5, 7, 9), (7, 9), (1, 1), (1, 1), (0, 0)),
     "global_block": ((1, 2, 70, 65), (70, 65), (1, 1), (1, 1), (0, 0)),
+    "channels_last_16": ((2, 32, 9, 11), (3, 3), (1, 2), (1, 1), (1, 1)),   # x channels_last
+    "channels_last_4": ((2, 12, 10, 7), (2, 3), (2, 1), (2, 1), (1, 0)),
 }
 
 
@@ -419,8 +421,10 @@ def _pool(variant):
             params = (window, strides, pad, pad, dil, include)
             want = R.quantized_avg_pool(x, xs, xz, os_, oz, np.empty(out_shape, to), *params)
             out = _poisoned(xp, out_shape, to)
-            got = avgpool.quantized_avg_pool(*[_dev(xp, v) for v in (x, xs, xz, os_, oz)], out, *params,
-                                             variant=variant)
+            xd, *pd = [_dev(xp, v) for v in (x, xs, xz, os_, oz)]
+            if variant in avgpool.CL_CONFIGS:  # the same values in channels_last memory order
+                xd = xp.ascontiguousarray(xd.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+            got = avgpool.quantized_avg_pool(xd, *pd, out, *params, variant=variant)
             results.append((f"avg_pool {variant} {tx}->{to}", _get(got), want))
         return results
     return fn
