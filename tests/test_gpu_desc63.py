@@ -134,20 +134,12 @@ LAYOUTS = [
 
 @pytest.mark.parametrize("xshape,pshape", LAYOUTS)
 @pytest.mark.parametrize("qt", QTYPES)
-def test_quantize_equals_the_numpy_operator(qt, xshape, pshape, rng):
+@pytest.mark.parametrize("quantize", [True, False], ids=["quantize", "dequantize"])
+def test_equals_the_numpy_operator(quantize, qt, xshape, pshape, rng):
     for real in FLOATS:
         for zp in (True, False):
-            op = make(True, real, qt, xshape, pshape, zp)
-            check(op, operands(rng, True, real, qt, xshape, pshape, zp), out_given=zp)
-
-
-@pytest.mark.parametrize("xshape,pshape", LAYOUTS)
-@pytest.mark.parametrize("qt", QTYPES)
-def test_dequantize_equals_the_numpy_operator(qt, xshape, pshape, rng):
-    for real in FLOATS:
-        for zp in (True, False):
-            op = make(False, real, qt, xshape, pshape, zp)
-            check(op, operands(rng, False, real, qt, xshape, pshape, zp), out_given=not zp)
+            op = make(quantize, real, qt, xshape, pshape, zp)
+            check(op, operands(rng, quantize, real, qt, xshape, pshape, zp), out_given=zp == quantize)
 
 
 @pytest.mark.parametrize("qt", QTYPES)
