@@ -532,21 +532,21 @@ __global__ void __launch_bounds__(256, 3) avgpool_cl(
       tap_range<int>(w0, KW, DW, 0, W, kw0, kw1);
       const int nw = kw1 - kw0;
 
-      unsigned acc[VEC];
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) acc[j] = 0u;
       unsigned lo[NWD], hi[NWD];  // 16-bit lanes: lo = bytes 0 and 2 of each word, hi = bytes 1 and 3
 #pragma unroll
       for (int k = 0; k < NWD; ++k) lo[k] = hi[k] = 0u;
+      // Channel j's sum: its lane, plus (after a drain: a window of more than 257 taps) its 32-bit
+      // sum parked in shared memory (this thread's slot), not in VEC registers held across the taps.
+      unsigned* my_sums = parked + tid;
+      auto lane = [&](int j) { return ((j % 4) % 2 ? hi[j / 4] : lo[j / 4]) >> (16 * ((j % 4) / 2)) & 0xFFFFu; };
+      bool drained = false;
       auto drain = [&]() {
 #pragma unroll
-        for (int k = 0; k < NWD; ++k) {
-          acc[4 * k] += lo[k] & 0xFFFFu;
-          acc[4 * k + 1] += hi[k] & 0xFFFFu;
-          acc[4 * k + 2] += lo[k] >> 16;
-          acc[4 * k + 3] += hi[k] >> 16;
-          lo[k] = hi[k] = 0u;
-        }
+        for (int j = 0; j < VEC; ++j)
+          my_sums[j * CL_BLOCK_THREADS] = lane(j) + (drained ? my_sums[j * CL_BLOCK_THREADS] : 0u);
+#pragma unroll
+        for (int k = 0; k < NWD; ++k) lo[k] = hi[k] = 0u;
+        drained = true;
       };
       int held = 0;  // taps in the lanes
       const TX* xp = x + (static_cast<i64>(n) * sxn + c0 + static_cast<i64>(w0 + kw0 * DW) * sxw);
@@ -559,33 +559,45 @@ __global__ void __launch_bounds__(256, 3) avgpool_cl(
             held = 0;
           }
           held += nw;
-#pragma unroll 4
-          for (int kw = 0; kw < nw; ++kw, xr += step_w) {
-            unsigned w[NWD];
-            load_words<NWD>(xr, w);
+          auto add = [&](const unsigned (&w)[NWD]) {
 #pragma unroll
             for (int k = 0; k < NWD; ++k) {  // bytes 1 and 3 to lanes by one PRMT (not a shift and a mask)
               lo[k] += (w[k] & 0x00FF00FFu) ^ (BIAS * 0x00010001u);
               hi[k] += __byte_perm(w[k], 0u, 0x4341u) ^ (BIAS * 0x00010001u);
             }
+          };
+          if (nw <= 4) {  // a row of at most 4 taps (2x2, 3x3 windows): its loads issued together, then
+            unsigned w[4][NWD];  // summed (a rolled loop waited for each load before the next)
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+              if (t < nw) load_words<NWD>(xr + t * step_w, w[t]);
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+              if (t < nw) add(w[t]);
+          } else {
+#pragma unroll 4
+            for (int kw = 0; kw < nw; ++kw, xr += step_w) {
+              unsigned w[NWD];
+              load_words<NWD>(xr, w);
+              add(w);
+            }
           }
         }
       }
-      drain();
-
-      // acc[j]: the sum of (x + BIAS) over the count_in taps of channel c0 + j
+      // sum(j): the sum of (x + BIAS) over the count_in taps of channel c0 + j
+      auto sum = [&](int j) { return lane(j) + (drained ? my_sums[j * CL_BLOCK_THREADS] : 0u); };
       const int cd = kd1 - kd0, ch = kh1 - kh0;
       const int count_in = cd * ch * nw;
       TO* op = out + (static_cast<i64>(n) * so_n + static_cast<i64>(c0) * so_c + static_cast<i64>(od) * so_d +
                       static_cast<i64>(oh) * so_h + static_cast<i64>(ow) * so_w);
       if (lut_n > 0 && count_in == kvol) {
-        // S - smin = acc - kvol*(BIAS + QMIN) = acc (avgpool_tile's table index)
+        // S - smin = sum - kvol*(BIAS + QMIN) = sum (avgpool_tile's table index)
         unsigned packed[NWD];
 #pragma unroll
         for (int k = 0; k < NWD; ++k) packed[k] = 0u;
 #pragma unroll
         for (int j = 0; j < VEC; ++j)
-          packed[j / 4] |= static_cast<unsigned>(static_cast<unsigned char>(lut[acc[j]])) << (8 * (j % 4));
+          packed[j / 4] |= static_cast<unsigned>(static_cast<unsigned char>(lut[sum(j)])) << (8 * (j % 4));
         if (VEC == 16 && out_vec == 16) {
           *reinterpret_cast<uint4*>(op) = make_uint4(packed[0], packed[NWD > 1 ? 1 : 0], packed[NWD > 2 ? 2 : 0],
                                                      packed[NWD > 3 ? 3 : 0]);
@@ -609,9 +621,7 @@ __global__ void __launch_bounds__(256, 3) avgpool_cl(
         tap_range<int>(w0, KW, DW, -PW, W + EW, e0, e1);
         count = (a1 - a0) * (b1 - b0) * (e1 - e0);
       }
-      unsigned* my_sums = parked + tid;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) my_sums[j * CL_BLOCK_THREADS] = acc[j];
+      if (!drained || held > 0) drain();  // every sum parked for the rolled loop
       const float count_f = dmlq::to_f32(count);
 #pragma unroll 1
       for (int k = 0; k < NWD; ++k) {
@@ -620,10 +630,10 @@ __global__ void __launch_bounds__(256, 3) avgpool_cl(
         for (int i = 0; i < 4; ++i) {
           const int j = 4 * k + i;
           const Quant q = load_quant<TX, TO>(c0 + j, xs, xzp, os, ozp, per_channel);
-          const int sum = static_cast<int>(my_sums[j * CL_BLOCK_THREADS]) - count_in * (static_cast<int>(BIAS) + q.xzp);
+          const int s = static_cast<int>(my_sums[j * CL_BLOCK_THREADS]) - count_in * (static_cast<int>(BIAS) + q.xzp);
           TO o = static_cast<TO>(q.ozp);
           if (count != 0) {
-            const float v = dmlq::ieee_div(dmlq::ieee_mul(dmlq::to_f32(sum), q.xs), count_f);
+            const float v = dmlq::ieee_div(dmlq::ieee_mul(dmlq::to_f32(s), q.xs), count_f);
             o = dmlq::round_saturate<TO>(recip ? dmlq::reciprocal_div(v, r_os) : dmlq::ieee_div(v, q.os), q.ozp);
           }
           word |= static_cast<unsigned>(static_cast<unsigned char>(o)) << (8 * i);
