@@ -578,3 +578,29 @@ def test_emulated_size_zero(fake_gpu):
     assert ap.quantized_avg_pool(x, one, None, one, None, out, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1),
                                  False) is out
     assert fake_gpu == []
+
+
+def test_gpu_mirror_keeps_the_planned_alignment(cupy_stand_in):
+    """The GPU twins' mirror device copies each array's root allocation to the device: the copy
+    keeps the host address's alignment (mod 256), which the launcher planned for. An x 16 bytes
+    aligned on the host but 4 bytes into a root starting at 12 mod 16 was planned for
+    channels_last_16 and launched 4 bytes off alignment (a misaligned 16-byte load)."""
+    from cuda_host import harness
+    from dmlq.gpu import device
+
+    dev = harness.GpuMirrorDevice()
+    n, c, h, w = 1, 32, 4, 4
+    raw = np.empty(n * h * w * c + 64, np.uint8)
+    a = (-raw.ctypes.data) % 16
+    root = raw[a + 12:a + 12 + n * h * w * c + 4]
+    root = np.lib.stride_tricks.as_strided(root, root.shape, root.strides)  # a root starting at 12 mod 16
+    assert harness._extent(harness._root(root))[0] % 16 == 12
+    x = root[4:].reshape(n, h, w, c).transpose(0, 3, 1, 2)  # x at 0 mod 16
+    x[...] = np.arange(c, dtype=np.uint8)[None, :, None, None]
+    one = np.ones(1, np.float32)
+    out = np.zeros((n, 2, 2, c), np.uint8).transpose(0, 3, 1, 2)
+    with device.using(dev):
+        assert ap.plan_quantized_avg_pool(x, one, None, one, None, out, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1),
+                                          False).variant == "channels_last_16"
+        ap.quantized_avg_pool(x, one, None, one, None, out, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), False)
+    np.testing.assert_array_equal(out, np.broadcast_to(np.arange(c, dtype=np.uint8)[None, :, None, None], out.shape))

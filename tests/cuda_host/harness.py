@@ -539,13 +539,16 @@ class GpuMirrorDevice(HostDevice):
             used.setdefault(k, None)
             staged.append((k, p - self.regions[k][0]))
         bufs = {}
-        for k in used:
-            lo, hi, _ = self.regions[k]
-            buf = cupy.empty(max(hi - lo, 1), np.uint8)
+        for k in used:  # each region at its host address's offset mod 256 into a fresh (256-byte
+            lo, hi, _ = self.regions[k]  # aligned) buffer: the alignment the launcher planned for
+            skew = lo % 256
+            buf = cupy.empty(max(hi - lo, 1) + skew, np.uint8)[skew:]
             if hi > lo:
                 buf[: hi - lo] = cupy.asarray(np.frombuffer(ctypes.string_at(lo, hi - lo), np.uint8))
             bufs[k] = buf
         final = [np.uint64(bufs[s[0]].data.ptr + s[1]) if isinstance(s, tuple) else s for s in staged]
+        assert all(int(f) % 16 == (self.regions[s[0]][0] + s[1]) % 16
+                   for f, s in zip(final, staged) if isinstance(s, tuple)), "staging changed an alignment"
         self.calls.append((name, tuple(grid), tuple(block), shared_mem))
         self.real.launch(source, name, grid, block, final, shared_mem)
         for k, buf in bufs.items():
