@@ -225,7 +225,7 @@ class Operator:
                     self._runners.clear()
                 runners = self._runners[geometry] = {}
         run(self.desc, views, result, kind, runners)
-        return result
+        return out if isinstance(out, Packed) else result  # (a Packed out: the caller's own object)
 
 
 def run(desc, v: dict, out, kind, runners=None):

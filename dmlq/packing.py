@@ -219,6 +219,25 @@ def pack_codes(codes, q) -> Packed:
 
 
 @guarded
+def logical_shape(shape: Any, where: str) -> tuple:
+    """A packed tensor's logical shape as a tuple of ints (one int: a 1-D shape, as NumPy
+    takes it); a TypeError for anything but integers (bools, floats, strings), a ValueError
+    for a negative size, each message starting with ``where``."""
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, (bool, np.bool_)):
+        shape = (shape,)
+    try:
+        if isinstance(shape, (str, bytes)):
+            raise TypeError
+        if not all(isinstance(s, numbers.Integral) and not isinstance(s, (bool, np.bool_)) for s in shape):
+            raise TypeError
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where} shape must be a tuple of ints (got {shape!r})") from None
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{where} shape {shape} has a negative size")
+    return shape
+
+
 def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = False) -> Any:
     """The elements of a packed tensor, one per byte.
 
@@ -262,18 +281,7 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
         data = packed
     q = qtype(dtype, "unpack: dtype")
     _sub_byte(q, "unpack")
-    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
-        shape = (shape,)  # one int: a 1-D shape, as NumPy takes it
-    try:
-        if isinstance(shape, (str, bytes)):
-            raise TypeError
-        if not all(isinstance(s, numbers.Integral) and not isinstance(s, (bool, np.bool_)) for s in shape):
-            raise TypeError
-        shape = tuple(int(s) for s in shape)
-    except (TypeError, ValueError):
-        raise TypeError(f"unpack: shape must be a tuple of ints (got {shape!r})") from None
-    if any(s < 0 for s in shape):
-        raise ValueError(f"unpack: shape {shape} has a negative size")
+    shape = logical_shape(shape, "unpack:")
     n = math.prod(shape)
     if type(data).__module__.partition(".")[0] == "torch":
         raise TypeError("unpack: the packed data is a torch tensor; pass its bytes as a NumPy or CuPy array "

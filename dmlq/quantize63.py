@@ -35,7 +35,7 @@ from . import dispatch
 from .desc import DequantizeDesc, QuantizeDesc, TensorDesc, block_sizes
 from .dtypes import DataType
 from .errors import UnsupportedError
-from .packing import Packed, pack_codes, packed_nbytes, refuse_lazy, unpack
+from .packing import Packed, logical_shape, pack_codes, packed_nbytes, refuse_lazy, unpack
 
 FOUR_BIT = (DataType.INT4, DataType.UINT4)
 _PLAN = object()  # the key of an operator's 6.3 plan among a bound geometry's runners
@@ -82,20 +82,18 @@ def bind_packed(value: Packed, tensor: TensorDesc, op: str, name: str):
     want = tensor.data_type.numpy.name
     if value.dtype != want:
         raise TypeError(f"{op}: {name} must be {tensor.data_type.name} (got a dmlq.Packed of {value.dtype})")
-    try:
-        shape = tuple(int(s) for s in value.shape)
-    except (TypeError, ValueError):
-        raise TypeError(f"{op}: {name} is a dmlq.Packed whose shape is not a tuple of ints "
-                        f"({value.shape!r})") from None
+    shape = logical_shape(value.shape, f"{op}: {name} is a dmlq.Packed whose")
     data = dispatch.to_gpu_array(value.data, op, f"{name}.data")
     n = math.prod(shape)
     need = packed_nbytes(n, want)
-    if data.dtype != np.uint8 or data.ndim != 1 or data.size != need or not data.flags.c_contiguous:
-        raise ValueError(f"{op}: {name} is a dmlq.Packed of {n} {want} elements (shape {shape}); its data must be a "
-                         f"contiguous 1-D uint8 array of {need} bytes (got {data.dtype} {tuple(data.shape)})")
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise TypeError(f"{op}: {name} is a dmlq.Packed whose data must be a 1-D uint8 array of packed bytes "
+                        f"(got {data.dtype} {tuple(data.shape)})")
+    if data.size != need or not data.flags.c_contiguous:
+        raise ValueError(f"{op}: {name} is a dmlq.Packed of {n} {want} elements (shape {shape}); its data must be "
+                         f"{need} contiguous bytes (got {data.size}"
+                         f"{'' if data.flags.c_contiguous else ', not contiguous'})")
     if tensor.strides is None:
-        if shape == tensor.sizes and data is value.data:
-            return value
         if shape == tensor.sizes or len(shape) == 1 and n == tensor.element_count:
             return Packed(data, tensor.sizes, want)
         raise ValueError(f"{op}: {name} has shape {shape}, the desc's Sizes are {tensor.sizes}")

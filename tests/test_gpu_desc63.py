@@ -246,8 +246,15 @@ def test_a_packed_of_the_wrong_type_or_shape_is_refused_naming_it():
                                          r"\(2, 4\)"):
         deq(to_gpu(np.zeros((4, 2), md.int4)), s, z)
     bad = dmlq.Packed(cp.zeros(3, np.uint8), (2, 4), "int4")
-    with pytest.raises(ValueError, match=r"^Dequantize: InputTensor is a dmlq.Packed of 8 int4 elements .* 4 bytes"):
+    with pytest.raises(ValueError, match=r"^Dequantize: InputTensor is a dmlq.Packed of 8 int4 elements .* 4 "
+                                         r"contiguous bytes \(got 3\)"):
         deq(bad, s, z)
+    with pytest.raises(ValueError, match=r"^Dequantize: InputTensor .* 4 contiguous bytes \(got 4, not contiguous\)"):
+        deq(dmlq.Packed(cp.zeros(8, np.uint8)[::2], (2, 4), "int4"), s, z)
+    for data in (cp.zeros(4, np.int8), cp.zeros((2, 2), np.uint8)):
+        with pytest.raises(TypeError, match=r"^Dequantize: InputTensor is a dmlq.Packed whose data must be a 1-D "
+                                            r"uint8 array"):
+            deq(dmlq.Packed(data, (2, 4), "int4"), s, z)
     with pytest.raises(ValueError, match=r"^Quantize: OutputTensor has shape \(8, 1\)"):
         quant(cp.zeros((2, 4), np.float32), s, z, out=to_gpu(np.zeros((8, 1), md.int4)))
 
@@ -299,3 +306,31 @@ def test_readme_example_runs():
     want = ns["op"](codes, np.full((4, 2), 0.5, np.float32), np.full((4, 2), -1, md.int4))
     assert_same(ns["yg"].get(), want)
     assert want[0, 9] == (-7 + 1) * 0.5  # code 9 is -7
+
+
+def test_a_packed_shape_of_any_integer_sequence_binds_and_others_are_refused(rng):
+    """A Packed's shape as dmlq.unpack takes it (a list, a NumPy array of ints) binds; floats and
+    bools are a TypeError naming the tensor (a list shape crashed in the runners' key, floats were
+    truncated silently); a Packed out is returned as given."""
+    quant, deq = _int4_ops()
+    x = rng.uniform(-3, 3, (2, 4)).astype(np.float32)
+    s = rng.uniform(0.05, 1, (2, 1)).astype(np.float32)
+    z = rng.integers(-8, 8, (2, 1)).astype(md.int4)
+    codes = rng.integers(-8, 8, (2, 4)).astype(md.int4)
+    want = deq(codes, s, z)
+    pq, pz = to_gpu(codes), to_gpu(z)
+    for shape_of in (list, np.array):
+        got = deq(dmlq.Packed(pq.data, shape_of(pq.shape), "int4"), cp.asarray(s),
+                  dmlq.Packed(pz.data, shape_of(pz.shape), "int4"))
+        np.testing.assert_array_equal(got.get().view(np.uint32), want.view(np.uint32))
+        out = dmlq.Packed(cp.zeros(4, np.uint8), shape_of((2, 4)), "int4")
+        assert quant(cp.asarray(x), cp.asarray(s), pz, out=out) is out
+        np.testing.assert_array_equal(dmlq.unpack(dmlq.Packed(out.data.get(), (2, 4), "int4")), quant(x, s, z))
+    for bad in ((2.0, 4.0), (2.7, 4), (True, 8), "24"):
+        with pytest.raises(TypeError, match=r"^Dequantize: InputTensor is a dmlq.Packed whose shape must be a tuple "
+                                            r"of ints"):
+            deq(dmlq.Packed(pq.data, bad, "int4"), cp.asarray(s), pz)
+        with pytest.raises(TypeError, match=r"^Dequantize: QuantizationTensors\[1\] is a dmlq.Packed whose shape"):
+            deq(pq, cp.asarray(s), dmlq.Packed(pz.data, bad, "int4"))
+        with pytest.raises(TypeError, match=r"^Quantize: OutputTensor is a dmlq.Packed whose shape"):
+            quant(cp.asarray(x), cp.asarray(s), pz, out=dmlq.Packed(cp.zeros(4, np.uint8), bad, "int4"))
