@@ -36,10 +36,13 @@
 //     too. Not yet measured (written 2026-11-27 without a GPU; selection takes it for such
 //     inputs, where general made one thread an output and read bytes C apart across a warp).
 //     Napkin (H100, 3x3/1 pad 1 on 64x256x56x56 in NHWC: 205 MB + 205 MB, 123 us at the
-//     bandwidth, ~18 thread instructions an output): the tap loop is 64 sm_90 instructions a
-//     4-tap step of 16 uint8 channels (1.0 an output-tap; int8 1.5, the bias xor), so ~9-14 an
+//     bandwidth, ~18 thread instructions an output): the tap loop is 68 sm_90 instructions a
+//     4-tap step of 16 uint8 channels (1.1 an output-tap; int8 1.5, the bias xor), so ~9-14 an
 //     output in taps plus the per-position set-up and table lookup shared by 16 outputs:
 //     near the bandwidth for uint8, ~1.3x it for int8. 2x2/2 leaves ~44 an output: bandwidth-bound.
+//     A row of at most 4 taps loads them together (straight-line, predicated): a rolled loop's
+//     add waited for each load before the next was issued. Sums past a drain (windows of more
+//     than 257 taps) are parked in shared memory, not held in VEC registers across the taps.
 //     __launch_bounds__(256, 3): 80 registers, 0 spills (4 blocks spilled 32-112 bytes).
 //   general                             avgpool_general<TX, TO>
 //     Everything else (W dilation, other W windows, any strides of x incl. 0 and negative):
