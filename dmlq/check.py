@@ -390,7 +390,34 @@ def _random_cases(seed=0):
                              ("3x3/2 dil 2 pad 2 ceil", dict(dilations=2, start_padding=2, ceil_mode=True,
                                                              strides=2))):
                 rows.append(("avgpool", f"{xdt.__name__}->{odt.__name__} {name}", api.quantized_avg_pool, args, kw))
+            # channels_last x (the channels_last_16 kernel; 4 where x starts 4 bytes in): per channel, and per
+            # tensor (its window-sum table)
+            x = rng.integers(np.iinfo(xdt).min, np.iinfo(xdt).max, (2, 32, 17, 15), dtype=xdt, endpoint=True)
+            for name, fn, prm in (("per channel", _pool_channels_last, ((rng.random(32) + 0.1).astype(f32),
+                                                                      rng.integers(0, 50, 32).astype(xdt))),
+                                  ("per tensor, 4 bytes in", _pool_channels_last_offset, (f32(0.2), xdt(3)))):
+                rows.append(("avgpool", f"{xdt.__name__}->{odt.__name__} channels_last 3x3 pad 1 {name}", fn,
+                             (x, *prm, f32(0.3), odt(2), 3), dict(start_padding=1, end_padding=1)))
     return [(*row, None) for row in rows]
+
+
+def _channels_last(x, skip=0):
+    """x's values in channels_last memory order (NHWC), ``skip`` bytes into a buffer of x's module."""
+    xp = np if isinstance(x, np.ndarray) else sys.modules["cupy"]  # (a GPU row: CuPy is imported)
+    perm = (0, *range(2, x.ndim), 1)
+    buf = xp.empty(x.size + skip, x.dtype)[skip:].reshape(tuple(x.shape[i] for i in perm))
+    buf[...] = x.transpose(perm)
+    return buf.transpose(tuple(int(i) for i in np.argsort(perm)))
+
+
+def _pool_channels_last(x, *args, **kwargs):
+    """quantized_avg_pool of x in channels_last memory order (a check row's function)."""
+    return api.quantized_avg_pool(_channels_last(x), *args, **kwargs)
+
+
+def _pool_channels_last_offset(x, *args, **kwargs):
+    """quantized_avg_pool of x in channels_last order starting 4 bytes into its buffer."""
+    return api.quantized_avg_pool(_channels_last(x, 4), *args, **kwargs)
 
 
 def gpu_cases(seed=0):
