@@ -8,6 +8,7 @@ docs/semantics.md.
 from __future__ import annotations
 
 import sys
+from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -173,6 +174,8 @@ def _to_backend(value, xp):
 
     if isinstance(value, Packed):
         return Packed(xp.asarray(value.data), value.shape, value.dtype)
+    if isinstance(value, ChannelsLast):
+        return laid_out(value, xp)
     return upload(xp, value) if isinstance(value, np.ndarray) else value
 
 
@@ -281,7 +284,7 @@ def run_case(case, xp):
     reference on the same inputs."""
     _, _, fn, args, kwargs, expected = case
     if expected is None:
-        expected = np.asarray(fn(*args, **kwargs))
+        expected = np.asarray(fn(*map(laid_out, args), **kwargs))
     dev_args = [_to_backend(a, xp) for a in args]
     got = fn(*dev_args, **kwargs)
     got = got.get() if hasattr(got, "get") else np.asarray(got)
@@ -393,31 +396,32 @@ def _random_cases(seed=0):
             # channels_last x (the channels_last_16 kernel; 4 where x starts 4 bytes in): per channel, and per
             # tensor (its window-sum table)
             x = rng.integers(np.iinfo(xdt).min, np.iinfo(xdt).max, (2, 32, 17, 15), dtype=xdt, endpoint=True)
-            for name, fn, prm in (("per channel", _pool_channels_last, ((rng.random(32) + 0.1).astype(f32),
-                                                                      rng.integers(0, 50, 32).astype(xdt))),
-                                  ("per tensor, 4 bytes in", _pool_channels_last_offset, (f32(0.2), xdt(3)))):
-                rows.append(("avgpool", f"{xdt.__name__}->{odt.__name__} channels_last 3x3 pad 1 {name}", fn,
-                             (x, *prm, f32(0.3), odt(2), 3), dict(start_padding=1, end_padding=1)))
+            for name, skip, prm in (("per channel", 0, ((rng.random(32) + 0.1).astype(f32),
+                                                        rng.integers(0, 50, 32).astype(xdt))),
+                                    ("per tensor, 4 bytes in", 4, (f32(0.2), xdt(3)))):
+                rows.append(("avgpool", f"{xdt.__name__}->{odt.__name__} channels_last 3x3 pad 1 {name}",
+                             api.quantized_avg_pool, (ChannelsLast(x, skip), *prm, f32(0.3), odt(2), 3),
+                             dict(start_padding=1, end_padding=1)))
     return [(*row, None) for row in rows]
 
 
-def _channels_last(x, skip=0):
-    """x's values in channels_last memory order (NHWC), ``skip`` bytes into a buffer of x's module."""
-    xp = np if isinstance(x, np.ndarray) else sys.modules["cupy"]  # (a GPU row: CuPy is imported)
+class ChannelsLast(NamedTuple):
+    """A row's operand held in channels_last memory order (NHWC), ``skip`` bytes into its buffer,
+    on the host and on the device alike (:func:`laid_out`)."""
+    array: np.ndarray
+    skip: int = 0
+
+
+def laid_out(value, xp=np):
+    """A row's operand as the call takes it on the module ``xp``: a :class:`ChannelsLast` made
+    there in that order, anything else as it is."""
+    if not isinstance(value, ChannelsLast):
+        return value
+    x, skip = value
     perm = (0, *range(2, x.ndim), 1)
     buf = xp.empty(x.size + skip, x.dtype)[skip:].reshape(tuple(x.shape[i] for i in perm))
-    buf[...] = x.transpose(perm)
+    buf[...] = xp.asarray(x.transpose(perm))
     return buf.transpose(tuple(int(i) for i in np.argsort(perm)))
-
-
-def _pool_channels_last(x, *args, **kwargs):
-    """quantized_avg_pool of x in channels_last memory order (a check row's function)."""
-    return api.quantized_avg_pool(_channels_last(x), *args, **kwargs)
-
-
-def _pool_channels_last_offset(x, *args, **kwargs):
-    """quantized_avg_pool of x in channels_last order starting 4 bytes into its buffer."""
-    return api.quantized_avg_pool(_channels_last(x, 4), *args, **kwargs)
 
 
 def gpu_cases(seed=0):
