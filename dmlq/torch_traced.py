@@ -67,7 +67,7 @@ def _checked_zero_point(fname, name, v, dtype):
     integer (a float or bool is a TypeError, a 0.0 taken for the float types' zero point), within
     int64, and an output zero point's NumPy type against ``dtype=`` (int8 against uint8 is a
     contradiction; None for an input's zero point)."""
-    if v is None or isinstance(v, torch.Tensor):
+    if v is None or isinstance(v, (torch.Tensor, torch.SymInt)):  # (a symbolic int: the op's SymInt takes it)
         return
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, float, np.generic)) or \
             isinstance(v, (float, np.floating)) and float(v) != 0:

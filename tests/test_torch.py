@@ -132,7 +132,7 @@ def test_integer_matmul_family_takes_cpu_tensors():
 
 def test_schemas_say_scalars_and_optional_zero_points_as_torch_does():
     assert str(torch.ops.dmlq.quantize_linear.default._schema) == (
-        "dmlq::quantize_linear(Tensor x, float scale, int zero_point=0, *, ScalarType? dtype=None, int? axis=None, "
+        "dmlq::quantize_linear(Tensor x, float scale, SymInt zero_point=0, *, ScalarType? dtype=None, int? axis=None, "
         "int? block_size=None, bool saturate=True, ScalarType? precision=None) -> Tensor")
     assert str(torch.ops.dmlq.dequantize_linear.tensor._schema) == (
         "dmlq::dequantize_linear.tensor(Tensor q, Tensor scale, Tensor? zero_point=None, *, ScalarType? dtype=None, "
@@ -142,7 +142,7 @@ def test_schemas_say_scalars_and_optional_zero_points_as_torch_does():
         "dmlq::matmul_integer.tensor(Tensor a, Tensor b, Tensor? a_zero_point=None, Tensor? b_zero_point=None) "
         "-> Tensor")
     assert str(torch.ops.dmlq.matmul_integer_to_float.default._schema).endswith(
-        "int b_zero_point, Tensor? bias=None, *, ScalarType? dtype=None, int? block_size=None) -> Tensor")
+        "SymInt b_zero_point, Tensor? bias=None, *, ScalarType? dtype=None, int? block_size=None) -> Tensor")
 
 
 def test_out_is_written_in_place_and_views_need_no_copy():

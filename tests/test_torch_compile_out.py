@@ -192,3 +192,34 @@ def test_out_with_a_tensor_that_requires_grad_is_refused_inside_compile(fullgrap
     assert any("quantize_linear: out= is not taken with a tensor that requires grad" in s for s in chain), chain
     with torch.no_grad():
         assert f(x, o) is o and torch.equal(o, dmlq.quantize_linear(x.detach(), 0.1))
+
+
+def test_int_zero_points_that_change_compile_once_more_not_per_value():
+    """A Python int zero point that is an argument of the compiled function: the ops take it as a
+    SymInt, so after the first value's graph one symbolic graph serves every later value (with an
+    int schema each value compiled again, and fullgraph=True failed hard at torch's limit of 8);
+    a value out of range raises the eager call's error when the graph runs."""
+    from torch._dynamo.utils import counters
+
+    b = torch.randint(-128, 128, (8, 5), dtype=torch.int8)
+    x = torch.randn(2, 3, 6, 6)
+    q = torch.randint(0, 256, (2, 3, 6, 6), dtype=torch.uint8)
+    a = torch.randint(0, 256, (4, 8), dtype=torch.uint8)
+    calls = [(lambda x, zp: dmlq.quantize_linear(x, 0.1, zp, dtype=torch.uint8), x),
+             (lambda q, zp: dmlq.dequantize_linear(q, 0.1, zp), q),
+             (lambda q, zp: dmlq.quantized_add(q, 0.1, zp, q, 0.2, zp + 1, 0.3, zp // 2), q),
+             (lambda a, zp: dmlq.quantized_matmul(a, 0.1, zp, b, 0.05, 0, 0.4, zp // 3), a),
+             (lambda q, zp: dmlq.quantized_avg_pool(q, 0.1, zp, 0.2, zp + 2, (2, 2)), q),
+             (lambda a, zp: dmlq.matmul_integer(a, b, zp, 0), a),
+             (lambda a, zp: dmlq.matmul_integer_to_float(a, 0.1, zp, b, 0.05, 0), a),
+             (lambda x, zp: dmlq.quantize_linear(x, torch.tensor(0.1), zp, dtype=torch.uint8), x)]  # (.tensor)
+    for fn, arg in calls:
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
+        for zp in (0, 7, 1, 2, 3, 4, 5, 6, 9, 11, 13, 100):
+            assert torch.equal(compiled(arg, zp), fn(arg, zp)), zp
+        assert counters["stats"]["unique_graphs"] <= (2 if fn is not calls[-1][0] else 3), dict(counters["stats"])
+        if fn is calls[0][0]:  # the symbolic graph runs the eager call's check on each value
+            with pytest.raises(ValueError, match=r"zero_point = 300 is out of range for uint8"):
+                compiled(x, 300)
