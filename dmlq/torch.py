@@ -438,7 +438,7 @@ def _empty(fname, names, values, shape, dtype, device, size=int):
 
 # ------------------------------------------------------------------ custom ops: one registration point
 
-_ZP = "SymInt"  # a per-tensor zero point in the default overloads (as torch.quantize_per_tensor)
+_ZP = "SymInt"  # a per-tensor zero point in the default overloads (torch.quantize_per_tensor's int, symbolic)
 _SCHEMAS = {
     "quantize_linear": "Tensor x, {s} scale, {z} zero_point={zd}, *, ScalarType? dtype=None, int? axis=None, "
                        "int? block_size=None, bool saturate=True, ScalarType? precision=None",
