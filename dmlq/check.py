@@ -571,6 +571,9 @@ def showcase_calls():
                  dict(start_padding=1, end_padding=1)))
     rows.append(("avgpool 2x2/2", api.quantized_avg_pool, (img, 0.1, 3, 0.1, 3, (2, 2)), dict(strides=2)))
     rows.append(("avgpool global", api.quantized_avg_pool, (img, 0.1, 3, 0.1, 3, (56, 56)), {}))
+    nhwc = np.empty((8, 56, 56, 64), u8).transpose(0, 3, 1, 2)  # (a fresh array: 16-byte aligned or more)
+    rows.append(("avgpool 3x3/1 pad 1, channels_last x", api.quantized_avg_pool, (nhwc, 0.1, 3, 0.1, 3, (3, 3)),
+                 dict(start_padding=1, end_padding=1)))
     rows.append(("avgpool 3x3/2 dilation 2, ceil mode", api.quantized_avg_pool, (img, 0.1, 3, 0.1, 3, (3, 3)),
                  dict(strides=2, dilations=2, ceil_mode=True)))
     return rows
