@@ -414,7 +414,9 @@ def fake(fname, values, kwargs):
                 raise TypeError(f"{fname}: {name} has dtype {v.dtype}, which dmlq does not take")
             v = _stand_in(v)
         elif isinstance(v, torch.SymInt):  # a zero point that changes between compiled calls: its example
-            v = _hint(v)  # value for the checks (no guard; the real call checks each value it gets)
+            # value for the checks (no guard; the real call checks each value it gets), or 0 for one
+            # without an example (unbacked: a tensor's .item(), whose fallback hint 8192 is no value)
+            v = _hint(v) if v.node.has_hint() else 0
         args.append(v)
     try:
         shape, dtype = output_meta(adapters.function(fname), *args, **_kwargs(kwargs))

@@ -223,3 +223,26 @@ def test_int_zero_points_that_change_compile_once_more_not_per_value():
         if fn is calls[0][0]:  # the symbolic graph runs the eager call's check on each value
             with pytest.raises(ValueError, match=r"zero_point = 300 is out of range for uint8"):
                 compiled(x, 300)
+
+
+def test_a_zero_point_from_item_compiles(monkeypatch):
+    """A zero point read from a tensor inside the compiled function (``.item()`` with
+    capture_scalar_outputs: a SymInt without an example value) compiles and gives the eager
+    result; an out-of-range one raises the eager call's error when the graph runs (the fake had
+    checked torch's fallback hint, 8192, and refused the compile)."""
+    import torch._dynamo.config as dynamo_config
+
+    monkeypatch.setattr(dynamo_config, "capture_scalar_outputs", True)
+    torch._dynamo.reset()
+    x = torch.randn(8)
+    q = torch.randint(0, 256, (8,), dtype=torch.uint8)
+    calls = [lambda z: dmlq.quantize_linear(x, 0.1, z.item(), dtype=torch.uint8),
+             lambda z: dmlq.dequantize_linear(q, 0.1, z.item()),
+             lambda z: dmlq.quantized_add(q, 0.1, z.item(), q, 0.2, 1, 0.3, z.item())]
+    for fn in calls:
+        compiled = torch.compile(fn, backend="aot_eager")
+        for z in (3, 0, 255):
+            assert torch.equal(compiled(torch.tensor(z)), fn(torch.tensor(z))), z
+    with pytest.raises(ValueError, match=r"zero_point = 300 is out of range for uint8"):
+        torch.compile(calls[0], backend="aot_eager")(torch.tensor(300))
+    torch._dynamo.reset()
