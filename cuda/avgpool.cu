@@ -36,10 +36,14 @@
 //     too. Not yet measured (written 2026-11-27 without a GPU; selection takes it for such
 //     inputs, where general made one thread an output and read bytes C apart across a warp).
 //     Napkin (H100, 3x3/1 pad 1 on 64x256x56x56 in NHWC: 205 MB + 205 MB, 123 us at the
-//     bandwidth, ~18 thread instructions an output): the tap loop is 68 sm_90 instructions a
-//     4-tap step of 16 uint8 channels (1.1 an output-tap; int8 1.5, the bias xor), so ~9-14 an
-//     output in taps plus the per-position set-up and table lookup shared by 16 outputs:
-//     near the bandwidth for uint8, ~1.3x it for int8. 2x2/2 leaves ~44 an output: bandwidth-bound.
+//     bandwidth, ~18 thread instructions an output). sm_90 SASS of the common path (3-tap rows,
+//     no drain, the table, 16-byte stores; compiled with the other branches cut): a 3-tap row is
+//     73 instructions for 16 uint8 channels (int8 97), 13.7 (18.2) an output for 3x3's three rows,
+//     plus the per-position code outside the rows, at most 357 static instructions (the padded
+//     edges' branches counted) shared by 16 outputs, <= 22 an output: 24-36 an output in all,
+//     0.5-0.75 of the bandwidth for uint8 if issue-bound, against general's ~580 (ncu, H200).
+//     2x2/2 leaves ~44 an output: bandwidth-bound. The 4-tap loop of wider windows is 68
+//     instructions for 16 uint8 channels (1.1 an output-tap; int8 97, 1.5: the bias xor).
 //     A row of at most 4 taps loads them together (straight-line, predicated): a rolled loop's
 //     add waited for each load before the next was issued. Sums past a drain (windows of more
 //     than 257 taps) are parked in shared memory, not held in VEC registers across the taps.
