@@ -158,19 +158,20 @@ __device__ __forceinline__ unsigned load_word_masked(unsigned long long a, unsig
   return w;
 }
 
-// v[k] byte m = byte 4k + m of the L-byte span starting at row[w0] (w0 may be negative); bytes
-// outside row[0 .. W) are 0. Only whole aligned words inside the row are read as words.
+// The words an L-byte span starting at row[w0] (w0 may be negative) touches: w[i] = aligned word
+// i from the span's first, bytes outside row[0 .. W) read as 0, words past the span 0; returns
+// the span's byte offset in w[0]. Only whole aligned words inside the row are read as words.
+// Each word is then xored with `bias` (avgpool_strip: int8 summed as x + 128).
 template <int L>
-__device__ __forceinline__ void load_span(const void* row, int w0, int W, unsigned (&v)[(L + 3) / 4]) {
+__device__ __forceinline__ unsigned fetch_span(const void* row, int w0, int W, unsigned (&w)[(L + 3) / 4 + 1],
+                                               unsigned bias = 0u) {
   constexpr int NA = (L + 3) / 4;  // aligned words of the span
   constexpr int NW = (L + 6) / 4;  // words it can touch when it starts at any byte
   const unsigned long long lo = reinterpret_cast<unsigned long long>(row);
   const unsigned long long hi = lo + static_cast<unsigned>(W);
   const unsigned long long a = lo + static_cast<unsigned long long>(static_cast<long long>(w0));
   const unsigned long long wa = a & ~3ull;
-  const unsigned s = static_cast<unsigned>(a & 3);
   const unsigned long long end = (a + L + 3) & ~3ull;  // one past the last word touched
-  unsigned w[NA + 1];
   if (wa >= lo && end <= hi) {
 #pragma unroll
     for (int i = 0; i < NW; ++i)
@@ -181,8 +182,28 @@ __device__ __forceinline__ void load_span(const void* row, int w0, int W, unsign
   }
 #pragma unroll
   for (int i = NW; i < NA + 1; ++i) w[i] = 0u;
+  if (bias != 0u) {
 #pragma unroll
-  for (int k = 0; k < NA; ++k) v[k] = __funnelshift_r(w[k], w[k + 1], 8 * s);
+    for (int i = 0; i < NA + 1; ++i) w[i] ^= bias;
+  }
+  return static_cast<unsigned>(a & 3);
+}
+
+// v[k] byte m = byte 4k + m of the span fetch_span read into w (s: its return value).
+template <int L>
+__device__ __forceinline__ void align_span(const unsigned (&w)[(L + 3) / 4 + 1], unsigned s,
+                                           unsigned (&v)[(L + 3) / 4]) {
+#pragma unroll
+  for (int k = 0; k < (L + 3) / 4; ++k) v[k] = __funnelshift_r(w[k], w[k + 1], 8 * s);
+}
+
+// v[k] byte m = byte 4k + m of the L-byte span starting at row[w0] (w0 may be negative); bytes
+// outside row[0 .. W) are 0.
+template <int L>
+__device__ __forceinline__ void load_span(const void* row, int w0, int W, unsigned (&v)[(L + 3) / 4]) {
+  unsigned w[(L + 3) / 4 + 1];
+  const unsigned s = fetch_span<L>(row, w0, W, w);
+  align_span<L>(w, s, v);
 }
 
 }  // namespace avgpool_detail
@@ -395,6 +416,228 @@ __global__ void __launch_bounds__(256, 4) avgpool_tile(
 #pragma unroll
         for (int j = 0; j < OPT; ++j)
           if (ow0 + j < OW) orow[j] = static_cast<TO>(packed[j / 4] >> (8 * (j % 4)));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// strip: KH x KW windows at H and W stride 1, dilation 1 (D window, stride, dilation free; pads,
+// ceil mode, IncludePadding free); x's W stride 1; KD*KH*KW <= 257 (a 16-bit lane holds a window
+// sum). Block (1, 256), grid (row blocks, W group blocks), both grid-stride. Thread (0, ty) makes
+// outputs [ow0, ow0 + OPT), ow0 = g*OPT, g = gb + ..., of output rows [oh0, oh0 + S) of one plane:
+// r = rb*256 + ty over rows = strips*P, plane-minor (r = strip*P + plane, plane = (n*C + c)*OD + od,
+// P = N*C*OD planes; a warp: 32 planes' strips at one oh0 and group, lanes sharing their edges as
+// in avgpool_tile), oh0 = strip*S. Walking down the strip, the thread sums each of the S + KH - 1
+// input rows' OPT windows once (dp4a against compile-time masks, as avgpool_tile; the D taps of
+// a row added together) into OPT/2 words of 16-bit lanes (int8 biased by 128: every byte a mask
+// selects counts x + 128, the bytes outside the row 128), keeps the last KH rows' lanes in a
+// register ring (slot = row index mod KH: the row loop is unrolled KH times, so the slots are
+// fixed registers) and makes an output row from the ring's sum: an input row is loaded and
+// summed once where avgpool_tile does it KH times. The next input row's words are loaded
+// before the current row is summed. out is contiguous; lut_n as in avgpool_tile (a full window's
+// lane sum is its table index: sum - kvol*(QMIN - x_zp) - kvol*QMIN... see below).
+namespace avgpool_detail {
+
+// strip: lanes[k] += (or, FIRST, =) the sums of the windows 2k (low 16 bits) and 2k + 1 (high) over
+// the span v (byte j + i of window j's KW bytes), by dp4a against compile-time masks. Each sum
+// is below 65536 (the launcher's rule: a whole window's sum fits a lane), so the low lane's
+// dp4a adds into the word itself.
+template <int KW, int OPT, bool FIRST>
+__device__ __forceinline__ void add_row(const unsigned (&v)[(OPT - 1 + KW + 3) / 4], unsigned (&lanes)[OPT / 2]) {
+  constexpr int NA = (OPT - 1 + KW + 3) / 4;
+#pragma unroll
+  for (int k = 0; k < OPT / 2; ++k) {
+    unsigned lo = FIRST ? 0u : lanes[k], hi = 0u;
+#pragma unroll
+    for (int q = 0; q < NA; ++q) {
+      const unsigned m0 = tap_mask(2 * k, KW, q), m1 = tap_mask(2 * k + 1, KW, q);
+      if (m0 != 0u) lo = __dp4a(v[q], m0, lo);
+      if (m1 != 0u) hi = __dp4a(v[q], m1, hi);
+    }
+    lanes[k] = FIRST ? __byte_perm(lo, hi, 0x5410u) : lo + (hi << 16);
+  }
+}
+struct dmlq_true { static constexpr bool value = true; };
+struct dmlq_false { static constexpr bool value = false; };
+
+}  // namespace avgpool_detail
+
+template <typename TX, typename TO, int KH, int KW, int OPT>
+__global__ void __launch_bounds__(256, 3) avgpool_strip(
+    const TX* __restrict__ x, TO* __restrict__ out, int rows, int groups, int planes, int S,
+    int C, int OD, int OH, int OW, int D, int H, int W,
+    unsigned mag_p, int sh_p, unsigned mag_od, int sh_od, unsigned mag_c, int sh_c,
+    long long sxn, long long sxc, long long sxd, long long sxh,
+    int KD, int SD, int DD, int PD, int PH, int PW, int ED, int EH, int EW, int include_padding,
+    const float* __restrict__ xs, const TX* __restrict__ xzp, const float* __restrict__ os,
+    const TO* __restrict__ ozp, int per_channel, int lut_n) {
+  using namespace avgpool_detail;
+  typedef long long i64;
+  constexpr int L = OPT - 1 + KW;  // bytes of one input row the OPT windows cover
+  constexpr int NA = (L + 3) / 4;
+  constexpr int NP = OPT / 2;      // words of two 16-bit lanes
+  constexpr int QMIN = dmlq::qlimits<TX>::min;
+  constexpr int BIAS = -QMIN;      // 128 for int8: lanes hold x + 128 >= 0
+  constexpr unsigned BIAS_WORD = BIAS ? 0x80808080u : 0u;
+  static_assert(OPT % 4 == 0, "outputs are stored as whole words");
+  constexpr int STRIP_THREADS = 256;  // the launcher's block (1, 256)
+  DMLQ_DYNAMIC_SHARED(16, unsigned char, smem_lut);
+  DMLQ_SHARED(16, unsigned, parked, [NP * STRIP_THREADS]);  // lanes for the rolled exact epilogue
+  TO* lut = reinterpret_cast<TO*>(smem_lut);
+  unsigned* const my_lanes = parked + threadIdx.y;
+
+  const int kvol = KD * KH * KW;
+  int smin = 0;
+  if (lut_n > 0) {  // uniform: every thread builds and waits
+    build_lut<TX, TO>(lut, lut_n, kvol, xs, xzp, os, ozp);
+    smin = kvol * (QMIN - load_quant<TX, TO>(0, xs, xzp, os, ozp, 0).xzp);
+  }
+
+  for (int gb = blockIdx.y; gb < groups; gb += gridDim.y) {
+    const int g = gb;
+    for (i64 rb = blockIdx.x; rb * blockDim.y < rows; rb += gridDim.x) {
+      const i64 r64 = rb * blockDim.y + threadIdx.y;
+      if (r64 >= rows) continue;
+      const unsigned r = static_cast<unsigned>(r64);
+      const unsigned strip = fast_div(r, mag_p, sh_p);
+      const unsigned plane = r - strip * static_cast<unsigned>(planes);
+      const unsigned nc = fast_div(plane, mag_od, sh_od);
+      const unsigned n = fast_div(nc, mag_c, sh_c);
+      const int od = static_cast<int>(plane - nc * static_cast<unsigned>(OD));
+      const int c = static_cast<int>(nc - n * static_cast<unsigned>(C));
+      const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
+
+      const int oh_begin = static_cast<int>(strip) * S;
+      const int nin = min(S, OH - oh_begin) + KH - 1;  // input rows the strip reads
+      const int hb = oh_begin - PH;                      // the input row of step 0
+      const int d0 = od * SD - PD;
+      int kd0, kd1;
+      tap_range<int>(d0, KD, DD, 0, D, kd0, kd1);
+      const int cd = kd1 - kd0;
+      int cdp = cd;
+      if (include_padding) {
+        int a, b;
+        tap_range<int>(d0, KD, DD, -PD, D + ED, a, b);
+        cdp = b - a;
+      }
+      const int ow0 = g * OPT;
+      const int w0 = ow0 - PW;
+      const bool wfull = w0 >= 0 && w0 + L <= W;
+      const TX* xd = x + (static_cast<i64>(n) * sxn + static_cast<i64>(c) * sxc +
+                          static_cast<i64>(cd > 0 ? d0 + kd0 * DD : 0) * sxd);
+      const i64 step_d = static_cast<i64>(DD) * sxd;
+      // The words of step i's D tap kd (zero where the row is outside the image or past the strip).
+      auto fetch = [&](int i, int kd, unsigned (&w)[NA + 1]) -> unsigned {
+        const int h = hb + i;
+        if (i < nin && kd < cd && h >= 0 && h < H)
+          return fetch_span<L>(xd + (kd * step_d + static_cast<i64>(h) * sxh), w0, W, w, BIAS_WORD);
+#pragma unroll
+        for (int k = 0; k < NA + 1; ++k) w[k] = 0u;
+        return 0u;
+      };
+
+      unsigned ring[KH][NP];
+#pragma unroll
+      for (int t = 0; t < KH; ++t)
+#pragma unroll
+        for (int k = 0; k < NP; ++k) ring[t][k] = 0u;
+      unsigned cur[NA + 1];
+      unsigned s_cur = fetch(0, 0, cur);
+      TO* const oplane = out + static_cast<i64>(plane) * OH * OW + ow0;
+
+      for (int base = 0; base < nin; base += KH) {
+#pragma unroll
+        for (int t = 0; t < KH; ++t) {
+          const int i = base + t;
+          if (i >= nin) break;
+          // this row's D taps, each next span fetched before the current one is summed; the first
+          // tap (a zero row where cd is 0) sets the ring slot, the others add to it
+          auto tap = [&](int kd, auto first) {
+            const bool more = kd + 1 < cd;
+            unsigned nxt[NA + 1];
+            const unsigned s_nxt = fetch(more ? i : i + 1, more ? kd + 1 : 0, nxt);
+            unsigned v[NA];
+            align_span<L>(cur, s_cur, v);
+            add_row<KW, OPT, decltype(first)::value>(v, ring[t]);
+#pragma unroll
+            for (int k = 0; k < NA + 1; ++k) cur[k] = nxt[k];
+            s_cur = s_nxt;
+          };
+          tap(0, dmlq_true{});
+          for (int kd = 1; kd < cd; ++kd) tap(kd, dmlq_false{});
+          if (i < KH - 1) continue;
+
+          // output row oh: its window rows are the ring's KH slots
+          const int oh = oh_begin + i - (KH - 1);
+          unsigned vs[NP];
+#pragma unroll
+          for (int k = 0; k < NP; ++k) {
+            vs[k] = ring[0][k];
+#pragma unroll
+            for (int u = 1; u < KH; ++u) vs[k] += ring[u][k];
+          }
+          auto lane = [&](int j) { return static_cast<int>(__byte_perm(vs[j / 2], 0u, j % 2 ? 0x4432u : 0x4410u)); };
+          int kh0, kh1;
+          tap_range<int>(oh - PH, KH, 1, 0, H, kh0, kh1);
+          const int ch = kh1 - kh0;
+          TO* const orow = oplane + static_cast<i64>(oh) * OW;
+          const bool words = ow0 + OPT <= OW && (reinterpret_cast<unsigned long long>(orow) & 3) == 0;
+          auto store = [&](int k, unsigned word) {  // outputs 4k .. 4k + 3
+            if (words) {
+              reinterpret_cast<unsigned*>(orow)[k] = word;
+            } else {
+#pragma unroll
+              for (int u = 0; u < 4; ++u)
+                if (ow0 + 4 * k + u < OW) orow[4 * k + u] = static_cast<TO>(word >> (8 * u));
+            }
+          };
+          if (lut_n > 0 && cd == KD && ch == KH && wfull) {
+            // every window full: lane = sum of (x + BIAS) over kvol taps = S + kvol*x_zp + kvol*BIAS
+            // = S - smin (smin = kvol*(QMIN - x_zp), QMIN = -BIAS): the table index itself
+#pragma unroll
+            for (int k = 0; k < OPT / 4; ++k) {
+              unsigned word = 0u;
+#pragma unroll
+              for (int u = 0; u < 4; ++u)
+                word |= static_cast<unsigned>(static_cast<unsigned char>(lut[lane(4 * k + u)])) << (8 * u);
+              store(k, word);
+            }
+          } else {
+            // The exact epilogue (and the table for windows of full count), a word (4 outputs) at
+            // a time in a rolled loop over the lanes parked in shared memory: unrolled over OPT
+            // outputs its divisions' registers spilled.
+            int chp = ch;
+            if (include_padding) {
+              int a, b;
+              tap_range<int>(oh - PH, KH, 1, -PH, H + EH, a, b);
+              chp = b - a;
+            }
+            const int biased = BIAS * KW * cd * ch;  // every selected byte of the cd*ch rows read
+#pragma unroll
+            for (int k = 0; k < NP; ++k) my_lanes[k * STRIP_THREADS] = vs[k];
+#pragma unroll 1
+            for (int k = 0; k < OPT / 4; ++k) {
+              const unsigned lo = my_lanes[(2 * k) * STRIP_THREADS], hi = my_lanes[(2 * k + 1) * STRIP_THREADS];
+              unsigned word = 0u;
+#pragma unroll 1
+              for (int u = 0; u < 4; ++u) {
+                const int j = 4 * k + u;
+                const int s = w0 + j;
+                const int cw = max(0, min(s + KW, W) - max(s, 0));
+                const int cwp = include_padding ? max(0, min(s + KW, W + EW) - max(s, -PW)) : cw;
+                const int count_in = cd * ch * cw;
+                const int count = cdp * chp * cwp;
+                const int sum = static_cast<int>(((u < 2 ? lo : hi) >> (16 * (u % 2))) & 0xFFFFu) - biased -
+                                count_in * q.xzp;
+                if (ow0 + j >= OW) break;  // past the row's end: never stored (no exact epilogue for it)
+                const TO o = (lut_n > 0 && count == kvol) ? lut[sum - smin] : pool_value<TO, int>(sum, count, q);
+                word |= static_cast<unsigned>(static_cast<unsigned char>(o)) << (8 * u);
+              }
+              store(k, word);
+            }
+          }
+        }
       }
     }
   }

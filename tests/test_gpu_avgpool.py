@@ -177,6 +177,10 @@ def random_problem(rng, variant, big=True):
             kw, sw, _ = ap.TILE_CONFIGS[variant]
             window, strides, dil = window[:-1] + (kw,), strides[:-1] + (sw,), dil[:-1] + (1,)
             layout = str(rng.choice(["contig", "offset", "rows", "flipped", "bcast"]))
+        elif variant in ap.STRIP_CONFIGS:
+            kh, kw, _ = ap.STRIP_CONFIGS[variant]
+            window, strides, dil = window[:-2] + (kh, kw), strides[:-2] + (1, 1), dil[:-2] + (1, 1)
+            layout = str(rng.choice(["contig", "offset", "rows", "flipped", "bcast"]))
         elif variant in ap.CL_CONFIGS or (variant is None and rng.random() < 0.15):  # channels_last
             vec = ap.CL_CONFIGS.get(variant, 4)
             shape = (shape[0], vec * int(rng.integers(1, 5))) + shape[2:]
@@ -282,6 +286,25 @@ def test_dilation_with_padding(rng, variant):
                       str(rng.choice(QTYPES)), str(rng.choice(QTYPES)), variant=variant)
                 check(rng, shape + (7,), (2, 3, kw), (1, 2, sw), (1, 2, 1), (2, 0, 1), (4, 2, dw), include, ceil,
                       str(rng.choice(QTYPES)), str(rng.choice(QTYPES)), variant=variant)
+
+
+@pytest.mark.parametrize("include", [False, True])
+def test_strip_edges(rng, include):
+    """strip_k3s1 (3x3 at H and W stride 1): windows in the padding, heights across strips (a
+    partial last strip; 16, 8 or 4 rows a strip by the launcher's rule, the whole height where
+    it is less), widths across its 16-output groups, 3-D windows, every layout it takes."""
+    for xdt in QTYPES:
+        for odt in QTYPES:
+            for shape, pads, ceil in (((2, 3, 2, 2), ((3, 3), (3, 3)), True), ((2, 5, 37, 13), ((1, 1), (1, 1)), False),
+                                      ((1, 3, 70, 64), ((1, 1), (1, 1)), False), ((1, 3, 19, 50), ((0, 2), (2, 0)), True),
+                                      ((2, 3, 9, 1), ((1, 1), (1, 1)), True), ((3, 7, 19, 17), ((1, 1), (0, 1)), True)):
+                check(rng, shape, (3, 3), (1, 1), pads[0], pads[1], (1, 1), include, ceil, xdt, odt,
+                      pc=tuple(bool(v) for v in rng.random(4) < 0.3), variant="strip_k3s1",
+                      layout=str(rng.choice(["contig", "offset", "rows", "flipped", "bcast"])))
+            check(rng, (2, 3, 5, 6, 21), (2, 3, 3), (2, 1, 1), (1, 1, 1), (0, 1, 1), (2, 1, 1), include, True, xdt,
+                  odt, variant="strip_k3s1")
+            check(rng, (1, 2, 3, 18, 9), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1), include, False, xdt,
+                  odt, pc=(False, True, False, False), variant="strip_k3s1")
 
 
 def test_whole_image_oracle_matches_the_reference(rng):

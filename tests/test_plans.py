@@ -149,7 +149,10 @@ def test_avgpool_plans(nominal):
                                                (strides,) * 2, (pad,) * 2, (pad,) * 2, (dil,) * 2, False,
                                                variant=variant)
 
-    assert plan(3, 1, pad=1).variant == "general"  # the H100 measured tile_k3s1 slower: forced only
+    p = plan(3, 1, pad=1)  # 3x3 at stride 1: each input row summed once per strip
+    assert p.variant == "strip_k3s1" and p.launches[0].kernel == "avgpool_strip<uint8, uint8, 3, 3, 16>"
+    assert p.launches[0].shared_mem == 9 * 255 + 1 and p.launches[0].block == (1, 256)
+    assert any(n.startswith("strips of ") for n in p.notes), p.notes
     p = plan(3, 1, pad=1, variant="tile_k3s1")
     assert p.variant == "tile_k3s1" and p.launches[0].shared_mem == 9 * 255 + 1
     assert p.launches[0].kernel == "avgpool_tile<uint8, uint8, 3, 1, 16>"

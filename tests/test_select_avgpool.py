@@ -53,10 +53,12 @@ def problem(x_shape, window, strides=None, start=None, end=None, dil=None, inclu
 
 
 def sel(*a, **k):
-    """The variant selection's class: the tile that applies (whether or not selection takes
-    it on its own: ap.AUTO_TILES), a global variant, or general."""
+    """The variant selection's class: a strip variant, the tile that applies (whether or not
+    selection takes it on its own: ap.AUTO_TILES), a global variant, or general."""
     args = problem(*a, **k)
     picked = ap.select_variant(*args)
+    if picked in ap.STRIP_CONFIGS:
+        return picked
     tile = ap.tile_class(*args)
     if tile is not None and picked != "global_warp" and picked != "global_block":
         assert picked == (tile if tile in ap.AUTO_TILES else "general"), (picked, tile)
@@ -66,10 +68,11 @@ def sel(*a, **k):
 
 def test_selection_takes_only_the_tiles_the_h100_measured_faster():
     """bench/results/gpu-2026-11-26: tile_k2s2 beat the general kernel; tile_k3s1 and
-    tile_k3s2 lost to it on their shapes, so selection leaves them to variant=."""
+    tile_k3s2 lost to it on their shapes, so selection leaves them to variant=. 3x3 at stride
+    1 goes to strip_k3s1 (not yet measured)."""
     assert ap.AUTO_TILES == ("tile_k2s2",)
     assert ap.select_variant(*problem((256, 256, 56, 56), (2, 2), (2, 2))) == "tile_k2s2"
-    assert ap.select_variant(*problem((64, 256, 56, 56), (3, 3), (1, 1), (1, 1), (1, 1))) == "general"
+    assert ap.select_variant(*problem((64, 256, 56, 56), (3, 3), (1, 1), (1, 1), (1, 1))) == "strip_k3s1"
     assert ap.select_variant(*problem((64, 64, 112, 112), (3, 3), (2, 2), (1, 1), (1, 1))) == "general"
 
 
@@ -78,7 +81,7 @@ def test_selection_takes_only_the_tiles_the_h100_measured_faster():
 def test_classes():
     assert sel((1, 64, 56, 56), (2, 2), (2, 2)) == "tile_k2s2"
     assert sel((256, 256, 56, 56), (2, 2), (2, 2)) == "tile_k2s2"
-    assert sel((64, 256, 56, 56), (3, 3), (1, 1), (1, 1), (1, 1)) == "tile_k3s1"
+    assert sel((64, 256, 56, 56), (3, 3), (1, 1), (1, 1), (1, 1)) == "strip_k3s1"
     assert sel((64, 64, 112, 112), (3, 3), (2, 2), (1, 1), (1, 1)) == "tile_k3s2"
     assert sel((2, 3, 9, 9), (3, 3), (2, 2)) == "tile_k3s2"
     # global average: a warp per plane, a block per plane for few large planes
@@ -88,7 +91,13 @@ def test_classes():
     assert sel((2, 8, 4, 6, 5), (4, 6, 5)) == "global_warp"
     # 3-D
     assert sel((8, 64, 16, 56, 56), (2, 2, 2), (2, 2, 2)) == "tile_k2s2"
-    assert sel((2, 4, 8, 9, 10), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)) == "tile_k3s1"
+    assert sel((2, 4, 8, 9, 10), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)) == "strip_k3s1"
+    assert sel((2, 4, 8, 9, 10), (3, 3, 3), (2, 1, 1), (1, 1, 1), (1, 1, 1), dil=(3, 1, 1)) == "strip_k3s1"
+    assert sel((2, 4, 40, 9, 10), (29, 3, 3), (1, 1, 1)) == "tile_k3s1"  # 261 taps: past a 16-bit lane
+    assert sel((2, 4, 40, 9, 10), (28, 3, 3), (1, 1, 1)) == "strip_k3s1"  # 252
+    # 3x3 at H stride or dilation other than 1: the tile's class
+    assert sel((1, 8, 20, 20), (3, 3), (2, 1)) == "tile_k3s1"
+    assert sel((1, 8, 20, 20), (4, 3), (1, 1)) == "tile_k3s1"
     # other W windows and strides, W dilation: general
     assert sel((1, 8, 20, 20), (5, 5)) == "general"
     assert sel((1, 8, 20, 20), (2, 2), (1, 1)) == "general"
@@ -109,7 +118,8 @@ def test_ceil_mode_and_include_padding_keep_the_class():
             for ceil in (False, True):
                 args = problem((2, 5, 13, 15), window, strides, pad, pad, include=include, ceil=ceil)
                 assert ap.tile_class(*args) == want
-                assert ap.select_variant(*args) == (want if want in ap.AUTO_TILES else "general")
+                auto = "strip_k3s1" if want == "tile_k3s1" else want if want in ap.AUTO_TILES else "general"
+                assert ap.select_variant(*args) == auto
     floor_args = problem((2, 5, 13, 15), (2, 2), (2, 2), ceil=False)
     ceil_args = problem((2, 5, 13, 15), (2, 2), (2, 2), ceil=True)
     assert ceil_args[2] == (2, 5, 7, 8) and floor_args[2] == (2, 5, 6, 7)
@@ -185,7 +195,7 @@ def test_kernel_table_covers_every_launch():
         for tx in ("int8", "uint8"):
             for to in ("int8", "uint8"):
                 assert ap.kernel_name(v, tx, to) in names
-    assert set(ap.VARIANTS) == {"general", "tile_k2s2", "tile_k3s1", "tile_k3s2", "global_warp",
+    assert set(ap.VARIANTS) == {"general", "tile_k2s2", "tile_k3s1", "tile_k3s2", "strip_k3s1", "global_warp",
                                 "global_block", "channels_last_16", "channels_last_4"}
 
 
@@ -382,6 +392,10 @@ def random_problem(rng, variant):
             kw, sw, _ = ap.TILE_CONFIGS[variant]
             window, strides, dil = window[:-1] + (kw,), strides[:-1] + (sw,), dil[:-1] + (1,)
             layout = str(rng.choice(["contig", "rows", "flipped", "bcast"]))
+        elif variant in ap.STRIP_CONFIGS:
+            kh, kw, _ = ap.STRIP_CONFIGS[variant]
+            window, strides, dil = window[:-2] + (kh, kw), strides[:-2] + (1, 1), dil[:-2] + (1, 1)
+            layout = str(rng.choice(["contig", "rows", "flipped", "bcast"]))
         elif variant in ap.CL_CONFIGS:  # channels_last, C a multiple of the vector
             vec = ap.CL_CONFIGS[variant]
             shape = (shape[0], vec * int(rng.integers(1, 4))) + shape[2:]
@@ -455,6 +469,71 @@ def test_emulated_edges(fake_gpu, variant):
                 # 3-D
                 run_case(rng, (2, 3, 5, 6, 21), (2, 3, kw), (1, 2, sw), (1, 1, 1), (0, 1, 1), (2, 1, 1),
                          ceil=True, **common)
+
+
+@pytest.mark.parametrize("s_rows", [16, 8, 4])
+def test_emulated_strip_edges(fake_gpu, monkeypatch, s_rows):
+    """strip_k3s1 on the pooling edge cases at each strip length the launcher can pick (its rule's
+    constants pinned so every problem gets s_rows, or its whole height where that is less: the
+    kernel and its arguments are those a GPU gets for a larger problem), every layout it takes,
+    and window sums at a 16-bit lane's limit."""
+    monkeypatch.setattr(ap, "STRIP_ROWS", s_rows)
+    monkeypatch.setattr(ap, "STRIP_WAVES", 0)
+    rng = np.random.default_rng(19 + s_rows)
+    variant = "strip_k3s1"
+    for xdt in ("int8", "uint8"):
+        for odt in ("int8", "uint8"):
+            for include in (False, True):
+                common = dict(xdt=xdt, odt=odt, include=include, variant=variant,
+                              layout=str(rng.choice(["contig", "rows", "flipped", "bcast"])))
+                # windows entirely inside the padding, an image of one pixel
+                run_case(rng, (2, 3, 2, 2), (3, 3), (1, 1), (3, 3), (3, 3), (1, 1), ceil=True, **common)
+                run_case(rng, (1, 2, 1, 1), (3, 3), (1, 1), (2, 2), (2, 2), (1, 1), ceil=False, **common)
+                # heights across strips (37 rows: a partial last strip), widths across groups of 16
+                run_case(rng, (2, 5, 37, 13), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=False, **common)
+                run_case(rng, (1, 3, 20, 64), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=False, **common)
+                run_case(rng, (1, 3, 19, 50), (3, 3), (1, 1), (0, 2), (2, 0), (1, 1), ceil=True, **common)
+                run_case(rng, (1, 2, 33, 18), (3, 3), (1, 1), (0, 0), (0, 0), (1, 1), ceil=False, **common)
+                # the window = the whole image; a 1-wide image
+                run_case(rng, (2, 4, 3, 3), (3, 3), (1, 1), (0, 0), (0, 0), (1, 1), ceil=False, **common)
+                run_case(rng, (2, 3, 9, 1), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, **common)
+                # per-channel everything, omitted zero points, extreme scales
+                run_case(rng, (3, 7, 19, 17), (3, 3), (1, 1), (1, 1), (0, 1), (1, 1), ceil=True,
+                         pc=(True,) * 4, **common)
+                run_case(rng, (1, 3, 5, 31), (3, 3), (1, 1), (1, 0), (1, 2), (1, 1), ceil=False,
+                         omit=(True, True), **common)
+                run_case(rng, (2, 5, 6, 29), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
+                         pc=(True, False, True, False), **common)
+                run_case(rng, (2, 1, 6, 29), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
+                         **common)
+                # 3-D: D windows of 1 to 3 taps, D stride and dilation, D padding
+                run_case(rng, (2, 3, 5, 6, 21), (2, 3, 3), (2, 1, 1), (1, 1, 1), (0, 1, 1), (2, 1, 1),
+                         ceil=True, **common)
+                run_case(rng, (1, 2, 4, 18, 9), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), (1, 1, 1),
+                         ceil=False, pc=(False, True, False, False), **common)
+                run_case(rng, (1, 2, 3, 7, 7), (1, 3, 3), (2, 1, 1), (0, 2, 0), (0, 0, 2), (1, 1, 1),
+                         ceil=True, out_strided=True, **common)
+    # a 16-bit lane's limit: windows of 252 and 63 taps (28 or 7 D taps of 3x3), every element the
+    # type's extreme, per tensor (table for 63 taps, exact for 252) and per channel
+    for xdt in ("int8", "uint8"):
+        info = np.iinfo(xdt)
+        for fill in (info.min, info.max):
+            for window in ((28, 3, 3), (7, 3, 3)):
+                shape = (1, 2, window[0], 20, 21)
+                x = make_input(rng, shape, np.dtype(xdt), "contig", True)
+                x[...] = fill
+                for pc in ((False,) * 4, (True,) * 4):
+                    xs, xzp, os_, ozp = pool_params(rng, 2, np.dtype(xdt), np.dtype("uint8"), pc, (False, False),
+                                                    False)
+                    out_shape = (1, 2, 1, 18, 19)
+                    want = np.empty(out_shape, np.uint8)
+                    reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window,
+                                                 (1, 1, 1), (0, 0, 0), (0, 0, 0), (1, 1, 1), False)
+                    out = np.full(out_shape, 0xA5, np.uint8)
+                    ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, window, (1, 1, 1), (0, 0, 0), (0, 0, 0),
+                                          (1, 1, 1), False)
+                    np.testing.assert_array_equal(out, want, err_msg=f"{xdt} {fill} {window} {pc}")
+                    assert fake_gpu[-1][0] == ap.kernel_name(variant, xdt, "uint8")
 
 
 @pytest.mark.parametrize("variant", list(ap.CL_CONFIGS))

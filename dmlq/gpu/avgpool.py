@@ -42,11 +42,13 @@ QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
 
 # tile variant -> (KW, SW, OPT): W window, W stride, outputs per thread
 TILE_CONFIGS = {"tile_k2s2": (2, 2, 8), "tile_k3s1": (3, 1, 16), "tile_k3s2": (3, 2, 8)}
+# strip variant -> (KH, KW, OPT): H and W window (strides and dilations 1), outputs per thread in W
+STRIP_CONFIGS = {"strip_k3s1": (3, 3, 16)}
 # global variant -> threads per plane
 GLOBAL_GROUPS = {"global_warp": 32, "global_block": 256}
 # channels_last variant -> channels per thread (bytes a tap's load reads)
 CL_CONFIGS = {"channels_last_16": 16, "channels_last_4": 4}
-VARIANTS = ("general", *TILE_CONFIGS, *GLOBAL_GROUPS, *CL_CONFIGS)
+VARIANTS = ("general", *TILE_CONFIGS, *STRIP_CONFIGS, *GLOBAL_GROUPS, *CL_CONFIGS)
 
 INT_MAX = 2**31 - 1
 MAX_TILE_ROWS = 2**31 - 1024    # rows are C ints and loops step a block past them
@@ -60,6 +62,10 @@ GLOBAL_MAX_GRID = INT_MAX        # global_*: blocks beyond this walk further pla
 TILE_BLOCK = 256
 CL_BLOCK = 256
 CL_MAX_KW = 257                 # a window row's taps in one 16-bit lane: 257 * 255 = 65535
+LANE_MAX_TAPS = 257             # strip_*: a whole window's sum in one 16-bit lane
+STRIP_ROWS = 16                 # output rows a strip thread walks (halo: KH - 1 more input rows) ...
+STRIP_MIN_ROWS = 4              # ... halved down to this while the grid has under STRIP_WAVES waves
+STRIP_WAVES = 4
 
 
 def kernel_name(variant: str, tx: str, to: str) -> str:
@@ -69,6 +75,9 @@ def kernel_name(variant: str, tx: str, to: str) -> str:
         return f"avgpool_tile<{tx}, {to}, {kw}, {sw}, {opt}>"
     if variant in GLOBAL_GROUPS:
         return f"avgpool_global<{tx}, {to}, {GLOBAL_GROUPS[variant]}>"
+    if variant in STRIP_CONFIGS:
+        kh, kw, opt = STRIP_CONFIGS[variant]
+        return f"avgpool_strip<{tx}, {to}, {kh}, {kw}, {opt}>"
     if variant in CL_CONFIGS:
         return f"avgpool_cl<{tx}, {to}, {CL_CONFIGS[variant]}>"
     if variant == "general":
@@ -129,6 +138,12 @@ def applicable(variant, x_shape, x_strides, out_shape, window_size, strides, sta
                 and all(d == 1 or k == 1 for d, k in zip(dilations, window_size))
                 and math.prod(in_sp) > 0
                 and _image_contiguous(in_sp, tuple(x_strides[2:])))
+    if variant in STRIP_CONFIGS:
+        kh, kw, _ = STRIP_CONFIGS[variant]
+        return (tuple(window_size[-2:]) == (kh, kw) and tuple(strides[-2:]) == (1, 1)
+                and tuple(dilations[-2:]) == (1, 1) and (x_strides[-1] == 1 or x_shape[-1] == 1)
+                and math.prod(window_size) <= LANE_MAX_TAPS and math.prod(out_shape[:-1]) < MAX_TILE_ROWS
+                and _spans_fit(in_sp, out_sp, window_size, strides, start_padding, end_padding, dilations))
     if variant in TILE_CONFIGS:
         kw, sw, _ = TILE_CONFIGS[variant]
         if (window_size[-1], strides[-1], dilations[-1]) != (kw, sw, 1):
@@ -148,8 +163,9 @@ def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_pa
 
     The rule: a whole-image window on a contiguous image -> global_block for few large
     images, else global_warp; channels stride 1 (channels_last) -> channels_last_16 where
-    16-channel vectors apply, else channels_last_4; a W window/stride of 2/2 -> tile_k2s2;
-    anything else -> general."""
+    16-channel vectors apply, else channels_last_4; a 3x3 window at H and W stride 1 on rows
+    of unit W stride -> strip_k3s1; a W window/stride of 2/2 -> tile_k2s2; anything else ->
+    general."""
     args = (x_shape, x_strides, out_shape, window_size, strides, start_padding, end_padding,
             dilations, include_padding)
     if applicable("global_warp", *args):
@@ -161,6 +177,9 @@ def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_pa
     for cl in CL_CONFIGS:  # (channels_last in, unmeasured: ~10x fewer instructions an output than
         if applicable(cl, *args, x_address=x_address):  # general's one thread an output, avgpool.cu)
             return cl
+    for strip in STRIP_CONFIGS:  # (unmeasured: each input row summed once, ~9 instructions an
+        if applicable(strip, *args):  # output against the 3x3 tile's ~35, avgpool.cu)
+            return strip
     tile = tile_class(*args)
     return tile if tile in AUTO_TILES else "general"
 
@@ -178,6 +197,17 @@ def tile_class(*args):
     """The tile variant whose window/stride class the problem falls in (the first that
     applies), or None; ``args`` as :func:`select_variant`'s."""
     return next((v for v in TILE_CONFIGS if applicable(v, *args)), None)
+
+
+def strip_rows(out_rows: int, columns: int, wave_threads: int) -> int:
+    """The output rows each strip_* thread walks down: STRIP_ROWS, halved (down to
+    STRIP_MIN_ROWS) while the ``columns`` (planes x W groups) threads a strip length gives are
+    fewer than STRIP_WAVES waves of ``wave_threads``; never more than the image's rows. A
+    strip reads KH - 1 input rows more than it makes, so longer strips read less."""
+    s = STRIP_ROWS
+    while s > STRIP_MIN_ROWS and columns * -(-out_rows // s) < STRIP_WAVES * wave_threads:
+        s //= 2
+    return max(1, min(s, out_rows))
 
 
 def _magic(d: int):
@@ -281,6 +311,29 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
                     i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(KH), i32(SD), i32(SH), i32(DD),
                     i32(DH), i32(PD), i32(PH), i32(PW), i32(ED), i32(EH), i32(EW),
                     i32(bool(include_padding))), (i32(lut_n),))
+    elif variant in STRIP_CONFIGS:
+        _, _, opt = STRIP_CONFIGS[variant]
+        planes = n_ * c_ * OD
+        groups = -(-OW // opt)
+        kvol = KD * KH * KW
+        lut_n = kvol * 255 + 1 if per_channel == 0 and kvol <= LUT_MAX_TAPS else 0
+        wave = device.info().sm_count * device.resident_blocks(SOURCE, name, TILE_BLOCK, lut_n)
+        s_rows = strip_rows(OH, planes * groups, wave * TILE_BLOCK)
+        rows = -(-OH // s_rows) * planes  # ordered strip * planes + plane
+        gy = min(groups, 65535)
+        gx = min(-(-rows // TILE_BLOCK), INT_MAX)
+        notes += (f"strips of {s_rows} output rows",)
+        if lut_n:  # one wave of persistent blocks, each building the table once
+            gx = max(1, min(gx, wave // gy))
+            notes += (f"window-sum table of {lut_n} B per block",)
+        m_p, s_p = _magic(planes)
+        m_od, s_od = _magic(OD)
+        m_c, s_c = _magic(c_)
+        launch = Launch(SOURCE, name, (gx, gy), (1, TILE_BLOCK), lut_n)
+        scalars = ((i32(rows), i32(groups), i32(planes), i32(s_rows), i32(c_), i32(OD), i32(OH), i32(OW), i32(D),
+                    i32(H), i32(W), np.uint32(m_p), i32(s_p), np.uint32(m_od), i32(s_od), np.uint32(m_c), i32(s_c),
+                    i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(SD), i32(DD), i32(PD), i32(PH), i32(PW),
+                    i32(ED), i32(EH), i32(EW), i32(bool(include_padding))), (i32(lut_n),))
     elif variant in CL_CONFIGS:
         vec = CL_CONFIGS[variant]
         positions = n_ * OD * OH * OW
