@@ -171,14 +171,16 @@ __device__ __forceinline__ unsigned fetch_span(const void* row, int w0, int W, u
   const unsigned long long hi = lo + static_cast<unsigned>(W);
   const unsigned long long a = lo + static_cast<unsigned long long>(static_cast<long long>(w0));
   const unsigned long long wa = a & ~3ull;
+  const unsigned s = static_cast<unsigned>(a & 3);
   const unsigned long long end = (a + L + 3) & ~3ull;  // one past the last word touched
+  // word i is touched iff 4i < s + L: always for 4i < L (a compile-time fold), else by s
+  auto touched = [&](int i) { return 4 * i < L || 4 * i < static_cast<int>(s) + L; };
   if (wa >= lo && end <= hi) {
 #pragma unroll
-    for (int i = 0; i < NW; ++i)
-      w[i] = wa + 4 * i < end ? __ldg(reinterpret_cast<const unsigned*>(wa) + i) : 0u;
+    for (int i = 0; i < NW; ++i) w[i] = touched(i) ? __ldg(reinterpret_cast<const unsigned*>(wa) + i) : 0u;
   } else {
 #pragma unroll
-    for (int i = 0; i < NW; ++i) w[i] = wa + 4 * i < end ? load_word_masked(wa + 4 * i, lo, hi) : 0u;
+    for (int i = 0; i < NW; ++i) w[i] = touched(i) ? load_word_masked(wa + 4 * i, lo, hi) : 0u;
   }
 #pragma unroll
   for (int i = NW; i < NA + 1; ++i) w[i] = 0u;
@@ -186,7 +188,7 @@ __device__ __forceinline__ unsigned fetch_span(const void* row, int w0, int W, u
 #pragma unroll
     for (int i = 0; i < NA + 1; ++i) w[i] ^= bias;
   }
-  return static_cast<unsigned>(a & 3);
+  return s;
 }
 
 // v[k] byte m = byte 4k + m of the span fetch_span read into w (s: its return value).
