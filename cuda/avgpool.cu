@@ -24,6 +24,21 @@
 //     per-tensor scales and zero points a shared-memory table (built once per persistent block)
 //     maps S to the output for windows of full count: no divisions per output.
 //     __launch_bounds__(256, 4): <= 64 registers (no spills at sm_80/sm_90), 1024 threads per SM.
+//   strip_k3s1                          avgpool_strip<TX, TO, KH, KW, OPT> (3, 3, 16)
+//     A 3x3 window at H and W stride 1, dilation 1, with W stride of x 1 (D window, stride and
+//     dilation free, KD*9 <= 257 so a window sum fits a 16-bit lane; pads, ceil mode,
+//     IncludePadding free). A thread makes OPT adjacent outputs of S consecutive output rows
+//     (a strip) of one plane: each of the S + 2 input rows it reads is summed once (the
+//     tile_k3s1 kernel sums each 3 times), its OPT window sums packed two to a word, the last
+//     KH rows' words kept in registers; an output row is their sum, mapped by the window-sum
+//     table. Written 2026-11-27 without a GPU; selection takes it for its class.
+//     Napkin (H100, 64x256x56x56 pad 1: 205 MB + 205 MB, 123 us at the bandwidth, ~18 thread
+//     instructions an output): the common path (full windows, the table, word stores; sm_90 SASS
+//     with the other branches cut) is 465 instructions for 3 rows of 16 uint8 outputs, 9.7 an
+//     output: per row 6 loads, ~12 address, 5 funnel shifts, 24 dp4a and 8 PRMT (the sums, two
+//     to a word), 8 adds (the ring), 16 PRMT + 16 adds + 16 LDS (lanes to table entries), 12 PRMT
+//     + 4 stores, ~6 moves (the prefetched words). Strip halo: (KH - 1) / S more rows read (L2).
+//     __launch_bounds__(256, 3): 80 registers, 0 spills.
 //   global_warp / global_block          avgpool_global<TX, TO, GROUP>
 //     Window = the whole (contiguous) image, no start padding: a warp (block) per (n, c) plane,
 //     16-byte loads, int64 shuffle reduction. global_block where planes are few and large.
@@ -424,21 +439,6 @@ __global__ void __launch_bounds__(256, 4) avgpool_tile(
 }
 
 // ---------------------------------------------------------------------------------------------
-// strip: KH x KW windows at H and W stride 1, dilation 1 (D window, stride, dilation free; pads,
-// ceil mode, IncludePadding free); x's W stride 1; KD*KH*KW <= 257 (a 16-bit lane holds a window
-// sum). Block (1, 256), grid (row blocks, W group blocks), both grid-stride. Thread (0, ty) makes
-// outputs [ow0, ow0 + OPT), ow0 = g*OPT, g = gb + ..., of output rows [oh0, oh0 + S) of one plane:
-// r = rb*256 + ty over rows = strips*P, plane-minor (r = strip*P + plane, plane = (n*C + c)*OD + od,
-// P = N*C*OD planes; a warp: 32 planes' strips at one oh0 and group, lanes sharing their edges as
-// in avgpool_tile), oh0 = strip*S. Walking down the strip, the thread sums each of the S + KH - 1
-// input rows' OPT windows once (dp4a against compile-time masks, as avgpool_tile; the D taps of
-// a row added together) into OPT/2 words of 16-bit lanes (int8 biased by 128: every byte a mask
-// selects counts x + 128, the bytes outside the row 128), keeps the last KH rows' lanes in a
-// register ring (slot = row index mod KH: the row loop is unrolled KH times, so the slots are
-// fixed registers) and makes an output row from the ring's sum: an input row is loaded and
-// summed once where avgpool_tile does it KH times. The next input row's words are loaded
-// before the current row is summed. out is contiguous; lut_n as in avgpool_tile (a full window's
-// lane sum is its table index: sum - kvol*(QMIN - x_zp) - kvol*QMIN... see below).
 namespace avgpool_detail {
 
 // strip: lanes[k] += (or, FIRST, =) the sums of the windows 2k (low 16 bits) and 2k + 1 (high) over
@@ -465,6 +465,21 @@ struct dmlq_false { static constexpr bool value = false; };
 
 }  // namespace avgpool_detail
 
+// strip: KH x KW windows at H and W stride 1, dilation 1 (D window, stride, dilation free; pads,
+// ceil mode, IncludePadding free); x's W stride 1; KD*KH*KW <= 257 (a 16-bit lane holds a window
+// sum). Block (1, 256), grid (row blocks, W group blocks), both grid-stride. Thread (0, ty) makes
+// outputs [ow0, ow0 + OPT), ow0 = g*OPT, g = blockIdx.y (grid-stride), of output rows
+// [oh0, oh0 + S) of one plane: r = rb*256 + ty over rows = strips*P, plane-minor (r = strip*P +
+// plane, plane = (n*C + c)*OD + od, P = N*C*OD planes; a warp: 32 planes' strips at one oh0 and
+// group, lanes sharing their edges as in avgpool_tile), oh0 = strip*S. Walking down the strip,
+// the thread sums each of the S + KH - 1 input rows' OPT windows once (dp4a against compile-time
+// masks, as avgpool_tile; the D taps of a row added together) into OPT/2 words of 16-bit lanes
+// (int8 biased by 128: every byte a mask selects counts x + 128, the bytes outside the row 128;
+// rows outside the image are 0), keeps the last KH rows' lanes in a register ring (slot = row
+// index mod KH: the row loop is unrolled KH times, so the slots are fixed registers) and makes an
+// output row from the ring's sum: an input row is loaded and summed once where avgpool_tile does
+// it KH times. The next input row's words are loaded before the current row is summed. out is
+// contiguous; lut_n as in avgpool_tile (a full window's lane sum is its table index, below).
 template <typename TX, typename TO, int KH, int KW, int OPT>
 __global__ void __launch_bounds__(256, 3) avgpool_strip(
     const TX* __restrict__ x, TO* __restrict__ out, int rows, int groups, int planes, int S,
