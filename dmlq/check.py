@@ -393,6 +393,10 @@ def _random_cases(seed=0):
                              ("3x3/2 dil 2 pad 2 ceil", dict(dilations=2, start_padding=2, ceil_mode=True,
                                                              strides=2))):
                 rows.append(("avgpool", f"{xdt.__name__}->{odt.__name__} {name}", api.quantized_avg_pool, args, kw))
+            # 3x3 at stride 1 with per-tensor parameters (the strip kernel's window-sum table; its
+            # exact epilogue at the padded edges)
+            rows.append(("avgpool", f"{xdt.__name__}->{odt.__name__} 3x3 pad 1 per tensor", api.quantized_avg_pool,
+                         (x, f32(0.05), xdt(7), f32(0.3), odt(2), 3), dict(start_padding=1, end_padding=1)))
             # channels_last x (the channels_last_16 kernel; 4 where x starts 4 bytes in): per channel, and per
             # tensor (its window-sum table)
             x = rng.integers(np.iinfo(xdt).min, np.iinfo(xdt).max, (2, 32, 17, 15), dtype=xdt, endpoint=True)
