@@ -536,6 +536,21 @@ def test_emulated_strip_edges(fake_gpu, monkeypatch, s_rows):
                     assert fake_gpu[-1][0] == ap.kernel_name(variant, xdt, "uint8")
 
 
+@pytest.mark.parametrize("variant", [*ap.TILE_CONFIGS, *ap.STRIP_CONFIGS])
+def test_emulated_spans_end_at_the_allocation(fake_gpu, variant):
+    """Each row's last span ending on the last byte before an inaccessible page, at every byte
+    offset of a 4-byte word (widths 16-39, W padding 0-2): a word past the span is never read."""
+    if variant in ap.STRIP_CONFIGS:
+        (kh, kw, _), sw = ap.STRIP_CONFIGS[variant], 1
+    else:
+        (kw, sw, _), kh = ap.TILE_CONFIGS[variant], 2
+    rng = np.random.default_rng(23)
+    for w in range(16, 40):
+        for pad in (0, 1, 2):
+            run_case(rng, (1, 2, 3, w), (kh, kw), (1, sw), (0, pad), (0, 0), (1, 1), False, False, "uint8",
+                     "int8", variant=variant, at_end=True)
+
+
 @pytest.mark.parametrize("variant", list(ap.CL_CONFIGS))
 def test_emulated_channels_last_edges(fake_gpu, variant):
     """The channels_last kernels on the pooling edge cases, every x and out layout they take
