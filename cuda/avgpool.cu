@@ -31,7 +31,13 @@
 //     (a strip) of one plane: each of the S + 2 input rows it reads is summed once (the
 //     tile_k3s1 kernel sums each 3 times), its OPT window sums packed two to a word, the last
 //     KH rows' words kept in registers; an output row is their sum, mapped by the window-sum
-//     table. Written 2026-11-27 without a GPU; selection takes it for its class.
+//     table (a group cut by the W edge: the table, then its cut windows exactly, stored over
+//     their entries; rows with a window row outside the image and per-channel parameters: the
+//     exact epilogue). Written 2026-11-27 without a GPU; selection takes it for its class. On
+//     64x256x56x56 pad 1 the fix-ups (~45 instructions an edge group and row) and the exact
+//     rows (2 of 56) add ~3 instructions an output to the common path's 9.7. Its warps read
+//     32 planes' rows (32 cache lines a load instruction, as the tiles'): unmeasured whether
+//     the L1 takes that at the rate the instruction count needs.
 //     Napkin (H100, 64x256x56x56 pad 1: 205 MB + 205 MB, 123 us at the bandwidth, ~18 thread
 //     instructions an output): the common path (full windows, the table, word stores; sm_90 SASS
 //     with the other branches cut) is 465 instructions for 3 rows of 16 uint8 outputs, 9.7 an
@@ -609,9 +615,35 @@ __global__ void __launch_bounds__(256, 3) avgpool_strip(
                 if (ow0 + 4 * k + u < OW) orow[4 * k + u] = static_cast<TO>(word >> (8 * u));
             }
           };
-          if (lut_n > 0 && cd == KD && ch == KH && wfull) {
-            // every window full: lane = sum of (x + BIAS) over kvol taps = S + kvol*x_zp + kvol*BIAS
-            // = S - smin (smin = kvol*(QMIN - x_zp), QMIN = -BIAS): the table index itself
+          // The exact epilogue of output j (the table for a window of full count) from its lane
+          // parked in shared memory (park() first): used in rolled loops, since unrolled over OPT
+          // outputs its divisions' registers spilled.
+          int chp = ch;
+          if (include_padding) {
+            int a, b;
+            tap_range<int>(oh - PH, KH, 1, -PH, H + EH, a, b);
+            chp = b - a;
+          }
+          const int biased = BIAS * KW * cd * ch;  // every selected byte of the cd*ch rows read
+          auto park = [&]() {
+#pragma unroll
+            for (int k = 0; k < NP; ++k) my_lanes[k * STRIP_THREADS] = vs[k];
+          };
+          auto exact = [&](int j) -> unsigned {
+            const int s = w0 + j;
+            const int cw = max(0, min(s + KW, W) - max(s, 0));
+            const int cwp = include_padding ? max(0, min(s + KW, W + EW) - max(s, -PW)) : cw;
+            const int count_in = cd * ch * cw;
+            const int count = cdp * chp * cwp;
+            const int sum = static_cast<int>((my_lanes[(j / 2) * STRIP_THREADS] >> (16 * (j % 2))) & 0xFFFFu) -
+                            biased - count_in * q.xzp;
+            const TO o = (lut_n > 0 && count == kvol) ? lut[sum - smin] : pool_value<TO, int>(sum, count, q);
+            return static_cast<unsigned char>(o);
+          };
+          if (lut_n > 0 && cd == KD && ch == KH) {
+            // every window row inside: the table for all OPT outputs (a full window's lane = sum of
+            // (x + BIAS) over kvol taps = S + kvol*x_zp + kvol*BIAS = S - smin, smin = kvol*(QMIN -
+            // x_zp), QMIN = -BIAS: the table index itself) ...
 #pragma unroll
             for (int k = 0; k < OPT / 4; ++k) {
               unsigned word = 0u;
@@ -620,39 +652,30 @@ __global__ void __launch_bounds__(256, 3) avgpool_strip(
                 word |= static_cast<unsigned>(static_cast<unsigned char>(lut[lane(4 * k + u)])) << (8 * u);
               store(k, word);
             }
-          } else {
-            // The exact epilogue (and the table for windows of full count), a word (4 outputs) at
-            // a time in a rolled loop over the lanes parked in shared memory: unrolled over OPT
-            // outputs its divisions' registers spilled.
-            int chp = ch;
-            if (include_padding) {
-              int a, b;
-              tap_range<int>(oh - PH, KH, 1, -PH, H + EH, a, b);
-              chp = b - a;
-            }
-            const int biased = BIAS * KW * cd * ch;  // every selected byte of the cd*ch rows read
-#pragma unroll
-            for (int k = 0; k < NP; ++k) my_lanes[k * STRIP_THREADS] = vs[k];
+            if (wfull) continue;
+            // ... then the windows the W edge cuts (the first -w0 outputs, those from W - KW - w0 + 1
+            // on) again, exactly, each stored over its table entry: the group's other outputs keep
+            // the table (all OPT outputs through the exact loop took twice the instructions)
+            park();
+            const int je = min(OPT, OW - ow0);
+            const int jl = min(je, max(0, -w0));
 #pragma unroll 1
-            for (int k = 0; k < OPT / 4; ++k) {
-              const unsigned lo = my_lanes[(2 * k) * STRIP_THREADS], hi = my_lanes[(2 * k + 1) * STRIP_THREADS];
-              unsigned word = 0u;
+            for (int j = 0; j < jl; ++j) orow[j] = static_cast<TO>(exact(j));
 #pragma unroll 1
-              for (int u = 0; u < 4; ++u) {
-                const int j = 4 * k + u;
-                const int s = w0 + j;
-                const int cw = max(0, min(s + KW, W) - max(s, 0));
-                const int cwp = include_padding ? max(0, min(s + KW, W + EW) - max(s, -PW)) : cw;
-                const int count_in = cd * ch * cw;
-                const int count = cdp * chp * cwp;
-                const int sum = static_cast<int>(((u < 2 ? lo : hi) >> (16 * (u % 2))) & 0xFFFFu) - biased -
-                                count_in * q.xzp;
-                if (ow0 + j >= OW) break;  // past the row's end: never stored (no exact epilogue for it)
-                const TO o = (lut_n > 0 && count == kvol) ? lut[sum - smin] : pool_value<TO, int>(sum, count, q);
-                word |= static_cast<unsigned>(static_cast<unsigned char>(o)) << (8 * u);
-              }
-              store(k, word);
+            for (int j = max(jl, W - KW - w0 + 1); j < je; ++j) orow[j] = static_cast<TO>(exact(j));
+            continue;
+          }
+          // a window row outside the image, or no table: every output exactly, a word at a time
+          park();
+#pragma unroll 1
+          for (int k = 0; k < OPT / 4; ++k) {
+            unsigned word = 0u;
+#pragma unroll 1
+            for (int u = 0; u < 4; ++u) {
+              if (ow0 + 4 * k + u >= OW) break;  // past the row's end: never stored (no exact epilogue for it)
+              word |= exact(4 * k + u) << (8 * u);
             }
+            store(k, word);
           }
         }
       }
