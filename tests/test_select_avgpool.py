@@ -27,6 +27,7 @@ import pytest
 from dmlq import reference
 from dmlq.desc import pool_output_size
 from dmlq.gpu import avgpool as ap
+from dmlq.gpu.plan import Memo, recording
 from kernel_cases import pool_params
 
 ARGS_2X2 = ((1, 64, 56, 56), (200704, 3136, 56, 1), (1, 64, 28, 28), (2, 2), (2, 2), (0, 0), (0, 0),
@@ -472,14 +473,28 @@ def test_emulated_edges(fake_gpu, variant):
 
 
 @pytest.mark.parametrize("s_rows", [16, 8, 4])
-def test_emulated_strip_edges(fake_gpu, monkeypatch, s_rows):
+def test_emulated_strip_edges(fake_gpu, monkeypatch, request, s_rows):
     """strip_k3s1 on the pooling edge cases at each strip length the launcher can pick (its rule's
     constants pinned so every problem gets s_rows, or its whole height where that is less: the
     kernel and its arguments are those a GPU gets for a larger problem), every layout it takes,
-    and window sums at a 16-bit lane's limit."""
+    and window sums at a 16-bit lane's limit. Plans are memoized with their strip length, so the
+    memo is emptied before (a plan made under another pin, or the rule, would be reused: a third
+    of these cases ran at 16 rows under the 8 and 4 pins) and after (none of these kept)."""
     monkeypatch.setattr(ap, "STRIP_ROWS", s_rows)
     monkeypatch.setattr(ap, "STRIP_WAVES", 0)
-    rng = np.random.default_rng(19 + s_rows)
+    Memo.clear_all()
+    request.addfinalizer(Memo.clear_all)
+    with recording() as plans:
+        _strip_edge_cases(fake_gpu, np.random.default_rng(19 + s_rows))
+    ran = [p for p in plans if p.variant == "strip_k3s1"]
+    assert len(ran) == len(plans) > 0
+    for p in ran:
+        rows, _, planes, s, _, _, oh = (int(v) for v in p.detail[0][0][:7])
+        assert f"strips of {s} output rows" in p.notes and s == min(s_rows, oh), (s, oh, p.notes)
+        assert rows == -(-oh // s) * planes
+
+
+def _strip_edge_cases(fake_gpu, rng):
     variant = "strip_k3s1"
     for xdt in ("int8", "uint8"):
         for odt in ("int8", "uint8"):
