@@ -35,15 +35,19 @@
 //     their entries; rows with a window row outside the image and per-channel parameters: the
 //     exact epilogue). Written 2026-11-27 without a GPU; selection takes it for its class. On
 //     64x256x56x56 pad 1 the fix-ups (~45 instructions an edge group and row) and the exact
-//     rows (2 of 56) add ~3 instructions an output to the common path's 9.7. Its warps read
+//     rows (2 of 56) add ~3 instructions an output to the common path's 9.8. Its warps read
 //     32 planes' rows (32 cache lines a load instruction, as the tiles'): unmeasured whether
 //     the L1 takes that at the rate the instruction count needs.
 //     Napkin (H100, 64x256x56x56 pad 1: 205 MB + 205 MB, 123 us at the bandwidth, ~18 thread
 //     instructions an output): the common path (full windows, the table, word stores; sm_90 SASS
-//     with the other branches cut) is 465 instructions for 3 rows of 16 uint8 outputs, 9.7 an
-//     output: per row 6 loads, ~12 address, 5 funnel shifts, 24 dp4a and 8 PRMT (the sums, two
-//     to a word), 8 adds (the ring), 16 PRMT + 16 adds + 16 LDS (lanes to table entries), 12 PRMT
-//     + 4 stores, ~6 moves (the prefetched words). Strip halo: (KH - 1) / S more rows read (L2).
+//     with the other branches cut) is 471 instructions for 3 rows of 16 uint8 outputs, 9.8 an
+//     output: per row 3 loads (a row span 3 bytes into a 16-byte chunk, pad 1 on aligned rows:
+//     4 + 16 + 4 bytes), ~12 address, 5 funnel shifts, 24 dp4a and 8 PRMT (the sums, two to a
+//     word), 8 adds (the ring), 16 PRMT + 16 adds + 16 LDS (lanes to table entries), 12 PRMT +
+//     2 8-byte stores, ~6 moves (the prefetched words). Strip halo: (KH - 1) / S more rows read
+//     (L2). Loads and stores are as wide as the alignment allows because each of a warp's lanes
+//     reads another plane: a load instruction touches 32 lines (the L1's tag stage resolves 4 a
+//     cycle), so 6 word loads a row would have cost the L1 ~48 cycles a warp and row.
 //     __launch_bounds__(256, 3): 80 registers, 0 spills.
 //   global_warp / global_block          avgpool_global<TX, TO, GROUP>
 //     Window = the whole (contiguous) image, no start padding: a warp (block) per (n, c) plane,
@@ -179,6 +183,32 @@ __device__ __forceinline__ unsigned load_word_masked(unsigned long long a, unsig
   return w;
 }
 
+// w[i] = p[i] for I <= i < N, p 4-byte aligned and p + I at word (PH + I) % 4 of a 16-byte
+// chunk: as 16- and 8-byte loads where the alignment allows, else 4-byte ones (a warp of lanes at
+// different planes reads a line per lane and load instruction, so fewer, wider loads).
+template <int PH, int I, int N, int M>
+__device__ __forceinline__ void load_aligned_words(const unsigned* p, unsigned (&w)[M]) {
+  if constexpr (I < N) {
+    constexpr int OFF = (PH + I) % 4;
+    if constexpr (OFF == 0 && I + 4 <= N) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(p + I));
+      w[I] = v.x;
+      w[I + 1] = v.y;
+      w[I + 2] = v.z;
+      w[I + 3] = v.w;
+      load_aligned_words<PH, I + 4, N>(p, w);
+    } else if constexpr (OFF % 2 == 0 && I + 2 <= N) {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(p + I));
+      w[I] = v.x;
+      w[I + 1] = v.y;
+      load_aligned_words<PH, I + 2, N>(p, w);
+    } else {
+      w[I] = __ldg(p + I);
+      load_aligned_words<PH, I + 1, N>(p, w);
+    }
+  }
+}
+
 // The words an L-byte span starting at row[w0] (w0 may be negative) touches: w[i] = aligned word
 // i from the span's first, bytes outside row[0 .. W) read as 0, words past the span 0; returns
 // the span's byte offset in w[0]. Only whole aligned words inside the row are read as words.
@@ -197,8 +227,16 @@ __device__ __forceinline__ unsigned fetch_span(const void* row, int w0, int W, u
   // word i is touched iff 4i < s + L: always for 4i < L (a compile-time fold), else by s
   auto touched = [&](int i) { return 4 * i < L || 4 * i < static_cast<int>(s) + L; };
   if (wa >= lo && end <= hi) {
+    // words 0 .. NA-1 are always touched: vector loads by wa's place in its 16-byte chunk
+    const unsigned* p = reinterpret_cast<const unsigned*>(wa);
+    switch (static_cast<unsigned>(wa >> 2) & 3u) {
+      case 0: load_aligned_words<0, 0, NA>(p, w); break;
+      case 1: load_aligned_words<1, 0, NA>(p, w); break;
+      case 2: load_aligned_words<2, 0, NA>(p, w); break;
+      default: load_aligned_words<3, 0, NA>(p, w); break;
+    }
 #pragma unroll
-    for (int i = 0; i < NW; ++i) w[i] = touched(i) ? __ldg(reinterpret_cast<const unsigned*>(wa) + i) : 0u;
+    for (int i = NA; i < NW; ++i) w[i] = touched(i) ? __ldg(p + i) : 0u;
   } else {
 #pragma unroll
     for (int i = 0; i < NW; ++i) w[i] = touched(i) ? load_word_masked(wa + 4 * i, lo, hi) : 0u;
@@ -503,7 +541,7 @@ __global__ void __launch_bounds__(256, 3) avgpool_strip(
   constexpr int QMIN = dmlq::qlimits<TX>::min;
   constexpr int BIAS = -QMIN;      // 128 for int8: lanes hold x + 128 >= 0
   constexpr unsigned BIAS_WORD = BIAS ? 0x80808080u : 0u;
-  static_assert(OPT % 4 == 0, "outputs are stored as whole words");
+  static_assert(OPT % 8 == 0, "outputs are stored as 8-byte pairs of words");
   constexpr int STRIP_THREADS = 256;  // the launcher's block (1, 256)
   DMLQ_DYNAMIC_SHARED(16, unsigned char, smem_lut);
   DMLQ_SHARED(16, unsigned, parked, [NP * STRIP_THREADS]);  // lanes for the rolled exact epilogue
@@ -610,7 +648,7 @@ __global__ void __launch_bounds__(256, 3) avgpool_strip(
             if (words) {
               reinterpret_cast<unsigned*>(orow)[k] = word;
             } else {
-#pragma unroll
+#pragma unroll 1
               for (int u = 0; u < 4; ++u)
                 if (ow0 + 4 * k + u < OW) orow[4 * k + u] = static_cast<TO>(word >> (8 * u));
             }
@@ -644,13 +682,21 @@ __global__ void __launch_bounds__(256, 3) avgpool_strip(
             // every window row inside: the table for all OPT outputs (a full window's lane = sum of
             // (x + BIAS) over kvol taps = S + kvol*x_zp + kvol*BIAS = S - smin, smin = kvol*(QMIN -
             // x_zp), QMIN = -BIAS: the table index itself) ...
+            // two words at a time: 8-byte stores where out allows (fewer store instructions, each
+            // a line per lane: see the loads), else words or bytes
+            const bool pairs = words && (reinterpret_cast<unsigned long long>(orow) & 7) == 0;
 #pragma unroll
-            for (int k = 0; k < OPT / 4; ++k) {
-              unsigned word = 0u;
+            for (int k = 0; k < OPT / 4; k += 2) {
+              unsigned w2[2] = {0u, 0u};
 #pragma unroll
-              for (int u = 0; u < 4; ++u)
-                word |= static_cast<unsigned>(static_cast<unsigned char>(lut[lane(4 * k + u)])) << (8 * u);
-              store(k, word);
+              for (int u = 0; u < 8; ++u)
+                w2[u / 4] |= static_cast<unsigned>(static_cast<unsigned char>(lut[lane(4 * k + u)])) << (8 * (u % 4));
+              if (pairs) {
+                *reinterpret_cast<uint2*>(orow + 4 * k) = make_uint2(w2[0], w2[1]);
+              } else {
+                store(k, w2[0]);
+                store(k + 1, w2[1]);
+              }
             }
             if (wfull) continue;
             // ... then the windows the W edge cuts (the first -w0 outputs, those from W - KW - w0 + 1

@@ -765,6 +765,13 @@ MUTATIONS: list[Mutation] = [
       "strip: the first window cut by the left edge keeps its table entry", "bounds"),
     M("avgpool.cu", "for (int j = max(jl, W - KW - w0 + 1); j < je; ++j)", "for (int j = max(jl, W - KW - w0 + 2); j < je; ++j)",
       "strip: the first window cut by the right edge keeps its table entry", "bounds"),
+    M("avgpool.cu", "      case 1: load_aligned_words<1, 0, NA>(p, w); break;", "      case 1: load_aligned_words<0, 0, NA>(p, w); break;",
+      "fetch_span: a span 4 bytes past a 16-byte boundary loaded as if on it (misaligned vectors)", "index"),
+    M("avgpool.cu", "    constexpr int OFF = (PH + I) % 4;", "    constexpr int OFF = (PH + I + 2) % 4;",
+      "load_aligned_words: every word's place in its 16-byte chunk off by two", "index"),
+    M("avgpool.cu", "const bool pairs = words && (reinterpret_cast<unsigned long long>(orow) & 7) == 0;",
+      "const bool pairs = words && (reinterpret_cast<unsigned long long>(orow) & 3) == 0;",
+      "strip: 8-byte stores at 4-byte aligned rows", "comparison"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
