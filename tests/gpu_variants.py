@@ -403,6 +403,8 @@ _POOLS = {
     "global_block": ((1, 2, 70, 65), (70, 65), (1, 1), (1, 1), (0, 0)),
     "channels_last_16": ((2, 32, 9, 11), (3, 3), (1, 2), (1, 1), (1, 1)),   # x channels_last
     "channels_last_4": ((2, 12, 10, 7), (2, 3), (2, 1), (2, 1), (1, 0)),
+    "channels_last_strip_16": ((2, 32, 21, 11), (3, 3), (1, 1), (1, 1), (1, 1)),   # x channels_last
+    "channels_last_strip_4": ((2, 12, 19, 7), (3, 2), (1, 2), (1, 1), (1, 0)),
 }
 
 
@@ -423,7 +425,7 @@ def _pool(variant):
             want = R.quantized_avg_pool(x, xs, xz, os_, oz, np.empty(out_shape, to), *params)
             out = _poisoned(xp, out_shape, to)
             xd, *pd = [_dev(xp, v) for v in (x, xs, xz, os_, oz)]
-            if variant in avgpool.CL_CONFIGS:  # the same values in channels_last memory order
+            if variant in avgpool.CL_CONFIGS or variant in avgpool.CL_STRIP_CONFIGS:  # channels_last memory
                 xd = xp.ascontiguousarray(xd.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
             got = avgpool.quantized_avg_pool(xd, *pd, out, *params, variant=variant)
             results.append((f"avg_pool {variant} {tx}->{to}", _get(got), want))

@@ -99,8 +99,8 @@ def check(rng, x_shape, window, strides, start, end, dil, include, ceil, xdt, od
     """Run one problem on the GPU and compare with the reference; returns the variant used
     (None where the output would be empty: a window larger than the padded input). out_cl:
     None, or the byte offset of a channels_last out in its buffer."""
-    if variant in ap.CL_CONFIGS and "nhwc" not in layout:  # the shared edge cases, channels_last
-        vec = ap.CL_CONFIGS[variant]
+    if (variant in ap.CL_CONFIGS or variant in ap.CL_STRIP_CONFIGS) and "nhwc" not in layout:  # channels_last
+        vec = ap.CL_CONFIGS[variant] if variant in ap.CL_CONFIGS else ap.CL_STRIP_CONFIGS[variant][0]
         x_shape = (x_shape[0], vec * -(-x_shape[1] // vec)) + tuple(x_shape[2:])
         layout = "nhwc"
     nd = len(x_shape) - 2
@@ -181,10 +181,14 @@ def random_problem(rng, variant, big=True):
             kh, kw, _ = ap.STRIP_CONFIGS[variant]
             window, strides, dil = window[:-2] + (kh, kw), strides[:-2] + (1, 1), dil[:-2] + (1, 1)
             layout = str(rng.choice(["contig", "offset", "rows", "flipped", "bcast"]))
-        elif variant in ap.CL_CONFIGS or (variant is None and rng.random() < 0.15):  # channels_last
-            vec = ap.CL_CONFIGS.get(variant, 4)
+        elif (variant in ap.CL_CONFIGS or variant in ap.CL_STRIP_CONFIGS
+              or (variant is None and rng.random() < 0.15)):  # channels_last
+            vec = ap.CL_CONFIGS.get(variant) or ap.CL_STRIP_CONFIGS.get(variant, (4,))[0]
             shape = (shape[0], vec * int(rng.integers(1, 5))) + shape[2:]
-            layout = str(rng.choice(CL_LAYOUTS if variant != "channels_last_16" else ("nhwc", "nhwc_bcast")))
+            layout = str(rng.choice(CL_LAYOUTS if vec != 16 else ("nhwc", "nhwc_bcast")))
+            if variant in ap.CL_STRIP_CONFIGS:  # an H window of 3 at H stride 1
+                window, strides, dil = (window[:-2] + (3, window[-1]), strides[:-2] + (1, strides[-1]),
+                                        dil[:-2] + (1, dil[-1]))
         elif variant in ap.GLOBAL_GROUPS or (variant is None and rng.random() < 0.1):
             window, dil, start, ceil = shape[2:], (1,) * nd, (0,) * nd, False
             strides = tuple(max(w, e + 1) for w, e in zip(window, end))
@@ -481,7 +485,7 @@ def test_runs_on_the_current_stream_without_syncing(rng, variant):
     want = np.empty(shape[:2] + out_sp, odt)
     reference.quantized_avg_pool(new, xs, None, os_, ozp, want, p["window"], p["strides"], p["start"], p["end"],
                                  p["dil"], p["include"])
-    x = on_device(old, "nhwc") if variant in ap.CL_CONFIGS else cupy.asarray(old)
+    x = on_device(old, "nhwc") if variant in ap.CL_CONFIGS or variant in ap.CL_STRIP_CONFIGS else cupy.asarray(old)
     x_new = cupy.asarray(new)
     d_xs, d_os, d_ozp = cupy.asarray(xs), cupy.asarray(os_), cupy.asarray(ozp)
     out = poison(cupy.empty(want.shape, odt))

@@ -197,7 +197,8 @@ def test_kernel_table_covers_every_launch():
             for to in ("int8", "uint8"):
                 assert ap.kernel_name(v, tx, to) in names
     assert set(ap.VARIANTS) == {"general", "tile_k2s2", "tile_k3s1", "tile_k3s2", "strip_k3s1", "global_warp",
-                                "global_block", "channels_last_16", "channels_last_4"}
+                                "global_block", "channels_last_16", "channels_last_4", "channels_last_strip_16",
+                                "channels_last_strip_4"}
 
 
 def test_import_touches_no_cupy():
@@ -397,10 +398,14 @@ def random_problem(rng, variant):
             kh, kw, _ = ap.STRIP_CONFIGS[variant]
             window, strides, dil = window[:-2] + (kh, kw), strides[:-2] + (1, 1), dil[:-2] + (1, 1)
             layout = str(rng.choice(["contig", "rows", "flipped", "bcast"]))
-        elif variant in ap.CL_CONFIGS:  # channels_last, C a multiple of the vector
-            vec = ap.CL_CONFIGS[variant]
+        elif variant in ap.CL_CONFIGS or variant in ap.CL_STRIP_CONFIGS:  # channels_last, C a multiple of the vector
+            vec = ap.CL_CONFIGS[variant] if variant in ap.CL_CONFIGS else ap.CL_STRIP_CONFIGS[variant][0]
             shape = (shape[0], vec * int(rng.integers(1, 4))) + shape[2:]
             layout = str(rng.choice(["nhwc", "nhwc_bcast", "nhwc_rows", "nhwc_flipped"]))
+            if variant in ap.CL_STRIP_CONFIGS:
+                kh = ap.CL_STRIP_CONFIGS[variant][1]
+                window, strides, dil = window[:-2] + (kh, window[-1]), strides[:-2] + (1, strides[-1]), \
+                    dil[:-2] + (1, dil[-1])
         elif variant in ap.GLOBAL_GROUPS or (variant is None and rng.random() < 0.1):
             window, dil, start = shape[2:], (1,) * nd, (0,) * nd
             strides = tuple(max(w, e + 1) for w, e in zip(window, end))
@@ -564,6 +569,71 @@ def test_emulated_spans_end_at_the_allocation(fake_gpu, variant):
         for pad in (0, 1, 2):
             run_case(rng, (1, 2, 3, w), (kh, kw), (1, sw), (0, pad), (0, 0), (1, 1), False, False, "uint8",
                      "int8", variant=variant, at_end=True)
+
+
+@pytest.mark.parametrize("s_rows", [16, 4])
+@pytest.mark.parametrize("variant", list(ap.CL_STRIP_CONFIGS))
+def test_emulated_channels_last_strip_edges(fake_gpu, monkeypatch, request, variant, s_rows):
+    """The channels_last strip kernels (an H window of 3 at H stride 1) on the pooling edge cases at
+    strip lengths 16 and 4 (the rule's constants pinned and the plan memo emptied, as in
+    test_emulated_strip_edges), every x and out layout they take, W windows of 1-5 taps with W
+    strides and dilations, 3-D, and window sums at a 16-bit lane's limit."""
+    monkeypatch.setattr(ap, "STRIP_ROWS", s_rows)
+    monkeypatch.setattr(ap, "STRIP_WAVES", 0)
+    Memo.clear_all()
+    request.addfinalizer(Memo.clear_all)
+    vec, kh = ap.CL_STRIP_CONFIGS[variant]
+    rng = np.random.default_rng(29 + s_rows + vec)
+    with recording() as plans:
+        for xdt in ("int8", "uint8"):
+            for odt in ("int8", "uint8"):
+                for include in (False, True):
+                    common = dict(xdt=xdt, odt=odt, include=include, variant=variant,
+                                  layout=str(rng.choice(["nhwc", "nhwc_bcast", "nhwc_rows", "nhwc_flipped"])))
+                    c = vec * int(rng.integers(1, 4))
+                    run_case(rng, (2, c, 2, 2), (kh, 3), (1, 2), (3, 3), (3, 3), (1, 1), ceil=True, **common)
+                    run_case(rng, (1, c, 1, 1), (kh, 2), (1, 2), (2, 2), (2, 2), (1, 1), ceil=False, out_cl=0,
+                             **common)
+                    run_case(rng, (2, c, 37, 13), (kh, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=False, out_cl=4,
+                             **common)
+                    run_case(rng, (1, c, 19, 11), (kh, 5), (1, 2), (0, 2), (2, 0), (1, 2), ceil=True, out_cl=1,
+                             **common)
+                    run_case(rng, (2, c, kh, 5), (kh, 5), (1, 1), (0, 0), (0, 0), (1, 1), ceil=False, **common)
+                    run_case(rng, (3, c, 9, 17), (kh, 1), (1, 3), (1, 0), (0, 1), (1, 1), ceil=True,
+                             pc=(True,) * 4, out_strided=True, **common)
+                    run_case(rng, (1, c, 5, 31), (kh, 2), (1, 2), (1, 0), (1, 2), (1, 1), ceil=False,
+                             omit=(True, True), **common)
+                    run_case(rng, (2, c, 20, 29), (kh, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
+                             pc=(True, False, True, False), out_cl=0, **common)
+                    run_case(rng, (2, c, 18, 9), (kh, 4), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
+                             **common)
+                    run_case(rng, (2, c, 5, 19, 21), (2, kh, 3), (2, 1, 1), (1, 1, 1), (0, 1, 1), (2, 1, 1),
+                             ceil=True, out_cl=0, **common)
+        # a 16-bit lane's limit: 252 taps (28 D taps of 3x3) and 255 (5 x 3 x 17), every element the
+        # type's extreme, per tensor and per channel
+        for xdt in ("int8", "uint8"):
+            info = np.iinfo(xdt)
+            for fill in (info.min, info.max):
+                for window in ((28, kh, 3), (5, kh, 17)):
+                    shape = (1, vec, window[0], 20, 18)
+                    x = make_input(rng, shape, np.dtype(xdt), "nhwc", True)
+                    x[...] = fill
+                    for pc in ((False,) * 4, (True,) * 4):
+                        xs, xzp, os_, ozp = pool_params(rng, vec, np.dtype(xdt), np.dtype("int8"), pc,
+                                                        (False, False), False)
+                        out_shape = (1, vec, 1, 18, 18 - window[2] + 1)
+                        want = np.empty(out_shape, np.int8)
+                        reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window,
+                                                     (1, 1, 1), (0, 0, 0), (0, 0, 0), (1, 1, 1), False)
+                        out, _ = channels_last_out(out_shape, np.int8, 0)
+                        ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, window, (1, 1, 1), (0, 0, 0), (0, 0, 0),
+                                              (1, 1, 1), False, variant=variant)
+                        np.testing.assert_array_equal(out, want, err_msg=f"{xdt} {fill} {window} {pc}")
+    assert plans and all(p.variant == variant for p in plans)
+    for p in plans:
+        s = int(p.detail[0][0][2])
+        oh = int(p.detail[0][0][5])
+        assert f"strips of {s} output rows" in p.notes and s == min(s_rows, oh), (s, oh, p.notes)
 
 
 @pytest.mark.parametrize("variant", list(ap.CL_CONFIGS))

@@ -722,8 +722,8 @@ MUTATIONS: list[Mutation] = [
       "channels_last: a drain overwrites the parked sums instead of adding", "operator"),
     M("avgpool.cu", "      if (!drained || held > 0) drain();", "      if (!drained) drain();",
       "channels_last: the exact epilogue skips the last drain after an earlier one", "comparison"),
-    M("avgpool.cu", "            for (int t = 0; t < 4; ++t)\n              if (t < nw) load_words<NWD>(xr + t * step_w, w[t]);",
-      "            for (int t = 0; t < 4; ++t)\n              if (t <= nw && t < 4) load_words<NWD>(xr + t * step_w, w[t]);",
+    M("avgpool.cu", "    for (int t = 0; t < 4; ++t)\n      if (t < nw) load_words<NWD>(xr + t * step_w, w[t]);",
+      "    for (int t = 0; t < 4; ++t)\n      if (t <= nw && t < 4) load_words<NWD>(xr + t * step_w, w[t]);",
       "channels_last: a short row loads one tap past its end", "bounds"),
     # avgpool.cu's strip kernel (session 31)
     M("avgpool.cu", "            for (int u = 1; u < KH; ++u) vs[k] += ring[u][k];",

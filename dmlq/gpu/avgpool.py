@@ -48,7 +48,9 @@ STRIP_CONFIGS = {"strip_k3s1": (3, 3, 16)}
 GLOBAL_GROUPS = {"global_warp": 32, "global_block": 256}
 # channels_last variant -> channels per thread (bytes a tap's load reads)
 CL_CONFIGS = {"channels_last_16": 16, "channels_last_4": 4}
-VARIANTS = ("general", *TILE_CONFIGS, *STRIP_CONFIGS, *GLOBAL_GROUPS, *CL_CONFIGS)
+# channels_last strip variant -> (channels per thread, H window): an H window at stride 1
+CL_STRIP_CONFIGS = {"channels_last_strip_16": (16, 3), "channels_last_strip_4": (4, 3)}
+VARIANTS = ("general", *TILE_CONFIGS, *STRIP_CONFIGS, *GLOBAL_GROUPS, *CL_CONFIGS, *CL_STRIP_CONFIGS)
 
 INT_MAX = 2**31 - 1
 MAX_TILE_ROWS = 2**31 - 1024    # rows are C ints and loops step a block past them
@@ -80,6 +82,9 @@ def kernel_name(variant: str, tx: str, to: str) -> str:
         return f"avgpool_strip<{tx}, {to}, {kh}, {kw}, {opt}>"
     if variant in CL_CONFIGS:
         return f"avgpool_cl<{tx}, {to}, {CL_CONFIGS[variant]}>"
+    if variant in CL_STRIP_CONFIGS:
+        vec, kh = CL_STRIP_CONFIGS[variant]
+        return f"avgpool_cl_strip<{tx}, {to}, {vec}, {kh}>"
     if variant == "general":
         return f"avgpool_general<{tx}, {to}>"
     raise ValueError(f"unknown avgpool variant {variant!r} (one of {VARIANTS})")
@@ -123,6 +128,12 @@ def applicable(variant, x_shape, x_strides, out_shape, window_size, strides, sta
         return True
     nd = len(x_shape) - 2
     in_sp, out_sp = tuple(x_shape[2:]), tuple(out_shape[2:])
+    if variant in CL_STRIP_CONFIGS:
+        vec, kh = CL_STRIP_CONFIGS[variant]
+        return (window_size[-2] == kh and strides[-2] == 1 and dilations[-2] == 1
+                and math.prod(window_size) <= LANE_MAX_TAPS
+                and applicable(f"channels_last_{vec}", x_shape, x_strides, out_shape, window_size, strides,
+                               start_padding, end_padding, dilations, False, x_address=x_address))
     if variant in CL_CONFIGS:
         vec = CL_CONFIGS[variant]
         c = x_shape[1]
@@ -162,8 +173,9 @@ def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_pa
     """The variant dmlq runs for this problem; x_strides in elements, x_address x's address.
 
     The rule: a whole-image window on a contiguous image -> global_block for few large
-    images, else global_warp; channels stride 1 (channels_last) -> channels_last_16 where
-    16-channel vectors apply, else channels_last_4; a 3x3 window at H and W stride 1 on rows
+    images, else global_warp; channels stride 1 (channels_last) -> channels_last_strip_16 /
+    _4 for an H window of 3 at H stride 1, else channels_last_16 where 16-channel vectors
+    apply, else channels_last_4; a 3x3 window at H and W stride 1 on rows
     of unit W stride -> strip_k3s1; a W window/stride of 2/2 -> tile_k2s2; anything else ->
     general."""
     args = (x_shape, x_strides, out_shape, window_size, strides, start_padding, end_padding,
@@ -174,8 +186,8 @@ def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_pa
         if volume >= GLOBAL_BLOCK_MIN_VOLUME and planes <= GLOBAL_BLOCK_MAX_PLANES:
             return "global_block"
         return "global_warp"
-    for cl in CL_CONFIGS:  # (channels_last in, unmeasured: ~10x fewer instructions an output than
-        if applicable(cl, *args, x_address=x_address):  # general's one thread an output, avgpool.cu)
+    for cl in (*CL_STRIP_CONFIGS, *CL_CONFIGS):  # (channels_last in, unmeasured: ~10x fewer instructions
+        if applicable(cl, *args, x_address=x_address):  # an output than general's, avgpool.cu)
             return cl
     for strip in STRIP_CONFIGS:  # (unmeasured: each input row summed once, ~9 instructions an
         if applicable(strip, *args):  # output against the 3x3 tile's ~35, avgpool.cu)
@@ -334,6 +346,34 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
                     i32(H), i32(W), np.uint32(m_p), i32(s_p), np.uint32(m_od), i32(s_od), np.uint32(m_c), i32(s_c),
                     i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(SD), i32(DD), i32(PD), i32(PH), i32(PW),
                     i32(ED), i32(EH), i32(EW), i32(bool(include_padding))), (i32(lut_n),))
+    elif variant in CL_STRIP_CONFIGS:
+        vec, _ = CL_STRIP_CONFIGS[variant]
+        groups = c_ // vec
+        bx = min(32, 1 << (groups - 1).bit_length())  # a warp: adjacent channels of 32 // bx columns
+        by = CL_BLOCK // bx
+        kvol = KD * KH * KW
+        lut_n = kvol * 255 + 1 if per_channel == 0 and kvol <= LUT_MAX_TAPS else 0
+        wave = device.info().sm_count * device.resident_blocks(SOURCE, name, bx * by, lut_n)
+        s_rows = strip_rows(OH, n_ * OD * OW * groups, wave * bx * by)
+        ns = -(-OH // s_rows)
+        columns = n_ * OD * ns * OW
+        gy = min(-(-groups // bx), 65535)
+        gx = min(-(-columns // by), INT_MAX)
+        notes += (f"strips of {s_rows} output rows",)
+        if lut_n:  # one wave of persistent blocks, each building the table once
+            gx = max(1, min(gx, wave // gy))
+            notes += (f"window-sum table of {lut_n} B per block",)
+        out_vec = _out_vector(out, o_strides, vec) if direct else 1
+        notes += ({16: "16-byte stores", 4: "4-byte stores", 1: "byte stores"}[out_vec],)
+        m_ow, s_ow = _magic(OW)
+        m_ns, s_ns = _magic(ns)
+        m_od, s_od = _magic(OD)
+        launch = Launch(SOURCE, name, (gx, gy), (bx, by), lut_n)
+        scalars = ((i32(columns), i32(groups), i32(s_rows), i32(ns), i32(OD), i32(OH), i32(OW), i32(D), i32(H),
+                    i32(W), np.uint32(m_ow), i32(s_ow), np.uint32(m_ns), i32(s_ns), np.uint32(m_od), i32(s_od),
+                    i64(sxn), i64(sxd), i64(sxh), i64(sxw), i64(son), i64(soc), i64(sod), i64(soh), i64(sow),
+                    i32(out_vec), i32(KD), i32(KW), i32(SD), i32(SW), i32(DD), i32(DW), i32(PD), i32(PH), i32(PW),
+                    i32(ED), i32(EH), i32(EW), i32(bool(include_padding))), (i32(lut_n),))
     elif variant in CL_CONFIGS:
         vec = CL_CONFIGS[variant]
         positions = n_ * OD * OH * OW
@@ -388,7 +428,7 @@ def _direct(out, variant) -> bool:
     block of memory in some order (channels_last); else through a contiguous temporary."""
     if _c_contiguous(out):
         return True
-    return ((variant == "general" or variant in CL_CONFIGS)
+    return ((variant == "general" or variant in CL_CONFIGS or variant in CL_STRIP_CONFIGS)
             and dense_order(out.shape, out.strides, out.itemsize) is not None)
 
 
