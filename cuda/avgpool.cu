@@ -72,7 +72,8 @@
 //     A row of at most 4 taps loads them together (straight-line, predicated): a rolled loop's
 //     add waited for each load before the next was issued. Sums past a drain (windows of more
 //     than 257 taps) are parked in shared memory, not held in VEC registers across the taps.
-//     __launch_bounds__(256, 3): 80 registers, 0 spills (4 blocks spilled 32-112 bytes).
+//     __launch_bounds__(256, 3): 75-80 registers for 16 channels, 62 for 4 (4 blocks an SM), 0
+//     spills; the exact epilogue is a call (cl_exact), outside the main path's registers.
 //   channels_last_strip_16 / _4          avgpool_cl_strip<TX, TO, VEC, KH> (KH = 3)
 //     channels_last inputs as channels_last_*, with an H window of 3 at H stride 1 (W and D free,
 //     a window of at most 257 taps): avgpool_cl's threads walking down a strip of output rows of
@@ -885,6 +886,17 @@ __device__ __forceinline__ void cl_store(TO* op, const unsigned (&packed)[NWD], 
   }
 }
 
+// A per-tensor out_scale's reciprocal (on: reciprocal_ok, the same codes as the division).
+struct OutRecip {
+  bool on;
+  dmlq::Reciprocal r;
+};
+__device__ __forceinline__ OutRecip out_reciprocal(const float* os, int per_channel) {
+  const float os0 = __ldg(os);
+  const bool on = !(per_channel & PC_OS) && dmlq::reciprocal_ok(os0);
+  return OutRecip{on, on ? dmlq::reciprocal(os0) : dmlq::Reciprocal{0.0f, 0.0f}};
+}
+
 // channels_last: the exact epilogue of a thread's 4 * NWD channels c0.. at op (stored as
 // cl_store's out_vec says), from their sums of (x + 128 for int8) over count_in taps, parked in
 // shared memory `stride` words apart; count: the divisor. A word (4 channels) at a time in a rolled
@@ -894,8 +906,7 @@ __device__ __forceinline__ void cl_store(TO* op, const unsigned (&packed)[NWD], 
 template <typename TX, typename TO, int NWD>
 __device__ __noinline__ void cl_exact(TO* op, const unsigned* sums, int stride, int c0, int count_in, int count,
                                       int out_vec, long long so_c, const float* xs, const TX* xzp,
-                                      const float* os, const TO* ozp, int per_channel, bool recip,
-                                      dmlq::Reciprocal r_os) {
+                                      const float* os, const TO* ozp, int per_channel, OutRecip r_os) {
   constexpr int BIAS = -dmlq::qlimits<TX>::min;
   const float count_f = dmlq::to_f32(count);
 #pragma unroll 1
@@ -909,7 +920,7 @@ __device__ __noinline__ void cl_exact(TO* op, const unsigned* sums, int stride, 
       TO o = static_cast<TO>(q.ozp);
       if (count != 0) {
         const float v = dmlq::ieee_div(dmlq::ieee_mul(dmlq::to_f32(s), q.xs), count_f);
-        o = dmlq::round_saturate<TO>(recip ? dmlq::reciprocal_div(v, r_os) : dmlq::ieee_div(v, q.os), q.ozp);
+        o = dmlq::round_saturate<TO>(r_os.on ? dmlq::reciprocal_div(v, r_os.r) : dmlq::ieee_div(v, q.os), q.ozp);
       }
       word |= static_cast<unsigned>(static_cast<unsigned char>(o)) << (8 * i);
     }
@@ -947,10 +958,7 @@ __global__ void __launch_bounds__(256, 3) avgpool_cl(
   const int tid = threadIdx.y * blockDim.x + threadIdx.x;
   if (lut_n > 0) build_lut<TX, TO>(lut, lut_n, kvol, xs, xzp, os, ozp);  // uniform
 
-  // out_scale per tensor: its reciprocal once (reciprocal_ok: the same codes as the division)
-  const float os0 = __ldg(os);
-  const bool recip = !(per_channel & PC_OS) && dmlq::reciprocal_ok(os0);
-  const dmlq::Reciprocal r_os = recip ? dmlq::reciprocal(os0) : dmlq::Reciprocal{0.0f, 0.0f};
+  const OutRecip r_os = out_reciprocal(os, per_channel);
   const i64 step_w = static_cast<i64>(DW) * sxw;
 
   for (int gb = blockIdx.y; gb * static_cast<int>(blockDim.x) < groups; gb += gridDim.y) {
@@ -1031,7 +1039,7 @@ __global__ void __launch_bounds__(256, 3) avgpool_cl(
       }
       if (!drained || held > 0) drain();  // every sum parked for the rolled loop
       cl_exact<TX, TO, NWD>(op, my_sums, CL_BLOCK_THREADS, c0, count_in, count, out_vec, so_c, xs, xzp, os, ozp,
-                            per_channel, recip, r_os);
+                            per_channel, r_os);
     }
   }
 }
@@ -1067,9 +1075,7 @@ __global__ void __launch_bounds__(256, VEC == 16 ? 2 : 3) avgpool_cl_strip(
   unsigned* const my_sums = parked + (threadIdx.y * blockDim.x + threadIdx.x);
   if (lut_n > 0) build_lut<TX, TO>(lut, lut_n, kvol, xs, xzp, os, ozp);  // uniform
 
-  const float os0 = __ldg(os);
-  const bool recip = !(per_channel & PC_OS) && dmlq::reciprocal_ok(os0);
-  const dmlq::Reciprocal r_os = recip ? dmlq::reciprocal(os0) : dmlq::Reciprocal{0.0f, 0.0f};
+  const OutRecip r_os = out_reciprocal(os, per_channel);
   const i64 step_w = static_cast<i64>(DW) * sxw;
 
   for (int gb = blockIdx.y; gb * static_cast<int>(blockDim.x) < groups; gb += gridDim.y) {
@@ -1166,7 +1172,7 @@ __global__ void __launch_bounds__(256, VEC == 16 ? 2 : 3) avgpool_cl_strip(
 #pragma unroll
           for (int j = 0; j < VEC; ++j) my_sums[j * CL_BLOCK_THREADS] = cl_lane<NWD>(lo, hi, j);
           cl_exact<TX, TO, NWD>(op, my_sums, CL_BLOCK_THREADS, c0, count_in, count, out_vec, so_c, xs, xzp, os, ozp,
-                                per_channel, recip, r_os);
+                                per_channel, r_os);
         }
       }
     }

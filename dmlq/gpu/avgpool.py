@@ -249,6 +249,26 @@ def _param_vector(xp, v, dtype):
     return xp.ascontiguousarray(v)
 
 
+def _table_bytes(per_channel: int, kvol: int) -> int:
+    """Bytes of the window-sum table (0: none): per-tensor parameters, at most LUT_MAX_TAPS taps."""
+    return kvol * 255 + 1 if per_channel == 0 and kvol <= LUT_MAX_TAPS else 0
+
+
+def _wave(name: str, threads: int, lut_n: int) -> int:
+    """Blocks of ``threads`` resident on the whole device at once."""
+    return device.info().sm_count * device.resident_blocks(SOURCE, name, threads, lut_n)
+
+
+def _table_grid(gx: int, gy: int, lut_n: int, wave: int, notes: tuple):
+    """(gx, notes): with a table, one wave of persistent blocks, each building it once."""
+    if not lut_n:
+        return gx, notes
+    return max(1, min(gx, wave // gy)), notes + (f"window-sum table of {lut_n} B per block",)
+
+
+_STORES = {16: "16-byte stores", 4: "4-byte stores", 1: "byte stores"}
+
+
 def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
                             strides, start_padding, end_padding, dilations, include_padding, *,
                             variant=None) -> Plan:
@@ -304,16 +324,9 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         rows = planes * OH  # ordered oh * planes + plane
         groups = -(-OW // opt)
         bx, by = 1, TILE_BLOCK  # a warp: 32 planes' rows at one oh, one group (avgpool.cu's tile comment)
-        kvol = KD * KH * KW
-        lut_n = 0
-        if per_channel == 0 and kvol <= LUT_MAX_TAPS:
-            lut_n = kvol * 255 + 1
+        lut_n = _table_bytes(per_channel, KD * KH * KW)
         gy = min(-(-groups // bx), 65535)
-        gx = min(-(-rows // by), INT_MAX)
-        if lut_n:  # one wave of persistent blocks, each building the table once
-            wave = device.info().sm_count * device.resident_blocks(SOURCE, name, bx * by, lut_n)
-            gx = max(1, min(gx, wave // gy))
-            notes += (f"window-sum table of {lut_n} B per block",)
+        gx, notes = _table_grid(min(-(-rows // by), INT_MAX), gy, lut_n, _wave(name, bx * by, lut_n), notes)
         m_p, s_p = _magic(planes)
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
@@ -327,17 +340,13 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         _, _, opt = STRIP_CONFIGS[variant]
         planes = n_ * c_ * OD
         groups = -(-OW // opt)
-        kvol = KD * KH * KW
-        lut_n = kvol * 255 + 1 if per_channel == 0 and kvol <= LUT_MAX_TAPS else 0
-        wave = device.info().sm_count * device.resident_blocks(SOURCE, name, TILE_BLOCK, lut_n)
+        lut_n = _table_bytes(per_channel, KD * KH * KW)
+        wave = _wave(name, TILE_BLOCK, lut_n)
         s_rows = strip_rows(OH, planes * groups, wave * TILE_BLOCK)
         rows = -(-OH // s_rows) * planes  # ordered strip * planes + plane
         gy = min(groups, 65535)
-        gx = min(-(-rows // TILE_BLOCK), INT_MAX)
-        notes += (f"strips of {s_rows} output rows",)
-        if lut_n:  # one wave of persistent blocks, each building the table once
-            gx = max(1, min(gx, wave // gy))
-            notes += (f"window-sum table of {lut_n} B per block",)
+        gx, notes = _table_grid(min(-(-rows // TILE_BLOCK), INT_MAX), gy, lut_n, wave,
+                                notes + (f"strips of {s_rows} output rows",))
         m_p, s_p = _magic(planes)
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
@@ -351,20 +360,16 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         groups = c_ // vec
         bx = min(32, 1 << (groups - 1).bit_length())  # a warp: adjacent channels of 32 // bx columns
         by = CL_BLOCK // bx
-        kvol = KD * KH * KW
-        lut_n = kvol * 255 + 1 if per_channel == 0 and kvol <= LUT_MAX_TAPS else 0
-        wave = device.info().sm_count * device.resident_blocks(SOURCE, name, bx * by, lut_n)
+        lut_n = _table_bytes(per_channel, KD * KH * KW)
+        wave = _wave(name, bx * by, lut_n)
         s_rows = strip_rows(OH, n_ * OD * OW * groups, wave * bx * by)
         ns = -(-OH // s_rows)
         columns = n_ * OD * ns * OW
         gy = min(-(-groups // bx), 65535)
-        gx = min(-(-columns // by), INT_MAX)
-        notes += (f"strips of {s_rows} output rows",)
-        if lut_n:  # one wave of persistent blocks, each building the table once
-            gx = max(1, min(gx, wave // gy))
-            notes += (f"window-sum table of {lut_n} B per block",)
+        gx, notes = _table_grid(min(-(-columns // by), INT_MAX), gy, lut_n, wave,
+                                notes + (f"strips of {s_rows} output rows",))
         out_vec = _out_vector(out, o_strides, vec) if direct else 1
-        notes += ({16: "16-byte stores", 4: "4-byte stores", 1: "byte stores"}[out_vec],)
+        notes += (_STORES[out_vec],)
         m_ow, s_ow = _magic(OW)
         m_ns, s_ns = _magic(ns)
         m_od, s_od = _magic(OD)
@@ -381,15 +386,10 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         bx = min(32, 1 << (groups - 1).bit_length())  # a warp: adjacent channels of 32 // bx positions
         by = CL_BLOCK // bx
         gy = min(-(-groups // bx), 65535)
-        gx = min(-(-positions // by), INT_MAX)
-        kvol = KD * KH * KW
-        lut_n = kvol * 255 + 1 if per_channel == 0 and kvol <= LUT_MAX_TAPS else 0
-        if lut_n:  # one wave of persistent blocks, each building the table once
-            wave = device.info().sm_count * device.resident_blocks(SOURCE, name, bx * by, lut_n)
-            gx = max(1, min(gx, wave // gy))
-            notes += (f"window-sum table of {lut_n} B per block",)
+        lut_n = _table_bytes(per_channel, KD * KH * KW)
+        gx, notes = _table_grid(min(-(-positions // by), INT_MAX), gy, lut_n, _wave(name, bx * by, lut_n), notes)
         out_vec = _out_vector(out, o_strides, vec) if direct else 1
-        notes += ({16: "16-byte stores", 4: "4-byte stores", 1: "byte stores"}[out_vec],)
+        notes += (_STORES[out_vec],)
         m_ow, s_ow = _magic(OW)
         m_oh, s_oh = _magic(OH)
         m_od, s_od = _magic(OD)
