@@ -789,8 +789,9 @@ MUTATIONS: list[Mutation] = [
     M("avgpool.cu", "          const int oh = oh_begin + i - (KH - 1);\n          unsigned lo[NWD], hi[NWD];",
       "          const int oh = oh_begin + i - KH + 2;\n          unsigned lo[NWD], hi[NWD];",
       "channels_last strip: output rows one down from their windows", "index"),
-    M("avgpool.cu", "            count = cdp * (b - a) * cwp;", "            count = cdp * (b - a) * nw;",
-      "channels_last strip: IncludePadding's divisor counts only the W taps inside", "operator"),
+    M("avgpool.cu", "            tap_range<int>(oh - PH, KH, 1, -PH, H + EH, a, b);\n            count = cdp * (b - a) * cwp;",
+      "            tap_range<int>(oh - PH, KH, 1, -PH, H, a, b);\n            count = cdp * (b - a) * cwp;",
+      "channels_last strip: IncludePadding's divisor leaves out the H end padding", "bounds"),
     M("avgpool.cu", "            hi[k] += ring_hi[u][k];", "            hi[k] += ring_lo[u][k];",
       "channels_last strip: odd channels' lanes summed from the even ones'", "index"),
 ]
