@@ -105,6 +105,7 @@ def call(fname, values, kwargs, out=None, names=None):
                                 f"chunks; pass cupy.asarray({n}) (or a Python number)")
     first = _listed(fname, names[0], values[0], None)  # (x before its scale: a list scale takes x's type)
     values = (first,) + tuple(_listed(fname, n, v, first) for n, v in zip(names[1:], values[1:]))
+    values = tuple(_number_bias(fname, v) if n == "bias" else v for n, v in zip(names, values))
     values = tuple(_without_empty_chunks(_signed_nan(v, chunks)) for v in values)
     if fname not in ("quantize_linear", "dequantize_linear"):  # one value for the whole tensor, of any rank:
         values = tuple(_one_value(n, v) for n, v in zip(names, values))  # (the result's rank is the data's)
@@ -190,6 +191,16 @@ def _listed(fname, name, v, first):
     dtype = number_scale_dtype(first.dtype) if fname == "quantize_linear" and name == "scale" and \
         first is not None else np.float32
     return list_operand(fname, name, v, float_role, dtype)
+
+
+def _number_bias(fname, v):
+    """A Python number bias as the one-array call takes it: a float32 NumPy scalar (beyond float32's
+    range refused as there), which every task takes as it is (a number has no shape to cut)."""
+    if isinstance(v, numbers.Real) and not isinstance(v, (bool, np.generic)):
+        from .checks import real_number
+
+        return real_number(fname, "bias", v, _F32)[()]
+    return v
 
 
 def _cupy_holds(dtype) -> bool:
@@ -432,7 +443,7 @@ def _packed_b(fname, values, kwargs, shape, dtype, meta):
     bi = tuple(f"z{i}" for i in range(len(batch)))
     cut, args = [0], [a, bi + ("m", "k")]
     for i, name in enumerate(names):
-        if name == "bias" and values[i] is not None:
+        if name == "bias" and values[i] is not None and not isinstance(values[i], np.generic):
             bias = _as_dask(values[i])
             args += [rechunk(da.broadcast_to(bias, shape), a.chunks[:-1] + ((shape[-1],),)), bi + ("m", "n")]
         elif name in ("a_scale", "a_zero_point", "out_scale", "out_zero_point"):

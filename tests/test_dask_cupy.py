@@ -364,3 +364,27 @@ def test_empty_operands_keep_cupy_chunks_where_they_are_rechunked(cp):
         blocks = dask.compute(*lazy.to_delayed().ravel(), scheduler="threads")
         assert all(isinstance(b, cp.ndarray) for b in blocks), [type(b) for b in blocks]
         _computed_equal(cp, [lazy], [want_host])
+
+
+@pytest.mark.parametrize("bias", [0.5, -3, np.float32(0.75), np.float16(-1.5)])
+def test_a_number_bias_beside_cupy_chunks(cp, bias):
+    """matmul_integer_to_float's bias as a Python number or a NumPy scalar beside dask arrays of
+    CuPy chunks, b a dask array and a packed 4-bit b of CuPy bytes: a Python number was cut to
+    the output's chunks as if an array (AttributeError), a NumPy scalar beside a packed b became a
+    NumPy block, which each block's GPU call refused as mixed NumPy and GPU arrays (on compute)."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(31)
+    a = rng.integers(0, 256, (5, 8), dtype=u8)
+    b8 = rng.integers(-128, 128, (8, 3), dtype=i8)
+    b4 = rng.integers(-8, 8, (8, 3)).astype(ml_dtypes.int4)
+    p = dmlq.pack(b4)
+    wants = [dmlq.matmul_integer_to_float(a, 0.1, u8(3), b, 0.2, None, bias) for b in (b8, b4)]
+    lazies = [dmlq.matmul_integer_to_float(_on_gpu(cp, a, (2, 3)), 0.1, u8(3), b, 0.2, None, bias)
+              for b in (_on_gpu(cp, b8, (3, 2)), dmlq.Packed(cp.asarray(p.data), p.shape, p.dtype))]
+    for lazy, want in zip(lazies, wants):
+        assert isinstance(lazy._meta, cp.ndarray) and (lazy.shape, lazy.dtype) == (want.shape, want.dtype)
+    import cupy_stand_in
+
+    cupy_stand_in.counts["downloads"] = 0
+    _computed_equal(cp, lazies, wants)

@@ -153,3 +153,18 @@ def test_empty_and_list_operands_beside_dask():
     zp = da.from_array(np.array([1, 2], np.uint8), chunks=1)  # a list x and a list scale beside a dask zero point
     assert np.array_equal(dmlq.quantize_linear([1.0, 2.0], [0.5, 0.25], zp).compute(),
                           dmlq.quantize_linear([1.0, 2.0], [0.5, 0.25], np.array([1, 2], np.uint8)))
+
+
+@pytest.mark.parametrize("bias", [0.5, -3, float("nan"), 2**70, np.float32(0.75), np.float16(-1.5)])
+def test_a_number_bias_beside_dask(bias):
+    """matmul_integer_to_float's bias as a Python number (float32, as the one-array call takes it)
+    or a NumPy scalar: a Python number was cut to the output's chunks as if an array
+    (AttributeError: 'float' object has no attribute 'shape'); K split and whole."""
+    for chunks in ((2, 6), (2, 4)):
+        a = da.from_array(A, chunks=chunks)
+        got = dmlq.matmul_integer_to_float(a, 0.1, 3, B, 0.2, None, bias)
+        want = dmlq.matmul_integer_to_float(A, 0.1, 3, B, 0.2, None, bias)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.compute(), want, strict=True)
+    with pytest.raises(ValueError, match=r"bias = 1e\+300 is beyond the range of float32"):
+        dmlq.matmul_integer_to_float(da.from_array(A, chunks=2), 0.1, 3, B, 0.2, None, 1e300)
