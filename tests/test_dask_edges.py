@@ -168,3 +168,18 @@ def test_a_number_bias_beside_dask(bias):
         np.testing.assert_array_equal(got.compute(), want, strict=True)
     with pytest.raises(ValueError, match=r"bias = 1e\+300 is beyond the range of float32"):
         dmlq.matmul_integer_to_float(da.from_array(A, chunks=2), 0.1, 3, B, 0.2, None, 1e300)
+
+
+def test_errors_of_a_dask_call_show_no_internal_exception():
+    """An error raised for a call with dask arrays was raised inside the handler of dmlq's internal
+    dispatch.Foreign, so its traceback began with that exception and "During handling of the above
+    exception, another exception occurred"."""
+    import traceback
+
+    for call in (lambda: dmlq.quantize_linear(da.ones((3,), dtype=np.float64), 0.1),
+                 lambda: dmlq.quantized_matmul(da.from_array(A), 0.1, 0, B[:5], 0.1, 0, 0.1),
+                 lambda: dmlq.quantized_avg_pool(da.ones((1, 1, 4, 4), dtype=np.uint8), 1.0, 0, 1.0, 0, 5)):
+        with pytest.raises((TypeError, ValueError)) as info:
+            call()
+        text = "".join(traceback.format_exception(info.value))
+        assert "Foreign" not in text and "During handling" not in text, text
