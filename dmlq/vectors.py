@@ -54,8 +54,8 @@ def _result_shape(a, b, va, vb):
     """The caller's result shape for the matrices ``a`` and ``b`` (None where their shapes do
     not fit: the call names them)."""
     sa, sb = tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ()))
-    if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:
-        return None
+    if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2] or any(isinstance(d, float) for d in sa + sb):
+        return None  # (a float: NaN, a dask array's unknown size, which dmlq.dask names)
     try:
         batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
     except ValueError:
@@ -80,7 +80,7 @@ def bias_of(f, bias, a, b, vectors: Vectors):
     if not vectors.b or not getattr(bias, "ndim", 0):
         return bias
     want = _result_shape(a, b, vectors.a, vectors.b)
-    if want is not None:
+    if want is not None and not any(isinstance(d, float) for d in bias.shape):  # (NaN: named by dmlq.dask)
         try:
             grows = tuple(np.broadcast_shapes(tuple(bias.shape), want)) != want
         except ValueError:

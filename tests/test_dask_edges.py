@@ -183,3 +183,15 @@ def test_errors_of_a_dask_call_show_no_internal_exception():
             call()
         text = "".join(traceback.format_exception(info.value))
         assert "Foreign" not in text and "During handling" not in text, text
+
+
+def test_unknown_chunk_sizes_beside_a_vector_b_and_a_bias_are_named():
+    """A 1-D b's bias check ran np.broadcast_shapes on the NaN sizes first: TypeError: 'float'
+    object cannot be interpreted as an integer."""
+    x = da.from_array(np.arange(6, dtype=np.float32), chunks=2)
+    with pytest.raises(ValueError, match=r"bias has unknown chunk sizes .* bias\.compute_chunk_sizes\(\)"):
+        dmlq.matmul_integer_to_float(A[:, :2], 0.1, None, B[:2, 0], 0.2, None, x[x > 3])
+    a = da.from_array(np.ones((4, 2, 3), np.uint8), chunks=2)  # a's batch of unknown size, b a vector
+    with pytest.raises(ValueError, match=r"a has unknown chunk sizes .* a\.compute_chunk_sizes\(\)"):
+        dmlq.matmul_integer_to_float(a[da.from_array(np.array([1, 0, 1, 1], bool))], 0.1, None, B[:3, 0], 0.2, None,
+                                     np.ones(2, np.float32))
