@@ -152,10 +152,11 @@ def _without_empty_chunks(v):
 
 
 def _one_value(name, v):
-    """A NumPy/CuPy scale or zero point of one element as 0-d, for the operators whose result does
-    not take their rank (add, the matmuls, pooling): a (1, 1) b_scale was cut along N, a (1, 1)
-    add scale indexed past the output's axes."""
-    if (name.endswith("scale") or name.endswith("zero_point")) and not isinstance(v, (da.Array, Packed)) \
+    """A scale or zero point of one element (NumPy, CuPy or dask) as 0-d, for the operators whose
+    result does not take their rank (add, the matmuls, pooling): a (1, 1) b_scale was cut along N,
+    a (1, 1) add scale indexed past the output's axes, a dask one of more dimensions than the
+    output failed in dask's blockwise ("Chunks and shape must be of the same length")."""
+    if (name.endswith("scale") or name.endswith("zero_point")) and not isinstance(v, Packed) \
             and getattr(v, "ndim", 0) > 0 and getattr(v, "size", 0) == 1:
         return v.reshape(())
     return v

@@ -195,3 +195,17 @@ def test_unknown_chunk_sizes_beside_a_vector_b_and_a_bias_are_named():
     with pytest.raises(ValueError, match=r"a has unknown chunk sizes .* a\.compute_chunk_sizes\(\)"):
         dmlq.matmul_integer_to_float(a[da.from_array(np.array([1, 0, 1, 1], bool))], 0.1, None, B[:3, 0], 0.2, None,
                                      np.ones(2, np.float32))
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_a_one_element_dask_scale_or_zero_point_of_add_of_any_rank(rank):
+    """quantized_add takes one scale and zero point per operand of any rank (0-d or size 1); a dask
+    one of more dimensions than the output failed in dask's blockwise (ValueError: Chunks and
+    shape must be of the same length/dimension), naming neither the argument nor the rule."""
+    one = (1,) * rank
+    s, z = np.full(one, 0.4, np.float32), np.full(one, 3, np.uint8)
+    a = da.from_array(A[0], chunks=4)
+    got = dmlq.quantized_add(a, da.from_array(s), da.from_array(z), A[1].view(np.int8), 0.25, -2, 0.5, np.int8(1))
+    want = dmlq.quantized_add(A[0], s, z, A[1].view(np.int8), 0.25, -2, 0.5, np.int8(1))
+    assert (got.shape, got.dtype) == (want.shape, want.dtype)
+    np.testing.assert_array_equal(got.compute(), want, strict=True)
