@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from .errors import DescError
 
 # (name, the added axis's value)
@@ -52,9 +54,17 @@ def _channel_param(f, name, v, channels):
     form the 4-D call takes; per tensor (one element) as it is; any other shape refused in the
     caller's terms."""
     shape = tuple(getattr(v, "shape", ()))
+    listed = isinstance(v, (list, tuple))
+    if listed:  # nested lists as np.asarray shapes them ((C, 1) too, as an array of that shape is taken)
+        try:
+            shape = tuple(np.shape(v))
+        except Exception:  # noqa: BLE001 - ragged, or GPU arrays inside: the 4-D call names it
+            return v
     if math.prod(shape) <= 1 and v is not None or not shape:
         return v
     if len(shape) <= 3 and ((1,) * (3 - len(shape)) + shape == (1, channels, 1) or shape == (channels,)):
+        if listed:  # the numbers as given (an object array keeps them): the 4-D call types them as a list's
+            return np.asarray(v, dtype=object).reshape(channels).tolist()
         return v.reshape(channels)
     raise DescError(f"{f}: {name} must have 1 element (per tensor) or C = {channels} (per channel: (C,), (C, 1) "
                     f"or (1, C, 1)) for a 3-D x (N, C, L) (got shape {shape})")

@@ -283,6 +283,20 @@ def test_one_spatial_axis_equals_torch_avg_pool1d(rng, window, strides, pad, inc
         dmlq.quantized_avg_pool(x, 1.0, 0, 1.0, 0, window, out=[0])
 
 
+@pytest.mark.parametrize("form", [lambda v: [[e] for e in v], lambda v: [[[e] for e in v]],
+                                  lambda v: tuple((e,) for e in v)])
+def test_one_spatial_axis_takes_nested_lists_per_channel(rng, form):
+    """A 3-D x's per-channel scale or zero point as a nested list of shape (C, 1) or (1, C, 1), as
+    np.asarray shapes it: taken as an array of that shape is (it was refused: "must be a single
+    value or per channel ((C,) or (1, C, 1, ...) ... got (1, 3, 1))", a list has no .shape)."""
+    x = rng.integers(0, 256, (2, 3, 9), dtype=u8)
+    scales, zps = [0.5, 0.25, 0.125], [1, 2, 3]
+    want = dmlq.quantized_avg_pool(x, np.array(scales, f32), np.array(zps, u8), 0.5, np.array(zps, i8), 2,
+                                   strides=2)
+    got = dmlq.quantized_avg_pool(x, form(scales), form(zps), 0.5, form(zps), 2, strides=2, dtype=np.int8)
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
 # ---- compile_operator and arrays --------------------------------------------------------
 
 def test_compile_operator_with_strided_buffers(rng):
