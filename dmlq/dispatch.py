@@ -79,22 +79,28 @@ def _is_host(obj) -> bool:
     return isinstance(obj, (np.ndarray, np.generic, int, float, bool))
 
 
-def kind_of(arrays, op: str) -> str:
-    """HOST or GPU for the given operands (None entries and Python scalars are neutral)."""
-    kinds = set()
-    for a in arrays:
+def kind_of(arrays, op: str, names=None) -> str:
+    """HOST or GPU for the given operands (None entries and Python scalars are neutral);
+    ``names``, one per operand, name the offending one in the errors."""
+    kinds: dict = {}
+    for i, a in enumerate(arrays):
         if a is None or isinstance(a, (int, float, bool, np.generic)):
             continue  # scalars go wherever the arrays are
+        name = f"{names[i]} " if names is not None else ""
         if is_gpu(a):
-            kinds.add(GPU)
+            kinds.setdefault(GPU, name)
         elif _is_host(a):
-            kinds.add(HOST)
+            kinds.setdefault(HOST, name)
         else:
-            raise TypeError(f"{op}: unsupported array type {type(a).__name__} "
-                            "(expected numpy arrays, cupy arrays or CUDA arrays)")
+            mod = type(a).__module__.partition(".")[0]
+            fix = {"dask": "; compute it first (.compute())", "torch": "; pass t.numpy() for a CPU tensor",
+                   "builtins": "; pass a numpy array"}.get(mod, "")
+            raise TypeError(f"{op}: {name}is an unsupported array type {type(a).__module__}.{type(a).__name__} "
+                            f"(expected numpy arrays, cupy arrays or CUDA arrays){fix}")
     if len(kinds) > 1:
-        raise TypeError(f"{op}: NumPy and GPU arrays are mixed; put every operand on one side")
-    return kinds.pop() if kinds else HOST
+        which = f" ({kinds[HOST]}is on the host, {kinds[GPU]}on the GPU)" if names is not None else ""
+        raise TypeError(f"{op}: NumPy and GPU arrays are mixed{which}; put every operand on one side")
+    return next(iter(kinds)) if kinds else HOST
 
 
 def import_cupy():

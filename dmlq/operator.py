@@ -181,7 +181,7 @@ class Operator:
                 _q63.check_packed(self.desc, op, name, arr, tensor)
                 packed = True
         kind = _dispatch.kind_of(tuple(a.data if isinstance(a, Packed) else a for a in (*inputs, out)) if packed
-                                 else (*inputs, out), op)
+                                 else (*inputs, out), op, [name for name, _ in named])
         q63 = kind == _dispatch.GPU and _q63.is_63(self.desc)
         if q63:
             for (name, arr), tensor in zip(named, tensors):

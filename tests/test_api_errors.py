@@ -513,6 +513,23 @@ def test_descriptor_fields_of_the_wrong_type_are_named_not_converted():
         op(x, s, out=frozen)
 
 
+def test_descriptor_operators_name_an_operand_of_an_unsupported_type():
+    """A compiled operator called with a list, a dask array, a torch tensor or a string said
+    "unsupported array type list" without naming the field."""
+    da = pytest.importorskip("dask.array")
+    op = dmlq.compile_operator(dmlq.QuantizeLinearDesc(
+        dmlq.TensorDesc("FLOAT32", (2, 3)), dmlq.TensorDesc("FLOAT32", (2, 3)), None, dmlq.TensorDesc("UINT8", (2, 3))))
+    x = np.ones((2, 3), np.float32)
+    for args, kw, message in (
+            (([[1.0] * 3] * 2, x), {}, r"InputTensor is an unsupported array type builtins\.list .*; pass a numpy array"),
+            ((x, "a"), {}, r"ScaleTensor is an unsupported array type builtins\.str"),
+            ((da.from_array(x), x), {}, r"InputTensor is an unsupported array type dask\.array\.core\.Array .*"
+                                        r"compute it first"),
+            ((x, x), {"out": [0] * 6}, r"OutputTensor is an unsupported array type builtins\.list")):
+        with pytest.raises(TypeError, match=r"QuantizeLinear: " + message):
+            op(*args, **kw)
+
+
 def test_nan_payloads_lists_of_huge_ints_and_dask_lists():
     """A Python NaN's payload is part of the plan key (one NaN's plan served another: the NaN bits of
     dequantize followed the history); a list holding 10**400 is a ValueError (an object array's

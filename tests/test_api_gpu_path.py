@@ -262,6 +262,9 @@ def test_descriptor_operators_with_strides_on_gpu_arrays(gpu, rng):
     np.testing.assert_array_equal(out.get(), host)
     with pytest.raises(TypeError, match=r"QuantizeLinear: ScaleTensor must be a GPU array like the other operands"):
         op(to_device(x), 0.5, to_device(zp))  # a number where the operator binds a buffer
+    with pytest.raises(TypeError, match=r"QuantizeLinear: NumPy and GPU arrays are mixed \(ScaleTensor is on the "
+                                        r"host, InputTensor on the GPU\)"):  # (the fields were not named)
+        op(to_device(x), scales, to_device(zp))
 
 
 def test_dask_cupy_chunks_through_numpy_functions(gpu, rng):
