@@ -107,6 +107,12 @@ def _bind(array, tensor: TensorDesc, xp, op: str, name: str):
     count long, read through the desc's strides (in elements; 0 broadcasts).
     """
     if array.dtype != tensor.data_type.numpy:
+        dt = array.dtype
+        if not dt.isnative and dt.newbyteorder("=") == tensor.data_type.numpy:  # '>f4': named, with the fix
+            native = dt.newbyteorder("=").str
+            fix = f"allocate it with dtype {native!r}" if name == "OutputTensor" else f"pass it as .astype({native!r})"
+            raise TypeError(f"{op}: {name} has the non-native byte order of dtype {dt.str!r} ({dt.name}); dmlq "
+                            f"reads arrays in the machine's byte order: {fix}")
         raise TypeError(f"{op}: {name} must be {tensor.data_type.name} (got {array.dtype})")
     if tensor.strides is None:
         if tuple(array.shape) == tensor.sizes:

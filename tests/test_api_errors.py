@@ -514,20 +514,29 @@ def test_descriptor_fields_of_the_wrong_type_are_named_not_converted():
 
 
 def test_descriptor_operators_name_an_operand_of_an_unsupported_type():
-    """A compiled operator called with a list, a dask array, a torch tensor or a string said
-    "unsupported array type list" without naming the field."""
+    """A compiled operator called with a list, a dask array or a string said "unsupported array
+    type list" without naming the field; an array of the other byte order, "must be FLOAT32"."""
     da = pytest.importorskip("dask.array")
     op = dmlq.compile_operator(dmlq.QuantizeLinearDesc(
         dmlq.TensorDesc("FLOAT32", (2, 3)), dmlq.TensorDesc("FLOAT32", (2, 3)), None, dmlq.TensorDesc("UINT8", (2, 3))))
     x = np.ones((2, 3), np.float32)
     for args, kw, message in (
-            (([[1.0] * 3] * 2, x), {}, r"InputTensor is an unsupported array type builtins\.list .*; pass a numpy array"),
+            (([[1.0] * 3] * 2, x), {}, r"InputTensor is an unsupported array type builtins\.list .*; pass a numpy "
+                                       r"array"),
             ((x, "a"), {}, r"ScaleTensor is an unsupported array type builtins\.str"),
             ((da.from_array(x), x), {}, r"InputTensor is an unsupported array type dask\.array\.core\.Array .*"
                                         r"compute it first"),
             ((x, x), {"out": [0] * 6}, r"OutputTensor is an unsupported array type builtins\.list")):
         with pytest.raises(TypeError, match=r"QuantizeLinear: " + message):
             op(*args, **kw)
+    # another byte order: named as such, with the fix (it said "must be FLOAT32 (got >f4)")
+    with pytest.raises(TypeError, match=r"InputTensor has the non-native byte order of dtype '>f4' \(float32\); .*"
+                                        r"pass it as \.astype\('<f4'\)"):
+        op(x.astype(">f4"), x)
+    dop = dmlq.compile_operator(dmlq.DequantizeLinearDesc(
+        dmlq.TensorDesc("UINT8", (2, 3)), dmlq.TensorDesc("FLOAT32", (2, 3)), None, dmlq.TensorDesc("FLOAT32", (2, 3))))
+    with pytest.raises(TypeError, match=r"OutputTensor has the non-native byte order .* allocate it with dtype '<f4'"):
+        dop(np.ones((2, 3), np.uint8), x, out=np.empty((2, 3), ">f4"))
 
 
 def test_nan_payloads_lists_of_huge_ints_and_dask_lists():
