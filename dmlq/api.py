@@ -583,6 +583,9 @@ def _param(f, name, value, nd, default, minimum):
         items = tuple(value)
     except TypeError:
         raise TypeError(f"{f}: {name} must be an int or a sequence of ints (got {value!r})") from None
+    if dispatch.lazy_inside(items):  # (a dask scalar's __index__ computes it)
+        raise TypeError(f"{f}: {name} holds a dask array, which dmlq does not compute for you; pass ints "
+                        f"(int(v.compute()))")
     try:  # ints, NumPy ints and 0-d integer tensors (anything with __index__); not bools or floats
         if any(isinstance(v, (bool, np.bool_)) for v in items):
             raise TypeError

@@ -54,6 +54,9 @@ def list_operand(f, name, v, float_role, dtype=np.float32):
     """A list or tuple of numbers as np.asarray makes it; in a float role (quantize's x, a
     scale) as ``dtype`` (float32; quantize's scale beside a float16 or bfloat16 x: x's type),
     a number beyond its range refused rather than made inf."""
+    if dispatch.lazy_inside(v):  # np.asarray would compute them, behind the caller's back
+        raise TypeError(f"{f}: {name} is a {type(v).__name__} holding dask arrays, which dmlq does not compute for "
+                        f"you; pass one dask array (dask.array.stack({name}) keeps it lazy) or their computed values")
     try:
         arr = np.asarray(v)
     except Exception as e:  # ragged nesting, mixed GPU/host items...

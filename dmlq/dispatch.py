@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import itertools
 import operator
 import sys
 from typing import Any, Callable, Optional
@@ -73,6 +74,24 @@ def foreign(obj) -> bool:
         return True
     array = sys.modules.get("dask.array")  # (a subclass defined anywhere too: np.asarray would compute it)
     return array is not None and isinstance(obj, array.Array)
+
+
+def lazy_inside(obj) -> bool:
+    """Whether a list or tuple holds a dask array at any depth (np.asarray would compute it)."""
+    array = sys.modules.get("dask.array")
+    if array is None:
+        return False
+    if isinstance(obj, array.Array):
+        return True
+    level = [obj] if isinstance(obj, (list, tuple)) else []
+    while level:  # one nesting level at a time, its element types found in one pass in C
+        kinds = set(map(type, itertools.chain.from_iterable(level)))
+        if any(issubclass(k, array.Array) for k in kinds):
+            return True
+        if not any(issubclass(k, (list, tuple)) for k in kinds):
+            return False
+        level = [e for e in itertools.chain.from_iterable(level) if isinstance(e, (list, tuple))]
+    return False
 
 
 def _is_host(obj) -> bool:

@@ -14,6 +14,7 @@ import numbers
 
 import numpy as np
 
+from . import dispatch
 from .errors import DescError
 
 # (name, the added axis's value)
@@ -56,6 +57,8 @@ def _channel_param(f, name, v, channels):
     shape = tuple(getattr(v, "shape", ()))
     listed = isinstance(v, (list, tuple))
     if listed:  # nested lists as np.asarray shapes them ((C, 1) too, as an array of that shape is taken)
+        if dispatch.lazy_inside(v):  # (np.shape would compute them: the 4-D call refuses them by name)
+            return v
         try:
             shape = tuple(np.shape(v))
         except Exception:  # noqa: BLE001 - ragged, or GPU arrays inside: the 4-D call names it

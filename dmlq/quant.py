@@ -393,7 +393,7 @@ def _out(f, out, shape, dtype):
 
 
 def _saturate(f, saturate):
-    if isinstance(saturate, (bool, np.bool_)) or saturate in (0, 1) and isinstance(saturate, numbers.Integral):
+    if isinstance(saturate, (bool, np.bool_)) or isinstance(saturate, numbers.Integral) and saturate in (0, 1):
         return bool(saturate)
     raise TypeError(f"{f}: saturate must be True or False (got {saturate!r})")
 

@@ -209,3 +209,33 @@ def test_a_one_element_dask_scale_or_zero_point_of_add_of_any_rank(rank):
     want = dmlq.quantized_add(A[0], s, z, A[1].view(np.int8), 0.25, -2, 0.5, np.int8(1))
     assert (got.shape, got.dtype) == (want.shape, want.dtype)
     np.testing.assert_array_equal(got.compute(), want, strict=True)
+
+
+def _poisoned(shape, dtype, chunks=()):
+    """A dask array that raises if it is ever computed."""
+    def boom(block_info=None):
+        raise AssertionError("a lazy input was computed")
+    return da.map_blocks(boom, dtype=dtype, chunks=chunks, meta=np.empty((0,) * len(shape), dtype))
+
+
+def test_lists_holding_dask_arrays_and_dask_parameters_are_not_computed():
+    """A list or tuple operand holding dask arrays went through np.asarray, which computed them
+    (README: a lazy input is never computed behind your back); so did pooling's window
+    parameters holding dask scalars (operator.index) and a dask saturate= (== 0). Each is a
+    TypeError naming it, raised before anything runs."""
+    s, n, flag = _poisoned((), np.float32), _poisoned((), np.int64), _poisoned((), bool)
+    x, img = np.ones(2, np.float32), np.ones((1, 2, 4, 4), np.uint8)
+    for call, name in ((lambda: dmlq.quantize_linear(x, [s, s]), "scale is a list holding dask arrays"),
+                       (lambda: dmlq.quantize_linear(da.from_array(x), [[0.5], [s]]), "scale is a list holding dask"),
+                       (lambda: dmlq.quantize_linear(x, 0.5, (_poisoned((), np.uint8),)), "zero_point is a tuple"),
+                       (lambda: dmlq.matmul_integer(A[:, :2], [[n, n], [n, n]]), "b is a list holding dask arrays"),
+                       (lambda: dmlq.quantized_avg_pool(img, [[[s]], [[s]]], 0, 1.0, 0, 2), "x_scale is a list"),
+                       (lambda: dmlq.quantized_avg_pool(img[0], [[s], [s]], 0, 1.0, 0, 2), "x_scale is a list"),
+                       (lambda: dmlq.quantized_avg_pool(img, 1.0, 0, 1.0, 0, (n, 2)), "window_size holds a dask array"),
+                       (lambda: dmlq.quantized_avg_pool(da.from_array(img), 1.0, 0, 1.0, 0, 2, strides=[1, n]),
+                        "strides holds a dask array"),
+                       (lambda: dmlq.quantized_avg_pool(img[0], 1.0, 0, 1.0, 0, [n]), "window_size holds a dask array"),
+                       (lambda: dmlq.quantize_linear(x, 0.5, dtype="float8_e4m3fn", saturate=flag),
+                        "saturate must be True or False")):
+        with pytest.raises(TypeError, match=name):
+            call()
