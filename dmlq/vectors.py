@@ -13,6 +13,7 @@ own shape: a per-column ``b`` parameter of a vector ``b`` has one column.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,6 +35,11 @@ def _ndim(v) -> int | None:
     return nd if isinstance(nd, int) else None
 
 
+def _lazy(v) -> bool:
+    array = sys.modules.get("dask.array")
+    return array is not None and isinstance(v, array.Array)
+
+
 def promote(a, b, out, f="") -> tuple[Any, Any, Any, Vectors]:
     """(a, b, out, vectors): a 1-D ``a`` as (1, K), a 1-D ``b`` as (K, 1), and ``out``
     (shaped as the caller's result) as a view of the matrices' result."""
@@ -44,9 +50,10 @@ def promote(a, b, out, f="") -> tuple[Any, Any, Any, Vectors]:
         a = a[None, :]
     if vb:
         b = Packed(b.data, (int(b.shape[0]), 1), b.dtype) if isinstance(b, Packed) else b[:, None]
-    if out is not None and _ndim(out) is not None:
-        _check_out_shape(f, a, b, out, va, vb)
-        out = out[..., None, None] if va and vb else out[..., None, :] if va else out[..., None]
+    if out is not None and _ndim(out) is not None and not isinstance(out, np.generic) and not _lazy(out):
+        _check_out_shape(f, a, b, out, va, vb)  # (a NumPy scalar or a dask array as out: the call refuses it)
+        if not (va and not vb and _ndim(out) == 0):  # (a 0-d out where K does not fit: the call names the shapes)
+            out = out[..., None, None] if va and vb else out[..., None, :] if va else out[..., None]
     return a, b, out, Vectors(va, vb)
 
 

@@ -539,6 +539,23 @@ def test_descriptor_operators_name_an_operand_of_an_unsupported_type():
         dop(np.ones((2, 3), np.uint8), x, out=np.empty((2, 3), ">f4"))
 
 
+def test_a_vector_matmul_names_an_out_that_is_not_an_array():
+    """A 1-D a or b with out= a NumPy scalar (or a 0-d dask array), or a 1-D a with a 0-d out where
+    K does not fit, raised IndexError ("invalid index to scalar variable", "too many indices")
+    while the out was viewed for the matrices' call."""
+    da = pytest.importorskip("dask.array")
+    a, b = np.ones(3, np.uint8), np.ones((3, 2), np.int8)
+    for call in (lambda out: dmlq.matmul_integer(a, b, out=out),
+                 lambda out: dmlq.matmul_integer_to_float(a, 0.5, 0, b, 0.5, 0, out=out),
+                 lambda out: dmlq.quantized_matmul(a, 0.5, 0, b, 0.5, 0, 0.5, out=out)):
+        with pytest.raises(TypeError, match=r"out must be a numpy\.ndarray .* \(got int32\)"):
+            call(np.int32(0))
+        with pytest.raises(TypeError, match=r"out= is not taken with dask arrays"):
+            call(da.zeros((), dtype=np.int32))
+    with pytest.raises(ValueError, match=r"a has K = 2 columns but b has 3 rows"):  # a 0-d out beside them
+        dmlq.quantized_matmul(a[:2], 0.5, 0, b, 0.5, 0, 0.5, out=np.zeros((), np.uint8))
+
+
 def test_nan_payloads_lists_of_huge_ints_and_dask_lists():
     """A Python NaN's payload is part of the plan key (one NaN's plan served another: the NaN bits of
     dequantize followed the history); a list holding 10**400 is a ValueError (an object array's
