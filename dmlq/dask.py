@@ -376,11 +376,15 @@ def _vector(v):
 
 def _matmul_operands(a, b, shape):
     """a and b as dask arrays broadcast to the output's batch shape, b's K (and batch)
-    cut where a's are; and that batch shape."""
+    cut where a's are (a NumPy/CuPy a beside a dask b: a's cut where b's are, so b's
+    chunks are kept, not merged into one); and that batch shape."""
+    b_leads = not isinstance(a, da.Array) and isinstance(b, da.Array)
     a, b = (v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False) for v in (a, b))
     batch = shape[:-2]
     a = da.broadcast_to(a, batch + a.shape[-2:])
     b = da.broadcast_to(b, batch + b.shape[-2:])
+    if b_leads:
+        return rechunk(a, b.chunks[:-2] + (a.chunks[-2], b.chunks[-2])), b, batch
     return a, rechunk(b, a.chunks[:-2] + (a.chunks[-1],) + (b.chunks[-1],)), batch
 
 

@@ -119,22 +119,26 @@ def _meta_call(fname, values, kwargs, chunks):
 
 def _elementwise(fname, values, kwargs, shape, dtype, meta, packed=None):
     """Chunk-wise: every array operand cut where the output's chunks fall (the
-    first dask operand of full length decides each axis; a length-1 axis is
-    one chunk that every output chunk reads). ``packed``: (the task's function,
-    blockwise keywords) for a 1-D result of packed bytes (dmlq.packed_dask)."""
+    first dask operand of full length decides each axis, a NumPy/CuPy one only
+    where no dask one has that axis's full length, so a NumPy a beside a dask b
+    follows b's chunks; a length-1 axis is one chunk that every output chunk reads).
+    ``packed``: (the task's function, blockwise keywords) for a 1-D result of packed
+    bytes (dmlq.packed_dask)."""
     fn = adapters.function(fname)
     nd = len(shape)
-    arrays = []
+    arrays, lazy = [], []
     for v in values:
+        lazy.append(isinstance(v, da.Array))
         if isinstance(v, (list, tuple)):
             v = np.asarray(v)
         if getattr(v, "ndim", 0) > 0 and not isinstance(v, da.Array):
             v = da.from_array(v, chunks=v.shape, asarray=False)  # cut per chunk, not sent whole to each
         arrays.append(v)
+    ranked = [v for v, was in zip(arrays, lazy) if was] + [v for v, was in zip(arrays, lazy) if not was]
     chunks = []
     for axis in range(nd):
         found = None
-        for v in arrays:
+        for v in ranked:
             if isinstance(v, da.Array) and v.ndim >= nd - axis and shape[axis] != 1:
                 if v.shape[axis - nd] == shape[axis]:
                     found = v.chunks[axis - nd]

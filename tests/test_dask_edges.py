@@ -239,3 +239,29 @@ def test_lists_holding_dask_arrays_and_dask_parameters_are_not_computed():
                         "saturate must be True or False")):
         with pytest.raises(TypeError, match=name):
             call()
+
+
+def test_a_numpy_operand_follows_the_dask_operands_chunks():
+    """A NumPy operand of the result's full shape beside a dask one decided the result's chunks:
+    one chunk, the dask operand merged into it (quantize's x, add's a, the matmuls' a beside a
+    dask b whose K and N chunks were merged away). As dask's own ``numpy + dask``, the dask
+    operand's chunks are kept and the NumPy one is cut to them; results are the one-array ones."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+    s = rng.uniform(0.05, 0.5, (8, 6)).astype(np.float32)
+    q, q2 = A[:, :4], rng.integers(0, 256, (4, 4), dtype=np.uint8)
+    cases = [(lambda x, s: dmlq.quantize_linear(x, s, np.uint8(3)), (x, s), 1, ((2, 6), (3, 3)), None),
+             (lambda q, s: dmlq.dequantize_linear(q, s), (q, s[:4, :4]), 1, ((1, 3), (2, 2)), None),
+             (lambda a, b: dmlq.quantized_add(a, 0.1, 2, b, 0.2, 3, 0.3), (q, q2), 1, ((3, 1), (2, 2)), None)]
+    a3, b3 = rng.integers(0, 256, (2, 5, 7), dtype=np.uint8), rng.integers(-128, 128, (2, 7, 4), dtype=np.int8)
+    for f in (lambda a, b: dmlq.quantized_matmul(a, 0.1, 3, b, 0.05, None, 0.5, np.int8(1)),
+              lambda a, b: dmlq.matmul_integer(a, b),
+              lambda a, b: dmlq.matmul_integer_to_float(a, 0.1, 3, b, 0.05, None, np.ones(4, np.float32))):
+        for a in (a3, a3[0]):  # (b's batch and N chunks: the result's; its K chunks: a K split)
+            cases.append((f, (a, b3), 1, ((1, 1), (3, 4), (2, 2)), ((1, 1), (5,), (2, 2))))
+    for call, operands, lazy, chunks, result_chunks in cases:
+        args = list(operands)
+        args[lazy] = da.from_array(operands[lazy], chunks=chunks)
+        got, want = call(*args), call(*operands)
+        assert got.chunks == (result_chunks or chunks), (got.chunks, result_chunks or chunks)
+        np.testing.assert_array_equal(got.compute(), want, strict=True)
