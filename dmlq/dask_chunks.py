@@ -236,6 +236,28 @@ def _scalar_arg(v, ax):
     return [v, None]
 
 
+def _cut_like_parameters(x, scale, zp, block, axis, shape, kwargs):
+    """A NumPy/CuPy x beside a dask scale or zero point (per axis or blocked) as a dask array cut
+    where the parameter's chunks fall (a blocked chunk of n entries: n blocks of x), so the
+    parameter keeps its chunks rather than being merged into x's one chunk."""
+    nd = len(shape)
+    chunks = [(n,) for n in shape]
+    if nd:
+        ax = int(axis) % nd if block is None else blocked_axis(kwargs, scale, shape)
+        for v in (scale, zp):
+            if not isinstance(v, da.Array):
+                continue
+            if block is None and v.ndim == 1 and v.shape[0] == shape[ax] > 1:
+                chunks[ax] = v.chunks[0]
+                break
+            if block is not None and v.ndim == nd and v.shape[ax] == -(-shape[ax] // int(block)):
+                edges = [min(shape[ax], int(e) * int(block)) for e in np.cumsum(v.chunks[ax])]
+                chunks = [v.chunks[i] if i != ax and v.shape[i] == shape[i] else c for i, c in enumerate(chunks)]
+                chunks[ax] = tuple(b - a for a, b in zip([0] + edges[:-1], edges)) or (0,)
+                break
+    return da.from_array(x, chunks=tuple(chunks), asarray=False)
+
+
 def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta, packed=None):
     """quantize/dequantize with ONNX's per-axis form (axis=: a 1-D scale cut where x's
     chunks fall along that axis) or blocked scales (block_size=: x rechunked lazily so
@@ -244,8 +266,8 @@ def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta, packed=None)
     x, scale, zp = values
     fn = adapters.function(fname)
     nd = len(shape)
-    x = _as_dask(x)
     block, axis = kwargs.get("block_size"), kwargs.get("axis")
+    x = _as_dask(x) if isinstance(x, da.Array) else _cut_like_parameters(x, scale, zp, block, axis, shape, kwargs)
     args = [x, tuple(range(nd))]
     if block is None:
         ax = int(axis) % nd

@@ -252,7 +252,13 @@ def test_a_numpy_operand_follows_the_dask_operands_chunks():
     q, q2 = A[:, :4], rng.integers(0, 256, (4, 4), dtype=np.uint8)
     cases = [(lambda x, s: dmlq.quantize_linear(x, s, np.uint8(3)), (x, s), 1, ((2, 6), (3, 3)), None),
              (lambda q, s: dmlq.dequantize_linear(q, s), (q, s[:4, :4]), 1, ((1, 3), (2, 2)), None),
-             (lambda a, b: dmlq.quantized_add(a, 0.1, 2, b, 0.2, 3, 0.3), (q, q2), 1, ((3, 1), (2, 2)), None)]
+             (lambda a, b: dmlq.quantized_add(a, 0.1, 2, b, 0.2, 3, 0.3), (q, q2), 1, ((3, 1), (2, 2)), None),
+             # per axis and blocked: x cut where the dask scale's or zero point's chunks fall
+             (lambda q, s: dmlq.dequantize_linear(q, s, axis=0), (A, s[:4, 0]), 1, ((1, 3),), ((1, 3), (6,))),
+             (lambda x, s: dmlq.quantize_linear(x, s, block_size=2, dtype=np.int8), (x, s[:, :3]), 1,
+              ((5, 3), (2, 1)), ((5, 3), (4, 2))),
+             (lambda q, z: dmlq.dequantize_linear(q, s[:4, :2], z, block_size=4), (A, A[:, :2]), 1,
+              ((2, 2), (1, 1)), ((2, 2), (4, 2)))]
     a3, b3 = rng.integers(0, 256, (2, 5, 7), dtype=np.uint8), rng.integers(-128, 128, (2, 7, 4), dtype=np.int8)
     for f in (lambda a, b: dmlq.quantized_matmul(a, 0.1, 3, b, 0.05, None, 0.5, np.int8(1)),
               lambda a, b: dmlq.matmul_integer(a, b),
