@@ -69,7 +69,11 @@ def _unpacked_b(fname, names, values, packed):
                         "torch tensors: with torch CPU tensors pass b as NumPy bytes (dmlq.pack of a NumPy "
                         "array); beside CUDA tensors a packed b is not taken yet (pass the tensors as CuPy "
                         "arrays: cupy.asarray(t))")
-    values[i] = unpack(data, packed[1], packed[0])
+    try:
+        values[i] = unpack(data, packed[1], packed[0])
+    except (TypeError, ValueError) as e:  # its bytes do not match its shape and dtype (as dmlq.quant says it)
+        raise type(e)(f"{fname}: b is a dmlq.Packed that does not hold its elements: "
+                      f"{str(e).removeprefix('unpack: ')}") from None
     return tuple(values)
 
 

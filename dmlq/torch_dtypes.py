@@ -24,6 +24,24 @@ for _name in _NARROW:
 _TO_TORCH = {np.dtype(v): k for k, v in _TO_NUMPY.items()}
 
 
+def _fx_names_the_narrow_types():
+    """torch.fx writes a graph's tensors with their dtype's short name, from a table
+    (torch.utils._dtype_abbrs) that torch 2.13 builds without int1..int7 and uint1..uint7: every
+    graph holding a torch.int4/uint4/int2/uint2 value raised ``KeyError: torch.int4`` where torch
+    prints or logs it (inductor compiles each graph that way, and torch.export.save), so no such
+    graph compiled with the default backend. The types dmlq gives tensors get their names there
+    (``dtype.abbr``, "int4"); a torch whose table has them keeps its own."""
+    try:
+        from torch.utils._dtype_abbrs import dtype_abbrs
+    except ImportError:  # pragma: no cover - a torch without the table
+        return
+    for t in _VIEWED:
+        dtype_abbrs.setdefault(t, getattr(t, "abbr", str(t).removeprefix("torch.")))
+
+
+_fx_names_the_narrow_types()
+
+
 def numpy_dtype(dtype):
     """A torch dtype as NumPy's (anything else as it is)."""
     return np.dtype(_TO_NUMPY[dtype]) if isinstance(dtype, torch.dtype) and dtype in _TO_NUMPY else dtype

@@ -7,10 +7,12 @@ import numbers
 
 import numpy as np
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from . import adapters
 from .dtypes import torch_name
 from .errors import DescError
+from .packing import Packed
 from .torch_dtypes import _TO_NUMPY, _VIEWED, _from_numpy, _is_fake, _torch_dtype_constant, numpy_dtype, torch_dtype
 
 # ------------------------------------------------------------------ the public functions inside torch.compile
@@ -27,18 +29,43 @@ _ZP_OF_FN = {"dequantize_linear": {"zero_point": "q"}}  # dequantize's zero poin
 
 def _zp_tensor(fname, name, v, zdt, device):
     """A Python int zero point as a 0-d tensor of ``zdt`` (the type the call gives it), its value
-    checked as the eager call checks it (a torch.tensor would wrap -3 to 253 as uint8)."""
+    checked as the eager call checks it (a torch.tensor would wrap -3 to 253 as uint8). A SymInt
+    (non-strict torch.export's ``Dim.DYNAMIC`` int, make_fx) stays symbolic: its range checked by
+    ``torch._check`` (an assert of the graph, not a specialization) and the tensor made by
+    ``torch.scalar_tensor`` (int() of it would make it a constant). (Dynamo hands a symbolic int
+    over as an int: its comparisons are guards there, and torch.tensor of it a scalar_tensor.)"""
     from .qtypes import QTYPES
 
     tname = torch_name(zdt)
     q = QTYPES.get(tname)
-    if q is not None and not q.is_float and not q.qmin <= int(v) <= q.qmax:
-        raise DescError(f"{fname}: {name} = {int(v)} is out of range for {tname} [{q.qmin}, {q.qmax}]; pass a "
-                        "value in that range")
+    symbolic = isinstance(v, torch.SymInt)
+    if q is not None and not q.is_float:
+        def message(value):
+            return (f"{fname}: {name} = {value} is out of range for {tname} [{q.qmin}, {q.qmax}]; pass a value "
+                    "in that range")
+        if symbolic:
+            torch._check(v >= q.qmin, lambda: message(v))
+            torch._check(v <= q.qmax, lambda: message(v))
+        elif not q.qmin <= int(v) <= q.qmax:
+            raise DescError(message(int(v)))
+    wide = zdt
     if q is not None and q.bits < 8:  # torch makes no 4-bit or 2-bit tensor from a number: its byte's view
         wide = torch.int8 if q.qmin < 0 else torch.uint8
-        return torch.tensor(int(v), dtype=wide, device=device).view(zdt)
-    return torch.tensor(int(v), dtype=zdt, device=device)
+    if symbolic:
+        t = torch.scalar_tensor(v, dtype=wide, device=device)
+    else:
+        t = torch.tensor(int(v), dtype=wide, device=device)
+    return t if wide == zdt else t.view(zdt)
+
+
+def _known_zero(v) -> bool:
+    """Whether an int zero point is 0 as a constant (None then stands for it, as for a zero point
+    not given): a symbolic int (one that changes between compiled calls, an exported ``Dim.DYNAMIC``
+    int) is not, even where its value is 0, so that no guard on its value makes a graph more, and
+    no export makes it a constant."""
+    if isinstance(v, np.generic):
+        return int(v) == 0
+    return statically_known_true(v == 0)
 
 
 def _scale_number(fname, name, v, t):
@@ -126,6 +153,51 @@ def _finite_double(fname, name, v, t=torch.float32):
                          "become inf")
 
 
+# The operands a public function takes as a dmlq.Packed (its bytes, NumPy's) beside torch tensors.
+_PACKED_OPERANDS = {"quantize_linear": ("scale", "zero_point"), "dequantize_linear": ("q", "scale", "zero_point"),
+                    "quantized_matmul": ("b", "b_zero_point"), "matmul_integer": ("b", "b_zero_point"),
+                    "matmul_integer_to_float": ("b", "b_zero_point")}
+
+
+def _packed_tensor(fname, name, p, as_tensor):
+    """A dmlq.Packed operand as the tensor of its torch dtype (torch.int4 ..., one element a byte, the
+    code in the low bits), unpacked by tensor operations that torch.compile and torch.export trace (the
+    eager call unpacks it on the host; Dynamo gave the op the Packed itself, and torch refused it in
+    its own words). ``as_tensor``: the bytes (a NumPy array) as a uint8 tensor."""
+    from .packing import packed_nbytes
+    from .qtypes import QTYPES
+
+    if name not in _PACKED_OPERANDS.get(fname, ()):
+        raise TypeError(f"{fname}: {name} is a dmlq.Packed, which {fname} does not take as {name}; pass "
+                        f"dmlq.unpack({name}) (its elements, one a byte), or a tensor of its torch dtype")
+    if name.startswith("b") and fname in _DATA and "b" in _DATA[fname] and p.dtype not in ("int4", "uint4"):
+        raise TypeError(f"{fname}: a packed {name} must be int4 or uint4 (got a dmlq.Packed of {p.dtype})")
+    t = getattr(torch, p.dtype, None) if isinstance(p.dtype, str) else None
+    if t is None or t not in _TO_NUMPY:
+        raise TypeError(f"{fname}: {name} is a dmlq.Packed of {p.dtype}, which torch holds in no dtype of one "
+                        "element a byte (float4_e2m1fn: torch.float4_e2m1fn_x2 packs two); call dmlq on NumPy "
+                        "arrays, outside torch.compile")
+    if not isinstance(p.data, np.ndarray):
+        raise TypeError(f"{fname}: {name} is a dmlq.Packed whose data is not a NumPy array; beside torch tensors "
+                        f"pass a Packed of NumPy bytes (dmlq.pack of a NumPy array or a CPU tensor), or {name} as "
+                        f"a {t} tensor")
+    shape = tuple(int(s) for s in p.shape)
+    size = math.prod(shape)
+    bits = QTYPES[p.dtype].bits if p.dtype in QTYPES else 8
+    data = as_tensor(p.data)
+    need = packed_nbytes(size, p.dtype) if p.dtype in QTYPES else size
+    if data.dtype != torch.uint8 or data.dim() != 1 or data.numel() != need:
+        raise ValueError(f"{fname}: {name} is a dmlq.Packed that does not hold its elements: {p.dtype} {shape} "
+                         f"takes {need} bytes as a 1-D uint8 array (got {data.dtype} {tuple(data.shape)})")
+    if bits < 8:  # element i in bits (i % k) * bits and up of byte i // k: the first in the low bits
+        mask = (1 << bits) - 1
+        data = torch.stack([(data >> s) & mask for s in range(0, 8, bits)], dim=-1).reshape(-1)[:size]
+    return data.reshape(shape).view(t)
+
+
+# Dynamo tracing (torch.compiler.is_compiling() is true in non-strict torch.export too, which runs
+# the Python code on fake tensors rather than tracing it)
+_dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
 _TRACED: dict = {}
 
 
@@ -173,15 +245,22 @@ def _traced_form(fname):
     def functional(*args, **kwargs):
         values = dict(zip(names, args))
         values.update({n: kwargs.get(n) for n in names[len(args):]})
-        for n, v in values.items():  # NumPy operands (and, inside torch.compile, NumPy scalars) as tensors
-            if isinstance(v, np.ndarray):
-                if torch.compiler.is_compiling():
-                    values[n] = torch.as_tensor(v)
-                elif any(_is_fake(t) for t in values.values() if isinstance(t, torch.Tensor)):
-                    # (FakeTensorMode: a tensor of its shape and dtype, made fake by the mode)
-                    values[n] = torch.empty(v.shape, dtype=torch_dtype(v.dtype))
-                else:
-                    values[n] = _from_numpy(np.array(v))
+        def as_tensor(v):  # NumPy operands (and, inside torch.compile, NumPy scalars) as tensors
+            if _dynamo_compiling():
+                return torch.as_tensor(v)
+            if torch.compiler.is_compiling():  # (non-strict torch.export: a constant of the program; an
+                t = torch_dtype(v.dtype)  # ml_dtypes array, a packed b unpacked, through its bytes)
+                return torch.as_tensor(v.view(_VIEWED[t][1])).view(t) if t in _VIEWED else torch.as_tensor(v)
+            if any(_is_fake(t) for t in values.values() if isinstance(t, torch.Tensor)):
+                # (FakeTensorMode: a tensor of its shape and dtype, made fake by the mode)
+                return torch.empty(v.shape, dtype=torch_dtype(v.dtype))
+            return _from_numpy(np.array(v))
+
+        for n, v in values.items():
+            if isinstance(v, Packed):
+                values[n] = _packed_tensor(fname, n, v, as_tensor)
+            elif isinstance(v, np.ndarray):
+                values[n] = as_tensor(v)
         kw = {k: kwargs[k] for k in keywords if k in kwargs}
         if len(args) > len(names):  # quantized_avg_pool's window_size, given by position
             kw["window_size"] = args[len(names)]
@@ -225,7 +304,7 @@ def _traced_form(fname):
                 zdt = (dtype or torch.uint8) if source == "out" else values[source].dtype
                 if isinstance(v, np.generic) and source == "out" and dtype is None:
                     zdt = kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
-                values[n] = None if int(v) == 0 else _zp_tensor(fname, n, v, zdt, lead.device)
+                values[n] = None if _known_zero(v) else _zp_tensor(fname, n, v, zdt, lead.device)
             else:
                 sdt = _scale_type(fname, lead)
                 if isinstance(v, (list, tuple)):  # each number (in Python: NumPy's asarray, traced by Dynamo,
