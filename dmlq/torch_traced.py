@@ -195,6 +195,59 @@ def _packed_tensor(fname, name, p, as_tensor):
     return data.reshape(shape).view(t)
 
 
+_INTS = ("axis", "block_size")
+_INT_LISTS = ("window_size", "strides", "start_padding", "end_padding", "dilations")
+_FLAGS = ("include_padding", "ceil_mode", "saturate")
+
+
+def _python(fname, key, v):
+    """NumPy numbers and arrays of them in the int and bool keywords as Python's (elements of a list
+    or tuple too), as the eager call takes them. Inside torch.compile a NumPy value that Dynamo
+    holds as a tensor (an argument or a closure's, a bool, an array) is refused, with the fix: its
+    int() is a symbolic or unknown int there, which no ``int``/``int[]``/``bool`` of the op's schema
+    takes (torch's own error, or a crash in the backend); a NumPy constant (``np.int64(2)`` written
+    in the function) is a number Dynamo knows, taken."""
+    if isinstance(v, (list, tuple)):
+        return [_python(fname, key, e) for e in v]
+    if isinstance(v, np.generic) or isinstance(v, np.ndarray) and not _dynamo_compiling():
+        return v.tolist()
+    if not isinstance(v, np.ndarray):
+        return v
+    fix = "a Python bool: bool(v)" if key in _FLAGS else "a Python int: int(v)" if key in _INTS or not v.ndim \
+        else "Python ints: [int(e) for e in v]"
+    raise TypeError(f"{fname}: {key} is a NumPy {'array' if v.ndim else 'number'} that torch.compile makes a "
+                    f"tensor, which it does not take there; pass {fix} (outside the compiled function)")
+
+
+def _keywords(fname, kw):
+    """The int and bool keywords as the op's schema takes them (``int``, ``int[]``, ``bool``), checked
+    as the eager call checks them: NumPy ints and bools taken (the schema refused them, torch's
+    error), bools and floats refused where an int is meant and ints where a bool is (the schema
+    converted them: ``axis=True`` was axis 1, ``ceil_mode=1`` True)."""
+    kw = dict(kw)
+    for key in _INTS + _INT_LISTS + _FLAGS:
+        v = kw.get(key)
+        if v is None:
+            continue
+        if isinstance(v, torch.Tensor):
+            raise TypeError(f"{fname}: {key} is a tensor; inside torch.compile and torch.export pass Python ints "
+                            f"(or bools) there: {key}=t.tolist() outside the function")
+        v = kw[key] = _python(fname, key, v)
+        if key in _INTS and (isinstance(v, bool) or not isinstance(v, int)):
+            raise TypeError(f"{fname}: {key} must be an int (got {v!r})")
+        if key in _INT_LISTS and isinstance(v, list) and any(isinstance(e, bool) or not isinstance(e, int)
+                                                             for e in v):
+            raise TypeError(f"{fname}: {key} must hold integers (got {tuple(v)!r})")
+        if key in _INT_LISTS and isinstance(v, bool):
+            raise TypeError(f"{fname}: {key} must hold integers (got {v!r})")
+        if key in _FLAGS and not isinstance(v, bool) and not (key == "saturate" and isinstance(v, int)
+                                                             and v in (0, 1)):
+            raise TypeError(f"{fname}: {key} must be True or False (got {v!r})")
+        if key == "saturate":
+            kw[key] = bool(v)
+    return kw
+
+
 # Dynamo tracing (torch.compiler.is_compiling() is true in non-strict torch.export too, which runs
 # the Python code on fake tensors rather than tracing it)
 _dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
@@ -264,6 +317,7 @@ def _traced_form(fname):
         kw = {k: kwargs[k] for k in keywords if k in kwargs}
         if len(args) > len(names):  # quantized_avg_pool's window_size, given by position
             kw["window_size"] = args[len(names)]
+        kw = _keywords(fname, kw)
         for key in ("dtype", "precision"):
             if kw.get(key) is not None and not isinstance(kw[key], torch.dtype):
                 kw[key] = _torch_dtype_constant(kw[key])

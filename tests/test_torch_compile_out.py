@@ -246,3 +246,49 @@ def test_a_zero_point_from_item_compiles(monkeypatch):
     with pytest.raises(ValueError, match=r"zero_point = 300 is out of range for uint8"):
         torch.compile(calls[0], backend="aot_eager")(torch.tensor(300))
     torch._dynamo.reset()
+
+
+_AXIS, _SIZES, _FLAG = np.int64(1), np.array([2, 2]), np.True_  # (a closure's NumPy values)
+KEYWORDS = {  # name: (the call, the words of its refusal inside torch.compile(fullgraph=True))
+    "numpy_axis": (lambda: dmlq.dequantize_linear(T["q"], torch.full((3,), 0.5), None, axis=_AXIS),
+                   r"dequantize_linear: axis is a NumPy number that torch.compile makes a tensor, .* int\(v\)"),
+    "numpy_block_size": (lambda: dmlq.quantize_linear(T["x"], torch.full((2, 3, 6, 3), 0.5), None, axis=3,
+                                                      block_size=np.int32(1) + _AXIS),
+                         r"quantize_linear: block_size is a NumPy number"),
+    "numpy_window": (lambda: dmlq.quantized_avg_pool(T["q"], 0.5, 1, 0.5, 2, _SIZES),
+                     r"quantized_avg_pool: window_size is a NumPy array .* \[int\(e\) for e in v\]"),
+    "numpy_strides": (lambda: dmlq.quantized_avg_pool(T["q"], 0.5, 1, 0.5, 2, [2, 2], strides=_SIZES),
+                      r"quantized_avg_pool: strides is a NumPy array"),
+    "numpy_ceil_mode": (lambda: dmlq.quantized_avg_pool(T["q"], 0.5, 1, 0.5, 2, [2, 2], ceil_mode=_FLAG),
+                        r"quantized_avg_pool: ceil_mode is a NumPy number .* bool\(v\)"),
+    "numpy_saturate": (lambda: dmlq.quantize_linear(T["x"], 0.01, dtype=torch.float8_e4m3fn, saturate=_FLAG),
+                       r"quantize_linear: saturate is a NumPy number"),
+    "bool_axis": (lambda: dmlq.dequantize_linear(T["q"], torch.full((3,), 0.5), None, axis=True),
+                  r"dequantize_linear: axis must be an int \(got True\)"),
+    "float_window": (lambda: dmlq.quantized_avg_pool(T["q"], 0.5, 1, 0.5, 2, (2.0, 2)),
+                     r"quantized_avg_pool: window_size must hold integers \(got \(2\.0, 2\)\)"),
+    "int_ceil_mode": (lambda: dmlq.quantized_avg_pool(T["q"], 0.5, 1, 0.5, 2, [2, 2], ceil_mode=1),
+                      r"quantized_avg_pool: ceil_mode must be True or False \(got 1\)"),
+    "tensor_window": (lambda: dmlq.quantized_avg_pool(T["q"], 0.5, 1, 0.5, 2, torch.tensor([2, 2])),
+                      r"quantized_avg_pool: window_size is a tensor; inside torch.compile"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEYWORDS))
+def test_int_and_bool_keywords_inside_compile(name):
+    """The op's schema takes Python ints and bools there. A NumPy value that Dynamo holds as a
+    tensor reached it as a tensor or an unknown int (torch's "Expected a value of type
+    'Optional[int]'", or a crash in the backend), and a bool or float where an int is meant (an
+    int where a bool is) was converted by the schema (axis=True was axis 1, ceil_mode=1 True)
+    where the eager call refuses it. Now each is refused naming the keyword, with the fix; without
+    fullgraph the call falls back to the eager call, which takes NumPy values (and a tensor window)."""
+    fn, message = KEYWORDS[name]
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=message):
+        torch.compile(fn, backend="aot_eager", fullgraph=True)()
+    if name.startswith(("numpy", "tensor")):  # (values the eager call takes)
+        torch._dynamo.reset()
+        assert np.array_equal(_bytes(torch.compile(fn, backend="aot_eager")()), _bytes(fn()))
+    else:
+        with pytest.raises(TypeError, match=message):
+            fn()
