@@ -209,6 +209,11 @@ def _python(fname, key, v):
     in the function) is a number Dynamo knows, taken."""
     if isinstance(v, (list, tuple)):
         return [_python(fname, key, e) for e in v]
+    if isinstance(v, torch.Tensor):  # (the eager call takes integer tensors there, as operator.index does)
+        if _dynamo_compiling():  # (no repr of it in a message: Dynamo would break the graph there)
+            raise TypeError(f"{fname}: {key} is or holds a tensor; inside torch.compile and torch.export pass "
+                            f"Python ints (or bools) there: {key}=t.tolist() outside the function")
+        return v.tolist()
     if isinstance(v, np.generic) or isinstance(v, np.ndarray) and not _dynamo_compiling():
         return v.tolist()
     if not isinstance(v, np.ndarray):
@@ -229,9 +234,6 @@ def _keywords(fname, kw):
         v = kw.get(key)
         if v is None:
             continue
-        if isinstance(v, torch.Tensor):
-            raise TypeError(f"{fname}: {key} is a tensor; inside torch.compile and torch.export pass Python ints "
-                            f"(or bools) there: {key}=t.tolist() outside the function")
         v = kw[key] = _python(fname, key, v)
         if key in _INTS and (isinstance(v, bool) or not isinstance(v, int)):
             raise TypeError(f"{fname}: {key} must be an int (got {v!r})")

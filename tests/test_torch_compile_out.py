@@ -270,7 +270,9 @@ KEYWORDS = {  # name: (the call, the words of its refusal inside torch.compile(f
     "int_ceil_mode": (lambda: dmlq.quantized_avg_pool(T["q"], 0.5, 1, 0.5, 2, [2, 2], ceil_mode=1),
                       r"quantized_avg_pool: ceil_mode must be True or False \(got 1\)"),
     "tensor_window": (lambda: dmlq.quantized_avg_pool(T["q"], 0.5, 1, 0.5, 2, torch.tensor([2, 2])),
-                      r"quantized_avg_pool: window_size is a tensor; inside torch.compile"),
+                      r"quantized_avg_pool: window_size is or holds a tensor; inside torch.compile"),
+    "tensors_in_strides": (lambda: dmlq.quantized_avg_pool(T["q"], 0.5, 1, 0.5, 2, 2, strides=(torch.tensor(2),) * 2),
+                           r"quantized_avg_pool: strides is or holds a tensor; inside torch.compile"),
 }
 
 
@@ -292,3 +294,15 @@ def test_int_and_bool_keywords_inside_compile(name):
     else:
         with pytest.raises(TypeError, match=message):
             fn()
+
+
+def test_int_and_bool_keywords_through_the_op_in_eager_mode():
+    """A call with a tensor that requires grad goes through the op in eager mode too: a tensor
+    window (which the NumPy path takes) reached the schema (torch's "Expected a value of type
+    'List[int]'"), and axis=True became axis 1 where the NumPy path refuses it."""
+    s = torch.tensor(0.5, requires_grad=True)
+    want = dmlq.quantized_avg_pool(T["q"], 0.5, 1, 0.5, 2, [2, 2])
+    assert torch.equal(dmlq.quantized_avg_pool(T["q"], s, 1, 0.5, 2, torch.tensor([2, 2])), want)
+    assert torch.equal(dmlq.quantized_avg_pool(T["q"], s, 1, 0.5, 2, np.array([2, 2]), ceil_mode=np.False_), want)
+    with pytest.raises(TypeError, match=r"^dequantize_linear: axis must be an int \(got True\)$"):
+        dmlq.dequantize_linear(T["q"], torch.full((3,), 0.5, requires_grad=True), None, axis=True)
