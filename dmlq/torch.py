@@ -511,6 +511,18 @@ for _fname in _SCHEMAS:
         _register(_fname, _overload)
 
 
+def _not_traced(fname):
+    def refuse(*args, **kwargs):
+        raise TypeError(f"{fname}: torch.compile does not trace dmlq.{fname} (its result holds NumPy bytes); call it "
+                        "outside the compiled function and pass the dmlq.Packed in (or, for a result, return the "
+                        "torch.int4 ... tensor and pack it after)")
+    return refuse
+
+
 if hasattr(torch.compiler, "substitute_in_graph"):  # torch >= 2.5
     for _fname in _SCHEMAS:
         torch.compiler.substitute_in_graph(adapters.function(_fname), skip_signature_check=True)(_polyfill(_fname))
+    from . import packing as _packing
+
+    for _fname in ("pack", "unpack"):  # (Dynamo failed inside them: "Unsupported ndarray attribute access")
+        torch.compiler.substitute_in_graph(getattr(_packing, _fname), skip_signature_check=True)(_not_traced(_fname))

@@ -173,3 +173,19 @@ def test_non_strict_export_of_a_packed_b():
     ep = torch.export.export(m, (A,))
     assert _same(ep.module()(A), m(A))
     assert _same(ep.module()(Q), m(Q))
+
+
+def test_pack_and_unpack_inside_compile_are_refused_by_name():
+    """dmlq.pack / dmlq.unpack give or read NumPy bytes, which a graph cannot hold: with
+    fullgraph=True Dynamo failed inside them ("Unsupported ndarray attribute access", "Unsupported
+    method call"); now the refusal names the function and the fix. Without fullgraph, pack runs
+    eagerly at a graph break."""
+    packed = _PACKED["b_int4"]
+    for fn, name in ((lambda x: dmlq.pack(dmlq.quantize_linear(x, 0.1, dtype=torch.int4)), "pack"),
+                     (lambda x: dmlq.unpack(packed), "unpack")):
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match=rf"{name}: torch.compile does not trace dmlq.{name} .* call it outside"):
+            torch.compile(fn, backend="aot_eager", fullgraph=True)(X)
+    torch._dynamo.reset()
+    got = torch.compile(lambda x: dmlq.pack(dmlq.quantize_linear(x, 0.1, dtype=torch.int4)), backend="aot_eager")(X)
+    assert got.dtype == "int4" and np.array_equal(got.data, dmlq.pack(dmlq.quantize_linear(X, 0.1, dtype=torch.int4)).data)
