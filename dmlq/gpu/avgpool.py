@@ -269,6 +269,14 @@ def _table_grid(gx: int, gy: int, lut_n: int, wave: int, notes: tuple):
 _STORES = {16: "16-byte stores", 4: "4-byte stores", 1: "byte stores"}
 
 
+def _cl_block(channels: int, vec: int):
+    """(groups of vec channels, block x, block y, grid y) of the channels_last kernels: a warp is
+    adjacent channel groups of 32 // bx positions (or columns)."""
+    groups = channels // vec
+    bx = min(32, 1 << (groups - 1).bit_length())
+    return groups, bx, CL_BLOCK // bx, min(-(-groups // bx), 65535)
+
+
 def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
                             strides, start_padding, end_padding, dilations, include_padding, *,
                             variant=None) -> Plan:
@@ -357,15 +365,12 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
                     i32(ED), i32(EH), i32(EW), i32(bool(include_padding))), (i32(lut_n),))
     elif variant in CL_STRIP_CONFIGS:
         vec, _ = CL_STRIP_CONFIGS[variant]
-        groups = c_ // vec
-        bx = min(32, 1 << (groups - 1).bit_length())  # a warp: adjacent channels of 32 // bx columns
-        by = CL_BLOCK // bx
+        groups, bx, by, gy = _cl_block(c_, vec)
         lut_n = _table_bytes(per_channel, KD * KH * KW)
         wave = _wave(name, bx * by, lut_n)
         s_rows = strip_rows(OH, n_ * OD * OW * groups, wave * bx * by)
         ns = -(-OH // s_rows)
         columns = n_ * OD * ns * OW
-        gy = min(-(-groups // bx), 65535)
         gx, notes = _table_grid(min(-(-columns // by), INT_MAX), gy, lut_n, wave,
                                 notes + (f"strips of {s_rows} output rows",))
         out_vec = _out_vector(out, o_strides, vec) if direct else 1
@@ -382,10 +387,7 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
     elif variant in CL_CONFIGS:
         vec = CL_CONFIGS[variant]
         positions = n_ * OD * OH * OW
-        groups = c_ // vec
-        bx = min(32, 1 << (groups - 1).bit_length())  # a warp: adjacent channels of 32 // bx positions
-        by = CL_BLOCK // bx
-        gy = min(-(-groups // bx), 65535)
+        groups, bx, by, gy = _cl_block(c_, vec)
         lut_n = _table_bytes(per_channel, KD * KH * KW)
         gx, notes = _table_grid(min(-(-positions // by), INT_MAX), gy, lut_n, _wave(name, bx * by, lut_n), notes)
         out_vec = _out_vector(out, o_strides, vec) if direct else 1
