@@ -187,7 +187,7 @@ VARIANTS=(tests/test_gpu_variants.py "tests/test_gpu_elementwise.py::test_wide_i
 # The sanitizers' list: those cases plus the contract's edge cases on the element-wise,
 # pooling and tiled matmul kernels (the GPU twins of the host-harness tests).
 SANITIZE=(-m gpu tests/test_gpu_variants.py "tests/test_gpu_elementwise.py::test_wide_index_kernels"
-          tests/test_select_avgpool.py
+          tests/test_select_avgpool.py tests/test_select_avgpool_cl.py
           "tests/test_select_matmul.py::test_emulated_mma_stages_tails_and_alignment"
           "tests/test_select_matmul.py::test_emulated_mma_split_k"
           "tests/test_select_matmul.py::test_emulated_tile_edges_and_alignment")

@@ -794,6 +794,9 @@ MUTATIONS: list[Mutation] = [
       "channels_last strip: IncludePadding's divisor leaves out the H end padding", "bounds"),
     M("avgpool.cu", "            hi[k] += ring_hi[u][k];", "            hi[k] += ring_lo[u][k];",
       "channels_last strip: odd channels' lanes summed from the even ones'", "index"),
+    M("avgpool.cu", "            tap_range<int>(oh - PH, KH, 1, -PH, H + EH, a, b);\n            count = cdp * (b - a) * cwp;",
+      "            tap_range<int>(oh - PH, KH, 1, -PH, H + EH + 1, a, b);\n            count = cdp * (b - a) * cwp;",
+      "channels_last strip: IncludePadding's divisor counts a row past the H end padding", "bounds"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
@@ -810,7 +813,7 @@ TESTS = {
     "matmul_mma.cu": (["tests/test_gpu_intmm_tiled.py", "tests/test_gpu_intmm_mma_packed.py", "tests/test_select_matmul.py",
                        "tests/test_host_mutants.py", "tests/test_host_matmul_staging.py"],
                       "emulated or mutant_mma or intmm_tiled or mma_packed"),
-    "avgpool.cu": (["tests/test_select_avgpool.py", "tests/test_host_mutants.py"],
+    "avgpool.cu": (["tests/test_select_avgpool.py", "tests/test_select_avgpool_cl.py", "tests/test_host_mutants.py"],
                    "emulated or mutant_avgpool"),
     "matmul_stream.cu": (["tests/test_gpu_intmm.py"], "not selection"),
     "matmul_stream_packed.cu": (["tests/test_gpu_qmm_stream.py", "tests/test_gpu_intmm_grouped.py",

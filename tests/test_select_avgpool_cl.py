@@ -1,0 +1,75 @@
+"""The channels_last kernels (avgpool_cl, avgpool_cl_strip) on the host harness: output sizes
+docs/semantics.md accepts beyond ceil mode's. (The other channels_last cases:
+tests/test_select_avgpool.py, whose helpers these use.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dmlq import reference
+from dmlq.desc import pool_output_accepted
+from dmlq.gpu import avgpool as ap
+from dmlq.gpu.plan import Memo, recording
+from kernel_cases import pool_params
+from test_select_avgpool import channels_last_out, fake_gpu, make_input  # noqa: F401  (fake_gpu: the fixture)
+
+# (x shape without C, window, strides, start, end): each dimension's floor + 1 output size is
+# accepted (its last window starts inside in + start_pad) and that window reaches past the
+# end padding, so IncludePadding's divisor must clip it at in + end_pad. An H window of 3 at
+# H stride 1 (the strip kernels' class) only gets such a row from floor + 1: its ceil size is
+# its floor size.
+ACCEPTED_CASES = (
+    ((7, 9), (3, 3), (1, 2), (1, 0), (0, 1)),
+    ((5, 6), (3, 2), (1, 1), (2, 1), (1, 0)),
+    ((1, 4), (3, 1), (1, 3), (1, 2), (1, 0)),
+    ((4, 6, 11), (2, 3, 4), (1, 1, 2), (1, 1, 0), (0, 0, 1)),
+    ((13, 5), (3, 3), (1, 1), (0, 1), (0, 0)),
+)
+
+
+@pytest.mark.parametrize("variant, s_rows", [(v, s) for v in ap.CL_STRIP_CONFIGS for s in (8, 3, 1)]
+                         + [(v, 16) for v in ap.CL_CONFIGS])  # (channels_last_*: no strips)
+def test_emulated_channels_last_accepted_output_sizes(fake_gpu, monkeypatch, request, variant, s_rows):
+    """Every dimension's floor + 1 output size (pool_output_accepted), IncludePadding on and off, per
+    tensor (the table) and per channel, at strip lengths 8, 3 and 1 (strip kernels; pinned, the plan memo emptied as
+    in test_emulated_channels_last_strip_edges). Found by: the strip's IncludePadding divisor clipped
+    at H + EH + 1 instead of H + EH, surviving every other test."""
+    monkeypatch.setattr(ap, "STRIP_ROWS", s_rows)
+    monkeypatch.setattr(ap, "STRIP_MIN_ROWS", 1)
+    monkeypatch.setattr(ap, "STRIP_WAVES", 0)
+    Memo.clear_all()
+    request.addfinalizer(Memo.clear_all)
+    vec = ap.CL_STRIP_CONFIGS[variant][0] if variant in ap.CL_STRIP_CONFIGS else ap.CL_CONFIGS[variant]
+    rng = np.random.default_rng(41 + s_rows + vec)
+    launched = 0
+    with recording() as plans:
+        for sp, window, strides, start, end in ACCEPTED_CASES:
+            nd = len(sp)
+            dil = (1,) * nd
+            out_sp = tuple(max(pool_output_accepted(sp[i], window[i], strides[i], start[i], end[i], dil[i]))
+                           for i in range(nd))
+            for xdt, odt in (("int8", "uint8"), ("uint8", "int8")):
+                for include in (False, True):
+                    for pc in ((False,) * 4, (True, False, False, True)):
+                        c = vec * int(rng.integers(1, 3))
+                        shape, out_shape = (2, c) + sp, (2, c) + out_sp
+                        x = make_input(rng, shape, np.dtype(xdt), "nhwc", bool(rng.integers(2)))
+                        # out scale near x scale: outputs not saturated, so each unit of the divisor shows
+                        xs = rng.uniform(0.01, 0.1, c if pc[0] else 1).astype(np.float32)
+                        os_ = (xs[:1] * rng.uniform(0.7, 1.4)).astype(np.float32)
+                        _, xzp, _, ozp = pool_params(rng, c, np.dtype(xdt), np.dtype(odt), pc, (False, False), False)
+                        want = np.empty(out_shape, odt)
+                        reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window,
+                                                     strides, start, end, dil, include)
+                        out, _ = channels_last_out(out_shape, np.dtype(odt), 0)
+                        ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, window, strides, start, end, dil, include,
+                                              variant=variant)
+                        np.testing.assert_array_equal(out, want, err_msg=f"{sp} {window} {strides} {start} {end} "
+                                                                         f"{xdt}->{odt} inc={include} pc={pc}")
+                        assert fake_gpu[-1][0] == ap.kernel_name(variant, xdt, odt)
+                        launched += 1
+    assert launched and all(p.variant == variant for p in plans)
+    if variant in ap.CL_STRIP_CONFIGS:
+        for p in plans:
+            s, oh = int(p.detail[0][0][2]), int(p.detail[0][0][5])
+            assert s == min(s_rows, oh), (s, oh, p.notes)
