@@ -4,7 +4,7 @@
 - the magic-number division the kernels use;
 - every name in KERNELS compiles through NVRTC (sm_90; sm_80 in tests/test_nvrtc.py) with an empty log,
   IEEE (non-.ftz) float division/multiplication and no local-memory arrays;
-- the kernels themselves, run on the host: cuda/avgpool.cu is compiled with g++
+- the kernels themselves, run on the host: cuda/avgpool.cu and avgpool_cl.cu are compiled with g++
   against a small CUDA execution model (blocks in turn, threads as fibers so
   __syncthreads and warp shuffles work), driven through the real
   quantized_avg_pool launcher with a stand-in for CuPy that checks every launch
@@ -190,8 +190,10 @@ def test_unknown_variant():
 # ------------------------------------------------------------------ tables
 
 def test_kernel_table_covers_every_launch():
-    names = ap.KERNELS[ap.SOURCE]
+    names = ap.KERNELS[ap.SOURCE] + ap.KERNELS[ap.CL_SOURCE]
     assert len(names) == len(set(names)) == len(ap.VARIANTS) * 4
+    for v in ap.VARIANTS:  # each name in its variant's file
+        assert ap.kernel_name(v, "int8", "uint8") in ap.KERNELS[ap.source_of(v)]
     for v in ap.VARIANTS:
         for tx in ("int8", "uint8"):
             for to in ("int8", "uint8"):
@@ -226,20 +228,18 @@ def test_magic_division():
 # ------------------------------------------------------------------ NVRTC
 
 ARCHS = ("sm_90",)  # the static report's compile; sm_80: tests/test_nvrtc.py
-PREBUILT_PTX = [(ap.SOURCE, a) for a in ARCHS]  # tests/prebuild.py starts them
+PREBUILT_PTX = [(src, a) for src in ap.KERNELS for a in ARCHS]  # tests/prebuild.py starts them
 _compiled: dict = {}
 
 
-def compiled(arch):
+def compiled(source, arch):
     pytest.importorskip("dmlq.gpu.nvrtc")
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    if arch not in _compiled:
+    if (source, arch) not in _compiled:
         import prebuild
 
-        names = ap.KERNELS[ap.SOURCE]
-        res = prebuild.compiled(ap.SOURCE, arch, names)
-        _compiled[arch] = res
-    return _compiled[arch]
+        _compiled[source, arch] = prebuild.compiled(source, arch, ap.KERNELS[source])
+    return _compiled[source, arch]
 
 
 _ENTRY = re.compile(r"\.entry\s+(\w+)\s*\((.*?)\)", re.S)
@@ -251,10 +251,11 @@ def _bodies(ptx):
             for m, nxt in zip(matches, matches[1:] + [None])}
 
 
+@pytest.mark.parametrize("source", list(ap.KERNELS))
 @pytest.mark.parametrize("arch", ARCHS)
-def test_every_kernel_compiles_clean(arch):
-    res = compiled(arch)
-    names = ap.KERNELS[ap.SOURCE]
+def test_every_kernel_compiles_clean(arch, source):
+    res = compiled(source, arch)
+    names = ap.KERNELS[source]
     assert res.log == "", res.log
     assert set(res.lowered) == set(names)
     bodies = _bodies(res.ptx)

@@ -73,3 +73,52 @@ def test_emulated_channels_last_accepted_output_sizes(fake_gpu, monkeypatch, req
         for p in plans:
             s, oh = int(p.detail[0][0][2]), int(p.detail[0][0][5])
             assert s == min(s_rows, oh), (s, oh, p.notes)
+
+
+STRIP_ACCEPTED_CASES = (  # as ACCEPTED_CASES, with the strip_* kernels' 3x3 window at stride 1
+    ((13, 5), (3, 3), (1, 1), (0, 1), (0, 0)),
+    ((7, 20), (3, 3), (1, 1), (1, 0), (0, 1)),
+    ((4, 6, 19), (2, 3, 3), (1, 1, 1), (1, 1, 0), (0, 0, 1)),
+)
+
+
+@pytest.mark.parametrize("s_rows", [8, 3, 1])
+def test_emulated_strip_accepted_output_sizes(fake_gpu, monkeypatch, request, s_rows):
+    """strip_k3s1 (NCHW rows) at every dimension's floor + 1 output size, IncludePadding on and off,
+    per tensor and per channel, at pinned strip lengths (the plan memo emptied): its H rows past the
+    end padding only come from those sizes (test_emulated_channels_last_accepted_output_sizes's
+    gap, in this kernel's `chp` clip)."""
+    monkeypatch.setattr(ap, "STRIP_ROWS", s_rows)
+    monkeypatch.setattr(ap, "STRIP_MIN_ROWS", 1)
+    monkeypatch.setattr(ap, "STRIP_WAVES", 0)
+    Memo.clear_all()
+    request.addfinalizer(Memo.clear_all)
+    rng = np.random.default_rng(43 + s_rows)
+    with recording() as plans:
+        for sp, window, strides, start, end in STRIP_ACCEPTED_CASES:
+            nd = len(sp)
+            dil = (1,) * nd
+            out_sp = tuple(max(pool_output_accepted(sp[i], window[i], strides[i], start[i], end[i], dil[i]))
+                           for i in range(nd))
+            for xdt, odt in (("int8", "uint8"), ("uint8", "int8")):
+                for include in (False, True):
+                    for pc in ((False,) * 4, (True, False, False, True)):
+                        c = int(rng.integers(1, 4))
+                        shape, out_shape = (2, c) + sp, (2, c) + out_sp
+                        x = make_input(rng, shape, np.dtype(xdt), str(rng.choice(["contig", "rows"])),
+                                       bool(rng.integers(2)))
+                        xs = rng.uniform(0.01, 0.1, c if pc[0] else 1).astype(np.float32)
+                        os_ = (xs[:1] * rng.uniform(0.7, 1.4)).astype(np.float32)
+                        _, xzp, _, ozp = pool_params(rng, c, np.dtype(xdt), np.dtype(odt), pc, (False, False), False)
+                        want = np.empty(out_shape, odt)
+                        reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window,
+                                                     strides, start, end, dil, include)
+                        out = np.full(out_shape, 0xA5, np.uint8).view(odt)
+                        ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, window, strides, start, end, dil, include,
+                                              variant="strip_k3s1")
+                        np.testing.assert_array_equal(out, want, err_msg=f"{sp} {window} {start} {end} "
+                                                                         f"{xdt}->{odt} inc={include} pc={pc}")
+    assert plans and all(p.variant == "strip_k3s1" for p in plans)
+    for p in plans:
+        s, oh = int(p.detail[0][0][3]), int(p.detail[0][0][6])
+        assert s == min(s_rows, oh), (s, oh, p.notes)

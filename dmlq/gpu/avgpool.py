@@ -1,6 +1,7 @@
 """QUANTIZED_LINEAR_AVERAGE_POOLING on the GPU: kernel table, selection, launch.
 
-Kernels: cuda/avgpool.cu (its header lists the variants and the napkin math).
+Kernels: cuda/avgpool.cu (its header lists the variants and the napkin math) and, for
+channels_last inputs, cuda/avgpool_cl.cu.
 Selection (:func:`select_variant`, :func:`applicable`) is pure Python.
 
 Launch conventions of quantized_avg_pool:
@@ -38,6 +39,7 @@ from .device import NULL
 from .plan import Launch, Memo, Plan, Runner, device_key, launcher
 
 SOURCE = "avgpool.cu"
+CL_SOURCE = "avgpool_cl.cu"  # the channels_last kernels
 QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
 
 # tile variant -> (KW, SW, OPT): W window, W stride, outputs per thread
@@ -90,7 +92,13 @@ def kernel_name(variant: str, tx: str, to: str) -> str:
     raise ValueError(f"unknown avgpool variant {variant!r} (one of {VARIANTS})")
 
 
-KERNELS = {SOURCE: tuple(kernel_name(v, tx, to) for v in VARIANTS for tx in QTYPES for to in QTYPES)}
+def source_of(variant: str) -> str:
+    """The cuda/ file holding ``variant``'s kernel."""
+    return CL_SOURCE if variant in CL_CONFIGS or variant in CL_STRIP_CONFIGS else SOURCE
+
+
+KERNELS = {src: tuple(kernel_name(v, tx, to) for v in VARIANTS if source_of(v) == src for tx in QTYPES
+                      for to in QTYPES) for src in (SOURCE, CL_SOURCE)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -255,8 +263,9 @@ def _table_bytes(per_channel: int, kvol: int) -> int:
 
 
 def _wave(name: str, threads: int, lut_n: int) -> int:
-    """Blocks of ``threads`` resident on the whole device at once."""
-    return device.info().sm_count * device.resident_blocks(SOURCE, name, threads, lut_n)
+    """Blocks of ``threads`` of kernel ``name`` resident on the whole device at once."""
+    source = CL_SOURCE if name.startswith("avgpool_cl") else SOURCE
+    return device.info().sm_count * device.resident_blocks(source, name, threads, lut_n)
 
 
 def _table_grid(gx: int, gy: int, lut_n: int, wave: int, notes: tuple):
@@ -324,7 +333,7 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
     if variant in GLOBAL_GROUPS:
         planes = n_ * c_
         per_block = 256 // GLOBAL_GROUPS[variant]
-        launch = Launch(SOURCE, name, (min(-(-planes // per_block), GLOBAL_MAX_GRID),), (256,))
+        launch = Launch(source_of(variant), name, (min(-(-planes // per_block), GLOBAL_MAX_GRID),), (256,))
         scalars = ((i64(planes), i32(c_), i64(D * H * W), i64(sxn), i64(sxc)), ())
     elif variant in TILE_CONFIGS:
         _, _, opt = TILE_CONFIGS[variant]
@@ -338,7 +347,7 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         m_p, s_p = _magic(planes)
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
-        launch = Launch(SOURCE, name, (gx, gy), (bx, by), lut_n)
+        launch = Launch(source_of(variant), name, (gx, gy), (bx, by), lut_n)
         scalars = ((i32(rows), i32(groups), i32(planes), i32(c_), i32(OD), i32(OH), i32(OW), i32(D),
                     i32(H), i32(W), np.uint32(m_p), i32(s_p), np.uint32(m_od), i32(s_od), np.uint32(m_c), i32(s_c),
                     i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(KH), i32(SD), i32(SH), i32(DD),
@@ -358,7 +367,7 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         m_p, s_p = _magic(planes)
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
-        launch = Launch(SOURCE, name, (gx, gy), (1, TILE_BLOCK), lut_n)
+        launch = Launch(source_of(variant), name, (gx, gy), (1, TILE_BLOCK), lut_n)
         scalars = ((i32(rows), i32(groups), i32(planes), i32(s_rows), i32(c_), i32(OD), i32(OH), i32(OW), i32(D),
                     i32(H), i32(W), np.uint32(m_p), i32(s_p), np.uint32(m_od), i32(s_od), np.uint32(m_c), i32(s_c),
                     i64(sxn), i64(sxc), i64(sxd), i64(sxh), i32(KD), i32(SD), i32(DD), i32(PD), i32(PH), i32(PW),
@@ -378,7 +387,7 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         m_ow, s_ow = _magic(OW)
         m_ns, s_ns = _magic(ns)
         m_od, s_od = _magic(OD)
-        launch = Launch(SOURCE, name, (gx, gy), (bx, by), lut_n)
+        launch = Launch(source_of(variant), name, (gx, gy), (bx, by), lut_n)
         scalars = ((i32(columns), i32(groups), i32(s_rows), i32(ns), i32(OD), i32(OH), i32(OW), i32(D), i32(H),
                     i32(W), np.uint32(m_ow), i32(s_ow), np.uint32(m_ns), i32(s_ns), np.uint32(m_od), i32(s_od),
                     i64(sxn), i64(sxd), i64(sxh), i64(sxw), i64(son), i64(soc), i64(sod), i64(soh), i64(sow),
@@ -395,7 +404,7 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         m_ow, s_ow = _magic(OW)
         m_oh, s_oh = _magic(OH)
         m_od, s_od = _magic(OD)
-        launch = Launch(SOURCE, name, (gx, gy), (bx, by), lut_n)
+        launch = Launch(source_of(variant), name, (gx, gy), (bx, by), lut_n)
         scalars = ((i32(positions), i32(groups), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
                     np.uint32(m_ow), i32(s_ow), np.uint32(m_oh), i32(s_oh), np.uint32(m_od), i32(s_od),
                     i64(sxn), i64(sxd), i64(sxh), i64(sxw), i64(son), i64(soc), i64(sod), i64(soh), i64(sow),
@@ -410,7 +419,7 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         grid = (min(-(-OW // bx), INT_MAX), min(-(-OH // by), 65535), min(-(-planes // bz), 65535))
         m_od, s_od = _magic(OD)
         m_c, s_c = _magic(c_)
-        launch = Launch(SOURCE, name, grid, (bx, by, bz))
+        launch = Launch(source_of(variant), name, grid, (bx, by, bz))
         scalars = ((i64(planes), i32(c_), i32(OD), i32(OH), i32(OW), i32(D), i32(H), i32(W),
                     i64(sxn), i64(sxc), i64(sxd), i64(sxh), i64(sxw), i64(son), i64(soc), i64(sod), i64(soh),
                     i64(sow), i32(KD), i32(KH), i32(KW),
