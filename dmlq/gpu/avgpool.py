@@ -195,7 +195,7 @@ def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_pa
             return "global_block"
         return "global_warp"
     for cl in (*CL_STRIP_CONFIGS, *CL_CONFIGS):  # (channels_last in, unmeasured: ~10x fewer instructions
-        if applicable(cl, *args, x_address=x_address):  # an output than general's, avgpool.cu)
+        if applicable(cl, *args, x_address=x_address):  # an output than general's, avgpool_cl.cu)
             return cl
     for strip in STRIP_CONFIGS:  # (unmeasured: each input row summed once, ~9 instructions an
         if applicable(strip, *args):  # output against the 3x3 tile's ~35, avgpool.cu)
