@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+import sys
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Sequence, SupportsIndex, Tuple
 
@@ -35,7 +36,12 @@ def _int_tuple(value, what: str) -> Tuple[int, ...]:
 
 
 def _int(v, what: str, must: str = "must be an integer") -> int:
-    """An integer field (a float or bool is a TypeError naming it, not rounded)."""
+    """An integer field (a float or bool is a TypeError naming it, not rounded; a dask value is
+    refused, not computed through its __index__)."""
+    lazy = sys.modules.get("dask.array")
+    if lazy is not None and isinstance(v, lazy.Array):
+        raise TypeError(f"TensorDesc: {what} {must}, not a dask array, which dmlq does not compute for you "
+                        "(pass int(v.compute()))")
     if isinstance(v, bool) or not hasattr(v, "__index__"):
         raise TypeError(f"TensorDesc: {what} {must} (got {v!r})")
     return int(v.__index__())

@@ -241,6 +241,17 @@ def test_lists_holding_dask_arrays_and_dask_parameters_are_not_computed():
             call()
 
 
+def test_a_tensor_desc_refuses_dask_sizes_and_strides_without_computing_them():
+    """TensorDesc took a dask scalar in sizes or strides through its __index__, which computed it."""
+    from dmlq.desc import TensorDesc
+
+    n = _poisoned((), np.int64)
+    with pytest.raises(TypeError, match="Sizes must hold integers, not a dask array"):
+        TensorDesc("FLOAT32", (n, 2))
+    with pytest.raises(TypeError, match="Strides must hold integers, not a dask array"):
+        TensorDesc("FLOAT32", (2, 2), strides=(n, 1))
+
+
 def test_a_numpy_operand_follows_the_dask_operands_chunks():
     """A NumPy operand of the result's full shape beside a dask one decided the result's chunks:
     one chunk, the dask operand merged into it (quantize's x, add's a, the matmuls' a beside a
