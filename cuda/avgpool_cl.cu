@@ -168,6 +168,36 @@ __device__ __noinline__ void cl_exact(TO* op, const unsigned* sums, int stride, 
   }
 }
 
+// channels_last: body(c0, p) for each of this thread's groups of VEC channels (c0 = VEC * g,
+// g = blockIdx.y * blockDim.x + threadIdx.x < groups) and items p < count (blockIdx.x * blockDim.y
+// + threadIdx.y), grid-stride in both: the launchers' (bx, by) blocks, a warp adjacent groups.
+template <int VEC, typename F>
+__device__ __forceinline__ void cl_for_each(int groups, int count, F&& body) {
+  for (int gb = blockIdx.y; gb * static_cast<int>(blockDim.x) < groups; gb += gridDim.y) {
+    const int g = gb * blockDim.x + threadIdx.x;
+    if (g >= groups) continue;
+    for (long long p = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y; p < count;
+         p += static_cast<long long>(gridDim.x) * blockDim.y)
+      body(g * VEC, static_cast<unsigned>(p));
+  }
+}
+
+// channels_last: item p = ((n*OD + od)*MID + mid)*OW + ow split by magic divisions (MID: OH
+// positions, or a strip kernel's strips).
+struct Item {
+  int ow, mid, od;
+  unsigned n;
+};
+__device__ __forceinline__ Item split_item(unsigned p, int OW, unsigned mag_ow, int sh_ow, int MID, unsigned mag_mid,
+                                           int sh_mid, int OD, unsigned mag_od, int sh_od) {
+  const unsigned t1 = fast_div(p, mag_ow, sh_ow);
+  const unsigned t2 = fast_div(t1, mag_mid, sh_mid);
+  const unsigned n = fast_div(t2, mag_od, sh_od);
+  return Item{static_cast<int>(p - t1 * static_cast<unsigned>(OW)),
+              static_cast<int>(t1 - t2 * static_cast<unsigned>(MID)),
+              static_cast<int>(t2 - n * static_cast<unsigned>(OD)), n};
+}
+
 }  // namespace avgpool_detail
 
 template <typename TX, typename TO, int VEC>
@@ -196,19 +226,10 @@ __global__ void __launch_bounds__(256, 3) avgpool_cl(
   const OutRecip r_os = out_reciprocal(os, per_channel);
   const i64 step_w = static_cast<i64>(DW) * sxw;
 
-  for (int gb = blockIdx.y; gb * static_cast<int>(blockDim.x) < groups; gb += gridDim.y) {
-    const int g = gb * blockDim.x + threadIdx.x;
-    if (g >= groups) continue;
-    const int c0 = g * VEC;
-    for (i64 p64 = static_cast<i64>(blockIdx.x) * blockDim.y + threadIdx.y; p64 < positions;
-         p64 += static_cast<i64>(gridDim.x) * blockDim.y) {
-      const unsigned p = static_cast<unsigned>(p64);
-      const unsigned t1 = fast_div(p, mag_ow, sh_ow);
-      const unsigned t2 = fast_div(t1, mag_oh, sh_oh);
-      const unsigned n = fast_div(t2, mag_od, sh_od);
-      const int ow = static_cast<int>(p - t1 * static_cast<unsigned>(OW));
-      const int oh = static_cast<int>(t1 - t2 * static_cast<unsigned>(OH));
-      const int od = static_cast<int>(t2 - n * static_cast<unsigned>(OD));
+  cl_for_each<VEC>(groups, positions, [&](int c0, unsigned p) {
+      const Item it = split_item(p, OW, mag_ow, sh_ow, OH, mag_oh, sh_oh, OD, mag_od, sh_od);
+      const int ow = it.ow, oh = it.mid, od = it.od;
+      const unsigned n = it.n;
       const int d0 = od * SD - PD, h0 = oh * SH - PH, w0 = ow * SW - PW;
       int kd0, kd1, kh0, kh1, kw0, kw1;
       tap_range<int>(d0, KD, DD, 0, D, kd0, kd1);
@@ -261,7 +282,7 @@ __global__ void __launch_bounds__(256, 3) avgpool_cl(
         for (int j = 0; j < VEC; ++j)
           packed[j / 4] |= static_cast<unsigned>(static_cast<unsigned char>(lut[sum(j)])) << (8 * (j % 4));
         cl_store<TO, NWD>(op, packed, out_vec, so_c);
-        continue;
+        return;
       }
       // The exact epilogue (cl_exact) over the sums parked in shared memory.
       int count = count_in;
@@ -275,8 +296,7 @@ __global__ void __launch_bounds__(256, 3) avgpool_cl(
       if (!drained || held > 0) drain();  // every sum parked for the rolled loop
       cl_exact<TX, TO, NWD>(op, my_sums, CL_BLOCK_THREADS, c0, count_in, count, out_vec, so_c, xs, xzp, os, ozp,
                             per_channel, r_os);
-    }
-  }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -313,19 +333,10 @@ __global__ void __launch_bounds__(256, VEC == 16 ? 2 : 3) avgpool_cl_strip(
   const OutRecip r_os = out_reciprocal(os, per_channel);
   const i64 step_w = static_cast<i64>(DW) * sxw;
 
-  for (int gb = blockIdx.y; gb * static_cast<int>(blockDim.x) < groups; gb += gridDim.y) {
-    const int g = gb * blockDim.x + threadIdx.x;
-    if (g >= groups) continue;
-    const int c0 = g * VEC;
-    for (i64 p64 = static_cast<i64>(blockIdx.x) * blockDim.y + threadIdx.y; p64 < columns;
-         p64 += static_cast<i64>(gridDim.x) * blockDim.y) {
-      const unsigned p = static_cast<unsigned>(p64);
-      const unsigned t1 = fast_div(p, mag_ow, sh_ow);
-      const unsigned t2 = fast_div(t1, mag_ns, sh_ns);
-      const unsigned n = fast_div(t2, mag_od, sh_od);
-      const int ow = static_cast<int>(p - t1 * static_cast<unsigned>(OW));
-      const int strip = static_cast<int>(t1 - t2 * static_cast<unsigned>(NS));
-      const int od = static_cast<int>(t2 - n * static_cast<unsigned>(OD));
+  cl_for_each<VEC>(groups, columns, [&](int c0, unsigned p) {
+      const Item it = split_item(p, OW, mag_ow, sh_ow, NS, mag_ns, sh_ns, OD, mag_od, sh_od);
+      const int ow = it.ow, strip = it.mid, od = it.od;
+      const unsigned n = it.n;
       const int oh_begin = strip * S;
       const int nin = min(S, OH - oh_begin) + KH - 1;  // input rows the strip reads
       const int hb = oh_begin - PH;                      // the input row of step 0
@@ -410,6 +421,5 @@ __global__ void __launch_bounds__(256, VEC == 16 ? 2 : 3) avgpool_cl_strip(
                                 per_channel, r_os);
         }
       }
-    }
-  }
+  });
 }
