@@ -41,33 +41,9 @@ def test_emulated_channels_last_accepted_output_sizes(fake_gpu, monkeypatch, req
     request.addfinalizer(Memo.clear_all)
     vec = ap.CL_STRIP_CONFIGS[variant][0] if variant in ap.CL_STRIP_CONFIGS else ap.CL_CONFIGS[variant]
     rng = np.random.default_rng(41 + s_rows + vec)
-    launched = 0
     with recording() as plans:
-        for sp, window, strides, start, end in ACCEPTED_CASES:
-            nd = len(sp)
-            dil = (1,) * nd
-            out_sp = tuple(max(pool_output_accepted(sp[i], window[i], strides[i], start[i], end[i], dil[i]))
-                           for i in range(nd))
-            for xdt, odt in (("int8", "uint8"), ("uint8", "int8")):
-                for include in (False, True):
-                    for pc in ((False,) * 4, (True, False, False, True)):
-                        c = vec * int(rng.integers(1, 3))
-                        shape, out_shape = (2, c) + sp, (2, c) + out_sp
-                        x = make_input(rng, shape, np.dtype(xdt), "nhwc", bool(rng.integers(2)))
-                        # out scale near x scale: outputs not saturated, so each unit of the divisor shows
-                        xs = rng.uniform(0.01, 0.1, c if pc[0] else 1).astype(np.float32)
-                        os_ = (xs[:1] * rng.uniform(0.7, 1.4)).astype(np.float32)
-                        _, xzp, _, ozp = pool_params(rng, c, np.dtype(xdt), np.dtype(odt), pc, (False, False), False)
-                        want = np.empty(out_shape, odt)
-                        reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window,
-                                                     strides, start, end, dil, include)
-                        out, _ = channels_last_out(out_shape, np.dtype(odt), 0)
-                        ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, window, strides, start, end, dil, include,
-                                              variant=variant)
-                        np.testing.assert_array_equal(out, want, err_msg=f"{sp} {window} {strides} {start} {end} "
-                                                                         f"{xdt}->{odt} inc={include} pc={pc}")
-                        assert fake_gpu[-1][0] == ap.kernel_name(variant, xdt, odt)
-                        launched += 1
+        launched = _run_accepted(fake_gpu, rng, ACCEPTED_CASES, variant, lambda: vec * int(rng.integers(1, 3)),
+                                 lambda: "nhwc", lambda shape, dt: channels_last_out(shape, dt, 0)[0])
     assert launched and all(p.variant == variant for p in plans)
     if variant in ap.CL_STRIP_CONFIGS:
         for p in plans:
@@ -95,30 +71,43 @@ def test_emulated_strip_accepted_output_sizes(fake_gpu, monkeypatch, request, s_
     request.addfinalizer(Memo.clear_all)
     rng = np.random.default_rng(43 + s_rows)
     with recording() as plans:
-        for sp, window, strides, start, end in STRIP_ACCEPTED_CASES:
-            nd = len(sp)
-            dil = (1,) * nd
-            out_sp = tuple(max(pool_output_accepted(sp[i], window[i], strides[i], start[i], end[i], dil[i]))
-                           for i in range(nd))
-            for xdt, odt in (("int8", "uint8"), ("uint8", "int8")):
-                for include in (False, True):
-                    for pc in ((False,) * 4, (True, False, False, True)):
-                        c = int(rng.integers(1, 4))
-                        shape, out_shape = (2, c) + sp, (2, c) + out_sp
-                        x = make_input(rng, shape, np.dtype(xdt), str(rng.choice(["contig", "rows"])),
-                                       bool(rng.integers(2)))
-                        xs = rng.uniform(0.01, 0.1, c if pc[0] else 1).astype(np.float32)
-                        os_ = (xs[:1] * rng.uniform(0.7, 1.4)).astype(np.float32)
-                        _, xzp, _, ozp = pool_params(rng, c, np.dtype(xdt), np.dtype(odt), pc, (False, False), False)
-                        want = np.empty(out_shape, odt)
-                        reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window,
-                                                     strides, start, end, dil, include)
-                        out = np.full(out_shape, 0xA5, np.uint8).view(odt)
-                        ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, window, strides, start, end, dil, include,
-                                              variant="strip_k3s1")
-                        np.testing.assert_array_equal(out, want, err_msg=f"{sp} {window} {start} {end} "
-                                                                         f"{xdt}->{odt} inc={include} pc={pc}")
+        _run_accepted(fake_gpu, rng, STRIP_ACCEPTED_CASES, "strip_k3s1", lambda: int(rng.integers(1, 4)),
+                      lambda: str(rng.choice(["contig", "rows"])),
+                      lambda shape, dt: np.full(shape, 0xA5, np.uint8).view(dt))
     assert plans and all(p.variant == "strip_k3s1" for p in plans)
     for p in plans:
         s, oh = int(p.detail[0][0][3]), int(p.detail[0][0][6])
         assert s == min(s_rows, oh), (s, oh, p.notes)
+
+
+def _run_accepted(fake_gpu, rng, cases, variant, channels, layout, make_out) -> int:
+    """Run ``variant`` on each case at every dimension's floor + 1 output size, int8 -> uint8 and
+    uint8 -> int8, IncludePadding off and on, per tensor and per channel (x in ``layout()``, out
+    from ``make_out(shape, dtype)``), against the reference; the launches made."""
+    launched = 0
+    for sp, window, strides, start, end in cases:
+        nd = len(sp)
+        dil = (1,) * nd
+        out_sp = tuple(max(pool_output_accepted(sp[i], window[i], strides[i], start[i], end[i], dil[i]))
+                       for i in range(nd))
+        for xdt, odt in (("int8", "uint8"), ("uint8", "int8")):
+            for include in (False, True):
+                for pc in ((False,) * 4, (True, False, False, True)):
+                    c = channels()
+                    shape, out_shape = (2, c) + sp, (2, c) + out_sp
+                    x = make_input(rng, shape, np.dtype(xdt), layout(), bool(rng.integers(2)))
+                    # out scale near x scale: outputs not saturated, so each unit of the divisor shows
+                    xs = rng.uniform(0.01, 0.1, c if pc[0] else 1).astype(np.float32)
+                    os_ = (xs[:1] * rng.uniform(0.7, 1.4)).astype(np.float32)
+                    _, xzp, _, ozp = pool_params(rng, c, np.dtype(xdt), np.dtype(odt), pc, (False, False), False)
+                    want = np.empty(out_shape, odt)
+                    reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window, strides,
+                                                 start, end, dil, include)
+                    out = make_out(out_shape, np.dtype(odt))
+                    ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, window, strides, start, end, dil, include,
+                                          variant=variant)
+                    np.testing.assert_array_equal(out, want, err_msg=f"{sp} {window} {strides} {start} {end} "
+                                                                     f"{xdt}->{odt} inc={include} pc={pc}")
+                    assert fake_gpu[-1][0] == ap.kernel_name(variant, xdt, odt)
+                    launched += 1
+    return launched
