@@ -88,6 +88,11 @@ def _edge_cases():
         rows.append(("matmul", f"K={k} worst case", mm,
                      (np.full((1, k), 255, u8), f32(1), None, np.full((k, 1), 255, u8), f32(1), None,
                       f32(2.0**24)), {}, _a([[128]], u8)))
+    # float16 scales (ONNX QLinearMatMul, opset 21) widened to float32: 0.0999755859375 * 5 is
+    # 0.4998779296875 there (float16 arithmetic would make it 0.5); K = 51 ones: 25.49 -> 25
+    rows.append(("matmul", "float16 scales", mm,
+                 (np.ones((1, 51), u8), f16(0.0999755859375), None, np.ones((51, 1), u8), f16(5), None, f16(1)), {},
+                 _a([[25]], u8)))
     mi, mf = intmm.matmul_integer, intmm.matmul_integer_to_float
     # the same sums as the matmul row above, as int32
     rows.append(("mm_integer", "per-row/per-column zp", mi,

@@ -241,6 +241,12 @@ class Builder:
     def reshape(self, name, shape):
         self._then(name, lambda v, _s=shape: v.reshape(_s))
 
+    def widen(self, name, dtype):
+        """The operand converted to ``dtype`` before the backend sees it: an exact widening
+        (a float16 or bfloat16 scale to float32), once at plan time for a constant, on each
+        call for an array (a scale vector: a few elements)."""
+        self._then(name, lambda v, _d=np.dtype(dtype): v.astype(_d))
+
     def widen_pair(self, names, vals):
         """On the GPU, the scale and zero point of one operand (``names``, their
         checked values ``vals``, either may be None) where one is per axis and the

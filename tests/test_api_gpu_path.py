@@ -430,6 +430,24 @@ def test_strided_per_axis_scales(gpu, rng):
         np.testing.assert_array_equal(got.get(), want)
 
 
+def test_matmul_scales_of_float16_and_bfloat16(gpu, rng):
+    """ONNX QLinearMatMul's float16 and bfloat16 scales on the GPU path as on NumPy, and as the
+    float32 scales of the same values: device vectors (per row, per column, per batch and
+    column) widened on each call, NumPy scalars widened once with the plan."""
+    import ml_dtypes
+
+    a = rng.integers(0, 256, (2, 5, 37), dtype=u8)
+    b = rng.integers(-128, 128, (2, 37, 6), dtype=i8)
+    for t in (f16, ml_dtypes.bfloat16):
+        for a_s, b_s, o_s in [(t(0.0137), rng.uniform(0.01, 0.1, 6).astype(t), t(0.7)),
+                              (rng.uniform(0.01, 0.1, (5, 1)).astype(t), rng.uniform(0.01, 0.1, (2, 1, 6)).astype(t),
+                               np.array([0.4], t))]:
+            got = same(dmlq.quantized_matmul, a, a_s, u8(7), b, b_s, i8(-2), o_s, i8(1))
+            wide = [np.asarray(s).astype(f32) for s in (a_s, b_s, o_s)]
+            np.testing.assert_array_equal(got.get(), dmlq.quantized_matmul(a, wide[0], u8(7), b, wide[1], i8(-2),
+                                                                          wide[2], i8(1)))
+
+
 def test_identical_devices_get_their_own_runners(gpu, rng):
     """Two identical devices: kernels looked up on one launch only there (the
     stand-in refuses a function of one device launched on the other), and each

@@ -18,30 +18,10 @@ from dmlq.errors import DescError
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
-from onnx import helper  # noqa: E402
+from onnx_cases import run_onnx  # noqa: E402
 
 I8, U8, I32, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
-
-
-def run_onnx(op, inputs, out_dtype, domain=""):
-    """One node on onnxruntime's CPU provider, graph optimizations off (None: omitted input)."""
-    names = [f"in{i}" if v is not None else "" for i, v in enumerate(inputs)]
-    while names and names[-1] == "":
-        names.pop()
-    feeds = {n: v for n, v in zip(names, inputs) if n}
-    node = helper.make_node(op, names, ["out"], domain=domain or None)
-    tp = helper.np_dtype_to_tensor_dtype
-    graph = helper.make_graph([node], op, [helper.make_tensor_value_info(n, tp(v.dtype), v.shape)
-                                           for n, v in feeds.items()],
-                              [helper.make_tensor_value_info("out", tp(np.dtype(out_dtype)), None)])
-    opsets = [helper.make_opsetid("", 13)] + ([helper.make_opsetid(domain, 1)] if domain else [])
-    model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def qrand(rng, dtype, shape):

@@ -12,6 +12,8 @@ onnx = pytest.importorskip("onnx")
 md = pytest.importorskip("ml_dtypes")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from onnx_cases import node_cases  # noqa: E402
+
 
 def _bits_equal(got, want):
     """Equal bit for bit; float outputs: every NaN equals every NaN (the payload is not part of
@@ -28,31 +30,9 @@ def _bits_equal(got, want):
 
 # ---------------------------------------------------------------- the ONNX node test cases
 
-_CASES = None
-
-
 def _node_cases():
-    """The wheel's QuantizeLinear/DequantizeLinear node cases. The wheel makes a case when the
-    module defining it is imported (collect_testcases imports all ~190 of them: ~5 s); the two
-    modules alone are imported here, with collect_testcases as the fallback."""
-    global _CASES
-    if _CASES is None:
-        import importlib
-
-        from onnx.backend.test.case import node
-
-        ops = ("QuantizeLinear", "DequantizeLinear")
-        with np.errstate(all="ignore"):
-            try:
-                for mod in ("quantizelinear", "dequantizelinear"):
-                    importlib.import_module(f"onnx.backend.test.case.node.{mod}")
-                cases = list(node._NodeTestCases)
-            except (ImportError, AttributeError):
-                cases = []
-            if sum(c.model.graph.node[0].op_type in ops for c in cases if c.model.graph.node) < 20:
-                cases = node.collect_testcases(None)
-        _CASES = {c.name: c for c in cases if c.model.graph.node and c.model.graph.node[0].op_type in ops}
-    return _CASES
+    """The wheel's QuantizeLinear/DequantizeLinear node cases."""
+    return node_cases(("QuantizeLinear", "DequantizeLinear"), ("quantizelinear", "dequantizelinear"), 20)
 
 
 def _array(v):

@@ -13,37 +13,11 @@ import pytest
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
-
 from conftest import poison  # noqa: E402
+from onnx_cases import run_onnx  # noqa: E402
 from dmlq import reference as R  # noqa: E402
 
 I8, U8, F32 = np.int8, np.uint8, np.float32
-_TP = {np.dtype(F32): TensorProto.FLOAT, np.dtype(I8): TensorProto.INT8,
-       np.dtype(U8): TensorProto.UINT8, np.dtype(np.int32): TensorProto.INT32}
-
-
-def run_onnx(op, inputs, out_dtype, domain="", **attrs):
-    """Run one node on the CPU provider. inputs: arrays (None = omitted optional)."""
-    names = [f"in{i}" if v is not None else "" for i, v in enumerate(inputs)]
-    while names and names[-1] == "":
-        names.pop()
-    feeds = {n: v for n, v in zip(names, inputs) if n}
-    node = helper.make_node(op, names, ["out"], domain=domain or None, **attrs)
-    graph = helper.make_graph(
-        [node], op,
-        [helper.make_tensor_value_info(n, _TP[v.dtype], v.shape) for n, v in feeds.items()],
-        [helper.make_tensor_value_info("out", _TP[np.dtype(out_dtype)], None)])
-    opsets = [helper.make_opsetid("", 13)]
-    if domain:
-        opsets.append(helper.make_opsetid(domain, 1))
-    model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)[0]
 
 
 def qrand(rng, dtype, size, lo=None, hi=None):
