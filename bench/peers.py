@@ -519,10 +519,16 @@ def _build_avgpool(case, impl, limits, seed):
                                                                      pad, pad, dil, False, variant=v),
                                   sets()), per_set, ops, limit)
     if impl == "peer:cupy-expr":
-        count = _pool_count(shape[2:], window, strides, pad, out_shape[2:])
+        whole = tuple(window) == tuple(shape[2:]) and not any(pad)  # global pooling: a sum, as a user writes it
+        count = (cupy.full(out_shape[2:], math.prod(window), cupy.float32) if whole
+                 else _pool_count(shape[2:], window, strides, pad, out_shape[2:]))
         widths = [(0, 0), (0, 0)] + [(q, q) for q in pad]
 
         def expr(x, o):
+            if whole:
+                v = (x.astype(cupy.int32) - 128).sum(axis=tuple(range(2, x.ndim)), keepdims=True)
+                v = v.astype(cupy.float32) * np.float32(0.05) / count
+                return (cupy.clip(cupy.rint(v / np.float32(0.05)), -128, 127) + 128).astype(u8)
             xp = cupy.pad(x.astype(cupy.int32) - 128, widths)
             acc = None
             for taps in itertools.product(*(range(w) for w in window)):

@@ -134,6 +134,9 @@ POOLS = (  # label, input shape, window, strides, padding (start = end)
     ("8x64x16x56x56:k2s2", (8, 64, 16, 56, 56), (2, 2, 2), (2, 2, 2), (0, 0, 0)),
     ("256x256x56x56:k2s2:nhwc", (256, 256, 56, 56), (2, 2), (2, 2), (0, 0), False, True),
     ("64x256x56x56:k3s1p1:nhwc", (64, 256, 56, 56), (3, 3), (1, 1), (1, 1), False, True),
+    # global average pooling (a window of the whole image) of channels_last tensors
+    ("64x256x56x56:global:nhwc", (64, 256, 56, 56), (56, 56), (1, 1), (0, 0), False, True),
+    ("64x2048x7x7:global:nhwc", (64, 2048, 7, 7), (7, 7), (1, 1), (0, 0), False, True),
 )
 
 

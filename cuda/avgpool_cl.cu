@@ -423,3 +423,103 @@ __global__ void __launch_bounds__(256, VEC == 16 ? 2 : 3) avgpool_cl_strip(
       }
   });
 }
+
+// ---------------------------------------------------------------------------------------------
+// channels_last global pooling: the window is the whole image (out N x C x 1 x 1), whose vol
+// positions are one stride sxp apart (D, H, W flattened; channel stride 1). A block (bx, by) is
+// bx adjacent groups of VEC channels (c0 = VEC * g, g = blockIdx.y * bx + tx) of one image n and
+// one chunk s of its positions, [s * chunk, min(vol, (s + 1) * chunk)), item = n * splits + s =
+// blockIdx.x (grid-stride): its by rows of threads take every by-th position of the chunk, one
+// VEC-byte load a position (a warp reads adjacent channels), summed in 16-bit lanes (cl_add_row,
+// int8 biased by 128) emptied into 32-bit sums every 257 taps. The rows' sums are added in shared
+// memory; then one split (splits == 1): the output, sum - vol * (128 for int8 + x_zp) over vol
+// taps (the exact epilogue, load_quant and pool_value as avgpool_global's); several: each
+// channel's chunk sum (unsigned, chunk * 255 < 2**32: chunk <= 2**23) to part[item * C + c], and
+// avgpool_cl_global_finish adds an image's chunks in int64 and makes the output. out is written
+// through (so_n, so_c): any strides.
+template <typename TX, typename TO, int VEC>
+__global__ void __launch_bounds__(256) avgpool_cl_global(
+    const TX* __restrict__ x, TO* __restrict__ out, unsigned* __restrict__ part, int items, int splits,
+    int groups, long long vol, long long chunk, long long sxn, long long sxp, long long so_n, long long so_c,
+    const float* __restrict__ xs, const TX* __restrict__ xzp, const float* __restrict__ os,
+    const TO* __restrict__ ozp, int per_channel) {
+  using namespace avgpool_detail;
+  typedef long long i64;
+  static_assert(VEC == 4 || VEC == 16, "one word or one 16-byte vector a tap");
+  constexpr int NWD = VEC / 4;
+  constexpr int LANE_TAPS = 257;          // 257 * 255 = 65535: the taps a 16-bit lane holds
+  constexpr int THREADS = 256;            // the launcher's block (blockDim.x * blockDim.y)
+  constexpr int BIAS = -dmlq::qlimits<TX>::min;
+  DMLQ_SHARED(16, unsigned, rows, [VEC * THREADS]);  // [ty][tx * VEC + j]: a row's sums
+  const int bx = blockDim.x, by = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
+  const int tid = ty * bx + tx;
+  const int C = groups * VEC;
+
+  for (int gb = blockIdx.y; gb * bx < groups; gb += gridDim.y) {
+    const int g = gb * bx + tx;
+    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      const int n = item / splits, s = item - n * splits;
+      const i64 begin = static_cast<i64>(s) * chunk, end = begin + chunk < vol ? begin + chunk : vol;
+      unsigned acc[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) acc[j] = 0u;
+      if (g < groups) {
+        // this thread's positions: begin + ty, begin + ty + by, ... < end
+        i64 left = begin + ty < end ? (end - begin - ty - 1) / by + 1 : 0;
+        const i64 step = static_cast<i64>(by) * sxp;
+        const TX* xr = x + (static_cast<i64>(n) * sxn + static_cast<i64>(g) * VEC + (begin + ty) * sxp);
+        while (left > 0) {
+          const int taps = left < LANE_TAPS ? static_cast<int>(left) : LANE_TAPS;
+          unsigned lo[NWD], hi[NWD];
+#pragma unroll
+          for (int k = 0; k < NWD; ++k) lo[k] = hi[k] = 0u;
+          cl_add_row<TX, NWD>(xr, taps, step, lo, hi);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) acc[j] += cl_lane<NWD>(lo, hi, j);
+          xr += taps * step;
+          left -= taps;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) rows[ty * (bx * VEC) + tx * VEC + j] = acc[j];
+      __syncthreads();
+      // column col = tx' * VEC + j of the block's bx * VEC channels: the sum of its by rows
+      for (int col = tid; col < bx * VEC; col += THREADS) {
+        const int c = gb * bx * VEC + col;
+        if (c >= C) continue;
+        unsigned sum = 0u;
+        for (int r = 0; r < by; ++r) sum += rows[r * (bx * VEC) + col];
+        if (splits > 1) {
+          part[static_cast<i64>(item) * C + c] = sum;
+        } else {
+          const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
+          out[static_cast<i64>(n) * so_n + static_cast<i64>(c) * so_c] =
+              pool_value<TO, i64>(static_cast<i64>(sum) - vol * (BIAS + q.xzp), vol, q);
+        }
+      }
+      __syncthreads();  // rows is reused by the next item
+    }
+  }
+}
+
+// channels_last global pooling, several chunks an image: output (n, c) = i (grid-stride over
+// N * C) from the sum of its splits chunk sums part[(n * splits + s) * C + c] (avgpool_cl_global).
+template <typename TX, typename TO>
+__global__ void __launch_bounds__(256) avgpool_cl_global_finish(
+    const unsigned* __restrict__ part, TO* __restrict__ out, long long outputs, int C, int splits, long long vol,
+    long long so_n, long long so_c, const float* __restrict__ xs, const TX* __restrict__ xzp,
+    const float* __restrict__ os, const TO* __restrict__ ozp, int per_channel) {
+  using namespace avgpool_detail;
+  typedef long long i64;
+  constexpr int BIAS = -dmlq::qlimits<TX>::min;
+  for (i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; i < outputs;
+       i += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const i64 n = i / C;
+    const int c = static_cast<int>(i - n * C);
+    const unsigned* p = part + n * splits * C + c;
+    i64 sum = 0;
+    for (int s = 0; s < splits; ++s) sum += __ldg(p + static_cast<i64>(s) * C);
+    const Quant q = load_quant<TX, TO>(c, xs, xzp, os, ozp, per_channel);
+    out[n * so_n + c * so_c] = pool_value<TO, i64>(sum - vol * (BIAS + q.xzp), vol, q);
+  }
+}

@@ -405,6 +405,8 @@ _POOLS = {
     "channels_last_4": ((2, 12, 10, 7), (2, 3), (2, 1), (2, 1), (1, 0)),
     "channels_last_strip_16": ((2, 32, 21, 11), (3, 3), (1, 1), (1, 1), (1, 1)),   # x channels_last
     "channels_last_strip_4": ((2, 12, 19, 7), (3, 2), (1, 2), (1, 1), (1, 0)),
+    "channels_last_global_16": ((2, 32, 140, 150), (140, 150), (1, 1), (1, 1), (0, 0)),  # 2 chunks an image
+    "channels_last_global_4": ((3, 12, 7, 9), (7, 9), (1, 1), (1, 1), (0, 0)),
 }
 
 
@@ -425,7 +427,7 @@ def _pool(variant):
             want = R.quantized_avg_pool(x, xs, xz, os_, oz, np.empty(out_shape, to), *params)
             out = _poisoned(xp, out_shape, to)
             xd, *pd = [_dev(xp, v) for v in (x, xs, xz, os_, oz)]
-            if variant in avgpool.CL_CONFIGS or variant in avgpool.CL_STRIP_CONFIGS:  # channels_last memory
+            if variant in avgpool.CL_VARIANTS:  # channels_last memory
                 xd = xp.ascontiguousarray(xd.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
             got = avgpool.quantized_avg_pool(xd, *pd, out, *params, variant=variant)
             results.append((f"avg_pool {variant} {tx}->{to}", _get(got), want))

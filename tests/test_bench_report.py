@@ -139,13 +139,14 @@ def test_workloads_follow_the_issue():
     mm = {(c.p["M"], c.p["N"], c.p["K"]) for c in W.matmul_cases()}
     llm = {(m, n, k) for m in (1, 4, 16, 128, 2048) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))}
     assert mm == {(4096,) * 3, (8192,) * 3} | llm
-    # pooling: output shapes of the four configurations, and two of them channels_last
+    # pooling: output shapes of the configurations, four of them channels_last (two global)
     outs = {c.shape: c.p["out"] for c in W.avgpool_cases()}
     assert outs == {"64x64x112x112:k3s2p1": (64, 64, 56, 56), "256x256x56x56:k2s2": (256, 256, 28, 28),
                     "64x256x56x56:k3s1p1": (64, 256, 56, 56), "8x64x16x56x56:k2s2": (8, 64, 8, 28, 28),
-                    "256x256x56x56:k2s2:nhwc": (256, 256, 28, 28), "64x256x56x56:k3s1p1:nhwc": (64, 256, 56, 56)}
-    assert {c.shape for c in W.avgpool_cases() if c.p["channels_last"]} == {"256x256x56x56:k2s2:nhwc",
-                                                                           "64x256x56x56:k3s1p1:nhwc"}
+                    "256x256x56x56:k2s2:nhwc": (256, 256, 28, 28), "64x256x56x56:k3s1p1:nhwc": (64, 256, 56, 56),
+                    "64x256x56x56:global:nhwc": (64, 256, 1, 1), "64x2048x7x7:global:nhwc": (64, 2048, 1, 1)}
+    assert {c.shape for c in W.avgpool_cases() if c.p["channels_last"]} == {
+        "256x256x56x56:k2s2:nhwc", "64x256x56x56:k3s1p1:nhwc", "64x256x56x56:global:nhwc", "64x2048x7x7:global:nhwc"}
     assert W.unit_of("matmul/int8/x") == "TOPS" and W.unit_of("avgpool/uint8/x") == "GB/s"
     # the quick runner covers every family
     assert {c.group for c in W.all_cases() if c.quick} == {c.group for c in W.quick_cases()}

@@ -64,6 +64,13 @@ def host_values(x):
     return cupy.asnumpy(cupy.ascontiguousarray(x))
 
 
+def cl_vec(variant):
+    """The channels a thread of a channels_last variant takes (None: not such a variant)."""
+    if variant in ap.CL_STRIP_CONFIGS:
+        return ap.CL_STRIP_CONFIGS[variant][0]
+    return ap.CL_CONFIGS.get(variant) or ap.CL_GLOBAL_CONFIGS.get(variant)
+
+
 def element_strides(shape, layout):
     probe = on_device(np.zeros(shape, np.uint8), layout)
     return tuple(probe.strides)
@@ -99,8 +106,8 @@ def check(rng, x_shape, window, strides, start, end, dil, include, ceil, xdt, od
     """Run one problem on the GPU and compare with the reference; returns the variant used
     (None where the output would be empty: a window larger than the padded input). out_cl:
     None, or the byte offset of a channels_last out in its buffer."""
-    if (variant in ap.CL_CONFIGS or variant in ap.CL_STRIP_CONFIGS) and "nhwc" not in layout:  # channels_last
-        vec = ap.CL_CONFIGS[variant] if variant in ap.CL_CONFIGS else ap.CL_STRIP_CONFIGS[variant][0]
+    if cl_vec(variant) and "nhwc" not in layout:  # channels_last
+        vec = cl_vec(variant)
         x_shape = (x_shape[0], vec * -(-x_shape[1] // vec)) + tuple(x_shape[2:])
         layout = "nhwc"
     nd = len(x_shape) - 2
@@ -181,14 +188,16 @@ def random_problem(rng, variant, big=True):
             kh, kw, _ = ap.STRIP_CONFIGS[variant]
             window, strides, dil = window[:-2] + (kh, kw), strides[:-2] + (1, 1), dil[:-2] + (1, 1)
             layout = str(rng.choice(["contig", "offset", "rows", "flipped", "bcast"]))
-        elif (variant in ap.CL_CONFIGS or variant in ap.CL_STRIP_CONFIGS
-              or (variant is None and rng.random() < 0.15)):  # channels_last
-            vec = ap.CL_CONFIGS.get(variant) or ap.CL_STRIP_CONFIGS.get(variant, (4,))[0]
+        elif cl_vec(variant) or (variant is None and rng.random() < 0.15):  # channels_last
+            vec = cl_vec(variant) or 4
             shape = (shape[0], vec * int(rng.integers(1, 5))) + shape[2:]
             layout = str(rng.choice(CL_LAYOUTS if vec != 16 else ("nhwc", "nhwc_bcast")))
             if variant in ap.CL_STRIP_CONFIGS:  # an H window of 3 at H stride 1
                 window, strides, dil = (window[:-2] + (3, window[-1]), strides[:-2] + (1, strides[-1]),
                                         dil[:-2] + (1, dil[-1]))
+            elif variant in ap.CL_GLOBAL_CONFIGS or (variant is None and rng.random() < 0.2):  # the whole image
+                window, dil, start, ceil = shape[2:], (1,) * nd, (0,) * nd, False
+                strides = tuple(max(w, e + 1) for w, e in zip(window, end))
         elif variant in ap.GLOBAL_GROUPS or (variant is None and rng.random() < 0.1):
             window, dil, start, ceil = shape[2:], (1,) * nd, (0,) * nd, False
             strides = tuple(max(w, e + 1) for w, e in zip(window, end))
@@ -382,7 +391,8 @@ def test_extreme_scales(rng, variant):
         check(rng, special=True, **p)
 
 
-@pytest.mark.parametrize("variant", ["general", "tile_k2s2", "tile_k3s1", "tile_k3s2", "global_block"])
+@pytest.mark.parametrize("variant", ["general", "tile_k2s2", "tile_k3s1", "tile_k3s2", "global_block",
+                                     "channels_last_global_16"])
 def test_extreme_values_and_window_sums(rng, variant):
     """Constant qmin/qmax inputs against extreme zero points: the largest sums, both table sizes."""
     kw, sw = w_params(variant)
@@ -391,6 +401,8 @@ def test_extreme_values_and_window_sums(rng, variant):
              ((2, 2, 6, 9, 9), (3, 3, kw), (1, 1, sw))]
     if variant == "global_block":
         cases = [((2, 3, 200, 300), (200, 300), (1, 1)), ((1, 2, 5, 6, 700), (5, 6, 700), (1, 1, 1))]
+    elif variant == "channels_last_global_16":  # (check() makes x channels_last, C a multiple of 16)
+        cases = [((2, 16, 200, 300), (200, 300), (1, 1)), ((1, 32, 5, 6, 70), (5, 6, 70), (1, 1, 1))]
     for shape, window, strides in cases:
         nd = len(shape) - 2
         for xdt in QTYPES:
@@ -485,7 +497,7 @@ def test_runs_on_the_current_stream_without_syncing(rng, variant):
     want = np.empty(shape[:2] + out_sp, odt)
     reference.quantized_avg_pool(new, xs, None, os_, ozp, want, p["window"], p["strides"], p["start"], p["end"],
                                  p["dil"], p["include"])
-    x = on_device(old, "nhwc") if variant in ap.CL_CONFIGS or variant in ap.CL_STRIP_CONFIGS else cupy.asarray(old)
+    x = on_device(old, "nhwc") if cl_vec(variant) else cupy.asarray(old)
     x_new = cupy.asarray(new)
     d_xs, d_os, d_ozp = cupy.asarray(xs), cupy.asarray(os_), cupy.asarray(ozp)
     out = poison(cupy.empty(want.shape, odt))

@@ -191,7 +191,9 @@ def test_unknown_variant():
 
 def test_kernel_table_covers_every_launch():
     names = ap.KERNELS[ap.SOURCE] + ap.KERNELS[ap.CL_SOURCE]
-    assert len(names) == len(set(names)) == len(ap.VARIANTS) * 4
+    assert len(names) == len(set(names)) == len(ap.VARIANTS) * 4 + 4  # + channels_last_global's finish
+    finish = {ap.finish_name(tx, to) for tx in ("int8", "uint8") for to in ("int8", "uint8")}
+    assert finish <= set(ap.KERNELS[ap.CL_SOURCE])
     for v in ap.VARIANTS:  # each name in its variant's file
         assert ap.kernel_name(v, "int8", "uint8") in ap.KERNELS[ap.source_of(v)]
     for v in ap.VARIANTS:
@@ -200,7 +202,7 @@ def test_kernel_table_covers_every_launch():
                 assert ap.kernel_name(v, tx, to) in names
     assert set(ap.VARIANTS) == {"general", "tile_k2s2", "tile_k3s1", "tile_k3s2", "strip_k3s1", "global_warp",
                                 "global_block", "channels_last_16", "channels_last_4", "channels_last_strip_16",
-                                "channels_last_strip_4"}
+                                "channels_last_strip_4", "channels_last_global_16", "channels_last_global_4"}
 
 
 def test_import_touches_no_cupy():
@@ -399,14 +401,18 @@ def random_problem(rng, variant):
             kh, kw, _ = ap.STRIP_CONFIGS[variant]
             window, strides, dil = window[:-2] + (kh, kw), strides[:-2] + (1, 1), dil[:-2] + (1, 1)
             layout = str(rng.choice(["contig", "rows", "flipped", "bcast"]))
-        elif variant in ap.CL_CONFIGS or variant in ap.CL_STRIP_CONFIGS:  # channels_last, C a multiple of the vector
-            vec = ap.CL_CONFIGS[variant] if variant in ap.CL_CONFIGS else ap.CL_STRIP_CONFIGS[variant][0]
+        elif variant in ap.CL_VARIANTS:  # channels_last, C a multiple of the vector
+            vec = (ap.CL_STRIP_CONFIGS[variant][0] if variant in ap.CL_STRIP_CONFIGS
+                   else ap.CL_CONFIGS.get(variant) or ap.CL_GLOBAL_CONFIGS[variant])
             shape = (shape[0], vec * int(rng.integers(1, 4))) + shape[2:]
             layout = str(rng.choice(["nhwc", "nhwc_bcast", "nhwc_rows", "nhwc_flipped"]))
             if variant in ap.CL_STRIP_CONFIGS:
                 kh = ap.CL_STRIP_CONFIGS[variant][1]
                 window, strides, dil = window[:-2] + (kh, window[-1]), strides[:-2] + (1, strides[-1]), \
                     dil[:-2] + (1, dil[-1])
+            elif variant in ap.CL_GLOBAL_CONFIGS:  # the whole image
+                window, dil, start = shape[2:], (1,) * nd, (0,) * nd
+                strides = tuple(max(w, e + 1) for w, e in zip(window, end))
         elif variant in ap.GLOBAL_GROUPS or (variant is None and rng.random() < 0.1):
             window, dil, start = shape[2:], (1,) * nd, (0,) * nd
             strides = tuple(max(w, e + 1) for w, e in zip(window, end))
@@ -415,7 +421,7 @@ def random_problem(rng, variant):
                 shape = shape[:2] + tuple(int(v) for v in rng.integers(1, 70 if nd == 2 else 20, nd))
                 window = shape[2:]
                 strides = tuple(max(w, e + 1) for w, e in zip(window, end))
-        ceil = bool(rng.random() < 0.5) and variant not in ap.GLOBAL_GROUPS
+        ceil = bool(rng.random() < 0.5) and variant not in ap.GLOBAL_GROUPS and variant not in ap.CL_GLOBAL_CONFIGS
         if any(pool_output_size(shape[2 + i], window[i], strides[i], start[i], end[i], dil[i])[0] <= 0
                for i in range(nd)):
             continue
@@ -444,9 +450,10 @@ def test_emulated_random(fake_gpu, variant):
     rng = np.random.default_rng([None, *ap.VARIANTS].index(variant))
     for _ in range(40):
         p = random_problem(rng, variant)
+        before = len(fake_gpu)
         run_case(rng, **p)
-        if variant is not None:
-            assert fake_gpu[-1][0] == ap.kernel_name(variant, p["xdt"], p["odt"])
+        if variant is not None:  # (channels_last_global_*: its finish kernel last where an image is split)
+            assert ap.kernel_name(variant, p["xdt"], p["odt"]) == fake_gpu[before][0]
 
 
 @pytest.mark.parametrize("variant", ["general", "tile_k2s2", "tile_k3s1", "tile_k3s2"])

@@ -1,6 +1,6 @@
-"""The channels_last kernels (avgpool_cl, avgpool_cl_strip) on the host harness: output sizes
-docs/semantics.md accepts beyond ceil mode's. (The other channels_last cases:
-tests/test_select_avgpool.py, whose helpers these use.)"""
+"""The channels_last kernels on the host harness: avgpool_cl and avgpool_cl_strip at output sizes
+docs/semantics.md accepts beyond ceil mode's; avgpool_cl_global (whole-image windows) on its edges.
+(The other channels_last cases: tests/test_select_avgpool.py, whose helpers these use.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +11,7 @@ from dmlq.desc import pool_output_accepted
 from dmlq.gpu import avgpool as ap
 from dmlq.gpu.plan import Memo, recording
 from kernel_cases import pool_params
-from test_select_avgpool import channels_last_out, fake_gpu, make_input  # noqa: F401  (fake_gpu: the fixture)
+from test_select_avgpool import channels_last_out, fake_gpu, make_input, run_case  # noqa: F401  (fake_gpu: the fixture)
 
 # (x shape without C, window, strides, start, end): each dimension's floor + 1 output size is
 # accepted (its last window starts inside in + start_pad) and that window reaches past the
@@ -111,3 +111,117 @@ def _run_accepted(fake_gpu, rng, cases, variant, channels, layout, make_out) -> 
                     assert fake_gpu[-1][0] == ap.kernel_name(variant, xdt, odt)
                     launched += 1
     return launched
+
+
+# ------------------------------------------------------------------ channels_last global pooling
+
+@pytest.mark.parametrize("variant", list(ap.CL_GLOBAL_CONFIGS))
+@pytest.mark.parametrize("split", ["rule", "many", "one", "need"])
+def test_emulated_channels_last_global_edges(fake_gpu, monkeypatch, request, variant, split):
+    """avgpool_cl_global (a window of the whole image on a channels_last x with evenly spaced
+    positions) and its finish kernel, every image split as the rule splits it ("rule"), into
+    chunks of at least 2 positions a thread ("many": CL_GLOBAL_MIN_TAPS pinned to 2, ragged last
+    chunks), never ("one": CL_GLOBAL_WAVES pinned to 0, so a thread sums past a 16-bit lane's 257
+    taps and empties it), and only as the 32-bit sums need ("need": CL_GLOBAL_MAX_CHUNK pinned to
+    1000 with no waves wanted); the plan memo emptied, as the strip tests do. int8/uint8 each way,
+    IncludePadding, per-channel and omitted parameters, special scales, 2-D and 3-D images, a
+    stride-0 batch, channel counts that leave idle threads in a block (48) or take two channel
+    blocks (640), outputs channels_last at byte offsets and strided."""
+    if split == "many":
+        monkeypatch.setattr(ap, "CL_GLOBAL_MIN_TAPS", 2)
+    elif split == "one":
+        monkeypatch.setattr(ap, "CL_GLOBAL_WAVES", 0)
+    elif split == "need":
+        monkeypatch.setattr(ap, "CL_GLOBAL_WAVES", 0)
+        monkeypatch.setattr(ap, "CL_GLOBAL_MAX_CHUNK", 1000)
+    Memo.clear_all()
+    request.addfinalizer(Memo.clear_all)
+    vec = ap.CL_GLOBAL_CONFIGS[variant]
+    rng = np.random.default_rng(61 + vec + len(split))
+    cases = [(2, 16, 5, 7), (1, 48, 1, 1), (3, 16, 1, 9), (2, 32, 2, 3, 4), (1, 640, 6, 5)]
+    if split == "one":
+        cases.append((1, 16, 257, 260))  # 66,820 positions, 256 rows of threads: 261 taps each
+    elif split == "rule":
+        cases.append((1, 16, 128, 130))  # 16,640 positions: 2 chunks (256 rows of threads, 32 taps each)
+    else:
+        cases.append((1, 16, 61, 67))  # 4,087 positions
+    if vec == 4:
+        cases = [(n, c // 4 if c % 64 else c // 16, *sp) for n, c, *sp in cases] + [(2, 4, 9, 11), (1, 12, 3, 40)]
+    with recording() as plans:
+        for i, shape in enumerate(cases):
+            xdt, odt = (("int8", "uint8"), ("uint8", "int8"), ("int8", "int8"), ("uint8", "uint8"))[i % 4]
+            sp = shape[2:]
+            nd = len(sp)
+            common = dict(xdt=xdt, odt=odt, include=bool(i % 2), variant=variant, ceil=False)
+            zeros, ones = (0,) * nd, (1,) * nd
+            run_case(rng, shape, sp, ones, zeros, zeros, ones, layout="nhwc", **common)
+            run_case(rng, shape, sp, (2,) * nd, zeros, (1,) * nd, (3,) * nd, layout="nhwc_bcast", pc=(True,) * 4,
+                     out_cl=1, **common)
+            run_case(rng, shape, sp, ones, zeros, zeros, ones, layout="nhwc", omit=(True, True), special=True,
+                     out_strided=True, **common)
+            run_case(rng, shape, sp, ones, zeros, zeros, ones, layout="nhwc", pc=(False, True, True, False),
+                     out_cl=3, **common)
+    assert plans and all(p.variant == variant for p in plans)
+    chunks = [int(p.detail[0][0][1]) for p in plans]
+    finishes = [len(p.launches) == 2 for p in plans]
+    assert finishes == [c > 1 for c in chunks]
+    if split == "one":
+        assert set(chunks) == {1}
+    else:
+        assert max(chunks) >= 2, chunks
+    if split == "need":
+        assert all(int(p.detail[0][0][4]) <= 1000 for p in plans)
+
+
+@pytest.mark.parametrize("variant", list(ap.CL_GLOBAL_CONFIGS))
+def test_emulated_channels_last_global_extreme_sums(fake_gpu, monkeypatch, request, variant):
+    """Every tap at the far end from its zero point (uint8 255 with zero point 0, int8 -128 with
+    127: |x - zp| = 255), so each chunk's 32-bit sum is at its largest for its length, split and
+    not; out_scale makes each unit of the average count."""
+    vec = ap.CL_GLOBAL_CONFIGS[variant]
+    for waves in (0, ap.CL_GLOBAL_WAVES):
+        monkeypatch.setattr(ap, "CL_GLOBAL_WAVES", waves)
+        Memo.clear_all()
+        request.addfinalizer(Memo.clear_all)
+        for xdt, v, zp in (("uint8", 255, 0), ("int8", -128, 127)):
+            shape = (1, vec, 300, 301)
+            x = np.full((shape[0], *shape[2:], shape[1]), v, xdt).transpose(0, 3, 1, 2)
+            xs, xzp = np.array([0.5], np.float32), np.array([zp], xdt)
+            os_, ozp = np.array([0.5 * 255 / 100], np.float32), np.array([0], np.int8)
+            want = np.empty(shape[:2] + (1, 1), np.int8)
+            reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, shape[2:], (1, 1), (0, 0),
+                                         (0, 0), (1, 1), False)
+            out = np.full(want.shape, 0x5A, np.int8)
+            ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, shape[2:], (1, 1), (0, 0), (0, 0), (1, 1), False,
+                                  variant=variant)
+            np.testing.assert_array_equal(out, want)
+            assert abs(int(want.reshape(-1)[0])) == 100
+            assert fake_gpu[-1][0] in (ap.kernel_name(variant, xdt, "int8"), ap.finish_name(xdt, "int8"))
+
+
+def test_channels_last_global_rule():
+    """Where channels_last_global_* applies and what it splits (pure Python)."""
+    def sel(shape, strides, out_sp=None, window=None, start=None, address=0):
+        sp = shape[2:]
+        nd = len(sp)
+        return ap.select_variant(shape, strides, shape[:2] + (out_sp or (1,) * nd), window or sp, (1,) * nd,
+                                 start or (0,) * nd, (0,) * nd, (1,) * nd, False, x_address=address)
+
+    nhwc = lambda n, c, h, w: (c * h * w, 1, w * c, c)  # noqa: E731
+    assert sel((8, 256, 56, 56), nhwc(8, 256, 56, 56)) == "channels_last_global_16"
+    assert sel((8, 36, 7, 7), nhwc(8, 36, 7, 7)) == "channels_last_global_4"
+    assert sel((8, 36, 7, 7), nhwc(8, 36, 7, 7), address=2) == "general"
+    assert sel((8, 256, 56, 56), (256 * 56 * 60, 1, 60 * 256, 256)) == "channels_last_16"  # padded rows
+    assert sel((8, 256, 56, 56), (256 * 56 * 56, 1, 56 * 256, -256)) == "channels_last_16"  # W reversed
+    assert sel((8, 256, 56, 1), (256 * 56, 1, 256, 7)) == "channels_last_global_16"  # W of 1: its stride free
+    assert sel((8, 256, 56, 56), nhwc(8, 256, 56, 56), window=(55, 56), out_sp=(2, 1)) == "channels_last_16"
+    assert sel((8, 256, 56, 56), (256 * 56 * 56, 56 * 56, 56, 1)) == "global_warp"  # NCHW
+    assert ap.positions_stride((4, 5, 6), (30 * 16, 6 * 16, 16)) == 16
+    assert ap.positions_stride((4, 1, 6), (6 * 16, 7, 16)) == 16
+    assert ap.positions_stride((4, 5, 6), (30 * 16, 6 * 16 + 1, 16)) is None
+    # splits: to CL_GLOBAL_WAVES waves, each thread keeping CL_GLOBAL_MIN_TAPS positions, 32-bit sums
+    assert ap.global_splits(blocks=8, vol=56 * 56, rows=256, wave=1000) == 1  # 3136 // (256 * 32) = 0
+    assert ap.global_splits(blocks=8, vol=112 * 112, rows=16, wave=1000) == 24  # 12544 // 512
+    assert ap.global_splits(blocks=4000, vol=112 * 112, rows=16, wave=1000) == 1  # waves enough
+    assert ap.global_splits(blocks=10, vol=10**6, rows=16, wave=1000) == 200  # 2 * 1000 / 10
+    assert ap.global_splits(blocks=4000, vol=2**23 + 1, rows=16, wave=1000) == 2  # the sums' need

@@ -52,7 +52,11 @@ GLOBAL_GROUPS = {"global_warp": 32, "global_block": 256}
 CL_CONFIGS = {"channels_last_16": 16, "channels_last_4": 4}
 # channels_last strip variant -> (channels per thread, H window): an H window at stride 1
 CL_STRIP_CONFIGS = {"channels_last_strip_16": (16, 3), "channels_last_strip_4": (4, 3)}
-VARIANTS = ("general", *TILE_CONFIGS, *STRIP_CONFIGS, *GLOBAL_GROUPS, *CL_CONFIGS, *CL_STRIP_CONFIGS)
+# channels_last global variant -> channels per thread (a whole-image window, positions split)
+CL_GLOBAL_CONFIGS = {"channels_last_global_16": 16, "channels_last_global_4": 4}
+VARIANTS = ("general", *TILE_CONFIGS, *STRIP_CONFIGS, *GLOBAL_GROUPS, *CL_CONFIGS, *CL_STRIP_CONFIGS,
+            *CL_GLOBAL_CONFIGS)
+CL_VARIANTS = (*CL_CONFIGS, *CL_STRIP_CONFIGS, *CL_GLOBAL_CONFIGS)  # cuda/avgpool_cl.cu's
 
 INT_MAX = 2**31 - 1
 MAX_TILE_ROWS = 2**31 - 1024    # rows are C ints and loops step a block past them
@@ -70,6 +74,9 @@ LANE_MAX_TAPS = 257             # strip_*: a whole window's sum in one 16-bit la
 STRIP_ROWS = 16                 # output rows a strip thread walks (halo: KH - 1 more input rows) ...
 STRIP_MIN_ROWS = 4              # ... halved down to this while the grid has under STRIP_WAVES waves
 STRIP_WAVES = 4
+CL_GLOBAL_MAX_CHUNK = 2**23     # channels_last_global_*: a chunk's sums of 255s fit 32 bits (2**23 * 255)
+CL_GLOBAL_MIN_TAPS = 32         # ... positions a thread sums at least where an image is split ...
+CL_GLOBAL_WAVES = 2             # ... into chunks until the grid has this many waves of blocks
 
 
 def kernel_name(variant: str, tx: str, to: str) -> str:
@@ -87,6 +94,8 @@ def kernel_name(variant: str, tx: str, to: str) -> str:
     if variant in CL_STRIP_CONFIGS:
         vec, kh = CL_STRIP_CONFIGS[variant]
         return f"avgpool_cl_strip<{tx}, {to}, {vec}, {kh}>"
+    if variant in CL_GLOBAL_CONFIGS:
+        return f"avgpool_cl_global<{tx}, {to}, {CL_GLOBAL_CONFIGS[variant]}>"
     if variant == "general":
         return f"avgpool_general<{tx}, {to}>"
     raise ValueError(f"unknown avgpool variant {variant!r} (one of {VARIANTS})")
@@ -94,11 +103,17 @@ def kernel_name(variant: str, tx: str, to: str) -> str:
 
 def source_of(variant: str) -> str:
     """The cuda/ file holding ``variant``'s kernel."""
-    return CL_SOURCE if variant in CL_CONFIGS or variant in CL_STRIP_CONFIGS else SOURCE
+    return CL_SOURCE if variant in CL_VARIANTS else SOURCE
+
+
+def finish_name(tx: str, to: str) -> str:
+    """The second kernel of channels_last_global_* where an image is split into chunks."""
+    return f"avgpool_cl_global_finish<{tx}, {to}>"
 
 
 KERNELS = {src: tuple(kernel_name(v, tx, to) for v in VARIANTS if source_of(v) == src for tx in QTYPES
                       for to in QTYPES) for src in (SOURCE, CL_SOURCE)}
+KERNELS[CL_SOURCE] += tuple(finish_name(tx, to) for tx in QTYPES for to in QTYPES)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -117,6 +132,25 @@ def _image_contiguous(shape, strides) -> bool:
             return False
         expected *= size
     return True
+
+
+def positions_stride(in_sp, strides):
+    """The one stride (elements) between an image's consecutive positions (D, H, W flattened,
+    size-1 dimensions free), or None where the positions are not evenly spaced."""
+    step = next((st for size, st in zip(reversed(in_sp), reversed(strides)) if size != 1), 0)
+    expected = step
+    for size, st in zip(reversed(in_sp), reversed(strides)):
+        if size != 1 and st != expected:
+            return None
+        expected *= size
+    return step
+
+
+def _whole_image(in_sp, out_sp, window_size, start_padding, dilations) -> bool:
+    """A window of the whole image from its first position: one output position."""
+    return (all(o == 1 for o in out_sp) and all(p == 0 for p in start_padding)
+            and tuple(window_size) == tuple(in_sp)
+            and all(d == 1 or k == 1 for d, k in zip(dilations, window_size)) and math.prod(in_sp) > 0)
 
 
 def _spans_fit(in_sp, out_sp, window_size, strides, start_padding, end_padding, dilations) -> bool:
@@ -142,20 +176,18 @@ def applicable(variant, x_shape, x_strides, out_shape, window_size, strides, sta
                 and math.prod(window_size) <= LANE_MAX_TAPS
                 and applicable(f"channels_last_{vec}", x_shape, x_strides, out_shape, window_size, strides,
                                start_padding, end_padding, dilations, False, x_address=x_address))
+    if variant in CL_GLOBAL_CONFIGS:
+        step = positions_stride(in_sp, tuple(x_strides[2:]))
+        return (step is not None and _whole_image(in_sp, out_sp, window_size, start_padding, dilations)
+                and _vectors(CL_GLOBAL_CONFIGS[variant], x_shape, x_strides, x_address)
+                and x_shape[0] * -(-math.prod(in_sp) // CL_GLOBAL_MAX_CHUNK) <= INT_MAX)
     if variant in CL_CONFIGS:
-        vec = CL_CONFIGS[variant]
-        c = x_shape[1]
-        return (c % vec == 0 and c > 0 and x_strides[1] == 1 and x_address % vec == 0
-                and all(size == 1 or st % vec == 0 for i, (size, st) in enumerate(zip(x_shape, x_strides))
-                        if i != 1)
+        return (_vectors(CL_CONFIGS[variant], x_shape, x_strides, x_address)
                 and window_size[-1] <= CL_MAX_KW and math.prod(window_size) <= MAX_TILE_TAPS
                 and x_shape[0] * math.prod(out_sp) < MAX_TILE_ROWS
                 and _spans_fit(in_sp, out_sp, window_size, strides, start_padding, end_padding, dilations))
     if variant in GLOBAL_GROUPS:
-        return (all(o == 1 for o in out_sp) and all(p == 0 for p in start_padding)
-                and tuple(window_size) == in_sp
-                and all(d == 1 or k == 1 for d, k in zip(dilations, window_size))
-                and math.prod(in_sp) > 0
+        return (_whole_image(in_sp, out_sp, window_size, start_padding, dilations)
                 and _image_contiguous(in_sp, tuple(x_strides[2:])))
     if variant in STRIP_CONFIGS:
         kh, kw, _ = STRIP_CONFIGS[variant]
@@ -176,12 +208,22 @@ def applicable(variant, x_shape, x_strides, out_shape, window_size, strides, sta
     raise ValueError(f"unknown avgpool variant {variant!r} (one of {VARIANTS})")
 
 
+def _vectors(vec, x_shape, x_strides, x_address) -> bool:
+    """The channels_last kernels' rule: channel stride 1, C a multiple of ``vec``, x's address and
+    other strides multiples of it (each thread's vec channels one aligned load)."""
+    c = x_shape[1]
+    return (c % vec == 0 and c > 0 and x_strides[1] == 1 and x_address % vec == 0
+            and all(size == 1 or st % vec == 0 for i, (size, st) in enumerate(zip(x_shape, x_strides)) if i != 1))
+
+
 def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_padding,
                    end_padding, dilations, include_padding, *, x_address=0) -> str:
     """The variant dmlq runs for this problem; x_strides in elements, x_address x's address.
 
     The rule: a whole-image window on a contiguous image -> global_block for few large
-    images, else global_warp; channels stride 1 (channels_last) -> channels_last_strip_16 /
+    images, else global_warp; on a channels_last image with evenly spaced positions ->
+    channels_last_global_16 where 16-channel vectors apply, else _4; channels stride 1
+    (channels_last) -> channels_last_strip_16 /
     _4 for an H window of 3 at H stride 1, else channels_last_16 where 16-channel vectors
     apply, else channels_last_4; a 3x3 window at H and W stride 1 on rows
     of unit W stride -> strip_k3s1; a W window/stride of 2/2 -> tile_k2s2; anything else ->
@@ -194,7 +236,7 @@ def select_variant(x_shape, x_strides, out_shape, window_size, strides, start_pa
         if volume >= GLOBAL_BLOCK_MIN_VOLUME and planes <= GLOBAL_BLOCK_MAX_PLANES:
             return "global_block"
         return "global_warp"
-    for cl in (*CL_STRIP_CONFIGS, *CL_CONFIGS):  # (channels_last in, unmeasured: ~10x fewer instructions
+    for cl in (*CL_GLOBAL_CONFIGS, *CL_STRIP_CONFIGS, *CL_CONFIGS):  # (channels_last in, unmeasured: ~10x fewer instructions
         if applicable(cl, *args, x_address=x_address):  # an output than general's, avgpool_cl.cu)
             return cl
     for strip in STRIP_CONFIGS:  # (unmeasured: each input row summed once, ~9 instructions an
@@ -228,6 +270,17 @@ def strip_rows(out_rows: int, columns: int, wave_threads: int) -> int:
     while s > STRIP_MIN_ROWS and columns * -(-out_rows // s) < STRIP_WAVES * wave_threads:
         s //= 2
     return max(1, min(s, out_rows))
+
+
+def global_splits(blocks: int, vol: int, rows: int, wave: int) -> int:
+    """The chunks channels_last_global_* cuts each image's ``vol`` positions into: enough that
+    ``blocks`` (images x channel blocks) times it fill CL_GLOBAL_WAVES waves of ``wave`` blocks,
+    while each of a block's ``rows`` threads still sums CL_GLOBAL_MIN_TAPS positions of a chunk;
+    at least enough that no chunk passes CL_GLOBAL_MAX_CHUNK positions (32-bit sums)."""
+    need = -(-vol // CL_GLOBAL_MAX_CHUNK)
+    want = -(-CL_GLOBAL_WAVES * wave // blocks)
+    most = max(1, vol // (rows * CL_GLOBAL_MIN_TAPS))
+    return max(need, min(want, most))
 
 
 def _magic(d: int):
@@ -330,6 +383,22 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
     name = kernel_name(variant, str(x.dtype), str(out.dtype))
     i32, i64 = np.int32, np.int64
 
+    if variant in CL_GLOBAL_CONFIGS:
+        vol = D * H * W
+        groups, bx, by, gy = _cl_block(c_, CL_GLOBAL_CONFIGS[variant])
+        splits = global_splits(n_ * gy, vol, by, _wave(name, bx * by, 0))
+        chunk = -(-vol // splits)
+        splits = -(-vol // chunk)
+        items = n_ * splits
+        launches = (Launch(source_of(variant), name, (min(items, INT_MAX), gy), (bx, by)),)
+        if splits > 1:
+            launches += (Launch(CL_SOURCE, finish_name(str(x.dtype), str(out.dtype)),
+                                (min(-(-n_ * c_ // 256), INT_MAX),), (256,), 0, "the chunks' sums added, the output"),)
+            notes += (f"{splits} chunks of {chunk} positions an image, their 32-bit sums in a temporary",)
+        sxp = positions_stride(x.shape[2:], x_strides[2:])
+        scalars = ((i32(items), i32(splits), i32(groups), i64(vol), i64(chunk), i64(sxn), i64(sxp), i64(son),
+                    i64(soc)), ())
+        return Plan(op, variant, launches, notes, (scalars, per_channel))
     if variant in GLOBAL_GROUPS:
         planes = n_ * c_
         per_block = 256 // GLOBAL_GROUPS[variant]
@@ -439,6 +508,8 @@ def _direct(out, variant) -> bool:
     block of memory in some order (channels_last); else through a contiguous temporary."""
     if _c_contiguous(out):
         return True
+    if variant in CL_GLOBAL_CONFIGS:  # one position: any strides (so_n, so_c)
+        return True
     return ((variant == "general" or variant in CL_CONFIGS or variant in CL_STRIP_CONFIGS)
             and dense_order(out.shape, out.strides, out.itemsize) is not None)
 
@@ -480,6 +551,9 @@ def bind_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
             return (_param_vector(xp, xs, np.float32), NULL if xz is None else _param_vector(xp, xz, x_dt),
                     _param_vector(xp, os_, np.float32), NULL if oz is None else _param_vector(xp, oz, out_dt))
 
+    if plan.variant in CL_GLOBAL_CONFIGS:
+        return Runner(plan, _global_call(plan, go, xp, x.shape[:2], params, before, after))
+
     def call(x, x_scale, x_zero_point, out_scale, out_zero_point, out):
         dst = out if direct else xp.empty(out.shape, out_dt)
         go(((x, dst, *before, *params(x_scale, x_zero_point, out_scale, out_zero_point), *after),))
@@ -487,6 +561,26 @@ def bind_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
             out[...] = dst
 
     return Runner(plan, call)
+
+
+def _global_call(plan, go, xp, nc, params, before, after):
+    """channels_last_global_*'s call: its chunk sums (splits > 1) in the stream's workspace or
+    a temporary, then the finish kernel."""
+    n_, c_ = (int(v) for v in nc)
+    _, splits, _, vol, _, _, _, son, soc = before
+    nbytes = int(splits) * n_ * c_ * 4 if int(splits) > 1 else 0
+    take = device.workspace() if 0 < nbytes <= device.WORKSPACE_MAX else None
+
+    def call(x, x_scale, x_zero_point, out_scale, out_zero_point, out):
+        p = params(x_scale, x_zero_point, out_scale, out_zero_point)
+        if not nbytes:
+            go(((x, out, NULL, *before, *p, *after),))
+            return
+        part = np.uint64(take(nbytes)) if take is not None else xp.empty(nbytes // 4, np.uint32)
+        go(((x, out, part, *before, *p, *after),
+            (part, out, np.int64(n_ * c_), np.int32(c_), splits, vol, son, soc, *p, *after)))
+
+    return call
 
 
 _memo = Memo()
