@@ -71,6 +71,8 @@ def list_operand(f, name, v, float_role, dtype=np.float32):
                              "value is meant)") from None
         except (TypeError, ValueError):
             pass
+    if float_role and arr.dtype.type.__module__ == "ml_dtypes":
+        arr = arr.astype(np.float64)  # ml_dtypes numbers (bfloat16(0.5) ...): their values, exactly, as NumPy's
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{f}: {name} is a {type(v).__name__} that np.asarray turns into dtype "
                         f"{arr.dtype}, not numbers; pass a numeric numpy array")

@@ -119,6 +119,24 @@ def test_scales_of_each_form_are_their_float32_values(scale_type, rng):
                                                                      dtype=I8))
 
 
+def test_lists_of_float16_and_bfloat16_numbers(rng):
+    """A list holds numbers, whatever NumPy scalar type its items have: in a scale it becomes float32
+    (dmlq.calls.list_operand), a list of bfloat16 numbers as a list of float16 ones (it was refused: "a
+    list that np.asarray turns into dtype bfloat16, not numbers"), on NumPy and dask alike."""
+    da = pytest.importorskip("dask.array")
+    a = qrand(rng, U8, (3, 40))
+    b = qrand(rng, I8, (40, 4))
+    for t in (F16, BF16):
+        a_s = [[t(v)] for v in rng.uniform(0.01, 0.1, 3)]
+        b_s = [t(v) for v in rng.uniform(0.01, 0.1, 4)]
+        o_s = [t(0.73)]
+        want = dmlq.quantized_matmul(a, np.array(a_s, F32), U8(5), b, np.array(b_s, F32), I8(-2), np.array(o_s, F32),
+                                     I8(1))
+        np.testing.assert_array_equal(dmlq.quantized_matmul(a, a_s, U8(5), b, b_s, I8(-2), o_s, I8(1)), want)
+        lazy = dmlq.quantized_matmul(da.from_array(a, chunks=(2, 20)), a_s, U8(5), b, b_s, I8(-2), o_s, I8(1))
+        np.testing.assert_array_equal(lazy.compute(), want)
+
+
 def test_a_scale_that_float16_rounds_differently_from_float32():
     """The multiplier is the float32 one of the widened scales. a_scale 0.0999755859375 (float16's
     0.1) times b_scale 5 is 0.4998779296875 in float32, a tie that float16 arithmetic (ONNX's
