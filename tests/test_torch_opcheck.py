@@ -62,6 +62,10 @@ def _cases():
         "add_channels_last_and_broadcast": (add.default, (_cl(_q(2, 3, 7, 6)), 0.1, 3, _q(1, 3, 1, 1), 0.1, 3,
                                                           0.2, 1), {}, ALL),
         "matmul_transposed": (mm.default, (_q(6, 4).t(), 0.1, 3, _q(5, 6, dtype=i8).t(), 0.1, 3, 0.2, 1), {}, ALL),
+        "matmul_float16_and_bfloat16_scales": (mm.tensor, (
+            _q(2, 4, 6), (torch.rand(4, 1) * 0.1 + 0.01).half(), None, _q(2, 6, 5, dtype=i8),
+            (torch.rand(2, 1, 5) * 0.1 + 0.01).bfloat16(), None, torch.tensor(0.5, dtype=torch.float16),
+            torch.tensor(1, dtype=i8)), {}, ALL),
         "matmul_integer_transposed": (mi.default, (_q(6, 4).t(), _q(5, 6, dtype=i8).t(), 3, -1), {}, ALL),
         "pool_channels_last": (pool.default, (_cl(_q(2, 3, 7, 6)), 0.1, 3, 0.1, 3, [2, 2]),
                                {"strides": [2, 1], "ceil_mode": True}, ALL),
