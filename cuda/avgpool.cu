@@ -52,7 +52,7 @@
 //   global_warp / global_block          avgpool_global<TX, TO, GROUP>
 //     Window = the whole (contiguous) image, no start padding: a warp (block) per (n, c) plane,
 //     16-byte loads, int64 shuffle reduction. global_block where planes are few and large.
-//   channels_last_16 / _4, channels_last_strip_16 / _4: cuda/avgpool_cl.cu
+//   channels_last_16 / _4, channels_last_strip_16 / _4, channels_last_global_16 / _4: cuda/avgpool_cl.cu
 //   general                             avgpool_general<TX, TO>
 //     Everything else (W dilation, other W windows, any strides of x incl. 0 and negative):
 //     one thread per output, 3-D block and grid over (ow, oh, planes), int64 sums and counts.

@@ -35,6 +35,26 @@
 //     channels, 8.4 an output (int8 9.8), against avgpool_cl's 24-36 on the same path. VEC 16:
 //     __launch_bounds__(256, 2), 126 registers (the ring is 24 of them); VEC 4: 3 blocks, 77.
 //     The exact epilogue is a call (cl_exact, not inlined), shared with avgpool_cl.
+//   channels_last_global_16 / _4         avgpool_cl_global<TX, TO, VEC>, avgpool_cl_global_finish
+//     A window of the whole image (global average pooling, out N x C x 1 x 1) on a channels_last
+//     x whose positions are evenly spaced (NHWC / NDHWC, a stride-0 batch; not padded rows or a
+//     reversed W). avgpool_cl made one thread per (n, VEC channels), each summing the whole image
+//     alone: N*C/16 threads (1,024 for 64x256x56x56, 8 a SM) with 3,136 dependent-address loads
+//     each. Here a block is bx adjacent channel groups (a warp's loads contiguous) times by rows
+//     of threads taking every by-th position of one chunk of one image; the rows' sums meet in
+//     shared memory. Images are cut into chunks (dmlq/gpu/avgpool.py global_splits: until the
+//     grid has 2 waves, each thread keeping >= 32 positions, every chunk <= 2**23 positions so
+//     its sums fit 32 bits) whose sums a second kernel adds in int64 before the exact epilogue.
+//     Napkin (H100, 64x256x56x56 uint8 NHWC: 51.4 MB read, 16 KB written, 15 us at 3.35 TB/s):
+//     a position is one 16-byte load and 4 x (LOP3 + PRMT + 2 IADD) for 16 uint8 channels (int8:
+//     one more LOP3 a word), ~1.1-1.4 instructions a byte, under the ~9 a byte that ~29.6 T
+//     thread instructions/s leave at that bandwidth (avgpool.cu's napkin);
+//     6 chunks an image give 384 blocks of 256 threads (the launcher's rule), ~33 positions a
+//     thread, 4 loads in flight each (the tap loop unrolled 4). 64x2048x7x7: 6.4 MB, 256 blocks,
+//     no split (launch-bound). Written 2026-11-27 without a GPU, selected on this count; the
+//     bench rows `64x256x56x56:global:nhwc` and `64x2048x7x7:global:nhwc` time it beside
+//     channels_last_16, general and torch's float16 pooling. VEC 16: 71-73 registers, 16 KiB of
+//     shared memory (the rows' sums), 3 blocks an SM; VEC 4: 32-40; 0 spills.
 #include "avgpool_common.cuh"
 
 // ---------------------------------------------------------------------------------------------
