@@ -11,6 +11,7 @@ from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerDe
                    QuantizeDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc)
 from .dtypes import DataType
+from .dynquant import dynamic_quantize_linear
 from .errors import DescError, UnsupportedError
 from .gpu.capture import release_graph_memory
 from .intmm import matmul_integer, matmul_integer_to_float
@@ -60,7 +61,8 @@ __all__ = [
     "MatrixMultiplyIntegerToFloatDesc", "MatrixMultiplyIntegerDesc", "compile_operator",
     "Operator", "DescError", "UnsupportedError", "quantize_linear", "dequantize_linear",
     "quantized_add", "quantized_matmul", "quantized_avg_pool",
-    "matmul_integer", "matmul_integer_to_float", "kernel_plan", "compile_all", "__version__",
+    "matmul_integer", "matmul_integer_to_float", "dynamic_quantize_linear", "kernel_plan", "compile_all",
+    "__version__",
     "Packed", "pack", "unpack", "QuantizeDesc", "DequantizeDesc", "QuantizationType",
     "release_graph_memory",
 ]

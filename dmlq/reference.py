@@ -126,6 +126,26 @@ def quantize_linear(x, scale, zero_point, out, saturate=True, precision=None):
     return out
 
 
+def dynamic_quantize_linear(x, out_dtype):
+    """(y, scale, zero point) of docs/semantics.md's dynamic_quantize_linear, one float32
+    step at a time on NumPy scalars: the range over x's non-NaN values with 0, the scale,
+    the zero point, then :func:`quantize_linear`."""
+    x32 = to_float32(x).reshape(-1)
+    info = np.iinfo(out_dtype)
+    qmin, qmax = int(info.min), int(info.max)
+    seen = x32[~np.isnan(x32)]
+    hi = _F32(max(0.0, float(seen.max()))) if seen.size else _F32(0)
+    lo = _F32(min(0.0, float(seen.min()))) if seen.size else _F32(0)
+    with np.errstate(all="ignore"):
+        span = _F32(1) if hi == lo else np.subtract(hi, lo, dtype=_F32)
+        scale = np.divide(span, _F32(qmax - qmin), dtype=_F32)
+        zf = np.subtract(_F32(qmin), np.divide(lo, scale, dtype=_F32), dtype=_F32)
+    zp = qmin if np.isnan(zf) else int(np.rint(min(max(float(zf), qmin), qmax)))
+    scale, zp = np.array(scale, _F32), np.array(zp, out_dtype)
+    y = quantize_linear(x, scale, zp, np.empty(np.shape(x), out_dtype))
+    return y, scale, zp
+
+
 def dequantize_linear(q, scale, zero_point, out):
     out[...] = round_float32(_dequantize_f32(q, zero_point, scale), out.dtype)
     return out

@@ -32,9 +32,11 @@ def node_cases(ops: tuple, modules: tuple, at_least: int) -> dict:
 
 def run_onnx(op, inputs, out_dtype, domain="", opset=13, **attrs):
     """One node on onnxruntime's CPU provider, graph optimizations off, one thread. ``inputs``:
-    arrays (None: an omitted optional input); ``opset``: the ai.onnx opset (13, which every
-    onnxruntime >= 1.10 takes, at IR version 8; 21 for QLinearMatMul's float16 scales, at IR
-    version 10); ``domain``: com.microsoft for its contrib ops (opset 1); ``attrs``: the node's."""
+    arrays (None: an omitted optional input); ``out_dtype``: the output's dtype, or a tuple of
+    the outputs' dtypes (then every output comes back, as a list); ``opset``: the ai.onnx opset
+    (13, which every onnxruntime >= 1.10 takes, at IR version 8; 21 for QLinearMatMul's float16
+    scales, at IR version 10); ``domain``: com.microsoft for its contrib ops (opset 1);
+    ``attrs``: the node's."""
     import onnxruntime as ort
     from onnx import helper
 
@@ -42,15 +44,18 @@ def run_onnx(op, inputs, out_dtype, domain="", opset=13, **attrs):
     while names and names[-1] == "":
         names.pop()
     feeds = {n: v for n, v in zip(names, inputs) if n}
-    node = helper.make_node(op, names, ["out"], domain=domain or None, **attrs)
+    many = isinstance(out_dtype, tuple)
+    outs = [f"out{i}" for i in range(len(out_dtype))] if many else ["out"]
+    node = helper.make_node(op, names, outs, domain=domain or None, **attrs)
     tp = helper.np_dtype_to_tensor_dtype
     graph = helper.make_graph([node], op, [helper.make_tensor_value_info(n, tp(v.dtype), v.shape)
                                            for n, v in feeds.items()],
-                              [helper.make_tensor_value_info("out", tp(np.dtype(out_dtype)), None)])
+                              [helper.make_tensor_value_info(o, tp(np.dtype(d)), None)
+                               for o, d in zip(outs, out_dtype if many else (out_dtype,))])
     opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
     model = helper.make_model(graph, opset_imports=opsets, ir_version=8 if opset < 21 else 10)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+    return got if many else got[0]

@@ -31,7 +31,7 @@ CUPY_ADDED_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
 MIN_CC = {"matmul_dp4a.cu": 61, "matmul_mma.cu": 80, "matmul_mma_packed.cu": 80, "matmul_stream_packed.cu": 61}
 
 # Modules in dmlq.gpu that launch kernels; each has KERNELS = {source: names}.
-KERNEL_MODULES = ("elementwise", "matmul", "avgpool", "intmm", "qkernels", "qmm_stream")
+KERNEL_MODULES = ("elementwise", "matmul", "avgpool", "intmm", "qkernels", "qmm_stream", "dynquant")
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([\w.]+)"\s*$', re.M)
 

@@ -1,0 +1,64 @@
+"""dynamic_quantize_linear's range and parameters on the GPU: cuda/dynamic_quant.cu (its
+header has the napkin math). The quantize pass that follows is quantize_linear's
+(dmlq.gpu.elementwise), with the device scale and zero point these kernels write.
+
+- x is read as one dense buffer from its lowest address (any memory order: the range does
+  not depend on it); an x with gaps between its elements (a strided view) is first copied to
+  a contiguous array (the plan says so).
+- The range pass has at most RANGE_WAVES waves of 256-thread blocks, each writing its
+  (min, max) pair to a workspace; one block folds the pairs and computes the parameters.
+- Nothing is read back to the host: the scale (float32) and zero point (int8 / uint8) are
+  0-d device arrays, written on CuPy's current stream.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..layout import dense_order
+from . import device
+from .plan import Launch, Plan, launcher
+
+SOURCE = "dynamic_quant.cu"
+X_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
+Q_TYPES = {np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8"}
+KERNELS = {SOURCE: tuple(f"dq_range<{t}>" for t in X_TYPES.values())
+           + tuple(f"dq_params<{q}>" for q in Q_TYPES.values())}
+BLOCK = 256
+RANGE_WAVES = 4
+
+
+def _dense(x) -> bool:
+    return dense_order(x.shape, x.strides, x.itemsize) is not None
+
+
+def lowest_address(x) -> int:
+    """The address of a dense x's first byte in memory (its first element's, moved back over
+    every negative stride)."""
+    return device.ptr(x) + sum((n - 1) * s for n, s in zip(x.shape, x.strides) if s < 0 and n > 0)
+
+
+def plan_range(x, qdtype) -> Plan:
+    """The range and parameters' launches for x (float32 or float16) and output type qdtype."""
+    qdtype = np.dtype(qdtype)
+    per_vector = 16 // x.itemsize
+    name = f"dq_range<{X_TYPES[np.dtype(x.dtype)]}>"
+    wave = device.info().sm_count * device.resident_blocks(SOURCE, name, BLOCK)
+    blocks = max(1, min(-(-x.size // (BLOCK * per_vector)), RANGE_WAVES * wave))
+    notes = () if _dense(x) else ("x copied to a contiguous array (it has gaps)",)
+    launches = (Launch(SOURCE, name, (blocks,), (BLOCK,)),
+                Launch(SOURCE, f"dq_params<{Q_TYPES[qdtype]}>", (1,), (BLOCK,), 0, "the scale and zero point"))
+    return Plan("dynamic_quantize_linear", "range", launches, notes, blocks)
+
+
+def range_parameters(x, qdtype):
+    """(scale, zero_point): 0-d device arrays of float32 and qdtype, for x's values."""
+    xp = device.xp()
+    plan = plan_range(x, qdtype)
+    if not _dense(x):
+        x = xp.ascontiguousarray(x)
+    blocks = plan.detail
+    part = xp.empty(2 * blocks, np.float32)
+    scale, zp = xp.empty((), np.float32), xp.empty((), np.dtype(qdtype))
+    launcher(plan)([(np.uint64(lowest_address(x)), np.int64(x.size), part),
+                    (part, np.int32(blocks), scale, zp)])
+    return scale, zp
