@@ -26,6 +26,20 @@ def _a(values, dtype):
     return np.array(values, dtype=dtype)
 
 
+def _dynamic_bytes(x, dtype=None, out=None):
+    """dynamic_quantize_linear's three results as one uint8 vector (y's bytes, then the
+    scale's 4 and the zero point's 1): the one array, with ``out=``, that the rows compare."""
+    from .dynquant import dynamic_quantize_linear
+
+    y, s, z = dynamic_quantize_linear(x, dtype=dtype)
+    xp = np if isinstance(y, np.ndarray) else sys.modules["cupy"]
+    joined = xp.concatenate([v.reshape(-1).view(xp.uint8) for v in (y, s, z)])
+    if out is None:
+        return joined
+    out[...] = joined
+    return out
+
+
 def _edge_cases():
     """(operator, description, function, args, kwargs, expected) rows."""
     rows = []
@@ -171,6 +185,11 @@ def _edge_cases():
     # row [2, 4, 6]: windows {2, 4} -> 3, {6} -> 6 (count 1 without IncludePadding)
     rows.append(("avgpool", "ceil mode", p, (_a([[[[2, 4, 6]]]], u8), f32(1), None, f32(1), None, (1, 2)),
                  dict(strides=(1, 2), ceil_mode=True), _a([[[[3, 6]]]], u8)))
+    # range [-3, 2]: scale 5 / 255 (float32 0x3CA0A0A1), zero point 0 - (-3 / scale) = 153;
+    # 2 / scale = 102 -> 255, 1.02 / scale = 52.02 -> 205; NaN -> 153 (NaN left out of the range)
+    scale = np.divide(f32(5), f32(255), dtype=f32)
+    rows.append(("dyn_quantize", "range [-3, 2], NaN", _dynamic_bytes, (_a([0, 2, -3, 1.02, NAN], f32),), {},
+                 np.concatenate([_a([153, 255, 0, 205, 153], u8), _a([scale], f32).view(u8), _a([153], u8)])))
     return rows
 
 
@@ -361,6 +380,9 @@ def _random_cases(seed=0):
                       rng.integers(0, 100, n).astype(bdt), f32(400.0), odt(9)), {}))
     rows.extend(_random_intmm(rng))
     rows.extend(_random_packed_tiled(np.random.default_rng(seed + 26)))
+    for xdt, qdt in ((f32, u8), (f16, i8)):
+        x = (rng.standard_normal((5, 333)) * 7 + 2).astype(xdt)
+        rows.append(("dyn_quantize", f"{xdt.__name__}->{qdt.__name__}", _dynamic_bytes, (x,), dict(dtype=qdt)))
     # the types beyond int8 (dmlq.quant_gpu, cuda/quant_types.cu): a native output, packed inputs
     x = (rng.standard_normal((3, 37, 129)) * 4).astype(f32)
     rows.append(("quantize", "float32->int16 per axis", api.quantize_linear,

@@ -129,12 +129,20 @@ def dynamic_quantize_linear(x: Any, *, dtype: Any = None) -> tuple:
         ``y_zero_point`` a 0-d array of ``dtype``, all of x's array library and device
         (lazy for a dask x: nothing is computed).
 
+    Raises
+    ------
+    TypeError
+        x not float32 or float16 (or not an array, a list or a number), or ``dtype`` not
+        uint8 or int8; each named with the fix.
+    ValueError
+        A CuPy x on another device than the current one.
+
     Examples
     --------
     >>> import numpy as np, dmlq
     >>> y, s, z = dmlq.dynamic_quantize_linear(np.array([0.0, 2.0, -3.0, 1.02], np.float32))
-    >>> y, s, z
-    (array([153, 255,   0, 205], dtype=uint8), array(0.01176471, dtype=float32), array(153, dtype=uint8))
+    >>> y, s, z                                   # range [-3, 2]: scale 5 / 255, 0 -> 153
+    (array([153, 255,   0, 205], dtype=uint8), array(0.01960784, dtype=float32), array(153, dtype=uint8))
     """
     qdt = _out_dtype(dtype)
     x = _checked_x(x)

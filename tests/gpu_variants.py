@@ -439,6 +439,23 @@ for _v in avgpool.VARIANTS:
     case(f"quantized_avg_pool {_v}", _v)(_pool(_v))
 
 
+# ----------------------------------------------------------------- dynamic quantize
+
+@case("dynamic_quantize_linear", "range")
+def _dynamic(xp):
+    rng = _rng("dynamic_quantize_linear")
+    results = []
+    for xdt in (F32, F16):
+        x = (rng.standard_normal((9, 70)) * 3 - 1).astype(xdt)
+        x[0, 1] = np.nan
+        for qdt in (U8, I8):
+            want = R.dynamic_quantize_linear(x[:, 1:], qdt)  # (a start off the 16-byte grid)
+            got = dmlq.dynamic_quantize_linear(xp.asarray(x)[:, 1:], dtype=qdt)
+            results += [(f"dynamic_quantize_linear {xdt}->{qdt} {part}", _get(g), w)
+                        for part, g, w in zip(("y", "scale", "zero point"), got, want)]
+    return results
+
+
 # ----------------------------------------------------------------- element-wise
 
 def _elementwise(variant):

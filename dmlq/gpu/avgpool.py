@@ -390,7 +390,7 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         chunk = -(-vol // splits)
         splits = -(-vol // chunk)
         items = n_ * splits
-        launches = (Launch(source_of(variant), name, (min(items, INT_MAX), gy), (bx, by)),)
+        launches: tuple[Launch, ...] = (Launch(source_of(variant), name, (min(items, INT_MAX), gy), (bx, by)),)
         if splits > 1:
             launches += (Launch(CL_SOURCE, finish_name(str(x.dtype), str(out.dtype)),
                                 (min(-(-n_ * c_ // 256), INT_MAX),), (256,), 0, "the chunks' sums added, the output"),)
