@@ -40,6 +40,16 @@ def _dynamic_bytes(x, dtype=None, out=None):
     return out
 
 
+def _public_of():
+    from .dynquant import dynamic_quantize_linear
+
+    return {_dynamic_bytes: dynamic_quantize_linear}
+
+
+# A row's function that stands for a public one (its results joined into one array)
+PUBLIC_OF = _public_of()
+
+
 def _edge_cases():
     """(operator, description, function, args, kwargs, expected) rows."""
     rows = []

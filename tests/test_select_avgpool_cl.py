@@ -144,7 +144,7 @@ def test_emulated_channels_last_global_edges(fake_gpu, monkeypatch, request, var
     elif split == "rule":
         cases.append((1, 16, 128, 130))  # 16,640 positions: 2 chunks (256 rows of threads, 32 taps each)
     else:
-        cases.append((1, 16, 61, 67))  # 4,087 positions
+        cases += [(1, 16, 61, 67), (3, 16, 40, 41)]  # 4,087 positions; several images, each in chunks
     if vec == 4:
         cases = [(n, c // 4 if c % 64 else c // 16, *sp) for n, c, *sp in cases] + [(2, 4, 9, 11), (1, 12, 3, 40)]
     with recording() as plans:
@@ -171,6 +171,8 @@ def test_emulated_channels_last_global_edges(fake_gpu, monkeypatch, request, var
         assert max(chunks) >= 2, chunks
     if split == "need":
         assert all(int(p.detail[0][0][4]) <= 1000 for p in plans)
+    if split in ("many", "need"):  # images beside each other in the chunk sums' temporary
+        assert any(int(p.detail[0][0][1]) > 1 and int(p.detail[0][0][0]) > int(p.detail[0][0][1]) for p in plans)
 
 
 @pytest.mark.parametrize("variant", list(ap.CL_GLOBAL_CONFIGS))
