@@ -155,7 +155,9 @@ def test_gpu_path(xdt, rng):
     from conftest import on_stand_in
 
     big = 3000 if on_stand_in() else 300_000
-    cases = [rng.standard_normal(big).astype(xdt) * 3 - 1,
+    ends = rng.standard_normal(big).astype(xdt)
+    ends[0], ends[-1] = -30, 40  # the min in the first element, the max in the last block's last
+    cases = [rng.standard_normal(big).astype(xdt) * 3 - 1, ends,
              rng.standard_normal((37, 41)).astype(xdt),
              np.array([2.5], xdt), np.zeros(0, xdt), np.array([np.nan, -np.inf, 4, np.nan], xdt),
              np.abs(rng.standard_normal((5, 7, 3))).astype(xdt)]

@@ -838,10 +838,31 @@ MUTATIONS: list[Mutation] = [
     AP("avgpool_cl.cu", "        const int c = gb * bx * VEC + col;\n        if (c >= C) continue;",
        "        const int c = gb * bx * VEC + col;\n        if (c > C) continue;",
        "channels_last global: a channel past C written (idle lanes of the last channel block)", "bounds"),
+    # dynamic_quant.cu (session 32)
+    M("dynamic_quant.cu", "  lo = fminf(lo, v);  // a NaN v leaves lo and hi as they are", "  lo = fmaxf(lo, v);",
+      "range: the minimum folded as a maximum", "operator"),
+    M("dynamic_quant.cu", "    fold(dmlq::to_f32(float16{static_cast<unsigned short>(w[k] >> 16)}), lo, hi);",
+      "    fold(dmlq::to_f32(float16{static_cast<unsigned short>(w[k] & 0xFFFFu)}), lo, hi);",
+      "range, float16: each word's high half never read", "index"),
+    M("dynamic_quant.cu", "  for (long long i = tid; i < edge; i += threads) {", "  for (long long i = tid; i < edge - 1; i += threads) {",
+      "range: the last single element (past the 16-byte vectors) left out", "bounds"),
+    M("dynamic_quant.cu", "    for (int k = 1; k < warps; ++k) {", "    for (int k = 2; k < warps; ++k) {",
+      "range: the block's second warp left out", "index"),
+    M("dynamic_quant.cu", "  for (int i = threadIdx.x; i < blocks; i += blockDim.x) {",
+      "  for (int i = threadIdx.x; i < blocks - 1; i += blockDim.x) {",
+      "parameters: the last block's pair left out", "bounds"),
+    M("dynamic_quant.cu", "    const float span = hi == lo ? 1.0f : dmlq::ieee_add(hi, -lo);",
+      "    const float span = dmlq::ieee_add(hi, -lo);",
+      "parameters: an all-zero range gives scale 0, not 1 / (qmax - qmin)", "operator"),
+    M("dynamic_quant.cu", "    const float zf = dmlq::ieee_add(static_cast<float>(QMIN), -dmlq::ieee_div(lo, s));",
+      "    const float zf = dmlq::ieee_add(static_cast<float>(QMIN), dmlq::ieee_div(lo, s));",
+      "parameters: the zero point's quotient added, not subtracted", "operator"),
+    M("dynamic_quant.cu", "    part[2 * blockIdx.x + 1] = hi;", "    part[2 * blockIdx.x] = hi;",
+      "range: a block's maximum written over its minimum", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
-         "matmul_dp4a_packed.cu", "matmul_stream_packed.cu")
+         "matmul_dp4a_packed.cu", "matmul_stream_packed.cu", "dynamic_quant.cu")
 
 # The CI tests that drive each source on the host harness (fast subset).
 TESTS = {
@@ -862,6 +883,7 @@ TESTS = {
     "quant_types.cu": (["tests/test_host_qtypes.py", "tests/test_host_mutants.py"],
                        "(test_host_qtypes and not stand) or mutant_qtypes"),
     "matmul_dp4a_packed.cu": (["tests/test_gpu_intmm_packed.py"], "not groups_not_a_multiple"),
+    "dynamic_quant.cu": (["tests/test_dynamic_quant.py"], "gpu_path"),
 }
 
 # Loaded into the mutant's pytest with -p: key each runner on the headers and
