@@ -23,7 +23,7 @@ from bench.workloads import OVERHEAD_N
 # ----------------------------------------------------------------- implementations
 
 GPU_MODULES = {"quantize": "elementwise", "dequantize": "elementwise", "add": "elementwise",
-               "overhead": "elementwise", "matmul": "matmul", "avgpool": "avgpool"}
+               "overhead": "elementwise", "matmul": "matmul", "avgpool": "avgpool", "dynquant": "dynquant"}
 
 PEERS = {
     "quantize": ("peer:cupy-expr", "peer:cupy-elementwise", "peer:torch.quantize_per_tensor"),
@@ -32,6 +32,7 @@ PEERS = {
     "matmul": ("peer:torch._int_mm+requant", "peer:torch._int_mm", "peer:cupy-matmul-f16",
                "peer:cupy-matmul-f32"),
     "avgpool": ("peer:cupy-expr", "peer:torch.avg_pool-f16"),
+    "dynquant": ("peer:cupy-expr", "peer:torch.aminmax+quantize_per_tensor"),
     "overhead": ("peer:cupy-elementwise", "peer:cupy-expr", "peer:torch.quantize_per_tensor"),
     "graph": ("peer:cupy-elementwise-eager", "peer:cupy-elementwise-graph"),
 }
@@ -591,10 +592,51 @@ def _build_overhead(case, impl, limits, seed):
     raise Unavailable(f"unknown implementation {impl}")
 
 
+def _build_dynquant(case, impl, limits, seed):
+    """x read twice (its range, then the values) and y written once: the bytes counted; one
+    pass cannot hold 256 MiB on chip, so 2 reads are the floor."""
+    import cupy
+
+    xdt, qdt = np.dtype(case.p["x"]), np.dtype(case.p["q"])
+    shape = case.p["shape"]
+    n = shape[0] * shape[1]
+    per_set = n * (2 * xdt.itemsize + qdt.itemsize)
+    sets = [(random_array(shape, xdt, seed + 1 + i),) for i in range(_n_sets(per_set, limits))]
+    limit = limits.copy_gb_per_s
+    if impl == "dmlq:auto":
+        api = _api("dynamic_quantize_linear")
+        return Prepared(_rotating(lambda x: api(x, dtype=qdt), sets), per_set, n, limit)
+    qmin, qmax = _qrange(qdt)
+    if impl == "peer:cupy-expr":  # what a CuPy user writes (NaN-free data: nanmin is not needed)
+        def expr(x):
+            lo = cupy.minimum(x.min().astype(cupy.float32), 0)
+            hi = cupy.maximum(x.max().astype(cupy.float32), 0)
+            s = cupy.where(hi == lo, cupy.float32(1), hi - lo) / cupy.float32(qmax - qmin)
+            z = cupy.rint(cupy.clip(qmin - lo / s, qmin, qmax))
+            return cupy.clip(cupy.rint(x.astype(cupy.float32) / s) + z, qmin, qmax).astype(qdt), s, z.astype(qdt)
+        return Prepared(_rotating(expr, sets), per_set, n, limit)
+    if impl == "peer:torch.aminmax+quantize_per_tensor":
+        torch = _need_torch()
+        if xdt != np.float32:
+            raise Unavailable(f"{impl} takes float32 input only")
+        tq = torch.quint8 if qdt == np.uint8 else torch.qint8
+        tsets = [(_to_torch(x),) for x, in sets]
+
+        def tfn(x):
+            lo, hi = torch.aminmax(x)
+            lo, hi = lo.clamp(max=0), hi.clamp(min=0)
+            s = torch.where(hi == lo, torch.ones_like(hi), hi - lo) / (qmax - qmin)
+            z = torch.round((qmin - lo / s).clamp(qmin, qmax)).to(torch.int64)
+            return torch.quantize_per_tensor(x, s, z, tq)  # (tensor scale and zero point: no host read)
+        return Prepared(_rotating(tfn, tsets), per_set, n, limit)
+    raise Unavailable(f"unknown implementation {impl}")
+
+
 # op -> builder(case, impl, limits, seed) -> Prepared. bench/workloads.py adds the
 # builders of the full suite's extra families (the CUDA graph sequence).
 BUILDERS = {"quantize": _build_quantize, "dequantize": _build_dequantize, "add": _build_add,
-            "matmul": _build_matmul, "avgpool": _build_avgpool, "overhead": _build_overhead}
+            "matmul": _build_matmul, "avgpool": _build_avgpool, "overhead": _build_overhead,
+            "dynquant": _build_dynquant}
 
 
 def free_memory():

@@ -117,6 +117,12 @@ def elementwise_cases():
     return [_quick(c) for c in cases]
 
 
+def dynquant_cases():
+    """dynamic_quantize_linear on 256 MiB of float32 (ONNX's uint8) and of float16 (int8)."""
+    return [Case("dynquant", "float32->uint8", "16384x4096", dict(shape=(16384, COLS), x="float32", q="uint8")),
+            Case("dynquant", "float16->int8", "32768x4096", dict(shape=(32768, COLS), x="float16", q="int8"))]
+
+
 LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336))
 
 
@@ -159,7 +165,8 @@ def graph_cases():
 
 
 def all_cases():
-    return elementwise_cases() + matmul_cases() + avgpool_cases() + overhead_cases() + graph_cases()
+    return (elementwise_cases() + dynquant_cases() + matmul_cases() + avgpool_cases() + overhead_cases()
+            + graph_cases())
 
 
 def find_case(group):

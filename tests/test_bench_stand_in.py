@@ -31,7 +31,7 @@ LIMITS = limits_mod.Limits(facts={"l2_bytes": 1 << 16}, copy_gb_per_s=3000.0, co
 def small(case):
     """``case`` with its shapes shrunk to a few hundred elements (the same parameters otherwise)."""
     p = dict(case.p)
-    if case.op in ("quantize", "dequantize", "add"):
+    if case.op in ("quantize", "dequantize", "add", "dynquant"):
         p["shape"] = (3, 256)
     elif case.op == "matmul":
         p.update(M=min(case.p["M"], 16) + 1, N=64, K=96)

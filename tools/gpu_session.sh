@@ -200,10 +200,12 @@ SANITIZE=(-m gpu tests/test_gpu_variants.py "tests/test_gpu_elementwise.py::test
 # and the 256M-element dequantize and add (the widening dequantize kernels changed since the first run);
 # quantized_matmul's int8 b at N = 14336, K = 4096, M = 1 and 4, auto against the tensor cores forced;
 # quantize float16 -> int8 at 128M elements (0.61 on the H200 before quantize_contig's reciprocal division);
-# global pooling of channels_last 64x256x56x56 and 64x2048x7x7 (channels_last_global_*, session 32).
+# global pooling of channels_last 64x256x56x56 and 64x2048x7x7 (channels_last_global_*, session 32);
+# dynamic_quantize_linear on 256 MiB of float32 and float16 (session 32).
 BENCH_KEY=(bench/test_bench_elementwise.py bench/test_bench_matmul.py bench/test_bench_intmm.py
-           bench/test_bench_avgpool.py bench/test_bench_torch.py bench/test_bench_qtypes.py -m "not cpu"
-           -k "(16384x4096 and not axis1) or (8192 and not 14336 and not dp4a-32x32 and not f32) or k3s1p1 or 256x256x56x56 or global or torch_call_overhead or (intmm and 14336) or (64M-blocked32 and (int4 or int2 or int8 or int16 or e4m3)) or 64M-axis1 or (65536x4096 and not axis1 and (dequantize or add)) or (32768x4096 and float16)")
+           bench/test_bench_avgpool.py bench/test_bench_torch.py bench/test_bench_qtypes.py bench/test_bench_dynquant.py
+           -m "not cpu"
+           -k "(16384x4096 and not axis1) or (8192 and not 14336 and not dp4a-32x32 and not f32) or k3s1p1 or 256x256x56x56 or global or dynquant or torch_call_overhead or (intmm and 14336) or (64M-blocked32 and (int4 or int2 or int8 or int16 or e4m3)) or 64M-axis1 or (65536x4096 and not axis1 and (dequantize or add)) or (32768x4096 and float16)")
 # The fuzz is bound by the host (hypothesis' draws, the NumPy reference: about 5 ms an example
 # on the H100's host, so 3,000 quantize examples in 16 s) and the device has 16 cores: where
 # the image's pytest-xdist imports, the FUZZ_TESTS fuzz tests run side by side (-n FUZZ_TESTS),
