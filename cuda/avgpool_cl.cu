@@ -477,8 +477,10 @@ __global__ void __launch_bounds__(256) avgpool_cl_global(
 
   for (int gb = blockIdx.y; gb * bx < groups; gb += gridDim.y) {
     const int g = gb * bx + tx;
-    for (int item = blockIdx.x; item < items; item += gridDim.x) {
-      const int n = item / splits, s = item - n * splits;
+    // item in 64 bits: items may pass 2**30 (a stride-0 batch of 2**31 - 1 images), and an int
+    // item + gridDim.x past INT_MAX wraps negative, a negative image read and written
+    for (i64 item = blockIdx.x; item < items; item += gridDim.x) {
+      const int n = static_cast<int>(item) / splits, s = static_cast<int>(item) - n * splits;
       const i64 begin = static_cast<i64>(s) * chunk, end = begin + chunk < vol ? begin + chunk : vol;
       unsigned acc[VEC];
 #pragma unroll

@@ -227,3 +227,76 @@ def test_channels_last_global_rule():
     assert ap.global_splits(blocks=4000, vol=112 * 112, rows=16, wave=1000) == 1  # waves enough
     assert ap.global_splits(blocks=10, vol=10**6, rows=16, wave=1000) == 200  # 2 * 1000 / 10
     assert ap.global_splits(blocks=4000, vol=2**23 + 1, rows=16, wave=1000) == 2  # the sums' need
+
+
+@pytest.mark.parametrize("variant", list(ap.CL_GLOBAL_CONFIGS))
+def test_emulated_channels_last_global_grid_stride(fake_gpu, monkeypatch, request, variant):
+    """The grid-stride loops of avgpool_cl_global: the grid's x (items: images x chunks) and y
+    (channel blocks) pinned below what the problem needs (CL_GLOBAL_MAX_GRID, CL_MAX_GRID_Y: 2**31 - 1
+    and 65535 on a GPU, reached by 2**31 items or 32 * 65535 groups), so blocks walk further items and
+    channel blocks, reusing their shared rows; split and not, stride-0 batch and not."""
+    monkeypatch.setattr(ap, "CL_GLOBAL_MAX_GRID", 2)
+    monkeypatch.setattr(ap, "CL_MAX_GRID_Y", 1)
+    monkeypatch.setattr(ap, "CL_GLOBAL_MIN_TAPS", 1)
+    Memo.clear_all()
+    request.addfinalizer(Memo.clear_all)
+    vec = ap.CL_GLOBAL_CONFIGS[variant]
+    rng = np.random.default_rng(67 + vec)
+    cases = [(3, 640, 5, 7), (2, 48 if vec == 16 else 140, 9, 11), (5, 32 * vec + vec, 2, 3, 4)]
+    with recording() as plans:
+        for i, shape in enumerate(cases):
+            for waves in (0, 2):  # no split; splits to 2 waves of the host's blocks
+                monkeypatch.setattr(ap, "CL_GLOBAL_WAVES", waves)
+                sp = shape[2:]
+                nd = len(sp)
+                zeros, ones = (0,) * nd, (1,) * nd
+                xdt, odt = (("int8", "uint8"), ("uint8", "int8"), ("int8", "int8"))[i]
+                run_case(rng, shape, sp, ones, zeros, zeros, ones, include=bool(waves), ceil=False, xdt=xdt, odt=odt,
+                         layout=("nhwc", "nhwc_bcast")[i % 2], pc=(True, True, False, True), variant=variant)
+                Memo.clear_all()
+    for p in plans:
+        gx, gy = p.launches[0].grid
+        assert gx == min(int(p.detail[0][0][0]), 2) and gy == 1
+    assert any(int(p.detail[0][0][0]) > 2 for p in plans)                           # items walked
+    assert any(-(-int(p.detail[0][0][2]) // p.launches[0].block[0]) > 1 for p in plans)  # channel blocks walked
+    assert any(int(p.detail[0][0][1]) > 1 for p in plans) and any(int(p.detail[0][0][1]) == 1 for p in plans)
+
+
+def test_emulated_channels_last_global_last_block_of_the_largest_grid(host_device):
+    """avgpool_cl_global as the last block of a grid of 2**31 - 1 blocks (a stride-0 batch of
+    2**31 - 1 images of 256 channels, one chunk each: applicable() takes it), run through a probe
+    (tests/cuda_host/avgpool_cl_probe.cu) that renames the block and widens the grid the kernel
+    sees: the block makes its image and stops. Found by review: the block's item was an int, so
+    item + gridDim.x wrapped to -3 and the block went on to pool a negative image (written 2**39
+    bytes before out here: a fault)."""
+    from pathlib import Path
+
+    from cuda_host import harness
+
+    name = "avgpool_cl_global_at<uint8, uint8, 16>"
+    items = 2**31 - 1
+    c, sp = 256, (2, 3)
+    vol = sp[0] * sp[1]
+    groups, bx, by, gy = ap._cl_block(c, 16)
+    shape = (items, c) + sp
+    assert ap.applicable("channels_last_global_16", shape, (0, 1, sp[1] * c, c), shape[:2] + (1, 1), sp, (1, 1),
+                         (0, 0), (0, 0), (1, 1), False)
+    rng = np.random.default_rng(71)
+    one = make_input(rng, (1, c) + sp, np.dtype(np.uint8), "nhwc", True)  # the batch's one image
+    xs, xzp, os_, ozp = pool_params(rng, c, np.dtype(np.uint8), np.dtype(np.uint8), (True, True, False, True),
+                                    (False, False), False)
+    want = np.empty((1, c, 1, 1), np.uint8)
+    reference.quantized_avg_pool(np.ascontiguousarray(one), xs, xzp, os_, ozp, want, sp, (1, 1), (0, 0), (0, 0),
+                                 (1, 1), False)
+    dev = harness.HostDevice()
+    try:
+        dev.sources["avgpool_cl_probe.cu"] = (Path(__file__).parent / "cuda_host" / "avgpool_cl_probe.cu", (name,))
+        out = np.full(c, 0xA5, np.uint8)  # image items - 1 of an (items, C, 1, 1) out
+        i32, i64 = np.int32, np.int64
+        dev.launch("avgpool_cl_probe.cu", name, (1, gy), (bx, by),
+                   (one, out, i32(items), i32(1), i32(groups), i64(vol), i64(vol), i64(0), i64(c), i64(c), i64(1),
+                    xs, xzp, os_, ozp, i32(1 | 2 | 8), i32(items), i32(items - 1)))  # per channel: x_scale, zero points
+    finally:
+        dev.close()
+    np.testing.assert_array_equal(out, want.reshape(-1))
+

@@ -859,6 +859,16 @@ MUTATIONS: list[Mutation] = [
       "parameters: the zero point's quotient added, not subtracted", "operator"),
     M("dynamic_quant.cu", "    part[2 * blockIdx.x + 1] = hi;", "    part[2 * blockIdx.x] = hi;",
       "range: a block's maximum written over its minimum", "index"),
+    # (session 32 review: killed by hand on the host harness, by the grid-stride and largest-grid tests)
+    AP("avgpool_cl.cu", "    for (i64 item = blockIdx.x; item < items; item += gridDim.x) {",
+       "    for (int item = blockIdx.x; item < items; item += gridDim.x) {",
+       "channels_last global: item an int (the last block of a 2**31 - 1 block grid wraps to image -3)", "bounds"),
+    AP("avgpool_cl.cu", "    for (i64 item = blockIdx.x; item < items; item += gridDim.x) {",
+       "    for (i64 item = blockIdx.x; item < items; item += 2 * gridDim.x) {",
+       "channels_last global: the grid-stride over items skips every other step", "index"),
+    AP("avgpool_cl.cu", "  for (int gb = blockIdx.y; gb * bx < groups; gb += gridDim.y) {\n    const int g = gb * bx + tx;",
+       "  for (int gb = blockIdx.y; gb * bx < groups; gb += gridDim.y + 1) {\n    const int g = gb * bx + tx;",
+       "channels_last global: the grid-stride over channel blocks skips one", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",

@@ -77,6 +77,8 @@ STRIP_WAVES = 4
 CL_GLOBAL_MAX_CHUNK = 2**23     # channels_last_global_*: a chunk's sums of 255s fit 32 bits (2**23 * 255)
 CL_GLOBAL_MIN_TAPS = 32         # ... positions a thread sums at least where an image is split ...
 CL_GLOBAL_WAVES = 2             # ... into chunks until the grid has this many waves of blocks
+CL_GLOBAL_MAX_GRID = INT_MAX    # ... blocks in x (items): beyond it blocks walk further items (grid-stride)
+CL_MAX_GRID_Y = 65535           # channels_last_*: blocks in y (channel blocks); beyond it grid-stride
 
 
 def kernel_name(variant: str, tx: str, to: str) -> str:
@@ -336,7 +338,7 @@ def _cl_block(channels: int, vec: int):
     adjacent channel groups of 32 // bx positions (or columns)."""
     groups = channels // vec
     bx = min(32, 1 << (groups - 1).bit_length())
-    return groups, bx, CL_BLOCK // bx, min(-(-groups // bx), 65535)
+    return groups, bx, CL_BLOCK // bx, min(-(-groups // bx), CL_MAX_GRID_Y)
 
 
 def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point, out, window_size,
@@ -390,7 +392,8 @@ def plan_quantized_avg_pool(x, x_scale, x_zero_point, out_scale, out_zero_point,
         chunk = -(-vol // splits)
         splits = -(-vol // chunk)
         items = n_ * splits
-        launches: tuple[Launch, ...] = (Launch(source_of(variant), name, (min(items, INT_MAX), gy), (bx, by)),)
+        launches: tuple[Launch, ...] = (Launch(source_of(variant), name, (min(items, CL_GLOBAL_MAX_GRID), gy),
+                                                (bx, by)),)
         if splits > 1:
             launches += (Launch(CL_SOURCE, finish_name(str(x.dtype), str(out.dtype)),
                                 (min(-(-n_ * c_ // 256), INT_MAX),), (256,), 0, "the chunks' sums added, the output"),)
