@@ -300,3 +300,22 @@ def test_emulated_channels_last_global_last_block_of_the_largest_grid(host_devic
         dev.close()
     np.testing.assert_array_equal(out, want.reshape(-1))
 
+def test_mutation_snippets_of_the_avgpool_sources_occur_once():
+    """tools/mutate.py stops on a mutation whose snippet is not exactly once in its file: the
+    avgpool sources' rows must stay runnable as kernels are added beside them. Found by review:
+    avgpool_cl_global's `constexpr int LANE_TAPS = 257;` made mutation 242's snippet (avgpool_cl's
+    line) occur twice, so `python tools/mutate.py --file avgpool` exited before running any."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("dmlq_mutate", root / "tools" / "mutate.py")
+    mutate = sys.modules.get(spec.name)
+    if mutate is None:
+        mutate = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mutate  # (its dataclasses look their module up)
+        spec.loader.exec_module(mutate)
+    rows = {i for i, m in mutate.numbered() if m.source == "avgpool.cu"}
+    assert len(rows) > 40
+    mutate.check_snippets(root / "cuda", rows)  # SystemExit names the row

@@ -708,8 +708,8 @@ MUTATIONS: list[Mutation] = [
     M("avgpool.cu", "    TO* op = out + (n * so_n + c * so_c + od * so_d);", "    TO* op = out + (n * so_n + c * so_c);",
       "general: out's D stride dropped (every depth written over the first)", "stride"),
     # avgpool.cu's channels_last kernels (session 30)
-    AP("avgpool_cl.cu", "  constexpr int LANE_TAPS = 257;", "  constexpr int LANE_TAPS = 258;",
-      "channels_last: a 16-bit lane holds 258 taps (one past 65535)", "constant"),
+    AP("avgpool_cl.cu", "  constexpr int LANE_TAPS = 257;  // 257", "  constexpr int LANE_TAPS = 258;  // 257",
+      "channels_last: a 16-bit lane holds 258 taps (one past 65535)", "constant"),  # (avgpool_cl's, not _global's)
     AP("avgpool_cl.cu", "hi[k] += __byte_perm(w[k], 0u, 0x4341u)", "hi[k] += __byte_perm(w[k], 0u, 0x4342u)",
       "channels_last: odd bytes' lane takes byte 2 for byte 1", "index"),
     AP("avgpool_cl.cu", "(j % 4) % 2 ? hi[j / 4] : lo[j / 4]", "(j % 4) % 2 ? lo[j / 4] : hi[j / 4]",
