@@ -3,6 +3,8 @@ docs/semantics.md accepts beyond ceil mode's; avgpool_cl_global (whole-image win
 (The other channels_last cases: tests/test_select_avgpool.py, whose helpers these use.)"""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -299,6 +301,71 @@ def test_emulated_channels_last_global_last_block_of_the_largest_grid(host_devic
     finally:
         dev.close()
     np.testing.assert_array_equal(out, want.reshape(-1))
+
+
+def _positions(kind, n, c, sp, dtype, rng, at_end):
+    """x (N, C, *sp) in channels_last memory whose positions are evenly spaced in an unusual way:
+    every spatial dimension reversed (one negative step), all positions one (stride 0), or size-1
+    dimensions with strides that are not the others' (free: they are never stepped)."""
+    from test_select_avgpool import guarded
+
+    cl = (n, *sp, c)
+    if kind == "reversed":
+        base = guarded(math.prod(cl), dtype, at_end).reshape(cl)
+        x = base[(slice(None),) + (slice(None, None, -1),) * len(sp)]
+    elif kind == "one_position":
+        base = guarded(n * c, dtype, at_end).reshape((n,) + (1,) * len(sp) + (c,))
+        x = np.broadcast_to(base, cl)
+    else:  # "odd_unit_strides": every size-1 dimension's stride 7 (not a multiple of the vector)
+        base = guarded(math.prod(cl), dtype, at_end)
+        strides = [c] * (len(sp) + 2)
+        strides[-1] = 1
+        for i in range(len(sp), 0, -1):
+            strides[i] = 7 if cl[i] == 1 else c * math.prod(s for s in cl[i + 1:-1])
+        strides[0] = math.prod(cl[1:])
+        x = np.lib.stride_tricks.as_strided(base, cl, strides)
+    info = np.iinfo(dtype)
+    filled = base if kind == "one_position" else x  # (a broadcast view is read-only)
+    filled[...] = rng.integers(info.min, info.max + 1, filled.shape)
+    return x.transpose(0, len(cl) - 1, *range(1, len(cl) - 1))
+
+
+@pytest.mark.parametrize("kind", ["reversed", "one_position", "odd_unit_strides"])
+def test_emulated_channels_last_global_position_strides(fake_gpu, monkeypatch, request, kind):
+    """avgpool_cl_global on positions one stride apart however that stride comes: negative (every
+    spatial dimension reversed), 0 (a broadcast image), or a size-1 dimension's stride of 7 next to
+    16-byte steps; selection takes channels_last_global_16 for each (and _4 is forced), each image
+    split into chunks of a position or more a thread (CL_GLOBAL_MIN_TAPS pinned to 1)."""
+    monkeypatch.setattr(ap, "CL_GLOBAL_MIN_TAPS", 1)
+    Memo.clear_all()
+    request.addfinalizer(Memo.clear_all)
+    rng = np.random.default_rng(73 + len(kind))
+    shapes = {"reversed": [(2, 32, 17, 19), (1, 16, 5, 8, 14), (2, 32, 1, 300)],
+              "one_position": [(2, 32, 17, 19), (1, 16, 5, 8, 14)],
+              "odd_unit_strides": [(2, 32, 300, 1), (2, 16, 1, 600), (1, 32, 20, 1, 15)]}[kind]
+    split = 0
+    for i, shape in enumerate(shapes):
+        sp = shape[2:]
+        nd = len(sp)
+        xdt, odt = (("int8", "uint8"), ("uint8", "int8"), ("int8", "int8"))[i]
+        x = _positions(kind, shape[0], shape[1], sp, np.dtype(xdt), rng, bool(i % 2))
+        for variant in (None, "channels_last_global_4"):
+            for include in (False, True):
+                xs, xzp, os_, ozp = pool_params(rng, shape[1], np.dtype(xdt), np.dtype(odt), (include,) * 4,
+                                                (False, False), False)
+                want = np.empty(shape[:2] + (1,) * nd, odt)
+                ones, zeros = (1,) * nd, (0,) * nd
+                reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, sp, ones, zeros,
+                                             zeros, ones, include)
+                out = np.full(want.shape, 0xA5, np.uint8).view(odt)
+                before = len(fake_gpu)
+                ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, sp, ones, zeros, zeros, ones, include,
+                                      variant=variant)
+                np.testing.assert_array_equal(out, want, err_msg=f"{kind} {shape} {variant}")
+                assert fake_gpu[before][0] == ap.kernel_name(variant or "channels_last_global_16", xdt, odt)
+                split += len(fake_gpu) - before - 1
+    assert split  # (the finish kernel ran)
+
 
 def test_mutation_snippets_of_the_avgpool_sources_occur_once():
     """tools/mutate.py stops on a mutation whose snippet is not exactly once in its file: the
