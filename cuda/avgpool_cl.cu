@@ -43,15 +43,17 @@
 //     each. Here a block is bx adjacent channel groups (a warp's loads contiguous) times by rows
 //     of threads taking every by-th position of one chunk of one image; the rows' sums meet in
 //     shared memory. Images are cut into chunks (dmlq/gpu/avgpool.py global_splits: until the
-//     grid has 2 waves, each thread keeping >= 32 positions, every chunk <= 2**23 positions so
+//     grid has 2 waves, each thread keeping >= 8 positions, every chunk <= 2**23 positions so
 //     its sums fit 32 bits) whose sums a second kernel adds in int64 before the exact epilogue.
 //     Napkin (H100, 64x256x56x56 uint8 NHWC: 51.4 MB read, 16 KB written, 15 us at 3.35 TB/s):
 //     a position is one 16-byte load and 4 x (LOP3 + PRMT + 2 IADD) for 16 uint8 channels (int8:
 //     one more LOP3 a word), ~1.1-1.4 instructions a byte, under the ~9 a byte that ~29.6 T
 //     thread instructions/s leave at that bandwidth (avgpool.cu's napkin);
-//     6 chunks an image give 384 blocks of 256 threads (the launcher's rule), ~33 positions a
-//     thread, 4 loads in flight each (the tap loop unrolled 4). 64x2048x7x7: 6.4 MB, 256 blocks,
-//     no split (launch-bound). Written 2026-11-27 without a GPU, selected on this count; the
+//     the rule's 2 waves give 9-13 chunks an image (2-3 resident blocks an SM), 576-832 blocks of
+//     256 threads, 22-16 positions a thread, 4 loads in flight each (the tap loop unrolled 4, the
+//     last 1-3 taps loaded together). 64x2048x7x7: 6.4 MB, 256 blocks, no split (launch-bound).
+//     8x256x56x56: 24 chunks (8 positions a thread, the floor), 192 blocks. The rows' sums meet in
+//     shared memory through rotated 16-byte chunks (slot()): no bank conflicts on the stores. Written 2026-11-27 without a GPU, selected on this count; the
 //     bench rows `64x256x56x56:global:nhwc` and `64x2048x7x7:global:nhwc` time it beside
 //     channels_last_16, general and torch's float16 pooling. VEC 16: 71-73 registers, 16 KiB of
 //     shared memory (the rows' sums), 3 blocks an SM; VEC 4: 32-40; 0 spills.
@@ -470,7 +472,10 @@ __global__ void __launch_bounds__(256) avgpool_cl_global(
   constexpr int LANE_TAPS = 257;          // 257 * 255 = 65535: the taps a 16-bit lane holds
   constexpr int THREADS = 256;            // the launcher's block (blockDim.x * blockDim.y)
   constexpr int BIAS = -dmlq::qlimits<TX>::min;
-  DMLQ_SHARED(16, unsigned, rows, [VEC * THREADS]);  // [ty][tx * VEC + j]: a row's sums
+  DMLQ_SHARED(16, unsigned, rows, [VEC * THREADS]);  // thread t's sums at slot(t, j)
+  // Thread t's VEC sums at t * VEC, its 16-byte chunks rotated by (t >> 1) & 3 (VEC 16): a quarter
+  // warp's 16-byte stores then reach all 8 groups of 4 banks (unrotated: 2, 4x the wavefronts).
+  auto slot = [](int t, int j) { return t * VEC + (VEC == 16 ? (((j >> 2) ^ (t >> 1)) & 3) << 2 | (j & 3) : j); };
   const int bx = blockDim.x, by = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
   const int tid = ty * bx + tx;
   const int C = groups * VEC;
@@ -495,7 +500,10 @@ __global__ void __launch_bounds__(256) avgpool_cl_global(
           unsigned lo[NWD], hi[NWD];
 #pragma unroll
           for (int k = 0; k < NWD; ++k) lo[k] = hi[k] = 0u;
-          cl_add_row<TX, NWD>(xr, taps, step, lo, hi);
+          // whole groups of 4 (the rolled loop, 4 loads in flight), then the last 1-3 loaded together
+          const int body = taps & ~3;
+          cl_add_row<TX, NWD>(xr, body, step, lo, hi);
+          cl_add_row<TX, NWD>(xr + body * step, taps & 3, step, lo, hi);
 #pragma unroll
           for (int j = 0; j < VEC; ++j) acc[j] += cl_lane<NWD>(lo, hi, j);
           xr += taps * step;
@@ -503,14 +511,14 @@ __global__ void __launch_bounds__(256) avgpool_cl_global(
         }
       }
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) rows[ty * (bx * VEC) + tx * VEC + j] = acc[j];
+      for (int j = 0; j < VEC; ++j) rows[slot(tid, j)] = acc[j];
       __syncthreads();
       // column col = tx' * VEC + j of the block's bx * VEC channels: the sum of its by rows
       for (int col = tid; col < bx * VEC; col += THREADS) {
         const int c = gb * bx * VEC + col;
         if (c >= C) continue;
         unsigned sum = 0u;
-        for (int r = 0; r < by; ++r) sum += rows[r * (bx * VEC) + col];
+        for (int r = 0; r < by; ++r) sum += rows[slot(r * bx + col / VEC, col % VEC)];
         if (splits > 1) {
           part[static_cast<i64>(item) * C + c] = sum;
         } else {

@@ -405,7 +405,7 @@ _POOLS = {
     "channels_last_4": ((2, 12, 10, 7), (2, 3), (2, 1), (2, 1), (1, 0)),
     "channels_last_strip_16": ((2, 32, 21, 11), (3, 3), (1, 1), (1, 1), (1, 1)),   # x channels_last
     "channels_last_strip_4": ((2, 12, 19, 7), (3, 2), (1, 2), (1, 1), (1, 0)),
-    "channels_last_global_16": ((2, 32, 140, 150), (140, 150), (1, 1), (1, 1), (0, 0)),  # 5 chunks an image (H100)
+    "channels_last_global_16": ((2, 32, 140, 150), (140, 150), (1, 1), (1, 1), (0, 0)),  # 20 chunks an image (H100)
     "channels_last_global_4": ((3, 12, 7, 9), (7, 9), (1, 1), (1, 1), (0, 0)),
 }
 

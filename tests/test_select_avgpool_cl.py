@@ -144,7 +144,7 @@ def test_emulated_channels_last_global_edges(fake_gpu, monkeypatch, request, var
     if split == "one":
         cases.append((1, 16, 257, 260))  # 66,820 positions, 256 rows of threads: 261 taps each
     elif split == "rule":
-        cases.append((1, 16, 128, 130))  # 16,640 positions: 2 chunks (256 rows of threads, 32 taps each)
+        cases.append((1, 16, 128, 130))  # 16,640 positions: 8 chunks (256 rows of threads, 8 taps each)
     else:
         cases += [(1, 16, 61, 67), (3, 16, 40, 41)]  # 4,087 positions; several images, each in chunks
     if vec == 4:
@@ -224,8 +224,9 @@ def test_channels_last_global_rule():
     assert ap.positions_stride((4, 1, 6), (6 * 16, 7, 16)) == 16
     assert ap.positions_stride((4, 5, 6), (30 * 16, 6 * 16 + 1, 16)) is None
     # splits: to CL_GLOBAL_WAVES waves, each thread keeping CL_GLOBAL_MIN_TAPS positions, 32-bit sums
-    assert ap.global_splits(blocks=8, vol=56 * 56, rows=256, wave=1000) == 1  # 3136 // (256 * 32) = 0
-    assert ap.global_splits(blocks=8, vol=112 * 112, rows=16, wave=1000) == 24  # 12544 // 512
+    assert ap.global_splits(blocks=8, vol=56 * 56, rows=256, wave=1000) == 1  # 3136 // (256 * 8) = 1
+    assert ap.global_splits(blocks=8, vol=112 * 112, rows=16, wave=1000) == 98  # 12544 // 128
+    assert ap.global_splits(blocks=8, vol=7 * 7, rows=8, wave=1000) == 1  # 49 // 64 = 0: one chunk
     assert ap.global_splits(blocks=4000, vol=112 * 112, rows=16, wave=1000) == 1  # waves enough
     assert ap.global_splits(blocks=10, vol=10**6, rows=16, wave=1000) == 200  # 2 * 1000 / 10
     assert ap.global_splits(blocks=4000, vol=2**23 + 1, rows=16, wave=1000) == 2  # the sums' need
