@@ -869,6 +869,12 @@ MUTATIONS: list[Mutation] = [
     AP("avgpool_cl.cu", "  for (int gb = blockIdx.y; gb * bx < groups; gb += gridDim.y) {\n    const int g = gb * bx + tx;",
        "  for (int gb = blockIdx.y; gb * bx < groups; gb += gridDim.y + 1) {\n    const int g = gb * bx + tx;",
        "channels_last global: the grid-stride over channel blocks skips one", "index"),
+    AP("avgpool_cl.cu", "        for (int r = 0; r < by; ++r) sum += rows[slot(r * bx + col / VEC, col % VEC)];",
+       "        for (int r = 0; r < by; ++r) sum += rows[(r * bx + col / VEC) * VEC + col % VEC];",
+       "channels_last global: the rows' sums read without the chunk rotation they were stored with", "index"),
+    AP("avgpool_cl.cu", "          cl_add_row<TX, NWD>(xr + body * step, taps & 3, step, lo, hi);",
+       "          cl_add_row<TX, NWD>(xr + body * step, taps & 1, step, lo, hi);",
+       "channels_last global: a thread's last 2 or 3 taps cut to 0 or 1", "bounds"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
