@@ -416,7 +416,9 @@ def random_problem(rng, variant):
         elif variant in ap.GLOBAL_GROUPS or (variant is None and rng.random() < 0.1):
             window, dil, start = shape[2:], (1,) * nd, (0,) * nd
             strides = tuple(max(w, e + 1) for w, e in zip(window, end))
-            layout = str(rng.choice(["contig", "bcast"]))
+            layout = str(rng.choice(["contig", "bcast"] + (["nhwc"] if variant is None else [])))
+            if variant is None and layout == "nhwc":  # channels_last_global_* where C allows
+                shape = (shape[0], 4 * int(rng.integers(1, 9))) + shape[2:]
             if variant in ap.GLOBAL_GROUPS:
                 shape = shape[:2] + tuple(int(v) for v in rng.integers(1, 70 if nd == 2 else 20, nd))
                 window = shape[2:]
