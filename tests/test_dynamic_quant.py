@@ -207,3 +207,25 @@ def test_dask_stays_lazy():
         assert not computed, "the call computed something"
         assert all(isinstance(v, da.Array) for v in got)
         same(dask.compute(*got), R.dynamic_quantize_linear(x, I8))
+
+
+def test_with_matmul_integer_to_float_it_is_onnxruntimes_dynamic_quantize_matmul(rng):
+    """com.microsoft.DynamicQuantizeMatMul (what onnxruntime's quantize_dynamic makes of a float
+    MatMul): x quantized by its range to uint8, then MatMulIntegerToFloat. dmlq's two calls give
+    onnxruntime's bytes (README, dynamic_quantize_linear), per-tensor and per-column b scales,
+    with and without a bias and b's zero point."""
+    pytest.importorskip("onnxruntime")
+    compared = 0
+    for i in range(24):
+        m, k, n = (int(v) for v in rng.integers(1, 40, 3))
+        a = (rng.standard_normal((m, k)) * 10 ** rng.uniform(-2, 2)).astype(F32)
+        b = rng.integers(-128, 128, (k, n)).astype(I8)
+        b_s = rng.uniform(0.01, 0.1, n).astype(F32) if i % 2 else np.array(F32(0.05))
+        b_z = None if i % 4 < 2 else (rng.integers(-5, 5, n).astype(I8) if i % 2 else np.array(I8(3)))
+        bias = rng.standard_normal(n).astype(F32) if i % 3 == 0 else None
+        want = run_onnx("DynamicQuantizeMatMul", [a, b, b_s, b_z, bias], F32, domain="com.microsoft")
+        y, s, z = dmlq.dynamic_quantize_linear(a)
+        got = dmlq.matmul_integer_to_float(y, s, z, b, b_s, b_z, bias)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), i
+        compared += got.size
+    assert compared > 1000
