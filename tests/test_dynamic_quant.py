@@ -175,6 +175,45 @@ def test_gpu_path(xdt, rng):
                 same([cupy.asnumpy(v) for v in got], R.dynamic_quantize_linear(host, qdt))
 
 
+@pytest.mark.gpu
+def test_gpu_reads_a_dense_view_where_it_lies(rng):
+    """A view whose elements fill one block of memory (C order, transposed, reversed, 0-d) is read
+    in place from its lowest address: its plan has no copy, and on the stand-in the call allocates
+    what a C-order call does. A view with gaps and a broadcast one (a stride of 0) are copied
+    first. (Before, only a dense view in a non-C order counted as dense: C order was planned as
+    copied, and reversed views were copied.) No call reads back to the host or synchronizes."""
+    import cupy
+
+    from conftest import on_stand_in
+    from dmlq.gpu.plan import recording
+
+    def broadcast(a):
+        return (cupy if isinstance(a, cupy.ndarray) else np).broadcast_to(a[1], (3, 40))
+
+    x = rng.standard_normal((6, 40)).astype(F32)
+    views = {"C order": (lambda a: a, False), "transposed": (lambda a: a.T, False),
+             "reversed rows": (lambda a: a[::-1], False), "reversed 1-D": (lambda a: a.reshape(-1)[::-1], False),
+             "reversed twice, transposed": (lambda a: a[::-1, ::-1].T, False), "0-d": (lambda a: a[2, 3], False),
+             "every other column": (lambda a: a[:, ::2], True), "broadcast rows": (broadcast, True)}
+    allocations = {}
+    for name, (view, copied) in views.items():
+        gx = view(cupy.asarray(x))
+        if on_stand_in():
+            import cupy_stand_in
+
+            counts = cupy_stand_in.counts
+            counts.update(dict.fromkeys(counts, 0))
+        with recording() as plans:
+            got = dmlq.dynamic_quantize_linear(gx)
+        if on_stand_in():
+            assert counts["syncs"] == counts["downloads"] == 0, (name, counts)
+            allocations[name] = counts["allocations"] - (1 if copied else 0)
+        notes = plans[0].notes
+        assert (notes == ("x copied to a contiguous array (a view with gaps, or broadcast)",)) == copied, (name, notes)
+        same([cupy.asnumpy(v) for v in got], R.dynamic_quantize_linear(view(x), U8))
+    assert len(set(allocations.values())) <= 1, allocations
+
+
 # ---------------------------------------------------------------- torch and dask
 
 def test_torch_tensors_eager_and_compiled():

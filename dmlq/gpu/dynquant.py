@@ -2,9 +2,10 @@
 header has the napkin math). The quantize pass that follows is quantize_linear's
 (dmlq.gpu.elementwise), with the device scale and zero point these kernels write.
 
-- x is read as one dense buffer from its lowest address (any memory order: the range does
-  not depend on it); an x with gaps between its elements (a strided view) is first copied to
-  a contiguous array (the plan says so).
+- x is read as one dense buffer from its lowest address (any memory order, strides of either
+  sign: the range does not depend on the order); an x with gaps between its elements (a
+  strided view) or a broadcast one (a stride of 0) is first copied to a contiguous array (the
+  plan says so).
 - The range pass has at most RANGE_WAVES waves of 256-thread blocks, each writing its
   (min, max) pair to a workspace; one block folds the pairs and computes the parameters.
 - Nothing is read back to the host: the scale (float32) and zero point (int8 / uint8) are
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..layout import dense_order
 from . import device
 from .plan import Launch, Plan, launcher
 
@@ -28,7 +28,17 @@ RANGE_WAVES = 4
 
 
 def _dense(x) -> bool:
-    return dense_order(x.shape, x.strides, x.itemsize) is not None
+    """Whether x's elements fill one block of memory, each element once, in any order and with
+    strides of either sign (C order, a transposed or reversed view); not a strided view with
+    gaps, nor a broadcast one (a stride of 0 reads an element more than once)."""
+    if x.size == 0:
+        return True  # nothing to read
+    step = x.itemsize
+    for stride, n in sorted((abs(s), n) for n, s in zip(x.shape, x.strides) if n != 1):
+        if stride != step:
+            return False
+        step *= n
+    return True
 
 
 def lowest_address(x) -> int:
@@ -44,7 +54,7 @@ def plan_range(x, qdtype) -> Plan:
     name = f"dq_range<{X_TYPES[np.dtype(x.dtype)]}>"
     wave = device.info().sm_count * device.resident_blocks(SOURCE, name, BLOCK)
     blocks = max(1, min(-(-x.size // (BLOCK * per_vector)), RANGE_WAVES * wave))
-    notes = () if _dense(x) else ("x copied to a contiguous array (it has gaps)",)
+    notes = () if _dense(x) else ("x copied to a contiguous array (a view with gaps, or broadcast)",)
     launches = (Launch(SOURCE, name, (blocks,), (BLOCK,)),
                 Launch(SOURCE, f"dq_params<{Q_TYPES[qdtype]}>", (1,), (BLOCK,), 0, "the scale and zero point"))
     return Plan("dynamic_quantize_linear", "range", launches, notes, blocks)
