@@ -593,6 +593,9 @@ def showcase_calls():
                  (q, 0.02, 128, q, 0.03, 0, 0.05, i8(0)), {}))
     rows.append(("add with broadcasting", api.quantized_add,
                  (q[:64], 0.02, 128, q[0], 0.03, 0, 0.05, i8(0)), {}))
+    from .dynquant import dynamic_quantize_linear
+
+    rows.append(("dynamic quantize 4096x4096 float32 (its range, then quantize)", dynamic_quantize_linear, (x,), {}))
     for m, k, n in ((4096, 4096, 4096), (64, 4096, 4096), (16, 4096, 4096), (1, 4096, 4096), (1000, 1000, 1000),
                     (512, 4095, 50257), (8, 40000, 64)):
         a = np.empty((m, k), u8)

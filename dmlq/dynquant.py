@@ -4,19 +4,23 @@ DYNAMIC_QUANTIZE_LINEAR (feature level 4.0). The scale and zero point come from 
 with them. Each array library keeps its own kind: NumPy computes the range on the host,
 CuPy (and other CUDA arrays) with dmlq's kernels (cuda/dynamic_quant.cu, no host read),
 torch tensors with torch's own reductions (so the call traces under torch.compile; the
-quantize step is dmlq's op), dask arrays lazily (a reduction in the graph, nothing computed).
+quantize step is dmlq's op), dask arrays lazily (a task per chunk for its range, one for the
+parameters, each in the chunks' own kind: nothing computed).
 """
 from __future__ import annotations
 
+import contextlib
+import numbers
 import sys
 from typing import Any
 
 import numpy as np
 
-from . import dispatch
+from . import calls, dispatch
 from .api import quantize_linear
+from .checks import native_order, real_number
 from .dtypes import plain_dtype
-from .gpu.capture import guarded
+from .errors import UnsupportedError
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 _OUT = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -36,31 +40,37 @@ def _out_dtype(dtype) -> np.dtype:
 
 
 def _checked_x(x):
-    """x as an array (a list or number as NumPy makes it, float32), float32 or float16."""
+    """x as an array, float32 or float16: a list or a Python number as quantize_linear takes
+    them (float32, a number beyond its range refused, not made inf); a NumPy scalar is an
+    array of its dtype (a float64 one refused, as quantize_linear refuses it)."""
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{_F}: x must be a float32 or float16 array, not a bool (got {x!r})")
     if isinstance(x, (list, tuple)):
-        if dispatch.lazy_inside(x):
-            raise TypeError(f"{_F}: x is a {type(x).__name__} holding dask arrays, which dmlq does not compute "
-                            "for you; pass one dask array (dask.array.stack(x) keeps it lazy)")
-        x = np.asarray(x, dtype=np.float32)
-    elif isinstance(x, (int, float)) and not isinstance(x, bool):
-        x = np.asarray(x, dtype=np.float32)
+        x = calls.list_operand(_F, "x", x, True)
+    elif isinstance(x, numbers.Number) and not isinstance(x, np.generic):
+        if not isinstance(x, numbers.Real):
+            raise TypeError(f"{_F}: x must be a real number or an array (got {type(x).__name__} {x!r})")
+        x = real_number(_F, "x", x, np.float32)
+    calls.refuse_masked(_F, "x", x)
+    native_order(_F, "x", x)
     dt = getattr(x, "dtype", None)
     if dt is None:
         raise TypeError(f"{_F}: x must be a float32 or float16 array (got {type(x).__name__})")
     name = str(dt).rpartition(".")[2]  # torch.float32 -> float32
     if name not in ("float32", "float16"):
-        raise TypeError(f"{_F}: x must have dtype float32 or float16 (got {name}); pass x.astype(np.float32)"
-                        + (" (x.to(torch.float32))" if type(x).__module__.startswith("torch") else ""))
+        fix = "x.to(torch.float32)" if type(x).__module__.startswith("torch") else "x.astype(np.float32)"
+        raise TypeError(f"{_F}: x must have dtype float32 or float16 (got {name}); dmlq computes in float32 and "
+                        f"converts no other type silently: pass {fix}")
     return x
 
 
-def _parameters(lo, hi, qdt, where):
-    """(scale, zero point) from float32 lo <= 0 <= hi, NumPy's ufuncs (NumPy 0-d arrays, or
-    dask ones through its ufunc dispatch): the contract's float32 steps."""
+def _parameters(lo, hi, qdt):
+    """(scale, zero point) from float32 lo <= 0 <= hi (NumPy 0-d arrays): the contract's
+    float32 steps."""
     info = np.iinfo(qdt)
     qmin, qmax = np.float32(info.min), np.float32(info.max)
     with np.errstate(all="ignore"):
-        span = where(hi == lo, np.float32(1), hi - lo)
+        span = np.where(hi == lo, np.float32(1), hi - lo)
         scale = span / (qmax - qmin)
         zf = qmin - lo / scale
         zp = np.rint(np.fmin(np.fmax(zf, qmin), qmax)).astype(qdt)  # fmax: a NaN zf gives qmin
@@ -71,26 +81,66 @@ def _host(x, qdt):
     x = np.asarray(x)
     lo = np.asarray(np.fmin.reduce(x, axis=None, initial=0), F32)  # fmin / fmax skip NaN elements
     hi = np.asarray(np.fmax.reduce(x, axis=None, initial=0), F32)
-    scale, zp = _parameters(lo, hi, qdt, np.where)
+    scale, zp = _parameters(lo, hi, qdt)
     return np.asarray(scale, F32), np.asarray(zp, qdt)
 
 
-def _dask(x, qdt):
-    import dask.array as da
-
-    if x.size == 0:  # (a known size of 0: the range is [0, 0])
-        lo = hi = da.zeros((), F32)
+def _chunk_range(c):
+    """One dask chunk's range, (lo, hi) with 0 in it and NaN skipped, as a float32 array of the
+    chunk's kind and shape (1, ..., 1, 2) (dmlq's range kernel on a CuPy chunk)."""
+    if isinstance(c, np.ndarray):
+        pair = np.array([np.fmin.reduce(c, axis=None, initial=0), np.fmax.reduce(c, axis=None, initial=0)], F32)
     else:
-        finite = da.where(da.isnan(x), 0, x)  # a NaN element counts as 0, which the range holds anyway
-        lo = da.minimum(finite.min(), 0).astype(F32)
-        hi = da.maximum(finite.max(), 0).astype(F32)
-    scale, zp = _parameters(lo, hi, qdt, da.where)
-    return scale.astype(F32), zp
+        from .gpu import device, dynquant
+
+        c = dispatch.to_gpu_array(c, _F, "x")
+        dispatch.refuse_unaligned(_F, ("x",), (c,))
+        pairs = dynquant.range_pairs(c)  # (0 in every pair, no NaN: their min and max are the chunk's)
+        pair = device.xp().stack([pairs.min(), pairs.max()])
+    return pair.reshape((1,) * c.ndim + (2,))
+
+
+def _dask(x, qdt):
+    """(scale, zero point) as lazy 0-d dask arrays: a task per chunk finds its range, and one
+    task the parameters of them all (nothing computed now; NumPy or CuPy chunks, each in its
+    own kind, dmlq's range kernels for CuPy's). The chunks of x are shared with quantize's tasks
+    (blockwise layers over x: an x made by other tasks is computed once)."""
+    from dask.array.utils import meta_from_array
+
+    if any(c != c for c in x.shape):
+        raise ValueError(f"{_F}: x has unknown chunk sizes (shape {x.shape}); call x.compute_chunk_sizes() first")
+    calls.refuse_masked(_F, "x", x._meta)
+    cupy = sys.modules.get("cupy")
+    if not (cupy is not None and isinstance(x._meta, cupy.ndarray)) and type(x._meta) is not np.ndarray:
+        raise TypeError(f"{_F}: x has chunks of type {type(x._meta).__name__}; dmlq takes dask arrays of NumPy or "
+                        "CuPy chunks")
+    nd = x.ndim
+    ranges = x.map_blocks(_chunk_range, chunks=tuple((1,) * len(c) for c in x.chunks) + ((2,),), new_axis=nd,
+                          dtype=F32, meta=meta_from_array(x._meta, ndim=nd + 1, dtype=F32))
+    both = ranges.rechunk(-1).map_blocks(_block_parameters, qdt, drop_axis=tuple(range(nd)), chunks=((2,),),
+                                         dtype=F32, meta=meta_from_array(x._meta, ndim=1, dtype=F32))
+    return both[:1].reshape(()), both[1:].reshape(()).astype(qdt)  # (0-d arrays, as the eager call's: not [0])
+
+
+def _block_parameters(ranges, qdt):
+    """The chunks' ranges (one block of (..., 2) pairs) -> [scale, zero point] as a float32 (2,)
+    array of their kind: the eager path's parameters of an array whose range is x's (exact: the
+    min and max of float32 values; the zero point, an integer of at most 8 bits, is exact in
+    float32 too)."""
+    ranges = ranges.reshape(-1)
+    if isinstance(ranges, np.ndarray):
+        scale, zp = _host(ranges, qdt)
+        return np.array([scale, zp], F32)
+    from .gpu import device, dynquant
+
+    scale, zp = dynquant.range_parameters(ranges, qdt)
+    return device.xp().stack([scale, zp.astype(F32)])
 
 
 def _torch(x, qdt):
     import torch
 
+    x = x.detach()  # the parameters are not differentiable (nor are ONNX's), as quantize's y is not
     if x.numel() == 0:
         lo = hi = torch.zeros((), dtype=torch.float32, device=x.device)
     else:
@@ -107,7 +157,7 @@ def _torch(x, qdt):
     return scale, zp.to(torch.int8 if qdt == np.int8 else torch.uint8)
 
 
-@guarded
+@calls.public
 def dynamic_quantize_linear(x: Any, *, dtype: Any = None) -> tuple:
     """Quantize ``x`` with a scale and zero point computed from its own range (ONNX
     DynamicQuantizeLinear; DirectML's DYNAMIC_QUANTIZE_LINEAR), as docs/semantics.md defines:
@@ -132,10 +182,11 @@ def dynamic_quantize_linear(x: Any, *, dtype: Any = None) -> tuple:
     Raises
     ------
     TypeError
-        x not float32 or float16 (or not an array, a list or a number), or ``dtype`` not
-        uint8 or int8; each named with the fix.
+        x not float32 or float16 (or not an array, a list or a number; a masked or byte-swapped
+        array), or ``dtype`` not uint8 or int8; each named with the fix.
     ValueError
-        A CuPy x on another device than the current one.
+        A CuPy x on another device than the current one, a number of a list x (or x itself)
+        beyond float32's range, a dask x of unknown chunk sizes.
 
     Examples
     --------
@@ -147,7 +198,11 @@ def dynamic_quantize_linear(x: Any, *, dtype: Any = None) -> tuple:
     qdt = _out_dtype(dtype)
     x = _checked_x(x)
     torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
+    tensor = torch is not None and isinstance(x, torch.Tensor)
+    traced = torch is not None and tensor and torch.compiler.is_compiling()  # (Dynamo cannot read a ContextVar)
+    if not traced and calls.EXPLAINING.get() is True:  # dmlq.kernel_plan
+        return _plan(x, qdt, tensor)
+    if tensor:
         scale, zp = _torch(x, qdt)
     elif dispatch.foreign(x):  # a dask array
         scale, zp = _dask(x, qdt)
@@ -160,3 +215,37 @@ def dynamic_quantize_linear(x: Any, *, dtype: Any = None) -> tuple:
     else:
         scale, zp = _host(x, qdt)
     return quantize_linear(x, scale, zp), scale, zp
+
+
+def _plan(x, qdt, tensor):
+    """dmlq.kernel_plan's answer: the range and parameters' launches, then quantize's with the
+    device scale and zero point they write (for a NumPy x, what a nominal H100 would run); for a
+    torch tensor quantize's alone (torch's reductions find the range)."""
+    from .gpu import device, dynquant
+    from .gpu.plan import Plan
+
+    if tensor:
+        import torch
+
+        plan = quantize_linear(x, torch.empty((), dtype=torch.float32, device=x.device),
+                               torch.empty((), dtype=torch.int8 if qdt == np.int8 else torch.uint8, device=x.device))
+        return Plan(_F, plan.variant, plan.launches, ("the range and parameters by torch's reductions",)
+                    + plan.notes)
+    if dispatch.foreign(x):
+        raise TypeError(f"kernel_plan: {_F} on dask arrays runs per chunk (its range, then quantize), each chunk "
+                        "its own plan; pass a NumPy or CuPy array shaped like one chunk (for example "
+                        "np.empty(x.chunksize, x.dtype)) for that chunk's plan")
+    if dispatch.is_gpu(x):
+        x = dispatch.to_gpu_array(x, _F, "x")
+        dispatch.refuse_unaligned(_F, ("x",), (x,))
+        xp, where = device.xp(), contextlib.nullcontext()
+    elif np.dtype(x.dtype) == F16:
+        raise UnsupportedError(f"kernel_plan: {_F} of a float16 x shows its plan for GPU operands only (its quantize "
+                               "step, a float16 x with a float32 scale, is planned on the GPU); pass a CuPy array")
+    else:
+        xp, where = np, device.using(device.NominalDevice())
+    with where:
+        ranged = dynquant.plan_range(x, qdt)
+    plan = quantize_linear(x, xp.empty((), F32), xp.empty((), qdt))  # (EXPLAINING: its plan, nothing run)
+    return Plan(_F, f"{ranged.variant}, then {plan.variant}", ranged.launches + plan.launches,
+                ranged.notes + plan.notes)

@@ -130,6 +130,29 @@ def test_refused_x(bad, match):
         dmlq.dynamic_quantize_linear(bad)
 
 
+@pytest.mark.parametrize("bad, error, match", [
+    # before: taken as float32 (a Python float's subclass), where quantize_linear refuses a float64 scalar x
+    (np.float64(2.5), TypeError, r"x must have dtype float32 or float16 \(got float64\).*pass x.astype\(np.float32\)"),
+    # before: NumPy's overflow warning, and an inf in the range
+    ([1e40, 1.0], ValueError, r"dynamic_quantize_linear: x holds 1e\+40, beyond the range of float32"),
+    (10 ** 400, ValueError, r"dynamic_quantize_linear: x = 100\.\.\. \(an integer of 401 digits\) is beyond the "
+                            r"range of float32"),
+    # before: NumPy's own ValueError, naming nothing
+    ([[1.0], [1.0, 2.0]], TypeError, r"dynamic_quantize_linear: x is a list that np.asarray cannot turn into one"),
+    # before: the range taken over the masked values too, then quantize_linear's refusal under its own name
+    (np.ma.array([1.0, 1e6], mask=[0, 1], dtype=F32), TypeError, r"dynamic_quantize_linear: x is a masked array"),
+    # before: "x must have dtype float32 or float16 (got >f4)", of a float32 x
+    (np.ones(3, ">f4"), TypeError, r"dynamic_quantize_linear: x has the non-native byte order of dtype '>f4'.*"
+                                   r"pass x.astype\('<f4'\)"),
+    (True, TypeError, r"dynamic_quantize_linear: x must be a float32 or float16 array, not a bool"),
+])
+def test_x_checked_as_quantize_linear_checks_it(bad, error, match):
+    """A list, a number, a NumPy scalar, a masked or byte-swapped x: quantize_linear's checks,
+    under this function's name and before any range is found."""
+    with pytest.raises(error, match=match):
+        dmlq.dynamic_quantize_linear(bad)
+
+
 @pytest.mark.parametrize("dtype", [np.int16, np.float32, "int4", 8])
 def test_refused_dtype(dtype):
     with pytest.raises(TypeError, match=r"dtype must be np.uint8 \(ONNX's\) or np.int8 \(DirectML's\)"):
@@ -232,6 +255,21 @@ def test_torch_tensors_eager_and_compiled():
         assert t.dtype == tdt
 
 
+def test_torch_parameters_are_not_differentiable():
+    """Of a tensor that requires grad, the scale is a plain tensor, as y and the zero point are (the
+    outputs of ONNX's DynamicQuantizeLinear are not differentiable). Before, the scale carried
+    min / max / div's grad_fn: scale.numpy() failed, and dequantize_linear(y, scale, zp) raised
+    dmlq's no-derivative error at backward."""
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]], requires_grad=True)
+    got = dmlq.dynamic_quantize_linear(x)
+    assert not any(v.requires_grad for v in got), [v.requires_grad for v in got]
+    same([v.numpy() for v in got], R.dynamic_quantize_linear(x.detach().numpy(), U8))
+    assert not dmlq.dequantize_linear(*got).requires_grad
+    with pytest.raises(TypeError, match=r"got float64\); dmlq computes in float32 .*: pass x.to\(torch.float32\)$"):
+        dmlq.dynamic_quantize_linear(x.double())
+
+
 def test_dask_stays_lazy():
     da = pytest.importorskip("dask.array")
     import dask
@@ -268,3 +306,126 @@ def test_with_matmul_integer_to_float_it_is_onnxruntimes_dynamic_quantize_matmul
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), i
         compared += got.size
     assert compared > 1000
+
+
+def test_dask_edges_compute_silently_to_0d_arrays():
+    """NaN, infinities and a zero scale computed in dask's tasks: no RuntimeWarning (the eager
+    path's errstate did not reach them: 0 / 0 and inf / inf warned at compute), and the scale
+    and zero point come back as 0-d arrays as the eager call returns them (they came back as
+    NumPy scalars)."""
+    da = pytest.importorskip("dask.array")
+    import warnings
+
+    for values in ([1e-45, 0.0], [np.inf, -np.inf, 0.5], [-np.inf, 1.0], [np.nan, np.nan], [0.0, -0.0]):
+        x = np.array(values, F32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = da.compute(*dmlq.dynamic_quantize_linear(da.from_array(x, chunks=1), dtype=np.int8))
+        assert all(type(v) is np.ndarray for v in got), [type(v) for v in got]
+        same(got, R.dynamic_quantize_linear(x, I8))
+
+
+def test_dask_computes_x_once():
+    """The range's tasks and quantize's read the same chunks of x: an x made by other tasks is
+    computed once for the three results (blockwise layers over x, no graph of its own)."""
+    da = pytest.importorskip("dask.array")
+    made = []
+
+    def double(b):
+        made.append(b.shape)
+        return b * 2
+
+    x = np.random.default_rng(4).standard_normal((40, 30)).astype(F32)
+    lazy = da.from_array(x, chunks=10).map_blocks(double, dtype=F32, meta=np.empty((0, 0), F32))
+    got = dmlq.dynamic_quantize_linear(lazy)
+    assert not made
+    same(da.compute(*got), R.dynamic_quantize_linear(x * 2, U8))
+    assert len(made) == lazy.npartitions == 12
+
+
+def test_dask_unknown_chunk_sizes_are_named():
+    """Refused before anything is built, under this function's name (it was quantize_linear's,
+    once the range's graph was made)."""
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.arange(12, dtype=F32).reshape(4, 3), chunks=2)
+    with pytest.raises(ValueError, match=r"^dynamic_quantize_linear: x has unknown chunk sizes \(shape \(nan, 3\)\); "
+                                         r"call x.compute_chunk_sizes\(\) first"):
+        dmlq.dynamic_quantize_linear(x[x[:, 0] > 2])
+
+
+@pytest.mark.gpu
+def test_dask_of_cupy_chunks(rng):
+    """A dask array of CuPy chunks: each chunk's range by the range kernel, the parameters of them
+    all by the parameters kernel, then quantize per chunk: lazy, CuPy chunks and meta throughout,
+    nothing read back to the host while building or computing, equal to the reference. An empty
+    x too (its scale's meta was NumPy's, and quantize_linear refused the mix). Before, the range
+    went through NumPy ufuncs on the chunks (not run on the stand-in, whose arrays take none)."""
+    da = pytest.importorskip("dask.array")
+    import cupy
+
+    from conftest import on_stand_in
+
+    if on_stand_in():
+        import cupy_stand_in
+        from dask.array.dispatch import concatenate_lookup
+
+        concatenate_lookup.register(cupy.ndarray, cupy.concatenate)
+    x = (rng.standard_normal((9, 70)) * 3 - 1).astype(F32)
+    x[4, 5], x[8, 69] = np.nan, 40.0
+    for host, chunks in ((x, (4, 33)), (x.astype(F16)[:, 1:], (9, 20)), (np.zeros((0, 5), F32), (2, 5))):
+        for qdt in (U8, I8):
+            lazy = da.from_array(cupy.asarray(host), chunks=chunks, asarray=False)
+            if on_stand_in():
+                cupy_stand_in.counts["downloads"] = 0
+            got = dmlq.dynamic_quantize_linear(lazy, dtype=qdt)
+            assert all(isinstance(v, da.Array) and isinstance(v._meta, cupy.ndarray) for v in got)
+            computed = da.compute(*got, scheduler="threads")
+            if on_stand_in():
+                assert cupy_stand_in.counts["downloads"] == 0
+            assert all(isinstance(v, cupy.ndarray) for v in computed)
+            same([cupy.asnumpy(v) for v in computed], R.dynamic_quantize_linear(host, qdt))
+
+
+# ---------------------------------------------------------------- dmlq.kernel_plan
+
+def test_kernel_plan_of_a_host_x():
+    """What a nominal H100 would run: the range, the parameters, then quantize (kernel_plan refused
+    the function before); a float16 NumPy x, whose quantize step is planned on the GPU only, and a
+    dask array (planned per chunk) are refused by name."""
+    da = pytest.importorskip("dask.array")
+    plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, np.empty((512, 512), F32), dtype=np.int8)
+    assert plan.op == "dynamic_quantize_linear" and plan.variant == "range, then contig"
+    assert [v.kernel for v in plan.launches] == ["dq_range<float>", "dq_params<int8>", "quantize_contig<float, int8>"]
+    plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, np.empty((512, 512), F32)[:, ::2])
+    assert plan.notes == ("x copied to a contiguous array (a view with gaps, or broadcast)",)
+    with pytest.raises(dmlq.UnsupportedError, match="kernel_plan: dynamic_quantize_linear of a float16 x shows"):
+        dmlq.kernel_plan(dmlq.dynamic_quantize_linear, np.empty(8, F16))
+    with pytest.raises(TypeError, match="kernel_plan: dynamic_quantize_linear on dask arrays runs per chunk"):
+        dmlq.kernel_plan(dmlq.dynamic_quantize_linear, da.zeros(8, dtype=F32))
+
+
+def test_kernel_plan_of_a_tensor():
+    torch = pytest.importorskip("torch")
+    plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, torch.empty(64, 3))
+    assert plan.notes[0] == "the range and parameters by torch's reductions"
+    assert [v.kernel for v in plan.launches] == ["quantize_contig<float, uint8>"]
+
+
+@pytest.mark.gpu
+def test_kernel_plan_is_what_runs():
+    """kernel_plan's launches for a GPU x are those the call runs (recorded), for every dtype pair,
+    a copied view and an empty x; nothing is launched to make the plan."""
+    import cupy
+
+    from dmlq.gpu.plan import recording
+
+    x = cupy.asarray(np.ones((6, 50), F32))
+    for gx in (x, x.astype(F16), x[::-1, ::3], x[:0]):
+        for qdt in (U8, I8):
+            with recording() as planned:
+                plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, gx, dtype=qdt)
+            assert not planned
+            with recording() as plans:
+                dmlq.dynamic_quantize_linear(gx, dtype=qdt)
+            assert plan.launches == sum((p.launches for p in plans), ()), (plan, plans)
+            assert plan.notes == sum((p.notes for p in plans), ())

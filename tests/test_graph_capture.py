@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import dmlq
+from dmlq.check import _dynamic_bytes
 
 pytestmark = pytest.mark.gpu
 f32, u8, i8 = np.float32, np.uint8, np.int8
@@ -81,6 +82,9 @@ def _cases(rng):
                               {}, True),
         # packing a CuPy array
         "pack": (dmlq.pack, (rng.integers(0, 16, (9, 7)).astype(u8),), {"dtype": "int4"}, False),
+        # the range's per-block pairs, the device scale and zero point (its three results joined, as dmlq check does)
+        "dynamic quantize": (_dynamic_bytes, (rng.normal(0, 4, (7, 300)).astype(np.float16)[::-1],), {"dtype": i8},
+                             False),
     }
 
 

@@ -47,28 +47,45 @@ def lowest_address(x) -> int:
     return device.ptr(x) + sum((n - 1) * s for n, s in zip(x.shape, x.strides) if s < 0 and n > 0)
 
 
-def plan_range(x, qdtype) -> Plan:
-    """The range and parameters' launches for x (float32 or float16) and output type qdtype."""
-    qdtype = np.dtype(qdtype)
+def plan_range(x, qdtype=None) -> Plan:
+    """The range and parameters' launches for x (float32 or float16) and output type qdtype;
+    with qdtype None, the range pass alone (:func:`range_pairs`)."""
     per_vector = 16 // x.itemsize
     name = f"dq_range<{X_TYPES[np.dtype(x.dtype)]}>"
     wave = device.info().sm_count * device.resident_blocks(SOURCE, name, BLOCK)
     blocks = max(1, min(-(-x.size // (BLOCK * per_vector)), RANGE_WAVES * wave))
     notes = () if _dense(x) else ("x copied to a contiguous array (a view with gaps, or broadcast)",)
-    launches = (Launch(SOURCE, name, (blocks,), (BLOCK,)),
-                Launch(SOURCE, f"dq_params<{Q_TYPES[qdtype]}>", (1,), (BLOCK,), 0, "the scale and zero point"))
+    launches: tuple = (Launch(SOURCE, name, (blocks,), (BLOCK,)),)
+    if qdtype is not None:
+        launches += (Launch(SOURCE, f"dq_params<{Q_TYPES[np.dtype(qdtype)]}>", (1,), (BLOCK,), 0,
+                            "the scale and zero point"),)
     return Plan("dynamic_quantize_linear", "range", launches, notes, blocks)
+
+
+def _range_pass(x, plan):
+    """(x, or its copy where the plan says so, kept alive through the launches; the range
+    launch's arguments: x's buffer address, its size, the pairs' workspace)."""
+    xp = device.xp()
+    if not _dense(x):
+        x = xp.ascontiguousarray(x)
+    return x, (np.uint64(lowest_address(x)), np.int64(x.size), xp.empty(2 * plan.detail, np.float32))
 
 
 def range_parameters(x, qdtype):
     """(scale, zero_point): 0-d device arrays of float32 and qdtype, for x's values."""
     xp = device.xp()
     plan = plan_range(x, qdtype)
-    if not _dense(x):
-        x = xp.ascontiguousarray(x)
-    blocks = plan.detail
-    part = xp.empty(2 * blocks, np.float32)
+    x, read = _range_pass(x, plan)
     scale, zp = xp.empty((), np.float32), xp.empty((), np.dtype(qdtype))
-    launcher(plan)([(np.uint64(lowest_address(x)), np.int64(x.size), part),
-                    (part, np.int32(blocks), scale, zp)])
+    launcher(plan)([read, (read[2], np.int32(plan.detail), scale, zp)])
     return scale, zp
+
+
+def range_pairs(x):
+    """The range pass alone: a 1-D float32 device array of (min, max) pairs, one a block, each
+    with 0 in it and NaN skipped, so that its own min and max are x's (a dask chunk's range:
+    dmlq.dynquant)."""
+    plan = plan_range(x)
+    x, read = _range_pass(x, plan)
+    launcher(plan)([read])
+    return read[2]
