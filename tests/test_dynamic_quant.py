@@ -118,6 +118,39 @@ def test_against_onnxruntime_and_the_reference_evaluator(rng):
     assert compared > 1000
 
 
+def test_where_onnxruntime_and_the_evaluator_differ_on_finite_inputs():
+    """The two kinds of finite x docs/semantics.md names: zeros only (onnxruntime's scale is 1,
+    the evaluator's and dmlq's 1 / 255), and a zero scale with lo = 0 (their zero point is 255,
+    dmlq's 0). Everything else of these calls is the same bytes."""
+    pytest.importorskip("onnxruntime")
+    import warnings
+
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])
+    for values, differ in (([0.0, -0.0, 0.0], "scale"), ([0.0], "scale"), ([1e-45, 0.0], "zero point"),
+                           ([2e-45, 1e-45, 0.0], "zero point")):
+        x = np.array(values, F32)
+        got = [np.asarray(v) for v in dmlq.dynamic_quantize_linear(x)]
+        ort = run_onnx("DynamicQuantizeLinear", [x], (U8, F32, U8), opset=13)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, x.shape)],
+                                  [helper.make_tensor_value_info(n, t, None) for n, t in (("y", 2), ("s", 1), ("z", 2))])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (the evaluator's 0 / 0)
+            evaluated = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])).run(
+                None, {"x": x})
+        same(got, [evaluated[0], got[1], got[2]])  # y equal to both
+        same(got, [ort[0], got[1], got[2]])
+        if differ == "scale":
+            assert float(ort[1]) == 1.0 and float(got[1]) == np.float32(1) / np.float32(255)
+            same(got, evaluated)
+            same(got, [ort[0], got[1], ort[2]])
+        else:
+            assert float(got[1]) == float(ort[1]) == float(evaluated[1]) == 0.0
+            assert int(got[2]) == 0 and int(ort[2]) == int(evaluated[2]) == 255
+
+
 # ---------------------------------------------------------------- refusals
 
 @pytest.mark.parametrize("bad, match", [
