@@ -18,7 +18,7 @@ from dmlq.errors import DescError
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
-from onnx_cases import run_onnx  # noqa: E402
+from onnx_cases import node_cases, run_onnx  # noqa: E402
 
 I8, U8, I32, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -574,3 +574,17 @@ def test_descriptor_table_ranks(group):
         one = {k: TensorDesc(v.data_type, (v.element_count,) if v.element_count > 1 else (1,))
                for k, v in _i2f_fields().items() if "scale" in k or "zero" in k}
         dmlq.compile_operator(MatrixMultiplyIntegerToFloatDesc(**{**_i2f_fields(), **one}))
+
+
+def test_onnx_node_case_matmulinteger():
+    """The onnx wheel's MatMulInteger node case (read at test time), through dmlq.matmul_integer."""
+    from onnx import numpy_helper
+
+    case = node_cases(("MatMulInteger",), ("matmulinteger",), 1).get("test_matmulinteger")
+    if case is None:
+        pytest.skip("this onnx wheel has no node case test_matmulinteger")
+    (inputs, outputs), = case.data_sets
+    vals = [numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v) for v in inputs]
+    want = np.asarray(outputs[0])
+    got = dmlq.matmul_integer(*vals)
+    assert got.dtype == want.dtype == I32 and np.array_equal(got, want)
