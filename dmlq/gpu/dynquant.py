@@ -3,9 +3,9 @@ header has the napkin math). The quantize pass that follows is quantize_linear's
 (dmlq.gpu.elementwise), with the device scale and zero point these kernels write.
 
 - x is read as one dense buffer from its lowest address (any memory order, strides of either
-  sign: the range does not depend on the order); an x with gaps between its elements (a
-  strided view) or a broadcast one (a stride of 0) is first copied to a contiguous array (the
-  plan says so).
+  sign: the range does not depend on the order); a broadcast dimension (a stride of 0) is read
+  at its first index only (its repeats leave the range as it is); an x with gaps between its
+  elements (a strided view) is first copied to a contiguous array (the plan says so).
 - The range pass has at most RANGE_WAVES waves of 256-thread blocks, each writing its
   (min, max) pair to a workspace; one block folds the pairs and computes the parameters.
 - Nothing is read back to the host: the scale (float32) and zero point (int8 / uint8) are
@@ -41,6 +41,14 @@ def _dense(x) -> bool:
     return True
 
 
+def _unbroadcast(x):
+    """x without the repeats of its broadcast dimensions (a stride of 0 over more than one
+    element): its first index there, since repeated values leave the range as it is."""
+    if not any(s == 0 and n > 1 for n, s in zip(x.shape, x.strides)):
+        return x
+    return x[tuple(slice(0, 1) if s == 0 and n > 1 else slice(None) for n, s in zip(x.shape, x.strides))]
+
+
 def lowest_address(x) -> int:
     """The address of a dense x's first byte in memory (its first element's, moved back over
     every negative stride)."""
@@ -50,11 +58,12 @@ def lowest_address(x) -> int:
 def plan_range(x, qdtype=None) -> Plan:
     """The range and parameters' launches for x (float32 or float16) and output type qdtype;
     with qdtype None, the range pass alone (:func:`range_pairs`)."""
+    x = _unbroadcast(x)
     per_vector = 16 // x.itemsize
     name = f"dq_range<{X_TYPES[np.dtype(x.dtype)]}>"
     wave = device.info().sm_count * device.resident_blocks(SOURCE, name, BLOCK)
     blocks = max(1, min(-(-x.size // (BLOCK * per_vector)), RANGE_WAVES * wave))
-    notes = () if _dense(x) else ("x copied to a contiguous array (a view with gaps, or broadcast)",)
+    notes = () if _dense(x) else ("x copied to a contiguous array (a view with gaps)",)
     launches: tuple = (Launch(SOURCE, name, (blocks,), (BLOCK,)),)
     if qdtype is not None:
         launches += (Launch(SOURCE, f"dq_params<{Q_TYPES[np.dtype(qdtype)]}>", (1,), (BLOCK,), 0,
@@ -66,6 +75,7 @@ def _range_pass(x, plan):
     """(x, or its copy where the plan says so, kept alive through the launches; the range
     launch's arguments: x's buffer address, its size, the pairs' workspace)."""
     xp = device.xp()
+    x = _unbroadcast(x)
     if not _dense(x):
         x = xp.ascontiguousarray(x)
     return x, (np.uint64(lowest_address(x)), np.int64(x.size), xp.empty(2 * plan.detail, np.float32))
