@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from . import api, intmm
+from .dynquant import dynamic_quantize_linear
 from .errors import UnsupportedError
 from .packed_b import I4, U4
 from .packing import Packed, pack
@@ -29,8 +30,6 @@ def _a(values, dtype):
 def _dynamic_bytes(x, dtype=None, out=None):
     """dynamic_quantize_linear's three results as one uint8 vector (y's bytes, then the
     scale's 4 and the zero point's 1): the one array, with ``out=``, that the rows compare."""
-    from .dynquant import dynamic_quantize_linear
-
     y, s, z = dynamic_quantize_linear(x, dtype=dtype)
     xp = np if isinstance(y, np.ndarray) else sys.modules["cupy"]
     joined = xp.concatenate([v.reshape(-1).view(xp.uint8) for v in (y, s, z)])
@@ -40,14 +39,8 @@ def _dynamic_bytes(x, dtype=None, out=None):
     return out
 
 
-def _public_of():
-    from .dynquant import dynamic_quantize_linear
-
-    return {_dynamic_bytes: dynamic_quantize_linear}
-
-
 # A row's function that stands for a public one (its results joined into one array)
-PUBLIC_OF = _public_of()
+PUBLIC_OF = {_dynamic_bytes: dynamic_quantize_linear}
 
 
 def _edge_cases():
@@ -593,8 +586,6 @@ def showcase_calls():
                  (q, 0.02, 128, q, 0.03, 0, 0.05, i8(0)), {}))
     rows.append(("add with broadcasting", api.quantized_add,
                  (q[:64], 0.02, 128, q[0], 0.03, 0, 0.05, i8(0)), {}))
-    from .dynquant import dynamic_quantize_linear
-
     rows.append(("dynamic quantize 4096x4096 float32 (its range, then quantize)", dynamic_quantize_linear, (x,), {}))
     for m, k, n in ((4096, 4096, 4096), (64, 4096, 4096), (16, 4096, 4096), (1, 4096, 4096), (1000, 1000, 1000),
                     (512, 4095, 50257), (8, 40000, 64)):
