@@ -581,6 +581,38 @@ def test_emulated_spans_end_at_the_allocation(fake_gpu, variant):
                      "int8", variant=variant, at_end=True)
 
 
+def _cl_edge_settings(rng, variant, vec):
+    """(run_case's common keywords, channels) for the channels_last edge tests: each pair of x and
+    out types, IncludePadding off and on, an x layout and a channel count drawn for each."""
+    for xdt in ("int8", "uint8"):
+        for odt in ("int8", "uint8"):
+            for include in (False, True):
+                common = dict(xdt=xdt, odt=odt, include=include, variant=variant,
+                              layout=str(rng.choice(["nhwc", "nhwc_bcast", "nhwc_rows", "nhwc_flipped"])))
+                yield common, vec * int(rng.integers(1, 4))
+
+
+def _cl_extremes(fake_gpu, rng, variant, shape, window, out_shape):
+    """``variant`` on a channels_last x of ``shape`` whose every element is its type's extreme, a
+    ``window`` at stride 1 without padding, per tensor (the table) and per channel, int8 out."""
+    nd = len(window)
+    for xdt in ("int8", "uint8"):
+        info = np.iinfo(xdt)
+        for fill in (info.min, info.max):
+            x = make_input(rng, shape, np.dtype(xdt), "nhwc", True)
+            x[...] = fill
+            for pc in ((False,) * 4, (True,) * 4):
+                xs, xzp, os_, ozp = pool_params(rng, shape[1], np.dtype(xdt), np.dtype("int8"), pc, (False, False),
+                                                False)
+                geometry = (window, (1,) * nd, (0,) * nd, (0,) * nd, (1,) * nd, False)
+                want = np.empty(out_shape, np.int8)
+                reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, *geometry)
+                out, _ = channels_last_out(out_shape, np.int8, 0)
+                ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, *geometry, variant=variant)
+                np.testing.assert_array_equal(out, want, err_msg=f"{xdt} {fill} {window} {pc}")
+                assert fake_gpu[-1][0] == ap.kernel_name(variant, xdt, "int8")
+
+
 @pytest.mark.parametrize("s_rows", [16, 4])
 @pytest.mark.parametrize("variant", list(ap.CL_STRIP_CONFIGS))
 def test_emulated_channels_last_strip_edges(fake_gpu, monkeypatch, request, variant, s_rows):
@@ -595,50 +627,29 @@ def test_emulated_channels_last_strip_edges(fake_gpu, monkeypatch, request, vari
     vec, kh = ap.CL_STRIP_CONFIGS[variant]
     rng = np.random.default_rng(29 + s_rows + vec)
     with recording() as plans:
-        for xdt in ("int8", "uint8"):
-            for odt in ("int8", "uint8"):
-                for include in (False, True):
-                    common = dict(xdt=xdt, odt=odt, include=include, variant=variant,
-                                  layout=str(rng.choice(["nhwc", "nhwc_bcast", "nhwc_rows", "nhwc_flipped"])))
-                    c = vec * int(rng.integers(1, 4))
-                    run_case(rng, (2, c, 2, 2), (kh, 3), (1, 2), (3, 3), (3, 3), (1, 1), ceil=True, **common)
-                    run_case(rng, (1, c, 1, 1), (kh, 2), (1, 2), (2, 2), (2, 2), (1, 1), ceil=False, out_cl=0,
-                             **common)
-                    run_case(rng, (2, c, 37, 13), (kh, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=False, out_cl=4,
-                             **common)
-                    run_case(rng, (1, c, 19, 11), (kh, 5), (1, 2), (0, 2), (2, 0), (1, 2), ceil=True, out_cl=1,
-                             **common)
-                    run_case(rng, (2, c, kh, 5), (kh, 5), (1, 1), (0, 0), (0, 0), (1, 1), ceil=False, **common)
-                    run_case(rng, (3, c, 9, 17), (kh, 1), (1, 3), (1, 0), (0, 1), (1, 1), ceil=True,
-                             pc=(True,) * 4, out_strided=True, **common)
-                    run_case(rng, (1, c, 5, 31), (kh, 2), (1, 2), (1, 0), (1, 2), (1, 1), ceil=False,
-                             omit=(True, True), **common)
-                    run_case(rng, (2, c, 20, 29), (kh, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
-                             pc=(True, False, True, False), out_cl=0, **common)
-                    run_case(rng, (2, c, 18, 9), (kh, 4), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
-                             **common)
-                    run_case(rng, (2, c, 5, 19, 21), (2, kh, 3), (2, 1, 1), (1, 1, 1), (0, 1, 1), (2, 1, 1),
-                             ceil=True, out_cl=0, **common)
-        # a 16-bit lane's limit: 252 taps (28 D taps of 3x3) and 255 (5 x 3 x 17), every element the
-        # type's extreme, per tensor and per channel
-        for xdt in ("int8", "uint8"):
-            info = np.iinfo(xdt)
-            for fill in (info.min, info.max):
-                for window in ((28, kh, 3), (5, kh, 17)):
-                    shape = (1, vec, window[0], 20, 18)
-                    x = make_input(rng, shape, np.dtype(xdt), "nhwc", True)
-                    x[...] = fill
-                    for pc in ((False,) * 4, (True,) * 4):
-                        xs, xzp, os_, ozp = pool_params(rng, vec, np.dtype(xdt), np.dtype("int8"), pc,
-                                                        (False, False), False)
-                        out_shape = (1, vec, 1, 18, 18 - window[2] + 1)
-                        want = np.empty(out_shape, np.int8)
-                        reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window,
-                                                     (1, 1, 1), (0, 0, 0), (0, 0, 0), (1, 1, 1), False)
-                        out, _ = channels_last_out(out_shape, np.int8, 0)
-                        ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, window, (1, 1, 1), (0, 0, 0), (0, 0, 0),
-                                              (1, 1, 1), False, variant=variant)
-                        np.testing.assert_array_equal(out, want, err_msg=f"{xdt} {fill} {window} {pc}")
+        for common, c in _cl_edge_settings(rng, variant, vec):
+            run_case(rng, (2, c, 2, 2), (kh, 3), (1, 2), (3, 3), (3, 3), (1, 1), ceil=True, **common)
+            run_case(rng, (1, c, 1, 1), (kh, 2), (1, 2), (2, 2), (2, 2), (1, 1), ceil=False, out_cl=0,
+                     **common)
+            run_case(rng, (2, c, 37, 13), (kh, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=False, out_cl=4,
+                     **common)
+            run_case(rng, (1, c, 19, 11), (kh, 5), (1, 2), (0, 2), (2, 0), (1, 2), ceil=True, out_cl=1,
+                     **common)
+            run_case(rng, (2, c, kh, 5), (kh, 5), (1, 1), (0, 0), (0, 0), (1, 1), ceil=False, **common)
+            run_case(rng, (3, c, 9, 17), (kh, 1), (1, 3), (1, 0), (0, 1), (1, 1), ceil=True,
+                     pc=(True,) * 4, out_strided=True, **common)
+            run_case(rng, (1, c, 5, 31), (kh, 2), (1, 2), (1, 0), (1, 2), (1, 1), ceil=False,
+                     omit=(True, True), **common)
+            run_case(rng, (2, c, 20, 29), (kh, 3), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
+                     pc=(True, False, True, False), out_cl=0, **common)
+            run_case(rng, (2, c, 18, 9), (kh, 4), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
+                     **common)
+            run_case(rng, (2, c, 5, 19, 21), (2, kh, 3), (2, 1, 1), (1, 1, 1), (0, 1, 1), (2, 1, 1),
+                     ceil=True, out_cl=0, **common)
+        # a 16-bit lane's limit: 252 taps (28 D taps of 3x3) and 255 (5 x 3 x 17)
+        for window in ((28, kh, 3), (5, kh, 17)):
+            _cl_extremes(fake_gpu, rng, variant, (1, vec, window[0], 20, 18), window,
+                         (1, vec, 1, 18, 18 - window[2] + 1))
     assert plans and all(p.variant == variant for p in plans)
     for p in plans:
         s = int(p.detail[0][0][2])
@@ -652,47 +663,25 @@ def test_emulated_channels_last_edges(fake_gpu, variant):
     (vector, word and byte stores), and windows whose taps fill and pass a 16-bit lane."""
     vec = ap.CL_CONFIGS[variant]
     rng = np.random.default_rng(13)
-    for xdt in ("int8", "uint8"):
-        for odt in ("int8", "uint8"):
-            for include in (False, True):
-                common = dict(xdt=xdt, odt=odt, include=include, variant=variant,
-                              layout=str(rng.choice(["nhwc", "nhwc_bcast", "nhwc_rows", "nhwc_flipped"])))
-                c = vec * int(rng.integers(1, 4))
-                run_case(rng, (2, c, 2, 2), (3, 3), (1, 2), (3, 3), (3, 3), (1, 1), ceil=True, **common)
-                run_case(rng, (1, c, 1, 1), (2, 2), (1, 2), (2, 2), (2, 2), (1, 1), ceil=False, out_cl=0, **common)
-                run_case(rng, (2, c, 11, 13), (3, 3), (2, 2), (2, 1), (2, 2), (3, 2), ceil=True, out_cl=4, **common)
-                run_case(rng, (2, c, 6, 5), (6, 5), (1, 1), (0, 0), (0, 0), (1, 1), ceil=False, out_cl=1, **common)
-                run_case(rng, (3, c, 9, 17), (2, 3), (1, 1), (1, 1), (0, 1), (1, 1), ceil=True, pc=(True,) * 4,
-                         out_strided=True, **common)
-                run_case(rng, (1, c, 5, 31), (3, 2), (2, 2), (1, 0), (1, 2), (1, 1), ceil=False, omit=(True, True),
-                         **common)
-                run_case(rng, (2, c, 6, 29), (2, 2), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
-                         pc=(True, False, True, False), out_cl=0, **common)
-                run_case(rng, (2, c, 6, 9), (2, 4), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
-                         **common)
-                run_case(rng, (2, c, 5, 6, 21), (2, 3, 3), (1, 2, 1), (1, 1, 1), (0, 1, 1), (2, 1, 1),
-                         ceil=True, out_cl=0, **common)
+    for common, c in _cl_edge_settings(rng, variant, vec):
+        run_case(rng, (2, c, 2, 2), (3, 3), (1, 2), (3, 3), (3, 3), (1, 1), ceil=True, **common)
+        run_case(rng, (1, c, 1, 1), (2, 2), (1, 2), (2, 2), (2, 2), (1, 1), ceil=False, out_cl=0, **common)
+        run_case(rng, (2, c, 11, 13), (3, 3), (2, 2), (2, 1), (2, 2), (3, 2), ceil=True, out_cl=4, **common)
+        run_case(rng, (2, c, 6, 5), (6, 5), (1, 1), (0, 0), (0, 0), (1, 1), ceil=False, out_cl=1, **common)
+        run_case(rng, (3, c, 9, 17), (2, 3), (1, 1), (1, 1), (0, 1), (1, 1), ceil=True, pc=(True,) * 4,
+                 out_strided=True, **common)
+        run_case(rng, (1, c, 5, 31), (3, 2), (2, 2), (1, 0), (1, 2), (1, 1), ceil=False, omit=(True, True),
+                 **common)
+        run_case(rng, (2, c, 6, 29), (2, 2), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
+                 pc=(True, False, True, False), out_cl=0, **common)
+        run_case(rng, (2, c, 6, 9), (2, 4), (1, 1), (1, 1), (1, 1), (1, 1), ceil=True, special=True,
+                 **common)
+        run_case(rng, (2, c, 5, 6, 21), (2, 3, 3), (1, 2, 1), (1, 1, 1), (0, 1, 1), (2, 1, 1),
+                 ceil=True, out_cl=0, **common)
     # the lanes' limits: a row of 257 taps (65535 in a lane) and windows of 2 and 3 rows of them (a
-    # drain between rows), every element the type's extreme, per tensor (the table) and per channel
-    for xdt in ("int8", "uint8"):
-        info = np.iinfo(xdt)
-        for fill in (info.min, info.max):
-            for window in ((1, 257), (2, 257), (3, 200), (9, 40), (2, 129), (6, 43)):  # (258 taps: one drain)
-                shape = (1, vec, window[0] + 1, 258)
-                x = make_input(rng, shape, np.dtype(xdt), "nhwc", True)
-                x[...] = fill
-                for pc in ((False,) * 4, (True,) * 4):
-                    xs, xzp, os_, ozp = pool_params(rng, vec, np.dtype(xdt), np.dtype("int8"), pc, (False, False),
-                                                    False)
-                    out_shape = (1, vec, 2, 2)
-                    want = np.empty(out_shape, np.int8)
-                    reference.quantized_avg_pool(np.ascontiguousarray(x), xs, xzp, os_, ozp, want, window, (1, 1),
-                                                 (0, 0), (0, 0), (1, 1), False)
-                    out, _ = channels_last_out(out_shape, np.int8, 0)
-                    ap.quantized_avg_pool(x, xs, xzp, os_, ozp, out, window, (1, 1), (0, 0), (0, 0), (1, 1), False,
-                                          variant=variant)
-                    np.testing.assert_array_equal(out, want, err_msg=f"{xdt} {fill} {window} {pc}")
-                    assert fake_gpu[-1][0] == ap.kernel_name(variant, xdt, "int8")
+    # drain between rows)
+    for window in ((1, 257), (2, 257), (3, 200), (9, 40), (2, 129), (6, 43)):  # (258 taps: one drain)
+        _cl_extremes(fake_gpu, rng, variant, (1, vec, window[0] + 1, 258), window, (1, vec, 2, 2))
 
 
 def test_emulated_channels_last_selection_and_stores(fake_gpu):
