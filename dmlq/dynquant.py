@@ -77,10 +77,11 @@ def _parameters(lo, hi, qdt):
     return scale, zp
 
 
-def _host(x, qdt):
+def _host(x, qdt, per_row=False):
     x = np.asarray(x)
-    lo = np.asarray(np.fmin.reduce(x, axis=None, initial=0), F32)  # fmin / fmax skip NaN elements
-    hi = np.asarray(np.fmax.reduce(x, axis=None, initial=0), F32)
+    axis = -1 if per_row else None  # (per row: x's shape with 1 as the last dimension)
+    lo = np.asarray(np.fmin.reduce(x, axis=axis, keepdims=per_row, initial=0), F32)  # fmin / fmax skip NaN
+    hi = np.asarray(np.fmax.reduce(x, axis=axis, keepdims=per_row, initial=0), F32)
     scale, zp = _parameters(lo, hi, qdt)
     return np.asarray(scale, F32), np.asarray(zp, qdt)
 
@@ -100,7 +101,53 @@ def _chunk_range(c):
     return pair.reshape((1,) * c.ndim + (2,))
 
 
-def _dask(x, qdt):
+def _chunk_row_range(c):
+    """One dask chunk's rows' ranges: (lo, hi) a row, 0 in it and NaN skipped, float32 of the
+    chunk's kind shaped c.shape[:-1] + (2,) (dmlq's rows kernel on a CuPy chunk)."""
+    if isinstance(c, np.ndarray):
+        lo = np.fmin.reduce(c, axis=-1, keepdims=True, initial=0)
+        hi = np.fmax.reduce(c, axis=-1, keepdims=True, initial=0)
+        return np.concatenate([lo, hi], axis=-1).astype(F32)
+    from .gpu import dynquant
+
+    c = dispatch.to_gpu_array(c, _F, "x")
+    dispatch.refuse_unaligned(_F, ("x",), (c,))
+    return dynquant.row_pairs(c)
+
+
+def _chunk_row_parameters(c, qdt):
+    """[scale, zero point] of each row of c as float32 shaped c.shape[:-1] + (2,): c is a chunk
+    of x whose rows are whole, or its chunks' (lo, hi) pairs side by side (their values have
+    the row's range: each lo <= 0 <= hi)."""
+    if isinstance(c, np.ndarray):
+        scale, zp = _host(c, qdt, per_row=True)
+        return np.concatenate([scale, zp.astype(F32)], axis=-1)
+    from .gpu import device, dynquant
+
+    c = dispatch.to_gpu_array(c, _F, "x")
+    dispatch.refuse_unaligned(_F, ("x",), (c,))
+    scale, zp = dynquant.row_parameters(c, qdt)
+    return device.xp().concatenate([scale, zp.astype(F32)], axis=-1)
+
+
+def _dask_rows(x, qdt):
+    """per_row's (scale, zero point) as lazy dask arrays shaped x.shape[:-1] + (1,), chunked as
+    x along its leading axes: a task per chunk of whole rows, or, where x's rows are split over
+    chunks, a task per chunk for its rows' ranges and one per row of chunks for the
+    parameters."""
+    from dask.array.utils import meta_from_array
+
+    nd = x.ndim
+    meta = meta_from_array(x._meta, ndim=nd, dtype=F32)
+    src = x
+    if x.numblocks[-1] > 1:
+        src = x.map_blocks(_chunk_row_range, chunks=x.chunks[:-1] + ((2,) * x.numblocks[-1],), dtype=F32,
+                           meta=meta).rechunk({nd - 1: -1})
+    both = src.map_blocks(_chunk_row_parameters, qdt, chunks=x.chunks[:-1] + ((2,),), dtype=F32, meta=meta)
+    return both[..., :1], both[..., 1:].astype(qdt)
+
+
+def _dask(x, qdt, per_row=False):
     """(scale, zero point) as lazy 0-d dask arrays: a task per chunk finds its range, and one
     task the parameters of them all (nothing computed now; NumPy or CuPy chunks, each in its
     own kind, dmlq's range kernels for CuPy's). The chunks of x are shared with quantize's tasks
@@ -114,6 +161,8 @@ def _dask(x, qdt):
     if not (cupy is not None and isinstance(x._meta, cupy.ndarray)) and type(x._meta) is not np.ndarray:
         raise TypeError(f"{_F}: x has chunks of type {type(x._meta).__name__}; dmlq takes dask arrays of NumPy or "
                         "CuPy chunks")
+    if per_row:
+        return _dask_rows(x, qdt)
     nd = x.ndim
     ranges = x.map_blocks(_chunk_range, chunks=tuple((1,) * len(c) for c in x.chunks) + ((2,),), new_axis=nd,
                           dtype=F32, meta=meta_from_array(x._meta, ndim=nd + 1, dtype=F32))
@@ -137,16 +186,16 @@ def _block_parameters(ranges, qdt):
     return device.xp().stack([scale, zp.astype(F32)])
 
 
-def _torch(x, qdt):
+def _torch(x, qdt, per_row=False):
     import torch
 
     x = x.detach()  # the parameters are not differentiable (nor are ONNX's), as quantize's y is not
-    if x.numel() == 0:
-        lo = hi = torch.zeros((), dtype=torch.float32, device=x.device)
+    if x.numel() == 0:  # (no rows, or rows of nothing: each range [0, 0])
+        lo = hi = torch.zeros(tuple(x.shape[:-1]) + (1,) if per_row else (), dtype=torch.float32, device=x.device)
     else:
         finite = torch.where(x.isnan(), torch.zeros((), dtype=x.dtype, device=x.device), x)
-        lo = finite.min().clamp(max=0).float()
-        hi = finite.max().clamp(min=0).float()
+        lo = (finite.amin(dim=-1, keepdim=True) if per_row else finite.min()).clamp(max=0).float()
+        hi = (finite.amax(dim=-1, keepdim=True) if per_row else finite.max()).clamp(min=0).float()
     info = np.iinfo(qdt)
     qmin = torch.tensor(float(info.min), dtype=torch.float32, device=x.device)
     qmax = torch.tensor(float(info.max), dtype=torch.float32, device=x.device)
@@ -158,35 +207,41 @@ def _torch(x, qdt):
 
 
 @calls.public
-def dynamic_quantize_linear(x: Any, *, dtype: Any = None) -> tuple:
+def dynamic_quantize_linear(x: Any, *, dtype: Any = None, per_row: bool = False) -> tuple:
     """Quantize ``x`` with a scale and zero point computed from its own range (ONNX
     DynamicQuantizeLinear; DirectML's DYNAMIC_QUANTIZE_LINEAR), as docs/semantics.md defines:
     ``hi = max(0, max(x))``, ``lo = min(0, min(x))`` (NaN elements skipped),
     ``scale = (hi - lo) / (qmax - qmin)`` (1 / (qmax - qmin) where hi == lo),
     ``zero_point = rint(clamp(qmin - lo / scale, qmin, qmax))``, then
-    ``y = quantize_linear(x, scale, zero_point)``; every step in float32.
+    ``y = quantize_linear(x, scale, zero_point)``; every step in float32. With
+    ``per_row=True``, one range (so one scale and zero point) per row along x's last axis:
+    the per-token parameters of an activation, as :func:`matmul_integer_to_float` takes them.
 
     Parameters
     ----------
     x : float32 or float16 array (NumPy, CuPy or another CUDA array, torch, dask)
         Any shape, any memory layout.
     dtype : np.uint8 (default: ONNX's only type) or np.int8 (DirectML's, range [-128, 127])
+    per_row : bool, default False
+        False: one range for all of x (ONNX's and DirectML's operator). True: one range per
+        row, that is per index of every axis but the last (x needs at least one dimension).
 
     Returns
     -------
     (y, y_scale, y_zero_point)
         ``y`` of x's shape and ``dtype``; ``y_scale`` a 0-d float32 array and
-        ``y_zero_point`` a 0-d array of ``dtype``, all of x's array library and device
-        (lazy for a dask x: nothing is computed).
+        ``y_zero_point`` a 0-d array of ``dtype`` (with ``per_row``, both shaped
+        ``x.shape[:-1] + (1,)``), all of x's array library and device (lazy for a dask x:
+        nothing is computed).
 
     Raises
     ------
     TypeError
         x not float32 or float16 (or not an array, a list or a number; a masked or byte-swapped
-        array), or ``dtype`` not uint8 or int8; each named with the fix.
+        array), ``dtype`` not uint8 or int8, or ``per_row`` not a bool; each named with the fix.
     ValueError
         A CuPy x on another device than the current one, a number of a list x (or x itself)
-        beyond float32's range, a dask x of unknown chunk sizes.
+        beyond float32's range, a dask x of unknown chunk sizes, ``per_row`` with a 0-d x.
 
     Examples
     --------
@@ -194,41 +249,53 @@ def dynamic_quantize_linear(x: Any, *, dtype: Any = None) -> tuple:
     >>> y, s, z = dmlq.dynamic_quantize_linear(np.array([0.0, 2.0, -3.0, 1.02], np.float32))
     >>> y, s, z                                   # range [-3, 2]: scale 5 / 255, 0 -> 153
     (array([153, 255,   0, 205], dtype=uint8), array(0.01960784, dtype=float32), array(153, dtype=uint8))
+    >>> x = np.array([[0.0, 2.0, 1.0], [-3.0, 2.0, 1.02]], np.float32)
+    >>> y, s, z = dmlq.dynamic_quantize_linear(x, per_row=True)
+    >>> y, z.ravel()                              # ranges [0, 2] and [-3, 2]; s and z shaped (2, 1)
+    (array([[  0, 255, 127],
+           [  0, 255, 205]], dtype=uint8), array([  0, 153], dtype=uint8))
     """
     qdt = _out_dtype(dtype)
+    if not isinstance(per_row, (bool, np.bool_)):
+        raise TypeError(f"{_F}: per_row must be True or False (got {type(per_row).__name__} {per_row!r})")
+    per_row = bool(per_row)
     x = _checked_x(x)
+    if per_row and len(x.shape) == 0:
+        raise ValueError(f"{_F}: per_row takes the rows along x's last axis, and this x is 0-d (a single value); "
+                         "pass per_row=False or x with at least one dimension")
     torch = sys.modules.get("torch")
     tensor = torch is not None and isinstance(x, torch.Tensor)
     traced = torch is not None and tensor and torch.compiler.is_compiling()  # (Dynamo cannot read a ContextVar)
     if not traced and calls.EXPLAINING.get() is True:  # dmlq.kernel_plan
-        return _plan(x, qdt, tensor)
+        return _plan(x, qdt, tensor, per_row)
     if tensor:
-        scale, zp = _torch(x, qdt)
+        scale, zp = _torch(x, qdt, per_row)
     elif dispatch.foreign(x):  # a dask array
-        scale, zp = _dask(x, qdt)
+        scale, zp = _dask(x, qdt, per_row)
     elif dispatch.is_gpu(x):
         from .gpu import dynquant
 
         x = dispatch.to_gpu_array(x, _F, "x")
         dispatch.refuse_unaligned(_F, ("x",), (x,))
-        scale, zp = dynquant.range_parameters(x, qdt)
+        scale, zp = (dynquant.row_parameters if per_row else dynquant.range_parameters)(x, qdt)
     else:
-        scale, zp = _host(x, qdt)
+        scale, zp = _host(x, qdt, per_row)
     return quantize_linear(x, scale, zp), scale, zp
 
 
-def _plan(x, qdt, tensor):
+def _plan(x, qdt, tensor, per_row):
     """dmlq.kernel_plan's answer: the range and parameters' launches, then quantize's with the
     device scale and zero point they write (for a NumPy x, what a nominal H100 would run); for a
     torch tensor quantize's alone (torch's reductions find the range)."""
     from .gpu import device, dynquant
     from .gpu.plan import Plan
 
+    shape = tuple(x.shape[:-1]) + (1,) if per_row else ()
     if tensor:
         import torch
 
-        plan = quantize_linear(x, torch.empty((), dtype=torch.float32, device=x.device),
-                               torch.empty((), dtype=torch.int8 if qdt == np.int8 else torch.uint8, device=x.device))
+        plan = quantize_linear(x, torch.empty(shape, dtype=torch.float32, device=x.device),
+                               torch.empty(shape, dtype=torch.int8 if qdt == np.int8 else torch.uint8, device=x.device))
         return Plan(_F, plan.variant, plan.launches, ("the range and parameters by torch's reductions",)
                     + plan.notes)
     if dispatch.foreign(x):
@@ -245,7 +312,7 @@ def _plan(x, qdt, tensor):
     else:
         xp, where = np, device.using(device.NominalDevice())
     with where:
-        ranged = dynquant.plan_range(x, qdt)
-    plan = quantize_linear(x, xp.empty((), F32), xp.empty((), qdt))  # (EXPLAINING: its plan, nothing run)
+        ranged = dynquant.plan_rows(x, qdt) if per_row else dynquant.plan_range(x, qdt)
+    plan = quantize_linear(x, xp.empty(shape, F32), xp.empty(shape, qdt))  # (EXPLAINING: its plan, nothing run)
     return Plan(_F, f"{ranged.variant}, then {plan.variant}", ranged.launches + plan.launches,
                 ranged.notes + plan.notes)

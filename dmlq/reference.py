@@ -126,13 +126,8 @@ def quantize_linear(x, scale, zero_point, out, saturate=True, precision=None):
     return out
 
 
-def dynamic_quantize_linear(x, out_dtype):
-    """(y, scale, zero point) of docs/semantics.md's dynamic_quantize_linear, one float32
-    step at a time on NumPy scalars: the range over x's non-NaN values with 0, the scale,
-    the zero point, then :func:`quantize_linear`."""
-    x32 = to_float32(x).reshape(-1)
-    info = np.iinfo(out_dtype)
-    qmin, qmax = int(info.min), int(info.max)
+def _dynamic_parameters(x32, qmin, qmax):
+    """(scale, zero point) of one range: float32 values x32 (1-D), NaN skipped, 0 included."""
     seen = x32[~np.isnan(x32)]
     hi = _F32(max(0.0, float(seen.max()))) if seen.size else _F32(0)
     lo = _F32(min(0.0, float(seen.min()))) if seen.size else _F32(0)
@@ -140,8 +135,27 @@ def dynamic_quantize_linear(x, out_dtype):
         span = _F32(1) if hi == lo else np.subtract(hi, lo, dtype=_F32)
         scale = np.divide(span, _F32(qmax - qmin), dtype=_F32)
         zf = np.subtract(_F32(qmin), np.divide(lo, scale, dtype=_F32), dtype=_F32)
-    zp = qmin if np.isnan(zf) else int(np.rint(min(max(float(zf), qmin), qmax)))
-    scale, zp = np.array(scale, _F32), np.array(zp, out_dtype)
+    return scale, qmin if np.isnan(zf) else int(np.rint(min(max(float(zf), qmin), qmax)))
+
+
+def dynamic_quantize_linear(x, out_dtype, per_row=False):
+    """(y, scale, zero point) of docs/semantics.md's dynamic_quantize_linear, one float32
+    step at a time on NumPy scalars: the range over x's non-NaN values with 0, the scale,
+    the zero point, then :func:`quantize_linear`. With ``per_row``, one range per row (every
+    index of x's leading axes, along the last one): scale and zero point of x's shape with 1
+    as the last dimension."""
+    x32 = to_float32(x)
+    info = np.iinfo(out_dtype)
+    qmin, qmax = int(info.min), int(info.max)
+    if per_row:
+        rows = x32.reshape(-1, x32.shape[-1]) if x32.size else np.zeros((int(np.prod(x32.shape[:-1])), 0), _F32)
+        both = [_dynamic_parameters(r, qmin, qmax) for r in rows]
+        shape = x32.shape[:-1] + (1,)
+        scale = np.array([s for s, _ in both], _F32).reshape(shape)
+        zp = np.array([z for _, z in both], np.int64).astype(out_dtype).reshape(shape)
+    else:
+        s, z = _dynamic_parameters(x32.reshape(-1), qmin, qmax)
+        scale, zp = np.array(s, _F32), np.array(z, out_dtype)
     y = quantize_linear(x, scale, zp, np.empty(np.shape(x), out_dtype))
     return y, scale, zp
 

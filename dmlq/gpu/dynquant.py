@@ -10,8 +10,16 @@ header has the napkin math). The quantize pass that follows is quantize_linear's
   (min, max) pair to a workspace; one block folds the pairs and computes the parameters.
 - Nothing is read back to the host: the scale (float32) and zero point (int8 / uint8) are
   0-d device arrays, written on CuPy's current stream.
+- per_row: x as rows along its last axis (dense along it, either direction; the leading axes
+  one stride apart, 0 where broadcast), else first copied; a warp a row, or a split of one
+  where the rows are fewer than SPLIT_BELOW of the warps the GPU holds at once (each split at
+  least MIN_SPLIT_BYTES; 4096 rows of 4096 float32 on an H100: one split each, 4096 warps of
+  4 x 512 bytes in flight, 8 MB against the ~2 MB that 3.35 TB/s x ~600 ns latency asks);
+  the scale and zero point have x's shape with 1 as the last dimension.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -22,9 +30,14 @@ SOURCE = "dynamic_quant.cu"
 X_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
 Q_TYPES = {np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8"}
 KERNELS = {SOURCE: tuple(f"dq_range<{t}>" for t in X_TYPES.values())
-           + tuple(f"dq_params<{q}>" for q in Q_TYPES.values())}
+           + tuple(f"dq_params<{q}>" for q in Q_TYPES.values())
+           + tuple(f"dq_rows<{t}, {q}>" for t in X_TYPES.values() for q in Q_TYPES.values())
+           + tuple(f"dq_row_params<{q}>" for q in Q_TYPES.values())}
 BLOCK = 256
 RANGE_WAVES = 4
+ROW_WAVES = 4            # the rows' grid: at most this many waves of blocks (a grid-stride loop)
+SPLIT_BELOW = 0.25       # rows fewer than this fraction of the warps the GPU holds at once are split
+MIN_SPLIT_BYTES = 8192
 
 
 def _dense(x) -> bool:
@@ -99,3 +112,88 @@ def range_pairs(x):
     x, read = _range_pass(x, plan)
     launcher(plan)([read])
     return read[2]
+
+
+def _rows(x):
+    """x as rows for dq_rows: (address of row 0's lowest element, the row stride in elements),
+    or None where x must first be copied (its last axis not dense, or its leading
+    axes not one stride apart)."""
+    cols, item = x.shape[-1], x.itemsize
+    if x.size == 0:
+        return device.ptr(x), 0  # nothing to read
+    last = x.strides[-1] if cols > 1 else item
+    lead = [(n, s) for n, s in zip(x.shape[:-1], x.strides[:-1]) if n != 1]
+    if abs(last) != item or any(s % item for _, s in lead):
+        return None
+    if any(outer[1] != inner[1] * inner[0] for outer, inner in zip(lead, lead[1:])):
+        return None
+    base = device.ptr(x) + ((cols - 1) * last if last < 0 else 0)
+    return base, (lead[-1][1] // item if lead else 0)
+
+
+def _row_splits(rows, cols, itemsize, warps):
+    """(splits, chunk): each row cut into splits of chunk elements (a multiple of 16 bytes, at
+    least MIN_SPLIT_BYTES), as many as it takes for ``warps`` items in all."""
+    if rows == 0 or cols == 0 or rows >= warps:
+        return 1, max(cols, 1)
+    per = 16 // itemsize
+    least = MIN_SPLIT_BYTES // itemsize
+    splits = max(1, min(-(-warps // rows), -(-cols // least)))
+    chunk = -(-(-(-cols // splits)) // per) * per
+    return max(1, -(-cols // chunk)), chunk
+
+
+def plan_rows(x, qdtype=None) -> Plan:
+    """per_row's launches for x (float32 or float16, at least one dimension) and qdtype; with
+    qdtype None, the rows' ranges alone, one split a row (:func:`row_pairs`)."""
+    notes: tuple = () if _rows(x) is not None else ("x copied to a contiguous array (its rows not evenly spaced)",)
+    rows, cols = math.prod(x.shape[:-1]), x.shape[-1]
+    xname, qname = X_TYPES[np.dtype(x.dtype)], Q_TYPES[np.dtype(qdtype if qdtype is not None else np.uint8)]
+    name = f"dq_rows<{xname}, {qname}>"
+    per_block = BLOCK // 32
+    wave = device.info().sm_count * device.resident_blocks(SOURCE, name, BLOCK)
+    splits, chunk = _row_splits(rows, cols, x.itemsize, int(SPLIT_BELOW * wave * per_block) if qdtype else 0)
+    items = rows * splits
+    blocks = max(1, min(-(-items // per_block), ROW_WAVES * wave))
+    launches: tuple = (Launch(SOURCE, name, (blocks,), (BLOCK,), 0,
+                              "the rows' ranges" if splits > 1 or qdtype is None
+                              else "the rows' ranges, scales and zero points"),)
+    if splits > 1:
+        launches += (Launch(SOURCE, f"dq_row_params<{qname}>", (max(1, min(-(-rows // per_block), wave)),), (BLOCK,), 0,
+                            "the scales and zero points"),)
+        notes += (f"each row in {splits} splits of {chunk} elements",)
+    return Plan("dynamic_quantize_linear", "rows", launches, notes, (rows, cols, splits, chunk))
+
+
+def _rows_pass(x, plan, scale, zp):
+    """Runs dq_rows (and dq_row_params) for the plan on x (copied first where the plan says so):
+    the scale and zero point (null: the pairs) written; returns the pairs' workspace."""
+    xp = device.xp()
+    rows, cols, splits, chunk = plan.detail
+    if _rows(x) is None:
+        x = xp.ascontiguousarray(x)
+    base, row_stride = _rows(x)
+    part = xp.empty(2 * rows * splits if splits > 1 or scale is None else 0, np.float32)
+    null = np.uint64(0)
+    args = [(np.uint64(base), np.int64(rows), np.int64(cols), np.int64(row_stride), np.int64(chunk),
+             np.int32(splits), part, null if scale is None else scale, null if zp is None else zp)]
+    if splits > 1:
+        args.append((part, np.int64(rows), np.int32(splits), scale, zp))
+    launcher(plan)(args)
+    return part
+
+
+def row_parameters(x, qdtype):
+    """(scale, zero_point) of each row of x (along its last axis): device arrays of float32 and
+    qdtype shaped x.shape[:-1] + (1,)."""
+    xp = device.xp()
+    shape = x.shape[:-1] + (1,)
+    scale, zp = xp.empty(shape, np.float32), xp.empty(shape, np.dtype(qdtype))
+    _rows_pass(x, plan_rows(x, qdtype), scale, zp)
+    return scale, zp
+
+
+def row_pairs(x):
+    """Each row's (min, max) with 0 in it and NaN skipped: a float32 device array shaped
+    x.shape[:-1] + (2,) (a dask chunk's rows: dmlq.dynquant)."""
+    return _rows_pass(x, plan_rows(x), None, None).reshape(x.shape[:-1] + (2,))
