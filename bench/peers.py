@@ -598,19 +598,20 @@ def _build_dynquant(case, impl, limits, seed):
     import cupy
 
     xdt, qdt = np.dtype(case.p["x"]), np.dtype(case.p["q"])
-    shape = case.p["shape"]
+    shape, rows = case.p["shape"], case.p.get("per_row", False)
     n = shape[0] * shape[1]
-    per_set = n * (2 * xdt.itemsize + qdt.itemsize)
+    per_set = n * (2 * xdt.itemsize + qdt.itemsize)  # (per row: + 5 bytes a row, left out)
     sets = [(random_array(shape, xdt, seed + 1 + i),) for i in range(_n_sets(per_set, limits))]
     limit = limits.copy_gb_per_s
     if impl == "dmlq:auto":
         api = _api("dynamic_quantize_linear")
-        return Prepared(_rotating(lambda x: api(x, dtype=qdt), sets), per_set, n, limit)
+        return Prepared(_rotating(lambda x: api(x, dtype=qdt, per_row=rows), sets), per_set, n, limit)
     qmin, qmax = _qrange(qdt)
+    axis = -1 if rows else None
     if impl == "peer:cupy-expr":  # what a CuPy user writes (NaN-free data: nanmin is not needed)
         def expr(x):
-            lo = cupy.minimum(x.min().astype(cupy.float32), 0)
-            hi = cupy.maximum(x.max().astype(cupy.float32), 0)
+            lo = cupy.minimum(x.min(axis=axis, keepdims=rows).astype(cupy.float32), 0)
+            hi = cupy.maximum(x.max(axis=axis, keepdims=rows).astype(cupy.float32), 0)
             s = cupy.where(hi == lo, cupy.float32(1), hi - lo) / cupy.float32(qmax - qmin)
             z = cupy.rint(cupy.clip(qmin - lo / s, qmin, qmax))
             return cupy.clip(cupy.rint(x.astype(cupy.float32) / s) + z, qmin, qmax).astype(qdt), s, z.astype(qdt)
@@ -619,14 +620,18 @@ def _build_dynquant(case, impl, limits, seed):
         torch = _need_torch()
         if xdt != np.float32:
             raise Unavailable(f"{impl} takes float32 input only")
+        if rows and len(shape) != 2:
+            raise Unavailable(f"{impl}: per row on 2-D x only (quantize_per_channel along axis 0)")
         tq = torch.quint8 if qdt == np.uint8 else torch.qint8
         tsets = [(_to_torch(x),) for x, in sets]
 
         def tfn(x):
-            lo, hi = torch.aminmax(x)
+            lo, hi = torch.aminmax(x, dim=-1, keepdim=True) if rows else torch.aminmax(x)
             lo, hi = lo.clamp(max=0), hi.clamp(min=0)
             s = torch.where(hi == lo, torch.ones_like(hi), hi - lo) / (qmax - qmin)
             z = torch.round((qmin - lo / s).clamp(qmin, qmax)).to(torch.int64)
+            if rows:  # (per token: torch's per-channel quantize along axis 0, float64 scales)
+                return torch.quantize_per_channel(x, s.reshape(-1).double(), z.reshape(-1), 0, tq)
             return torch.quantize_per_tensor(x, s, z, tq)  # (tensor scale and zero point: no host read)
         return Prepared(_rotating(tfn, tsets), per_set, n, limit)
     raise Unavailable(f"unknown implementation {impl}")

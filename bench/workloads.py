@@ -118,9 +118,15 @@ def elementwise_cases():
 
 
 def dynquant_cases():
-    """dynamic_quantize_linear on 256 MiB of float32 (ONNX's uint8) and of float16 (int8)."""
+    """dynamic_quantize_linear on 256 MiB of float32 (ONNX's uint8) and of float16 (int8); per
+    row (per token) on the same and on a decode step's 16 rows (latency, not bandwidth)."""
     return [Case("dynquant", "float32->uint8", "16384x4096", dict(shape=(16384, COLS), x="float32", q="uint8")),
-            Case("dynquant", "float16->int8", "32768x4096", dict(shape=(32768, COLS), x="float16", q="int8"))]
+            Case("dynquant", "float16->int8", "32768x4096", dict(shape=(32768, COLS), x="float16", q="int8")),
+            Case("dynquant", "float32->uint8:rows", "16384x4096",
+                 dict(shape=(16384, COLS), x="float32", q="uint8", per_row=True)),
+            Case("dynquant", "float16->int8:rows", "32768x4096",
+                 dict(shape=(32768, COLS), x="float16", q="int8", per_row=True)),
+            Case("dynquant", "float16->int8:rows", "16x4096", dict(shape=(16, COLS), x="float16", q="int8", per_row=True))]
 
 
 LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336))

@@ -27,10 +27,11 @@ def _a(values, dtype):
     return np.array(values, dtype=dtype)
 
 
-def _dynamic_bytes(x, dtype=None, out=None):
+def _dynamic_bytes(x, dtype=None, per_row=False, out=None):
     """dynamic_quantize_linear's three results as one uint8 vector (y's bytes, then the
-    scale's 4 and the zero point's 1): the one array, with ``out=``, that the rows compare."""
-    y, s, z = dynamic_quantize_linear(x, dtype=dtype)
+    scales' 4 bytes each and the zero points' 1): the one array, with ``out=``, that the rows
+    compare."""
+    y, s, z = dynamic_quantize_linear(x, dtype=dtype, per_row=per_row)
     xp = np if isinstance(y, np.ndarray) else sys.modules["cupy"]
     joined = xp.concatenate([v.reshape(-1).view(xp.uint8) for v in (y, s, z)])
     if out is None:
@@ -193,6 +194,13 @@ def _edge_cases():
     scale = np.divide(f32(5), f32(255), dtype=f32)
     rows.append(("dyn_quantize", "range [-3, 2], NaN", _dynamic_bytes, (_a([0, 2, -3, 1.02, NAN], f32),), {},
                  np.concatenate([_a([153, 255, 0, 205, 153], u8), _a([scale], f32).view(u8), _a([153], u8)])))
+    # per row: [0, 2, -3, 1.02] as above; [1, 4, NaN, 2]: range [0, 4], scale 4 / 255, zero point 0,
+    # 1 / scale = 63.749996 -> 64, 2 / scale = 127.49999 (float32, not 127.5) -> 127, 4 -> 255, NaN -> 0
+    scale4 = np.divide(f32(4), f32(255), dtype=f32)
+    rows.append(("dyn_quantize", "per row", _dynamic_bytes, (_a([[0, 2, -3, 1.02], [1, 4, NAN, 2]], f32),),
+                 dict(per_row=True),
+                 np.concatenate([_a([153, 255, 0, 205, 64, 255, 0, 127], u8), _a([scale, scale4], f32).view(u8),
+                                 _a([153, 0], u8)])))
     return rows
 
 
@@ -386,6 +394,8 @@ def _random_cases(seed=0):
     for xdt, qdt in ((f32, u8), (f16, i8)):
         x = (rng.standard_normal((5, 333)) * 7 + 2).astype(xdt)
         rows.append(("dyn_quantize", f"{xdt.__name__}->{qdt.__name__}", _dynamic_bytes, (x,), dict(dtype=qdt)))
+        rows.append(("dyn_quantize", f"{xdt.__name__}->{qdt.__name__} per row", _dynamic_bytes, (x[:, 1:],),
+                     dict(dtype=qdt, per_row=True)))
     # the types beyond int8 (dmlq.quant_gpu, cuda/quant_types.cu): a native output, packed inputs
     x = (rng.standard_normal((3, 37, 129)) * 4).astype(f32)
     rows.append(("quantize", "float32->int16 per axis", api.quantize_linear,
@@ -587,6 +597,8 @@ def showcase_calls():
     rows.append(("add with broadcasting", api.quantized_add,
                  (q[:64], 0.02, 128, q[0], 0.03, 0, 0.05, i8(0)), {}))
     rows.append(("dynamic quantize 4096x4096 float32 (its range, then quantize)", dynamic_quantize_linear, (x,), {}))
+    rows.append(("dynamic quantize per row, 16 rows of 8192 float32", dynamic_quantize_linear,
+                 (np.empty((16, 8192), f32),), dict(per_row=True)))
     for m, k, n in ((4096, 4096, 4096), (64, 4096, 4096), (16, 4096, 4096), (1, 4096, 4096), (1000, 1000, 1000),
                     (512, 4095, 50257), (8, 40000, 64)):
         a = np.empty((m, k), u8)

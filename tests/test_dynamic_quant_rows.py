@@ -184,7 +184,7 @@ def test_gpu_rows(xdt, rng):
     """dq_rows on every layout (rows in place where the last axis is dense and the leading axes one
     stride apart, else copied: "rows not 16-byte aligned" is read in place, each row with single
     elements before its vectors; "every other row" is one stride apart), a warp a row and few long rows split (then dq_row_params), NaN,
-    infinities and all-NaN rows; bytes equal to the reference's, nothing read back to the host."""
+    infinities and all-NaN rows, more rows than the grid has warps; bytes equal to the reference's, nothing read back to the host."""
     import cupy
 
     from conftest import on_stand_in
@@ -194,8 +194,10 @@ def test_gpu_rows(xdt, rng):
     x[0, 1, 5], x[1, 2, :], x[2, 3, 0], x[2, 0, 36] = np.nan, np.nan, -np.inf, np.inf
     long = (rng.standard_normal((2, 9000)) * 2).astype(xdt)
     long[1, 8999], long[0, 0] = 50, -60  # the extremes in the last split's last element and the first's first
+    many = (rng.standard_normal((3000, 5)) * 2).astype(xdt)  # more rows than the grid's warps (a grid-stride)
     cases = [(x, v) for v in _views()] + [(long, ("few long rows", lambda a: a, False)),
-                                          (long, ("few long rows, reversed", lambda a: a[:, ::-1], False))]
+                                          (long, ("few long rows, reversed", lambda a: a[:, ::-1], False)),
+                                          (many, ("many rows", lambda a: a, False))]
     split = set()
     for host, (name, view, copied) in cases:
         for qdt in (U8, I8):
@@ -212,6 +214,8 @@ def test_gpu_rows(xdt, rng):
             split.add(any(n.startswith("each row in") for n in notes))
             same([cupy.asnumpy(v) for v in got], R.dynamic_quantize_linear(view(host), qdt, per_row=True))
     assert split == {True, False}
+    grid = plans[0].launches[0].grid[0] * plans[0].launches[0].block[0] // 32
+    assert grid < many.shape[0], grid  # (the last case's warps: fewer than its rows)
 
 
 @pytest.mark.gpu
