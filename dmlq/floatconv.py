@@ -129,4 +129,7 @@ def decode(codes, fmt: FloatFormat):
     codes = np.asarray(codes)
     if fmt.bits > 8:  # bfloat16: the top half of a float32
         return (codes.astype(np.uint32) << 16).view(np.float32)
-    return _decode_table(fmt)[codes.astype(np.intp)].view(np.float32)
+    idx = codes.astype(np.intp)
+    if fmt.bits < 8:  # float4: a byte's low bits (the bits above, if a view of other bytes set them, ignored)
+        idx &= (1 << fmt.bits) - 1
+    return _decode_table(fmt)[idx].view(np.float32)

@@ -125,6 +125,31 @@ def test_dequantize_every_type_and_layout(rng, which, odt):
 
 
 @pytest.mark.parametrize("which", PATHS)
+def test_dequantize_reads_a_narrow_element_from_its_bytes_low_bits(rng, which):
+    """A 4-bit or 2-bit array viewed from other bytes (int8 -3 viewed as int4 is the byte 0xFD,
+    torch's int8.view(torch.int4) the same) holds bits above its width. Its elements are the
+    low bits, as ml_dtypes reads its integer types and dmlq.pack packs them; dequantize reads
+    them so on both paths (the kernel once read the whole byte: 0xFD as 237, and a float4 code
+    past its 16-entry table), every layout, the same values as the array's packed form."""
+    for name in ("int4", "uint4", "int2", "uint2", "float4_e2m1fn"):
+        q = QTYPES[name]
+        for layout in ("tensor", "axis-inner", "axis-outer", "blocked-last", "blocked-first"):
+            shape, s, z, kw = _params(rng, q, layout)
+            raw = rng.integers(0, 256, shape).astype(np.uint8)
+            raw.reshape(-1)[:4] = (0xFD, 0x12, 0x80, 0xFF)
+            clean = (raw & ((1 << q.bits) - 1)).view(q.dtype)
+            if not q.is_float:
+                assert np.array_equal(raw.view(q.dtype).astype(np.int64), clean.astype(np.int64))  # ml_dtypes agrees
+            want = ref.dequantize_linear(clean, _expand(s, shape, kw), _expand(z, shape, kw),
+                                         np.empty(shape, np.float32))
+            with path(which):
+                got = dmlq.dequantize_linear(raw.view(q.dtype), s, z, **kw)
+                packed = dmlq.dequantize_linear(dmlq.pack(raw.view(q.dtype)), s, z, **kw)
+            _same(got, want, f"{name} {layout} {which}")
+            _same(packed, want, f"{name} {layout} {which}, packed")
+
+
+@pytest.mark.parametrize("which", PATHS)
 def test_precision_float4_zero_point_and_broadcast_forms(rng, which):
     """What the kernels hand to the reference (precision float16/bfloat16, a float4 zero point,
     parameters along several axes) and what they run (precision float32)."""

@@ -254,7 +254,8 @@ def quantize_float(x, sc, o0, o1, D, inner, B, so, sb, si, f, i, out):  # pragma
 # ------------------------------------------------------------------ dequantize
 
 @_inline
-def _value(c, table, use_table, sbits, z):  # pragma: no cover (compiled)
+def _value(c, table, use_table, sbits, cmask, z):  # pragma: no cover (compiled)
+    c &= cmask  # a 4-/2-bit element's code is its byte's low bits (-1: every bit)
     if use_table:
         return table[c]
     if sbits > 0:
@@ -264,16 +265,17 @@ def _value(c, table, use_table, sbits, z):  # pragma: no cover (compiled)
 
 
 @_inline
-def _deq_run(qs, table, use_table, sbits, z, s, os_):  # pragma: no cover (compiled)
+def _deq_run(qs, table, use_table, sbits, cmask, z, s, os_):  # pragma: no cover (compiled)
     for k in range(qs.size):
-        os_[k] = _value(np.int32(qs[k]), table, use_table, sbits, z) * s
+        os_[k] = _value(np.int32(qs[k]), table, use_table, sbits, cmask, z) * s
 
 
 @_kernel
-def dequantize(q, table, sbits, sc, zp, o0, o1, D, inner, B, so, sb, si, zo, zb, zi, off,
+def dequantize(q, table, sbits, cmask, sc, zp, o0, o1, D, inner, B, so, sb, si, zo, zb, zi, off,
                out):  # pragma: no cover
     # out[e - off] (float32) = value(q[e]) * s; value: table[code] (float codes) or float32(q) -
-    # float32(zp), q sign-extended from its low ``sbits`` bits (int4 / int2 codes; 0: q as it is)
+    # float32(zp), q sign-extended from its low ``sbits`` bits (int4 / int2 codes; 0: q as it is);
+    # the code is q & cmask (a 4-/2-bit element's low bits, whatever its byte's high bits hold)
     use_table = table.size > 0
     for o in range(o0, o1):
         for d0 in range(0, D, B if inner == 1 else 1):
@@ -282,10 +284,10 @@ def dequantize(q, table, sbits, sc, zp, o0, o1, D, inner, B, so, sb, si, zo, zb,
             base, m = (o * D + d0) * inner, (min(B, D - d0) if inner == 1 else inner)
             qs, os_ = q[base:base + m], out[base - off:base - off + m]
             if inner == 1 or si == 0 and zi == 0:
-                _deq_run(qs, table, use_table, sbits, np.float32(zp[pz]), sc[ps], os_)
+                _deq_run(qs, table, use_table, sbits, cmask, np.float32(zp[pz]), sc[ps], os_)
             else:
                 for i in range(m):
-                    os_[i] = _value(np.int32(qs[i]), table, use_table, sbits, np.float32(zp[pz + i * zi])) * \
+                    os_[i] = _value(np.int32(qs[i]), table, use_table, sbits, cmask, np.float32(zp[pz + i * zi])) * \
                         sc[ps + i * si]
 
 

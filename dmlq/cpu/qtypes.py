@@ -192,6 +192,9 @@ def dequantize(qv, scale, zero_point, form, ax, block, out):
     flat = np.ascontiguousarray(qv).reshape(-1)
     codes = flat.view(np.uint8) if qt.bits < 8 or qt.is_float else flat
     sbits = qt.bits if qt.bits < 8 and qt.qmin is not None and qt.qmin < 0 else 0
+    # a 4-/2-bit element is its byte's low bits (as ml_dtypes reads them and dmlq.pack packs them;
+    # a view of other bytes, e.g. int8 -3 as int4, may hold more): the kernel masks each code
+    cmask = np.int32((1 << qt.bits) - 1 if qt.bits < 8 else -1)
     table = _table(qt)
     sc, zp = _flat_params(scale, zero_point)
     (so, sb, si), (zo, zb, zi) = walk.strides
@@ -210,12 +213,12 @@ def dequantize(qv, scale, zero_point, form, ax, block, out):
             w0, w1 = (lo, hi) if walk.per_tensor else (o0 * row, o1 * row)
             off = 0 if walk.per_tensor else w0
             if narrow is None:
-                k.dequantize(codes[lo:hi], table, sbits, sc, zp, a, b, D, inner, B, so, sb, si, zo, zb, zi, off,
+                k.dequantize(codes[lo:hi], table, sbits, cmask, sc, zp, a, b, D, inner, B, so, sb, si, zo, zb, zi, off,
                              y[w0:w1])
                 continue
             if buf is None or buf.size < w1 - w0:
                 buf = tiles.scratch(F32, w1 - w0)
-            k.dequantize(codes[lo:hi], table, sbits, sc, zp, a, b, D, inner, B, so, sb, si, zo, zb, zi, off,
+            k.dequantize(codes[lo:hi], table, sbits, cmask, sc, zp, a, b, D, inner, B, so, sb, si, zo, zb, zi, off,
                          buf[:w1 - w0])
             k.round_to(buf[:w1 - w0], narrow, y[w0:w1].view(np.uint16))
     tiles.run_pieces(work, walk.pieces())
