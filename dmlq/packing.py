@@ -60,8 +60,9 @@ def refuse_lazy(f: str, name: str, p: Packed) -> None:
     mod = type(p.data).__module__.partition(".")[0]
     if mod in ("dask", "torch"):
         what = "a dask array" if mod == "dask" else "a torch tensor"
-        fix = (f"dmlq.Packed({name}.data.compute(), {name}.shape, {name}.dtype)" if mod == "dask" else
-               f"dmlq.Packed(cupy.asarray({name}.data), {name}.shape, {name}.dtype)")
+        data = (f"{name}.data.compute()" if mod == "dask" else f"cupy.asarray({name}.data)"
+                if getattr(p.data, "is_cuda", False) else f"{name}.data.numpy()")  # a CPU tensor: NumPy bytes
+        fix = f"dmlq.Packed({data}, {name}.shape, {name}.dtype)"
         raise TypeError(f"{f}: {name} is a dmlq.Packed whose data is {what}; dmlq takes a Packed of NumPy or CuPy "
                         f"bytes: pass {fix}")
 

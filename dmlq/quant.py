@@ -118,8 +118,12 @@ def _host(f, name, v, float_role, what):
     native_order(f, name, v)
     if isinstance(v, Packed):
         refuse_lazy(f, name, v)
-        if not isinstance(v.data, np.ndarray):
+        if dispatch.is_gpu(v.data):
             raise _gpu_refusal(f, f"{name}'s data is not a NumPy array")
+        if not isinstance(v.data, np.ndarray):  # bytes, a list ...: not an array at all
+            raise TypeError(f"{f}: {name} is a dmlq.Packed whose data is of type {type(v.data).__name__}; its data "
+                            "must be a 1-D uint8 NumPy (or CuPy) array: np.frombuffer(b, np.uint8) of bytes b, "
+                            "np.asarray(values, np.uint8) of a list")
         if name == "scale" and is_e8m0_name(v.dtype):
             return e8m0_codes(f, v).view(E8M0_DTYPE).reshape(tuple(v.shape))
         try:

@@ -246,6 +246,12 @@ REFUSALS = [
     (lambda: dmlq.dequantize_linear(dmlq.Packed(np.zeros(2, np.uint8), (5,), "int4"), 1.0), ValueError,
      r"dequantize_linear: q is a dmlq.Packed that does not hold its elements: 5 int4 elements \(shape \(5,\)\) "
      r"take 3 bytes"),
+    # a Packed of bytes is no GPU array (the message once said NumPy and GPU arrays were mixed)
+    (lambda: dmlq.dequantize_linear(dmlq.Packed(b"\xe1\x03", (3,), "int4"), 1.0), TypeError,
+     r"dequantize_linear: q is a dmlq.Packed whose data is of type bytes; its data must be a 1-D uint8 NumPy "
+     r"\(or CuPy\) array: np.frombuffer\(b, np.uint8\)"),
+    (lambda: dmlq.quantize_linear(X, 1.0, dmlq.Packed([1], (), "int4")), TypeError,
+     r"quantize_linear: zero_point is a dmlq.Packed whose data is of type list"),
     # a 0-d operand has no axis to block (an IndexError before), and dequantize's operand is q
     (lambda: dmlq.quantize_linear(np.float32(1.0), np.float32(1.0), block_size=2), DescError,
      r"quantize_linear: block_size= needs x to have at least one dimension \(x is 0-d\)"),

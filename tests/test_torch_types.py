@@ -142,3 +142,18 @@ def test_float4_and_cuda_narrow_tensors_are_refused_clearly():
     meta = torch.empty(4, dtype=torch.float8_e4m3fn, device="meta")
     got = dmlq.dequantize_linear(meta, 0.5)  # through the op's fake implementation: no data read
     assert got.device.type == "meta" and got.shape == (4,) and got.dtype == torch.float32
+
+
+def test_a_narrow_view_of_int8_bytes_and_a_packed_cpu_tensor():
+    """torch's int8.view(torch.int4) keeps each byte (-3 is 0xFD): the element is the low 4
+    bits (the kernel once read 237). A dmlq.Packed whose data is a CPU tensor is refused with
+    the NumPy fix (the message once said cupy.asarray for any tensor)."""
+    for tdt, vals in ((torch.int4, [-8, -3, -1, 0, 1, 7]), (torch.int2, [-2, -1, 0, 1])):
+        q = torch.tensor(vals, dtype=torch.int8).view(tdt)
+        got = dmlq.dequantize_linear(q, torch.tensor(0.5))
+        assert got.dtype == torch.float32 and got.tolist() == [v * 0.5 for v in vals]
+    data = torch.tensor([0xE1, 0x03], dtype=torch.uint8)
+    with pytest.raises(TypeError, match=r"q is a dmlq.Packed whose data is a torch tensor; .* pass "
+                                        r"dmlq.Packed\(q.data.numpy\(\), q.shape, q.dtype\)"):
+        dmlq.dequantize_linear(dmlq.Packed(data, (3,), "int4"), 0.5)
+    assert np.array_equal(dmlq.dequantize_linear(dmlq.Packed(data.numpy(), (3,), "int4"), f32(0.5)), [0.5, -1, 1.5])
