@@ -230,3 +230,23 @@ def test_dequantize_equals_onnxruntime(qname, mode):
     theirs = _ort_run("DequantizeLinear", OPSET[qname], x, scale, zp, attrs, out_float=np.float32)
     mine = dmlq.dequantize_linear(x, scale, zp, **kw)
     assert _bits_equal(mine, theirs), (mine, theirs)
+
+
+def test_int32_dequantize_where_onnx_reference_and_onnxruntime_differ():
+    """docs/semantics.md "Where ONNX and DirectML differ": an int32 q - zp is exact in dmlq,
+    rounded operand by operand in ONNX's reference, wrapped in int32 in onnxruntime 1.32."""
+    from onnx.reference import ReferenceEvaluator
+
+    q = np.array([16777217, -2**31, 1000], np.int32)
+    zp, scale = np.array(1, np.int32), np.array(1.0, np.float32)
+    mine = dmlq.dequantize_linear(q, scale, zp)
+    assert mine.tolist() == [16777216.0, -2147483648.0, 999.0]
+    node = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.INT32, q.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    assert ReferenceEvaluator(model).run(None, {"x": q})[0].tolist() == [16777215.0, -2147483648.0, 999.0]
+    theirs = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": q})[0]
+    assert theirs.tolist() == [16777216.0, 2147483648.0, 999.0]  # -2**31 - 1 wrapped to 2**31 - 1, then rounded
