@@ -284,7 +284,7 @@ def _zero_point(f, v, q, dtype_given, whose):
     if not dtype_given:
         raise TypeError(f"{f}: zero_point has dtype {v.dtype} but must be {q.name} {whose}; pass "
                         f"zero_point.astype(...) or say the type with dtype=")
-    wide = v.astype(np.int64)
+    wide = v.astype(np.uint64 if v.dtype.kind == "u" else np.int64)  # (uint64 past 2**63 does not wrap)
     if wide.size and (int(wide.min()) < lo or int(wide.max()) > hi):
         raise DescError(f"{f}: zero_point holds values outside [{lo}, {hi}], the range of {q.name} {whose}")
     return wide.astype(q.dtype)

@@ -200,6 +200,11 @@ REFUSALS = [
     (lambda: dmlq.quantize_linear(X, 1.0, 9, dtype="int4"), DescError, r"zero_point = 9 is out of range for int4"),
     (lambda: dmlq.quantize_linear(X, 1.0, np.array([0, 9]), dtype="int4"), DescError,
      r"zero_point holds values outside \[-8, 7\]"),
+    # a uint64 zero point past 2**63 once wrapped to a negative int64 (2**64 - 1 taken as -1)
+    (lambda: dmlq.quantize_linear(X, 1.0, np.array(2**64 - 1, np.uint64), dtype="int4"), DescError,
+     r"quantize_linear: zero_point holds values outside \[-8, 7\]"),
+    (lambda: dmlq.dequantize_linear(np.zeros(2, np.int16), 1.0, np.uint64(2**64 - 2), axis=0), DescError,
+     r"dequantize_linear: zero_point holds values outside \[-32768, 32767\]"),
     (lambda: dmlq.quantize_linear(X, 1.0, np.int32(1), block_size=1), TypeError,
      r"zero_point has dtype int32, which is not a quantized type"),
     (lambda: dmlq.quantize_linear(X.astype(np.float64), 1.0, dtype="int4"), TypeError,
