@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from . import dispatch, layout, packed_b, pool1d, quant, quant_gpu, vectors
 from .calls import EXPLAINING, META, Spec, kernel_plan, output_meta, public, result_meta, run
-from .checks import GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, desc as _desc, vector as _vector
+from .checks import GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, batch_rows_hint, desc as _desc, vector as _vector
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
 from .dtypes import DataType, plain_dtype
@@ -438,7 +438,8 @@ def _axis_vector(b, name, v, length, axis_name, column):
     shape = f"({axis_name}, 1)" if column else f"({axis_name},) or (1, {axis_name})"
     return _vector(b, name, v, length, per_axis,
                    lambda dims: f"{b.f}: {name} must be a single value or shaped {shape} with "
-                                f"{axis_name} = {length} (got {dims})")
+                                f"{axis_name} = {length} (got {dims})"
+                                f"{batch_rows_hint(dims, length) if column else ''}")
 
 
 def _per_batch(dims, b_dims) -> bool:

@@ -471,3 +471,13 @@ def vector(b, name, v, length, per_axis, wrong_shape):
     return v.reshape(want)
 
 
+def batch_rows_hint(dims, m) -> str:
+    """The matmuls' refusal of an a_scale / a_zero_point per batch and row ((..., M, 1) with
+    batch dims not all 1; a per-row dynamic_quantize_linear of a batched a makes one): the way
+    to pass it, or "" for other shapes."""
+    dims = tuple(dims)
+    if len(dims) > 2 and dims[-2:] == (m, 1) and any(d != 1 for d in dims[:-2]):
+        return ("; a scale or zero point per batch and row is not taken: for a batch of rows times one 2-D b, "
+                "pass the rows as one matrix, a.reshape(-1, K) with a_scale.reshape(-1, 1) (and a_zero_point), "
+                "and reshape the result")
+    return ""

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from . import vectors
 from .calls import Spec, public, run
-from .checks import F16, F32, QUANT
+from .checks import F16, F32, QUANT, batch_rows_hint
 from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, TensorDesc
 from .dtypes import DataType, plain_dtype
 from .errors import DescError
@@ -43,7 +43,7 @@ def _a_param(b, name, v, m):
         want = (m, 1)
     else:
         raise DescError(f"{b.f}: {name} must be a single value (per tensor) or shaped (M, 1) with M = {m} "
-                        f"(per row of a) (got shape {dims})")
+                        f"(per row of a) (got shape {dims}){batch_rows_hint(dims, m)}")
     if dims != want:
         b.reshape(name, want)
     return v.reshape(want)
