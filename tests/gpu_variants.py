@@ -456,6 +456,22 @@ def _dynamic(xp):
     return results
 
 
+@case("dynamic_quantize_linear per_row", "rows")
+def _dynamic_rows(xp):
+    rng = _rng("dynamic_quantize_linear per_row")
+    results = []
+    for xdt in (F32, F16):
+        for shape in ((9, 70), (3, 9000)):  # a warp a row; few long rows in splits
+            x = (rng.standard_normal(shape) * 3 - 1).astype(xdt)
+            x[0, 1], x[-1, :] = np.nan, 0.0
+            for qdt in (U8, I8):
+                want = R.dynamic_quantize_linear(x[:, 1:], qdt, per_row=True)  # (rows off the 16-byte grid)
+                got = dmlq.dynamic_quantize_linear(xp.asarray(x)[:, 1:], dtype=qdt, per_row=True)
+                results += [(f"dynamic_quantize_linear per_row {shape} {xdt}->{qdt} {part}", _get(g), w)
+                            for part, g, w in zip(("y", "scale", "zero point"), got, want)]
+    return results
+
+
 # ----------------------------------------------------------------- element-wise
 
 def _elementwise(variant):
