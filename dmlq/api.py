@@ -424,12 +424,12 @@ def quantized_add(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b:
 
 # ------------------------------------------------------------------ quantized matmul
 
-def _axis_vector(b, name, v, length, axis_name, column):
+def _axis_vector(b, name, v, length, axis_name, column, also=""):
     """A per-tensor or per-row/column scale or zero point, reshaped to 1-D for the backend.
 
     Per tensor: one element. Per row (column=True): shaped (M, 1), optionally
-    with leading 1s. Per column: (N,) or (1, N), optionally with leading 1s.
-    """
+    with leading 1s. Per column: (N,) or (1, N), optionally with leading 1s. ``also``: the
+    error's note of a form the caller takes."""
     def per_axis(dims):
         if column:
             return len(dims) >= 2 and dims[-2:] == (length, 1) and all(d == 1 for d in dims[:-2])
@@ -438,7 +438,7 @@ def _axis_vector(b, name, v, length, axis_name, column):
     shape = f"({axis_name}, 1)" if column else f"({axis_name},) or (1, {axis_name})"
     return _vector(b, name, v, length, per_axis,
                    lambda dims: f"{b.f}: {name} must be a single value or shaped {shape} with "
-                                f"{axis_name} = {length} (got {dims})"
+                                f"{axis_name} = {length} (got {dims}){also}"
                                 f"{batch_rows_hint(dims, length) if column else ''}")
 
 
@@ -480,7 +480,9 @@ def _plan_matmul(b, dtype, packed=None):
         if name[0] == "b" and v is not None and _per_batch(v.shape, bb.shape):
             vec[name] = v  # (..., 1, N): one row of per-column values per matrix of b, as it is
             continue
-        vec[name] = _axis_vector(b, name, v, length, axis, column)
+        also = (f"; per batch and column it is {tuple(bb.shape[:-2]) + (1, n)} (b's batch shape + (1, N))"
+                if name[0] == "b" and any(d != 1 for d in bb.shape[:-2]) else "")
+        vec[name] = _axis_vector(b, name, v, length, axis, column, also)
     shape = batch + (m, n)
     b.check_out(shape, qdt)
 

@@ -52,7 +52,8 @@ def _a_param(b, name, v, m):
 def _b_param(b, name, v, bb, n, groups, what):
     """Per tensor -> (); per column ((N,), or (1, N) with leading 1s) -> (1, N); per
     batch and column (b's batch shape, then (1, N)) as it is; with ``groups`` > 1
-    (blocked along K) also (groups, N), with leading 1s or b's batch shape."""
+    (blocked along K) also (groups, N), with leading 1s or b's batch shape. ``what`` names
+    the parameters in the errors of a function with ``block_size=`` ("" for one without)."""
     if v is None:
         return None
     dims = tuple(v.shape)
@@ -72,8 +73,11 @@ def _b_param(b, name, v, bb, n, groups, what):
         if groups > 1:
             forms += f", or ({groups}, N){' or ' + str(batch + (groups, n)) if batch else ''} per group of " \
                      f"block_size rows of b ({what})"
-        hint = ("; scales blocked along K need block_size=" if groups == 1 and len(dims) >= 2 and dims[-1] == n
-                else "")
+        hint = ""
+        if len(dims) >= 2 and dims[-1] == n and dims[-2] > 1 and groups == 1 and what:
+            hint = f"; {what} blocked along K need block_size="  # (matmul_integer has none: what is "")
+        elif len(dims) > 2 and dims[-2:] == (1, n) and not batch:
+            hint = "; b has no batch dimensions, so there is no per-batch form (b's batch shape + (1, N))"
         raise DescError(f"{b.f}: {name} must be a single value (per tensor), {forms}, with N = {n} "
                         f"(got shape {dims}){hint}")
     if dims != want:

@@ -438,6 +438,28 @@ def test_matmul_integer_errors_name_the_argument():
         dmlq.matmul_integer(a, b, out=np.empty((3, 5), np.int64))
 
 
+@pytest.mark.parametrize("fn", ["matmul_integer", "matmul_integer_to_float"])
+def test_b_parameter_shape_errors_give_the_hint_that_fits(fn):
+    """A b parameter of a wrong shape: the block_size= hint only where the function has that keyword
+    and the parameter has several rows; a per-batch shape beside a b without batch dimensions is
+    said to be that (it had the block_size= hint, which cannot help a single row)."""
+    rng = np.random.default_rng(12)
+    a, b = qrand(rng, U8, (2, 3, 8)), qrand(rng, I8, (8, 5))
+
+    def call(b_zero_point):
+        if fn == "matmul_integer":
+            return dmlq.matmul_integer(a, b, None, b_zero_point)
+        return dmlq.matmul_integer_to_float(a, 0.1, None, b, 0.2, b_zero_point)
+
+    with pytest.raises(DescError, match=r"b_zero_point must be .*\(got shape \(4, 5\)\)") as e:
+        call(np.ones((4, 5), np.int8))
+    assert ("zero points blocked along K need block_size=" in str(e.value)) == (fn != "matmul_integer"), e.value
+    with pytest.raises(DescError, match=r"\(got shape \(2, 1, 5\)\); b has no batch dimensions, so there is "
+                                        r"no per-batch form") as e:
+        call(np.ones((2, 1, 5), np.int8))
+    assert "block_size" not in str(e.value)
+
+
 # ------------------------------------------------------------------ quantized_matmul, per-batch B
 
 def test_quantized_matmul_per_batch_b_parameters():
@@ -455,8 +477,12 @@ def test_quantized_matmul_per_batch_b_parameters():
     want = run_onnx("QLinearMatMul", [a, np.array(a_s), np.array(azp), b, b_s, bzp, np.array(o_s),
                                       np.array(ozp)], U8)
     np.testing.assert_array_equal(got, want)
-    with pytest.raises(DescError, match="b_scale must be a single value"):
+    # a wrong shape's error names the per-batch form too, b's batch shape and all
+    with pytest.raises(DescError, match=r"b_scale must be a single value .*; per batch and column it is "
+                                        r"\(3, 1, 6\) \(b's batch shape \+ \(1, N\)\)"):
         dmlq.quantized_matmul(a, a_s, azp, b, b_s[:2], bzp, o_s, ozp)
+    with pytest.raises(DescError, match=r"b_zero_point must be .*; per batch and column it is \(3, 1, 6\)"):
+        dmlq.quantized_matmul(a, a_s, azp, b, b_s, bzp[:, :, :1].repeat(5, 1), o_s, ozp)
 
 
 def test_kernel_plan_of_the_new_operators():
