@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .dispatch import lazy_inside
 from .packing import Packed
 
 
@@ -80,22 +81,49 @@ def _check_out_shape(f, a, b, out, va, vb):
                          "result without that dimension")
 
 
+def _bias_shape(bias):
+    """A bias's shape: an array's, or a list's or tuple's as np.asarray makes it (None where
+    np.asarray makes none, or would compute the dask arrays it holds: the call names those)."""
+    if isinstance(bias, (list, tuple)):
+        if lazy_inside(bias):
+            return None
+        try:
+            return np.shape(bias)
+        except Exception:  # (ragged nesting ...: the call names it)
+            return None
+    shape = getattr(bias, "shape", None)
+    return None if shape is None else tuple(shape)
+
+
+def _nest(v, depth, wrap):
+    """``wrap`` applied to the items ``depth`` levels down a nested list or tuple."""
+    return wrap(v) if depth == 0 else [_nest(e, depth - 1, wrap) for e in v]
+
+
 def bias_of(f, bias, a, b, vectors: Vectors):
-    """A bias as the matrices' result takes it: a 1-D ``b``'s result has no column axis, so a
-    bias that broadcasts against the caller's result (checked here, in its shapes) gets that
-    axis back."""
-    if not vectors.b or not getattr(bias, "ndim", 0):
+    """A bias as the matrices' result takes it: a 1-D operand's result has no row (``a``) or
+    column (``b``) axis, so a bias that broadcasts against the caller's result (checked here, in
+    its shapes) gets that axis back; a list or tuple too, as np.asarray will read it."""
+    shape = None if not (vectors.a or vectors.b) else _bias_shape(bias)
+    if not shape:
         return bias
     want = _result_shape(a, b, vectors.a, vectors.b)
-    if want is not None and not any(isinstance(d, float) for d in bias.shape):  # (NaN: named by dmlq.dask)
+    if want is not None and not any(isinstance(d, float) for d in shape):  # (NaN: named by dmlq.dask)
         try:
-            grows = tuple(np.broadcast_shapes(tuple(bias.shape), want)) != want
+            grows = tuple(np.broadcast_shapes(shape, want)) != want
         except ValueError:
             grows = True
         if grows:
-            raise ValueError(f"{f}: bias of shape {tuple(bias.shape)} must broadcast to the result's {want} without "
-                             "growing it (a 1-D b gives numpy.matmul's result without the column axis)")
-    return bias[..., None]
+            which = "a and b give" if vectors.a and vectors.b else "a gives" if vectors.a else "b gives"
+            axes = ("row and column axes" if vectors.a and vectors.b else "row axis" if vectors.a
+                    else "column axis")
+            raise ValueError(f"{f}: bias of shape {shape} must broadcast to the result's {want} without "
+                             f"growing it (a 1-D {which} numpy.matmul's result without the {axes})")
+    if isinstance(bias, (list, tuple)):
+        if vectors.b:
+            return _nest(bias, len(shape), (lambda x: [[x]]) if vectors.a else (lambda x: [x]))
+        return _nest(bias, len(shape) - 1, lambda row: [row])
+    return bias[..., None, None] if vectors.a and vectors.b else bias[..., None, :] if vectors.a else bias[..., None]
 
 
 def call(run, vectors: Vectors, out=None):

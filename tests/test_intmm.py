@@ -208,6 +208,41 @@ def test_a_bias_beside_a_vector_b_broadcasts_against_the_result():
         dmlq.matmul_integer_to_float(a, F32.type(1), None, w, F32.type(1), None, bias[:, None])
 
 
+def test_a_bias_beside_a_vector_a_broadcasts_against_the_result():
+    """The same for a 1-D a, whose row axis numpy.matmul drops: a (K,) a times a (2, K, N) b gives
+    (2, N), and a bias of that whole shape was refused, named against the internal (2, 1, N),
+    while a (2, 1, N) bias, which would grow the result to (2, 2, N), was taken."""
+    rng = np.random.default_rng(31)
+    a, w = qrand(rng, U8, (7,)), qrand(rng, I8, (2, 7, 3))
+    exact = np.matmul(a.astype(np.int64), w.astype(np.int64)).astype(F32)
+    bias = rng.uniform(-4, 4, (2, 3)).astype(F32)
+    got = dmlq.matmul_integer_to_float(a, F32.type(1), None, w, F32.type(1), None, bias)
+    np.testing.assert_array_equal(got, exact + bias, strict=True)
+    for grows in ((2, 1, 3), (1, 1, 3)):
+        with pytest.raises(ValueError, match=rf"bias of shape {re.escape(str(grows))} must broadcast to the "
+                                             r"result's \(2, 3\) without growing it \(a 1-D a gives"):
+            dmlq.matmul_integer_to_float(a, F32.type(1), None, w, F32.type(1), None, np.ones(grows, F32))
+    with pytest.raises(ValueError, match=r"bias of shape \(1,\) must broadcast to the result's \(\) without"):
+        dmlq.matmul_integer_to_float(a, F32.type(1), None, w[0, :, 0], F32.type(1), None, np.ones(1, F32))
+
+
+def test_a_list_bias_beside_a_vector_is_read_as_its_array():
+    """A list bias beside a 1-D operand gets the array's rules: a 1-D b with a (M,) list was refused
+    against the internal (M, 1) and a (M, 1) list taken, the reverse of the same values as an array."""
+    a, w = np.arange(99, dtype=U8).reshape(3, 33), np.ones(33, I8)
+    bias = [0.5, -1.0, 2.0]
+    want = dmlq.matmul_integer_to_float(a, F32.type(1), None, w, F32.type(1), None, np.array(bias, F32))
+    for as_given in (bias, tuple(bias)):
+        got = dmlq.matmul_integer_to_float(a, F32.type(1), None, w, F32.type(1), None, as_given)
+        np.testing.assert_array_equal(got, want, strict=True)
+    with pytest.raises(ValueError, match=r"bias of shape \(3, 1\) must broadcast to the result's \(3,\)"):
+        dmlq.matmul_integer_to_float(a, F32.type(1), None, w, F32.type(1), None, [[x] for x in bias])
+    v, m = np.arange(33, dtype=U8), np.ones((2, 33, 4), I8)
+    rows = [[0.5, 1.5, 2.5, 3.5], [-1.0, -2.0, -3.0, -4.0]]
+    got = dmlq.matmul_integer_to_float(v, F32.type(1), None, m, F32.type(1), None, rows)
+    np.testing.assert_array_equal(got, np.float32(528) + np.array(rows, F32), strict=True)
+
+
 def test_matmul_integer_to_float_per_batch_b_scale_equals_onnxruntime():
     rng = np.random.default_rng(3)
     a, b = qrand(rng, U8, (2, 3, 16)), ort_b(rng, U8, I8, (2, 16, 5))
