@@ -339,6 +339,44 @@ def test_blocked_order_is_visible():
     assert got[0, 0] == np.float32(1.0)  # (1 + 2^-24) + 2^-24 = 1 (ties to even twice); 1 + 2^-23 otherwise
 
 
+def test_an_unblocked_scale_with_block_size_is_repeated_per_group():
+    """docs/semantics.md: with block_size= a per-tensor or per-column b_scale is the same row for
+    every group; the groups are still summed apart, so it is not the call without block_size=."""
+    a = np.array([[64, 78, 124]], I8)
+    b = np.ones((3, 2), I8)
+    for b_s in (np.float32(0.7), np.full(2, 0.7, F32), np.full((1, 2), 0.7, F32)):
+        got = dmlq.matmul_integer_to_float(a, np.float32(1), None, b, b_s, None, block_size=1)
+        rows = np.broadcast_to(np.reshape(b_s, (1, -1)), (3, 2)).copy()
+        np.testing.assert_array_equal(got, dmlq.matmul_integer_to_float(a, np.float32(1), None, b, rows, None,
+                                                                         block_size=1), strict=True)
+        # 64 * 0.7 + 78 * 0.7 + 124 * 0.7, each step in float32, against 266 * 0.7 rounded once
+        assert got[0, 0] == (np.float32(64) * b_s.flat[0] + np.float32(78) * b_s.flat[0]) + \
+            np.float32(124) * b_s.flat[0] == np.float32(186.19998)
+        unblocked = dmlq.matmul_integer_to_float(a, np.float32(1), None, b, b_s, None)
+        assert unblocked[0, 0] == np.float32(266) * np.float32(0.7) == np.float32(186.2)
+
+
+def test_scales_onnxruntime_broadcasts_are_refused_by_name():
+    """docs/semantics.md: onnxruntime's MatMulIntegerToFloat also takes an a_scale per batch and row
+    and a batched b_scale beside an unbatched b, applied after the bias; dmlq refuses both shapes."""
+    rng = np.random.default_rng(32)
+    a, b = qrand(rng, U8, (2, 3, 5)), ort_b(rng, U8, I8, (5, 4))
+    bias = np.arange(4, dtype=F32)
+    acc = exact_sums(a, 0, b, 0).astype(np.int64).astype(F32)
+    a_s = (rng.integers(1, 8, (2, 3, 1)) * 0.125).astype(F32)
+    b_s = (rng.integers(1, 8, (2, 1, 4)) * 0.125).astype(F32)
+    want = run_onnx("MatMulIntegerToFloat", [a, b, a_s, np.array(0.25, F32), None, None, bias], F32,
+                    domain="com.microsoft")
+    np.testing.assert_array_equal(want, (acc * np.float32(0.25) + bias) * a_s)
+    want = run_onnx("MatMulIntegerToFloat", [a, b, np.array(0.25, F32), b_s, None, None, bias], F32,
+                    domain="com.microsoft")
+    np.testing.assert_array_equal(want, (acc * np.float32(0.25) + bias) * b_s)
+    with pytest.raises(DescError, match=r"a_scale must be a single value \(per tensor\) or shaped \(M, 1\)"):
+        dmlq.matmul_integer_to_float(a, a_s, None, b, np.float32(0.25), None, bias)
+    with pytest.raises(DescError, match="b has no batch dimensions, so there is no per-batch form"):
+        dmlq.matmul_integer_to_float(a, np.float32(0.25), None, b, b_s, None, bias)
+
+
 def test_float16_output_rounds_once_and_overflows_to_inf():
     a = np.full((2, 4), 127, I8)
     b = np.full((4, 3), 127, I8)
