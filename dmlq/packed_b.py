@@ -24,6 +24,7 @@ from . import dispatch
 from .checks import GPU
 from .errors import DescError
 from .packing import Packed, packed_nbytes, refuse_lazy, unpack
+from .qtypes import qtype
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 FOUR_BIT = (I4, U4)
@@ -31,8 +32,17 @@ _WIDE = {I4: np.dtype(np.int8), U4: np.dtype(np.uint8)}
 _NAMES = {"int4": I4, "uint4": U4}
 
 
+def _type_name(p):
+    """A Packed's type as its name: dmlq.unpack and dequantize_linear also read a dtype, its type
+    object or another spelling of the name (np.dtype(ml_dtypes.int4), "INT4"); None for no type."""
+    try:
+        return qtype(p.dtype).name
+    except TypeError:
+        return None
+
+
 def _bytes_of(f, name, p):
-    if p.dtype not in _NAMES:
+    if _type_name(p) not in _NAMES:
         raise TypeError(f"{f}: a packed {name} must be int4 or uint4 (got a dmlq.Packed of {p.dtype})")
     data = p.data
     refuse_lazy(f, name, p)  # dask bytes or a torch tensor: named, with the line that fixes it
@@ -49,10 +59,11 @@ def take(f, b, b_zero_point):
     packed = None
     if isinstance(b, Packed):
         data = _bytes_of(f, "b", b)
-        packed = (b.dtype, tuple(int(s) for s in b.shape), False)
+        packed = (_type_name(b), tuple(int(s) for s in b.shape), False)
         b = data
     if isinstance(b_zero_point, Packed):
         data = _bytes_of(f, "b_zero_point", b_zero_point)
+        b_zero_point = b_zero_point._replace(dtype=_type_name(b_zero_point))
         bdt = _NAMES.get(packed[0]) if packed else getattr(b, "dtype", None)
         if bdt is None or _NAMES[b_zero_point.dtype] != bdt:
             raise TypeError(f"{f}: b_zero_point is a dmlq.Packed of {b_zero_point.dtype}; it must have b's "

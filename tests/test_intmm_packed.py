@@ -190,3 +190,35 @@ def test_matmul_nbits_rounds_in_another_order():
     got = dmlq.matmul_integer_to_float(a, a_scale, None, dmlq.pack(b), scales, 8, block_size=block)
     assert np.count_nonzero(got != want) > 0
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("spelling", [I4, ml_dtypes.int4, "INT4", " int4"], ids=repr)
+def test_a_packed_b_of_any_spelling_of_its_type(spelling):
+    """A Packed whose dtype is the type's dtype, type object or another spelling of its name, as
+    dmlq.unpack and dequantize_linear read it: the matmuls took only "int4" / "uint4" and refused
+    the rest as "a packed b must be int4 or uint4 (got a dmlq.Packed of int4)"."""
+    rng = np.random.default_rng(41)
+    a, w, zp = qrand(rng, U8, (3, 8)), qrand(rng, I4, (8, 5)), qrand(rng, I4, (5,))
+    p, z = dmlq.pack(w), dmlq.pack(zp)
+    other, other_zp = dmlq.Packed(p.data, p.shape, spelling), dmlq.Packed(z.data, z.shape, spelling)
+    assert dmlq.unpack(other).dtype == I4
+    np.testing.assert_array_equal(dmlq.matmul_integer(a, other, 2, other_zp), dmlq.matmul_integer(a, p, 2, z))
+    np.testing.assert_array_equal(bits(dmlq.matmul_integer_to_float(a, 0.1, None, other, 0.2, other_zp)),
+                                  bits(dmlq.matmul_integer_to_float(a, 0.1, None, p, 0.2, z)))
+    np.testing.assert_array_equal(dmlq.quantized_matmul(a, 0.1, None, other, 0.2, other_zp, 0.3),
+                                  dmlq.quantized_matmul(a, 0.1, None, p, 0.2, z, 0.3))
+    with pytest.raises(TypeError, match=r"a packed b must be int4 or uint4 \(got a dmlq\.Packed of int2\)"):
+        dmlq.matmul_integer(a, dmlq.Packed(p.data[:4], p.shape, "int2"))
+
+
+def test_a_packed_b_named_in_another_spelling_under_torch_compile():
+    """The same inside torch.compile, where the Packed is unpacked by tensor operations: "INT4" was
+    refused there (a dtype object stays beyond Dynamo's tracing: it cannot compare NumPy dtypes)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("dmlq.torch")
+    rng = np.random.default_rng(42)
+    a, w = qrand(rng, U8, (3, 8)), qrand(rng, I4, (8, 5))
+    p = dmlq.pack(w)
+    other = dmlq.Packed(p.data, p.shape, "INT4")
+    fn = torch.compile(lambda x: dmlq.matmul_integer(x, other, 2, 1), fullgraph=True, backend="aot_eager")
+    np.testing.assert_array_equal(fn(torch.from_numpy(a)).numpy(), dmlq.matmul_integer(a, p, 2, 1))
