@@ -65,6 +65,8 @@ def take(f, b, b_zero_point):
         data = _bytes_of(f, "b_zero_point", b_zero_point)
         b_zero_point = b_zero_point._replace(dtype=_type_name(b_zero_point))
         bdt = _NAMES.get(packed[0]) if packed else getattr(b, "dtype", None)
+        if bdt is not None and not isinstance(bdt, np.dtype):  # a torch.int4 / uint4 tensor's dtype: that type
+            bdt = _NAMES.get(str(bdt).rpartition(".")[2])
         if bdt is None or _NAMES[b_zero_point.dtype] != bdt:
             raise TypeError(f"{f}: b_zero_point is a dmlq.Packed of {b_zero_point.dtype}; it must have b's "
                             f"dtype ({'a packed ' + packed[0] if packed else getattr(b, 'dtype', type(b).__name__)})")

@@ -222,3 +222,22 @@ def test_a_packed_b_named_in_another_spelling_under_torch_compile():
     other = dmlq.Packed(p.data, p.shape, "INT4")
     fn = torch.compile(lambda x: dmlq.matmul_integer(x, other, 2, 1), fullgraph=True, backend="aot_eager")
     np.testing.assert_array_equal(fn(torch.from_numpy(a)).numpy(), dmlq.matmul_integer(a, p, 2, 1))
+
+
+def test_a_packed_zero_point_beside_a_torch_four_bit_b():
+    """A torch.int4 / uint4 b with its zero point as a dmlq.Packed (of NumPy bytes), as the same
+    zero point as an ml_dtypes array was taken: it was refused as "b_zero_point is a dmlq.Packed of
+    int4; it must have b's dtype (torch.int4)"."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("dmlq.torch")
+    rng = np.random.default_rng(43)
+    for dt, tdt in ((I4, torch.int4), (U4, torch.uint4)):
+        a, zp = qrand(rng, U8, (3, 8)), qrand(rng, dt, (5,))
+        w = dmlq.quantize_linear(torch.randn(8, 5) * 4, 1.0, dtype=tdt)
+        want = dmlq.matmul_integer(torch.from_numpy(a), w, 1, zp)
+        got = dmlq.matmul_integer(torch.from_numpy(a), w, 1, dmlq.pack(zp))
+        assert torch.equal(got, want)
+        other = I4 if dt == U4 else U4
+        with pytest.raises(TypeError, match=rf"b_zero_point is a dmlq\.Packed of {other.name}; it must have b's "
+                                            rf"dtype \(torch\.{dt.name}\)"):
+            dmlq.matmul_integer(torch.from_numpy(a), w, 1, dmlq.pack(qrand(rng, other, (5,))))
