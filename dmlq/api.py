@@ -30,7 +30,6 @@ from .checks import GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, batch_rows_h
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
 from .dtypes import DataType, plain_dtype
-from .qtypes import BFLOAT16_DTYPE
 from .errors import DescError, UnsupportedError
 from .typing import Bool, CudaArray, DType, HostArray, Index, Operand, Params
 
@@ -448,18 +447,6 @@ def _per_batch(dims, b_dims) -> bool:
             and tuple(dims[-2:]) == (1, b_dims[-1]) and any(d != 1 for d in dims[:-2]))
 
 
-# ONNX QLinearMatMul's scales (opset 21: float32, float16, bfloat16), each widened to float32
-# exactly; DirectML's table (the descriptors) takes float32 only.
-_MATMUL_SCALES = (F32, F16) + (() if BFLOAT16_DTYPE is None else (BFLOAT16_DTYPE,))
-
-
-def _matmul_scale(b, name):
-    v = b.float_operand(name, _MATMUL_SCALES, F32)
-    if v.dtype != F32:
-        b.widen(name, F32)
-    return v
-
-
 def _plan_matmul(b, dtype, packed=None):
     f = b.f
     if packed is not None:
@@ -476,7 +463,7 @@ def _plan_matmul(b, dtype, packed=None):
     vec = {}
     for name, zdt, length, axis, column in spec:
         whose = {"a_zero_point": "(a's dtype)", "b_zero_point": "(b's dtype)"}.get(name, "(the output dtype)")
-        v = _matmul_scale(b, name) if zdt is None else packed_b.zero_point(b, name, zdt, whose, packed)
+        v = b.widened_scale(name) if zdt is None else packed_b.zero_point(b, name, zdt, whose, packed)
         if name[0] == "b" and v is not None and _per_batch(v.shape, bb.shape):
             vec[name] = v  # (..., 1, N): one row of per-column values per matrix of b, as it is
             continue
@@ -492,7 +479,7 @@ def _plan_matmul(b, dtype, packed=None):
             return None
         sizes = (1, 1, m, 1) if per_row else (1, 1, 1, n)
         dt = a.dtype if four_bit and name == "b_zero_point" else v.dtype  # 4-bit b: checked above
-        dt = F32 if name.endswith("scale") else dt  # widened (_matmul_scale)
+        dt = F32 if name.endswith("scale") else dt  # widened (Builder.widened_scale)
         return TensorDesc(DataType.of(dt), sizes if v.size > 1 else (1, 1, 1, 1))
 
     # Batch broadcasting was checked above; the desc checks dtypes and the

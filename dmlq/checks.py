@@ -25,6 +25,7 @@ from .operator import compile_operator
 from .qtypes import BFLOAT16_DTYPE
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+MATMUL_SCALES = (F32, F16) + (() if BFLOAT16_DTYPE is None else (BFLOAT16_DTYPE,))  # (Builder.widened_scale)
 I8, U8, I32 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32)
 F64 = np.dtype(np.float64)
 QUANT = (I8, U8)
@@ -246,6 +247,15 @@ class Builder:
         (a float16 or bfloat16 scale to float32), once at plan time for a constant, on each
         call for an array (a scale vector: a few elements)."""
         self._then(name, lambda v, _d=np.dtype(dtype): v.astype(_d))
+
+    def widened_scale(self, name):
+        """A matmul scale of ONNX QLinearMatMul's types (opset 21: float32, float16, bfloat16),
+        widened to float32 exactly for the backend (DirectML's table, the descriptors, takes
+        float32 only)."""
+        v = self.float_operand(name, MATMUL_SCALES, F32)
+        if v.dtype != F32:
+            self.widen(name, F32)
+        return v
 
     def widen_pair(self, names, vals):
         """On the GPU, the scale and zero point of one operand (``names``, their
