@@ -178,6 +178,23 @@ def test_kernel_plan_of_a_host_x():
     assert plan.notes == ("x copied to a contiguous array (its rows not evenly spaced)",)
 
 
+def test_splits_are_at_least_min_split_bytes():
+    """Every split but a row's last holds at least MIN_SPLIT_BYTES (README: "splits of at least
+    8 KiB"), in whole 16-byte vectors, and the splits cover the row exactly: 9000 float32 are 4
+    splits of 2252 (not 5 of 1800, 7200 bytes), 8999 float16 2 of 4504 (not 3 of 3000)."""
+    from dmlq.gpu.dynquant import MIN_SPLIT_BYTES, _row_splits
+
+    plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, np.empty((16, 9000), F32), per_row=True)
+    assert plan.notes == ("each row in 4 splits of 2252 elements",)
+    assert _row_splits(3, 8999, 2, 1320) == (2, 4504)
+    for item in (2, 4):
+        for rows in (1, 2, 3, 16, 500):
+            for cols in range(1, 60000, 41):
+                splits, chunk = _row_splits(rows, cols, item, 1320)
+                assert chunk * item % 16 == 0 and (splits - 1) * chunk < cols <= splits * chunk, (rows, cols)
+                assert splits == 1 or chunk * item >= MIN_SPLIT_BYTES, (rows, cols, item, splits, chunk)
+
+
 # ---------------------------------------------------------------- the GPU path (stand-in on CI)
 
 def _views():

@@ -133,12 +133,13 @@ def _rows(x):
 
 def _row_splits(rows, cols, itemsize, warps):
     """(splits, chunk): each row cut into splits of chunk elements (a multiple of 16 bytes, at
-    least MIN_SPLIT_BYTES), as many as it takes for ``warps`` items in all."""
+    least MIN_SPLIT_BYTES; the row's last split has what remains), as many as it takes for
+    ``warps`` items in all; one split where the row is shorter than two of MIN_SPLIT_BYTES."""
     if rows == 0 or cols == 0 or rows >= warps:
         return 1, max(cols, 1)
     per = 16 // itemsize
     least = MIN_SPLIT_BYTES // itemsize
-    splits = max(1, min(-(-warps // rows), -(-cols // least)))
+    splits = max(1, min(-(-warps // rows), cols // least))  # (cols // least: every split >= least)
     chunk = -(-(-(-cols // splits)) // per) * per
     return max(1, -(-cols // chunk)), chunk
 
