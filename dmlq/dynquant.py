@@ -186,6 +186,16 @@ def _block_parameters(ranges, qdt):
     return device.xp().stack([scale, zp.astype(F32)])
 
 
+def _div32(a, b):
+    """a / b of float32 tensors, rounded once to float32 wherever torch runs it: the float64
+    quotient rounded to float32 is the correctly rounded float32 quotient (53 >= 2 x 24 + 2
+    bits), as eager torch's float32 division is; under torch.compile on CUDA, Inductor's Triton
+    code lowers a float32 ``/`` to ``div.full.f32`` (up to 2 ulp off) unless
+    TORCHINDUCTOR_EMULATE_DIVISION_ROUNDING=1, and the scale and zero point would then differ
+    from the eager call's and ONNX's."""
+    return (a.double() / b.double()).float()
+
+
 def _torch(x, qdt, per_row=False):
     import torch
 
@@ -200,8 +210,8 @@ def _torch(x, qdt, per_row=False):
     qmin = torch.tensor(float(info.min), dtype=torch.float32, device=x.device)
     qmax = torch.tensor(float(info.max), dtype=torch.float32, device=x.device)
     span = torch.where(hi == lo, torch.ones_like(hi), hi - lo)
-    scale = span / (qmax - qmin)
-    zf = qmin - lo / scale
+    scale = _div32(span, qmax - qmin)
+    zf = qmin - _div32(lo, scale)
     zp = torch.round(torch.fmin(torch.fmax(zf, qmin), qmax))  # round: half to even; fmax: NaN gives qmin
     return scale, zp.to(torch.int8 if qdt == np.int8 else torch.uint8)
 

@@ -144,6 +144,50 @@ def test_torch_eager_and_compiled():
              R.dynamic_quantize_linear(e, U8, per_row=True))
 
 
+@pytest.mark.parametrize("per_row", [True, False])
+def test_torch_compiled_divisions_round_once(per_row):
+    """Under torch.compile the scale's and zero point's divisions are float64 ones (rounded to
+    float32 after: the correctly rounded float32 quotient): Inductor lowers a float32 division
+    to Triton's div.full.f32 on CUDA (up to 2 ulp off), which moved scales by an ulp and zero
+    points by one from the eager call's and ONNX's (see test_torch_cuda_compiled_rows)."""
+    torch = pytest.importorskip("torch")
+    import operator
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    x = torch.from_numpy((np.random.default_rng(2).standard_normal((5, 7)) * 3).astype(F32))
+    got = torch.compile(lambda v: dmlq.dynamic_quantize_linear(v, per_row=per_row), backend=backend,
+                        fullgraph=True)(x)
+    same([v.numpy() for v in got], R.dynamic_quantize_linear(x.numpy(), U8, per_row=per_row))
+    divisions = [n for gm in graphs for n in gm.graph.nodes
+                 if n.op in ("call_function", "call_method") and n.target in (operator.truediv, torch.div, "div",
+                                                                            torch.true_divide, "__truediv__")]
+    assert len(divisions) == 2, [n.format_node() for gm in graphs for n in gm.graph.nodes]
+    assert {n.meta["example_value"].dtype for n in divisions} == {torch.float64}
+
+
+@pytest.mark.gpu
+def test_torch_cuda_compiled_rows(rng):
+    """torch CUDA tensors, eager and compiled (Inductor's Triton code), give the reference's bytes
+    on many rows of many ranges: every row's scale and zero point are two divisions that Triton's
+    float32 '/' (div.full.f32) would round differently now and then."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device here")
+    x = (rng.standard_normal((20000, 24)) * 10.0 ** rng.uniform(-4, 4, (20000, 1))
+         + rng.uniform(-3, 3, (20000, 1))).astype(F32)
+    want = R.dynamic_quantize_linear(x, U8, per_row=True)
+    t = torch.from_numpy(x).cuda()
+    same([v.cpu().numpy() for v in dmlq.dynamic_quantize_linear(t, per_row=True)], want)
+    compiled = torch.compile(lambda v: dmlq.dynamic_quantize_linear(v, per_row=True), fullgraph=True)
+    same([v.cpu().numpy() for v in compiled(t)], want)
+
+
 @pytest.mark.parametrize("chunks", [(3, 30), (4, 7), (40, 11), (1, 1)])
 def test_dask_stays_lazy(chunks):
     """Rows whole in each chunk (a task per chunk), or split over chunks (each chunk's row ranges,
