@@ -220,6 +220,9 @@ def test_kernel_plan_of_a_host_x():
     assert plan.notes == ("each row in 4 splits of 2048 elements",)
     plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, np.empty((64, 64), F32).T, per_row=True)
     assert plan.notes == ("x copied to a contiguous array (its rows not evenly spaced)",)
+    plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, np.broadcast_to(np.empty((64, 1), F32), (64, 8192)),
+                            per_row=True)  # (a row of one value repeated: that value read, not 64 x 32 KiB copied)
+    assert not plan.notes and [v.kernel for v in plan.launches][:1] == ["dq_rows<float, uint8>"]
 
 
 def test_splits_are_at_least_min_split_bytes():
@@ -251,6 +254,7 @@ def _views():
             ("reversed columns", lambda a: a[:, :, ::-1], False), ("reversed both", lambda a: a[::-1, ::-1, ::-1], False),
             ("rows not 16-byte aligned", lambda a: a[:, :, 1:], False), ("every other row", lambda a: a[:, ::2], False),
             ("a block of rows", lambda a: a[:, :3], True), ("broadcast rows", broadcast, False),
+            ("broadcast along the last axis", lambda a: cupy_of(a).broadcast_to(a[:, :, 5:6], a.shape), False),
             ("transposed", lambda a: a.transpose(0, 2, 1), True), ("every other column", lambda a: a[..., ::2], True)]
 
 
@@ -264,7 +268,7 @@ def cupy_of(a):
 @pytest.mark.parametrize("xdt", [F32, F16])
 def test_gpu_rows(xdt, rng):
     """dq_rows on every layout (rows in place where the last axis is dense and the leading axes one
-    stride apart, else copied: "rows not 16-byte aligned" is read in place, each row with single
+    stride apart, or the last axis broadcast (its first element read), else copied: "rows not 16-byte aligned" is read in place, each row with single
     elements before its vectors; "every other row" is one stride apart), a warp a row and few long rows split (then dq_row_params), NaN,
     infinities and all-NaN rows, more rows than the grid has warps; bytes equal to the reference's, nothing read back to the host."""
     import cupy
@@ -307,7 +311,7 @@ def test_gpu_kernel_plan_is_what_runs():
     from dmlq.gpu.plan import recording
 
     x = cupy.asarray(np.ones((6, 5000), F32))
-    for gx in (x, x.astype(F16)[:, 1:], x[:, ::3], x[:0], x[:, :0]):
+    for gx in (x, x.astype(F16)[:, 1:], x[:, ::3], x[:0], x[:, :0], cupy.broadcast_to(x[:, 7:8], x.shape)):
         with recording() as planned:
             plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, gx, dtype=I8, per_row=True)
         assert not planned

@@ -10,8 +10,9 @@ header has the napkin math). The quantize pass that follows is quantize_linear's
   (min, max) pair to a workspace; one block folds the pairs and computes the parameters.
 - Nothing is read back to the host: the scale (float32) and zero point (int8 / uint8) are
   0-d device arrays, written on CuPy's current stream.
-- per_row: x as rows along its last axis (dense along it, either direction; the leading axes
-  one stride apart, 0 where broadcast), else first copied; a warp a row, or a split of one
+- per_row: x as rows along its last axis (dense along it, either direction, or broadcast
+  along it: its first element read; the leading axes one stride apart, 0 where broadcast),
+  else first copied; a warp a row, or a split of one
   where the rows are fewer than SPLIT_BELOW of the warps the GPU holds at once (each split at
   least MIN_SPLIT_BYTES; 4096 rows of 4096 float32 on an H100: one split each, 4096 warps of
   4 x 512 bytes in flight, 8 MB against the ~2 MB that 3.35 TB/s x ~600 ns latency asks);
@@ -114,6 +115,12 @@ def range_pairs(x):
     return read[2]
 
 
+def _row_view(x):
+    """x with a broadcast last axis (a stride of 0 over more than one element) cut to its first
+    element: each row is one value repeated, whose range that value alone has."""
+    return x[..., :1] if x.shape[-1] > 1 and x.strides[-1] == 0 else x
+
+
 def _rows(x):
     """x as rows for dq_rows: (address of row 0's lowest element, the row stride in elements),
     or None where x must first be copied (its last axis not dense, or its leading
@@ -147,6 +154,7 @@ def _row_splits(rows, cols, itemsize, warps):
 def plan_rows(x, qdtype=None) -> Plan:
     """per_row's launches for x (float32 or float16, at least one dimension) and qdtype; with
     qdtype None, the rows' ranges alone, one split a row (:func:`row_pairs`)."""
+    x = _row_view(x)
     notes: tuple = () if _rows(x) is not None else ("x copied to a contiguous array (its rows not evenly spaced)",)
     rows, cols = math.prod(x.shape[:-1]), x.shape[-1]
     xname, qname = X_TYPES[np.dtype(x.dtype)], Q_TYPES[np.dtype(qdtype if qdtype is not None else np.uint8)]
@@ -171,6 +179,7 @@ def _rows_pass(x, plan, scale, zp):
     the scale and zero point (null: the pairs) written; returns the pairs' workspace."""
     xp = device.xp()
     rows, cols, splits, chunk = plan.detail
+    x = _row_view(x)
     if _rows(x) is None:
         x = xp.ascontiguousarray(x)
     base, row_stride = _rows(x)
