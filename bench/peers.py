@@ -632,7 +632,7 @@ def _build_dynquant(case, impl, limits, seed):
             z = torch.round((qmin - lo / s).clamp(qmin, qmax)).to(torch.int64)
             if rows:  # (per token: torch's per-channel quantize along axis 0, float64 scales)
                 return torch.quantize_per_channel(x, s.reshape(-1).double(), z.reshape(-1), 0, tq)
-            return torch.quantize_per_tensor(x, s, z, tq)  # (tensor scale and zero point: no host read)
+            return torch.quantize_per_tensor(x, s, z, tq)  # (tensor qparams: torch reads them with .item(), a sync)
         return Prepared(_rotating(tfn, tsets), per_set, n, limit)
     raise Unavailable(f"unknown implementation {impl}")
 
