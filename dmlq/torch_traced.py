@@ -165,12 +165,10 @@ def _packed_tensor(fname, name, p, as_tensor):
     eager call unpacks it on the host; Dynamo gave the op the Packed itself, and torch refused it in
     its own words). ``as_tensor``: the bytes (a NumPy array) as a uint8 tensor."""
     from .packing import packed_nbytes
-    from .qtypes import QTYPES, qtype
+    from .qtypes import QTYPES
 
-    try:  # its type's name, as the eager call reads it ("INT4"; a dtype object is beyond Dynamo's tracing)
-        p = p._replace(dtype=qtype(p.dtype).name)
-    except TypeError:
-        pass  # (named below)
+    if isinstance(p.dtype, str) and p.dtype.lower() in QTYPES:  # its type's name in any case ("INT4"); a dtype
+        p = p._replace(dtype=p.dtype.lower())  # object, or qtype()'s table of them, is beyond Dynamo's tracing
     if name not in _PACKED_OPERANDS.get(fname, ()):
         raise TypeError(f"{fname}: {name} is a dmlq.Packed, which {fname} does not take as {name}; pass "
                         f"dmlq.unpack({name}) (its elements, one a byte), or a tensor of its torch dtype")
