@@ -25,11 +25,14 @@ import numbers
 C_ORDER = contextvars.ContextVar("dmlq_c_order", default=False)
 
 
-def dense_order(shape, strides, itemsize=1):
+def dense_order(shape, strides, itemsize=1, units_by_stride=False):
     """The axes from outermost to innermost of a dense array of ``shape`` whose
     ``strides`` (bytes, or elements with itemsize=1) are positive and fill one block
     of memory, when that order is not C order; None otherwise. Axes of length 1
-    keep their place."""
+    keep their place, or with ``units_by_stride`` (pooling, whose result may make
+    them longer) go where their positive stride puts them: before the first longer
+    axis of a smaller stride, as a channels_last copy (NumPy's or torch's) lays a
+    length-1 H or W out."""
     nd = len(shape)
     if nd < 2 or 0 in shape:
         return None
@@ -43,10 +46,17 @@ def dense_order(shape, strides, itemsize=1):
             return None
         step *= shape[i]
     it = iter(order)
-    return tuple(i if shape[i] == 1 else next(it) for i in range(nd))
+    placed = [i if shape[i] == 1 else next(it) for i in range(nd)]
+    if units_by_stride:
+        for u in range(nd):
+            if shape[u] == 1 and strides[u] > 0:
+                placed.remove(u)
+                placed.insert(next((j for j, i in enumerate(placed) if shape[i] != 1 and strides[i] < strides[u]),
+                                   len(placed)), u)
+    return tuple(placed)
 
 
-def order_of(a, shape, size=int):
+def order_of(a, shape, size=int, units_by_stride=False):
     """:func:`dense_order` of array ``a`` (NumPy, CuPy or torch) when it has ``shape``
     (None: any); None for anything else. ``size``: a torch size's value (torch.compile's
     symbolic sizes: their hints, adding no guard)."""
@@ -55,11 +65,11 @@ def order_of(a, shape, size=int):
     if shape is not None and tuple(a.shape) != tuple(shape):
         return None
     if type(a).__module__.startswith("torch"):  # a torch tensor: strides in elements
-        return dense_order([size(n) for n in a.shape], [size(n) for n in a.stride()])
+        return dense_order([size(n) for n in a.shape], [size(n) for n in a.stride()], 1, units_by_stride)
     strides = getattr(a, "strides", None)
     if strides is None or getattr(a, "flags", None) is None or a.flags.c_contiguous:
         return None
-    return dense_order(a.shape, strides, a.itemsize)
+    return dense_order(a.shape, strides, a.itemsize, units_by_stride)
 
 
 # which operand's order a new result of each operator takes (pooling: x's, whatever the shapes)
@@ -77,7 +87,8 @@ def result_order(fname, names, values, shape, size=int):
     for lead in _LEADS.get(fname, ()):
         v = values[list(names).index(lead)]
         if fname == "quantized_avg_pool" or tuple(size(n) for n in getattr(v, "shape", ())) == tuple(shape):
-            return order_of(v, None, size)  # the first of the result's shape decides (C order too)
+            pool = fname == "quantized_avg_pool"  # (its result's length-1 axes may be longer: placed by stride)
+            return order_of(v, None, size, pool)  # the first of the result's shape decides (C order too)
     return None
 
 

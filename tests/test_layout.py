@@ -104,6 +104,35 @@ def test_numpy_pooling_keeps_channels_last():
         assert dmlq.kernel_plan(dmlq.quantized_avg_pool, x, 0.1, 3, 0.2, u8(5), **kw) is not None
 
 
+def test_pooling_keeps_channels_last_where_x_has_length_1_spatial_axes():
+    """A channels_last x with a spatial axis of length 1 (padding makes it longer in the result)
+    gave a result whose memory was not channels_last: the length-1 axis kept its C-order place
+    in the order (N, W, H, C for an H of 1; N, H, C, W for a W of 1), which torch's
+    is_contiguous(memory_format=channels_last) does not call channels_last. Its stride says where
+    it lies (torch's and NumPy's channels_last copies give it one)."""
+    rng = np.random.default_rng(10)
+    for shape, pads in (((2, 3, 1, 4), (1, 0)), ((2, 3, 4, 1), (0, 1)), ((2, 3, 1, 4, 1), (1, 0, 2)),
+                        ((1, 3, 1, 5), (2, 1))):
+        perm = (0,) + tuple(range(2, len(shape))) + (1,)
+        x = _permuted(rng, shape, perm, _codes)  # channels_last memory, as np.moveaxis(...).copy() makes it
+        kw = dict(window_size=1, start_padding=pads, end_padding=pads)
+        got = dmlq.quantized_avg_pool(x, 0.1, 3, 0.2, u8(5), **kw)
+        np.testing.assert_array_equal(got, dmlq.quantized_avg_pool(np.ascontiguousarray(x), 0.1, 3, 0.2, u8(5), **kw),
+                                      strict=True)
+        assert _axes_order(got) == [i for i in perm if got.shape[i] != 1], (shape, got.shape, got.strides)
+    torch = pytest.importorskip("torch")
+    importlib.import_module("dmlq.torch")
+    for shape, pads, fmt in (((2, 3, 1, 4), (1, 0), torch.channels_last), ((2, 3, 4, 1), (0, 1), torch.channels_last),
+                             ((2, 3, 1, 4, 1), (1, 0, 2), torch.channels_last_3d)):
+        x = torch.randint(0, 256, shape, dtype=torch.uint8).contiguous(memory_format=fmt)
+        args = (x, 0.1, 3, 0.2, 5, [1] * (len(shape) - 2))
+        kw = dict(start_padding=list(pads), end_padding=list(pads))
+        got = dmlq.quantized_avg_pool(*args, **kw)
+        assert got.is_contiguous(memory_format=fmt), (shape, got.shape, got.stride())
+        assert torch.equal(got, dmlq.quantized_avg_pool(x.contiguous(), *args[1:], **kw))
+        torch.library.opcheck(torch.ops.dmlq.quantized_avg_pool.default, args, kw, test_utils=("test_faketensor",))
+
+
 def test_c_order_where_the_input_is_not_dense_or_out_is_given():
     rng = np.random.default_rng(6)
     x = _floats(rng, (6, 8))
@@ -155,7 +184,9 @@ def test_gpu_results_keep_the_input_order(cupy_twin):
                                                                          strides=2), strict=True)
     for shape, perm, kw in (((2, 3, 4, 5, 6), (0, 2, 3, 4, 1), dict(window_size=(2, 3, 2), dilations=(1, 2, 1))),
                             ((3, 5, 9, 7), (0, 2, 3, 1), dict(window_size=(3, 2), strides=(2, 3), start_padding=1,
-                                                              ceil_mode=True, include_padding=True))):
+                                                              ceil_mode=True, include_padding=True)),
+                            ((2, 4, 1, 5), (0, 2, 3, 1), dict(window_size=1, start_padding=(1, 0),  # H of 1 made 3
+                                                              end_padding=(1, 0)))):
         img = _permuted(rng, shape, perm, _codes)
         imgg = cp.asarray(np.ascontiguousarray(img.transpose(perm))).transpose(layout.inverse(perm))
         s_c = rng.uniform(0.05, 0.3, (shape[1],)).astype(f32)
