@@ -26,7 +26,8 @@ from numpy.typing import NDArray
 
 from . import dispatch, layout, packed_b, pool1d, quant, quant_gpu, vectors
 from .calls import EXPLAINING, META, Spec, kernel_plan, output_meta, public, result_meta, run
-from .checks import GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, batch_rows_hint, desc as _desc, vector as _vector
+from .checks import (GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, batch_rows_hint, desc as _desc, host_int,
+                     vector as _vector)
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
 from .dtypes import DataType, plain_dtype
@@ -575,8 +576,8 @@ POOL_PARAM_LIMIT = 2**31
 def _param(f, name, value, nd, default, minimum):
     if value is None:
         return (default,) * nd
-    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
-        value = (value,) * nd
+    if host_int(value) is not None:  # (an int, or a 0-d NumPy integer array)
+        value = (host_int(value),) * nd
     if isinstance(value, (str, bytes)):
         hint = ""
         if name.endswith("padding"):
@@ -630,8 +631,8 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
     nd = x.ndim - 2
     if window_size is None:
         raise TypeError(f"{f}: window_size is required (got None); pass an int or {nd} ints")
-    if isinstance(window_size, numbers.Integral) and not isinstance(window_size, (bool, np.bool_)):
-        window_size = (window_size,) * nd
+    if host_int(window_size) is not None:
+        window_size = (host_int(window_size),) * nd
     try:
         empty = len(tuple(window_size)) == 0
     except TypeError:

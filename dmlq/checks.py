@@ -134,6 +134,20 @@ def narrowed(wide, dtype):
 _BEYOND_FLOAT64 = 2**1024 - 2**970  # the least integer float() rounds to inf (the largest double plus half an ulp)
 
 
+def host_int(value):
+    """An integer parameter as a Python int: an int, a NumPy integer or a 0-d NumPy integer array
+    (numpy.sum(x, axis=np.array(1)) takes one, and dmlq.typing's Index names it); None for anything
+    else: bools, floats, arrays of other shapes, device or lazy arrays (reading those would be a
+    device transfer or a compute the call does not make for you)."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if type(value) is np.ndarray and value.shape == () and value.dtype.kind in "iu":
+        return int(value)
+    return None
+
+
 def real_number(f, name, value, dtype):
     """A Python number (or NumPy float64 scalar) given as ``name`` as a 0-d array of float
     ``dtype``, or a ValueError where it lies beyond the dtype's range: it would become

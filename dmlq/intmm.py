@@ -12,7 +12,6 @@ multiple of 32, the stream kernel).
 """
 from __future__ import annotations
 
-import numbers
 from typing import Any, overload
 
 import numpy as np
@@ -20,7 +19,7 @@ from numpy.typing import NDArray
 
 from . import vectors
 from .calls import Spec, public, run
-from .checks import F16, F32, QUANT, batch_rows_hint
+from .checks import F16, F32, QUANT, batch_rows_hint, host_int
 from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, TensorDesc
 from .dtypes import DataType, plain_dtype
 from .errors import DescError
@@ -183,8 +182,9 @@ def _out_float_dtype(b, dtype):
 def _block_groups(f, block_size, k):
     if block_size is None:
         return 1
-    if isinstance(block_size, (bool, np.bool_)) or not isinstance(block_size, numbers.Integral):
+    if host_int(block_size) is None:
         raise TypeError(f"{f}: block_size must be an int (got {type(block_size).__name__} {block_size!r})")
+    block_size = host_int(block_size)
     if block_size < 1:
         raise DescError(f"{f}: block_size must be >= 1 (got {block_size})")
     return -(-k // int(block_size))

@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from . import calls, dispatch, floatconv, reference
-from .checks import native_order, real_number
+from .checks import host_int, native_order, real_number
 from .cpu import qtypes as cpu_qtypes
 from .errors import DescError, UnsupportedError
 from .packing import Packed, refuse_lazy, unpack
@@ -291,8 +291,9 @@ def _zero_point(f, v, q, dtype_given, whose):
 
 
 def _int_param(f, name, value, least):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+    if host_int(value) is None:
         raise TypeError(f"{f}: {name} must be an int (got {value!r})")
+    value = host_int(value)
     if value < least:
         raise DescError(f"{f}: {name} must be >= {least} (got {value})")
     return int(value)
@@ -304,8 +305,9 @@ def _data_name(f):
 
 
 def _axis(f, axis, ndim):
-    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
+    if host_int(axis) is None:
         raise TypeError(f"{f}: axis must be an int (got {axis!r})")
+    axis = host_int(axis)
     if not -ndim <= axis < ndim:
         raise DescError(f"{f}: axis = {axis} is out of range for a {ndim}-D {_data_name(f)} (accepted: {-ndim} ... "
                         f"{ndim - 1})")

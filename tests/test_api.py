@@ -401,3 +401,30 @@ def test_ceil_mode_sizes_follow_onnx_and_semantics():
     assert pool_output_size(4, 2, 3, 0, 2, 1) == (2, 2)
     x = np.zeros((1, 1, 1, 7), u8)
     assert dmlq.quantized_avg_pool(x, 1.0, None, 1.0, None, (1, 3), ceil_mode=True).shape == (1, 1, 1, 5)
+
+
+def test_integer_parameters_take_0d_numpy_integer_arrays():
+    """axis, block_size, window_size and strides take a 0-d NumPy integer array as NumPy's own
+    functions do (numpy.sum(axis=np.array(1))) and as dmlq.typing's Index says (they were refused:
+    "axis must be an int (got array(1))"); a 0-d float or bool array, a 1-element 1-D array and a
+    tensor stay refused (a device or lazy array is not read for a parameter)."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)
+    s = np.full(8, 0.25, np.float32)
+    assert np.array_equal(dmlq.quantize_linear(x, s, axis=np.array(1)), dmlq.quantize_linear(x, s, axis=1))
+    sb = np.full((2, 2), 0.25, np.float32)
+    for k in (np.array(4), np.array(4, np.uint8)):
+        assert np.array_equal(dmlq.quantize_linear(x, sb, axis=np.array(-1), block_size=k, dtype="int4"),
+                              dmlq.quantize_linear(x, sb, axis=-1, block_size=4, dtype="int4"))
+    a, w = np.ones((3, 8), np.uint8), np.ones((8, 5), np.int8)
+    ws = np.full((2, 5), 0.5, np.float32)
+    assert np.array_equal(dmlq.matmul_integer_to_float(a, 1.0, None, w, ws, None, block_size=np.array(4)),
+                          dmlq.matmul_integer_to_float(a, 1.0, None, w, ws, None, block_size=4))
+    img = np.arange(32, dtype=np.uint8).reshape(1, 2, 4, 4)
+    assert np.array_equal(dmlq.quantized_avg_pool(img, 0.1, 0, 0.1, 0, np.array(2), strides=np.array(2)),
+                          dmlq.quantized_avg_pool(img, 0.1, 0, 0.1, 0, 2, strides=2))
+    for bad in (np.array(1.0), np.array(True), np.array([1]), torch.tensor(1)):
+        with pytest.raises(TypeError, match=r"^quantize_linear: axis must be an int \(got "):
+            dmlq.quantize_linear(x, s, axis=bad)
+    with pytest.raises(TypeError, match=r"^quantized_avg_pool: window_size must be an int or a sequence of ints"):
+        dmlq.quantized_avg_pool(img, 0.1, 0, 0.1, 0, np.array(2.0))
