@@ -66,6 +66,8 @@ def _parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     --help exits 0."""
     args = list(sys.argv[1:] if argv is None else argv)
     parser, commands = _parser()
+    if args and all(a.startswith("-") and a not in ("-h", "--help", "--version") for a in args):  # options alone
+        parser.error(f"unrecognized arguments: {' '.join(args)} (and no command: pass info, check or bench)")
     ns, extra = parser.parse_known_args(args)
     if extra:
         command = commands[ns.command]

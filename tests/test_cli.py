@@ -46,6 +46,16 @@ def test_unknown_options_and_commands_exit_2(capsys, argv):
     assert "usage:" in capsys.readouterr().err
 
 
+def test_an_unknown_option_without_a_command_is_named(capsys):
+    """``python -m dmlq --bogus`` named no option before ("the following arguments are required"):
+    the unknown option is named, and the missing command with it."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--bogus", "-x"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("usage: python -m dmlq [-h]")
+    assert "error: unrecognized arguments: --bogus -x (and no command: pass info, check or bench)" in err
+
+
 def test_unknown_option_exit_code_from_the_shell():
     r = _run("check", "--bogus")
     assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
