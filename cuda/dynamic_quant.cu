@@ -24,7 +24,8 @@
 // The grid is at most 4 waves of blocks (dmlq/gpu/dynquant.py), the parameters' pass one block.
 // per_row (a (tokens, hidden) activation, the per-token scales of a W8A8 linear layer): the same
 // bytes read once, then quantize's pass; a warp a row keeps 32 lanes x 16 bytes in flight a
-// load, and rows too few for 4 waves of warps are split (at least 8 KiB a split).
+// load, and rows fewer than a quarter of the warps the GPU holds are split (at least 8 KiB a
+// split but a row's last; dmlq/gpu/dynquant.py).
 #include "common.cuh"
 
 namespace dq_detail {
