@@ -201,6 +201,10 @@ __device__ __forceinline__ void gemm(
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   b_scale = mm::batch_params(b_scale, bp_bs, z);
   b_zp = mm::batch_params(b_zp, bp_bs, z);
+  a_scale = mm::batch_rows(a_scale, a_per_row, M, z);
+  a_zp = mm::batch_rows(a_zp, a_per_row, M, z);
+  out_scale = mm::batch_rows(out_scale, out_per_row, M, z);
+  out_zp = mm::batch_rows(out_zp, out_per_row, M, z);
   if (bias != nullptr) bias += bias_bs * z;
   const unsigned char* Ab = reinterpret_cast<const unsigned char*>(A) + zb0 * a_bs0 + zb1 * a_bs1;
   const int64 b_e0 = zb0 * b_bs0 + zb1 * b_bs1;  // matrix z's first element of b

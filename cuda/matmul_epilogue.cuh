@@ -12,6 +12,9 @@
 //                            (strides 0 where it broadcasts; nullptr: none)
 //   bp_bs                    elements between matrix z's B parameters
 //                            (b_scale/b_zp; 0 when every matrix shares them)
+//   a_per_row, out_per_row   0 per tensor, 1 per row, 2 per batch and row:
+//                            (matrices, M) tables, matrix z's rows at z * M
+//                            (batch_rows below)
 //   k_group                  matmul_dp4a_wide only: the length along K of a
 //                            block of B scales (a multiple of its BK), 0 for
 //                            one group of all K.
@@ -54,6 +57,14 @@ __device__ __forceinline__ TO requant(float f, float mult, int ozp) {
 template <typename T>
 __device__ __forceinline__ const T* batch_params(const T* p, int64 bp_bs, int z) {
   return p != nullptr ? p + bp_bs * z : p;
+}
+
+// Matrix z's rows of a per-batch-and-row A (or output) parameter: per_row 2 means a
+// (matrices, M) table, matrix z's rows M * z elements on, then read per row as with
+// per_row 1 (the kernels test the flag for nonzero); 0 (per tensor) and 1 (per row): p.
+template <typename T>
+__device__ __forceinline__ const T* batch_rows(const T* p, int per_row, int M, int z) {
+  return (p != nullptr && per_row == 2) ? p + static_cast<int64>(M) * z : p;
 }
 
 // Stores 4 outputs v[0..3] at dst[0..count-1] (count may be anything): one

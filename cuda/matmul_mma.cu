@@ -305,6 +305,10 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   C += bz0 * c_bs0 + bz1 * c_bs1;
   b_scale = dmlq::mm::batch_params(b_scale, bp_bs, z);
   b_zp = dmlq::mm::batch_params(b_zp, bp_bs, z);
+  a_scale = dmlq::mm::batch_rows(a_scale, a_per_row, M, z);
+  a_zp = dmlq::mm::batch_rows(a_zp, a_per_row, M, z);
+  out_scale = dmlq::mm::batch_rows(out_scale, out_per_row, M, z);
+  out_zp = dmlq::mm::batch_rows(out_zp, out_per_row, M, z);
   if (bias != nullptr) bias += bias_bs * z;
 
   // cp.async needs VEC-aligned sources: the launcher picks VEC from the bases
@@ -689,6 +693,10 @@ matmul_splitk_epilogue(const int* __restrict__ partial, int splits, TO* __restri
   const int z = blockIdx.z;
   b_scale = dmlq::mm::batch_params(b_scale, bp_bs, z);
   b_zp = dmlq::mm::batch_params(b_zp, bp_bs, z);
+  a_scale = dmlq::mm::batch_rows(a_scale, a_per_row, M, z);
+  a_zp = dmlq::mm::batch_rows(a_zp, a_per_row, M, z);
+  out_scale = dmlq::mm::batch_rows(out_scale, out_per_row, M, z);
+  out_zp = dmlq::mm::batch_rows(out_zp, out_per_row, M, z);
   const int m = static_cast<int>(i / N), n = static_cast<int>(i - static_cast<int64>(m) * N);
   unsigned v = 0;
   for (int s = 0; s < splits; ++s) v += static_cast<unsigned>(partial[(static_cast<int64>(s) * gridDim.z + z) * mn + i]);

@@ -285,6 +285,10 @@ __device__ __forceinline__ void body(
   const int64 be = off[1];  // element offset of b[z][0, 0]
   b_scale = mm::batch_params(b_scale, bp_bs, z);
   b_zp = mm::batch_params(b_zp, bp_bs, z);
+  a_scale = mm::batch_rows(a_scale, a_per_row, M, z);
+  a_zp = mm::batch_rows(a_zp, a_per_row, M, z);
+  out_scale = mm::batch_rows(out_scale, out_per_row, M, z);
+  out_zp = mm::batch_rows(out_zp, out_per_row, M, z);
   // This block's rows of b (split-K: blockIdx.z's chunk, a multiple of kRows; k_chunk >= K without a split).
   const int kb = static_cast<int>(blockIdx.z) * k_chunk, Ke = min(K, kb + k_chunk);
 
@@ -653,7 +657,7 @@ __global__ void __launch_bounds__(256) matmul_stream_grouped_finish(
   if constexpr (mm::kind_of<TO>::value == mm::kInt) {  // matmul_integer: the sum itself
     *c = groups > 0 ? acc(0) : 0;
   } else {
-    const float as = a_scale[a_per_row ? m : 0];
+    const float as = mm::batch_rows(a_scale, a_per_row, M, z)[a_per_row ? m : 0];
     const float* const bs = b_scale + bp_bs * z + (b_per_col ? col : 0);
     auto step = [&](float v, int g, int sum, float b) {  // group g's float step, in ascending order
       const float term = ieee_mul(to_f32(sum), ieee_mul(as, b));
@@ -705,6 +709,9 @@ __global__ void __launch_bounds__(256) matmul_stream_packed_finish(
   unsigned total = 0u;
   for (int s = 0; s < splits; ++s) total += static_cast<unsigned>(partial[(static_cast<int64>(s) * gridDim.y + z) * mn + i]);
   const float* const bsz = mm::batch_params(b_scale, bp_bs, z);
+  a_scale = mm::batch_rows(a_scale, a_per_row, M, z);
+  out_scale = mm::batch_rows(out_scale, out_per_row, M, z);
+  out_zp = mm::batch_rows(out_zp, out_per_row, M, z);
   const int ozp = out_zp != nullptr ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
   C[offsets[3 * static_cast<int64>(z) + 2] + m * ldc + col] = stream4::requant<TO>(
       static_cast<int>(total), a_scale[a_per_row ? m : 0], bsz[b_per_col ? col : 0],

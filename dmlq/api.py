@@ -26,8 +26,8 @@ from numpy.typing import NDArray
 
 from . import dispatch, layout, packed_b, pool1d, quant, quant_gpu, vectors
 from .calls import EXPLAINING, META, Spec, kernel_plan, output_meta, public, result_meta, run
-from .checks import (GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, batch_rows_hint, desc as _desc, host_int,
-                     vector as _vector)
+from .checks import (GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, batch_rows, batch_rows_form, desc as _desc,
+                     host_int, vector as _vector)
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)
 from .dtypes import DataType, plain_dtype
@@ -424,22 +424,29 @@ def quantized_add(a: Operand, a_scale: Operand, a_zero_point: Operand | None, b:
 
 # ------------------------------------------------------------------ quantized matmul
 
-def _axis_vector(b, name, v, length, axis_name, column, also=""):
+def _axis_vector(b, name, v, length, axis_name, column, also="", batch=None, whose="a's"):
     """A per-tensor or per-row/column scale or zero point, reshaped to 1-D for the backend.
 
     Per tensor: one element. Per row (column=True): shaped (M, 1), optionally
-    with leading 1s. Per column: (N,) or (1, N), optionally with leading 1s. ``also``: the
-    error's note of a form the caller takes."""
+    with leading 1s, or per batch and row (``batch``: a's or the output's batch shape, + (M,
+    1); dmlq.checks.batch_rows), kept at len(batch) + 2 dims. Per column: (N,) or (1, N),
+    optionally with leading 1s. ``also``: the error's note of a form the caller takes."""
     def per_axis(dims):
         if column:
             return len(dims) >= 2 and dims[-2:] == (length, 1) and all(d == 1 for d in dims[:-2])
         return len(dims) >= 1 and dims[-1] == length and all(d == 1 for d in dims[:-1])
 
+    if column and v is not None and v.size != 1:
+        want = batch_rows(v.shape, length, batch)
+        if want is not None:
+            if tuple(v.shape) != want:
+                b.reshape(name, want)
+            return v.reshape(want)
+        also = batch_rows_form(length, batch, whose) + also
     shape = f"({axis_name}, 1)" if column else f"({axis_name},) or (1, {axis_name})"
     return _vector(b, name, v, length, per_axis,
                    lambda dims: f"{b.f}: {name} must be a single value or shaped {shape} with "
-                                f"{axis_name} = {length} (got {dims}){also}"
-                                f"{batch_rows_hint(dims, length) if column else ''}")
+                                f"{axis_name} = {length} (got {dims}){also}")
 
 
 def _per_batch(dims, b_dims) -> bool:
@@ -470,7 +477,8 @@ def _plan_matmul(b, dtype, packed=None):
             continue
         also = (f"; per batch and column it is {tuple(bb.shape[:-2]) + (1, n)} (b's batch shape + (1, N))"
                 if name[0] == "b" and any(d != 1 for d in bb.shape[:-2]) else "")
-        vec[name] = _axis_vector(b, name, v, length, axis, column, also)
+        vec[name] = _axis_vector(b, name, v, length, axis, column, also, a.shape[:-2] if name[0] == "a" else batch,
+                                 "a's" if name[0] == "a" else "the output's")
     shape = batch + (m, n)
     b.check_out(shape, qdt)
 

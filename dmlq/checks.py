@@ -495,13 +495,24 @@ def vector(b, name, v, length, per_axis, wrong_shape):
     return v.reshape(want)
 
 
-def batch_rows_hint(dims, m) -> str:
-    """The matmuls' refusal of an a_scale / a_zero_point per batch and row ((..., M, 1) with
-    batch dims not all 1; a per-row dynamic_quantize_linear of a batched a makes one): the way
-    to pass it, or "" for other shapes."""
-    dims = tuple(dims)
-    if len(dims) > 2 and dims[-2:] == (m, 1) and any(d != 1 for d in dims[:-2]):
-        return ("; a scale or zero point per batch and row is not taken: for a batch of rows times one 2-D b, "
-                "pass the rows as one matrix, a.reshape(-1, K) with a_scale.reshape(-1, 1) (and a_zero_point), "
-                "and reshape the result")
-    return ""
+def batch_rows(dims, m, batch):
+    """A matmul's scale or zero point per batch and row (a's, or quantized_matmul's output's):
+    ``dims`` (..., M, 1) with batch dims not all 1 that broadcast to ``batch`` (a's batch shape,
+    or the output's) without growing it (leading 1s past it dropped); the shape the backends
+    get, the batch dims padded with 1s to ``len(batch)``, or None for any other shape."""
+    dims, batch = tuple(dims), tuple(batch)
+    if len(dims) <= 2 or dims[-2:] != (m, 1) or all(d == 1 for d in dims[:-2]):
+        return None
+    lead = dims[:-2]
+    while len(lead) > len(batch) and lead[0] == 1:
+        lead = lead[1:]
+    if len(lead) > len(batch) or any(d not in (1, e) for d, e in zip(lead, batch[len(batch) - len(lead):])):
+        return None
+    return (1,) * (len(batch) - len(lead)) + lead + (m, 1)
+
+
+def batch_rows_form(m, batch, whose="a's") -> str:
+    """The per-batch-and-row form for a refusal's text."""
+    if not any(d != 1 for d in batch):
+        return f"; {whose} batch shape is {tuple(batch)}, so there is no per-batch-and-row form"
+    return f", or {tuple(batch) + (m, 1)} per batch and row ({whose} batch shape + (M, 1); 1s broadcast)"

@@ -416,7 +416,7 @@ def _matmul(values, kwargs, shape, dtype, meta):
     bi = tuple(f"z{i}" for i in range(len(batch)))
     args = []
     for v in (a_scale, a_zp, out_scale, out_zp):
-        args += _a_side(_vector(v), a)
+        args += _a_side(v, a, batch)
     for v in (b_scale, b_zp):
         args += _b_side(v if _per_batch(v) else _vector(v), b, batch)
     if len(a.chunks[-1]) == 1:
@@ -452,14 +452,15 @@ def _packed_b(fname, values, kwargs, shape, dtype, meta):
             bias = _as_dask(values[i])
             args += [rechunk(da.broadcast_to(bias, shape), a.chunks[:-1] + ((shape[-1],),)), bi + ("m", "n")]
         elif name in ("a_scale", "a_zero_point", "out_scale", "out_zero_point"):
-            v, index = _a_side(_vector(values[i]), a)
+            v, index = _a_side(values[i], a, batch)
             if index is None:
                 continue
             args += [v, index]
         else:
             continue
         cut.append(i)
-    return da.blockwise(_PackedBTask(adapters.function(fname), values, cut, kwargs), bi + ("m", "n"), *args,
+    rows = {i for i in cut if names[i] != "bias" and i}
+    return da.blockwise(_PackedBTask(adapters.function(fname), values, cut, kwargs, rows), bi + ("m", "n"), *args,
                         new_axes={"n": shape[-1]}, concatenate=True, dtype=dtype, meta=meta)
 
 
@@ -469,13 +470,13 @@ class _PackedBTask:
 
     __name__ = "dmlq-packed-b-matmul"  # (the graph's key prefix, as _PoolTask's)
 
-    def __init__(self, fn, values, cut, kwargs):
-        self.fn, self.values, self.cut, self.kwargs = fn, values, cut, kwargs
+    def __init__(self, fn, values, cut, kwargs, rows=()):
+        self.fn, self.values, self.cut, self.kwargs, self.rows = fn, values, cut, kwargs, rows
 
     def __call__(self, *blocks):
         values = list(self.values)
         for i, v in zip(self.cut, blocks):
-            values[i] = _column(v) if i else v
+            values[i] = _column(v) if i in self.rows else v  # A-side blocks; a and the bias as they are
         return self.fn(*values, **self.kwargs)
 
 
@@ -486,14 +487,22 @@ def _matmul_integer(values, shape, meta):
     a, b, a_zp, b_zp = values
     a, b, batch = _matmul_operands(a, b, shape)
     bi = tuple(f"z{i}" for i in range(len(batch)))
-    args = [*_a_side(_vector(a_zp), a), *_b_side(b_zp if _per_batch(b_zp) else _vector(b_zp), b, batch)]
+    args = [*_a_side(a_zp, a, batch), *_b_side(b_zp if _per_batch(b_zp) else _vector(b_zp), b, batch)]
     acc = da.blockwise(_partial_sums, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
                        concatenate=False, dtype=np.int64, meta=meta_from_array(meta, dtype=np.int64))
     return acc.map_blocks(_wrap_int32, dtype=np.int32, meta=meta)
 
 
-def _a_side(v, a):
-    """An A-side (per row) scale or zero point as a blockwise (argument, index) pair."""
+def _a_side(v, a, batch):
+    """An A-side scale or zero point (a's, or quantized_matmul's output's) as a blockwise
+    (argument, index) pair: per batch and row (batch dims not all 1, then (M, 1)) -> its
+    (..., M) broadcast to the output's batch and cut where a's batch and M chunks fall
+    (the blocks get their (..., M, 1) back: :func:`_column`); per row -> (M,) cut along M;
+    per tensor as it is."""
+    if _per_batch(v):
+        v = da.broadcast_to(_as_dask(v)[..., 0], tuple(batch) + (v.shape[-2],))
+        return rechunk(v, a.chunks[:-1]), tuple(f"z{i}" for i in range(len(batch))) + ("m",)
+    v = _vector(v)
     if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
         return da.from_array(v, chunks=(a.chunks[-2],), asarray=False), ("m",)
     return v, None
@@ -518,7 +527,7 @@ def _matmul_integer_to_float(values, kwargs, shape, dtype, meta):
     a, b, batch = _matmul_operands(a, b, shape)
     bi = tuple(f"z{i}" for i in range(len(batch)))
     out_chunks = a.chunks[:-1] + (b.chunks[-1],)
-    args = [*_a_side(_vector(a_scale), a), *_a_side(_vector(a_zp), a)]
+    args = [*_a_side(a_scale, a, batch), *_a_side(a_zp, a, batch)]
     for v in (b_scale, b_zp):
         args += _b_side(_b_rows(v), b, batch)
     if bias is not None:
@@ -584,7 +593,11 @@ def _wrap_int32(acc):
 
 
 def _column(v):
-    return v.reshape(-1, 1) if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1 else v
+    """An A-side block as the public functions take it: (M,) -> (M, 1), a per-batch-and-row
+    block (..., M) -> (..., M, 1); one value as it is."""
+    if not hasattr(v, "ndim") or v.size <= 1:
+        return v
+    return v.reshape(-1, 1) if v.ndim == 1 else v[..., None]
 
 
 def _block_matmul(a, b, a_scale, a_zp, out_scale, out_zp, b_scale, b_zp, fn, kwargs):
@@ -619,14 +632,15 @@ def _requantize(acc, a_scale, out_scale, out_zp, b_scale, out_dtype):
     ``t = float32(acc) * ((a_scale * b_scale) / out_scale)``, rounded half to even,
     saturated in float, plus the zero point."""
     xp = _array_module(acc)
-    col = (lambda v: upload(xp, v, _F32).reshape(-1, 1))
+    col = (lambda v: _column(upload(xp, v, _F32)) if getattr(v, "ndim", 0) > 1 else
+           upload(xp, v, _F32).reshape(-1, 1))
     with np.errstate(all="ignore"):
         b_s = upload(xp, _one(b_scale), _F32)
         mult = xp.divide(xp.multiply(col(a_scale), b_s if b_s.ndim > 2 else b_s.reshape(1, -1), dtype=_F32),
                          col(out_scale), dtype=_F32)
         t = xp.multiply(acc.astype(_F32), mult, dtype=_F32)
     info = np.iinfo(out_dtype)
-    zp = xp.zeros((1, 1), xp.int64) if out_zp is None else xp.asarray(out_zp).astype(xp.int64).reshape(-1, 1)
+    zp = xp.zeros((1, 1), xp.int64) if out_zp is None else col(out_zp).astype(xp.int64)
     low, high = (info.min - zp).astype(_F32), (info.max - zp).astype(_F32)
     r = xp.where(xp.isnan(t), _F32(0), xp.minimum(xp.maximum(xp.rint(t), low), high))
     return (r.astype(xp.int64) + zp).astype(out_dtype)

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from . import vectors
 from .calls import Spec, public, run
-from .checks import F16, F32, QUANT, batch_rows_hint, host_int
+from .checks import F16, F32, QUANT, batch_rows, batch_rows_form, host_int
 from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, TensorDesc
 from .dtypes import DataType, plain_dtype
 from .errors import DescError
@@ -31,8 +31,9 @@ _FLOATS = (F32, F16)
 _B_FIX = "b.astype(np.int8), or an ml_dtypes.int4/uint4 array, or a dmlq.Packed of int4/uint4"
 
 
-def _a_param(b, name, v, m):
-    """Per tensor -> shape (); per row ((M, 1), leading 1s allowed) -> (M, 1)."""
+def _a_param(b, name, v, m, a_batch):
+    """Per tensor -> shape (); per row ((M, 1), leading 1s allowed) -> (M, 1); per batch and
+    row (a's batch shape + (M, 1), 1s broadcast: dmlq.checks.batch_rows) -> a's ndim."""
     if v is None:
         return None
     dims = tuple(v.shape)
@@ -41,8 +42,10 @@ def _a_param(b, name, v, m):
     elif len(dims) >= 2 and dims[-2:] == (m, 1) and all(d == 1 for d in dims[:-2]):
         want = (m, 1)
     else:
-        raise DescError(f"{b.f}: {name} must be a single value (per tensor) or shaped (M, 1) with M = {m} "
-                        f"(per row of a) (got shape {dims}){batch_rows_hint(dims, m)}")
+        want = batch_rows(dims, m, a_batch)
+        if want is None:
+            raise DescError(f"{b.f}: {name} must be a single value (per tensor), shaped (M, 1) with M = {m} "
+                            f"(per row of a){batch_rows_form(m, a_batch)} (got shape {dims})")
     if dims != want:
         b.reshape(name, want)
     return v.reshape(want)
@@ -90,7 +93,7 @@ def _plan_matmul_integer(b, packed):
     if packed is not None:
         stand_in(b, packed)
     a, bb, m, k, n, batch = b.matmul_operands(_B_TYPES, _B_FIX)
-    azp = _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m)
+    azp = _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m, a.shape[:-2])
     bzp = _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)", packed), bb, n, 1, "")
     shape = batch + (m, n)
     b.check_out(shape, np.dtype(np.int32))
@@ -197,8 +200,8 @@ def _plan_matmul_integer_to_float(b, dtype, block_size, packed):
     a, bb, m, k, n, batch = b.matmul_operands(_B_TYPES, _B_FIX)
     odt = _out_float_dtype(b, dtype)
     groups = _block_groups(f, block_size, k)
-    a_scale = _a_param(b, "a_scale", b.float_operand("a_scale", _FLOATS, F32), m)
-    azp = _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m)
+    a_scale = _a_param(b, "a_scale", b.float_operand("a_scale", _FLOATS, F32), m, a.shape[:-2])
+    azp = _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m, a.shape[:-2])
     b_scale = _b_param(b, "b_scale", b.float_operand("b_scale", _FLOATS, F32), bb, n, groups, "scales")
     bzp = _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)", packed), bb, n,
                    groups, "zero points")

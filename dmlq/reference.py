@@ -251,7 +251,8 @@ def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, 
                             block_size=None, b_packed=None):
     """docs/semantics.md matmul_integer_to_float.
 
-    a_scale, a_zero_point: () or (M, 1); b_scale, b_zero_point: () or (..., G, N)
+    a_scale, a_zero_point: () or (M, 1), or per batch and row (..., M, 1); b_scale,
+    b_zero_point: () or (..., G, N)
     with G = 1, or G = ceil(K / block_size) groups along K; bias: None or
     broadcastable to out."""
     b = unpacked(b, b_packed)
@@ -282,8 +283,12 @@ def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, 
 
 
 def _column(v):
-    """A per-tensor (length 1) or per-row (length M) 1-D array as shape (n, 1)."""
-    return None if v is None else np.asarray(v).reshape(-1, 1)
+    """A per-tensor (length 1) or per-row (length M) 1-D array as shape (n, 1); per batch
+    and row, (..., M, 1), as it is."""
+    if v is None:
+        return None
+    v = np.asarray(v)
+    return v if v.ndim >= 2 else v.reshape(-1, 1)
 
 
 def _b_row(v):
@@ -306,8 +311,8 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     acc = np.matmul(da, db)
     with np.errstate(all="ignore"):
         mult = np.divide(
-            np.multiply(np.asarray(a_scale, _F32).reshape(-1, 1), _b_row(b_scale).astype(_F32), dtype=_F32),
-            np.asarray(out_scale, _F32).reshape(-1, 1), dtype=_F32)
+            np.multiply(_column(a_scale).astype(_F32), _b_row(b_scale).astype(_F32), dtype=_F32),
+            _column(out_scale).astype(_F32), dtype=_F32)
         t = np.multiply(acc.astype(_F32), mult, dtype=_F32)
     out[...] = round_saturate(t, _column(out_zero_point), out.dtype)
     return out

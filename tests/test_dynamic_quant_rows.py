@@ -104,24 +104,22 @@ def test_the_per_token_linear_layer(rng):
 
 
 def test_a_batch_of_token_rows(rng):
-    """Per-row parameters of a (batch, tokens, K) x are (batch, tokens, 1): the matmuls refuse a
-    scale per batch and row, naming the way to pass it, and that way (the rows as one matrix)
-    gives each batch's own product."""
+    """Per-row parameters of a (batch, tokens, K) x are (batch, tokens, 1): the matmuls take them
+    as they are (a's scale and zero point per batch and row), each batch's result the 2-D call's on
+    that batch with its (tokens, 1) parameters, and the reference's bits."""
     x = (rng.standard_normal((2, 5, 16)) * 2).astype(F32)
     w = rng.integers(-128, 128, (16, 7)).astype(I8)
     y, s, z = dmlq.dynamic_quantize_linear(x, per_row=True)
     assert s.shape == z.shape == (2, 5, 1)
-    hint = r"a scale or zero point per batch and row is not taken: .* a.reshape\(-1, K\) with a_scale.reshape\(-1, 1\)"
-    with pytest.raises(dmlq.DescError, match=r"^matmul_integer_to_float: a_scale must be .*got shape \(2, 5, 1\)\); "
-                                            + hint):
-        dmlq.matmul_integer_to_float(y, s, z, w, np.float32(0.5), None)
-    with pytest.raises(dmlq.DescError, match=r"^quantized_matmul: a_scale must be .*\(got \(2, 5, 1\)\); " + hint):
-        dmlq.quantized_matmul(y, s, z, w, np.float32(0.5), None, np.float32(1.0), None)
-    got = dmlq.matmul_integer_to_float(y.reshape(-1, 16), s.reshape(-1, 1), z.reshape(-1, 1), w, np.float32(0.5),
-                                       None).reshape(2, 5, 7)
+    got = dmlq.matmul_integer_to_float(y, s, z, w, np.float32(0.5), None)
+    want = R.matmul_integer_to_float(y, s, z, w, np.float32(0.5), None, None, np.empty((2, 5, 7), F32))
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    q = dmlq.quantized_matmul(y, s, z, w, np.float32(0.5), None, np.float32(1.0), None)
     for i in range(2):
         one = dmlq.matmul_integer_to_float(y[i], s[i], z[i], w, np.float32(0.5), None)
         assert np.array_equal(got[i].view(np.uint32), one.view(np.uint32))
+        assert np.array_equal(q[i], dmlq.quantized_matmul(y[i], s[i], z[i], w, np.float32(0.5), None,
+                                                          np.float32(1.0), None))
 
 
 def test_torch_eager_and_compiled():

@@ -356,9 +356,10 @@ def test_an_unblocked_scale_with_block_size_is_repeated_per_group():
         assert unblocked[0, 0] == np.float32(266) * np.float32(0.7) == np.float32(186.2)
 
 
-def test_scales_onnxruntime_broadcasts_are_refused_by_name():
+def test_scales_onnxruntime_broadcasts_after_the_bias():
     """docs/semantics.md: onnxruntime's MatMulIntegerToFloat also takes an a_scale per batch and row
-    and a batched b_scale beside an unbatched b, applied after the bias; dmlq refuses both shapes."""
+    and a batched b_scale beside an unbatched b, applied after the bias. dmlq takes the first in its
+    own order (the scales before the bias: onnxruntime's sums without a bias) and refuses the second."""
     rng = np.random.default_rng(32)
     a, b = qrand(rng, U8, (2, 3, 5)), ort_b(rng, U8, I8, (5, 4))
     bias = np.arange(4, dtype=F32)
@@ -371,8 +372,12 @@ def test_scales_onnxruntime_broadcasts_are_refused_by_name():
     want = run_onnx("MatMulIntegerToFloat", [a, b, np.array(0.25, F32), b_s, None, None, bias], F32,
                     domain="com.microsoft")
     np.testing.assert_array_equal(want, (acc * np.float32(0.25) + bias) * b_s)
-    with pytest.raises(DescError, match=r"a_scale must be a single value \(per tensor\) or shaped \(M, 1\)"):
-        dmlq.matmul_integer_to_float(a, a_s, None, b, np.float32(0.25), None, bias)
+    got = dmlq.matmul_integer_to_float(a, a_s, None, b, np.float32(0.25), None, bias)
+    np.testing.assert_array_equal(got, acc * (a_s * np.float32(0.25)) + bias)
+    assert not np.array_equal(got, (acc * np.float32(0.25) + bias) * a_s)
+    no_bias = run_onnx("MatMulIntegerToFloat", [a, b, a_s, np.array(0.25, F32), None, None, None], F32,
+                       domain="com.microsoft")
+    np.testing.assert_array_equal(dmlq.matmul_integer_to_float(a, a_s, None, b, np.float32(0.25), None), no_bias)
     with pytest.raises(DescError, match="b has no batch dimensions, so there is no per-batch form"):
         dmlq.matmul_integer_to_float(a, np.float32(0.25), None, b, b_s, None, bias)
 

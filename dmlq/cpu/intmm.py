@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import reference as _reference
 from . import tiles
-from .matmul import F64, Sums, _per_batch, nonzero_zp
+from .matmul import F64, Sums, _per_batch, nonzero_zp, per_batch_rows
 from .requant import F32
 
 _INTS = (np.dtype(np.int8), np.dtype(np.uint8))
@@ -66,7 +66,7 @@ def matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None):
         return out
     ab, bb, m, k, n, batch = _operands(a, b, out)
     sums = Sums(a, b, m, k, n)
-    a_zp = nonzero_zp(a_zero_point)
+    a_zp = nonzero_zp(a_zero_point, batch)  # batch + (1 or M,)
     b_zp = _b_zp(b_zero_point, batch)
 
     def work(group):
@@ -75,7 +75,8 @@ def matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None):
         for i, m0, n0 in group:
             m1, n1 = min(m0 + sums.tm, m), min(n0 + sums.tn, n)
             bz = None if b_zp is None else sums.cols(b_zp[i].reshape(-1), n0, n1)
-            acc = sums.tile(bufs, ab[i][m0:m1], bb[i][:, n0:n1], sums.rows(a_zp, m0, m1), bz)
+            azp = None if a_zp is None else sums.rows(a_zp[i], m0, m1)
+            acc = sums.tile(bufs, ab[i][m0:m1], bb[i][:, n0:n1], azp, bz)
             w = tiles.shaped(wide, acc.shape)
             np.copyto(w, acc, casting="unsafe")                       # exact integers
             np.copyto(out[i][m0:m1, n0:n1], w, casting="unsafe")     # int32 wrap-around
@@ -96,9 +97,9 @@ def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, 
         return out
     ab, bb, m, k, n, batch = _operands(a, b, out)
     sums = Sums(a, b, m, k, n)
-    a_zp = nonzero_zp(a_zero_point)
+    a_zp = nonzero_zp(a_zero_point, batch)                # batch + (1 or M,)
     b_zp = _b_zp(b_zero_point, batch)
-    a_s = np.asarray(a_scale).astype(F32).reshape(-1, 1)
+    a_s = per_batch_rows(a_scale, batch, F32, column=True)  # batch + (1 or M, 1)
     b_s = _per_batch(b_scale, batch, F32)          # batch + (1 or G, 1 or N)
     bias_b = None if bias is None else np.broadcast_to(np.asarray(bias).astype(F32), out.shape)
     groups = [(0, k)] if block_size is None else [(k0, min(k0 + block_size, k)) for k0 in range(0, k, block_size)]
@@ -114,7 +115,8 @@ def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, 
             m1, n1 = min(m0 + sums.tm, m), min(n0 + sums.tn, n)
             tm, tn = m1 - m0, n1 - n0
             av, bv = ab[i][m0:m1], bb[i][:, n0:n1]
-            azp, a_si = sums.rows(a_zp, m0, m1), sums.rows(a_s, m0, m1)
+            azp = None if a_zp is None else sums.rows(a_zp[i], m0, m1)
+            a_si = sums.rows(a_s[i], m0, m1)
             v = tiles.shaped(v_buf, (tm, tn))
             if not groups:                                  # K = 0 with block_size: the empty sum +0.0
                 v[...] = 0

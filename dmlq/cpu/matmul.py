@@ -59,11 +59,6 @@ def k_chunk(a_dtype, b_dtype) -> int:
     return kc - kc % 64 if kc >= 64 else kc
 
 
-def _vec(v, dtype=F64):
-    """A per-tensor (length 1) or per-axis 1-D parameter as ``dtype`` (None stays None)."""
-    return None if v is None else np.asarray(v).reshape(-1).astype(dtype)
-
-
 def _per_batch(v, batch, dtype):
     """One of b's parameters (1-D: per tensor or column; or batch dims + (1, N)) as a
     view of shape ``batch + (1, 1 or N)``, in ``dtype``."""
@@ -71,6 +66,16 @@ def _per_batch(v, batch, dtype):
     if v.ndim <= 1:
         v = v.reshape(1, -1)
     return np.broadcast_to(v, tuple(batch) + v.shape[-2:])
+
+
+def per_batch_rows(v, batch, dtype, column=False):
+    """One of a's (or the output's) parameters (per tensor or row: 1-D, (), (M, 1); or per
+    batch and row: batch dims + (M, 1)) as a view of shape ``batch + (1 or M,)`` in ``dtype``
+    (``column``: ``batch + (1 or M, 1)``), so that ``v[i]`` is matrix i's."""
+    v = np.asarray(v).astype(dtype)
+    v = v.reshape(v.shape[:-1]) if v.ndim > 2 and any(d != 1 for d in v.shape[:-2]) else v.reshape(-1)
+    v = np.broadcast_to(v, tuple(batch) + v.shape[-1:])
+    return v[..., None] if column else v
 
 
 def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point, out,
@@ -231,9 +236,10 @@ class Sums:
         return v if v is None or v.shape[-1] == 1 else v[..., n0:n1]
 
 
-def nonzero_zp(v):
-    """A zero point as a float64 1-D vector, None when omitted or all zero."""
-    return None if v is None or not np.asarray(v).any() else _vec(v)
+def nonzero_zp(v, batch=()):
+    """A zero point as float64 ``batch + (1 or M,)`` (:func:`per_batch_rows`), None when
+    omitted or all zero."""
+    return None if v is None or not np.asarray(v).any() else per_batch_rows(v, batch, F64)
 
 
 class _Plan(Sums):
@@ -241,18 +247,21 @@ class _Plan(Sums):
 
     def __init__(self, a, b, a_scale, a_zp, b_scale, b_zp, o_scale, o_zp, m, k, n, batch):
         super().__init__(a, b, m, k, n)
-        self.a_zp = nonzero_zp(a_zp)          # float64, length 1 or M
+        self.a_zp = nonzero_zp(a_zp, batch)   # float64, batch + (1 or M,)
         # b's parameters per batch matrix: batch + (1, 1 or N) (one row for all, or one per batch)
         self.b_zp = None if b_zp is None or not np.asarray(b_zp).any() else _per_batch(b_zp, batch, F64)
         # mult = (a_scale[m] * b_scale[n]) / out_scale[m], float32, shaped to broadcast
-        self.a_s = np.asarray(a_scale, F32).reshape(-1, 1)
+        # (a's and the output's per batch: batch + (1 or M, 1), matrix i's at [i])
+        self.a_s = per_batch_rows(a_scale, batch, F32, column=True)
         self.b_s = _per_batch(b_scale, batch, F32)
-        self.o_s = np.asarray(o_scale, F32).reshape(-1, 1)
-        self.o_zp = None if o_zp is None else np.asarray(o_zp).reshape(-1, 1)
+        self.o_s = per_batch_rows(o_scale, batch, F32, column=True)
+        self.o_zp = None if o_zp is None else np.asarray(o_zp)
         if self.o_zp is not None and self.o_zp.size == 1:
-            self.o_zp = int(self.o_zp[0, 0])
+            self.o_zp = int(self.o_zp.reshape(-1)[0])
         elif self.o_zp is None:
             self.o_zp = 0
+        else:
+            self.o_zp = per_batch_rows(self.o_zp, batch, self.o_zp.dtype, column=True)
 
     def work(self, group, ab, bb, out):
         bufs = self.scratch(self.a_zp is not None)
@@ -262,10 +271,10 @@ class _Plan(Sums):
             tm, tn = m1 - m0, n1 - n0
             av, bv = ab[i][m0:m1], bb[i][:, n0:n1]
             b_zp = None if self.b_zp is None else self.cols(self.b_zp[i].reshape(-1), n0, n1)
-            acc = self.tile(bufs, av, bv, self.rows(self.a_zp, m0, m1), b_zp)
+            acc = self.tile(bufs, av, bv, None if self.a_zp is None else self.rows(self.a_zp[i], m0, m1), b_zp)
             t = tiles.shaped(bufs[1], (tm, tn))
-            mult = np.divide(np.multiply(self.rows(self.a_s, m0, m1), self.cols(self.b_s[i], n0, n1), dtype=F32),
-                             self.rows(self.o_s, m0, m1), dtype=F32)
+            mult = np.divide(np.multiply(self.rows(self.a_s[i], m0, m1), self.cols(self.b_s[i], n0, n1), dtype=F32),
+                             self.rows(self.o_s[i], m0, m1), dtype=F32)
             np.multiply(acc, mult, out=t, dtype=F32)  # float32(acc) * mult: acc rounded first
-            zp = self.o_zp if isinstance(self.o_zp, int) else self.rows(self.o_zp, m0, m1)
+            zp = self.o_zp if isinstance(self.o_zp, int) else self.rows(self.o_zp[i], m0, m1)
             finish(t, zp, out[i][m0:m1, n0:n1], tiles.shaped(mask_buf, (tm, tn)))

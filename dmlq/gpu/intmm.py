@@ -29,8 +29,8 @@ HBM speed, 256 blocks of dp4a) is an order of magnitude under the stream kernel'
 Launch conventions: a and b are read with unit stride along their last axis (an
 operand that is not is copied to a contiguous array); numpy.matmul batch
 broadcasting through a per-matrix table of element offsets (blockIdx.y = the
-matrix, no copies of a or b); per-row A parameters as length-M vectors, B
-parameters as (groups, N) rows per matrix, the bias expanded to the output's
+matrix, no copies of a or b); per-row A parameters as length-M vectors (per batch and row: a (matrices, M)
+table, each block's first row in its offsets), B parameters as (groups, N) rows per matrix, the bias expanded to the output's
 shape in float32 (float16 inputs widen exactly); out written in place when it is
 C-contiguous, else through a temporary.
 """
@@ -44,6 +44,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device, intmm_tiled
 from .device import NULL
+from .matmul import batch_rows
 from .packed import TAGS, PackedView
 from .plan import Launch, Plan, Runner, elem_strides as _elem_strides, launcher, staging
 
@@ -81,18 +82,20 @@ class _Detail:
     mt: int
     groups: int
     group: int
-    offsets: np.ndarray    # (blocks, 7) int64: a, b, out, b_scale, b_zp, bias element offsets, first row
+    offsets: np.ndarray    # (blocks, 8) int64: a, b, out, b_scale, b_zp, bias element offsets, first row,
+                           # first row of a's parameters (per batch and row: z * M + first row)
     copy_a: bool
     copy_b: bool
     direct_out: bool
     packed_zp: object = None   # packed b: its zero points' dtype on the device (int8 / uint8 values)
+    a_batch_rows: bool = False  # a's scale and zero point per batch and row: (matrices, M) tables
 
 
 def _contiguous_rows(x) -> bool:
     return x.size == 0 or x.shape[-1] == 1 or x.strides[-1] == x.itemsize
 
 
-def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None):
+def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None, a_batch_rows=False):
     if out.size == 0:
         return Plan(op, "empty")
     pb = None if b_packed is None else PackedView(b, b_packed)
@@ -125,8 +128,10 @@ def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None):
         sb = pb
     if row_blocks > 1:
         notes.append(f"{row_blocks} blocks of {ROWS[1]} rows")
+    if a_batch_rows:
+        notes.append("a's scale and zero point per batch and row: a (matrices, M) table")
     a_st, b_st = _elem_strides(sa, batch_shape), _elem_strides(sb, batch_shape)
-    offsets = np.zeros((nbatch, row_blocks, 7), np.int64)
+    offsets = np.zeros((nbatch, row_blocks, 8), np.int64)
     for z, idx in enumerate(np.ndindex(*batch_shape)):
         offsets[z, :, 0] = sum(i * s for i, s in zip(idx, a_st))
         offsets[z, :, 1] = sum(i * s for i, s in zip(idx, b_st))
@@ -138,13 +143,14 @@ def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None):
     offsets[:, :, 4] = z * b_param_rows * N
     offsets[:, :, 5] = z * M * N + r0 * N
     offsets[:, :, 6] = r0
-    offsets = offsets.reshape(-1, 7)
+    offsets[:, :, 7] = r0 + (z * M if a_batch_rows else 0)  # a's parameters: (matrices, M) per batch and row
+    offsets = offsets.reshape(-1, 8)
     mt = VARIANTS.get(variant, ROWS[1])
     name = kernel_name(a.dtype.name, tb, OUT_TYPES[np.dtype(out.dtype)], mt)
     launch = Launch(SOURCE, name, (-(-N // THREADS), nbatch * row_blocks), (THREADS,))
     return Plan(op, variant, (launch,), tuple(notes),
                 _Detail(mt, groups, group, offsets, copy_a, copy_b, direct,
-                        None if pb is None else pb.zp_dtype))
+                        None if pb is None else pb.zp_dtype, a_batch_rows))
 
 
 def _groups(k, block_size):
@@ -181,14 +187,17 @@ def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
     if grouped is not None:
         return grouped
     groups, group = _groups(a.shape[-1], block_size)
-    return _plan("matmul_integer_to_float", a, b, out, groups, group, _b_rows(b_zero_point), b_packed)
+    return _plan("matmul_integer_to_float", a, b, out, groups, group, _b_rows(b_zero_point), b_packed,
+                 batch_rows(a_scale) or batch_rows(a_zero_point))
 
 
-def _row_vector(xp, v, m, dtype):
-    """A per-tensor or per-row parameter as a contiguous length-M vector (None stays None)."""
+def _row_vector(xp, v, m, dtype, batch_shape=()):
+    """A per-tensor or per-row parameter as a contiguous length-M vector, with ``batch_shape``
+    (a's per batch and row) a contiguous (matrices, M) table; None stays None."""
     if v is None:
         return None
-    return xp.ascontiguousarray(xp.broadcast_to(v.reshape(-1).astype(dtype, copy=False), (m,)))
+    v = v.reshape(-1, 1) if v.ndim < 2 else v
+    return xp.ascontiguousarray(xp.broadcast_to(v.astype(dtype, copy=False), tuple(batch_shape) + (m, 1)))
 
 
 def _b_table(xp, v, batch_shape, rows, n, dtype):
@@ -234,8 +243,9 @@ def _bind(plan, a_shape, b_shape, out, b_packed=None):
         b_s = _b_table(xp, b_scale, batch_shape, d.groups, N, np.float32)
         full_bias = None if bias is None else xp.ascontiguousarray(
             xp.broadcast_to(bias.astype(np.float32, copy=False), out.shape))
-        launch(a, b, dst, _row_vector(xp, a_scale, M, np.float32), _row_vector(xp, a_zero_point, M, a.dtype),
-               b_s, _b_table(xp, b_zero_point, batch_shape, bz_rows, N, d.packed_zp or b.dtype), full_bias, bz_rows)
+        rows = batch_shape if d.a_batch_rows else ()
+        launch(a, b, dst, _row_vector(xp, a_scale, M, np.float32, rows),
+               _row_vector(xp, a_zero_point, M, a.dtype, rows), b_s, _b_table(xp, b_zero_point, batch_shape, bz_rows, N, d.packed_zp or b.dtype), full_bias, bz_rows)
         finish(dst, out)
     return Runner(plan, call)
 

@@ -20,7 +20,9 @@ between whole groups; ``variant="stream-grouped"`` forces it), groups of any len
 Parameters reach the kernels as: a's scale and zero point as they are when
 both are single values or both per row (0-d device constants, float32
 vectors: decided once per runner, so a repeated call makes no array operation
-for them), else as length-M vectors; b's per tensor or per column likewise;
+for them), else as length-M vectors; per batch and row (either of them) as
+(matrices, M) tables (a_per_row 2, matrix z's rows z * M elements on: the
+table's pointer advanced by a batch launch's first matrix, as b's); b's per tensor or per column likewise;
 blocked or per-batch ones as (rows, N) tables (rows: the groups, else 1), one
 per matrix of the output batch when they vary by batch (``bp_bs`` elements
 apart) or one shared; the bias as a float32 (matrices or 1, M or 1, N) table
@@ -35,7 +37,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device, packed, qmm_stream
 from .device import NULL
-from .matmul import QTYPES, _quant_args, _vector_prep, bind_tiled, offset, plan_tiled
+from .matmul import QTYPES, _quant_args, _row_prep, _vector_prep, bind_tiled, offset, plan_tiled
 from .plan import Plan, Runner
 
 GROUP_STEP = 32  # the wide dp4a kernel's BK: groups end on tile boundaries
@@ -172,7 +174,8 @@ def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_poin
     if K == 0:  # as planned: the sums are all zero, so the zero points drop out
         a_zero_point = b_zero_point = None
     has_za, has_zb = a_zero_point is not None, b_zero_point is not None
-    a_per_row, prep_a = _vector_prep(xp, M, a_scale, a_zero_point, a.dtype)
+    a_per_row, prep_a = _row_prep(xp, M, batch_shape, a_scale, a_zero_point, a.dtype)
+    a_bs = M if a_per_row == 2 else 0  # per batch and row: matrix z's rows z * M elements on
     b_per_col, bp_bs, prep_b = _b_params(xp, b, b_scale, b_zero_point, out, d.k_group, zp_dtype)
     quant = _quant_args((prep_a, prep_b, None), (has_za, has_zb, False))
     bias_rows = 1 if bias is None or bias.ndim < 2 else bias.shape[-2]
@@ -196,7 +199,8 @@ def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_poin
             launch(a, b, dst, a_s, a_z, flags[0], b_s, b_z, flags[1], i64(bp_bs), bias_t, i64(bias_bs), bias_ld)
         else:
             def params(i, first):
-                return ((a_s, offset(b_s, first * bp_bs), NULL, a_z, offset(b_z, first * bp_bs), NULL, *flags),
+                return ((offset(a_s, first * a_bs), offset(b_s, first * bp_bs), NULL, offset(a_z, first * a_bs),
+                         offset(b_z, first * bp_bs), NULL, *flags),
                         (offset(bias_t, first * bias_bs), i64(bias_bs), bias_ld, i64(bp_bs), k_group))
             launch(a, b, dst, params)
         if dst is not out:

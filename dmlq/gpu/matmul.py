@@ -609,6 +609,32 @@ def _vector_prep(xp, length, scale, zero_point, zp_dtype):
     return per, lambda s, z: (_param(xp, s, n, np.float32, cast=True), _param(xp, z, n, zp_dtype))
 
 
+def batch_rows(v) -> bool:
+    """Whether a scale or zero point of a (or of the output) is per batch and row: (..., M, 1)
+    with batch dims not all 1 (dmlq.checks.batch_rows)."""
+    return v is not None and v.ndim > 2 and any(d != 1 for d in v.shape[:-2])
+
+
+def _row_prep(xp, M, batch_shape, scale, zero_point, zp_dtype):
+    """:func:`_vector_prep` for a's (or the output's) parameters: per tensor or per row as
+    there (flag 0 or 1); per batch and row (either one, :func:`batch_rows`) flag 2, both as
+    contiguous (matrices, M) tables in the output's flattened batch order, matrix z's rows
+    z * M elements on (the launchers offset them per batch launch; no copy where they
+    already are that table)."""
+    if not (batch_rows(scale) or batch_rows(zero_point)):
+        return _vector_prep(xp, M, scale, zero_point, zp_dtype)
+    n = math.prod(batch_shape) * M
+    if device.is_vector(scale, np.float32, n) and device.is_vector(zero_point, zp_dtype, n):
+        return 2, None
+
+    def table(v, dtype):
+        if v is None:
+            return None
+        v = v if v.ndim >= 2 else v.reshape(-1, 1)  # per tensor or row: broadcast to every matrix
+        return xp.ascontiguousarray(xp.broadcast_to(v.astype(dtype, copy=False), tuple(batch_shape) + (M, 1)))
+    return 2, lambda s, z: (table(s, np.float32), table(z, zp_dtype))
+
+
 def _quant_args(preps, zero_points):
     """``quant(a_scale, a_zero_point, b_scale, b_zero_point, out_scale,
     out_zero_point)``: the kernels' six scale and zero-point arguments (scales,

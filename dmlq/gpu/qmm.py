@@ -10,8 +10,8 @@ import numpy as np
 from ..keys import key
 from . import device, packed, qmm_stream
 from .device import NULL
-from .matmul import (STREAM_M, _check_options, _direct_out, _quant_args, _vector_prep, bind_tiled, offset,
-                     per_batch_table, plan_tiled)
+from .matmul import (STREAM_M, _check_options, _direct_out, _quant_args, _row_prep, _vector_prep, bind_tiled,
+                     offset, per_batch_table, plan_tiled)
 from .plan import Memo, Plan, Runner, device_key
 
 
@@ -49,7 +49,8 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
     # B parameters per batch and column ((..., 1, N), as ONNX QLinearMatMul allows):
     # one (matrices, N) table for both, matrix z's row bp_bs = N elements after z - 1's.
     per_batch = any(v is not None and v.ndim > 2 for v in (b_scale, b_zero_point))
-    a_per_row, prep_a = _vector_prep(xp, M, a_scale, a_zero_point, a.dtype)
+    # a's and the output's per batch and row (flag 2): (matrices, M) tables, matrix z's rows z * M on.
+    a_per_row, prep_a = _row_prep(xp, M, batch_shape, a_scale, a_zero_point, a.dtype)
     if per_batch:
         b_per_col, bp_bs = 1, N
 
@@ -58,7 +59,8 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                     None if z is None else per_batch_table(xp, z, batch_shape, N, b_zp_dtype))
     else:
         (b_per_col, prep_b), bp_bs = _vector_prep(xp, N, b_scale, b_zero_point, b_zp_dtype), 0
-    o_per_row, prep_o = _vector_prep(xp, M, out_scale, out_zero_point, out.dtype)
+    o_per_row, prep_o = _row_prep(xp, M, batch_shape, out_scale, out_zero_point, out.dtype)
+    a_bs, o_bs = (M if flag == 2 else 0 for flag in (a_per_row, o_per_row))
     flags = (i32(a_per_row), i32(b_per_col), i32(o_per_row))
     scales_and_zero_points = _quant_args((prep_a, prep_b, prep_o), tuple(
         z is not None for z in (a_zero_point, b_zero_point, out_zero_point)))
@@ -71,9 +73,10 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
         a_s, b_s, o_s, a_z, b_z, o_z = scales_and_zero_points(a_scale, a_zero_point, b_scale, b_zero_point,
                                                                out_scale, out_zero_point)
-        if bp_bs:
+        if bp_bs or a_bs or o_bs:
             def params(i, first):
-                return ((a_s, offset(b_s, first * bp_bs), o_s, a_z, offset(b_z, first * bp_bs), o_z, *flags),
+                return ((offset(a_s, first * a_bs), offset(b_s, first * bp_bs), offset(o_s, first * o_bs),
+                         offset(a_z, first * a_bs), offset(b_z, first * bp_bs), offset(o_z, first * o_bs), *flags),
                         tail)
         else:
             head = (a_s, b_s, o_s, a_z, b_z, o_z, *flags)
