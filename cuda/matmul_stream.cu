@@ -27,8 +27,8 @@
 // an int64 before the one conversion to float32.
 // Parameters arrive as per-matrix tables built on the host (dmlq/gpu/intmm.py):
 // offsets[y] = {a, b, out, b_scale, b_zp, bias, r0, a's parameters} element offsets,
-// per-row A vectors of M (per batch and row: (matrices, M) tables), B parameters as (groups, N) rows, the bias expanded to the
-// output's shape. Nothing is padded; columns past N return at once.
+// per-row A vectors of M (per batch and row: (matrices, M) tables), B parameters as
+// (groups, N) rows, the bias expanded to the output's shape. Nothing is padded; columns past N return at once.
 //
 // Napkin math (H100 SXM, 3.35 TB/s HBM): at M <= 16 the limit is the bytes of
 // B (K * N); this first version issues per k one 1-byte load of B per thread
@@ -87,10 +87,10 @@ template <> struct bsrc<packed_uint4> {  // zero points as their uint8 values
 }  // namespace dmlq
 
 // offsets: 8 int64 per block row y (a, b, out, b_scale, b_zp, bias element
-// offsets; r0, the block's first row, read only by MT = 16: the MT = 4
-// variants spilled at their 64 registers when they read it; and the element offset
-// of the block's first row of a_scale / a_zp: r0, plus z * M where they are per batch
-// and row, (matrices, M) tables): one per matrix, or with M > MT
+// offsets; r0, the block's first row, read only by MT = 16: the MT = 4 variants
+// spill at their 64 registers otherwise; and the element offset of the block's
+// first row of a_scale / a_zp: r0, plus z * M where they are per batch and row,
+// (matrices, M) tables): one per matrix, or with M > MT
 // (stream-rows: blocked scales the tiled kernels cannot close) one per MT rows
 // of a matrix, the a, out and bias offsets advanced to row r0.
 // b_scale / b_zp rows: `groups` (b_scale) and bz_groups (b_zp: 1 or groups) rows of N.
@@ -107,11 +107,14 @@ __global__ void __launch_bounds__(128, MT == 16 ? 3 : 8) matmul_stream(
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
   if (n >= N) return;
   const int64* off = offsets + 8 * static_cast<int64>(blockIdx.y);
+  // The block's first row of a's parameters (r0, plus z * M per batch and row), read first:
+  // read after M's update below, the MT = 4 float16 variants spilled (ptxas, sm_90).
+  const int64 ar = off[7];
   // stream-rows: the block's rows from r0 on (0 for one block per matrix); at least MT rows
   // compute, the first min(M, MT) are stored
   if constexpr (MT == 16) M -= static_cast<int>(off[6]);
-  a_scale += off[7];  // the block's first row of a's parameters (r0, plus z * M per batch and row)
-  if (a_zp != nullptr) a_zp += off[7];
+  a_scale += ar;
+  if (a_zp != nullptr) a_zp += ar;
   const TA* a = A + off[0];
   const int64 b0 = off[1] + n;  // element offset of b[z][0, n]
   TO* c = C + off[2] + n;

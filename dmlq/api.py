@@ -534,8 +534,9 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
         is (1, K), b (K,) is (K, 1), and that dimension leaves the result). On the GPU
         a 4-bit b is a dmlq.Packed (its bytes read packed by the kernel dmlq.kernel_plan
         names: the weight-streaming kernels at M <= 16, else the tensor cores or dp4a).
-    a_scale, a_zero_point, out_scale, out_zero_point : per tensor or per row
-        One value, or shaped (M, 1). Scales float32, float16 or bfloat16 (ONNX
+    a_scale, a_zero_point, out_scale, out_zero_point : per tensor, per row or per batch and row
+        One value, shaped (M, 1), or a's (the output's, for out_*) batch shape + (M, 1)
+        (batch dims of 1 broadcast). Scales float32, float16 or bfloat16 (ONNX
         QLinearMatMul's; each widened to float32 exactly); zero points in ``a``'s dtype and
         the output's dtype; ``None`` zero points mean 0.
     b_scale, b_zero_point : per tensor, per column or per batch and column

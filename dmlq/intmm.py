@@ -133,7 +133,8 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
         Batch dimensions broadcast as in numpy.matmul; a 1-D a or b is a vector, as there
         (a (K,) is (1, K), b (K,) is (K, 1), and that dimension leaves the result).
     a_zero_point : a's dtype, optional
-        Per tensor or per row, (M, 1); None means 0.
+        Per tensor, per row (M, 1), or per batch and row (a's batch shape + (M, 1), batch
+        dims of 1 broadcast); None means 0.
     b_zero_point : b's dtype (a Python int or a dmlq.Packed for a packed b), optional
         Per tensor, per column ((N,) or (1, N)) or per batch and column (b's batch
         shape + (1, N)); None means 0.
@@ -275,8 +276,10 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     Parameters
     ----------
     a : int8 or uint8 array, (..., M, K)
-    a_scale, a_zero_point : per tensor or per row (M, 1)
-        Scale float32 or float16; zero point in a's dtype or None (0).
+    a_scale, a_zero_point : per tensor, per row (M, 1), or per batch and row
+        Per batch and row: a's batch shape + (M, 1) (batch dims of 1 broadcast; a per-row
+        dynamic_quantize_linear of a batched a gives it). Scale float32 or float16; zero
+        point in a's dtype or None (0).
     b : int8 or uint8 array, or ml_dtypes int4/uint4, or a dmlq.Packed of int4/uint4, (..., K, N)
         A 1-D a or b is a vector, as in numpy.matmul (the added dimension leaves the result).
     b_scale, b_zero_point : per tensor, per column ((N,) or (1, N)) or per batch and column
