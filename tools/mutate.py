@@ -899,6 +899,62 @@ MUTATIONS: list[Mutation] = [
     M("dynamic_quant.cu", "    if (lane == 0) write_params(lo, hi, scale + r, zp + r);",
       "    if (lane == 0) write_params(lo, hi, scale + r, zp);",
       "row parameters: every row's zero point written to row 0", "index"),
+    # a's (and quantized_matmul's output's) parameters per batch and row (session 33): flag 2, a
+    # (matrices, M) table, matrix z's rows at z * M (tests/test_gpu_batch_rows.py)
+    M("matmul_dp4a.cu", "  a_zp = mm::batch_rows(a_zp, a_per_row, M, z);\n", "",
+      "batch rows: every matrix reads matrix 0's a zero points", "index"),
+    M("matmul_dp4a.cu", "  a_scale = mm::batch_rows(a_scale, a_per_row, M, z);\n", "",
+      "batch rows: every matrix reads matrix 0's a scales", "index"),
+    M("matmul_dp4a.cu", "  out_scale = mm::batch_rows(out_scale, out_per_row, M, z);\n", "",
+      "batch rows: every matrix reads matrix 0's output scales", "index"),
+    M("matmul_dp4a.cu", "  out_zp = mm::batch_rows(out_zp, out_per_row, M, z);\n", "",
+      "batch rows: every matrix reads matrix 0's output zero points", "index"),
+    M("matmul_epilogue.cuh", "  return (p != nullptr && per_row == 2) ? p + static_cast<int64>(M) * z : p;",
+      "  return (p != nullptr && per_row != 0) ? p + static_cast<int64>(M) * z : p;",
+      "batch rows: per-row parameters offset by matrix too (past the vector's end)", "index", "matmul_dp4a.cu"),
+    M("matmul_epilogue.cuh", "  return (p != nullptr && per_row == 2) ? p + static_cast<int64>(M) * z : p;",
+      "  return (p != nullptr && per_row == 2) ? p + static_cast<int64>(M) * (z / 2) : p;",
+      "batch rows: matrices paired on one table row block", "index", "matmul_mma.cu"),
+    M("matmul_mma.cu", "  a_scale = dmlq::mm::batch_rows(a_scale, a_per_row, M, z);\n  a_zp = dmlq::mm::batch_rows(a_zp, "
+      "a_per_row, M, z);\n  out_scale = dmlq::mm::batch_rows(out_scale, out_per_row, M, z);\n  out_zp = "
+      "dmlq::mm::batch_rows(out_zp, out_per_row, M, z);\n  if (bias",
+      "  a_zp = dmlq::mm::batch_rows(a_zp, a_per_row, M, z);\n  out_scale = dmlq::mm::batch_rows(out_scale, "
+      "out_per_row, M, z);\n  out_zp = dmlq::mm::batch_rows(out_zp, out_per_row, M, z);\n  if (bias",
+      "batch rows, matmul_mma: every matrix reads matrix 0's a scales", "index"),
+    M("matmul_mma.cu", "  a_zp = dmlq::mm::batch_rows(a_zp, a_per_row, M, z);\n  out_scale = dmlq::mm::batch_rows(out_scale, "
+      "out_per_row, M, z);\n  out_zp = dmlq::mm::batch_rows(out_zp, out_per_row, M, z);\n  if (bias",
+      "  out_scale = dmlq::mm::batch_rows(out_scale, out_per_row, M, z);\n  out_zp = "
+      "dmlq::mm::batch_rows(out_zp, out_per_row, M, z);\n  if (bias",
+      "batch rows, matmul_mma: every matrix reads matrix 0's a zero points", "index"),
+    M("matmul_mma.cu", "  out_zp = dmlq::mm::batch_rows(out_zp, out_per_row, M, z);\n  if (bias",
+      "  if (bias", "batch rows, matmul_mma: every matrix reads matrix 0's output zero points", "index"),
+    M("matmul_mma.cu", "  a_scale = dmlq::mm::batch_rows(a_scale, a_per_row, M, z);\n  a_zp = dmlq::mm::batch_rows(a_zp, "
+      "a_per_row, M, z);\n  out_scale = dmlq::mm::batch_rows(out_scale, out_per_row, M, z);\n  out_zp = "
+      "dmlq::mm::batch_rows(out_zp, out_per_row, M, z);\n  const int m",
+      "  a_zp = dmlq::mm::batch_rows(a_zp, a_per_row, M, z);\n  out_scale = dmlq::mm::batch_rows(out_scale, "
+      "out_per_row, M, z);\n  out_zp = dmlq::mm::batch_rows(out_zp, out_per_row, M, z);\n  const int m",
+      "batch rows, split-K epilogue: every matrix reads matrix 0's a scales", "index"),
+    M("matmul_mma.cu", "  out_scale = dmlq::mm::batch_rows(out_scale, out_per_row, M, z);\n  out_zp = "
+      "dmlq::mm::batch_rows(out_zp, out_per_row, M, z);\n  const int m",
+      "  out_zp = dmlq::mm::batch_rows(out_zp, out_per_row, M, z);\n  const int m",
+      "batch rows, split-K epilogue: every matrix reads matrix 0's output scales", "index"),
+    M("matmul_stream_packed.cu", "  a_zp = mm::batch_rows(a_zp, a_per_row, M, z);\n", "",
+      "batch rows, stream body: every matrix's sums take matrix 0's a zero points", "index"),
+    M("matmul_stream_packed.cu", "  a_scale = mm::batch_rows(a_scale, a_per_row, M, z);\n  a_zp", "  a_zp",
+      "batch rows, stream body: every matrix reads matrix 0's a scales", "index"),
+    M("matmul_stream_packed.cu", "  out_zp = mm::batch_rows(out_zp, out_per_row, M, z);\n  // This block's rows",
+      "  // This block's rows", "batch rows, stream body: every matrix reads matrix 0's output zero points", "index"),
+    M("matmul_stream_packed.cu", "    const float as = mm::batch_rows(a_scale, a_per_row, M, z)[a_per_row ? m : 0];",
+      "    const float as = a_scale[a_per_row ? m : 0];",
+      "batch rows, grouped finish: every matrix reads matrix 0's a scales", "index"),
+    M("matmul_stream_packed.cu", "  a_scale = mm::batch_rows(a_scale, a_per_row, M, z);\n  out_scale", "  out_scale",
+      "batch rows, split-K finish: every matrix reads matrix 0's a scales", "index"),
+    M("matmul_stream_packed.cu", "  out_zp = mm::batch_rows(out_zp, out_per_row, M, z);\n  const int ozp",
+      "  const int ozp", "batch rows, split-K finish: every matrix reads matrix 0's output zero points", "index"),
+    M("matmul_stream.cu", "  a_scale += ar;", "  a_scale += off[6];",
+      "batch rows: a's scales at the block's first row only, not its matrix's", "index"),
+    M("matmul_stream.cu", "  if (a_zp != nullptr) a_zp += ar;", "",
+      "batch rows: every block reads a's zero points from row 0", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
@@ -909,20 +965,21 @@ TESTS = {
     "elementwise.cu": (["tests/test_host_elementwise.py", "tests/test_host_mutants.py"],
                        "test_host_elementwise or mutant_elementwise"),
     # the intmm tiled tests first: with -x a killed epilogue mutant stops there (same tests, same verdicts)
-    "matmul_dp4a.cu": (["tests/test_gpu_intmm_tiled.py", "tests/test_select_matmul.py", "tests/test_host_mutants.py",
+    "matmul_dp4a.cu": (["tests/test_gpu_batch_rows.py", "tests/test_gpu_intmm_tiled.py", "tests/test_select_matmul.py", "tests/test_host_mutants.py",
                         "tests/test_host_matmul_staging.py"],
-                       "emulated or mutant_dp4a or intmm_tiled"),
-    "matmul_mma.cu": (["tests/test_gpu_intmm_tiled.py", "tests/test_gpu_intmm_mma_packed.py", "tests/test_select_matmul.py",
+                       "emulated or mutant_dp4a or intmm_tiled or batch_rows"),
+    "matmul_mma.cu": (["tests/test_gpu_batch_rows.py", "tests/test_gpu_intmm_tiled.py", "tests/test_gpu_intmm_mma_packed.py", "tests/test_select_matmul.py",
                        "tests/test_host_mutants.py", "tests/test_host_matmul_staging.py"],
-                      "emulated or mutant_mma or intmm_tiled or mma_packed"),
+                      "emulated or mutant_mma or intmm_tiled or mma_packed or batch_rows"),
     "avgpool.cu": (["tests/test_select_avgpool.py", "tests/test_select_avgpool_cl.py", "tests/test_host_mutants.py"],
                    "emulated or mutant_avgpool"),
-    "matmul_stream.cu": (["tests/test_gpu_intmm.py"], "not selection"),
-    "matmul_stream_packed.cu": (["tests/test_gpu_qmm_stream.py", "tests/test_gpu_intmm_grouped.py",
+    "matmul_stream.cu": (["tests/test_gpu_batch_rows.py", "tests/test_gpu_intmm.py"], "not selection"),
+    "matmul_stream_packed.cu": (["tests/test_gpu_batch_rows.py", "tests/test_gpu_qmm_stream.py", "tests/test_gpu_intmm_grouped.py",
                                 "tests/test_gpu_stream8.py"], "test_"),
     "quant_types.cu": (["tests/test_host_qtypes.py", "tests/test_host_mutants.py"],
                        "(test_host_qtypes and not stand) or mutant_qtypes"),
-    "matmul_dp4a_packed.cu": (["tests/test_gpu_intmm_packed.py"], "not groups_not_a_multiple"),
+    "matmul_dp4a_packed.cu": (["tests/test_gpu_batch_rows.py", "tests/test_gpu_intmm_packed.py"],
+                              "not groups_not_a_multiple"),
     "dynamic_quant.cu": (["tests/test_dynamic_quant.py", "tests/test_dynamic_quant_rows.py"], "gpu_path or gpu_rows or gpu_dask"),
 }
 
