@@ -100,7 +100,7 @@ def test_quantized_matmul(gpu, case):
     a_s = rng.uniform(1e-3, 2e-3, (2, nb, m, 1)).astype(F32)
     a_zp = q(rng, U8, (2, 1, m, 1))
     o_s = rng.uniform(0.1, 2, (2, nb, m, 1)).astype(F32) * np.float32(np.sqrt(k))
-    o_zp = q(rng, I8, (nb, m, 1))
+    o_zp = q(rng, I8, (2, 1, m, 1) if nb == 1 else (nb, m, 1))  # (per matrix either way; 1s broadcast)
     S.launches.clear()
     same(dmlq.quantized_matmul, a, a_s, a_zp, b, np.float32(0.3), None, o_s, o_zp)
     _ran(names)
