@@ -585,8 +585,8 @@ POOL_PARAM_LIMIT = 2**31
 def _param(f, name, value, nd, default, minimum):
     if value is None:
         return (default,) * nd
-    if host_int(value) is not None:  # (an int, or a 0-d NumPy integer array)
-        value = (host_int(value),) * nd
+    if (one := host_int(value)) is not None:  # (an int, or a 0-d NumPy integer array)
+        value = (one,) * nd
     if isinstance(value, (str, bytes)):
         hint = ""
         if name.endswith("padding"):
@@ -640,8 +640,8 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
     nd = x.ndim - 2
     if window_size is None:
         raise TypeError(f"{f}: window_size is required (got None); pass an int or {nd} ints")
-    if host_int(window_size) is not None:
-        window_size = (host_int(window_size),) * nd
+    if (one := host_int(window_size)) is not None:
+        window_size = (one,) * nd
     try:
         empty = len(tuple(window_size)) == 0
     except TypeError:

@@ -186,12 +186,11 @@ def _out_float_dtype(b, dtype):
 def _block_groups(f, block_size, k):
     if block_size is None:
         return 1
-    if host_int(block_size) is None:
+    if (size := host_int(block_size)) is None:
         raise TypeError(f"{f}: block_size must be an int (got {type(block_size).__name__} {block_size!r})")
-    block_size = host_int(block_size)
-    if block_size < 1:
-        raise DescError(f"{f}: block_size must be >= 1 (got {block_size})")
-    return -(-k // int(block_size))
+    if size < 1:
+        raise DescError(f"{f}: block_size must be >= 1 (got {size})")
+    return -(-k // size)
 
 
 def _plan_matmul_integer_to_float(b, dtype, block_size, packed):

@@ -291,12 +291,11 @@ def _zero_point(f, v, q, dtype_given, whose):
 
 
 def _int_param(f, name, value, least):
-    if host_int(value) is None:
+    if (number := host_int(value)) is None:
         raise TypeError(f"{f}: {name} must be an int (got {value!r})")
-    value = host_int(value)
-    if value < least:
-        raise DescError(f"{f}: {name} must be >= {least} (got {value})")
-    return int(value)
+    if number < least:
+        raise DescError(f"{f}: {name} must be >= {least} (got {number})")
+    return number
 
 
 def _data_name(f):
@@ -305,9 +304,9 @@ def _data_name(f):
 
 
 def _axis(f, axis, ndim):
-    if host_int(axis) is None:
+    if (number := host_int(axis)) is None:
         raise TypeError(f"{f}: axis must be an int (got {axis!r})")
-    axis = host_int(axis)
+    axis = number
     if not -ndim <= axis < ndim:
         raise DescError(f"{f}: axis = {axis} is out of range for a {ndim}-D {_data_name(f)} (accepted: {-ndim} ... "
                         f"{ndim - 1})")

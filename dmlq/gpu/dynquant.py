@@ -147,7 +147,8 @@ def _row_splits(rows, cols, itemsize, warps):
     per = 16 // itemsize
     least = MIN_SPLIT_BYTES // itemsize
     splits = max(1, min(-(-warps // rows), cols // least))  # (cols // least: every split >= least)
-    chunk = -(-(-(-cols // splits)) // per) * per
+    chunk = -(-cols // splits)
+    chunk = -(-chunk // per) * per  # (rounded up to whole 16-byte vectors)
     return max(1, -(-cols // chunk)), chunk
 
 
@@ -180,9 +181,11 @@ def _rows_pass(x, plan, scale, zp):
     xp = device.xp()
     rows, cols, splits, chunk = plan.detail
     x = _row_view(x)
-    if _rows(x) is None:
+    view = _rows(x)
+    if view is None:
         x = xp.ascontiguousarray(x)
-    base, row_stride = _rows(x)
+        view = _rows(x)
+    base, row_stride = view
     part = xp.empty(2 * rows * splits if splits > 1 or scale is None else 0, np.float32)
     null = np.uint64(0)
     args = [(np.uint64(base), np.int64(rows), np.int64(cols), np.int64(row_stride), np.int64(chunk),
