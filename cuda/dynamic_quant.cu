@@ -12,12 +12,14 @@
 //                 writes them (one float32, one Q) for the quantize launch that follows on the
 //                 stream (a device scale and zero point: no host read, no synchronize).
 //   dq_rows<T, Q> per_row: one range per row of x (rows of `cols` dense elements, row r at
-//                 x + r * row_stride; stride 0 for a broadcast row). A warp an item, an item a
+//                 x + (r / inner) * outer_stride + (r % inner) * inner_stride: x's leading axes
+//                 as at most two strides, 0 for broadcast rows). A warp an item, an item a
 //                 row or, with `splits` > 1 (few long rows), one of its splits of `chunk`
 //                 elements. With one split lane 0 writes the row's scale and zero point; else
 //                 (or with scale null: a dask chunk's rows, dmlq/dynquant.py) the item's
 //                 (lo, hi) pair to part[2 * item], for:
-//   dq_row_params<Q>  a warp a row: its splits' pairs folded, its scale and zero point.
+//   dq_row_params<Q>  a warp a row: its splits' pairs folded, its scale and zero point (scale
+//                 null: the folded pair to pairs[2 * row], a dask chunk's rows' ranges).
 // Napkin (H100, float32 x of 64M elements): the range pass reads 256 MB (76 us at 3.35 TB/s)
 // and the quantize pass 256 + 64 MB, so the whole call is bound at 1.25x quantize_linear's
 // time; 2 FMNMX a 4-byte element against the ~9 instructions a byte the issue rate leaves.
@@ -143,9 +145,12 @@ __global__ void __launch_bounds__(256) dq_params(const float* __restrict__ part,
   if (threadIdx.x == 0) write_params(lo, hi, scale, zp);
 }
 
+// (256, 5): 48 registers and 5 blocks an SM, 0 spills (the two strides' 64-bit address math
+// took the float kernels to 60 registers and 4 blocks without the bound).
 template <typename T, typename Q>
-__global__ void __launch_bounds__(256) dq_rows(const T* __restrict__ x, long long rows, long long cols,
-                                               long long row_stride, long long chunk, int splits,
+__global__ void __launch_bounds__(256, 5) dq_rows(const T* __restrict__ x, long long rows, long long cols,
+                                               long long inner, long long outer_stride,
+                                               long long inner_stride, long long chunk, int splits,
                                                float* __restrict__ part, float* __restrict__ scale,
                                                Q* __restrict__ zp) {
   using namespace dq_detail;
@@ -154,9 +159,10 @@ __global__ void __launch_bounds__(256) dq_rows(const T* __restrict__ x, long lon
   const long long items = rows * splits;
   for (long long i = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; i < items;
        i += warps) {  // (i is the same in a warp's lanes)
-    const long long r = i / splits, c0 = (i - r * splits) * chunk;
+    const long long r = i / splits, c0 = (i - r * splits) * chunk, outer = r / inner;
     float lo = 0.0f, hi = 0.0f;
-    fold_span<T>(x + r * row_stride + c0, max(min(chunk, cols - c0), 0ll), lane, 32, lo, hi);
+    fold_span<T>(x + outer * outer_stride + (r - outer * inner) * inner_stride + c0, max(min(chunk, cols - c0), 0ll),
+                 lane, 32, lo, hi);
     warp_fold(lo, hi);
     if (lane == 0) {
       if (splits == 1 && scale != nullptr) {
@@ -171,18 +177,26 @@ __global__ void __launch_bounds__(256) dq_rows(const T* __restrict__ x, long lon
 
 template <typename Q>
 __global__ void __launch_bounds__(256) dq_row_params(const float* __restrict__ part, long long rows, int splits,
-                                                     float* __restrict__ scale, Q* __restrict__ zp) {
+                                                     float* __restrict__ scale, Q* __restrict__ zp,
+                                                     float* __restrict__ pairs) {
   using namespace dq_detail;
   const int lane = threadIdx.x & 31;
   const long long warps = (static_cast<long long>(gridDim.x) * blockDim.x) >> 5;
   for (long long r = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
     float lo = 0.0f, hi = 0.0f;
-    const float* pairs = part + 2 * r * splits;
+    const float* row = part + 2 * r * splits;
     for (int k = lane; k < splits; k += 32) {
-      lo = fminf(lo, pairs[2 * k]);
-      hi = fmaxf(hi, pairs[2 * k + 1]);
+      lo = fminf(lo, row[2 * k]);
+      hi = fmaxf(hi, row[2 * k + 1]);
     }
     warp_fold(lo, hi);
-    if (lane == 0) write_params(lo, hi, scale + r, zp + r);
+    if (lane == 0) {
+      if (scale != nullptr) {
+        write_params(lo, hi, scale + r, zp + r);
+      } else {
+        pairs[2 * r] = lo;
+        pairs[2 * r + 1] = hi;
+      }
+    }
   }
 }

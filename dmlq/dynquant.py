@@ -166,24 +166,17 @@ def _dask(x, qdt, per_row=False):
     nd = x.ndim
     ranges = x.map_blocks(_chunk_range, chunks=tuple((1,) * len(c) for c in x.chunks) + ((2,),), new_axis=nd,
                           dtype=F32, meta=meta_from_array(x._meta, ndim=nd + 1, dtype=F32))
-    both = ranges.rechunk(-1).map_blocks(_block_parameters, qdt, drop_axis=tuple(range(nd)), chunks=((2,),),
+    both = ranges.rechunk(-1).map_blocks(_all_parameters, qdt, drop_axis=tuple(range(nd)), chunks=((2,),),
                                          dtype=F32, meta=meta_from_array(x._meta, ndim=1, dtype=F32))
     return both[:1].reshape(()), both[1:].reshape(()).astype(qdt)  # (0-d arrays, as the eager call's: not [0])
 
 
-def _block_parameters(ranges, qdt):
+def _all_parameters(ranges, qdt):
     """The chunks' ranges (one block of (..., 2) pairs) -> [scale, zero point] as a float32 (2,)
-    array of their kind: the eager path's parameters of an array whose range is x's (exact: the
-    min and max of float32 values; the zero point, an integer of at most 8 bits, is exact in
-    float32 too)."""
-    ranges = ranges.reshape(-1)
-    if isinstance(ranges, np.ndarray):
-        scale, zp = _host(ranges, qdt)
-        return np.array([scale, zp], F32)
-    from .gpu import device, dynquant
-
-    scale, zp = dynquant.range_parameters(ranges, qdt)
-    return device.xp().stack([scale, zp.astype(F32)])
+    array of their kind: the parameters of the pairs side by side as one row, whose range is
+    x's (exact: the min and max of float32 values; the zero point, an integer of at most 8
+    bits, is exact in float32 too)."""
+    return _chunk_row_parameters(ranges.reshape(1, -1), qdt).reshape(2)
 
 
 def _div32(a, b):

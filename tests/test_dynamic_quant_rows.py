@@ -217,7 +217,7 @@ def test_kernel_plan_of_a_host_x():
                                                  "quantize_axis<float, int8>"]
     assert plan.notes == ("each row in 4 splits of 2048 elements",)
     plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, np.empty((64, 64), F32).T, per_row=True)
-    assert plan.notes == ("x copied to a contiguous array (its rows not evenly spaced)",)
+    assert plan.notes == ("x copied to a contiguous array (its rows more than two strides apart)",)
     plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, np.broadcast_to(np.empty((64, 1), F32), (64, 8192)),
                             per_row=True)  # (a row of one value repeated: that value read, not 64 x 32 KiB copied)
     assert not plan.notes and [v.kernel for v in plan.launches][:1] == ["dq_rows<float, uint8>"]
@@ -248,10 +248,13 @@ def _views():
         return (cupy_of(a)).broadcast_to(a[:1, :1], (3, 4, a.shape[2]))
 
     return [("C order", lambda a: a, False), ("reversed rows", lambda a: a[::-1, ::-1], False),
-            ("first axis reversed", lambda a: a[::-1], True),
+            ("first axis reversed", lambda a: a[::-1], False),
             ("reversed columns", lambda a: a[:, :, ::-1], False), ("reversed both", lambda a: a[::-1, ::-1, ::-1], False),
             ("rows not 16-byte aligned", lambda a: a[:, :, 1:], False), ("every other row", lambda a: a[:, ::2], False),
-            ("a block of rows", lambda a: a[:, :3], True), ("broadcast rows", broadcast, False),
+            ("a block of rows", lambda a: a[:, :3], False), ("broadcast rows", broadcast, False),
+            ("every other block of rows, reversed", lambda a: a[::-2, 1:], False),
+            ("rows broadcast along the first axis", lambda a: cupy_of(a).broadcast_to(a[:1], a.shape), False),
+            ("rows broadcast along the second axis", lambda a: cupy_of(a).broadcast_to(a[:, 2:3], a.shape), False),
             ("broadcast along the last axis", lambda a: cupy_of(a).broadcast_to(a[:, :, 5:6], a.shape), False),
             ("transposed", lambda a: a.transpose(0, 2, 1), True), ("every other column", lambda a: a[..., ::2], True)]
 
@@ -280,7 +283,10 @@ def test_gpu_rows(xdt, rng):
     long = (rng.standard_normal((2, 9000)) * 2).astype(xdt)
     long[1, 8999], long[0, 0] = 50, -60  # the extremes in the last split's last element and the first's first
     many = (rng.standard_normal((3000, 5)) * 2).astype(xdt)  # more rows than the grid's warps (a grid-stride)
-    cases = [(x, v) for v in _views()] + [(long, ("few long rows", lambda a: a, False)),
+    x4 = (rng.standard_normal((2, 3, 4, 37)) * 3).astype(xdt)
+    cases = [(x, v) for v in _views()] + [(x4, ("three strides", lambda a: a[:, ::-1, :3], True)),
+                                          (x4, ("two strides of four axes", lambda a: a[:, :2], False)),
+                                          (long, ("few long rows", lambda a: a, False)),
                                           (long, ("few long rows, reversed", lambda a: a[:, ::-1], False)),
                                           (many, ("many rows", lambda a: a, False))]
     split = set()
@@ -295,7 +301,7 @@ def test_gpu_rows(xdt, rng):
             if on_stand_in():
                 assert cupy_stand_in.counts["syncs"] == cupy_stand_in.counts["downloads"] == 0, name
             notes = plans[0].notes
-            assert ("x copied to a contiguous array (its rows not evenly spaced)" in notes) == copied, (name, notes)
+            assert ("x copied to a contiguous array (its rows more than two strides apart)" in notes) == copied, (name, notes)
             split.add(any(n.startswith("each row in") for n in notes))
             same([cupy.asnumpy(v) for v in got], R.dynamic_quantize_linear(view(host), qdt, per_row=True))
     assert split == {True, False}
@@ -329,6 +335,7 @@ def test_gpu_dask_of_cupy_chunks(rng):
     import cupy
 
     from conftest import on_stand_in
+    from dmlq.gpu.plan import recording
 
     if on_stand_in():
         import cupy_stand_in
@@ -337,13 +344,22 @@ def test_gpu_dask_of_cupy_chunks(rng):
         concatenate_lookup.register(cupy.ndarray, cupy.concatenate)
     x = (rng.standard_normal((9, 70)) * 3 - 1).astype(F32)
     x[4, 5], x[8, 69], x[2, :] = np.nan, 40.0, np.nan
-    for host, chunks in ((x, (4, 70)), (x, (4, 33)), (x.astype(F16)[:, 1:], (9, 20)), (np.zeros((0, 5), F32), (2, 5))):
+    long = (rng.standard_normal((3, 9000)) * 2).astype(F32)
+    long[0, 4599], long[1, 4600], long[2, 8999] = -70, 80, np.nan  # (the last elements of splits and chunks)
+    folded = set()
+    for host, chunks in ((x, (4, 70)), (x, (4, 33)), (x.astype(F16)[:, 1:], (9, 20)), (np.zeros((0, 5), F32), (2, 5)),
+                         (long, (3, 4600)), (long, (2, 9000))):
         lazy = da.from_array(cupy.asarray(host), chunks=chunks, asarray=False)
         if on_stand_in():
             cupy_stand_in.counts["downloads"] = 0
         got = dmlq.dynamic_quantize_linear(lazy, dtype=I8, per_row=True)
         assert all(isinstance(v, da.Array) and isinstance(v._meta, cupy.ndarray) for v in got)
-        computed = da.compute(*got, scheduler="threads")
+        with recording() as plans:
+            computed = da.compute(*got, scheduler="threads")
         if on_stand_in():
             assert cupy_stand_in.counts["downloads"] == 0
+        folded.update(v.role for p in plans for v in p.launches if v.kernel.startswith("dq_row_params"))
         same([cupy.asnumpy(v) for v in computed], R.dynamic_quantize_linear(host, I8, per_row=True))
+    # few long rows in a chunk are split: their ranges folded (chunks (3, 4600)), or their
+    # parameters (the whole rows in one chunk, (2, 9000))
+    assert folded == {"the rows' ranges folded", "the scales and zero points"}, folded

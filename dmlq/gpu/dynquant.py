@@ -122,20 +122,28 @@ def _row_view(x):
 
 
 def _rows(x):
-    """x as rows for dq_rows: (address of row 0's lowest element, the row stride in elements),
-    or None where x must first be copied (its last axis not dense, or its leading
-    axes not one stride apart)."""
+    """x as rows for dq_rows: (address of row 0's lowest element, inner, outer stride, inner
+    stride), row r at r // inner outer strides and r % inner inner strides from row 0 (strides
+    in elements), or None where x must first be copied (its last axis not dense, or its
+    leading axes not two strides)."""
     cols, item = x.shape[-1], x.itemsize
+    rows = math.prod(x.shape[:-1])
     if x.size == 0:
-        return device.ptr(x), 0  # nothing to read
+        return device.ptr(x), max(rows, 1), 0, 0  # nothing to read
     last = x.strides[-1] if cols > 1 else item
-    lead = [(n, s) for n, s in zip(x.shape[:-1], x.strides[:-1]) if n != 1]
-    if abs(last) != item or any(s % item for _, s in lead):
-        return None
-    if any(outer[1] != inner[1] * inner[0] for outer, inner in zip(lead, lead[1:])):
+    lead: list = []  # the leading axes of more than one row, each merged into the one before it
+    for n, s in zip(x.shape[:-1], x.strides[:-1]):  # where that one is n of this one's strides
+        if n == 1:
+            continue
+        if lead and lead[-1][1] == s * n:
+            lead[-1] = (lead[-1][0] * n, s)
+        else:
+            lead.append((n, s))
+    if abs(last) != item or any(s % item for _, s in lead) or len(lead) > 2:
         return None
     base = device.ptr(x) + ((cols - 1) * last if last < 0 else 0)
-    return base, (lead[-1][1] // item if lead else 0)
+    (_, outer), (inner, step) = [(1, 0)] * (2 - len(lead)) + lead
+    return base, (inner if len(lead) == 2 else max(rows, 1)), outer // item, step // item
 
 
 def _row_splits(rows, cols, itemsize, warps):
@@ -154,15 +162,16 @@ def _row_splits(rows, cols, itemsize, warps):
 
 def plan_rows(x, qdtype=None) -> Plan:
     """per_row's launches for x (float32 or float16, at least one dimension) and qdtype; with
-    qdtype None, the rows' ranges alone, one split a row (:func:`row_pairs`)."""
+    qdtype None, the rows' ranges alone (:func:`row_pairs`)."""
     x = _row_view(x)
-    notes: tuple = () if _rows(x) is not None else ("x copied to a contiguous array (its rows not evenly spaced)",)
+    notes: tuple = () if _rows(x) is not None else ("x copied to a contiguous array (its rows more than two "
+                                                    "strides apart)",)
     rows, cols = math.prod(x.shape[:-1]), x.shape[-1]
     xname, qname = X_TYPES[np.dtype(x.dtype)], Q_TYPES[np.dtype(qdtype if qdtype is not None else np.uint8)]
     name = f"dq_rows<{xname}, {qname}>"
     per_block = BLOCK // 32
     wave = device.info().sm_count * device.resident_blocks(SOURCE, name, BLOCK)
-    splits, chunk = _row_splits(rows, cols, x.itemsize, int(SPLIT_BELOW * wave * per_block) if qdtype else 0)
+    splits, chunk = _row_splits(rows, cols, x.itemsize, int(SPLIT_BELOW * wave * per_block))
     items = rows * splits
     blocks = max(1, min(-(-items // per_block), ROW_WAVES * wave))
     launches: tuple = (Launch(SOURCE, name, (blocks,), (BLOCK,), 0,
@@ -170,14 +179,15 @@ def plan_rows(x, qdtype=None) -> Plan:
                               else "the rows' ranges, scales and zero points"),)
     if splits > 1:
         launches += (Launch(SOURCE, f"dq_row_params<{qname}>", (max(1, min(-(-rows // per_block), wave)),), (BLOCK,), 0,
-                            "the scales and zero points"),)
+                            "the scales and zero points" if qdtype is not None else "the rows' ranges folded"),)
         notes += (f"each row in {splits} splits of {chunk} elements",)
     return Plan("dynamic_quantize_linear", "rows", launches, notes, (rows, cols, splits, chunk))
 
 
 def _rows_pass(x, plan, scale, zp):
     """Runs dq_rows (and dq_row_params) for the plan on x (copied first where the plan says so):
-    the scale and zero point (null: the pairs) written; returns the pairs' workspace."""
+    the scale and zero point written, or with both None the rows' (lo, hi) pairs returned (a
+    float32 device array of 2 x rows)."""
     xp = device.xp()
     rows, cols, splits, chunk = plan.detail
     x = _row_view(x)
@@ -185,15 +195,17 @@ def _rows_pass(x, plan, scale, zp):
     if view is None:
         x = xp.ascontiguousarray(x)
         view = _rows(x)
-    base, row_stride = view
+    base, inner, outer, step = view
     part = xp.empty(2 * rows * splits if splits > 1 or scale is None else 0, np.float32)
+    pairs = xp.empty(2 * rows, np.float32) if splits > 1 and scale is None else part
     null = np.uint64(0)
-    args = [(np.uint64(base), np.int64(rows), np.int64(cols), np.int64(row_stride), np.int64(chunk),
-             np.int32(splits), part, null if scale is None else scale, null if zp is None else zp)]
+    args = [(np.uint64(base), np.int64(rows), np.int64(cols), np.int64(inner), np.int64(outer), np.int64(step),
+             np.int64(chunk), np.int32(splits), part, null if scale is None else scale, null if zp is None else zp)]
     if splits > 1:
-        args.append((part, np.int64(rows), np.int32(splits), scale, zp))
+        args.append((part, np.int64(rows), np.int32(splits), null if scale is None else scale,
+                     null if zp is None else zp, null if scale is not None else pairs))
     launcher(plan)(args)
-    return part
+    return pairs
 
 
 def row_parameters(x, qdtype):
