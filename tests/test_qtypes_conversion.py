@@ -174,6 +174,19 @@ def test_pack_layout_by_hand():
     assert dmlq.pack(y).data.tolist() == [0b10110001, 0b00000001]
 
 
+def test_padding_bits_are_not_read():
+    """README: a given Packed's padding bits are not read (ONNX's unpacking leaves them out):
+    the values and dequantize's result are those of the zero-padded bytes."""
+    for name, data, want in (("int4", [0xE1, 0xF3], [1, -2, 3]), ("uint2", [0b10110001, 0b11111101], [1, 0, 3, 2, 1])):
+        clean = dmlq.Packed(np.array(data, np.uint8) & np.array([0xFF, (1 << 4 if name == "int4" else 1 << 2) - 1],
+                                                               np.uint8), (len(want),), name)
+        dirty = dmlq.Packed(np.array(data, np.uint8), (len(want),), name)
+        assert dmlq.unpack(dirty).astype(int).tolist() == dmlq.unpack(clean).astype(int).tolist() == want
+        assert dmlq.unpack(dirty, codes=True).tolist() == dmlq.unpack(clean, codes=True).tolist()
+        assert np.array_equal(dmlq.dequantize_linear(dirty, np.float32(0.5)),
+                              np.array(want, np.float32) * 0.5)
+
+
 def test_pack_float8_is_its_bytes():
     x = np.array([1.0, -2.0, np.nan, 448.0], md.float8_e4m3fn)
     p = dmlq.pack(x)
