@@ -23,6 +23,7 @@ from .dtypes import DataType
 from .errors import DescError
 from .operator import compile_operator
 from .qtypes import BFLOAT16_DTYPE
+from .validation import shared_elements
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 MATMUL_SCALES = (F32, F16) + (() if BFLOAT16_DTYPE is None else (BFLOAT16_DTYPE,))  # (Builder.widened_scale)
@@ -187,6 +188,21 @@ def native_order(f, name, v):
         fix = f"allocate out with dtype {native!r}" if name == "out" else f"pass {name}.astype({native!r})"
         raise TypeError(f"{f}: {name} has the non-native byte order of dtype {dt.str!r} ({dt.name}); dmlq reads "
                         f"arrays in the machine's byte order: {fix}")
+
+
+def refuse_shared_out(f, out):
+    """A ValueError for an ``out`` two of whose elements share memory (a stride-0 axis, as
+    ``np.broadcast_to`` or ``as_strided`` make; overlapping strides): dmlq's threads and GPU
+    kernels write in no fixed order, so which result lands there would be a race (NumPy's
+    ufuncs write the last in C order; torch refuses an expanded tensor)."""
+    shared = shared_elements(out.shape, out.strides, out.itemsize)
+    if shared is None:
+        return
+    where = (f"indices {shared[0]} and {shared[1]} share memory" if shared else
+             f"{out.size} elements are too many to show that none share memory")
+    raise ValueError(f"{f}: out has elements that share memory (shape {tuple(out.shape)}, strides "
+                     f"{tuple(out.strides)}: {where}), so a result element would overwrite another in no fixed "
+                     "order; pass an array of its own memory (np.empty of its shape), or copy the result in")
 
 
 class Builder:
@@ -460,6 +476,7 @@ class Builder:
                             f"np.empty({tuple(shape)}, {np_name(dtype)})")
         if tuple(out.shape) != tuple(shape):
             raise ValueError(f"{f}: out must have shape {tuple(shape)} (got {tuple(out.shape)})")
+        refuse_shared_out(f, out)
 
     def validate(self, desc):
         """The DirectML descriptor behind the call; every rule the checks above missed."""

@@ -21,7 +21,7 @@ from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerDe
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, block_sizes, dml_name)
 from .gpu.capture import guarded
 from .packing import Packed
-from .validation import validate
+from .validation import shared_elements, validate
 
 
 def _typed(v):
@@ -115,6 +115,10 @@ def _bind(array, tensor: TensorDesc, xp, op: str, name: str):
                             f"reads arrays in the machine's byte order: {fix}")
         raise TypeError(f"{op}: {name} must be {tensor.data_type.name} (got {array.dtype})")
     if tensor.strides is None:
+        if name == "OutputTensor" and shared_elements(array.shape, array.strides, array.itemsize) is not None:
+            raise ValueError(f"{op}: OutputTensor (out) has elements that share memory (shape {tuple(array.shape)}, "
+                             f"strides {tuple(array.strides)}: a stride-0 axis or overlapping strides), so a result "
+                             "element would overwrite another in no fixed order; pass an array of its own memory")
         if tuple(array.shape) == tensor.sizes:
             return array
         if array.ndim == 1 and array.size == tensor.element_count:

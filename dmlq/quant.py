@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from . import calls, dispatch, floatconv, reference
-from .checks import host_int, native_order, real_number
+from .checks import host_int, native_order, real_number, refuse_shared_out
 from .cpu import qtypes as cpu_qtypes
 from .errors import DescError, UnsupportedError
 from .packing import Packed, refuse_lazy, unpack
@@ -392,6 +392,7 @@ def _out(f, out, shape, dtype):
         raise TypeError(f"{f}: out must have dtype {np.dtype(dtype).name} (got {out.dtype})")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{f}: out must have shape {tuple(shape)} (got {tuple(out.shape)})")
+    refuse_shared_out(f, out)
     if not out.flags.writeable:
         raise ValueError(f"{f}: out is read-only; pass a writeable array")
     return out

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import dispatch, floatconv, quant
 from .calls import Spec, run
-from .checks import F16, F32, I32
+from .checks import F16, F32, I32, refuse_shared_out
 from .errors import DescError, UnsupportedError
 from .packing import Packed, packed_nbytes, refuse_lazy
 from .qtypes import BFLOAT16_DTYPE, QTYPES, QType, is_qtype, qtype
@@ -305,6 +305,7 @@ def _check_out(b, q_or_float, shape, meta_out):
         raise TypeError(f"{f}: out must have dtype {np.dtype(dt).name} (got {out.dtype})")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{f}: out must have shape {tuple(shape)} (got {tuple(out.shape)})")
+    refuse_shared_out(f, out)
 
 
 def _raw(q, shape):

@@ -10,6 +10,7 @@ naming the operator, the DML field and the rule.
 """
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Dict, NamedTuple, Optional, Tuple
 
@@ -478,36 +479,62 @@ def _check_pooling(desc, t):
 _EXACT_ALIAS_LIMIT = 1 << 22  # elements whose offsets are enumerated when the quick test fails
 
 
-def _check_no_self_alias(op, field, t):
-    """Refuse strides that map two indices to one element. The quick test: with the dims
-    sorted by stride, each stride clears the extent of the ones before. Interleaved layouts
-    fail it without aliasing (Sizes (3, 2), Strides (2, 3): offsets 0 3 2 5 4 7), so where it
-    fails the offsets are enumerated (up to 2**22 elements); past that it refuses, saying so."""
-    if t is None or t.strides is None or t.element_count == 0:
-        return
-    extent = 1
-    for stride, size in sorted((s, n) for s, n in zip(t.strides, t.sizes) if n > 1):
+def shared_elements(shape, strides, itemsize=1, limit=_EXACT_ALIAS_LIMIT):
+    """Two indices of an array of ``shape`` and ``strides`` whose elements share memory and
+    the offset of the first, both in the strides' units where an element is ``itemsize``
+    long; None where no two share memory, () where that cannot be shown within ``limit``.
+
+    The quick test: with the dims sorted by stride, each stride clears the extent of the
+    ones before. Interleaved layouts fail it without aliasing (shape (3, 2), strides (2, 3):
+    offsets 0 3 2 5 4 7), so where it fails the offsets are enumerated (up to ``limit``
+    elements); past that the answer is ()."""
+    dims = [(abs(int(s)), int(n)) for s, n in zip(strides, shape) if n > 1]
+    count = math.prod(int(n) for n in shape)
+    if count == 0:
+        return None
+    for axis, (stride, size) in enumerate(zip(strides, shape)):
+        if size > 1 and stride == 0:  # a broadcast axis: the first two elements along it
+            j = [0] * len(shape)
+            j[axis] = 1
+            return (0,) * len(shape), tuple(j), 0
+    extent = itemsize
+    for stride, size in sorted(dims):
         if stride < extent:
             break
         extent += stride * (size - 1)
     else:
+        return None
+    if count > limit:
+        return ()
+    offsets = np.zeros((), np.int64)
+    for stride, size in zip(strides, shape):
+        offsets = np.add.outer(offsets, np.arange(size, dtype=np.int64) * int(stride))
+    flat = offsets.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    same = np.nonzero(np.diff(flat[order]) < itemsize)[0]
+    if not same.size:
+        return None
+    i, j = (tuple(int(v) for v in np.unravel_index(int(order[k]), tuple(shape))) for k in (same[0], same[0] + 1))
+    return i, j, int(flat[order[same[0]]])
+
+
+def _check_no_self_alias(op, field, t):
+    """Refuse strides that map two indices to one element (:func:`shared_elements`); past
+    2**22 elements that the quick test cannot clear it refuses, saying so."""
+    if t is None or t.strides is None or t.element_count == 0:
         return
-    if t.element_count > _EXACT_ALIAS_LIMIT:
+    shared = shared_elements(t.sizes, t.strides)
+    if shared is None:
+        return
+    if not shared:
         raise DescError(f"{op}: {field} Strides {t.strides} with Sizes {t.sizes}: dmlq cannot show that no two "
                         f"elements share memory (with the dimensions sorted by stride, a stride does not clear "
                         f"the extent of the ones before, and {t.element_count} elements are too many to "
                         "enumerate); an output must not alias itself: pass packed strides")
-    offsets = np.zeros((), np.int64)
-    for stride, size in zip(t.strides, t.sizes):
-        offsets = np.add.outer(offsets, np.arange(size, dtype=np.int64) * stride)
-    flat = offsets.reshape(-1)
-    order = np.argsort(flat, kind="stable")
-    same = np.nonzero(np.diff(flat[order]) == 0)[0]
-    if same.size:
-        i, j = (np.unravel_index(int(order[k]), t.sizes) for k in (same[0], same[0] + 1))
-        raise DescError(f"{op}: {field} Strides {t.strides} with Sizes {t.sizes} make different elements share "
-                        f"memory (indices {tuple(int(v) for v in i)} and {tuple(int(v) for v in j)} both at "
-                        f"element offset {int(flat[order[same[0]]])}); an output must not alias itself")
+    i, j, offset = shared
+    raise DescError(f"{op}: {field} Strides {t.strides} with Sizes {t.sizes} make different elements share "
+                    f"memory (indices {i} and {j} both at element offset {offset}); an output must not "
+                    "alias itself")
 
 
 def _check_quantize_63(desc, t):
