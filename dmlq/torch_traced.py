@@ -410,6 +410,26 @@ def out_refused(fname) -> TypeError:
                      "out=None, or call with .detach() tensors or under torch.no_grad()")
 
 
+def _strides_clear(shape, strides) -> bool:
+    """The quick test of :func:`dmlq.validation.shared_elements` in plain Python (which Dynamo
+    traces): with the dimensions sorted by stride, each stride clears the extent of the ones
+    before, so no two elements share memory. False also for the rare layouts that interleave
+    without aliasing (the eager call enumerates those and takes them)."""
+    dims: list = []  # (stride, size) in ascending stride, by insertion (Dynamo sorts no symbolic keys)
+    for st, n in zip(strides, shape):  # (a tensor's strides are never negative)
+        if n > 1:
+            i = len(dims)
+            while i > 0 and st < dims[i - 1][0]:
+                i -= 1
+            dims.insert(i, (st, n))
+    extent = 1
+    for st, n in dims:
+        if st < extent:
+            return False
+        extent = extent + st * (n - 1)
+    return True
+
+
 def _into_out(fname, out, functional, args, kwargs):
     """``out=`` inside torch.compile: the functional op, its result copied into ``out`` (torch.compile
     turns the copy into a write of the graph's input), with the eager call's rules: out's dtype picks
@@ -429,6 +449,12 @@ def _into_out(fname, out, functional, args, kwargs):
     if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):  # an expanded tensor, as eager says
         raise ValueError(f"{fname}: out has elements that share memory (an expanded tensor, stride 0), so a "
                          "result element would overwrite another; pass a tensor of its own memory")
+    shape, strides = tuple(out.shape), tuple(out.stride())
+    if not _strides_clear(shape, strides):  # overlapping strides (as_strided), as the eager call refuses them
+        raise ValueError(f"{fname}: out has elements that share memory, or may (shape {shape}, strides {strides}: "
+                         "with the dimensions sorted by stride, a stride does not clear the extent of the ones "
+                         "before), so a result element would overwrite another in no fixed order; pass a tensor "
+                         "of its own memory")
     if fname in _OUT_DECIDES and kwargs.get("dtype") is None and _out_may_decide(fname, out.dtype):
         zp = _OUT_DECIDES[fname]
         i = names.index(zp) if zp else None
