@@ -177,8 +177,11 @@ class Operator:
         1-D buffer read through them); on the GPU an INT4/UINT4 tensor of a 6.3
         Quantize/Dequantize is a dmlq.Packed of CuPy bytes of those sizes (or a 1-D buffer).
         ``out``: an array (such a Packed) to write to, else a new one is made. Returns the
-        output. Raises TypeError for a wrong count, dtype or form, ValueError for a wrong
-        shape, dmlq.UnsupportedError for a strided INT4/UINT4 output on the GPU."""
+        output: ``out`` itself where its shape is the desc's sizes (or it is a Packed), else the
+        view of it the desc describes (a 1-D out of the element count in the desc's sizes, a
+        buffer read through its strides). Raises TypeError for a wrong count, dtype or form,
+        ValueError for a wrong shape or an out whose elements share memory,
+        dmlq.UnsupportedError for a strided INT4/UINT4 output on the GPU."""
         op = self.desc.OPERATOR
         if len(inputs) != len(self.input_fields):
             raise TypeError(f"{op}: expected {len(self.input_fields)} inputs "
