@@ -104,3 +104,17 @@ def test_an_out_whose_elements_share_memory_is_refused_on_the_gpu(cupy_twin):
 
     for name, call, shape, dtype in _calls(cupy):
         _refused_untouched(cupy, call, shape, dtype)
+
+
+def test_a_cpu_tensor_out_beside_numpy_operands_is_written_and_returned():
+    """The README's rule for out= across NumPy and torch: a tensor out beside NumPy operands is
+    taken (as NumPy operands beside CPU tensors are); a NumPy out beside tensors is refused."""
+    torch = pytest.importorskip("torch")
+    q = np.arange(24, dtype=u8).reshape(4, 6)
+    out = torch.full((4, 6), 7.0)
+    assert dmlq.dequantize_linear(q, f32(0.5), u8(3), out=out) is out
+    np.testing.assert_array_equal(out.numpy(), dmlq.dequantize_linear(q, f32(0.5), u8(3)))
+    buf = np.full((4, 6), 7.0, f32)
+    with pytest.raises(TypeError, match=r"out is a numpy.ndarray but q is a torch tensor"):
+        dmlq.dequantize_linear(torch.from_numpy(q), 0.5, 3, out=buf)
+    assert (buf == 7.0).all()
