@@ -192,7 +192,7 @@ def native_order(f, name, v):
 
 def refuse_shared_out(f, out):
     """A ValueError for an ``out`` two of whose elements share memory (a stride-0 axis, as
-    ``np.broadcast_to`` or ``as_strided`` make; overlapping strides): dmlq's threads and GPU
+    ``cupy.broadcast_to`` or ``as_strided`` make; overlapping strides): dmlq's threads and GPU
     kernels write in no fixed order, so which result lands there would be a race (NumPy's
     ufuncs write the last in C order; torch refuses an expanded tensor)."""
     shared = shared_elements(out.shape, out.strides, out.itemsize)
