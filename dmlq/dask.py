@@ -370,8 +370,9 @@ def _array_module(a):
 # ------------------------------------------------------------------ matmul
 
 def _vector(v):
-    """A per-row/column scale or zero point as 1-D (per tensor: as it is)."""
-    return v.reshape(-1) if hasattr(v, "size") and v.size > 1 else v
+    """A per-row/column scale or zero point as 1-D (per tensor: as it is). One of no elements
+    (M or N = 0) is per row or column too, not one value."""
+    return v.reshape(-1) if hasattr(v, "size") and v.size != 1 else v
 
 
 def _matmul_operands(a, b, shape):
@@ -401,7 +402,7 @@ def _b_side(v, b, batch):
     if _per_batch(v):
         v = da.broadcast_to(_as_dask(v), batch + tuple(v.shape[-2:]))
         return rechunk(v, b.chunks[:-2] + ((v.shape[-2],), b.chunks[-1])), bi + ("g", "n")
-    if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
+    if hasattr(v, "ndim") and v.ndim == 1 and v.size != 1:
         return da.from_array(v, chunks=(b.chunks[-1],), asarray=False), ("n",)
     if hasattr(v, "ndim") and v.ndim == 2:  # (1 or G, N): cut along N, the groups whole
         return da.from_array(v, chunks=((v.shape[0],), b.chunks[-1]), asarray=False), ("g", "n")
@@ -503,7 +504,7 @@ def _a_side(v, a, batch):
         v = da.broadcast_to(_as_dask(v)[..., 0], tuple(batch) + (v.shape[-2],))
         return rechunk(v, a.chunks[:-1]), tuple(f"z{i}" for i in range(len(batch))) + ("m",)
     v = _vector(v)
-    if hasattr(v, "ndim") and v.ndim == 1 and v.size > 1:
+    if hasattr(v, "ndim") and v.ndim == 1 and v.size != 1:
         return da.from_array(v, chunks=(a.chunks[-2],), asarray=False), ("m",)
     return v, None
 
@@ -511,7 +512,7 @@ def _a_side(v, a, batch):
 def _b_rows(v):
     """A B-side scale or zero point as () / (1, N) / (G, N) (per tensor, per column, blocked)
     or, per batch, as it is (b's batch shape, then (1 or G, N))."""
-    if not hasattr(v, "ndim") or v.size <= 1 or _per_batch(v):
+    if not hasattr(v, "ndim") or v.size == 1 or _per_batch(v):
         return v
     return v.reshape((1, -1) if v.ndim == 1 else v.shape[-2:])
 
@@ -594,8 +595,8 @@ def _wrap_int32(acc):
 
 def _column(v):
     """An A-side block as the public functions take it: (M,) -> (M, 1), a per-batch-and-row
-    block (..., M) -> (..., M, 1); one value as it is."""
-    if not hasattr(v, "ndim") or v.size <= 1:
+    block (..., M) -> (..., M, 1), an empty one too (M = 0); one value as it is."""
+    if not hasattr(v, "ndim") or v.size == 1 or v.ndim == 0:
         return v
     return v.reshape(-1, 1) if v.ndim == 1 else v[..., None]
 

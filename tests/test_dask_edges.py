@@ -282,3 +282,34 @@ def test_a_numpy_operand_follows_the_dask_operands_chunks():
         got, want = call(*args), call(*operands)
         assert got.chunks == (result_chunks or chunks), (got.chunks, result_chunks or chunks)
         np.testing.assert_array_equal(got.compute(), want, strict=True)
+
+
+_M0_CALLS = {  # M = 0 with per-row / per-batch-and-row A-side and output parameters of 0 rows
+    "qmm per batch and row": lambda a, b: dmlq.quantized_matmul(
+        a, np.ones((2, 0, 1), np.float32), None, b, 0.1, None, np.ones((2, 0, 1), np.float32),
+        np.zeros((2, 0, 1), np.int8)),
+    "qmm per row, leading 1s": lambda a, b: dmlq.quantized_matmul(
+        a, np.ones((1, 1, 0, 1), np.float32), np.zeros((1, 1, 0, 1), np.uint8), b, 0.1, None, 0.5, np.int8(0)),
+    "matmul_integer per batch and row": lambda a, b: dmlq.matmul_integer(a, b, np.zeros((2, 0, 1), np.uint8)),
+    "to_float per batch and row": lambda a, b: dmlq.matmul_integer_to_float(
+        a, np.ones((2, 0, 1), np.float32), np.zeros((2, 0, 1), np.uint8), b, np.ones(3, np.float32), None),
+    "to_float per row, leading 1s": lambda a, b: dmlq.matmul_integer_to_float(
+        a, np.ones((1, 1, 0, 1), np.float32), None, b, 0.1, None, np.zeros((2, 0, 3), np.float32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_M0_CALLS))
+@pytest.mark.parametrize("k_chunks", [(5,), (2, 3)])
+def test_matmuls_with_no_rows_and_per_row_parameters(name, k_chunks):
+    """An a of M = 0 beside A-side or output parameters of 0 rows ((2, 0, 1), (1, 1, 0, 1)): the
+    dask graph took a parameter of no elements for one value (size <= 1), so its blocks failed at
+    compute (shapes (2, 0) and (2, 0, 1) do not broadcast; a (1, 0) zero point refused) or the result
+    came back (1, 1, 0, N) where the one-array call gives (0, N) (the cross-library probe, 2026-11-28)."""
+    a = np.zeros((2, 0, 5), np.uint8)
+    b = _rng.integers(-128, 128, (5, 3), dtype=np.int8)
+    call = _M0_CALLS[name]
+    want = call(a, b)
+    got = call(da.from_array(a, chunks=((1, 1), (0,), k_chunks)), b)
+    assert got.shape == want.shape
+    got = got.compute()
+    assert got.shape == want.shape and got.dtype == want.dtype
