@@ -446,7 +446,8 @@ def _into_out(fname, out, functional, args, kwargs):
     if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad
                                        for v in (*args, *kwargs.values(), out)):
         raise out_refused(fname)
-    if any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):  # an expanded tensor, as eager says
+    if all(n != 0 for n in out.shape) and any(st == 0 and n > 1 for st, n in zip(out.stride(), out.shape)):
+        # an expanded tensor, as eager says (an empty one, which NumPy gives zero strides, shares nothing)
         raise ValueError(f"{fname}: out has elements that share memory (an expanded tensor, stride 0), so a "
                          "result element would overwrite another; pass a tensor of its own memory")
     shape, strides = tuple(out.shape), tuple(out.stride())

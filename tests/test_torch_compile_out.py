@@ -81,6 +81,23 @@ def test_out_overlapping_an_input_inside_compile():
         assert np.array_equal(q.numpy(), want), backend
 
 
+@pytest.mark.parametrize("call", [
+    lambda o, a: dmlq.matmul_integer_to_float(a[:0], 0.5, None, B, 0.25, None, out=o),
+    lambda o, a: dmlq.quantized_avg_pool(torch.zeros((0, 1, 2, 9), dtype=torch.int8), 0.1, None, 0.1, np.uint8(0),
+                                         (1, 2), strides=(1, 2), end_padding=(2, 0), ceil_mode=True, out=o),
+], ids=["matmul_integer_to_float", "avg_pool"])
+def test_an_empty_out_with_zero_strides_inside_compile(call):
+    """An out of no elements with zero strides (torch.from_numpy of an empty NumPy array: NumPy gives
+    it strides of 0) has no elements to share memory: the eager call takes it, and the compiled one
+    refused it as an expanded tensor (the cross-library probe, 2026-11-28)."""
+    a = T["a"]
+    want = call(None, a)
+    out = torch.from_numpy(np.zeros(tuple(want.shape), _numpy_dtype(want.dtype)))
+    assert 0 in out.stride() and call(out, a) is out  # eager
+    torch._dynamo.reset()
+    assert torch.compile(call, backend="aot_eager", fullgraph=True)(out, a) is out
+
+
 def test_nested_list_scales_inside_compile():
     """A list scale's numbers are rounded to x's type and checked in plain Python (NumPy's asarray
     under Dynamo made them symbolic, skipping the checks; a nested list failed in float())."""
