@@ -596,7 +596,7 @@ def _wrap_int32(acc):
 def _column(v):
     """An A-side block as the public functions take it: (M,) -> (M, 1), a per-batch-and-row
     block (..., M) -> (..., M, 1), an empty one too (M = 0); one value as it is."""
-    if not hasattr(v, "ndim") or v.size == 1 or v.ndim == 0:
+    if not hasattr(v, "ndim") or v.size == 1:
         return v
     return v.reshape(-1, 1) if v.ndim == 1 else v[..., None]
 
