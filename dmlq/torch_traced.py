@@ -415,6 +415,8 @@ def _strides_clear(shape, strides) -> bool:
     traces): with the dimensions sorted by stride, each stride clears the extent of the ones
     before, so no two elements share memory. False also for the rare layouts that interleave
     without aliasing (the eager call enumerates those and takes them)."""
+    if any(n == 0 for n in shape):  # no elements, none shared (NumPy gives an empty array zero strides)
+        return True
     dims: list = []  # (stride, size) in ascending stride, by insertion (Dynamo sorts no symbolic keys)
     for st, n in zip(strides, shape):  # (a tensor's strides are never negative)
         if n > 1:
