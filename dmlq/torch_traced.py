@@ -278,6 +278,50 @@ def _nested(v):
     return (len(v),) + (parts[0][0] if parts else ()), [e for p in parts for e in p[1]]
 
 
+_ELEMENTWISE = ("quantize_linear", "dequantize_linear", "quantized_add")
+
+
+def _data_operand(fname, name, v, device):
+    """A data operand of quantize, dequantize or add given as a Python number, a list or tuple of
+    them, or None, beside tensors inside torch.compile: as the eager call takes it (the op's schema
+    would refuse it in torch's words). Quantize's ``x`` becomes float32 (README "Inputs": numbers
+    and lists of numbers given as x become float32; a list of bools is bool, refused), values past
+    float32's range refused; the integer data of dequantize and add has no dtype of its own
+    (np.asarray makes int64 or float64 of it) and is refused, naming the fix."""
+    if v is None or not isinstance(v, (numbers.Real, list, tuple)):
+        raise TypeError(f"{fname}: {name} must be an array (a tensor here), got {type(v).__name__}; pass "
+                        f"torch.as_tensor({name})")
+    try:
+        shape, flat = _nested(v)
+    except ValueError as e:
+        raise TypeError(f"{fname}: {name} is a list that np.asarray cannot turn into one numeric array ({e}); "
+                        "pass a rectangular list of numbers, or a tensor") from None
+    if not all(isinstance(e, numbers.Real) for e in flat):
+        raise TypeError(f"{fname}: {name} is a list holding something other than numbers; pass a tensor")
+    if fname != "quantize_linear":
+        made = "float64" if any(isinstance(e, float) for e in flat) else "int64"
+        raise TypeError(f"{fname}: {name} is a Python {type(v).__name__}, which says no quantized type (np.asarray "
+                        f"makes {made} of it); pass a tensor of its type, e.g. torch.tensor({name}, "
+                        "dtype=torch.uint8)")
+    if flat and all(isinstance(e, (bool, np.bool_)) for e in flat):
+        raise TypeError(f"{fname}: {name} must have dtype float32, float16 or int32 (got bool); pass "
+                        f"torch.tensor({name}, dtype=torch.float32)")
+    _finite_double(fname, name, v)
+    p, _, emax = _FLOAT_FORMATS[torch.float32]
+    top = (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax + 2.0 ** (emax - p)  # (rounds to inf in float32)
+    for e in flat:
+        if e == e and abs(e) != math.inf and abs(e) >= top:
+            where = f"holds {e!r}," if isinstance(v, (list, tuple)) else f"= {e!r} is"
+            raise ValueError(f"{fname}: {name} {where} beyond the range of float32 (largest magnitude 3.4028235e+38), "
+                             "the dtype dmlq computes it in; it would become inf. Pass values within that range "
+                             "(np.inf where an infinite value is meant)")
+    if all(isinstance(e, numbers.Integral) and -2**63 <= e < 2**63 for e in flat) and flat:
+        t = torch.tensor([int(e) for e in flat], dtype=torch.int64, device=device)  # (int64 to float32:
+    else:  # one rounding, as NumPy's; the floats are doubles first, as np.asarray makes them)
+        t = torch.tensor([float(e) for e in flat], dtype=torch.float64, device=device)
+    return t.to(torch.float32).reshape(shape)
+
+
 def _scale_type(fname, lead):
     """The type a number scale takes (semantics.md "Scales"): a float16/bfloat16 x's for quantize."""
     if fname == "quantize_linear" and isinstance(lead, torch.Tensor) and lead.dtype in (torch.float16, torch.bfloat16):
@@ -318,6 +362,11 @@ def _traced_form(fname):
                 values[n] = _packed_tensor(fname, n, v, as_tensor)
             elif isinstance(v, np.ndarray):
                 values[n] = as_tensor(v)
+        if fname in _ELEMENTWISE:  # data given as numbers or lists (beside tensors: it is traced)
+            device = next((t.device for t in values.values() if isinstance(t, torch.Tensor)), None)
+            for n in data:
+                if not isinstance(values[n], torch.Tensor):
+                    values[n] = _data_operand(fname, n, values[n], device)
         kw = {k: kwargs[k] for k in keywords if k in kwargs}
         if len(args) > len(names):  # quantized_avg_pool's window_size, given by position
             kw["window_size"] = args[len(names)]

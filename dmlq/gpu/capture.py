@@ -128,15 +128,24 @@ def _device_array(values) -> bool:
     return False
 
 
+def _traced() -> bool:
+    """Whether Dynamo (torch.compile, torch.export) is tracing the call: no kernel runs then
+    (dmlq.torch's ops stand in the graph), and Dynamo cannot trace the attribute lookups
+    :func:`_device_array` makes on a keyword such as ``dtype=np.dtype(np.int8)`` (with
+    ``fullgraph=True`` that failed, wherever CuPy had been imported)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
 def guarded(function: F) -> F:
     """``function`` (a public function) with its allocations made as :func:`allocations` says
     while CuPy's current stream captures a graph. A call without a CUDA array among its
     arguments goes straight through, without asking CUDA anything (a NumPy call must not make
-    a CUDA context)."""
+    a CUDA context), as does a call that torch.compile traces."""
     @functools.wraps(function)
     def call(*args, **kwargs):
         cupy = sys.modules.get("cupy")
-        if (cupy is None or (args and type(args[0]) is np.ndarray) or _tls.keep is not None
+        if (cupy is None or (args and type(args[0]) is np.ndarray) or _tls.keep is not None or _traced()
                 or not (_device_array(args) or _device_array(kwargs.values())) or not capturing(cupy)):
             return function(*args, **kwargs)
         with allocations(cupy):
