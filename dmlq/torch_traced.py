@@ -293,8 +293,8 @@ def _data_operand(fname, name, v, device):
                         f"torch.as_tensor({name})")
     try:
         shape, flat = _nested(v)
-    except ValueError as e:
-        raise TypeError(f"{fname}: {name} is a list that np.asarray cannot turn into one numeric array ({e}); "
+    except ValueError as err:
+        raise TypeError(f"{fname}: {name} is a list that np.asarray cannot turn into one numeric array ({err}); "
                         "pass a rectangular list of numbers, or a tensor") from None
     if not all(isinstance(e, numbers.Real) for e in flat):
         raise TypeError(f"{fname}: {name} is a list holding something other than numbers; pass a tensor")
