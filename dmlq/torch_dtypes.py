@@ -62,10 +62,20 @@ def torch_dtype(dtype) -> torch.dtype:
     return _TO_TORCH[dt]
 
 
+def _torch_dtype_or_why(dtype):
+    """:func:`torch_dtype`'s answer, or the message of the TypeError it raises (a str, naming dtype)."""
+    try:
+        return torch_dtype(dtype)
+    except TypeError as e:  # (NumPy's own for a name it does not know: "data type 'x' not understood")
+        return str(e) if str(e).startswith("dtype") else f"dtype: {e}"
+
+
 # dtype= given as a NumPy dtype, its type or a name, inside torch.compile: Dynamo cannot trace
-# NumPy's dtype comparisons, but the answer is a constant of the call (the graph keeps it).
-_torch_dtype_constant = (torch.compiler.assume_constant_result(torch_dtype)
-                         if hasattr(torch.compiler, "assume_constant_result") else torch_dtype)
+# NumPy's dtype comparisons, but the answer is a constant of the call (the graph keeps it). A
+# refusal comes back as its message, raised by the caller in the traced code: raised inside the
+# constant function, Dynamo reported it as its own InternalTorchDynamoError ("report a PyTorch bug").
+_torch_dtype_constant = (torch.compiler.assume_constant_result(_torch_dtype_or_why)
+                         if hasattr(torch.compiler, "assume_constant_result") else _torch_dtype_or_why)
 
 
 def _from_numpy(a):

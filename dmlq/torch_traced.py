@@ -278,6 +278,15 @@ def _nested(v):
     return (len(v),) + (parts[0][0] if parts else ()), [e for p in parts for e in p[1]]
 
 
+def _dtype_constant(fname, d):
+    """A NumPy dtype (its type, a name) as torch's, a constant of the graph; one torch has no
+    tensor of (float4_e2m1fn) refused as the eager call refuses it."""
+    t = _torch_dtype_constant(d)
+    if isinstance(t, str):
+        raise TypeError(f"{fname}: {t}")
+    return t
+
+
 _ELEMENTWISE = ("quantize_linear", "dequantize_linear", "quantized_add")
 
 
@@ -373,7 +382,7 @@ def _traced_form(fname):
         kw = _keywords(fname, kw)
         for key in ("dtype", "precision"):
             if kw.get(key) is not None and not isinstance(kw[key], torch.dtype):
-                kw[key] = _torch_dtype_constant(kw[key])
+                kw[key] = _dtype_constant(fname, kw[key])
         dtype = kw.get("dtype")
         lead = values[data[0]]
         if fname == "quantized_avg_pool":  # one int for every spatial axis, as the eager call takes it
@@ -395,7 +404,7 @@ def _traced_form(fname):
                 if n in _ZP_OF:
                     if isinstance(v, np.generic):
                         if _ZP_OF_FN.get(fname, {}).get(n, _ZP_OF[n]) == "out" and dtype is None:
-                            kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
+                            kw["dtype"] = dtype = _dtype_constant(fname, v.dtype)
                         v = int(v)
                     values[n] = 0 if v is None else v
                 else:  # (its range checked now, as the eager call's exception: the op would raise it
@@ -410,7 +419,7 @@ def _traced_form(fname):
                 source = _ZP_OF_FN.get(fname, {}).get(n, _ZP_OF[n])
                 zdt = (dtype or torch.uint8) if source == "out" else values[source].dtype
                 if isinstance(v, np.generic) and source == "out" and dtype is None:
-                    zdt = kw["dtype"] = dtype = _torch_dtype_constant(v.dtype)
+                    zdt = kw["dtype"] = dtype = _dtype_constant(fname, v.dtype)
                 values[n] = None if _known_zero(v) else _zp_tensor(fname, n, v, zdt, lead.device)
             else:
                 sdt = _scale_type(fname, lead)
