@@ -63,7 +63,7 @@ except ModuleNotFoundError as _e:
 from dask.array.utils import meta_from_array
 
 from . import adapters, packed_dask
-from .dask_chunks import (LAZY_OPERANDS, MATMULS, _as_dask, _check, _cupy, _elementwise, _meta_call,
+from .dask_chunks import (LAZY_OPERANDS, MATMULS, _as_dask, _check, _cupy, _elementwise, _meta_call, _module_of,
                           _per_axis_or_blocked, rechunk)
 from .desc import pool_output_size
 from .errors import UnsupportedError
@@ -85,6 +85,9 @@ def call(fname, values, kwargs, out=None, names=None):
         values = (a, b, a_zp, b_zp)
     elif fname not in _OPERATORS:
         raise UnsupportedError(f"{fname} does not take dask arrays yet; pass NumPy arrays (x.compute())")
+    if fname in ("quantize_linear", "dequantize_linear") and isinstance(values[1], Packed) \
+            and not isinstance(values[1].data, da.Array):
+        values = _packed_scale(fname, values, kwargs, out)
     if fname == "dequantize_linear" and isinstance(values[0], Packed):
         q = values[0]
         if not isinstance(q.data, da.Array):  # bytes beside dask parameters (checked against their chunks)
@@ -137,6 +140,31 @@ def call(fname, values, kwargs, out=None, names=None):
     if kwargs.get("axis") is not None or kwargs.get("block_size") is not None:
         return _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta)
     return _elementwise(fname, values, kwargs, shape, dtype, meta)
+
+
+def _packed_scale(fname, values, kwargs, out):
+    """A float8_e8m0fnu scale given as a dmlq.Packed of its codes (the GPU's form; the NumPy path
+    takes it too) beside dask arrays, as a scale array the chunks' tasks cut: NumPy bytes as the
+    ml_dtypes array they stand for; on CuPy chunks, which have no e8m0 dtype, its exact float32
+    values ``2**(e - 127)`` (code 0 the subnormal 2**-127, code 255 NaN), what the kernels read,
+    once the one-array call's checks have met the Packed itself (dequantize's dtype= rule). It
+    reached dask's blocks as a tuple: NumPy's "inhomogeneous shape" or CuPy's implicit-conversion
+    error, naming nothing."""
+    from .quant import E8M0_DTYPE, e8m0_codes, is_e8m0_name
+
+    p = values[1]
+    if not is_e8m0_name(p.dtype):  # (another type: the one-array call's error, from the checks)
+        _meta_call(fname, values, kwargs, _check(fname, values, out))
+        return values
+    codes = e8m0_codes(fname, p).reshape(tuple(p.shape))
+    if _module_of(codes) != "cupy":
+        return (values[0], codes.view(E8M0_DTYPE)) + tuple(values[2:])
+    _meta_call(fname, values, kwargs, _check(fname, values, out))
+    cupy = _cupy()
+    c = codes.astype(cupy.uint32)
+    bits = cupy.where(c == 0, np.uint32(0x00400000), cupy.where(c == 255, np.uint32(0x7FC00000),
+                                                                 c * np.uint32(1 << 23)))
+    return (values[0], bits.astype(cupy.uint32).view(cupy.float32)) + tuple(values[2:])
 
 
 def _without_empty_chunks(v):

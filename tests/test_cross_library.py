@@ -368,3 +368,45 @@ def test_compiled_dtype_refusal_as_eager(dtype, fullgraph):
         assert re.search(r"TypeError\(['\"]quantize_linear: dtype", str(info.value))
     else:
         assert type(info.value) is TypeError and str(info.value).startswith("quantize_linear: dtype")
+
+
+# ------------------------------------------------------------------ dask: a Packed e8m0 scale
+
+_E8M0_CODES = np.array([[0], [1], [126], [127], [254], [255]], np.uint8)  # 2**-127 (subnormal) ... NaN
+
+
+@pytest.mark.parametrize("f", ["quantize_linear", "dequantize_linear"])
+def test_dask_takes_a_packed_e8m0_scale(f):
+    """A float8_e8m0fnu scale as a dmlq.Packed of its codes (the GPU's form; NumPy takes it too)
+    beside a dask array of NumPy chunks: the one-array result. It reached dask's blocks as a
+    tuple (NumPy's "inhomogeneous shape" ValueError)."""
+    da = pytest.importorskip("dask.array")
+    data = (np.linspace(-3, 3, 30, dtype=np.float32).reshape(6, 5) if f == "quantize_linear" else
+            np.arange(-15, 15, dtype=np.int8).reshape(6, 5))
+    scale = dmlq.Packed(_E8M0_CODES.reshape(-1), (6, 1), "float8_e8m0fnu")
+    kw = {"dtype": np.int8} if f == "quantize_linear" else {"dtype": np.float32}
+    want = getattr(dmlq, f)(data, scale, **kw)
+    assert_same(want, getattr(dmlq, f)(data, _E8M0_CODES.view(ml_dtypes.float8_e8m0fnu), **kw))
+    got = getattr(dmlq, f)(da.from_array(data, chunks=((1, 3, 2), (2, 3))), scale, **kw)
+    assert_same(got.compute(scheduler="sync"), want)
+    if f == "dequantize_linear":  # the one-array call's refusal, made when the graph is built
+        with pytest.raises(TypeError, match="dtype= is required with a float8_e8m0fnu scale"):
+            dmlq.dequantize_linear(da.from_array(data, chunks=2), scale)
+
+
+@pytest.mark.parametrize("f", ["quantize_linear", "dequantize_linear"])
+def test_dask_cupy_chunks_take_a_packed_e8m0_scale(f, cupy_stand_in):
+    """The same beside dask arrays of CuPy chunks (the stand-in), the scale's codes in CuPy: it
+    was CuPy's "Implicit conversion to a NumPy array" TypeError, naming nothing."""
+    da = pytest.importorskip("dask.array")
+    cp = cupy_stand_in
+    data = (np.linspace(-3, 3, 30, dtype=np.float32).reshape(6, 5) if f == "quantize_linear" else
+            np.arange(-15, 15, dtype=np.int8).reshape(6, 5))
+    kw = {"dtype": np.int8} if f == "quantize_linear" else {"dtype": np.float32}
+    want = getattr(dmlq, f)(data, _E8M0_CODES.view(ml_dtypes.float8_e8m0fnu), **kw)
+    scale = dmlq.Packed(cp.asarray(_E8M0_CODES.reshape(-1)), (6, 1), "float8_e8m0fnu")
+    assert_same(getattr(dmlq, f)(cp.asarray(data), scale, **kw).get(), want)
+    lazy = getattr(dmlq, f)(da.from_array(cp.asarray(data), chunks=((1, 3, 2), (2, 3)), asarray=False), scale, **kw)
+    got = lazy.compute(scheduler="sync")
+    assert type(got).__module__.startswith("cupy")
+    assert_same(got.get(), want)
