@@ -87,7 +87,7 @@ def call(fname, values, kwargs, out=None, names=None):
         raise UnsupportedError(f"{fname} does not take dask arrays yet; pass NumPy arrays (x.compute())")
     if fname in ("quantize_linear", "dequantize_linear") and isinstance(values[1], Packed) \
             and not isinstance(values[1].data, da.Array):
-        values = _packed_scale(fname, values, kwargs, out)
+        values = _packed_scale(fname, values, kwargs)
     if fname == "dequantize_linear" and isinstance(values[0], Packed):
         q = values[0]
         if not isinstance(q.data, da.Array):  # bytes beside dask parameters (checked against their chunks)
@@ -142,24 +142,28 @@ def call(fname, values, kwargs, out=None, names=None):
     return _elementwise(fname, values, kwargs, shape, dtype, meta)
 
 
-def _packed_scale(fname, values, kwargs, out):
+def _packed_scale(fname, values, kwargs):
     """A float8_e8m0fnu scale given as a dmlq.Packed of its codes (the GPU's form; the NumPy path
-    takes it too) beside dask arrays, as a scale array the chunks' tasks cut: NumPy bytes as the
-    ml_dtypes array they stand for; on CuPy chunks, which have no e8m0 dtype, its exact float32
-    values ``2**(e - 127)`` (code 0 the subnormal 2**-127, code 255 NaN), what the kernels read,
-    once the one-array call's checks have met the Packed itself (dequantize's dtype= rule). It
-    reached dask's blocks as a tuple: NumPy's "inhomogeneous shape" or CuPy's implicit-conversion
-    error, naming nothing."""
-    from .quant import E8M0_DTYPE, e8m0_codes, is_e8m0_name
+    takes it too) beside dask arrays, as a scale array the chunks' tasks cut: NumPy bytes beside
+    NumPy chunks as the ml_dtypes array they stand for; CuPy bytes beside CuPy chunks, which have
+    no e8m0 dtype, as its exact float32 values ``2**(e - 127)`` (code 0 the subnormal 2**-127,
+    code 255 NaN), what the kernels read, dequantize's dtype= rule checked first (a float32 scale
+    would not need it). Bytes of the other library are left for the checks to name. It reached
+    dask's blocks as a tuple: NumPy's "inhomogeneous shape" or CuPy's implicit-conversion error."""
+    from .quant import E8M0_DTYPE, e8m0_codes, e8m0_needs_dtype, is_e8m0_name
 
     p = values[1]
-    if not is_e8m0_name(p.dtype):  # (another type: the one-array call's error, from the checks)
-        _meta_call(fname, values, kwargs, _check(fname, values, out))
-        return values
+    if not is_e8m0_name(p.dtype):
+        return values  # (another type: the one-array call's error, from the checks)
     codes = e8m0_codes(fname, p).reshape(tuple(p.shape))
-    if _module_of(codes) != "cupy":
+    lazy = (v.data if isinstance(v, Packed) else v for v in values)  # (q may be a Packed of lazy bytes)
+    chunks = next((_module_of(v) for v in lazy if isinstance(v, da.Array)), None)
+    if _module_of(codes) != chunks:
+        return values
+    if chunks != "cupy":
         return (values[0], codes.view(E8M0_DTYPE)) + tuple(values[2:])
-    _meta_call(fname, values, kwargs, _check(fname, values, out))
+    if fname == "dequantize_linear" and kwargs.get("dtype") is None:
+        raise e8m0_needs_dtype(fname)
     cupy = _cupy()
     c = codes.astype(cupy.uint32)
     bits = cupy.where(c == 0, np.uint32(0x00400000), cupy.where(c == 255, np.uint32(0x7FC00000),

@@ -410,3 +410,12 @@ def test_dask_cupy_chunks_take_a_packed_e8m0_scale(f, cupy_stand_in):
     got = lazy.compute(scheduler="sync")
     assert type(got).__module__.startswith("cupy")
     assert_same(got.get(), want)
+    if f == "dequantize_linear":  # q a Packed of lazy int4 bytes (dmlq.packed_dask) beside the scale
+        q4 = (np.arange(30) % 16 - 8).astype(ml_dtypes.int4).reshape(6, 5)
+        p = dmlq.pack(q4)
+        lazy_q = dmlq.Packed(da.from_array(cp.asarray(p.data), chunks=4, asarray=False), p.shape, p.dtype)
+        got = dmlq.dequantize_linear(lazy_q, scale, dtype=np.float32).compute(scheduler="sync")
+        assert_same(got.get(), dmlq.dequantize_linear(q4, _E8M0_CODES.view(ml_dtypes.float8_e8m0fnu),
+                                                      dtype=np.float32))
+        with pytest.raises(TypeError, match="dtype= is required with a float8_e8m0fnu scale"):
+            dmlq.dequantize_linear(lazy_q, scale)
