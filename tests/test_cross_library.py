@@ -42,11 +42,14 @@ class Arr:
     """A C-order NumPy base and a layout (None, ("perm", axes), ("flip", axis), ("step", axis) or
     ("bcast", shape)) that each library applies with its own operations."""
 
-    def __init__(self, base, how=None):
-        self.base, self.how = np.ascontiguousarray(base), how
+    def __init__(self, base, how=None, packed=False):
+        self.base, self.how, self.packed = np.ascontiguousarray(base), how, packed
 
     def on(self, lib, chunks_rng=None, cp=None):
         a, how = self.base, self.how
+        if self.packed:  # a float8_e8m0fnu scale as dmlq.Packed of its codes (the GPU's form), in any call
+            codes = a.view(np.uint8).reshape(-1)
+            return dmlq.Packed(cp.asarray(codes) if lib == "cupy" else codes, a.shape, "float8_e8m0fnu")
         if lib == "torch":
             a = _tensor(a)
         elif lib == "dask":
@@ -145,8 +148,13 @@ def _params(rng, shape, sdt, qname, gpu):
     s = (np.abs(rng.standard_normal(pshape or ())) * 0.05 + 0.002).astype(np.float32).astype(sdt)
     scale = float(s) if form == "number" else s.astype(np.float32)[()] if form == "npscalar" else \
         s.astype(np.float32).tolist() if form == "list" else s
+    if form not in ("number", "npscalar", "list") and rng.random() < 0.15:  # float8_e8m0fnu codes, packed
+        codes = rng.integers(118, 136, np.shape(s), endpoint=True).astype(np.uint8)
+        if s.size:
+            codes.reshape(-1)[0] = rng.choice([0, 255, 127])  # 2**-127 (a float32 subnormal), NaN, 1
+        scale = Arr(codes.view(ml_dtypes.float8_e8m0fnu), packed=True)
     lo, hi = RANGE.get(qname, (0, 0))
-    if rng.random() < 0.3 or qname in FLOAT8 or (gpu and qname in NARROW):
+    if rng.random() < 0.3 or qname in FLOAT8 or (gpu and qname in NARROW) or isinstance(scale, Arr):
         zp = None
     elif form in ("number", "npscalar", "list"):
         zp = int(rng.choice([lo, hi, (lo + hi) // 2]))
@@ -163,7 +171,8 @@ def draw(rng, gpu=False):
         int(rng.choice(4, p=[.35, .35, .15, .15]))]
     shape = _shape(rng)
     if f == "quantize_linear":
-        xdt = _dt(str(rng.choice(["float32", "float16", "bfloat16"] + ([] if gpu else ["float64"]))))
+        xdt = _dt(str(rng.choice(["float32", "float16", "bfloat16", "float64"], p=[.5, .2, .2, .1] if not gpu else
+                                 [.5, .25, .25, 0])))
         q = str(rng.choice(["int8", "uint8", "int16", "int4", "uint2", "float8_e4m3fn", "float8_e5m2fnuz"]))
         scale, zp, kw = _params(rng, shape, xdt if rng.random() < 0.5 and xdt.name != "float64" else np.float32,
                                 q, gpu)
@@ -180,7 +189,7 @@ def draw(rng, gpu=False):
             lo, hi = RANGE.get(q, (-2**31, 2**31 - 1))
             data = rng.integers(lo, hi, shape, endpoint=True).astype(_dt(q))
         scale, zp, kw = _params(rng, shape, _dt(str(rng.choice(["float32", "float16", "bfloat16"]))), q, gpu)
-        if rng.random() < 0.2:
+        if rng.random() < 0.2 or isinstance(scale, Arr):
             kw["dtype"] = _dt(str(rng.choice(["float32", "float16", "bfloat16"])))
         return f, [_layout(rng, data), _op(rng, scale), _op(rng, zp)], kw
     if f == "quantized_add":
@@ -200,6 +209,8 @@ def draw(rng, gpu=False):
 
 
 def _op(rng, v):
+    if isinstance(v, Arr):
+        return v
     return Arr(v) if isinstance(v, np.ndarray) and (v.ndim == 0 or rng.random() < 0.7) else \
         _layout(rng, v) if isinstance(v, np.ndarray) else v
 
