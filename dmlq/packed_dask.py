@@ -110,6 +110,7 @@ def dequantize(q, scale, zero_point, kwargs, out):
     values = (carrier, scale, zero_point)
     if kwargs.get("axis") is not None or kwargs.get("block_size") is not None:
         result = dd._per_axis_or_blocked(f, values, kwargs, rows_shape, dtype, meta)
-    else:
-        result = dd._elementwise(f, values, kwargs, rows_shape, dtype, meta)
-    return result if shape else result.reshape(())
+    else:  # the operands broadcast: a scale or zero point of more dimensions widens the result (q's rows
+        # cut along its last axes); it was given q's shape, and dask refused the wider operand's chunks
+        result = dd._elementwise(f, values, kwargs, np.broadcast_shapes(rows_shape, out_shape), dtype, meta)
+    return result if result.shape == tuple(out_shape) else result.reshape(tuple(out_shape))

@@ -14,6 +14,7 @@ found the compiled-call defects pinned below it.
 """
 from __future__ import annotations
 
+import math
 import re
 
 import ml_dtypes
@@ -430,3 +431,21 @@ def test_dask_cupy_chunks_take_a_packed_e8m0_scale(f, cupy_stand_in):
                                                       dtype=np.float32))
         with pytest.raises(TypeError, match="dtype= is required with a float8_e8m0fnu scale"):
             dmlq.dequantize_linear(lazy_q, scale)
+
+
+@pytest.mark.parametrize("qshape,sshape", [((2,), (1, 2)), ((4,), (3, 1)), ((), (3,)), ((2, 3), (5, 1, 3))])
+def test_dask_cupy_packed_q_widened_by_its_scale(qshape, sshape, cupy_stand_in):
+    """A lazy Packed q (dask bytes of CuPy chunks) whose scale has more dimensions, or broadcasts
+    it wider: the broadcast result, as NumPy, CuPy and dask of NumPy chunks give it. dmlq.packed_dask
+    cut the operands to q's own shape (dask's "Chunks and shape must be of the same length")."""
+    da = pytest.importorskip("dask.array")
+    cp = cupy_stand_in
+    q = (np.arange(max(1, math.prod(qshape))) % 3).astype(ml_dtypes.int4).reshape(qshape)
+    scale = np.linspace(0.5, 2, math.prod(sshape), dtype=np.float32).reshape(sshape)
+    want = dmlq.dequantize_linear(q, scale)
+    assert_same(dmlq.dequantize_linear(da.from_array(q, chunks=1), scale).compute(scheduler="sync"), want)
+    p = dmlq.pack(q)
+    lazy = dmlq.Packed(da.from_array(cp.asarray(p.data), chunks=1, asarray=False), p.shape, p.dtype)
+    got = dmlq.dequantize_linear(lazy, cp.asarray(scale))
+    assert got.shape == want.shape
+    assert_same(got.compute(scheduler="sync").get(), want)
