@@ -56,6 +56,7 @@ except ModuleNotFoundError as _e:  # (import dmlq.torch by hand; dmlq itself nev
 from . import adapters, layout
 from .calls import output_meta
 from .dtypes import torch_name
+from .gpu import capture
 from .torch_dtypes import _TO_NUMPY, _VIEWED, _from_numpy, _is_fake, numpy_dtype, torch_dtype
 from .torch_stream import cuda_scope
 from .torch_traced import _polyfill, out_refused
@@ -519,9 +520,18 @@ def _not_traced(fname):
     return refuse
 
 
+@torch.compiler.disable
+def _without_dynamo(run, args, kwargs):
+    """A public function's eager call, Dynamo off for every frame below it (dmlq.gpu.capture.guarded)."""
+    return run(args, kwargs)
+
+
 if hasattr(torch.compiler, "substitute_in_graph"):  # torch >= 2.5
     for _fname in _SCHEMAS:
         torch.compiler.substitute_in_graph(adapters.function(_fname), skip_signature_check=True)(_polyfill(_fname))
+        if hasattr(torch.compiler, "is_dynamo_compiling"):  # (not is_compiling: non-strict export runs eagerly)
+            capture.install_traced_form(adapters.function(_fname), _polyfill(_fname),
+                                        torch.compiler.is_dynamo_compiling, _without_dynamo)
     from . import packing as _packing
 
     for _fname in ("pack", "unpack"):  # (Dynamo failed inside them: "Unsupported ndarray attribute access")

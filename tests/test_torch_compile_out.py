@@ -327,3 +327,52 @@ def test_int_and_bool_keywords_through_the_op_in_eager_mode():
     assert torch.equal(dmlq.quantized_avg_pool(T["q"], s, 1, 0.5, 2, np.array([2, 2]), ceil_mode=np.False_), want)
     with pytest.raises(TypeError, match=r"^dequantize_linear: axis must be an int \(got True\)$"):
         dmlq.dequantize_linear(T["q"], torch.full((3,), 0.5, requires_grad=True), None, axis=True)
+
+
+def _cache_entries():
+    eval_frame = pytest.importorskip("torch._dynamo.eval_frame")
+    entries_of = getattr(eval_frame, "_debug_get_cache_entry_list", None)
+    if entries_of is None:
+        pytest.skip("this torch has no torch._dynamo.eval_frame._debug_get_cache_entry_list")
+    return entries_of
+
+
+def test_an_eager_fallback_compiles_no_frame_below_the_public_function():
+    """A compiled call refused in its traced form (fullgraph=False) falls back to running the frame
+    eagerly; the public function then runs with Dynamo off, so Dynamo compiles none of dmlq's
+    host frames below it (it compiled 15 of them, capture._device_array among them, whose
+    sys.modules.get an import on another thread broke mid-build: seen under pytest-xdist)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    x = torch.linspace(-1, 1, 6)
+    compiled = torch.compile(lambda t: dmlq.quantize_linear(t, 0.5, dtype="float4_e2m1fn"), backend="eager")
+    with pytest.raises(TypeError, match="quantize_linear: dtype"):
+        compiled(x)
+    # the lambda's frame and the public function's own (its traced form); it was 17 frames, 15
+    # of them dmlq's host code (dispatch, checks, dmlq.frameworks, dmlq.torch.call ...)
+    assert counters["frames"]["total"] == 2, dict(counters["frames"])
+
+
+def test_a_public_function_frame_compiled_on_its_own_reads_no_module_table():
+    """Where Dynamo compiles a dmlq function's own frame (the frame that called it ran eagerly: a
+    graph break, a frame that failed to compile, here torch.compiler.disable(recursive=False)),
+    the frame is dmlq's traced form: its guards read no ``sys.modules``. Tracing the wrapper's
+    ``sys.modules.get`` made Dynamo build and guard the whole module table, and an import on
+    another thread during the build failed the call ("dictionary changed size during
+    iteration", an InternalTorchDynamoError, seen under pytest-xdist)."""
+    entries_of = _cache_entries()
+    torch._dynamo.reset()
+    x = torch.linspace(-1, 1, 6)
+
+    def f(t):
+        return dmlq.quantize_linear(t, 0.5)
+
+    eager = torch.compiler.disable(f, recursive=False)
+    compiled = torch.compile(lambda t: eager(t) + 0, backend="eager")
+    assert torch.equal(compiled(x), dmlq.quantize_linear(x, 0.5))
+    entries = entries_of(dmlq.quantize_linear.__code__)
+    assert entries, "Dynamo compiled no frame of the public function on its own"
+    parts = [p for e in entries for p in e.guard_manager.code_parts]
+    assert parts and not any("modules" in p for p in parts), [p for p in parts if "modules" in p]

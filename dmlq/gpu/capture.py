@@ -141,16 +141,45 @@ def guarded(function: F) -> F:
     """``function`` (a public function) with its allocations made as :func:`allocations` says
     while CuPy's current stream captures a graph. A call without a CUDA array among its
     arguments goes straight through, without asking CUDA anything (a NumPy call must not make
-    a CUDA context), as does a call that torch.compile traces."""
-    @functools.wraps(function)
-    def call(*args, **kwargs):
+    a CUDA context), as does a call that torch.compile traces.
+
+    Once dmlq.torch has installed the function's traced form (:func:`install_traced_form`), a
+    frame of this wrapper that Dynamo compiles on its own (a frame that called it ran eagerly:
+    a graph break, a frame that failed to compile, ``torch.compiler.disable(...,
+    recursive=False)``) is that traced form alone, and a call run eagerly runs with Dynamo
+    off (``torch.compiler.disable``, about 0.3 us), so that Dynamo compiles none of dmlq's
+    host frames below it: tracing their ``sys.modules.get`` made it build and guard the whole
+    module table, which an import on another thread could change under it ("dictionary
+    changed size during iteration", an InternalTorchDynamoError)."""
+    form: list = [None]  # (traced form, is_dynamo_compiling, a runner with Dynamo off): dmlq.torch's
+
+    def run(args, kwargs):
         cupy = sys.modules.get("cupy")
         if (cupy is None or (args and type(args[0]) is np.ndarray) or _tls.keep is not None or _traced()
                 or not (_device_array(args) or _device_array(kwargs.values())) or not capturing(cupy)):
             return function(*args, **kwargs)
         with allocations(cupy):
             return function(*args, **kwargs)
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        torch_form = form[0]
+        if torch_form is None:
+            return run(args, kwargs)
+        if torch_form[1]():
+            return torch_form[0](*args, **kwargs)
+        return torch_form[2](run, args, kwargs)
+    call._dmlq_traced_form = form  # type: ignore[attr-defined]
     return cast(F, call)
+
+
+def install_traced_form(public, traced, dynamo_compiling, runner) -> None:
+    """Make ``traced`` (dmlq.torch's traced form of the public function ``public``, a wrapper
+    from :func:`guarded`) what a frame of ``public`` that Dynamo compiles on its own runs while
+    ``dynamo_compiling()`` (torch.compiler.is_dynamo_compiling) is true, and
+    ``runner(run, args, kwargs)`` (``run(args, kwargs)`` with Dynamo off) what an eager call
+    runs."""
+    public._dmlq_traced_form[0] = (traced, dynamo_compiling, runner)
 
 
 def release_graph_memory() -> int:
