@@ -61,6 +61,7 @@ except ModuleNotFoundError as _e:
     raise ImportError("dmlq.dask needs dask.array, which is not installed: pip install \"dask[array]\" (dmlq's "
                       "extra .[dask])") from None
 from dask.array.utils import meta_from_array
+from dask.base import tokenize
 
 from . import adapters, packed_dask
 from .dask_chunks import (LAZY_OPERANDS, MATMULS, _as_dask, _check, _cupy, _elementwise, _meta_call, _module_of,
@@ -332,8 +333,8 @@ def _avg_pool(values, kwargs, shape, dtype, meta):
                      dtype)
     # an axis in one chunk needs no halo (and dask refuses one longer than the axis)
     depth = {2 + i: (0, halo[i] if len(x.chunks[2 + i]) > 1 else 0) for i in range(nd)}
-    result = da.map_overlap(task, x, depth=depth, boundary="none",
-                            trim=False, chunks=out_chunks, dtype=dtype, meta=meta)
+    result = da.map_overlap(task, x, depth=depth, boundary="none", trim=False, chunks=out_chunks, dtype=dtype,
+                            meta=meta, token="quantized_avg_pool")
     assert result.shape == shape, (result.shape, shape)
     return result
 
@@ -348,12 +349,17 @@ def _channel_slice(v, c0, c1):
 class _PoolTask:
     """One output block of pooling from one input block and its right halo."""
 
-    __name__ = "dmlq-avg-pool"  # the graph's key prefix (dask names a callable object by its str: an address)
+    __name__ = "quantized_avg_pool"  # (dask's name for a callable object without one is its repr: an address)
 
     def __init__(self, plans, channel_bounds, geometry, params, kwargs, dtype):
         self.plans, self.channel_bounds = plans, channel_bounds
         self.window, self.stride, self.dil = geometry
         self.params, self.kwargs, self.dtype = params, kwargs, dtype
+
+    def __dask_tokenize__(self):
+        """What the task computes, by value (dask would pickle the object: its class by reference)."""
+        return (type(self).__qualname__, tokenize(self.plans, self.channel_bounds, self.window, self.stride,
+                                                  self.dil, self.params, self.kwargs, np.dtype(self.dtype).str))
 
     def __call__(self, block, block_info=None):
         from . import api
@@ -455,12 +461,10 @@ def _matmul(values, kwargs, shape, dtype, meta):
     if len(a.chunks[-1]) == 1:
         fn = adapters.function("quantized_matmul")
         return da.blockwise(_block_matmul, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
-                            fn=fn, kwargs=kwargs, concatenate=True, dtype=dtype, meta=meta)
-    acc_meta = meta_from_array(meta, ndim=len(shape), dtype=np.int64)
-    acc = da.blockwise(_partial_sums, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"),
-                       *args[2:4], *args[10:12], concatenate=False, dtype=np.int64, meta=acc_meta)
-    return da.blockwise(_requantize, bi + ("m", "n"), acc, bi + ("m", "n"), *args[0:2], *args[4:10],
-                        out_dtype=dtype, dtype=dtype, meta=meta)
+                            fn=fn, kwargs=kwargs, concatenate=True, dtype=dtype, meta=meta, token="quantized_matmul")
+    # K split: one task per output block sums its K chunks' products and requantizes the sum
+    return da.blockwise(_k_split_matmul, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
+                        out_dtype=dtype, concatenate=False, dtype=dtype, meta=meta, token="quantized_matmul")
 
 
 def _packed_b(fname, values, kwargs, shape, dtype, meta):
@@ -482,8 +486,7 @@ def _packed_b(fname, values, kwargs, shape, dtype, meta):
     cut, args = [0], [a, bi + ("m", "k")]
     for i, name in enumerate(names):
         if name == "bias" and values[i] is not None and not isinstance(values[i], np.generic):
-            bias = _as_dask(values[i])
-            args += [rechunk(da.broadcast_to(bias, shape), a.chunks[:-1] + ((shape[-1],),)), bi + ("m", "n")]
+            args += _bias(values[i], a.chunks[:-1] + ((shape[-1],),), bi + ("m", "n"))
         elif name in ("a_scale", "a_zero_point", "out_scale", "out_zero_point"):
             v, index = _a_side(values[i], a, batch)
             if index is None:
@@ -493,18 +496,24 @@ def _packed_b(fname, values, kwargs, shape, dtype, meta):
             continue
         cut.append(i)
     rows = {i for i in cut if names[i] != "bias" and i}
+    values = [None if i in cut else v for i, v in enumerate(values)]  # (those come from the blocks)
     return da.blockwise(_PackedBTask(adapters.function(fname), values, cut, kwargs, rows), bi + ("m", "n"), *args,
-                        new_axes={"n": shape[-1]}, concatenate=True, dtype=dtype, meta=meta)
+                        new_axes={"n": shape[-1]}, concatenate=True, dtype=dtype, meta=meta,
+                        token=f"{fname}-packed-b")
 
 
 class _PackedBTask:
     """One M block of a matmul with a packed b: the public function on the block, the
     operands in ``cut`` taken from the block's arguments, the others as given."""
 
-    __name__ = "dmlq-packed-b-matmul"  # (the graph's key prefix, as _PoolTask's)
+    __name__ = "packed-b-matmul"  # (as _PoolTask's)
 
     def __init__(self, fn, values, cut, kwargs, rows=()):
         self.fn, self.values, self.cut, self.kwargs, self.rows = fn, values, cut, kwargs, rows
+
+    def __dask_tokenize__(self):
+        """By value, as _PoolTask's (the packed bytes by dask's token of Packed, a tuple)."""
+        return (type(self).__qualname__, tokenize(self.fn, self.values, self.cut, self.kwargs, sorted(self.rows)))
 
     def __call__(self, *blocks):
         values = list(self.values)
@@ -521,9 +530,8 @@ def _matmul_integer(values, shape, meta):
     a, b, batch = _matmul_operands(a, b, shape)
     bi = tuple(f"z{i}" for i in range(len(batch)))
     args = [*_a_side(a_zp, a, batch), *_b_side(b_zp if _per_batch(b_zp) else _vector(b_zp), b, batch)]
-    acc = da.blockwise(_partial_sums, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
-                       concatenate=False, dtype=np.int64, meta=meta_from_array(meta, dtype=np.int64))
-    return acc.map_blocks(_wrap_int32, dtype=np.int32, meta=meta)
+    return da.blockwise(_wrapped_sums, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
+                        concatenate=False, dtype=np.int32, meta=meta, token="matmul_integer")
 
 
 def _a_side(v, a, batch):
@@ -563,15 +571,21 @@ def _matmul_integer_to_float(values, kwargs, shape, dtype, meta):
     args = [*_a_side(a_scale, a, batch), *_a_side(a_zp, a, batch)]
     for v in (b_scale, b_zp):
         args += _b_side(_b_rows(v), b, batch)
-    if bias is not None:
-        if not isinstance(bias, da.Array):
-            bias = da.from_array(bias, chunks=bias.shape, asarray=False)
-        args += [rechunk(da.broadcast_to(bias, shape), out_chunks), bi + ("m", "n")]
-    else:
-        args += [None, None]
+    args += _bias(bias, out_chunks, bi + ("m", "n"))
     return da.blockwise(_to_float_task, bi + ("m", "n"), a, bi + ("m", "k"), b, bi + ("k", "n"), *args,
                         block_size=kwargs.get("block_size"), out_dtype=dtype, concatenate=False, dtype=dtype,
-                        meta=meta)
+                        meta=meta, token="matmul_integer_to_float")
+
+
+def _bias(bias, out_chunks, index):
+    """A bias as a blockwise [argument, index] pair cut where the output's chunks fall; an axis
+    of length 1 stays one chunk that every block reads (the task broadcasts it: broadcasting it
+    in the graph first added a task per output block)."""
+    if bias is None or isinstance(bias, np.generic):
+        return [bias, None]
+    lead = len(out_chunks) - bias.ndim
+    return [rechunk(bias, tuple((1,) if n == 1 else c for n, c in zip(bias.shape, out_chunks[lead:]))),
+            index[lead:]]
 
 
 def _one(v):
@@ -621,8 +635,9 @@ def _groups(v):
     return getattr(v, "ndim", 0) >= 2 and v.shape[-2] > 1
 
 
-def _wrap_int32(acc):
-    return acc.astype(np.int32)
+def _wrapped_sums(a_blocks, b_blocks, a_zp, b_zp):
+    """matmul_integer's block: the K chunks' exact sums added in int64, wrapped to int32."""
+    return _partial_sums(a_blocks, b_blocks, a_zp, b_zp).astype(np.int32)
 
 
 def _column(v):
@@ -658,6 +673,12 @@ def _partial_sums(a_blocks, b_blocks, a_zp, b_zp):
         part = matmul_integer_sum(a, a_zp, b, b_zp, xp).astype(xp.int64)
         total = part if total is None else total + part
     return total
+
+
+def _k_split_matmul(a_blocks, b_blocks, a_scale, a_zp, out_scale, out_zp, b_scale, b_zp, out_dtype):
+    """quantized_matmul's block with K split: its K chunks' exact sums, requantized once."""
+    return _requantize(_partial_sums(a_blocks, b_blocks, a_zp, b_zp), _one(a_scale), _one(out_scale),
+                       _one(out_zp), b_scale, out_dtype)
 
 
 def _requantize(acc, a_scale, out_scale, out_zp, b_scale, out_dtype):

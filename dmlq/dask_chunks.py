@@ -126,19 +126,11 @@ def _elementwise(fname, values, kwargs, shape, dtype, meta, packed=None):
     bytes (dmlq.packed_dask)."""
     fn = adapters.function(fname)
     nd = len(shape)
-    arrays, lazy = [], []
-    for v in values:
-        lazy.append(isinstance(v, da.Array))
-        if isinstance(v, (list, tuple)):
-            v = np.asarray(v)
-        if getattr(v, "ndim", 0) > 0 and not isinstance(v, da.Array):
-            v = da.from_array(v, chunks=v.shape, asarray=False)  # cut per chunk, not sent whole to each
-        arrays.append(v)
-    ranked = [v for v, was in zip(arrays, lazy) if was] + [v for v, was in zip(arrays, lazy) if not was]
-    chunks = []
+    arrays = [np.asarray(v) if isinstance(v, (list, tuple)) else v for v in values]
+    chunks = []  # each axis: the first dask operand of its full length decides (else one chunk)
     for axis in range(nd):
         found = None
-        for v in ranked:
+        for v in arrays:
             if isinstance(v, da.Array) and v.ndim >= nd - axis and shape[axis] != 1:
                 if v.shape[axis - nd] == shape[axis]:
                     found = v.chunks[axis - nd]
@@ -146,7 +138,7 @@ def _elementwise(fname, values, kwargs, shape, dtype, meta, packed=None):
         chunks.append(found or (shape[axis],))
     args = []
     for v in arrays:
-        if isinstance(v, da.Array):
+        if isinstance(v, da.Array) or getattr(v, "ndim", 0) > 0:  # (a NumPy/CuPy one cut now: constant)
             lead = nd - v.ndim
             v = rechunk(v, tuple(c if n != 1 else (1,) for c, n in zip(chunks[lead:], v.shape)))
             args += [v, tuple(range(lead, nd))]
@@ -161,10 +153,10 @@ def _blockwise(fn, nd, args, kwargs, dtype, meta, packed, chunks=None):
     if packed is not None:  # one chunk of bytes per chunk of axis 0 (the other axes whole)
         task, extra = packed
         return da.blockwise(task, (0,), *args, fn=fn, kwargs=kwargs, align_arrays=False, concatenate=True,
-                            **extra)
+                            token=f"{fn.__name__}-packed", **extra)
     adjust = None if chunks is None else dict(enumerate(chunks))
     return da.blockwise(_apply, tuple(range(nd)), *args, fn=fn, kwargs=kwargs, align_arrays=False, dtype=dtype,
-                        meta=meta, adjust_chunks=adjust)
+                        meta=meta, adjust_chunks=adjust, token=fn.__name__)
 
 
 def blocked_axis(kwargs, scale, shape):
@@ -192,7 +184,31 @@ def empty(like, shape, dtype, chunks):
     return da.from_array(xp.empty(tuple(shape), dtype), chunks=chunks, asarray=False, name=name)
 
 
+def constant(v, chunks=None):
+    """A NumPy/CuPy operand (a scale, a zero point, a bias, a NumPy ``a``) as a dask array cut as
+    ``chunks`` says (default: one chunk). dask slices it now, when the graph is built, so each
+    chunk is data in the graph, not a task (a one-chunk array rechunked afterwards added a
+    task per chunk). Its name is dask's own for it (``array-`` and a hash of its values and
+    chunks): the same operand in two calls is one constant."""
+    return da.from_array(v, chunks=v.shape if chunks is None else chunks, asarray=False)
+
+
 def rechunk(v, chunks):
+    """``rechunk(v, chunks)``, a NumPy/CuPy operand cut ``chunks`` at once (:func:`constant`)."""
+    if not isinstance(v, da.Array):
+        return constant(v, normalize_chunks(_full(chunks, v.shape), v.shape, dtype=v.dtype))
+    return _rechunk(v, chunks)
+
+
+def _full(chunks, shape):
+    """Per-axis chunks (a tuple, None keeping the axis whole, or a dict {axis: chunks})."""
+    if isinstance(chunks, dict):
+        chunks = {int(k) % len(shape): c for k, c in chunks.items()}
+        chunks = tuple(chunks.get(i) for i in range(len(shape)))
+    return tuple((n,) if c is None else c for c, n in zip(chunks, shape))
+
+
+def _rechunk(v, chunks):
     """``v.rechunk(chunks)`` for a dask array ``v``, its chunks' type kept where v is empty.
     dask's rechunk of an array of size 0 builds ``da.empty``: NumPy chunks and a NumPy meta
     whatever v's chunks were (CuPy chunks came back NumPy: a task met a NumPy operand
@@ -215,7 +231,7 @@ def rechunk(v, chunks):
 def _as_dask(v):
     if isinstance(v, (list, tuple)):
         v = np.asarray(v)
-    return v if isinstance(v, da.Array) else da.from_array(v, chunks=v.shape, asarray=False)
+    return v if isinstance(v, da.Array) else constant(v)
 
 
 def _block_chunks(chunks, block):
@@ -273,7 +289,7 @@ def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta, packed=None)
         ax = int(axis) % nd
         for v in (scale, zp):
             if getattr(v, "ndim", 0) == 1 and v.shape[0] > 1:
-                args += [rechunk(_as_dask(v), (x.chunks[ax],)), (ax,)]
+                args += [rechunk(v, (x.chunks[ax],)), (ax,)]
             else:
                 args += _scalar_arg(v, ax)
     else:
@@ -282,9 +298,9 @@ def _per_axis_or_blocked(fname, values, kwargs, shape, dtype, meta, packed=None)
         args[0] = x
         s_chunks = tuple(tuple(-(-c // int(block)) for c in x.chunks[i]) if i == ax else x.chunks[i]
                          for i in range(nd))
-        args += [rechunk(_as_dask(scale), s_chunks), tuple(range(nd))]
+        args += [rechunk(scale, s_chunks), tuple(range(nd))]
         if zp is not None and getattr(zp, "shape", ()) == tuple(scale.shape):
-            args += [rechunk(_as_dask(zp), s_chunks), tuple(range(nd))]
+            args += [rechunk(zp, s_chunks), tuple(range(nd))]
         else:
             args += _scalar_arg(zp, ax)
         kwargs = dict(kwargs, axis=ax)

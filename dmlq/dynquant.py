@@ -4,8 +4,8 @@ DYNAMIC_QUANTIZE_LINEAR (feature level 4.0). The scale and zero point come from 
 with them. Each array library keeps its own kind: NumPy computes the range on the host,
 CuPy (and other CUDA arrays) with dmlq's kernels (cuda/dynamic_quant.cu, no host read),
 torch tensors with torch's own reductions (so the call traces under torch.compile; the
-quantize step is dmlq's op), dask arrays lazily (a task per chunk for its range, one for the
-parameters, each in the chunks' own kind: nothing computed).
+quantize step is dmlq's op), dask arrays lazily (a task per chunk for its range, one each for the
+scale and the zero point, each in the chunks' own kind: nothing computed).
 """
 from __future__ import annotations
 
@@ -132,9 +132,11 @@ def _chunk_row_parameters(c, qdt):
 
 def _dask_rows(x, qdt):
     """per_row's (scale, zero point) as lazy dask arrays shaped x.shape[:-1] + (1,), chunked as
-    x along its leading axes: a task per chunk of whole rows, or, where x's rows are split over
-    chunks, a task per chunk for its rows' ranges and one per row of chunks for the
-    parameters."""
+    x along its leading axes: a task per row of chunks for its rows' [scale, zero point]
+    (``-parameters``: from x's chunk where its rows are whole in it, else from the (lo, hi)
+    pairs of a task per chunk, ``-row-range``, side by side), then one task each for the
+    scales and the zero points of those rows."""
+    import dask.array as da
     from dask.array.utils import meta_from_array
 
     nd = x.ndim
@@ -142,16 +144,41 @@ def _dask_rows(x, qdt):
     src = x
     if x.numblocks[-1] > 1:
         src = x.map_blocks(_chunk_row_range, chunks=x.chunks[:-1] + ((2,) * x.numblocks[-1],), dtype=F32,
-                           meta=meta).rechunk({nd - 1: -1})
-    both = src.map_blocks(_chunk_row_parameters, qdt, chunks=x.chunks[:-1] + ((2,),), dtype=F32, meta=meta)
-    return both[..., :1], both[..., 1:].astype(qdt)
+                           meta=meta, token=f"{_F}-row-range")
+    lead = tuple(f"i{i}" for i in range(nd - 1))
+    both = da.blockwise(_chunk_row_parameters, lead + ("p",), src, lead + ("k",), qdt, None, new_axes={"p": 2},
+                        concatenate=True, dtype=F32, meta=meta, token=f"{_F}-parameters")
+    return _split(both, lead, qdt, x._meta)
+
+
+def _split(both, index, qdt, like):
+    """(scale, zero point) of the [scale, zero point] pairs along ``both``'s last axis: a task
+    each per block (``-scale``, ``-zero-point``), shaped (..., 1), or 0-d where ``index`` is ()."""
+    import dask.array as da
+    from dask.array.utils import meta_from_array
+
+    out = index + ("r",) if index else ()
+    extra = {"new_axes": {"r": 1}} if index else {}
+    return tuple(da.blockwise(_parameter, out, both, index + ("p",), which, None, qdt, None, concatenate=True,
+                              dtype=dt, meta=meta_from_array(like, ndim=len(out), dtype=dt), token=f"{_F}-{which}",
+                              **extra)
+                 for which, dt in (("scale", F32), ("zero-point", qdt)))
+
+
+def _parameter(both, which, qdt):
+    """The scale (float32) or the zero point (``qdt``) of [scale, zero point] pairs (last axis)."""
+    if both.ndim == 1:
+        return both[:1].reshape(()) if which == "scale" else both[1:].reshape(()).astype(qdt)  # (0-d arrays)
+    return both[..., :1] if which == "scale" else both[..., 1:].astype(qdt)
 
 
 def _dask(x, qdt, per_row=False):
-    """(scale, zero point) as lazy 0-d dask arrays: a task per chunk finds its range, and one
-    task the parameters of them all (nothing computed now; NumPy or CuPy chunks, each in its
-    own kind, dmlq's range kernels for CuPy's). The chunks of x are shared with quantize's tasks
-    (blockwise layers over x: an x made by other tasks is computed once)."""
+    """(scale, zero point) as lazy 0-d dask arrays: a task per chunk finds its range
+    (``dynamic_quantize_linear-range``), one the parameters of them all (``-parameters``), and
+    one each picks the scale and the zero point (nothing computed now; NumPy or CuPy chunks,
+    each in its own kind, dmlq's range kernels for CuPy's). The chunks of x are shared with
+    quantize's tasks (blockwise layers over x: an x made by other tasks is computed once)."""
+    import dask.array as da
     from dask.array.utils import meta_from_array
 
     if any(c != c for c in x.shape):
@@ -165,16 +192,17 @@ def _dask(x, qdt, per_row=False):
         return _dask_rows(x, qdt)
     nd = x.ndim
     ranges = x.map_blocks(_chunk_range, chunks=tuple((1,) * len(c) for c in x.chunks) + ((2,),), new_axis=nd,
-                          dtype=F32, meta=meta_from_array(x._meta, ndim=nd + 1, dtype=F32))
-    both = ranges.rechunk(-1).map_blocks(_all_parameters, qdt, drop_axis=tuple(range(nd)), chunks=((2,),),
-                                         dtype=F32, meta=meta_from_array(x._meta, ndim=1, dtype=F32))
-    return both[:1].reshape(()), both[1:].reshape(()).astype(qdt)  # (0-d arrays, as the eager call's: not [0])
+                          dtype=F32, meta=meta_from_array(x._meta, ndim=nd + 1, dtype=F32), token=f"{_F}-range")
+    index = tuple(f"i{i}" for i in range(nd)) + ("p",)
+    both = da.blockwise(_all_parameters, ("p",), ranges, index, qdt, None, concatenate=True, dtype=F32,
+                        meta=meta_from_array(x._meta, ndim=1, dtype=F32), token=f"{_F}-parameters")
+    return _split(both, (), qdt, x._meta)  # (0-d arrays, as the eager call's)
 
 
 def _all_parameters(ranges, qdt):
-    """The chunks' ranges (one block of (..., 2) pairs) -> [scale, zero point] as a float32 (2,)
-    array of their kind: the parameters of the pairs side by side as one row, whose range is
-    x's (exact: the min and max of float32 values; the zero point, an integer of at most 8
+    """The chunks' ranges (their (..., 2) pairs concatenated) -> [scale, zero point] as a float32
+    (2,) array of their kind: the parameters of the pairs side by side as one row, whose range
+    is x's (exact: the min and max of float32 values; the zero point, an integer of at most 8
     bits, is exact in float32 too)."""
     return _chunk_row_parameters(ranges.reshape(1, -1), qdt).reshape(2)
 

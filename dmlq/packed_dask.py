@@ -48,9 +48,8 @@ def quantize(values, kwargs, shape, q, cupy):
     values, rows = [], None
     for v in (x, scale, zp):  # cut along axis 0 only (x, and scales and zero points as x)
         if getattr(v, "ndim", 0) > 0 and not isinstance(v, (list, tuple)) and (v is x or chunkwise):
-            v = dd._as_dask(v)
-            if v.ndim == len(shape) and v.shape[0] == shape[0] != 1:
-                rows = rows or dd._block_chunks(v.chunks[0], step)
+            if v.ndim == len(shape) and v.shape[0] == shape[0] != 1:  # (a CuPy one cut now: dd.constant)
+                rows = rows or dd._block_chunks(getattr(v, "chunks", ((v.shape[0],),))[0], step)
                 v = dd.rechunk(v, (rows,) + tuple((n,) for n in v.shape[1:]))
             else:
                 v = dd.rechunk(v, tuple((n,) for n in v.shape))
@@ -102,7 +101,7 @@ def dequantize(q, scale, zero_point, kwargs, out):
     rows = dd._block_chunks(tuple(b - a for a, b in zip(edges[:-1], edges[1:])), step)
     whole = tuple(r * rest * qt.bits // 8 for r in rows[:-1])  # whole bytes: the last chunk takes the rest
     data = dd.rechunk(q.data, (whole + (nbytes - sum(whole),),))
-    name = "dmlq-packed-rows-" + tokenize(data, rows_shape, q.dtype)
+    name = f"{f}-packed-rows-" + tokenize(data, rows_shape, q.dtype)
     tail = (0,) * (len(rows_shape) - 1)
     layer = {(name, i) + tail: (Packed, (data.name, i), (r,) + rows_shape[1:], q.dtype) for i, r in enumerate(rows)}
     carrier = da.Array(HighLevelGraph.from_collections(name, layer, dependencies=[data]), name,

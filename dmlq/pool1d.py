@@ -77,6 +77,9 @@ def lifted(f, values, kwargs, out, result_meta=None):
     """(values, kwargs, out) of the 4-D call for a 3-D ``x``; ``result_meta(values, kwargs)``, the
     4-D call's (shape, dtype), checks a given ``out`` in the caller's shapes."""
     kwargs = dict(kwargs)
+    if any(n != n for n in values[0].shape):  # a dask x of unknown chunk sizes: named in its own shape
+        raise ValueError(f"{f}: x has unknown chunk sizes (shape {tuple(values[0].shape)}); call "
+                         "x.compute_chunk_sizes() first")
     for name, added in _PARAMS:
         kwargs[name] = _in_range(f, name, _one(f, name, kwargs.get(name), added))
     x = values[0]
@@ -102,4 +105,15 @@ def lowered(result):
     too; a kernel plan as it is)."""
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], tuple):
         return result[0][:2] + result[0][3:], result[1]
+    if getattr(result, "ndim", 0) == 4 and type(result).__module__.partition(".")[0] == "dask":
+        # a layer named for the call (dask's own indexing names it "getitem"), fused into the pooling
+        # tasks by dask's optimization as the indexing was
+        return result.map_blocks(_drop_height, drop_axis=2, dtype=result.dtype,
+                                 meta=result._meta.reshape(result._meta.shape[:2] + result._meta.shape[3:]),
+                                 token="quantized_avg_pool-1d")
     return result[:, :, 0, :] if getattr(result, "ndim", 0) == 4 else result
+
+
+def _drop_height(block):
+    """A block of the 4-D pooling's result without its added axis (one element long)."""
+    return block[:, :, 0, :]

@@ -388,3 +388,50 @@ def test_a_number_bias_beside_cupy_chunks(cp, bias):
 
     cupy_stand_in.counts["downloads"] = 0
     _computed_equal(cp, lazies, wants)
+
+
+def test_cupy_graphs_are_named_after_the_public_function(cp):
+    """CuPy chunks: every layer dmlq makes is named after the call (the packed bytes, the
+    packed rows dequantized, a packed b's blocks, pooling, the parameters of
+    dynamic_quantize_linear), the same call twice gives the same names, and every result's meta
+    is a CuPy array of its dtype. Nothing is computed."""
+    rng = np.random.default_rng(31)
+    x = _on_gpu(cp, rng.standard_normal((6, 8)).astype(f32), (3, 4))
+    a = _on_gpu(cp, rng.integers(0, 256, (6, 8), dtype=u8), (3, 8))
+    img = _on_gpu(cp, rng.integers(0, 256, (1, 2, 6, 6), dtype=u8), (1, 1, 3, 3))
+    b4 = dmlq.pack(rng.integers(-8, 8, (8, 5)).astype(np.dtype("int4")))
+    b4 = dmlq.Packed(cp.asarray(b4.data), b4.shape, b4.dtype)
+    s = cp.asarray(np.full(8, 0.1, f32))
+    inputs = {n for v in (x, a, img) for n in v.dask.layers}
+
+    def calls():
+        p = dmlq.quantize_linear(x, s, dtype="int4")
+        return {"quantize_linear": [p.data, dmlq.quantize_linear(x, 0.1, u8(3))],
+                "dequantize_linear": [dmlq.dequantize_linear(p, s)],
+                "quantized_add": [dmlq.quantized_add(a, 0.1, 3, a, 0.2, 3, 0.3, u8(3))],
+                "quantized_avg_pool": [dmlq.quantized_avg_pool(img, 0.1, 3, 0.1, 3, 2)],
+                "matmul_integer": [dmlq.matmul_integer(a, b4)],
+                "matmul_integer_to_float": [dmlq.matmul_integer_to_float(a, 0.1, None, b4, 0.2, None)],
+                "quantized_matmul": [dmlq.quantized_matmul(a, 0.1, 3, b4, 0.2, None, 0.3, u8(3))],
+                "dynamic_quantize_linear": list(dmlq.dynamic_quantize_linear(x))[1:]}
+
+    from dask.tokenize import normalize_token
+
+    stand_in, before = getattr(cp, "__stand_in__", False), normalize_token._lookup.get(cp.ndarray)
+    if stand_in:  # dask tokenizes a CuPy array by pickling it (by value); the stand-in's pickle holds an address
+        normalize_token.register(cp.ndarray, lambda v: ("cupy", normalize_token(cp.asnumpy(v))))
+    try:
+        first, again = calls(), calls()
+    finally:
+        if stand_in and before is None:
+            normalize_token._lookup.pop(cp.ndarray, None)
+        elif stand_in:
+            normalize_token._lookup[cp.ndarray] = before
+    for fname, results in first.items():
+        for r, r2 in zip(results, again[fname]):
+            assert r.name == r2.name and r.name.startswith(fname + "-"), (fname, r.name)
+            assert isinstance(r._meta, cp.ndarray) and r._meta.dtype == r.dtype
+            for layer in r.dask.layers:
+                assert layer in inputs or layer.startswith((fname + "-", "quantize_linear-", "array-", "rechunk-",
+                                                            "original-array-", "overlap-")), (fname, layer)
+    assert first["matmul_integer"][0].name.startswith("matmul_integer-packed-b-")
