@@ -148,26 +148,28 @@ def _dask_rows(x, qdt):
     lead = tuple(f"i{i}" for i in range(nd - 1))
     both = da.blockwise(_chunk_row_parameters, lead + ("p",), src, lead + ("k",), qdt, None, new_axes={"p": 2},
                         concatenate=True, dtype=F32, meta=meta, token=f"{_F}-parameters")
-    return _split(both, lead, qdt, x._meta)
+    return _split(both, lead, qdt, x._meta, rows=True)
 
 
-def _split(both, index, qdt, like):
+def _split(both, index, qdt, like, rows=False):
     """(scale, zero point) of the [scale, zero point] pairs along ``both``'s last axis: a task
-    each per block (``-scale``, ``-zero-point``), shaped (..., 1), or 0-d where ``index`` is ()."""
+    each per block (``-scale``, ``-zero-point``), shaped (..., 1) with ``rows`` (per_row: (1,)
+    for a 1-D x, whose ``index`` is ()), else 0-d."""
     import dask.array as da
     from dask.array.utils import meta_from_array
 
-    out = index + ("r",) if index else ()
-    extra = {"new_axes": {"r": 1}} if index else {}
-    return tuple(da.blockwise(_parameter, out, both, index + ("p",), which, None, qdt, None, concatenate=True,
-                              dtype=dt, meta=meta_from_array(like, ndim=len(out), dtype=dt), token=f"{_F}-{which}",
-                              **extra)
+    out = index + ("r",) if rows else ()
+    extra = {"new_axes": {"r": 1}} if rows else {}
+    return tuple(da.blockwise(_parameter, out, both, index + ("p",), which, None, qdt, None, rows, None,
+                              concatenate=True, dtype=dt, meta=meta_from_array(like, ndim=len(out), dtype=dt),
+                              token=f"{_F}-{which}", **extra)
                  for which, dt in (("scale", F32), ("zero-point", qdt)))
 
 
-def _parameter(both, which, qdt):
-    """The scale (float32) or the zero point (``qdt``) of [scale, zero point] pairs (last axis)."""
-    if both.ndim == 1:
+def _parameter(both, which, qdt, rows):
+    """The scale (float32) or the zero point (``qdt``) of [scale, zero point] pairs (last axis):
+    per row shaped (..., 1), else 0-d."""
+    if not rows:
         return both[:1].reshape(()) if which == "scale" else both[1:].reshape(()).astype(qdt)  # (0-d arrays)
     return both[..., :1] if which == "scale" else both[..., 1:].astype(qdt)
 

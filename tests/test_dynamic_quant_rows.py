@@ -206,6 +206,18 @@ def test_dask_stays_lazy(chunks):
         same(dask.compute(*got), R.dynamic_quantize_linear(x, I8, per_row=True))
 
 
+def test_dask_a_1d_x_has_one_row():
+    """A 1-D x is one row: per_row's scale and zero point are shaped (1,) on dask too (the
+    lazy parameters' split by blocks gave 0-d arrays there), whatever its chunks."""
+    da = pytest.importorskip("dask.array")
+    x = np.array([-3.0, 0.5, np.nan, 7.0, 2.0], F32)
+    want = R.dynamic_quantize_linear(x, U8, per_row=True)
+    for chunks in (5, 2):
+        got = dmlq.dynamic_quantize_linear(da.from_array(x, chunks=chunks), per_row=True)
+        assert [v.shape for v in got[1:]] == [(1,), (1,)]
+        same([np.asarray(v) for v in da.compute(*got)], want)
+
+
 def test_kernel_plan_of_a_host_x():
     """A nominal H100's plan: many rows a warp each (the parameters written by dq_rows itself), few
     long rows split (then dq_row_params), then quantize with the (M, 1) parameters."""
