@@ -66,13 +66,26 @@ class DataType(enum.Enum):
 QUANTIZED = (DataType.INT8, DataType.UINT8)
 
 
+_QRANGES: dict = {}  # qrange's answers by argument (a dtype, DataType or name): asked on every call
+
+
 def qrange(dt) -> tuple[int, int]:
     """(qmin, qmax) of an integer data type."""
+    try:
+        return _QRANGES[dt]
+    except (KeyError, TypeError):  # (TypeError: an unhashable dtype spelling)
+        pass
     d = DataType.of(dt)
     if d.bits == 4:
-        return (-8, 7) if d == DataType.INT4 else (0, 15)
-    info = np.iinfo(d.numpy)
-    return int(info.min), int(info.max)
+        answer = (-8, 7) if d == DataType.INT4 else (0, 15)
+    else:
+        info = np.iinfo(d.numpy)
+        answer = int(info.min), int(info.max)
+    try:
+        _QRANGES[dt] = answer
+    except TypeError:
+        pass
+    return answer
 
 
 def torch_name(dtype) -> str:

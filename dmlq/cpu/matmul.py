@@ -49,6 +49,9 @@ SKINNY_M = 16         # up to this M, converting b is the whole cost: b is cut i
 SKINNY_PIECE = 1 << 19  # column block per thread, converted in whole-row pieces of at most
                         # this many elements (2 MiB of float32): NumPy copies row by row, and
                         # short rows cost more in loop overhead than in bytes
+THREAD_MIN_WORK = 1 << 18  # multiply-adds below which a skinny call stays one block on the
+                           # calling thread: handing a piece to another thread costs tens of us
+                           # (about 170 us a call on a busy 2-core machine for a 4x8x4 product)
 
 
 def k_chunk(a_dtype, b_dtype) -> int:
@@ -169,7 +172,8 @@ class Sums:
         self.kc = k_chunk(a.dtype, b.dtype)
         self.tm = min(m, TILE_M)
         if m <= SKINNY_M:
-            self.tn = max(1, min(-(-n // tiles.THREADS), max(64, (1 << 17) // (self.tm + 1))))
+            split = tiles.THREADS if m * k * n >= THREAD_MIN_WORK else 1
+            self.tn = max(1, min(-(-n // split), max(64, (1 << 17) // (self.tm + 1))))
             self.kc = min(self.kc, max(8, SKINNY_PIECE // self.tn))  # shorter chunks stay exact
         else:
             self.tn = min(n, TILE_N)
