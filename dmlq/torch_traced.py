@@ -305,6 +305,11 @@ def _data_operand(fname, name, v, device):
     except ValueError as err:
         raise TypeError(f"{fname}: {name} is a list that np.asarray cannot turn into one numeric array ({err}); "
                         "pass a rectangular list of numbers, or a tensor") from None
+    if any(isinstance(e, (torch.Tensor, np.generic, np.ndarray)) for e in flat):  # (Dynamo: NumPy scalars as arrays)
+        raise TypeError(f"{fname}: {name} is a list holding tensors or NumPy scalars (torch.compile traces a NumPy "
+                        "scalar as an array), whose values the compiled call cannot check; pass a tensor "
+                        f"(torch.tensor({name}, dtype=torch.{'float32' if fname == 'quantize_linear' else 'uint8'}))"
+                        + (" or a list of Python numbers" if fname == "quantize_linear" else ""))
     if not all(isinstance(e, numbers.Real) for e in flat):
         raise TypeError(f"{fname}: {name} is a list holding something other than numbers; pass a tensor")
     if fname != "quantize_linear":

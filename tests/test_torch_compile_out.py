@@ -376,3 +376,22 @@ def test_a_public_function_frame_compiled_on_its_own_reads_no_module_table():
     assert entries, "Dynamo compiled no frame of the public function on its own"
     parts = [p for e in entries for p in e.guard_manager.code_parts]
     assert parts and not any("modules" in p for p in parts), [p for p in parts if "modules" in p]
+
+
+def test_a_list_of_numpy_scalars_as_x_with_fullgraph_names_them():
+    """Dynamo traces a NumPy scalar as a 0-d tensor, so a list of them as quantize's x reached the
+    compiled call as a list of tensors, refused as "holding something other than numbers" (untrue:
+    the eager call takes it, as does fullgraph=False by falling back); the refusal names them."""
+    s = torch.tensor(0.01)
+    x = [np.float32(1.5), np.float32(2.0)]
+    want = dmlq.quantize_linear(x, s)
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(lambda s: dmlq.quantize_linear(x, s), backend="eager")(s), want)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as info:
+        torch.compile(lambda s: dmlq.quantize_linear(x, s), backend="eager", fullgraph=True)(s)
+    chain, e = [], info.value
+    while e is not None:
+        chain.append(str(e))
+        e = e.__cause__ or e.__context__
+    assert any("quantize_linear: x is a list holding tensors or NumPy scalars" in c for c in chain), chain
