@@ -186,9 +186,10 @@ def empty(like, shape, dtype, chunks):
 
 def constant(v, chunks=None):
     """A NumPy/CuPy operand (a scale, a zero point, a bias, a NumPy ``a``) as a dask array cut as
-    ``chunks`` says (default: one chunk). dask slices it now, when the graph is built, so each
-    chunk is data in the graph, not a task (a one-chunk array rechunked afterwards added a
-    task per chunk). Its name is dask's own for it (``array-`` and a hash of its values and
+    ``chunks`` says (default: one chunk). dask slices a NumPy array now, when the graph is
+    built, so each chunk is data in the graph, not a task (a one-chunk array rechunked
+    afterwards added a task per chunk); a CuPy array cut into several chunks keeps a getter
+    task per chunk (dask slices only NumPy arrays up front). Its name is dask's own for it (``array-`` and a hash of its values and
     chunks): the same operand in two calls is one constant."""
     return da.from_array(v, chunks=v.shape if chunks is None else chunks, asarray=False)
 

@@ -280,8 +280,8 @@ def cupy_of(a):
 @pytest.mark.gpu
 @pytest.mark.parametrize("xdt", [F32, F16])
 def test_gpu_rows(xdt, rng):
-    """dq_rows on every layout (rows in place where the last axis is dense and the leading axes one
-    stride apart, or the last axis broadcast (its first element read), else copied: "rows not
+    """dq_rows on every layout (rows in place where the last axis is dense and the leading axes reach
+    the rows by at most two strides, or the last axis broadcast (its first element read), else copied: "rows not
     16-byte aligned" is read in place, each row with single
     elements before its vectors; "every other row" is one stride apart), a warp a row and few long rows split (then dq_row_params), NaN,
     infinities and all-NaN rows, more rows than the grid has warps; bytes equal to the reference's, nothing read back to the host."""
