@@ -147,10 +147,10 @@ def guarded(function: F) -> F:
     frame of this wrapper that Dynamo compiles on its own (a frame that called it ran eagerly:
     a graph break, a frame that failed to compile, ``torch.compiler.disable(...,
     recursive=False)``) is that traced form alone, and a call run eagerly runs with Dynamo
-    off (``torch.compiler.disable``: under a microsecond, 0.3-0.8 us measured), so that Dynamo compiles none of dmlq's
-    host frames below it: tracing their ``sys.modules.get`` made it build and guard the whole
-    module table, which an import on another thread could change under it ("dictionary
-    changed size during iteration", an InternalTorchDynamoError)."""
+    off (``torch.compiler.disable``: under a microsecond, 0.3-0.8 us measured), so that
+    Dynamo compiles none of dmlq's host frames below it: tracing their ``sys.modules.get``
+    made it build and guard the whole module table, which an import on another thread could
+    change under it ("dictionary changed size during iteration", an InternalTorchDynamoError)."""
     form: list = [None]  # (traced form, is_dynamo_compiling, a runner with Dynamo off): dmlq.torch's
 
     def run(args, kwargs):
