@@ -39,6 +39,15 @@ def _operands(out, *arrays):
     return shape, views[0], tuple(None if a is None else next(it) for a in full), tiles.blocks(shape)
 
 
+def _run_of(out, a):
+    """``a`` as the one 1-D contiguous run that :func:`_operands` coalesces it to when ``a``
+    and ``out`` are C-contiguous arrays of one shape with more than one element (a
+    view, made without broadcasting); None otherwise, for :func:`_operands` to decide."""
+    if a.shape == out.shape and out.size > 1 and a.flags.c_contiguous and out.flags.c_contiguous:
+        return a.reshape(-1)
+    return None
+
+
 def _overlaps(out, *arrays):
     return any(a is not None and np.may_share_memory(a, out) for a in arrays)
 
@@ -59,6 +68,11 @@ def quantize_linear(x, scale, zero_point, out, *extra, **kw):
     if _overlaps(out, x, scale, zero_point):
         return _through_temporary(quantize_linear, out, (x, scale, zero_point))
     zp = zp_value(zero_point)
+    if zp is not None and scale.size == 1 and x.dtype != F16 and jit.active():
+        xv = _run_of(out, x)  # the fused kernel's operands without broadcasting and coalescing
+        if xv is not None:
+            jit.quantize(xv, np.float32(scale.reshape(-1)[0]), zp, out.reshape(-1), tiles.run_pieces)
+            return out
     shape, o, (xv, sv, zv), pieces = _operands(out, x, scale, None if zp is not None else zero_point)
     if (zp is not None and scale.size == 1 and x.dtype != F16 and len(shape) == 1
             and jit.flat(o, xv) and jit.active()):
@@ -89,6 +103,11 @@ def dequantize_linear(q, scale, zero_point, out, *extra, **kw):
     zp = zp_value(zero_point)
     if zp is not None:  # one value: a NumPy scalar, exact in the type the difference is taken in
         zero_point = None if zp == 0 else (np.float64(zp) if wide else np.float32(zp))
+        if scale.size == 1 and out.dtype == F32 and jit.active():
+            qv = _run_of(out, q)  # the fused kernel's operands without broadcasting and coalescing
+            if qv is not None:
+                jit.dequantize(qv, zp, np.float32(scale.reshape(-1)[0]), out.reshape(-1), tiles.run_pieces)
+                return out
     shape, o, (qv, sv, zv), pieces = _operands(out, q, scale, None if zp is not None else zero_point)
     if zp is not None:
         zv = zero_point
@@ -150,8 +169,19 @@ def quantized_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
     a_zp, b_zp, o_zp = (zp_value(z) for z in (a_zero_point, b_zero_point, out_zero_point))
     if None in (a_zp, b_zp, o_zp):  # a zero point of several elements: not quantized add's contract
         return _reference.quantized_add(*args, out)
+    tried = False
+    if jit.active():  # the fused kernel's operands without broadcasting and coalescing, where they are runs
+        fa, fb = _run_of(out, a), _run_of(out, b)
+        if fb is None and fa is not None and b.size == 1:
+            fb = b.reshape(1)
+        elif fa is None and fb is not None and a.size == 1:
+            fa = a.reshape(1)
+        if fa is not None and fb is not None:
+            if jit.add(fa, a_zp, a_s, fb, b_zp, b_s, o_s, o_zp, out.reshape(-1), tiles.run_pieces):
+                return out
+            tried = True  # the parameters rule the kernel out: the NumPy path
     shape, o, (av, bv), pieces = _operands(out, a, b)
-    if len(shape) == 1 and jit.flat(o) and jit.active():
+    if not tried and len(shape) == 1 and jit.flat(o) and jit.active():
         fa, fb = _flat_operand(av, a), _flat_operand(bv, b)
         if fa is not None and fb is not None and jit.add(fa, a_zp, a_s, fb, b_zp, b_s, o_s, o_zp, o,
                                                          tiles.run_pieces):

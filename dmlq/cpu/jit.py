@@ -107,7 +107,11 @@ def _run(kernel, out, arrays, scalars, run_pieces) -> None:
     n = out.size
     from .tiles import THREADS
 
-    parts = 1 if n < SPLIT_MIN else max(THREADS, -(-n // PIECE))
+    if n < SPLIT_MIN:  # one piece, the whole of out: run here (no piece list, no hand-off)
+        it = iter(scalars)
+        kernel(*[arrays[k] if k in arrays else next(it) for k in range(len(arrays) + len(scalars))], out)
+        return
+    parts = max(THREADS, -(-n // PIECE))
     bounds = [n * i // parts for i in range(parts + 1)]
     pieces = [(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i + 1] > bounds[i]]
 
@@ -120,10 +124,18 @@ def _run(kernel, out, arrays, scalars, run_pieces) -> None:
     run_pieces(work, pieces)
 
 
+_BOUNDS: dict = {}
+
+
 def bounds(dtype, zp: int):
-    """The float32 clamp bounds ``qmin - zp``, ``qmax - zp`` of an int8/uint8 output."""
-    info = np.iinfo(dtype)
-    return np.float32(info.min - zp), np.float32(info.max - zp)
+    """The float32 clamp bounds ``qmin - zp``, ``qmax - zp`` of an int8/uint8 output
+    (made once per dtype and zero point: 512 pairs at most)."""
+    key = (dtype, zp)
+    b = _BOUNDS.get(key)
+    if b is None:
+        info = np.iinfo(dtype)
+        b = _BOUNDS[key] = (np.float32(info.min - zp), np.float32(info.max - zp))
+    return b
 
 
 def quantize(x, s, zp: int, out, run_pieces) -> None:
