@@ -68,7 +68,13 @@ def _per_batch(v, batch, dtype):
     v = np.asarray(v).astype(dtype)
     if v.ndim <= 1:
         v = v.reshape(1, -1)
-    return np.broadcast_to(v, tuple(batch) + v.shape[-2:])
+    return _broadcast(v, tuple(batch) + v.shape[-2:])
+
+
+def _broadcast(v, shape):
+    """``np.broadcast_to(v, shape)``, or ``v`` itself where it has that shape already (every
+    operand of an unbatched call: it is only read, so the view would change nothing)."""
+    return v if v.shape == shape else np.broadcast_to(v, shape)
 
 
 def per_batch_rows(v, batch, dtype, column=False):
@@ -77,7 +83,7 @@ def per_batch_rows(v, batch, dtype, column=False):
     (``column``: ``batch + (1 or M, 1)``), so that ``v[i]`` is matrix i's."""
     v = np.asarray(v).astype(dtype)
     v = v.reshape(v.shape[:-1]) if v.ndim > 2 and any(d != 1 for d in v.shape[:-2]) else v.reshape(-1)
-    v = np.broadcast_to(v, tuple(batch) + v.shape[-1:])
+    v = _broadcast(v, tuple(batch) + v.shape[-1:])
     return v[..., None] if column else v
 
 
@@ -99,8 +105,8 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_sca
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = out.shape[:-2]
-    ab = np.broadcast_to(a, batch + (m, k))
-    bb = np.broadcast_to(b, batch + (k, n))
+    ab = _broadcast(a, batch + (m, k))
+    bb = _broadcast(b, batch + (k, n))
     plan = _Plan(a, b, a_scale, a_zero_point, b_scale, b_zero_point, out_scale, out_zero_point, m, k, n, batch)
     plan.run(lambda group: plan.work(group, ab, bb, out), batch)
     return out
@@ -185,7 +191,10 @@ class Sums:
     def run(self, work, batch):
         """``work(group)`` over every tile of the output, on dmlq's threads."""
         pieces = self.pieces(batch)
-        with _blas_single_threaded(len(pieces) > 1 and tiles.THREADS > 1) as threaded:
+        if len(pieces) == 1 or tiles.THREADS == 1:  # one thread runs them: BLAS's threads left as they are
+            tiles.run_pieces(work, pieces, False)
+            return
+        with _blas_single_threaded(True) as threaded:
             tiles.run_pieces(work, pieces, threaded)
 
     def scratch(self, with_colsum, k=None):
