@@ -65,6 +65,8 @@ def order_of(a, shape, size=int, units_by_stride=False):
     if shape is not None and tuple(a.shape) != tuple(shape):
         return None
     if type(a).__module__.startswith("torch"):  # a torch tensor: strides in elements
+        if a.ndim < 2 or size is int and a.is_contiguous():  # dense_order's None (C order), without the lists
+            return None
         return dense_order([size(n) for n in a.shape], [size(n) for n in a.stride()], 1, units_by_stride)
     strides = getattr(a, "strides", None)
     if strides is None or getattr(a, "flags", None) is None or a.flags.c_contiguous:

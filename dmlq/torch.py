@@ -228,8 +228,11 @@ def _elementwise_shape(fname, names, values, kwargs):
     shaped = ("a", "b") if fname == "quantized_add" else ("x", "q") if kwargs.get("axis") is not None or \
         kwargs.get("block_size") is not None else ("x", "q", "scale", "zero_point")
     try:
-        return tuple(torch.broadcast_shapes(*(tuple(getattr(v, "shape", ())) for n, v in zip(names, values)
-                                              if n in shaped and v is not None)))
+        shapes = [tuple(getattr(v, "shape", ())) for n, v in zip(names, values) if n in shaped and v is not None]
+        sized = [s for s in shapes if s]
+        if all(s == sized[0] for s in sized[1:]):  # one shape beside 0-d ones (a tensor and scalars): that
+            return sized[0] if sized else ()      # shape (torch.broadcast_shapes' answer, without its Python)
+        return tuple(torch.broadcast_shapes(*shapes))
     except (RuntimeError, TypeError):
         return None
 

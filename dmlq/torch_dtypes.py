@@ -90,6 +90,12 @@ def _from_numpy(a):
 
 def _is_fake(t) -> bool:
     """A tensor with no data to read: a FakeTensor (non-strict torch.export, FakeTensorMode)."""
+    try:  # a plain tensor, neither functional nor functorch's: is_fake's answer (False), without its Python
+        if type(t) is torch.Tensor and not torch._is_functional_tensor(t) \
+                and not torch._C._functorch.is_functorch_wrapped_tensor(t):
+            return False
+    except AttributeError:  # pragma: no cover - a torch without them: is_fake decides
+        pass
     try:
         from torch._subclasses.fake_tensor import is_fake
     except ImportError:  # pragma: no cover - torch without it
