@@ -56,6 +56,8 @@ def _checked_x(x):
     dt = getattr(x, "dtype", None)
     if dt is None:
         raise TypeError(f"{_F}: x must be a float32 or float16 array (got {type(x).__name__})")
+    if type(dt) is np.dtype and dt in _FLOATS:  # (a NumPy float32 or float16: no name to make)
+        return x
     name = str(dt).rpartition(".")[2]  # torch.float32 -> float32
     if name not in ("float32", "float16"):
         fix = "x.to(torch.float32)" if type(x).__module__.startswith("torch") else "x.astype(np.float32)"
@@ -64,11 +66,18 @@ def _checked_x(x):
     return x
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+_QBOUNDS: dict = {}  # output dtype -> (qmin, qmax) as float32, made once
+
+
 def _parameters(lo, hi, qdt):
     """(scale, zero point) from float32 lo <= 0 <= hi (NumPy 0-d arrays): the contract's
     float32 steps."""
-    info = np.iinfo(qdt)
-    qmin, qmax = np.float32(info.min), np.float32(info.max)
+    bounds = _QBOUNDS.get(qdt)
+    if bounds is None:
+        info = np.iinfo(qdt)
+        bounds = _QBOUNDS[qdt] = (np.float32(info.min), np.float32(info.max))
+    qmin, qmax = bounds
     with np.errstate(all="ignore"):
         span = np.where(hi == lo, np.float32(1), hi - lo)
         scale = span / (qmax - qmin)
