@@ -154,10 +154,22 @@ def dequantize(q, zp: int, s, out, run_pieces) -> None:
 
 def _finite_terms(dtype, zp: int, s) -> bool:
     """Whether ``float32(q - zp) * s`` is finite for every q of ``dtype`` (rounding is
-    monotone, so the largest ``|q - zp|`` decides; a NaN or infinite s is not)."""
-    info = np.iinfo(dtype)
-    with np.errstate(all="ignore"):
-        return bool(np.isfinite(np.float32(max(zp - int(info.min), int(info.max) - zp)) * np.float32(s)))
+    monotone, so the largest ``|q - zp|`` decides; a NaN or infinite s is not). Kept per
+    (dtype, zp, s's bits): a repeated call's parameters are usually the same."""
+    s = np.float32(s)
+    key = (dtype, zp, s.tobytes())
+    finite = _FINITE.get(key)
+    if finite is None:
+        info = np.iinfo(dtype)
+        with np.errstate(all="ignore"):
+            finite = bool(np.isfinite(np.float32(max(zp - int(info.min), int(info.max) - zp)) * s))
+        if len(_FINITE) >= 4096:
+            _FINITE.clear()
+        _FINITE[key] = finite
+    return finite
+
+
+_FINITE: dict = {}
 
 
 def add(a, a_zp: int, a_s, b, b_zp: int, b_s, o_s, o_zp: int, out, run_pieces) -> bool:
