@@ -185,7 +185,7 @@ class Sums:
             self.tn = min(n, TILE_N)
 
     def pieces(self, batch):
-        return [(i, m0, n0) for i in np.ndindex(*batch)
+        return [(i, m0, n0) for i in (np.ndindex(*batch) if batch else ((),))  # (what ndindex() yields)
                 for n0 in range(0, self.n, self.tn) for m0 in range(0, self.m, self.tm)]
 
     def run(self, work, batch):
