@@ -19,7 +19,7 @@ import numpy as np
 from . import calls, dispatch
 from .api import quantize_linear
 from .checks import native_order, real_number
-from .dtypes import plain_dtype
+from .dtypes import plain_dtype, qrange
 from .errors import UnsupportedError
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
@@ -67,17 +67,12 @@ def _checked_x(x):
 
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
-_QBOUNDS: dict = {}  # output dtype -> (qmin, qmax) as float32, made once
 
 
 def _parameters(lo, hi, qdt):
     """(scale, zero point) from float32 lo <= 0 <= hi (NumPy 0-d arrays): the contract's
     float32 steps."""
-    bounds = _QBOUNDS.get(qdt)
-    if bounds is None:
-        info = np.iinfo(qdt)
-        bounds = _QBOUNDS[qdt] = (np.float32(info.min), np.float32(info.max))
-    qmin, qmax = bounds
+    qmin, qmax = (np.float32(v) for v in qrange(qdt))
     with np.errstate(all="ignore"):
         span = np.where(hi == lo, np.float32(1), hi - lo)
         scale = span / (qmax - qmin)

@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import qrange
+
 
 def _findable(name: str) -> bool:
     try:
@@ -124,18 +126,10 @@ def _run(kernel, out, arrays, scalars, run_pieces) -> None:
     run_pieces(work, pieces)
 
 
-_BOUNDS: dict = {}
-
-
 def bounds(dtype, zp: int):
-    """The float32 clamp bounds ``qmin - zp``, ``qmax - zp`` of an int8/uint8 output
-    (made once per dtype and zero point: 512 pairs at most)."""
-    key = (dtype, zp)
-    b = _BOUNDS.get(key)
-    if b is None:
-        info = np.iinfo(dtype)
-        b = _BOUNDS[key] = (np.float32(info.min - zp), np.float32(info.max - zp))
-    return b
+    """The float32 clamp bounds ``qmin - zp``, ``qmax - zp`` of an int8/uint8 output."""
+    qmin, qmax = qrange(dtype)
+    return np.float32(qmin - zp), np.float32(qmax - zp)
 
 
 def quantize(x, s, zp: int, out, run_pieces) -> None:
@@ -160,9 +154,9 @@ def _finite_terms(dtype, zp: int, s) -> bool:
     key = (dtype, zp, s.tobytes())
     finite = _FINITE.get(key)
     if finite is None:
-        info = np.iinfo(dtype)
+        qmin, qmax = qrange(dtype)
         with np.errstate(all="ignore"):
-            finite = bool(np.isfinite(np.float32(max(zp - int(info.min), int(info.max) - zp)) * s))
+            finite = bool(np.isfinite(np.float32(max(zp - qmin, qmax - zp)) * s))
         if len(_FINITE) >= 4096:
             _FINITE.clear()
         _FINITE[key] = finite
