@@ -25,7 +25,7 @@ from dmlq.cpu import matmul as cpu_matmul
 from dmlq.cpu import pool as cpu_pool
 from dmlq.cpu import tiles
 
-C = host_backends.CheckedCPU()
+C = host_backends.CheckedCPU(tiled=True)  # every matmul on the tiles, the small ones too
 I8, U8, F16, F32 = (np.dtype(t) for t in ("int8", "uint8", "float16", "float32"))
 CHUNK = tiles.CHUNK
 

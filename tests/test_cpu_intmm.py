@@ -20,7 +20,7 @@ import host_backends
 from dmlq import reference
 from dmlq.cpu import matmul as cpu_matmul
 
-CPU = host_backends.get("cpu")
+CPU = host_backends.CheckedCPU(tiled=True)  # the tiles, the small calls too (test_small_calls_* below: the shortcut)
 I8, U8, I32, F32, F16 = np.int8, np.uint8, np.int32, np.float32, np.float16
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 INFO = {np.dtype(I8): (-128, 127), np.dtype(U8): (0, 255), I4: (-8, 7), U4: (0, 15)}
@@ -171,6 +171,40 @@ def _functions_run(fn):
         sys.setprofile(None)
         threading.setprofile(None)
     return result, seen
+
+
+@pytest.fixture(autouse=True)
+def _tiles_for_small_calls_too(request):
+    """The tests here are the tiles' own: small calls too go on them (not to the reference)."""
+    if "small_calls" in request.node.name:
+        yield
+        return
+    with cpu_matmul.tiled_always():
+        yield
+
+
+@pytest.mark.parametrize("fname", ["quantized_matmul", "matmul_integer", "matmul_integer_to_float"])
+@pytest.mark.parametrize("batch,m,k,n", [(1, 4, 64, 64), (2, 3, 5, 7)])
+def test_small_calls_take_the_reference_and_larger_ones_the_tiles(fname, batch, m, k, n):
+    """Up to SMALL_OPERANDS elements of a and b (over the batch) the public functions run
+    dmlq.reference (faster there: the tiles' fixed cost is tens of us); one row of b more and
+    they run the tiles. The bits are the same either way (the tiled run beside it)."""
+    rng = np.random.default_rng(batch * m * k * n)
+    room = cpu_matmul.SMALL_OPERANDS // batch - m * k   # elements of b that fit the bound
+    fit_n = room // k                                   # the widest b that fits
+    for n_, small in ((fit_n, True), (fit_n + 1, False), (n, True)):
+        a, b = q(rng, U8, (batch, m, k)), q(rng, I8, (k, n_))
+        args = {"quantized_matmul": (a, F32(0.02), U8(3), b, F32(0.01), I8(-5), F32(0.5), U8(7)),
+                "matmul_integer": (a, b, U8(3), I8(-5)),
+                "matmul_integer_to_float": (a, F32(0.02), U8(3), b, F32(0.01), I8(-5))}[fname]
+        fn = getattr(dmlq, fname)
+        got, seen = _functions_run(lambda: fn(*args))
+        assert (getattr(reference, fname).__code__ in seen) is small, (n_, small)
+        assert (cpu_matmul.Sums.tile.__code__ in seen) is not small, (n_, small)
+        with cpu_matmul.tiled_always():
+            tiled, seen = _functions_run(lambda: fn(*args))
+        assert cpu_matmul.Sums.tile.__code__ in seen and getattr(reference, fname).__code__ not in seen
+        np.testing.assert_array_equal(got.view(np.uint8), tiled.view(np.uint8))
 
 
 @pytest.mark.parametrize("which", ["int32", "float", "blocked packed"])

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import reference as _reference
 from . import tiles
-from .matmul import F64, Sums, _per_batch, nonzero_zp, per_batch_rows
+from .matmul import F64, Sums, _per_batch, nonzero_zp, per_batch_rows, small
 from .requant import F32
 
 _INTS = (np.dtype(np.int8), np.dtype(np.uint8))
@@ -60,7 +60,7 @@ def _copy_if_overlapping(fn, args, out):
 def matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None):
     b = _reference.unpacked(b, b_packed)
     a, b = np.asarray(a), np.asarray(b)
-    if not _fast(a, b):
+    if not _fast(a, b) or small(a, b, out):
         return _reference.matmul_integer(a, a_zero_point, b, b_zero_point, out)
     if _copy_if_overlapping(matmul_integer, (a, a_zero_point, b, b_zero_point), out) or out.size == 0:
         return out
@@ -89,7 +89,7 @@ def matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, 
                             block_size=None, b_packed=None):
     b = _reference.unpacked(b, b_packed)
     a, b = np.asarray(a), np.asarray(b)
-    if not _fast(a, b):
+    if not _fast(a, b) or small(a, b, out):
         return _reference.matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                                   block_size)
     args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias)

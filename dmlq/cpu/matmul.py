@@ -27,7 +27,9 @@ out_scale`` and ``t = float32(acc) * mult`` in float32, and requant.finish.
 Memory: a and b are never widened whole. A tile of the output (at most
 ``TILE_M x TILE_N``; for M <= SKINNY_M a column block of at most 2**17 outputs)
 holds a float64 accumulator, and each K-chunk converts only the pieces of a and
-b it multiplies.
+b it multiplies. A call whose a and b hold at most SMALL_OPERANDS elements (over the
+batch) runs dmlq.reference instead: its float64 product of the widened operands is the
+same exact sum, and there it is faster than the tiles' fixed cost.
 """
 from __future__ import annotations
 
@@ -52,6 +54,30 @@ SKINNY_PIECE = 1 << 19  # column block per thread, converted in whole-row pieces
 THREAD_MIN_WORK = 1 << 18  # multiply-adds below which a skinny call stays one block on the
                            # calling thread: handing a piece to another thread costs tens of us
                            # (about 170 us a call on a busy 2-core machine for a 4x8x4 product)
+SMALL_OPERANDS = 1 << 15  # elements of a and b (over the batch) up to which dmlq.reference's
+                          # float64 product is the faster exact path: the tiles' fixed cost (plan,
+                          # buffers, a K-chunk loop) is about 30 us, the reference's widened copies
+                          # here at most 512 KiB (4x64x64: 47 against 23 us; 128x128x128: 127
+                          # against 138; 1x512x512, 262 Ki elements: 389 against 1,284)
+_small = {"on": True}
+
+
+def small(a, b, out) -> bool:
+    """Whether an integer matmul is small enough for :data:`SMALL_OPERANDS`'s shortcut."""
+    if not _small["on"]:
+        return False
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    return int(np.prod(out.shape[:-2], dtype=np.int64)) * (m * k + k * n) <= SMALL_OPERANDS
+
+
+@contextlib.contextmanager
+def tiled_always():
+    """Every call on the tiles, however small (the tests run both paths)."""
+    before, _small["on"] = _small["on"], False
+    try:
+        yield
+    finally:
+        _small["on"] = before
 
 
 def k_chunk(a_dtype, b_dtype) -> int:
@@ -93,7 +119,7 @@ def quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_sca
     args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale, out_zero_point)
     if (extra or kw or a.dtype not in _QUANT or b.dtype not in _QUANT or out.dtype not in _QUANT
             or any(np.asarray(s).dtype != F32 for s in (a_scale, b_scale, out_scale))
-            or a.shape[-1] >= 1 << 37):
+            or a.shape[-1] >= 1 << 37 or small(a, b, out)):
         return _reference.quantized_matmul(*args, out, *extra, **kw)
     if any(np.may_share_memory(x, out) for x in (a, b)):
         tmp = np.empty(out.shape, out.dtype)
