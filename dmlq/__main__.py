@@ -14,7 +14,7 @@ COMMANDS = {
     "info": "Print the versions of Python, NumPy and CuPy, the CUDA driver, runtime and NVRTC, "
             "and each GPU, or say plainly that there is no GPU or driver.",
     "check": "Run the numeric contract's hand-worked edge cases through every backend present "
-             "(the NumPy reference; on a GPU also the CUDA kernels, plus every operator and dtype "
+             "(NumPy arrays on the CPU backend; on a GPU also the CUDA kernels, plus every operator and dtype "
              "combination on random data); print what ran where and exit 1 on any mismatch.",
     "bench": "Time dmlq against same-run hardware limits and the peers present (CuPy, torch) "
              "on a GPU, as a quick table, from a dmlq checkout; without a GPU it says so and measures "

@@ -267,7 +267,7 @@ def gpu_report():
         driver = 0
     if not driver:
         lines.append("CUDA driver: none (no NVIDIA driver is loaded on this machine)")
-        lines.append("GPU: none (no driver); dmlq runs on the NumPy reference")
+        lines.append("GPU: none (no driver); dmlq runs NumPy arrays on its CPU backend")
         return lines, 0, "no NVIDIA driver on this machine"
     lines.append(f"CUDA driver {_cuda_version(driver)} (the newest CUDA version it supports)")
     # CUDA's minor-version compatibility: a driver runs any runtime of its own major version
@@ -666,8 +666,8 @@ def run(seed=0) -> int:
         for line in _plan_lines(plans):
             print(line)
     else:
-        print("kernel variants exercised: none -- no GPU, so no CUDA kernel was compiled or run; only the "
-              "NumPy reference was checked")
+        print("kernel variants exercised: none -- no GPU, so no CUDA kernel was compiled or run; only "
+              "NumPy arrays (the CPU backend) were checked")
         for line in showcase_lines():
             print(line)
     print()
