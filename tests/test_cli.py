@@ -70,6 +70,8 @@ def test_check_says_what_it_checked_where_and_which_kernels(capsys):
     if not gpu_available():
         assert "kernel variants exercised: none -- no GPU, so no CUDA kernel was compiled or run" in out
         assert "compiled" not in out.replace("was compiled", "")  # no claim that kernels were compiled
+        # the edge cases ran through the public functions on NumPy arrays: dmlq.cpu, not the reference alone
+        assert "only NumPy arrays (the CPU backend) were checked" in out and "NumPy reference was checked" not in out
     else:
         assert "kernel variants exercised (" in out
 
