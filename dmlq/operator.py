@@ -16,7 +16,7 @@ import numpy as np
 from . import dispatch as _dispatch
 from . import quantize63 as _q63
 from .desc import (DequantizeDesc, DequantizeLinearDesc, MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc,
-                   OperatorDesc,
+                   OPERATOR_DESCS, OperatorDesc,
                    QuantizeDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, block_sizes, dml_name)
 from .gpu.capture import guarded
@@ -83,7 +83,7 @@ def compile_operator(desc: OperatorDesc, feature_level: str = "6.2") -> Operator
         A broken rule (a ValueError), naming the operator, the field and the rule;
         raised here, before anything runs.
     TypeError
-        A field of the wrong type.
+        ``desc`` that is not an operator desc, or a field of the wrong type.
 
     Examples
     --------
@@ -94,6 +94,9 @@ def compile_operator(desc: OperatorDesc, feature_level: str = "6.2") -> Operator
     >>> op(np.array([0, 1, 2, 3], np.uint8), np.full(4, 0.5, np.float32))
     array([0. , 0.5, 1. , 1.5], dtype=float32)
     """
+    if not isinstance(desc, OPERATOR_DESCS):
+        raise TypeError(f"compile_operator: desc must be an operator desc "
+                        f"({', '.join(d.__name__ for d in OPERATOR_DESCS)}), got {type(desc).__name__}")
     _validate_cached(desc, feature_level)
     return Operator(desc, feature_level)
 

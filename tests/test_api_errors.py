@@ -513,6 +513,15 @@ def test_descriptor_fields_of_the_wrong_type_are_named_not_converted():
         op(x, s, out=frozen)
 
 
+def test_compile_operator_names_a_desc_that_is_not_an_operator_desc():
+    """compile_operator(TensorDesc(...)) said only "not a dmlq operator desc: TensorDesc", naming
+    neither the function nor the argument."""
+    for desc in (None, "QuantizeLinear", dmlq.TensorDesc("UINT8", (3,))):
+        with pytest.raises(TypeError, match=r"^compile_operator: desc must be an operator desc \(QuantizeLinearDesc, "
+                                            r".*DequantizeDesc\), got " + type(desc).__name__ + "$"):
+            dmlq.compile_operator(desc)
+
+
 def test_descriptor_operators_name_an_operand_of_an_unsupported_type():
     """A compiled operator called with a list, a dask array or a string said "unsupported array
     type list" without naming the field; an array of the other byte order, "must be FLOAT32"."""
