@@ -220,6 +220,8 @@ class Builder:
         self.value_checks: list = []
         # operands the caller gave as torch tensors: their fixes are said in torch's words
         self.torch = {n for n, g in zip(spec.names, given) if type(g).__module__.partition(".")[0] == "torch"}
+        # operands given as lists, tuples or Python numbers: they have no .astype, np.asarray converts them
+        self.plain = {n for n, g in zip(spec.names, given) if isinstance(g, (list, tuple, int, float))}
         for name, v in (*self.v.items(), ("out", out)):
             native_order(self.f, name, v)
 
@@ -230,7 +232,10 @@ class Builder:
         return f"{name}.to(torch.{dt})" if name in self.torch else f"{name}.astype(np.{dt})"
 
     def fix(self, name, text):
-        """``text`` (a fix written for NumPy) in the words of operand ``name``'s type."""
+        """``text`` (a fix written for NumPy) in the words of operand ``name``'s type: for a
+        list, tuple or Python number, which has no ``.astype``, ``np.asarray(name, np.uint8)``."""
+        if name in self.plain:
+            return re.sub(rf"\b{name}\.astype\(np\.(\w+)\)", rf"np.asarray({name}, np.\1)", text)
         if name not in self.torch:
             return text
         text = re.sub(rf"\b{name}\.astype\(np\.(\w+)\)", rf"{name}.to(torch.\1)", text)

@@ -495,13 +495,20 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
     if _foreign((q, scale, zero_point), out):
         return dispatch.foreign_call(f, ("q", "scale", "zero_point"), (q, scale, zero_point),
                                      (dtype, axis, block_size), out)
+    given = q
     q, scale, zp = _operands(f, "q", q, scale, zero_point)
     if q is None:
         raise TypeError(f"{f}: q is required (got None)")
     if not hasattr(q, "dtype") or not (is_qtype(q.dtype) or q.dtype in (I32, U32)):
+        if not hasattr(q, "dtype"):
+            why = "; a Python number does not say which type it is: pass np.asarray(q, np.uint8) or another type"
+        elif isinstance(given, (list, tuple)):
+            why = (f" (np.asarray makes {q.dtype} from a list of Python numbers); pass np.asarray(q, np.uint8) or "
+                   "another type its values fit")
+        else:
+            why = "; pass q.astype(np.uint8) or another type its values fit"
         raise TypeError(f"{f}: q must be an array of a quantized type ({', '.join(QTYPES)}, int32 or uint32; "
-                        f"got {getattr(q, 'dtype', type(q).__name__)}); a Python number does not say which type "
-                        "it is")
+                        f"got {getattr(q, 'dtype', type(q).__name__)}){why}")
     _scale(f, scale, False)
     qt = qtype(q.dtype) if is_qtype(q.dtype) else None
     if qt is None:  # int32 / uint32: the DirectML element-wise ranges

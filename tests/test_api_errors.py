@@ -57,7 +57,7 @@ MISTAKES = [
      r"shapes do not broadcast: x \(3,\), scale \(4,\)"),
     ("Python ints as quantized data", lambda: dmlq.dequantize_linear([1, 2, 3], 0.5), TypeError,
      r"q must have dtype int8, uint8, int16, uint16, int32 or uint32 \(got int64\) \(np.asarray makes int64 "
-     r"from a list of Python ints\)"),
+     r"from a list of Python ints\); pass np.asarray\(q, np.int32\) or np.asarray\(q, np.uint8\) if its values fit"),
     ("int64 quantized input", lambda: dmlq.quantized_add(Q.astype(np.int64), 0.1, 0, Q, 0.1, 0, 0.2), TypeError,
      r"quantized_add: a must have dtype int8 or uint8 \(got int64\)"),
     ("zero point outside a's range", lambda: dmlq.quantized_add(Q, 0.1, np.array(-1, i8), Q, 0.1, 0, 0.2),
@@ -511,6 +511,24 @@ def test_descriptor_fields_of_the_wrong_type_are_named_not_converted():
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match=r"OutputTensor \(out\) is read-only"):
         op(x, s, out=frozen)
+
+
+@pytest.mark.parametrize("name,call", [
+    ("a", lambda v: dmlq.quantized_add(v, 0.1, 0, Q, 0.1, 0, 0.2)),
+    ("b", lambda v: dmlq.quantized_add(Q, 0.1, 0, tuple(v) if isinstance(v, list) else v, 0.1, 0, 0.2)),
+    ("a", lambda v: dmlq.quantized_matmul([v], 0.1, 0, np.ones((3, 2), i8), 0.1, None, 1.0)),
+    ("b", lambda v: dmlq.matmul_integer_to_float(np.ones((1, 3), u8), 0.1, 0, [v, v, v], 0.1, None)),
+    ("a", lambda v: dmlq.matmul_integer([v], np.ones((3, 2), i8))),
+    ("x", lambda v: dmlq.quantized_avg_pool([[[v, v]]], 0.1, 0, 0.1, 0, (1, 1))),
+    ("q", lambda v: dmlq.dequantize_linear([v], 0.1, axis=1)),
+])
+@pytest.mark.parametrize("value", [[1, 2, 3], 3])
+def test_a_list_or_number_of_python_ints_as_data_is_told_np_asarray(name, call, value):
+    """Lists and Python numbers have no .astype: the fix for integer data given as one is
+    np.asarray(v, np.uint8) (it was a.astype(np.uint8), which fails on a list)."""
+    with pytest.raises(TypeError, match=rf"pass np\.asarray\({name}, np\.u?int(8|32)\)") as e:
+        call(value)
+    assert f"{name}.astype" not in str(e.value)
 
 
 def test_compile_operator_names_a_desc_that_is_not_an_operator_desc():
