@@ -152,7 +152,7 @@ def _qmm(xp, a, b, to, *, variant=None, splits=None, per_axis=False, per_batch=F
              _get(got), want)]
 
 
-def _known_answer_mma(xp, tb=I8):
+def _known_answer_mma(xp, tb=I8, variant="mma-128x128"):
     """The tensor-core kernel on matrices whose product is known by hand (scales 1, zero
     points 0, out_scale 1: out = clamp(a @ b)): identity, ones, one nonzero element."""
     M = K = N = 128
@@ -180,8 +180,8 @@ def _known_answer_mma(xp, tb=I8):
                                        b_packed, variant="mma-128x128")
         else:
             got = qmm.quantized_matmul(xp.asarray(a), one, None, xp.asarray(bb), one, None, one, zero, out,
-                                       variant="mma-128x128")
-        results.append((f"mma known answer: {label} (b {tb})", _get(got), want))
+                                       variant=variant)
+        results.append((f"{variant} known answer: {label} (b {tb})", _get(got), want))
     return results
 
 
@@ -189,6 +189,9 @@ if matmul.HAVE_MMA:
     case("mma known answers: identity, ones, one nonzero", "mma-128x128")(_known_answer_mma)
 if matmul.HAVE_MMA_PACKED:
     case("mma known answers, packed int4 b", "mma-128x128")(lambda xp: _known_answer_mma(xp, I4))
+if matmul.HAVE_WGMMA:  # (a device of compute capability 9.0: the stand-in's H100, a GPU session's H100/H200)
+    case("wgmma known answers: identity, ones, one nonzero", "wgmma-128x128")(
+        lambda xp: _known_answer_mma(xp, I8, "wgmma-128x128"))
 
 # aligned rows (16-byte cp.async), ragged ones (4-byte), a batch with per-batch b parameters
 _SHAPES = {"aligned": (64, 128, 64), "ragged": (37, 70, 45)}
@@ -205,7 +208,7 @@ def _qmm_variant(variant, b_types):
                 results += _qmm(xp, a, b, to, variant=variant, per_axis=bool(i))
         a, b = _matmul_operands(rng, 19, 40, 33, I8, b_types[-1], batch=(2,))
         results += _qmm(xp, a, b, I8, variant=variant, per_batch=True)
-        if variant in matmul.MMA_CONFIGS:
+        if variant in matmul.TENSOR_CONFIGS:
             a, b = _matmul_operands(rng, 40, 1000, 72, I8, b_types[-1])
             results += _qmm(xp, a, b, U8, variant=variant, splits=3)
         if variant != "dp4a-wide":  # one block of columns, 2048 rows: b's column sums in 4 splits of K, added
@@ -217,7 +220,7 @@ def _qmm_variant(variant, b_types):
 
 for _v in matmul.VARIANTS:
     case(f"quantized_matmul {_v}", _v)(_qmm_variant(_v, (I8,)))
-    if _v not in matmul.MMA_CONFIGS or matmul.HAVE_MMA_PACKED:
+    if _v not in matmul.TENSOR_CONFIGS or (_v in matmul.MMA_CONFIGS and matmul.HAVE_MMA_PACKED):
         case(f"quantized_matmul {_v}, packed b", _v)(_qmm_variant(_v, (I4, U4)))
 
 
@@ -298,7 +301,7 @@ def _intmm_tiled(variant, b_types):
         if variant == "dp4a-wide":   # blocked scales along K: groups closed in ascending order
             a, b = _matmul_operands(rng, 20, 100, 24, U8, b_types[-1])
             results += _intmm(xp, a, b, F16, variant=variant, tiled=True, block_size=32)
-        if variant in matmul.MMA_CONFIGS:
+        if variant in matmul.TENSOR_CONFIGS:
             a, b = _matmul_operands(rng, 40, 1000, 72, I8, b_types[-1])
             for to in (I32, F32, F16):
                 results += _intmm(xp, a, b, to, variant=variant, tiled=True, splits=3)
@@ -308,7 +311,7 @@ def _intmm_tiled(variant, b_types):
 
 for _v in matmul.VARIANTS:
     case(f"matmul_integer(_to_float) {_v}", _v)(_intmm_tiled(_v, (I8,)))
-    if _v not in matmul.MMA_CONFIGS or matmul.HAVE_MMA_PACKED:
+    if _v not in matmul.TENSOR_CONFIGS or (_v in matmul.MMA_CONFIGS and matmul.HAVE_MMA_PACKED):
         case(f"matmul_integer(_to_float) {_v}, packed b", _v)(_intmm_tiled(_v, (I4, U4)))
 
 

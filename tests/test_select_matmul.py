@@ -514,8 +514,10 @@ def test_devices_before_sm61_and_sm80():
     with pytest.raises(UnsupportedError, match="sm_61"):
         select_variant(256, 256, 256, 1, 60)
     mma = (matmul.MMA_SOURCE, matmul.MMA_PACKED_SOURCE)
-    assert loader.sources_for(75) == tuple(s for s in loader.registry() if s not in mma)
+    assert loader.sources_for(75) == tuple(s for s in loader.registry() if s not in mma + (matmul.WGMMA_SOURCE,))
     assert all(s in loader.sources_for(80) for s in mma)
+    # wgmma: sm_90a code, which runs on 9.0 alone
+    assert [cc for cc in (80, 89, 90, 100, 120) if matmul.WGMMA_SOURCE in loader.sources_for(cc)] == [90]
     assert matmul.DP4A_SOURCE not in loader.sources_for(60)
 
 

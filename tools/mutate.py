@@ -966,10 +966,41 @@ MUTATIONS: list[Mutation] = [
       "row ranges folded (dask chunk): a row's maximum written over its minimum", "index"),
     M("dynamic_quant.cu", "        pairs[2 * r] = lo;", "        pairs[r] = lo;",
       "row ranges folded (dask chunk): minima written at the row's index, not its pair's", "index"),
+    # matmul_wgmma.cu (session 35): Hopper's wgmma from shared-memory descriptors, the 4-stage ring
+    M("matmul_wgmma.cu", "constexpr unsigned kLBO = 128, kSBO = 512;", "constexpr unsigned kLBO = 512, kSBO = 128;",
+      "descriptors: leading and stride byte offsets swapped", "layout"),
+    M("matmul_wgmma.cu", "kc * 128 + (row & 7) * 16; }", "kc * 128 + (row & 7) * 8; }",
+      "staging: rows of a core matrix 8 bytes apart, not 16", "layout"),
+    M("matmul_wgmma.cu", "    wg_wait<1>();                      // this warpgroup's group of tile kt - 2",
+      "    wg_wait<2>();                      // this warpgroup's group of tile kt - 2",
+      "ring: wait_group 2 (the stage of tile kt - 2 refilled while its wgmma may still read it)", "sync"),
+    M("matmul_wgmma.cu", "    dmlq::cp_async_wait<STAGES - 3>();", "    dmlq::cp_async_wait<STAGES - 2>();",
+      "ring: cp.async wait one group too weak (tile kt read before it lands)", "sync"),
+    M("matmul_wgmma.cu", "    __syncthreads();                   // everyone's: tile kt staged",
+      "    // everyone's: tile kt staged", "ring: the block barrier before a tile's wgmma dropped", "sync"),
+    M("matmul_wgmma.cu", "    if (kt + STAGES - 2 < ktiles) load_next();", "    if (kt + STAGES - 1 < ktiles) load_next();",
+      "ring: the last tile never loaded", "index"),
+    M("matmul_wgmma.cu", "min(max(k_end - (load_k + kc * 16), 0), 16)", "min(max(k_end - (load_k + kc * 16), 0), 15)",
+      "K tail: a whole chunk copied as 15 bytes (its last byte zero-filled)", "boundary"),
+    M("matmul_wgmma.cu", "    if (load_k + BK <= k_end) {", "    if (load_k <= k_end) {",
+      "K tail: the last tile of a ragged K copied whole (k past K read, not zero-filled)", "comparison"),
+    M("matmul_wgmma.cu", "    a_in[i] = m0 + row < M;", "    a_in[i] = m0 + row <= M;",
+      "staging: a's row M copied (one row past a)", "comparison"),
+    M("matmul_wgmma.cu", "smem_desc(sA + wg * 64 * BK)", "smem_desc(sA + wg * 32 * BK)",
+      "the second warpgroup's a rows 32 rows off", "index"),
+    M("matmul_wgmma.cu", "db + ks * (2 * kLBO >> 4)", "db + ks * (kLBO >> 4)",
+      "b's second k32 step one core matrix along K, not two", "index"),
+    M("matmul_wgmma.cu", "    const int m = m0 + wg * 64 + 16 * w + g + 8 * h;", "    const int m = m0 + wg * 64 + 16 * w + 2 * g + h;",
+      "output fragment: row of register pair h taken as interleaved rows", "layout"),
+    M("matmul_wgmma.cu", "      const int v0 = d[4 * j + 2 * h], v1 = d[4 * j + 2 * h + 1];",
+      "      const int v0 = d[4 * j + h], v1 = d[4 * j + h + 2];",
+      "output fragment: a row's two columns taken from the two row halves", "layout"),
+    M("matmul_wgmma.cu", "    st = st == STAGES - 1 ? 0 : st + 1;", "    st = st == STAGES - 2 ? 0 : st + 1;",
+      "ring: the tensor cores read 3 stages round while 4 are loaded", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
-         "matmul_dp4a_packed.cu", "matmul_stream_packed.cu", "dynamic_quant.cu")
+         "matmul_dp4a_packed.cu", "matmul_stream_packed.cu", "dynamic_quant.cu", "matmul_wgmma.cu")
 
 # The CI tests that drive each source on the host harness (fast subset).
 TESTS = {
@@ -992,6 +1023,7 @@ TESTS = {
     "matmul_dp4a_packed.cu": (["tests/test_gpu_batch_rows.py", "tests/test_gpu_intmm_packed.py"],
                               "not groups_not_a_multiple"),
     "dynamic_quant.cu": (["tests/test_dynamic_quant.py", "tests/test_dynamic_quant_rows.py"], "gpu_path or gpu_rows or gpu_dask"),
+    "matmul_wgmma.cu": (["tests/test_host_matmul_wgmma.py"], "emulated"),
 }
 
 # Loaded into the mutant's pytest with -p: key each runner on the headers and

@@ -244,9 +244,11 @@ def file_lock(path: Path, blocking: bool = True):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def compile_options():
-    from dmlq.gpu.loader import COMPILE_OPTIONS, CUPY_ADDED_OPTIONS
-    return [*COMPILE_OPTIONS, *CUPY_ADDED_OPTIONS, f"-arch={ARCH}", "-Xptxas", "-v"]
+def compile_options(source: str | None = None):
+    """CuPy's options for ``source`` on an sm_90 device: a source's own options after the arch
+    (matmul_wgmma.cu's -arch=sm_90a, which NVRTC keeps before or after -arch=sm_90)."""
+    from dmlq.gpu.loader import COMPILE_OPTIONS, CUPY_ADDED_OPTIONS, SOURCE_OPTIONS
+    return [*COMPILE_OPTIONS, *CUPY_ADDED_OPTIONS, f"-arch={ARCH}", *SOURCE_OPTIONS.get(source, ()), "-Xptxas", "-v"]
 
 
 @dataclasses.dataclass
@@ -273,7 +275,7 @@ class Toolchain:
         from dmlq.gpu.loader import source_text
 
         text = source_text(source)
-        options = compile_options()
+        options = compile_options(source)
         text_sha = hashlib.sha256(text.encode()).hexdigest()
         key = hashlib.sha256(json.dumps(
             [CACHE_VERSION, self.nvrtc.version, self.nvdisasm_version, options, source, list(names),

@@ -208,7 +208,8 @@ def release_graph_memory() -> int:
     Example
     -------
     >>> import dmlq
-    >>> dmlq.release_graph_memory()  # nothing captured in this process
+    >>> held = dmlq.release_graph_memory()  # what calls captured so far held
+    >>> dmlq.release_graph_memory()  # nothing captured since
     0
     """
     cupy = sys.modules.get("cupy")

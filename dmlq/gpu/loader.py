@@ -28,7 +28,13 @@ CUPY_ADDED_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
 
 # The oldest GPU each source compiles for: dp4a needs sm_61, mma.sync on int8
 # with ldmatrix and cp.async sm_80. Older devices skip those sources entirely.
-MIN_CC = {"matmul_dp4a.cu": 61, "matmul_mma.cu": 80, "matmul_mma_packed.cu": 80, "matmul_stream_packed.cu": 61}
+MIN_CC = {"matmul_dp4a.cu": 61, "matmul_mma.cu": 80, "matmul_mma_packed.cu": 80, "matmul_stream_packed.cu": 61,
+          "matmul_wgmma.cu": 90}
+# wgmma (matmul_wgmma.cu) exists on sm_90a alone: that source is built for it, and only on 9.0.
+# CuPy appends its own -arch=sm_90 after these options; NVRTC (13.5, checked here) then keeps
+# sm_90a, the same architecture (of two different ones it takes the last, with a warning).
+MAX_CC = {"matmul_wgmma.cu": 90}
+SOURCE_OPTIONS = {"matmul_wgmma.cu": ("-arch=sm_90a",)}
 
 # Modules in dmlq.gpu that launch kernels; each has KERNELS = {source: names}.
 KERNEL_MODULES = ("elementwise", "matmul", "avgpool", "intmm", "qkernels", "qmm_stream", "dynquant")
@@ -97,9 +103,14 @@ def module(source: str):
         with _lock:
             mod = _modules.get(key)
             if mod is None:
-                mod = _modules[key] = cupy.RawModule(code=source_text(source), options=COMPILE_OPTIONS,
+                mod = _modules[key] = cupy.RawModule(code=source_text(source), options=options(source),
                                                      name_expressions=registry()[source])
     return mod
+
+
+def options(source: str) -> tuple:
+    """The NVRTC options dmlq gives ``source`` (CuPy adds CUPY_ADDED_OPTIONS and its -arch)."""
+    return COMPILE_OPTIONS + SOURCE_OPTIONS.get(source, ())
 
 
 _functions: dict = {}
@@ -121,4 +132,4 @@ def function(source: str, name: str):
 
 def sources_for(compute_capability: int) -> tuple:
     """The kernel sources a device of this compute capability (e.g. 75) can run."""
-    return tuple(s for s in registry() if compute_capability >= MIN_CC.get(s, 0))
+    return tuple(s for s in registry() if MIN_CC.get(s, 0) <= compute_capability <= MAX_CC.get(s, 10**6))

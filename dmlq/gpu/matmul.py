@@ -37,7 +37,6 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -45,131 +44,15 @@ from ..errors import UnsupportedError
 from . import device, packed
 from .device import NULL
 from .plan import Launch, Plan, launcher
-from .loader import cuda_dir
 
-DP4A_SOURCE = "matmul_dp4a.cu"
-MMA_SOURCE = "matmul_mma.cu"
-PACKED_SOURCE = "matmul_dp4a_packed.cu"  # the dp4a kernels for a packed 4-bit b (dmlq.gpu.packed)
-MMA_PACKED_SOURCE = "matmul_mma_packed.cu"  # the tensor-core kernel for a packed 4-bit b
-
-WIDE_K = 32768              # int32 accumulators (and int32 row/col sums) are exact up to here
-MAX_DIM = 2**31 - 1024      # M, N, K are C ints; tile loops add up to a tile past them
-MAX_GRID_YZ = 65535         # CUDA's gridDim.y / gridDim.z limit
-MMA_MIN_WORK = 1 << 22      # provisional dp4a -> mma crossover in M*N*K*batch: MUST be measured
-QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
-
-
-@dataclass(frozen=True)
-class Dp4aConfig:
-    """matmul_dp4a<TA, TB, TO, BM, BN, BK, TM, TN> (or matmul_dp4a_wide<...>)."""
-
-    bm: int
-    bn: int
-    bk: int
-    tm: int
-    tn: int
-    wide: bool = False
-    source = DP4A_SOURCE
-
-    @property
-    def threads(self) -> int:
-        return (self.bm // self.tm) * (self.bn // self.tn)
-
-    @property
-    def smem(self) -> int:
-        return 0  # static shared memory only
-
-    def name(self, ta: str, tb: str, to: str) -> str:
-        kernel = "matmul_dp4a_wide" if self.wide else "matmul_dp4a"
-        return f"{kernel}<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.tm}, {self.tn}>"
-
-
-@dataclass(frozen=True)
-class MmaConfig:
-    """matmul_mma<TA, TB, TO, BM, BN, BK, STAGES>: cp.async pipeline, dynamic smem."""
-
-    bm: int
-    bn: int
-    bk: int
-    stages: int
-    threads: int
-    source = MMA_SOURCE
-
-    @property
-    def smem(self) -> int:
-        return self.stages * (self.bm * self.bk + self.bk * self.bn)
-
-    @property
-    def packed_smem(self) -> int:
-        """With a packed 4-bit b, whose tiles hold half the bytes."""
-        return self.stages * (self.bm * self.bk + self.bk * self.bn // 2)
-
-    def name(self, ta: str, tb: str, to: str, vec: int = 16) -> str:
-        return f"matmul_mma<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.stages}, {vec}>"
-
-
-# Variant name -> tile config. Adding or adjusting a variant is one line here.
-DP4A_CONFIGS = {
-    "dp4a-128x64": Dp4aConfig(bm=128, bn=64, bk=32, tm=8, tn=8),
-    "dp4a-64x64": Dp4aConfig(bm=64, bn=64, bk=32, tm=8, tn=4),
-    "dp4a-32x32": Dp4aConfig(bm=32, bn=32, bk=32, tm=4, tn=4),
-    "dp4a-wide": Dp4aConfig(bm=64, bn=64, bk=32, tm=8, tn=4, wide=True),
-}
-MMA_CONFIGS = {
-    "mma-128x128": MmaConfig(bm=128, bn=128, bk=64, stages=4, threads=128),  # 2x2 warps of 64x64
-}
-CONFIGS: dict[str, Any] = {**DP4A_CONFIGS, **MMA_CONFIGS}
-# quantized_matmul with a packed 4-bit b at small M: cuda/matmul_stream_packed.cu
-# (dmlq.gpu.qmm_stream), variant name -> the kernel's rows per launch.
-STREAM_M = {"stream-m1": 1, "stream-m4": 4, "stream-m16": 16}
-ALL_VARIANTS = tuple(CONFIGS)
-
-COMBINE = "matmul_sums_combine<256>"  # the column sums' k-splits added (matmul_dp4a.cu's, for every b)
-PREPASS_KERNELS = tuple(f"matmul_row_sums<{t}>" for t in QTYPES) + \
-    tuple(f"matmul_col_sums<{t}>" for t in QTYPES) + (COMBINE,)
-
-
-def _have_mma(source=MMA_SOURCE) -> bool:
-    try:
-        return (cuda_dir() / source).is_file()
-    except FileNotFoundError:
-        return False
-
-
-HAVE_MMA = _have_mma()
-HAVE_MMA_PACKED = HAVE_MMA and _have_mma(MMA_PACKED_SOURCE)
-
-
-MMA_VECS = (16, 4)  # cp.async widths the tensor-core kernel is built for
-
-
-# Output types: the requantized bytes of quantized_matmul, then the int32 sums
-# of matmul_integer and the float outputs of matmul_integer_to_float (the same
-# main loops; cuda/matmul_epilogue.cuh picks the last step from the type).
-OUT_TYPES = QTYPES + ("int", "float", "float16")
-
-
-def _instantiations(configs, b_types=QTYPES) -> tuple:
-    return tuple(c.name(ta, tb, to, *((vec,) if isinstance(c, MmaConfig) else ()))
-                 for c in configs for vec in (MMA_VECS if isinstance(c, MmaConfig) else (None,))
-                 for ta in QTYPES for tb in b_types for to in OUT_TYPES)
-
-
-SPLITK_EPILOGUES = tuple(f"matmul_splitk_epilogue<{ta}, {tb}, {to}>"
-                         for ta in QTYPES for tb in QTYPES for to in OUT_TYPES)
-
-PACKED_TAGS = ("packed_int4", "packed_uint4")
-KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS,
-           PACKED_SOURCE: _instantiations(DP4A_CONFIGS.values(), PACKED_TAGS) +
-           tuple(f"matmul_col_sums<{t}>" for t in PACKED_TAGS)}
-if HAVE_MMA:
-    KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values()) + SPLITK_EPILOGUES
-if HAVE_MMA_PACKED:
-    KERNELS[MMA_PACKED_SOURCE] = _instantiations(MMA_CONFIGS.values(), PACKED_TAGS) + tuple(
-        f"matmul_splitk_epilogue<{ta}, {tb}, {to}>" for ta in QTYPES for tb in PACKED_TAGS for to in OUT_TYPES)
-
-# The variants this install can run (the mma ones only with matmul_mma.cu present).
-VARIANTS = tuple(DP4A_CONFIGS) + (tuple(MMA_CONFIGS) if HAVE_MMA else ())
+from .matmul_configs import (  # noqa: F401 - the tables, re-exported (dmlq.gpu.matmul.X)
+    DP4A_SOURCE, MMA_SOURCE, PACKED_SOURCE, MMA_PACKED_SOURCE, WGMMA_SOURCE, WIDE_K,
+    MAX_DIM, MAX_GRID_YZ, MMA_MIN_WORK, QTYPES, DP4A_CONFIGS, MMA_CONFIGS,
+    WGMMA_CONFIGS, CONFIGS, STREAM_M, ALL_VARIANTS, COMBINE, PREPASS_KERNELS,
+    HAVE_MMA, HAVE_MMA_PACKED, HAVE_WGMMA, MMA_VECS, OUT_TYPES, SPLITK_EPILOGUES,
+    PACKED_TAGS, KERNELS, VARIANTS, TENSOR_CONFIGS, Dp4aConfig, MmaConfig,
+    WgmmaConfig, _have_mma, _instantiations,
+)
 
 
 _cc = device.cc_int
@@ -219,6 +102,10 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
             if M <= rows:
                 return name
     if mma:
+        if _cc(compute_capability) == 90 and not packed and HAVE_WGMMA:  # a wgmma config a GPU has timed ahead
+            timed = [name for name, wcfg in WGMMA_CONFIGS.items() if wcfg.auto]
+            if timed:
+                return timed[0]
         return "mma-128x128"
     # Largest dp4a tile that still gives every SM at least one block.
     for name in ("dp4a-128x64", "dp4a-64x64"):
@@ -395,6 +282,7 @@ def _direct_out(out, a, b) -> bool:
 # (rows must have unit stride), or copied into rows padded to 16 bytes (for
 # cp.async when no copy width fits the original).
 AS_IS, CONTIGUOUS, PADDED = "as is", "copied to a contiguous array", "copied into rows padded to 16 bytes"
+TRANSPOSED = "copied transposed: N rows of K bytes, 16 bytes apart"  # wgmma's b
 WHOLE_BYTES = "repacked with each matrix starting on a byte (one zero nibble after each)"  # packed b only
 
 
@@ -427,13 +315,17 @@ def _staged(x, how: str):
         return x
     if how == CONTIGUOUS:
         return device.Fresh(x.shape, x.dtype)
+    if how == TRANSPOSED:  # (..., K, N) read from a (..., N, K) copy whose rows are padded to 16 bytes
+        t = device.Fresh(_padded_shape(device.Fresh(x.shape[:-2] + x.shape[:-3:-1], x.dtype)), x.dtype).strides
+        return device.Fresh(x.shape, x.dtype, t[:-2] + t[:-3:-1])
     return device.Fresh(x.shape, x.dtype, device.Fresh(_padded_shape(x), x.dtype).strides)
 
 
 def _stage(xp, x, how: str, planned):
     if how == AS_IS:
         return x
-    y = xp.ascontiguousarray(x) if how == CONTIGUOUS else padded16(xp, x)
+    y = (xp.ascontiguousarray(x) if how == CONTIGUOUS else
+         padded16(xp, x.swapaxes(-1, -2)).swapaxes(-1, -2) if how == TRANSPOSED else padded16(xp, x))
     if y.strides != planned.strides:  # a copy laid out otherwise than planned
         raise AssertionError(f"quantized_matmul: staged strides {y.strides}, planned {planned.strides}")
     return y
@@ -445,7 +337,7 @@ def _check_options(variant, splits) -> None:
         return
     if variant not in VARIANTS:
         raise ValueError(f"quantized_matmul: unknown variant {variant!r}; expected one of {VARIANTS}")
-    if splits not in (None, 1) and variant not in MMA_CONFIGS:
+    if splits not in (None, 1) and variant not in TENSOR_CONFIGS:
         raise ValueError(f"quantized_matmul: split-K is a tensor-core option; {variant!r} takes none")
 
 
@@ -491,6 +383,14 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
                                 sm_count=dev.sm_count, blocked=k_group > 0, packed=p4, stream=False)
     notes = [f"b: packed {b.dtype_name}, packed in shared memory, unpacked in registers"] if p4 else []
+    if variant in WGMMA_CONFIGS:
+        cc = device.info().compute_capability
+        if cc != 90:
+            raise ValueError(f"{op}: variant {variant!r} runs on compute capability 9.0 (Hopper) only; this "
+                             f"device is {cc // 10}.{cc % 10}: use 'mma-128x128'")
+        if p4:
+            raise ValueError(f"{op}: variant {variant!r} does not apply to a packed 4-bit b (it takes an 8-bit "
+                             "b): use 'mma-128x128'")
     if p4 and variant in MMA_CONFIGS:
         if not HAVE_MMA_PACKED:
             raise ValueError(f"{op}: no tensor-core kernel for a packed 4-bit b here ({MMA_PACKED_SOURCE} "
@@ -503,7 +403,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     if K == 0:
         # acc = 0 exactly; the epilogue still applies mult (0 * Inf is NaN -> zp).
         a_zp = b_zp = False
-        if variant in MMA_CONFIGS:
+        if variant in TENSOR_CONFIGS:
             variant = "dp4a-32x32"
         notes.append("K = 0: the dp4a epilogue alone")
     elif K > WIDE_K and not getattr(CONFIGS[variant], "wide", False):
@@ -525,8 +425,13 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         raise UnsupportedError(f"{op}: M = {M} needs {grid_y} row tiles "
                                f"(grid limit {MAX_GRID_YZ}) with {variant}")
 
+    wg = getattr(cfg, "transposed_b", False)
     stage_a = _staging(a, mma)
-    if p4 and mma:  # cp.async needs whole-byte rows at aligned addresses, else padded rows
+    if wg and (stage_a != AS_IS or cp_async_width(a) != 16):  # the wgmma kernel copies 16 bytes only
+        stage_a = PADDED
+    if wg:
+        stage_b = TRANSPOSED
+    elif p4 and mma:  # cp.async needs whole-byte rows at aligned addresses, else padded rows
         stage_b = AS_IS if b.size == 0 or packed.mma_width(b, device.ptr(b.data)) else PADDED
     else:
         stage_b = _staging(b, mma)
@@ -543,7 +448,9 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
 
     ta, tb, to = device.dtype_name(a.dtype), b.tag if p4 else device.dtype_name(b.dtype), device.dtype_name(out.dtype)
     to = _OUT_NAMES.get(to, to)
-    if mma:
+    if wg:
+        name = cfg.name(ta, tb)
+    elif mma:
         b_width = (16 if stage_b == PADDED else packed.mma_width(b, device.ptr(b.data))) if p4 else cp_async_width(sb)
         name = cfg.name(ta, tb, to, min(cp_async_width(sa), b_width))
     else:
@@ -575,7 +482,11 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         if need_rows:
             launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),),
                                    (256,), 0, "row sums of a, for b's zero point"))
-        if need_cols:
+        if need_cols and wg:  # b's column sums are its transposed copy's row sums
+            col_splits.append((1, K))
+            launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{tb}>", (min(-(-nz * N // 8), 65535),),
+                                   (256,), 0, "column sums of b (row sums of its transposed copy), for a's zero point"))
+        elif need_cols:
             col_splits.append(col_sum_splits(N, K, nz, device.info().sm_count))
             cs = col_splits[-1][0]
             launches.append(Launch(source, f"matmul_col_sums<{tb}>",
@@ -584,8 +495,9 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             if cs > 1:
                 launches.append(Launch(DP4A_SOURCE, COMBINE, (min(-(-nz * N // 256), COMBINE_GRID),),
                                        (256,), 0, "the column sums' splits added"))
-        launches.append(Launch(main_source, name, (-(-N // cfg.bn), grid_y, nz), (cfg.threads,), smem))
-        if nsplit > 1:
+        launches.append(Launch(cfg.source if wg else main_source, name, (-(-N // cfg.bn), grid_y, nz),
+                               (cfg.threads,), smem))
+        if nsplit > 1 or wg:  # wgmma: every output through the split-K epilogue (its sums in global memory)
             launches.append(Launch(main_source, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
     detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group,
@@ -672,7 +584,8 @@ def bind_tiled(plan, a, b, out):
     N = b.shape[-1]
     plan_a, plan_b = _staged(a, d.stage_a), _staged(b, d.stage_b)
     target = out if d.direct_out else device.Fresh(out.shape, out.dtype)
-    lda, ldb = plan_a.strides[-2] // a.itemsize, plan_b.strides[-2] // b.itemsize
+    wg = getattr(d.cfg, "transposed_b", False)  # b's copy is N rows of K bytes, ldb bytes apart
+    lda, ldb = plan_a.strides[-2] // a.itemsize, plan_b.strides[-1 if wg else -2] // b.itemsize
     ldc = target.strides[-2] // target.itemsize
     zmax = max(u.batch0 * u.batch1 for u in d.batches)
     mma = isinstance(d.cfg, MmaConfig)
@@ -685,10 +598,12 @@ def bind_tiled(plan, a, b, out):
         nz = u.batch0 * u.batch1
         a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
         cs, chunk = d.col_splits[i] if d.col_splits else (1, K)
+        cols = ((i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), 1, None) if wg else
+                (i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), i32(chunk),
+                 i64(col_stride), cs, (i64(nz * N), i32(cs), i64(col_stride))))
         fixed.append((u.offsets,
                       (i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1), i64(lda)),
-                      (i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), i32(chunk),
-                       i64(col_stride), cs, (i64(nz * N), i32(cs), i64(col_stride))),
+                      cols,
                       (i32(M), i32(N), i32(K), i32(u.batch1), i64(a_bs0), i64(a_bs1), i64(b_bs0),
                        i64(b_bs1), i64(c_bs0), i64(c_bs1), i64(lda), i64(ldb), i64(ldc)),
                       nz * M * N,
@@ -748,9 +663,9 @@ def bind_tiled(plan, a, b, out):
             if not mma:
                 arglists.append((A, B, C, *main, *quant))
                 continue
-            partial = xp.empty(nsplit * size, np.int32) if nsplit > 1 else NULL
+            partial = xp.empty(nsplit * size, np.int32) if nsplit > 1 or wg else NULL
             arglists.append((A, B, C, *main, *quant, *split, partial))
-            if nsplit > 1:
+            if nsplit > 1 or wg:
                 arglists.append((partial, *ns, C, *epi, *quant))
         go(arglists)
 

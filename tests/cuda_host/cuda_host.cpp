@@ -96,12 +96,16 @@ void fault(const char* fmt, ...) {
 
 // ------------------------------------------------------------------ fibers and the scheduler
 
+static void wgmma_thread_exit();
+static void wgmma_block_start(unsigned nthreads);
+
 static void fiber_entry() {
   Machine& m = machine();
 #ifdef CUDA_HOST_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &g_main_bottom, &g_main_size);
 #endif
   m.body(m.body_arg);
+  wgmma_thread_exit();  // a thread may not end with wgmma groups in flight
   leave_fiber();
 }
 
@@ -150,6 +154,7 @@ void yield(State s, const char* file, int line) {
 }
 
 static void land_all_pending_discard(Thread& t);
+static int collective_group(const Thread& t);
 
 static bool run_block() {
   Machine& m = machine();
@@ -164,6 +169,7 @@ static bool run_block() {
     t.idx = dim3(i % m.block.x, (i / m.block.x) % m.block.y, i / (m.block.x * m.block.y));
     land_all_pending_discard(t);
   }
+  wgmma_block_start(n);
   const bool reverse = m.order & 1, warp_major = m.order & 2;
   const unsigned nwarps = (n + 31) / 32;
   for (;;) {
@@ -227,6 +233,11 @@ static bool run_block() {
     // Nothing can move: describe the first stuck warp or barrier.
     for (unsigned i = 0; i < n; ++i) {
       const Thread& t = m.threads[i];
+      if (t.state == State::warp && collective_group(t) > 32)
+        fault("warpgroup collective (wgmma) at %s:%d (thread %u) waits for threads %u..%u of its "
+              "warpgroup, some of which exited, sit at another instruction or are not in the block "
+              "(all 128 threads of 4 consecutive warps, the first a multiple of 4, must execute it)",
+              t.site_file, t.site_line, i, i & ~127u, (i & ~127u) + 127u);
       if (t.state == State::warp)
         fault("warp collective at %s:%d (thread %u) waits for lanes that exited or sit at "
               "another instruction",
@@ -262,11 +273,17 @@ void shared_array(void* p, size_t bytes) {
       }
       return;
     }
-  unsigned base = kStaticBase;
+  // Window slots keep the array's alignment up to 1024 bytes (wgmma's 128-byte swizzle reads
+  // address bits 4-9); the first starts kStaticSkew above kStaticBase, so that the low 18 bits of
+  // a static address (all a wgmma matrix descriptor carries) differ from a dynamic one's.
+  unsigned base = kStaticBase + kStaticSkew;
   if (!g_static.empty()) {
     const StaticShared& l = g_static.back();
-    base = l.base + static_cast<unsigned>((l.bytes + 127) & ~size_t(127));
+    base = l.base + static_cast<unsigned>(l.bytes);
   }
+  const uintptr_t host = reinterpret_cast<uintptr_t>(p);
+  const unsigned align = std::max(128u, std::min(1024u, static_cast<unsigned>(host & (~host + 1))));
+  base = (base + align - 1) & ~(align - 1);
   std::memset(p, m.poison, bytes);
   g_static.push_back({static_cast<unsigned char*>(p), bytes, base, m.block_serial});
 }
@@ -312,7 +329,7 @@ static void poison_shared() {
 struct ParsedPtx;
 
 struct OpList {
-  Operand v[24];
+  Operand* v;  // the statement's operands (wgmma's accumulators can be 128 of them)
   int n = 0;
   Operand& at(int i) {
     if (i < 0 || i >= n) fault("PTX operand %%%d of %d", i, n);
@@ -325,6 +342,7 @@ struct OpList {
 
 struct LaneCall {
   const void* key;  // identifies the instruction (template pointer, or a shuffle kind)
+  int group = 32;   // threads that rendezvous: a warp, or a warpgroup (128) for wgmma
   const ParsedPtx* ptx = nullptr;
   OpList* ops = nullptr;
   // shuffles and votes
@@ -335,14 +353,16 @@ struct LaneCall {
 
 using WarpExec = void (*)(LaneCall** lanes, int count);
 
-// Rendezvous of the current thread's warp at one instruction. The lane that
-// completes the warp runs `exec` over every lane's call.
+static int collective_group(const Thread& t) { return t.call ? t.call->group : 32; }
+
+// Rendezvous of the current thread's warp (or warpgroup: c.group = 128) at one
+// instruction. The lane that completes the group runs `exec` over every lane's call.
 static void collective(LaneCall& c, unsigned mask, WarpExec exec, const char* file, int line) {
   Machine& m = machine();
   const int cur = m.current;
-  const int w0 = cur & ~31;
-  const int w1 = std::min<int>(w0 + 32, static_cast<int>(m.nthreads));
-  const unsigned lanes_mask = (w1 - w0 == 32) ? 0xffffffffu : ((1u << (w1 - w0)) - 1u);
+  const int w0 = cur & ~(c.group - 1);
+  const int w1 = std::min<int>(w0 + c.group, static_cast<int>(m.nthreads));
+  const unsigned lanes_mask = (w1 - w0 >= 32) ? 0xffffffffu : ((1u << (w1 - w0)) - 1u);
   if ((mask & lanes_mask) != lanes_mask)
     fault("%s:%d: warp collective with mask 0x%08x; the host harness supports full-warp masks only",
           file, line, mask);
@@ -355,12 +375,12 @@ static void collective(LaneCall& c, unsigned mask, WarpExec exec, const char* fi
     yield(State::warp, file, line);
     return;  // the completing lane has written this lane's results
   }
-  LaneCall* calls[32];
+  LaneCall* calls[128];
   for (int l = w0; l < w1; ++l) {
     LaneCall* lc = m.threads[l].call;
     if (lc->key != c.key)
-      fault("%s:%d: lanes %d and %d of a warp execute different collectives (divergence)", file,
-            line, cur, l);
+      fault("%s:%d: threads %d and %d of a %s execute different collectives (divergence)", file,
+            line, cur, l, c.group == 32 ? "warp" : "warpgroup");
     calls[l - w0] = lc;
   }
   exec(calls, w1 - w0);
@@ -444,7 +464,7 @@ struct PtxAtom {
   long long value = 0;     // immediate, or memory offset
 };
 
-enum class Op { arith, cvt, dp4a, mov, cp_async, ldmatrix, mma, other };
+enum class Op { arith, cvt, dp4a, mov, cp_async, ldmatrix, mma, wgmma, fence, other };
 
 struct ParsedPtx {
   Op op = Op::other;
@@ -550,6 +570,8 @@ static const ParsedPtx& parse(const char* tmpl) {
   else if (m0 == "cp" && p.mods.size() > 2 && p.mods[1] == "async") p.op = Op::cp_async;
   else if (m0 == "ldmatrix") p.op = Op::ldmatrix;
   else if (m0 == "mma") p.op = Op::mma;
+  else if (m0 == "wgmma") p.op = Op::wgmma;
+  else if (m0 == "fence") p.op = Op::fence;
   return cache.emplace(tmpl, std::move(p)).first->second;
 }
 
@@ -673,6 +695,19 @@ void land(std::vector<AsyncCopy>& g) {
   g.clear();
 }
 
+// The 16-byte host chunks of shared memory that an unretired wgmma.mma_async reads (counts;
+// cuda_host_wgmma.h adds an operand's chunks at issue and drops them when wait_group retires
+// it): a cp.async into one of them races with the tensor cores on a GPU, whenever it lands.
+std::unordered_map<std::uintptr_t, int> g_wgmma_reading;
+
+const char* wgmma_reader(const unsigned char* p, unsigned size) {
+  if (g_wgmma_reading.empty()) return nullptr;
+  const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(p), hi = lo + size - 1;
+  for (std::uintptr_t k = lo & ~std::uintptr_t{15}; k <= hi; k += 16)
+    if (g_wgmma_reading.count(k)) return "a wgmma.mma_async not yet retired by wgmma.wait_group";
+  return nullptr;
+}
+
 void cp_async(const Ctx& c) {
   const ParsedPtx& p = c.p;
   const bool cg = p.has("cg");
@@ -692,6 +727,9 @@ void cp_async(const Ctx& c) {
   AsyncCopy copy;
   copy.dst = from_shared(dst, size, "cp.async");
   copy.size = size;
+  if (const char* who = wgmma_reader(copy.dst, size))
+    fault("%s:%d: cp.async into shared 0x%x, which %s reads (the copy may land while the tensor "
+          "cores read it)", c.file, c.line, dst, who);
   std::memset(copy.data, 0, sizeof copy.data);
   if (src_size) std::memcpy(copy.data, reinterpret_cast<const void*>(src), src_size);
   queues(self()).open.push_back(copy);
@@ -796,6 +834,8 @@ void exec_mma(LaneCall** lanes, int count) {
   }
 }
 
+#include "cuda_host_wgmma.h"
+
 }  // namespace
 
 float flush_subnormal(float f) { return flush(f); }
@@ -846,8 +886,16 @@ static void land_all_pending_discard(Thread& t) {
 void ptx(const char* tmpl, std::initializer_list<Operand> outs, std::initializer_list<Operand> ins,
          const char* file, int line) {
   const ParsedPtx& p = lookup(tmpl);
+  Operand local[24];
+  std::vector<Operand> big;
   OpList ops;
-  if (outs.size() + ins.size() > 24) fault("%s:%d: too many asm operands", file, line);
+  ops.v = local;
+  const size_t total = outs.size() + ins.size();
+  if (total > 24) {
+    if (total > 200) fault("%s:%d: too many asm operands", file, line);
+    big.resize(total);
+    ops.v = big.data();
+  }
   for (const Operand& o : outs) ops.v[ops.n++] = o;
   for (const Operand& o : ins) ops.v[ops.n++] = o;
   const Ctx c{p, ops, file, line};
@@ -906,6 +954,16 @@ void ptx(const char* tmpl, std::initializer_list<Operand> outs, std::initializer
     call.ptx = &p;
     call.ops = &ops;
     collective(call, 0xffffffffu, exec_mma, file, line);
+  } else if (p.op == Op::wgmma) {
+    wgmma(c, tmpl);
+  } else if (p.op == Op::fence) {
+    // fence.proxy.async[.shared::cta]: orders this thread's generic-proxy shared-memory
+    // accesses before later async-proxy ones (wgmma). The harness runs every access in
+    // program order, so there is nothing to do.
+    const size_t k = p.mods.size();
+    if (k < 3 || k > 4 || p.mods[1] != "proxy" || p.mods[2] != "async" ||
+        (k == 4 && p.mods[3] != "shared::cta") || !p.args.empty())
+      c.unsupported();
   } else {
     c.unsupported();
   }

@@ -14,7 +14,9 @@
 //   same call site; a thread that has exited, or one waiting at another site,
 //   is reported as a divergent barrier (a deadlock on a GPU).
 // - Warp collectives rendezvous the 32 lanes; the last lane to arrive computes
-//   the result for all of them from their deposited operands.
+//   the result for all of them from their deposited operands. wgmma instructions
+//   rendezvous a warpgroup (the 128 threads of 4 warps, the first a multiple of 4)
+//   the same way.
 // - Shared memory (DMLQ_SHARED arrays, registered when a block first reaches
 //   their declaration, and the dynamic buffer) is filled with a poison byte at the start of every
 //   block; the driver changes the byte between launches.
@@ -132,9 +134,13 @@ void yield(State s, const char* file, int line);
 
 // Shared memory: addresses that kernels compute with __cvta_generic_to_shared
 // are offsets in a window where the dynamic buffer starts at kDynBase and each
-// static array (registered by DMLQ_SHARED) at kStaticBase + its slot.
+// static array (registered by DMLQ_SHARED) at kStaticBase + kStaticSkew + its slot
+// (aligned as the array is, up to 1024 bytes). The skew keeps static addresses apart
+// from dynamic ones in the 18 address bits a wgmma matrix descriptor holds, as long as
+// the dynamic buffer is under 192 KiB.
 constexpr unsigned kDynBase = 0x00000000u;
 constexpr unsigned kStaticBase = 0x40000000u;
+constexpr unsigned kStaticSkew = 0x00030000u;
 void shared_array(void* p, size_t bytes);
 unsigned to_shared(const void* p);
 unsigned char* from_shared(unsigned addr, unsigned bytes, const char* what);

@@ -11,7 +11,21 @@
 //   cp.async.commit_group, cp.async.wait_group N, cp.async.wait_all
 //   ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared[::cta].b16  warp collective
 //   mma.sync.aligned.m16n8k{16,32}.row.col.s32.{s8,u8}.{s8,u8}.s32  warp collective
-// Fragment layouts follow the PTX ISA's tables (see the functions below).
+//   wgmma.fence.sync.aligned, wgmma.commit_group.sync.aligned,      warpgroup collectives
+//   wgmma.wait_group.sync.aligned N                                 (128 threads, 4 warps
+//   wgmma.mma_async.sync.aligned.m64nNk32[.satfinite].s32.{s8,u8}.{s8,u8}  from a multiple of 4)
+//       {d0, ..., d(N/2-1)}, a-desc, b-desc, scale-d
+//     N = 8, 16, 24, 32, 48, 64, ..., 256 (the ISA's .s32 list); both operands in shared
+//     memory through 64-bit descriptors, the same in all 128 threads, K-major with no swizzle
+//     or the 128-byte swizzle, base offset 0 (anything else faults); scale-d the immediate 0
+//     or 1 (in the text or an "n" operand). D is written at issue; the operands' bytes are
+//     recorded then and must be unchanged when wgmma.wait_group retires the group, and a
+//     thread may not exit with a wgmma in flight (cuda_host_wgmma.h).
+//   fence.proxy.async[.shared::cta]                                 no-op (see below)
+// Fragment layouts follow the PTX ISA's tables (see the functions below and cuda_host_wgmma.h).
+// Not emulated: wgmma with A in registers, other types and swizzles, predicate registers as
+// scale-d, and the async proxy: a generic store to an operand without fence.proxy.async
+// before the wgmma is not caught, nor a register read between issue and wait_group.
 #pragma once
 
 namespace cuda_host {

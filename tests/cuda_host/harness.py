@@ -39,7 +39,8 @@ from dmlq.gpu import device as gpu_device
 from dmlq.gpu import loader
 
 HERE = Path(__file__).resolve().parent
-RUNTIME = ("cuda_host.h", "cuda_host_ptx.h", "cuda_host_kernel_table.h", "cuda_host.cpp")
+RUNTIME = ("cuda_host.h", "cuda_host_ptx.h", "cuda_host_kernel_table.h", "cuda_host.cpp",
+           "cuda_host_wgmma.h")
 CXX = os.environ.get("CXX", "g++")
 # -g1: line tables, all the sanitizers' stack traces use; full -g debug info
 # (variables, types) cost about a quarter more compile time and nothing read it.

@@ -1,0 +1,275 @@
+// Quantized int8 matmul on Hopper's warpgroup tensor cores: wgmma.mma_async
+// m64n128k32 (sm_90a only: the launcher compiles this file with -arch=sm_90a and
+// only for compute capability 9.0).
+//
+// Variant (one template, one config): matmul_wgmma<TA, TB, 128, 128, 64, 4>:
+//   256 threads (two warpgroups, each 64 rows x 128 columns of the block tile),
+//   4-stage cp.async pipeline, 64 KiB dynamic shared memory. Written without a
+//   GPU (2026-11-28): selection does not pick it until a GPU run has checked and
+//   timed it (dmlq/gpu/matmul.py, WGMMA_CONFIGS); the benchmarks force it.
+//
+// Why: mma.sync is not Hopper's full-rate path. The mma kernel (matmul_mma.cu)
+// measured 0.34-0.35 of the int8 dense peak at 8192^3 on an H200, torch._int_mm
+// 0.42; the issue's target is 0.50. wgmma issues a 64xNx32 product for a whole
+// warpgroup from shared memory, at the tensor cores' full rate.
+//
+// Napkin math (H100 SXM, 1979 dense int8 TOPS = 132 SMs * 8192 ops/clk * 1.83 GHz):
+//   ops = 2*M*N*K: 8192^3 is 1.10e12 ops, 556 us at the peak, 1,111 us at 0.50.
+//   One m64n128k32 is 524,288 ops: one every 64 clocks per SM at the peak.
+//   Shared-memory reads: A 2 KiB + B 4 KiB per m64n128k32, 96 B/clk at the peak
+//   against 128 B/clk per SM. L2 -> SM: M*N*K*(1/BM + 1/BN) bytes, 8.6 GB at
+//   8192^3: 7.7 TB/s at 0.50 of the peak (the grouped block order of the mma
+//   kernel keeps DRAM near M*K + K*N + M*N).
+//   Costs outside the main loop (this version): b is staged transposed (N rows
+//   of K bytes, K padded to 16: 8-bit wgmma reads both operands K-major), 2*K*N
+//   bytes, 40 us at 8192^2 at 3.35 TB/s; and the int32 sums go through global
+//   memory to matmul_mma.cu's split-K epilogue (4*M*N bytes written and read,
+//   160 us at 8192^2): about 0.55 of the peak at best with a 0.70 main loop. A
+//   fused epilogue is the next step once a GPU has timed this one.
+//
+// Data path:
+//   A tiles (BM rows x 64 bytes of a, K contiguous) and B tiles (BN rows x 64
+//   bytes of b transposed) are copied by 16-byte cp.async into the canonical
+//   no-swizzle K-major layout of the PTX ISA's wgmma shared-memory matrices: core
+//   matrices of 8 rows x 16 bytes (128 contiguous bytes, row r at 16 * r), the
+//   4 core matrices of a row group's 64 bytes of K 128 bytes apart (the leading
+//   byte offset, LBO) and row groups 512 bytes apart (the stride byte offset,
+//   SBO). A warp's 32 copies fill one 512-byte row group: no bank conflicts.
+//   Per k tile each warpgroup issues two wgmma (k 0-31, then 32-63: the
+//   descriptors' start address 256 bytes on), A and B both from shared memory.
+//   Edges: rows past M (or N) are not copied (they feed only outputs that are
+//   not stored); k past K is zero-filled (cp.async src-size), which adds 0.
+//   Ordering: each thread's cp.async copies are waited for, then
+//   fence.proxy.async makes them visible to the tensor cores' (async) proxy,
+//   then the block barrier. wgmma.wait_group 1 before the barrier of tile kt
+//   retires the group of tile kt - 2, whose stage the copies of tile kt + 2 then
+//   overwrite (4 stages: kt - 2, kt - 1 in the tensor cores, kt, kt + 1 staged).
+//   Output: thread (warp w of its warpgroup, lane 4g + t) holds, in register i
+//   (j = i / 4, r = i % 4), the sum of row 16w + g + 8(r / 2), column
+//   8j + 2t + r % 2 of its warpgroup's 64 x 128 tile; the raw int32 sums go to
+//   partial[split][z][M][N] and matmul_splitk_epilogue finishes every output.
+
+#include "matmul_mma.cu"
+
+namespace dmlq_wgmma {
+
+// Byte offset of (row, 16-byte chunk kc) in a tile of 64-byte rows (see above).
+__device__ __forceinline__ int tile_off(int row, int kc) { return (row >> 3) * 512 + kc * 128 + (row & 7) * 16; }
+constexpr unsigned kLBO = 128, kSBO = 512;
+
+// The shared-memory matrix descriptor of a K-major operand at shared address
+// `addr`: start address, LBO and SBO in 16-byte units (bits 0-13, 16-29,
+// 32-45), base offset 0, no swizzle (bits 62-63 zero).
+__device__ __forceinline__ unsigned long long smem_desc(unsigned addr) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>(kLBO >> 4) << 16) | (static_cast<unsigned long long>(kSBO >> 4) << 32);
+}
+
+__device__ __forceinline__ void wg_fence() { DMLQ_PTX_MEM("wgmma.fence.sync.aligned;", (), ()); }
+__device__ __forceinline__ void wg_commit() { DMLQ_PTX_MEM("wgmma.commit_group.sync.aligned;", (), ()); }
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  DMLQ_PTX_MEM("wgmma.wait_group.sync.aligned %0;", (), (DMLQ_IN("n", N)));
+}
+__device__ __forceinline__ void fence_proxy_async() { DMLQ_PTX_MEM("fence.proxy.async.shared::cta;", (), ()); }
+
+#define DMLQ_WG_D4(i) DMLQ_INOUT("r", d[i]), DMLQ_INOUT("r", d[i + 1]), DMLQ_INOUT("r", d[i + 2]), DMLQ_INOUT("r", d[i + 3])
+#define DMLQ_WG_D16(i) DMLQ_WG_D4(i), DMLQ_WG_D4(i + 4), DMLQ_WG_D4(i + 8), DMLQ_WG_D4(i + 12)
+#define DMLQ_WGMMA_N128(ta, tb)                                                                  \
+  DMLQ_PTX_MEM("wgmma.mma_async.sync.aligned.m64n128k32.s32." ta "." tb " {"                    \
+               "%0, %1, %2, %3, %4, %5, %6, %7, "                                               \
+               "%8, %9, %10, %11, %12, %13, %14, %15, "                                         \
+               "%16, %17, %18, %19, %20, %21, %22, %23, "                                       \
+               "%24, %25, %26, %27, %28, %29, %30, %31, "                                       \
+               "%32, %33, %34, %35, %36, %37, %38, %39, "                                       \
+               "%40, %41, %42, %43, %44, %45, %46, %47, "                                       \
+               "%48, %49, %50, %51, %52, %53, %54, %55, "                                       \
+               "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1;",                          \
+               (DMLQ_WG_D16(0), DMLQ_WG_D16(16), DMLQ_WG_D16(32), DMLQ_WG_D16(48)),             \
+               (DMLQ_IN("l", da), DMLQ_IN("l", db)))
+
+// d (64 x 128 int32, the warpgroup's fragment) += A (64 x 32, K-major at da) *
+// B (32 x 128, held K-major at db); signedness from TA/TB.
+template <typename TA, typename TB>
+__device__ __forceinline__ void wgmma_n128(int (&d)[64], unsigned long long da, unsigned long long db) {
+  constexpr bool sa = static_cast<TA>(-1) < static_cast<TA>(0);
+  constexpr bool sb = static_cast<TB>(-1) < static_cast<TB>(0);
+  if constexpr (sa && sb) DMLQ_WGMMA_N128("s8", "s8");
+  else if constexpr (sa) DMLQ_WGMMA_N128("s8", "u8");
+  else if constexpr (sb) DMLQ_WGMMA_N128("u8", "s8");
+  else DMLQ_WGMMA_N128("u8", "u8");
+}
+#undef DMLQ_WGMMA_N128
+#undef DMLQ_WG_D16
+#undef DMLQ_WG_D4
+
+}  // namespace dmlq_wgmma
+
+// Launch: block 256 threads; grid as matmul_mma's (ceil(N/BN), ceil(M/BM) *
+// splits, batch0 * batch1); dynamic shared memory STAGES * (BM + BN) * BK bytes.
+// The arguments are matmul_mma's, with B the transposed b: N rows of K bytes,
+// ldb bytes apart (a multiple of 16), b_bs0/b_bs1 its matrices' strides. Only
+// M, N, K, the batch and split arguments, A, B and partial are read (C and the
+// output's zero point are untyped: the sums do not depend on the output type):
+// every output goes through matmul_splitk_epilogue (splits >= 1). A wrong block size,
+// too little dynamic shared memory or an operand not on 16 bytes traps.
+template <typename TA, typename TB, int BM, int BN, int BK, int STAGES>
+__global__ void __launch_bounds__(256, 2)
+matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, void* C,
+             int M, int N, int K, int batch1,
+             int64 a_bs0, int64 a_bs1, int64 b_bs0, int64 b_bs1, int64 c_bs0, int64 c_bs1,
+             int64 lda, int64 ldb, int64 ldc,
+             const float* a_scale, const float* b_scale, const float* out_scale,
+             const TA* a_zp, const TB* b_zp, const void* out_zp,
+             int a_per_row, int b_per_col, int out_per_row,
+             const int* row_sum_a, const int* col_sum_b,
+             const float* bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group,
+             int splits, int k_chunk, int* __restrict__ partial) {
+  using namespace dmlq_wgmma;
+  static_assert(BM == 128 && BN == 128 && BK == 64, "two warpgroups of 64 x 128, 64-byte k tiles");
+  static_assert(STAGES == 4, "the wait_group 1 / stage reuse order below assumes 4 stages");
+  constexpr int NT = 256;
+  constexpr int A_STAGE = BM * BK, B_STAGE = BN * BK;
+
+  DMLQ_DYNAMIC_SHARED(128, unsigned char, smem);
+  {
+    unsigned dyn;
+    DMLQ_PTX("mov.u32 %0, %%dynamic_smem_size;", (DMLQ_OUT("r", dyn)), ());
+    if (blockDim.x != NT || dyn < STAGES * (A_STAGE + B_STAGE)) __trap();
+  }
+
+  // The mma kernel's block order (grouped for L2 reuse) and split-K ranges.
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const long long tiles = static_cast<long long>(tiles_m) * tiles_n;
+  const long long lin = static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x;
+  if (lin >= tiles * splits) return;
+  const int split = static_cast<int>(lin / tiles);
+  const int pid = static_cast<int>(lin - split * tiles);
+  const int k_begin = split * k_chunk;
+  const int k_end = splits > 1 ? min(K, k_begin + k_chunk) : K;
+  const int per_group = dmlq_mma::kGroupM * tiles_n;
+  const int group = pid / per_group;
+  const int first_m = group * dmlq_mma::kGroupM;
+  const int gsize = min(tiles_m - first_m, dmlq_mma::kGroupM);
+  const int in_group = pid - group * per_group;
+  const int m0 = (first_m + in_group % gsize) * BM;
+  const int n0 = (in_group / gsize) * BN;
+
+  const int z = blockIdx.z;
+  const int bz0 = z / batch1, bz1 = z - bz0 * batch1;
+  A += bz0 * a_bs0 + bz1 * a_bs1;
+  B += bz0 * b_bs0 + bz1 * b_bs1;
+  if (((reinterpret_cast<unsigned long long>(A) | reinterpret_cast<unsigned long long>(B) |
+        static_cast<unsigned long long>(lda) | static_cast<unsigned long long>(ldb)) & 15) != 0)
+    __trap();
+
+  const int tid = threadIdx.x;
+  const unsigned sA = dmlq::smem_u32(smem), sB = sA + STAGES * A_STAGE;
+
+  // Copy assignment: chunk i (0, 1) of a thread is row (tid + 256 i) / 4 of the
+  // tile, 16-byte chunk tid % 4 of its 64 bytes; the same for A and B. Rows past M
+  // (N) are not copied. The source pointers move on one k tile per load (tiles are
+  // loaded in order), the stage counts round.
+  const int kc = tid & 3;
+  const unsigned char* a_src[2];
+  const unsigned char* b_src[2];
+  bool a_in[2], b_in[2];
+  unsigned a_dst[2], b_dst[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = (tid >> 2) + 64 * i;
+    a_in[i] = m0 + row < M;
+    b_in[i] = n0 + row < N;
+    a_src[i] = reinterpret_cast<const unsigned char*>(A + (a_in[i] ? static_cast<int64>(m0 + row) * lda : 0)) +
+               k_begin + kc * 16;
+    b_src[i] = reinterpret_cast<const unsigned char*>(B + (b_in[i] ? static_cast<int64>(n0 + row) * ldb : 0)) +
+               k_begin + kc * 16;
+    a_dst[i] = sA + tile_off(row, kc);
+    b_dst[i] = sB + tile_off(row, kc);
+  }
+  int load_k = k_begin;   // the next tile to load: its first k and its stage
+  int load_st = 0;
+  // A tile inside K: whole 16-byte copies (one LDGSTS each, no byte counts). The last
+  // tile of a K that is not a multiple of BK: byte counts and zero fill.
+  auto load_next = [&]() {
+    const unsigned a_off = load_st * A_STAGE, b_off = load_st * B_STAGE;
+    if (load_k + BK <= k_end) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        if (a_in[i]) dmlq::cp_async16_whole(a_dst[i] + a_off, a_src[i]);
+        if (b_in[i]) dmlq::cp_async16_whole(b_dst[i] + b_off, b_src[i]);
+      }
+    } else {
+      const unsigned bytes = static_cast<unsigned>(min(max(k_end - (load_k + kc * 16), 0), 16));
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        // a chunk past K (bytes 0) is still written: zeros, so the product adds nothing (its
+        // source, never read, is the matrix's first byte)
+        if (a_in[i]) dmlq::cp_async16(a_dst[i] + a_off, bytes ? a_src[i] : reinterpret_cast<const unsigned char*>(A), bytes);
+        if (b_in[i]) dmlq::cp_async16(b_dst[i] + b_off, bytes ? b_src[i] : reinterpret_cast<const unsigned char*>(B), bytes);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      a_src[i] += BK;
+      b_src[i] += BK;
+    }
+    load_k += BK;
+    load_st = load_st == STAGES - 1 ? 0 : load_st + 1;
+  };
+
+  const int wg = tid >> 7;  // warpgroup: rows 64 wg .. 64 wg + 63 of the tile
+  // Descriptors are linear in the address (the start field, in 16-byte units, does
+  // not carry below 256 KiB): stage and k step are added to stage 0's.
+  const unsigned long long da0 = smem_desc(sA + wg * 64 * BK), db0 = smem_desc(sB);
+  int d[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) d[i] = 0;
+
+  const int ktiles = (k_end - k_begin + BK - 1) / BK;
+#pragma unroll 1
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < ktiles) load_next();
+    dmlq::cp_async_commit();
+  }
+  int st = 0;  // the stage of tile kt
+#pragma unroll 1
+  for (int kt = 0; kt < ktiles; ++kt) {
+    wg_wait<1>();                      // this warpgroup's group of tile kt - 2 is retired
+    dmlq::cp_async_wait<STAGES - 3>();  // this thread's copies of tile kt have landed
+    fence_proxy_async();               // ... and are visible to the tensor cores
+    __syncthreads();                   // everyone's: tile kt staged, stage of kt - 2 free
+    if (kt + STAGES - 2 < ktiles) load_next();  // into the stage of tile kt - 2
+    dmlq::cp_async_commit();
+    const unsigned long long da = da0 + (st * A_STAGE >> 4), db = db0 + (st * B_STAGE >> 4);
+    st = st == STAGES - 1 ? 0 : st + 1;
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < BK / 32; ++ks) wgmma_n128<TA, TB>(d, da + ks * (2 * kLBO >> 4), db + ks * (2 * kLBO >> 4));
+    wg_commit();
+  }
+  wg_wait<0>();
+  dmlq::cp_async_wait<0>();
+
+  // Raw sums to partial[split][z][M][N] (two adjacent columns per store where they fit).
+  const int lane = tid & 31, w = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+  int* const P = partial + (static_cast<int64>(split) * gridDim.z + z) * M * static_cast<int64>(N);
+  const bool pairs = (N & 1) == 0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int m = m0 + wg * 64 + 16 * w + g + 8 * h;
+    if (m >= M) continue;
+    int* const prow = P + static_cast<int64>(m) * N;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int n = n0 + 8 * j + 2 * t;
+      const int v0 = d[4 * j + 2 * h], v1 = d[4 * j + 2 * h + 1];
+      if (pairs && n + 1 < N) {
+        *reinterpret_cast<int2*>(prow + n) = make_int2(v0, v1);
+      } else {
+        if (n < N) prow[n] = v0;
+        if (n + 1 < N) prow[n + 1] = v1;
+      }
+    }
+  }
+}

@@ -1,0 +1,160 @@
+"""The tiled matmul kernels' configurations: one table of named configs per kernel
+(dp4a tiles, the mma.sync tensor-core tile, the Hopper wgmma tile), the kernel
+name expressions each source compiles (KERNELS) and the variants this install can
+run. dmlq.gpu.matmul's select_variant reads these tables; adding or adjusting a
+variant is one line here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .loader import cuda_dir
+
+DP4A_SOURCE = "matmul_dp4a.cu"
+MMA_SOURCE = "matmul_mma.cu"
+PACKED_SOURCE = "matmul_dp4a_packed.cu"  # the dp4a kernels for a packed 4-bit b (dmlq.gpu.packed)
+MMA_PACKED_SOURCE = "matmul_mma_packed.cu"  # the tensor-core kernel for a packed 4-bit b
+WGMMA_SOURCE = "matmul_wgmma.cu"  # Hopper's warpgroup tensor cores (sm_90a): forced only, until timed
+
+WIDE_K = 32768              # int32 accumulators (and int32 row/col sums) are exact up to here
+MAX_DIM = 2**31 - 1024      # M, N, K are C ints; tile loops add up to a tile past them
+MAX_GRID_YZ = 65535         # CUDA's gridDim.y / gridDim.z limit
+MMA_MIN_WORK = 1 << 22      # provisional dp4a -> mma crossover in M*N*K*batch: MUST be measured
+QTYPES = ("int8", "uint8")  # C typedefs in common.cuh
+
+
+@dataclass(frozen=True)
+class Dp4aConfig:
+    """matmul_dp4a<TA, TB, TO, BM, BN, BK, TM, TN> (or matmul_dp4a_wide<...>)."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    wide: bool = False
+    source = DP4A_SOURCE
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    @property
+    def smem(self) -> int:
+        return 0  # static shared memory only
+
+    def name(self, ta: str, tb: str, to: str) -> str:
+        kernel = "matmul_dp4a_wide" if self.wide else "matmul_dp4a"
+        return f"{kernel}<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.tm}, {self.tn}>"
+
+
+@dataclass(frozen=True)
+class MmaConfig:
+    """matmul_mma<TA, TB, TO, BM, BN, BK, STAGES>: cp.async pipeline, dynamic smem."""
+
+    bm: int
+    bn: int
+    bk: int
+    stages: int
+    threads: int
+    source = MMA_SOURCE
+    transposed_b = False  # b staged as N rows of K bytes (wgmma's K-major b)
+
+    @property
+    def smem(self) -> int:
+        return self.stages * (self.bm * self.bk + self.bk * self.bn)
+
+    @property
+    def packed_smem(self) -> int:
+        """With a packed 4-bit b, whose tiles hold half the bytes."""
+        return self.stages * (self.bm * self.bk + self.bk * self.bn // 2)
+
+    def name(self, ta: str, tb: str, to: str, vec: int = 16) -> str:
+        return f"matmul_mma<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.stages}, {vec}>"
+
+
+@dataclass(frozen=True)
+class WgmmaConfig(MmaConfig):
+    """matmul_wgmma<TA, TB, BM, BN, BK, STAGES> (cuda/matmul_wgmma.cu, compute capability 9.0
+    only): b staged transposed, the int32 sums finished by matmul_mma.cu's split-K epilogue.
+    ``auto``: whether select_variant may pick it (not until a GPU has checked and timed it)."""
+
+    source = WGMMA_SOURCE
+    transposed_b = True
+    auto = False
+
+    def name(self, ta: str, tb: str, to: str = "", vec: int = 16) -> str:  # the sums do not depend on TO
+        return f"matmul_wgmma<{ta}, {tb}, {self.bm}, {self.bn}, {self.bk}, {self.stages}>"
+
+
+# Variant name -> tile config. Adding or adjusting a variant is one line here.
+DP4A_CONFIGS = {
+    "dp4a-128x64": Dp4aConfig(bm=128, bn=64, bk=32, tm=8, tn=8),
+    "dp4a-64x64": Dp4aConfig(bm=64, bn=64, bk=32, tm=8, tn=4),
+    "dp4a-32x32": Dp4aConfig(bm=32, bn=32, bk=32, tm=4, tn=4),
+    "dp4a-wide": Dp4aConfig(bm=64, bn=64, bk=32, tm=8, tn=4, wide=True),
+}
+MMA_CONFIGS = {
+    "mma-128x128": MmaConfig(bm=128, bn=128, bk=64, stages=4, threads=128),  # 2x2 warps of 64x64
+}
+WGMMA_CONFIGS = {
+    "wgmma-128x128": WgmmaConfig(bm=128, bn=128, bk=64, stages=4, threads=256),  # 2 warpgroups of 64x128
+}
+CONFIGS: dict[str, Any] = {**DP4A_CONFIGS, **MMA_CONFIGS, **WGMMA_CONFIGS}
+# quantized_matmul with a packed 4-bit b at small M: cuda/matmul_stream_packed.cu
+# (dmlq.gpu.qmm_stream), variant name -> the kernel's rows per launch.
+STREAM_M = {"stream-m1": 1, "stream-m4": 4, "stream-m16": 16}
+ALL_VARIANTS = tuple(CONFIGS)
+
+COMBINE = "matmul_sums_combine<256>"  # the column sums' k-splits added (matmul_dp4a.cu's, for every b)
+PREPASS_KERNELS = tuple(f"matmul_row_sums<{t}>" for t in QTYPES) + \
+    tuple(f"matmul_col_sums<{t}>" for t in QTYPES) + (COMBINE,)
+
+
+def _have_mma(source=MMA_SOURCE) -> bool:
+    try:
+        return (cuda_dir() / source).is_file()
+    except FileNotFoundError:
+        return False
+
+
+HAVE_MMA = _have_mma()
+HAVE_MMA_PACKED = HAVE_MMA and _have_mma(MMA_PACKED_SOURCE)
+HAVE_WGMMA = HAVE_MMA and _have_mma(WGMMA_SOURCE)
+
+
+MMA_VECS = (16, 4)  # cp.async widths the tensor-core kernel is built for
+
+
+# Output types: the requantized bytes of quantized_matmul, then the int32 sums
+# of matmul_integer and the float outputs of matmul_integer_to_float (the same
+# main loops; cuda/matmul_epilogue.cuh picks the last step from the type).
+OUT_TYPES = QTYPES + ("int", "float", "float16")
+
+
+def _instantiations(configs, b_types=QTYPES) -> tuple:
+    return tuple(c.name(ta, tb, to, *((vec,) if isinstance(c, MmaConfig) else ()))
+                 for c in configs for vec in (MMA_VECS if isinstance(c, MmaConfig) else (None,))
+                 for ta in QTYPES for tb in b_types for to in OUT_TYPES)
+
+
+SPLITK_EPILOGUES = tuple(f"matmul_splitk_epilogue<{ta}, {tb}, {to}>"
+                         for ta in QTYPES for tb in QTYPES for to in OUT_TYPES)
+
+PACKED_TAGS = ("packed_int4", "packed_uint4")
+KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS,
+           PACKED_SOURCE: _instantiations(DP4A_CONFIGS.values(), PACKED_TAGS) +
+           tuple(f"matmul_col_sums<{t}>" for t in PACKED_TAGS)}
+if HAVE_MMA:
+    KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values()) + SPLITK_EPILOGUES
+if HAVE_MMA_PACKED:
+    KERNELS[MMA_PACKED_SOURCE] = _instantiations(MMA_CONFIGS.values(), PACKED_TAGS) + tuple(
+        f"matmul_splitk_epilogue<{ta}, {tb}, {to}>" for ta in QTYPES for tb in PACKED_TAGS for to in OUT_TYPES)
+
+if HAVE_WGMMA:
+    KERNELS[WGMMA_SOURCE] = tuple(c.name(ta, tb) for c in WGMMA_CONFIGS.values() for ta in QTYPES for tb in QTYPES)
+
+# The variants this install can run (the mma ones only with matmul_mma.cu present).
+VARIANTS = tuple(DP4A_CONFIGS) + (tuple(MMA_CONFIGS) if HAVE_MMA else ()) + \
+    (tuple(WGMMA_CONFIGS) if HAVE_WGMMA else ())
+TENSOR_CONFIGS = {**MMA_CONFIGS, **WGMMA_CONFIGS}  # the split-K (tensor-core) variants
