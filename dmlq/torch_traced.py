@@ -291,12 +291,13 @@ _ELEMENTWISE = ("quantize_linear", "dequantize_linear", "quantized_add")
 
 
 def _data_operand(fname, name, v, device):
-    """A data operand of quantize, dequantize or add given as a Python number, a list or tuple of
-    them, or None, beside tensors inside torch.compile: as the eager call takes it (the op's schema
-    would refuse it in torch's words). Quantize's ``x`` becomes float32 (README "Inputs": numbers
-    and lists of numbers given as x become float32; a list of bools is bool, refused), values past
-    float32's range refused; the integer data of dequantize and add has no dtype of its own
-    (np.asarray makes int64 or float64 of it) and is refused, naming the fix."""
+    """A data operand given as a Python number, a list or tuple of them, or None, beside tensors
+    inside torch.compile: as the eager call takes it (the op's schema would refuse it in torch's
+    words). Quantize's ``x`` and matmul_integer_to_float's ``bias`` become float32 (README
+    "Inputs": numbers and lists of numbers given as x become float32; a list of bools is bool,
+    refused), values past float32's range refused; integer data (dequantize's q, add's, the
+    matmuls' and pooling's operands) has no dtype of its own (np.asarray makes int64 or float64
+    of it) and is refused, naming the fix."""
     if v is None or not isinstance(v, (numbers.Real, list, tuple)):
         raise TypeError(f"{fname}: {name} must be an array (a tensor here), got {type(v).__name__}; pass "
                         f"torch.as_tensor({name})")
@@ -312,14 +313,15 @@ def _data_operand(fname, name, v, device):
                         + (" or a list of Python numbers" if fname == "quantize_linear" else ""))
     if not all(isinstance(e, numbers.Real) for e in flat):
         raise TypeError(f"{fname}: {name} is a list holding something other than numbers; pass a tensor")
-    if fname != "quantize_linear":
+    floating = fname == "quantize_linear" or name == "bias"  # (float data: the rest are quantized types)
+    if not floating:
         made = "float64" if any(isinstance(e, float) for e in flat) else "int64"
         raise TypeError(f"{fname}: {name} is a Python {type(v).__name__}, which says no quantized type (np.asarray "
                         f"makes {made} of it); pass a tensor of its type, e.g. torch.tensor({name}, "
                         "dtype=torch.uint8)")
     if flat and all(isinstance(e, (bool, np.bool_)) for e in flat):
-        raise TypeError(f"{fname}: {name} must have dtype float32, float16 or int32 (got bool); pass "
-                        f"torch.tensor({name}, dtype=torch.float32)")
+        raise TypeError(f"{fname}: {name} must have dtype float32, float16{' or int32' if name == 'x' else ''} "
+                        f"(got bool); pass torch.tensor({name}, dtype=torch.float32)")
     _finite_double(fname, name, v)
     p, _, emax = _FLOAT_FORMATS[torch.float32]
     top = (2.0 - 2.0 ** (1 - p)) * 2.0 ** emax + 2.0 ** (emax - p)  # (rounds to inf in float32)
@@ -376,11 +378,14 @@ def _traced_form(fname):
                 values[n] = _packed_tensor(fname, n, v, as_tensor)
             elif isinstance(v, np.ndarray):
                 values[n] = as_tensor(v)
-        if fname in _ELEMENTWISE:  # data given as numbers or lists (beside tensors: it is traced)
-            device = next((t.device for t in values.values() if isinstance(t, torch.Tensor)), None)
-            for n in data:
-                if not isinstance(values[n], torch.Tensor):
-                    values[n] = _data_operand(fname, n, values[n], device)
+        # data given as numbers or lists (beside tensors: it is traced) as the eager call takes it:
+        # quantize's x and matmul_integer_to_float's bias become float32, integer data is refused
+        # (a TypeError here: Dynamo then runs the call eagerly, whose error it is; fullgraph=True
+        # reports it inside torch's Unsupported)
+        device = next((t.device for t in values.values() if isinstance(t, torch.Tensor)), None)
+        for n in data:
+            if not isinstance(values[n], torch.Tensor) and (values[n] is not None or n != "bias"):
+                values[n] = _data_operand(fname, n, values[n], device)
         kw = {k: kwargs[k] for k in keywords if k in kwargs}
         if len(args) > len(names):  # quantized_avg_pool's window_size, given by position
             kw["window_size"] = args[len(names)]

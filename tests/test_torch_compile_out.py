@@ -395,3 +395,50 @@ def test_a_list_of_numpy_scalars_as_x_with_fullgraph_names_them():
         chain.append(str(e))
         e = e.__cause__ or e.__context__
     assert any("quantize_linear: x is a list holding tensors or NumPy scalars" in c for c in chain), chain
+
+
+def _chain(e):
+    out = []
+    while e is not None:
+        out.append(f"{type(e).__name__}: {e}")
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def test_matmuls_and_pooling_take_lists_as_the_eager_call_does():
+    """Data given as Python lists or numbers to the matmul family and pooling inside
+    torch.compile: a list of ints as a, b or x is the eager call's TypeError (fullgraph=False runs
+    the call eagerly; fullgraph=True reports the same TypeError inside torch's error), and
+    matmul_integer_to_float's bias as a list or a number is float32 as in the eager call (and
+    beyond float32's range the eager ValueError). They all failed in torch's fake tensors
+    (TorchRuntimeError) before."""
+    a = torch.tensor([[1, 2]], dtype=torch.uint8)
+    b = torch.tensor([[1, -2], [3, 4]], dtype=torch.int8)
+    refused = {
+        "quantized_matmul a": lambda: dmlq.quantized_matmul([[1, 2]], 0.1, 0, b, 0.1, 0, 0.1, 0),
+        "matmul_integer b": lambda: dmlq.matmul_integer(a, [[1, 2], [3, 4]]),
+        "matmul_integer_to_float a": lambda: dmlq.matmul_integer_to_float(1, 0.1, None, b, 0.1, None),
+        "quantized_avg_pool x": lambda: dmlq.quantized_avg_pool([[[[1, 2], [3, 4]]]], 0.1, 0, 0.1, 0,
+                                                                 window_size=(2, 2)),
+        "bias beyond float32": lambda: dmlq.matmul_integer_to_float(a, 0.1, None, b, 0.1, None, bias=[1e39, 0.0]),
+    }
+    for what, f in refused.items():
+        with pytest.raises((TypeError, ValueError)) as eager:
+            f()
+        for fullgraph in (False, True):
+            torch._dynamo.reset()
+            with pytest.raises(Exception) as info:
+                torch.compile(f, backend="eager", fullgraph=fullgraph)()
+            chain = _chain(info.value)
+            if not fullgraph:
+                assert type(info.value) is type(eager.value) and str(info.value) == str(eager.value), (what, chain)
+            else:
+                assert any(type(eager.value).__name__ in c and f"{f.__code__.co_names[-1]}:" in c for c in chain), \
+                    (what, chain)
+    for bias in ([1.0, 2.5], 3.0, [1, 2]):
+        f = lambda bias=bias: dmlq.matmul_integer_to_float(a, 0.1, None, b, 0.1, None, bias=bias)  # noqa: E731
+        want = f()
+        for fullgraph in (False, True):
+            torch._dynamo.reset()
+            got = torch.compile(f, backend="eager", fullgraph=fullgraph)()
+            assert got.dtype == want.dtype == torch.float32 and torch.equal(got, want), (bias, got, want)
