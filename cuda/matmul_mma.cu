@@ -673,6 +673,41 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   }
 }
 
+namespace dmlq_mma {
+
+// One output of the split-K epilogue (and of matmul_wgmma.cu's): v, the raw sum of output (m, n)
+// of matrix z modulo 2**32, less its zero-point terms (exact: the true value fits int32 for
+// K <= 33025), then the output type's last step (matmul_epilogue.cuh) written to *c. The
+// parameter pointers are matrix z's already (batch_params / batch_rows).
+template <typename TA, typename TB, typename TO>
+__device__ __forceinline__ void finish_one(unsigned v, int m, int n, int z, int M, int N, int K, TO* c,
+                                           const float* a_scale, const float* b_scale, const float* out_scale,
+                                           const TA* a_zp, const typename dmlq::b_value<TB>::type* b_zp,
+                                           const TO* out_zp, int a_per_row, int b_per_col, int out_per_row,
+                                           const int* row_sum_a, const int* col_sum_b,
+                                           const float* bias, int64 bias_bs, int64 bias_ld) {
+  constexpr int KIND = dmlq::mm::kind_of<TO>::value;
+  const int azp = a_zp ? static_cast<int>(a_zp[a_per_row ? m : 0]) : 0;
+  const int bzp = b_zp ? static_cast<int>(b_zp[b_per_col ? n : 0]) : 0;
+  if (azp) v -= static_cast<unsigned>(azp) * static_cast<unsigned>(col_sum_b[static_cast<int64>(z) * N + n]);
+  if (bzp) v -= static_cast<unsigned>(bzp) * static_cast<unsigned>(row_sum_a[static_cast<int64>(z) * M + m]);
+  v += static_cast<unsigned>(K) * static_cast<unsigned>(azp) * static_cast<unsigned>(bzp);
+  if constexpr (KIND == dmlq::mm::kInt) {
+    *c = static_cast<int>(v);
+  } else if constexpr (KIND == dmlq::mm::kFloat) {
+    *c = dmlq::mm::float_out<TO>(dmlq::to_f32(static_cast<int>(v)), a_scale[a_per_row ? m : 0],
+                                 b_scale[b_per_col ? n : 0],
+                                 bias != nullptr ? bias + bias_bs * z + static_cast<int64>(m) * bias_ld + n : nullptr);
+  } else {
+    const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
+    const float mult = dmlq::mm::requant_mult(a_scale[a_per_row ? m : 0], b_scale[b_per_col ? n : 0],
+                                              out_scale[out_per_row ? m : 0]);
+    *c = dmlq::mm::requant<TO>(dmlq::to_f32(static_cast<int>(v)), mult, ozp);
+  }
+}
+
+}  // namespace dmlq_mma
+
 // Split-K epilogue: one thread per output of batch entry z = blockIdx.z, grid
 // (ceil(M * N / 256), 1, batch0 * batch1), block 256. Sums the splits' int32
 // partials (mod 2**32: exact, as the single-pass epilogue), then the same
@@ -686,7 +721,6 @@ matmul_splitk_epilogue(const int* __restrict__ partial, int splits, TO* __restri
                        int a_per_row, int b_per_col, int out_per_row,
                        const int* row_sum_a, const int* col_sum_b,
                        const float* bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group) {
-  constexpr int KIND = dmlq::mm::kind_of<TO>::value;
   const int64 mn = static_cast<int64>(M) * N;
   const int64 i = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= mn) return;
@@ -700,23 +734,8 @@ matmul_splitk_epilogue(const int* __restrict__ partial, int splits, TO* __restri
   const int m = static_cast<int>(i / N), n = static_cast<int>(i - static_cast<int64>(m) * N);
   unsigned v = 0;
   for (int s = 0; s < splits; ++s) v += static_cast<unsigned>(partial[(static_cast<int64>(s) * gridDim.z + z) * mn + i]);
-  const int azp = a_zp ? static_cast<int>(a_zp[a_per_row ? m : 0]) : 0;
-  const int bzp = b_zp ? static_cast<int>(b_zp[b_per_col ? n : 0]) : 0;
-  if (azp) v -= static_cast<unsigned>(azp) * static_cast<unsigned>(col_sum_b[static_cast<int64>(z) * N + n]);
-  if (bzp) v -= static_cast<unsigned>(bzp) * static_cast<unsigned>(row_sum_a[static_cast<int64>(z) * M + m]);
-  v += static_cast<unsigned>(K) * static_cast<unsigned>(azp) * static_cast<unsigned>(bzp);
   const int bz0 = z / batch1, bz1 = z - bz0 * batch1;
-  TO* c = C + bz0 * c_bs0 + bz1 * c_bs1 + static_cast<int64>(m) * ldc + n;
-  if constexpr (KIND == dmlq::mm::kInt) {
-    *c = static_cast<int>(v);
-  } else if constexpr (KIND == dmlq::mm::kFloat) {
-    *c = dmlq::mm::float_out<TO>(dmlq::to_f32(static_cast<int>(v)), a_scale[a_per_row ? m : 0],
-                                 b_scale[b_per_col ? n : 0],
-                                 bias != nullptr ? bias + bias_bs * z + static_cast<int64>(m) * bias_ld + n : nullptr);
-  } else {
-    const int ozp = out_zp ? static_cast<int>(out_zp[out_per_row ? m : 0]) : 0;
-    const float mult = dmlq::mm::requant_mult(a_scale[a_per_row ? m : 0], b_scale[b_per_col ? n : 0],
-                                              out_scale[out_per_row ? m : 0]);
-    *c = dmlq::mm::requant<TO>(dmlq::to_f32(static_cast<int>(v)), mult, ozp);
-  }
+  dmlq_mma::finish_one<TA, TB, TO>(v, m, n, z, M, N, K, C + bz0 * c_bs0 + bz1 * c_bs1 + static_cast<int64>(m) * ldc + n,
+                                   a_scale, b_scale, out_scale, a_zp, b_zp, out_zp, a_per_row, b_per_col, out_per_row,
+                                   row_sum_a, col_sum_b, bias, bias_bs, bias_ld);
 }

@@ -2,7 +2,7 @@
 // m64n128k32 (sm_90a only: the launcher compiles this file with -arch=sm_90a and
 // only for compute capability 9.0).
 //
-// Variant (one template, one config): matmul_wgmma<TA, TB, 128, 128, 64, 4>:
+// Variant (one template, one config): matmul_wgmma<TA, TB, TO, 128, 128, 64, 4>:
 //   256 threads (two warpgroups, each 64 rows x 128 columns of the block tile),
 //   4-stage cp.async pipeline, 64 KiB dynamic shared memory. Written without a
 //   GPU (2026-11-28): selection does not pick it until a GPU run has checked and
@@ -20,12 +20,12 @@
 //   against 128 B/clk per SM. L2 -> SM: M*N*K*(1/BM + 1/BN) bytes, 8.6 GB at
 //   8192^3: 7.7 TB/s at 0.50 of the peak (the grouped block order of the mma
 //   kernel keeps DRAM near M*K + K*N + M*N).
-//   Costs outside the main loop (this version): b is staged transposed (N rows
-//   of K bytes, K padded to 16: 8-bit wgmma reads both operands K-major), 2*K*N
-//   bytes, 40 us at 8192^2 at 3.35 TB/s; and the int32 sums go through global
-//   memory to matmul_mma.cu's split-K epilogue (4*M*N bytes written and read,
-//   160 us at 8192^2): about 0.55 of the peak at best with a 0.70 main loop. A
-//   fused epilogue is the next step once a GPU has timed this one.
+//   Costs outside the main loop: b is staged transposed (N rows of K bytes, K
+//   padded to 16: 8-bit wgmma reads both operands K-major), 2*K*N bytes, 40 us
+//   at 8192^2 at 3.35 TB/s; the epilogue runs in the kernel (per output: the
+//   zero-point terms and the output type's step, about 40 instructions a warp
+//   for 32 outputs), its stores two adjacent outputs a lane, rows apart across
+//   the warp (L2 merges the sectors). About 0.65 of the peak with a 0.70 main loop.
 //
 // Data path:
 //   A tiles (BM rows x 64 bytes of a, K contiguous) and B tiles (BN rows x 64
@@ -46,8 +46,9 @@
 //   overwrite (4 stages: kt - 2, kt - 1 in the tensor cores, kt, kt + 1 staged).
 //   Output: thread (warp w of its warpgroup, lane 4g + t) holds, in register i
 //   (j = i / 4, r = i % 4), the sum of row 16w + g + 8(r / 2), column
-//   8j + 2t + r % 2 of its warpgroup's 64 x 128 tile; the raw int32 sums go to
-//   partial[split][z][M][N] and matmul_splitk_epilogue finishes every output.
+//   8j + 2t + r % 2 of its warpgroup's 64 x 128 tile; unsplit, each output is
+//   finished in the kernel; split, the raw int32 sums go to partial[split][z][M][N]
+//   and matmul_splitk_epilogue finishes them.
 
 #include "matmul_mma.cu"
 
@@ -108,19 +109,17 @@ __device__ __forceinline__ void wgmma_n128(int (&d)[64], unsigned long long da, 
 // Launch: block 256 threads; grid as matmul_mma's (ceil(N/BN), ceil(M/BM) *
 // splits, batch0 * batch1); dynamic shared memory STAGES * (BM + BN) * BK bytes.
 // The arguments are matmul_mma's, with B the transposed b: N rows of K bytes,
-// ldb bytes apart (a multiple of 16), b_bs0/b_bs1 its matrices' strides. Only
-// M, N, K, the batch and split arguments, A, B and partial are read (C and the
-// output's zero point are untyped: the sums do not depend on the output type):
-// every output goes through matmul_splitk_epilogue (splits >= 1). A wrong block size,
+// ldb bytes apart (a multiple of 16), b_bs0/b_bs1 its matrices' strides; with
+// splits > 1 the outputs go through matmul_splitk_epilogue (partial), else C. A wrong block size,
 // too little dynamic shared memory or an operand not on 16 bytes traps.
-template <typename TA, typename TB, int BM, int BN, int BK, int STAGES>
+template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int STAGES>
 __global__ void __launch_bounds__(256, 2)
-matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, void* C,
+matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ C,
              int M, int N, int K, int batch1,
              int64 a_bs0, int64 a_bs1, int64 b_bs0, int64 b_bs1, int64 c_bs0, int64 c_bs1,
              int64 lda, int64 ldb, int64 ldc,
              const float* a_scale, const float* b_scale, const float* out_scale,
-             const TA* a_zp, const TB* b_zp, const void* out_zp,
+             const TA* a_zp, const TB* b_zp, const TO* out_zp,
              int a_per_row, int b_per_col, int out_per_row,
              const int* row_sum_a, const int* col_sum_b,
              const float* bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group,
@@ -251,24 +250,41 @@ matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, void* C,
   wg_wait<0>();
   dmlq::cp_async_wait<0>();
 
-  // Raw sums to partial[split][z][M][N] (two adjacent columns per store where they fit).
+  // Unsplit: each output finished here (matmul_mma.cu's finish_one: zero-point terms, then the
+  // output type's last step), two adjacent columns a register pair. Split: the raw sums to
+  // partial[split][z][M][N], finished by matmul_splitk_epilogue.
   const int lane = tid & 31, w = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
-  int* const P = partial + (static_cast<int64>(split) * gridDim.z + z) * M * static_cast<int64>(N);
+  const bool direct = splits == 1;
+  int* const P = direct ? nullptr : partial + (static_cast<int64>(split) * gridDim.z + z) * M * static_cast<int64>(N);
+  b_scale = dmlq::mm::batch_params(b_scale, bp_bs, z);
+  b_zp = dmlq::mm::batch_params(b_zp, bp_bs, z);
+  a_scale = dmlq::mm::batch_rows(a_scale, a_per_row, M, z);
+  a_zp = dmlq::mm::batch_rows(a_zp, a_per_row, M, z);
+  out_scale = dmlq::mm::batch_rows(out_scale, out_per_row, M, z);
+  out_zp = dmlq::mm::batch_rows(out_zp, out_per_row, M, z);
+  TO* const Cz = C + bz0 * c_bs0 + bz1 * c_bs1;
   const bool pairs = (N & 1) == 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int m = m0 + wg * 64 + 16 * w + g + 8 * h;
     if (m >= M) continue;
-    int* const prow = P + static_cast<int64>(m) * N;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const int n = n0 + 8 * j + 2 * t;
       const int v0 = d[4 * j + 2 * h], v1 = d[4 * j + 2 * h + 1];
-      if (pairs && n + 1 < N) {
-        *reinterpret_cast<int2*>(prow + n) = make_int2(v0, v1);
+      if (direct) {
+        TO* const c = Cz + static_cast<int64>(m) * ldc + n;
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (n + e < N)
+            dmlq_mma::finish_one<TA, TB, TO>(static_cast<unsigned>(e ? v1 : v0), m, n + e, z, M, N, K, c + e, a_scale,
+                                             b_scale, out_scale, a_zp, b_zp, out_zp, a_per_row, b_per_col,
+                                             out_per_row, row_sum_a, col_sum_b, bias, bias_bs, bias_ld);
+      } else if (pairs && n + 1 < N) {
+        *reinterpret_cast<int2*>(P + static_cast<int64>(m) * N + n) = make_int2(v0, v1);
       } else {
-        if (n < N) prow[n] = v0;
-        if (n + 1 < N) prow[n + 1] = v1;
+        if (n < N) P[static_cast<int64>(m) * N + n] = v0;
+        if (n + 1 < N) P[static_cast<int64>(m) * N + n + 1] = v1;
       }
     }
   }

@@ -997,6 +997,13 @@ MUTATIONS: list[Mutation] = [
       "output fragment: a row's two columns taken from the two row halves", "layout"),
     M("matmul_wgmma.cu", "    st = st == STAGES - 1 ? 0 : st + 1;", "    st = st == STAGES - 2 ? 0 : st + 1;",
       "ring: the tensor cores read 3 stages round while 4 are loaded", "index"),
+    M("matmul_wgmma.cu", "          if (n + e < N)\n", "          if (n + e <= N)\n",
+      "epilogue in the kernel: column N written (one past the row)", "comparison"),
+    M("matmul_wgmma.cu", "static_cast<unsigned>(e ? v1 : v0)", "static_cast<unsigned>(e ? v0 : v1)",
+      "epilogue in the kernel: a register pair's two columns swapped", "index"),
+    M("matmul_wgmma.cu", "            dmlq_mma::finish_one<TA, TB, TO>(static_cast<unsigned>(e ? v1 : v0), m, n + e, z,",
+      "            dmlq_mma::finish_one<TA, TB, TO>(static_cast<unsigned>(e ? v1 : v0), m, n + e, 0,",
+      "epilogue in the kernel: every matrix's zero-point sums and bias taken from matrix 0", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",

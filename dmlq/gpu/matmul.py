@@ -449,7 +449,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     ta, tb, to = device.dtype_name(a.dtype), b.tag if p4 else device.dtype_name(b.dtype), device.dtype_name(out.dtype)
     to = _OUT_NAMES.get(to, to)
     if wg:
-        name = cfg.name(ta, tb)
+        name = cfg.name(ta, tb, to)
     elif mma:
         b_width = (16 if stage_b == PADDED else packed.mma_width(b, device.ptr(b.data))) if p4 else cp_async_width(sb)
         name = cfg.name(ta, tb, to, min(cp_async_width(sa), b_width))
@@ -497,7 +497,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
                                        (256,), 0, "the column sums' splits added"))
         launches.append(Launch(cfg.source if wg else main_source, name, (-(-N // cfg.bn), grid_y, nz),
                                (cfg.threads,), smem))
-        if nsplit > 1 or wg:  # wgmma: every output through the split-K epilogue (its sums in global memory)
+        if nsplit > 1:
             launches.append(Launch(main_source, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
     detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group,
@@ -663,9 +663,9 @@ def bind_tiled(plan, a, b, out):
             if not mma:
                 arglists.append((A, B, C, *main, *quant))
                 continue
-            partial = xp.empty(nsplit * size, np.int32) if nsplit > 1 or wg else NULL
+            partial = xp.empty(nsplit * size, np.int32) if nsplit > 1 else NULL
             arglists.append((A, B, C, *main, *quant, *split, partial))
-            if nsplit > 1 or wg:
+            if nsplit > 1:
                 arglists.append((partial, *ns, C, *epi, *quant))
         go(arglists)
 

@@ -75,16 +75,16 @@ class MmaConfig:
 
 @dataclass(frozen=True)
 class WgmmaConfig(MmaConfig):
-    """matmul_wgmma<TA, TB, BM, BN, BK, STAGES> (cuda/matmul_wgmma.cu, compute capability 9.0
-    only): b staged transposed, the int32 sums finished by matmul_mma.cu's split-K epilogue.
-    ``auto``: whether select_variant may pick it (not until a GPU has checked and timed it)."""
+    """matmul_wgmma<TA, TB, TO, BM, BN, BK, STAGES> (cuda/matmul_wgmma.cu, compute capability 9.0
+    only): b staged transposed (N rows of K bytes). ``auto``: whether select_variant may pick it
+    (not until a GPU has checked and timed it)."""
 
     source = WGMMA_SOURCE
     transposed_b = True
     auto = False
 
-    def name(self, ta: str, tb: str, to: str = "", vec: int = 16) -> str:  # the sums do not depend on TO
-        return f"matmul_wgmma<{ta}, {tb}, {self.bm}, {self.bn}, {self.bk}, {self.stages}>"
+    def name(self, ta: str, tb: str, to: str, vec: int = 16) -> str:  # (one copy width: 16 bytes)
+        return f"matmul_wgmma<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.stages}>"
 
 
 # Variant name -> tile config. Adding or adjusting a variant is one line here.
@@ -152,7 +152,8 @@ if HAVE_MMA_PACKED:
         f"matmul_splitk_epilogue<{ta}, {tb}, {to}>" for ta in QTYPES for tb in PACKED_TAGS for to in OUT_TYPES)
 
 if HAVE_WGMMA:
-    KERNELS[WGMMA_SOURCE] = tuple(c.name(ta, tb) for c in WGMMA_CONFIGS.values() for ta in QTYPES for tb in QTYPES)
+    KERNELS[WGMMA_SOURCE] = tuple(c.name(ta, tb, to) for c in WGMMA_CONFIGS.values() for ta in QTYPES
+                                  for tb in QTYPES for to in OUT_TYPES)
 
 # The variants this install can run (the mma ones only with matmul_mma.cu present).
 VARIANTS = tuple(DP4A_CONFIGS) + (tuple(MMA_CONFIGS) if HAVE_MMA else ()) + \
