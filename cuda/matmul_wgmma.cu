@@ -138,21 +138,8 @@ matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict_
   }
 
   // The mma kernel's block order (grouped for L2 reuse) and split-K ranges.
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const long long tiles = static_cast<long long>(tiles_m) * tiles_n;
-  const long long lin = static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x;
-  if (lin >= tiles * splits) return;
-  const int split = static_cast<int>(lin / tiles);
-  const int pid = static_cast<int>(lin - split * tiles);
-  const int k_begin = split * k_chunk;
-  const int k_end = splits > 1 ? min(K, k_begin + k_chunk) : K;
-  const int per_group = dmlq_mma::kGroupM * tiles_n;
-  const int group = pid / per_group;
-  const int first_m = group * dmlq_mma::kGroupM;
-  const int gsize = min(tiles_m - first_m, dmlq_mma::kGroupM);
-  const int in_group = pid - group * per_group;
-  const int m0 = (first_m + in_group % gsize) * BM;
-  const int n0 = (in_group / gsize) * BN;
+  int split, k_begin, k_end, m0, n0;
+  if (!dmlq_mma::block_tile<BM, BN>(M, N, K, splits, k_chunk, split, k_begin, k_end, m0, n0)) return;
 
   const int z = blockIdx.z;
   const int bz0 = z / batch1, bz1 = z - bz0 * batch1;

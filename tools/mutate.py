@@ -344,7 +344,7 @@ MUTATIONS: list[Mutation] = [
     M("matmul_stream.cu", "bias[off[5] + static_cast<int64>(m) * N + n]", "bias[off[5] + n]",
       "bias row 0 for every row", "index"),
     # issue 24, defect 10: survivors of every test before test_host_mutants.py's mma guard cases
-    M("matmul_mma.cu", "  if (lin >= tiles * splits) return;", "  if (lin > tiles * splits) return;",
+    M("matmul_mma.cu", "  if (lin >= tiles * splits) return false;", "  if (lin > tiles * splits) return false;",
       "blocks past the last tile: `lin >= tiles * splits` -> `>` (a grid with more blocks than tiles)",
       "comparison"),
     M("matmul_mma.cu", "static_cast<unsigned long long>(ldb)) & (VEC - 1)) != 0)",
