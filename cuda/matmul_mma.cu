@@ -83,6 +83,13 @@ constexpr int kGroupM = 8;  // tile rows walked together for L2 reuse
 // in L2. The grid may be 1-D (tiles_m * tiles_n) or 2-D (tiles_n, tiles_m): only the linear
 // block id is used. Split-K: block `lin` computes k range split = lin / tiles of its tile
 // (k_chunk a multiple of the k tile). False for a block past the last tile.
+// A wrong block size or too little dynamic shared memory traps instead of computing garbage.
+__device__ __forceinline__ void check_launch(unsigned threads, unsigned smem_bytes) {
+  unsigned dyn;
+  DMLQ_PTX("mov.u32 %0, %%dynamic_smem_size;", (DMLQ_OUT("r", dyn)), ());
+  if (blockDim.x != threads || dyn < smem_bytes) __trap();
+}
+
 template <int BM, int BN>
 __device__ __forceinline__ bool block_tile(int M, int N, int K, int splits, int k_chunk, int& split, int& k_begin,
                                            int& k_end, int& m0, int& n0) {
@@ -294,12 +301,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   static_assert((NT / 32) * kEpiWarpBytes <= STAGES * (A_STAGE + B_STAGE), "epilogue staging fits");
 
   DMLQ_DYNAMIC_SHARED(128, unsigned char, smem);
-
-  {
-    unsigned dyn;
-    DMLQ_PTX("mov.u32 %0, %%dynamic_smem_size;", (DMLQ_OUT("r", dyn)), ());
-    if (blockDim.x != NT || dyn < STAGES * (A_STAGE + B_STAGE)) __trap();
-  }
+  dmlq_mma::check_launch(NT, STAGES * (A_STAGE + B_STAGE));
 
   int split, k_begin, k_end, m0, n0;
   if (!dmlq_mma::block_tile<BM, BN>(M, N, K, splits, k_chunk, split, k_begin, k_end, m0, n0)) return;

@@ -131,11 +131,7 @@ matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict_
   constexpr int A_STAGE = BM * BK, B_STAGE = BN * BK;
 
   DMLQ_DYNAMIC_SHARED(128, unsigned char, smem);
-  {
-    unsigned dyn;
-    DMLQ_PTX("mov.u32 %0, %%dynamic_smem_size;", (DMLQ_OUT("r", dyn)), ());
-    if (blockDim.x != NT || dyn < STAGES * (A_STAGE + B_STAGE)) __trap();
-  }
+  dmlq_mma::check_launch(NT, STAGES * (A_STAGE + B_STAGE));
 
   // The mma kernel's block order (grouped for L2 reuse) and split-K ranges.
   int split, k_begin, k_end, m0, n0;

@@ -141,7 +141,7 @@ def test_mma_threads_match_the_kernel(name):
     cfg = matmul.MMA_CONFIGS[name]
     assert cfg.threads == 32 * (cfg.bm // 64) * (cfg.bn // 64)
     src = (loader.cuda_dir() / "matmul_mma.cu").read_text()
-    assert "blockDim.x != NT" in src
+    assert "blockDim.x != threads" in src and "check_launch(NT, " in src
 
 
 @pytest.mark.parametrize("name", sorted(matmul.DP4A_CONFIGS))

@@ -245,10 +245,11 @@ def file_lock(path: Path, blocking: bool = True):
 
 
 def compile_options(source: str | None = None):
-    """CuPy's options for ``source`` on an sm_90 device: a source's own options after the arch
-    (matmul_wgmma.cu's -arch=sm_90a, which NVRTC keeps before or after -arch=sm_90)."""
-    from dmlq.gpu.loader import COMPILE_OPTIONS, CUPY_ADDED_OPTIONS, SOURCE_OPTIONS
-    return [*COMPILE_OPTIONS, *CUPY_ADDED_OPTIONS, f"-arch={ARCH}", *SOURCE_OPTIONS.get(source, ()), "-Xptxas", "-v"]
+    """CuPy's options for ``source`` on an sm_90 device, in CuPy's order: dmlq's own (a
+    source's, such as matmul_wgmma.cu's -arch=sm_90a, included), then CuPy's and its arch."""
+    from dmlq.gpu.loader import COMPILE_OPTIONS, CUPY_ADDED_OPTIONS, options
+    own = COMPILE_OPTIONS if source is None else options(source)
+    return [*own, *CUPY_ADDED_OPTIONS, f"-arch={ARCH}", "-Xptxas", "-v"]
 
 
 @dataclasses.dataclass

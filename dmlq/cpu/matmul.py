@@ -34,6 +34,7 @@ same exact sum, and there it is faster than the tiles' fixed cost.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 
@@ -67,7 +68,7 @@ def small(a, b, out) -> bool:
     if not _small["on"]:
         return False
     (m, k), n = a.shape[-2:], b.shape[-1]
-    return int(np.prod(out.shape[:-2], dtype=np.int64)) * (m * k + k * n) <= SMALL_OPERANDS
+    return math.prod(out.shape[:-2]) * (m * k + k * n) <= SMALL_OPERANDS
 
 
 @contextlib.contextmanager

@@ -425,7 +425,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         raise UnsupportedError(f"{op}: M = {M} needs {grid_y} row tiles "
                                f"(grid limit {MAX_GRID_YZ}) with {variant}")
 
-    wg = getattr(cfg, "transposed_b", False)
+    wg = cfg.transposed_b
     stage_a = _staging(a, mma)
     if wg and (stage_a != AS_IS or cp_async_width(a) != 16):  # the wgmma kernel copies 16 bytes only
         stage_a = PADDED
@@ -584,7 +584,7 @@ def bind_tiled(plan, a, b, out):
     N = b.shape[-1]
     plan_a, plan_b = _staged(a, d.stage_a), _staged(b, d.stage_b)
     target = out if d.direct_out else device.Fresh(out.shape, out.dtype)
-    wg = getattr(d.cfg, "transposed_b", False)  # b's copy is N rows of K bytes, ldb bytes apart
+    wg = d.cfg.transposed_b  # b's copy is N rows of K bytes, ldb bytes apart
     lda, ldb = plan_a.strides[-2] // a.itemsize, plan_b.strides[-1 if wg else -2] // b.itemsize
     ldc = target.strides[-2] // target.itemsize
     zmax = max(u.batch0 * u.batch1 for u in d.batches)

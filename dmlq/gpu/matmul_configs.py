@@ -34,6 +34,7 @@ class Dp4aConfig:
     tn: int
     wide: bool = False
     source = DP4A_SOURCE
+    transposed_b = False
 
     @property
     def threads(self) -> int:

@@ -12,7 +12,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .loader import COMPILE_OPTIONS, CUPY_ADDED_OPTIONS, SOURCE_OPTIONS, registry, source_text
+from .loader import CUPY_ADDED_OPTIONS, registry, source_text
+from .loader import options as loader_options
 
 # sm_80, the oldest arch the tensor-core and cp.async kernels need, and sm_90, the static
 # report's. sm_89 (Ada) is not compiled: the sources hold no __CUDA_ARCH__ branch and use
@@ -64,7 +65,7 @@ def _compile(source: str, arch: str, names: tuple, front_end: bool = False) -> C
     the name expressions and the NVRTC version."""
     from cupy_backends.cuda.libs import nvrtc
 
-    options = [*COMPILE_OPTIONS, *CUPY_ADDED_OPTIONS, f"--gpu-architecture={arch}", *SOURCE_OPTIONS.get(source, ())]
+    options = [*loader_options(source), *CUPY_ADDED_OPTIONS, f"--gpu-architecture={arch}"]  # CuPy's order
     if front_end:
         options.append(FRONT_END_OPTION)
     text = source_text(source)
