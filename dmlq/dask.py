@@ -66,6 +66,7 @@ from dask.base import tokenize
 from . import adapters, packed_dask
 from .dask_chunks import (LAZY_OPERANDS, MATMULS, _as_dask, _check, _cupy, _elementwise, _meta_call, _module_of,
                           _per_axis_or_blocked, rechunk)
+from .dask_tokens import naming
 from .desc import pool_output_size
 from .errors import UnsupportedError
 from .gpu.device import upload  # host scales to CuPy chunks' device, -0.0 kept
@@ -80,7 +81,13 @@ _OPERATORS = ("quantize_linear", "dequantize_linear", "quantized_add", "quantize
 
 def call(fname, values, kwargs, out=None, names=None):
     """``fname(*values, **kwargs)`` (a public function) with dask arrays among ``values``
-    (``names``: the operands' names as dmlq.calls passes them)."""
+    (``names``: the operands' names as dmlq.calls passes them). Its device arrays are named
+    without a copy to the host (dmlq.dask_tokens)."""
+    with naming(values, kwargs, out):
+        return _call(fname, values, kwargs, out)
+
+
+def _call(fname, values, kwargs, out):
     if fname == "matmul_integer":  # run passes (a, a_zero_point, b, b_zero_point)
         a, a_zp, b, b_zp = values
         values = (a, b, a_zp, b_zp)

@@ -162,10 +162,12 @@ def _split(both, index, qdt, like, rows=False):
     import dask.array as da
     from dask.array.utils import meta_from_array
 
+    from .dask_tokens import named_meta
+
     out = index + ("r",) if rows else ()
     extra = {"new_axes": {"r": 1}} if rows else {}
     return tuple(da.blockwise(_parameter, out, both, index + ("p",), which, None, qdt, None, rows, None,
-                              concatenate=True, dtype=dt, meta=meta_from_array(like, ndim=len(out), dtype=dt),
+                              concatenate=True, dtype=dt, meta=named_meta(meta_from_array(like, ndim=len(out), dtype=dt)),
                               token=f"{_F}-{which}", **extra)
                  for which, dt in (("scale", F32), ("zero-point", qdt)))
 
@@ -307,8 +309,11 @@ def dynamic_quantize_linear(x: Any, *, dtype: Any = None, per_row: bool = False)
         return _plan(x, qdt, tensor, per_row)
     if tensor:
         scale, zp = _torch(x, qdt, per_row)
-    elif dispatch.foreign(x):  # a dask array
-        scale, zp = _dask(x, qdt, per_row)
+    elif dispatch.foreign(x):  # a dask array: its CuPy metas named without a copy to the host
+        from .dask_tokens import naming
+
+        with naming(x):
+            scale, zp = _dask(x, qdt, per_row)
     elif dispatch.is_gpu(x):
         from .gpu import dynquant
 

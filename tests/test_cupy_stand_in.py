@@ -50,7 +50,8 @@ def _public(obj):
 
 _DUNDERS = ("__cuda_array_interface__", "__array__", "__getitem__", "__setitem__", "__len__", "__iter__",
             "__bool__", "__int__", "__float__", "__index__", "__add__", "__mul__", "__eq__", "__neg__",
-            "__matmul__", "__enter__", "__exit__", "__call__", "__array_ufunc__", "__array_priority__")
+            "__matmul__", "__enter__", "__exit__", "__call__", "__array_ufunc__", "__array_priority__",
+            "__reduce__")
 
 
 def _real_class(real, cls):
@@ -691,6 +692,24 @@ def test_arrays_views_and_interface(cupy_stand_in):
     assert a.data.device_id == 0 and a.device.id == 0
     assert cp.asarray(v) is v and cp.may_share_memory(a, v) and not cp.may_share_memory(a, cp.zeros(3))
     assert cp.empty(0).data.ptr == 0
+
+
+def test_pickling_an_array_copies_it_to_the_host_as_cupy_does(real, cupy_stand_in):
+    """CuPy pickles an array as ``array, (a.get(),)`` (a synchronous copy to the host: what
+    dask's tokenize of a CuPy array costs), and its ``get`` of an empty array copies nothing."""
+    import pickle
+
+    from cupy_stand_in import counts
+
+    cp = cupy_stand_in
+    assert real.ndarray.__reduce__ is not object.__reduce__  # CuPy's own
+    a = cp.asarray(np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::2])
+    counts["downloads"] = 0
+    back = pickle.loads(pickle.dumps(a))
+    assert counts["downloads"] == 1 and isinstance(back, cp.ndarray) and back.data.ptr != a.data.ptr
+    np.testing.assert_array_equal(back.get(), [[0, 2], [3, 5]])
+    counts["downloads"] = 0
+    assert cp.empty((0, 4), np.int8).get().shape == (0, 4) and counts["downloads"] == 0
 
 
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2fnuz", "int4", "uint2", "float4_e2m1fn",

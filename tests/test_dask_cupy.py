@@ -36,7 +36,8 @@ def cp(cupy_twin):
 
 
 def _on_gpu(cp, a, chunks):
-    return da.from_array(cp.asarray(a), chunks=chunks, asarray=False)
+    # name=False: a random name, where dask's own name would pickle the CuPy array (a download)
+    return da.from_array(cp.asarray(a), chunks=chunks, asarray=False, name=False)
 
 
 def _computed_equal(cp, lazies, wants):
@@ -393,8 +394,12 @@ def test_a_number_bias_beside_cupy_chunks(cp, bias):
 def test_cupy_graphs_are_named_after_the_public_function(cp):
     """CuPy chunks: every layer dmlq makes is named after the call (the packed bytes, the
     packed rows dequantized, a packed b's blocks, pooling, the parameters of
-    dynamic_quantize_linear), the same call twice gives the same names, and every result's meta
-    is a CuPy array of its dtype. Nothing is computed."""
+    dynamic_quantize_linear), and every result's meta is a CuPy array of its dtype. Nothing is
+    computed, and no operand is copied to the host to be named: the same call twice gives the
+    same names where its operands are dask arrays and numbers, and new ones where a CuPy array
+    is among them (dmlq.dask_tokens: dask would pickle it, which CuPy does by downloading it)."""
+    import cupy_stand_in
+
     rng = np.random.default_rng(31)
     x = _on_gpu(cp, rng.standard_normal((6, 8)).astype(f32), (3, 4))
     a = _on_gpu(cp, rng.integers(0, 256, (6, 8), dtype=u8), (3, 8))
@@ -415,23 +420,50 @@ def test_cupy_graphs_are_named_after_the_public_function(cp):
                 "quantized_matmul": [dmlq.quantized_matmul(a, 0.1, 3, b4, 0.2, None, 0.3, u8(3))],
                 "dynamic_quantize_linear": list(dmlq.dynamic_quantize_linear(x))[1:]}
 
-    from dask.tokenize import normalize_token
-
-    stand_in, before = getattr(cp, "__stand_in__", False), normalize_token._lookup.get(cp.ndarray)
-    if stand_in:  # dask tokenizes a CuPy array by pickling it (by value); the stand-in's pickle holds an address
-        normalize_token.register(cp.ndarray, lambda v: ("cupy", normalize_token(cp.asnumpy(v))))
-    try:
-        first, again = calls(), calls()
-    finally:
-        if stand_in and before is None:
-            normalize_token._lookup.pop(cp.ndarray, None)
-        elif stand_in:
-            normalize_token._lookup[cp.ndarray] = before
+    cupy_stand_in.counts["downloads"] = 0
+    first, again = calls(), calls()
+    if getattr(cp, "__stand_in__", False):
+        assert cupy_stand_in.counts["downloads"] == 0
+    with_device_operand = {("quantize_linear", 0), ("dequantize_linear", 0), ("matmul_integer", 0),
+                           ("matmul_integer_to_float", 0), ("quantized_matmul", 0)}
     for fname, results in first.items():
-        for r, r2 in zip(results, again[fname]):
-            assert r.name == r2.name and r.name.startswith(fname + "-"), (fname, r.name)
+        for i, (r, r2) in enumerate(zip(results, again[fname])):
+            assert r.name.startswith(fname + "-"), (fname, r.name)
+            assert (r.name == r2.name) != ((fname, i) in with_device_operand), (fname, i, r.name, r2.name)
             assert isinstance(r._meta, cp.ndarray) and r._meta.dtype == r.dtype
             for layer in r.dask.layers:
                 assert layer in inputs or layer.startswith((fname + "-", "quantize_linear-", "array-", "rechunk-",
                                                             "original-array-", "overlap-")), (fname, layer)
     assert first["matmul_integer"][0].name.startswith("matmul_integer-packed-b-")
+
+
+def test_dmlq_names_cupy_arrays_only_while_it_builds_a_graph(cp):
+    """dmlq.dask_tokens registers its rule for the CuPy array type, and the rule is dask's own
+    (or the user's) outside dmlq's calls: dask.base.tokenize of a CuPy array after a dmlq graph
+    is built is what it was before (by value, so equal arrays share it), and a rule the user
+    registered for the type before is the one their own tokenize calls still get."""
+    from dask.base import normalize_token, tokenize
+
+    if getattr(cp, "__stand_in__", False):
+        import cupy_stand_in
+
+        cupy_stand_in.counts["downloads"] = 0
+    v, same = cp.asarray(np.arange(6, dtype=f32)), cp.asarray(np.arange(6, dtype=f32))
+    before = tokenize(v)
+    if getattr(cp, "__stand_in__", False):
+        assert cupy_stand_in.counts["downloads"] > 0  # dask pickles it, the stand-in as CuPy (a copy to the host)
+    x = _on_gpu(cp, np.ones((4, 6), f32), (2, 3))
+    lazy = dmlq.quantize_linear(x, v, axis=1)
+    assert tokenize(v) == before == tokenize(same) != tokenize(cp.asarray(np.arange(1, 7, dtype=f32)))
+    np.testing.assert_array_equal(cp.asnumpy(lazy.compute()), dmlq.quantize_linear(np.ones((4, 6), f32),
+                                                                                   np.arange(6, dtype=f32), axis=1))
+    held = normalize_token._lookup.pop(cp.ndarray, None)
+    try:
+        normalize_token.register(cp.ndarray, lambda a: ("mine", a.shape))
+        dmlq.quantize_linear(x, v, axis=1)  # registers dmlq's rule over the user's, which it calls outside
+        assert tokenize(v) == tokenize(cp.zeros(6, f32)) != tokenize(cp.zeros(5, f32))  # the user's rule
+        assert dmlq.quantize_linear(x, v, axis=1).name != dmlq.quantize_linear(x, v, axis=1).name
+    finally:
+        normalize_token._lookup.pop(cp.ndarray, None)
+        if held is not None:
+            normalize_token._lookup[cp.ndarray] = held

@@ -266,9 +266,17 @@ class ndarray:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
+    def __reduce__(self):
+        # CuPy 14's ndarray.__reduce__ (cupy/_core/core.pyx): the array rebuilt from a host copy, so
+        # pickling one (dask's tokenize of an object it has no rule for) downloads it
+        return array, (self.get(order="A"),)
+
     # -- copies to the host (synchronous)
     def get(self, stream=None, order="C", out=None, blocking=True):
-        """A copy on ``stream`` (the current one), after its earlier work."""
+        """A copy on ``stream`` (the current one), after its earlier work; as CuPy 14, an empty
+        array without ``out`` is a new NumPy array at once (no copy, no wait)."""
+        if out is None and self.size == 0:
+            return np.ndarray(self.shape, dtype=self.dtype)
         _cuda._refuse_while_capturing("cudaMemcpy (device to host)")
         counts["downloads"] += 1
         _cuda.settle(stream)
