@@ -2,11 +2,18 @@
 // m64n128k32 (sm_90a only: the launcher compiles this file with -arch=sm_90a and
 // only for compute capability 9.0).
 //
-// Variant (one template, one config): matmul_wgmma<TA, TB, TO, 128, 128, 64, 4>:
-//   256 threads (two warpgroups, each 64 rows x 128 columns of the block tile),
-//   4-stage cp.async pipeline, 64 KiB dynamic shared memory. Written without a
-//   GPU (2026-11-28): selection does not pick it until a GPU run has checked and
-//   timed it (dmlq/gpu/matmul.py, WGMMA_CONFIGS); the benchmarks force it.
+// Variants (one template): matmul_wgmma<TA, TB, TO, 128, 128, BK, STAGES>, 256
+// threads (two warpgroups, each 64 rows x 128 columns of the block tile):
+//   wgmma-128x128       BK 64, 4-stage cp.async pipeline, 64 KiB dynamic shared
+//                       memory: 2 wgmma a warpgroup per k tile.
+//   wgmma-128x128-k128  BK 128, 3 stages, 96 KiB: 4 wgmma a warpgroup per k tile
+//                       for the same waits, barrier and loop (the issue cost per
+//                       wgmma about halved; the next version to time, below).
+//   Both keep 2 blocks an SM; the first copies two tiles ahead, the second one
+//   (the same time ahead: its tiles take twice as long).
+// Written without a GPU (2026-11-28): selection picks neither until a GPU run has
+// checked and timed them (dmlq/gpu/matmul_configs.py, WGMMA_CONFIGS); the
+// benchmarks force them.
 //
 // Why: mma.sync is not Hopper's full-rate path. The mma kernel (matmul_mma.cu)
 // measured 0.34-0.35 of the int8 dense peak at 8192^3 on an H200, torch._int_mm
@@ -26,24 +33,30 @@
 //   zero-point terms and the output type's step, about 40 instructions a warp
 //   for 32 outputs), its stores two adjacent outputs a lane, rows apart across
 //   the warp (L2 merges the sectors). About 0.65 of the peak with a 0.70 main loop.
+//   Issue (static, sm_90a, 2 blocks = 16 warps an SM): the 64-byte tile costs a warp
+//   about 100 instructions on the fast path for its warpgroup's 2 wgmma (128 clocks
+//   of tensor-core work an SM): 16 * 100 / 4 schedulers = 400 issue clocks per 512
+//   tensor clocks, 0.78. The 128-byte tile: about 118 for 4 wgmma, 0.46.
 //
 // Data path:
-//   A tiles (BM rows x 64 bytes of a, K contiguous) and B tiles (BN rows x 64
+//   A tiles (BM rows x BK bytes of a, K contiguous) and B tiles (BN rows x BK
 //   bytes of b transposed) are copied by 16-byte cp.async into the canonical
 //   no-swizzle K-major layout of the PTX ISA's wgmma shared-memory matrices: core
 //   matrices of 8 rows x 16 bytes (128 contiguous bytes, row r at 16 * r), the
-//   4 core matrices of a row group's 64 bytes of K 128 bytes apart (the leading
-//   byte offset, LBO) and row groups 512 bytes apart (the stride byte offset,
-//   SBO). A warp's 32 copies fill one 512-byte row group: no bank conflicts.
-//   Per k tile each warpgroup issues two wgmma (k 0-31, then 32-63: the
-//   descriptors' start address 256 bytes on), A and B both from shared memory.
+//   BK / 16 core matrices of a row group's BK bytes of K 128 bytes apart (the
+//   leading byte offset, LBO) and row groups 8 * BK bytes apart (the stride byte
+//   offset, SBO). A warp's 32 copies of one 64-byte half fill 512 contiguous
+//   bytes of one row group: no bank conflicts. Per k tile each warpgroup issues
+//   BK / 32 wgmma (k 0-31, 32-63, ...: the descriptors' start address 256 bytes
+//   on each), A and B both from shared memory.
 //   Edges: rows past M (or N) are not copied (they feed only outputs that are
 //   not stored); k past K is zero-filled (cp.async src-size), which adds 0.
 //   Ordering: each thread's cp.async copies are waited for, then
 //   fence.proxy.async makes them visible to the tensor cores' (async) proxy,
 //   then the block barrier. wgmma.wait_group 1 before the barrier of tile kt
-//   retires the group of tile kt - 2, whose stage the copies of tile kt + 2 then
-//   overwrite (4 stages: kt - 2, kt - 1 in the tensor cores, kt, kt + 1 staged).
+//   retires the group of tile kt - 2, whose stage the copies of tile
+//   kt + STAGES - 2 then overwrite (4 stages: kt - 1 and kt in the tensor cores,
+//   kt + 1 staged, kt + 2 copied; 3 stages: kt + 1 copied).
 //   Output: thread (warp w of its warpgroup, lane 4g + t) holds, in register i
 //   (j = i / 4, r = i % 4), the sum of row 16w + g + 8(r / 2), column
 //   8j + 2t + r % 2 of its warpgroup's 64 x 128 tile; unsplit, each output is
@@ -54,16 +67,21 @@
 
 namespace dmlq_wgmma {
 
-// Byte offset of (row, 16-byte chunk kc) in a tile of 64-byte rows (see above).
-__device__ __forceinline__ int tile_off(int row, int kc) { return (row >> 3) * 512 + kc * 128 + (row & 7) * 16; }
-constexpr unsigned kLBO = 128, kSBO = 512;
+// Byte offset of (row, 16-byte chunk kc) in a tile of BK-byte rows (see above): a
+// row group of 8 rows is BK / 16 core matrices, 128 bytes apart (LBO), and row
+// groups are 8 * BK bytes apart (SBO).
+template <int BK>
+__device__ __forceinline__ int tile_off(int row, int kc) { return (row >> 3) * (8 * BK) + kc * 128 + (row & 7) * 16; }
+constexpr unsigned kLBO = 128;
 
 // The shared-memory matrix descriptor of a K-major operand at shared address
-// `addr`: start address, LBO and SBO in 16-byte units (bits 0-13, 16-29,
-// 32-45), base offset 0, no swizzle (bits 62-63 zero).
+// `addr` in tiles of BK-byte rows: start address, LBO and SBO in 16-byte units
+// (bits 0-13, 16-29, 32-45), base offset 0, no swizzle (bits 62-63 zero).
+template <int BK>
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr) {
+  constexpr unsigned long long sbo = 8 * BK;
   return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
-         (static_cast<unsigned long long>(kLBO >> 4) << 16) | (static_cast<unsigned long long>(kSBO >> 4) << 32);
+         (static_cast<unsigned long long>(kLBO >> 4) << 16) | ((sbo >> 4) << 32);
 }
 
 __device__ __forceinline__ void wg_fence() { DMLQ_PTX_MEM("wgmma.fence.sync.aligned;", (), ()); }
@@ -125,10 +143,11 @@ matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict_
              const float* bias, int64 bias_bs, int64 bias_ld, int64 bp_bs, int k_group,
              int splits, int k_chunk, int* __restrict__ partial) {
   using namespace dmlq_wgmma;
-  static_assert(BM == 128 && BN == 128 && BK == 64, "two warpgroups of 64 x 128, 64-byte k tiles");
-  static_assert(STAGES == 4, "the wait_group 1 / stage reuse order below assumes 4 stages");
+  static_assert(BM == 128 && BN == 128 && (BK == 64 || BK == 128), "two warpgroups of 64 x 128, 64- or 128-byte k tiles");
+  static_assert(STAGES >= 3, "tile kt + STAGES - 2 is copied into the stage of tile kt - 2, which wait_group 1 retires");
   constexpr int NT = 256;
   constexpr int A_STAGE = BM * BK, B_STAGE = BN * BK;
+  constexpr int HALVES = BK / 64;  // 64-byte halves of a tile row: a thread copies 2 rows x HALVES chunks an operand
 
   DMLQ_DYNAMIC_SHARED(128, unsigned char, smem);
   dmlq_mma::check_launch(NT, STAGES * (A_STAGE + B_STAGE));
@@ -148,10 +167,11 @@ matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict_
   const int tid = threadIdx.x;
   const unsigned sA = dmlq::smem_u32(smem), sB = sA + STAGES * A_STAGE;
 
-  // Copy assignment: chunk i (0, 1) of a thread is row (tid + 256 i) / 4 of the
-  // tile, 16-byte chunk tid % 4 of its 64 bytes; the same for A and B. Rows past M
-  // (N) are not copied. The source pointers move on one k tile per load (tiles are
-  // loaded in order), the stage counts round.
+  // Copy assignment: a thread copies rows tid / 4 and tid / 4 + 64 of the tile, in
+  // each 64-byte half h of a row its 16-byte chunk tid % 4 + 4 h (a warp's 32 copies
+  // of one half fill one row group's 512 bytes: no bank conflicts); the same for A
+  // and B. Rows past M (N) are not copied. The source pointers move on one k tile
+  // per load (tiles are loaded in order), the stage counts round.
   const int kc = tid & 3;
   const unsigned char* a_src[2];
   const unsigned char* b_src[2];
@@ -166,8 +186,8 @@ matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict_
                k_begin + kc * 16;
     b_src[i] = reinterpret_cast<const unsigned char*>(B + (b_in[i] ? static_cast<int64>(n0 + row) * ldb : 0)) +
                k_begin + kc * 16;
-    a_dst[i] = sA + tile_off(row, kc);
-    b_dst[i] = sB + tile_off(row, kc);
+    a_dst[i] = sA + tile_off<BK>(row, kc);
+    b_dst[i] = sB + tile_off<BK>(row, kc);
   }
   int load_k = k_begin;   // the next tile to load: its first k and its stage
   int load_st = 0;
@@ -177,18 +197,27 @@ matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict_
     const unsigned a_off = load_st * A_STAGE, b_off = load_st * B_STAGE;
     if (load_k + BK <= k_end) {
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        if (a_in[i]) dmlq::cp_async16_whole(a_dst[i] + a_off, a_src[i]);
-        if (b_in[i]) dmlq::cp_async16_whole(b_dst[i] + b_off, b_src[i]);
-      }
-    } else {
-      const unsigned bytes = static_cast<unsigned>(min(max(k_end - (load_k + kc * 16), 0), 16));
+      for (int h = 0; h < HALVES; ++h)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        // a chunk past K (bytes 0) is still written: zeros, so the product adds nothing (its
-        // source, never read, is the matrix's first byte)
-        if (a_in[i]) dmlq::cp_async16(a_dst[i] + a_off, bytes ? a_src[i] : reinterpret_cast<const unsigned char*>(A), bytes);
-        if (b_in[i]) dmlq::cp_async16(b_dst[i] + b_off, bytes ? b_src[i] : reinterpret_cast<const unsigned char*>(B), bytes);
+        for (int i = 0; i < 2; ++i) {
+          if (a_in[i]) dmlq::cp_async16_whole(a_dst[i] + a_off + 512 * h, a_src[i] + 64 * h);
+          if (b_in[i]) dmlq::cp_async16_whole(b_dst[i] + b_off + 512 * h, b_src[i] + 64 * h);
+        }
+    } else {
+#pragma unroll
+      for (int h = 0; h < HALVES; ++h) {
+        const unsigned bytes = static_cast<unsigned>(min(max(k_end - (load_k + 64 * h + kc * 16), 0), 16));
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          // a chunk past K (bytes 0) is still written: zeros, so the product adds nothing (its
+          // source, never read, is the matrix's first byte)
+          if (a_in[i])
+            dmlq::cp_async16(a_dst[i] + a_off + 512 * h, bytes ? a_src[i] + 64 * h : reinterpret_cast<const unsigned char*>(A),
+                             bytes);
+          if (b_in[i])
+            dmlq::cp_async16(b_dst[i] + b_off + 512 * h, bytes ? b_src[i] + 64 * h : reinterpret_cast<const unsigned char*>(B),
+                             bytes);
+        }
       }
     }
 #pragma unroll
@@ -203,7 +232,7 @@ matmul_wgmma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict_
   const int wg = tid >> 7;  // warpgroup: rows 64 wg .. 64 wg + 63 of the tile
   // Descriptors are linear in the address (the start field, in 16-byte units, does
   // not carry below 256 KiB): stage and k step are added to stage 0's.
-  const unsigned long long da0 = smem_desc(sA + wg * 64 * BK), db0 = smem_desc(sB);
+  const unsigned long long da0 = smem_desc<BK>(sA + wg * 64 * BK), db0 = smem_desc<BK>(sB);
   int d[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) d[i] = 0;

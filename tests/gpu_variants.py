@@ -190,8 +190,9 @@ if matmul.HAVE_MMA:
 if matmul.HAVE_MMA_PACKED:
     case("mma known answers, packed int4 b", "mma-128x128")(lambda xp: _known_answer_mma(xp, I4))
 if matmul.HAVE_WGMMA:  # (a device of compute capability 9.0: the stand-in's H100, a GPU session's H100/H200)
-    case("wgmma known answers: identity, ones, one nonzero", "wgmma-128x128")(
-        lambda xp: _known_answer_mma(xp, I8, "wgmma-128x128"))
+    for _v in matmul.WGMMA_CONFIGS:
+        case(f"{_v} known answers: identity, ones, one nonzero", _v)(
+            lambda xp, _v=_v: _known_answer_mma(xp, I8, _v))
 
 # aligned rows (16-byte cp.async), ragged ones (4-byte), a batch with per-batch b parameters
 _SHAPES = {"aligned": (64, 128, 64), "ragged": (37, 70, 45)}

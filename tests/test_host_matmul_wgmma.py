@@ -1,4 +1,4 @@
-"""The Hopper wgmma kernel (cuda/matmul_wgmma.cu, variant "wgmma-128x128") on the host harness,
+"""The Hopper wgmma kernel (cuda/matmul_wgmma.cu, both variants: 64- and 128-byte k tiles) on the host harness,
 whose PTX interpreter emulates wgmma from the PTX ISA (tests/cuda_host): every edge of its
 staging (a tile inside K with whole 16-byte copies, the last tile of a ragged K with byte
 counts and zero fill, rows past M and N never copied), several tiles and a split K, the
@@ -16,7 +16,13 @@ from dmlq.gpu.matmul import plan_tiled
 from test_host_matmul_staging import TYPES, run_case
 
 pytestmark = pytest.mark.skipif(not matmul.HAVE_WGMMA, reason="matmul_wgmma.cu absent")
-V = "wgmma-128x128"
+VARIANTS = tuple(matmul.WGMMA_CONFIGS)
+
+
+@pytest.fixture(params=VARIANTS)
+def V(request):
+    return request.param
+
 
 # (M, K, N, lda, A skew, ldb, B skew, batch (count, A stride, B stride), splits)
 CASES = [
@@ -28,7 +34,9 @@ CASES = [
     (1, 68, 9, 80, 0, 9, 1, None, None),          # one row of a; N = 9, b at an odd address
     (131, 63, 129, 64, 0, 129, 0, None, None),    # K = 63 (one part tile), M and N one past a tile
     (24, 100, 28, 112, 0, 28, 0, (2, 2704, 2800), None),  # a batch
-    (200, 384, 260, 384, 0, 260, 0, None, None),  # 2 x 3 tiles of 6 k tiles: the 4-stage ring turns
+    (200, 384, 260, 384, 0, 260, 0, None, None),  # 2 x 3 tiles of 6 (3) k tiles: the 4-stage ring turns
+    (40, 960, 24, 960, 0, 24, 0, None, 1),        # 15 (8) k tiles unsplit, the 3-stage ring turns twice
+    (20, 192, 9, 192, 0, 9, 0, None, None),       # K = 192: a last 128-byte tile's second half all zero fill
     (33, 70, 17, 70, 4, 17, 0, None, None),       # a's rows not 16 bytes apart: its padded copy
 ]
 
@@ -38,16 +46,16 @@ def _names(host):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_emulated_wgmma_edges(host, rng, case):
+def test_emulated_wgmma_edges(host, rng, case, V):
     M, K, N, lda, a_skew, ldb, b_skew, batch, splits = case
     types = TYPES[(M + K + N) % 4]
     names = run_case(host, rng, V, M, K, N, lda, a_skew, ldb, b_skew, types, batch, splits)
     assert any(n.startswith("matmul_wgmma<") for n in names), names
     # unsplit the kernel finishes each output itself; split, the split-K epilogue adds the partials
-    assert any(n.startswith("matmul_splitk_epilogue<") for n in names) is bool(splits), names
+    assert any(n.startswith("matmul_splitk_epilogue<") for n in names) is bool(splits and splits > 1), names
 
 
-def _int_family(a, a_zp, b, b_zp, out, a_s=None, b_s=None, bias=None, splits=None):
+def _int_family(V, a, a_zp, b, b_zp, out, a_s=None, b_s=None, bias=None, splits=None):
     """matmul_integer (int32 out) or matmul_integer_to_float forced onto the wgmma kernel."""
     op = "matmul_integer" if out.dtype == np.int32 else "matmul_integer_to_float"
     plan = plan_tiled(op, a, a_zp is not None, b, b_zp is not None, out, variant=V, splits=splits)
@@ -60,7 +68,7 @@ def _int_family(a, a_zp, b, b_zp, out, a_s=None, b_s=None, bias=None, splits=Non
 
 
 @pytest.mark.parametrize("ta,tb", [(a, b) for a in ("int8", "uint8") for b in ("int8", "uint8")])
-def test_emulated_wgmma_extremes_at_the_int32_limit(host, ta, tb):
+def test_emulated_wgmma_extremes_at_the_int32_limit(host, ta, tb, V):
     """Every element at its type's extreme, zero points at the other extreme, K = 32768 (the
     int32 path's limit): the corrected sums reach their largest magnitude, exact."""
     M, N, K = 3, 5, 32768
@@ -68,12 +76,12 @@ def test_emulated_wgmma_extremes_at_the_int32_limit(host, ta, tb):
     b = np.full((K, N), np.iinfo(tb).max, tb)
     a_zp, b_zp = np.array([np.iinfo(ta).max], ta), np.array([np.iinfo(tb).min], tb)
     want = ref.matmul_integer(a, a_zp, b, b_zp, np.empty((M, N), np.int32))
-    out = _int_family(a, a_zp, b, b_zp, np.full((M, N), 0x5A5A5A5A, np.int32))
+    out = _int_family(V, a, a_zp, b, b_zp, np.full((M, N), 0x5A5A5A5A, np.int32))
     np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.parametrize("to", [np.float32, np.float16, np.int32])
-def test_emulated_wgmma_integer_family(host, rng, to):
+def test_emulated_wgmma_integer_family(host, rng, to, V):
     """matmul_integer (int32) and matmul_integer_to_float (float32/float16, a bias) on the wgmma
     kernel, unsplit and split: the same sums, each operator's own epilogue."""
     M, K, N = 70, 150, 90
@@ -90,15 +98,15 @@ def test_emulated_wgmma_integer_family(host, rng, to):
         out.view(np.uint8)[...] = 0x5A
         if to == np.int32:
             want = ref.matmul_integer(a, a_zp, b, b_zp, np.empty((M, N), to))
-            _int_family(a, a_zp, b, b_zp, out, splits=splits)
+            _int_family(V, a, a_zp, b, b_zp, out, splits=splits)
         else:
             want = ref.matmul_integer_to_float(a, a_s, a_zp, b, b_s, b_zp, bias, np.empty((M, N), to))
-            _int_family(a, a_zp, b, b_zp, out, a_s, b_s, bias, splits=splits)
+            _int_family(V, a, a_zp, b, b_zp, out, a_s, b_s, bias, splits=splits)
         np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
         assert any(n.startswith("matmul_wgmma<uint8, int8") for n in _names(host)), _names(host)
 
 
-def test_emulated_wgmma_broadcast_and_transposed_b(host, rng):
+def test_emulated_wgmma_broadcast_and_transposed_b(host, rng, V):
     """A batch of a beside one b (its transposed copy made once, batch stride 0), where b is
     itself a transposed view."""
     a = rng.integers(-128, 128, (3, 40, 96)).astype(np.int8)
@@ -112,7 +120,7 @@ def test_emulated_wgmma_broadcast_and_transposed_b(host, rng):
     assert any("copied transposed" in note for note in plan.notes), plan.notes
 
 
-def test_wgmma_is_forced_only_and_on_9_0_alone():
+def test_wgmma_is_forced_only_and_on_9_0_alone(V):
     """Selection does not take the kernel (no GPU has checked it yet); forced on a device of
     another compute capability, or with a packed b, it is a ValueError naming the variant,
     before any launch."""
@@ -126,7 +134,7 @@ def test_wgmma_is_forced_only_and_on_9_0_alone():
     for cc in (80, 89, 100):
         dev = harness.HostDevice(cc=cc)
         try:
-            with device.using(dev), pytest.raises(ValueError, match=r"'wgmma-128x128' runs on compute capability 9\.0"):
+            with device.using(dev), pytest.raises(ValueError, match=rf"'{V}' runs on compute capability 9\.0"):
                 qmm.quantized_matmul(a, s, None, b, s, None, s, None, np.empty((4, 4), np.int8), variant=V)
             assert not dev.calls
         finally:
@@ -138,7 +146,7 @@ def test_wgmma_is_forced_only_and_on_9_0_alone():
     data = pack(np.zeros((8, 4), ml_dtypes.int4)).data  # a packed int4 b, as the kernels take it
     dev = harness.HostDevice(cc=90)
     try:
-        with device.using(dev), pytest.raises(ValueError, match="'wgmma-128x128' does not apply to a packed 4-bit b"):
+        with device.using(dev), pytest.raises(ValueError, match=f"'{V}' does not apply to a packed 4-bit b"):
             qmm.quantized_matmul(a, s, None, data, s, None, s, None, np.empty((4, 4), np.int8), ("int4", (8, 4), True),
                                  variant=V)
         assert not dev.calls

@@ -100,6 +100,7 @@ MMA_CONFIGS = {
 }
 WGMMA_CONFIGS = {
     "wgmma-128x128": WgmmaConfig(bm=128, bn=128, bk=64, stages=4, threads=256),  # 2 warpgroups of 64x128
+    "wgmma-128x128-k128": WgmmaConfig(bm=128, bn=128, bk=128, stages=3, threads=256),  # 4 wgmma per k tile
 }
 CONFIGS: dict[str, Any] = {**DP4A_CONFIGS, **MMA_CONFIGS, **WGMMA_CONFIGS}
 # quantized_matmul with a packed 4-bit b at small M: cuda/matmul_stream_packed.cu
