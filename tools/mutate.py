@@ -968,7 +968,7 @@ MUTATIONS: list[Mutation] = [
       "row ranges folded (dask chunk): minima written at the row's index, not its pair's", "index"),
     # matmul_wgmma.cu (session 35): Hopper's wgmma from shared-memory descriptors, the 4-stage ring
     M("matmul_wgmma.cu", "(static_cast<unsigned long long>(kLBO >> 4) << 16) | ((sbo >> 4) << 32);",
-      "(static_cast<unsigned long long>(sbo >> 4) << 16) | ((kLBO >> 4) << 32);",
+      "(static_cast<unsigned long long>(sbo >> 4) << 16) | (static_cast<unsigned long long>(kLBO >> 4) << 32);",
       "descriptors: leading and stride byte offsets swapped", "layout"),
     M("matmul_wgmma.cu", "kc * 128 + (row & 7) * 16; }", "kc * 128 + (row & 7) * 8; }",
       "staging: rows of a core matrix 8 bytes apart, not 16", "layout"),
