@@ -416,8 +416,11 @@ def _build_matmul(case, impl, limits, seed):
                                   int8_sets()), logical, ops, _roofline(peak, ops, logical, limits))
     if impl.startswith("dmlq:"):  # the variants live in dmlq.gpu.matmul, the entry point in qmm
         mod, v = importlib.import_module("dmlq.gpu.qmm"), impl[5:]
+        # wgmma reads b K-major: it gets the (N, K) weight's transposed view, read as it is (as
+        # torch._int_mm gets its preferred layout below); the other kernels read b (K, N) row-major
+        sets = [(a, bt.T, o) for a, bt, o in int8_sets(b_transposed=True)] if v.startswith("wgmma") else int8_sets()
         return Prepared(_rotating(lambda a, b, o: mod.quantized_matmul(a, a_s, None, b, b_s, None, o_s, None,
-                                                                      o, variant=v), int8_sets()),
+                                                                      o, variant=v), sets),
                         logical, ops, _roofline(peak, ops, logical, limits))
     if impl.startswith("peer:cupy-matmul-"):
         fdt = np.dtype(np.float16 if impl.endswith("f16") else np.float32)

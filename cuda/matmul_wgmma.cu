@@ -27,9 +27,10 @@
 //   against 128 B/clk per SM. L2 -> SM: M*N*K*(1/BM + 1/BN) bytes, 8.6 GB at
 //   8192^3: 7.7 TB/s at 0.50 of the peak (the grouped block order of the mma
 //   kernel keeps DRAM near M*K + K*N + M*N).
-//   Costs outside the main loop: b is staged transposed (N rows of K bytes, K
-//   padded to 16: 8-bit wgmma reads both operands K-major), 2*K*N bytes, 40 us
-//   at 8192^2 at 3.35 TB/s; the epilogue runs in the kernel (per output: the
+//   Costs outside the main loop: a b that is not already N rows of K contiguous
+//   bytes 16 bytes apart (8-bit wgmma reads both operands K-major) is staged
+//   transposed, K padded to 16, 2*K*N bytes, 40 us at 8192^2 at 3.35 TB/s; the
+//   transposed view of an (N, K) weight (x @ w.T) is read as it is; the epilogue runs in the kernel (per output: the
 //   zero-point terms and the output type's step, about 40 instructions a warp
 //   for 32 outputs), its stores two adjacent outputs a lane, rows apart across
 //   the warp (L2 merges the sectors). About 0.65 of the peak with a 0.70 main loop.

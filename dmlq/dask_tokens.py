@@ -25,15 +25,17 @@ from dask.base import normalize_token
 from .packing import Packed
 
 _BUILDING: contextvars.ContextVar = contextvars.ContextVar("dmlq_dask_tokens", default=None)
+_RULES: set = set()  # the rules registered here (one per device array type)
 
 
 def _is_device_array(v) -> bool:
-    return hasattr(type(v), "__cuda_array_interface__") and not hasattr(v, "__dask_graph__")
+    """A CuPy array (or any array in device memory: a CPU torch tensor refuses the interface)."""
+    return not hasattr(v, "__dask_graph__") and hasattr(v, "__cuda_array_interface__")
 
 
 def _register(cls) -> None:
     previous = normalize_token.dispatch(cls)
-    if getattr(previous, "dmlq_device_token", False):  # ours, still registered
+    if previous in _RULES:  # ours, still registered
         return
 
     def token(v):
@@ -46,7 +48,7 @@ def _register(cls) -> None:
             held = tokens[id(v)] = (v, name)
         return held[1]
 
-    token.dmlq_device_token = True
+    _RULES.add(token)
     normalize_token.register(cls, token)
 
 

@@ -106,18 +106,66 @@ def test_emulated_wgmma_integer_family(host, rng, to, V):
         assert any(n.startswith("matmul_wgmma<uint8, int8") for n in _names(host)), _names(host)
 
 
-def test_emulated_wgmma_broadcast_and_transposed_b(host, rng, V):
-    """A batch of a beside one b (its transposed copy made once, batch stride 0), where b is
-    itself a transposed view."""
-    a = rng.integers(-128, 128, (3, 40, 96)).astype(np.int8)
-    b = rng.integers(0, 256, (72, 96)).astype(np.uint8).T  # (96, 72), rows 1 byte apart
-    s = np.float32([0.01])
-    want = ref.quantized_matmul(a, s, None, b, s, None, s, None, np.empty((3, 40, 72), np.int8))
-    out = np.full((3, 40, 72), 0x5A, np.uint8).view(np.int8)
-    qmm.quantized_matmul(a, s, None, b, s, None, s, None, out, variant=V)
-    np.testing.assert_array_equal(out, want)
+def _aligned(x, skew=0):
+    """A copy of ``x`` at an address 16 * k + skew (its strides C-order)."""
+    buf = np.empty(x.nbytes + 32, np.uint8)
+    off = (-buf.ctypes.data) % 16 + skew
+    y = buf[off:off + x.nbytes].view(x.dtype).reshape(x.shape)
+    y[...] = x
+    return y
+
+
+def _transposed_notes(a, b, s, out, V):
     plan = qmm.plan_quantized_matmul(a, s, None, b, s, None, s, None, out, variant=V)
-    assert any("copied transposed" in note for note in plan.notes), plan.notes
+    return [note for note in plan.notes if "copied transposed" in note]
+
+
+def test_emulated_wgmma_reads_a_k_major_b_as_it_is(host, rng, V):
+    """b already N rows of K contiguous bytes, 16 bytes apart (x @ w.T of an (N, K) weight: the
+    layout torch's Linear keeps), is read as it is, no transposed copy: 2-D beside a batch of a
+    (batch stride 0), a batch of such matrices, and with both zero points (b's column sums are
+    then its rows' sums, read from b itself)."""
+    s = np.float32([0.01])
+    w = _aligned(rng.integers(0, 256, (72, 96)).astype(np.uint8))  # (N, K), rows 96 bytes apart
+    wb = _aligned(rng.integers(-128, 128, (3, 40, 112)).astype(np.int8))  # a batch of (N, K), K = 112
+    cases = [(rng.integers(-128, 128, (3, 40, 96)).astype(np.int8), w.T, None, None),
+             (rng.integers(0, 256, (3, 24, 112)).astype(np.uint8), wb.swapaxes(-1, -2), None, None),
+             (rng.integers(0, 256, (50, 96)).astype(np.uint8), w.T, np.uint8(7), np.uint8(200))]
+    for a, b, a_zp, b_zp in cases:
+        shape = a.shape[:-1] + b.shape[-1:]
+        want = ref.quantized_matmul(a, s, a_zp, b, s, b_zp, s, None, np.empty(shape, np.int8))
+        out = np.full(shape, 0x5A, np.uint8).view(np.int8)
+        host.calls.clear()
+        qmm.quantized_matmul(a, s, a_zp, b, s, b_zp, s, None, out, variant=V)
+        np.testing.assert_array_equal(out, want)
+        assert any(c[0].startswith("matmul_wgmma<") for c in host.calls), _names(host)
+        plan = qmm.plan_quantized_matmul(a, s, a_zp, b, s, b_zp, s, None, out, variant=V)
+        assert not any("b copied" in note for note in plan.notes), plan.notes
+
+
+def _batch_808(rng):
+    """Two K-major (32, 20) int8 matrices, rows 32 bytes apart, matrices 808 bytes apart."""
+    base = _aligned(rng.integers(-128, 128, (2 * 808,)).astype(np.int8))
+    return np.lib.stride_tricks.as_strided(base, (2, 20, 32), (808, 32, 1)).swapaxes(-1, -2)
+
+
+def test_emulated_wgmma_copies_b_transposed_otherwise(host, rng, V):
+    """b that is not K-major rows 16 bytes apart is copied transposed first: row-major b, K-major
+    rows 70 bytes apart, K-major rows at an address off 16 bytes, and a K-major batch whose
+    matrices are 808 bytes apart (16 * 50 + 8); each bit for bit."""
+    s = np.float32([0.01])
+    w64 = _aligned(rng.integers(-128, 128, (20, 64)).astype(np.int8))
+    cases = [(rng.integers(0, 256, (30, 64)).astype(np.uint8), _aligned(rng.integers(-128, 128, (64, 20)).astype(np.int8))),
+             (rng.integers(0, 256, (30, 70)).astype(np.uint8), _aligned(rng.integers(-128, 128, (20, 70)).astype(np.int8)).T),
+             (rng.integers(0, 256, (30, 64)).astype(np.uint8), _aligned(w64, skew=4).T),
+             (rng.integers(0, 256, (2, 30, 32)).astype(np.uint8), _batch_808(rng))]
+    for a, b in cases:
+        shape = a.shape[:-1] + b.shape[-1:]
+        want = ref.quantized_matmul(a, s, None, b, s, None, s, None, np.empty(shape, np.int8))
+        out = np.full(shape, 0x5A, np.uint8).view(np.int8)
+        qmm.quantized_matmul(a, s, None, b, s, None, s, None, out, variant=V)
+        np.testing.assert_array_equal(out, want)
+        assert _transposed_notes(a, b, s, out, V), (b.shape, b.strides)
 
 
 def test_wgmma_is_forced_only_and_on_9_0_alone(V):

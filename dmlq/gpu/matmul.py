@@ -303,6 +303,13 @@ def _padded_shape(x):
     return x.shape[:-1] + (-(-x.shape[-1] // 16) * 16,)
 
 
+def _k_major16(b) -> bool:
+    """Whether ``b`` (..., K, N) already is what the wgmma kernel reads: N rows of K contiguous
+    bytes whose start, row stride and used batch strides are multiples of 16 bytes."""
+    t = b.swapaxes(-1, -2)
+    return b.size > 0 and _staging(t, True) == AS_IS and cp_async_width(t) == 16
+
+
 def _staged(x, how: str):
     """A stand-in for the array the kernel reads: the operand or the copy that
     :func:`_stage` will make (same strides, addresses as aligned); a packed b's
@@ -429,8 +436,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     stage_a = _staging(a, mma)
     if wg and (stage_a != AS_IS or cp_async_width(a) != 16):  # the wgmma kernel copies 16 bytes only
         stage_a = PADDED
-    if wg:
-        stage_b = TRANSPOSED
+    if wg:  # b read K-major: as it is where it already is (x @ w.T of an (N, K) weight), else a transposed copy
+        stage_b = AS_IS if _k_major16(b) else TRANSPOSED
     elif p4 and mma:  # cp.async needs whole-byte rows at aligned addresses, else padded rows
         stage_b = AS_IS if b.size == 0 or packed.mma_width(b, device.ptr(b.data)) else PADDED
     else:
