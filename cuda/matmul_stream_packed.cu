@@ -4,7 +4,8 @@
 // included (docs/semantics.md).
 //
 // Kernels (TA int8 or uint8; TB packed_int4 or packed_uint4 (cuda/packed4.cuh),
-// or int8 or uint8 (an 8-bit b: see "8-bit b" below); TO int8 or uint8, the
+// or int8 or uint8 (an 8-bit b: see "8-bit b" below), or kmajor_int8 or
+// kmajor_uint8 (an 8-bit b held K-major: "K-major 8-bit b"); TO int8 or uint8, the
 // requantized output; int, float or float16 for the grouped finish):
 //   matmul_stream_packed<TA, TB, TO, MT>   MT in 1, 4, 16: M <= MT rows
 //     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/matmul.py select_variant:
@@ -112,6 +113,23 @@
 // rows of K: all mod 2^32, exact while |sum| < 2^31, i.e. 255 * 255 * K, so K
 // <= 33025 (selection: 32768). Rows past K are zeros in both operands, so the
 // sums skip them; rows counts only real ones.
+// K-major 8-bit b (TB kmajor_int8 / kmajor_uint8, session 36): b's (K, N) matrix
+// held as N columns of K contiguous bytes, ldb elements apart (the transposed
+// view of an (N, K) weight: torch's Linear layout, x @ w.T), which the row-major
+// path copies to rows first (reading and writing b once more: three passes over
+// the weight where the limit is one). Here each thread loads two 16-byte vectors
+// a stage of one column (thread t: column t / 2, vectors t % 2 and t % 2 + 2 of
+// its 64 bytes; a warp reads 16 columns x 32 bytes an instruction: one sector
+// each), stored raw[column][vector ^ ((column / 2) % 4)] (the swizzle spreads a
+// quarter warp's 16-byte reads below over all 32 banks); a vector past the
+// chunk's end, or one on the byte path (16-byte path: b's start, each matrix's
+// offset and ldb multiples of 16; the planner takes this layout only then), has
+// zeros past it. The transpose is none: a column's k-words are its bytes as they
+// came, so thread t moves k-words 8 (t / 64) .. + 7 of column t % 64 (two 16-byte
+// shared reads, eight word stores down Bt's column, conflict-free) against the
+// row-major transpose's eight words through two 4x4 byte transposes. The rest
+// (a's words, dp4a, the zero points, the sums and outputs) is the row-major
+// kernel's. Not yet run on a GPU; the host harness checks every operator.
 //
 // Napkin math (H100 SXM: 3.35 TB/s HBM3, 132 SMs, 65536 registers and 2048
 // threads per SM, 4 issue slots/SM/clk at ~1.75 GHz = 29.6e12
@@ -240,6 +258,12 @@ __device__ __forceinline__ uint4 bytes16(const uint8* B, int64 e, int n, int N) 
 template <typename TB> struct bword { typedef TB type; };
 template <> struct bword<packed_int4> { typedef int8 type; };
 template <> struct bword<packed_uint4> { typedef int8 type; };
+template <> struct bword<kmajor_int8> { typedef int8 type; };
+template <> struct bword<kmajor_uint8> { typedef uint8 type; };
+// Whether b is an 8-bit b held K-major (kmajor_int8 / kmajor_uint8: see "K-major b" above).
+template <typename TB> struct kmajor { static constexpr bool value = false; };
+template <> struct kmajor<kmajor_int8> { static constexpr bool value = true; };
+template <> struct kmajor<kmajor_uint8> { static constexpr bool value = true; };
 
 }  // namespace stream4
 }  // namespace dmlq
@@ -264,6 +288,7 @@ __device__ __forceinline__ void body(
     int k_chunk, int* __restrict__ partial, int group, int64 zp_ld) {
   typedef shape<MT> S;
   constexpr bool P4 = b_value<TB>::packed;  // else an 8-bit b
+  constexpr bool KM = kmajor<TB>::value;     // an 8-bit b held K-major: ldb elements between columns
   constexpr bool INT4 = P4 && static_cast<typename b_value<TB>::type>(-1) < 0;
   typedef typename bword<TB>::type BW;
   constexpr int VECS = P4 ? 1 : 2;       // 16-byte vectors of b per thread and stage
@@ -301,7 +326,18 @@ __device__ __forceinline__ void body(
   // by byte; rows past the chunk: zeros) stored at once; one cp.async group either way (empty
   // past the chunk's last stage), so the wait below counts stages.
   auto fill = [&](int k0, int slot) {
-    if (k0 < Ke) {
+    if (KM && k0 < Ke) {  // column n0 + lr, its vectors q = lh, lh + 2 (k0 + 16 q ..), swizzled
+      const int n = n0 + lr;
+#pragma unroll
+      for (int v = 0; v < VECS; ++v) {
+        const int q = lh + 2 * v, k = k0 + 16 * q;
+        uint4* const dst = &raw[slot][lr][q ^ ((lr >> 1) & 3)];
+        const int64 e = be + static_cast<int64>(n) * ldb + k;
+        if (n >= N || k >= Ke) *dst = make_uint4(0u, 0u, 0u, 0u);
+        else if (aligned && k + 16 <= Ke) cp_async16_whole(smem_u32(dst), B + e);
+        else *dst = bytes16(B, e, k, Ke);  // the chunk's last bytes, zeros past it
+      }
+    } else if (k0 < Ke) {
       const int k = k0 + lr;
 #pragma unroll
       for (int v = 0; v < VECS; ++v) {
@@ -446,7 +482,15 @@ __device__ __forceinline__ void body(
         zp_offsets(b_zp != nullptr ? b_zp + static_cast<int64>(tg) * zp_ld : b_zp);
       }
     }
-    {
+    if constexpr (KM) {
+      // column c's k-words 8h .. 8h + 7 are its bytes as they came: two 16-byte reads (the
+      // swizzle spreads a quarter warp's over the banks), eight word stores down Bt's column
+      const int c = tid & 63, h = tid >> 6, sw = (c >> 1) & 3;
+      const uint4 v0 = raw[slot][c][(2 * h) ^ sw], v1 = raw[slot][c][(2 * h + 1) ^ sw];
+      const unsigned w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) Bt[8 * h + i][c] = w[i];
+    } else {
       // this thread's 4 rows x 8 columns of b as dp4a words: lo (columns 0-3), hi (4-7)
       uint4 lo, hi;
       if constexpr (P4) {
@@ -481,6 +525,8 @@ __device__ __forceinline__ void body(
       }
       *reinterpret_cast<uint4*>(&Bt[tq][8 * tw]) = lo;
       *reinterpret_cast<uint4*>(&Bt[tq][8 * tw + 4]) = hi;
+    }
+    {
       for (int i = tid; i < MT * kWords; i += kThreads) {  // a's bytes: As[m][q]
         const int m = i / kWords, q = i % kWords;
         unsigned word = 0u;

@@ -10,6 +10,10 @@
 
 struct packed_int4;
 struct packed_uint4;
+// An 8-bit b held K-major (its (K, N) matrix N runs of K contiguous bytes: the transposed view
+// of an (N, K) weight), as the stream kernels of matmul_stream_packed.cu read it.
+struct kmajor_int8;
+struct kmajor_uint8;
 
 namespace dmlq {
 
@@ -25,6 +29,14 @@ template <> struct b_value<packed_int4> {
 template <> struct b_value<packed_uint4> {
   typedef uint8 type;
   static constexpr bool packed = true;
+};
+template <> struct b_value<kmajor_int8> {
+  typedef int8 type;
+  static constexpr bool packed = false;
+};
+template <> struct b_value<kmajor_uint8> {
+  typedef uint8 type;
+  static constexpr bool packed = false;
 };
 
 // The 4-bit code of element i.

@@ -19,7 +19,9 @@ Launch conventions: one launch for every matrix (blockIdx.y), through a table of
 per-matrix element offsets of a, b and out (numpy.matmul broadcasting, no copies
 of a or b); a is read with unit stride along K (else copied to a contiguous
 array), a packed b's bytes must be contiguous and an 8-bit b's matrices
-C-contiguous (else copied); out is written in place under the tiled kernels'
+C-contiguous, or K-major with its start, columns and matrices on 16 bytes (the
+transposed view of an (N, K) weight, read as it is: ``kmajor_int8`` /
+``kmajor_uint8``), else copied; out is written in place under the tiled kernels'
 conditions, else through a contiguous temporary.
 """
 from __future__ import annotations
@@ -49,6 +51,11 @@ SPLIT_MAX = 32         # chunks at most
 PARTIAL_SHARE = 2      # the partial sums (splits * M * N int32) at most 1 / PARTIAL_SHARE of b's bytes
 
 
+# An 8-bit b held K-major (the transposed view of an (N, K) weight, 16-byte aligned): its tag in
+# the kernel names, read as it is instead of copied to a row-major array.
+KM_TAGS = {"int8": "kmajor_int8", "uint8": "kmajor_uint8"}
+
+
 def kernel_name(ta: str, tb: str, to: str, mt: int) -> str:
     return f"matmul_stream_packed<{ta}, {tb}, {to}, {mt}>"
 
@@ -67,7 +74,7 @@ def grouped_finish_name(to: str) -> str:
 
 FLOAT_OUT = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
 SUM_OUT = {**FLOAT_OUT, np.dtype(np.int32): "int"}  # the grouped finish pass: matmul_integer's int32 too
-B_TYPES = tuple(TAGS.values()) + matmul.QTYPES  # a packed 4-bit b's tag, or an 8-bit b's type
+B_TYPES = tuple(TAGS.values()) + matmul.QTYPES + tuple(KM_TAGS.values())  # packed 4-bit, 8-bit, K-major 8-bit
 KERNELS = {SOURCE: tuple(kernel_name(ta, tb, to, mt) for ta in matmul.QTYPES for tb in B_TYPES
                          for to in matmul.QTYPES for mt in matmul.STREAM_M.values())
            + tuple(finish_name(to) for to in matmul.QTYPES)
@@ -103,17 +110,33 @@ class _Detail:
     copy_a: bool
     copy_b: bool
     direct_out: bool
+    ldb: int              # elements between b's rows (row-major: N), or its columns (K-major)
 
 
-def b_type(b) -> str:
-    """The kernels' b type: a packed b's tag, else an 8-bit b's dtype name."""
-    return b.tag if isinstance(b, PackedView) else device.dtype_name(b.dtype)
+def b_type(b, kmajor=False) -> str:
+    """The kernels' b type: a packed b's tag, else an 8-bit b's dtype name (its K-major tag)."""
+    if isinstance(b, PackedView):
+        return b.tag
+    return KM_TAGS[device.dtype_name(b.dtype)] if kmajor else device.dtype_name(b.dtype)
+
+
+def _kmajor(b) -> bool:
+    """Whether an 8-bit b (..., K, N) is read K-major: unit stride along K, its columns, its
+    start and its used batch strides on 16 bytes (the kernel's 16-byte path)."""
+    K, N = b.shape[-2:]
+    if b.size == 0 or K < 2 or N < 2 or b.strides[-2] != 1:
+        return False
+    g = device.ptr(b) | b.strides[-1]
+    for n, st in zip(b.shape[:-2], b.strides[:-2]):
+        if n > 1:
+            g |= st
+    return g % 16 == 0
 
 
 def _geometry(op, a, b, out):
-    """(offsets, copy_a, copy_b, direct_out, notes) of a stream launch: a's rows read
-    with unit stride (else copied), a packed b's bytes contiguous and an 8-bit b's
-    matrices C-contiguous (else copied), out written in place under the tiled
+    """(offsets, copy_a, copy_b, direct_out, notes, kmajor) of a stream launch: a's rows
+    read with unit stride (else copied), a packed b's bytes contiguous and an 8-bit b's
+    matrices C-contiguous or K-major on 16 bytes (``kmajor``; else copied), out written in place under the tiled
     kernels' conditions; the per-matrix element offsets of a, b and out
     (numpy.matmul broadcasting)."""
     M, K = a.shape[-2:]
@@ -128,8 +151,11 @@ def _geometry(op, a, b, out):
         copy_b = not matmul.packed.contiguous(b.data)
     else:  # each matrix's rows N bytes apart, unit stride along them (the kernels' row pitch is N)
         copy_b = b.size > 0 and not ((K < 2 or b.strides[-2] == N) and (N < 2 or b.strides[-1] == 1))
+    km = not p4 and copy_b and _kmajor(b)  # K-major: read as it is, columns ldb apart
+    copy_b = copy_b and not km
     direct = matmul._direct_out(out, a, b.data if p4 else b)
-    notes = [f"b: packed {b.dtype_name}, unpacked in registers" if p4 else "b: 16-byte loads of its rows"]
+    notes = [f"b: packed {b.dtype_name}, unpacked in registers" if p4 else
+             "b: K-major, 16-byte loads of its columns" if km else "b: 16-byte loads of its rows"]
     notes += [f"{name} copied to a contiguous array" for name, c in (("a", copy_a), ("b", copy_b)) if c]
     if not direct:
         notes.append("out written through a contiguous temporary")
@@ -141,7 +167,7 @@ def _geometry(op, a, b, out):
         st = elem_strides(x, batch_shape)
         for z, idx in enumerate(np.ndindex(*batch_shape)):
             offsets[z, i] = sum(j * s for j, s in zip(idx, st))
-    return offsets, copy_a, copy_b, direct, notes
+    return offsets, copy_a, copy_b, direct, notes, km
 
 
 def _selected(a, b, out, a_zp):
@@ -169,9 +195,10 @@ def plan(a, b, out, *, a_zp):
     N = b.shape[-1]
     nbatch = math.prod(out.shape[:-2])
     dev = device.info()
-    offsets, copy_a, copy_b, direct, notes = _geometry("quantized_matmul", a, b, out)
+    offsets, copy_a, copy_b, direct, notes, km = _geometry("quantized_matmul", a, b, out)
     to = device.dtype_name(out.dtype)
-    name = kernel_name(device.dtype_name(a.dtype), b_type(b), to, mt)
+    name = kernel_name(device.dtype_name(a.dtype), b_type(b, km), to, mt)
+    ldb = b.strides[-1] if km else N
     resident = device.resident_blocks(SOURCE, name, THREADS, 0)
     splits, k_chunk = split_k(M, N, K, nbatch, dev.sm_count, resident), K
     if splits > 1:
@@ -185,7 +212,7 @@ def plan(a, b, out, *, a_zp):
         launches.append(Launch(SOURCE, finish_name(to), (-(-M * N // FINISH_THREADS), nbatch), (FINISH_THREADS,),
                                0, "split-K sum and requantize"))
     return Plan("quantized_matmul", variant, tuple(launches), tuple(notes),
-                _Detail(offsets, splits, k_chunk, copy_a, copy_b, direct))
+                _Detail(offsets, splits, k_chunk, copy_a, copy_b, direct, ldb))
 
 
 # ------------------------------------------------------------------ the integer family
@@ -236,6 +263,7 @@ class SumsDetail:
     copy_a: bool
     copy_b: bool
     direct_out: bool
+    ldb: int              # as _Detail's
 
 
 def exact_group(b) -> int:
@@ -260,8 +288,9 @@ def _sums_plan(op, a, b, out, mt, group):
     M, K = a.shape[-2:]
     N = b.shape[-1]
     nbatch = math.prod(out.shape[:-2])
-    offsets, copy_a, copy_b, direct, notes = _geometry(op, a, b, out)
-    name = grouped_name(device.dtype_name(a.dtype), b_type(b), mt)
+    offsets, copy_a, copy_b, direct, notes, km = _geometry(op, a, b, out)
+    name = grouped_name(device.dtype_name(a.dtype), b_type(b, km), mt)
+    ldb = b.strides[-1] if km else N
     dev = device.info()
     resident = device.resident_blocks(SOURCE, name, THREADS, 0)
     splits = split_k(M, N, K, nbatch, dev.sm_count, resident)
@@ -295,7 +324,8 @@ def _sums_plan(op, a, b, out, mt, group):
                 Launch(SOURCE, grouped_finish_name(SUM_OUT[np.dtype(out.dtype)]),
                        (-(-M * N // FINISH_THREADS), nbatch), (FINISH_THREADS,), 0, what))
     return Plan(op, f"{GROUPED}-m{mt}" if group else f"stream-m{mt}", launches, tuple(notes),
-                SumsDetail(offsets, splits, k_chunk, group, groups, kernel_group, per_group, copy_a, copy_b, direct))
+                SumsDetail(offsets, splits, k_chunk, group, groups, kernel_group, per_group, copy_a, copy_b, direct,
+                           ldb))
 
 
 def plan_grouped(a, b, out, group, force=False):
@@ -356,7 +386,7 @@ def bind_sums(plan, a, b, out):
         a, b, table = prepare(a, b)
         work = np.uint64(take(nbytes)) if take is not None else xp.empty(nbytes // 4, np.int32)
         lda, ldc = a.strides[-2] // a.itemsize, dst.strides[-2] // dst.itemsize
-        go([(a, b, i32(M), i32(N), i32(K), table, i64(lda), i64(N), a_z, b_z, a_per_row, b_per_col, zp_ld, bp_bs,
+        go([(a, b, i32(M), i32(N), i32(K), table, i64(lda), i64(d.ldb), a_z, b_z, a_per_row, b_per_col, zp_ld, bp_bs,
              i32(d.k_chunk), i32(d.kernel_group), work),
             (work, i32(d.groups), i32(d.per_group), dst, i32(M), i32(N), table, i64(ldc), a_s, a_per_row, b_s,
              b_per_col, bp_bs, bias, bias_bs, bias_ld)])
@@ -381,10 +411,10 @@ def bind(plan, a, b, out, flags, quant, bp_bs) -> Runner:
         lda, ldc = a.strides[-2] // a.itemsize, dst.strides[-2] // dst.itemsize
         q = (a_s, b_s, o_s, a_z, b_z, o_z, *flags, i64(bp_bs))
         if d.splits == 1:
-            go([(a, b, dst, i32(M), i32(N), i32(K), table, i64(lda), i64(N), i64(ldc), *q, i32(K), NULL)])
+            go([(a, b, dst, i32(M), i32(N), i32(K), table, i64(lda), i64(d.ldb), i64(ldc), *q, i32(K), NULL)])
         else:
             partial = xp.empty(d.splits * len(d.offsets) * M * N, np.int32)
-            go([(a, b, dst, i32(M), i32(N), i32(K), table, i64(lda), i64(N), i64(ldc), *q, i32(d.k_chunk),
+            go([(a, b, dst, i32(M), i32(N), i32(K), table, i64(lda), i64(d.ldb), i64(ldc), *q, i32(d.k_chunk),
                  partial),
                 (partial, i32(d.splits), dst, i32(M), i32(N), table, i64(ldc), a_s, b_s, o_s, o_z, *flags,
                  i64(bp_bs))])
