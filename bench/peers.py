@@ -85,7 +85,7 @@ def impl_names(case, variants=True):
         dm = ["dmlq:eager", "dmlq:graph"]
     else:
         names = _applicable(case, dmlq_variants(case.op)) if variants else ()
-        dm = ["dmlq:auto"] + [f"dmlq:{v}" for v in names]
+        dm = ["dmlq:auto"] + (["dmlq:auto:w.T"] if case.op == "matmul" else []) + [f"dmlq:{v}" for v in names]
     peers = list(PEERS[case.op])
     if case.op == "quantize" and case.p.get("axis"):
         peers[-1] = "peer:torch.quantize_per_channel"
@@ -410,10 +410,11 @@ def _build_matmul(case, impl, limits, seed):
                                                                        i8, seed + 2 * i + 1),
                  cupy.empty((m, n), i8)) for i in range(count)]
 
-    if impl == "dmlq:auto":
+    if impl in ("dmlq:auto", "dmlq:auto:w.T"):  # w.T: b the transposed view of an (N, K) weight (x @ w.T)
         api = _api("quantized_matmul")
-        return Prepared(_rotating(lambda a, b, o: api(a, a_s, None, b, b_s, None, o_s, None, out=o),
-                                  int8_sets()), logical, ops, _roofline(peak, ops, logical, limits))
+        sets = [(a, bt.T, o) for a, bt, o in int8_sets(b_transposed=True)] if impl.endswith("w.T") else int8_sets()
+        return Prepared(_rotating(lambda a, b, o: api(a, a_s, None, b, b_s, None, o_s, None, out=o), sets),
+                        logical, ops, _roofline(peak, ops, logical, limits))
     if impl.startswith("dmlq:"):  # the variants live in dmlq.gpu.matmul, the entry point in qmm
         mod, v = importlib.import_module("dmlq.gpu.qmm"), impl[5:]
         # wgmma reads b K-major: it gets the (N, K) weight's transposed view, read as it is (as
