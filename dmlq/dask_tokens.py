@@ -8,9 +8,8 @@ downloaded, synchronously, each time a graph names it.
 
 While dmlq.dask builds a graph (:func:`naming`), a device array's token is a random one, the
 same for the same array object throughout that build (so a weight used twice is one key);
-an empty one, or a meta (:func:`named_meta`), is named by its type, shape and dtype, so a graph of
-dask operands and numbers keeps the same names from call to call.
-Outside it the type's previous rule runs (dask's own, or one the user registered): dmlq
+an empty one, or a meta (:func:`named_meta`), is named by its type, shape and dtype, so a
+graph of dask operands and numbers keeps the same names from call to call. Outside it the type's previous rule runs (dask's own, or one the user registered): dmlq
 changes no name the user's own code gets. A random token costs nothing but the keys' reuse
 across graphs, which dask does not need for correctness.
 """

@@ -167,7 +167,8 @@ def _split(both, index, qdt, like, rows=False):
     out = index + ("r",) if rows else ()
     extra = {"new_axes": {"r": 1}} if rows else {}
     return tuple(da.blockwise(_parameter, out, both, index + ("p",), which, None, qdt, None, rows, None,
-                              concatenate=True, dtype=dt, meta=named_meta(meta_from_array(like, ndim=len(out), dtype=dt)),
+                              concatenate=True, dtype=dt,
+                              meta=named_meta(meta_from_array(like, ndim=len(out), dtype=dt)),
                               token=f"{_F}-{which}", **extra)
                  for which, dt in (("scale", F32), ("zero-point", qdt)))
 

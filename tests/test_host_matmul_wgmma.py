@@ -154,9 +154,12 @@ def test_emulated_wgmma_copies_b_transposed_otherwise(host, rng, V):
     rows 70 bytes apart, K-major rows at an address off 16 bytes, and a K-major batch whose
     matrices are 808 bytes apart (16 * 50 + 8); each bit for bit."""
     s = np.float32([0.01])
-    w64 = _aligned(rng.integers(-128, 128, (20, 64)).astype(np.int8))
-    cases = [(rng.integers(0, 256, (30, 64)).astype(np.uint8), _aligned(rng.integers(-128, 128, (64, 20)).astype(np.int8))),
-             (rng.integers(0, 256, (30, 70)).astype(np.uint8), _aligned(rng.integers(-128, 128, (20, 70)).astype(np.int8)).T),
+    w64 = _aligned(rng.integers(-128, 128, (20, 64)).astype(np.int8))  # (N, K)
+    def i8(shape):
+        return rng.integers(-128, 128, shape).astype(np.int8)
+
+    cases = [(rng.integers(0, 256, (30, 64)).astype(np.uint8), _aligned(i8((64, 20)))),
+             (rng.integers(0, 256, (30, 70)).astype(np.uint8), _aligned(i8((20, 70))).T),
              (rng.integers(0, 256, (30, 64)).astype(np.uint8), _aligned(w64, skew=4).T),
              (rng.integers(0, 256, (2, 30, 32)).astype(np.uint8), _batch_808(rng))]
     for a, b in cases:

@@ -304,8 +304,9 @@ def _padded_shape(x):
 
 
 def _k_major16(b) -> bool:
-    """Whether ``b`` (..., K, N) already is what the wgmma kernel reads: N rows of K contiguous
-    bytes whose start, row stride and used batch strides are multiples of 16 bytes."""
+    """Whether ``b`` (..., K, N) is held K-major on 16 bytes, as the wgmma kernel and the stream
+    kernels' ``kmajor_*`` b read it: N rows of K contiguous bytes whose start, row stride and
+    used batch strides are multiples of 16 bytes."""
     t = b.swapaxes(-1, -2)
     return b.size > 0 and _staging(t, True) == AS_IS and cp_async_width(t) == 16
 

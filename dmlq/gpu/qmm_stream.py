@@ -120,19 +120,6 @@ def b_type(b, kmajor=False) -> str:
     return KM_TAGS[device.dtype_name(b.dtype)] if kmajor else device.dtype_name(b.dtype)
 
 
-def _kmajor(b) -> bool:
-    """Whether an 8-bit b (..., K, N) is read K-major: unit stride along K, its columns, its
-    start and its used batch strides on 16 bytes (the kernel's 16-byte path)."""
-    K, N = b.shape[-2:]
-    if b.size == 0 or K < 2 or N < 2 or b.strides[-2] != 1:
-        return False
-    g = device.ptr(b) | b.strides[-1]
-    for n, st in zip(b.shape[:-2], b.strides[:-2]):
-        if n > 1:
-            g |= st
-    return g % 16 == 0
-
-
 def _geometry(op, a, b, out):
     """(offsets, copy_a, copy_b, direct_out, notes, kmajor) of a stream launch: a's rows
     read with unit stride (else copied), a packed b's bytes contiguous and an 8-bit b's
@@ -151,7 +138,7 @@ def _geometry(op, a, b, out):
         copy_b = not matmul.packed.contiguous(b.data)
     else:  # each matrix's rows N bytes apart, unit stride along them (the kernels' row pitch is N)
         copy_b = b.size > 0 and not ((K < 2 or b.strides[-2] == N) and (N < 2 or b.strides[-1] == 1))
-    km = not p4 and copy_b and _kmajor(b)  # K-major: read as it is, columns ldb apart
+    km = not p4 and copy_b and matmul._k_major16(b)  # K-major on 16 bytes: read as it is, columns ldb apart
     copy_b = copy_b and not km
     direct = matmul._direct_out(out, a, b.data if p4 else b)
     notes = [f"b: packed {b.dtype_name}, unpacked in registers" if p4 else
