@@ -123,8 +123,9 @@
 // each), stored raw[column][vector ^ ((column / 2) % 4)] (the swizzle spreads a
 // quarter warp's 16-byte reads below over all 32 banks); a vector past the
 // chunk's end, or one on the byte path (16-byte path: b's start, each matrix's
-// offset and ldb multiples of 16; the planner takes this layout only then), has
-// zeros past it. The transpose is none: a column's k-words are its bytes as they
+// offset and ldb multiples of 16, which the planner requires of this layout, and
+// the chunk's first row: one chunk per group of a length not a multiple of 16
+// reads bytes), has zeros past it. The transpose is none: a column's k-words are its bytes as they
 // came, so thread t moves k-words 8 (t / 64) .. + 7 of column t % 64 (two 16-byte
 // shared reads, eight word stores down Bt's column, conflict-free) against the
 // row-major transpose's eight words through two 4x4 byte transposes. The rest
@@ -321,6 +322,9 @@ __device__ __forceinline__ void body(
   const int lr = tid >> 1, lh = tid & 1;
   constexpr int64 ELEMS16 = P4 ? 32 : 16;  // elements in 16 bytes
   const bool aligned = ((reinterpret_cast<unsigned long long>(B) & 15) | (be & (ELEMS16 - 1)) | (ldb & (ELEMS16 - 1))) == 0;
+  // K-major: a column's vectors also start where the chunk does, so the chunk on 16 bytes too
+  // (one chunk per group of a length not a multiple of 16 takes the byte path)
+  const bool km16 = KM && aligned && (kb & 15) == 0;
   // The stage of rows k0 .. k0 + 63 into ring slot `slot`, this thread's vectors: a cp.async of
   // each whole aligned one, the others (columns past N, unaligned rows: nibble by nibble or byte
   // by byte; rows past the chunk: zeros) stored at once; one cp.async group either way (empty
@@ -334,7 +338,7 @@ __device__ __forceinline__ void body(
         uint4* const dst = &raw[slot][lr][q ^ ((lr >> 1) & 3)];
         const int64 e = be + static_cast<int64>(n) * ldb + k;
         if (n >= N || k >= Ke) *dst = make_uint4(0u, 0u, 0u, 0u);
-        else if (aligned && k + 16 <= Ke) cp_async16_whole(smem_u32(dst), B + e);
+        else if (km16 && k + 16 <= Ke) cp_async16_whole(smem_u32(dst), B + e);
         else *dst = bytes16(B, e, k, Ke);  // the chunk's last bytes, zeros past it
       }
     } else if (k0 < Ke) {

@@ -106,10 +106,13 @@ def test_integer_family(gpu, m, k, n):
                                                   rng.uniform(-1, 1, n).astype(F16)), name, dtype=F16)
 
 
-@pytest.mark.parametrize("m,k,n,block", [(1, 256, 64, 32), (3, 200, 33, 64), (4, 1000, 130, 96), (3, 300, 40, 48)])
+@pytest.mark.parametrize("m,k,n,block", [(1, 256, 64, 32), (3, 200, 33, 64), (4, 1000, 130, 96), (3, 300, 40, 48),
+                                         (2, 300, 70, 40)])
 def test_blocked_scales(gpu, m, k, n, block):
     """matmul_integer_to_float with blocked scales along K: groups of 32, 64, 96 (straddling
-    stages) and 48 (one chunk of K per group), each group's zero points from its row of the table."""
+    stages), 48 and 40 (one chunk of K per group; 40: a chunk starting off 16 bytes in its
+    columns, so its vectors take the byte path), each group's zero points from its row of the
+    table."""
     rng = np.random.default_rng(m * 31 + k + n + block)
     groups = -(-k // block)
     for ta, tb in PAIRS[:2]:

@@ -1029,8 +1029,8 @@ MUTATIONS: list[Mutation] = [
     M("matmul_stream_packed.cu", "        const int q = lh + 2 * v, k = k0 + 16 * q;",
       "        const int q = lh + 2 * v, k = k0 + 8 * q;",
       "K-major b: vector q read 8 q bytes into the column, not 16 q", "index"),
-    M("matmul_stream_packed.cu", "        else if (aligned && k + 16 <= Ke) cp_async16_whole(smem_u32(dst), B + e);",
-      "        else if (aligned && k < Ke) cp_async16_whole(smem_u32(dst), B + e);",
+    M("matmul_stream_packed.cu", "        else if (km16 && k + 16 <= Ke) cp_async16_whole(smem_u32(dst), B + e);",
+      "        else if (km16 && k < Ke) cp_async16_whole(smem_u32(dst), B + e);",
       "K-major b: the chunk's last vector copied whole (bytes past its end summed)", "comparison"),
     M("matmul_stream_packed.cu", "const unsigned w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};",
       "const unsigned w[8] = {v1.x, v1.y, v1.z, v1.w, v0.x, v0.y, v0.z, v0.w};",
@@ -1038,6 +1038,8 @@ MUTATIONS: list[Mutation] = [
     M("matmul_stream_packed.cu", "        const int64 e = be + static_cast<int64>(n) * ldb + k;",
       "        const int64 e = be + static_cast<int64>(n) * ldb + k0;",
       "K-major b: every vector of a column read from the stage's first", "index"),
+    M("matmul_stream_packed.cu", "  const bool km16 = KM && aligned && (kb & 15) == 0;", "  const bool km16 = KM && aligned;",
+      "K-major b: a chunk starting off 16 bytes in its columns copied by 16-byte cp.async", "boundary"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
