@@ -125,12 +125,13 @@
 // chunk's end, or one on the byte path (16-byte path: b's start, each matrix's
 // offset and ldb multiples of 16, which the planner requires of this layout, and
 // the chunk's first row: one chunk per group of a length not a multiple of 16
-// reads bytes), has zeros past it. The transpose is none: a column's k-words are its bytes as they
-// came, so thread t moves k-words 8 (t / 64) .. + 7 of column t % 64 (two 16-byte
-// shared reads, eight word stores down Bt's column, conflict-free) against the
-// row-major transpose's eight words through two 4x4 byte transposes. The rest
-// (a's words, dp4a, the zero points, the sums and outputs) is the row-major
-// kernel's. Not yet run on a GPU; the host harness checks every operator.
+// reads bytes), has zeros past it. The transpose is none: a column's k-words are
+// its bytes as they came, so thread t moves k-words 8 (t / 64) .. + 7 of column
+// t % 64 (two 16-byte shared reads, eight word stores down Bt's column,
+// conflict-free) against the row-major transpose's eight words through two 4x4
+// byte transposes. The rest (a's words, dp4a, the zero points, the sums and
+// outputs) is the row-major kernel's. Not yet run on a GPU; the host harness
+// checks every operator (tests/test_gpu_stream8_kmajor.py).
 //
 // Napkin math (H100 SXM: 3.35 TB/s HBM3, 132 SMs, 65536 registers and 2048
 // threads per SM, 4 issue slots/SM/clk at ~1.75 GHz = 29.6e12
@@ -261,7 +262,7 @@ template <> struct bword<packed_int4> { typedef int8 type; };
 template <> struct bword<packed_uint4> { typedef int8 type; };
 template <> struct bword<kmajor_int8> { typedef int8 type; };
 template <> struct bword<kmajor_uint8> { typedef uint8 type; };
-// Whether b is an 8-bit b held K-major (kmajor_int8 / kmajor_uint8: see "K-major b" above).
+// Whether b is an 8-bit b held K-major (kmajor_int8 / kmajor_uint8: "K-major 8-bit b" above).
 template <typename TB> struct kmajor { static constexpr bool value = false; };
 template <> struct kmajor<kmajor_int8> { static constexpr bool value = true; };
 template <> struct kmajor<kmajor_uint8> { static constexpr bool value = true; };

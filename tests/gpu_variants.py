@@ -113,6 +113,15 @@ def _dev(xp, v):
     return xp.asarray(v) if isinstance(v, np.ndarray) else v
 
 
+def _kmajor_dev(xp, b):
+    """An 8-bit b (K, N) on the device held K-major (the transposed view of an (N, K) weight whose
+    rows are padded to 16 bytes), as the stream kernels' kmajor_* b reads it."""
+    K, N = b.shape
+    held = np.zeros((N, -(-K // 16) * 16), b.dtype)
+    held[:, :K] = b.T
+    return xp.asarray(held)[:, :K].T
+
+
 def _packed_b(b):
     """A 4-bit b as the kernels take it: dmlq.pack's bytes, b_packed, the zero point's dtype."""
     return dmlq.pack(b).data, (b.dtype.name, b.shape, True), (I8 if b.dtype == I4 else U8)
@@ -126,7 +135,7 @@ def _matmul_operands(rng, M, K, N, ta, tb, batch=()):
 
 # ----------------------------------------------------------------- quantized_matmul, int8 b
 
-def _qmm(xp, a, b, to, *, variant=None, splits=None, per_axis=False, per_batch=False):
+def _qmm(xp, a, b, to, *, variant=None, splits=None, per_axis=False, per_batch=False, kmajor=False):
     rng = _rng(f"qmm{a.shape}{b.shape}")
     M, N = a.shape[-2], b.shape[-1]
     packed = b.dtype in (I4, U4)
@@ -147,9 +156,12 @@ def _qmm(xp, a, b, to, *, variant=None, splits=None, per_axis=False, per_batch=F
         dargs = [_dev(xp, v) for v in (a, a_s, a_zp, data, b_s, b_zp, o_s, o_zp)]
         got = qmm.quantized_matmul(*dargs, out, b_packed, variant=variant, splits=splits)
     else:
-        got = qmm.quantized_matmul(*[_dev(xp, v) for v in args], out, variant=variant, splits=splits)
-    return [(f"quantized_matmul {a.dtype}x{b.dtype}->{to} {a.shape}@{b.shape} {variant or 'selected'}",
-             _get(got), want)]
+        dargs = [_dev(xp, v) for v in args]
+        if kmajor:
+            dargs[3] = _kmajor_dev(xp, b)
+        got = qmm.quantized_matmul(*dargs, out, variant=variant, splits=splits)
+    return [(f"quantized_matmul {a.dtype}x{b.dtype}->{to} {a.shape}@{b.shape}{' K-major' if kmajor else ''} "
+             f"{variant or 'selected'}", _get(got), want)]
 
 
 def _known_answer_mma(xp, tb=I8, variant="mma-128x128"):
@@ -235,6 +247,9 @@ def _qmm_stream(M, variant):
                            (I8, (2048, 48))):
             a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
             results += _qmm(xp, a, b, I8 if tb in (I4, I8) else U8, per_axis=tb in (U4, U8))
+        for tb, (K, N) in ((I8, (96, 64)), (U8, (37, 33))):  # an 8-bit b held K-major (x @ w.T)
+            a, b = _matmul_operands(rng, M, K, N, U8 if tb == I8 else I8, tb)
+            results += _qmm(xp, a, b, I8 if tb == I8 else U8, per_axis=tb == U8, kmajor=True)
         return results
     return fn
 
@@ -245,7 +260,8 @@ for _v, _rows in matmul.STREAM_M.items():
 
 # ----------------------------------------------------------------- matmul_integer(_to_float)
 
-def _intmm(xp, a, b, out_dtype, *, variant=None, splits=None, block_size=None, per_batch=False, tiled=False):
+def _intmm(xp, a, b, out_dtype, *, variant=None, splits=None, block_size=None, per_batch=False, tiled=False,
+           kmajor=False):
     """matmul_integer (int32 out) or matmul_integer_to_float (float out); ``tiled``: the
     tiled kernels' planner with ``variant`` forced (dmlq.gpu.intmm_tiled), else selection."""
     rng = _rng(f"intmm{a.shape}{b.shape}{out_dtype}")
@@ -260,7 +276,10 @@ def _intmm(xp, a, b, out_dtype, *, variant=None, splits=None, block_size=None, p
     b_zp_k = b_zp.astype(zp_dtype)
     out = _poisoned(xp, out_shape, out_dtype)
     d = {k: _dev(xp, v) for k, v in dict(a=a, a_zp=a_zp, b=data, b_zp=b_zp_k).items()}
-    what = f"{'int' if out_dtype == I32 else 'float'} {a.dtype}x{b.dtype}->{out_dtype} {a.shape}@{b.shape} " \
+    if kmajor:  # an 8-bit b held K-major (x @ w.T)
+        d["b"] = _kmajor_dev(xp, b)
+    what = f"{'int' if out_dtype == I32 else 'float'} {a.dtype}x{b.dtype}->{out_dtype} {a.shape}@{b.shape}" \
+           f"{' K-major' if kmajor else ''} " \
            f"{variant or 'selected'}{f' block {block_size}' if block_size else ''}"
     if out_dtype == I32:
         want = R.matmul_integer(a, a_zp, b, b_zp, out=np.empty(out_shape, I32))
@@ -355,6 +374,10 @@ def _intmm_sums(M):
             a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
             for to in (I32, F32, F16):
                 results += _intmm(xp, a, b, to)
+        for tb, (K, N) in ((I8, (100, 64)), (U8, (70, 33))):  # an 8-bit b held K-major (x @ w.T)
+            a, b = _matmul_operands(rng, M, K, N, U8 if tb == I8 else I8, tb)
+            for to in (I32, F16):
+                results += _intmm(xp, a, b, to, kmajor=True)
         a, b = _matmul_operands(rng, M, 512, 9, I8, U4, batch=(2,))
         results += _intmm(xp, a, b, F32, per_batch=True)
         return results
