@@ -19,7 +19,7 @@ import dmlq
 import cupy_stand_in as S
 from conftest import assert_same, poison
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
-from test_gpu_intmm import q
+from test_gpu_intmm import dev, q
 from test_gpu_intmm_tiled import kernels, launched
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
@@ -40,10 +40,6 @@ def kmajor(rng, dt, shape, pad=16):
     *batch, k, n = shape
     held = q(rng, dt, (*batch, n, -(-max(k, 1) // pad) * pad))
     return held[..., :k].swapaxes(-1, -2), S.module.asarray(held)[..., :k].swapaxes(-1, -2)
-
-
-def dev(v):
-    return S.module.asarray(v) if isinstance(v, np.ndarray) else v
 
 
 def same(fn, a, b, rest, kernel, **kwargs):

@@ -13,7 +13,7 @@ import pytest
 from dmlq import reference as ref
 from dmlq.gpu import intmm_tiled, matmul, qmm
 from dmlq.gpu.matmul import plan_tiled
-from test_host_matmul_staging import TYPES, run_case
+from test_host_matmul_staging import TYPES, exact_view, run_case
 
 pytestmark = pytest.mark.skipif(not matmul.HAVE_WGMMA, reason="matmul_wgmma.cu absent")
 VARIANTS = tuple(matmul.WGMMA_CONFIGS)
@@ -106,15 +106,6 @@ def test_emulated_wgmma_integer_family(host, rng, to, V):
         assert any(n.startswith("matmul_wgmma<uint8, int8") for n in _names(host)), _names(host)
 
 
-def _aligned(x, skew=0):
-    """A copy of ``x`` at an address 16 * k + skew (its strides C-order)."""
-    buf = np.empty(x.nbytes + 32, np.uint8)
-    off = (-buf.ctypes.data) % 16 + skew
-    y = buf[off:off + x.nbytes].view(x.dtype).reshape(x.shape)
-    y[...] = x
-    return y
-
-
 def _transposed_notes(a, b, s, out, V):
     plan = qmm.plan_quantized_matmul(a, s, None, b, s, None, s, None, out, variant=V)
     return [note for note in plan.notes if "copied transposed" in note]
@@ -126,8 +117,8 @@ def test_emulated_wgmma_reads_a_k_major_b_as_it_is(host, rng, V):
     (batch stride 0), a batch of such matrices, and with both zero points (b's column sums are
     then its rows' sums, read from b itself)."""
     s = np.float32([0.01])
-    w = _aligned(rng.integers(0, 256, (72, 96)).astype(np.uint8))  # (N, K), rows 96 bytes apart
-    wb = _aligned(rng.integers(-128, 128, (3, 40, 112)).astype(np.int8))  # a batch of (N, K), K = 112
+    w = exact_view(rng, (72, 96), (96, 1), 0, np.uint8)  # (N, K), rows 96 bytes apart
+    wb = exact_view(rng, (3, 40, 112), (40 * 112, 112, 1), 0, np.int8)  # a batch of (N, K), K = 112
     cases = [(rng.integers(-128, 128, (3, 40, 96)).astype(np.int8), w.T, None, None),
              (rng.integers(0, 256, (3, 24, 112)).astype(np.uint8), wb.swapaxes(-1, -2), None, None),
              (rng.integers(0, 256, (50, 96)).astype(np.uint8), w.T, np.uint8(7), np.uint8(200))]
@@ -143,25 +134,17 @@ def test_emulated_wgmma_reads_a_k_major_b_as_it_is(host, rng, V):
         assert not any("b copied" in note for note in plan.notes), plan.notes
 
 
-def _batch_808(rng):
-    """Two K-major (32, 20) int8 matrices, rows 32 bytes apart, matrices 808 bytes apart."""
-    base = _aligned(rng.integers(-128, 128, (2 * 808,)).astype(np.int8))
-    return np.lib.stride_tricks.as_strided(base, (2, 20, 32), (808, 32, 1)).swapaxes(-1, -2)
-
-
 def test_emulated_wgmma_copies_b_transposed_otherwise(host, rng, V):
     """b that is not K-major rows 16 bytes apart is copied transposed first: row-major b, K-major
     rows 70 bytes apart, K-major rows at an address off 16 bytes, and a K-major batch whose
     matrices are 808 bytes apart (16 * 50 + 8); each bit for bit."""
     s = np.float32([0.01])
-    w64 = _aligned(rng.integers(-128, 128, (20, 64)).astype(np.int8))  # (N, K)
-    def i8(shape):
-        return rng.integers(-128, 128, shape).astype(np.int8)
-
-    cases = [(rng.integers(0, 256, (30, 64)).astype(np.uint8), _aligned(i8((64, 20)))),
-             (rng.integers(0, 256, (30, 70)).astype(np.uint8), _aligned(i8((20, 70))).T),
-             (rng.integers(0, 256, (30, 64)).astype(np.uint8), _aligned(w64, skew=4).T),
-             (rng.integers(0, 256, (2, 30, 32)).astype(np.uint8), _batch_808(rng))]
+    i8 = np.int8
+    cases = [(rng.integers(0, 256, (30, 64)).astype(np.uint8), exact_view(rng, (64, 20), (20, 1), 0, i8)),
+             (rng.integers(0, 256, (30, 70)).astype(np.uint8), exact_view(rng, (20, 70), (70, 1), 0, i8).T),
+             (rng.integers(0, 256, (30, 64)).astype(np.uint8), exact_view(rng, (20, 64), (64, 1), 4, i8).T),
+             (rng.integers(0, 256, (2, 30, 32)).astype(np.uint8),  # two K-major matrices 808 bytes apart
+              exact_view(rng, (2, 20, 32), (808, 32, 1), 0, i8).swapaxes(-1, -2))]
     for a, b in cases:
         shape = a.shape[:-1] + b.shape[-1:]
         want = ref.quantized_matmul(a, s, None, b, s, None, s, None, np.empty(shape, np.int8))
