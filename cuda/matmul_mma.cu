@@ -5,6 +5,8 @@
 //       tiles), 4-stage cp.async pipeline, 64 KiB dynamic shared memory.
 //   TB packed_int4 / packed_uint4 (a packed 4-bit b, P4 below): instantiated by
 //       matmul_mma_packed.cu, whose header describes its staging and fragments.
+//   TB kmajor_int8 / kmajor_uint8 (an 8-bit b held K-major, KM below: x @ w.T of an
+//       (N, K) weight): instantiated by matmul_mma_kmajor.cu, whose header describes it.
 //   The template also builds 128x256 / 256x128 (8 warps, 1 block/SM, use 3
 //   stages); list them only if a benchmark shows they pay. dmlq/gpu/matmul.py
 //   picks this kernel for K <= 32768 (int32 accumulation is exact) when M and N
@@ -199,6 +201,12 @@ template <int BN>
 __device__ __forceinline__ int b_off(int k, int chunk) {
   return k * BN + ((chunk ^ b_swz(k)) << 4);
 }
+// B held K-major (matmul_mma_kmajor.cu): BN rows of 64 k-bytes, laid out as A's
+// tile (a_off); row r holds column km_col(r) of the block tile: within each 16
+// columns the even ones first, then the odd ones, so that the 8 columns of one n8
+// tile (the even or the odd columns of 16, see quad_col) are 8 consecutive rows,
+// read by one ldmatrix phase without conflicts as A's rows are.
+__device__ __forceinline__ int km_col(int r) { return (r & ~15) | ((r & 7) << 1) | ((r >> 3) & 1); }
 // B packed (4-bit, matmul_mma_packed.cu): 64 k-rows of BN/2 bytes (4 chunks of
 // 32 columns for BN = 128), two rows per 128-byte bank line. The same trans
 // loads read rows {0,1,4,5,8,9,12,13}: bit 0 of k picks the half line, and bits
@@ -284,6 +292,11 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // tiles hold its bytes, and TV (int8 / uint8) is the type of its values.
   typedef typename dmlq::b_value<TB>::type TV;
   constexpr bool P4 = dmlq::b_value<TB>::packed;
+  // A K-major b (TB kmajor_int8 / kmajor_uint8, matmul_mma_kmajor.cu): ldb counts the bytes
+  // between its columns; its tiles are staged as A's are (BN rows of BK bytes, km_col).
+  constexpr bool KM = dmlq::b_value<TB>::kmajor;
+  static_assert(!(P4 && KM), "a packed b is row-major");
+  static_assert(!KM || VEC == 16, "a K-major b is read with 16-byte copies");
   static_assert(BK == 64, "the A swizzle assumes 64-byte rows");
   static_assert(BM % 64 == 0 && BN % 128 == 0, "64x64 warp tiles; B swizzle needs >= 8 chunks");
   static_assert(STAGES >= 2, "pipeline needs two stages");
@@ -353,14 +366,24 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   }
   const int64 a_chunk_step = static_cast<int64>(NT / 4) * lda;  // chunk i's row: a_src[0] + i * this
   const int b_kr0 = tid / B_CPR, b_nc = tid % B_CPR;
-  const unsigned b_dst0 = sB + (P4 ? bp_off<BN>(b_kr0, b_nc) : b_off<BN>(b_kr0, b_nc));
+  const unsigned b_dst0 = sB + (KM ? a_off(a_row0, a_kc) : P4 ? bp_off<BN>(b_kr0, b_nc) : b_off<BN>(b_kr0, b_nc));
   const int b_n = n0 + b_nc * (P4 ? 32 : 16);
   // N edge, same for every chunk; packed: the bytes holding columns b_n..N-1
   // (an odd N's last byte carries a padding nibble, which feeds column N only).
-  const unsigned b_nbytes = b_n < N ? min(16, P4 ? (N - b_n + 1) >> 1 : N - b_n) : 0;
-  const unsigned char* b_src = Bb + static_cast<int64>(k_begin + b_kr0) * ldb_b + (b_nbytes > 0 ? b_n >> P4 : 0);
-  const int64 b_chunk_step = static_cast<int64>(kr_step) * ldb_b;
-  const int64 b_tile_step = static_cast<int64>(BK) * ldb_b;
+  // K-major: this thread fills A's row and chunk of B's tile (row a_row0 + i * NT/4,
+  // column km_col of it, 16 k-bytes at a_kc); bit i of b_cols: chunk i's column is inside N.
+  const unsigned b_nbytes = KM || b_n >= N ? 0u : min(16, P4 ? (N - b_n + 1) >> 1 : N - b_n);
+  const int km_n = n0 + km_col(a_row0);
+  int b_cols = 0;
+  if constexpr (KM) {
+#pragma unroll
+    for (int i = 0; i < B_CH; ++i) b_cols |= (km_n + i * (NT / 4) < N) << i;
+  }
+  const unsigned char* b_src =
+      KM ? Bb + (b_cols ? static_cast<int64>(km_n) * ldb_b : 0) + k_begin + a_kc * 16
+         : Bb + static_cast<int64>(k_begin + b_kr0) * ldb_b + (b_nbytes > 0 ? b_n >> P4 : 0);
+  const int64 b_chunk_step = static_cast<int64>(KM ? NT / 4 : kr_step) * ldb_b;
+  const int64 b_tile_step = KM ? BK : static_cast<int64>(BK) * ldb_b;
 
   // Stage k-tile [k0, k0 + BK) into stage `stage`; b_src points at k0.
   // Fast path: a tile wholly inside K whose B chunk (this thread's) holds whole
@@ -369,7 +392,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // immediate offsets. Otherwise (the last tile of a K that is not
   // a multiple of BK, or a B chunk cut by N inside a copy) a rolled loop
   // stages every chunk with byte counts and zero fill.
-  const bool b_whole = b_nbytes == 16 || b_nbytes == 0;
+  const bool b_whole = KM || b_nbytes == 16 || b_nbytes == 0;
   auto load_tile = [&](unsigned stage, int k0) {
     const unsigned a_dst = a_dst0 + stage * A_STAGE, b_dst = b_dst0 + stage * B_STAGE;
     if (k0 + BK <= k_end && b_whole) {
@@ -377,7 +400,11 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
       for (int i = 0; i < A_CH; ++i)
         if ((a_rows >> i) & 1)
           cp_async_whole<VEC>(a_dst + i * (NT / 4) * BK, reinterpret_cast<const unsigned char*>(a_src[i] + k0));
-      if (b_nbytes != 0) {
+      if constexpr (KM) {
+#pragma unroll
+        for (int i = 0; i < B_CH; ++i)
+          if ((b_cols >> i) & 1) cp_async_whole<VEC>(b_dst + i * (NT / 4) * BK, b_src + i * b_chunk_step);
+      } else if (b_nbytes != 0) {
 #pragma unroll
         for (int i = 0; i < B_CH; ++i)
           cp_async_whole<VEC>(b_dst + i * kr_step * B_ROW, b_src + i * b_chunk_step);
@@ -396,8 +423,13 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
           src = reinterpret_cast<const unsigned char*>(bytes ? a_src[0] + c * a_chunk_step + k0 : A);
         } else {
           const int i = c - A_CH;
-          bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;
-          dst = b_dst + i * kr_step * B_ROW;
+          if constexpr (KM) {
+            bytes = ((b_cols >> i) & 1) ? a_left : 0u;  // A's chunk of k, this column's bytes
+            dst = b_dst + i * (NT / 4) * BK;
+          } else {
+            bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;
+            dst = b_dst + i * kr_step * B_ROW;
+          }
           src = bytes ? b_src + i * b_chunk_step : Bb;
         }
         cp_async_chunk<VEC>(dst, src, bytes);
@@ -420,10 +452,17 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   const int r8 = lane & 7, q = lane >> 3;
   const int lb_k = (q >> 1) * 16 + (q & 1) * 2 + ((r8 >> 1) << 2) + (r8 & 1);
   // Packed: each 16-byte chunk is 32 columns, so a warp's 64 are chunks 2wn, 2wn+1.
-  constexpr int LB = P4 ? NP / 2 : NP;
+  // K-major: ldmatrix.x4 (not trans) per 16 columns 16p..16p+15 of the warp: matrix q
+  // reads the rows of the even (q < 2) or odd (q >= 2) columns (km_col) at k bytes
+  // 16 * (q & 1) of the k32 step ks, so lane (g, t) gets k 4t..4t+3 of column 16p + 2g
+  // (+ 1): the col fragments b0, b1 of n8 tiles 2p and 2p + 1 as they are; one offset
+  // per ks, pair p 16 rows further.
+  constexpr int LB = KM ? BK / 32 : P4 ? NP / 2 : NP;
   int lb_off[LB];
 #pragma unroll
-  for (int p = 0; p < LB; ++p) lb_off[p] = P4 ? bp_off<BN>(lb_k, wn * LB + p) : b_off<BN>(lb_k, wn * NP + p);
+  for (int p = 0; p < LB; ++p)
+    lb_off[p] = KM ? a_off(wn * 64 + (q >> 1) * 8 + r8, 2 * p + (q & 1))
+                   : P4 ? bp_off<BN>(lb_k, wn * LB + p) : b_off<BN>(lb_k, wn * NP + p);
 
   int acc[MI][2 * NP][4];
 #pragma unroll
@@ -467,6 +506,16 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 #pragma unroll
           for (int h = 0; h < 2; ++h)
             unpack_b4(r[2 * h], r[2 * h + 1], bf[4 * c][h], bf[4 * c + 1][h], bf[4 * c + 2][h], bf[4 * c + 3][h]);
+        }
+      } else if constexpr (KM) {
+#pragma unroll
+        for (int p = 0; p < NP; ++p) {
+          unsigned r[4];
+          ldsm_x4(r, b_st + lb_off[ks] + p * 16 * BK);
+          bf[2 * p][0] = r[0];
+          bf[2 * p][1] = r[1];
+          bf[2 * p + 1][0] = r[2];
+          bf[2 * p + 1][1] = r[3];
         }
       } else {
 #pragma unroll

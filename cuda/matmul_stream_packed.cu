@@ -262,10 +262,6 @@ template <> struct bword<packed_int4> { typedef int8 type; };
 template <> struct bword<packed_uint4> { typedef int8 type; };
 template <> struct bword<kmajor_int8> { typedef int8 type; };
 template <> struct bword<kmajor_uint8> { typedef uint8 type; };
-// Whether b is an 8-bit b held K-major (kmajor_int8 / kmajor_uint8: "K-major 8-bit b" above).
-template <typename TB> struct kmajor { static constexpr bool value = false; };
-template <> struct kmajor<kmajor_int8> { static constexpr bool value = true; };
-template <> struct kmajor<kmajor_uint8> { static constexpr bool value = true; };
 
 }  // namespace stream4
 }  // namespace dmlq
@@ -290,7 +286,7 @@ __device__ __forceinline__ void body(
     int k_chunk, int* __restrict__ partial, int group, int64 zp_ld) {
   typedef shape<MT> S;
   constexpr bool P4 = b_value<TB>::packed;  // else an 8-bit b
-  constexpr bool KM = kmajor<TB>::value;     // an 8-bit b held K-major: ldb elements between columns
+  constexpr bool KM = b_value<TB>::kmajor;  // an 8-bit b held K-major: ldb elements between columns
   constexpr bool INT4 = P4 && static_cast<typename b_value<TB>::type>(-1) < 0;
   typedef typename bword<TB>::type BW;
   constexpr int VECS = P4 ? 1 : 2;       // 16-byte vectors of b per thread and stage

@@ -11,32 +11,34 @@
 struct packed_int4;
 struct packed_uint4;
 // An 8-bit b held K-major (its (K, N) matrix N runs of K contiguous bytes: the transposed view
-// of an (N, K) weight), as the stream kernels of matmul_stream_packed.cu read it.
+// of an (N, K) weight), as the stream kernels of matmul_stream_packed.cu and the tensor-core
+// kernel of matmul_mma_kmajor.cu read it.
 struct kmajor_int8;
 struct kmajor_uint8;
 
 namespace dmlq {
 
-// b's value type (its zero points' type too) and whether it is packed.
+// b's value type (its zero points' type too), whether it is packed and whether it is held
+// K-major (ldb then counts the elements between its columns).
 template <typename TB> struct b_value {
   typedef TB type;
-  static constexpr bool packed = false;
+  static constexpr bool packed = false, kmajor = false;
 };
 template <> struct b_value<packed_int4> {
   typedef int8 type;
-  static constexpr bool packed = true;
+  static constexpr bool packed = true, kmajor = false;
 };
 template <> struct b_value<packed_uint4> {
   typedef uint8 type;
-  static constexpr bool packed = true;
+  static constexpr bool packed = true, kmajor = false;
 };
 template <> struct b_value<kmajor_int8> {
   typedef int8 type;
-  static constexpr bool packed = false;
+  static constexpr bool packed = false, kmajor = true;
 };
 template <> struct b_value<kmajor_uint8> {
   typedef uint8 type;
-  static constexpr bool packed = false;
+  static constexpr bool packed = false, kmajor = true;
 };
 
 // The 4-bit code of element i.

@@ -164,9 +164,10 @@ def _qmm(xp, a, b, to, *, variant=None, splits=None, per_axis=False, per_batch=F
              f"{variant or 'selected'}", _get(got), want)]
 
 
-def _known_answer_mma(xp, tb=I8, variant="mma-128x128"):
+def _known_answer_mma(xp, tb=I8, variant="mma-128x128", kmajor=False):
     """The tensor-core kernel on matrices whose product is known by hand (scales 1, zero
-    points 0, out_scale 1: out = clamp(a @ b)): identity, ones, one nonzero element."""
+    points 0, out_scale 1: out = clamp(a @ b)): identity, ones, one nonzero element;
+    ``kmajor``: b held K-major (x @ w.T)."""
     M = K = N = 128
     results = []
     eye = np.eye(M, K, dtype=I8)
@@ -191,9 +192,9 @@ def _known_answer_mma(xp, tb=I8, variant="mma-128x128"):
             got = qmm.quantized_matmul(xp.asarray(a), one, None, xp.asarray(data), one, None, one, zero, out,
                                        b_packed, variant="mma-128x128")
         else:
-            got = qmm.quantized_matmul(xp.asarray(a), one, None, xp.asarray(bb), one, None, one, zero, out,
-                                       variant=variant)
-        results.append((f"{variant} known answer: {label} (b {tb})", _get(got), want))
+            got = qmm.quantized_matmul(xp.asarray(a), one, None, _kmajor_dev(xp, bb) if kmajor else xp.asarray(bb),
+                                       one, None, one, zero, out, variant=variant)
+        results.append((f"{variant} known answer: {label} (b {tb}{', K-major' if kmajor else ''})", _get(got), want))
     return results
 
 
@@ -201,6 +202,8 @@ if matmul.HAVE_MMA:
     case("mma known answers: identity, ones, one nonzero", "mma-128x128")(_known_answer_mma)
 if matmul.HAVE_MMA_PACKED:
     case("mma known answers, packed int4 b", "mma-128x128")(lambda xp: _known_answer_mma(xp, I4))
+if matmul.HAVE_MMA_KMAJOR:
+    case("mma known answers, K-major int8 b (x @ w.T)", "mma-128x128")(lambda xp: _known_answer_mma(xp, kmajor=True))
 if matmul.HAVE_WGMMA:  # (a device of compute capability 9.0: the stand-in's H100, a GPU session's H100/H200)
     for _v in matmul.WGMMA_CONFIGS:
         case(f"{_v} known answers: identity, ones, one nonzero", _v)(
@@ -333,6 +336,27 @@ for _v in matmul.VARIANTS:
     case(f"matmul_integer(_to_float) {_v}", _v)(_intmm_tiled(_v, (I8,)))
     if _v not in matmul.TENSOR_CONFIGS or (_v in matmul.MMA_CONFIGS and matmul.HAVE_MMA_PACKED):
         case(f"matmul_integer(_to_float) {_v}, packed b", _v)(_intmm_tiled(_v, (I4, U4)))
+
+
+def _mma_kmajor(xp):
+    """An 8-bit b held K-major (x @ w.T) on the tensor cores (matmul_mma_kmajor.cu): every output
+    type, both b types, aligned and ragged shapes (a padded to 16 bytes), split K."""
+    rng = _rng("mma kmajor")
+    results = []
+    for i, (M, K, N) in enumerate(_SHAPES.values()):
+        for tb in (I8, U8):
+            a, b = _matmul_operands(rng, M, K, N, (U8, I8)[i % 2], tb)
+            results += _qmm(xp, a, b, (I8, U8)[i % 2], variant="mma-128x128", per_axis=bool(i), kmajor=True)
+            for to in (I32, F32, F16):
+                results += _intmm(xp, a, b, to, variant="mma-128x128", tiled=True, kmajor=True)
+    a, b = _matmul_operands(rng, 40, 1000, 72, I8, U8)
+    results += _qmm(xp, a, b, U8, variant="mma-128x128", splits=3, kmajor=True)
+    results += _intmm(xp, a, b, F16, variant="mma-128x128", tiled=True, splits=3, kmajor=True)
+    return results
+
+
+if matmul.HAVE_MMA_KMAJOR:
+    case("matmul (all three operators) mma-128x128, K-major 8-bit b", "mma-128x128")(_mma_kmajor)
 
 
 def _intmm_grouped(M, variant):

@@ -115,8 +115,13 @@ def test_matmul_plans(nominal):
     p = _mm(512, 4095, 1001)
     assert "a copied into rows padded to 16 bytes" in p.notes and "b copied into rows padded to 16 bytes" in p.notes
     assert _main(p).kernel.endswith(", 16>")
-    # a transposed b (rows not unit-stride) is copied first; K > 32768: the wide dp4a kernel
+    # a transposed b (x @ w.T) held on 16 bytes is read K-major, its column sums the row sums of w;
+    # one whose columns are not 16 bytes apart is copied first; K > 32768: the wide dp4a kernel
     p = _mm(256, 256, 256, b=np.empty((256, 256), i8).T)
+    assert p.notes == ("b: K-major (x @ w.T), 16-byte copies of its columns",)
+    assert _kernels(p) == [("column sums of b (row sums of its K-major rows), for a's zero point",
+                            "matmul_row_sums<int8>"), ("main", "matmul_mma<uint8, kmajor_int8, int8, 128, 128, 64, 4, 16>")]
+    p = _mm(256, 256, 256, b=np.empty((256, 260), i8)[:, :256].T)
     assert "b copied to a contiguous array" in p.notes
     p = _mm(8, 40000, 64)
     assert p.variant == "dp4a-wide" and _kernels(p) == [("main", "matmul_dp4a_wide<uint8, int8, int8, 64, 64, 32, 8, 4>")]

@@ -19,8 +19,11 @@ Launch conventions of quantized_matmul:
   rows padded to 16 (:func:`padded16`: one pass over that operand). A packed
   4-bit b (cuda/matmul_mma_packed.cu) is staged as its bytes: rows that do
   not start on a VEC-aligned byte (odd N, N not a multiple of 8) are first
-  copied into rows of 32-element multiples (dmlq.gpu.packed.pad_rows). The
-  dp4a variants take any alignment.
+  copied into rows of 32-element multiples (dmlq.gpu.packed.pad_rows). An
+  8-bit b held K-major on 16 bytes (x @ w.T of an (N, K) weight: start,
+  columns and matrices on 16 bytes) is read as it is by
+  cuda/matmul_mma_kmajor.cu (a then takes 16-byte copies, padded if it must
+  be). The dp4a variants take any alignment.
 - out is written in place when its last axis is contiguous, it does not
   overlap a or b, and no batch/row stride of it is 0; otherwise through a
   contiguous temporary that is then copied into out.
@@ -46,10 +49,10 @@ from .device import NULL
 from .plan import Launch, Plan, launcher
 
 from .matmul_configs import (  # noqa: F401 - the tables, re-exported (dmlq.gpu.matmul.X)
-    DP4A_SOURCE, MMA_SOURCE, PACKED_SOURCE, MMA_PACKED_SOURCE, WGMMA_SOURCE, WIDE_K,
+    DP4A_SOURCE, MMA_SOURCE, PACKED_SOURCE, MMA_PACKED_SOURCE, MMA_KMAJOR_SOURCE, WGMMA_SOURCE, WIDE_K,
     MAX_DIM, MAX_GRID_YZ, MMA_MIN_WORK, QTYPES, DP4A_CONFIGS, MMA_CONFIGS,
     WGMMA_CONFIGS, CONFIGS, STREAM_M, ALL_VARIANTS, COMBINE, PREPASS_KERNELS,
-    HAVE_MMA, HAVE_MMA_PACKED, HAVE_WGMMA, MMA_VECS, OUT_TYPES, SPLITK_EPILOGUES,
+    HAVE_MMA, HAVE_MMA_PACKED, HAVE_MMA_KMAJOR, HAVE_WGMMA, KMAJOR_TAGS, MMA_VECS, OUT_TYPES, SPLITK_EPILOGUES,
     PACKED_TAGS, KERNELS, VARIANTS, TENSOR_CONFIGS, Dp4aConfig, MmaConfig,
     WgmmaConfig, _have_mma, _instantiations,
 )
@@ -364,6 +367,7 @@ class _Detail:
     k_chunk: int
     k_group: int = 0
     col_splits: tuple = ()  # per batch launch: matmul_col_sums' (splits, k_chunk) (col_sum_splits)
+    kmajor: bool = False    # an 8-bit b read K-major by the mma kernel (matmul_mma_kmajor.cu)
 
 
 # Kernel type names of the outputs that are not quantized types.
@@ -434,11 +438,17 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
                                f"(grid limit {MAX_GRID_YZ}) with {variant}")
 
     wg = cfg.transposed_b
+    # An 8-bit b whose rows are not contiguous but whose columns are, on 16 bytes (x @ w.T of an (N, K)
+    # weight): the mma kernel reads it K-major instead of copying it to rows.
+    km = mma and not wg and not p4 and HAVE_MMA_KMAJOR and _staging(b, True) != AS_IS and _k_major16(b)
     stage_a = _staging(a, mma)
-    if wg and (stage_a != AS_IS or cp_async_width(a) != 16):  # the wgmma kernel copies 16 bytes only
+    if (wg or km) and (stage_a != AS_IS or cp_async_width(a) != 16):  # these kernels copy 16 bytes only
         stage_a = PADDED
     if wg:  # b read K-major: as it is where it already is (x @ w.T of an (N, K) weight), else a transposed copy
         stage_b = AS_IS if _k_major16(b) else TRANSPOSED
+    elif km:
+        stage_b = AS_IS
+        notes.append("b: K-major (x @ w.T), 16-byte copies of its columns")
     elif p4 and mma:  # cp.async needs whole-byte rows at aligned addresses, else padded rows
         stage_b = AS_IS if b.size == 0 or packed.mma_width(b, device.ptr(b.data)) else PADDED
     else:
@@ -458,6 +468,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     to = _OUT_NAMES.get(to, to)
     if wg:
         name = cfg.name(ta, tb, to)
+    elif km:
+        name = cfg.name(ta, KMAJOR_TAGS[tb], to, 16)
     elif mma:
         b_width = (16 if stage_b == PADDED else packed.mma_width(b, device.ptr(b.data))) if p4 else cp_async_width(sb)
         name = cfg.name(ta, tb, to, min(cp_async_width(sa), b_width))
@@ -479,7 +491,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         notes.append(f"b {stage_b}")
         batches = batches_of(sb)
     source = PACKED_SOURCE if p4 else DP4A_SOURCE
-    main_source = (MMA_PACKED_SOURCE if p4 else MMA_SOURCE) if mma else source
+    main_source = (MMA_PACKED_SOURCE if p4 else MMA_KMAJOR_SOURCE if km else MMA_SOURCE) if mma else source
     smem = (cfg.packed_smem if p4 else cfg.smem) if mma else cfg.smem
     need_rows = b_zp and not wide
     need_cols = a_zp and not wide
@@ -490,10 +502,10 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         if need_rows:
             launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),),
                                    (256,), 0, "row sums of a, for b's zero point"))
-        if need_cols and wg:  # b's column sums are its transposed copy's row sums
+        if need_cols and (wg or km):  # b's column sums are its K-major rows' sums
             col_splits.append((1, K))
             launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{tb}>", (min(-(-nz * N // 8), 65535),),
-                                   (256,), 0, "column sums of b (row sums of its transposed copy), for a's zero point"))
+                                   (256,), 0, "column sums of b (row sums of its K-major rows), for a's zero point"))
         elif need_cols:
             col_splits.append(col_sum_splits(N, K, nz, device.info().sm_count))
             cs = col_splits[-1][0]
@@ -506,10 +518,11 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         launches.append(Launch(cfg.source if wg else main_source, name, (-(-N // cfg.bn), grid_y, nz),
                                (cfg.threads,), smem))
         if nsplit > 1:
-            launches.append(Launch(main_source, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
+            # (a K-major b's: the row-major b's, matmul_mma.cu's, which reads b's parameters only)
+            launches.append(Launch(MMA_SOURCE if km else main_source, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
     detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group,
-                     tuple(col_splits))
+                     tuple(col_splits), km)
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
 
 
@@ -592,7 +605,7 @@ def bind_tiled(plan, a, b, out):
     N = b.shape[-1]
     plan_a, plan_b = _staged(a, d.stage_a), _staged(b, d.stage_b)
     target = out if d.direct_out else device.Fresh(out.shape, out.dtype)
-    wg = d.cfg.transposed_b  # b's copy is N rows of K bytes, ldb bytes apart
+    wg = d.cfg.transposed_b or d.kmajor  # b read K-major: N rows of K bytes, ldb bytes apart
     lda, ldb = plan_a.strides[-2] // a.itemsize, plan_b.strides[-1 if wg else -2] // b.itemsize
     ldc = target.strides[-2] // target.itemsize
     zmax = max(u.batch0 * u.batch1 for u in d.batches)

@@ -53,7 +53,7 @@ PARTIAL_SHARE = 2      # the partial sums (splits * M * N int32) at most 1 / PAR
 
 # An 8-bit b held K-major (the transposed view of an (N, K) weight, 16-byte aligned): its tag in
 # the kernel names, read as it is instead of copied to a row-major array.
-KM_TAGS = {"int8": "kmajor_int8", "uint8": "kmajor_uint8"}
+KM_TAGS = matmul.KMAJOR_TAGS
 
 
 def kernel_name(ta: str, tb: str, to: str, mt: int) -> str:

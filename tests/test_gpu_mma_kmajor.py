@@ -1,0 +1,133 @@
+"""An 8-bit b held K-major above the decode sizes: the transposed view of an (N, K) weight (torch's
+Linear layout, ``x @ w.T``), read as it is by the tensor-core kernel (cuda/matmul_mma_kmajor.cu:
+matmul_mma.cu with b's tag ``kmajor_int8`` / ``kmajor_uint8``, each tile of b staged as A's is and
+its fragments loaded by ldmatrix without .trans), where the row-major kernel needs b copied to rows
+first. Run by the host harness through the public functions on arrays of the cupy stand-in, into
+poisoned outputs, byte for byte against the same call on NumPy arrays (the NumPy path is
+dmlq.reference's, tied to onnxruntime by tests/test_cross_library_mm.py); each call asserts the
+kernel that ran and that b was not copied. Every operator and zero-point form, K cut inside a
+16-byte chunk and inside the last 64-byte tile (a padded to 16 bytes first), N cut inside a copy
+and inside the last 128-column tile, split K, batches with per-batch b parameters and a b broadcast
+over a's batch, sums at the int32 extremes; a K-major b off 16 bytes is still copied."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dmlq
+import cupy_stand_in as S
+from dmlq.gpu import matmul
+from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
+from test_gpu_intmm import dev, q
+from test_gpu_intmm_tiled import kernels, launched
+from test_gpu_stream8_kmajor import PAIRS, kmajor, km, same
+
+I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
+
+pytestmark = pytest.mark.skipif(not matmul.HAVE_MMA_KMAJOR, reason="matmul_mma_kmajor.cu absent")
+
+# label -> (M, K, N): sizes selection sends to mma-128x128 on the harness (4 SMs).
+SIZES = {
+    "aligned": (130, 256, 160),
+    "K ragged in the last tile, a padded": (129, 200, 168),   # 200 = 3 * 64 + 8: a's 200-byte rows padded
+    "odd K and N": (150, 77, 381),                            # K inside one tile; N cut inside a 16-byte copy
+    "split-K": (40, 1008, 130),                               # 4 splits of 256 on 4 SMs
+}
+
+
+def mma(ta, tb, to):
+    return f"matmul_mma<{ta.name}, {km(tb)}, {to}, 128, 128, 64, 4, 16>"
+
+
+@pytest.mark.parametrize("label", list(SIZES))
+def test_matmul_integer(gpu, label):
+    """Every (a, b) type pair; zero points per row / column, per tensor, none."""
+    m, k, n = SIZES[label]
+    rng = np.random.default_rng(m * 1000 + k * 7 + n)
+    for i, (ta, tb) in enumerate(PAIRS):
+        a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
+        zps = ((q(rng, ta, (m, 1)), q(rng, tb, (n,))), (ta.type(q(rng, ta, ())), tb.type(q(rng, tb, ()))),
+               (None, None))[i % 3:] if i < 2 else ((q(rng, ta, (m, 1)), None), (None, tb.type(9)))
+        for a_zp, b_zp in zps:
+            same(dmlq.matmul_integer, a, b, (a_zp, b_zp), mma(ta, tb, "int"))
+            if a_zp is not None:
+                assert launched(f"matmul_row_sums<{tb.name}>"), kernels()  # b's column sums
+        if "split" in label:
+            assert "matmul_splitk_epilogue" in kernels(), kernels()
+        if "padded" in label:
+            text = str(dmlq.kernel_plan(dmlq.matmul_integer, dev(a), b[1]))
+            assert "a copied into rows padded to 16 bytes" in text, text
+
+
+@pytest.mark.parametrize("label", list(SIZES))
+def test_matmul_integer_to_float(gpu, label):
+    """float32 and float16 out; per-row a, per-column b parameters and an (M, N) bias, then single
+    values and a per-column float16 bias."""
+    m, k, n = SIZES[label]
+    rng = np.random.default_rng(m * k + n)
+    for ta, tb in PAIRS[:2]:
+        a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
+        with np.errstate(all="ignore"):
+            same(dmlq.matmul_integer_to_float, a, b, (rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
+                                                      rng.uniform(-1, 1, n).astype(F16), q(rng, tb, (1, n)),
+                                                      rng.uniform(-50, 50, (m, n)).astype(F32)), mma(ta, tb, "float"))
+            same(dmlq.matmul_integer_to_float, a, b, (np.float32(0.01), None, np.float32(-3e-3), 5,
+                                                      rng.uniform(-1, 1, n).astype(F16)), mma(ta, tb, "float16"),
+                 dtype=F16)
+
+
+@pytest.mark.parametrize("label", list(SIZES))
+def test_quantized_matmul(gpu, label):
+    """Both outputs; per-row a and out parameters with per-column b ones, then single values."""
+    m, k, n = SIZES[label]
+    rng = np.random.default_rng(m + k * 3 + n)
+    for i, (ta, tb) in enumerate(PAIRS):
+        to = (I8, U8)[i % 2]
+        a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
+        same(dmlq.quantized_matmul, a, b, (rng.uniform(1e-3, 0.05, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
+                                           rng.uniform(-0.05, 0.05, n).astype(F32), q(rng, tb, (n,)),
+                                           rng.uniform(0.05, 1, (m, 1)).astype(F32), q(rng, to, (m, 1))),
+             mma(ta, tb, to.name))
+        same(dmlq.quantized_matmul, a, b, (np.float32(0.02), None, np.float32(1e-3), tb.type(q(rng, tb, ())),
+                                           np.float32(0.25), to.type(3)), mma(ta, tb, to.name))
+
+
+def test_batches_and_broadcast(gpu):
+    """A batch of K-major matrices with per-batch b scales and zero points beside a broadcast a (the
+    matrices 16-byte multiples apart, not contiguous); one K-major b beside a batch of a."""
+    rng = np.random.default_rng(5)
+    a, b = q(rng, U8, (2, 1, 70, 256)), kmajor(rng, I8, (4, 256, 136), pad=272)
+    b_s, b_zp = rng.uniform(0, 0.1, (4, 1, 136)).astype(F32), q(rng, I8, (4, 1, 136))
+    same(dmlq.quantized_matmul, a, b, (np.float32(0.02), U8.type(100), b_s, b_zp, np.float32(0.5), I8.type(-3)),
+         mma(U8, I8, "int8"))
+    same(dmlq.matmul_integer_to_float, a, b, (np.float32(0.02), U8.type(100), b_s, b_zp), mma(U8, I8, "float"))
+    same(dmlq.matmul_integer, q(rng, I8, (3, 70, 192)), kmajor(rng, U8, (192, 200)), (I8.type(-4), U8.type(9)),
+         mma(I8, U8, "int"))
+
+
+@pytest.mark.parametrize("ta,tb", PAIRS)
+def test_extreme_sums(gpu, ta, tb):
+    """|a - a_zp| = 255 times |b - b_zp| = 255 at every k, K = 4096, both signs: exact as int32."""
+    m, k, n = 20, 4096, 130
+    lo_a, hi_a = (0, 255) if ta == U8 else (-128, 127)
+    lo_b, hi_b = (0, 255) if tb == U8 else (-128, 127)
+    for av, za, bv, zb in ((hi_a, lo_a, hi_b, lo_b), (hi_a, lo_a, lo_b, hi_b)):
+        held = np.full((n, k), bv, tb)
+        same(dmlq.matmul_integer, np.full((m, k), av, ta), (held.T, S.module.asarray(held).T),
+             (ta.type(za), tb.type(zb)), mma(ta, tb, "int"))
+
+
+def test_columns_off_16_bytes_are_copied(gpu):
+    """A K-major b whose columns are 268 bytes apart, or whose start is 8 bytes off 16, is copied
+    to rows first (the row-major kernel); the results are the same."""
+    rng = np.random.default_rng(8)
+    cases = [(q(rng, U8, (130, 264)), S.module.asarray(q(rng, I8, (140, 268)))[:, :264].T),
+             (q(rng, U8, (130, 256)), S.module.asarray(q(rng, I8, (140, 272)))[:, 8:264].T)]
+    for a, b in cases:
+        text = str(dmlq.kernel_plan(dmlq.matmul_integer, dev(a), b))
+        assert "mma-128x128" in text and "b copied" in text and "K-major" not in text, text
+        want = dmlq.matmul_integer(a, S.module.asnumpy(b))
+        S.launches.clear()
+        got = dmlq.matmul_integer(dev(a), b).get()
+        assert (got == want).all()
+        assert any(n.startswith("matmul_mma<uint8, int8, int,") for n, *_ in S.launches), kernels()
