@@ -209,7 +209,7 @@ def _to_backend(value, xp):
 
     if isinstance(value, Packed):
         return Packed(xp.asarray(value.data), value.shape, value.dtype)
-    if isinstance(value, ChannelsLast):
+    if isinstance(value, (ChannelsLast, KMajor)):
         return laid_out(value, xp)
     return upload(xp, value) if isinstance(value, np.ndarray) else value
 
@@ -390,6 +390,7 @@ def _random_cases(seed=0):
                      (a, (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b, (rng.random(n) + 0.5).astype(f32),
                       rng.integers(0, 100, n).astype(bdt), f32(400.0), odt(9)), {}))
     rows.extend(_random_intmm(rng))
+    rows.extend(_random_kmajor(np.random.default_rng(seed + 37)))
     rows.extend(_random_packed_tiled(np.random.default_rng(seed + 26)))
     for xdt, qdt in ((f32, u8), (f16, i8)):
         x = (rng.standard_normal((5, 333)) * 7 + 2).astype(xdt)
@@ -456,9 +457,17 @@ class ChannelsLast(NamedTuple):
     skip: int = 0
 
 
+class KMajor(NamedTuple):
+    """A row's (..., K, N) matrix held K-major: the transposed view of a C-contiguous (..., N, K)
+    array, on the host and on the device alike (:func:`laid_out`)."""
+    array: np.ndarray
+
+
 def laid_out(value, xp=np):
-    """A row's operand as the call takes it on the module ``xp``: a :class:`ChannelsLast` made
-    there in that order, anything else as it is."""
+    """A row's operand as the call takes it on the module ``xp``: a :class:`ChannelsLast` or
+    :class:`KMajor` made there in that order, anything else as it is."""
+    if isinstance(value, KMajor):
+        return xp.asarray(np.ascontiguousarray(value.array.swapaxes(-1, -2))).swapaxes(-1, -2)
     if not isinstance(value, ChannelsLast):
         return value
     x, skip = value
@@ -529,6 +538,29 @@ def _random_intmm(rng):
                     args = (a, a_s, None, bb, bs, pack(gz) if packed else gz)
                     rows.append(("mm_float", f"{what} blocked {g}", intmm.matmul_integer_to_float, args,
                                  dict(block_size=g)))
+    return rows
+
+
+def _random_kmajor(rng):
+    """b held K-major (:class:`KMajor`: ``x @ w.T`` of an (N, K) weight, its columns 16 bytes
+    apart), which the GPU reads as it is: the weight-streaming kernels at M = 5 and the
+    tensor-core tile at M = 130 (``kmajor_int8`` / ``kmajor_uint8``), in all three operators;
+    rows as :func:`_random_cases` makes them."""
+    rows = []
+    k, n = 256, 136
+    for adt, bdt in ((u8, i8), (i8, u8)):
+        w = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max, (k, n), dtype=bdt, endpoint=True)
+        bzp = rng.integers(0, 50, n).astype(bdt)
+        for m in (5, 130):
+            a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max, (2, m, k), dtype=adt, endpoint=True)
+            azp, a_s = adt(rng.integers(0, 50)), (rng.random((m, 1)) + 0.5).astype(f32)
+            what = f"{adt.__name__},K-major {bdt.__name__} M={m}"
+            rows.append(("matmul", f"{what}->int8", api.quantized_matmul,
+                         (a, a_s, azp, KMajor(w), (rng.random(n) * 0.01).astype(f32), bzp, f32(60.0), i8(3)), {}))
+            rows.append(("mm_integer", what, intmm.matmul_integer, (a, KMajor(w), azp, bzp), {}))
+            rows.append(("mm_float", f"{what} ->float16", intmm.matmul_integer_to_float,
+                         (a, a_s, azp, KMajor(w), (rng.random(n) * 0.01).astype(f32), bzp,
+                          rng.standard_normal(n).astype(f32)), dict(dtype=f16)))
     return rows
 
 
