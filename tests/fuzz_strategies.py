@@ -8,6 +8,7 @@ more). Arrays are NumPy; a GPU test copies them to the device with their layout.
 from __future__ import annotations
 
 import functools
+import math
 import os
 
 import numpy as np
@@ -177,6 +178,26 @@ def layout(draw, array):
 
 
 @st.composite
+def b_layout(draw, b):
+    """An 8-bit b (..., K, N) as :func:`layout` lays it out, or (one draw in three) held
+    K-major: the transposed view of an (..., N, K) array whose rows are padded to 16 bytes
+    and which starts on 16 bytes (x @ w.T of a torch Linear weight), which the stream and
+    tensor-core kernels read as it is."""
+    b = np.asarray(b)
+    if b.ndim < 2 or b.size == 0 or draw(st.integers(0, 2)):
+        return draw(layout(b))
+    *batch, k, n = b.shape
+    kp = -(-k // 16) * 16
+    raw = np.empty(math.prod(batch) * n * kp * b.itemsize + 16, np.uint8)
+    skip = -raw.ctypes.data % 16
+    held = raw[skip:skip + raw.size - 16].view(b.dtype).reshape(*batch, n, kp)
+    held[...] = 0
+    view = held[..., :k].swapaxes(-1, -2)
+    view[...] = b
+    return view
+
+
+@st.composite
 def out_array(draw, shape, dtype):
     """A poisoned output (0xA5 bytes); sometimes a strided view into a larger poisoned
     buffer (its ``base``), whose other bytes must stay untouched."""
@@ -304,7 +325,7 @@ def matmul_args(draw, max_work=4000, packed=False):
         K = max(1, max_work // max(M * N, 1))
     batch, (ba, bb) = _shapes(draw, 2, 3, max_dims=2)
     a = arranged(draw, int_arrays(adt, ba + (M, K)))
-    b = draw(_b_ints(bdt, bb + (K, N))) if packed else arranged(draw, int_arrays(bdt, bb + (K, N)))
+    b = draw(_b_ints(bdt, bb + (K, N))) if packed else draw(b_layout(draw(int_arrays(bdt, bb + (K, N)))))
     if draw(st.booleans()):
         # "matched" scales: out_scale near the spread of the products, so outputs are
         # spread over the range instead of saturated
@@ -420,7 +441,7 @@ def intmm_args(draw, op, max_work=3000):
     a = arranged(draw, int_arrays(adt, ba + (M, K)))
     b = draw(_b_ints(bname, bb + (K, N)))
     if bname not in FOUR_BIT:
-        b = draw(layout(b))
+        b = draw(b_layout(b))
     block = decode_block if decode else None
     if op == "float" and not decode and draw(st.booleans()):
         block = draw(st.sampled_from((1, 2, 3, 4, 32, 64)))
