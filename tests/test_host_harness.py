@@ -17,7 +17,7 @@ NAMES = ("race", "divergent_barrier", "exit_before_barrier", "write_at", "read_a
          "trap_kernel", "shuffle_xor", "cp_async_wait_probe<0>", "cp_async_wait_probe<1>",
          "cp_async_wait_probe<2>", "ldmatrix_probe<false>", "ldmatrix_probe<true>", "mma_probe_s8u8",
          "float_ops", "address_mod", "warp_race", "read16_at", "cp_async_at",
-         "shared_back_to_back<256>")
+         "shared_back_to_back<256>", "ldmatrix_rows")
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +242,21 @@ def test_ldmatrix_follows_the_ptx_fragment_table(dev, rng, trans):
                 lo, hi = m[i, lane // 4, 2 * (lane % 4)], m[i, lane // 4, 2 * (lane % 4) + 1]
             want[lane, i] = int(lo) | (int(hi) << 16)
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("rows,extra", [
+    (np.arange(32), 0),             # 8 consecutive 16-byte rows a phase: 8 bank quads
+    (np.zeros(32, int), 0),         # one row for every lane: a broadcast
+    (2 * np.arange(32), 1),         # rows 32 bytes apart: 2 rows a quad, 2 wavefronts a phase
+    (8 * np.arange(32), 7),         # rows 128 bytes apart: every row in one quad, 8 wavefronts
+    (np.arange(32) ^ (np.arange(32) >> 3 & 1) * 8, 0),  # rows 8 apart swapped in: still 8 quads
+])
+def test_ldmatrix_bank_conflicts_are_counted(dev, rows, extra):
+    """The runner counts, per ldmatrix phase (8 lanes' 16-byte rows), the wavefronts past the
+    first that rows sharing a bank quad cost (HostDevice.ldmatrix: the kernels' conflict test)."""
+    out = np.zeros(32, np.uint32)
+    run(dev, "ldmatrix_rows", (1,), (32,), rows.astype(np.int32), out)
+    assert dev.ldmatrix == {"ldmatrix_rows": [4, 4 * extra]}
 
 
 def test_mma_m16n8k32_follows_the_ptx_fragment_table(dev, rng):

@@ -41,15 +41,20 @@ def exact_view(rng, shape, strides, skew, dtype):
 
 
 def run_case(host, rng, variant, M, K, N, lda, a_skew, ldb, b_skew, types, batch=None, splits=None,
-             per_axis=True):
+             per_axis=True, kmajor=False):
+    """``kmajor``: b held K-major, N columns of K bytes ``ldb`` apart (the transposed view of an
+    exact (N, K) allocation), else K rows of N bytes."""
     ta, tb, to = types
+    b_shape, b_strides = ((N, K), (ldb, 1)) if kmajor else ((K, N), (ldb, 1))
     if batch:
         nb, a_bs, b_bs = batch
         a = exact_view(rng, (nb, M, K), (a_bs, lda, 1), a_skew, ta)
-        b = exact_view(rng, (nb, K, N), (b_bs, ldb, 1), b_skew, tb)
+        b = exact_view(rng, (nb, *b_shape), (b_bs, *b_strides), b_skew, tb)
     else:
         a = exact_view(rng, (M, K), (lda, 1), a_skew, ta)
-        b = exact_view(rng, (K, N), (ldb, 1), b_skew, tb)
+        b = exact_view(rng, b_shape, b_strides, b_skew, tb)
+    if kmajor:
+        b = b.swapaxes(-1, -2)
     ia, ib, io = np.iinfo(ta), np.iinfo(tb), np.iinfo(to)
     n_a, n_b = (M, N) if per_axis else (1, 1)
     a_s = rng.uniform(0.5, 2, n_a).astype(np.float32)
@@ -103,6 +108,87 @@ def test_emulated_mma_staging_edges(host, rng, case, vec):
     assert mma and all(n.endswith(f", {vec}>") for n in mma), names
     if splits:
         assert any(n.startswith("matmul_splitk_epilogue") for n in names), names
+
+
+# (M, K, N, lda, A skew, ldb, B skew, batch, splits) with b held K-major (ldb: the bytes between
+# its columns, a multiple of 16, as the kernel's K-major path requires); each allocation ends at
+# its last element, so a copy past K in the last column, or of a column past N, is an ASan report.
+KMAJOR_CASES = [
+    (37, 70, 40, 80, 0, 80, 0, None, None),       # K tail of 6 inside a 16-byte chunk
+    (20, 128, 133, 128, 0, 128, 0, None, None),   # N = 133: columns past N in the last block, not read
+    (130, 192, 48, 192, 0, 192, 0, None, None),   # whole tiles; rows past M and columns past N skipped
+    (16, 1000, 20, 1008, 0, 1008, 0, None, 3),    # split-K: every split's k range from its own start
+    (5, 128, 7, 136, 4, 128, 0, None, None),      # N < 16; a's rows off 16 bytes: a padded first
+    (24, 96, 28, 96, 0, 112, 0, (2, 2400, 3152), None),  # a batch, b's matrices 3152 bytes apart
+    (131, 63, 129, 64, 0, 64, 0, None, None),     # K = 63 (one part tile), M and N one past a tile
+]
+
+
+@pytest.mark.parametrize("case", KMAJOR_CASES)
+def test_emulated_mma_kmajor_staging_edges(host, rng, case):
+    """matmul_mma_kmajor.cu's staging on exact allocations: b read K-major as it is (no copy)."""
+    if not matmul.HAVE_MMA_KMAJOR:
+        pytest.skip("matmul_mma_kmajor.cu absent")
+    M, K, N, lda, a_skew, ldb, b_skew, batch, splits = case
+    types = TYPES[(M + K + N) % 4]
+    names = run_case(host, rng, "mma-128x128", M, K, N, lda, a_skew, ldb, b_skew, types, batch, splits,
+                     kmajor=True)
+    mma = [n for n in names if n.startswith("matmul_mma")]
+    assert mma == [f"matmul_mma<{types[0]}, kmajor_{types[1]}, {types[2]}, 128, 128, 64, 4, 16>"], names
+    assert not any(n.startswith("matmul_col_sums") for n in names), names  # b's column sums: its row sums
+    if splits:
+        assert any(n.startswith("matmul_splitk_epilogue") for n in names), names
+
+
+@pytest.mark.parametrize("b_form", ["row-major", "K-major", "packed int4"])
+def test_emulated_mma_ldmatrix_conflict_free(host_device, rng, b_form):
+    """Every ldmatrix phase of the tensor-core kernel (A's and B's fragments, for a row-major, a
+    K-major and a packed 4-bit b) reads 8 rows from 8 distinct bank quads: the XOR swizzles
+    leave no shared-memory bank conflict (the runner counts each phase's extra wavefronts)."""
+    if not (matmul.HAVE_MMA_KMAJOR and matmul.HAVE_MMA_PACKED):
+        pytest.skip("mma kernel sources absent")
+    from dmlq import pack
+
+    M, K, N = 130, 256, 136
+    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    w = rng.integers(-8, 8, (K, N)).astype(np.int8)
+    b_packed = None
+    if b_form == "K-major":
+        b = np.ascontiguousarray(w.T).T
+    elif b_form == "packed int4":
+        import ml_dtypes
+
+        b, b_packed = pack(w.astype(ml_dtypes.int4)).data, ("int4", (K, N), True)
+    else:
+        b = w
+    out = np.empty((M, N), np.int32)
+    from dmlq.gpu import device
+
+    host_device.forget()
+    with device.using(host_device):
+        view = intmm_tiled_check(a, b, b_packed)
+        plan = matmul.plan_tiled("matmul_integer", a, False, view, False, out, variant="mma-128x128")
+        intmm_bind(plan, a, b, out, b_packed)
+    np.testing.assert_array_equal(out, a.astype(np.int64) @ w.astype(np.int64))
+    (name,) = [n for n in host_device.ldmatrix if n.startswith("matmul_mma<")]
+    assert ("kmajor_" in name) == (b_form == "K-major") and ("packed_" in name) == (b_form == "packed int4"), name
+    phases, extra = host_device.ldmatrix[name]
+    # per warp and k32 step: 4 A loads and 4 B loads (a packed b: 2) of 4 phases each
+    tiles = -(-M // 128) * -(-N // 128) * (K // 32) * 4
+    assert phases == tiles * (16 + (8 if b_form == "packed int4" else 16)), (phases, tiles)
+    assert extra == 0, (name, phases, extra)
+
+
+def intmm_tiled_check(a, b, b_packed):
+    from dmlq.gpu import intmm_tiled
+
+    return intmm_tiled._check("matmul_integer", a, b, b_packed)
+
+
+def intmm_bind(plan, a, b, out, b_packed):
+    from dmlq.gpu import intmm_tiled
+
+    intmm_tiled._bind(plan, a, b, out, b_packed, None, None, None, None, None)(a, None, b, None, out)
 
 
 # (M, K, N, lda, A skew, ldb, B skew): matmul_dp4a's word path needs a tile

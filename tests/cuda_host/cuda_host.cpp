@@ -757,13 +757,28 @@ void exec_ldmatrix(LaneCall** lanes, int count) {
   const int num = p.has("x4") ? 4 : p.has("x2") ? 2 : p.has("x1") ? 1 : 0;
   const bool trans = p.has("trans");
   unsigned char* rows[4][8];
-  for (int i = 0; i < num; ++i)
+  for (int i = 0; i < num; ++i) {
+    unsigned addrs[8];
     for (int r = 0; r < 8; ++r) {
       const Operand& a = (*lanes[8 * i + r]->ops)[p.args.at(1).at(0).index];
       const unsigned addr = static_cast<unsigned>(a.bits + p.args[1][0].value);
       if (addr % 16) fault("ldmatrix: row address 0x%x of lane %d is not 16-byte aligned", addr, 8 * i + r);
       rows[i][r] = from_shared(addr, 16, "ldmatrix");
+      addrs[r] = addr;
     }
+    // One phase: its 8 rows' distinct 16-byte addresses by bank quad (bits 4-6 of the
+    // address); a quad holding d of them costs d wavefronts, so d - 1 extra at the worst.
+    unsigned per_quad[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int r = 0; r < 8; ++r) {
+      bool seen = false;
+      for (int q = 0; q < r; ++q) seen = seen || addrs[q] == addrs[r];
+      if (!seen) ++per_quad[(addrs[r] >> 4) & 7];
+    }
+    unsigned worst = 1;
+    for (unsigned d : per_quad) worst = d > worst ? d : worst;
+    machine().ldsm_phases += 1;
+    machine().ldsm_extra += worst - 1;
+  }
   for (int l = 0; l < 32; ++l) {
     OpList& ops = *lanes[l]->ops;
     for (int i = 0; i < num; ++i) {
@@ -990,6 +1005,7 @@ static LaunchResult launch(void (*body)(void*), void* arg, dim3 grid, dim3 block
   m.failed = false;
   m.error.clear();
   m.current = -1;
+  m.ldsm_phases = m.ldsm_extra = 0;
   if (m.threads.size() < m.nthreads) m.threads.resize(m.nthreads);
   // The dynamic buffer has exactly the launch's size, so AddressSanitizer
   // catches a plain access past it.
@@ -1220,6 +1236,10 @@ int main() {
       g_launch = {};
       ok = r.ok;
       status = r.error;
+      if (ok) {  // what the launch measured (harness.py: HostDevice.ldmatrix)
+        const cuda_host::Machine& m = cuda_host::machine();
+        status = "ldmatrix " + std::to_string(m.ldsm_phases) + " " + std::to_string(m.ldsm_extra);
+      }
       for (unsigned i = 0; ok && i < nbuf; ++i)
         if (!writable[i] && sizes[i] && std::memcmp(before[i].data(), bufs[i], sizes[i]) != 0) {
           ok = false;

@@ -124,6 +124,9 @@ struct Machine {
   long block_serial = 0;  // changes with every block: shared arrays re-poison
   std::string error;  // first fault of the launch
   bool failed = false;
+  // ldmatrix phases (8 rows of 16 bytes each) of the launch, and the extra shared-memory
+  // wavefronts their bank conflicts cost (0 for a conflict-free layout): reported per launch.
+  unsigned long long ldsm_phases = 0, ldsm_extra = 0;
 };
 
 Machine& machine();

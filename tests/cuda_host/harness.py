@@ -349,6 +349,9 @@ class HostDevice:
         self.poisons = (0xA5, 0x5A)
         self.schedules = None       # e.g. (0, 1, 2, 3): run every launch under each
         self.sources: dict = {}     # extra sources: name -> (path, kernel names)
+        # kernel name -> [ldmatrix phases, the extra wavefronts of their bank conflicts], summed
+        # over the launches (one schedule each) since the last forget(): the runner counts them
+        self.ldmatrix: dict = {}
 
     # -- the backend interface
     @staticmethod
@@ -396,6 +399,7 @@ class HostDevice:
     def forget(self):
         self.regions.clear()
         self.calls.clear()
+        self.ldmatrix.clear()
 
     def close(self):
         for r in self.runners.values():
@@ -495,6 +499,11 @@ class HostDevice:
                 raise KernelFault(f"{name} grid {grid} block {block}: {msg}")
             if first is None:
                 first = (schedule, results)
+                _, phases, extra = msg.split()  # "ldmatrix <phases> <extra wavefronts>"
+                if int(phases):
+                    tally = self.ldmatrix.setdefault(name, [0, 0])
+                    tally[0] += int(phases)
+                    tally[1] += int(extra)
             elif results != first[1]:
                 raise KernelFault(f"{name} grid {grid} block {block}: results differ between thread "
                                   f"schedules {first[0]} and {schedule} (a race)")

@@ -79,6 +79,21 @@ __global__ void ldmatrix_probe(const uint4* m, unsigned* out) {
 }
 
 // Each lane passes the raw fragment registers it is given and stores d.
+// ldmatrix.x4 with lane l supplying the address of shared row row_of_lane[l] (16 bytes a row):
+// the runner counts each phase's bank conflicts (HostDevice.ldmatrix).
+__global__ void ldmatrix_rows(const int* row_of_lane, unsigned* out) {
+  DMLQ_SHARED(128, uint4, s, [256]);
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 256; i += 32) s[i] = make_uint4(i, i, i, i);
+  __syncwarp();
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(&s[row_of_lane[lane]]));
+  unsigned r0, r1, r2, r3;
+  DMLQ_PTX_MEM("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];",
+               (DMLQ_OUT("r", r0), DMLQ_OUT("r", r1), DMLQ_OUT("r", r2), DMLQ_OUT("r", r3)),
+               (DMLQ_IN("r", addr)));
+  out[lane] = r0 ^ r1 ^ r2 ^ r3;
+}
+
 __global__ void mma_probe_s8u8(const unsigned* a, const unsigned* b, const int* c, int* d) {
   const int lane = threadIdx.x;
   int acc[4] = {c[4 * lane], c[4 * lane + 1], c[4 * lane + 2], c[4 * lane + 3]};
