@@ -1072,8 +1072,10 @@ TESTS = {
     "matmul_dp4a.cu": (["tests/test_gpu_batch_rows.py", "tests/test_gpu_intmm_tiled.py", "tests/test_select_matmul.py", "tests/test_host_mutants.py",
                         "tests/test_host_matmul_staging.py"],
                        "emulated or mutant_dp4a or intmm_tiled or batch_rows"),
-    "matmul_mma.cu": (["tests/test_gpu_batch_rows.py", "tests/test_gpu_intmm_tiled.py", "tests/test_gpu_intmm_mma_packed.py", "tests/test_select_matmul.py",
-                       "tests/test_host_mutants.py", "tests/test_host_matmul_staging.py", "tests/test_gpu_mma_kmajor.py"],
+    # (the K-major b's tests first: its mutants, which only they kill, stop there)
+    "matmul_mma.cu": (["tests/test_gpu_mma_kmajor.py", "tests/test_gpu_batch_rows.py", "tests/test_gpu_intmm_tiled.py",
+                       "tests/test_gpu_intmm_mma_packed.py", "tests/test_select_matmul.py",
+                       "tests/test_host_mutants.py", "tests/test_host_matmul_staging.py"],
                       "emulated or mutant_mma or intmm_tiled or mma_packed or mma_kmajor or batch_rows"),
     "avgpool.cu": (["tests/test_select_avgpool.py", "tests/test_select_avgpool_cl.py", "tests/test_host_mutants.py"],
                    "emulated or mutant_avgpool"),
