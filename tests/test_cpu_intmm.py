@@ -8,7 +8,6 @@ silent fall back to the reference), seen from outside: which functions run, and 
 from __future__ import annotations
 
 import sys
-import threading
 import tracemalloc
 
 import ml_dtypes
@@ -19,6 +18,7 @@ import dmlq
 import host_backends
 from dmlq import reference
 from dmlq.cpu import matmul as cpu_matmul
+from dmlq.cpu import tiles
 
 CPU = host_backends.CheckedCPU(tiled=True)  # the tiles, the small calls too (test_small_calls_* below: the shortcut)
 I8, U8, I32, F32, F16 = np.int8, np.uint8, np.int32, np.float32, np.float16
@@ -155,21 +155,23 @@ def test_output_overlapping_an_input():
 # ---------------------------------------------------------------- the public route
 
 def _functions_run(fn):
-    """The code objects called while fn() runs, on every thread (a profile hook: nothing of
-    dmlq's is replaced)."""
+    """The code objects called while fn() runs (a profile hook: nothing of dmlq's is replaced),
+    with the tiles' pieces all on this thread (dmlq.cpu.tiles.THREADS = 1): the pool's threads
+    exist before the hook, so a piece one of them took would go unseen, and on a busy machine
+    they can take every piece (a flaky test, seen under load)."""
     seen = set()
 
     def hook(frame, event, arg):
         if event == "call":
             seen.add(frame.f_code)
 
-    threading.setprofile(hook)
+    threads, tiles.THREADS = tiles.THREADS, 1
     sys.setprofile(hook)
     try:
         result = fn()
     finally:
         sys.setprofile(None)
-        threading.setprofile(None)
+        tiles.THREADS = threads
     return result, seen
 
 
