@@ -20,26 +20,15 @@ namespace dmlq {
 
 // b's value type (its zero points' type too), whether it is packed and whether it is held
 // K-major (ldb then counts the elements between its columns).
-template <typename TB> struct b_value {
-  typedef TB type;
-  static constexpr bool packed = false, kmajor = false;
+template <typename V, bool PACKED, bool KMAJOR> struct b_traits {
+  typedef V type;
+  static constexpr bool packed = PACKED, kmajor = KMAJOR;
 };
-template <> struct b_value<packed_int4> {
-  typedef int8 type;
-  static constexpr bool packed = true, kmajor = false;
-};
-template <> struct b_value<packed_uint4> {
-  typedef uint8 type;
-  static constexpr bool packed = true, kmajor = false;
-};
-template <> struct b_value<kmajor_int8> {
-  typedef int8 type;
-  static constexpr bool packed = false, kmajor = true;
-};
-template <> struct b_value<kmajor_uint8> {
-  typedef uint8 type;
-  static constexpr bool packed = false, kmajor = true;
-};
+template <typename TB> struct b_value : b_traits<TB, false, false> {};
+template <> struct b_value<packed_int4> : b_traits<int8, true, false> {};
+template <> struct b_value<packed_uint4> : b_traits<uint8, true, false> {};
+template <> struct b_value<kmajor_int8> : b_traits<int8, false, true> {};
+template <> struct b_value<kmajor_uint8> : b_traits<uint8, false, true> {};
 
 // The 4-bit code of element i.
 __device__ __forceinline__ int nibble(const uint8* b, int64 i) {
