@@ -78,7 +78,6 @@ __global__ void ldmatrix_probe(const uint4* m, unsigned* out) {
   out[4 * lane + 3] = r3;
 }
 
-// Each lane passes the raw fragment registers it is given and stores d.
 // ldmatrix.x4 with lane l supplying the address of shared row row_of_lane[l] (16 bytes a row):
 // the runner counts each phase's bank conflicts (HostDevice.ldmatrix).
 __global__ void ldmatrix_rows(const int* row_of_lane, unsigned* out) {
@@ -94,6 +93,7 @@ __global__ void ldmatrix_rows(const int* row_of_lane, unsigned* out) {
   out[lane] = r0 ^ r1 ^ r2 ^ r3;
 }
 
+// Each lane passes the raw fragment registers it is given and stores d.
 __global__ void mma_probe_s8u8(const unsigned* a, const unsigned* b, const int* c, int* d) {
   const int lane = threadIdx.x;
   int acc[4] = {c[4 * lane], c[4 * lane + 1], c[4 * lane + 2], c[4 * lane + 3]};
