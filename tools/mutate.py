@@ -1196,7 +1196,8 @@ def run_tests(ctx, cu: str, timeout: float):
 
 
 def first_failure(out: str) -> str:
-    m = re.search(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
+    """The first failing test's node id, its parameters whole (an id may hold spaces: "[K ragged, a padded]")."""
+    m = re.search(r"^(?:FAILED|ERROR) ([^\s\[]+(?:\[[^\]]*\])?)", out, re.M)
     return m.group(1) if m else ""
 
 
