@@ -410,16 +410,19 @@ def _build_matmul(case, impl, limits, seed):
                                                                        i8, seed + 2 * i + 1),
                  cupy.empty((m, n), i8)) for i in range(count)]
 
-    if impl in ("dmlq:auto", "dmlq:auto:w.T"):  # w.T: b the transposed view of an (N, K) weight (x @ w.T)
+    def weight_t_sets():  # b the transposed view of an (N, K) weight (x @ w.T)
+        return [(a, bt.T, o) for a, bt, o in int8_sets(b_transposed=True)]
+
+    if impl in ("dmlq:auto", "dmlq:auto:w.T"):
         api = _api("quantized_matmul")
-        sets = [(a, bt.T, o) for a, bt, o in int8_sets(b_transposed=True)] if impl.endswith("w.T") else int8_sets()
+        sets = weight_t_sets() if impl.endswith("w.T") else int8_sets()
         return Prepared(_rotating(lambda a, b, o: api(a, a_s, None, b, b_s, None, o_s, None, out=o), sets),
                         logical, ops, _roofline(peak, ops, logical, limits))
     if impl.startswith("dmlq:"):  # the variants live in dmlq.gpu.matmul, the entry point in qmm
         mod, v = importlib.import_module("dmlq.gpu.qmm"), impl[5:]
         # wgmma reads b K-major: it gets the (N, K) weight's transposed view, read as it is (as
         # torch._int_mm gets its preferred layout below); the other kernels read b (K, N) row-major
-        sets = [(a, bt.T, o) for a, bt, o in int8_sets(b_transposed=True)] if v.startswith("wgmma") else int8_sets()
+        sets = weight_t_sets() if v.startswith("wgmma") else int8_sets()
         return Prepared(_rotating(lambda a, b, o: mod.quantized_matmul(a, a_s, None, b, b_s, None, o_s, None,
                                                                       o, variant=v), sets),
                         logical, ops, _roofline(peak, ops, logical, limits))

@@ -162,13 +162,11 @@ def test_emulated_mma_ldmatrix_conflict_free(host_device, rng, b_form):
     else:
         b = w
     out = np.empty((M, N), np.int32)
-    from dmlq.gpu import device
+    from dmlq.gpu import device, intmm
 
     host_device.forget()
-    with device.using(host_device):
-        view = intmm_tiled_check(a, b, b_packed)
-        plan = matmul.plan_tiled("matmul_integer", a, False, view, False, out, variant="mma-128x128")
-        intmm_bind(plan, a, b, out, b_packed)
+    with device.using(host_device):  # selection's kernel at these sizes: mma-128x128
+        intmm.matmul_integer(a, None, b, None, out, b_packed)
     np.testing.assert_array_equal(out, a.astype(np.int64) @ w.astype(np.int64))
     (name,) = [n for n in host_device.ldmatrix if n.startswith("matmul_mma<")]
     assert ("kmajor_" in name) == (b_form == "K-major") and ("packed_" in name) == (b_form == "packed int4"), name
@@ -177,18 +175,6 @@ def test_emulated_mma_ldmatrix_conflict_free(host_device, rng, b_form):
     tiles = -(-M // 128) * -(-N // 128) * (K // 32) * 4
     assert phases == tiles * (16 + (8 if b_form == "packed int4" else 16)), (phases, tiles)
     assert extra == 0, (name, phases, extra)
-
-
-def intmm_tiled_check(a, b, b_packed):
-    from dmlq.gpu import intmm_tiled
-
-    return intmm_tiled._check("matmul_integer", a, b, b_packed)
-
-
-def intmm_bind(plan, a, b, out, b_packed):
-    from dmlq.gpu import intmm_tiled
-
-    intmm_tiled._bind(plan, a, b, out, b_packed, None, None, None, None, None)(a, None, b, None, out)
 
 
 # (M, K, N, lda, A skew, ldb, B skew): matmul_dp4a's word path needs a tile

@@ -121,11 +121,12 @@ def b_type(b, kmajor=False) -> str:
 
 
 def _geometry(op, a, b, out):
-    """(offsets, copy_a, copy_b, direct_out, notes, kmajor) of a stream launch: a's rows
+    """(offsets, copy_a, copy_b, direct_out, notes, kmajor, ldb) of a stream launch: a's rows
     read with unit stride (else copied), a packed b's bytes contiguous and an 8-bit b's
     matrices C-contiguous or K-major on 16 bytes (``kmajor``; else copied), out written in place under the tiled
     kernels' conditions; the per-matrix element offsets of a, b and out
-    (numpy.matmul broadcasting)."""
+    (numpy.matmul broadcasting); ``ldb``: the elements between b's rows (N), or its columns
+    (K-major)."""
     M, K = a.shape[-2:]
     N = b.shape[-1]
     if max(M, N, K) > matmul.MAX_DIM:
@@ -154,7 +155,7 @@ def _geometry(op, a, b, out):
         st = elem_strides(x, batch_shape)
         for z, idx in enumerate(np.ndindex(*batch_shape)):
             offsets[z, i] = sum(j * s for j, s in zip(idx, st))
-    return offsets, copy_a, copy_b, direct, notes, km
+    return offsets, copy_a, copy_b, direct, notes, km, b.strides[-1] if km else N
 
 
 def _selected(a, b, out, a_zp):
@@ -182,10 +183,9 @@ def plan(a, b, out, *, a_zp):
     N = b.shape[-1]
     nbatch = math.prod(out.shape[:-2])
     dev = device.info()
-    offsets, copy_a, copy_b, direct, notes, km = _geometry("quantized_matmul", a, b, out)
+    offsets, copy_a, copy_b, direct, notes, km, ldb = _geometry("quantized_matmul", a, b, out)
     to = device.dtype_name(out.dtype)
     name = kernel_name(device.dtype_name(a.dtype), b_type(b, km), to, mt)
-    ldb = b.strides[-1] if km else N
     resident = device.resident_blocks(SOURCE, name, THREADS, 0)
     splits, k_chunk = split_k(M, N, K, nbatch, dev.sm_count, resident), K
     if splits > 1:
@@ -275,9 +275,8 @@ def _sums_plan(op, a, b, out, mt, group):
     M, K = a.shape[-2:]
     N = b.shape[-1]
     nbatch = math.prod(out.shape[:-2])
-    offsets, copy_a, copy_b, direct, notes, km = _geometry(op, a, b, out)
+    offsets, copy_a, copy_b, direct, notes, km, ldb = _geometry(op, a, b, out)
     name = grouped_name(device.dtype_name(a.dtype), b_type(b, km), mt)
-    ldb = b.strides[-1] if km else N
     dev = device.info()
     resident = device.resident_blocks(SOURCE, name, THREADS, 0)
     splits = split_k(M, N, K, nbatch, dev.sm_count, resident)
