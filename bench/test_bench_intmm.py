@@ -31,6 +31,10 @@ result scaled to float16 by a second kernel: what a user of torch does today) an
 row is the kernels' device time without the host's enqueue (the second H100 run: 50-94 us of
 host time per call at these sizes, as long as the kernels) -- what a serving stack that
 captures its decode step gets, and the row the bandwidth target judges the kernels by.
+``dmlq:auto:w.T`` / ``dmlq:graph:w.T``: the same calls with the packed b held K-major
+(``dmlq.pack(w).mT``, torch's and MatMulNBits' layout; blocked scales the .T of an (N, groups)
+table), which the stream kernels read as it is (``kmajor_uint4`` / ``kmajor_int4``), at the
+blocked groups and quantized_matmul's M = 1, N = K = 8192.
 Unit GB/s of every byte read and written; ``limit``: this GPU's copy bandwidth in the
 same session (bench.timing.copy_bandwidth), so ``fraction_of_limit`` is the share of it
 (the issue's target: >= 0.85 for int8 and packed int4 b on an H100).
@@ -186,17 +190,32 @@ GPU_GROUPS.update({f"quantized_matmul/uint8xint8->int8/M={m},N=14336,K=4096": (Q
                    for m in (1, 4)})
 # every group: auto captured in a CUDA graph and replayed (the device time without the host)
 GRAPH = "dmlq:graph"
+# a packed b held K-major (dmlq.pack(w).mT of an (N, K) weight: torch's and MatMulNBits' layout; blocked
+# scales as the (N, groups) table's .T), which the stream kernels read as it is (kmajor_uint4 /
+# kmajor_int4): beside the row-major b's rows, eagerly and replayed, at the groups MatMulNBits serves
+WT, WT_GRAPH = "dmlq:auto:w.T", "dmlq:graph:w.T"
+WT_GROUPS = [g for g, (b, m, *rest) in GPU_GROUPS.items()
+             if b == "uint8xpacked-uint4->float16" or (b == "qmm-int4" and m == 1 and rest == [8192])]
 GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + [(g, GRAPH) for g in GPU_GROUPS] + \
     [(g, WIDE) for g, (b, *_) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"] + \
     [(g, TILED) for g, (b, m, *_) in GPU_GROUPS.items()
      if b == "uint8xpacked-uint4-col->float16" or (b == "uint8xint8->float16" and m < 16)] + \
     [(g, MMA16) for g, (b, m, *_) in GPU_GROUPS.items() if b == "uint8xint8->float16" and m == 16] + \
-    [(g, i) for g, (b, *_) in GPU_GROUPS.items() if b == QMM_I8 for i in (MMA16, MMA_GRAPH)]
+    [(g, i) for g, (b, *_) in GPU_GROUPS.items() if b == QMM_I8 for i in (MMA16, MMA_GRAPH)] + \
+    [(g, i) for g in WT_GROUPS for i in (WT, WT_GRAPH)]
 _COPY_BW: dict = {}
 
 
-def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes):
-    """(call(out=None), bytes moved, out dtype): the public function as a user calls it."""
+def _packed_b(k, n, dtype, kmajor):
+    """A packed (K, N) b of random bytes: row-major, or (``kmajor``) held K-major, dmlq.pack(w).mT of an
+    (N, K) weight."""
+    data = timing.random_array((k * n // 2,), u8, 2)
+    return dmlq.Packed(data, (n, k), dtype).mT if kmajor else dmlq.Packed(data, (k, n), dtype)
+
+
+def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False):
+    """(call(out=None), bytes moved, out dtype): the public function as a user calls it;
+    ``kmajor``: a packed b held K-major (blocked scales the transpose of an (N, groups) table)."""
     import cupy
 
     packed = "uint4" in b_kind
@@ -206,7 +225,7 @@ def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes):
         return (lambda out=None: dmlq.quantized_matmul(a, a_scale, None, b, b_s, None, f32(0.05), i8(0), out=out),
                 a.nbytes + b.nbytes + b_s.nbytes + m * n, i8)
     if b_kind == "qmm-int4":
-        b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "int4")
+        b = _packed_b(k, n, "int4", kmajor)
         b_s = cupy.full(n, 1e-3, f32)
         return (lambda out=None: dmlq.quantized_matmul(a, a_scale, u8(128), b, b_s, 0, f32(0.05), i8(0), out=out),
                 a.nbytes + b.data.nbytes + b_s.nbytes + m * n, i8)
@@ -217,8 +236,8 @@ def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes):
                 a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, f16)
     if packed:
         g = ODD_G if f"-g{ODD_G}->" in b_kind else G
-        b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "uint4")
-        b_s = cupy.full((-(-k // g), n), 1e-3, f32)
+        b = _packed_b(k, n, "uint4", kmajor)
+        b_s = cupy.full((n, -(-k // g)), 1e-3, f32).T if kmajor else cupy.full((-(-k // g), n), 1e-3, f32)
         return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, 8, dtype=f16,
                                                               block_size=g, out=out),
                 a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, f16)
@@ -266,9 +285,9 @@ def _gpu_call(group, impl):
     a_scale = cupy.full((m, 1), 0.02, f32)
     ops = 2 * m * n * k
     out_bytes = m * n * 2
-    if impl in ("dmlq:auto", GRAPH):
-        call, nbytes, out_dtype = _auto_call(b_kind, a, a_scale, m, n, k, out_bytes)
-        if impl == GRAPH:
+    if impl in ("dmlq:auto", GRAPH, WT, WT_GRAPH):
+        call, nbytes, out_dtype = _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=impl in (WT, WT_GRAPH))
+        if impl in (GRAPH, WT_GRAPH):
             return _replayed(call, cupy.empty((m, n), out_dtype)), nbytes, ops
         return call, nbytes, ops
     if b_kind == QMM_I8 and impl in (MMA16, MMA_GRAPH):  # the tensor cores forced through the backend

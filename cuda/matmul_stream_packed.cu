@@ -5,7 +5,8 @@
 //
 // Kernels (TA int8 or uint8; TB packed_int4 or packed_uint4 (cuda/packed4.cuh),
 // or int8 or uint8 (an 8-bit b: see "8-bit b" below), or kmajor_int8 or
-// kmajor_uint8 (an 8-bit b held K-major: "K-major 8-bit b"); TO int8 or uint8, the
+// kmajor_uint8 (an 8-bit b held K-major: "K-major 8-bit b"), or kmajor_int4 or
+// kmajor_uint4 (a packed 4-bit b held K-major: "K-major 4-bit b"); TO int8 or uint8, the
 // requantized output; int, float or float16 for the grouped finish):
 //   matmul_stream_packed<TA, TB, TO, MT>   MT in 1, 4, 16: M <= MT rows
 //     stream-m1 / stream-m4 / stream-m16 (dmlq/gpu/matmul.py select_variant:
@@ -132,6 +133,25 @@
 // byte transposes. The rest (a's words, dp4a, the zero points, the sums and
 // outputs) is the row-major kernel's. Not yet run on a GPU; the host harness
 // checks every operator (tests/test_gpu_stream8_kmajor.py).
+// K-major 4-bit b (TB kmajor_int4 / kmajor_uint4, session 38): the packed bytes of an (N, K)
+// int4 / uint4 weight (dmlq.pack(w).mT: torch's and onnxruntime's MatMulNBits layout), b's
+// column n the K elements from element n * ldb (ldb = K) on, which no kernel took before. A
+// stage's 64 rows of a column are 32 bytes: thread t copies vector t % 2 of column t / 2 with
+// one 16-byte cp.async (K, each matrix's offset and the bytes' start on 32 elements, and the
+// chunk's first row; else nibble_run32: the bytes holding the run, shifted by a nibble where it
+// starts mid-byte), raw[column][vector ^ ((column / 4) % 2)] (a quarter warp's 16-byte reads
+// below then cover all 32 banks). Thread t then spreads the 64 nibbles of vector t / 64 of
+// column t % 64 into its 16 k-words: each 16 bits to 4 bytes (PRMT of the 32-bit word and the
+// word shifted right by 4, bytes (x0, t0, x1, t1) and (x2, t2, x3, t3), masked to nibbles), then
+// b - b_zp exactly as the row-major path (XOR 8 for int4, + (120 or 128) - zp per byte, XOR
+// 0x80) with this column's zero point in every byte; rows past the chunk zeroed; eight word
+// stores down Bt's column (conflict-free). Per 16 bytes of b: 1 LDG.128, 1 LDS.128, ~8 PRMT,
+// 4 SHF, ~16 LOP3/IADD, 8 STS against the row-major path's 4 LDS and two 4x4 byte transposes.
+// ptxas (bench/results/static.md): 46 / 54 / 70 registers for MT = 1 / 4 / 16 (grouped: 56 /
+// 64 / 93), 0 spills: 10 / 9 / 7 blocks an SM (the row-major packed b: 8 / 9 / 4), main loop
+// 497 / 551 / 841 instructions per 64-row stage (row-major: 764 / 866 / 1050). The nibble path
+// first read 32 nibbles one at a time (nibbles32), which gave the kernel 136 registers at MT = 1.
+// Not yet run on a GPU; the host harness checks every operator (tests/test_gpu_stream4_kmajor.py).
 //
 // Napkin math (H100 SXM: 3.35 TB/s HBM3, 132 SMs, 65536 registers and 2048
 // threads per SM, 4 issue slots/SM/clk at ~1.75 GHz = 29.6e12
@@ -242,6 +262,27 @@ __device__ __forceinline__ uint4 nibbles32(const uint8* B, int64 e, int n, int N
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// The codes of a run of elements e .. e + 31 of a packed b (a K-major column's 32 rows; element
+// e in bits 0-3 of the first word), zeros from element e + len on (len <= 32): the bytes that
+// hold the len elements (5 a word, the fifth shared with the next word), shifted by a nibble
+// where e is odd. (nibbles32's 32 nibble loads made ptxas give this kernel 136 registers.)
+__device__ __forceinline__ uint4 nibble_run32(const uint8* B, int64 e, int len) {
+  const uint8* p = B + (e >> 1);
+  const int o = static_cast<int>(e & 1), nb = (o + len + 1) >> 1;  // bytes holding the elements
+  unsigned w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    unsigned long long v = 0ull;
+#pragma unroll
+    for (int j = 0; j < 5; ++j)
+      if (4 * i + j < nb) v |= static_cast<unsigned long long>(__ldg(p + 4 * i + j)) << (8 * j);
+    const unsigned x = static_cast<unsigned>(v >> (4 * o));
+    const int left = len - 8 * i;  // elements of this word inside the run
+    w[i] = left >= 8 ? x : left <= 0 ? 0u : x & ((1u << (4 * left)) - 1u);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // The 16 bytes of an 8-bit b's row from element e on (16 columns), one at a time: zeros past N.
 __device__ __forceinline__ uint4 bytes16(const uint8* B, int64 e, int n, int N) {
   unsigned w[4];
@@ -262,6 +303,8 @@ template <> struct bword<packed_int4> { typedef int8 type; };
 template <> struct bword<packed_uint4> { typedef int8 type; };
 template <> struct bword<kmajor_int8> { typedef int8 type; };
 template <> struct bword<kmajor_uint8> { typedef uint8 type; };
+template <> struct bword<kmajor_int4> { typedef int8 type; };
+template <> struct bword<kmajor_uint4> { typedef int8 type; };
 
 }  // namespace stream4
 }  // namespace dmlq
@@ -286,7 +329,7 @@ __device__ __forceinline__ void body(
     int k_chunk, int* __restrict__ partial, int group, int64 zp_ld) {
   typedef shape<MT> S;
   constexpr bool P4 = b_value<TB>::packed;  // else an 8-bit b
-  constexpr bool KM = b_value<TB>::kmajor;  // an 8-bit b held K-major: ldb elements between columns
+  constexpr bool KM = b_value<TB>::kmajor;  // b held K-major: ldb elements between columns
   constexpr bool INT4 = P4 && static_cast<typename b_value<TB>::type>(-1) < 0;
   typedef typename bword<TB>::type BW;
   constexpr int VECS = P4 ? 1 : 2;       // 16-byte vectors of b per thread and stage
@@ -320,22 +363,26 @@ __device__ __forceinline__ void body(
   constexpr int64 ELEMS16 = P4 ? 32 : 16;  // elements in 16 bytes
   const bool aligned = ((reinterpret_cast<unsigned long long>(B) & 15) | (be & (ELEMS16 - 1)) | (ldb & (ELEMS16 - 1))) == 0;
   // K-major: a column's vectors also start where the chunk does, so the chunk on 16 bytes too
-  // (one chunk per group of a length not a multiple of 16 takes the byte path)
-  const bool km16 = KM && aligned && (kb & 15) == 0;
+  // (one chunk per group of a length not a multiple of 16 (4-bit: 32) takes the byte (nibble) path)
+  const bool km16 = KM && aligned && (kb & (ELEMS16 - 1)) == 0;
+  // K-major: raw[column][vector ^ swz(column)] spreads a quarter warp's 16-byte reads of one
+  // vector index over all 32 banks (8 columns of 64 bytes, 8-bit; of 32 bytes, 4-bit)
+  auto swz = [](int col) { return P4 ? (col >> 2) & 1 : (col >> 1) & 3; };
   // The stage of rows k0 .. k0 + 63 into ring slot `slot`, this thread's vectors: a cp.async of
   // each whole aligned one, the others (columns past N, unaligned rows: nibble by nibble or byte
   // by byte; rows past the chunk: zeros) stored at once; one cp.async group either way (empty
   // past the chunk's last stage), so the wait below counts stages.
   auto fill = [&](int k0, int slot) {
-    if (KM && k0 < Ke) {  // column n0 + lr, its vectors q = lh, lh + 2 (k0 + 16 q ..), swizzled
+    if (KM && k0 < Ke) {  // column n0 + lr, its vectors q = lh (, lh + 2): rows k0 + ELEMS16 q .., swizzled
       const int n = n0 + lr;
 #pragma unroll
       for (int v = 0; v < VECS; ++v) {
-        const int q = lh + 2 * v, k = k0 + 16 * q;
-        uint4* const dst = &raw[slot][lr][q ^ ((lr >> 1) & 3)];
+        const int q = lh + 2 * v, k = k0 + static_cast<int>(ELEMS16) * q;
+        uint4* const dst = &raw[slot][lr][q ^ swz(lr)];
         const int64 e = be + static_cast<int64>(n) * ldb + k;
         if (n >= N || k >= Ke) *dst = make_uint4(0u, 0u, 0u, 0u);
-        else if (km16 && k + 16 <= Ke) cp_async16_whole(smem_u32(dst), B + e);
+        else if (km16 && k + ELEMS16 <= Ke) cp_async16_whole(smem_u32(dst), B + (P4 ? e >> 1 : e));
+        else if constexpr (P4) *dst = nibble_run32(B, e, min(32, Ke - k));  // zeros past the chunk
         else *dst = bytes16(B, e, k, Ke);  // the chunk's last bytes, zeros past it
       }
     } else if (k0 < Ke) {
@@ -360,13 +407,19 @@ __device__ __forceinline__ void body(
   // zp: b's zero points (per tensor or column; GRP: one group's row of the table)
   auto zp_offsets = [&](const typename b_value<TB>::type* zp) {
     off_e = off_o = 0u;
+    if constexpr (KM) {  // 4-bit K-major: this thread's one column (transpose below), in every byte
+      const int n = min(n0 + (tid & 63), N - 1);
+      const int z0 = zp != nullptr ? static_cast<int>(zp[b_per_col ? n : 0]) : 0;
+      off_e = static_cast<unsigned>((INT4 ? 120 : 128) - z0) * 0x01010101u;
+    } else {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int ne = min(n0 + 8 * tw + 2 * j, N - 1), no = min(n0 + 8 * tw + 2 * j + 1, N - 1);
-      const int ze = zp != nullptr ? static_cast<int>(zp[b_per_col ? ne : 0]) : 0;
-      const int zo = zp != nullptr ? static_cast<int>(zp[b_per_col ? no : 0]) : 0;
-      off_e |= static_cast<unsigned>((INT4 ? 120 : 128) - ze) << (8 * j);
-      off_o |= static_cast<unsigned>((INT4 ? 120 : 128) - zo) << (8 * j);
+      for (int j = 0; j < 4; ++j) {
+        const int ne = min(n0 + 8 * tw + 2 * j, N - 1), no = min(n0 + 8 * tw + 2 * j + 1, N - 1);
+        const int ze = zp != nullptr ? static_cast<int>(zp[b_per_col ? ne : 0]) : 0;
+        const int zo = zp != nullptr ? static_cast<int>(zp[b_per_col ? no : 0]) : 0;
+        off_e |= static_cast<unsigned>((INT4 ? 120 : 128) - ze) << (8 * j);
+        off_o |= static_cast<unsigned>((INT4 ? 120 : 128) - zo) << (8 * j);
+      }
     }
   };
   // GRP: the group of this thread's k-word (tg, ending at row tg_end), its zero points loaded.
@@ -474,7 +527,7 @@ __device__ __forceinline__ void body(
     fill(k0 + (RING - 1) * kRows, slot == 0 ? RING - 1 : slot - 1);
     if constexpr (GRP) {
       finish_groups();  // the last stage's groups (their slots are written again only after the next barrier)
-      const int kw = k0 + 4 * tq;
+      const int kw = k0 + (KM ? 32 * (tid >> 6) : 4 * tq);  // (K-major: the first of its 8 k-words)
       if (P4 && kw < Ke && kw >= tg_end) {  // this k-word starts a later group: its zero points
         do {
           ++tg;
@@ -483,10 +536,31 @@ __device__ __forceinline__ void body(
         zp_offsets(b_zp != nullptr ? b_zp + static_cast<int64>(tg) * zp_ld : b_zp);
       }
     }
-    if constexpr (KM) {
+    if constexpr (KM && P4) {
+      // column c's k-words 8h .. 8h + 7 are the 64 nibbles of its vector h (one 16-byte read):
+      // each 16 bits spread to 4 bytes (two PRMT of the word and its 4-bit shift, a mask), then
+      // b - b_zp as the row-major path makes it; rows past the chunk are zeros
+      const int c = tid & 63, h = tid >> 6;
+      const uint4 v = raw[slot][c][h ^ swz(c)];
+      const unsigned src[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const unsigned x = INT4 ? src[j] ^ 0x88888888u : src[j], t = x >> 4;
+        // k-word 2j: nibbles 0-3 of x (bytes x0, t0, x1, t1 masked), k-word 2j + 1: nibbles 4-7
+        unsigned w0 = ((__byte_perm(x, t, 0x5140) & 0x0F0F0F0Fu) + off_e) ^ 0x80808080u;
+        unsigned w1 = ((__byte_perm(x, t, 0x7362) & 0x0F0F0F0Fu) + off_e) ^ 0x80808080u;
+        const int valid = Ke - (k0 + 32 * h + 8 * j);  // rows of k-word 2j inside the chunk
+        if (valid < 8) {
+          w0 &= valid <= 0 ? 0u : valid >= 4 ? ~0u : (1u << (8 * valid)) - 1u;
+          w1 &= valid <= 4 ? 0u : (1u << (8 * (valid - 4))) - 1u;
+        }
+        Bt[8 * h + 2 * j][c] = w0;
+        Bt[8 * h + 2 * j + 1][c] = w1;
+      }
+    } else if constexpr (KM) {
       // column c's k-words 8h .. 8h + 7 are its bytes as they came: two 16-byte reads (the
       // swizzle spreads a quarter warp's over the banks), eight word stores down Bt's column
-      const int c = tid & 63, h = tid >> 6, sw = (c >> 1) & 3;
+      const int c = tid & 63, h = tid >> 6, sw = swz(c);
       const uint4 v0 = raw[slot][c][(2 * h) ^ sw], v1 = raw[slot][c][(2 * h + 1) ^ sw];
       const unsigned w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
 #pragma unroll

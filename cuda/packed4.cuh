@@ -15,6 +15,10 @@ struct packed_uint4;
 // kernel of matmul_mma_kmajor.cu read it.
 struct kmajor_int8;
 struct kmajor_uint8;
+// A packed 4-bit b held K-major (its (K, N) matrix N runs of K packed elements: the bytes of an
+// (N, K) int4 / uint4 weight, dmlq.TransposedPacked), as the stream kernels read it.
+struct kmajor_int4;
+struct kmajor_uint4;
 
 namespace dmlq {
 
@@ -29,6 +33,8 @@ template <> struct b_value<packed_int4> : b_traits<int8, true, false> {};
 template <> struct b_value<packed_uint4> : b_traits<uint8, true, false> {};
 template <> struct b_value<kmajor_int8> : b_traits<int8, false, true> {};
 template <> struct b_value<kmajor_uint8> : b_traits<uint8, false, true> {};
+template <> struct b_value<kmajor_int4> : b_traits<int8, true, true> {};
+template <> struct b_value<kmajor_uint4> : b_traits<uint8, true, true> {};
 
 // The 4-bit code of element i.
 __device__ __forceinline__ int nibble(const uint8* b, int64 i) {

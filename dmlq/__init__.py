@@ -17,7 +17,7 @@ from .gpu.capture import release_graph_memory
 from .intmm import matmul_integer, matmul_integer_to_float
 from . import frameworks as _frameworks  # noqa: F401  (torch tensors and dask arrays; imports neither)
 from .operator import Operator, compile_operator
-from .packing import Packed, pack, unpack
+from .packing import Packed, TransposedPacked, pack, unpack
 
 __version__ = "0.1.0"
 
@@ -63,6 +63,6 @@ __all__ = [
     "quantized_add", "quantized_matmul", "quantized_avg_pool",
     "matmul_integer", "matmul_integer_to_float", "dynamic_quantize_linear", "kernel_plan", "compile_all",
     "__version__",
-    "Packed", "pack", "unpack", "QuantizeDesc", "DequantizeDesc", "QuantizationType",
+    "Packed", "TransposedPacked", "pack", "unpack", "QuantizeDesc", "DequantizeDesc", "QuantizationType",
     "release_graph_memory",
 ]

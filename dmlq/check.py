@@ -17,7 +17,7 @@ from . import api, intmm
 from .dynquant import dynamic_quantize_linear
 from .errors import UnsupportedError
 from .packed_b import I4, U4
-from .packing import Packed, pack
+from .packing import Packed, TransposedPacked, pack
 
 f32, f16, i8, u8, i4, u4 = np.float32, np.float16, np.int8, np.uint8, I4.type, U4.type
 NAN, INF = float("nan"), float("inf")
@@ -209,6 +209,8 @@ def _to_backend(value, xp):
 
     if isinstance(value, Packed):
         return Packed(xp.asarray(value.data), value.shape, value.dtype)
+    if isinstance(value, TransposedPacked):
+        return _to_backend(value.packed, xp).mT
     if isinstance(value, (ChannelsLast, KMajor)):
         return laid_out(value, xp)
     return upload(xp, value) if isinstance(value, np.ndarray) else value
@@ -545,7 +547,7 @@ def _random_kmajor(rng):
     """b held K-major (:class:`KMajor`: ``x @ w.T`` of an (N, K) weight, its columns 16 bytes
     apart), which the GPU reads as it is: the weight-streaming kernels at M = 5 and the
     tensor-core tile at M = 130 (``kmajor_int8`` / ``kmajor_uint8``), in all three operators;
-    rows as :func:`_random_cases` makes them."""
+    and a packed 4-bit one (``dmlq.pack(w).mT``); rows as :func:`_random_cases` makes them."""
     rows = []
     k, n = 256, 136
     for adt, bdt in ((u8, i8), (i8, u8)):
@@ -561,6 +563,27 @@ def _random_kmajor(rng):
             rows.append(("mm_float", f"{what} ->float16", intmm.matmul_integer_to_float,
                          (a, a_s, azp, KMajor(w), (rng.random(n) * 0.01).astype(f32), bzp,
                           rng.standard_normal(n).astype(f32)), dict(dtype=f16)))
+    # a packed 4-bit b held K-major (dmlq.pack(w).mT of an (N, K) weight: MatMulNBits' layout), read as
+    # it is by the stream kernels at M = 1 and 5 (kmajor_int4 / kmajor_uint4), repacked to rows for the
+    # tiles at M = 40; MatMulNBits' own call: scales (N, groups).T and zero points pack((N, groups)).mT
+    g = 64  # (M = 5: groups of 64 keep the grouped kernel's workspace within its rule)
+    for adt, bdt in ((u8, I4), (i8, U4)):
+        info = ml_dtypes.iinfo(bdt)
+        w = rng.integers(int(info.min), int(info.max), (n, k), endpoint=True).astype(bdt)
+        zp_cols = pack(rng.integers(int(info.min), int(info.max), n, endpoint=True).astype(bdt))
+        zp_groups = pack(rng.integers(int(info.min), int(info.max), (n, k // g), endpoint=True).astype(bdt)).mT
+        scales = (rng.random((n, k // g)) * 0.01).astype(f32).T
+        for m in (1, 5, 40):
+            a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max, (m, k), dtype=adt, endpoint=True)
+            azp, a_s = adt(rng.integers(0, 50)), (rng.random((m, 1)) + 0.5).astype(f32)
+            what = f"{adt.__name__},K-major packed {bdt.name} M={m}"
+            rows.append(("matmul", f"{what}->int8", api.quantized_matmul,
+                         (a, a_s, azp, pack(w).mT, (rng.random(n) * 0.01).astype(f32), zp_cols, f32(20.0), i8(3)),
+                         {}))
+            rows.append(("mm_integer", what, intmm.matmul_integer, (a, pack(w).mT, azp, zp_cols), {}))
+            rows.append(("mm_float", f"{what} blocked {g} ->float16", intmm.matmul_integer_to_float,
+                         (a, a_s, None, pack(w).mT, scales, zp_groups, rng.standard_normal(n).astype(f32)),
+                         dict(dtype=f16, block_size=g)))
     return rows
 
 

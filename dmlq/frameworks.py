@@ -50,11 +50,19 @@ def _unpacked_b(fname, names, values, packed):
     """The operands with a packed b (a dmlq.Packed the public function took apart: its bytes
     among ``values``, its (dtype, shape, ...) in ``packed``) as the ml_dtypes array the adapters
     take beside torch tensors or dask arrays (NumPy bytes: unpacked on the host, nothing lazy)."""
-    from .packing import unpack
+    from .packing import unpack_b
 
     i = list(names).index("b")
     data = values[i]
     values = list(values)
+    kmajor = len(packed) > 3 and packed[3]  # a TransposedPacked b: its bytes are the (..., N, K) tensor's
+    if kmajor and any(_is_dask(v) for v in values):
+        if not isinstance(data, np.ndarray):
+            raise TypeError(f"{fname}: b is a transposed dmlq.Packed (.mT) of GPU bytes beside dask arrays, which "
+                            "dmlq does not take yet; pass its rows packed: dmlq.pack(cupy.ascontiguousarray("
+                            "dmlq.unpack(b)), dtype=b.dtype)")
+        values[i] = unpack_b(data, packed)  # NumPy bytes: the ml_dtypes array (a view), as a NumPy chunk reads b
+        return tuple(values)
     if any(_is_dask(v) for v in values):
         # beside dask arrays the Packed goes on (dmlq.dask checks its bytes against the chunks'
         # type: NumPy chunks unpack it, CuPy chunks hand it whole to each task); a zero point
@@ -70,7 +78,7 @@ def _unpacked_b(fname, names, values, packed):
                         "array); beside CUDA tensors a packed b is not taken yet (pass the tensors as CuPy "
                         "arrays: cupy.asarray(t))")
     try:
-        values[i] = unpack(data, packed[1], packed[0])
+        values[i] = unpack_b(data, packed)
     except (TypeError, ValueError) as e:  # its bytes do not match its shape and dtype (as dmlq.quant says it)
         raise type(e)(f"{fname}: b is a dmlq.Packed that does not hold its elements: "
                       f"{str(e).removeprefix('unpack: ')}") from None

@@ -8,6 +8,11 @@ logical shape, zp_wide)``; the planner checks the bytes against the shape and
 plans on a shape-only stand-in of the logical tensor. dmlq.reference unpacks;
 the GPU kernel (cuda/matmul_stream.cu) reads the bytes.
 
+A ``dmlq.TransposedPacked`` b (``dmlq.pack(w).mT``: the bytes of an (..., N, K)
+tensor, torch's Linear and onnxruntime's MatMulNBits layout) travels as its bytes
+with ``b_packed = (dtype name, logical (..., K, N) shape, zp_wide, True)``: read
+K-major (dmlq.packing.unpack_b; the GPU's stream kernels read it as it is).
+
 A 4-bit b's zero point is a Python int, an ml_dtypes int4/uint4 array (NumPy),
 or a ``dmlq.Packed`` of b's type. On the GPU (CuPy has no 4-bit dtype) a packed
 zero point is unpacked on the device to its values in int8 (int4) or uint8
@@ -23,7 +28,7 @@ import numpy as np
 from . import dispatch
 from .checks import GPU
 from .errors import DescError
-from .packing import Packed, packed_nbytes, refuse_lazy, unpack
+from .packing import Packed, TransposedPacked, packed_nbytes, refuse_lazy, unpack
 from .qtypes import qtype
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -57,27 +62,28 @@ def take(f, b, b_zero_point):
     the parameter that describes them; a Packed zero point unpacked (NumPy: the
     ml_dtypes array; GPU: its values in the wide type, zp_wide True)."""
     packed = None
-    if isinstance(b, Packed):
+    if isinstance(b, (Packed, TransposedPacked)):
         data = _bytes_of(f, "b", b)
-        packed = (_type_name(b), tuple(int(s) for s in b.shape), False)
+        # (a TransposedPacked: the bytes of the (..., N, K) tensor, read K-major)
+        packed = (_type_name(b), tuple(int(s) for s in b.shape), False, isinstance(b, TransposedPacked))
         b = data
-    if isinstance(b_zero_point, Packed):
+    if isinstance(b_zero_point, (Packed, TransposedPacked)):
         data = _bytes_of(f, "b_zero_point", b_zero_point)
-        b_zero_point = b_zero_point._replace(dtype=_type_name(b_zero_point))
+        zname = _type_name(b_zero_point)
         bdt = _NAMES.get(packed[0]) if packed else getattr(b, "dtype", None)
         if bdt is not None and not isinstance(bdt, np.dtype):  # a torch.int4 / uint4 tensor's dtype: that type
             bdt = _NAMES.get(str(bdt).rpartition(".")[2])
-        if bdt is None or _NAMES[b_zero_point.dtype] != bdt:
-            raise TypeError(f"{f}: b_zero_point is a dmlq.Packed of {b_zero_point.dtype}; it must have b's "
+        if bdt is None or _NAMES[zname] != bdt:
+            raise TypeError(f"{f}: b_zero_point is a dmlq.Packed of {zname}; it must have b's "
                             f"dtype ({'a packed ' + packed[0] if packed else getattr(b, 'dtype', type(b).__name__)})")
         if isinstance(data, np.ndarray):
-            b_zero_point = unpack(b_zero_point)
+            b_zero_point = unpack(b_zero_point)  # (a TransposedPacked: the transposed view of its values)
         else:
             if packed is None:
                 raise TypeError(f"{f}: a packed b_zero_point on the GPU needs a packed b")
             codes = unpack(b_zero_point)  # CuPy: uint8 codes
             b_zero_point = (codes ^ np.uint8(8)).astype(np.int8) - np.int8(8) if bdt == I4 else codes
-            packed = (packed[0], packed[1], True)
+            packed = (packed[0], packed[1], True, packed[3])
     return b, b_zero_point, packed
 
 
@@ -85,7 +91,7 @@ def stand_in(bld, packed):
     """Check the packed bytes (operand ``b`` of the builder) against their shape and
     put a shape-only stand-in of the logical tensor in their place for the checks."""
     f = bld.f
-    name, shape, _ = packed
+    name, shape = packed[0], packed[1]
     data = bld.v["b"]
     dt = _NAMES[name]
     if len(shape) < 2:

@@ -53,6 +53,88 @@ class Packed(NamedTuple):
     def nbytes(self) -> int:
         return packed_nbytes(self.size, self.qtype)
 
+    @property
+    def mT(self) -> "TransposedPacked":
+        """The tensor with its last two axes swapped, its bytes unchanged (see
+        :class:`TransposedPacked`): ``dmlq.pack(w).mT`` is ``w.mT`` held as ``w``'s bytes."""
+        if len(self.shape) < 2:
+            raise ValueError(f"Packed.mT: a packed tensor of shape {self.shape} has fewer than 2 axes")
+        return TransposedPacked(self)
+
+    @property
+    def T(self) -> "TransposedPacked":
+        """:attr:`mT` of a matrix (2-D only: for a batch of matrices say ``.mT``)."""
+        if len(self.shape) != 2:
+            raise ValueError(f"Packed.T: a packed tensor of shape {self.shape} is not a matrix; .mT swaps the "
+                             "last two axes of any rank")
+        return TransposedPacked(self)
+
+
+class TransposedPacked:
+    """A :class:`Packed` with its last two axes swapped (``p.mT``; ``p.T`` for a matrix), its
+    bytes as they are: ``dmlq.pack(w).mT`` for an (N, K) int4/uint4 weight ``w`` is the (K, N)
+    ``b`` of ``x @ w.T`` held as torch's Linear layout and onnxruntime's MatMulNBits hold it, N
+    runs of K packed elements. The integer matmuls take it as ``b`` (and ``b_zero_point``), and
+    the GPU's weight-streaming kernels read such a ``b`` as it is; :func:`unpack` gives its values
+    (a transposed view). Anything else refuses it: it is no array.
+    """
+
+    __slots__ = ("packed",)
+
+    def __init__(self, packed: Packed) -> None:
+        if not isinstance(packed, Packed):
+            raise TypeError(f"TransposedPacked: takes a dmlq.Packed (got {type(packed).__name__}); "
+                            "write p.mT for a Packed p")
+        if len(packed.shape) < 2:
+            raise ValueError(f"TransposedPacked: a packed tensor of shape {packed.shape} has fewer than 2 axes")
+        self.packed = packed
+
+    @property
+    def data(self) -> Any:
+        return self.packed.data
+
+    @property
+    def dtype(self) -> str:
+        return self.packed.dtype
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        s = tuple(self.packed.shape)
+        return s[:-2] + (s[-1], s[-2])
+
+    @property
+    def ndim(self) -> int:
+        return len(self.packed.shape)
+
+    @property
+    def size(self) -> int:
+        return self.packed.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.packed.nbytes
+
+    @property
+    def qtype(self) -> QType:
+        return self.packed.qtype
+
+    @property
+    def mT(self) -> Packed:
+        return self.packed
+
+    @property
+    def T(self) -> Packed:
+        if self.ndim != 2:
+            raise ValueError(f"TransposedPacked.T: shape {self.shape} is not a matrix; .mT swaps the last two axes")
+        return self.packed
+
+    def __repr__(self) -> str:
+        return f"{self.packed!r}.mT"
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"a transposed dmlq.Packed ({self.dtype} {self.shape}) is taken only as b (or "
+                        "b_zero_point) of the integer matmuls; dmlq.unpack(p) gives its values")
+
 
 def refuse_lazy(f: str, name: str, p: Packed) -> None:
     """A Packed whose data is a dask array or a torch tensor is refused, naming it (its
@@ -62,7 +144,8 @@ def refuse_lazy(f: str, name: str, p: Packed) -> None:
         what = "a dask array" if mod == "dask" else "a torch tensor"
         data = (f"{name}.data.compute()" if mod == "dask" else f"cupy.asarray({name}.data)"
                 if getattr(p.data, "is_cuda", False) else f"{name}.data.numpy()")  # a CPU tensor: NumPy bytes
-        fix = f"dmlq.Packed({data}, {name}.shape, {name}.dtype)"
+        fix = (f"dmlq.Packed({data}, {name}.mT.shape, {name}.dtype).mT" if isinstance(p, TransposedPacked)
+               else f"dmlq.Packed({data}, {name}.shape, {name}.dtype)")
         raise TypeError(f"{f}: {name} is a dmlq.Packed whose data is {what}; dmlq takes a Packed of NumPy or CuPy "
                         f"bytes: pass {fix}")
 
@@ -157,7 +240,7 @@ def pack(x: Any, dtype: Any = None) -> Packed:
     >>> dmlq.pack(np.array([1, -2, 3], ml_dtypes.int4)).data
     array([225,   3], dtype=uint8)
     """
-    if isinstance(x, Packed):
+    if isinstance(x, (Packed, TransposedPacked)):
         raise TypeError("pack: x is already a dmlq.Packed")
     if isinstance(x, np.generic):
         x = np.asarray(x)  # a NumPy scalar: a 0-d array
@@ -244,8 +327,9 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
 
     Parameters
     ----------
-    packed : Packed or 1-D uint8 array
-        A :class:`Packed`, or the packed bytes alone (then with ``shape`` and ``dtype``).
+    packed : Packed, TransposedPacked or 1-D uint8 array
+        A :class:`Packed` (or its ``.mT``: the transposed view of its values), or the packed
+        bytes alone (then with ``shape`` and ``dtype``).
     shape : tuple of int, optional
         The logical shape (bytes alone only).
     dtype : dtype or name, optional
@@ -272,6 +356,10 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
     >>> dmlq.unpack(np.array([0xE1, 0x03], np.uint8), (3,), "int4")
     array([1, -2, 3], dtype=int4)
     """
+    if isinstance(packed, TransposedPacked):
+        if shape is not None or dtype is not None:
+            raise TypeError("unpack: a dmlq.Packed carries its shape and dtype; pass it alone")
+        return unpack(packed.packed, codes=codes).swapaxes(-1, -2)
     if isinstance(packed, Packed):
         if shape is not None or dtype is not None:
             raise TypeError("unpack: a dmlq.Packed carries its shape and dtype; pass it alone")
@@ -302,3 +390,14 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
     if codes or xp is not np:
         return out
     return out.view(q.dtype)
+
+
+def unpack_b(data, b_packed):
+    """A packed b's values (the ml_dtypes array; CuPy: codes) from its bytes and the integer
+    matmuls' ``b_packed = (dtype name, logical (..., K, N) shape, zp_wide[, kmajor])``: with
+    ``kmajor`` the bytes are the (..., N, K) tensor's (:class:`TransposedPacked`), and the result
+    is its transposed view."""
+    name, shape = b_packed[0], tuple(b_packed[1])
+    if len(b_packed) > 3 and b_packed[3]:
+        return unpack(data, shape[:-2] + (shape[-1], shape[-2]), name).swapaxes(-1, -2)
+    return unpack(data, shape, name)

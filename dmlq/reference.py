@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from . import floatconv
-from .packing import unpack
+from .packing import unpack_b
 from .qtypes import BFLOAT16, BFLOAT16_DTYPE, E8M0_DTYPE, is_qtype, qtype
 
 _F32 = np.float32
@@ -232,8 +232,9 @@ def _diff(x, zero_point):
 
 
 def unpacked(b, b_packed):
-    """b, or with b_packed = (dtype name, shape, ...) the packed bytes b unpacked (ml_dtypes)."""
-    return b if b_packed is None else unpack(b, b_packed[1], b_packed[0])
+    """b, or with b_packed = (dtype name, shape, zp_wide[, kmajor]) the packed bytes b unpacked
+    (ml_dtypes; K-major bytes: the transposed view, dmlq.packing.unpack_b)."""
+    return b if b_packed is None else unpack_b(b, b_packed)
 
 
 def matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None):

@@ -12,7 +12,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from . import adapters
 from .dtypes import torch_name
 from .errors import DescError
-from .packing import Packed
+from .packing import Packed, TransposedPacked
 from .torch_dtypes import _TO_NUMPY, _VIEWED, _from_numpy, _is_fake, _torch_dtype_constant, numpy_dtype, torch_dtype
 
 # ------------------------------------------------------------------ the public functions inside torch.compile
@@ -374,7 +374,9 @@ def _traced_form(fname):
             return _from_numpy(np.array(v))
 
         for n, v in values.items():
-            if isinstance(v, Packed):
+            if isinstance(v, TransposedPacked):  # (p.mT: the transposed view of p's tensor)
+                values[n] = _packed_tensor(fname, n, v.packed, as_tensor).mT
+            elif isinstance(v, Packed):
                 values[n] = _packed_tensor(fname, n, v, as_tensor)
             elif isinstance(v, np.ndarray):
                 values[n] = as_tensor(v)

@@ -122,9 +122,11 @@ def _kmajor_dev(xp, b):
     return xp.asarray(held)[:, :K].T
 
 
-def _packed_b(b):
-    """A 4-bit b as the kernels take it: dmlq.pack's bytes, b_packed, the zero point's dtype."""
-    return dmlq.pack(b).data, (b.dtype.name, b.shape, True), (I8 if b.dtype == I4 else U8)
+def _packed_b(b, kmajor=False):
+    """A 4-bit b as the kernels take it: dmlq.pack's bytes, b_packed, the zero point's dtype;
+    ``kmajor``: the bytes of its (..., N, K) transpose (dmlq.pack(w).mT, MatMulNBits' layout)."""
+    data = dmlq.pack(np.ascontiguousarray(b.swapaxes(-1, -2)) if kmajor else b).data
+    return data, (b.dtype.name, b.shape, True, kmajor), (I8 if b.dtype == I4 else U8)
 
 
 def _matmul_operands(rng, M, K, N, ta, tb, batch=()):
@@ -152,7 +154,7 @@ def _qmm(xp, a, b, to, *, variant=None, splits=None, per_axis=False, per_batch=F
     want = R.quantized_matmul(*args, out=np.empty(out_shape, to))
     out = _poisoned(xp, out_shape, to)
     if packed:
-        data, b_packed, _ = _packed_b(b)
+        data, b_packed, _ = _packed_b(b, kmajor)
         dargs = [_dev(xp, v) for v in (a, a_s, a_zp, data, b_s, b_zp, o_s, o_zp)]
         got = qmm.quantized_matmul(*dargs, out, b_packed, variant=variant, splits=splits)
     else:
@@ -250,9 +252,10 @@ def _qmm_stream(M, variant):
                            (I8, (2048, 48))):
             a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
             results += _qmm(xp, a, b, I8 if tb in (I4, I8) else U8, per_axis=tb in (U4, U8))
-        for tb, (K, N) in ((I8, (96, 64)), (U8, (37, 33))):  # an 8-bit b held K-major (x @ w.T)
-            a, b = _matmul_operands(rng, M, K, N, U8 if tb == I8 else I8, tb)
-            results += _qmm(xp, a, b, I8 if tb == I8 else U8, per_axis=tb == U8, kmajor=True)
+        # b held K-major (x @ w.T; a packed one: MatMulNBits' layout, its 16-byte and nibble paths)
+        for tb, (K, N) in ((I8, (96, 64)), (U8, (37, 33)), (I4, (96, 64)), (U4, (37, 33))):
+            a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
+            results += _qmm(xp, a, b, I8 if tb in (I4, I8) else U8, per_axis=tb in (U4, U8), kmajor=True)
         return results
     return fn
 
@@ -275,11 +278,11 @@ def _intmm(xp, a, b, out_dtype, *, variant=None, splits=None, block_size=None, p
     a_zp = _ints(rng, a.dtype, (M, 1))
     b_zp = _ints(rng, b.dtype, bshape)
     out_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (M, N)
-    data, b_packed, zp_dtype = _packed_b(b) if packed else (b, None, b.dtype)
+    data, b_packed, zp_dtype = _packed_b(b, kmajor) if packed else (b, None, b.dtype)
     b_zp_k = b_zp.astype(zp_dtype)
     out = _poisoned(xp, out_shape, out_dtype)
     d = {k: _dev(xp, v) for k, v in dict(a=a, a_zp=a_zp, b=data, b_zp=b_zp_k).items()}
-    if kmajor:  # an 8-bit b held K-major (x @ w.T)
+    if kmajor and not packed:  # an 8-bit b held K-major (x @ w.T)
         d["b"] = _kmajor_dev(xp, b)
     what = f"{'int' if out_dtype == I32 else 'float'} {a.dtype}x{b.dtype}->{out_dtype} {a.shape}@{b.shape}" \
            f"{' K-major' if kmajor else ''} " \
@@ -321,6 +324,8 @@ def _intmm_tiled(variant, b_types):
                     results += _intmm(xp, a, b, to, variant=variant, tiled=True)
         a, b = _matmul_operands(rng, 19, 40, 33, I8, b_types[-1], batch=(2,))
         results += _intmm(xp, a, b, F32, variant=variant, tiled=True, per_batch=True)
+        if b_types[-1] == U4:  # a packed b held K-major: repacked to rows on the device first
+            results += _intmm(xp, a, b, I32, variant=variant, tiled=True, kmajor=True)
         if variant == "dp4a-wide":   # blocked scales along K: groups closed in ascending order
             a, b = _matmul_operands(rng, 20, 100, 24, U8, b_types[-1])
             results += _intmm(xp, a, b, F16, variant=variant, tiled=True, block_size=32)
@@ -375,6 +380,11 @@ def _intmm_grouped(M, variant):
             a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
             for to in (F32, F16):
                 results += _intmm(xp, a, b, to, block_size=block)
+        # a packed b held K-major (MatMulNBits' layout): groups of 32 and of 48 (one chunk per group)
+        for tb, (K, N, block) in ((I4, (256, 64, 32)), (U4, (200, 70, 48))):
+            if qmm_stream.work_fits(M, K, block):
+                a, b = _matmul_operands(rng, M, K, N, U8 if tb == I4 else I8, tb)
+                results += _intmm(xp, a, b, F16, block_size=block, kmajor=True)
         a, b = _matmul_operands(rng, M, 512, 9, I8, U4, batch=(2,))
         results += _intmm(xp, a, b, F32, per_batch=True, block_size=128)
         return results
@@ -398,8 +408,9 @@ def _intmm_sums(M):
             a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
             for to in (I32, F32, F16):
                 results += _intmm(xp, a, b, to)
-        for tb, (K, N) in ((I8, (100, 64)), (U8, (70, 33))):  # an 8-bit b held K-major (x @ w.T)
-            a, b = _matmul_operands(rng, M, K, N, U8 if tb == I8 else I8, tb)
+        # b held K-major (x @ w.T; a packed one: MatMulNBits' layout)
+        for tb, (K, N) in ((I8, (100, 64)), (U8, (70, 33)), (I4, (128, 64)), (U4, (70, 33))):
+            a, b = _matmul_operands(rng, M, K, N, U8 if tb in (I4, I8) else I8, tb)
             for to in (I32, F16):
                 results += _intmm(xp, a, b, to, kmajor=True)
         a, b = _matmul_operands(rng, M, 512, 9, I8, U4, batch=(2,))

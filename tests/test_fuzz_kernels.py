@@ -152,8 +152,8 @@ def test_fuzz_kernels(op, dev_name, request):
 
 # The integer matmul family: the tiled kernels and, for blocked scales whose group is
 # not a multiple of 32, the stream kernels, as selection picks them (no variant argument). A 4-bit b goes to the kernels as
-# dmlq.pack's bytes with b_packed and its zero point widened to int8/uint8, as
-# dmlq.packed_b hands them over; the reference gets the ml_dtypes array.
+# dmlq.pack's bytes (of its transpose, K-major, one b in three) with b_packed and its zero point
+# widened to int8/uint8, as dmlq.packed_b hands them over; the reference gets the ml_dtypes array.
 INTMM = {"matmul_integer": ("int", intmm.matmul_integer, R.matmul_integer),
          "matmul_integer_to_float": ("float", intmm.matmul_integer_to_float, R.matmul_integer_to_float)}
 
@@ -164,7 +164,11 @@ def _kernel_form(args):
         return args
     wide = np.int8 if b.dtype.name == "int4" else np.uint8
     zp = None if zp is None else np.asarray(zp).astype(wide)
-    return {**args, "b": dmlq.pack(b).data, "b_zero_point": zp, "b_packed": (b.dtype.name, b.shape, True)}
+    # one b in three (by its contents) held K-major: the bytes of its (..., N, K) transpose, as
+    # dmlq.pack(w).mT hands them over (the stream kernels read them so; the others repack rows)
+    kmajor = b.ndim >= 2 and (b.size + int(b.view(np.uint8).sum())) % 3 == 0
+    data = dmlq.pack(np.ascontiguousarray(b.swapaxes(-1, -2)) if kmajor else b).data
+    return {**args, "b": data, "b_zero_point": zp, "b_packed": (b.dtype.name, b.shape, True, kmajor)}
 
 
 def _tiled(op, args, variant):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import dmlq
+from test_api_gpu_path import gpu  # noqa: F401  (the cupy stand-in fixture)
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -122,10 +123,9 @@ ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
 
-def _matmul_nbits(a_f, b_u4, scales, zp_u4, block, bias=None):
-    """com.microsoft.MatMulNBits (bits=4) on the CPU provider: a_f float32 (M, K), b_u4 (K, N) uint4
-    values, scales (G, N) float32, zp_u4 (G, N) uint4 or None (its default: 8)."""
-    from onnx import helper
+def _nbits_feeds(b_u4, scales, zp_u4, block):
+    """MatMulNBits' B, scales and zero_points for the (K, N) uint4 values b_u4, (G, N) scales and
+    zero points (or None), in its layout (from its operator documentation)."""
     k, n = b_u4.shape
     g = -(-k // block)
     blob = block // 2
@@ -134,13 +134,21 @@ def _matmul_nbits(a_f, b_u4, scales, zp_u4, block, bias=None):
     col[:, :k] = b_u4.astype(np.uint8).T
     pairs = col.reshape(n, g, blob, 2)
     b_bytes = (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
-    inputs = {"A": a_f, "B": b_bytes, "scales": np.ascontiguousarray(scales.T).reshape(-1)}
-    names = ["A", "B", "scales"]
+    feeds = {"B": b_bytes, "scales": np.ascontiguousarray(scales.T).reshape(-1)}
     if zp_u4 is not None:
         z = np.zeros((n, g + (g % 2)), np.uint8)
         z[:, :g] = zp_u4.astype(np.uint8).T
-        inputs["zero_points"] = (z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1).astype(np.uint8)
-        names.append("zero_points")
+        feeds["zero_points"] = (z[:, 0::2] | (z[:, 1::2] << 4)).reshape(-1).astype(np.uint8)
+    return feeds
+
+
+def _matmul_nbits(a_f, b_u4, scales, zp_u4, block, bias=None):
+    """com.microsoft.MatMulNBits (bits=4) on the CPU provider: a_f float32 (M, K), b_u4 (K, N) uint4
+    values, scales (G, N) float32, zp_u4 (G, N) uint4 or None (its default: 8)."""
+    from onnx import helper
+    k, n = b_u4.shape
+    inputs = {"A": a_f, **_nbits_feeds(b_u4, scales, zp_u4, block)}
+    names = ["A", "B", "scales"] + (["zero_points"] if zp_u4 is not None else [])
     if bias is not None:
         names += [""] * (5 - len(names))
         inputs["bias"] = bias
@@ -176,6 +184,53 @@ def test_matmul_nbits_equals_onnxruntime_where_exact(m, k, n, block, with_zp):
     got = dmlq.matmul_integer_to_float(a, np.float32(1), None, dmlq.pack(b), scales,
                                        dmlq.pack(zp) if with_zp else 8, bias, block_size=block)
     np.testing.assert_array_equal(got, want)
+
+
+def _nbits_operands(feeds, k, n, block):
+    """MatMulNBits' own B, scales and zero_points bytes as dmlq takes them, untouched: b the .mT of
+    the Packed (N, K) they are (K a multiple of block), scales the .T of their (N, G) table, zero
+    points the .mT of a Packed (N, G) (G even: MatMulNBits pads each row of them to a byte)."""
+    g = k // block
+    return (dmlq.Packed(feeds["B"].reshape(-1), (n, k), "uint4").mT, feeds["scales"].reshape(n, g).T,
+            dmlq.Packed(feeds["zero_points"], (n, g), "uint4").mT)
+
+
+@pytest.mark.parametrize("m,k,n,block", [(1, 256, 33, 64), (4, 128, 16, 32), (2, 512, 8, 128)])
+def test_matmul_nbits_bytes_as_they_are(m, k, n, block):
+    """MatMulNBits' inputs handed to dmlq as they are (b = Packed(B, (N, K)).mT, its scales' and
+    zero points' (N, G) tables transposed) give onnxruntime's bits where its arithmetic is exact."""
+    rng = np.random.default_rng(m + k + n)
+    g = k // block
+    a, b = qrand(rng, I8, (m, k)), qrand(rng, U4, (k, n))
+    scales = (2.0 ** rng.integers(-6, 3, (g, n))).astype(F32) * rng.choice([-1, 1], (g, n)).astype(F32)
+    zp = qrand(rng, U4, (g, n))
+    bias = rng.integers(-100, 100, n).astype(F32)
+    want = _matmul_nbits(a.astype(F32), b, scales, zp, block, bias)
+    bt, st, zt = _nbits_operands(_nbits_feeds(b, scales, zp, block), k, n, block)
+    np.testing.assert_array_equal(dmlq.matmul_integer_to_float(a, np.float32(1), None, bt, st, zt, bias,
+                                                               block_size=block), want)
+
+
+def test_matmul_nbits_bytes_on_the_gpu_path(gpu):
+    """The same on the GPU path (the cupy stand-in: MatMulNBits' bytes read K-major by the grouped
+    stream kernel at M = 1 and 4, repacked for the tiles at M = 20), equal to onnxruntime."""
+    import cupy_stand_in as S
+
+    rng = np.random.default_rng(11)
+    k, n, block = 256, 40, 64
+    for m in (1, 4, 20):
+        g = k // block
+        a, b = qrand(rng, I8, (m, k)), qrand(rng, U4, (k, n))
+        scales = (2.0 ** rng.integers(-6, 3, (g, n))).astype(F32)
+        zp = qrand(rng, U4, (g, n))
+        want = _matmul_nbits(a.astype(F32), b, scales, zp, block)
+        bt, st, zt = _nbits_operands(_nbits_feeds(b, scales, zp, block), k, n, block)
+        dev = [dmlq.Packed(S.module.asarray(v.data), v.mT.shape, v.dtype).mT for v in (bt, zt)]
+        S.launches.clear()
+        got = dmlq.matmul_integer_to_float(S.module.asarray(a), np.float32(1), None, dev[0], S.module.asarray(st),
+                                           dev[1], block_size=block)
+        np.testing.assert_array_equal(got.get(), want)
+        assert any("kmajor_uint4" in name for name, *_ in S.launches) == (m <= 16), S.launches
 
 
 def test_matmul_nbits_rounds_in_another_order():

@@ -45,7 +45,7 @@ from ..errors import UnsupportedError
 from . import device, intmm_tiled
 from .device import NULL
 from .matmul import batch_rows
-from .packed import TAGS, PackedView
+from .packed import TAGS, PackedView, to_rows
 from .plan import Launch, Plan, Runner, elem_strides as _elem_strides, launcher, staging
 
 SOURCE = "matmul_stream.cu"
@@ -89,6 +89,7 @@ class _Detail:
     direct_out: bool
     packed_zp: object = None   # packed b: its zero points' dtype on the device (int8 / uint8 values)
     a_batch_rows: bool = False  # a's scale and zero point per batch and row: (matrices, M) tables
+    repack_b: bool = False      # a packed b held K-major: repacked to rows first (dmlq.gpu.packed.to_rows)
 
 
 def _contiguous_rows(x) -> bool:
@@ -99,6 +100,7 @@ def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None, a_batch_row
     if out.size == 0:
         return Plan(op, "empty")
     pb = None if b_packed is None else PackedView(b, b_packed)
+    repack = pb is not None and pb.kmajor
     M, K = a.shape[-2:]
     N = (pb or b).shape[-1]
     batch_shape = tuple(out.shape[:-2])
@@ -107,7 +109,7 @@ def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None, a_batch_row
     row_blocks = 1
     if variant is None:
         variant, row_blocks = ROWS[0], -(-M // ROWS[1])
-    tb = b.dtype.name if pb is None else pb.tag
+    tb = b.dtype.name if pb is None else TAGS[pb.dtype_name]  # (a K-major packed b: its rows)
     if tb not in B_TYPES:
         raise UnsupportedError(f"{op}: no CUDA kernel for a {b.dtype} b: the GPU takes an int8 or uint8 b, or a "
                                "4-bit one as a dmlq.Packed (NumPy arrays run the wider types on the reference)")
@@ -125,6 +127,9 @@ def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None, a_batch_row
     sb = device.Fresh(b.shape, b.dtype) if copy_b else b
     if pb is not None:
         notes.append(f"b: packed {pb.dtype_name}, unpacked in registers")
+        if pb.kmajor:
+            notes.append("b: K-major packed bytes repacked to rows first (a device pass over them)")
+            pb = pb.rows()
         sb = pb
     if row_blocks > 1:
         notes.append(f"{row_blocks} blocks of {ROWS[1]} rows")
@@ -150,7 +155,7 @@ def _plan(op, a, b, out, groups, group, b_param_rows, b_packed=None, a_batch_row
     launch = Launch(SOURCE, name, (-(-N // THREADS), nbatch * row_blocks), (THREADS,))
     return Plan(op, variant, (launch,), tuple(notes),
                 _Detail(mt, groups, group, offsets, copy_a, copy_b, direct,
-                        None if pb is None else pb.zp_dtype, a_batch_rows))
+                        None if pb is None else pb.zp_dtype, a_batch_rows, repack))
 
 
 def _groups(k, block_size):
@@ -224,6 +229,8 @@ def _bind(plan, a_shape, b_shape, out, b_packed=None):
     prepare = staging(d.copy_a, d.copy_b, d.offsets)
 
     def launch(a, b, dst, a_s, a_z, b_s, b_z, bias, bz_rows):
+        if d.repack_b:
+            b = to_rows(xp, b, b_shape)
         a, b, table = prepare(a, b)
         lda = a.strides[-2] // a.itemsize if M > 1 else K
         ldb = b.strides[-2] // b.itemsize if K > 1 and d.packed_zp is None else N

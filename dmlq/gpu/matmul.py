@@ -368,6 +368,7 @@ class _Detail:
     k_group: int = 0
     col_splits: tuple = ()  # per batch launch: matmul_col_sums' (splits, k_chunk) (col_sum_splits)
     kmajor: bool = False    # an 8-bit b read K-major by the mma kernel (matmul_mma_kmajor.cu)
+    repack_b: bool = False  # a packed b held K-major, repacked to rows (dmlq.gpu.packed.to_rows) first
 
 
 # Kernel type names of the outputs that are not quantized types.
@@ -395,6 +396,10 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
                                 sm_count=dev.sm_count, blocked=k_group > 0, packed=p4, stream=False)
     notes = [f"b: packed {b.dtype_name}, packed in shared memory, unpacked in registers"] if p4 else []
+    repack_b = p4 and b.kmajor  # the tiles read a packed b's rows: a K-major one is repacked first
+    b_in = b.data if p4 else b  # (what out must not overlap)
+    if repack_b:
+        b = b.rows()
     if variant in WGMMA_CONFIGS:
         cc = device.info().compute_capability
         if cc != 90:
@@ -412,6 +417,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         raise ValueError(f"{op}: blocked scales along K need the 'dp4a-wide' variant (got {variant!r})")
     if k_group:
         notes.append(f"groups of {k_group} along K, closed in ascending order")
+    if repack_b:
+        notes.append("b: K-major packed bytes repacked to rows first (a device pass over them)")
     if K == 0:
         # acc = 0 exactly; the epilogue still applies mult (0 * Inf is NaN -> zp).
         a_zp = b_zp = False
@@ -459,7 +466,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     for name, how in (("a", stage_a), ("b", stage_b)):
         if how != AS_IS:
             notes.append(f"{name} {how}")
-    direct = _direct_out(out, a, b.data if p4 else b)
+    direct = _direct_out(out, a, b_in)
     target = out if direct else device.Fresh(out.shape, out.dtype)
     if not direct:
         notes.append("out written through a contiguous temporary")
@@ -522,7 +529,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             launches.append(Launch(MMA_SOURCE if km else main_source, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
     detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group,
-                     tuple(col_splits), km)
+                     tuple(col_splits), km, repack_b)
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
 
 
@@ -603,6 +610,9 @@ def bind_tiled(plan, a, b, out):
     i32, i64, u64 = np.int32, np.int64, np.uint64
     M, K = a.shape[-2:]
     N = b.shape[-1]
+    repack = (lambda x, _s=b.shape: packed.to_rows(xp, x, _s)) if d.repack_b else None
+    if d.repack_b:
+        b = b.rows()
     plan_a, plan_b = _staged(a, d.stage_a), _staged(b, d.stage_b)
     target = out if d.direct_out else device.Fresh(out.shape, out.dtype)
     wg = d.cfg.transposed_b or d.kmajor  # b read K-major: N rows of K bytes, ldb bytes apart
@@ -653,6 +663,8 @@ def bind_tiled(plan, a, b, out):
     def launch(a, b, dst, params):
         if stage_a is not None:
             a = stage_a(a)
+        if repack is not None:
+            b = repack(b)
         if stage_b is not None:
             b = stage_b(b)
         if take is not None:

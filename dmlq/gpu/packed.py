@@ -1,11 +1,13 @@
 """A packed 4-bit b (dmlq.packed_b) as the GPU planners see it.
 
 The backend gets the bytes (1-D uint8, ONNX's nibble order) and ``b_packed =
-(dtype name, logical shape, zp_wide)``; :class:`PackedView` is the logical
-(..., K, N) tensor for planning: its shape, C-order strides counted in elements
-(itemsize 1, so the planners' element arithmetic holds), the kernels' type tag
-(``packed_int4`` / ``packed_uint4``, cuda/packed4.cuh), the dtype its zero points
-take on the device (int8 / uint8 values) and the bytes themselves.
+(dtype name, logical shape, zp_wide[, kmajor])``; :class:`PackedView` is the logical
+(..., K, N) tensor for planning: its shape, strides counted in elements (itemsize 1,
+so the planners' element arithmetic holds: C order, or with ``kmajor`` those of the
+transposed view of the C-order (..., N, K) tensor whose bytes they are), the kernels'
+type tag (``packed_int4`` / ``packed_uint4``, K-major ``kmajor_int4`` / ``kmajor_uint4``,
+cuda/packed4.cuh), the dtype its zero points take on the device (int8 / uint8 values)
+and the bytes themselves.
 """
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ import numpy as np
 from . import device
 
 TAGS = {"int4": "packed_int4", "uint4": "packed_uint4"}
+# A packed b held K-major (dmlq.TransposedPacked: the bytes of the (..., N, K) tensor), as the stream
+# kernels of cuda/matmul_stream_packed.cu read it; every other kernel takes its rows (to_rows).
+KMAJOR_TAGS = {"int4": "kmajor_int4", "uint4": "kmajor_uint4"}
 ZP_DTYPES = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8)}
 
 
@@ -23,25 +28,48 @@ class PackedView:
     def __init__(self, data, b_packed, whole_bytes=False):
         self.data = data
         self.dtype_name = b_packed[0]
-        self.tag = TAGS[self.dtype_name]
+        self.kmajor = len(b_packed) > 3 and bool(b_packed[3])  # bytes of (..., N, K): ldb = K between columns
+        self.tag = (KMAJOR_TAGS if self.kmajor else TAGS)[self.dtype_name]
         self.zp_dtype = ZP_DTYPES[self.dtype_name]
         self.shape = tuple(b_packed[1])
         self.ndim = len(self.shape)
         self.size = math.prod(self.shape)
         self.itemsize = 1
         # whole_bytes: the layout of matrices_in_whole_bytes (each matrix padded to an even count)
+        stored = self.shape[:-2] + self.shape[:-3:-1] if self.kmajor else self.shape
         st, acc = [], 1
-        for i, d in enumerate(reversed(self.shape)):
+        for i, d in enumerate(reversed(stored)):
             st.append(acc)
             acc *= d
             if i == 1 and whole_bytes:
                 acc += acc % 2
+        if self.kmajor:  # the logical (..., K, N) tensor's strides: 1 along K, K along N
+            st[0], st[1] = st[1], st[0]
         self.strides = tuple(reversed(st))
         self.whole_bytes = whole_bytes
 
     def in_whole_bytes(self):
         """The view of this tensor's :func:`matrices_in_whole_bytes` copy (planning only)."""
-        return PackedView(self.data, (self.dtype_name, self.shape), whole_bytes=True)
+        return PackedView(self.data, (self.dtype_name, self.shape, False, self.kmajor), whole_bytes=True)
+
+    def rows(self):
+        """The row-major view of this K-major tensor's :func:`to_rows` copy (planning only)."""
+        return PackedView(device.Fresh((-(-self.size // 2),), np.uint8), (self.dtype_name, self.shape))
+
+
+def to_rows(xp, data, shape):
+    """The C-order packed bytes of the logical (..., K, N) tensor ``shape`` from its K-major
+    bytes (``data``: those of the C-order (..., N, K) tensor, dmlq.TransposedPacked's): a device
+    pass in the array module's own operations, for the kernels that read b's rows."""
+    K, N = shape[-2:]
+    count = math.prod(shape[:-2])
+    n = count * N * K
+    data = xp.ascontiguousarray(data)
+    codes = xp.stack([data & np.uint8(15), data >> np.uint8(4)], axis=-1).reshape(-1)[:n].reshape(count, N, K)
+    flat = xp.ascontiguousarray(codes.swapaxes(-1, -2)).reshape(-1)
+    if n % 2:
+        flat = xp.concatenate([flat, xp.zeros(1, np.uint8)])
+    return xp.ascontiguousarray(flat[0::2] | (flat[1::2] << np.uint8(4)))
 
 
 def matrices_in_whole_bytes(xp, data, shape):

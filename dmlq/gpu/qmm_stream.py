@@ -18,7 +18,8 @@ file's napkin math gives the numbers).
 Launch conventions: one launch for every matrix (blockIdx.y), through a table of
 per-matrix element offsets of a, b and out (numpy.matmul broadcasting, no copies
 of a or b); a is read with unit stride along K (else copied to a contiguous
-array), a packed b's bytes must be contiguous and an 8-bit b's matrices
+array), a packed b's bytes must be contiguous (a K-major one, dmlq.TransposedPacked's, is
+read as it is: ``kmajor_int4`` / ``kmajor_uint4``) and an 8-bit b's matrices
 C-contiguous, or K-major with its start, columns and matrices on 16 bytes (the
 transposed view of an (N, K) weight, read as it is: ``kmajor_int8`` /
 ``kmajor_uint8``), else copied; out is written in place under the tiled kernels'
@@ -34,7 +35,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import device, matmul
 from .device import NULL
-from .packed import TAGS, PackedView
+from .packed import KMAJOR_TAGS, TAGS, PackedView
 from .plan import Launch, Plan, Runner, elem_strides, launcher, staging
 
 SOURCE = "matmul_stream_packed.cu"
@@ -74,7 +75,8 @@ def grouped_finish_name(to: str) -> str:
 
 FLOAT_OUT = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
 SUM_OUT = {**FLOAT_OUT, np.dtype(np.int32): "int"}  # the grouped finish pass: matmul_integer's int32 too
-B_TYPES = tuple(TAGS.values()) + matmul.QTYPES + tuple(KM_TAGS.values())  # packed 4-bit, 8-bit, K-major 8-bit
+# packed 4-bit, 8-bit, K-major 8-bit, K-major packed 4-bit
+B_TYPES = tuple(TAGS.values()) + matmul.QTYPES + tuple(KM_TAGS.values()) + tuple(KMAJOR_TAGS.values())
 KERNELS = {SOURCE: tuple(kernel_name(ta, tb, to, mt) for ta in matmul.QTYPES for tb in B_TYPES
                          for to in matmul.QTYPES for mt in matmul.STREAM_M.values())
            + tuple(finish_name(to) for to in matmul.QTYPES)
@@ -139,10 +141,13 @@ def _geometry(op, a, b, out):
         copy_b = not matmul.packed.contiguous(b.data)
     else:  # each matrix's rows N bytes apart, unit stride along them (the kernels' row pitch is N)
         copy_b = b.size > 0 and not ((K < 2 or b.strides[-2] == N) and (N < 2 or b.strides[-1] == 1))
-    km = not p4 and copy_b and matmul._k_major16(b)  # K-major on 16 bytes: read as it is, columns ldb apart
-    copy_b = copy_b and not km
+    # K-major (read as it is, columns ldb apart): a packed b given so (dmlq.TransposedPacked), an 8-bit one
+    # whose rows are not contiguous but whose columns are, on 16 bytes
+    km = b.kmajor if p4 else copy_b and matmul._k_major16(b)
+    copy_b = copy_b and (p4 or not km)
     direct = matmul._direct_out(out, a, b.data if p4 else b)
-    notes = [f"b: packed {b.dtype_name}, unpacked in registers" if p4 else
+    notes = [f"b: packed {b.dtype_name}, K-major (MatMulNBits' layout), unpacked in registers" if p4 and km else
+             f"b: packed {b.dtype_name}, unpacked in registers" if p4 else
              "b: K-major, 16-byte loads of its columns" if km else "b: 16-byte loads of its rows"]
     notes += [f"{name} copied to a contiguous array" for name, c in (("a", copy_a), ("b", copy_b)) if c]
     if not direct:
