@@ -148,9 +148,10 @@
 // stores down Bt's column (conflict-free). Per 16 bytes of b: 1 LDG.128, 1 LDS.128, ~8 PRMT,
 // 4 SHF, ~16 LOP3/IADD, 8 STS against the row-major path's 4 LDS and two 4x4 byte transposes.
 // ptxas (bench/results/static.md): 46 / 54 / 70 registers for MT = 1 / 4 / 16 (grouped: 56 /
-// 64 / 93), 0 spills: 10 / 9 / 7 blocks an SM (the row-major packed b: 8 / 9 / 4), main loop
-// 497 / 551 / 841 instructions per 64-row stage (row-major: 764 / 866 / 1050). The nibble path
-// first read 32 nibbles one at a time (nibbles32), which gave the kernel 136 registers at MT = 1.
+// 64 / 93), 0 spills: 10 / 9 / 7 blocks an SM (the row-major packed b: 12 / 9 / 7), main loop
+// 497 / 551 / 841 instructions per 64-row stage (row-major: 455 / 487 / 745). Its nibble path
+// (nibble_run32) first read 32 nibbles one at a time, which gave the kernel 136 registers at
+// MT = 1.
 // Not yet run on a GPU; the host harness checks every operator (tests/test_gpu_stream4_kmajor.py).
 //
 // Napkin math (H100 SXM: 3.35 TB/s HBM3, 132 SMs, 65536 registers and 2048
@@ -180,13 +181,16 @@
 //   20 / 24 / 16). 0 spills. (ptxas picks the register counts, no minimum
 //   block count: one made the grouped kernels spill 12-44 B.)
 // - Blocks per SM (ptxas, sm_90, __launch_bounds__(128), bench/results/static.md,
-//   with the ring): 64 / 56 / 107 registers for MT = 1 / 4 / 16, 0 spills,
-//   14 / 20 / 29 KB static shared memory: 8 / 9 / 4 blocks per SM (registers),
-//   1056 / 1188 / 528 block slots on 132 SMs, and 48 / 54 / 24 KB in flight per
-//   SM when every slot is filled: 2.7x / 3x / 1.3x Little's 17.8 KB (one stage
-//   ahead, 64 / 64 / 80 registers and 8 / 8 / 6 blocks, gave 16 / 16 / 12 KB:
-//   90% / 90% / 67% of it, and the H200's ~26 KB is more). The grouped kernel:
-//   80 / 80 / 115 registers, 6 / 6 / 4 blocks, 24 / 24 / 16 KB (before: 63 / 72
+//   with the ring and nibble_run32, session 38): 39 / 56 / 72 registers for MT =
+//   1 / 4 / 16, 0 spills, 14 / 20 / 29 KB static shared memory: 12 / 9 / 7 blocks
+//   per SM (registers), 1584 / 1188 / 924 block slots on 132 SMs, and 72 / 54 /
+//   42 KB in flight per SM when every slot is filled: 4x / 3x / 2.4x Little's
+//   17.8 KB (with the nibble path's 32 single-nibble loads: 64 / 56 / 107-112
+//   registers, 8 / 9 / 4 blocks, 48 / 54 / 24 KB; one stage ahead, 64 / 64 / 80
+//   registers and 8 / 8 / 6 blocks, gave 16 / 16 / 12 KB: 90% / 90% / 67% of it,
+//   and the H200's ~26 KB is more). The grouped kernel: 48 / 72 / 96 registers,
+//   10 / 7 / 5 blocks, 40 / 28 / 20 KB (with the single-nibble loads: 80 / 80 /
+//   115 registers, 6 / 6 / 4 blocks, 24 / 24 / 16 KB; before the ring: 63 / 72
 //   / 103, 8 / 7 / 4, 16 / 14 / 8). The time at M = 1 and 4 has been the host's
 //   (50-65 us a call eager); the graph rows give the kernels' device time: the
 //   next GPU session measures the ring there.
@@ -209,9 +213,10 @@
 //   M = 1 (issue is not the limit), ~6 at M = 4 and ~10-11 at M = 16, where dp4a
 //   (64/SM/clk, half the issue rate) makes the kernel compute-bound near 40-50%
 //   of the bandwidth limit (the tensor cores are the way past that). Those are
-//   dynamic counts of the 16-byte path; the static report's main loop (786 /
-//   850 / 1049 instructions per 64-row stage for MT = 1 / 4 / 16; an 8-bit b 466
-//   / 536 / 843) also holds the nibble (byte) path and a's staging loop. (A minimum block count in the launch
+//   dynamic counts of the 16-byte path; the static report's main loop (455 /
+//   487 / 745 instructions per 64-row stage for MT = 1 / 4 / 16, 764 / 866 / 1050
+//   with the single-nibble loads; an 8-bit b 452 / 493 / 863) also holds the
+//   nibble (byte) path and a's staging loop. (A minimum block count in the launch
 //   bounds made ptxas spill around the division's slow-path call.)
 #include "matmul_dp4a.cu"
 #include "cp_async.cuh"
@@ -248,24 +253,12 @@ __device__ __forceinline__ TO requant(int acc, float as, float bs, float os, int
   return mm::requant<TO>(to_f32(acc), mm::requant_mult(as, bs, os), ozp);
 }
 
-// The 32 nibbles (one row of 32 columns, bytes of b from element e on), one at
-// a time: zeros past N.
-__device__ __forceinline__ uint4 nibbles32(const uint8* B, int64 e, int n, int N) {
-  unsigned w[4];  // fully unrolled: registers (a partly unrolled loop put w on the stack)
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    w[i] = 0u;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if (n + 8 * i + j < N) w[i] |= static_cast<unsigned>(nibble(B, e + 8 * i + j)) << (4 * j);
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-// The codes of a run of elements e .. e + 31 of a packed b (a K-major column's 32 rows; element
-// e in bits 0-3 of the first word), zeros from element e + len on (len <= 32): the bytes that
-// hold the len elements (5 a word, the fifth shared with the next word), shifted by a nibble
-// where e is odd. (nibbles32's 32 nibble loads made ptxas give this kernel 136 registers.)
+// The codes of a run of elements e .. e + 31 of a packed b (32 columns of a row, or a K-major
+// column's 32 rows; element e in bits 0-3 of the first word), zeros from element e + len on
+// (len <= 32; none for len <= 0): the bytes that hold the len elements (5 a word, the fifth
+// shared with the next word), shifted by a nibble where e is odd. (Its predecessor loaded the
+// 32 nibbles one at a time, a byte each: ptxas then gave the K-major kernel 136 registers at
+// MT = 1, the row-major ones 64 / 56 / 112 for MT = 1 / 4 / 16, now 39 / 56 / 72.)
 __device__ __forceinline__ uint4 nibble_run32(const uint8* B, int64 e, int len) {
   const uint8* p = B + (e >> 1);
   const int o = static_cast<int>(e & 1), nb = (o + len + 1) >> 1;  // bytes holding the elements
@@ -369,8 +362,8 @@ __device__ __forceinline__ void body(
   // vector index over all 32 banks (8 columns of 64 bytes, 8-bit; of 32 bytes, 4-bit)
   auto swz = [](int col) { return P4 ? (col >> 2) & 1 : (col >> 1) & 3; };
   // The stage of rows k0 .. k0 + 63 into ring slot `slot`, this thread's vectors: a cp.async of
-  // each whole aligned one, the others (columns past N, unaligned rows: nibble by nibble or byte
-  // by byte; rows past the chunk: zeros) stored at once; one cp.async group either way (empty
+  // each whole aligned one, the others (columns past N, unaligned rows: the bytes that hold them,
+  // nibble_run32 / bytes16; rows past the chunk: zeros) stored at once; one cp.async group either way (empty
   // past the chunk's last stage), so the wait below counts stages.
   auto fill = [&](int k0, int slot) {
     if (KM && k0 < Ke) {  // column n0 + lr, its vectors q = lh (, lh + 2): rows k0 + ELEMS16 q .., swizzled
@@ -394,7 +387,7 @@ __device__ __forceinline__ void body(
         const int64 e = be + static_cast<int64>(k) * ldb + ln;
         if (k >= Ke) *dst = make_uint4(0u, 0u, 0u, 0u);
         else if (aligned && ln + VCOLS <= N) cp_async16_whole(smem_u32(dst), B + (P4 ? e >> 1 : e));
-        else if constexpr (P4) *dst = nibbles32(B, e, ln, N);
+        else if constexpr (P4) *dst = nibble_run32(B, e, min(32, N - ln));
         else *dst = bytes16(B, e, ln, N);
       }
     }

@@ -107,12 +107,12 @@ def test_integer_family(gpu, m, k, n):
 
 
 @pytest.mark.parametrize("m,k,n,block", [(1, 256, 64, 32), (3, 200, 33, 64), (4, 1000, 130, 96), (3, 300, 40, 48),
-                                         (2, 300, 70, 40), (1, 4096, 64, 128)])
+                                         (2, 300, 70, 40), (2, 320, 70, 40), (1, 4096, 64, 128)])
 def test_blocked_scales(gpu, m, k, n, block):
     """MatMulNBits' call: blocked scales along K as the transposed view of an (N, groups) table and
     zero points as the .mT of a Packed (N, groups); groups of 32, 64, 96 (straddling stages), 48
-    and 40 (one chunk of K per group, starting inside a column's 16-byte vector: the nibble path),
-    128 at K = 4096 (split K between whole groups)."""
+    and 40 (one chunk of K per group, starting inside a column's 16-byte vector: the byte path,
+    also where K itself is on 32 elements), 128 at K = 4096 (split K between whole groups)."""
     rng = np.random.default_rng(m * 31 + k + n + block)
     groups = -(-k // block)
     for ta, tb in PAIRS[:2]:
