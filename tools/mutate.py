@@ -1085,10 +1085,10 @@ MUTATIONS: list[Mutation] = [
       "K-major 4-bit b: the odd k-words stored from the even ones", "index"),
     M("matmul_stream_packed.cu", "const unsigned x = static_cast<unsigned>(v >> (4 * o));",
       "const unsigned x = static_cast<unsigned>(v);",
-      "K-major 4-bit b, nibble path: a run starting mid-byte not shifted by its nibble", "index"),
+      "packed b, nibble path (both layouts): a run starting mid-byte not shifted by its nibble", "index"),
     M("matmul_stream_packed.cu", "nb = (o + len + 1) >> 1;  // bytes holding the elements",
       "nb = (len + 1) >> 1;  // bytes holding the elements",
-      "K-major 4-bit b, nibble path: a run starting mid-byte misses its last byte", "boundary"),
+      "packed b, nibble path (both layouts): a run starting mid-byte misses its last byte", "boundary"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
