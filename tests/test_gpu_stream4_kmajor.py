@@ -22,7 +22,7 @@ import cupy_stand_in as S
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from test_gpu_intmm import dev, q
 from test_gpu_intmm_tiled import kernels, launched
-from test_gpu_stream8_kmajor import same as same8
+from test_gpu_stream8_kmajor import quantized_forms, same as same8
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -76,16 +76,8 @@ def test_quantized_matmul(gpu, m, k, n):
     for i, (ta, tb) in enumerate(PAIRS):
         to = (I8, U8)[i % 2]
         a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
-        name = f"matmul_stream_packed<{ta.name}, {km(tb)}, {to.name}, {mt(m)}>"
         zb = q(rng, tb, (n,))
-        same(dmlq.quantized_matmul, a, b, (rng.uniform(1e-3, 0.05, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
-                                           rng.uniform(-0.05, 0.05, n).astype(F32), (zb, dev(dmlq.pack(zb))),
-                                           rng.uniform(0.05, 1, (m, 1)).astype(F32), q(rng, to, (m, 1))), name)
-        same(dmlq.quantized_matmul, a, b, (np.float32(0.02), None, np.float32(1e-3), int(q(rng, tb, ())),
-                                           np.float32(0.25), to.type(3)), name)
-        same(dmlq.quantized_matmul, a, b, (np.float32(0.02), ta.type(q(rng, ta, ())), np.float32(1e-3), None,
-                                           np.float32(0.5), None),
-             f"matmul_stream_packed<{ta.name}, {km(tb)}, uint8, {mt(m)}>")
+        quantized_forms(same, rng, m, ta, tb, to, a, b, (zb, dev(dmlq.pack(zb))), int(q(rng, tb, ())))
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 256, 64), (3, 200, 33), (4, 1000, 130), (16, 129, 9), (2, 33, 5)])

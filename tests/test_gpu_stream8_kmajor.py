@@ -75,15 +75,23 @@ def test_quantized_matmul(gpu, m, k, n):
     for i, (ta, tb) in enumerate(PAIRS):
         to = (I8, U8)[i % 2]
         a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
-        name = f"matmul_stream_packed<{ta.name}, {km(tb)}, {to.name}, {mt(m)}>"
-        same(dmlq.quantized_matmul, a, b, (rng.uniform(1e-3, 0.05, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
-                                           rng.uniform(-0.05, 0.05, n).astype(F32), q(rng, tb, (n,)),
-                                           rng.uniform(0.05, 1, (m, 1)).astype(F32), q(rng, to, (m, 1))), name)
-        same(dmlq.quantized_matmul, a, b, (np.float32(0.02), None, np.float32(1e-3), tb.type(q(rng, tb, ())),
-                                           np.float32(0.25), to.type(3)), name)
-        same(dmlq.quantized_matmul, a, b, (np.float32(0.02), ta.type(q(rng, ta, ())), np.float32(1e-3), None,
-                                           np.float32(0.5), None),
-             f"matmul_stream_packed<{ta.name}, {km(tb)}, uint8, {mt(m)}>")
+        quantized_forms(same, rng, m, ta, tb, to, a, b, q(rng, tb, (n,)), tb.type(q(rng, tb, ())))
+
+
+def quantized_forms(same, rng, m, ta, tb, to, a, b, b_zp_cols, b_zp_one):
+    """quantized_matmul of ``a`` and ``b`` through ``same`` in three forms: per-row a and out
+    parameters with per-column b ones (zero point ``b_zp_cols``), single values (``b_zp_one``),
+    no zero points (uint8 out); the kernel named from b's K-major tag."""
+    n = b[0].shape[-1]
+    name = f"matmul_stream_packed<{ta.name}, {km(tb)}, {to.name}, {mt(m)}>"
+    same(dmlq.quantized_matmul, a, b, (rng.uniform(1e-3, 0.05, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
+                                       rng.uniform(-0.05, 0.05, n).astype(F32), b_zp_cols,
+                                       rng.uniform(0.05, 1, (m, 1)).astype(F32), q(rng, to, (m, 1))), name)
+    same(dmlq.quantized_matmul, a, b, (np.float32(0.02), None, np.float32(1e-3), b_zp_one,
+                                       np.float32(0.25), to.type(3)), name)
+    same(dmlq.quantized_matmul, a, b, (np.float32(0.02), ta.type(q(rng, ta, ())), np.float32(1e-3), None,
+                                       np.float32(0.5), None),
+         f"matmul_stream_packed<{ta.name}, {km(tb)}, uint8, {mt(m)}>")
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 256, 64), (3, 200, 33), (4, 1000, 130), (16, 129, 9), (2, 33, 5)])
