@@ -32,8 +32,8 @@ row is the kernels' device time without the host's enqueue (the second H100 run:
 host time per call at these sizes, as long as the kernels) -- what a serving stack that
 captures its decode step gets, and the row the bandwidth target judges the kernels by.
 ``dmlq:auto:w.T`` / ``dmlq:graph:w.T``: the same calls with the packed b held K-major
-(``dmlq.pack(w).mT``, torch's and MatMulNBits' layout; blocked scales the .T of an (N, groups)
-table), which the stream kernels read as it is (``kmajor_uint4`` / ``kmajor_int4``), at the
+(``dmlq.pack(w).mT``, torch's and MatMulNBits' layout; the scales as in the other rows, so the
+rows differ in b's layout alone), which the stream kernels read as it is (``kmajor_uint4`` / ``kmajor_int4``), at the
 blocked groups and quantized_matmul's M = 1, N = K = 8192.
 Unit GB/s of every byte read and written; ``limit``: this GPU's copy bandwidth in the
 same session (bench.timing.copy_bandwidth), so ``fraction_of_limit`` is the share of it
@@ -190,8 +190,8 @@ GPU_GROUPS.update({f"quantized_matmul/uint8xint8->int8/M={m},N=14336,K=4096": (Q
                    for m in (1, 4)})
 # every group: auto captured in a CUDA graph and replayed (the device time without the host)
 GRAPH = "dmlq:graph"
-# a packed b held K-major (dmlq.pack(w).mT of an (N, K) weight: torch's and MatMulNBits' layout; blocked
-# scales as the (N, groups) table's .T), which the stream kernels read as it is (kmajor_uint4 /
+# a packed b held K-major (dmlq.pack(w).mT of an (N, K) weight: torch's and MatMulNBits' layout), which
+# the stream kernels read as it is (kmajor_uint4 /
 # kmajor_int4): beside the row-major b's rows, eagerly and replayed, at the groups MatMulNBits serves
 WT, WT_GRAPH = "dmlq:auto:w.T", "dmlq:graph:w.T"
 WT_GROUPS = [g for g, (b, m, *rest) in GPU_GROUPS.items()
@@ -215,7 +215,7 @@ def _packed_b(k, n, dtype, kmajor):
 
 def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False):
     """(call(out=None), bytes moved, out dtype): the public function as a user calls it;
-    ``kmajor``: a packed b held K-major (blocked scales the transpose of an (N, groups) table)."""
+    ``kmajor``: a packed b held K-major."""
     import cupy
 
     packed = "uint4" in b_kind
@@ -237,7 +237,7 @@ def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False):
     if packed:
         g = ODD_G if f"-g{ODD_G}->" in b_kind else G
         b = _packed_b(k, n, "uint4", kmajor)
-        b_s = cupy.full((n, -(-k // g)), 1e-3, f32).T if kmajor else cupy.full((-(-k // g), n), 1e-3, f32)
+        b_s = cupy.full((-(-k // g), n), 1e-3, f32)  # (K-major b too: the rows then differ in b alone)
         return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, 8, dtype=f16,
                                                               block_size=g, out=out),
                 a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, f16)
