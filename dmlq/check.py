@@ -573,16 +573,16 @@ def _random_kmajor(rng):
         zp_cols = pack(rng.integers(int(info.min), int(info.max), n, endpoint=True).astype(bdt))
         zp_groups = pack(rng.integers(int(info.min), int(info.max), (n, k // g), endpoint=True).astype(bdt)).mT
         scales = (rng.random((n, k // g)) * 0.01).astype(f32).T
+        b = pack(w).mT
         for m in (1, 5, 40):
             a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max, (m, k), dtype=adt, endpoint=True)
             azp, a_s = adt(rng.integers(0, 50)), (rng.random((m, 1)) + 0.5).astype(f32)
             what = f"{adt.__name__},K-major packed {bdt.name} M={m}"
             rows.append(("matmul", f"{what}->int8", api.quantized_matmul,
-                         (a, a_s, azp, pack(w).mT, (rng.random(n) * 0.01).astype(f32), zp_cols, f32(20.0), i8(3)),
-                         {}))
-            rows.append(("mm_integer", what, intmm.matmul_integer, (a, pack(w).mT, azp, zp_cols), {}))
+                         (a, a_s, azp, b, (rng.random(n) * 0.01).astype(f32), zp_cols, f32(20.0), i8(3)), {}))
+            rows.append(("mm_integer", what, intmm.matmul_integer, (a, b, azp, zp_cols), {}))
             rows.append(("mm_float", f"{what} blocked {g} ->float16", intmm.matmul_integer_to_float,
-                         (a, a_s, None, pack(w).mT, scales, zp_groups, rng.standard_normal(n).astype(f32)),
+                         (a, a_s, None, b, scales, zp_groups, rng.standard_normal(n).astype(f32)),
                          dict(dtype=f16, block_size=g)))
     return rows
 

@@ -50,13 +50,13 @@ def _unpacked_b(fname, names, values, packed):
     """The operands with a packed b (a dmlq.Packed the public function took apart: its bytes
     among ``values``, its (dtype, shape, ...) in ``packed``) as the ml_dtypes array the adapters
     take beside torch tensors or dask arrays (NumPy bytes: unpacked on the host, nothing lazy)."""
+    from .gpu.packed import kmajor
     from .packing import unpack_b
 
     i = list(names).index("b")
     data = values[i]
     values = list(values)
-    kmajor = len(packed) > 3 and packed[3]  # a TransposedPacked b: its bytes are the (..., N, K) tensor's
-    if kmajor and any(_is_dask(v) for v in values):
+    if kmajor(packed) and any(_is_dask(v) for v in values):  # a TransposedPacked b: (..., N, K) bytes
         if not isinstance(data, np.ndarray):
             raise TypeError(f"{fname}: b is a transposed dmlq.Packed (.mT) of GPU bytes beside dask arrays, which "
                             "dmlq does not take yet; pass its rows packed: dmlq.pack(cupy.ascontiguousarray("

@@ -23,6 +23,7 @@ import numpy as np
 
 from .dtypes import torch_name
 from .gpu.capture import guarded
+from .gpu.packed import kmajor
 from .qtypes import QType, qtype
 
 
@@ -398,6 +399,6 @@ def unpack_b(data, b_packed):
     ``kmajor`` the bytes are the (..., N, K) tensor's (:class:`TransposedPacked`), and the result
     is its transposed view."""
     name, shape = b_packed[0], tuple(b_packed[1])
-    if len(b_packed) > 3 and b_packed[3]:
+    if kmajor(b_packed):
         return unpack(data, shape[:-2] + (shape[-1], shape[-2]), name).swapaxes(-1, -2)
     return unpack(data, shape, name)

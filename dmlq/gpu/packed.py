@@ -24,11 +24,17 @@ KMAJOR_TAGS = {"int4": "kmajor_int4", "uint4": "kmajor_uint4"}
 ZP_DTYPES = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8)}
 
 
+def kmajor(b_packed) -> bool:
+    """Whether ``b_packed`` (dtype name, logical shape, zp_wide[, kmajor]) describes K-major bytes:
+    those of the (..., N, K) tensor, dmlq.TransposedPacked's."""
+    return len(b_packed) > 3 and bool(b_packed[3])
+
+
 class PackedView:
     def __init__(self, data, b_packed, whole_bytes=False):
         self.data = data
         self.dtype_name = b_packed[0]
-        self.kmajor = len(b_packed) > 3 and bool(b_packed[3])  # bytes of (..., N, K): ldb = K between columns
+        self.kmajor = kmajor(b_packed)  # bytes of (..., N, K): ldb = K between columns
         self.tag = (KMAJOR_TAGS if self.kmajor else TAGS)[self.dtype_name]
         self.zp_dtype = ZP_DTYPES[self.dtype_name]
         self.shape = tuple(b_packed[1])
