@@ -681,10 +681,15 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) matmul_dp4a_wide(DMLQ_M
 
 // out[z*M + m] = sum_k A[z][m][k] (int32; exact for K <= 2**31 / 255).
 // block 256 = 8 warps, one warp per row, grid-stride over batch*M rows.
+// T a packed K-major tag (kmajor_int4 / kmajor_uint4: the column sums of such a b are the sums
+// of its (N, K) rows): strides in elements; a row starting on a 4-byte word takes 8 codes a
+// word (int4 codes biased by 8: c ^ 8 = value + 8, the bias taken out after), else one a load.
 template <typename T>
 __global__ void __launch_bounds__(256) matmul_row_sums(
     const T* __restrict__ A, int M, int K, int batch, int batch1,
     int64 a_bs0, int64 a_bs1, int64 lda, int* __restrict__ out) {
+  typedef typename dmlq::b_value<T>::type V;
+  constexpr bool P4 = dmlq::b_value<T>::packed, kSigned = static_cast<V>(-1) < static_cast<V>(0);
   const int lane = threadIdx.x & 31;
   const int64 rows = static_cast<int64>(batch) * M;
   for (int64 r = static_cast<int64>(blockIdx.x) * 8 + (threadIdx.x >> 5); r < rows;
@@ -692,16 +697,33 @@ __global__ void __launch_bounds__(256) matmul_row_sums(
     const int z = static_cast<int>(r / M);
     const int m = static_cast<int>(r - static_cast<int64>(z) * M);
     const int zb0 = z / batch1, zb1 = z - zb0 * batch1;
-    const T* p = A + zb0 * a_bs0 + zb1 * a_bs1 + m * lda;
     unsigned s = 0u;
     int k = 0;
-    if ((reinterpret_cast<size_t>(p) & 3) == 0) {
-      const unsigned* pw = reinterpret_cast<const unsigned*>(p);
-      const int nw = K >> 2;
-      for (int w = lane; w < nw; w += 32) s = dmlq::dp4a::dot4<T, T>(__ldg(pw + w), dmlq::dp4a::kOnes, s);
-      k = nw << 2;
+    if constexpr (P4) {
+      const uint8* bytes = reinterpret_cast<const uint8*>(A);
+      const int64 e = zb0 * a_bs0 + zb1 * a_bs1 + m * lda;  // the row's first element
+      if (((reinterpret_cast<size_t>(bytes) + (e >> 1)) & 3) == 0 && (e & 1) == 0) {
+        const unsigned* pw = reinterpret_cast<const unsigned*>(bytes + (e >> 1));
+        const int nw = K >> 3;
+        for (int w = lane; w < nw; w += 32) {
+          const unsigned x = __ldg(pw + w) ^ (kSigned ? 0x88888888u : 0u);
+          s = dmlq::dp4a::dot4<uint8, uint8>(x & 0x0F0F0F0Fu, dmlq::dp4a::kOnes, s);
+          s = dmlq::dp4a::dot4<uint8, uint8>((x >> 4) & 0x0F0F0F0Fu, dmlq::dp4a::kOnes, s);
+          if (kSigned) s -= 64u;
+        }
+        k = nw << 3;
+      }
+      for (k += lane; k < K; k += 32) s += static_cast<unsigned>(dmlq::nibble_value<V>(bytes, e + k));
+    } else {
+      const T* p = A + zb0 * a_bs0 + zb1 * a_bs1 + m * lda;
+      if ((reinterpret_cast<size_t>(p) & 3) == 0) {
+        const unsigned* pw = reinterpret_cast<const unsigned*>(p);
+        const int nw = K >> 2;
+        for (int w = lane; w < nw; w += 32) s = dmlq::dp4a::dot4<T, T>(__ldg(pw + w), dmlq::dp4a::kOnes, s);
+        k = nw << 2;
+      }
+      for (k += lane; k < K; k += 32) s += static_cast<unsigned>(static_cast<int>(p[k]));
     }
-    for (k += lane; k < K; k += 32) s += static_cast<unsigned>(static_cast<int>(p[k]));
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     if (lane == 0) out[r] = static_cast<int>(s);

@@ -7,6 +7,8 @@
 //       matmul_mma_packed.cu, whose header describes its staging and fragments.
 //   TB kmajor_int8 / kmajor_uint8 (an 8-bit b held K-major, KM below: x @ w.T of an
 //       (N, K) weight): instantiated by matmul_mma_kmajor.cu, whose header describes it.
+//   TB kmajor_int4 / kmajor_uint4 (both: a packed 4-bit b held K-major, KP below: the
+//       bytes of an (N, K) int4 weight, MatMulNBits' layout): matmul_mma_kmajor4.cu.
 //   The template also builds 128x256 / 256x128 (8 warps, 1 block/SM, use 3
 //   stages); list them only if a benchmark shows they pay. dmlq/gpu/matmul.py
 //   picks this kernel for K <= 32768 (int32 accumulation is exact) when M and N
@@ -216,6 +218,10 @@ __device__ __forceinline__ int bp_off(int k, int chunk) {
   static_assert(BN == 128, "packed b: 4 chunks per k-row");
   return k * (BN / 2) + ((chunk ^ ((k >> 2) & 3)) << 4);
 }
+// B packed and K-major (matmul_mma_kmajor4.cu): BN rows of 32 bytes (64 packed k), row r
+// holding column km_col(r). A fragment load reads one chunk of 8 consecutive rows, 4 to a
+// 128-byte bank line: rows 4-7 of each 8 take the other chunk.
+__device__ __forceinline__ int bkp_off(int row, int chunk) { return row * 32 + ((chunk ^ ((row >> 2) & 1)) << 4); }
 
 // Packed b: a trans load gives lane (g, t) r0 = columns 4g..4g+3 (a 16-bit
 // element: 4 nibbles, column 4g in bits 0-3) of k rows 4t (low half) and 4t+1
@@ -233,6 +239,13 @@ __device__ __forceinline__ void unpack_b4(unsigned r0, unsigned r1, unsigned& c0
   c1 = p & 0xF0F0F0F0u;
   c2 = (q << 4) & 0xF0F0F0F0u;
   c3 = q & 0xF0F0F0F0u;
+}
+// Packed K-major b: a col fragment register (4 consecutive k of one column) from the 16 bits
+// that hold them (byte j: k 2j in the low nibble, 2j + 1 in the high one), each code moved to
+// its byte's high nibble as unpack_b4 does (16 times the value): byte j of h's 4-bit shift
+// holds k 2j in its high nibble, so one PRMT of (h, h << 4) and a mask.
+__device__ __forceinline__ unsigned unpack_bk4(unsigned h) {
+  return __byte_perm(h, h << 4, 0x1504) & 0xF0F0F0F0u;
 }
 
 // Epilogue staging: 32 rows of 64 int32 (16 chunks of 16 bytes) per warp.
@@ -295,7 +308,10 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // A K-major b (TB kmajor_int8 / kmajor_uint8, matmul_mma_kmajor.cu): ldb counts the bytes
   // between its columns; its tiles are staged as A's are (BN rows of BK bytes, km_col).
   constexpr bool KM = dmlq::b_value<TB>::kmajor;
-  static_assert(!(P4 && KM), "a packed b is row-major");
+  // Both (KP: TB kmajor_int4 / kmajor_uint4, matmul_mma_kmajor4.cu): BN rows of BK / 2 packed
+  // bytes, each col fragment register from 16 bits of them (unpack_bk4); the sums carry P4's
+  // factor 16, the columns KM's order (PC: the row-major packed b's column order).
+  constexpr bool KP = P4 && KM, PC = P4 && !KM;
   static_assert(!KM || VEC == 16, "a K-major b is read with 16-byte copies");
   static_assert(BK == 64, "the A swizzle assumes 64-byte rows");
   static_assert(BM % 64 == 0 && BN % 128 == 0, "64x64 warp tiles; B swizzle needs >= 8 chunks");
@@ -307,7 +323,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   constexpr int MI = 4;                       // m16 tiles per warp (64 rows)
   constexpr int NP = 4;                       // n16 pairs per warp (64 cols) = 8 n8 tiles
   constexpr int B_ROW = P4 ? BN / 2 : BN;       // bytes of one k-row of a B tile
-  constexpr int A_STAGE = BM * BK, B_STAGE = BK * B_ROW;
+  constexpr int A_STAGE = BM * BK, B_STAGE = BK * B_ROW;  // (K-major: BN rows of BK >> P4 bytes, as many)
   constexpr int A_CH = A_STAGE / 16 / NT;     // 16-byte chunks per thread per stage
   constexpr int B_CH = B_STAGE / 16 / NT;
   static_assert(A_CH * 16 * NT == A_STAGE && B_CH * 16 * NT == B_STAGE, "chunk split");
@@ -366,24 +382,28 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   }
   const int64 a_chunk_step = static_cast<int64>(NT / 4) * lda;  // chunk i's row: a_src[0] + i * this
   const int b_kr0 = tid / B_CPR, b_nc = tid % B_CPR;
-  const unsigned b_dst0 = sB + (KM ? a_off(a_row0, a_kc) : P4 ? bp_off<BN>(b_kr0, b_nc) : b_off<BN>(b_kr0, b_nc));
   const int b_n = n0 + b_nc * (P4 ? 32 : 16);
   // N edge, same for every chunk; packed: the bytes holding columns b_n..N-1
   // (an odd N's last byte carries a padding nibble, which feeds column N only).
   // K-major: this thread fills A's row and chunk of B's tile (row a_row0 + i * NT/4,
-  // column km_col of it, 16 k-bytes at a_kc); bit i of b_cols: chunk i's column is inside N.
+  // column km_col of it, 16 k-bytes at a_kc); packed, row km_r0 + i * NT/2 and chunk
+  // km_kc (32 k) of BK/2-byte rows. Bit i of b_cols: chunk i's column is inside N.
   const unsigned b_nbytes = KM || b_n >= N ? 0u : min(16, P4 ? (N - b_n + 1) >> 1 : N - b_n);
-  const int km_n = n0 + km_col(a_row0);
+  constexpr int KM_STEP = P4 ? NT / 2 : NT / 4, KM_ROW = BK >> P4;  // chunk rows apart; bytes a row
+  const int km_r0 = P4 ? tid >> 1 : a_row0, km_kc = P4 ? tid & 1 : a_kc;
+  const int km_n = n0 + km_col(km_r0);
   int b_cols = 0;
   if constexpr (KM) {
 #pragma unroll
-    for (int i = 0; i < B_CH; ++i) b_cols |= (km_n + i * (NT / 4) < N) << i;
+    for (int i = 0; i < B_CH; ++i) b_cols |= (km_n + i * KM_STEP < N) << i;
   }
+  const unsigned b_dst0 = sB + (KM ? (P4 ? bkp_off(km_r0, km_kc) : a_off(km_r0, km_kc))
+                                   : P4 ? bp_off<BN>(b_kr0, b_nc) : b_off<BN>(b_kr0, b_nc));
   const unsigned char* b_src =
-      KM ? Bb + (b_cols ? static_cast<int64>(km_n) * ldb_b : 0) + k_begin + a_kc * 16
+      KM ? Bb + (b_cols ? static_cast<int64>(km_n) * ldb_b : 0) + (k_begin >> P4) + km_kc * 16
          : Bb + static_cast<int64>(k_begin + b_kr0) * ldb_b + (b_nbytes > 0 ? b_n >> P4 : 0);
-  const int64 b_chunk_step = static_cast<int64>(KM ? NT / 4 : kr_step) * ldb_b;
-  const int64 b_tile_step = KM ? BK : static_cast<int64>(BK) * ldb_b;
+  const int64 b_chunk_step = static_cast<int64>(KM ? KM_STEP : kr_step) * ldb_b;
+  const int64 b_tile_step = KM ? KM_ROW : static_cast<int64>(BK) * ldb_b;
 
   // Stage k-tile [k0, k0 + BK) into stage `stage`; b_src points at k0.
   // Fast path: a tile wholly inside K whose B chunk (this thread's) holds whole
@@ -403,7 +423,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
       if constexpr (KM) {
 #pragma unroll
         for (int i = 0; i < B_CH; ++i)
-          if ((b_cols >> i) & 1) cp_async_whole<VEC>(b_dst + i * (NT / 4) * BK, b_src + i * b_chunk_step);
+          if ((b_cols >> i) & 1) cp_async_whole<VEC>(b_dst + i * KM_STEP * KM_ROW, b_src + i * b_chunk_step);
       } else if (b_nbytes != 0) {
 #pragma unroll
         for (int i = 0; i < B_CH; ++i)
@@ -412,6 +432,10 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     } else {
       // Bytes of this thread's A chunk left in the row (16 on every full tile).
       const unsigned a_left = static_cast<unsigned>(min(max(k_end - (k0 + a_kc * 16), 0), 16));
+      // K-major b: its chunk's bytes of this column (packed: 32 k, an odd count's last byte whole;
+      // its other nibble meets A's zero fill)
+      const unsigned km_left =
+          P4 ? static_cast<unsigned>((min(max(k_end - (k0 + km_kc * 32), 0), 32) + 1) >> 1) : a_left;
       const int b_rows_left = k_end - (k0 + b_kr0);  // chunk i is inside K when i * kr_step < this
 #pragma unroll 1
       for (int c = 0; c < A_CH + B_CH; ++c) {
@@ -424,8 +448,8 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
         } else {
           const int i = c - A_CH;
           if constexpr (KM) {
-            bytes = ((b_cols >> i) & 1) ? a_left : 0u;  // A's chunk of k, this column's bytes
-            dst = b_dst + i * (NT / 4) * BK;
+            bytes = ((b_cols >> i) & 1) ? km_left : 0u;
+            dst = b_dst + i * KM_STEP * KM_ROW;
           } else {
             bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;
             dst = b_dst + i * kr_step * B_ROW;
@@ -457,12 +481,16 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // 16 * (q & 1) of the k32 step ks, so lane (g, t) gets k 4t..4t+3 of column 16p + 2g
   // (+ 1): the col fragments b0, b1 of n8 tiles 2p and 2p + 1 as they are; one offset
   // per ks, pair p 16 rows further.
+  // Packed and K-major: lane (g, t)'s b0, b1 of n8 tile ni and k32 step p are k 4t..4t+3 and
+  // 16+4t..16+4t+3 of its column g, rows 8 ni + g (km_col), bytes 2t and 8 + 2t of chunk p:
+  // two 16-bit loads, tile ni 8 rows further.
   constexpr int LB = KM ? BK / 32 : P4 ? NP / 2 : NP;
   int lb_off[LB];
 #pragma unroll
   for (int p = 0; p < LB; ++p)
-    lb_off[p] = KM ? a_off(wn * 64 + (q >> 1) * 8 + r8, 2 * p + (q & 1))
-                   : P4 ? bp_off<BN>(lb_k, wn * LB + p) : b_off<BN>(lb_k, wn * NP + p);
+    lb_off[p] = KP ? bkp_off(wn * 64 + (lane >> 2), p) + 2 * (lane & 3)
+                : KM ? a_off(wn * 64 + (q >> 1) * 8 + r8, 2 * p + (q & 1))
+                     : P4 ? bp_off<BN>(lb_k, wn * LB + p) : b_off<BN>(lb_k, wn * NP + p);
 
   int acc[MI][2 * NP][4];
 #pragma unroll
@@ -496,7 +524,14 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) ldsm_x4(af[mi], a_st + la_off[ks] + mi * 16 * BK);
       unsigned bf[2 * NP][2];
-      if constexpr (P4) {
+      if constexpr (KP) {
+        const unsigned char* pb = smem + (b_st - s_base) + lb_off[ks];
+#pragma unroll
+        for (int ni = 0; ni < 2 * NP; ++ni) {
+          bf[ni][0] = unpack_bk4(*reinterpret_cast<const unsigned short*>(pb + ni * 8 * KM_ROW));
+          bf[ni][1] = unpack_bk4(*reinterpret_cast<const unsigned short*>(pb + ni * 8 * KM_ROW + 8));
+        }
+      } else if constexpr (P4) {
         // 32 columns x k32 per trans load: n8 tile 4c + j holds columns 4g + j
         // of chunk c (mma column g), 16 times their values (unpack_b4).
 #pragma unroll
@@ -566,8 +601,8 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
         if (m >= M) continue;
 #pragma unroll
         for (int p = 0; p < NP; ++p) {
-          const int n = n0 + wn * 64 + quad_col<P4>(p, t4);
-          const int4 q4 = quad<P4>(acc[mi], p, h);
+          const int n = n0 + wn * 64 + quad_col<PC>(p, t4);
+          const int4 q4 = quad<PC>(acc[mi], p, h);
           const int v[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
           for (int j = 0; j < 4; ++j)
@@ -612,7 +647,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     // Lane (g, t) of pair p holds columns 4t..4t+3 of rows g / g+8 as
     // acc[.][2p][0|2], acc[.][2p+1][0|2], acc[.][2p][1|3], acc[.][2p+1][1|3].
     // Packed b: quad qd of rows g / g+8 is columns quad_col(qd, t) .. + 3.
-    if constexpr (P4) {
+    if constexpr (PC) {
       // Two straight-line copies (ph is not unrolled): acc stays in registers.
       auto stage = [&](const int (&a0)[2 * NP][4], const int (&a1)[2 * NP][4]) {
 #pragma unroll
@@ -657,7 +692,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
       int x[16];
 #pragma unroll
       for (int s4 = 0; s4 < 4; ++s4) {
-        const int4 v = *reinterpret_cast<const int4*>(ep + epi_off<P4>(r, cg * 4 + s4));
+        const int4 v = *reinterpret_cast<const int4*>(ep + epi_off<PC>(r, cg * 4 + s4));
         x[4 * s4] = v.x; x[4 * s4 + 1] = v.y; x[4 * s4 + 2] = v.z; x[4 * s4 + 3] = v.w;
       }
       const float as = (KIND != dmlq::mm::kInt && a_per_row) ? a_scale[m] : as0;

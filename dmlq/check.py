@@ -564,8 +564,9 @@ def _random_kmajor(rng):
                          (a, a_s, azp, KMajor(w), (rng.random(n) * 0.01).astype(f32), bzp,
                           rng.standard_normal(n).astype(f32)), dict(dtype=f16)))
     # a packed 4-bit b held K-major (dmlq.pack(w).mT of an (N, K) weight: MatMulNBits' layout), read as
-    # it is by the stream kernels at M = 1 and 5 (kmajor_int4 / kmajor_uint4), repacked to rows for the
-    # tiles at M = 40; MatMulNBits' own call: scales (N, groups).T and zero points pack((N, groups)).mT
+    # it is by the stream kernels at M = 1 and 5 and by the tensor-core tile at M = 130 (kmajor_int4 /
+    # kmajor_uint4), repacked to rows for the dp4a tiles at M = 40 and for blocked scales past M = 16
+    # (dp4a-wide); MatMulNBits' own call: scales (N, groups).T and zero points pack((N, groups)).mT
     g = 64  # (M = 5: groups of 64 keep the grouped kernel's workspace within its rule)
     for adt, bdt in ((u8, I4), (i8, U4)):
         info = ml_dtypes.iinfo(bdt)
@@ -574,7 +575,7 @@ def _random_kmajor(rng):
         zp_groups = pack(rng.integers(int(info.min), int(info.max), (n, k // g), endpoint=True).astype(bdt)).mT
         scales = (rng.random((n, k // g)) * 0.01).astype(f32).T
         b = pack(w).mT
-        for m in (1, 5, 40):
+        for m in (1, 5, 40, 130):
             a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max, (m, k), dtype=adt, endpoint=True)
             azp, a_s = adt(rng.integers(0, 50)), (rng.random((m, 1)) + 0.5).astype(f32)
             what = f"{adt.__name__},K-major packed {bdt.name} M={m}"

@@ -169,7 +169,7 @@ def _qmm(xp, a, b, to, *, variant=None, splits=None, per_axis=False, per_batch=F
 def _known_answer_mma(xp, tb=I8, variant="mma-128x128", kmajor=False):
     """The tensor-core kernel on matrices whose product is known by hand (scales 1, zero
     points 0, out_scale 1: out = clamp(a @ b)): identity, ones, one nonzero element;
-    ``kmajor``: b held K-major (x @ w.T)."""
+    ``kmajor``: b held K-major (x @ w.T; a packed one: dmlq.pack(w).mT)."""
     M = K = N = 128
     results = []
     eye = np.eye(M, K, dtype=I8)
@@ -190,7 +190,7 @@ def _known_answer_mma(xp, tb=I8, variant="mma-128x128", kmajor=False):
         assert ref.tobytes() == want.tobytes(), f"the reference disagrees with the hand value ({label})"
         out = _poisoned(xp, (M, N), I8)
         if tb == I4:
-            data, b_packed, _ = _packed_b(bb)
+            data, b_packed, _ = _packed_b(bb, kmajor)
             got = qmm.quantized_matmul(xp.asarray(a), one, None, xp.asarray(data), one, None, one, zero, out,
                                        b_packed, variant="mma-128x128")
         else:
@@ -206,6 +206,9 @@ if matmul.HAVE_MMA_PACKED:
     case("mma known answers, packed int4 b", "mma-128x128")(lambda xp: _known_answer_mma(xp, I4))
 if matmul.HAVE_MMA_KMAJOR:
     case("mma known answers, K-major int8 b (x @ w.T)", "mma-128x128")(lambda xp: _known_answer_mma(xp, kmajor=True))
+if matmul.HAVE_MMA_KMAJOR4:
+    case("mma known answers, K-major packed int4 b (MatMulNBits' layout)", "mma-128x128")(
+        lambda xp: _known_answer_mma(xp, I4, kmajor=True))
 if matmul.HAVE_WGMMA:  # (a device of compute capability 9.0: the stand-in's H100, a GPU session's H100/H200)
     for _v in matmul.WGMMA_CONFIGS:
         case(f"{_v} known answers: identity, ones, one nonzero", _v)(
@@ -362,6 +365,29 @@ def _mma_kmajor(xp):
 
 if matmul.HAVE_MMA_KMAJOR:
     case("matmul (all three operators) mma-128x128, K-major 8-bit b", "mma-128x128")(_mma_kmajor)
+
+
+def _mma_kmajor4(xp):
+    """A packed 4-bit b held K-major (dmlq.pack(w).mT) on the tensor cores (matmul_mma_kmajor4.cu):
+    every output type, both b types, K on 32 elements (aligned, and ending inside a 64-row tile
+    with ragged M and N: a padded to 16 bytes), split K; a's zero point takes b's column sums from
+    its K-major rows (matmul_row_sums of the packed tags)."""
+    rng = _rng("mma kmajor4")
+    results = []
+    for i, (M, K, N) in enumerate(((64, 128, 64), (37, 96, 45))):
+        for tb in (I4, U4):
+            a, b = _matmul_operands(rng, M, K, N, (U8, I8)[i % 2], tb)
+            results += _qmm(xp, a, b, (I8, U8)[i % 2], variant="mma-128x128", per_axis=bool(i), kmajor=True)
+            for to in (I32, F32, F16):
+                results += _intmm(xp, a, b, to, variant="mma-128x128", tiled=True, kmajor=True)
+    a, b = _matmul_operands(rng, 40, 1024, 72, I8, U4)
+    results += _qmm(xp, a, b, U8, variant="mma-128x128", splits=3, kmajor=True)
+    results += _intmm(xp, a, b, F16, variant="mma-128x128", tiled=True, splits=3, kmajor=True)
+    return results
+
+
+if matmul.HAVE_MMA_KMAJOR4:
+    case("matmul (all three operators) mma-128x128, K-major packed 4-bit b", "mma-128x128")(_mma_kmajor4)
 
 
 def _intmm_grouped(M, variant):

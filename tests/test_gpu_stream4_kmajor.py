@@ -192,17 +192,20 @@ def test_packed_t_refused_elsewhere():
 
 def test_dmlq_check_rows(gpu):
     """``python -m dmlq check``'s K-major packed rows (``dmlq.pack(w).mT``, MatMulNBits' scales and
-    zero points) run the K-major stream kernels at M = 1 and 5 and repack b for the tiles at M = 40,
-    in all three operators, equal to the reference."""
+    zero points) run the K-major stream kernels at M = 1 and 5 and the K-major tensor-core tile at
+    M = 130 (blocked scales there: dp4a-wide on repacked rows), and repack b for the dp4a tiles at
+    M = 40, in all three operators, equal to the reference."""
     from dmlq import check
 
     rows = [c for c in check.gpu_cases() if "K-major packed" in c[1]]
-    assert len(rows) == 18, [c[1] for c in rows]
+    assert len(rows) == 24, [c[1] for c in rows]
     for case in rows:
         S.launches.clear()
         for what, got, want in check.run_case(case, S.module):
             assert got.tobytes() == want.tobytes(), (case[1], what)
         mains = [n for n, *_ in S.launches if n.split("<")[0] in ("matmul_stream_packed", "matmul_stream_grouped",
-                                                                  "matmul_dp4a", "matmul_dp4a_wide")]
-        want_kmajor = "M=40" not in case[1]
+                                                                  "matmul_dp4a", "matmul_dp4a_wide", "matmul_mma")]
+        want_kmajor = "M=40" not in case[1] and not ("M=130" in case[1] and "blocked" in case[1])
+        if "M=130" in case[1] and want_kmajor:
+            assert any(n.startswith("matmul_mma<") for n in mains), (case[1], kernels())
         assert mains and all(("kmajor_" in n) == want_kmajor for n in mains), (case[1], kernels())

@@ -513,7 +513,7 @@ def test_devices_before_sm61_and_sm80():
 
     with pytest.raises(UnsupportedError, match="sm_61"):
         select_variant(256, 256, 256, 1, 60)
-    mma = (matmul.MMA_SOURCE, matmul.MMA_PACKED_SOURCE, matmul.MMA_KMAJOR_SOURCE)
+    mma = (matmul.MMA_SOURCE, matmul.MMA_PACKED_SOURCE, matmul.MMA_KMAJOR_SOURCE, matmul.MMA_KMAJOR4_SOURCE)
     assert loader.sources_for(75) == tuple(s for s in loader.registry() if s not in mma + (matmul.WGMMA_SOURCE,))
     assert all(s in loader.sources_for(80) for s in mma)
     # wgmma: sm_90a code, which runs on 9.0 alone

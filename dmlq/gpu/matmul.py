@@ -49,10 +49,11 @@ from .device import NULL
 from .plan import Launch, Plan, launcher
 
 from .matmul_configs import (  # noqa: F401 - the tables, re-exported (dmlq.gpu.matmul.X)
-    DP4A_SOURCE, MMA_SOURCE, PACKED_SOURCE, MMA_PACKED_SOURCE, MMA_KMAJOR_SOURCE, WGMMA_SOURCE, WIDE_K,
+    DP4A_SOURCE, MMA_SOURCE, PACKED_SOURCE, MMA_PACKED_SOURCE, MMA_KMAJOR_SOURCE, MMA_KMAJOR4_SOURCE, WGMMA_SOURCE,
+    WIDE_K,
     MAX_DIM, MAX_GRID_YZ, MMA_MIN_WORK, QTYPES, DP4A_CONFIGS, MMA_CONFIGS,
     WGMMA_CONFIGS, CONFIGS, STREAM_M, ALL_VARIANTS, COMBINE, PREPASS_KERNELS,
-    HAVE_MMA, HAVE_MMA_PACKED, HAVE_MMA_KMAJOR, HAVE_WGMMA, KMAJOR_TAGS, MMA_VECS, OUT_TYPES, SPLITK_EPILOGUES,
+    HAVE_MMA, HAVE_MMA_PACKED, HAVE_MMA_KMAJOR, HAVE_MMA_KMAJOR4, HAVE_WGMMA, KMAJOR_TAGS, MMA_VECS, OUT_TYPES, SPLITK_EPILOGUES,
     PACKED_TAGS, KERNELS, VARIANTS, TENSOR_CONFIGS, Dp4aConfig, MmaConfig,
     WgmmaConfig, _have_mma, _instantiations,
 )
@@ -367,7 +368,7 @@ class _Detail:
     k_chunk: int
     k_group: int = 0
     col_splits: tuple = ()  # per batch launch: matmul_col_sums' (splits, k_chunk) (col_sum_splits)
-    kmajor: bool = False    # an 8-bit b read K-major by the mma kernel (matmul_mma_kmajor.cu)
+    kmajor: bool = False    # b read K-major by the mma kernel (matmul_mma_kmajor.cu; packed: matmul_mma_kmajor4.cu)
     repack_b: bool = False  # a packed b held K-major, repacked to rows (dmlq.gpu.packed.to_rows) first
 
 
@@ -396,7 +397,11 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
                                 sm_count=dev.sm_count, blocked=k_group > 0, packed=p4, stream=False)
     notes = [f"b: packed {b.dtype_name}, packed in shared memory, unpacked in registers"] if p4 else []
-    repack_b = p4 and b.kmajor  # the tiles read a packed b's rows: a K-major one is repacked first
+    # A packed b held K-major: the tensor-core kernel reads it as it is on 16 bytes (kmp4); every
+    # other kernel reads a packed b's rows, so it is repacked first.
+    kmp4 = (p4 and b.kmajor and variant in MMA_CONFIGS and HAVE_MMA_KMAJOR4 and K > 0
+            and packed.kmajor_width(b, device.ptr(b.data)) == 16)
+    repack_b = p4 and b.kmajor and not kmp4
     b_in = b.data if p4 else b  # (what out must not overlap)
     if repack_b:
         b = b.rows()
@@ -413,6 +418,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             raise ValueError(f"{op}: no tensor-core kernel for a packed 4-bit b here ({MMA_PACKED_SOURCE} "
                              f"absent; got {variant!r})")
         notes[0] = f"b: packed {b.dtype_name}, unpacked from shared memory into the tensor-core fragments"
+        if kmp4:
+            notes[0] += "; K-major (MatMulNBits' layout), 16-byte copies of its columns"
     if k_group and variant != "dp4a-wide":
         raise ValueError(f"{op}: blocked scales along K need the 'dp4a-wide' variant (got {variant!r})")
     if k_group:
@@ -447,7 +454,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     wg = cfg.transposed_b
     # An 8-bit b whose rows are not contiguous but whose columns are, on 16 bytes (x @ w.T of an (N, K)
     # weight): the mma kernel reads it K-major instead of copying it to rows.
-    km = mma and not wg and not p4 and HAVE_MMA_KMAJOR and _staging(b, True) != AS_IS and _k_major16(b)
+    km = kmp4 or (mma and not wg and not p4 and HAVE_MMA_KMAJOR and _staging(b, True) != AS_IS and _k_major16(b))
     stage_a = _staging(a, mma)
     if (wg or km) and (stage_a != AS_IS or cp_async_width(a) != 16):  # these kernels copy 16 bytes only
         stage_a = PADDED
@@ -455,7 +462,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         stage_b = AS_IS if _k_major16(b) else TRANSPOSED
     elif km:
         stage_b = AS_IS
-        notes.append("b: K-major (x @ w.T), 16-byte copies of its columns")
+        if not p4:
+            notes.append("b: K-major (x @ w.T), 16-byte copies of its columns")
     elif p4 and mma:  # cp.async needs whole-byte rows at aligned addresses, else padded rows
         stage_b = AS_IS if b.size == 0 or packed.mma_width(b, device.ptr(b.data)) else PADDED
     else:
@@ -476,7 +484,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     if wg:
         name = cfg.name(ta, tb, to)
     elif km:
-        name = cfg.name(ta, KMAJOR_TAGS[tb], to, 16)
+        name = cfg.name(ta, tb if p4 else KMAJOR_TAGS[tb], to, 16)
     elif mma:
         b_width = (16 if stage_b == PADDED else packed.mma_width(b, device.ptr(b.data))) if p4 else cp_async_width(sb)
         name = cfg.name(ta, tb, to, min(cp_async_width(sa), b_width))
@@ -498,7 +506,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         notes.append(f"b {stage_b}")
         batches = batches_of(sb)
     source = PACKED_SOURCE if p4 else DP4A_SOURCE
-    main_source = (MMA_PACKED_SOURCE if p4 else MMA_KMAJOR_SOURCE if km else MMA_SOURCE) if mma else source
+    main_source = ((MMA_KMAJOR4_SOURCE if kmp4 else MMA_PACKED_SOURCE if p4 else MMA_KMAJOR_SOURCE if km
+                    else MMA_SOURCE) if mma else source)
     smem = (cfg.packed_smem if p4 else cfg.smem) if mma else cfg.smem
     need_rows = b_zp and not wide
     need_cols = a_zp and not wide
@@ -511,7 +520,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
                                    (256,), 0, "row sums of a, for b's zero point"))
         if need_cols and (wg or km):  # b's column sums are its K-major rows' sums
             col_splits.append((1, K))
-            launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{tb}>", (min(-(-nz * N // 8), 65535),),
+            launches.append(Launch(source, f"matmul_row_sums<{tb}>", (min(-(-nz * N // 8), 65535),),
                                    (256,), 0, "column sums of b (row sums of its K-major rows), for a's zero point"))
         elif need_cols:
             col_splits.append(col_sum_splits(N, K, nz, device.info().sm_count))
@@ -525,8 +534,9 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         launches.append(Launch(cfg.source if wg else main_source, name, (-(-N // cfg.bn), grid_y, nz),
                                (cfg.threads,), smem))
         if nsplit > 1:
-            # (a K-major b's: the row-major b's, matmul_mma.cu's, which reads b's parameters only)
-            launches.append(Launch(MMA_SOURCE if km else main_source, f"matmul_splitk_epilogue<{ta}, {tb}, {to}>",
+            # (a K-major b's: the row-major 8-bit b's, matmul_mma.cu's, which reads b's parameters only)
+            epi_b = device.dtype_name(b.zp_dtype) if kmp4 else tb
+            launches.append(Launch(MMA_SOURCE if km else main_source, f"matmul_splitk_epilogue<{ta}, {epi_b}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
     detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group,
                      tuple(col_splits), km, repack_b)

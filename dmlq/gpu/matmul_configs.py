@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .loader import cuda_dir
+from .packed import KMAJOR_TAGS as KMAJOR4_TAG
 
 DP4A_SOURCE = "matmul_dp4a.cu"
 MMA_SOURCE = "matmul_mma.cu"
 PACKED_SOURCE = "matmul_dp4a_packed.cu"  # the dp4a kernels for a packed 4-bit b (dmlq.gpu.packed)
 MMA_PACKED_SOURCE = "matmul_mma_packed.cu"  # the tensor-core kernel for a packed 4-bit b
 MMA_KMAJOR_SOURCE = "matmul_mma_kmajor.cu"  # the tensor-core kernel for an 8-bit b held K-major
+MMA_KMAJOR4_SOURCE = "matmul_mma_kmajor4.cu"  # the tensor-core kernel for a packed 4-bit b held K-major
 WGMMA_SOURCE = "matmul_wgmma.cu"  # Hopper's warpgroup tensor cores (sm_90a): forced only, until timed
 
 WIDE_K = 32768              # int32 accumulators (and int32 row/col sums) are exact up to here
@@ -124,6 +126,7 @@ def _have_mma(source=MMA_SOURCE) -> bool:
 HAVE_MMA = _have_mma()
 HAVE_MMA_PACKED = HAVE_MMA and _have_mma(MMA_PACKED_SOURCE)
 HAVE_MMA_KMAJOR = HAVE_MMA and _have_mma(MMA_KMAJOR_SOURCE)
+HAVE_MMA_KMAJOR4 = HAVE_MMA and _have_mma(MMA_KMAJOR4_SOURCE)
 HAVE_WGMMA = HAVE_MMA and _have_mma(WGMMA_SOURCE)
 
 
@@ -148,9 +151,12 @@ SPLITK_EPILOGUES = tuple(f"matmul_splitk_epilogue<{ta}, {tb}, {to}>"
 PACKED_TAGS = ("packed_int4", "packed_uint4")
 # An 8-bit b held K-major on 16 bytes (x @ w.T of an (N, K) weight), read as it is: its tag.
 KMAJOR_TAGS = {"int8": "kmajor_int8", "uint8": "kmajor_uint8"}
+# A packed 4-bit b held K-major (the bytes of an (N, K) weight, dmlq.TransposedPacked) on 16 bytes.
+KMAJOR4_TAGS = tuple(KMAJOR4_TAG.values())
 KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS,
            PACKED_SOURCE: _instantiations(DP4A_CONFIGS.values(), PACKED_TAGS) +
-           tuple(f"matmul_col_sums<{t}>" for t in PACKED_TAGS)}
+           tuple(f"matmul_col_sums<{t}>" for t in PACKED_TAGS) +
+           tuple(f"matmul_row_sums<{t}>" for t in KMAJOR4_TAGS)}  # a K-major packed b's column sums
 if HAVE_MMA:
     KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values()) + SPLITK_EPILOGUES
 if HAVE_MMA_PACKED:
@@ -159,6 +165,9 @@ if HAVE_MMA_PACKED:
 if HAVE_MMA_KMAJOR:  # 16-byte copies only; the split-K epilogue is the row-major b's
     KERNELS[MMA_KMAJOR_SOURCE] = tuple(c.name(ta, tb, to, 16) for c in MMA_CONFIGS.values() for ta in QTYPES
                                        for tb in KMAJOR_TAGS.values() for to in OUT_TYPES)
+if HAVE_MMA_KMAJOR4:  # as the 8-bit one: 16-byte copies, matmul_mma.cu's split-K epilogue
+    KERNELS[MMA_KMAJOR4_SOURCE] = tuple(c.name(ta, tb, to, 16) for c in MMA_CONFIGS.values() for ta in QTYPES
+                                        for tb in KMAJOR4_TAGS for to in OUT_TYPES)
 
 if HAVE_WGMMA:
     KERNELS[WGMMA_SOURCE] = tuple(c.name(ta, tb, to) for c in WGMMA_CONFIGS.values() for ta in QTYPES

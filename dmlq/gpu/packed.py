@@ -135,6 +135,19 @@ def mma_width(v: PackedView, ptr: int) -> int:
     return next((w for w in (16, 4) if g % w == 0), 0)
 
 
+def kmajor_width(v: PackedView, ptr: int) -> int:
+    """16 where the tensor-core kernel for a K-major packed b (cuda/matmul_mma_kmajor4.cu) can
+    stage ``v``'s columns as they are, its bytes at address ``ptr``: contiguous bytes whose
+    start, columns and matrices lie on 16 bytes (32 elements); else 0 (its rows are repacked)."""
+    if not v.kmajor or not contiguous(v.data):
+        return 0
+    g = 2 * ptr | v.strides[-1]
+    for n, st in zip(v.shape[:-2], v.strides[:-2]):
+        if n > 1:
+            g |= st
+    return 16 if g % 32 == 0 else 0
+
+
 def pad_rows(xp, data, shape):
     """``data`` (the bytes of a packed C-order tensor of ``shape``) as 1-D bytes whose rows
     are ROW_ALIGN elements apart, 16-byte aligned, the padding zero."""
