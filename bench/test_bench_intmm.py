@@ -14,7 +14,7 @@ com.microsoft.MatMulNBits (float A = the integer A, the same weights in its layo
 GPU (skips without one): the decode step, M = 1, 4 and 16 rows against N = K = 8192 weights,
 int8 and packed uint4 b with per-column scales (uint4: blocked, G = 128, and per column:
 ``uint8xpacked-uint4-col``), float16 out; and quantized_matmul with packed int4 b, M = 1, 4, 16
-against N = K = 4096 and 8192; quantized_matmul with an int8 b and no zero points at M = 1 and 4
+against N = K = 4096 and 8192 (and M = 64 and 1024 against 4096: the tensor-core tile); quantized_matmul with an int8 b and no zero points at M = 1 and 4
 against N = 14336, K = 4096, the tensor cores forced beside auto, eagerly and in a graph.
 ``dmlq:auto`` (the public function, selection's kernel: at these M cuda/matmul_stream_packed.cu's
 weight-streaming kernels for the packed b and the int8 b at M = 1 and 4 (the integer family's
@@ -34,7 +34,9 @@ captures its decode step gets, and the row the bandwidth target judges the kerne
 ``dmlq:auto:w.T`` / ``dmlq:graph:w.T``: the same calls with the packed b held K-major
 (``dmlq.pack(w).mT``, torch's and MatMulNBits' layout; the scales as in the other rows, so the
 rows differ in b's layout alone), which the stream kernels read as it is (``kmajor_uint4`` / ``kmajor_int4``), at the
-blocked groups and quantized_matmul's M = 1, N = K = 8192.
+blocked groups and quantized_matmul's M = 1, N = K = 8192, and past the decode step, where the
+tensor-core tile reads it (quantized_matmul, M = 64 and 1024, N = K = 4096; before session 39 it
+was repacked to rows on every call there).
 Unit GB/s of every byte read and written; ``limit``: this GPU's copy bandwidth in the
 same session (bench.timing.copy_bandwidth), so ``fraction_of_limit`` is the share of it
 (the issue's target: >= 0.85 for int8 and packed int4 b on an H100).
@@ -164,6 +166,11 @@ GPU_GROUPS = {f"matmul_integer_to_float/{b}/M={m},N=8192,K=8192": (b, m, 8192)
 # -m16, split along K to fill the SMs; the limit is b's N * K / 2 bytes at the copy bandwidth)
 GPU_GROUPS.update({f"quantized_matmul/uint8xpacked-int4->int8/M={m},N={nk},K={nk}": ("qmm-int4", m, nk)
                    for nk in (4096, 8192) for m in (1, 4, 16)})
+# past the decode step (a batch of sequences, a short prefill): the tensor-core tile reads the packed b,
+# bound by its bytes at M = 64 (8 MiB, 2.5 us at 3.35 TB/s, against 1 us of int8 tensor peak), by the
+# tensor cores at M = 1024 (8.6 Gop: 4.3 us at peak)
+GPU_GROUPS.update({f"quantized_matmul/uint8xpacked-int4->int8/M={m},N=4096,K=4096": ("qmm-int4", m, 4096)
+                   for m in (64, 1024)})
 GPU_IMPLS = ("dmlq:auto", "peer:torch._int_mm+dequantize", "peer:torch-f16-matmul")
 # packed uint4 b, per-column scales at M <= 16: auto is the stream kernel's sums pass (stream-m*)
 GPU_GROUPS.update({f"matmul_integer_to_float/uint8xpacked-uint4-col->float16/M={m},N=8192,K=8192":
@@ -191,11 +198,13 @@ GPU_GROUPS.update({f"quantized_matmul/uint8xint8->int8/M={m},N=14336,K=4096": (Q
 # every group: auto captured in a CUDA graph and replayed (the device time without the host)
 GRAPH = "dmlq:graph"
 # a packed b held K-major (dmlq.pack(w).mT of an (N, K) weight: torch's and MatMulNBits' layout), which
-# the stream kernels read as it is (kmajor_uint4 /
-# kmajor_int4): beside the row-major b's rows, eagerly and replayed, at the groups MatMulNBits serves
+# the stream kernels (M <= 16) and the tensor-core tile (M = 64, 1024: matmul_mma_kmajor4.cu) read as it
+# is (kmajor_uint4 / kmajor_int4): beside the row-major b's rows, eagerly and replayed, at the groups
+# MatMulNBits serves
 WT, WT_GRAPH = "dmlq:auto:w.T", "dmlq:graph:w.T"
 WT_GROUPS = [g for g, (b, m, *rest) in GPU_GROUPS.items()
-             if b == "uint8xpacked-uint4->float16" or (b == "qmm-int4" and m == 1 and rest == [8192])]
+             if b == "uint8xpacked-uint4->float16" or (b == "qmm-int4" and (m, *rest) in ((1, 8192), (64, 4096),
+                                                                                       (1024, 4096)))]
 GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + [(g, GRAPH) for g in GPU_GROUPS] + \
     [(g, WIDE) for g, (b, *_) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"] + \
     [(g, TILED) for g, (b, m, *_) in GPU_GROUPS.items()
@@ -331,8 +340,10 @@ def _gpu_call(group, impl):
         w = torch.randn(k, n, device="cuda", dtype=torch.float16)
         af = ta.to(torch.float16)
         return (lambda: af @ w), af.numel() * 2 + w.numel() * 2 + out_bytes, ops
-    # torch._int_mm: M > 16 (a padded to 17 rows outside the timing), int8 a (a - 128 shifted once)
-    a17 = torch.zeros(17, k, dtype=torch.int8, device="cuda")
+    # torch._int_mm: M > 16 (a padded to 17 rows outside the timing where it has fewer), int8 a (a - 128
+    # shifted once)
+    rows = max(m, 17)
+    a17 = torch.zeros(rows, k, dtype=torch.int8, device="cuda")
     a17[:m] = (ta.to(torch.int16) - 128).to(torch.int8)
     w8 = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
     scale = torch.full((1, n), 1e-3 * 0.02, device="cuda")
@@ -340,7 +351,7 @@ def _gpu_call(group, impl):
     def fn():
         acc = torch._int_mm(a17, w8)
         return (acc[:m].to(torch.float32) * scale).to(torch.float16)
-    return fn, a17.numel() + w8.numel() + 17 * n * 4 + out_bytes, ops
+    return fn, a17.numel() + w8.numel() + rows * n * 4 + out_bytes, ops
 
 
 @pytest.mark.benchmark(timer=timing.gpu_timer, disable_gc=True)

@@ -103,7 +103,11 @@ def test_intmm_builder_runs_on_the_stand_in(gpu, monkeypatch, group, impl):  # n
         want = "matmul_stream_packed" if b_kind in ("qmm-int4", B.QMM_I8) else "matmul_stream_grouped"
         if b_kind == "uint8xpacked-uint4->float16" and not qmm_stream.work_fits(m, 256, 64):
             want = "matmul_dp4a_wide"
+        if m > 16:  # past the decode step: the tensor-core tile
+            want = "matmul_mma"
     assert want in ran and nbytes > 0 and ops > 0, (ran, want)
+    if impl in (B.WT, B.WT_GRAPH) and want != "matmul_dp4a_wide":  # the packed b held K-major, read as it is
+        assert all("kmajor_" in launch[0] for launch in S.launches if launch[0].split("<")[0] == want), S.launches
     if impl == B.MMA16 and b_kind != B.QMM_I8:  # the tensor cores forced (auto: stream-m16 with a's zero point)
         assert any(launch[0].startswith("matmul_mma<") for launch in S.launches), S.launches
         assert any(launch[0].startswith("matmul_col_sums<") for launch in S.launches), S.launches
