@@ -137,6 +137,14 @@ __device__ __forceinline__ void transpose4(const unsigned (&w)[4], uint4& o) {
   o.w = __byte_perm(t1, t3, 0x7632);
 }
 
+// A K-major packed b's two columns (the 4 codes of k..k+3 of each, code j in bits 4j of e and of
+// o) as one shared word of packed bytes: byte j = o's code j << 4 | e's code j (ONNX's order,
+// the even column low), as the row-major b's staging stores them.
+__device__ __forceinline__ unsigned nibbles_pair(unsigned e, unsigned o) {
+  const unsigned lo = __byte_perm(e, e >> 4, 0x5140) & 0x0F0F0F0Fu;
+  return lo | (__byte_perm(o << 4, o, 0x5140) & 0xF0F0F0F0u);
+}
+
 // Thread fragments are groups of 4 consecutive rows (columns), the groups
 // THR*4 apart, so fragment reads are conflict-free LDS.128.
 template <int THR>
@@ -161,8 +169,11 @@ __device__ __forceinline__ void gemm(
   // shared memory as they are (4 k per word, two columns per byte) and the
   // main loop splits each word into two DP4A words of int8 / uint8 values (TV)
   // in registers (cuda/packed4.cuh lo_nibbles / hi_nibbles).
+  // Held K-major (KM4: TB kmajor_int4 / kmajor_uint4, matmul_dp4a_kmajor4.cu): ldb counts the
+  // elements between b's columns; a thread's 4 columns are read as 4 runs of 4 k (16 bits each)
+  // and interleaved into the same shared words (nibbles_pair).
   typedef typename b_value<TB>::type TV;
-  constexpr bool P4 = b_value<TB>::packed;
+  constexpr bool P4 = b_value<TB>::packed, KM4 = P4 && b_value<TB>::kmajor;
   constexpr int KIND = mm::kind_of<TO>::value;
   constexpr bool FLT = KIND == mm::kFloat;
   constexpr int THR_M = BM / TM, THR_N = BN / TN, NT = THR_M * THR_N;
@@ -210,7 +221,7 @@ __device__ __forceinline__ void gemm(
   const int64 b_e0 = zb0 * b_bs0 + zb1 * b_bs1;  // matrix z's first element of b
   const unsigned char* Bb = reinterpret_cast<const unsigned char*>(B) + (P4 ? 0 : b_e0);
   const bool a_al = ((reinterpret_cast<size_t>(Ab) | static_cast<size_t>(lda)) & 3) == 0;
-  // Packed: 4 columns at a multiple of 4 elements are one aligned half word.
+  // Packed: 4 columns at a multiple of 4 elements are one aligned half word (K-major: 4 k of a column).
   const bool b_al = P4 ? ((reinterpret_cast<size_t>(Bb) & 1) | ((b_e0 | ldb) & 3)) == 0
                        : ((reinterpret_cast<size_t>(Bb) | static_cast<size_t>(ldb)) & 3) == 0;
   const int64 ldb_bytes = P4 ? ldb >> 1 : ldb;  // the word path's row step (ldb even there)
@@ -243,9 +254,10 @@ __device__ __forceinline__ void gemm(
     a_p[s] = Ab + static_cast<int64>(min(m0 + a_m + s * A_ROW_STEP, M - 1)) * lda + 4 * a_kq;
   const bool b_redirect = b_cols_left <= 0 && N >= 4;
   const bool b_words = b_al && (b_cols_left >= 4 || b_redirect);
-  const int64 b_word_e = (b_redirect ? 0 : n0 + b_n) + static_cast<int64>(4 * b_kq) * ldb;
+  const int64 b_word_e = KM4 ? static_cast<int64>(b_redirect ? 0 : n0 + b_n) * ldb + 4 * b_kq
+                             : (b_redirect ? 0 : n0 + b_n) + static_cast<int64>(4 * b_kq) * ldb;
   const unsigned char* b_p = P4 ? Bb + ((b_e0 + b_word_e) >> 1) : Bb + b_word_e;
-  const int64 b_tile_step = static_cast<int64>(BK) * ldb_bytes;
+  const int64 b_tile_step = KM4 ? BK / 2 : static_cast<int64>(BK) * ldb_bytes;
   // Edge path, B: the column window [b_ns, b_ns + 4) and the selector that
   // brings columns n0 + b_n.. to byte 0 (wholly past N: 0).
   const int b_ns = max(min(n0 + b_n, N - 4), 0);
@@ -275,13 +287,28 @@ __device__ __forceinline__ void gemm(
       for (int s = 0; s < B_PER; ++s)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          const unsigned char* q = b_p + static_cast<int64>(4 * s * B_KQ_STEP + r) * ldb_bytes;
+          const unsigned char* q = KM4 ? b_p + 2 * s * B_KQ_STEP + r * ldb_bytes  // (K-major: r a column)
+                                       : b_p + static_cast<int64>(4 * s * B_KQ_STEP + r) * ldb_bytes;
           if constexpr (P4) {
             rb[s][r] = __ldg(reinterpret_cast<const unsigned short*>(q));  // the 4 columns' 2 bytes
           } else {
             rb[s][r] = __ldg(reinterpret_cast<const unsigned*>(q));
           }
         }
+    } else if constexpr (KM4) {
+      // Edge path, K-major: column c's 4 codes from k (1 to 3 byte loads; codes past K are 0;
+      // columns past N read column N - 1 and feed no stored output).
+#pragma unroll
+      for (int s = 0; s < B_PER; ++s) {
+        const int k = k0 + 4 * (b_kq + s * B_KQ_STEP), valid = K - k;
+        int64 e = b_e0 + static_cast<int64>(min(n0 + b_n, N - 1)) * ldb + k;  // column c's k (stepped)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          rb[s][c] = valid <= 0 ? 0u
+                                : nibbles4(Bb, e, min(valid, 4)) & (valid >= 4 ? 0xFFFFu : (1u << (4 * valid)) - 1u);
+          if (n0 + b_n + c + 1 < N) e += ldb;
+        }
+      }
     } else if constexpr (P4) {
       // Edge path, packed: each row's 4 codes read as the window of elements
       // [b_ns, b_ns + 4) (1 to 3 byte loads) shifted into place (rows past K
@@ -325,7 +352,11 @@ __device__ __forceinline__ void gemm(
 #pragma unroll
     for (int s = 0; s < B_PER; ++s) {
       const int kq = b_kq + s * B_KQ_STEP;
-      if constexpr (P4) {
+      if constexpr (KM4) {
+        // columns c = 0..3 (4 k each) -> the words of columns 0|1 and 2|3, byte r from k r.
+        *reinterpret_cast<uint2*>(&Bq[buf][kq >> 1][b_n + 2 * (kq & 1)]) =
+            make_uint2(nibbles_pair(rb[s][0], rb[s][1]), nibbles_pair(rb[s][2], rb[s][3]));
+      } else if constexpr (P4) {
         // rows r = 0..3 of the 4 columns (2 bytes each) -> the words of
         // columns 0|1 and 2|3, byte r from row r.
         const unsigned t01 = __byte_perm(rb[s][0], rb[s][1], 0x5140);

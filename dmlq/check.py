@@ -564,9 +564,9 @@ def _random_kmajor(rng):
                          (a, a_s, azp, KMajor(w), (rng.random(n) * 0.01).astype(f32), bzp,
                           rng.standard_normal(n).astype(f32)), dict(dtype=f16)))
     # a packed 4-bit b held K-major (dmlq.pack(w).mT of an (N, K) weight: MatMulNBits' layout), read as
-    # it is by the stream kernels at M = 1 and 5 and by the tensor-core tile at M = 130 (kmajor_int4 /
-    # kmajor_uint4), repacked to rows for the dp4a tiles at M = 40 and for blocked scales past M = 16
-    # (dp4a-wide); MatMulNBits' own call: scales (N, groups).T and zero points pack((N, groups)).mT
+    # it is (kmajor_int4 / kmajor_uint4) by the stream kernels at M = 1 and 5, the dp4a tiles at M = 40
+    # (dp4a-wide for blocked scales past M = 16) and the tensor-core tile at M = 130; MatMulNBits' own
+    # call: scales (N, groups).T and zero points pack((N, groups)).mT
     g = 64  # (M = 5: groups of 64 keep the grouped kernel's workspace within its rule)
     for adt, bdt in ((u8, I4), (i8, U4)):
         info = ml_dtypes.iinfo(bdt)

@@ -327,7 +327,7 @@ def _intmm_tiled(variant, b_types):
                     results += _intmm(xp, a, b, to, variant=variant, tiled=True)
         a, b = _matmul_operands(rng, 19, 40, 33, I8, b_types[-1], batch=(2,))
         results += _intmm(xp, a, b, F32, variant=variant, tiled=True, per_batch=True)
-        if b_types[-1] == U4:  # a packed b held K-major: repacked to rows on the device first
+        if b_types[-1] == U4:  # a packed b held K-major (the tensor cores at K = 40: repacked to rows first)
             results += _intmm(xp, a, b, I32, variant=variant, tiled=True, kmajor=True)
         if variant == "dp4a-wide":   # blocked scales along K: groups closed in ascending order
             a, b = _matmul_operands(rng, 20, 100, 24, U8, b_types[-1])
@@ -344,6 +344,32 @@ for _v in matmul.VARIANTS:
     case(f"matmul_integer(_to_float) {_v}", _v)(_intmm_tiled(_v, (I8,)))
     if _v not in matmul.TENSOR_CONFIGS or (_v in matmul.MMA_CONFIGS and matmul.HAVE_MMA_PACKED):
         case(f"matmul_integer(_to_float) {_v}, packed b", _v)(_intmm_tiled(_v, (I4, U4)))
+
+
+def _dp4a_kmajor4(variant):
+    """A packed 4-bit b held K-major (dmlq.pack(w).mT) on a dp4a tile (matmul_dp4a_kmajor4.cu): every
+    a, b and output type; aligned columns (16-bit runs) and ragged ones (K = 70, N = 45: the nibble
+    path, codes past K masked); blocked scales on dp4a-wide."""
+    def fn(xp):
+        rng = _rng("dp4a kmajor4 " + variant)
+        results = []
+        for i, (M, K, N) in enumerate(_SHAPES.values()):
+            for ta in (U8, I8):
+                for tb in (I4, U4):
+                    a, b = _matmul_operands(rng, M, K, N, ta, tb)
+                    for to in ((I8, U8) if i == 0 else ()):
+                        results += _qmm(xp, a, b, to, variant=variant, per_axis=ta == I8, kmajor=True)
+                    for to in (I32, F32, F16):
+                        results += _intmm(xp, a, b, to, variant=variant, tiled=True, kmajor=True)
+        if variant == "dp4a-wide":
+            a, b = _matmul_operands(rng, 20, 100, 24, U8, I4)
+            results += _intmm(xp, a, b, F16, variant=variant, tiled=True, block_size=32, kmajor=True)
+        return results
+    return fn
+
+
+for _v in matmul.DP4A_CONFIGS:
+    case(f"matmul (all three operators) {_v}, K-major packed 4-bit b", _v)(_dp4a_kmajor4(_v))
 
 
 def _mma_kmajor(xp):

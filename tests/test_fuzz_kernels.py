@@ -165,7 +165,8 @@ def _kernel_form(args):
     wide = np.int8 if b.dtype.name == "int4" else np.uint8
     zp = None if zp is None else np.asarray(zp).astype(wide)
     # one b in three (by its contents) held K-major: the bytes of its (..., N, K) transpose, as
-    # dmlq.pack(w).mT hands them over (the stream kernels read them so; the others repack rows)
+    # dmlq.pack(w).mT hands them over (the stream kernels and the tiles read them so; stream-rows and the
+    # tensor cores off 32 repack rows)
     kmajor = b.ndim >= 2 and (b.size + int(b.view(np.uint8).sum())) % 3 == 0
     data = dmlq.pack(np.ascontiguousarray(b.swapaxes(-1, -2)) if kmajor else b).data
     return {**args, "b": data, "b_zero_point": zp, "b_packed": (b.dtype.name, b.shape, True, kmajor)}

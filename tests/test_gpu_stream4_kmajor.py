@@ -2,10 +2,10 @@
 int4 / uint4 weight ``w``, the layout torch's Linear and onnxruntime's MatMulNBits keep (N runs
 of K packed elements). At M <= 16 the weight-streaming kernels of cuda/matmul_stream_packed.cu
 read it as it is (b's tag ``kmajor_int4`` / ``kmajor_uint4``: each column's 32 bytes of a stage
-copied by one 16-byte cp.async, its nibbles spread to the dp4a words in registers); everywhere
-else (the tiles, matmul_stream.cu) b is repacked to rows on the device first, and the plan says
-so. Run by the host harness through the public functions on arrays of the cupy stand-in, into
-poisoned outputs, byte for byte against the same call on NumPy arrays with b as the ml_dtypes
+copied by one 16-byte cp.async, its nibbles spread to the dp4a words in registers); the tiles
+read it K-major too (tests/test_gpu_dp4a_kmajor4.py, tests/test_gpu_mma_kmajor4.py), and
+matmul_stream.cu takes its rows, repacked on the device first (the plan says so). Run by the
+host harness through the public functions on arrays of the cupy stand-in, into poisoned outputs, byte for byte against the same call on NumPy arrays with b as the ml_dtypes
 array ``w.mT`` (dmlq.reference's path). K on and off 32 (the 16-byte path and the nibble path),
 N cut inside a 64-column block, every operator and zero-point form (a Python int, a dmlq.Packed
 per column, MatMulNBits' (N, groups) zero points as a Packed's .mT), blocked scales of 32 ...
@@ -152,18 +152,11 @@ def test_extreme_sums(gpu, ta, tb):
              f"matmul_stream_grouped<{ta.name}, {km(tb)}, 4>")
 
 
-def test_other_kernels_repack_rows(gpu):
-    """Past M = 16 (the tiles: dp4a here, the tensor cores where their rule picks them) and with
-    groups the tiles cannot close at M > 16 (matmul_stream.cu), b is repacked to rows on the
-    device first, an odd-sized batch included; the results are the reference's."""
+def test_stream_rows_repack_rows(gpu):
+    """Groups the tiles cannot close at M > 16 (matmul_stream.cu) take b's rows: it is repacked on
+    the device first; the results are the reference's. (The dp4a tiles and the tensor-core tile
+    read it K-major: tests/test_gpu_dp4a_kmajor4.py, tests/test_gpu_mma_kmajor4.py.)"""
     rng = np.random.default_rng(9)
-    a, b = q(rng, U8, (20, 75)), kmajor(rng, I4, (75, 33))
-    zb = q(rng, I4, (33,))
-    same(dmlq.quantized_matmul, a, b, (np.float32(0.02), U8.type(9), np.float32(1e-3), (zb, dev(dmlq.pack(zb))),
-                                       np.float32(0.5), I8.type(1)),
-         "matmul_dp4a<uint8, packed_int4, int8,", plan_ok=repacked)
-    a, b = q(rng, I8, (2, 40, 33)), kmajor(rng, U4, (2, 33, 7))
-    same(dmlq.matmul_integer, a, b, (None, 4), "matmul_dp4a<int8, packed_uint4, int,", plan_ok=repacked)
     a, b = q(rng, I8, (20, 100)), kmajor(rng, U4, (100, 9))
     same(dmlq.matmul_integer_to_float, a, b, (np.float32(0.5), None, rng.uniform(-1, 1, (3, 9)).astype(F32),
                                               packed_t(q(rng, U4, (3, 9)))),
@@ -192,9 +185,9 @@ def test_packed_t_refused_elsewhere():
 
 def test_dmlq_check_rows(gpu):
     """``python -m dmlq check``'s K-major packed rows (``dmlq.pack(w).mT``, MatMulNBits' scales and
-    zero points) run the K-major stream kernels at M = 1 and 5 and the K-major tensor-core tile at
-    M = 130 (blocked scales there: dp4a-wide on repacked rows), and repack b for the dp4a tiles at
-    M = 40, in all three operators, equal to the reference."""
+    zero points) run the K-major stream kernels at M = 1 and 5, the K-major dp4a tiles at M = 40
+    (and dp4a-wide for blocked scales past M = 16) and the K-major tensor-core tile at M = 130, in
+    all three operators, equal to the reference."""
     from dmlq import check
 
     rows = [c for c in check.gpu_cases() if "K-major packed" in c[1]]
@@ -205,7 +198,7 @@ def test_dmlq_check_rows(gpu):
             assert got.tobytes() == want.tobytes(), (case[1], what)
         mains = [n for n, *_ in S.launches if n.split("<")[0] in ("matmul_stream_packed", "matmul_stream_grouped",
                                                                   "matmul_dp4a", "matmul_dp4a_wide", "matmul_mma")]
-        want_kmajor = "M=40" not in case[1] and not ("M=130" in case[1] and "blocked" in case[1])
-        if "M=130" in case[1] and want_kmajor:
+        assert mains and all("kmajor_" in n for n in mains), (case[1], kernels())
+        if "M=130" in case[1] and "blocked" not in case[1]:
             assert any(n.startswith("matmul_mma<") for n in mains), (case[1], kernels())
-        assert mains and all(("kmajor_" in n) == want_kmajor for n in mains), (case[1], kernels())
+

@@ -50,7 +50,7 @@ from .plan import Launch, Plan, launcher
 
 from .matmul_configs import (  # noqa: F401 - the tables, re-exported (dmlq.gpu.matmul.X)
     DP4A_SOURCE, MMA_SOURCE, PACKED_SOURCE, MMA_PACKED_SOURCE, MMA_KMAJOR_SOURCE, MMA_KMAJOR4_SOURCE, WGMMA_SOURCE,
-    WIDE_K,
+    DP4A_KMAJOR4_SOURCE, WIDE_K,
     MAX_DIM, MAX_GRID_YZ, MMA_MIN_WORK, QTYPES, DP4A_CONFIGS, MMA_CONFIGS,
     WGMMA_CONFIGS, CONFIGS, STREAM_M, ALL_VARIANTS, COMBINE, PREPASS_KERNELS,
     HAVE_MMA, HAVE_MMA_PACKED, HAVE_MMA_KMAJOR, HAVE_MMA_KMAJOR4, HAVE_WGMMA, KMAJOR_TAGS, MMA_VECS, OUT_TYPES, SPLITK_EPILOGUES,
@@ -368,7 +368,7 @@ class _Detail:
     k_chunk: int
     k_group: int = 0
     col_splits: tuple = ()  # per batch launch: matmul_col_sums' (splits, k_chunk) (col_sum_splits)
-    kmajor: bool = False    # b read K-major by the mma kernel (matmul_mma_kmajor.cu; packed: matmul_mma_kmajor4.cu)
+    kmajor: bool = False    # b read K-major (matmul_mma_kmajor.cu; packed: matmul_mma_kmajor4.cu, matmul_dp4a_kmajor4.cu)
     repack_b: bool = False  # a packed b held K-major, repacked to rows (dmlq.gpu.packed.to_rows) first
 
 
@@ -397,11 +397,13 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         variant = select_variant(M, N, K, nbatch, dev.compute_capability, a.dtype, None,
                                 sm_count=dev.sm_count, blocked=k_group > 0, packed=p4, stream=False)
     notes = [f"b: packed {b.dtype_name}, packed in shared memory, unpacked in registers"] if p4 else []
-    # A packed b held K-major: the tensor-core kernel reads it as it is on 16 bytes (kmp4); every
-    # other kernel reads a packed b's rows, so it is repacked first.
+    # A packed b held K-major: the tensor-core kernel reads it as it is on 16 bytes (kmp4), the dp4a
+    # tiles at any alignment (kmd); the tensor-core kernel off 16 bytes reads a packed b's rows, so it
+    # is repacked first.
     kmp4 = (p4 and b.kmajor and variant in MMA_CONFIGS and HAVE_MMA_KMAJOR4 and K > 0
             and packed.kmajor_width(b, device.ptr(b.data)) == 16)
-    repack_b = p4 and b.kmajor and not kmp4
+    kmd = p4 and b.kmajor and variant in DP4A_CONFIGS
+    repack_b = p4 and b.kmajor and not (kmp4 or kmd)
     b_in = b.data if p4 else b  # (what out must not overlap)
     if repack_b:
         b = b.rows()
@@ -424,6 +426,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         raise ValueError(f"{op}: blocked scales along K need the 'dp4a-wide' variant (got {variant!r})")
     if k_group:
         notes.append(f"groups of {k_group} along K, closed in ascending order")
+    if kmd:
+        notes[0] += "; K-major (MatMulNBits' layout), its columns' runs interleaved as they are staged"
     if repack_b:
         notes.append("b: K-major packed bytes repacked to rows first (a device pass over them)")
     if K == 0:
@@ -505,7 +509,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         stage_b, sb = WHOLE_BYTES, b.in_whole_bytes()
         notes.append(f"b {stage_b}")
         batches = batches_of(sb)
-    source = PACKED_SOURCE if p4 else DP4A_SOURCE
+    source = DP4A_KMAJOR4_SOURCE if kmd else PACKED_SOURCE if p4 else DP4A_SOURCE
     main_source = ((MMA_KMAJOR4_SOURCE if kmp4 else MMA_PACKED_SOURCE if p4 else MMA_KMAJOR_SOURCE if km
                     else MMA_SOURCE) if mma else source)
     smem = (cfg.packed_smem if p4 else cfg.smem) if mma else cfg.smem
@@ -518,9 +522,10 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         if need_rows:
             launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),),
                                    (256,), 0, "row sums of a, for b's zero point"))
-        if need_cols and (wg or km):  # b's column sums are its K-major rows' sums
+        if need_cols and (wg or km or kmd):  # b's column sums are its K-major rows' sums
             col_splits.append((1, K))
-            launches.append(Launch(source, f"matmul_row_sums<{tb}>", (min(-(-nz * N // 8), 65535),),
+            launches.append(Launch(PACKED_SOURCE if p4 else DP4A_SOURCE, f"matmul_row_sums<{tb}>",
+                                   (min(-(-nz * N // 8), 65535),),
                                    (256,), 0, "column sums of b (row sums of its K-major rows), for a's zero point"))
         elif need_cols:
             col_splits.append(col_sum_splits(N, K, nz, device.info().sm_count))
@@ -539,7 +544,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             launches.append(Launch(MMA_SOURCE if km else main_source, f"matmul_splitk_epilogue<{ta}, {epi_b}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
     detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group,
-                     tuple(col_splits), km, repack_b)
+                     tuple(col_splits), km or kmd, repack_b)
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
 
 
