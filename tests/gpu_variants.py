@@ -372,48 +372,33 @@ for _v in matmul.DP4A_CONFIGS:
     case(f"matmul (all three operators) {_v}, K-major packed 4-bit b", _v)(_dp4a_kmajor4(_v))
 
 
-def _mma_kmajor(xp):
-    """An 8-bit b held K-major (x @ w.T) on the tensor cores (matmul_mma_kmajor.cu): every output
-    type, both b types, aligned and ragged shapes (a padded to 16 bytes), split K."""
-    rng = _rng("mma kmajor")
-    results = []
-    for i, (M, K, N) in enumerate(_SHAPES.values()):
-        for tb in (I8, U8):
-            a, b = _matmul_operands(rng, M, K, N, (U8, I8)[i % 2], tb)
-            results += _qmm(xp, a, b, (I8, U8)[i % 2], variant="mma-128x128", per_axis=bool(i), kmajor=True)
-            for to in (I32, F32, F16):
-                results += _intmm(xp, a, b, to, variant="mma-128x128", tiled=True, kmajor=True)
-    a, b = _matmul_operands(rng, 40, 1000, 72, I8, U8)
-    results += _qmm(xp, a, b, U8, variant="mma-128x128", splits=3, kmajor=True)
-    results += _intmm(xp, a, b, F16, variant="mma-128x128", tiled=True, splits=3, kmajor=True)
-    return results
+def _mma_kmajor(b_types, shapes, split_shape):
+    """b held K-major on the tensor cores: an 8-bit b (x @ w.T, matmul_mma_kmajor.cu) or a packed
+    4-bit one (dmlq.pack(w).mT, matmul_mma_kmajor4.cu, K on 32 elements): every output type, both
+    b types, aligned and ragged shapes (a padded to 16 bytes), split K; a's zero point takes b's
+    column sums from its K-major rows."""
+    def fn(xp):
+        rng = _rng(f"mma kmajor {b_types}")
+        results = []
+        for i, (M, K, N) in enumerate(shapes):
+            for tb in b_types:
+                a, b = _matmul_operands(rng, M, K, N, (U8, I8)[i % 2], tb)
+                results += _qmm(xp, a, b, (I8, U8)[i % 2], variant="mma-128x128", per_axis=bool(i), kmajor=True)
+                for to in (I32, F32, F16):
+                    results += _intmm(xp, a, b, to, variant="mma-128x128", tiled=True, kmajor=True)
+        a, b = _matmul_operands(rng, *split_shape, I8, b_types[-1])
+        results += _qmm(xp, a, b, U8, variant="mma-128x128", splits=3, kmajor=True)
+        results += _intmm(xp, a, b, F16, variant="mma-128x128", tiled=True, splits=3, kmajor=True)
+        return results
+    return fn
 
 
 if matmul.HAVE_MMA_KMAJOR:
-    case("matmul (all three operators) mma-128x128, K-major 8-bit b", "mma-128x128")(_mma_kmajor)
-
-
-def _mma_kmajor4(xp):
-    """A packed 4-bit b held K-major (dmlq.pack(w).mT) on the tensor cores (matmul_mma_kmajor4.cu):
-    every output type, both b types, K on 32 elements (aligned, and ending inside a 64-row tile
-    with ragged M and N: a padded to 16 bytes), split K; a's zero point takes b's column sums from
-    its K-major rows (matmul_row_sums of the packed tags)."""
-    rng = _rng("mma kmajor4")
-    results = []
-    for i, (M, K, N) in enumerate(((64, 128, 64), (37, 96, 45))):
-        for tb in (I4, U4):
-            a, b = _matmul_operands(rng, M, K, N, (U8, I8)[i % 2], tb)
-            results += _qmm(xp, a, b, (I8, U8)[i % 2], variant="mma-128x128", per_axis=bool(i), kmajor=True)
-            for to in (I32, F32, F16):
-                results += _intmm(xp, a, b, to, variant="mma-128x128", tiled=True, kmajor=True)
-    a, b = _matmul_operands(rng, 40, 1024, 72, I8, U4)
-    results += _qmm(xp, a, b, U8, variant="mma-128x128", splits=3, kmajor=True)
-    results += _intmm(xp, a, b, F16, variant="mma-128x128", tiled=True, splits=3, kmajor=True)
-    return results
-
-
+    case("matmul (all three operators) mma-128x128, K-major 8-bit b", "mma-128x128")(
+        _mma_kmajor((I8, U8), _SHAPES.values(), (40, 1000, 72)))
 if matmul.HAVE_MMA_KMAJOR4:
-    case("matmul (all three operators) mma-128x128, K-major packed 4-bit b", "mma-128x128")(_mma_kmajor4)
+    case("matmul (all three operators) mma-128x128, K-major packed 4-bit b", "mma-128x128")(
+        _mma_kmajor((I4, U4), ((64, 128, 64), (37, 96, 45)), (40, 1024, 72)))
 
 
 def _intmm_grouped(M, variant):

@@ -20,7 +20,8 @@ import dmlq
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from test_gpu_intmm import dev, q
 from test_gpu_intmm_tiled import kernels, launched
-from test_gpu_stream4_kmajor import I4, PAIRS, U4, km, kmajor, packed_t, same
+from test_gpu_stream4_kmajor import I4, PAIRS, U4, blocked_calls, extreme_sums, km, kmajor, packed_t, same
+from test_gpu_stream8_kmajor import float_forms
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
 
@@ -63,13 +64,7 @@ def test_float_and_quantized(gpu, label):
     rng = np.random.default_rng(m * k + n)
     for i, (ta, tb) in enumerate(PAIRS[:2]):
         a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
-        with np.errstate(all="ignore"):
-            same(dmlq.matmul_integer_to_float, a, b, (rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
-                                                      rng.uniform(-1, 1, n).astype(F16), packed_t(q(rng, tb, (1, n))),
-                                                      rng.uniform(-50, 50, (m, n)).astype(F32)),
-                 dp4a(ta, tb, "float", tile))
-            same(dmlq.matmul_integer_to_float, a, b, (np.float32(0.01), None, np.float32(-3e-3), 5),
-                 dp4a(ta, tb, "float16", tile), dtype=F16)
+        float_forms(same, rng, ta, a, b, packed_t(q(rng, tb, (1, n))), lambda to, ta=ta, tb=tb: dp4a(ta, tb, to, tile))
         to = (I8, U8)[i]
         zb = q(rng, tb, (n,))
         same(dmlq.quantized_matmul, a, b, (rng.uniform(1e-3, 0.05, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
@@ -82,15 +77,7 @@ def test_float_and_quantized(gpu, label):
 def test_blocked_scales_past_the_decode_sizes(gpu, m, k, n, block):
     """MatMulNBits' call past M = 16 (dp4a-wide): blocked scales as the transposed view of an
     (N, groups) table, zero points as a Packed (N, groups)'s .mT; a ragged last group; odd K."""
-    rng = np.random.default_rng(m * 31 + k + n + block)
-    groups = -(-k // block)
-    for ta, tb in PAIRS[:2]:
-        a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
-        s = rng.uniform(-1, 1, (n, groups)).astype(F32)
-        same(dmlq.matmul_integer_to_float, a, b, (rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
-                                                  (s.T, dev(s).T), packed_t(q(rng, tb, (groups, n))),
-                                                  rng.uniform(-9, 9, n).astype(F32)),
-             f"matmul_dp4a_wide<{ta.name}, {km(tb)}, float, 64, 64, 32, 8, 4>", block_size=block)
+    blocked_calls(m, k, n, block, lambda ta, tb: f"matmul_dp4a_wide<{ta.name}, {km(tb)}, float, 64, 64, 32, 8, 4>")
 
 
 def test_batches(gpu):
@@ -109,10 +96,4 @@ def test_batches(gpu):
 @pytest.mark.parametrize("ta,tb", PAIRS)
 def test_extreme_sums(gpu, ta, tb):
     """|a - a_zp| = 255 times |b - b_zp| = 15 at every k, K = 4096, both signs: exact as int32."""
-    m, k, n = 20, 4096, 24
-    lo_a, hi_a = (0, 255) if ta == U8 else (-128, 127)
-    lo_b, hi_b = (0, 15) if tb == U4 else (-8, 7)
-    for av, za, bv, zb in ((hi_a, lo_a, hi_b, lo_b), (hi_a, lo_a, lo_b, hi_b)):
-        w = np.full((n, k), bv, tb)
-        same(dmlq.matmul_integer, np.full((m, k), av, ta), (w.T, dev(dmlq.pack(w)).T), (ta.type(za), zb),
-             dp4a(ta, tb, "int", "32, 32, 32, 4, 4"))
+    extreme_sums(ta, tb, 20, 24, dp4a(ta, tb, "int", "32, 32, 32, 4, 4"))

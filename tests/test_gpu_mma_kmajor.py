@@ -20,7 +20,7 @@ from dmlq.gpu import matmul
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from test_gpu_intmm import dev, q
 from test_gpu_intmm_tiled import kernels, launched
-from test_gpu_stream8_kmajor import PAIRS, kmajor, km, same
+from test_gpu_stream8_kmajor import PAIRS, float_forms, kmajor, km, quantized_forms, same
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
 
@@ -67,29 +67,19 @@ def test_matmul_integer_to_float(gpu, label):
     rng = np.random.default_rng(m * k + n)
     for ta, tb in PAIRS[:2]:
         a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
-        with np.errstate(all="ignore"):
-            same(dmlq.matmul_integer_to_float, a, b, (rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
-                                                      rng.uniform(-1, 1, n).astype(F16), q(rng, tb, (1, n)),
-                                                      rng.uniform(-50, 50, (m, n)).astype(F32)), mma(ta, tb, "float"))
-            same(dmlq.matmul_integer_to_float, a, b, (np.float32(0.01), None, np.float32(-3e-3), 5,
-                                                      rng.uniform(-1, 1, n).astype(F16)), mma(ta, tb, "float16"),
-                 dtype=F16)
+        float_forms(same, rng, ta, a, b, q(rng, tb, (1, n)), lambda to, ta=ta, tb=tb: mma(ta, tb, to))
 
 
 @pytest.mark.parametrize("label", list(SIZES))
 def test_quantized_matmul(gpu, label):
-    """Both outputs; per-row a and out parameters with per-column b ones, then single values."""
+    """Both outputs; per-row a and out parameters with per-column b ones, single values, no zero
+    points."""
     m, k, n = SIZES[label]
     rng = np.random.default_rng(m + k * 3 + n)
     for i, (ta, tb) in enumerate(PAIRS):
-        to = (I8, U8)[i % 2]
         a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
-        same(dmlq.quantized_matmul, a, b, (rng.uniform(1e-3, 0.05, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
-                                           rng.uniform(-0.05, 0.05, n).astype(F32), q(rng, tb, (n,)),
-                                           rng.uniform(0.05, 1, (m, 1)).astype(F32), q(rng, to, (m, 1))),
-             mma(ta, tb, to.name))
-        same(dmlq.quantized_matmul, a, b, (np.float32(0.02), None, np.float32(1e-3), tb.type(q(rng, tb, ())),
-                                           np.float32(0.25), to.type(3)), mma(ta, tb, to.name))
+        quantized_forms(same, rng, m, ta, tb, (I8, U8)[i % 2], a, b, q(rng, tb, (n,)), tb.type(q(rng, tb, ())),
+                        lambda to, ta=ta, tb=tb: mma(ta, tb, to.name))
 
 
 def test_batches_and_broadcast(gpu):

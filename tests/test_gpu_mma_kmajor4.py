@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 import dmlq
-import cupy_stand_in as S
 from dmlq.gpu import matmul
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from test_gpu_intmm import dev, q
 from test_gpu_intmm_tiled import kernels, launched
-from test_gpu_stream4_kmajor import I4, PAIRS, U4, km, kmajor, packed_t, repacked, same
+from test_gpu_stream4_kmajor import I4, PAIRS, U4, extreme_sums, km, kmajor, packed_t, repacked, same
+from test_gpu_stream8_kmajor import float_forms, quantized_forms
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
 
@@ -72,30 +72,20 @@ def test_matmul_integer_to_float(gpu, label):
     rng = np.random.default_rng(m * k + n)
     for ta, tb in PAIRS[:2]:
         a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
-        with np.errstate(all="ignore"):
-            same(dmlq.matmul_integer_to_float, a, b, (rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
-                                                      rng.uniform(-1, 1, n).astype(F16), packed_t(q(rng, tb, (1, n))),
-                                                      rng.uniform(-50, 50, (m, n)).astype(F32)), mma(ta, tb, "float"))
-            same(dmlq.matmul_integer_to_float, a, b, (np.float32(0.01), None, np.float32(-3e-3), 5,
-                                                      rng.uniform(-1, 1, n).astype(F16)), mma(ta, tb, "float16"),
-                 dtype=F16)
+        float_forms(same, rng, ta, a, b, packed_t(q(rng, tb, (1, n))), lambda to, ta=ta, tb=tb: mma(ta, tb, to))
 
 
 @pytest.mark.parametrize("label", list(SIZES))
 def test_quantized_matmul(gpu, label):
-    """Both outputs; per-row a and out parameters with per-column b ones, then single values."""
+    """Both outputs; per-row a and out parameters with per-column b ones (a Packed zero point),
+    single values, no zero points."""
     m, k, n = SIZES[label]
     rng = np.random.default_rng(m + k * 3 + n)
     for i, (ta, tb) in enumerate(PAIRS):
-        to = (I8, U8)[i % 2]
         a, b = q(rng, ta, (m, k)), kmajor(rng, tb, (k, n))
         zb = q(rng, tb, (n,))
-        same(dmlq.quantized_matmul, a, b, (rng.uniform(1e-3, 0.05, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
-                                           rng.uniform(-0.05, 0.05, n).astype(F32), (zb, dev(dmlq.pack(zb))),
-                                           rng.uniform(0.05, 1, (m, 1)).astype(F32), q(rng, to, (m, 1))),
-             mma(ta, tb, to.name))
-        same(dmlq.quantized_matmul, a, b, (np.float32(0.02), None, np.float32(1e-3), int(q(rng, tb, ())),
-                                           np.float32(0.25), to.type(3)), mma(ta, tb, to.name))
+        quantized_forms(same, rng, m, ta, tb, (I8, U8)[i % 2], a, b, (zb, dev(dmlq.pack(zb))), int(q(rng, tb, ())),
+                        lambda to, ta=ta, tb=tb: mma(ta, tb, to.name))
 
 
 def test_a_padded_batches_and_broadcast(gpu):
@@ -122,13 +112,7 @@ def test_a_padded_batches_and_broadcast(gpu):
 def test_extreme_sums(gpu, ta, tb):
     """|a - a_zp| = 255 times |b - b_zp| = 15 at every k, K = 4096, both signs: exact as int32
     (every product taken 16 times over in the fragments, as the kernel does, and shifted back)."""
-    m, k, n = 20, 4096, 130
-    lo_a, hi_a = (0, 255) if ta == U8 else (-128, 127)
-    lo_b, hi_b = (0, 15) if tb == U4 else (-8, 7)
-    for av, za, bv, zb in ((hi_a, lo_a, hi_b, lo_b), (hi_a, lo_a, lo_b, hi_b)):
-        w = np.full((n, k), bv, tb)
-        same(dmlq.matmul_integer, np.full((m, k), av, ta), (w.T, dev(dmlq.pack(w)).T), (ta.type(za), zb),
-             mma(ta, tb, "int"))
+    extreme_sums(ta, tb, 20, 130, mma(ta, tb, "int"))
 
 
 def test_k_off_32_is_repacked(gpu):

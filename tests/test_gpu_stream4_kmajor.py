@@ -22,7 +22,7 @@ import cupy_stand_in as S
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 from test_gpu_intmm import dev, q
 from test_gpu_intmm_tiled import kernels, launched
-from test_gpu_stream8_kmajor import quantized_forms, same as same8
+from test_gpu_stream8_kmajor import float_forms, quantized_forms, same as same8
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -91,11 +91,7 @@ def test_integer_family(gpu, m, k, n):
         zb = q(rng, tb, (n,))
         for a_zp, b_zp in ((None, None), (q(rng, ta, (m, 1)), (zb, dev(dmlq.pack(zb)))), (ta.type(7), 3)):
             same(dmlq.matmul_integer, a, b, (a_zp, b_zp), name)
-        same(dmlq.matmul_integer_to_float, a, b, (rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
-                                                  rng.uniform(-1, 1, n).astype(F16), packed_t(q(rng, tb, (1, n))),
-                                                  rng.uniform(-50, 50, (m, n)).astype(F32)), name)
-        same(dmlq.matmul_integer_to_float, a, b, (np.float32(0.01), None, np.float32(-3e-3), 5,
-                                                  rng.uniform(-1, 1, n).astype(F16)), name, dtype=F16)
+        float_forms(same, rng, ta, a, b, packed_t(q(rng, tb, (1, n))), lambda _: name)
 
 
 @pytest.mark.parametrize("m,k,n,block", [(1, 256, 64, 32), (3, 200, 33, 64), (4, 1000, 130, 96), (3, 300, 40, 48),
@@ -105,6 +101,13 @@ def test_blocked_scales(gpu, m, k, n, block):
     zero points as the .mT of a Packed (N, groups); groups of 32, 64, 96 (straddling stages), 48
     and 40 (one chunk of K per group, starting inside a column's 16-byte vector: the byte path,
     also where K itself is on 32 elements), 128 at K = 4096 (split K between whole groups)."""
+    blocked_calls(m, k, n, block, lambda ta, tb: f"matmul_stream_grouped<{ta.name}, {km(tb)}, {mt(m)}>")
+
+
+def blocked_calls(m, k, n, block, kernel):
+    """MatMulNBits' call through :func:`same` for the first two type pairs: scales the transposed
+    view of an (N, groups) table, zero points a Packed (N, groups)'s .mT, a per-column bias;
+    ``kernel(ta, tb)`` names the kernel."""
     rng = np.random.default_rng(m * 31 + k + n + block)
     groups = -(-k // block)
     for ta, tb in PAIRS[:2]:
@@ -113,7 +116,7 @@ def test_blocked_scales(gpu, m, k, n, block):
         same(dmlq.matmul_integer_to_float, a, b, (rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
                                                   (s.T, dev(s).T), packed_t(q(rng, tb, (groups, n))),
                                                   rng.uniform(-9, 9, n).astype(F32)),
-             f"matmul_stream_grouped<{ta.name}, {km(tb)}, {mt(m)}>", block_size=block)
+             kernel(ta, tb), block_size=block)
 
 
 def test_batches_broadcast_and_split_k(gpu):
@@ -143,13 +146,17 @@ def test_batches_broadcast_and_split_k(gpu):
 @pytest.mark.parametrize("ta,tb", PAIRS)
 def test_extreme_sums(gpu, ta, tb):
     """|a - a_zp| = 255 times |b - b_zp| = 15 at every k, K = 4096 (split over chunks), both signs."""
-    k, n = 4096, 3
+    extreme_sums(ta, tb, 2, 3, f"matmul_stream_grouped<{ta.name}, {km(tb)}, 4>")
+
+
+def extreme_sums(ta, tb, m, n, kernel, k=4096):
+    """matmul_integer through :func:`same` where |a - a_zp| = 255 times |b - b_zp| = 15 at every k,
+    both signs: the largest int32 sums a K-major packed b makes; ``kernel`` ran."""
     lo_a, hi_a = (0, 255) if ta == U8 else (-128, 127)
     lo_b, hi_b = (0, 15) if tb == U4 else (-8, 7)
     for av, za, bv, zb in ((hi_a, lo_a, hi_b, lo_b), (hi_a, lo_a, lo_b, hi_b)):
         w = np.full((n, k), bv, tb)
-        same(dmlq.matmul_integer, np.full((2, k), av, ta), (w.T, dev(dmlq.pack(w)).T), (ta.type(za), zb),
-             f"matmul_stream_grouped<{ta.name}, {km(tb)}, 4>")
+        same(dmlq.matmul_integer, np.full((m, k), av, ta), (w.T, dev(dmlq.pack(w)).T), (ta.type(za), zb), kernel)
 
 
 def test_stream_rows_repack_rows(gpu):

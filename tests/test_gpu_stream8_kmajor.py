@@ -78,20 +78,34 @@ def test_quantized_matmul(gpu, m, k, n):
         quantized_forms(same, rng, m, ta, tb, to, a, b, q(rng, tb, (n,)), tb.type(q(rng, tb, ())))
 
 
-def quantized_forms(same, rng, m, ta, tb, to, a, b, b_zp_cols, b_zp_one):
+def quantized_forms(same, rng, m, ta, tb, to, a, b, b_zp_cols, b_zp_one, kernel=None):
     """quantized_matmul of ``a`` and ``b`` through ``same`` in three forms: per-row a and out
     parameters with per-column b ones (zero point ``b_zp_cols``), single values (``b_zp_one``),
-    no zero points (uint8 out); the kernel named from b's K-major tag."""
+    no zero points (uint8 out); ``kernel(out dtype)`` names the kernel (default: the stream
+    kernel's, from b's K-major tag)."""
     n = b[0].shape[-1]
-    name = f"matmul_stream_packed<{ta.name}, {km(tb)}, {to.name}, {mt(m)}>"
+    kernel = kernel or (lambda t: f"matmul_stream_packed<{ta.name}, {km(tb)}, {t.name}, {mt(m)}>")
     same(dmlq.quantized_matmul, a, b, (rng.uniform(1e-3, 0.05, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
                                        rng.uniform(-0.05, 0.05, n).astype(F32), b_zp_cols,
-                                       rng.uniform(0.05, 1, (m, 1)).astype(F32), q(rng, to, (m, 1))), name)
+                                       rng.uniform(0.05, 1, (m, 1)).astype(F32), q(rng, to, (m, 1))), kernel(to))
     same(dmlq.quantized_matmul, a, b, (np.float32(0.02), None, np.float32(1e-3), b_zp_one,
-                                       np.float32(0.25), to.type(3)), name)
+                                       np.float32(0.25), to.type(3)), kernel(to))
     same(dmlq.quantized_matmul, a, b, (np.float32(0.02), ta.type(q(rng, ta, ())), np.float32(1e-3), None,
-                                       np.float32(0.5), None),
-         f"matmul_stream_packed<{ta.name}, {km(tb)}, uint8, {mt(m)}>")
+                                       np.float32(0.5), None), kernel(U8))
+
+
+def float_forms(same, rng, ta, a, b, b_zp_row, kernel):
+    """matmul_integer_to_float of ``a`` and ``b`` through ``same`` in two forms: float32 out with
+    per-row a and per-column b parameters (zero point ``b_zp_row``, (1, N)) and an (M, N) bias;
+    float16 out with single values and a per-column bias; ``kernel(out type name)`` names the
+    kernel."""
+    m, n = a.shape[-2], b[0].shape[-1]
+    with np.errstate(all="ignore"):
+        same(dmlq.matmul_integer_to_float, a, b, (rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
+                                                  rng.uniform(-1, 1, n).astype(F16), b_zp_row,
+                                                  rng.uniform(-50, 50, (m, n)).astype(F32)), kernel("float"))
+        same(dmlq.matmul_integer_to_float, a, b, (np.float32(0.01), None, np.float32(-3e-3), 5,
+                                                  rng.uniform(-1, 1, n).astype(F16)), kernel("float16"), dtype=F16)
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 256, 64), (3, 200, 33), (4, 1000, 130), (16, 129, 9), (2, 33, 5)])
@@ -104,11 +118,7 @@ def test_integer_family(gpu, m, k, n):
         name = f"matmul_stream_grouped<{ta.name}, {km(tb)}, {mt(m)}>"
         for a_zp, b_zp in ((None, None), (q(rng, ta, (m, 1)), q(rng, tb, (n,))), (ta.type(7), tb.type(q(rng, tb, ())))):
             same(dmlq.matmul_integer, a, b, (a_zp, b_zp), name)
-        same(dmlq.matmul_integer_to_float, a, b, (rng.uniform(1e-3, 1, (m, 1)).astype(F32), q(rng, ta, (m, 1)),
-                                                  rng.uniform(-1, 1, n).astype(F16), q(rng, tb, (1, n)),
-                                                  rng.uniform(-50, 50, (m, n)).astype(F32)), name)
-        same(dmlq.matmul_integer_to_float, a, b, (np.float32(0.01), None, np.float32(-3e-3), 5,
-                                                  rng.uniform(-1, 1, n).astype(F16)), name, dtype=F16)
+        float_forms(same, rng, ta, a, b, q(rng, tb, (1, n)), lambda _: name)
 
 
 @pytest.mark.parametrize("m,k,n,block", [(1, 256, 64, 32), (3, 200, 33, 64), (4, 1000, 130, 96), (3, 300, 40, 48),
