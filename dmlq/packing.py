@@ -76,8 +76,9 @@ class TransposedPacked:
     bytes as they are: ``dmlq.pack(w).mT`` for an (N, K) int4/uint4 weight ``w`` is the (K, N)
     ``b`` of ``x @ w.T`` held as torch's Linear layout and onnxruntime's MatMulNBits hold it, N
     runs of K packed elements. The integer matmuls take it as ``b`` (and ``b_zero_point``), and
-    the GPU's weight-streaming kernels read such a ``b`` as it is; :func:`unpack` gives its values
-    (a transposed view). Anything else refuses it: it is no array.
+    the GPU's kernels read such a ``b`` as it is (the weight-streaming kernels, the dp4a tiles, the
+    tensor-core tile where K is a multiple of 32); :func:`unpack` gives its values (a transposed
+    view). Anything else refuses it: it is no array.
     """
 
     __slots__ = ("packed",)
