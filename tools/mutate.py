@@ -1136,9 +1136,10 @@ MUTATIONS: list[Mutation] = [
     M("matmul_dp4a.cu", "& (valid >= 4 ? 0xFFFFu : (1u << (4 * valid)) - 1u);", ";",
       "K-major packed b, edge path: codes past K kept (the next column's, in dp4a-wide's column sums)",
       "boundary"),
+    # (a thread's later blocks, s > 0, do not occur: B_PER is 1 in every dp4a config)
     M("matmul_dp4a.cu", "const unsigned char* q = KM4 ? b_p + 2 * s * B_KQ_STEP + r * ldb_bytes",
-      "const unsigned char* q = KM4 ? b_p + 4 * s * B_KQ_STEP + r * ldb_bytes",
-      "K-major packed b: a thread's later blocks read twice as far down the columns", "stride"),
+      "const unsigned char* q = KM4 ? b_p + 2 * s * B_KQ_STEP + (r ^ 1) * ldb_bytes",
+      "K-major packed b, word path: a block's columns read in swapped pairs", "stride"),
     M("matmul_dp4a.cu", "const int64 b_tile_step = KM4 ? BK / 2 :", "const int64 b_tile_step = KM4 ? BK :",
       "K-major packed b: each tile advances a whole tile's elements in bytes (skips every other tile)", "stride"),
     M("matmul_dp4a.cu", "static_cast<int64>(b_redirect ? 0 : n0 + b_n) * ldb + 4 * b_kq",
