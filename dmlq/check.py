@@ -210,7 +210,7 @@ def _to_backend(value, xp):
     if isinstance(value, Packed):
         return Packed(xp.asarray(value.data), value.shape, value.dtype)
     if isinstance(value, TransposedPacked):
-        return _to_backend(value.packed, xp).mT
+        return TransposedPacked(_to_backend(value.packed, xp), value.k)
     if isinstance(value, (ChannelsLast, KMajor)):
         return laid_out(value, xp)
     return upload(xp, value) if isinstance(value, np.ndarray) else value
@@ -585,6 +585,23 @@ def _random_kmajor(rng):
             rows.append(("mm_float", f"{what} blocked {g} ->float16", intmm.matmul_integer_to_float,
                          (a, a_s, None, b, scales, zp_groups, rng.standard_normal(n).astype(f32)),
                          dict(dtype=f16, block_size=g)))
+    # MatMulNBits' bytes where K (160) is not a multiple of its block size (64): each row of b padded to
+    # 3 whole blocks (192 elements, random codes past K here) and each row of its 3 zero points to a
+    # byte, given as Packed(...).mT[..., :K, :] and [..., :3, :]; the tensor-core tile reads such a b
+    # as it is too (its columns 192 elements apart), K off 32 or not
+    k2, groups, n = 160, 3, 208  # (N = 208: M = 130 past the tensor cores' minimum work)
+    for adt, bdt in ((u8, U4), (i8, I4)):
+        info = ml_dtypes.iinfo(bdt)
+        b = pack(rng.integers(int(info.min), int(info.max), (n, groups * g), endpoint=True).astype(bdt)).mT[..., :k2, :]
+        zp = pack(rng.integers(int(info.min), int(info.max), (n, groups + 1), endpoint=True).astype(bdt)).mT[..., :groups, :]
+        scales = (rng.random((n, groups)) * 0.01).astype(f32).T
+        for m in (1, 5, 40, 130):
+            a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max, (m, k2), dtype=adt, endpoint=True)
+            what = f"{adt.__name__},K-major packed {bdt.name} in rows of {groups * g} M={m}"
+            rows.append(("mm_integer", what, intmm.matmul_integer, (a, b, adt(rng.integers(0, 50)), 3), {}))
+            rows.append(("mm_float", f"{what} blocked {g} (MatMulNBits' bytes)", intmm.matmul_integer_to_float,
+                         ((a, (rng.random((m, 1)) + 0.5).astype(f32), None, b, scales, zp,
+                           rng.standard_normal(n).astype(f32))), {"block_size": g}))
     return rows
 
 

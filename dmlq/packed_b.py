@@ -28,6 +28,7 @@ import numpy as np
 from . import dispatch
 from .checks import GPU
 from .errors import DescError
+from .gpu.packed import stored_shape
 from .packing import Packed, TransposedPacked, packed_nbytes, refuse_lazy, unpack
 from .qtypes import qtype
 
@@ -64,8 +65,10 @@ def take(f, b, b_zero_point):
     packed = None
     if isinstance(b, (Packed, TransposedPacked)):
         data = _bytes_of(f, "b", b)
-        # (a TransposedPacked: the bytes of the (..., N, K) tensor, read K-major)
+        # (a TransposedPacked: the bytes of the (..., N, row) tensor, read K-major, row >= K its rows' length)
         packed = (_type_name(b), tuple(int(s) for s in b.shape), False, isinstance(b, TransposedPacked))
+        if isinstance(b, TransposedPacked):
+            packed += (int(b.packed.shape[-1]),)
         b = data
     if isinstance(b_zero_point, (Packed, TransposedPacked)):
         data = _bytes_of(f, "b_zero_point", b_zero_point)
@@ -83,7 +86,7 @@ def take(f, b, b_zero_point):
                 raise TypeError(f"{f}: a packed b_zero_point on the GPU needs a packed b")
             codes = unpack(b_zero_point)  # CuPy: uint8 codes
             b_zero_point = (codes ^ np.uint8(8)).astype(np.int8) - np.int8(8) if bdt == I4 else codes
-            packed = (packed[0], packed[1], True, packed[3])
+            packed = packed[:2] + (True,) + packed[3:]
     return b, b_zero_point, packed
 
 
@@ -96,9 +99,11 @@ def stand_in(bld, packed):
     dt = _NAMES[name]
     if len(shape) < 2:
         raise DescError(f"{f}: a and b must be matrices or vectors (b is a dmlq.Packed of shape {shape})")
-    need = packed_nbytes(int(np.prod(shape, dtype=np.int64)), name)
+    stored = stored_shape(packed)  # (a TransposedPacked: its Packed's, whose rows may hold more than K)
+    need = packed_nbytes(int(np.prod(stored, dtype=np.int64)), name)
     if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1 or data.size != need:
-        raise ValueError(f"{f}: b is a dmlq.Packed of {name} {shape}, which takes {need} bytes as a 1-D uint8 "
+        what = f"{shape}" if stored == shape else f"{stored} (.mT: {shape})"
+        raise ValueError(f"{f}: b is a dmlq.Packed of {name} {what}, which takes {need} bytes as a 1-D uint8 "
                          f"array (got {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
     bld.v["b"] = np.broadcast_to(np.zeros((), dt), shape)
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .dtypes import torch_name
 from .gpu.capture import guarded
-from .gpu.packed import kmajor
+from .gpu.packed import kmajor, stored_shape
 from .qtypes import QType, qtype
 
 
@@ -77,19 +77,31 @@ class TransposedPacked:
     ``b`` of ``x @ w.T`` held as torch's Linear layout and onnxruntime's MatMulNBits hold it, N
     runs of K packed elements. The integer matmuls take it as ``b`` (and ``b_zero_point``), and
     the GPU's kernels read such a ``b`` as it is (the weight-streaming kernels, the dp4a tiles, the
-    tensor-core tile where K is a multiple of 32); :func:`unpack` gives its values (a transposed
-    view). Anything else refuses it: it is no array.
+    tensor-core tile where its columns lie on 32 elements); :func:`unpack` gives its values (a
+    transposed view). Anything else refuses it: it is no array.
+
+    ``t[..., :k, :]`` (``t[:k]`` for a matrix) keeps the first ``k`` elements of each stored row,
+    as NumPy slices the transposed view: MatMulNBits pads each row of its B to whole blocks
+    and each row of its zero points to a whole byte, so its (N, L) bytes with L past K are
+    ``dmlq.Packed(B, (N, L), "uint4").mT[..., :K, :]``. ``k`` is the view's K (``shape[-2]``).
     """
 
-    __slots__ = ("packed",)
+    __slots__ = ("packed", "k")
 
-    def __init__(self, packed: Packed) -> None:
+    def __init__(self, packed: Packed, k: Any = None) -> None:
         if not isinstance(packed, Packed):
             raise TypeError(f"TransposedPacked: takes a dmlq.Packed (got {type(packed).__name__}); "
                             "write p.mT for a Packed p")
         if len(packed.shape) < 2:
             raise ValueError(f"TransposedPacked: a packed tensor of shape {packed.shape} has fewer than 2 axes")
+        row = int(packed.shape[-1])
+        if k is None:
+            k = row
+        if not isinstance(k, numbers.Integral) or isinstance(k, (bool, np.bool_)) or not 0 <= int(k) <= row:
+            raise ValueError(f"TransposedPacked: k = {k!r} must be an int in [0, {row}] (the elements of each "
+                             f"row of the Packed {tuple(packed.shape)})")
         self.packed = packed
+        self.k = int(k)
 
     @property
     def data(self) -> Any:
@@ -102,7 +114,7 @@ class TransposedPacked:
     @property
     def shape(self) -> Tuple[int, ...]:
         s = tuple(self.packed.shape)
-        return s[:-2] + (s[-1], s[-2])
+        return s[:-2] + (self.k, s[-2])
 
     @property
     def ndim(self) -> int:
@@ -110,10 +122,11 @@ class TransposedPacked:
 
     @property
     def size(self) -> int:
-        return self.packed.size
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """The bytes it is held in: its Packed's (those of every stored row, whole)."""
         return self.packed.nbytes
 
     @property
@@ -121,17 +134,51 @@ class TransposedPacked:
         return self.packed.qtype
 
     @property
-    def mT(self) -> Packed:
+    def sliced(self) -> bool:
+        """Whether it holds fewer than the whole of each stored row (``k`` below their length)."""
+        return self.k != self.packed.shape[-1]
+
+    def _whole(self, what: str) -> Packed:
+        if self.sliced:
+            raise ValueError(f"TransposedPacked.{what}: this {self.shape} view keeps {self.k} of each stored row's "
+                             f"{self.packed.shape[-1]} elements, which no Packed holds; .packed is the whole "
+                             f"tensor, dmlq.pack(dmlq.unpack(t).mT) one of these values")
         return self.packed
+
+    @property
+    def mT(self) -> Packed:
+        return self._whole("mT")
 
     @property
     def T(self) -> Packed:
         if self.ndim != 2:
             raise ValueError(f"TransposedPacked.T: shape {self.shape} is not a matrix; .mT swaps the last two axes")
-        return self.packed
+        return self._whole("T")
+
+    def __getitem__(self, key: Any) -> "TransposedPacked":
+        """``t[..., :k, :]`` (``t[:k]``, ``t[..., :k]``, any spelling NumPy reads so): the first ``k``
+        elements of each stored row; any other index is refused (unpack it for its values)."""
+        parts = key if isinstance(key, tuple) else (key,)
+        nd = self.ndim
+        if sum(p is Ellipsis for p in parts) > 1:
+            raise IndexError("TransposedPacked: an index can only have a single ellipsis ('...')")
+        if Ellipsis in parts:
+            i = parts.index(Ellipsis)
+            parts = parts[:i] + (slice(None),) * (nd - len(parts) + 1) + parts[i + 1:]
+        parts = parts + (slice(None),) * (nd - len(parts))
+        whole = slice(None)
+        axis = parts[nd - 2] if len(parts) == nd else None
+        if (len(parts) != nd or any(p != whole for j, p in enumerate(parts) if j != nd - 2)
+                or not isinstance(axis, slice) or axis.start not in (None, 0) or axis.step not in (None, 1)
+                or not (axis.stop is None or (isinstance(axis.stop, numbers.Integral)
+                                              and not isinstance(axis.stop, (bool, np.bool_))))):
+            raise IndexError(f"TransposedPacked: takes only [..., :k, :] (the first k elements of each stored "
+                             f"row, as MatMulNBits pads them; got {key!r}); dmlq.unpack(t) gives its values as an "
+                             f"array to index")
+        return TransposedPacked(self.packed, range(self.k)[axis].stop if axis.stop is not None else self.k)
 
     def __repr__(self) -> str:
-        return f"{self.packed!r}.mT"
+        return f"{self.packed!r}.mT" + (f"[..., :{self.k}, :]" if self.sliced else "")
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"a transposed dmlq.Packed ({self.dtype} {self.shape}) is taken only as b (or "
@@ -146,7 +193,8 @@ def refuse_lazy(f: str, name: str, p: Packed) -> None:
         what = "a dask array" if mod == "dask" else "a torch tensor"
         data = (f"{name}.data.compute()" if mod == "dask" else f"cupy.asarray({name}.data)"
                 if getattr(p.data, "is_cuda", False) else f"{name}.data.numpy()")  # a CPU tensor: NumPy bytes
-        fix = (f"dmlq.Packed({data}, {name}.mT.shape, {name}.dtype).mT" if isinstance(p, TransposedPacked)
+        fix = (f"dmlq.Packed({data}, {name}.packed.shape, {name}.dtype).mT"
+               + (f"[..., :{p.k}, :]" if p.sliced else "") if isinstance(p, TransposedPacked)
                else f"dmlq.Packed({data}, {name}.shape, {name}.dtype)")
         raise TypeError(f"{f}: {name} is a dmlq.Packed whose data is {what}; dmlq takes a Packed of NumPy or CuPy "
                         f"bytes: pass {fix}")
@@ -361,7 +409,7 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
     if isinstance(packed, TransposedPacked):
         if shape is not None or dtype is not None:
             raise TypeError("unpack: a dmlq.Packed carries its shape and dtype; pass it alone")
-        return unpack(packed.packed, codes=codes).swapaxes(-1, -2)
+        return unpack(packed.packed, codes=codes).swapaxes(-1, -2)[..., :packed.k, :]
     if isinstance(packed, Packed):
         if shape is not None or dtype is not None:
             raise TypeError("unpack: a dmlq.Packed carries its shape and dtype; pass it alone")
@@ -396,10 +444,10 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
 
 def unpack_b(data, b_packed):
     """A packed b's values (the ml_dtypes array; CuPy: codes) from its bytes and the integer
-    matmuls' ``b_packed = (dtype name, logical (..., K, N) shape, zp_wide[, kmajor])``: with
-    ``kmajor`` the bytes are the (..., N, K) tensor's (:class:`TransposedPacked`), and the result
-    is its transposed view."""
+    matmuls' ``b_packed = (dtype name, logical (..., K, N) shape, zp_wide[, kmajor, row])``: with
+    ``kmajor`` the bytes are the (..., N, row) tensor's (:class:`TransposedPacked`; ``row`` >= K,
+    K without it), and the result is the transposed view of its first K columns."""
     name, shape = b_packed[0], tuple(b_packed[1])
     if kmajor(b_packed):
-        return unpack(data, shape[:-2] + (shape[-1], shape[-2]), name).swapaxes(-1, -2)
+        return unpack(data, stored_shape(b_packed), name).swapaxes(-1, -2)[..., :shape[-2], :]
     return unpack(data, shape, name)

@@ -375,7 +375,7 @@ def _traced_form(fname):
 
         for n, v in values.items():
             if isinstance(v, TransposedPacked):  # (p.mT: the transposed view of p's tensor)
-                values[n] = _packed_tensor(fname, n, v.packed, as_tensor).mT
+                values[n] = _packed_tensor(fname, n, v.packed, as_tensor).mT[..., :v.k, :]
             elif isinstance(v, Packed):
                 values[n] = _packed_tensor(fname, n, v, as_tensor)
             elif isinstance(v, np.ndarray):

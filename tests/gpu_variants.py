@@ -124,9 +124,16 @@ def _kmajor_dev(xp, b):
 
 def _packed_b(b, kmajor=False):
     """A 4-bit b as the kernels take it: dmlq.pack's bytes, b_packed, the zero point's dtype;
-    ``kmajor``: the bytes of its (..., N, K) transpose (dmlq.pack(w).mT, MatMulNBits' layout)."""
-    data = dmlq.pack(np.ascontiguousarray(b.swapaxes(-1, -2)) if kmajor else b).data
-    return data, (b.dtype.name, b.shape, True, kmajor), (I8 if b.dtype == I4 else U8)
+    ``kmajor``: the bytes of its (..., N, K) transpose (dmlq.pack(w).mT, MatMulNBits' layout); an
+    int: those of its (..., N, kmajor) transpose, each row past K holding code 5 (MatMulNBits' rows
+    padded to whole blocks: dmlq.Packed(...).mT[..., :K, :])."""
+    if not kmajor:
+        return dmlq.pack(b).data, (b.dtype.name, b.shape, True, False), (I8 if b.dtype == I4 else U8)
+    K = b.shape[-2]
+    row = K if kmajor is True else int(kmajor)
+    w = np.full(b.shape[:-2] + (b.shape[-1], row), 5, b.dtype)
+    w[..., :K] = b.swapaxes(-1, -2)
+    return dmlq.pack(w).data, (b.dtype.name, b.shape, True, True, row), (I8 if b.dtype == I4 else U8)
 
 
 def _matmul_operands(rng, M, K, N, ta, tb, batch=()):
@@ -399,6 +406,30 @@ if matmul.HAVE_MMA_KMAJOR:
 if matmul.HAVE_MMA_KMAJOR4:
     case("matmul (all three operators) mma-128x128, K-major packed 4-bit b", "mma-128x128")(
         _mma_kmajor((I4, U4), ((64, 128, 64), (37, 96, 45)), (40, 1024, 72)))
+
+
+def _kmajor4_rows(xp):
+    """MatMulNBits' bytes where K (100) is not a multiple of its block size (32): b held K-major in
+    rows of 128 elements (code 5 past K). The tensor-core tile reads them as it is (K off 32, its
+    columns on 32) in all three operators; dp4a-wide and, at M = 1, the grouped stream kernel with
+    blocked scales."""
+    rng = _rng("kmajor4 rows")
+    results = []
+    for ta, tb in ((U8, I4), (I8, U4)):
+        a, b = _matmul_operands(rng, 64, 100, 72, ta, tb)
+        results += _qmm(xp, a, b, I8, variant="mma-128x128", per_axis=True, kmajor=128)
+        for to in (I32, F32, F16):
+            results += _intmm(xp, a, b, to, variant="mma-128x128", tiled=True, kmajor=128)
+        a, b = _matmul_operands(rng, 20, 100, 24, ta, tb)
+        results += _intmm(xp, a, b, F16, variant="dp4a-wide", tiled=True, block_size=32, kmajor=128)
+        a, b = _matmul_operands(rng, 1, 100, 40, ta, tb)
+        results += _intmm(xp, a, b, F32, block_size=32, kmajor=128)
+    return results
+
+
+if matmul.HAVE_MMA_KMAJOR4:
+    case("matmul, K-major packed 4-bit b in rows longer than K (MatMulNBits, K off the block size)",
+         "mma-128x128", "dp4a-wide")(_kmajor4_rows)
 
 
 def _intmm_grouped(M, variant):

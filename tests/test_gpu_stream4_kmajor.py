@@ -53,7 +53,7 @@ def packed_t(v):
 
 def streamed(text):
     """The plan reads the packed b K-major as it is."""
-    return "K-major (MatMulNBits' layout)" in text and "repacked" not in text
+    return "K-major (MatMulNBits' layout)" in text and "repacked" not in text and "b copied" not in text
 
 
 def repacked(text):
@@ -192,13 +192,13 @@ def test_packed_t_refused_elsewhere():
 
 def test_dmlq_check_rows(gpu):
     """``python -m dmlq check``'s K-major packed rows (``dmlq.pack(w).mT``, MatMulNBits' scales and
-    zero points) run the K-major stream kernels at M = 1 and 5, the K-major dp4a tiles at M = 40
-    (and dp4a-wide for blocked scales past M = 16) and the K-major tensor-core tile at M = 130, in
-    all three operators, equal to the reference."""
+    zero points; its bytes with K off the block size, rows padded) run the K-major stream kernels at
+    M = 1 and 5, the K-major dp4a tiles at M = 40 (and dp4a-wide for blocked scales past M = 16) and
+    the K-major tensor-core tile at M = 130, in all three operators, equal to the reference."""
     from dmlq import check
 
     rows = [c for c in check.gpu_cases() if "K-major packed" in c[1]]
-    assert len(rows) == 24, [c[1] for c in rows]
+    assert len(rows) == 40, [c[1] for c in rows]
     for case in rows:
         S.launches.clear()
         for what, got, want in check.run_case(case, S.module):

@@ -187,20 +187,24 @@ def test_matmul_nbits_equals_onnxruntime_where_exact(m, k, n, block, with_zp):
 
 
 def _nbits_operands(feeds, k, n, block):
-    """MatMulNBits' own B, scales and zero_points bytes as dmlq takes them, untouched: b the .mT of
-    the Packed (N, K) they are (K a multiple of block), scales the .T of their (N, G) table, zero
-    points the .mT of a Packed (N, G) (G even: MatMulNBits pads each row of them to a byte)."""
-    g = k // block
-    return (dmlq.Packed(feeds["B"].reshape(-1), (n, k), "uint4").mT, feeds["scales"].reshape(n, g).T,
-            dmlq.Packed(feeds["zero_points"], (n, g), "uint4").mT)
+    """MatMulNBits' own B, scales and zero_points bytes as dmlq takes them, untouched: b the first K
+    of each row of the Packed (N, G * block) they are (``.mT[..., :k, :]``: MatMulNBits pads each
+    row to whole blocks), scales the .T of their (N, G) table, zero points the first G of each row
+    of a Packed (N, G rounded up to even) (MatMulNBits pads each row of them to a byte)."""
+    g = -(-k // block)
+    return (dmlq.Packed(feeds["B"].reshape(-1), (n, g * block), "uint4").mT[..., :k, :],
+            feeds["scales"].reshape(n, g).T, dmlq.Packed(feeds["zero_points"], (n, g + g % 2), "uint4").mT[..., :g, :])
 
 
-@pytest.mark.parametrize("m,k,n,block", [(1, 256, 33, 64), (4, 128, 16, 32), (2, 512, 8, 128)])
+@pytest.mark.parametrize("m,k,n,block", [(1, 256, 33, 64), (4, 128, 16, 32), (2, 512, 8, 128), (3, 100, 9, 32),
+                                         (2, 80, 16, 32), (5, 200, 7, 64), (1, 17, 4, 16)])
 def test_matmul_nbits_bytes_as_they_are(m, k, n, block):
-    """MatMulNBits' inputs handed to dmlq as they are (b = Packed(B, (N, K)).mT, its scales' and
-    zero points' (N, G) tables transposed) give onnxruntime's bits where its arithmetic is exact."""
+    """MatMulNBits' inputs handed to dmlq as they are (b = Packed(B, (N, G * block)).mT[..., :K, :],
+    its scales' and zero points' (N, G) tables transposed, the zero points' rows padded to a byte
+    where G is odd) give onnxruntime's bits where its arithmetic is exact; K on and off the block
+    size, G even and odd."""
     rng = np.random.default_rng(m + k + n)
-    g = k // block
+    g = -(-k // block)
     a, b = qrand(rng, I8, (m, k)), qrand(rng, U4, (k, n))
     scales = (2.0 ** rng.integers(-6, 3, (g, n))).astype(F32) * rng.choice([-1, 1], (g, n)).astype(F32)
     zp = qrand(rng, U4, (g, n))
@@ -213,19 +217,20 @@ def test_matmul_nbits_bytes_as_they_are(m, k, n, block):
 
 def test_matmul_nbits_bytes_on_the_gpu_path(gpu):
     """The same on the GPU path (the cupy stand-in: MatMulNBits' bytes read K-major by the grouped
-    stream kernel at M = 1 and 4 and by dp4a-wide at M = 20), equal to onnxruntime."""
+    stream kernel at M = 1, 2 and 4 and by dp4a-wide at M = 20; K on and off the block size, an
+    odd group count), equal to onnxruntime."""
     import cupy_stand_in as S
 
     rng = np.random.default_rng(11)
-    k, n, block = 256, 40, 64
-    for m in (1, 4, 20):
-        g = k // block
+    for m, k, n, block in ((1, 256, 40, 64), (4, 256, 40, 64), (20, 256, 40, 64), (1, 200, 40, 64),
+                           (20, 200, 40, 64), (2, 80, 24, 32)):
+        g = -(-k // block)
         a, b = qrand(rng, I8, (m, k)), qrand(rng, U4, (k, n))
         scales = (2.0 ** rng.integers(-6, 3, (g, n))).astype(F32)
         zp = qrand(rng, U4, (g, n))
         want = _matmul_nbits(a.astype(F32), b, scales, zp, block)
         bt, st, zt = _nbits_operands(_nbits_feeds(b, scales, zp, block), k, n, block)
-        dev = [dmlq.Packed(S.module.asarray(v.data), v.mT.shape, v.dtype).mT for v in (bt, zt)]
+        dev = [dmlq.Packed(S.module.asarray(v.data), v.packed.shape, v.dtype).mT[..., :v.k, :] for v in (bt, zt)]
         S.launches.clear()
         got = dmlq.matmul_integer_to_float(S.module.asarray(a), np.float32(1), None, dev[0], S.module.asarray(st),
                                            dev[1], block_size=block)

@@ -119,7 +119,10 @@ _PACKED = {"b_int4": dmlq.pack(_B4), "b_uint4": dmlq.pack(dmlq.quantize_linear(W
            "q_uint2": dmlq.pack(dmlq.quantize_linear(X.abs(), 0.5, dtype=torch.uint2)),
            "q_float8": dmlq.pack(_F8),
            "scale_e8m0": dmlq.Packed(np.array([126, 127, 128, 126], np.uint8), (4, 1), "float8_e8m0fnu"),
-           "bt_int4": dmlq.pack(_B4.view(torch.uint8).mT.contiguous(), dtype="int4").mT}  # (K-major: its transpose's bytes)
+           "bt_int4": dmlq.pack(_B4.view(torch.uint8).mT.contiguous(), dtype="int4").mT,  # (K-major: its transpose's bytes)
+           # (and in rows 3 elements longer than K, as MatMulNBits pads them: the first K of each)
+           "bt_int4_rows": dmlq.pack(torch.cat([_B4.view(torch.uint8).mT, torch.full((_B4.shape[1], 3), 9, dtype=torch.uint8)],
+                                               dim=1), dtype="int4").mT[..., :_B4.shape[0], :]}
 PACKED_CALLS = {
     "quantized_matmul": lambda a: dmlq.quantized_matmul(a, 0.1, 3, _PACKED["b_int4"], 0.05, 0, 0.3, 2),
     "quantized_matmul_uint4_tensor_scale": lambda a: dmlq.quantized_matmul(
@@ -128,6 +131,7 @@ PACKED_CALLS = {
         a, 0.1, 3, _PACKED["b_int4"], torch.full((5,), 0.05), _PACKED["zp_int4"], 0.3, 2),
     "matmul_integer": lambda a: dmlq.matmul_integer(a, _PACKED["b_int4"], 3, 0),
     "matmul_integer_transposed_packed": lambda a: dmlq.matmul_integer(a, _PACKED["bt_int4"], 3, 0),
+    "matmul_integer_transposed_packed_rows": lambda a: dmlq.matmul_integer(a, _PACKED["bt_int4_rows"], 3, 0),
     "matmul_integer_to_float": lambda a: dmlq.matmul_integer_to_float(a, 0.1, 3, _PACKED["b_int4"], 0.05, 0),
     "dequantize_uint2": lambda a: dmlq.dequantize_linear(_PACKED["q_uint2"], torch.tensor(0.5)),
     "dequantize_float8_e8m0_scale": lambda a: dmlq.dequantize_linear(_F8, _PACKED["scale_e8m0"], dtype=torch.float32),

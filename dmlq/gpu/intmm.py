@@ -45,7 +45,7 @@ from ..errors import UnsupportedError
 from . import device, intmm_tiled
 from .device import NULL
 from .matmul import batch_rows
-from .packed import TAGS, PackedView, to_rows
+from .packed import TAGS, PackedView, stored_shape, to_rows
 from .plan import Launch, Plan, Runner, elem_strides as _elem_strides, launcher, staging
 
 SOURCE = "matmul_stream.cu"
@@ -230,7 +230,7 @@ def _bind(plan, a_shape, b_shape, out, b_packed=None):
 
     def launch(a, b, dst, a_s, a_z, b_s, b_z, bias, bz_rows):
         if d.repack_b:
-            b = to_rows(xp, b, b_shape)
+            b = to_rows(xp, b, b_shape, stored_shape(b_packed)[-1])
         a, b, table = prepare(a, b)
         lda = a.strides[-2] // a.itemsize if M > 1 else K
         ldb = b.strides[-2] // b.itemsize if K > 1 and d.packed_zp is None else N

@@ -421,13 +421,13 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
                              f"absent; got {variant!r})")
         notes[0] = f"b: packed {b.dtype_name}, unpacked from shared memory into the tensor-core fragments"
         if kmp4:
-            notes[0] += "; K-major (MatMulNBits' layout), 16-byte copies of its columns"
+            notes[0] += "; K-major (MatMulNBits' layout), 16-byte copies of its columns" + b.rows_note
     if k_group and variant != "dp4a-wide":
         raise ValueError(f"{op}: blocked scales along K need the 'dp4a-wide' variant (got {variant!r})")
     if k_group:
         notes.append(f"groups of {k_group} along K, closed in ascending order")
     if kmd:
-        notes[0] += "; K-major (MatMulNBits' layout), its columns' runs interleaved as they are staged"
+        notes[0] += "; K-major (MatMulNBits' layout), its columns' runs interleaved as they are staged" + b.rows_note
     if repack_b:
         notes.append("b: K-major packed bytes repacked to rows first (a device pass over them)")
     if K == 0:
@@ -470,6 +470,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             notes.append("b: K-major (x @ w.T), 16-byte copies of its columns")
     elif p4 and mma:  # cp.async needs whole-byte rows at aligned addresses, else padded rows
         stage_b = AS_IS if b.size == 0 or packed.mma_width(b, device.ptr(b.data)) else PADDED
+    elif p4:  # the dp4a tiles read the bytes at the view's element offsets, K-major ones too
+        stage_b = AS_IS
     else:
         stage_b = _staging(b, mma)
     sa, sb = _staged(a, stage_a), _staged(b, stage_b)
@@ -625,7 +627,7 @@ def bind_tiled(plan, a, b, out):
     i32, i64, u64 = np.int32, np.int64, np.uint64
     M, K = a.shape[-2:]
     N = b.shape[-1]
-    repack = (lambda x, _s=b.shape: packed.to_rows(xp, x, _s)) if d.repack_b else None
+    repack = (lambda x, _s=b.shape, _r=b.stored[-1]: packed.to_rows(xp, x, _s, _r)) if d.repack_b else None
     if d.repack_b:
         b = b.rows()
     plan_a, plan_b = _staged(a, d.stage_a), _staged(b, d.stage_b)
@@ -671,7 +673,7 @@ def bind_tiled(plan, a, b, out):
     if b_shift and d.stage_b == PADDED:
         stage_b = lambda x: packed.pad_rows(xp, x, b.shape)  # noqa: E731
     elif b_shift and d.stage_b == WHOLE_BYTES:
-        stage_b = lambda x: packed.matrices_in_whole_bytes(xp, x, b.shape)  # noqa: E731
+        stage_b = lambda x: packed.matrices_in_whole_bytes(xp, x, b.stored)  # noqa: E731
     elif b_shift and d.stage_b != AS_IS:
         stage_b = xp.ascontiguousarray
 

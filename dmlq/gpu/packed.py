@@ -25,53 +25,75 @@ ZP_DTYPES = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8)}
 
 
 def kmajor(b_packed) -> bool:
-    """Whether ``b_packed`` (dtype name, logical shape, zp_wide[, kmajor]) describes K-major bytes:
-    those of the (..., N, K) tensor, dmlq.TransposedPacked's."""
+    """Whether ``b_packed`` (dtype name, logical shape, zp_wide[, kmajor, row]) describes K-major
+    bytes: those of the (..., N, row) tensor, dmlq.TransposedPacked's (row >= K: K without it)."""
     return len(b_packed) > 3 and bool(b_packed[3])
+
+
+def stored_shape(b_packed) -> tuple:
+    """The C-order shape of the tensor whose packed bytes ``b_packed`` describes: the logical
+    (..., K, N), or K-major (..., N, row), row the elements of each stored column of b (its
+    TransposedPacked's Packed's last axis, MatMulNBits' padded rows; K where not given)."""
+    shape = tuple(b_packed[1])
+    if not kmajor(b_packed):
+        return shape
+    row = int(b_packed[4]) if len(b_packed) > 4 else shape[-2]
+    return shape[:-2] + (shape[-1], row)
 
 
 class PackedView:
     def __init__(self, data, b_packed, whole_bytes=False):
         self.data = data
         self.dtype_name = b_packed[0]
-        self.kmajor = kmajor(b_packed)  # bytes of (..., N, K): ldb = K between columns
+        self.kmajor = kmajor(b_packed)  # bytes of (..., N, row): ldb = row (>= K) between columns
         self.tag = (KMAJOR_TAGS if self.kmajor else TAGS)[self.dtype_name]
         self.zp_dtype = ZP_DTYPES[self.dtype_name]
         self.shape = tuple(b_packed[1])
+        self.stored = stored_shape(b_packed)  # the C-order tensor the bytes hold
         self.ndim = len(self.shape)
         self.size = math.prod(self.shape)
         self.itemsize = 1
         # whole_bytes: the layout of matrices_in_whole_bytes (each matrix padded to an even count)
-        stored = self.shape[:-2] + self.shape[:-3:-1] if self.kmajor else self.shape
         st, acc = [], 1
-        for i, d in enumerate(reversed(stored)):
+        for i, d in enumerate(reversed(self.stored)):
             st.append(acc)
             acc *= d
             if i == 1 and whole_bytes:
                 acc += acc % 2
-        if self.kmajor:  # the logical (..., K, N) tensor's strides: 1 along K, K along N
+        if self.kmajor:  # the logical (..., K, N) tensor's strides: 1 along K, row along N
             st[0], st[1] = st[1], st[0]
         self.strides = tuple(reversed(st))
         self.whole_bytes = whole_bytes
 
+    @property
+    def rows_note(self) -> str:
+        """A plan's words for K-major columns stored longer than K ("" where they are K long)."""
+        if not self.kmajor or self.stored[-1] == self.shape[-2]:
+            return ""
+        return f", its columns {self.stored[-1]} elements apart (the first {self.shape[-2]} read)"
+
     def in_whole_bytes(self):
         """The view of this tensor's :func:`matrices_in_whole_bytes` copy (planning only)."""
-        return PackedView(self.data, (self.dtype_name, self.shape, False, self.kmajor), whole_bytes=True)
+        return PackedView(self.data, (self.dtype_name, self.shape, False, self.kmajor, self.stored[-1]),
+                          whole_bytes=True)
 
     def rows(self):
         """The row-major view of this K-major tensor's :func:`to_rows` copy (planning only)."""
         return PackedView(device.Fresh((-(-self.size // 2),), np.uint8), (self.dtype_name, self.shape))
 
 
-def to_rows(xp, data, shape):
+def to_rows(xp, data, shape, row=None):
     """The C-order packed bytes of the logical (..., K, N) tensor ``shape`` from its K-major
-    bytes (``data``: those of the C-order (..., N, K) tensor, dmlq.TransposedPacked's): a device
-    pass in the array module's own operations, for the kernels that read b's rows."""
+    bytes (``data``: those of the C-order (..., N, row) tensor, dmlq.TransposedPacked's, row >= K
+    elements a column, K by default): a device pass in the array module's own operations, for the
+    kernels that read b's rows."""
     K, N = shape[-2:]
+    row = K if row is None else row
     count = math.prod(shape[:-2])
     n = count * N * K
     data = xp.ascontiguousarray(data)
-    codes = xp.stack([data & np.uint8(15), data >> np.uint8(4)], axis=-1).reshape(-1)[:n].reshape(count, N, K)
+    codes = xp.stack([data & np.uint8(15), data >> np.uint8(4)], axis=-1).reshape(-1)[:count * N * row]
+    codes = codes.reshape(count, N, row)[..., :K]
     flat = xp.ascontiguousarray(codes.swapaxes(-1, -2)).reshape(-1)
     if n % 2:
         flat = xp.concatenate([flat, xp.zeros(1, np.uint8)])
@@ -79,8 +101,8 @@ def to_rows(xp, data, shape):
 
 
 def matrices_in_whole_bytes(xp, data, shape):
-    """The bytes of the C-order packed (..., K, N) tensor ``shape`` with every
-    matrix starting on a byte (an odd K * N gets one zero nibble after each
+    """The bytes of the C-order packed tensor ``shape`` (a PackedView's ``stored``: (..., K, N),
+    K-major (..., N, row)) with every matrix starting on a byte (an odd K * N gets one zero nibble after each
     matrix), so that any matrix's first element is a whole byte's low nibble:
     a device copy in the array module's own operations, nibbles unchanged."""
     kn = shape[-1] * shape[-2]

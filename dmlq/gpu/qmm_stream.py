@@ -146,7 +146,7 @@ def _geometry(op, a, b, out):
     km = b.kmajor if p4 else copy_b and matmul._k_major16(b)
     copy_b = copy_b and (p4 or not km)
     direct = matmul._direct_out(out, a, b.data if p4 else b)
-    notes = [f"b: packed {b.dtype_name}, K-major (MatMulNBits' layout), unpacked in registers" if p4 and km else
+    notes = [f"b: packed {b.dtype_name}, K-major (MatMulNBits' layout){b.rows_note}, unpacked in registers" if p4 and km else
              f"b: packed {b.dtype_name}, unpacked in registers" if p4 else
              "b: K-major, 16-byte loads of its columns" if km else "b: 16-byte loads of its rows"]
     notes += [f"{name} copied to a contiguous array" for name, c in (("a", copy_a), ("b", copy_b)) if c]
