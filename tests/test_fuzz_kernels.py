@@ -166,10 +166,16 @@ def _kernel_form(args):
     zp = None if zp is None else np.asarray(zp).astype(wide)
     # one b in three (by its contents) held K-major: the bytes of its (..., N, K) transpose, as
     # dmlq.pack(w).mT hands them over (the stream kernels and the tiles read them so; stream-rows and the
-    # tensor cores off 32 repack rows)
-    kmajor = b.ndim >= 2 and (b.size + int(b.view(np.uint8).sum())) % 3 == 0
-    data = dmlq.pack(np.ascontiguousarray(b.swapaxes(-1, -2)) if kmajor else b).data
-    return {**args, "b": data, "b_zero_point": zp, "b_packed": (b.dtype.name, b.shape, True, kmajor)}
+    # tensor cores off 32 repack rows); half of those in stored rows longer than K (up to the next
+    # multiple of 32 past K, code 9 there), as dmlq.Packed(...).mT[..., :K, :] hands MatMulNBits' over
+    pick = (b.size + int(b.view(np.uint8).sum())) % 6 if b.ndim >= 2 else 1
+    if pick % 3:
+        return {**args, "b": dmlq.pack(b).data, "b_zero_point": zp, "b_packed": (b.dtype.name, b.shape, True, False)}
+    K = b.shape[-2]
+    row = K if pick == 0 else (K // 32 + 1) * 32
+    w = np.full(b.shape[:-2] + (b.shape[-1], row), 9, np.uint8).view(b.dtype)
+    w[..., :K] = b.swapaxes(-1, -2)
+    return {**args, "b": dmlq.pack(w).data, "b_zero_point": zp, "b_packed": (b.dtype.name, b.shape, True, True, row)}
 
 
 def _tiled(op, args, variant):
