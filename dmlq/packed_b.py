@@ -28,8 +28,8 @@ import numpy as np
 from . import dispatch
 from .checks import GPU
 from .errors import DescError
-from .gpu.packed import stored_shape
-from .packing import Packed, TransposedPacked, packed_nbytes, refuse_lazy, unpack
+from .gpu.packed import stored_shape, unpack_table
+from .packing import Packed, TransposedPacked, logical_shape, packed_nbytes, refuse_lazy, unpack
 from .qtypes import qtype
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -84,8 +84,11 @@ def take(f, b, b_zero_point):
         else:
             if packed is None:
                 raise TypeError(f"{f}: a packed b_zero_point on the GPU needs a packed b")
-            codes = unpack(b_zero_point)  # CuPy: uint8 codes
-            b_zero_point = (codes ^ np.uint8(8)).astype(np.int8) - np.int8(8) if bdt == I4 else codes
+            # its values as int8 / uint8, C order, in one launch (cuda/packed_table.cu)
+            t = b_zero_point
+            tp = isinstance(t, TransposedPacked)
+            b_zero_point = unpack_table(data, zname, logical_shape(t.packed.shape if tp else t.shape,
+                                                                   f"{f}: b_zero_point's"), t.k if tp else None)
             packed = packed[:2] + (True,) + packed[3:]
     return b, b_zero_point, packed
 

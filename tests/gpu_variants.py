@@ -24,7 +24,7 @@ import numpy as np
 
 import dmlq
 from dmlq import reference as R
-from dmlq.gpu import avgpool, elementwise, intmm, intmm_tiled, loader, matmul, qkernels, qmm, qmm_stream
+from dmlq.gpu import avgpool, elementwise, intmm, intmm_tiled, loader, matmul, packed, qkernels, qmm, qmm_stream
 from dmlq.gpu.matmul import plan_tiled
 
 from conftest import code_bytes  # tests/ is on sys.path under pytest, which alone imports this module
@@ -732,3 +732,21 @@ def check(results) -> None:
             raise AssertionError(f"{what}: {(~ok).sum()} mismatches, first at {idx}: got "
                                  f"{np.asarray(got)[idx] if ok.size == np.size(want) else np.asarray(got).dtype}, "
                                  f"want {np.asarray(want)[idx]}")
+
+
+def _packed_tables(xp):
+    """A packed 4-bit b_zero_point (dmlq.Packed, and MatMulNBits' (N, groups) table as its .mT[..., :k, :])
+    made into the int8 / uint8 table by packed_table.cu's unpack_table, against dmlq.unpack."""
+    rng = _rng("packed tables")
+    results = []
+    for tb in (I4, U4):
+        w = _ints(rng, tb, (2, 37, 5))
+        for p, want in ((dmlq.pack(w), w), (dmlq.pack(w).mT[..., :3, :], w[..., :3].swapaxes(-1, -2))):
+            t = isinstance(p, dmlq.TransposedPacked)
+            got = packed.unpack_table(xp.asarray(p.data), tb.name, p.packed.shape if t else p.shape, p.k if t else None)
+            results.append((f"unpack_table {tb} {'.mT[..., :3, :]' if t else 'C order'}", _get(got),
+                            np.ascontiguousarray(want).astype(I8 if tb == I4 else U8)))
+    return results
+
+
+case("packed zero-point tables (unpack_table)", "packed table")(_packed_tables)

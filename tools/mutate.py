@@ -1147,10 +1147,22 @@ MUTATIONS: list[Mutation] = [
       "K-major packed b: a thread's k-word read 2 elements per word on, not 4", "index"),
     M("matmul_dp4a.cu", "          if (n0 + b_n + c + 1 < N) e += ldb;\n", "",
       "K-major packed b, edge path: the 4 columns of a block all read the first", "index"),
+    # packed_table.cu (session 40): a packed zero-point table unpacked in one launch
+    M("packed_table.cu", "& 15u;\n    out[i] = kSigned", "& 15u;\n    out[i] = false",
+      "int4 table: codes not sign-extended (taken as uint4)", "type"),
+    M("packed_table.cu", "(4 * static_cast<int>(e & 1))", "(4 * static_cast<int>((e + 1) & 1))",
+      "a byte's two nibbles swapped", "index"),
+    M("packed_table.cu", "    const int64 e = b * sb + r * sr + c * sc;", "    const int64 e = r * sr + c * sc;",
+      "every matrix of a batch read from the first", "index"),
+    M("packed_table.cu", "const int r = static_cast<int>(in / C), c", "const int r = static_cast<int>(in / R), c",
+      "rows found from R, not C (a non-square table read out of place)", "index"),
+    M("packed_table.cu", "i += static_cast<int64>(gridDim.x) * blockDim.x) {",
+      "i += 2 * static_cast<int64>(gridDim.x) * blockDim.x) {", "grid-stride step doubled (every other pass skipped)",
+      "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
-         "matmul_dp4a_packed.cu", "matmul_stream_packed.cu", "dynamic_quant.cu", "matmul_wgmma.cu")
+         "matmul_dp4a_packed.cu", "matmul_stream_packed.cu", "dynamic_quant.cu", "matmul_wgmma.cu", "packed_table.cu")
 
 # The CI tests that drive each source on the host harness (fast subset).
 TESTS = {
@@ -1180,6 +1192,7 @@ TESTS = {
                               "not groups_not_a_multiple"),
     "dynamic_quant.cu": (["tests/test_dynamic_quant.py", "tests/test_dynamic_quant_rows.py"], "gpu_path or gpu_rows or gpu_dask"),
     "matmul_wgmma.cu": (["tests/test_host_matmul_wgmma.py"], "emulated"),
+    "packed_table.cu": (["tests/test_gpu_packed_table.py"], "test_"),
 }
 
 # Loaded into the mutant's pytest with -p: key each runner on the headers and

@@ -37,7 +37,7 @@ MAX_CC = {"matmul_wgmma.cu": 90}
 SOURCE_OPTIONS = {"matmul_wgmma.cu": ("-arch=sm_90a",)}
 
 # Modules in dmlq.gpu that launch kernels; each has KERNELS = {source: names}.
-KERNEL_MODULES = ("elementwise", "matmul", "avgpool", "intmm", "qkernels", "qmm_stream", "dynquant")
+KERNEL_MODULES = ("elementwise", "matmul", "avgpool", "intmm", "qkernels", "qmm_stream", "dynquant", "packed")
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([\w.]+)"\s*$', re.M)
 

@@ -16,12 +16,17 @@ import math
 import numpy as np
 
 from . import device
+from .plan import Launch, Plan, launcher
 
 TAGS = {"int4": "packed_int4", "uint4": "packed_uint4"}
 # A packed b held K-major (dmlq.TransposedPacked: the bytes of the (..., N, K) tensor), as the stream
 # kernels of cuda/matmul_stream_packed.cu read it; every other kernel takes its rows (to_rows).
 KMAJOR_TAGS = {"int4": "kmajor_int4", "uint4": "kmajor_uint4"}
 ZP_DTYPES = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8)}
+# A packed zero-point table unpacked on the device in one launch (cuda/packed_table.cu)
+TABLE_SOURCE = "packed_table.cu"
+KERNELS = {TABLE_SOURCE: tuple(f"unpack_table<{t.name}>" for t in ZP_DTYPES.values())}
+TABLE_BLOCK, TABLE_MAX_BLOCKS = 256, 1024
 
 
 def kmajor(b_packed) -> bool:
@@ -190,4 +195,37 @@ def pad_rows(xp, data, shape):
     flat[1::2] = data >> np.uint8(4)
     codes[:, :n] = flat[:rows * n].reshape(rows, n)
     dst[...] = codes[:, 0::2] | (codes[:, 1::2] << np.uint8(4))
+    return out
+
+
+def unpack_table(data, name: str, stored: tuple, k=None):
+    """The values of a packed int4 / uint4 tensor on the device as the C-order int8 / uint8 array
+    the matmul kernels read (b's zero points): ``data`` its bytes (1-D uint8, checked against
+    ``stored``, the C-order shape they hold), ``k`` None for that tensor itself (a dmlq.Packed)
+    or, for its ``.mT[..., :k, :]`` (a dmlq.TransposedPacked: the values of shape (..., k, N) of
+    stored (..., N, L)), the rows kept. One launch of cuda/packed_table.cu's unpack_table."""
+    xp = device.xp()
+    stored = tuple(int(d) for d in stored)
+    need = -(-math.prod(stored) // 2)
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise TypeError(f"unpack: the packed data must be a 1-D uint8 array (got {data.dtype} {data.shape})")
+    if data.size != need:
+        raise ValueError(f"unpack: {math.prod(stored)} {name} elements (shape {stored}) take {need} bytes packed; "
+                         f"the data holds {data.size}")
+    data = xp.ascontiguousarray(data)
+    if k is None:  # C order: (..., R, C), R = 1 below two axes
+        R, C = (stored[-2], stored[-1]) if len(stored) >= 2 else (1, stored[-1] if stored else 1)
+        shape, sr, sc = stored, C, 1
+    else:  # the transposed view of (..., C, L), its first k rows
+        C, L = stored[-2:]
+        R, shape, sr, sc = k, stored[:-2] + (k, C), 1, L
+    batch_stride = math.prod(stored[-2:]) if len(stored) >= 2 else 0
+    out = xp.empty(shape, ZP_DTYPES[name])
+    total = out.size
+    if total:
+        blocks = min(TABLE_MAX_BLOCKS, -(-total // TABLE_BLOCK))
+        plan = Plan("unpack", "packed table", (Launch(TABLE_SOURCE, f"unpack_table<{ZP_DTYPES[name].name}>",
+                                                      (blocks, 1, 1), (TABLE_BLOCK, 1, 1), role="table build"),))
+        i64, i32 = np.int64, np.int32
+        launcher(plan)([(data, i64(batch_stride), i64(sr), i64(sc), i32(R), i32(C), i64(total), out)])
     return out

@@ -1,0 +1,115 @@
+"""A packed 4-bit b_zero_point on the GPU path: its values as the int8 / uint8 table the matmul
+kernels read, made by one launch of cuda/packed_table.cu's ``unpack_table`` (before: 6 to 9
+operations of the array module and their temporaries a call). Run by the host harness through the
+cupy stand-in into memory poisoned with 0xA5 (the pool's block the table then takes), byte for
+byte against dmlq.unpack on NumPy bytes (ml_dtypes' values): a dmlq.Packed of any rank, its rows
+starting mid-byte; a TransposedPacked (MatMulNBits' (N, groups) zero points) whole and narrowed
+to the first k of each stored row; every code of both types; the refusals of bytes that do not
+hold the shape."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import cupy_stand_in as S
+import dmlq
+from dmlq.gpu import packed, plan
+from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
+
+I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+
+
+def table(p):
+    """unpack_table of Packed / TransposedPacked ``p`` (NumPy bytes, moved to the device) into the
+    poisoned block the pool hands it; (the result on the host, the kernels launched)."""
+    t = isinstance(p, dmlq.TransposedPacked)
+    stored = p.packed.shape if t else p.shape
+    n = max(1, int(np.prod(p.shape)))
+    data = S.module.asarray(p.data)
+    bait = S.module.full(n, 0xA5, np.uint8)
+    at = bait.data.ptr
+    del bait
+    with plan.recording() as plans:
+        got = packed.unpack_table(data, p.dtype, stored, p.k if t else None)
+    assert got.size == 0 or got.data.ptr == at  # (the poisoned block: a missed element shows)
+    return got.get(), [launch.kernel for pl in plans for launch in pl.launches]
+
+
+def codes(rng, dt, shape):
+    lo, hi = (-8, 7) if dt == I4 else (0, 15)
+    return rng.integers(lo, hi, shape, endpoint=True).astype(dt)
+
+
+@pytest.mark.parametrize("dt", [I4, U4], ids=["int4", "uint4"])
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (4, 1, 33), (2, 3, 7, 9), (1,), (0, 4)])
+def test_packed_tables(gpu, dt, shape):
+    """A Packed's C order: odd rows (every other row starts mid-byte), batches of odd matrices."""
+    v = codes(np.random.default_rng(sum(shape)), dt, shape)
+    got, kernels = table(dmlq.pack(v))
+    assert got.dtype == np.dtype(np.int8 if dt == I4 else np.uint8) and got.shape == shape
+    assert np.array_equal(got, v.astype(got.dtype))
+    assert kernels == ([f"unpack_table<{got.dtype.name}>"] if v.size else [])
+
+
+@pytest.mark.parametrize("dt", [I4, U4], ids=["int4", "uint4"])
+@pytest.mark.parametrize("stored,k", [((40, 4), 3), ((40, 4), 4), ((9, 7), 5), ((2, 33, 6), 6), ((3, 8, 16), 1)])
+def test_transposed_tables(gpu, dt, stored, k):
+    """MatMulNBits' zero points: the (..., N, L) Packed's .mT[..., :k, :], the (..., k, N) table in C
+    order; stored rows of odd length start mid-byte, the codes past k differ from the kept ones."""
+    w = codes(np.random.default_rng(k + sum(stored)), dt, stored)
+    t = dmlq.pack(w).mT[..., :k, :]
+    got, _ = table(t)
+    want = np.ascontiguousarray(w[..., :k].swapaxes(-1, -2))
+    assert got.shape == want.shape and np.array_equal(got, want.astype(got.dtype))
+    assert np.array_equal(got, np.asarray(dmlq.unpack(t)).astype(got.dtype))
+
+
+def test_every_code(gpu):
+    """All 16 codes of both types in both nibbles of a byte."""
+    b = np.arange(256, dtype=np.uint8)
+    for name, dt in (("int4", I4), ("uint4", U4)):
+        p = dmlq.Packed(b, (512,), name)
+        got, _ = table(p)
+        assert np.array_equal(got, dmlq.unpack(p).astype(got.dtype)), name
+
+
+def test_bytes_that_do_not_hold_the_shape(gpu):
+    """As dmlq.unpack says it: the byte count, then 1-D uint8 bytes; through the public matmul too."""
+    data = S.module.asarray(np.zeros(5, np.uint8))
+    with pytest.raises(ValueError, match=r"12 uint4 elements \(shape \(3, 4\)\) take 6 bytes packed; the data holds 5"):
+        packed.unpack_table(data, "uint4", (3, 4))
+    with pytest.raises(TypeError, match="1-D uint8"):
+        packed.unpack_table(S.module.zeros((2, 3), np.uint8), "uint4", (3, 4))
+    a = S.module.asarray(np.ones((2, 8), np.uint8))
+    b = dmlq.Packed(S.module.asarray(np.zeros(12, np.uint8)), (8, 3), "uint4")
+    with pytest.raises(ValueError, match="take 2 bytes packed; the data holds 5"):
+        dmlq.matmul_integer(a, b, None, dmlq.Packed(data, (3,), "uint4"))
+
+
+def test_one_launch_a_call(gpu):
+    """MatMulNBits' call with its zero points as they are: the table is one launch, and the array
+    module makes no temporary for it (before: shifts, masks, a stack, copies)."""
+    rng = np.random.default_rng(4)
+    n, k, g = 64, 256, 64
+    a = S.module.asarray(rng.integers(-128, 128, (1, k)).astype(np.int8))
+    w = dmlq.Packed(S.module.asarray(rng.integers(0, 256, n * k // 2).astype(np.uint8)), (n, k), "uint4")
+    zp = dmlq.Packed(S.module.asarray(rng.integers(0, 256, n * 2).astype(np.uint8)), (n, k // g), "uint4")
+    s = S.module.asarray(rng.uniform(0, 1, (k // g, n)).astype(np.float32))
+    dmlq.matmul_integer_to_float(a, np.float32(0.5), None, w.mT, s, zp.mT, block_size=g)
+    S.launches.clear()
+    before = S.counts["allocations"]
+    dmlq.matmul_integer_to_float(a, np.float32(0.5), None, w.mT, s, zp.mT, block_size=g)
+    names = [name for name, *_ in S.launches]
+    assert names.count("unpack_table<uint8>") == 1, names
+    assert S.counts["allocations"] - before <= 3, (S.counts["allocations"] - before, names)
+
+
+def test_grid_stride(gpu, monkeypatch):
+    """The grid's cap (TABLE_MAX_BLOCKS, 1024 blocks: 262,144 elements a pass) pinned to 2 blocks,
+    so a table of 3 x 1000 elements takes 6 passes of the grid-stride loop, its last one partial."""
+    monkeypatch.setattr(packed, "TABLE_MAX_BLOCKS", 2)
+    for dt in (I4, U4):
+        w = codes(np.random.default_rng(7), dt, (1000, 3))
+        got, _ = table(dmlq.pack(w).mT)
+        assert np.array_equal(got, np.ascontiguousarray(w.T).astype(got.dtype))
