@@ -472,13 +472,14 @@ def test_the_call_overhead_step_profiles_each_small_matmul_on_the_stand_in(gpu):
     text = io.StringIO()
     S.launches.clear()
     names = gpu_profile.call_overhead(S.module, small=True, out=text, n=3)
-    assert len(names) == 5 and names[-1].startswith("quantized_matmul uint8 x packed int4"), names
+    assert len(names) == 6 and names[-1].startswith("quantized_matmul uint8 x packed int4"), names
     got = text.getvalue()
-    assert got.count("== call overhead: ") == 5 and got.count(" us per call (enqueue)") == 5, got
-    assert got.count("== cProfile, 3 calls, by tottime") == 5, got
+    assert got.count("== call overhead: ") == 6 and got.count(" us per call (enqueue)") == 6, got
+    assert got.count("== cProfile, 3 calls, by tottime") == 6, got
     own = got.split("== the same, dmlq's own functions")
-    assert len(own) == 6 and all("dmlq/gpu/plan.py" in part.split("== call overhead")[0] for part in own[1:]), got
-    assert len(S.launches) >= 5 * 7, len(S.launches)  # every call launched: a warm-up, 3 timed, 3 profiled
+    assert len(own) == 7 and all("dmlq/gpu/plan.py" in part.split("== call overhead")[0] for part in own[1:]), got
+    assert len(S.launches) >= 6 * 7, len(S.launches)  # every call launched: a warm-up, 3 timed, 3 profiled
+    assert sum(n == "unpack_table<uint8>" for n, *_ in S.launches) == 7  # MatMulNBits' zero points: one a call
 
 
 def test_the_torch_overhead_step_says_when_it_cannot_run():

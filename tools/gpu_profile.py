@@ -134,8 +134,8 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
 
 def matmul_calls(xp, dev, small: bool) -> list:
     """[(name, call, plan)] of the small-M matmuls whose time the host may set: the integer
-    family's decode step (int8 b at M = 1 and 16, a packed uint4 b in groups of 128 at M = 1),
-    then quantized_matmul at M = 16 (int8, N = K = 4096) and with a packed int4 b at M = 1.
+    family's decode step (int8 b at M = 1 and 16, a packed uint4 b in groups of 128 at M = 1, and
+    MatMulNBits' own bytes, zero points packed), then quantized_matmul at M = 16 (int8, N = K = 4096) and with a packed int4 b at M = 1.
     ``dev(shape, dtype)``: random integers on the device."""
     import dmlq
 
@@ -155,6 +155,15 @@ def matmul_calls(xp, dev, small: bool) -> list:
     out.append((f"matmul_integer_to_float uint8 x packed uint4 -> float16, groups of {g}, M=1 N=K={nk}",
                 lambda: dmlq.matmul_integer_to_float(*args, dtype=f16, block_size=g),
                 lambda: dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args, dtype=f16, block_size=g)))
+    # the same with MatMulNBits' bytes as they are: b K-major, scales (N, groups).T, zero points a
+    # Packed (N, groups).mT (made into the kernels' table by packed_table.cu, session 40)
+    nb = (dmlq.Packed(dev((nk * nk // 2,), np.uint8), (nk, nk), "uint4").mT, xp.full((nk, nk // g), 1e-3, f32).T,
+          dmlq.Packed(dev((nk * (nk // g) // 2,), np.uint8), (nk, nk // g), "uint4").mT)
+    nargs = (dev((1, nk), np.uint8), f32(0.02), np.uint8(128), *nb)
+    out.append((f"matmul_integer_to_float, MatMulNBits' bytes as they are (zero points packed), groups of {g}, "
+                f"M=1 N=K={nk}",
+                lambda: dmlq.matmul_integer_to_float(*nargs, dtype=f16, block_size=g),
+                lambda: dmlq.kernel_plan(dmlq.matmul_integer_to_float, *nargs, dtype=f16, block_size=g)))
     k = 64 if small else 4096
     mm16 = (dev((16, k), np.int8), f32(0.05), None, dev((k, k), np.int8), f32(0.01), None, f32(0.3), np.int8(2))
     out.append((f"quantized_matmul int8 M=16 N=K={k} (46 us of device time in the first bench)",
