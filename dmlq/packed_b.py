@@ -84,9 +84,11 @@ def take(f, b, b_zero_point):
         else:
             if packed is None:
                 raise TypeError(f"{f}: a packed b_zero_point on the GPU needs a packed b")
-            # its values as int8 / uint8, C order, in one launch (cuda/packed_table.cu)
+            # its values as int8 / uint8, C order, in one launch (cuda/packed_table.cu) on the current device,
+            # where its bytes must be (as any operand's)
             t = b_zero_point
             tp = isinstance(t, TransposedPacked)
+            data = dispatch.to_gpu_array(data, f, "b_zero_point's bytes")
             b_zero_point = unpack_table(data, zname, logical_shape(t.packed.shape if tp else t.shape,
                                                                    f"{f}: b_zero_point's"), t.k if tp else None)
             packed = packed[:2] + (True,) + packed[3:]

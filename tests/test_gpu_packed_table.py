@@ -113,3 +113,17 @@ def test_grid_stride(gpu, monkeypatch):
         w = codes(np.random.default_rng(7), dt, (1000, 3))
         got, _ = table(dmlq.pack(w).mT)
         assert np.array_equal(got, np.ascontiguousarray(w.T).astype(got.dtype))
+
+
+def test_bytes_on_another_device(gpu):
+    """A packed zero point's bytes on a device other than the current one are refused by name, as
+    any operand there is (the table would be made by a launch on the current device)."""
+    rng = np.random.default_rng(6)
+    with S.module.cuda.Device(1):
+        zp = dmlq.pack(codes(rng, U4, (1, 8)))
+        zp = dmlq.Packed(S.module.asarray(zp.data), zp.shape, zp.dtype)
+    a = S.module.asarray(rng.integers(0, 255, (2, 16)).astype(np.uint8))
+    b = dmlq.pack(codes(rng, U4, (16, 8)))
+    b = dmlq.Packed(S.module.asarray(b.data), b.shape, b.dtype)
+    with pytest.raises(ValueError, match=r"b_zero_point's bytes is on device 1 but the current device is 0"):
+        dmlq.matmul_integer(a, b, None, zp)
