@@ -202,6 +202,10 @@ GRAPH = "dmlq:graph"
 # is (kmajor_uint4 / kmajor_int4): beside the row-major b's rows, eagerly and replayed, at the groups
 # MatMulNBits serves
 WT, WT_GRAPH = "dmlq:auto:w.T", "dmlq:graph:w.T"
+# MatMulNBits' own bytes as they are at the blocked decode groups (b K-major, scales the .T of an (N, groups)
+# table, zero points a Packed (N, groups)'s .mT, made into the kernels' table by packed_table.cu in one
+# launch): eagerly, beside dmlq:auto:w.T (the same b with a zero point of 8): the host's share of a call
+NBITS = "dmlq:auto:nbits"
 WT_GROUPS = [g for g, (b, m, *rest) in GPU_GROUPS.items()
              if b == "uint8xpacked-uint4->float16" or (b == "qmm-int4" and (m, *rest) in ((1, 8192), (64, 4096),
                                                                                        (1024, 4096)))]
@@ -211,7 +215,8 @@ GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + [(g, GRAPH) for g 
      if b == "uint8xpacked-uint4-col->float16" or (b == "uint8xint8->float16" and m < 16)] + \
     [(g, MMA16) for g, (b, m, *_) in GPU_GROUPS.items() if b == "uint8xint8->float16" and m == 16] + \
     [(g, i) for g, (b, *_) in GPU_GROUPS.items() if b == QMM_I8 for i in (MMA16, MMA_GRAPH)] + \
-    [(g, i) for g in WT_GROUPS for i in (WT, WT_GRAPH)]
+    [(g, i) for g in WT_GROUPS for i in (WT, WT_GRAPH)] + \
+    [(g, NBITS) for g, (b, *_) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"]
 _COPY_BW: dict = {}
 
 
@@ -222,10 +227,20 @@ def _packed_b(k, n, dtype, kmajor):
     return dmlq.Packed(data, (n, k), dtype).mT if kmajor else dmlq.Packed(data, (k, n), dtype)
 
 
-def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False):
+def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False, nbits=False):
     """(call(out=None), bytes moved, out dtype): the public function as a user calls it;
-    ``kmajor``: a packed b held K-major."""
+    ``kmajor``: a packed b held K-major; ``nbits``: blocked, with MatMulNBits' own tables (NBITS)."""
     import cupy
+
+    if nbits:
+        groups = -(-k // G)
+        b = _packed_b(k, n, "uint4", True)
+        b_s = cupy.full((n, groups), 1e-3, f32).T
+        zp = dmlq.Packed(timing.random_array((n * -(-groups // 2),), u8, 2), (n, groups + groups % 2), "uint4")
+        zp = zp.mT[..., :groups, :]
+        return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, zp, dtype=f16,
+                                                              block_size=G, out=out),
+                a.nbytes + b.data.nbytes + b_s.nbytes + zp.data.nbytes + out_bytes, f16)
 
     packed = "uint4" in b_kind
     if b_kind == QMM_I8:  # no zero points: nothing for the tiles to sum first
@@ -294,8 +309,9 @@ def _gpu_call(group, impl):
     a_scale = cupy.full((m, 1), 0.02, f32)
     ops = 2 * m * n * k
     out_bytes = m * n * 2
-    if impl in ("dmlq:auto", GRAPH, WT, WT_GRAPH):
-        call, nbytes, out_dtype = _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=impl in (WT, WT_GRAPH))
+    if impl in ("dmlq:auto", GRAPH, WT, WT_GRAPH, NBITS):
+        call, nbytes, out_dtype = _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=impl in (WT, WT_GRAPH),
+                                             nbits=impl == NBITS)
         if impl in (GRAPH, WT_GRAPH):
             return _replayed(call, cupy.empty((m, n), out_dtype)), nbytes, ops
         return call, nbytes, ops
