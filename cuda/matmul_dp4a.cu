@@ -171,9 +171,11 @@ __device__ __forceinline__ void gemm(
   // in registers (cuda/packed4.cuh lo_nibbles / hi_nibbles).
   // Held K-major (KM4: TB kmajor_int4 / kmajor_uint4, matmul_dp4a_kmajor4.cu): ldb counts the
   // elements between b's columns; a thread's 4 columns are read as 4 runs of 4 k (16 bits each)
-  // and interleaved into the same shared words (nibbles_pair).
+  // and interleaved into the same shared words (nibbles_pair). An 8-bit b held K-major (KM8: TB
+  // kmajor_int8 / kmajor_uint8, matmul_dp4a_kmajor.cu): each column's 4 k are one 32-bit load,
+  // already the shared word (no transpose).
   typedef typename b_value<TB>::type TV;
-  constexpr bool P4 = b_value<TB>::packed, KM4 = P4 && b_value<TB>::kmajor;
+  constexpr bool P4 = b_value<TB>::packed, KM4 = P4 && b_value<TB>::kmajor, KM8 = !P4 && b_value<TB>::kmajor;
   constexpr int KIND = mm::kind_of<TO>::value;
   constexpr bool FLT = KIND == mm::kFloat;
   constexpr int THR_M = BM / TM, THR_N = BN / TN, NT = THR_M * THR_N;
@@ -254,10 +256,10 @@ __device__ __forceinline__ void gemm(
     a_p[s] = Ab + static_cast<int64>(min(m0 + a_m + s * A_ROW_STEP, M - 1)) * lda + 4 * a_kq;
   const bool b_redirect = b_cols_left <= 0 && N >= 4;
   const bool b_words = b_al && (b_cols_left >= 4 || b_redirect);
-  const int64 b_word_e = KM4 ? static_cast<int64>(b_redirect ? 0 : n0 + b_n) * ldb + 4 * b_kq
+  const int64 b_word_e = KM4 || KM8 ? static_cast<int64>(b_redirect ? 0 : n0 + b_n) * ldb + 4 * b_kq
                              : (b_redirect ? 0 : n0 + b_n) + static_cast<int64>(4 * b_kq) * ldb;
   const unsigned char* b_p = P4 ? Bb + ((b_e0 + b_word_e) >> 1) : Bb + b_word_e;
-  const int64 b_tile_step = KM4 ? BK / 2 : static_cast<int64>(BK) * ldb_bytes;
+  const int64 b_tile_step = KM4 ? BK / 2 : KM8 ? BK : static_cast<int64>(BK) * ldb_bytes;
   // Edge path, B: the column window [b_ns, b_ns + 4) and the selector that
   // brings columns n0 + b_n.. to byte 0 (wholly past N: 0).
   const int b_ns = max(min(n0 + b_n, N - 4), 0);
@@ -288,7 +290,8 @@ __device__ __forceinline__ void gemm(
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
           const unsigned char* q = KM4 ? b_p + 2 * s * B_KQ_STEP + r * ldb_bytes  // (K-major: r a column)
-                                       : b_p + static_cast<int64>(4 * s * B_KQ_STEP + r) * ldb_bytes;
+                                   : KM8 ? b_p + 4 * s * B_KQ_STEP + r * ldb_bytes  // (its 4 k one word)
+                                         : b_p + static_cast<int64>(4 * s * B_KQ_STEP + r) * ldb_bytes;
           if constexpr (P4) {
             rb[s][r] = __ldg(reinterpret_cast<const unsigned short*>(q));  // the 4 columns' 2 bytes
           } else {
@@ -307,6 +310,20 @@ __device__ __forceinline__ void gemm(
           rb[s][c] = valid <= 0 ? 0u
                                 : nibbles4(Bb, e, min(valid, 4)) & (valid >= 4 ? 0xFFFFu : (1u << (4 * valid)) - 1u);
           if (n0 + b_n + c + 1 < N) e += ldb;
+        }
+      }
+    } else if constexpr (KM8) {
+      // Edge path, K-major 8-bit: column c's 4 k read as A's rows are (window_word: bytes past K
+      // are 0; columns past N read column N - 1 and feed no stored output).
+#pragma unroll
+      for (int s = 0; s < B_PER; ++s) {
+        const int k = k0 + 4 * (b_kq + s * B_KQ_STEP), ks = max(min(k, K - 4), 0);
+        const unsigned sel = shift_sel(k - ks);
+        const unsigned char* q = Bb + static_cast<int64>(min(n0 + b_n, N - 1)) * ldb + ks;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          rb[s][c] = window_word(q, K - ks, sel);
+          if (n0 + b_n + c + 1 < N) q += ldb;
         }
       }
     } else if constexpr (P4) {
@@ -356,6 +373,8 @@ __device__ __forceinline__ void gemm(
         // columns c = 0..3 (4 k each) -> the words of columns 0|1 and 2|3, byte r from k r.
         *reinterpret_cast<uint2*>(&Bq[buf][kq >> 1][b_n + 2 * (kq & 1)]) =
             make_uint2(nibbles_pair(rb[s][0], rb[s][1]), nibbles_pair(rb[s][2], rb[s][3]));
+      } else if constexpr (KM8) {  // each column's 4 k already one word
+        *reinterpret_cast<uint4*>(&Bs[buf][kq][b_n]) = make_uint4(rb[s][0], rb[s][1], rb[s][2], rb[s][3]);
       } else if constexpr (P4) {
         // rows r = 0..3 of the 4 columns (2 bytes each) -> the words of
         // columns 0|1 and 2|3, byte r from row r.

@@ -545,15 +545,15 @@ def _random_intmm(rng):
 
 def _random_kmajor(rng):
     """b held K-major (:class:`KMajor`: ``x @ w.T`` of an (N, K) weight, its columns 16 bytes
-    apart), which the GPU reads as it is: the weight-streaming kernels at M = 5 and the
-    tensor-core tile at M = 130 (``kmajor_int8`` / ``kmajor_uint8``), in all three operators;
+    apart), which the GPU reads as it is: the weight-streaming kernels at M = 5, the dp4a tiles at
+    M = 40 and the tensor-core tile at M = 130 (``kmajor_int8`` / ``kmajor_uint8``), in all three operators;
     and a packed 4-bit one (``dmlq.pack(w).mT``); rows as :func:`_random_cases` makes them."""
     rows = []
     k, n = 256, 136
     for adt, bdt in ((u8, i8), (i8, u8)):
         w = rng.integers(np.iinfo(bdt).min, np.iinfo(bdt).max, (k, n), dtype=bdt, endpoint=True)
         bzp = rng.integers(0, 50, n).astype(bdt)
-        for m in (5, 130):
+        for m in (5, 40, 130):
             a = rng.integers(np.iinfo(adt).min, np.iinfo(adt).max, (2, m, k), dtype=adt, endpoint=True)
             azp, a_s = adt(rng.integers(0, 50)), (rng.random((m, 1)) + 0.5).astype(f32)
             what = f"{adt.__name__},K-major {bdt.__name__} M={m}"

@@ -379,6 +379,32 @@ for _v in matmul.DP4A_CONFIGS:
     case(f"matmul (all three operators) {_v}, K-major packed 4-bit b", _v)(_dp4a_kmajor4(_v))
 
 
+def _dp4a_kmajor8(variant):
+    """An 8-bit b held K-major (x @ w.T) on a dp4a tile (matmul_dp4a_kmajor.cu): every a, b and output
+    type; columns on 16 bytes (the word path) and the ragged shapes (K cut inside a word, N inside a
+    block); blocked scales on dp4a-wide."""
+    def fn(xp):
+        rng = _rng("dp4a kmajor8 " + variant)
+        results = []
+        for i, (M, K, N) in enumerate(_SHAPES.values()):
+            for ta in (U8, I8):
+                for tb in (I8, U8):
+                    a, b = _matmul_operands(rng, M, K, N, ta, tb)
+                    for to in ((I8, U8) if i == 0 else ()):
+                        results += _qmm(xp, a, b, to, variant=variant, per_axis=ta == I8, kmajor=True)
+                    for to in (I32, F32, F16):
+                        results += _intmm(xp, a, b, to, variant=variant, tiled=True, kmajor=True)
+        if variant == "dp4a-wide":
+            a, b = _matmul_operands(rng, 20, 100, 24, U8, I8)
+            results += _intmm(xp, a, b, F16, variant=variant, tiled=True, block_size=32, kmajor=True)
+        return results
+    return fn
+
+
+for _v in matmul.DP4A_CONFIGS:
+    case(f"matmul (all three operators) {_v}, K-major 8-bit b", _v)(_dp4a_kmajor8(_v))
+
+
 def _mma_kmajor(b_types, shapes, split_shape):
     """b held K-major on the tensor cores: an 8-bit b (x @ w.T, matmul_mma_kmajor.cu) or a packed
     4-bit one (dmlq.pack(w).mT, matmul_mma_kmajor4.cu, K on 32 elements): every output type, both

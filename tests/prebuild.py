@@ -39,7 +39,7 @@ _futures: dict = {}  # ("host" | "nvrtc", source) or ("ptx", (source, arch)) -> 
 # quant_types.cu's cubin again once its loops were rolled, 2026-11-26); the pool starts the
 # longest first so the last builds to finish are short ones. A PTX build for another arch
 # ("ptx", tests/test_nvrtc.py) costs about what the cubin costs. A source not listed: 10 s.
-COST = {"elementwise.cu": (12, 11), "matmul_dp4a.cu": (29, 59), "matmul_dp4a_packed.cu": (31, 60), "matmul_dp4a_kmajor4.cu": (31, 60),
+COST = {"elementwise.cu": (12, 11), "matmul_dp4a.cu": (29, 59), "matmul_dp4a_packed.cu": (31, 60), "matmul_dp4a_kmajor4.cu": (31, 60), "matmul_dp4a_kmajor.cu": (29, 59),
         "matmul_mma.cu": (28, 42), "matmul_mma_packed.cu": (25, 47), "matmul_mma_kmajor.cu": (25, 40), "matmul_mma_kmajor4.cu": (25, 40), "avgpool.cu": (8, 12), "avgpool_cl.cu": (6, 8),
         "matmul_stream.cu": (8, 8), "quant_types.cu": (4, 26), "matmul_stream_packed.cu": (18, 30)}
 

@@ -125,16 +125,17 @@ def test_columns_off_16_bytes_are_copied(gpu):
 
 def test_dmlq_check_rows_read_b_k_major(gpu):
     """``python -m dmlq check``'s K-major rows (dmlq.check.KMajor) reach the K-major kernels: the
-    weight-streaming kernel at M = 5, the tensor-core tile at M = 130, in all three operators."""
+    weight-streaming kernel at M = 5, the dp4a tile at M = 40, the tensor-core tile at M = 130, in
+    all three operators."""
     from dmlq import check
 
     rows = [c for c in check.gpu_cases() if "K-major" in c[1] and "packed" not in c[1]]
-    assert len(rows) == 12, [c[1] for c in rows]
+    assert len(rows) == 18, [c[1] for c in rows]
     for case in rows:
         S.launches.clear()
         for what, got, want in check.run_case(case, S.module):
             assert got.tobytes() == want.tobytes(), (case[1], what)
-        tiled = "M=130" in case[1]
-        mains = ("matmul_mma",) if tiled else ("matmul_stream_packed", "matmul_stream_grouped")
+        mains = (("matmul_mma",) if "M=130" in case[1] else ("matmul_dp4a",) if "M=40" in case[1]
+                 else ("matmul_stream_packed", "matmul_stream_grouped"))
         main = [n for n, *_ in S.launches if n.split("<")[0] in mains]
         assert main and all("kmajor_" in n for n in main), (case[1], kernels())

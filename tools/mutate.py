@@ -1159,6 +1159,22 @@ MUTATIONS: list[Mutation] = [
     M("packed_table.cu", "i += static_cast<int64>(gridDim.x) * blockDim.x) {",
       "i += 2 * static_cast<int64>(gridDim.x) * blockDim.x) {", "grid-stride step doubled (every other pass skipped)",
       "index"),
+    # matmul_dp4a.cu's KM8 staging (session 40: an 8-bit b held K-major on the dp4a tiles, matmul_dp4a_kmajor.cu)
+    M("matmul_dp4a.cu", ": KM8 ? b_p + 4 * s * B_KQ_STEP + r * ldb_bytes", ": KM8 ? b_p + 4 * s * B_KQ_STEP + (r ^ 1) * ldb_bytes",
+      "K-major 8-bit b, word path: a block's columns read in swapped pairs", "stride"),
+    M("matmul_dp4a.cu", "        *reinterpret_cast<uint4*>(&Bs[buf][kq][b_n]) = make_uint4(rb[s][0], rb[s][1], rb[s][2], rb[s][3]);",
+      "        uint4 t;\n        transpose4(rb[s], t);\n        *reinterpret_cast<uint4*>(&Bs[buf][kq][b_n]) = t;",
+      "K-major 8-bit b: its column words transposed as the row-major b's rows are", "byte_perm"),
+    M("matmul_dp4a.cu", "        const unsigned char* q = Bb + static_cast<int64>(min(n0 + b_n, N - 1)) * ldb + ks;",
+      "        const unsigned char* q = Bb + static_cast<int64>(min(n0 + b_n, N - 1)) * ldb + k;",
+      "K-major 8-bit b, edge path: the window starts at k, not inside K (bytes past K read, the shift doubled)",
+      "boundary"),
+    M("matmul_dp4a.cu", "          if (n0 + b_n + c + 1 < N) q += ldb;", "",
+      "K-major 8-bit b, edge path: the 4 columns of a block all read the first", "index"),
+    M("matmul_dp4a.cu", "KM8 ? BK : static_cast<int64>(BK) * ldb_bytes;", "KM8 ? BK / 2 : static_cast<int64>(BK) * ldb_bytes;",
+      "K-major 8-bit b: each tile advances half a tile down the columns", "stride"),
+    M("matmul_dp4a.cu", "const int64 b_word_e = KM4 || KM8 ?", "const int64 b_word_e = KM4 ?",
+      "K-major 8-bit b, word path: its block addressed as a row-major b's (k rows ldb apart)", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
@@ -1170,9 +1186,10 @@ TESTS = {
                        "test_host_elementwise or mutant_elementwise"),
     # the intmm tiled tests first: with -x a killed epilogue mutant stops there (same tests, same verdicts)
     # (the K-major packed b's tests first: its mutants, which only they kill, stop there)
-    "matmul_dp4a.cu": (["tests/test_gpu_dp4a_kmajor4.py", "tests/test_gpu_batch_rows.py", "tests/test_gpu_intmm_tiled.py",
+    "matmul_dp4a.cu": (["tests/test_gpu_dp4a_kmajor8.py", "tests/test_gpu_dp4a_kmajor4.py", "tests/test_gpu_batch_rows.py",
+                        "tests/test_gpu_intmm_tiled.py",
                         "tests/test_select_matmul.py", "tests/test_host_mutants.py", "tests/test_host_matmul_staging.py"],
-                       "emulated or mutant_dp4a or intmm_tiled or batch_rows or dp4a_kmajor4"),
+                       "emulated or mutant_dp4a or intmm_tiled or batch_rows or dp4a_kmajor4 or dp4a_kmajor8"),
     # (the K-major b's tests first, packed then 8-bit: its mutants, which only they kill, stop there)
     "matmul_mma.cu": (["tests/test_gpu_mma_kmajor4.py", "tests/test_gpu_mma_kmajor.py", "tests/test_gpu_batch_rows.py",
                       "tests/test_gpu_intmm_tiled.py",

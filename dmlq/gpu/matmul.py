@@ -50,7 +50,7 @@ from .plan import Launch, Plan, launcher
 
 from .matmul_configs import (  # noqa: F401 - the tables, re-exported (dmlq.gpu.matmul.X)
     DP4A_SOURCE, MMA_SOURCE, PACKED_SOURCE, MMA_PACKED_SOURCE, MMA_KMAJOR_SOURCE, MMA_KMAJOR4_SOURCE, WGMMA_SOURCE,
-    DP4A_KMAJOR4_SOURCE, WIDE_K,
+    DP4A_KMAJOR4_SOURCE, DP4A_KMAJOR8_SOURCE, WIDE_K,
     MAX_DIM, MAX_GRID_YZ, MMA_MIN_WORK, QTYPES, DP4A_CONFIGS, MMA_CONFIGS,
     WGMMA_CONFIGS, CONFIGS, STREAM_M, ALL_VARIANTS, COMBINE, PREPASS_KERNELS,
     HAVE_MMA, HAVE_MMA_PACKED, HAVE_MMA_KMAJOR, HAVE_MMA_KMAJOR4, HAVE_WGMMA, KMAJOR_TAGS, MMA_VECS, OUT_TYPES, SPLITK_EPILOGUES,
@@ -315,6 +315,14 @@ def _k_major16(b) -> bool:
     return b.size > 0 and _staging(t, True) == AS_IS and cp_async_width(t) == 16
 
 
+def _k_major_dense(b) -> bool:
+    """Whether ``b`` (..., K, N) is held K-major as the dp4a tiles' ``kmajor_*`` b reads it: each
+    column's K bytes contiguous, the columns and the used batch dimensions at positive strides."""
+    K, N = b.shape[-2:]
+    return (b.size > 0 and (K < 2 or b.strides[-2] == b.itemsize) and b.strides[-1] > 0
+            and all(st >= 0 for n, st in zip(b.shape[:-2], b.strides[:-2]) if n > 1))
+
+
 def _staged(x, how: str):
     """A stand-in for the array the kernel reads: the operand or the copy that
     :func:`_stage` will make (same strides, addresses as aligned); a packed b's
@@ -459,6 +467,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     # An 8-bit b whose rows are not contiguous but whose columns are, on 16 bytes (x @ w.T of an (N, K)
     # weight): the mma kernel reads it K-major instead of copying it to rows.
     km = kmp4 or (mma and not wg and not p4 and HAVE_MMA_KMAJOR and _staging(b, True) != AS_IS and _k_major16(b))
+    # The same on the dp4a tiles, at any alignment (their word path where the columns lie on 4 bytes)
+    kmd8 = not (mma or p4) and _staging(b, False) != AS_IS and _k_major_dense(b)
     stage_a = _staging(a, mma)
     if (wg or km) and (stage_a != AS_IS or cp_async_width(a) != 16):  # these kernels copy 16 bytes only
         stage_a = PADDED
@@ -468,6 +478,9 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         stage_b = AS_IS
         if not p4:
             notes.append("b: K-major (x @ w.T), 16-byte copies of its columns")
+    elif kmd8:
+        stage_b = AS_IS
+        notes.append("b: K-major (x @ w.T), 4 k of a column a load")
     elif p4 and mma:  # cp.async needs whole-byte rows at aligned addresses, else padded rows
         stage_b = AS_IS if b.size == 0 or packed.mma_width(b, device.ptr(b.data)) else PADDED
     elif p4:  # the dp4a tiles read the bytes at the view's element offsets, K-major ones too
@@ -491,6 +504,8 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         name = cfg.name(ta, tb, to)
     elif km:
         name = cfg.name(ta, tb if p4 else KMAJOR_TAGS[tb], to, 16)
+    elif kmd8:
+        name = cfg.name(ta, KMAJOR_TAGS[tb], to)
     elif mma:
         b_width = (16 if stage_b == PADDED else packed.mma_width(b, device.ptr(b.data))) if p4 else cp_async_width(sb)
         name = cfg.name(ta, tb, to, min(cp_async_width(sa), b_width))
@@ -511,7 +526,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         stage_b, sb = WHOLE_BYTES, b.in_whole_bytes()
         notes.append(f"b {stage_b}")
         batches = batches_of(sb)
-    source = DP4A_KMAJOR4_SOURCE if kmd else PACKED_SOURCE if p4 else DP4A_SOURCE
+    source = DP4A_KMAJOR4_SOURCE if kmd else DP4A_KMAJOR8_SOURCE if kmd8 else PACKED_SOURCE if p4 else DP4A_SOURCE
     main_source = ((MMA_KMAJOR4_SOURCE if kmp4 else MMA_PACKED_SOURCE if p4 else MMA_KMAJOR_SOURCE if km
                     else MMA_SOURCE) if mma else source)
     smem = (cfg.packed_smem if p4 else cfg.smem) if mma else cfg.smem
@@ -524,7 +539,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         if need_rows:
             launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),),
                                    (256,), 0, "row sums of a, for b's zero point"))
-        if need_cols and (wg or km or kmd):  # b's column sums are its K-major rows' sums
+        if need_cols and (wg or km or kmd or kmd8):  # b's column sums are its K-major rows' sums
             col_splits.append((1, K))
             launches.append(Launch(PACKED_SOURCE if p4 else DP4A_SOURCE, f"matmul_row_sums<{tb}>",
                                    (min(-(-nz * N // 8), 65535),),
@@ -546,7 +561,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             launches.append(Launch(MMA_SOURCE if km else main_source, f"matmul_splitk_epilogue<{ta}, {epi_b}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
     detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group,
-                     tuple(col_splits), km or kmd, repack_b)
+                     tuple(col_splits), km or kmd or kmd8, repack_b)
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
 
 

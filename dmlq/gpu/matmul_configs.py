@@ -18,6 +18,7 @@ MMA_PACKED_SOURCE = "matmul_mma_packed.cu"  # the tensor-core kernel for a packe
 MMA_KMAJOR_SOURCE = "matmul_mma_kmajor.cu"  # the tensor-core kernel for an 8-bit b held K-major
 MMA_KMAJOR4_SOURCE = "matmul_mma_kmajor4.cu"  # the tensor-core kernel for a packed 4-bit b held K-major
 DP4A_KMAJOR4_SOURCE = "matmul_dp4a_kmajor4.cu"  # the dp4a kernels for a packed 4-bit b held K-major
+DP4A_KMAJOR8_SOURCE = "matmul_dp4a_kmajor.cu"  # the dp4a kernels for an 8-bit b held K-major
 WGMMA_SOURCE = "matmul_wgmma.cu"  # Hopper's warpgroup tensor cores (sm_90a): forced only, until timed
 
 WIDE_K = 32768              # int32 accumulators (and int32 row/col sums) are exact up to here
@@ -158,7 +159,8 @@ KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS
            PACKED_SOURCE: _instantiations(DP4A_CONFIGS.values(), PACKED_TAGS) +
            tuple(f"matmul_col_sums<{t}>" for t in PACKED_TAGS) +
            tuple(f"matmul_row_sums<{t}>" for t in KMAJOR4_TAGS),  # a K-major packed b's column sums
-           DP4A_KMAJOR4_SOURCE: _instantiations(DP4A_CONFIGS.values(), KMAJOR4_TAGS)}
+           DP4A_KMAJOR4_SOURCE: _instantiations(DP4A_CONFIGS.values(), KMAJOR4_TAGS),
+           DP4A_KMAJOR8_SOURCE: _instantiations(DP4A_CONFIGS.values(), tuple(KMAJOR_TAGS.values()))}
 if HAVE_MMA:
     KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values()) + SPLITK_EPILOGUES
 if HAVE_MMA_PACKED:
