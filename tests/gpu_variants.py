@@ -353,56 +353,32 @@ for _v in matmul.VARIANTS:
         case(f"matmul_integer(_to_float) {_v}, packed b", _v)(_intmm_tiled(_v, (I4, U4)))
 
 
-def _dp4a_kmajor4(variant):
-    """A packed 4-bit b held K-major (dmlq.pack(w).mT) on a dp4a tile (matmul_dp4a_kmajor4.cu): every
-    a, b and output type; aligned columns (16-bit runs) and ragged ones (K = 70, N = 45: the nibble
-    path, codes past K masked); blocked scales on dp4a-wide."""
+def _dp4a_kmajor(variant, b_types):
+    """b held K-major on a dp4a tile: a packed 4-bit one (dmlq.pack(w).mT, matmul_dp4a_kmajor4.cu:
+    16-bit runs where aligned, the nibble path on the ragged shapes, codes past K masked) or an
+    8-bit one (x @ w.T, matmul_dp4a_kmajor.cu: a column's 4 k a word where aligned, A's windows on
+    the ragged shapes); every a, b and output type; blocked scales on dp4a-wide."""
     def fn(xp):
-        rng = _rng("dp4a kmajor4 " + variant)
+        rng = _rng(f"dp4a kmajor {b_types} {variant}")
         results = []
         for i, (M, K, N) in enumerate(_SHAPES.values()):
             for ta in (U8, I8):
-                for tb in (I4, U4):
+                for tb in b_types:
                     a, b = _matmul_operands(rng, M, K, N, ta, tb)
                     for to in ((I8, U8) if i == 0 else ()):
                         results += _qmm(xp, a, b, to, variant=variant, per_axis=ta == I8, kmajor=True)
                     for to in (I32, F32, F16):
                         results += _intmm(xp, a, b, to, variant=variant, tiled=True, kmajor=True)
         if variant == "dp4a-wide":
-            a, b = _matmul_operands(rng, 20, 100, 24, U8, I4)
+            a, b = _matmul_operands(rng, 20, 100, 24, U8, b_types[0])
             results += _intmm(xp, a, b, F16, variant=variant, tiled=True, block_size=32, kmajor=True)
         return results
     return fn
 
 
 for _v in matmul.DP4A_CONFIGS:
-    case(f"matmul (all three operators) {_v}, K-major packed 4-bit b", _v)(_dp4a_kmajor4(_v))
-
-
-def _dp4a_kmajor8(variant):
-    """An 8-bit b held K-major (x @ w.T) on a dp4a tile (matmul_dp4a_kmajor.cu): every a, b and output
-    type; columns on 16 bytes (the word path) and the ragged shapes (K cut inside a word, N inside a
-    block); blocked scales on dp4a-wide."""
-    def fn(xp):
-        rng = _rng("dp4a kmajor8 " + variant)
-        results = []
-        for i, (M, K, N) in enumerate(_SHAPES.values()):
-            for ta in (U8, I8):
-                for tb in (I8, U8):
-                    a, b = _matmul_operands(rng, M, K, N, ta, tb)
-                    for to in ((I8, U8) if i == 0 else ()):
-                        results += _qmm(xp, a, b, to, variant=variant, per_axis=ta == I8, kmajor=True)
-                    for to in (I32, F32, F16):
-                        results += _intmm(xp, a, b, to, variant=variant, tiled=True, kmajor=True)
-        if variant == "dp4a-wide":
-            a, b = _matmul_operands(rng, 20, 100, 24, U8, I8)
-            results += _intmm(xp, a, b, F16, variant=variant, tiled=True, block_size=32, kmajor=True)
-        return results
-    return fn
-
-
-for _v in matmul.DP4A_CONFIGS:
-    case(f"matmul (all three operators) {_v}, K-major 8-bit b", _v)(_dp4a_kmajor8(_v))
+    case(f"matmul (all three operators) {_v}, K-major packed 4-bit b", _v)(_dp4a_kmajor(_v, (I4, U4)))
+    case(f"matmul (all three operators) {_v}, K-major 8-bit b", _v)(_dp4a_kmajor(_v, (I8, U8)))
 
 
 def _mma_kmajor(b_types, shapes, split_shape):
