@@ -11,7 +11,9 @@ Launch conventions of quantized_matmul:
   further leading dims, and batches beyond the 65535 grid limit, become
   separate launches with offset pointers.
 - Rows of a and b must have unit stride along the last axis; an operand that
-  does not is copied once to a contiguous array (its own shape, no broadcast).
+  does not is copied once to a contiguous array (its own shape, no broadcast),
+  except a b held K-major (x @ w.T: its columns contiguous along K), which the
+  dp4a tiles read as it is at any column stride (cuda/matmul_dp4a_kmajor.cu).
 - The tensor-core variants stage a and b with cp.async: 16-byte copies when
   both operands' bases, row and batch strides are multiples of 16 bytes, else
   4-byte copies when they are multiples of 4 (K = 1000, N = 4092); an operand
