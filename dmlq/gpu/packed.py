@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from . import device
-from .plan import Launch, Plan, launcher
+from .plan import Launch, Memo, Plan, device_key, launcher
 
 TAGS = {"int4": "packed_int4", "uint4": "packed_uint4"}
 # A packed b held K-major (dmlq.TransposedPacked: the bytes of the (..., N, K) tensor), as the stream
@@ -27,6 +27,7 @@ ZP_DTYPES = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8)}
 TABLE_SOURCE = "packed_table.cu"
 KERNELS = {TABLE_SOURCE: tuple(f"unpack_table<{t.name}>" for t in ZP_DTYPES.values())}
 TABLE_BLOCK, TABLE_MAX_BLOCKS = 256, 1024
+_table_launchers = Memo()  # (device, table type, blocks) -> the launch of unpack_table
 
 
 def kmajor(b_packed) -> bool:
@@ -224,8 +225,10 @@ def unpack_table(data, name: str, stored: tuple, k=None):
     total = out.size
     if total:
         blocks = min(TABLE_MAX_BLOCKS, -(-total // TABLE_BLOCK))
-        plan = Plan("unpack", "packed table", (Launch(TABLE_SOURCE, f"unpack_table<{ZP_DTYPES[name].name}>",
-                                                      (blocks, 1, 1), (TABLE_BLOCK, 1, 1), role="table build"),))
+        kernel = f"unpack_table<{ZP_DTYPES[name].name}>"
+        go = _table_launchers.get((*device_key(), kernel, blocks), lambda: launcher(Plan(
+            "unpack", "packed table", (Launch(TABLE_SOURCE, kernel, (blocks, 1, 1), (TABLE_BLOCK, 1, 1),
+                                              role="table build"),))))
         i64, i32 = np.int64, np.int32
-        launcher(plan)([(data, i64(batch_stride), i64(sr), i64(sc), i32(R), i32(C), i64(total), out)])
+        go([(data, i64(batch_stride), i64(sr), i64(sc), i32(R), i32(C), i64(total), out)])
     return out
