@@ -422,17 +422,8 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
     _sub_byte(q, "unpack")
     shape = logical_shape(shape, "unpack:")
     n = math.prod(shape)
-    if type(data).__module__.partition(".")[0] == "torch":
-        raise TypeError("unpack: the packed data is a torch tensor; pass its bytes as a NumPy or CuPy array "
-                        "(t.numpy() for a CPU tensor, cupy.asarray(t) for a CUDA one)")
-    if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1:
-        raise TypeError(f"unpack: the packed data must be a 1-D uint8 array (got "
-                        f"{type(data).__name__} {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
+    check_bytes(data, shape, q)
     xp = _xp(data)
-    need = packed_nbytes(n, q)
-    if data.size != need:
-        raise ValueError(f"unpack: {n} {q.name} elements (shape {shape}) take {need} bytes packed; the data "
-                         f"holds {data.size}")
     per = 8 // q.bits
     mask = (1 << q.bits) - 1
     parts = xp.stack([(data >> (k * q.bits)) & mask for k in range(per)], axis=1)
@@ -442,6 +433,23 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
     return out.view(q.dtype)
 
 
+def check_bytes(data, shape: tuple, q) -> None:
+    """That ``data`` holds a packed tensor of ``shape`` (a tuple of ints) and type ``q``: 1-D
+    uint8 bytes (not a torch tensor), exactly as many as :func:`packed_nbytes` says; else the
+    TypeError or ValueError :func:`unpack` raises."""
+    if type(data).__module__.partition(".")[0] == "torch":
+        raise TypeError("unpack: the packed data is a torch tensor; pass its bytes as a NumPy or CuPy array "
+                        "(t.numpy() for a CPU tensor, cupy.asarray(t) for a CUDA one)")
+    if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1:
+        raise TypeError(f"unpack: the packed data must be a 1-D uint8 array (got "
+                        f"{type(data).__name__} {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
+    n, q = math.prod(shape), qtype(q)
+    need = packed_nbytes(n, q)
+    if data.size != need:
+        raise ValueError(f"unpack: {n} {q.name} elements (shape {shape}) take {need} bytes packed; the data "
+                         f"holds {data.size}")
+
+
 def unpack_b(data, b_packed):
     """A packed b's values (the ml_dtypes array; CuPy: codes) from its bytes and the integer
     matmuls' ``b_packed = (dtype name, logical (..., K, N) shape, zp_wide[, kmajor, row])``: with
@@ -449,5 +457,5 @@ def unpack_b(data, b_packed):
     K without it), and the result is the transposed view of its first K columns."""
     name, shape = b_packed[0], tuple(b_packed[1])
     if kmajor(b_packed):
-        return unpack(data, stored_shape(b_packed), name).swapaxes(-1, -2)[..., :shape[-2], :]
+        return unpack(TransposedPacked(Packed(data, stored_shape(b_packed), name), shape[-2]))
     return unpack(data, shape, name)

@@ -75,14 +75,15 @@ def test_every_code(gpu):
 
 
 def test_bytes_that_do_not_hold_the_shape(gpu):
-    """As dmlq.unpack says it: the byte count, then 1-D uint8 bytes; through the public matmul too."""
+    """As dmlq.unpack says it (dmlq.packing.check_bytes, before the launch): the byte count, then
+    1-D uint8 bytes, through the public matmul."""
     data = S.module.asarray(np.zeros(5, np.uint8))
-    with pytest.raises(ValueError, match=r"12 uint4 elements \(shape \(3, 4\)\) take 6 bytes packed; the data holds 5"):
-        packed.unpack_table(data, "uint4", (3, 4))
-    with pytest.raises(TypeError, match="1-D uint8"):
-        packed.unpack_table(S.module.zeros((2, 3), np.uint8), "uint4", (3, 4))
     a = S.module.asarray(np.ones((2, 8), np.uint8))
     b = dmlq.Packed(S.module.asarray(np.zeros(12, np.uint8)), (8, 3), "uint4")
+    with pytest.raises(ValueError, match=r"12 uint4 elements \(shape \(3, 4\)\) take 6 bytes packed; the data holds 5"):
+        dmlq.matmul_integer(a, b, None, dmlq.Packed(data, (3, 4), "uint4"))
+    with pytest.raises(TypeError, match="1-D uint8"):
+        dmlq.matmul_integer(a, b, None, dmlq.Packed(S.module.zeros((2, 3), np.uint8), (3, 4), "uint4"))
     with pytest.raises(ValueError, match="take 2 bytes packed; the data holds 5"):
         dmlq.matmul_integer(a, b, None, dmlq.Packed(data, (3,), "uint4"))
 

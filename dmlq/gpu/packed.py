@@ -201,18 +201,13 @@ def pad_rows(xp, data, shape):
 
 def unpack_table(data, name: str, stored: tuple, k=None):
     """The values of a packed int4 / uint4 tensor on the device as the C-order int8 / uint8 array
-    the matmul kernels read (b's zero points): ``data`` its bytes (1-D uint8, checked against
-    ``stored``, the C-order shape they hold), ``k`` None for that tensor itself (a dmlq.Packed)
-    or, for its ``.mT[..., :k, :]`` (a dmlq.TransposedPacked: the values of shape (..., k, N) of
-    stored (..., N, L)), the rows kept. One launch of cuda/packed_table.cu's unpack_table."""
+    the matmul kernels read (b's zero points): ``data`` its bytes (1-D uint8 on the current device,
+    as many as ``stored``, the C-order shape they hold, takes: dmlq.packing.check_bytes, which the
+    caller runs), ``k`` None for that tensor itself (a dmlq.Packed) or, for its ``.mT[..., :k, :]``
+    (a dmlq.TransposedPacked: the values of shape (..., k, N) of stored (..., N, L)), the rows
+    kept. One launch of cuda/packed_table.cu's unpack_table."""
     xp = device.xp()
     stored = tuple(int(d) for d in stored)
-    need = -(-math.prod(stored) // 2)
-    if data.dtype != np.uint8 or data.ndim != 1:
-        raise TypeError(f"unpack: the packed data must be a 1-D uint8 array (got {data.dtype} {data.shape})")
-    if data.size != need:
-        raise ValueError(f"unpack: {math.prod(stored)} {name} elements (shape {stored}) take {need} bytes packed; "
-                         f"the data holds {data.size}")
     data = xp.ascontiguousarray(data)
     if k is None:  # C order: (..., R, C), R = 1 below two axes
         R, C = (stored[-2], stored[-1]) if len(stored) >= 2 else (1, stored[-1] if stored else 1)
