@@ -29,7 +29,7 @@ from . import dispatch
 from .checks import GPU
 from .errors import DescError
 from .gpu.packed import stored_shape, unpack_table
-from .packing import Packed, TransposedPacked, check_bytes, logical_shape, packed_nbytes, refuse_lazy, unpack
+from .packing import Packed, TransposedPacked, check_bytes, held, packed_nbytes, refuse_lazy, unpack
 from .qtypes import qtype
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -86,12 +86,10 @@ def take(f, b, b_zero_point):
                 raise TypeError(f"{f}: a packed b_zero_point on the GPU needs a packed b")
             # its values as int8 / uint8, C order, in one launch (cuda/packed_table.cu) on the current device,
             # where its bytes must be (as any operand's)
-            t = b_zero_point
-            tp = isinstance(t, TransposedPacked)
-            stored = logical_shape(t.packed.shape if tp else t.shape, f"{f}: b_zero_point's")
+            stored, k = held(b_zero_point, f"{f}: b_zero_point's")
             check_bytes(data, stored, zname)
             data = dispatch.to_gpu_array(data, f, "b_zero_point's bytes")
-            b_zero_point = unpack_table(data, zname, stored, t.k if tp else None)
+            b_zero_point = unpack_table(data, zname, stored, k)
             packed = packed[:2] + (True,) + packed[3:]
     return b, b_zero_point, packed
 

@@ -433,6 +433,15 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
     return out.view(q.dtype)
 
 
+def held(p: Any, where: str = "unpack:") -> Tuple[Tuple[int, ...], Any]:
+    """(the C-order shape the bytes of ``p`` hold, the rows it keeps): a :class:`Packed`'s shape and
+    None, or a :class:`TransposedPacked`'s Packed's shape and its ``k``; the shape as
+    :func:`logical_shape` reads it (errors start with ``where``)."""
+    if isinstance(p, TransposedPacked):
+        return logical_shape(p.packed.shape, where), p.k
+    return logical_shape(p.shape, where), None
+
+
 def check_bytes(data, shape: tuple, q) -> None:
     """That ``data`` holds a packed tensor of ``shape`` (a tuple of ints) and type ``q``: 1-D
     uint8 bytes (not a torch tensor), exactly as many as :func:`packed_nbytes` says; else the

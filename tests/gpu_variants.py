@@ -26,6 +26,7 @@ import dmlq
 from dmlq import reference as R
 from dmlq.gpu import avgpool, elementwise, intmm, intmm_tiled, loader, matmul, packed, qkernels, qmm, qmm_stream
 from dmlq.gpu.matmul import plan_tiled
+from dmlq.packing import held
 
 from conftest import code_bytes  # tests/ is on sys.path under pytest, which alone imports this module
 
@@ -744,9 +745,8 @@ def _packed_tables(xp):
     for tb in (I4, U4):
         w = _ints(rng, tb, (2, 37, 5))
         for p, want in ((dmlq.pack(w), w), (dmlq.pack(w).mT[..., :3, :], w[..., :3].swapaxes(-1, -2))):
-            t = isinstance(p, dmlq.TransposedPacked)
-            got = packed.unpack_table(xp.asarray(p.data), tb.name, p.packed.shape if t else p.shape, p.k if t else None)
-            results.append((f"unpack_table {tb} {'.mT[..., :3, :]' if t else 'C order'}", _get(got),
+            got = packed.unpack_table(xp.asarray(p.data), tb.name, *held(p))
+            results.append((f"unpack_table {tb} {'C order' if held(p)[1] is None else '.mT[..., :3, :]'}", _get(got),
                             np.ascontiguousarray(want).astype(I8 if tb == I4 else U8)))
     return results
 

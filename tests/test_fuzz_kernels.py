@@ -23,6 +23,7 @@ import pytest
 from hypothesis import event, given, seed
 
 import fuzz_strategies as fs
+import gpu_variants as V
 from conftest import code_bytes
 import dmlq
 from dmlq import reference as R
@@ -167,15 +168,10 @@ def _kernel_form(args):
     # one b in three (by its contents) held K-major: the bytes of its (..., N, K) transpose, as
     # dmlq.pack(w).mT hands them over (the stream kernels and the tiles read them so; stream-rows and the
     # tensor cores off 32 repack rows); half of those in stored rows longer than K (up to the next
-    # multiple of 32 past K, code 9 there), as dmlq.Packed(...).mT[..., :K, :] hands MatMulNBits' over
+    # multiple of 32 past K, gpu_variants' code 5 there), as dmlq.Packed(...).mT[..., :K, :] hands MatMulNBits' over
     pick = (b.size + int(b.view(np.uint8).sum())) % 6 if b.ndim >= 2 else 1
-    if pick % 3:
-        return {**args, "b": dmlq.pack(b).data, "b_zero_point": zp, "b_packed": (b.dtype.name, b.shape, True, False)}
-    K = b.shape[-2]
-    row = K if pick == 0 else (K // 32 + 1) * 32
-    w = np.full(b.shape[:-2] + (b.shape[-1], row), 9, np.uint8).view(b.dtype)
-    w[..., :K] = b.swapaxes(-1, -2)
-    return {**args, "b": dmlq.pack(w).data, "b_zero_point": zp, "b_packed": (b.dtype.name, b.shape, True, True, row)}
+    data, b_packed, _ = V._packed_b(b, False if pick % 3 else True if pick == 0 else (b.shape[-2] // 32 + 1) * 32)
+    return {**args, "b": data, "b_zero_point": zp, "b_packed": b_packed}
 
 
 def _tiled(op, args, variant):

@@ -15,6 +15,7 @@ import pytest
 import cupy_stand_in as S
 import dmlq
 from dmlq.gpu import packed, plan
+from dmlq.packing import held
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -23,15 +24,14 @@ I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
 def table(p):
     """unpack_table of Packed / TransposedPacked ``p`` (NumPy bytes, moved to the device) into the
     poisoned block the pool hands it; (the result on the host, the kernels launched)."""
-    t = isinstance(p, dmlq.TransposedPacked)
-    stored = p.packed.shape if t else p.shape
+    stored, k = held(p)
     n = max(1, int(np.prod(p.shape)))
     data = S.module.asarray(p.data)
     bait = S.module.full(n, 0xA5, np.uint8)
     at = bait.data.ptr
     del bait
     with plan.recording() as plans:
-        got = packed.unpack_table(data, p.dtype, stored, p.k if t else None)
+        got = packed.unpack_table(data, p.dtype, stored, k)
     assert got.size == 0 or got.data.ptr == at  # (the poisoned block: a missed element shows)
     return got.get(), [launch.kernel for pl in plans for launch in pl.launches]
 
