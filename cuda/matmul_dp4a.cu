@@ -650,17 +650,23 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) matmul_dp4a_wide(DMLQ_M
 #undef DMLQ_MATMUL_ARGS
 
 // out[z*M + m] = sum_k A[z][m][k] (int32; exact for K <= 2**31 / 255).
-// block 256 = 8 warps, one warp per row, grid-stride over batch*M rows.
+// block 256 = 8 warps, one warp per row, grid-stride over batch*M rows. Split s = blockIdx.y
+// (grid y: splits) sums k in [s * k_chunk, min(K, (s + 1) * k_chunk)) into out + s *
+// split_stride: with k_chunk a group's length, the per-group sums of the grouped tensor-core
+// kernel (matmul_mma_grouped.cu); one split (k_chunk >= K) sums whole rows.
 // T a packed K-major tag (kmajor_int4 / kmajor_uint4: the column sums of such a b are the sums
 // of its (N, K) rows): strides in elements; a row starting on a 4-byte word takes 8 codes a
 // word (int4 codes biased by 8: c ^ 8 = value + 8, the bias taken out after), else one a load.
 template <typename T>
 __global__ void __launch_bounds__(256) matmul_row_sums(
     const T* __restrict__ A, int M, int K, int batch, int batch1,
-    int64 a_bs0, int64 a_bs1, int64 lda, int* __restrict__ out) {
+    int64 a_bs0, int64 a_bs1, int64 lda, int k_chunk, int64 split_stride, int* __restrict__ out) {
   typedef typename dmlq::b_value<T>::type V;
   constexpr bool P4 = dmlq::b_value<T>::packed, kSigned = static_cast<V>(-1) < static_cast<V>(0);
   const int lane = threadIdx.x & 31;
+  const int k0 = static_cast<int>(blockIdx.y) * k_chunk;  // this split's first k
+  K = min(K - k0, k_chunk);
+  out += static_cast<int64>(blockIdx.y) * split_stride;
   const int64 rows = static_cast<int64>(batch) * M;
   for (int64 r = static_cast<int64>(blockIdx.x) * 8 + (threadIdx.x >> 5); r < rows;
        r += static_cast<int64>(gridDim.x) * 8) {
@@ -671,7 +677,7 @@ __global__ void __launch_bounds__(256) matmul_row_sums(
     int k = 0;
     if constexpr (P4) {
       const uint8* bytes = reinterpret_cast<const uint8*>(A);
-      const int64 e = zb0 * a_bs0 + zb1 * a_bs1 + m * lda;  // the row's first element
+      const int64 e = zb0 * a_bs0 + zb1 * a_bs1 + m * lda + k0;  // the split's first element
       if (((reinterpret_cast<size_t>(bytes) + (e >> 1)) & 3) == 0 && (e & 1) == 0) {
         const unsigned* pw = reinterpret_cast<const unsigned*>(bytes + (e >> 1));
         const int nw = K >> 3;
@@ -685,7 +691,7 @@ __global__ void __launch_bounds__(256) matmul_row_sums(
       }
       for (k += lane; k < K; k += 32) s += static_cast<unsigned>(dmlq::nibble_value<V>(bytes, e + k));
     } else {
-      const T* p = A + zb0 * a_bs0 + zb1 * a_bs1 + m * lda;
+      const T* p = A + zb0 * a_bs0 + zb1 * a_bs1 + m * lda + k0;
       if ((reinterpret_cast<size_t>(p) & 3) == 0) {
         const unsigned* pw = reinterpret_cast<const unsigned*>(p);
         const int nw = K >> 2;

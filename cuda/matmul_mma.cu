@@ -9,6 +9,9 @@
 //       (N, K) weight): instantiated by matmul_mma_kmajor.cu, whose header describes it.
 //   TB kmajor_int4 / kmajor_uint4 (both: a packed 4-bit b held K-major, KP below: the
 //       bytes of an (N, K) int4 weight, MatMulNBits' layout): matmul_mma_kmajor4.cu.
+//   GRP (matmul_mma<TA, TB, float | float16, 64, 128, 64, 4, 16, true>, every b above): blocked
+//       scales along K, each group's exact sums closed into float32 sums in ascending order;
+//       1x4 warps of 64x32 (the float sums need the registers): matmul_mma_grouped.cu.
 //   The template also builds 128x256 / 256x128 (8 warps, 1 block/SM, use 3
 //   stages); list them only if a benchmark shows they pay. dmlq/gpu/matmul.py
 //   picks this kernel for K <= 32768 (int32 accumulation is exact) when M and N
@@ -80,6 +83,7 @@
 #include "matmul_epilogue.cuh"
 #include "packed4.cuh"
 #include "matmul_mma_layout.cuh"
+#include "matmul_mma_ptx.cuh"
 
 namespace dmlq_mma {
 
@@ -118,78 +122,6 @@ __device__ __forceinline__ bool block_tile(int M, int N, int K, int splits, int 
   return true;
 }
 
-using dmlq::cp_async16;
-using dmlq::cp_async_commit;
-using dmlq::cp_async_wait;
-using dmlq::smem_u32;
-
-// 16 bytes as 16/VEC copies of VEC bytes (cp.async.ca takes 4 and 8): the
-// first `bytes` come from src, the rest are zero-filled. src is VEC-aligned.
-template <int VEC>
-__device__ __forceinline__ void cp_async_chunk(unsigned dst, const unsigned char* src, unsigned bytes) {
-  if constexpr (VEC == 16) {
-    cp_async16(dst, src, bytes);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 16 / VEC; ++j) {
-      const int off = j * VEC;
-      const unsigned b = static_cast<unsigned>(min(max(static_cast<int>(bytes) - off, 0), VEC));
-      // A source past the data (b == 0) is never read; it stays inside the row.
-      DMLQ_PTX_MEM("cp.async.ca.shared.global [%0], [%1], %2, %3;", (),
-                   (DMLQ_IN("r", dst + off), DMLQ_IN("l", __cvta_generic_to_global(src + (b ? off : 0))),
-                    DMLQ_IN("n", VEC), DMLQ_IN("r", b)));
-    }
-  }
-}
-
-// 16 whole bytes as 16/VEC copies of VEC bytes, no zero fill: the fast path of
-// a tile that lies inside the matrix. Constant sizes and immediate offsets, so
-// each copy is one LDGSTS.
-template <int VEC>
-__device__ __forceinline__ void cp_async_whole(unsigned dst, const unsigned char* src) {
-  if constexpr (VEC == 16) {
-    dmlq::cp_async16_whole(dst, src);
-  } else {
-#pragma unroll
-    for (int j = 0; j < 16 / VEC; ++j)
-      DMLQ_PTX_MEM("cp.async.ca.shared.global [%0], [%1], %2;", (),
-                   (DMLQ_IN("r", dst + j * VEC), DMLQ_IN("l", __cvta_generic_to_global(src + j * VEC)),
-                    DMLQ_IN("n", VEC)));
-  }
-}
-
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
-  DMLQ_PTX_MEM("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];",
-               (DMLQ_OUT("r", r[0]), DMLQ_OUT("r", r[1]), DMLQ_OUT("r", r[2]), DMLQ_OUT("r", r[3])),
-               (DMLQ_IN("r", addr)));
-}
-
-__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned addr) {
-  DMLQ_PTX_MEM("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];",
-               (DMLQ_OUT("r", r[0]), DMLQ_OUT("r", r[1]), DMLQ_OUT("r", r[2]), DMLQ_OUT("r", r[3])),
-               (DMLQ_IN("r", addr)));
-}
-
-#define DMLQ_MMA_K32(ta, tb)                                                          \
-  DMLQ_PTX("mma.sync.aligned.m16n8k32.row.col.s32." ta "." tb ".s32 "                \
-           "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};",          \
-           (DMLQ_INOUT("r", c[0]), DMLQ_INOUT("r", c[1]), DMLQ_INOUT("r", c[2]),        \
-            DMLQ_INOUT("r", c[3])),                                                     \
-           (DMLQ_IN("r", a[0]), DMLQ_IN("r", a[1]), DMLQ_IN("r", a[2]), DMLQ_IN("r", a[3]), \
-            DMLQ_IN("r", b0), DMLQ_IN("r", b1)))
-
-// c (16x8 int32) += a (16x32, row) * b (32x8, col); signedness from TA/TB.
-template <typename TA, typename TB>
-__device__ __forceinline__ void mma_k32(int (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                        unsigned b1) {
-  constexpr bool sa = static_cast<TA>(-1) < static_cast<TA>(0);
-  constexpr bool sb = static_cast<TB>(-1) < static_cast<TB>(0);
-  if constexpr (sa && sb) DMLQ_MMA_K32("s8", "s8");
-  else if constexpr (sa) DMLQ_MMA_K32("s8", "u8");
-  else if constexpr (sb) DMLQ_MMA_K32("u8", "s8");
-  else DMLQ_MMA_K32("u8", "u8");
-}
-#undef DMLQ_MMA_K32
 
 }  // namespace dmlq_mma
 
@@ -198,8 +130,8 @@ __device__ __forceinline__ void mma_k32(int (&c)[4], const unsigned (&a)[4], uns
 // dynamic shared memory STAGES * (BM + BN) * BK bytes (64 KiB: raise the
 // function's max dynamic shared size). Blocks past the tile count exit. A wrong
 // block size or too little dynamic shared memory traps instead of computing garbage.
-template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int STAGES, int VEC>
-__global__ void __launch_bounds__(32 * (BM / 64) * (BN / 64), (BM * BN <= 128 * 128) ? 2 : 1)
+template <typename TA, typename TB, typename TO, int BM, int BN, int BK, int STAGES, int VEC, bool GRP = false>
+__global__ void __launch_bounds__(32 * (BM / 64) * (BN / (GRP ? 32 : 64)), (BM * BN <= 128 * 128) ? 2 : 1)
 matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ C,
            int M, int N, int K, int batch1,
            int64 a_bs0, int64 a_bs1, int64 b_bs0, int64 b_bs1, int64 c_bs0, int64 c_bs1,
@@ -227,14 +159,17 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   constexpr bool KP = P4 && KM, PC = P4 && !KM;
   static_assert(!KM || VEC == 16, "a K-major b is read with 16-byte copies");
   static_assert(BK == 64, "the A swizzle assumes 64-byte rows");
-  static_assert(BM % 64 == 0 && BN % 128 == 0, "64x64 warp tiles; B swizzle needs >= 8 chunks");
+  static_assert(BM % 64 == 0 && BN % 128 == 0, "64-row warp tiles; B swizzle needs >= 8 chunks");
   static_assert(STAGES >= 2, "pipeline needs two stages");
   static_assert(VEC == 16 || VEC == 8 || VEC == 4, "cp.async copies 4, 8 or 16 bytes");
-  constexpr int WARPS_N = BN / 64;
+  // Blocked scales along K (GRP, matmul_mma_grouped.cu): float outputs, warp tiles 64x32.
+  static_assert(!GRP || KIND == dmlq::mm::kFloat, "blocked scales: float outputs");
+  constexpr int WN = GRP ? 32 : 64;           // columns per warp tile
+  constexpr int WARPS_N = BN / WN;
   constexpr int NT = 32 * (BM / 64) * WARPS_N;
   static_assert(NT >= 128 && NT <= 256, "4 or 8 warps");
   constexpr int MI = 4;                       // m16 tiles per warp (64 rows)
-  constexpr int NP = 4;                       // n16 pairs per warp (64 cols) = 8 n8 tiles
+  constexpr int NP = WN / 16;                 // n16 pairs per warp (4: 64 cols = 8 n8 tiles)
   constexpr int B_ROW = P4 ? BN / 2 : BN;       // bytes of one k-row of a B tile
   constexpr int A_STAGE = BM * BK, B_STAGE = BK * B_ROW;  // (K-major: BN rows of BK >> P4 bytes, as many)
   constexpr int A_CH = A_STAGE / 16 / NT;     // 16-byte chunks per thread per stage
@@ -245,6 +180,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   DMLQ_DYNAMIC_SHARED(128, unsigned char, smem);
   dmlq_mma::check_launch(NT, STAGES * (A_STAGE + B_STAGE));
 
+  if (GRP && splits > 1) __trap();  // the groups' float adds are not split
   int split, k_begin, k_end, m0, n0;
   if (!dmlq_mma::block_tile<BM, BN>(M, N, K, splits, k_chunk, split, k_begin, k_end, m0, n0)) return;
 
@@ -401,8 +337,8 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   int lb_off[LB];
 #pragma unroll
   for (int p = 0; p < LB; ++p)
-    lb_off[p] = KP ? bkp_off(wn * 64 + (lane >> 2), p) + 2 * (lane & 3)
-                : KM ? a_off(wn * 64 + (q >> 1) * 8 + r8, 2 * p + (q & 1))
+    lb_off[p] = KP ? bkp_off(wn * WN + (lane >> 2), p) + 2 * (lane & 3)
+                : KM ? a_off(wn * WN + (q >> 1) * 8 + r8, 2 * p + (q & 1))
                      : P4 ? bp_off<BN>(lb_k, wn * LB + p) : b_off<BN>(lb_k, wn * NP + p);
 
   int acc[MI][2 * NP][4];
@@ -413,6 +349,71 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0;
 
+  // GRP: vf, the running float32 sum of the groups closed (docs/semantics.md: in ascending
+  // order, each product and add rounded), starts at -0.0: -0.0 + x is x for every x, so the
+  // first close leaves the first group's term itself. A group is G = k_group consecutive k (0:
+  // one group of all K, a multiple of 32 otherwise), the last one what is left of K.
+  float vf[GRP ? MI : 1][GRP ? 2 * NP : 1][4];
+  if constexpr (GRP) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 2 * NP; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) vf[mi][ni][e] = -0.0f;
+  }
+  const int G = k_group > 0 ? k_group : K;
+  const int n_groups = k_group > 0 ? (K + G - 1) / G : 1;
+  int grp = 0;
+  auto group_end = [&]() { return min(K, (grp + 1) * G); };  // (grp + 1) * G < K + G: no overflow
+  // GRP: close group grp: its exact sum (acc less the zero-point terms of the group's row and
+  // column sums, the pre-passes' tables [group][matrix][row or column]; a packed b's sums
+  // shifted back), then vf += float32(sum) * (a_scale * b_scale of the group). Lane (g, t)
+  // holds rows g and g + 8 of each m16 tile and, per n8 tile, the columns of its elements 0 | 2
+  // and 1 | 3 (quad_col's order).
+  auto close_group = [&]() {
+    if constexpr (GRP) {
+    const int len = min(G, K - grp * G);
+    const int gl = lane >> 2, tl = lane & 3;
+    const int64 rows_at = (static_cast<int64>(grp) * gridDim.z + z) * M;
+    const int64 cols_at = (static_cast<int64>(grp) * gridDim.z + z) * N;
+    float bs[2 * NP][2];
+    unsigned zb[2 * NP][2], cz[2 * NP][2];  // cz: column sum - len * zb (a's zero point's term)
+#pragma unroll
+    for (int ni = 0; ni < 2 * NP; ++ni)
+#pragma unroll
+      for (int o = 0; o < 2; ++o) {
+        const int c = PC ? (ni >> 2) * 32 + 8 * tl + 4 * o + (ni & 3) : (ni >> 1) * 16 + 4 * tl + 2 * o + (ni & 1);
+        const int n = min(n0 + wn * WN + c, N - 1);  // clamped reads; columns >= N are not stored
+        const int64 gi = b_per_col ? static_cast<int64>(grp) * N + n : 0;
+        bs[ni][o] = b_scale[gi];
+        zb[ni][o] = b_zp ? static_cast<unsigned>(static_cast<int>(b_zp[gi])) : 0u;
+        cz[ni][o] = (a_zp ? static_cast<unsigned>(col_sum_b[cols_at + n]) : 0u) - static_cast<unsigned>(len) * zb[ni][o];
+      }
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = min(m0 + wm * 64 + mi * 16 + h * 8 + gl, M - 1);
+        const float as = a_scale[a_per_row ? m : 0];
+        const unsigned za = a_zp ? static_cast<unsigned>(static_cast<int>(a_zp[a_per_row ? m : 0])) : 0u;
+        const unsigned rs = b_zp ? static_cast<unsigned>(row_sum_a[rows_at + m]) : 0u;
+#pragma unroll
+        for (int ni = 0; ni < 2 * NP; ++ni)
+#pragma unroll
+          for (int o = 0; o < 2; ++o) {
+            int& s = acc[mi][ni][2 * h + o];
+            // S - za * (colsum - len * zb) - zb * rowsum, mod 2**32: exact (|sum| < 2**31)
+            const unsigned v = static_cast<unsigned>(P4 ? s >> 4 : s) - za * cz[ni][o] - zb[ni][o] * rs;
+            float& f = vf[mi][ni][2 * h + o];
+            f = dmlq::ieee_add(f, dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), dmlq::ieee_mul(as, bs[ni][o])));
+            s = 0;
+          }
+      }
+    ++grp;
+    }
+  };
+
   const int ktiles = (k_end - k_begin + BK - 1) / BK;
 #pragma unroll 1
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -421,7 +422,9 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   }
 
   unsigned st = 0, load_st = STAGES - 1;  // stages of tile kt and of tile kt + STAGES - 1
-  for (int kt = 0; kt < ktiles; ++kt) {
+  unsigned a_st, b_st;                    // tile kt's stage
+  // Tile kt: its copies waited for, tile kt + STAGES - 1's issued, its stage in a_st / b_st.
+  auto next_tile = [&](int kt) {
     cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt have landed
     __syncthreads();              // everyone's have, and stage (kt-1) is no longer read
     const int nk = kt + STAGES - 1;
@@ -429,16 +432,19 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     cp_async_commit();
     load_st = load_st == STAGES - 1 ? 0 : load_st + 1;
 
-    const unsigned a_st = sA + st * A_STAGE, b_st = sB + st * B_STAGE;
+    a_st = sA + st * A_STAGE, b_st = sB + st * B_STAGE;
     st = st == STAGES - 1 ? 0 : st + 1;
-#pragma unroll
-    for (int ks = 0; ks < BK / 32; ++ks) {
+  };
+  // k32 step ks of that tile: the fragments and the MMAs (the per-step offsets picked, not
+  // indexed, so that a rolled loop keeps them in registers).
+  auto step = [&](int ks) {
+      const int la = ks ? la_off[1] : la_off[0];
       unsigned af[MI][4];
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi) ldsm_x4(af[mi], a_st + la_off[ks] + mi * 16 * BK);
+      for (int mi = 0; mi < MI; ++mi) ldsm_x4(af[mi], a_st + la + mi * 16 * BK);
       unsigned bf[2 * NP][2];
       if constexpr (KP) {
-        const unsigned char* pb = smem + (b_st - s_base) + lb_off[ks];
+        const unsigned char* pb = smem + (b_st - s_base) + (ks ? lb_off[1] : lb_off[0]);
 #pragma unroll
         for (int ni = 0; ni < 2 * NP; ++ni) {
           bf[ni][0] = unpack_bk4(*reinterpret_cast<const unsigned short*>(pb + ni * 8 * KM_ROW));
@@ -459,7 +465,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
 #pragma unroll
         for (int p = 0; p < NP; ++p) {
           unsigned r[4];
-          ldsm_x4(r, b_st + lb_off[ks] + p * 16 * BK);
+          ldsm_x4(r, b_st + (ks ? lb_off[1] : lb_off[0]) + p * 16 * BK);
           bf[2 * p][0] = r[0];
           bf[2 * p][1] = r[1];
           bf[2 * p + 1][0] = r[2];
@@ -482,6 +488,31 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
         for (int ni = 0; ni < 2 * NP; ++ni) mma_k32<TA, TV>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+  };
+  if constexpr (!GRP) {
+    for (int kt = 0; kt < ktiles; ++kt) {
+      next_tile(kt);
+#pragma unroll
+      for (int ks = 0; ks < BK / 32; ++ks) step(ks);
+    }
+  } else {
+    // The tiles before the one that holds the current group's last k close nothing (the
+    // innermost loop is the other kernels'); that tile closes the group after the k32 step
+    // that ends it (a step past K, zero filled, closes nothing), then the next if it ends there.
+    int kt = 0;
+    while (kt < ktiles) {
+      for (const int t_stop = (group_end() - 1) / BK; kt < t_stop; ++kt) {
+        next_tile(kt);
+#pragma unroll
+        for (int ks = 0; ks < BK / 32; ++ks) step(ks);
+      }
+      next_tile(kt);
+#pragma unroll 1
+      for (int ks = 0; ks < BK / 32; ++ks) {
+        step(ks);
+        if (grp < n_groups && group_end() <= kt * BK + (ks + 1) * 32) close_group();
+      }
+      ++kt;
     }
   }
 
@@ -489,6 +520,32 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // per pass (8 KiB per warp), so that a rolled loop handles 16 adjacent outputs
   // per lane (one 16-byte store) and the float math is not unrolled 128 times.
   cp_async_wait<0>();
+  if constexpr (GRP) {
+    // The groups' float sum plus the bias, rounded once to TO; 4 adjacent columns a store.
+    const int gl = lane >> 2, tl = lane & 3;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wm * 64 + mi * 16 + h * 8 + gl;
+        if (m >= M) continue;
+        const float* brow = bias != nullptr ? bias + static_cast<int64>(m) * bias_ld : nullptr;
+#pragma unroll
+        for (int qd = 0; qd < NP; ++qd) {
+          const int n = n0 + wn * WN + quad_col<PC>(qd, tl);
+          if (n >= N) continue;
+          __align__(16) TO v4[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            float f = quad_at<PC>(vf[mi], qd, h, j);
+            if (brow != nullptr) f = dmlq::ieee_add(f, brow[min(n + j, N - 1)]);
+            v4[j] = dmlq::from_f32<TO>(f);
+          }
+          dmlq::mm::store4(C + static_cast<int64>(m) * ldc + n, v4, N - n);
+        }
+      }
+    return;
+  }
   if constexpr (P4) {
     // Every product was 16 times its value, and so is every sum: exact, since
     // |sum| <= 16 * 255 * 15 * 32768 < 2**31 for K <= 32768 (the mma path's

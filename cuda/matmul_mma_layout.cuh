@@ -87,14 +87,16 @@ template <bool P4>
 __device__ __forceinline__ int quad_col(int qd, int t4) {
   return P4 ? (qd >> 1) * 32 + 8 * t4 + 4 * (qd & 1) : qd * 16 + 4 * t4;
 }
-template <bool P4>
-__device__ __forceinline__ int4 quad(const int (&a)[8][4], int qd, int h) {
-  if constexpr (P4) {
-    const int c = qd >> 1, e = 2 * h + (qd & 1);
-    return make_int4(a[4 * c][e], a[4 * c + 1][e], a[4 * c + 2][e], a[4 * c + 3][e]);
-  } else {
-    return make_int4(a[2 * qd][2 * h], a[2 * qd + 1][2 * h], a[2 * qd][2 * h + 1], a[2 * qd + 1][2 * h + 1]);
-  }
+// Element j of that quad (the column quad_col + j), from any warp tile's n8 tiles a[NI].
+template <bool P4, typename T, int NI>
+__device__ __forceinline__ T quad_at(const T (&a)[NI][4], int qd, int h, int j) {
+  if constexpr (P4) return a[4 * (qd >> 1) + j][2 * h + (qd & 1)];
+  return a[2 * qd + (j & 1)][2 * h + (j >> 1)];
+}
+template <bool P4, int NI>
+__device__ __forceinline__ int4 quad(const int (&a)[NI][4], int qd, int h) {
+  return make_int4(quad_at<P4>(a, qd, h, 0), quad_at<P4>(a, qd, h, 1), quad_at<P4>(a, qd, h, 2),
+                   quad_at<P4>(a, qd, h, 3));
 }
 
 }  // namespace dmlq_mma

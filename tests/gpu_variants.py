@@ -349,9 +349,34 @@ def _intmm_tiled(variant, b_types):
 
 
 for _v in matmul.VARIANTS:
+    if _v in matmul.GROUPED_CONFIGS:  # float outputs with blocked scales only: _mma_grouped
+        continue
     case(f"matmul_integer(_to_float) {_v}", _v)(_intmm_tiled(_v, (I8,)))
     if _v not in matmul.TENSOR_CONFIGS or (_v in matmul.MMA_CONFIGS and matmul.HAVE_MMA_PACKED):
         case(f"matmul_integer(_to_float) {_v}, packed b", _v)(_intmm_tiled(_v, (I4, U4)))
+
+
+def _mma_grouped(xp):
+    """Blocked scales along K on the tensor cores (mma-grouped, matmul_mma_grouped.cu): every b the
+    tile reads (8-bit and packed 4-bit, row-major and K-major), both a types, float32 and float16
+    out, groups of 32 and 96 (96 closed inside a 64-deep tile), a ragged last group, a batch with
+    per-batch blocked parameters; zero points on both sides (per-group row and column sums)."""
+    rng = _rng("mma grouped")
+    results = []
+    for i, tb in enumerate((I8, U8, I4, U4)):
+        for kmajor in (False, True):
+            a, b = _matmul_operands(rng, 70, 320, 136, (U8, I8)[i % 2], tb)
+            for to in (F32, F16):
+                results += _intmm(xp, a, b, to, variant="mma-grouped", tiled=True, block_size=(32, 96)[kmajor],
+                                  kmajor=kmajor)
+    a, b = _matmul_operands(rng, 40, 256, 130, I8, U4, batch=(2,))
+    results += _intmm(xp, a, b, F32, variant="mma-grouped", tiled=True, block_size=64, per_batch=True)
+    return results
+
+
+if matmul.HAVE_MMA_GROUPED:
+    case("matmul_integer_to_float mma-grouped, blocked scales on the tensor cores, every b", "mma-grouped")(
+        _mma_grouped)
 
 
 def _dp4a_kmajor(variant, b_types):

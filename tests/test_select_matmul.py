@@ -124,9 +124,23 @@ def test_kernel_tables():
     for name, cfg in matmul.CONFIGS.items():
         for ta in matmul.QTYPES:
             for tb in matmul.QTYPES:
-                for to in matmul.QTYPES:
+                for to in getattr(cfg, "out_types", matmul.QTYPES):
                     if name in matmul.VARIANTS:
                         assert cfg.name(ta, tb, to) in matmul.KERNELS[cfg.source]
+    if matmul.HAVE_MMA_GROUPED:  # mma-grouped: float outputs, every b, 16-byte copies
+        grouped = matmul.KERNELS[matmul.MMA_GROUPED_SOURCE]
+        assert len(grouped) == len(set(grouped)) == 2 * 8 * 2
+        assert "matmul_mma<uint8, kmajor_uint4, float16, 64, 128, 64, 4, 16, true>" in grouped
+        assert not any(", int" in n.split(">")[0].split(",", 2)[2] for n in grouped)
+
+
+def test_grouped_threads_match_the_kernel():
+    """matmul_mma.cu's GRP build: 64x32 warp tiles (launch bounds and check_launch from BN / 32)."""
+    for cfg in matmul.GROUPED_CONFIGS.values():
+        assert cfg.threads == 32 * (cfg.bm // 64) * (cfg.bn // 32)
+        assert cfg.smem == 4 * (64 * 64 + 64 * 128) and cfg.packed_smem == 4 * (64 * 64 + 64 * 64)
+    src = (loader.cuda_dir() / "matmul_mma.cu").read_text()
+    assert "constexpr int WN = GRP ? 32 : 64;" in src and "(BN / (GRP ? 32 : 64))" in src
 
 
 def test_mma_config_launch_numbers():
@@ -245,7 +259,7 @@ def _require(variant):
         pytest.skip(f"{variant}: its kernel source is absent (not in KERNELS)")
 
 
-@pytest.mark.parametrize("variant", matmul.ALL_VARIANTS)
+@pytest.mark.parametrize("variant", [v for v in matmul.ALL_VARIANTS if v not in matmul.GROUPED_CONFIGS])
 @pytest.mark.parametrize("types", [("int8", "int8", "int8"), ("uint8", "int8", "uint8"),
                                    ("int8", "uint8", "int8"), ("uint8", "uint8", "uint8")])
 def test_emulated_layouts(emu, rng, variant, types):
@@ -513,7 +527,8 @@ def test_devices_before_sm61_and_sm80():
 
     with pytest.raises(UnsupportedError, match="sm_61"):
         select_variant(256, 256, 256, 1, 60)
-    mma = (matmul.MMA_SOURCE, matmul.MMA_PACKED_SOURCE, matmul.MMA_KMAJOR_SOURCE, matmul.MMA_KMAJOR4_SOURCE)
+    mma = (matmul.MMA_SOURCE, matmul.MMA_PACKED_SOURCE, matmul.MMA_KMAJOR_SOURCE, matmul.MMA_KMAJOR4_SOURCE,
+           matmul.MMA_GROUPED_SOURCE)
     assert loader.sources_for(75) == tuple(s for s in loader.registry() if s not in mma + (matmul.WGMMA_SOURCE,))
     assert all(s in loader.sources_for(80) for s in mma)
     # wgmma: sm_90a code, which runs on 9.0 alone

@@ -28,7 +28,7 @@ CUPY_ADDED_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
 
 # The oldest GPU each source compiles for: dp4a needs sm_61, mma.sync on int8
 # with ldmatrix and cp.async sm_80. Older devices skip those sources entirely.
-MIN_CC = {"matmul_dp4a.cu": 61, "matmul_dp4a_kmajor4.cu": 61, "matmul_dp4a_kmajor.cu": 61, "matmul_mma.cu": 80, "matmul_mma_packed.cu": 80, "matmul_mma_kmajor.cu": 80, "matmul_mma_kmajor4.cu": 80,
+MIN_CC = {"matmul_dp4a.cu": 61, "matmul_dp4a_kmajor4.cu": 61, "matmul_dp4a_kmajor.cu": 61, "matmul_mma.cu": 80, "matmul_mma_packed.cu": 80, "matmul_mma_kmajor.cu": 80, "matmul_mma_kmajor4.cu": 80, "matmul_mma_grouped.cu": 80,
           "matmul_stream_packed.cu": 61, "matmul_wgmma.cu": 90}
 # wgmma (matmul_wgmma.cu) exists on sm_90a alone: that source is built for it, and only on 9.0.
 # CuPy appends its own -arch=sm_90 after these options; NVRTC (13.5, checked here) then keeps

@@ -56,7 +56,8 @@ from .matmul_configs import (  # noqa: F401 - the tables, re-exported (dmlq.gpu.
     MAX_DIM, MAX_GRID_YZ, MMA_MIN_WORK, QTYPES, DP4A_CONFIGS, MMA_CONFIGS,
     WGMMA_CONFIGS, CONFIGS, STREAM_M, ALL_VARIANTS, COMBINE, PREPASS_KERNELS,
     HAVE_MMA, HAVE_MMA_PACKED, HAVE_MMA_KMAJOR, HAVE_MMA_KMAJOR4, HAVE_WGMMA, KMAJOR_TAGS, MMA_VECS, OUT_TYPES, SPLITK_EPILOGUES,
-    PACKED_TAGS, KERNELS, VARIANTS, TENSOR_CONFIGS, Dp4aConfig, MmaConfig,
+    PACKED_TAGS, KERNELS, VARIANTS, TENSOR_CONFIGS, Dp4aConfig, MmaConfig, GROUPED_CONFIGS, HAVE_MMA_GROUPED,
+    MMA_GROUPED_SOURCE,
     WgmmaConfig, _have_mma, _instantiations,
 )
 
@@ -72,8 +73,10 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     Pure Python (no GPU). Every variant handles all 8 dtype combinations, so
     a_dtype / b_dtype do not change the choice today. have_mma defaults to
     whether cuda/matmul_mma.cu is present. ``blocked``: matmul_integer_to_float
-    with more than one block of B scales along K, which only the wide kernel's
-    K loop closes group by group (in ascending order, as the contract fixes).
+    with more than one block of B scales along K, which only two kernels' K loops close
+    group by group (in ascending order, as the contract fixes): the grouped tensor-core
+    kernel (``mma-grouped``, cuda/matmul_mma_grouped.cu) where the tensor cores would take
+    the product, else the wide dp4a kernel.
     ``packed``: a packed 4-bit b, the same rule (cuda/matmul_mma_packed.cu
     stages its bytes for the tensor cores) where that source is present.
     At M <= 16 and K <= 32768 (no blocked scales) the weight-streaming kernel
@@ -96,13 +99,15 @@ def select_variant(M, N, K, batch, compute_capability, a_dtype=None, b_dtype=Non
     if _cc(compute_capability) < 61:
         raise UnsupportedError(f"quantized_matmul needs dp4a (sm_61 or newer); this device is "
                                f"sm_{_cc(compute_capability)}")
-    if K > WIDE_K or blocked:
-        return "dp4a-wide"  # the only exact path past 32768, and the grouped one
     # Provisional crossover: tensor cores are ~15x dp4a's peak, so anything
     # that fills a few mma tiles should win; re-measure MMA_MIN_WORK and the
     # minimum sizes on the device machine.
-    mma = (have_mma and _cc(compute_capability) >= 80 and min(M, N) >= 16 and K >= 32
+    mma = (have_mma and _cc(compute_capability) >= 80 and min(M, N) >= 16 and 32 <= K <= WIDE_K
            and M * N * K * batch >= MMA_MIN_WORK)
+    if blocked:  # the two kernels that close each group of K in order
+        return "mma-grouped" if mma and HAVE_MMA_GROUPED else "dp4a-wide"
+    if K > WIDE_K:
+        return "dp4a-wide"  # the only exact path past 32768
     if stream and (packed or col_sums or not mma) and batch <= MAX_GRID_YZ:
         for name, rows in STREAM_M.items():
             if M <= rows:
@@ -380,6 +385,7 @@ class _Detail:
     col_splits: tuple = ()  # per batch launch: matmul_col_sums' (splits, k_chunk) (col_sum_splits)
     kmajor: bool = False    # b read K-major (matmul_mma_kmajor.cu; packed: matmul_mma_kmajor4.cu, matmul_dp4a_kmajor4.cu)
     repack_b: bool = False  # a packed b held K-major, repacked to rows (dmlq.gpu.packed.to_rows) first
+    groups: int = 0         # mma-grouped: the groups whose row / column sums the pre-passes keep apart
 
 
 # Kernel type names of the outputs that are not quantized types.
@@ -410,7 +416,11 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     # A packed b held K-major: the tensor-core kernel reads it as it is on 16 bytes (kmp4), the dp4a
     # tiles at any alignment (kmd); the tensor-core kernel off 16 bytes reads a packed b's rows, so it
     # is repacked first.
-    kmp4 = (p4 and b.kmajor and variant in MMA_CONFIGS and HAVE_MMA_KMAJOR4 and K > 0
+    grouped = variant in GROUPED_CONFIGS
+    if grouped and K == 0:
+        variant, grouped = "dp4a-wide", False  # no groups: +0.0 (then the bias), the wide kernel's
+    on_mma = variant in MMA_CONFIGS or grouped  # the mma.sync kernel (matmul_mma.cu's template)
+    kmp4 = (p4 and b.kmajor and on_mma and HAVE_MMA_KMAJOR4 and K > 0
             and packed.kmajor_width(b, device.ptr(b.data)) == 16)
     kmd = p4 and b.kmajor and variant in DP4A_CONFIGS
     repack_b = p4 and b.kmajor and not (kmp4 or kmd)
@@ -425,15 +435,18 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         if p4:
             raise ValueError(f"{op}: variant {variant!r} does not apply to a packed 4-bit b (it takes an 8-bit "
                              "b): use 'mma-128x128'")
-    if p4 and variant in MMA_CONFIGS:
+    if p4 and on_mma:
         if not HAVE_MMA_PACKED:
             raise ValueError(f"{op}: no tensor-core kernel for a packed 4-bit b here ({MMA_PACKED_SOURCE} "
                              f"absent; got {variant!r})")
         notes[0] = f"b: packed {b.dtype_name}, unpacked from shared memory into the tensor-core fragments"
         if kmp4:
             notes[0] += "; K-major (MatMulNBits' layout), 16-byte copies of its columns" + b.rows_note
-    if k_group and variant != "dp4a-wide":
-        raise ValueError(f"{op}: blocked scales along K need the 'dp4a-wide' variant (got {variant!r})")
+    if k_group and variant not in ("dp4a-wide", *GROUPED_CONFIGS):
+        raise ValueError(f"{op}: blocked scales along K need the 'dp4a-wide' or 'mma-grouped' variant (got "
+                         f"{variant!r})")
+    if grouped and not out.dtype.kind == "f":
+        raise ValueError(f"{op}: variant {variant!r} makes float outputs only (matmul_integer_to_float)")
     if k_group:
         notes.append(f"groups of {k_group} along K, closed in ascending order")
     if kmd:
@@ -454,7 +467,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     wide = not mma and cfg.wide
     grid_y = -(-M // cfg.bm)
     nsplit, k_chunk = 1, 0
-    if mma:
+    if mma and not grouped:
         if splits is None:
             splits = split_k(M, N, K, nbatch, device.info().sm_count, cfg)
         nsplit, k_chunk = k_chunks(K, splits, cfg.bk) if splits > 1 else (1, 0)
@@ -472,7 +485,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     # The same on the dp4a tiles, at any alignment (their word path where the columns lie on 4 bytes)
     kmd8 = not (mma or p4) and _staging(b, False) != AS_IS and _k_major_dense(b)
     stage_a = _staging(a, mma)
-    if (wg or km) and (stage_a != AS_IS or cp_async_width(a) != 16):  # these kernels copy 16 bytes only
+    if (wg or km or grouped) and (stage_a != AS_IS or cp_async_width(a) != 16):  # these copy 16 bytes only
         stage_a = PADDED
     if wg:  # b read K-major: as it is where it already is (x @ w.T of an (N, K) weight), else a transposed copy
         stage_b = AS_IS if _k_major16(b) else TRANSPOSED
@@ -484,11 +497,14 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         stage_b = AS_IS
         notes.append("b: K-major (x @ w.T), 4 k of a column a load")
     elif p4 and mma:  # cp.async needs whole-byte rows at aligned addresses, else padded rows
-        stage_b = AS_IS if b.size == 0 or packed.mma_width(b, device.ptr(b.data)) else PADDED
+        width = packed.mma_width(b, device.ptr(b.data))
+        stage_b = AS_IS if b.size == 0 or width == 16 or (width and not grouped) else PADDED
     elif p4:  # the dp4a tiles read the bytes at the view's element offsets, K-major ones too
         stage_b = AS_IS
     else:
         stage_b = _staging(b, mma)
+        if grouped and cp_async_width(_staged(b, stage_b)) != 16:
+            stage_b = PADDED
     sa, sb = _staged(a, stage_a), _staged(b, stage_b)
     if p4 and not mma and not packed.contiguous(b.data):
         stage_b = CONTIGUOUS  # the bytes, copied: the kernel reads them at C-order offsets
@@ -529,23 +545,32 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
         notes.append(f"b {stage_b}")
         batches = batches_of(sb)
     source = DP4A_KMAJOR4_SOURCE if kmd else DP4A_KMAJOR8_SOURCE if kmd8 else PACKED_SOURCE if p4 else DP4A_SOURCE
-    main_source = ((MMA_KMAJOR4_SOURCE if kmp4 else MMA_PACKED_SOURCE if p4 else MMA_KMAJOR_SOURCE if km
-                    else MMA_SOURCE) if mma else source)
+    main_source = ((MMA_GROUPED_SOURCE if grouped else MMA_KMAJOR4_SOURCE if kmp4 else MMA_PACKED_SOURCE if p4
+                    else MMA_KMAJOR_SOURCE if km else MMA_SOURCE) if mma else source)
     smem = (cfg.packed_smem if p4 else cfg.smem) if mma else cfg.smem
     need_rows = b_zp and not wide
     need_cols = a_zp and not wide
+    # mma-grouped: the sums of each group apart ([group][matrix][row or column]: k split by groups)
+    groups = (-(-K // k_group) if k_group else 1) if grouped else 0
+    per, split = (" per group of K", (groups,)) if groups else ("", ())  # (grid y of the row sums)
+    if grouped and (need_rows or need_cols):
+        notes.append(f"the zero points' terms from {max(groups, 1)} group(s) of sums")
     launches = []
     col_splits = []
     for u in batches:
         nz = u.batch0 * u.batch1
         if need_rows:
-            launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),),
-                                   (256,), 0, "row sums of a, for b's zero point"))
+            launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),) + split,
+                                   (256,), 0, f"row sums of a{per}, for b's zero point"))
         if need_cols and (wg or km or kmd or kmd8):  # b's column sums are its K-major rows' sums
-            col_splits.append((1, K))
+            col_splits.append((max(groups, 1), k_group or K))
             launches.append(Launch(PACKED_SOURCE if p4 else DP4A_SOURCE, f"matmul_row_sums<{tb}>",
-                                   (min(-(-nz * N // 8), 65535),),
-                                   (256,), 0, "column sums of b (row sums of its K-major rows), for a's zero point"))
+                                   (min(-(-nz * N // 8), 65535),) + split, (256,), 0,
+                                   f"column sums of b{per} (row sums of its K-major rows), for a's zero point"))
+        elif need_cols and groups:
+            col_splits.append((groups, k_group or K))
+            launches.append(Launch(source, f"matmul_col_sums<{tb}>", (-(-N // 128), min(nz, MAX_GRID_YZ), groups),
+                                   (256,), 0, f"column sums of b{per}, for a's zero point"))
         elif need_cols:
             col_splits.append(col_sum_splits(N, K, nz, device.info().sm_count))
             cs = col_splits[-1][0]
@@ -563,7 +588,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             launches.append(Launch(MMA_SOURCE if km else main_source, f"matmul_splitk_epilogue<{ta}, {epi_b}, {to}>",
                                    (-(-M * N // 256), 1, nz), (256,), 0, "split-K sum and epilogue"))
     detail = _Detail(cfg, stage_a, stage_b, direct, batches, need_rows, need_cols, nsplit, k_chunk, k_group,
-                     tuple(col_splits), km or kmd or kmd8, repack_b)
+                     tuple(col_splits), km or kmd or kmd8, repack_b, groups)
     return Plan(op, variant, tuple(launches), tuple(notes), detail)
 
 
@@ -656,18 +681,25 @@ def bind_tiled(plan, a, b, out):
     mma = isinstance(d.cfg, MmaConfig)
     b_shift = int(isinstance(b, packed.PackedView))  # b's element offsets in bytes: halved when packed
     col_stride = zmax * N  # int32 elements between two splits' column sums
-    col_splits = max((cs for cs, _ in d.col_splits), default=1)
+    # mma-grouped: each group's sums kept apart (no combine), group g's nz * M (N) of a launch at g
+    groups, k_sum = max(d.groups, 1), (d.k_group or K) if d.groups else K
+    col_splits = 1 if d.groups else max((cs for cs, _ in d.col_splits), default=1)
     fixed = []  # per batch launch: (offsets, row-sum, column-sum, main and split-K integer arguments, first)
     first = 0
     for i, u in enumerate(d.batches):
         nz = u.batch0 * u.batch1
         a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
         cs, chunk = d.col_splits[i] if d.col_splits else (1, K)
-        cols = ((i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), 1, None) if wg else
+        group_at = (i64(nz * N) if d.groups else i64(0))  # the groups' sums apart (row sums of a K-major b)
+        cols = ((i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), i32(k_sum), group_at, 1,
+                 None) if wg else
+                (i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), i32(k_sum), group_at, 1,
+                 None) if d.groups else
                 (i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), i32(chunk),
                  i64(col_stride), cs, (i64(nz * N), i32(cs), i64(col_stride))))
         fixed.append((u.offsets,
-                      (i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1), i64(lda)),
+                      (i32(M), i32(K), i32(nz), i32(u.batch1), i64(a_bs0), i64(a_bs1), i64(lda), i32(k_sum),
+                       i64(nz * M if d.groups else 0)),
                       cols,
                       (i32(M), i32(N), i32(K), i32(u.batch1), i64(a_bs0), i64(a_bs1), i64(b_bs0),
                        i64(b_bs1), i64(c_bs0), i64(c_bs1), i64(lda), i64(ldb), i64(ldc)),
@@ -679,8 +711,8 @@ def bind_tiled(plan, a, b, out):
     need_rows, need_cols, nsplit = d.need_rows, d.need_cols, d.nsplit
     # Row and column sums share one int32 temporary: rows first, columns 16-byte aligned after,
     # then the column sums' splits where K is split (col_stride elements each).
-    cols_at = -(-zmax * M * 4 // 16) * 16 if need_rows else 0
-    parts_at = cols_at + -(-col_stride * 4 // 16) * 16
+    cols_at = -(-groups * zmax * M * 4 // 16) * 16 if need_rows else 0
+    parts_at = cols_at + -(-groups * col_stride * 4 // 16) * 16
     sums_bytes = (parts_at + (col_splits * col_stride * 4 if col_splits > 1 else 0) if need_cols
                   else cols_at)
     take = device.workspace() if 0 < sums_bytes <= device.WORKSPACE_MAX else None

@@ -17,6 +17,7 @@ PACKED_SOURCE = "matmul_dp4a_packed.cu"  # the dp4a kernels for a packed 4-bit b
 MMA_PACKED_SOURCE = "matmul_mma_packed.cu"  # the tensor-core kernel for a packed 4-bit b
 MMA_KMAJOR_SOURCE = "matmul_mma_kmajor.cu"  # the tensor-core kernel for an 8-bit b held K-major
 MMA_KMAJOR4_SOURCE = "matmul_mma_kmajor4.cu"  # the tensor-core kernel for a packed 4-bit b held K-major
+MMA_GROUPED_SOURCE = "matmul_mma_grouped.cu"  # the tensor-core kernel for blocked scales along K, every b
 DP4A_KMAJOR4_SOURCE = "matmul_dp4a_kmajor4.cu"  # the dp4a kernels for a packed 4-bit b held K-major
 DP4A_KMAJOR8_SOURCE = "matmul_dp4a_kmajor.cu"  # the dp4a kernels for an 8-bit b held K-major
 WGMMA_SOURCE = "matmul_wgmma.cu"  # Hopper's warpgroup tensor cores (sm_90a): forced only, until timed
@@ -56,7 +57,7 @@ class Dp4aConfig:
 
 @dataclass(frozen=True)
 class MmaConfig:
-    """matmul_mma<TA, TB, TO, BM, BN, BK, STAGES>: cp.async pipeline, dynamic smem."""
+    """matmul_mma<TA, TB, TO, BM, BN, BK, STAGES, VEC>: cp.async pipeline, dynamic smem."""
 
     bm: int
     bn: int
@@ -64,6 +65,7 @@ class MmaConfig:
     stages: int
     threads: int
     source = MMA_SOURCE
+    grouped = False
     transposed_b = False  # b staged as N rows of K bytes (wgmma's K-major b)
 
     @property
@@ -76,7 +78,18 @@ class MmaConfig:
         return self.stages * (self.bm * self.bk + self.bk * self.bn // 2)
 
     def name(self, ta: str, tb: str, to: str, vec: int = 16) -> str:
-        return f"matmul_mma<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.stages}, {vec}>"
+        grp = ", true" if self.grouped else ""
+        return f"matmul_mma<{ta}, {tb}, {to}, {self.bm}, {self.bn}, {self.bk}, {self.stages}, {vec}{grp}>"
+
+
+@dataclass(frozen=True)
+class GroupedMmaConfig(MmaConfig):
+    """matmul_mma<TA, TB, TO, BM, BN, BK, STAGES, 16, true> (GRP, cuda/matmul_mma_grouped.cu): blocked
+    scales along K, float outputs only, warp tiles 64x32 (threads 32 * BM / 64 * BN / 32)."""
+
+    source = MMA_GROUPED_SOURCE
+    grouped = True
+    out_types = ("float", "float16")
 
 
 @dataclass(frozen=True)
@@ -103,11 +116,16 @@ DP4A_CONFIGS = {
 MMA_CONFIGS = {
     "mma-128x128": MmaConfig(bm=128, bn=128, bk=64, stages=4, threads=128),  # 2x2 warps of 64x64
 }
+# Blocked scales along K (matmul_integer_to_float with block_size): 1x4 warps of 64x32, the
+# float sums beside the int32 ones; no split-K (the groups' float adds stay in order).
+GROUPED_CONFIGS = {
+    "mma-grouped": GroupedMmaConfig(bm=64, bn=128, bk=64, stages=4, threads=128),
+}
 WGMMA_CONFIGS = {
     "wgmma-128x128": WgmmaConfig(bm=128, bn=128, bk=64, stages=4, threads=256),  # 2 warpgroups of 64x128
     "wgmma-128x128-k128": WgmmaConfig(bm=128, bn=128, bk=128, stages=3, threads=256),  # 4 wgmma per k tile
 }
-CONFIGS: dict[str, Any] = {**DP4A_CONFIGS, **MMA_CONFIGS, **WGMMA_CONFIGS}
+CONFIGS: dict[str, Any] = {**DP4A_CONFIGS, **MMA_CONFIGS, **GROUPED_CONFIGS, **WGMMA_CONFIGS}
 # quantized_matmul with a packed 4-bit b at small M: cuda/matmul_stream_packed.cu
 # (dmlq.gpu.qmm_stream), variant name -> the kernel's rows per launch.
 STREAM_M = {"stream-m1": 1, "stream-m4": 4, "stream-m16": 16}
@@ -129,6 +147,7 @@ HAVE_MMA = _have_mma()
 HAVE_MMA_PACKED = HAVE_MMA and _have_mma(MMA_PACKED_SOURCE)
 HAVE_MMA_KMAJOR = HAVE_MMA and _have_mma(MMA_KMAJOR_SOURCE)
 HAVE_MMA_KMAJOR4 = HAVE_MMA and _have_mma(MMA_KMAJOR4_SOURCE)
+HAVE_MMA_GROUPED = HAVE_MMA and _have_mma(MMA_GROUPED_SOURCE)
 HAVE_WGMMA = HAVE_MMA and _have_mma(WGMMA_SOURCE)
 
 
@@ -172,6 +191,10 @@ if HAVE_MMA_KMAJOR:  # 16-byte copies only; the split-K epilogue is the row-majo
 if HAVE_MMA_KMAJOR4:  # as the 8-bit one: 16-byte copies, matmul_mma.cu's split-K epilogue
     KERNELS[MMA_KMAJOR4_SOURCE] = tuple(c.name(ta, tb, to, 16) for c in MMA_CONFIGS.values() for ta in QTYPES
                                         for tb in KMAJOR4_TAGS for to in OUT_TYPES)
+if HAVE_MMA_GROUPED:  # float outputs, 16-byte copies, every b (its tags as the other sources name them)
+    KERNELS[MMA_GROUPED_SOURCE] = tuple(c.name(ta, tb, to, 16) for c in GROUPED_CONFIGS.values() for ta in QTYPES
+                                        for tb in QTYPES + PACKED_TAGS + tuple(KMAJOR_TAGS.values()) + KMAJOR4_TAGS
+                                        for to in c.out_types)
 
 if HAVE_WGMMA:
     KERNELS[WGMMA_SOURCE] = tuple(c.name(ta, tb, to) for c in WGMMA_CONFIGS.values() for ta in QTYPES
@@ -179,5 +202,6 @@ if HAVE_WGMMA:
 
 # The variants this install can run (the mma ones only with matmul_mma.cu present).
 VARIANTS = tuple(DP4A_CONFIGS) + (tuple(MMA_CONFIGS) if HAVE_MMA else ()) + \
+    (tuple(GROUPED_CONFIGS) if HAVE_MMA_GROUPED else ()) + \
     (tuple(WGMMA_CONFIGS) if HAVE_WGMMA else ())
 TENSOR_CONFIGS = {**MMA_CONFIGS, **WGMMA_CONFIGS}  # the split-K (tensor-core) variants
