@@ -26,7 +26,9 @@ the stream kernels, forced or by their own rule) beside it, against
 ``peer:torch._int_mm+dequantize`` (torch._int_mm needs M > 16 and K, N multiples of 8: a
 rowss padded to 17 outside the timing, int8 weights even for the 4-bit groups, the int32
 result scaled to float16 by a second kernel: what a user of torch does today) and
-``peer:torch-f16-matmul`` (float16 weights: the speed a user gives up for the bytes).
+``peer:torch-f16-matmul`` (float16 weights: the speed a user gives up for the bytes). The
+blocked packed b also at M = 512 and 2048 against N = K = 4096 (a prefill: ``dmlq:auto`` is the
+tensor cores' ``mma-grouped``, ``dmlq:dp4a-wide`` forced beside it).
 ``dmlq:graph``: auto's call (``out=`` given) captured once in a CUDA graph and replayed, so the
 row is the kernels' device time without the host's enqueue (the second H100 run: 50-94 us of
 host time per call at these sizes, as long as the kernels) -- what a serving stack that
@@ -180,6 +182,12 @@ GPU_GROUPS.update({f"matmul_integer_to_float/uint8xpacked-uint4-col->float16/M={
 ODD_G = 48
 GPU_GROUPS[f"matmul_integer_to_float/uint8xpacked-uint4-g{ODD_G}->float16/M=1,N=8192,K=8192"] = \
     (f"uint8xpacked-uint4-g{ODD_G}->float16", 1, 8192)
+# the prefill of a weight-only int4 layer (blocked packed uint4 b, G = 128) at M = 512 and 2048 against
+# N = K = 4096: auto is the tensor cores' mma-grouped (session 41; 2.1 / 8.6 Gop, compute-bound: at most
+# ~40% of the int8 tensor peak by its napkin math, the groups' conversions the bound), dp4a-wide (which
+# served these calls before) forced beside it; the K-major rows (w.T, MatMulNBits' own tables) too
+GPU_GROUPS.update({f"matmul_integer_to_float/uint8xpacked-uint4->float16/M={m},N=4096,K=4096": (
+    "uint8xpacked-uint4->float16", m, 4096) for m in (512, 2048)})
 # blocked packed b at M <= 16: auto is the grouped stream kernel (stream-grouped-m*); dp4a-wide, which
 # served these calls before it, forced beside it for the crossover; per-column packed b, and int8 b
 # at M = 1 and 4: the tiled rule's kernel (dp4a-32x32 there), which served them before the stream

@@ -15,9 +15,9 @@
 //   a_per_row, out_per_row   0 per tensor, 1 per row, 2 per batch and row:
 //                            (matrices, M) tables, matrix z's rows at z * M
 //                            (batch_rows below)
-//   k_group                  matmul_dp4a_wide only: the length along K of a
-//                            block of B scales (a multiple of its BK), 0 for
-//                            one group of all K.
+//   k_group                  matmul_dp4a_wide and matmul_mma's GRP build only: the
+//                            length along K of a block of B scales (a multiple
+//                            of 32), 0 for one group of all K.
 #pragma once
 
 #include "common.cuh"

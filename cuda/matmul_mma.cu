@@ -122,10 +122,9 @@ __device__ __forceinline__ bool block_tile(int M, int N, int K, int splits, int 
   return true;
 }
 
-
 }  // namespace dmlq_mma
 
-// Launch: block 32 * (BM/64) * (BN/64) threads (128 for 128x128); grid
+// Launch: block 32 * (BM/64) * (BN/64) threads (128 for 128x128; GRP: BN/32, 128 for 64x128); grid
 // (ceil(N/BN), ceil(M/BM), batch0 * batch1) or (ceil(M/BM) * ceil(N/BN), 1, ...);
 // dynamic shared memory STAGES * (BM + BN) * BK bytes (64 KiB: raise the
 // function's max dynamic shared size). Blocks past the tile count exit. A wrong

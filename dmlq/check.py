@@ -394,6 +394,7 @@ def _random_cases(seed=0):
     rows.extend(_random_intmm(rng))
     rows.extend(_random_kmajor(np.random.default_rng(seed + 37)))
     rows.extend(_random_packed_tiled(np.random.default_rng(seed + 26)))
+    rows.extend(_random_grouped(np.random.default_rng(seed + 41)))
     for xdt, qdt in ((f32, u8), (f16, i8)):
         x = (rng.standard_normal((5, 333)) * 7 + 2).astype(xdt)
         rows.append(("dyn_quantize", f"{xdt.__name__}->{qdt.__name__}", _dynamic_bytes, (x,), dict(dtype=qdt)))
@@ -633,6 +634,31 @@ def _random_packed_tiled(rng):
             rows.append(("matmul", f"{adt.__name__},packed {name}->int8 M={m}", api.quantized_matmul,
                          (q(adt, (m, k)), (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b,
                           (rng.random(n) + 0.5).astype(f32), int(q(bdt, ())), f32(100.0), i8(-9)), {}))
+    return rows
+
+
+def _random_grouped(rng):
+    """Blocked b scales past the decode sizes on the tensor cores (``mma-grouped``,
+    cuda/matmul_mma_grouped.cu) with zero points on both sides: an int8, a K-major uint8 and a
+    packed int4 / uint4 b at M = 130, groups of 32 and 96 (K = 288, the last group ragged against
+    the tile); the K-major packed b's blocked rows are :func:`_random_kmajor`'s at M = 130. Rows
+    as :func:`_random_cases` makes them."""
+    rows = []
+    k, n, m = 288, 136, 130
+
+    def q(dt, shape):
+        info = np.iinfo(dt) if dt in (i8, u8) else ml_dtypes.iinfo(dt)
+        return rng.integers(int(info.min), int(info.max), shape, endpoint=True).astype(dt)
+
+    for adt, bdt, layout in ((u8, i8, "rows"), (i8, u8, "K-major"), (u8, i4, "packed"), (i8, u4, "packed")):
+        for g in (32, 96):
+            b = q(bdt, (k, n))
+            zp = q(bdt, (-(-k // g), n))
+            bb, bz = (pack(b), pack(zp)) if layout == "packed" else (KMajor(b) if layout == "K-major" else b, zp)
+            args = (q(adt, (m, k)), (rng.random((m, 1)) + 0.5).astype(f32), q(adt, (m, 1)), bb,
+                    (rng.random(zp.shape) * 0.01).astype(f32), bz, rng.standard_normal(n).astype(f32))
+            rows.append(("mm_float", f"{adt.__name__},{layout} {np.dtype(bdt).name} M={m} blocked {g} (tensor cores)",
+                         intmm.matmul_integer_to_float, args, dict(block_size=g, dtype=(f32, f16)[g == 96])))
     return rows
 
 

@@ -185,8 +185,8 @@ def _tiled(op, args, variant):
         intmm_tiled._bind(p, a, b, out, b_packed, None, zps[0], None, zps[1], None)(a, zps[0], b, zps[1], out)
         return out
     k_group = intmm_tiled._k_group(op, a.shape[-1], args["block_size"])
-    if k_group and variant != "dp4a-wide":
-        raise ValueError("blocked scales: dp4a-wide only (does not apply)")
+    if k_group and variant not in ("dp4a-wide", *matmul.GROUPED_CONFIGS):
+        raise ValueError("blocked scales: dp4a-wide and mma-grouped only (does not apply)")
     p = matmul.plan_tiled(op, a, args["a_zero_point"] is not None, view, args["b_zero_point"] is not None, out,
                           variant=variant, k_group=k_group)
     fargs = [args[k] for k in ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "bias")]

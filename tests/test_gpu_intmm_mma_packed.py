@@ -182,16 +182,17 @@ def test_kernel_plan_names_the_packed_mma_kernel(gpu):
                                 0.1, None, 0.5))
     assert "matmul_col_sums<packed_int4>" in plan and "matmul_mma<uint8, packed_int4, uint8, 128, 128, 64, 4, 16>" \
         in plan and "padded" not in plan, plan
-    # blocked scales along K stay on dp4a-wide
+    # blocked scales along K: the grouped tensor-core tile (session 41; dp4a-wide before)
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, a, 0.1, None, p, dev(np.ones((8, 140), F32)), None,
                                 block_size=32))
-    assert plan.splitlines()[0].startswith("matmul_integer_to_float: dp4a-wide"), plan
+    assert plan.splitlines()[0].startswith("matmul_integer_to_float: mma-grouped"), plan
+    assert "matmul_mma<uint8, packed_uint4, float, 64, 128, 64, 4, 16, true>" in plan, plan
 
 
 def test_selection_is_the_int8_rule():
     """select_variant gives a packed b the variant an int8 b gets (tensor cores included) past M = 16, the
-    smallest stream-m* at M <= 16, wide K and blocked scales dp4a-wide, and no tensor cores without the packed
-    source."""
+    smallest stream-m* at M <= 16, wide K dp4a-wide, blocked scales the grouped tensor-core tile (where the
+    tensor cores would take the product), and no tensor cores without the packed source."""
     for m, n, k, batch in [(4096, 4096, 4096, 1), (16, 4096, 4096, 1), (130, 140, 260, 1), (17, 16, 32768, 1),
                            (130, 140, 200, 1), (1, 4096, 4096, 1), (8, 8, 8, 1), (64, 64, 64, 8),
                            (4096, 4096, 32769, 1), (4096, 4096, 16, 1)]:
@@ -201,5 +202,6 @@ def test_selection_is_the_int8_rule():
                 want = next(name for name, rows in matmul.STREAM_M.items() if m <= rows)
             assert matmul.select_variant(m, n, k, batch, cc, have_mma=True, packed=True) == want, (m, n, k, cc)
     assert matmul.select_variant(4096, 4096, 4096, 1, 90, packed=True) == "mma-128x128"
-    assert matmul.select_variant(4096, 4096, 4096, 1, 90, packed=True, blocked=True) == "dp4a-wide"
+    assert matmul.select_variant(4096, 4096, 4096, 1, 90, packed=True, blocked=True) == "mma-grouped"
+    assert matmul.select_variant(4096, 4096, 4096, 1, 75, packed=True, blocked=True) == "dp4a-wide"
     assert matmul.select_variant(4096, 4096, 32769, 1, 90, packed=True) == "dp4a-wide"

@@ -25,7 +25,7 @@ def _variant(v):
     return pytest.param(v, marks=marks, id=v)
 
 
-VARIANTS = [_variant(v) for v in matmul.ALL_VARIANTS]
+VARIANTS = [_variant(v) for v in matmul.QMM_VARIANTS]
 
 
 @pytest.fixture

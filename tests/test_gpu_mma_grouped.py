@@ -197,6 +197,22 @@ def test_plan_and_selection(gpu):
     with pytest.raises(ValueError, match="'dp4a-wide' or 'mma-grouped'"):
         matmul.plan_tiled("matmul_integer_to_float", a, True, b, True, dev(np.empty((70, 200), F32)),
                           variant="mma-128x128", k_group=64)
-    with pytest.raises(ValueError, match="float outputs only"):
+    with pytest.raises(ValueError, match="does not apply.*float outputs only"):
         matmul.plan_tiled("matmul_integer", a, True, b, True, dev(np.empty((70, 200), np.int32)),
                           variant="mma-grouped")
+
+
+def test_dmlq_check_rows_run_mma_grouped(gpu):
+    """``python -m dmlq check``'s tensor-core blocked rows (dmlq.check._random_grouped: int8, K-major
+    uint8 and packed 4-bit b, groups of 32 and 96) and the K-major packed b's blocked rows at M = 130
+    run mma-grouped, bit for bit."""
+    import cupy_stand_in as S
+    from dmlq import check
+
+    rows = [c for c in check.gpu_cases() if "(tensor cores)" in c[1] or ("M=130" in c[1] and "blocked" in c[1])]
+    assert len(rows) == 8 + 4, [c[1] for c in rows]
+    for case in rows:
+        S.launches.clear()
+        for what, got, want in check.run_case(case, S.module):
+            assert got.tobytes() == want.tobytes(), (case[1], what)
+        assert any(n.startswith("matmul_mma<") and n.endswith(", true>") for n, *_ in S.launches), (case[1], kernels())

@@ -79,6 +79,12 @@ def P(file, original, replacement, description, kind):
     """A mutation of the packed 4-bit b dp4a path, counted under matmul_dp4a_packed.cu."""
     return Mutation(file, original, replacement, description, kind, "matmul_dp4a_packed.cu")
 
+def G(file, original, replacement, description, kind):
+    """A mutation of the blocked-scales tensor-core path (matmul_mma.cu's GRP code, the row sums' split in
+    matmul_dp4a.cu: session 41), counted under matmul_mma_grouped.cu and run with its tests."""
+    return Mutation(file, original, replacement, description, kind, "matmul_mma_grouped.cu")
+
+
 def AP(file, original, replacement, description, kind):
     """A mutation of a piece split from avgpool.cu (avgpool_common.cuh, avgpool_cl.cu: session 31),
     counted under avgpool.cu and run with its tests."""
@@ -157,8 +163,8 @@ MUTATIONS: list[Mutation] = [
     # ------------------------------------------------------------ matmul_mma.cu
     M("matmul_mma.cu", "    cp_async_wait<STAGES - 2>();", "    cp_async_wait<STAGES - 1>();",
       "cp.async wait_group STAGES - 2 -> STAGES - 1", "wait_group"),
-    M("matmul_mma.cu", '"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16', '"ldmatrix.sync.aligned.m8n8.x4.shared.b16',
-      ".trans dropped from the B ldmatrix", "ptx"),
+    M("matmul_mma_ptx.cuh", '"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16', '"ldmatrix.sync.aligned.m8n8.x4.shared.b16',
+      ".trans dropped from the B ldmatrix", "ptx", group="matmul_mma.cu"),
     M("matmul_mma.cu", "bf[2 * p][0] = __byte_perm(r[0], r[1], 0x6420);",
       "bf[2 * p][0] = __byte_perm(r[0], r[1], 0x6240);",
       "B fragment byte_perm selector 0x6420 -> 0x6240", "byte_perm"),
@@ -298,9 +304,9 @@ MUTATIONS: list[Mutation] = [
     M("matmul_mma.cu", "  const int64 a_chunk_step = static_cast<int64>(NT / 4) * lda;",
       "  const int64 a_chunk_step = static_cast<int64>(NT / 8) * lda;",
       "edge loop: A chunk-row stride halved", "stride"),
-    M("matmul_mma.cu", "__cvta_generic_to_global(src + j * VEC)),\n                    DMLQ_IN(\"n\", VEC)));\n  }\n}",
+    M("matmul_mma_ptx.cuh", "__cvta_generic_to_global(src + j * VEC)),\n                    DMLQ_IN(\"n\", VEC)));\n  }\n}",
       "__cvta_generic_to_global(src + (j ^ 1) * VEC)),\n                    DMLQ_IN(\"n\", VEC)));\n  }\n}",
-      "whole 4-byte copies: words of a pair swapped", "index"),
+      "whole 4-byte copies: words of a pair swapped", "index", group="matmul_mma.cu"),
     M("matmul_dp4a.cu", "    if (full && (word_path & 1)) {", "    if (k0 < K && (word_path & 1)) {",
       "word path also taken by the K tail tile (A words past K)", "comparison"),
     M("matmul_dp4a.cu", "const int ks = max(min(kw, K - 4), 0);", "const int ks = min(kw, K - 4);",
@@ -1047,9 +1053,9 @@ MUTATIONS: list[Mutation] = [
     M("matmul_mma.cu", "          bf[2 * p][1] = r[1];\n          bf[2 * p + 1][0] = r[2];",
       "          bf[2 * p][1] = r[2];\n          bf[2 * p + 1][0] = r[1];",
       "K-major b: k 16-31 of the even columns and k 0-15 of the odd ones swapped", "index"),
-    M("matmul_mma.cu", "a_off(wn * 64 + (q >> 1) * 8 + r8, 2 * p + (q & 1))", "a_off(wn * 64 + (q >> 1) * 8 + r8, p + (q & 1))",
+    M("matmul_mma.cu", "a_off(wn * WN + (q >> 1) * 8 + r8, 2 * p + (q & 1))", "a_off(wn * WN + (q >> 1) * 8 + r8, p + (q & 1))",
       "K-major b: the second k32 step's fragments read at k chunk 1, not 2", "index"),
-    M("matmul_mma.cu", "ldsm_x4(r, b_st + lb_off[ks] + p * 16 * BK);", "ldsm_x4(r, b_st + lb_off[ks] + p * 8 * BK);",
+    M("matmul_mma.cu", "ldsm_x4(r, b_st + (ks ? lb_off[1] : lb_off[0]) + p * 16 * BK);", "ldsm_x4(r, b_st + (ks ? lb_off[1] : lb_off[0]) + p * 8 * BK);",
       "K-major b: the 16-column groups of a warp 8 rows apart, not 16", "stride"),
     M("matmul_mma.cu", "            bytes = ((b_cols >> i) & 1) ? km_left : 0u;", "            bytes = ((b_cols >> i) & 1) ? 16u : 0u;",
       "K-major b: the K tail tile's columns copied whole (bytes past K summed)", "boundary"),
@@ -1097,14 +1103,14 @@ MUTATIONS: list[Mutation] = [
       "K-major packed b: k 4t and 4t+2 of each fragment register swapped", "index", group="matmul_mma.cu"),
     M("matmul_mma_layout.cuh", "return __byte_perm(h, h << 4, 0x1504)", "return __byte_perm(h, h << 3, 0x1504)",
       "K-major packed b: the even k's codes moved up 3 bits, not 4", "arith", group="matmul_mma.cu"),
-    M("matmul_mma.cu", "bkp_off(wn * 64 + (lane >> 2), p) + 2 * (lane & 3)", "bkp_off(wn * 64 + (lane >> 2), p) + (lane & 3)",
+    M("matmul_mma.cu", "bkp_off(wn * WN + (lane >> 2), p) + 2 * (lane & 3)", "bkp_off(wn * WN + (lane >> 2), p) + (lane & 3)",
       "K-major packed b: the fragments' 16-bit loads a byte apart per t, not two", "index"),
     M("matmul_mma.cu", "(pb + ni * 8 * KM_ROW + 8));", "(pb + ni * 8 * KM_ROW + 4));",
       "K-major packed b: b1 read at k 8+4t, not 16+4t", "index"),
     M("matmul_mma.cu", "bf[ni][0] = unpack_bk4(*reinterpret_cast<const unsigned short*>(pb + ni * 8 * KM_ROW));",
       "bf[ni][0] = unpack_bk4(*reinterpret_cast<const unsigned short*>(pb + ni * 4 * KM_ROW));",
       "K-major packed b: b0 of the n8 tiles read 4 rows apart, not 8", "stride"),
-    M("matmul_mma.cu", "bkp_off(wn * 64 + (lane >> 2), p) + 2", "bkp_off(wn * 64 + (lane >> 2), 0) + 2",
+    M("matmul_mma.cu", "bkp_off(wn * WN + (lane >> 2), p) + 2", "bkp_off(wn * WN + (lane >> 2), 0) + 2",
       "K-major packed b: the second k32 step's fragments read from the first chunk", "index"),
     M("matmul_mma_layout.cuh", "{ return row * 32 + ((chunk ^ ((row >> 2) & 1)) << 4); }",
       "{ return row * 16 + ((chunk ^ ((row >> 2) & 1)) << 4); }",
@@ -1175,10 +1181,54 @@ MUTATIONS: list[Mutation] = [
       "K-major 8-bit b: each tile advances half a tile down the columns", "stride"),
     M("matmul_dp4a.cu", "const int64 b_word_e = KM4 || KM8 ?", "const int64 b_word_e = KM4 ?",
       "K-major 8-bit b, word path: its block addressed as a row-major b's (k rows ldb apart)", "index"),
+    # session 41: blocked scales on the tensor cores (matmul_mma.cu's GRP code, built by matmul_mma_grouped.cu;
+    # matmul_dp4a.cu's row sums split by groups), counted under matmul_mma_grouped.cu
+    G("matmul_mma.cu", "for (int e = 0; e < 4; ++e) vf[mi][ni][e] = -0.0f;",
+      "for (int e = 0; e < 4; ++e) vf[mi][ni][e] = 0.0f;",
+      "grouped: the float sums start at +0.0 (a first term of -0.0 becomes +0.0)", "constant"),
+    G("matmul_mma.cu", "    const int len = min(G, K - grp * G);", "    const int len = G;",
+      "grouped: a ragged last group's length taken as G (its K * za * zb term)", "boundary"),
+    G("matmul_mma.cu", "const int64 rows_at = (static_cast<int64>(grp) * gridDim.z + z) * M;",
+      "const int64 rows_at = (static_cast<int64>(grp) + z) * M;",
+      "grouped: a's row sums of group g read as if one matrix a group", "index"),
+    G("matmul_mma.cu", " : 0u) - static_cast<unsigned>(len) * zb[ni][o];", " : 0u);",
+      "grouped: the group's len * za * zb term dropped", "arith"),
+    G("matmul_mma.cu", "const int c = PC ? (ni >> 2) * 32 + 8 * tl + 4 * o + (ni & 3)",
+      "const int c = PC ? (ni >> 2) * 32 + 8 * tl + 2 * o + (ni & 3)",
+      "grouped, packed b: a lane's second column of each pair 2 (not 4) past its first", "index"),
+    G("matmul_mma.cu", ": (ni >> 1) * 16 + 4 * tl + 2 * o + (ni & 1);", ": (ni >> 1) * 16 + 4 * tl + o + 2 * (ni & 1);",
+      "grouped: the even/odd n8 tiles' columns swapped with the element's", "index"),
+    G("matmul_mma.cu", "const unsigned v = static_cast<unsigned>(P4 ? s >> 4 : s)",
+      "const unsigned v = static_cast<unsigned>(s)",
+      "grouped, packed b: the 16x sums not shifted back", "arith"),
+    G("matmul_mma.cu", "if (grp < n_groups && group_end() <= kt * BK + (ks + 1) * 32) close_group();",
+      "if (grp < n_groups && group_end() < kt * BK + (ks + 1) * 32) close_group();",
+      "grouped: a group ending on a k step closed one step late (two groups summed as one)", "comparison"),
+    G("matmul_mma.cu", "for (const int t_stop = (group_end() - 1) / BK; kt < t_stop; ++kt) {",
+      "for (const int t_stop = group_end() / BK; kt < t_stop; ++kt) {",
+      "grouped: a group ending on a tile's end runs that tile in the inner loop (its close one tile late)",
+      "boundary"),
+    G("matmul_mma.cu", "if (grp < n_groups && group_end()", "if (group_end()",
+      "grouped: a close after the last group (an empty group's terms added)", "boundary"),
+    G("matmul_mma.cu", "if (brow != nullptr) f = dmlq::ieee_add(f, brow[min(n + j, N - 1)]);",
+      "if (brow != nullptr) f = dmlq::ieee_add(f, brow[min(n, N - 1)]);",
+      "grouped: a quad's 4 outputs take its first column's bias", "index"),
+    G("matmul_mma.cu", "        const float as = a_scale[a_per_row ? m : 0];", "        const float as = a_scale[0];",
+      "grouped: a's per-row scale read per tensor", "index"),
+    G("matmul_mma.cu", "const int64 gi = b_per_col ? static_cast<int64>(grp) * N + n : 0;",
+      "const int64 gi = b_per_col ? n : 0;", "grouped: every group takes the first group's b scale and zero point",
+      "index"),
+    G("matmul_dp4a.cu", "  const int k0 = static_cast<int>(blockIdx.y) * k_chunk;  // this split's first k",
+      "  const int k0 = 0;", "row sums: every split sums from k = 0", "index"),
+    G("matmul_dp4a.cu", "  K = min(K - k0, k_chunk);", "  K = K - k0;",
+      "row sums: a split sums to the end of K, not of its chunk", "boundary"),
+    G("matmul_dp4a.cu", "  out += static_cast<int64>(blockIdx.y) * split_stride;\n", "",
+      "row sums: every split writes the first split's table", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
-         "matmul_dp4a_packed.cu", "matmul_stream_packed.cu", "dynamic_quant.cu", "matmul_wgmma.cu", "packed_table.cu")
+         "matmul_dp4a_packed.cu", "matmul_stream_packed.cu", "dynamic_quant.cu", "matmul_wgmma.cu", "packed_table.cu",
+         "matmul_mma_grouped.cu")
 
 # The CI tests that drive each source on the host harness (fast subset).
 TESTS = {
@@ -1210,6 +1260,7 @@ TESTS = {
     "dynamic_quant.cu": (["tests/test_dynamic_quant.py", "tests/test_dynamic_quant_rows.py"], "gpu_path or gpu_rows or gpu_dask"),
     "matmul_wgmma.cu": (["tests/test_host_matmul_wgmma.py"], "emulated"),
     "packed_table.cu": (["tests/test_gpu_packed_table.py"], "test_"),
+    "matmul_mma_grouped.cu": (["tests/test_gpu_mma_grouped.py"], "test_"),
 }
 
 # Loaded into the mutant's pytest with -p: key each runner on the headers and

@@ -6,9 +6,10 @@ out) run the same dp4a and tensor-core main loops as quantized_matmul
 staging, batches, row/column-sum pre-passes, split-K over the exact int32 sums);
 the output type picks the epilogue (cuda/matmul_epilogue.cuh). Selection is
 quantized_matmul's table and rule plus one rule: blocked scales along K (more
-than one group) take ``dp4a-wide``, whose K loop closes each group in ascending
-order (docs/semantics.md; no split-K over float partial sums), and whose tiles
-are 32 deep, so the group length must be a multiple of 32. A packed 4-bit b at
+than one group) take ``mma-grouped`` (cuda/matmul_mma_grouped.cu) where the tensor
+cores would take the product, else ``dp4a-wide``; both close each group in ascending
+order (docs/semantics.md; no split-K over float partial sums) on 32-deep k steps,
+so the group length must be a multiple of 32. A packed 4-bit b at
 M <= 16 (where quantized_matmul's rule picks its stream kernel) takes the stream
 kernel's sums pass instead (dmlq.gpu.qmm_stream: one pass over the packed bytes, K
 split between chunks, exact int32 sums to a workspace, a second pass making the
@@ -40,7 +41,7 @@ from .device import NULL
 from .matmul import QTYPES, _quant_args, _row_prep, _vector_prep, bind_tiled, offset, plan_tiled
 from .plan import Plan, Runner
 
-GROUP_STEP = 32  # the wide dp4a kernel's BK: groups end on tile boundaries
+GROUP_STEP = 32  # the wide dp4a kernel's BK and mma-grouped's k step: groups end on their boundaries
 
 
 def _k_group(op, k, block_size, tiled=True) -> int:

@@ -54,7 +54,7 @@ from .matmul_configs import (  # noqa: F401 - the tables, re-exported (dmlq.gpu.
     DP4A_SOURCE, MMA_SOURCE, PACKED_SOURCE, MMA_PACKED_SOURCE, MMA_KMAJOR_SOURCE, MMA_KMAJOR4_SOURCE, WGMMA_SOURCE,
     DP4A_KMAJOR4_SOURCE, DP4A_KMAJOR8_SOURCE, WIDE_K,
     MAX_DIM, MAX_GRID_YZ, MMA_MIN_WORK, QTYPES, DP4A_CONFIGS, MMA_CONFIGS,
-    WGMMA_CONFIGS, CONFIGS, STREAM_M, ALL_VARIANTS, COMBINE, PREPASS_KERNELS,
+    WGMMA_CONFIGS, CONFIGS, STREAM_M, ALL_VARIANTS, QMM_VARIANTS, COMBINE, PREPASS_KERNELS,
     HAVE_MMA, HAVE_MMA_PACKED, HAVE_MMA_KMAJOR, HAVE_MMA_KMAJOR4, HAVE_WGMMA, KMAJOR_TAGS, MMA_VECS, OUT_TYPES, SPLITK_EPILOGUES,
     PACKED_TAGS, KERNELS, VARIANTS, TENSOR_CONFIGS, Dp4aConfig, MmaConfig, GROUPED_CONFIGS, HAVE_MMA_GROUPED,
     MMA_GROUPED_SOURCE,
@@ -417,6 +417,9 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     # tiles at any alignment (kmd); the tensor-core kernel off 16 bytes reads a packed b's rows, so it
     # is repacked first.
     grouped = variant in GROUPED_CONFIGS
+    if grouped and out.dtype.kind != "f":
+        raise ValueError(f"{op}: variant {variant!r} does not apply (it makes float outputs only: "
+                         "matmul_integer_to_float)")
     if grouped and K == 0:
         variant, grouped = "dp4a-wide", False  # no groups: +0.0 (then the bias), the wide kernel's
     on_mma = variant in MMA_CONFIGS or grouped  # the mma.sync kernel (matmul_mma.cu's template)
@@ -445,8 +448,6 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     if k_group and variant not in ("dp4a-wide", *GROUPED_CONFIGS):
         raise ValueError(f"{op}: blocked scales along K need the 'dp4a-wide' or 'mma-grouped' variant (got "
                          f"{variant!r})")
-    if grouped and not out.dtype.kind == "f":
-        raise ValueError(f"{op}: variant {variant!r} makes float outputs only (matmul_integer_to_float)")
     if k_group:
         notes.append(f"groups of {k_group} along K, closed in ascending order")
     if kmd:

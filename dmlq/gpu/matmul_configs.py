@@ -130,6 +130,7 @@ CONFIGS: dict[str, Any] = {**DP4A_CONFIGS, **MMA_CONFIGS, **GROUPED_CONFIGS, **W
 # (dmlq.gpu.qmm_stream), variant name -> the kernel's rows per launch.
 STREAM_M = {"stream-m1": 1, "stream-m4": 4, "stream-m16": 16}
 ALL_VARIANTS = tuple(CONFIGS)
+QMM_VARIANTS = tuple(v for v in CONFIGS if v not in GROUPED_CONFIGS)  # those with int outputs too
 
 COMBINE = "matmul_sums_combine<256>"  # the column sums' k-splits added (matmul_dp4a.cu's, for every b)
 PREPASS_KERNELS = tuple(f"matmul_row_sums<{t}>" for t in QTYPES) + \
