@@ -27,13 +27,15 @@
 //   (~134 TOPS) is 1.03 ms. Bytes: A 16 MiB + packed B 8 MiB + scales 2 MiB + out 64 MiB
 //   (float32) = 90 MiB: 28 us at 3.35 TB/s. Compute-bound.
 //   Per warp and group: 4 x 4 x (G / 32) = 64 m16n8k32, 256 clk of a sub-partition at peak
-//   (one per 4 clk). The close: 64 I2F a lane, 2048 a warp, at 16 conversions an SM a clk (4 a
-//   sub-partition): 512 clk, beside ~450 other issue slots (2 IMAD, 3 FP ops, a zeroing move a
+//   (one per 4 clk). The close: 64 conversions a lane (I2FP.F32.S32 in the sm_90 SASS), 2048 a
+//   warp; at the 16 conversions an SM a clk that the CUDA guide lists for int-to-float (4 a
+//   sub-partition) that is 512 clk, twice the IMMA time (I2FP may issue faster on sm_90: the
+//   profile stage will say), beside ~450 other issue slots (2 IMAD, 3 FP ops, a zeroing move a
 //   value; 48 L1 loads) and the main loop's ~150 (ldmatrix, unpacking, 64 IMMA). With two warps
-//   a sub-partition (2 blocks an SM) that is ~1200 issue clk per 512 clk of mma: at most ~40%
+//   a sub-partition (2 blocks an SM) that is ~1200 issue clk per 512 clk of IMMA: at most ~40%
 //   of the tensor peak at G = 128 (~6x dp4a's peak), ~11% at G = 32 (still above dp4a's 7%).
 //   An integer-to-float trick in FP32 ops (exact halves added) costs 8 issue slots a value,
-//   more than the I2F it saves.
+//   more than the conversion it saves.
 //   Shared memory: a 64x32 warp tile reads 3 KiB (packed b: 2.5 KiB) per 16 IMMA: 43 (52) ops
 //   a byte, ~67% (82%) of the tensor peak at 128 B/clk of ldmatrix bandwidth, not the bound.
 //   To be measured: dmlq/gpu/matmul_configs.py MMA_MIN_WORK
