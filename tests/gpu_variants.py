@@ -247,7 +247,7 @@ def _qmm_variant(variant, b_types):
     return fn
 
 
-for _v in matmul.VARIANTS:
+for _v in (v for v in matmul.VARIANTS if v in matmul.QMM_VARIANTS):
     case(f"quantized_matmul {_v}", _v)(_qmm_variant(_v, (I8,)))
     if _v not in matmul.TENSOR_CONFIGS or (_v in matmul.MMA_CONFIGS and matmul.HAVE_MMA_PACKED):
         case(f"quantized_matmul {_v}, packed b", _v)(_qmm_variant(_v, (I4, U4)))
