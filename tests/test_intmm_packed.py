@@ -217,13 +217,13 @@ def test_matmul_nbits_bytes_as_they_are(m, k, n, block):
 
 def test_matmul_nbits_bytes_on_the_gpu_path(gpu):
     """The same on the GPU path (the cupy stand-in: MatMulNBits' bytes read K-major by the grouped
-    stream kernel at M = 1, 2 and 4 and by dp4a-wide at M = 20; K on and off the block size, an
-    odd group count), equal to onnxruntime."""
+    stream kernel at M = 1, 2 and 4, by dp4a-wide at M = 20 and by the tensor cores' mma-grouped at
+    M = 130; K on and off the block size, an odd group count), equal to onnxruntime."""
     import cupy_stand_in as S
 
     rng = np.random.default_rng(11)
     for m, k, n, block in ((1, 256, 40, 64), (4, 256, 40, 64), (20, 256, 40, 64), (1, 200, 40, 64),
-                           (20, 200, 40, 64), (2, 80, 24, 32)):
+                           (20, 200, 40, 64), (2, 80, 24, 32), (130, 256, 160, 64), (130, 200, 208, 64)):
         g = -(-k // block)
         a, b = qrand(rng, I8, (m, k)), qrand(rng, U4, (k, n))
         scales = (2.0 ** rng.integers(-6, 3, (g, n))).astype(F32)
@@ -235,8 +235,10 @@ def test_matmul_nbits_bytes_on_the_gpu_path(gpu):
         got = dmlq.matmul_integer_to_float(S.module.asarray(a), np.float32(1), None, dev[0], S.module.asarray(st),
                                            dev[1], block_size=block)
         np.testing.assert_array_equal(got.get(), want)
-        mains = [name for name, *_ in S.launches if name.startswith(("matmul_stream_grouped<", "matmul_dp4a_wide<"))]
+        mains = [name for name, *_ in S.launches
+                 if name.startswith(("matmul_stream_grouped<", "matmul_dp4a_wide<", "matmul_mma<"))]
         assert mains and all("kmajor_uint4" in name for name in mains), S.launches
+        assert (m == 130) == any(name.endswith(", true>") for name in mains), S.launches
 
 
 def test_matmul_nbits_rounds_in_another_order():
