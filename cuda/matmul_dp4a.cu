@@ -653,12 +653,13 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN)) matmul_dp4a_wide(DMLQ_M
 // block 256 = 8 warps, one warp per row, grid-stride over batch*M rows. Split s = blockIdx.y
 // (grid y: splits) sums k in [s * k_chunk, min(K, (s + 1) * k_chunk)) into out + s *
 // split_stride: with k_chunk a group's length, the per-group sums of the grouped tensor-core
-// kernel (matmul_mma_grouped.cu); one split (k_chunk >= K) sums whole rows.
+// kernel (matmul_mma_grouped.cu); one split (k_chunk >= K) sums whole rows. Launch bounds of 8
+// blocks: 32 registers, every thread slot of an SM (the split's offsets took it to 40 and 75%).
 // T a packed K-major tag (kmajor_int4 / kmajor_uint4: the column sums of such a b are the sums
 // of its (N, K) rows): strides in elements; a row starting on a 4-byte word takes 8 codes a
 // word (int4 codes biased by 8: c ^ 8 = value + 8, the bias taken out after), else one a load.
 template <typename T>
-__global__ void __launch_bounds__(256) matmul_row_sums(
+__global__ void __launch_bounds__(256, 8) matmul_row_sums(
     const T* __restrict__ A, int M, int K, int batch, int batch1,
     int64 a_bs0, int64 a_bs1, int64 lda, int k_chunk, int64 split_stride, int* __restrict__ out) {
   typedef typename dmlq::b_value<T>::type V;
