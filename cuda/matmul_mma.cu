@@ -340,27 +340,21 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
                 : KM ? a_off(wn * WN + (q >> 1) * 8 + r8, 2 * p + (q & 1))
                      : P4 ? bp_off<BN>(lb_k, wn * LB + p) : b_off<BN>(lb_k, wn * NP + p);
 
+  // GRP: vf, the running float32 sum of the groups closed (docs/semantics.md: in ascending
+  // order, each product and add rounded), starts at -0.0: -0.0 + x is x for every x, so the
+  // first close leaves the first group's term itself. A group is G = k_group consecutive k (0:
+  // one group of all K, a multiple of 32 otherwise), the last one what is left of K.
   int acc[MI][2 * NP][4];
+  float vf[GRP ? MI : 1][GRP ? 2 * NP : 1][4];
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
     for (int ni = 0; ni < 2 * NP; ++ni)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0;
-
-  // GRP: vf, the running float32 sum of the groups closed (docs/semantics.md: in ascending
-  // order, each product and add rounded), starts at -0.0: -0.0 + x is x for every x, so the
-  // first close leaves the first group's term itself. A group is G = k_group consecutive k (0:
-  // one group of all K, a multiple of 32 otherwise), the last one what is left of K.
-  float vf[GRP ? MI : 1][GRP ? 2 * NP : 1][4];
-  if constexpr (GRP) {
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < 2 * NP; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) vf[mi][ni][e] = -0.0f;
-  }
+      for (int e = 0; e < 4; ++e) {
+        acc[mi][ni][e] = 0;
+        if constexpr (GRP) vf[mi][ni][e] = -0.0f;
+      }
   const int G = k_group > 0 ? k_group : K;
   const int n_groups = k_group > 0 ? (K + G - 1) / G : 1;
   int grp = 0;

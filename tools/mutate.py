@@ -1183,8 +1183,7 @@ MUTATIONS: list[Mutation] = [
       "K-major 8-bit b, word path: its block addressed as a row-major b's (k rows ldb apart)", "index"),
     # session 41: blocked scales on the tensor cores (matmul_mma.cu's GRP code, built by matmul_mma_grouped.cu;
     # matmul_dp4a.cu's row sums split by groups), counted under matmul_mma_grouped.cu
-    G("matmul_mma.cu", "for (int e = 0; e < 4; ++e) vf[mi][ni][e] = -0.0f;",
-      "for (int e = 0; e < 4; ++e) vf[mi][ni][e] = 0.0f;",
+    G("matmul_mma.cu", "if constexpr (GRP) vf[mi][ni][e] = -0.0f;", "if constexpr (GRP) vf[mi][ni][e] = 0.0f;",
       "grouped: the float sums start at +0.0 (a first term of -0.0 becomes +0.0)", "constant"),
     G("matmul_mma.cu", "    const int len = min(G, K - grp * G);", "    const int len = G;",
       "grouped: a ragged last group's length taken as G (its K * za * zb term)", "boundary"),
