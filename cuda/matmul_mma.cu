@@ -366,44 +366,45 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // and 1 | 3 (quad_col's order).
   auto close_group = [&]() {
     if constexpr (GRP) {
-    const int len = min(G, K - grp * G);
-    const int gl = lane >> 2, tl = lane & 3;
-    const int64 rows_at = (static_cast<int64>(grp) * gridDim.z + z) * M;
-    const int64 cols_at = (static_cast<int64>(grp) * gridDim.z + z) * N;
-    float bs[2 * NP][2];
-    unsigned zb[2 * NP][2], cz[2 * NP][2];  // cz: column sum - len * zb (a's zero point's term)
+      const int len = min(G, K - grp * G);
+      const int gl = lane >> 2, tl = lane & 3;
+      const int64 rows_at = (static_cast<int64>(grp) * gridDim.z + z) * M;
+      const int64 cols_at = (static_cast<int64>(grp) * gridDim.z + z) * N;
+      float bs[2 * NP][2];
+      unsigned zb[2 * NP][2], cz[2 * NP][2];  // cz: column sum - len * zb (a's zero point's term)
 #pragma unroll
-    for (int ni = 0; ni < 2 * NP; ++ni)
+      for (int ni = 0; ni < 2 * NP; ++ni)
 #pragma unroll
-      for (int o = 0; o < 2; ++o) {
-        const int c = PC ? (ni >> 2) * 32 + 8 * tl + 4 * o + (ni & 3) : (ni >> 1) * 16 + 4 * tl + 2 * o + (ni & 1);
-        const int n = min(n0 + wn * WN + c, N - 1);  // clamped reads; columns >= N are not stored
-        const int64 gi = b_per_col ? static_cast<int64>(grp) * N + n : 0;
-        bs[ni][o] = b_scale[gi];
-        zb[ni][o] = b_zp ? static_cast<unsigned>(static_cast<int>(b_zp[gi])) : 0u;
-        cz[ni][o] = (a_zp ? static_cast<unsigned>(col_sum_b[cols_at + n]) : 0u) - static_cast<unsigned>(len) * zb[ni][o];
-      }
+        for (int o = 0; o < 2; ++o) {
+          const int c = PC ? (ni >> 2) * 32 + 8 * tl + 4 * o + (ni & 3) : (ni >> 1) * 16 + 4 * tl + 2 * o + (ni & 1);
+          const int n = min(n0 + wn * WN + c, N - 1);  // clamped reads; columns >= N are not stored
+          const int64 gi = b_per_col ? static_cast<int64>(grp) * N + n : 0;
+          bs[ni][o] = b_scale[gi];
+          zb[ni][o] = b_zp ? static_cast<unsigned>(static_cast<int>(b_zp[gi])) : 0u;
+          cz[ni][o] = (a_zp ? static_cast<unsigned>(col_sum_b[cols_at + n]) : 0u) -
+                      static_cast<unsigned>(len) * zb[ni][o];
+        }
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
+      for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = min(m0 + wm * 64 + mi * 16 + h * 8 + gl, M - 1);
-        const float as = a_scale[a_per_row ? m : 0];
-        const unsigned za = a_zp ? static_cast<unsigned>(static_cast<int>(a_zp[a_per_row ? m : 0])) : 0u;
-        const unsigned rs = b_zp ? static_cast<unsigned>(row_sum_a[rows_at + m]) : 0u;
+        for (int h = 0; h < 2; ++h) {
+          const int m = min(m0 + wm * 64 + mi * 16 + h * 8 + gl, M - 1);
+          const float as = a_scale[a_per_row ? m : 0];
+          const unsigned za = a_zp ? static_cast<unsigned>(static_cast<int>(a_zp[a_per_row ? m : 0])) : 0u;
+          const unsigned rs = b_zp ? static_cast<unsigned>(row_sum_a[rows_at + m]) : 0u;
 #pragma unroll
-        for (int ni = 0; ni < 2 * NP; ++ni)
+          for (int ni = 0; ni < 2 * NP; ++ni)
 #pragma unroll
-          for (int o = 0; o < 2; ++o) {
-            int& s = acc[mi][ni][2 * h + o];
-            // S - za * (colsum - len * zb) - zb * rowsum, mod 2**32: exact (|sum| < 2**31)
-            const unsigned v = static_cast<unsigned>(P4 ? s >> 4 : s) - za * cz[ni][o] - zb[ni][o] * rs;
-            float& f = vf[mi][ni][2 * h + o];
-            f = dmlq::ieee_add(f, dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), dmlq::ieee_mul(as, bs[ni][o])));
-            s = 0;
-          }
-      }
-    ++grp;
+            for (int o = 0; o < 2; ++o) {
+              int& s = acc[mi][ni][2 * h + o];
+              // S - za * (colsum - len * zb) - zb * rowsum, mod 2**32: exact (|sum| < 2**31)
+              const unsigned v = static_cast<unsigned>(P4 ? s >> 4 : s) - za * cz[ni][o] - zb[ni][o] * rs;
+              float& f = vf[mi][ni][2 * h + o];
+              f = dmlq::ieee_add(f, dmlq::ieee_mul(dmlq::to_f32(static_cast<int>(v)), dmlq::ieee_mul(as, bs[ni][o])));
+              s = 0;
+            }
+        }
+      ++grp;
     }
   };
 

@@ -638,11 +638,9 @@ def _random_packed_tiled(rng):
 
 
 def _random_grouped(rng):
-    """Blocked b scales past the decode sizes on the tensor cores (``mma-grouped``,
-    cuda/matmul_mma_grouped.cu) with zero points on both sides: an int8, a K-major uint8 and a
-    packed int4 / uint4 b at M = 130, groups of 32 and 96 (K = 288, the last group ragged against
-    the tile); the K-major packed b's blocked rows are :func:`_random_kmajor`'s at M = 130. Rows
-    as :func:`_random_cases` makes them."""
+    """Blocked b scales on the tensor cores (``mma-grouped``) with zero points on both sides: int8,
+    K-major uint8 and packed int4 / uint4 b at M = 130, groups of 32 and 96 (K = 288, the last one
+    ragged against the tile); rows as :func:`_random_cases` makes them."""
     rows = []
     k, n, m = 288, 136, 130
 
