@@ -1,8 +1,8 @@
 """The tiled matmul kernels' configurations: one table of named configs per kernel
-(dp4a tiles, the mma.sync tensor-core tile, the Hopper wgmma tile), the kernel
-name expressions each source compiles (KERNELS) and the variants this install can
-run. dmlq.gpu.matmul's select_variant reads these tables; adding or adjusting a
-variant is one line here."""
+(dp4a tiles, the mma.sync tensor-core tile and its blocked-scales build, the Hopper
+wgmma tile), the kernel name expressions each source compiles (KERNELS) and the
+variants this install can run. dmlq.gpu.matmul's select_variant reads these tables;
+adding or adjusting a variant is one line here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
