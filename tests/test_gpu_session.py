@@ -449,12 +449,15 @@ def test_the_profile_cases_launch_on_the_stand_in(gpu):
     text = io.StringIO()
     S.launches.clear()
     names = gpu_profile.run_cases(S.module, small=True, out=text, host_time=True)
-    assert len(names) == 16, names
-    assert text.getvalue().count(" us per call (enqueue)") == 16
+    assert len(names) == 17, names
+    assert text.getvalue().count(" us per call (enqueue)") == 17
     launched = {launch[0].split("<")[0] for launch in S.launches}
     assert {"avgpool_tile", "avgpool_general", "matmul_dp4a", "quantize_contig", "matmul_stream_grouped",
             "matmul_stream_grouped_finish", "matmul_stream_packed", "qt_quantize",
-            "qt_dequantize", "unpack_table"} <= launched, launched
+            "qt_dequantize", "unpack_table", "matmul_mma"} <= launched, launched
+    # MatMulNBits' prefill: the tensor cores' blocked-scales build, its bytes read K-major
+    assert any(n.startswith("matmul_mma<uint8, kmajor_uint4, float16, 64, 128") and n.endswith(", true>")
+               for n, *_ in S.launches), S.launches
     # the integer family at M = 1 and 16 with an 8-bit b: the weight-streaming kernels at these small
     # shapes (at N = K = 8192, M = 16 takes the tensor cores)
     assert text.getvalue().count("matmul_integer_to_float: stream-m") == 2, text.getvalue()

@@ -126,6 +126,16 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
     args = (a, f32(0.05), None, b, f32(0.01), None, f32(0.3), np.int8(2))
     say(f"quantized_matmul int8 {mm}^3", dmlq.kernel_plan(dmlq.quantized_matmul, *args))
     timed(lambda: dmlq.quantized_matmul(*args))
+    # MatMulNBits' prefill on the tensor cores (mma-grouped, session 41: its napkin math says the
+    # groups' int-to-float conversions bound it, ~40% of the tensor peak at G = 128): M = 2048,
+    # N = K = 4096, groups of 128, its own bytes (b K-major, scales (N, groups).T, packed zero points)
+    (pm, pk, pn), pg = ((64, 512, 128), 32) if small else ((2048, 4096, 4096), 128)
+    pf = (dev((pm, pk), np.uint8), xp.full((pm, 1), 0.02, f32), np.uint8(128),
+          dmlq.Packed(dev((pn * pk // 2,), np.uint8), (pn, pk), "uint4").mT, xp.full((pn, pk // pg), 1e-3, f32).T,
+          dmlq.Packed(dev((pn * (pk // pg) // 2,), np.uint8), (pn, pk // pg), "uint4").mT)
+    say(f"matmul_integer_to_float, MatMulNBits' bytes, groups of {pg}, M={pm} N={pn} K={pk}",
+        dmlq.kernel_plan(dmlq.matmul_integer_to_float, *pf, dtype=np.float16, block_size=pg))
+    timed(lambda: dmlq.matmul_integer_to_float(*pf, dtype=np.float16, block_size=pg))
     for name, call, plan in small_matmuls[3:]:
         say(name, plan())
         timed(call)
