@@ -130,9 +130,7 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
     # groups' int-to-float conversions bound it, ~40% of the tensor peak at G = 128): M = 2048,
     # N = K = 4096, groups of 128, its own bytes (b K-major, scales (N, groups).T, packed zero points)
     (pm, pk, pn), pg = ((64, 512, 128), 32) if small else ((2048, 4096, 4096), 128)
-    pf = (dev((pm, pk), np.uint8), xp.full((pm, 1), 0.02, f32), np.uint8(128),
-          dmlq.Packed(dev((pn * pk // 2,), np.uint8), (pn, pk), "uint4").mT, xp.full((pn, pk // pg), 1e-3, f32).T,
-          dmlq.Packed(dev((pn * (pk // pg) // 2,), np.uint8), (pn, pk // pg), "uint4").mT)
+    pf = (dev((pm, pk), np.uint8), xp.full((pm, 1), 0.02, f32), np.uint8(128), *nbits_weights(xp, dev, pn, pk, pg))
     say(f"matmul_integer_to_float, MatMulNBits' bytes, groups of {pg}, M={pm} N={pn} K={pk}",
         dmlq.kernel_plan(dmlq.matmul_integer_to_float, *pf, dtype=np.float16, block_size=pg))
     timed(lambda: dmlq.matmul_integer_to_float(*pf, dtype=np.float16, block_size=pg))
@@ -140,6 +138,18 @@ def run_cases(xp, small: bool = False, out=sys.stdout, host_time: bool = False) 
         say(name, plan())
         timed(call)
     return done
+
+
+def nbits_weights(xp, dev, n: int, k: int, g: int) -> tuple:
+    """MatMulNBits' uint4 weight as it hands it over, for matmul_integer_to_float(..., block_size=g):
+    b K-major (the Packed (N, K) bytes' .mT), scales the .T of an (N, groups) table, zero points a
+    Packed (N, groups)'s .mT (made into the kernels' table by packed_table.cu)."""
+    import dmlq
+
+    groups = k // g
+    return (dmlq.Packed(dev((n * k // 2,), np.uint8), (n, k), "uint4").mT,
+            xp.full((n, groups), 1e-3, np.float32).T,
+            dmlq.Packed(dev((n * groups // 2,), np.uint8), (n, groups), "uint4").mT)
 
 
 def matmul_calls(xp, dev, small: bool) -> list:
@@ -167,9 +177,7 @@ def matmul_calls(xp, dev, small: bool) -> list:
                 lambda: dmlq.kernel_plan(dmlq.matmul_integer_to_float, *args, dtype=f16, block_size=g)))
     # the same with MatMulNBits' bytes as they are: b K-major, scales (N, groups).T, zero points a
     # Packed (N, groups).mT (made into the kernels' table by packed_table.cu, session 40)
-    nb = (dmlq.Packed(dev((nk * nk // 2,), np.uint8), (nk, nk), "uint4").mT, xp.full((nk, nk // g), 1e-3, f32).T,
-          dmlq.Packed(dev((nk * (nk // g) // 2,), np.uint8), (nk, nk // g), "uint4").mT)
-    nargs = (dev((1, nk), np.uint8), f32(0.02), np.uint8(128), *nb)
+    nargs = (dev((1, nk), np.uint8), f32(0.02), np.uint8(128), *nbits_weights(xp, dev, nk, nk, g))
     out.append((f"matmul_integer_to_float, MatMulNBits' bytes as they are (zero points packed), groups of {g}, "
                 f"M=1 N=K={nk}",
                 lambda: dmlq.matmul_integer_to_float(*nargs, dtype=f16, block_size=g),

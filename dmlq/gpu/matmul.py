@@ -555,7 +555,7 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
     groups = (-(-K // k_group) if k_group else 1) if grouped else 0
     per, split = (" per group of K", (groups,)) if groups else ("", ())  # (grid y of the row sums)
     if grouped and (need_rows or need_cols):
-        notes.append(f"the zero points' terms from {max(groups, 1)} group(s) of sums")
+        notes.append(f"the zero points' terms from {groups} group(s) of sums")
     launches = []
     col_splits = []
     for u in batches:
@@ -692,10 +692,9 @@ def bind_tiled(plan, a, b, out):
         a_bs0, a_bs1, b_bs0, b_bs1, c_bs0, c_bs1 = u.strides
         cs, chunk = d.col_splits[i] if d.col_splits else (1, K)
         group_at = (i64(nz * N) if d.groups else i64(0))  # the groups' sums apart (row sums of a K-major b)
+        # (the row sums of a K-major b, or mma-grouped's column sums: straight to their table, no combine)
         cols = ((i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), i32(k_sum), group_at, 1,
-                 None) if wg else
-                (i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), i32(k_sum), group_at, 1,
-                 None) if d.groups else
+                 None) if wg or d.groups else
                 (i32(N), i32(K), i32(nz), i32(u.batch1), i64(b_bs0), i64(b_bs1), i64(ldb), i32(chunk),
                  i64(col_stride), cs, (i64(nz * N), i32(cs), i64(col_stride))))
         fixed.append((u.offsets,
