@@ -60,69 +60,34 @@
 //   a multiple of 16 gives 16-byte copies, a multiple of 4 four 4-byte copies
 //   per 16-byte chunk; only an operand that fits neither is first padded by
 //   the launcher. The kernel traps on a misaligned operand.
-//   Staging: a tile inside K whose B chunk (per thread) is whole or wholly
-//   past N takes the fast path: fixed-size copies with no zero fill, each one
-//   LDGSTS with immediate offsets from a per-chunk pointer (A: a pointer per
-//   chunk row plus k0; B: one pointer advanced per tile plus the chunk-row
-//   stride). The last tile of a ragged K, and the few threads whose B chunk
-//   N cuts inside a copy, take a rolled loop over the 8 chunks with byte
-//   counts and zero fill (its code is counted once in the static report).
+//   Staging, 16-byte copies: every chunk of every tile is one LDGSTS with a
+//   byte count and zero fill (A: its bytes left in the row, 16 inside K; B:
+//   its N edge, or 0 for a row past K; K-major B: its bytes of the column, or
+//   0 past N), so the tile loop has one path and no branch: ptxas turns the
+//   count into a zero-fill predicate and a source offset (about 4 more
+//   instructions a copy than a fixed-size copy). 4-byte copies: a tile inside
+//   K whose B chunk is whole or wholly past N copies fixed sizes with no zero
+//   fill (immediate offsets from a per-chunk pointer); the last tile of a
+//   ragged K and threads whose B chunk N cuts inside a copy take a rolled
+//   loop over the chunks with byte counts (the 498-instruction loop of a
+//   count per 4-byte copy, 1 MMA in 7.8, was the first version).
+//   The lane's ldmatrix offsets pass through DMLQ_OPAQUE: ptxas otherwise
+//   recomputed them from the lane id every tile (~25 instructions).
 //   Main loop (sm_90 SASS, bench/results/static.md), per 64x128x128 k-tile
-//   with 64 IMMA.16832: 240 instructions with 16-byte copies (1 in 3.75; was
-//   246), 300 with 4-byte copies (1 in 4.7; was 498, 1 in 7.8, when every
-//   4-byte copy computed its own byte count, zero-fill predicate and source
-//   address adjustment). These static counts include the rolled edge loop
-//   (54 and 86 instructions), which a fast tile skips: it issues about 186
-//   (2.9 per MMA) and 214 (3.3 per MMA). A scheduler issues one instruction
-//   per cycle and needs one m16n8k32 every 4 cycles at the tensor-core peak,
-//   so issue does not bound either loop (it did at 741 instructions, 1 MMA in
-//   11.6, with a byte-gather path inlined in it). Stage indices count instead
-//   of taking kt % STAGES.
+//   with 64 IMMA.16832: 202 instructions with 16-byte copies (1 in 3.2; was
+//   240 with a rolled edge loop of 54 that a tile inside K skipped, issuing
+//   186), 301 with 4-byte copies (216 when the tile skips its edge loop).
+//   A scheduler issues one instruction per cycle and needs one m16n8k32
+//   every 4 cycles at the tensor-core peak, so issue does not bound either
+//   loop (it did at 741 instructions, 1 MMA in 11.6, with a byte-gather path
+//   inlined in it). Stage indices count instead of taking kt % STAGES.
 
 #include "cp_async.cuh"
 #include "matmul_epilogue.cuh"
 #include "packed4.cuh"
 #include "matmul_mma_layout.cuh"
 #include "matmul_mma_ptx.cuh"
-
-namespace dmlq_mma {
-
-constexpr int kGroupM = 8;  // tile rows walked together for L2 reuse
-
-// A block's output tile and k range. Grouped block order: consecutive blocks walk kGroupM
-// tile rows down one tile column, so the blocks resident at once share A rows and B columns
-// in L2. The grid may be 1-D (tiles_m * tiles_n) or 2-D (tiles_n, tiles_m): only the linear
-// block id is used. Split-K: block `lin` computes k range split = lin / tiles of its tile
-// (k_chunk a multiple of the k tile). False for a block past the last tile.
-// A wrong block size or too little dynamic shared memory traps instead of computing garbage.
-__device__ __forceinline__ void check_launch(unsigned threads, unsigned smem_bytes) {
-  unsigned dyn;
-  DMLQ_PTX("mov.u32 %0, %%dynamic_smem_size;", (DMLQ_OUT("r", dyn)), ());
-  if (blockDim.x != threads || dyn < smem_bytes) __trap();
-}
-
-template <int BM, int BN>
-__device__ __forceinline__ bool block_tile(int M, int N, int K, int splits, int k_chunk, int& split, int& k_begin,
-                                           int& k_end, int& m0, int& n0) {
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const long long tiles = static_cast<long long>(tiles_m) * tiles_n;
-  const long long lin = static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x;
-  if (lin >= tiles * splits) return false;
-  split = static_cast<int>(lin / tiles);
-  const int pid = static_cast<int>(lin - split * tiles);
-  k_begin = split * k_chunk;
-  k_end = splits > 1 ? min(K, k_begin + k_chunk) : K;
-  const int per_group = kGroupM * tiles_n;
-  const int group = pid / per_group;
-  const int first_m = group * kGroupM;
-  const int gsize = min(tiles_m - first_m, kGroupM);
-  const int in_group = pid - group * per_group;
-  m0 = (first_m + in_group % gsize) * BM;
-  n0 = (in_group / gsize) * BN;
-  return true;
-}
-
-}  // namespace dmlq_mma
+#include "matmul_tile_grid.cuh"
 
 // Launch: block 32 * (BM/64) * (BN/64) threads (128 for 128x128; GRP: BN/32, 128 for 64x128); grid
 // (ceil(N/BN), ceil(M/BM), batch0 * batch1) or (ceil(M/BM) * ceil(N/BN), 1, ...);
@@ -220,7 +185,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   constexpr int kr_step = NT / B_CPR;
   const int a_row0 = tid >> 2, a_kc = tid & 3;
   const unsigned a_dst0 = sA + a_off(a_row0, a_kc);
-  const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M (not read)
+  const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M (never used)
   int a_rows = 0;         // bit i: chunk i's row is inside M
 #pragma unroll
   for (int i = 0; i < A_CH; ++i) {
@@ -253,38 +218,45 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   const int64 b_chunk_step = static_cast<int64>(KM ? KM_STEP : kr_step) * ldb_b;
   const int64 b_tile_step = KM ? KM_ROW : static_cast<int64>(BK) * ldb_b;
 
-  // Stage k-tile [k0, k0 + BK) into stage `stage`; b_src points at k0.
-  // Fast path: a tile wholly inside K whose B chunk (this thread's) holds whole
-  // copies: every A copy is whole, A rows past M and B copies past N are
-  // skipped (their outputs are not stored); fixed sizes, no zero fill,
-  // immediate offsets. Otherwise (the last tile of a K that is not
-  // a multiple of BK, or a B chunk cut by N inside a copy) a rolled loop
-  // stages every chunk with byte counts and zero fill.
+  // Stage k-tile [k0, k0 + BK) into stage `stage`; b_src points at k0. Byte counts: this
+  // thread's A chunk's bytes left in its row (16 on every tile inside K); a K-major b chunk's
+  // bytes of its column (packed: 32 k, an odd count's last byte whole, its other nibble meeting
+  // A's zero fill), 0 for a column past N; a row-major b chunk's N edge, 0 for a row past K.
+  // 16-byte copies (VEC 16): every chunk is one copy with its count and zero fill, on every
+  // tile (no branch, no second path). A copy of 0 bytes reads nothing (src-size 0: its source
+  // address is only aligned), so a chunk past K or N needs no in-bounds pointer; A rows past M
+  // copy row 0 (their outputs are not stored).
+  // 4-byte copies: a tile wholly inside K whose B chunk holds whole copies takes whole copies
+  // (fixed sizes, no zero fill, immediate offsets; A rows past M and B copies past N skipped);
+  // otherwise (the last tile of a K that is not a multiple of BK, or a B chunk cut by N inside
+  // a copy) a rolled loop stages every chunk with byte counts and zero fill.
   const bool b_whole = KM || b_nbytes == 16 || b_nbytes == 0;
   auto load_tile = [&](unsigned stage, int k0) {
     const unsigned a_dst = a_dst0 + stage * A_STAGE, b_dst = b_dst0 + stage * B_STAGE;
-    if (k0 + BK <= k_end && b_whole) {
+    const unsigned a_left = static_cast<unsigned>(min(max(k_end - (k0 + a_kc * 16), 0), 16));
+    const unsigned km_left =
+        P4 ? static_cast<unsigned>((min(max(k_end - (k0 + km_kc * 32), 0), 32) + 1) >> 1) : a_left;
+    const int b_rows_left = k_end - (k0 + b_kr0);  // chunk i is inside K when i * kr_step < this
+    auto b_bytes = [&](int i) {
+      return KM ? (((b_cols >> i) & 1) ? km_left : 0u) : (i * kr_step < b_rows_left ? b_nbytes : 0u);
+    };
+    constexpr int B_CHUNK = KM ? KM_STEP * KM_ROW : kr_step * B_ROW;  // shared bytes between chunks
+    if constexpr (VEC == 16) {
+#pragma unroll
+      for (int i = 0; i < A_CH; ++i)
+        cp_async16(a_dst + i * (NT / 4) * BK, reinterpret_cast<const unsigned char*>(a_src[i] + k0), a_left);
+#pragma unroll
+      for (int i = 0; i < B_CH; ++i) cp_async16(b_dst + i * B_CHUNK, b_src + i * b_chunk_step, b_bytes(i));
+    } else if (k0 + BK <= k_end && b_whole) {
 #pragma unroll
       for (int i = 0; i < A_CH; ++i)
         if ((a_rows >> i) & 1)
           cp_async_whole<VEC>(a_dst + i * (NT / 4) * BK, reinterpret_cast<const unsigned char*>(a_src[i] + k0));
-      if constexpr (KM) {
+      if (b_nbytes != 0) {
 #pragma unroll
-        for (int i = 0; i < B_CH; ++i)
-          if ((b_cols >> i) & 1) cp_async_whole<VEC>(b_dst + i * KM_STEP * KM_ROW, b_src + i * b_chunk_step);
-      } else if (b_nbytes != 0) {
-#pragma unroll
-        for (int i = 0; i < B_CH; ++i)
-          cp_async_whole<VEC>(b_dst + i * kr_step * B_ROW, b_src + i * b_chunk_step);
+        for (int i = 0; i < B_CH; ++i) cp_async_whole<VEC>(b_dst + i * B_CHUNK, b_src + i * b_chunk_step);
       }
     } else {
-      // Bytes of this thread's A chunk left in the row (16 on every full tile).
-      const unsigned a_left = static_cast<unsigned>(min(max(k_end - (k0 + a_kc * 16), 0), 16));
-      // K-major b: its chunk's bytes of this column (packed: 32 k, an odd count's last byte whole;
-      // its other nibble meets A's zero fill)
-      const unsigned km_left =
-          P4 ? static_cast<unsigned>((min(max(k_end - (k0 + km_kc * 32), 0), 32) + 1) >> 1) : a_left;
-      const int b_rows_left = k_end - (k0 + b_kr0);  // chunk i is inside K when i * kr_step < this
 #pragma unroll 1
       for (int c = 0; c < A_CH + B_CH; ++c) {
         unsigned dst, bytes;
@@ -294,15 +266,9 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
           dst = a_dst + c * (NT / 4) * BK;
           src = reinterpret_cast<const unsigned char*>(bytes ? a_src[0] + c * a_chunk_step + k0 : A);
         } else {
-          const int i = c - A_CH;
-          if constexpr (KM) {
-            bytes = ((b_cols >> i) & 1) ? km_left : 0u;
-            dst = b_dst + i * KM_STEP * KM_ROW;
-          } else {
-            bytes = i * kr_step < b_rows_left ? b_nbytes : 0u;
-            dst = b_dst + i * kr_step * B_ROW;
-          }
-          src = bytes ? b_src + i * b_chunk_step : Bb;
+          bytes = b_bytes(c - A_CH);
+          dst = b_dst + (c - A_CH) * B_CHUNK;
+          src = bytes ? b_src + (c - A_CH) * b_chunk_step : Bb;
         }
         cp_async_chunk<VEC>(dst, src, bytes);
       }
@@ -339,6 +305,12 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
     lb_off[p] = KP ? bkp_off(wn * WN + (lane >> 2), p) + 2 * (lane & 3)
                 : KM ? a_off(wn * WN + (q >> 1) * 8 + r8, 2 * p + (q & 1))
                      : P4 ? bp_off<BN>(lb_k, wn * LB + p) : b_off<BN>(lb_k, wn * NP + p);
+  // Held in registers: ptxas recomputed them from the lane id every k tile (about 25
+  // instructions a tile in the 64x32-warp kernels, whose float sums take the registers).
+#pragma unroll
+  for (int p = 0; p < LB; ++p) DMLQ_OPAQUE(lb_off[p]);
+  DMLQ_OPAQUE(la_off[0]);
+  DMLQ_OPAQUE(la_off[1]);
 
   // GRP: vf, the running float32 sum of the groups closed (docs/semantics.md: in ascending
   // order, each product and add rounded), starts at -0.0: -0.0 + x is x for every x, so the

@@ -31,9 +31,10 @@
 //   warp; at the 16 conversions an SM a clk that the CUDA guide lists for int-to-float (4 a
 //   sub-partition) that is 512 clk, twice the IMMA time (I2FP may issue faster on sm_90: the
 //   profile stage will say), beside ~450 other issue slots (2 IMAD, 3 FP ops, a zeroing move a
-//   value; 48 L1 loads) and the main loop's ~150 (ldmatrix, unpacking, 64 IMMA). With two warps
-//   a sub-partition (2 blocks an SM) that is ~1200 issue clk per 512 clk of IMMA: at most ~40%
-//   of the tensor peak at G = 128 (~6x dp4a's peak), ~11% at G = 32 (still above dp4a's 7%).
+//   value; 48 L1 loads) and the main loop's two 64-deep tiles (128-181 instructions each with
+//   their 32 IMMA, bench/results/static.md: 256-362). With two warps a sub-partition (2 blocks
+//   an SM) that is ~1450-1650 issue clk per 512 clk of IMMA: at most ~30-35% of the tensor
+//   peak at G = 128 (~5x dp4a's peak), ~10% at G = 32 (still above dp4a's 7%).
 //   An integer-to-float trick in FP32 ops (exact halves added) costs 8 issue slots a value,
 //   more than the conversion it saves.
 //   Shared memory: a 64x32 warp tile reads 3 KiB (packed b: 2.5 KiB) per 16 IMMA: 43 (52) ops

@@ -23,6 +23,13 @@
   asm volatile(tmpl : DMLQ_UNPAREN outs : DMLQ_UNPAREN ins : "memory")
 #endif
 
+// An int the compiler must take as it is (an empty asm that "changes" it): a value computed
+// once that ptxas would otherwise recompute from its inputs inside a loop when registers run
+// short (rematerialization). No instruction; the same statement on the host harness.
+#ifndef DMLQ_OPAQUE
+#define DMLQ_OPAQUE(x) asm volatile("" : "+r"(x))
+#endif
+
 // A block-wide shared array, `type name dims` (dims like [8][32]), aligned to
 // `align` bytes; the host harness poisons it at the start of every block.
 #ifndef DMLQ_SHARED

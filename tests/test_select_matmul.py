@@ -154,7 +154,7 @@ def test_mma_threads_match_the_kernel(name):
     # matmul_mma.cu traps unless blockDim.x == 32 * (BM / 64) * (BN / 64): one warp per 64x64 tile.
     cfg = matmul.MMA_CONFIGS[name]
     assert cfg.threads == 32 * (cfg.bm // 64) * (cfg.bn // 64)
-    src = (loader.cuda_dir() / "matmul_mma.cu").read_text()
+    src = loader.source_text("matmul_mma.cu")  # with its headers (check_launch: matmul_tile_grid.cuh)
     assert "blockDim.x != threads" in src and "check_launch(NT, " in src
 
 
