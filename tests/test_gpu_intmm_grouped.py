@@ -289,31 +289,36 @@ def test_one_group_extremes(gpu):
     assert "matmul_integer: dp4a-wide " in long_k, long_k
 
 
-@pytest.mark.parametrize("scale_dtype,bias_dtype,ops", [(F32, F32, 0), (F16, F32, 1), (F32, F16, 1)])
-def test_ready_tables_make_no_array_operation(gpu, monkeypatch, scale_dtype, bias_dtype, ops):
+@pytest.mark.parametrize("scale_dtype,bias_dtype,ops,transposed",
+                         [(F32, F32, 0, False), (F16, F32, 1, False), (F32, F16, 1, False), (F16, F32, 1, True)])
+def test_ready_tables_make_no_array_operation(gpu, monkeypatch, scale_dtype, bias_dtype, ops, transposed):
     """The decode step's host work: a blocked b_scale that already is the kernels' contiguous float32
     (groups, N) table, b's zero point given as a number (made that table once, with the plan) and a
     float32 bias vector reach the kernels as they are: a repeated call broadcasts and copies none of
-    them. A float16 scale table or bias (widened to float32) still takes one copy per call, which the
-    counter sees; every call's bytes equal the reference."""
+    them. A float16 scale table or bias (widened to float32) still takes one copy per call (one pass:
+    the cast and the layout in one array operation, dmlq.gpu.device.table), which the counter sees;
+    every call's bytes equal the reference. MatMulNBits' float16 scales as the .T of their (N, groups)
+    table: one copy too (the widening and the transposition in one pass; two before)."""
     rng = np.random.default_rng(26)
     m, k, n, block = 1, 256, 64, 32
     a, b = q(rng, U8, (m, k)), dmlq.pack(q(rng, U4, (k, n)))
     a_s = np.float32(0.02)
-    b_s = rng.uniform(-1, 1, (k // block, n)).astype(scale_dtype)
+    b_s = (rng.uniform(-1, 1, (n, k // block)).astype(scale_dtype).T if transposed else
+           rng.uniform(-1, 1, (k // block, n)).astype(scale_dtype))
     bias = rng.uniform(-9, 9, n).astype(bias_dtype)
     want = dmlq.matmul_integer_to_float(a, a_s, np.uint8(128), b, b_s, 8, bias, dtype=F16, block_size=block)
     args = (dev(a), a_s, np.uint8(128), dev(b), dev(b_s), 8, dev(bias))
     out = S.module.asarray(np.full((m, n), 0x7E00, np.uint16).view(F16))
     dmlq.matmul_integer_to_float(*args, dtype=F16, block_size=block, out=out)  # plans, binds the runner
     counted = []
-    for name in ("broadcast_to", "ascontiguousarray"):
-        real = getattr(S.module, name)
-        monkeypatch.setattr(S.module, name, lambda *x, _r=real, _n=name, **kw: counted.append(_n) or _r(*x, **kw))
     out[...] = S.module.asarray(np.full((m, n), 0x7E00, np.uint16).view(F16))
+    for name in ("broadcast_to", "ascontiguousarray", "empty", "astype"):
+        real = getattr(S.module, name, None)
+        if real is not None:
+            monkeypatch.setattr(S.module, name, lambda *x, _r=real, _n=name, **kw: counted.append(_n) or _r(*x, **kw))
     S.launches.clear()
     dmlq.matmul_integer_to_float(*args, dtype=F16, block_size=block, out=out)
-    assert counted.count("ascontiguousarray") == ops, counted
+    assert len(counted) == ops and counted.count("empty") == ops, counted
     assert out.get().tobytes() == want.tobytes()
     assert any(name.startswith(GROUPED) for name, *_ in S.launches), kernels()
 

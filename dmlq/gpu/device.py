@@ -340,6 +340,20 @@ def is_vector(v, dtype, length=None) -> bool:
                          and (v.size <= 1 or v.flags.c_contiguous))
 
 
+def table(v, shape, dtype):
+    """``v`` broadcast to ``shape`` as a C-contiguous array of ``dtype``: the layout a kernel
+    reads through a pointer. ``v`` itself where it already is that; else one copy in which the
+    cast, the broadcast and the layout happen together (a cast and then a contiguous copy were
+    two device passes for a float16 or strided parameter, such as MatMulNBits' float16 scales
+    handed over as the .T of their (N, groups) table)."""
+    shape = tuple(shape)
+    if v.shape == shape and v.dtype == dtype and v.flags.c_contiguous:
+        return v
+    t = xp().empty(shape, dtype)
+    t[...] = v
+    return t
+
+
 def extent(a):
     """[lo, hi) device byte range an array's elements occupy."""
     lo = hi = ptr(a)

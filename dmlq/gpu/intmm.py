@@ -201,8 +201,7 @@ def _row_vector(xp, v, m, dtype, batch_shape=()):
     (a's per batch and row) a contiguous (matrices, M) table; None stays None."""
     if v is None:
         return None
-    v = v.reshape(-1, 1) if v.ndim < 2 else v
-    return xp.ascontiguousarray(xp.broadcast_to(v.astype(dtype, copy=False), tuple(batch_shape) + (m, 1)))
+    return device.table(v.reshape(-1, 1) if v.ndim < 2 else v, tuple(batch_shape) + (m, 1), dtype)
 
 
 def _b_table(xp, v, batch_shape, rows, n, dtype):
@@ -210,10 +209,7 @@ def _b_table(xp, v, batch_shape, rows, n, dtype):
     per group, per batch: all broadcast)."""
     if v is None:
         return None
-    if v.ndim < 2:
-        v = v.reshape(1, -1)
-    full = xp.broadcast_to(v.astype(dtype, copy=False), tuple(batch_shape) + (rows, n))
-    return xp.ascontiguousarray(full)
+    return device.table(v.reshape(1, -1) if v.ndim < 2 else v, tuple(batch_shape) + (rows, n), dtype)
 
 
 def _bind(plan, a_shape, b_shape, out, b_packed=None):
@@ -248,8 +244,7 @@ def _bind(plan, a_shape, b_shape, out, b_packed=None):
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
         bz_rows = _b_rows(b_zero_point)
         b_s = _b_table(xp, b_scale, batch_shape, d.groups, N, np.float32)
-        full_bias = None if bias is None else xp.ascontiguousarray(
-            xp.broadcast_to(bias.astype(np.float32, copy=False), out.shape))
+        full_bias = None if bias is None else device.table(bias, out.shape, np.float32)
         rows = batch_shape if d.a_batch_rows else ()
         launch(a, b, dst, _row_vector(xp, a_scale, M, np.float32, rows),
                _row_vector(xp, a_zero_point, M, a.dtype, rows), b_s, _b_table(xp, b_zero_point, batch_shape, bz_rows, N, d.packed_zp or b.dtype), full_bias, bz_rows)

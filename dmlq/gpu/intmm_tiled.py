@@ -117,7 +117,7 @@ def _table(xp, v, batch_shape, rows, cols, dtype, batched):
     shape = tuple(batch_shape) if batched else ()
     # not batched: every leading dim is 1, so the last two hold the whole table
     mat = v.shape if batched else v.shape[-2:] if v.ndim >= 2 else (1, -1)
-    t = xp.ascontiguousarray(xp.broadcast_to(v.reshape(mat).astype(dtype, copy=False), shape + (rows, cols)))
+    t = device.table(v.reshape(mat), shape + (rows, cols), dtype)
     return t, rows * cols if shape else 0
 
 

@@ -631,7 +631,7 @@ def _row_prep(xp, M, batch_shape, scale, zero_point, zp_dtype):
         if v is None:
             return None
         v = v if v.ndim >= 2 else v.reshape(-1, 1)  # per tensor or row: broadcast to every matrix
-        return xp.ascontiguousarray(xp.broadcast_to(v.astype(dtype, copy=False), tuple(batch_shape) + (M, 1)))
+        return device.table(v, tuple(batch_shape) + (M, 1), dtype)
     return 2, lambda s, z: (table(s, np.float32), table(z, zp_dtype))
 
 
@@ -774,7 +774,7 @@ def bind_tiled(plan, a, b, out):
 def per_batch_table(xp, v, batch_shape, n, dtype):
     """A per-batch, per-column B parameter (b's batch shape, then (1, N)) as a
     contiguous (matrices, N) table in the output's flattened batch order."""
-    return xp.ascontiguousarray(xp.broadcast_to(v.astype(dtype, copy=False), tuple(batch_shape) + (1, n)))
+    return device.table(v, tuple(batch_shape) + (1, n), dtype)
 
 
 def offset(v, elements):
