@@ -38,8 +38,8 @@
 //   copy is 32 MiB against 137 Gop (69 us at peak): about 10 us, 5-15 % of the run.
 //   Issue per warp and k32: 4 A + 4 B ldmatrix, 32 IMMA (row-major b: + 16 PRMT).
 //   Main loop (sm_90 SASS, bench/results/static.md), per 64x128x128 k-tile with 64
-//   IMMA.16832, the rolled edge loop counted once (in brackets: without it): int8 /
-//   uint8 out 226 (1 in 3.5) [168, 2.6 per IMMA], int32 222 [167], float32 272 [200],
-//   float16 246 [190]; the row-major b's kernel: 241 [188], 265 [208], 292 [228],
-//   286 [228]. ptxas: 238-254 registers (row-major: 234-250), 0 spills, 2 blocks/SM.
+//   IMMA.16832, one path for every tile (matmul_mma.cu's 16-byte staging): int8 / uint8 /
+//   int32 / float16 out 164 (1 in 2.6), float32 166; the row-major b's kernel: 202, 205.
+//   (Session 37-41, with a rolled edge loop nested in it: int8 out 226, 168 without it,
+//   against the row-major b's 241 and 188.) ptxas: 228-254 registers, 0 spills, 2 blocks/SM.
 #include "matmul_mma.cu"

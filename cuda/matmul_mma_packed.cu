@@ -55,11 +55,12 @@
 //   4 + 4 ldmatrix, 16 PRMT). At peak a sub-partition takes one m16n8k32 per 4
 //   clk and issues one instruction per clk: up to 4 instructions per IMMA fit.
 //   Main loop (sm_90 SASS, bench/results/static.md; target at most 6
-//   instructions per IMMA), per 64x128x128 k-tile with 64 IMMA.16832, the
-//   rolled edge loop counted once (in brackets: without it, what a tile inside
-//   K issues): 16-byte copies 261 (1 in 4.1) [211, 3.3] for int8 / uint8 out,
-//   277 (4.3) [220] int32, 312 (4.9) [246, 3.8] float32, 296 (4.6) [238] float16;
-//   4-byte copies 311-362 (1 in 4.9-5.7) [229-264, 3.6-4.1]. int8 b: 244-352.
+//   instructions per IMMA), per 64x128x128 k-tile with 64 IMMA.16832: 16-byte
+//   copies 211 (1 in 3.3) for int8 / uint8 / int32 / float16 out, 215 float32
+//   (one path for every tile; 261-312 before session 42 with a rolled edge loop
+//   nested in it, 211-246 without it); 4-byte copies, the rolled edge loop
+//   counted once (in brackets: without it, what a tile inside K issues): 313-343
+//   (1 in 4.9-5.4) [230-244, 3.6-3.8]. int8 b: 202-320.
 //   The unpack is 64 of those instructions (16 PRMT, 16 shifts, 32 LOP3); B's
-//   cp.async count halves. ptxas: 228-242 registers, 0 spills (2 blocks/SM).
+//   cp.async count halves. ptxas: 224-248 registers, 0 spills (2 blocks/SM).
 #include "matmul_mma.cu"
