@@ -76,7 +76,7 @@
 //   Main loop (sm_90 SASS, bench/results/static.md), per 64x128x128 k-tile
 //   with 64 IMMA.16832: 202 instructions with 16-byte copies (1 in 3.2; was
 //   240 with a rolled edge loop of 54 that a tile inside K skipped, issuing
-//   186), 301 with 4-byte copies (216 when the tile skips its edge loop).
+//   186), 302 with 4-byte copies (216 when the tile skips its edge loop).
 //   A scheduler issues one instruction per cycle and needs one m16n8k32
 //   every 4 cycles at the tensor-core peak, so issue does not bound either
 //   loop (it did at 741 instructions, 1 MMA in 11.6, with a byte-gather path
@@ -185,7 +185,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   constexpr int kr_step = NT / B_CPR;
   const int a_row0 = tid >> 2, a_kc = tid & 3;
   const unsigned a_dst0 = sA + a_off(a_row0, a_kc);
-  const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M (never used)
+  const TA* a_src[A_CH];  // row start + chunk; row 0 for rows >= M (its outputs not stored)
   int a_rows = 0;         // bit i: chunk i's row is inside M
 #pragma unroll
   for (int i = 0; i < A_CH; ++i) {

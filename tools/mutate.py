@@ -1222,7 +1222,8 @@ MUTATIONS: list[Mutation] = [
     G("matmul_dp4a.cu", "  K = min(K - k0, k_chunk);", "  K = K - k0;",
       "row sums: a split sums to the end of K, not of its chunk", "boundary"),
     G("matmul_dp4a.cu", "  out += static_cast<int64>(blockIdx.y) * split_stride;\n", "",
-      "row sums: every split writes the first split's table", "index"),    # ------------------------------------------------------------ session 42: 16-byte staging, one path
+      "row sums: every split writes the first split's table", "index"),
+    # ------------------------------------------------------------ session 42: 16-byte staging, one path
     M("matmul_mma.cu", "reinterpret_cast<const unsigned char*>(a_src[i] + k0), a_left);",
       "reinterpret_cast<const unsigned char*>(a_src[i] + k0), 16u);",
       "16-byte staging: A's K tail chunks copied whole (bytes past K read)", "boundary"),
