@@ -382,7 +382,8 @@ class _Detail:
     nsplit: int
     k_chunk: int
     k_group: int = 0
-    col_splits: tuple = ()  # per batch launch: matmul_col_sums' (splits, k_chunk) (col_sum_splits)
+    col_splits: tuple = ()  # per batch launch: matmul_col_sums' (splits, k_chunk) (col_sum_splits); empty
+    #                         where b's column sums are not split (a K-major b's row sums, per-group sums)
     kmajor: bool = False    # b read K-major (matmul_mma_kmajor.cu; packed: matmul_mma_kmajor4.cu, matmul_dp4a_kmajor4.cu)
     repack_b: bool = False  # a packed b held K-major, repacked to rows (dmlq.gpu.packed.to_rows) first
     groups: int = 0         # mma-grouped: the groups whose row / column sums the pre-passes keep apart
@@ -564,12 +565,10 @@ def plan_tiled(op, a, a_zp: bool, b, b_zp: bool, out, *, variant=None, splits=No
             launches.append(Launch(DP4A_SOURCE, f"matmul_row_sums<{ta}>", (min(-(-nz * M // 8), 65535),) + split,
                                    (256,), 0, f"row sums of a{per}, for b's zero point"))
         if need_cols and (wg or km or kmd or kmd8):  # b's column sums are its K-major rows' sums
-            col_splits.append((max(groups, 1), k_group or K))
             launches.append(Launch(PACKED_SOURCE if p4 else DP4A_SOURCE, f"matmul_row_sums<{tb}>",
                                    (min(-(-nz * N // 8), 65535),) + split, (256,), 0,
                                    f"column sums of b{per} (row sums of its K-major rows), for a's zero point"))
         elif need_cols and groups:
-            col_splits.append((groups, k_group or K))
             launches.append(Launch(source, f"matmul_col_sums<{tb}>", (-(-N // 128), min(nz, MAX_GRID_YZ), groups),
                                    (256,), 0, f"column sums of b{per}, for a's zero point"))
         elif need_cols:
@@ -684,7 +683,7 @@ def bind_tiled(plan, a, b, out):
     col_stride = zmax * N  # int32 elements between two splits' column sums
     # mma-grouped: each group's sums kept apart (no combine), group g's nz * M (N) of a launch at g
     groups, k_sum = max(d.groups, 1), (d.k_group or K) if d.groups else K
-    col_splits = 1 if d.groups else max((cs for cs, _ in d.col_splits), default=1)
+    col_splits = max((cs for cs, _ in d.col_splits), default=1)
     fixed = []  # per batch launch: (offsets, row-sum, column-sum, main and split-K integer arguments, first)
     first = 0
     for i, u in enumerate(d.batches):
