@@ -352,7 +352,7 @@ MUTATIONS: list[Mutation] = [
     # issue 24, defect 10: survivors of every test before test_host_mutants.py's mma guard cases
     M("matmul_tile_grid.cuh", "  if (lin >= tiles * splits) return false;", "  if (lin > tiles * splits) return false;",
       "blocks past the last tile: `lin >= tiles * splits` -> `>` (a grid with more blocks than tiles)",
-      "comparison"),
+      "comparison", group="matmul_mma.cu"),
     M("matmul_mma.cu", "static_cast<unsigned long long>(ldb)) & (VEC - 1)) != 0)",
       "static_cast<unsigned long long>(ldb)) & (VEC - 2)) != 0)",
       "misalignment __trap mask `& (VEC - 1)` -> `& (VEC - 2)`", "index"),
