@@ -196,7 +196,7 @@ def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
                  batch_rows(a_scale) or batch_rows(a_zero_point))
 
 
-def _row_vector(xp, v, m, dtype, batch_shape=()):
+def _row_vector(v, m, dtype, batch_shape=()):
     """A per-tensor or per-row parameter as a contiguous length-M vector, with ``batch_shape``
     (a's per batch and row) a contiguous (matrices, M) table; None stays None."""
     if v is None:
@@ -204,7 +204,7 @@ def _row_vector(xp, v, m, dtype, batch_shape=()):
     return device.table(v.reshape(-1, 1) if v.ndim < 2 else v, tuple(batch_shape) + (m, 1), dtype)
 
 
-def _b_table(xp, v, batch_shape, rows, n, dtype):
+def _b_table(v, batch_shape, rows, n, dtype):
     """A B parameter as a contiguous (matrices, rows, N) table (per tensor, per column,
     per group, per batch: all broadcast)."""
     if v is None:
@@ -243,11 +243,11 @@ def _bind(plan, a_shape, b_shape, out, b_packed=None):
     def call(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out):
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)
         bz_rows = _b_rows(b_zero_point)
-        b_s = _b_table(xp, b_scale, batch_shape, d.groups, N, np.float32)
+        b_s = _b_table(b_scale, batch_shape, d.groups, N, np.float32)
         full_bias = None if bias is None else device.table(bias, out.shape, np.float32)
         rows = batch_shape if d.a_batch_rows else ()
-        launch(a, b, dst, _row_vector(xp, a_scale, M, np.float32, rows),
-               _row_vector(xp, a_zero_point, M, a.dtype, rows), b_s, _b_table(xp, b_zero_point, batch_shape, bz_rows, N, d.packed_zp or b.dtype), full_bias, bz_rows)
+        launch(a, b, dst, _row_vector(a_scale, M, np.float32, rows),
+               _row_vector(a_zero_point, M, a.dtype, rows), b_s, _b_table(b_zero_point, batch_shape, bz_rows, N, d.packed_zp or b.dtype), full_bias, bz_rows)
         finish(dst, out)
     return Runner(plan, call)
 

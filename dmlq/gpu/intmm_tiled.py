@@ -108,7 +108,7 @@ def _batched(v) -> bool:
     return v is not None and v.ndim > 2 and any(d != 1 for d in v.shape[:-2])
 
 
-def _table(xp, v, batch_shape, rows, cols, dtype, batched):
+def _table(v, batch_shape, rows, cols, dtype, batched):
     """v broadcast to a contiguous (matrices, rows, cols) table (matrices: the
     output batch when ``batched``, else none) and the elements between two
     matrices' tables (0 for a shared one). No copy where v already is that table."""
@@ -150,8 +150,8 @@ def _b_params(xp, b, b_scale, b_zero_point, out, k_group, zp_dtype):
         return 1, bp_bs, None
 
     def prep(s, z):
-        return (s if s_ready else _table(xp, s, batch_shape, rows, N, np.float32, per_batch)[0],
-                z if z_ready else _table(xp, z, batch_shape, rows, N, zp_dtype, per_batch)[0])
+        return (s if s_ready else _table(s, batch_shape, rows, N, np.float32, per_batch)[0],
+                z if z_ready else _table(z, batch_shape, rows, N, zp_dtype, per_batch)[0])
     return 1, bp_bs, prep
 
 
@@ -190,7 +190,7 @@ def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_poin
         bias_table = lambda v, _bs=bias_rows * N if bias_batched else 0: (v, _bs)  # noqa: E731
     else:
         def bias_table(v):
-            return _table(xp, v, batch_shape, bias_rows, N, np.float32, bias_batched)
+            return _table(v, batch_shape, bias_rows, N, np.float32, bias_batched)
 
     def run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out):
         dst = out if d.direct_out else xp.empty(out.shape, out.dtype)

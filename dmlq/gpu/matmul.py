@@ -770,7 +770,7 @@ def bind_tiled(plan, a, b, out):
     return launch
 
 
-def per_batch_table(xp, v, batch_shape, n, dtype):
+def per_batch_table(v, batch_shape, n, dtype):
     """A per-batch, per-column B parameter (b's batch shape, then (1, N)) as a
     contiguous (matrices, N) table in the output's flattened batch order."""
     return device.table(v, tuple(batch_shape) + (1, n), dtype)

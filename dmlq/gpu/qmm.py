@@ -55,8 +55,8 @@ def bind_quantized_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
         b_per_col, bp_bs = 1, N
 
         def prep_b(s, z):
-            return (per_batch_table(xp, s, batch_shape, N, np.float32),
-                    None if z is None else per_batch_table(xp, z, batch_shape, N, b_zp_dtype))
+            return (per_batch_table(s, batch_shape, N, np.float32),
+                    None if z is None else per_batch_table(z, batch_shape, N, b_zp_dtype))
     else:
         (b_per_col, prep_b), bp_bs = _vector_prep(xp, N, b_scale, b_zero_point, b_zp_dtype), 0
     o_per_row, prep_o = _row_prep(xp, M, batch_shape, out_scale, out_zero_point, out.dtype)
