@@ -230,7 +230,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
   // (fixed sizes, no zero fill, immediate offsets; A rows past M and B copies past N skipped);
   // otherwise (the last tile of a K that is not a multiple of BK, or a B chunk cut by N inside
   // a copy) a rolled loop stages every chunk with byte counts and zero fill.
-  const bool b_whole = KM || b_nbytes == 16 || b_nbytes == 0;
+  const bool b_whole = b_nbytes == 16 || b_nbytes == 0;  // (4-byte copies: never a K-major b)
   auto load_tile = [&](unsigned stage, int k0) {
     const unsigned a_dst = a_dst0 + stage * A_STAGE, b_dst = b_dst0 + stage * B_STAGE;
     const unsigned a_left = static_cast<unsigned>(min(max(k_end - (k0 + a_kc * 16), 0), 16));

@@ -294,8 +294,8 @@ MUTATIONS: list[Mutation] = [
     # staging fast paths (mma: whole copies inside K; dp4a: word loads inside K)
     M("matmul_mma.cu", "    } else if (k0 + BK <= k_end && b_whole) {", "    } else if (k0 < k_end && b_whole) {",
       "staging fast path (4-byte copies) also taken by the K tail tile (no zero fill, reads past K)", "comparison"),
-    M("matmul_mma.cu", "const bool b_whole = KM || b_nbytes == 16 || b_nbytes == 0;",
-      "const bool b_whole = KM || b_nbytes % 4 == 0;",
+    M("matmul_mma.cu", "const bool b_whole = b_nbytes == 16 || b_nbytes == 0;",
+      "const bool b_whole = b_nbytes % 4 == 0;",
       "staging fast path for a B chunk that N cuts after a whole word (copies past N)", "comparison"),
     M("matmul_mma.cu", "      if (b_nbytes != 0) {", "      if (b_nbytes >= 0) {",
       "staging fast path (4-byte copies) copies B chunks wholly past N", "comparison"),
