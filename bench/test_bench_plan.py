@@ -125,3 +125,21 @@ def test_gpu_call_python(benchmark, launchless, call):
     benchmark(fn, arrays)
     if benchmark.stats is not None:  # None under --benchmark-disable; no target: the stand-in's Python is in it
         benchmark.extra_info["median_s"] = benchmark.stats.stats.median
+
+
+# The same repeated calls on torch CPU tensors (tensors viewing the same NumPy inputs), the host
+# backend stubbed as above: dmlq's Python with the torch adapter's (dmlq.frameworks, dmlq.torch:
+# the device and autograd checks, NumPy views of the tensors, the result wrapped as a tensor).
+# Less the matching test_repeated_call_overhead row, that is what a torch user pays over NumPy.
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_torch_cpu_call_overhead(benchmark, stubbed, call):
+    torch = pytest.importorskip("torch")
+    import dmlq.torch  # noqa: F401  (the custom ops registered, as a torch user has them)
+
+    tensors = {k: torch.from_numpy(v) for k, v in stubbed.items()}
+    fn = CALLS[call]
+    assert isinstance(fn(tensors), torch.Tensor)  # the first call plans; every timed call reuses the plan
+    benchmark.extra_info.update(impl="dmlq:torch-cpu-plan-cached", target_s=TARGET_S)
+    benchmark(fn, tensors)
+    if benchmark.stats is not None:  # None under --benchmark-disable
+        benchmark.extra_info["median_s"] = benchmark.stats.stats.median

@@ -24,11 +24,17 @@ PARAMS = {
 }
 
 
+_FUNCTIONS: dict = {}
+
+
 def function(fname):
     """The public function named ``fname``."""
-    from . import api, intmm
+    fn = _FUNCTIONS.get(fname)
+    if fn is None:
+        from . import api, intmm
 
-    return getattr(api, fname, None) or getattr(intmm, fname)
+        fn = _FUNCTIONS[fname] = getattr(api, fname, None) or getattr(intmm, fname)
+    return fn
 
 
 _NAMES: dict = {}

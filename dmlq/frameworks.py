@@ -32,7 +32,7 @@ def call(fname, names, values, params, out):
     kwargs = dict(zip(PARAMS[fname], params))
     if len(params) > len(PARAMS[fname]) and params[-1] is not None:  # the matmul family's packed b
         values = _unpacked_b(fname, names, values, params[-1])
-    if any(_is_dask(v) for v in values) or _is_dask(out):
+    if sys.modules.get("dask.array") is not None and (any(_is_dask(v) for v in values) or _is_dask(out)):
         values = _unpacked_parameters(fname, names, values)
         from .calls import EXPLAINING
 

@@ -80,6 +80,23 @@ _LEADS = {"quantize_linear": ("x",), "dequantize_linear": ("q",), "quantized_add
 ELEMENTWISE = ("quantize_linear", "dequantize_linear", "quantized_add")
 
 
+def leads_in_c_order(fname, names, values) -> bool:
+    """Whether every operand whose order a new result of ``fname`` could take is in C order or no
+    array (None, a number): the result is then C order whatever its shape (:func:`result_order`'s
+    answer without the shapes; eager calls only: a torch size is asked for its value)."""
+    for lead in _LEADS.get(fname, ()):
+        v = values[names.index(lead)]
+        if v is None or isinstance(v, numbers.Number):
+            continue
+        if type(v).__module__.startswith("torch"):
+            if v.ndim < 2 or v.is_contiguous():
+                continue
+        elif getattr(getattr(v, "flags", None), "c_contiguous", False):
+            continue
+        return False
+    return True
+
+
 def result_order(fname, names, values, shape, size=int):
     """The axis order of ``fname``'s new result of ``shape`` from operands ``values`` (named
     ``names``): the dense order of the first lead operand of the result's shape (pooling:

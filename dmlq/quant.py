@@ -97,7 +97,7 @@ def _gpu_refusal(f, what):
                      "(cupy.asarray(...) or .get())")
 
 
-def _foreign(values, out) -> bool:
+def foreign(values, out) -> bool:
     """A torch tensor or dask array among the operands or out: the call goes to dmlq.torch
     or dmlq.dask (which call this module again on NumPy arrays, or build a lazy graph)."""
     return dispatch.foreign(out) or any(dispatch.foreign(v) for v in values)
@@ -432,7 +432,7 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
                     precision=None, out=None):
     """dmlq.quantize_linear for the calls routed here (see the module text)."""
     f = "quantize_linear"
-    if _foreign((x, scale, zero_point), out):
+    if foreign((x, scale, zero_point), out):
         return dispatch.foreign_call(f, ("x", "scale", "zero_point"), (x, scale, zero_point),
                                      (dtype, axis, block_size, saturate, precision), out)
     number = scale if _is_number(scale) or _is_list(scale) else None
@@ -492,7 +492,7 @@ def _output_qtype(f, zp, dtype, out):
 def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block_size=None, out=None):
     """dmlq.dequantize_linear for the calls routed here (see the module text)."""
     f = "dequantize_linear"
-    if _foreign((q, scale, zero_point), out):
+    if foreign((q, scale, zero_point), out):
         return dispatch.foreign_call(f, ("q", "scale", "zero_point"), (q, scale, zero_point),
                                      (dtype, axis, block_size), out)
     given = q

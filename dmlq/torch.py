@@ -61,6 +61,12 @@ from .torch_dtypes import _TO_NUMPY, _VIEWED, _from_numpy, _is_fake, numpy_dtype
 from .torch_stream import cuda_scope
 from .torch_traced import _polyfill, out_refused
 
+try:  # (asked on every eager call: imported once)
+    from torch.autograd import forward_ad as _forward_ad
+    from torch.utils._python_dispatch import _get_current_dispatch_mode as _dispatch_mode
+except ImportError:  # pragma: no cover - a torch without them: nothing is differentiated or recorded
+    _forward_ad = _dispatch_mode = None
+
 # ------------------------------------------------------------------ errors in torch words
 
 def _in_torch_words(e: Exception, names) -> Exception:
@@ -97,18 +103,24 @@ def _is_array(v) -> bool:
 
 
 def _checked(fname, values, out, names):
-    """The call's device (of its first tensor), after checking that every
-    tensor is on it and that no other kind of array is mixed in."""
+    """(The call's device (of its first tensor), its tensors), after checking that every
+    tensor is on that device and that no other kind of array is mixed in."""
     first = device = None
-    for name, v in zip(names + ("out",), tuple(values) + (out,)):
+    tensors, others = [], False
+    for name, v in zip(names + ("out",), (*values, out)):
         if isinstance(v, torch.Tensor):
+            tensors.append(v)
             if device is None:
                 first, device = name, v.device
             elif v.device != device:
                 raise ValueError(f"{fname}: {name} is on {v.device} but {first} is on {device}; every tensor of a "
                                  f"call must be on one device: pass {name}.to({first}.device)"
                                  + (" (or a Python number)" if name != "out" and v.ndim == 0 else ""))
-    for name, v in zip(names + ("out",), tuple(values) + (out,)):
+        elif not (v is None or type(v) is float or type(v) is int):
+            others = True
+    if not others:  # tensors and numbers only: nothing mixed in
+        return device, tensors
+    for name, v in zip(names + ("out",), (*values, out)):
         if v is None or isinstance(v, torch.Tensor) or not _is_array(v):
             continue
         host = isinstance(v, (np.ndarray, list, tuple))
@@ -117,7 +129,7 @@ def _checked(fname, values, out, names):
             raise TypeError(f"{fname}: {name} is a {type(v).__module__.partition('.')[0]}.{type(v).__name__} but "
                             f"{first} is a torch tensor{where}; pass torch.as_tensor({name}, device={first}.device)"
                             + ("" if name != "out" else " or leave out=None"))
-    return device
+    return device, tensors
 
 
 def _numpy(fname, name, t):
@@ -167,8 +179,7 @@ def _eager_call(fname, values, kwargs, out, names, direct=False):
     Never traced by Dynamo (``torch.compiler.disable``): where a compiled call falls back to running
     eagerly (a graph break after the traced form raised), Dynamo would otherwise compile each
     frame below it, NumPy and ml_dtypes views included, and fail inside its own tracing."""
-    device = _checked(fname, values, out, names)
-    tensors_given = [v for v in tuple(values) + (out,) if isinstance(v, torch.Tensor)]
+    device, tensors_given = _checked(fname, values, out, names)
     if not direct:
         if any(_differentiated(v) for v in tensors_given):
             raise RuntimeError(f"dmlq.{fname}: dmlq registers no derivative (its outputs are quantized or computed "
@@ -185,7 +196,8 @@ def _eager_call(fname, values, kwargs, out, names, direct=False):
     if device.type not in ("cpu", "cuda"):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
                         ".cuda() tensors)")
-    if out is None and fname in layout.ELEMENTWISE and not layout.C_ORDER.get():
+    if out is None and fname in layout.ELEMENTWISE and not layout.C_ORDER.get() \
+            and not layout.leads_in_c_order(fname, names, values):
         order = layout.result_order(fname, names, values, _elementwise_shape(fname, names, values, kwargs))
         if order is not None:  # a new result in the input's memory order (dmlq.layout), as torch's ops give
             return layout.call_in_order(lambda *vs, **kw: _eager_call(fname, vs, kw, None, names), order, values,
@@ -196,7 +208,6 @@ def _eager_call(fname, values, kwargs, out, names, direct=False):
                          "(out.contiguous() is a copy: write into a fresh torch.empty and copy back)")
     fn = adapters.function(fname)
     kwargs = _kwargs(kwargs)
-    tensors = [n for n, v in zip(names + ("out",), tuple(values) + (out,)) if isinstance(v, torch.Tensor)]
     try:
         if device.type == "cuda":
             result = _cuda_call(fn, names, values, kwargs, out, device)
@@ -204,9 +215,12 @@ def _eager_call(fname, values, kwargs, out, names, direct=False):
                 torch.autograd.graph.increment_version(out)
             return result
         args = {n: _numpy(fname, n, v) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)}
-        result = fn(**args, **kwargs, out=None if out is None else _numpy(fname, "out", out))
+        # NumPy arrays only: the public function itself, without the wrapper that keeps a CUDA graph's
+        # allocations and turns Dynamo off (dmlq.gpu.capture.guarded; Dynamo is off here already)
+        result = fn.__wrapped__(**args, **kwargs, out=None if out is None else _numpy(fname, "out", out))
     except (TypeError, ValueError, NotImplementedError) as e:
-        raise _in_torch_words(e, tensors) from None
+        raise _in_torch_words(e, [n for n, v in zip(names + ("out",), (*values, out))
+                                  if isinstance(v, torch.Tensor)]) from None
     if out is not None:
         torch.autograd.graph.increment_version(out)  # (written through NumPy: autograd sees the write)
         return out
@@ -243,9 +257,7 @@ def _differentiated(t) -> bool:
     try:
         if torch._C._functorch.is_gradtrackingtensor(t):
             return True
-        from torch.autograd import forward_ad
-
-        return forward_ad._current_level >= 0 and forward_ad.unpack_dual(t).tangent is not None
+        return _forward_ad._current_level >= 0 and _forward_ad.unpack_dual(t).tangent is not None
     except AttributeError:  # pragma: no cover - a torch without them
         return False
 
@@ -255,10 +267,8 @@ def _recorded() -> bool:
     NumPy can read) or a dispatch mode recording the calls (make_fx, FakeTensorMode, a user's
     mode): the call goes through the op, so that it is seen, not computed into a constant."""
     try:
-        from torch.utils._python_dispatch import _get_current_dispatch_mode
-
-        return torch._C._functorch.peek_interpreter_stack() is not None or _get_current_dispatch_mode() is not None
-    except (AttributeError, ImportError):  # pragma: no cover - a torch without them
+        return torch._C._functorch.peek_interpreter_stack() is not None or _dispatch_mode() is not None
+    except (AttributeError, TypeError):  # pragma: no cover - a torch without them
         return False
 
 
@@ -410,7 +420,7 @@ def _symbolic_shape(fname, values, kwargs):
 def fake(fname, values, kwargs):
     """The output of ``fname`` as an empty tensor: the real call's checks, nothing computed."""
     names = adapters.operand_names(fname)
-    device = _checked(fname, values, None, names)
+    device, _ = _checked(fname, values, None, names)
     args = []
     for name, v in zip(names, values):
         if isinstance(v, torch.Tensor):

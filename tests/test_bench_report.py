@@ -32,7 +32,8 @@ def _report():
 
 
 TORCH_BENCHMARKS = 4  # bench/test_bench_torch.py: a call on torch CUDA tensors and its peers (GPU only)
-CPU_BENCHMARKS = 17  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5, whole GPU call 6), no GPU needed
+CPU_BENCHMARKS = 23  # bench/test_bench_plan.py: Python per call (API 6, GPU backend 5, whole GPU call 6, torch CPU
+# tensors 6), no GPU needed
 CPU_BACKEND_BENCHMARKS = 33  # bench/test_bench_cpu.py: 8 groups x 3 impls, 3 element-wise x 3 more
 INTMM_CPU_BENCHMARKS = 6  # bench/test_bench_intmm.py: 3 NumPy groups x (dmlq:cpu, onnxruntime)
 # bench/test_bench_intmm.py: 16 GPU groups (6 of quantized_matmul, packed int4: M = 1, 4, 16 x N = K = 4096, 8192;
