@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from . import dispatch, layout, packed_b, pool1d, quant, quant_gpu, vectors
 from .calls import EXPLAINING, META, Spec, kernel_plan, output_meta, public, result_meta, run
-from .checks import (GPU, HOST, QUANT, INTS, F16, F32, I32, F64, U8, batch_rows, batch_rows_form, desc as _desc,
+from .checks import (GPU, HOST, QUANT, INTS, F16, F32, I32, F64, batch_rows, batch_rows_form, desc as _desc,
                      host_int, vector as _vector)
 from .desc import (DequantizeLinearDesc, QuantizedLinearAddDesc, QuantizedLinearAveragePoolingDesc,
                    QuantizedLinearMatrixMultiplyDesc, QuantizeLinearDesc, TensorDesc, pool_output_size)

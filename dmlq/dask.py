@@ -33,10 +33,11 @@ runs to infer it), and each task calls the public function on its chunks.
   them once, groups added in ascending order, bias cut to the output's chunks.
   B's scale and zero point per batch (b's batch shape, then (1 or G, N)) are
   broadcast over the output's batch as b is and cut where b's batch and N chunks fall.
-  A packed 4-bit b (a dmlq.Packed of CuPy bytes, beside CuPy chunks) goes whole to
-  each task: a is cut along M only (K and the batch merged lazily), and each M block
-  runs the public function, whose kernels read b packed. NumPy bytes beside NumPy
-  chunks are unpacked on the host to the ml_dtypes array they stand for.
+  A packed 4-bit b (a dmlq.Packed of CuPy bytes, or its .mT held K-major, beside CuPy
+  chunks) goes whole to each task: a is cut along M only (K and the batch merged
+  lazily), and each M block runs the public function, whose kernels read b packed.
+  NumPy bytes beside NumPy chunks are unpacked on the host to the ml_dtypes array
+  they stand for (a transposed view for a .mT).
 
 quantize_linear to a packed type (4-bit, 2-bit, float8, float4) on CuPy chunks gives a
 dmlq.Packed of lazy bytes, and dequantize_linear takes one back (dmlq.packed_dask). The
@@ -71,7 +72,7 @@ from .desc import pool_output_size
 from .errors import UnsupportedError
 from .gpu.device import upload  # host scales to CuPy chunks' device, -0.0 kept
 from .intmm import matmul_integer
-from .packing import Packed, unpack
+from .packing import Packed, TransposedPacked, unpack
 from .qtypes import qtype
 from .quant_gpu import NATIVE
 
@@ -122,7 +123,7 @@ def _call(fname, values, kwargs, out):
         values = tuple(_one_value(n, v) for n, v in zip(names, values))  # (the result's rank is the data's)
     if chunks == "numpy" and fname in MATMULS:  # a packed b of NumPy bytes: the ml_dtypes array it stands for
         i = adapters.operand_names(fname).index("b")
-        if isinstance(values[i], Packed):
+        if isinstance(values[i], (Packed, TransposedPacked)):  # (a TransposedPacked: its transposed values)
             values = values[:i] + (unpack(values[i]),) + values[i + 1:]
     shape, dtype = _meta_call(fname, values, kwargs, chunks)
     if chunks == "cupy" and fname in ("quantize_linear", "dequantize_linear"):
@@ -137,7 +138,7 @@ def _call(fname, values, kwargs, out):
     meta = meta_from_array(like, ndim=len(shape), dtype=dtype)
     if fname == "quantized_avg_pool":
         return _avg_pool(values, kwargs, shape, dtype, meta)
-    if fname in MATMULS and isinstance(values[adapters.operand_names(fname).index("b")], Packed):
+    if fname in MATMULS and isinstance(values[adapters.operand_names(fname).index("b")], (Packed, TransposedPacked)):
         return _packed_b(fname, values, kwargs, shape, dtype, meta)
     if fname == "quantized_matmul":
         return _matmul(values, kwargs, shape, dtype, meta)

@@ -16,7 +16,7 @@ from dask.array.core import normalize_chunks
 
 from . import adapters
 from .calls import output_meta
-from .packing import Packed
+from .packing import Packed, TransposedPacked
 
 MATMULS = ("quantized_matmul", "matmul_integer", "matmul_integer_to_float")
 # The operands of the matmul family and pooling that may be dask arrays (their scales and zero points
@@ -75,11 +75,15 @@ def _check(fname, values, out):
             continue
         if isinstance(v, (list, tuple)) and not isinstance(v, Packed):
             continue  # converted as np.asarray converts them (NumPy chunks only; CuPy refuses them below)
-        mod = _module_of(v.data if isinstance(v, Packed) else v)
-        if mod != chunks and isinstance(v, Packed):
+        packed = isinstance(v, (Packed, TransposedPacked))
+        mod = _module_of(v.data if packed else v)
+        if mod != chunks and packed:
             fix = "cupy.asarray" if chunks == "cupy" else "cupy.asnumpy"
-            raise TypeError(f"{fname}: {name} is a dmlq.Packed of {mod} bytes but {first} is a dask array of "
-                            f"{chunks} chunks; pass dmlq.Packed({fix}({name}.data), {name}.shape, {name}.dtype)")
+            what, made = ("a transposed dmlq.Packed (.mT)", f"dmlq.Packed({fix}({name}.data), {name}.packed.shape, "
+                          f"{name}.dtype).mT") if isinstance(v, TransposedPacked) else \
+                ("a dmlq.Packed", f"dmlq.Packed({fix}({name}.data), {name}.shape, {name}.dtype)")
+            raise TypeError(f"{fname}: {name} is {what} of {mod} bytes but {first} is a dask array of {chunks} "
+                            f"chunks; pass {made}")
         if mod != chunks:
             fix = ("cupy.asarray(...)" if chunks == "cupy" else
                    f"{name}.cpu().numpy()" if mod == "torch" else "np.asarray(...)")
@@ -103,7 +107,9 @@ def _meta_call(fname, values, kwargs, chunks):
     gpu = chunks == "cupy" and fname in _PER_BLOCK
     args = []
     for v in values:
-        if isinstance(v, Packed) and not gpu and _module_of(v.data) == "cupy":  # a packed b: its size
+        if isinstance(v, TransposedPacked) and not gpu and _module_of(v.data) == "cupy":  # the same, K-major
+            v = TransposedPacked(Packed(_stand_in(v.data.shape, np.uint8), v.packed.shape, v.dtype), v.k)
+        elif isinstance(v, Packed) and not gpu and _module_of(v.data) == "cupy":  # a packed b: its size
             v = Packed(_stand_in(v.data.shape, np.uint8), v.shape, v.dtype)
         elif isinstance(v, da.Array) or _module_of(v) == "cupy":
             if gpu:

@@ -21,7 +21,7 @@ import uuid
 
 from dask.base import normalize_token
 
-from .packing import Packed
+from .packing import Packed, TransposedPacked
 
 _BUILDING: contextvars.ContextVar = contextvars.ContextVar("dmlq_dask_tokens", default=None)
 _RULES: set = set()  # the rules registered here (one per device array type)
@@ -79,7 +79,7 @@ def _device_types(values, seen) -> set:
             types |= _device_types(v, seen)
         elif isinstance(v, dict):
             types |= _device_types(v.values(), seen)
-        elif isinstance(v, Packed):
+        elif isinstance(v, (Packed, TransposedPacked)):
             types |= _device_types((v.data,), seen)
     return types
 

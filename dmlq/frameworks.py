@@ -48,26 +48,22 @@ def call(fname, names, values, params, out):
 
 def _unpacked_b(fname, names, values, packed):
     """The operands with a packed b (a dmlq.Packed the public function took apart: its bytes
-    among ``values``, its (dtype, shape, ...) in ``packed``) as the ml_dtypes array the adapters
-    take beside torch tensors or dask arrays (NumPy bytes: unpacked on the host, nothing lazy)."""
-    from .gpu.packed import kmajor
-    from .packing import unpack_b
+    among ``values``, its (dtype, shape, ...) in ``packed``) as the adapters take it: beside dask
+    arrays that Packed (or TransposedPacked) again, beside torch tensors the ml_dtypes array (NumPy
+    bytes: unpacked on the host, nothing lazy)."""
+    from .gpu.packed import kmajor, stored_shape
+    from .packing import TransposedPacked, unpack_b
 
     i = list(names).index("b")
     data = values[i]
     values = list(values)
-    if kmajor(packed) and any(_is_dask(v) for v in values):  # a TransposedPacked b: (..., N, K) bytes
-        if not isinstance(data, np.ndarray):
-            raise TypeError(f"{fname}: b is a transposed dmlq.Packed (.mT) of GPU bytes beside dask arrays, which "
-                            "dmlq does not take yet; pass its rows packed: dmlq.pack(cupy.ascontiguousarray("
-                            "dmlq.unpack(b)), dtype=b.dtype)")
-        values[i] = unpack_b(data, packed)  # NumPy bytes: the ml_dtypes array (a view), as a NumPy chunk reads b
-        return tuple(values)
     if any(_is_dask(v) for v in values):
-        # beside dask arrays the Packed goes on (dmlq.dask checks its bytes against the chunks'
-        # type: NumPy chunks unpack it, CuPy chunks hand it whole to each task); a zero point
-        # unpacked on the device (dmlq.packed_b.take) is packed again for those calls
-        values[i] = Packed(data, packed[1], packed[0])
+        # beside dask arrays the Packed (or TransposedPacked: the (..., N, row) bytes read K-major)
+        # goes on (dmlq.dask checks its bytes against the chunks' type: NumPy chunks unpack it,
+        # CuPy chunks hand it whole to each task); a zero point unpacked on the device
+        # (dmlq.packed_b.take) is packed again for those calls
+        p = Packed(data, stored_shape(packed), packed[0])
+        values[i] = TransposedPacked(p, packed[1][-2]) if kmajor(packed) else p
         j = list(names).index("b_zero_point")
         if packed[2] and values[j] is not None:
             values[j] = pack_codes(values[j].astype(np.uint8), packed[0])
@@ -89,13 +85,13 @@ def _unpacked_parameters(fname, names, values):
     """A dask call's dmlq.Packed zero points of NumPy bytes as the ml_dtypes arrays they stand for
     (unpacked on the host: the dask adapter reads parameters as arrays); CuPy bytes are refused
     by name (the dask adapter has no packed GPU parameters yet)."""
-    from .packing import unpack
+    from .packing import TransposedPacked, unpack
 
     out = list(values)
     for i, (name, v) in enumerate(zip(names, values)):
         if not isinstance(v, Packed) or "zero_point" not in name or _is_dask(v):
             continue
-        if name == "b_zero_point" and isinstance(values[names.index("b")], Packed):
+        if name == "b_zero_point" and isinstance(values[names.index("b")], (Packed, TransposedPacked)):
             continue  # beside a packed b of GPU bytes (see _unpacked_b): taken as it is
         if not isinstance(v.data, np.ndarray):
             raise TypeError(f"{fname}: {name} is a dmlq.Packed of GPU bytes beside dask arrays, which dmlq does "

@@ -177,6 +177,13 @@ class TransposedPacked:
                              f"array to index")
         return TransposedPacked(self.packed, range(self.k)[axis].stop if axis.stop is not None else self.k)
 
+    def __dask_tokenize__(self) -> Any:
+        """dask's name for it: its Packed's (whose device bytes dmlq.dask_tokens names without a copy to
+        the host) and k."""
+        from dask.base import normalize_token
+
+        return type(self).__name__, normalize_token(self.packed), self.k
+
     def __repr__(self) -> str:
         return f"{self.packed!r}.mT" + (f"[..., :{self.k}, :]" if self.sliced else "")
 

@@ -55,7 +55,6 @@ except ModuleNotFoundError as _e:  # (import dmlq.torch by hand; dmlq itself nev
 
 from . import adapters, layout
 from .calls import output_meta
-from .dtypes import torch_name
 from .gpu import capture
 from .torch_dtypes import _TO_NUMPY, _VIEWED, _from_numpy, _is_fake, numpy_dtype, torch_dtype
 from .torch_stream import cuda_scope

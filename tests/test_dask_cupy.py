@@ -286,6 +286,62 @@ def test_packed_4bit_b_on_cupy_chunks_goes_whole_to_each_block(cp, dtype):
         dmlq.matmul_integer(da.from_array(a, 5), on_gpu(b))
 
 
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+def test_packed_4bit_b_held_kmajor_on_dask_chunks(cp, dtype):
+    """A transposed dmlq.Packed b (``dmlq.pack(w).mT`` of an (N, K) weight: torch's Linear and
+    MatMulNBits' layout), its rows whole or padded past K with other codes as MatMulNBits pads
+    them, and MatMulNBits' (N, groups) zero points as their .mT: beside a dask a of CuPy chunks
+    the bytes go whole to every M block's GPU call (read K-major there), beside NumPy chunks they
+    are the transposed values. Each result equals the one-array NumPy call; nothing is copied to
+    the host while the CuPy graph is built and computed. Bytes of the other library are refused
+    with the line that fixes them."""
+    import cupy_stand_in
+    import ml_dtypes
+
+    rng = np.random.default_rng(31)
+    q = np.dtype(getattr(ml_dtypes, dtype))
+    lo, hi = int(ml_dtypes.iinfo(q).min), int(ml_dtypes.iinfo(q).max) + 1
+    K, N, L = 45, 7, 64  # K off the groups of 32 and odd (a column's last byte half past K)
+    a = rng.integers(0, 256, (5, K), dtype=u8)
+    w = rng.integers(lo, hi, (N, L)).astype(q)  # codes past K in the padded rows: never read
+    a_s, b_s = rng.uniform(0.5, 1.5, (5, 1)).astype(f32), rng.uniform(0.001, 0.01, (N,)).astype(f32)
+    g_s = rng.uniform(0.001, 0.01, (2, N)).astype(f32)
+    zp_codes = rng.integers(lo, hi, (N, 2)).astype(q)
+    whole = dmlq.pack(np.ascontiguousarray(w[:, :K])).mT
+    padded = dmlq.pack(w).mT[:K]
+    zp = dmlq.pack(zp_codes).mT
+    assert whole.shape == padded.shape == (K, N) and zp.shape == (2, N)
+
+    def calls(a, b, zp, arr):
+        return [dmlq.matmul_integer(a, b, u8(3), None),
+                dmlq.matmul_integer_to_float(a, 0.1, None, b, arr(g_s), zp, None, block_size=32, dtype=np.float16),
+                dmlq.quantized_matmul(a, arr(a_s), 128, b, arr(b_s), None, 3.0, i8(-2))]
+
+    def on_gpu(t):
+        return dmlq.Packed(cp.asarray(t.data), t.packed.shape, t.dtype).mT[:t.shape[0]]
+
+    for b in (whole, padded):
+        wants = calls(a, b, zp, lambda v: v)
+        for want, ref in zip(wants, calls(a, dmlq.unpack(b), zp_codes.T, lambda v: v)):
+            np.testing.assert_array_equal(want, ref, strict=True)  # the .mT forms: the values they stand for
+        cupy_stand_in.counts["downloads"] = 0
+        lazies = calls(_on_gpu(cp, a, ((2, 3), (20, 25))), on_gpu(b), on_gpu(zp), cp.asarray)
+        for lazy, want in zip(lazies, wants):
+            assert isinstance(lazy._meta, cp.ndarray) and lazy._meta.dtype == want.dtype
+            assert lazy.chunks == ((2, 3), (N,))  # cut along M only
+        _computed_equal(cp, lazies, wants)
+        host = calls(da.from_array(a, ((2, 3), (20, 25))), b, zp, lambda v: v)
+        for got, want in zip(da.compute(*host, scheduler="threads"), wants):
+            np.testing.assert_array_equal(got, want, strict=True)
+    with pytest.raises(TypeError, match=r"b is a transposed dmlq\.Packed \(\.mT\) of numpy bytes but a is a dask "
+                                        r"array of cupy chunks; pass dmlq\.Packed\(cupy\.asarray\(b\.data\), "
+                                        r"b\.packed\.shape, b\.dtype\)\.mT"):
+        dmlq.matmul_integer(_on_gpu(cp, a, 5), whole)
+    with pytest.raises(TypeError, match=r"b is a transposed dmlq\.Packed \(\.mT\) of cupy bytes but a is a dask "
+                                        r"array of numpy chunks"):
+        dmlq.matmul_integer(da.from_array(a, 5), on_gpu(whole))
+
+
 def test_a_packed_q_of_bytes_beside_dask_scales(cp):
     """dequantize_linear of a dmlq.Packed q whose bytes are NumPy or CuPy arrays (not lazy) with a
     dask scale: NumPy bytes beside NumPy chunks are the ml_dtypes array they stand for, CuPy bytes
