@@ -578,7 +578,8 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
            [32,  2]], dtype=int8)
     """
     a, b, view, vec = vectors.promote(a, b, out, "quantized_matmul")
-    b, b_zero_point, packed = packed_b.take("quantized_matmul", b, b_zero_point)
+    b, b_zero_point, packed = packed_b.take("quantized_matmul", b, b_zero_point,
+                                            (a, a_scale, a_zero_point, b_scale, out_scale, out_zero_point, out))
     return vectors.call(lambda: run(_MATMUL, (a, a_scale, a_zero_point, b, b_scale, b_zero_point, out_scale,
                                               out_zero_point), (plain_dtype(dtype), packed), view), vec, out)
 

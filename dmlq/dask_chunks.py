@@ -16,7 +16,7 @@ from dask.array.core import normalize_chunks
 
 from . import adapters
 from .calls import output_meta
-from .packing import Packed, TransposedPacked
+from .packing import Packed, TransposedPacked, remade
 
 MATMULS = ("quantized_matmul", "matmul_integer", "matmul_integer_to_float")
 # The operands of the matmul family and pooling that may be dask arrays (their scales and zero points
@@ -79,11 +79,9 @@ def _check(fname, values, out):
         mod = _module_of(v.data if packed else v)
         if mod != chunks and packed:
             fix = "cupy.asarray" if chunks == "cupy" else "cupy.asnumpy"
-            what, made = ("a transposed dmlq.Packed (.mT)", f"dmlq.Packed({fix}({name}.data), {name}.packed.shape, "
-                          f"{name}.dtype).mT") if isinstance(v, TransposedPacked) else \
-                ("a dmlq.Packed", f"dmlq.Packed({fix}({name}.data), {name}.shape, {name}.dtype)")
+            what = "a transposed dmlq.Packed (.mT)" if isinstance(v, TransposedPacked) else "a dmlq.Packed"
             raise TypeError(f"{fname}: {name} is {what} of {mod} bytes but {first} is a dask array of {chunks} "
-                            f"chunks; pass {made}")
+                            f"chunks; pass {remade(name, v, f'{fix}({name}.data)')}")
         if mod != chunks:
             fix = ("cupy.asarray(...)" if chunks == "cupy" else
                    f"{name}.cpu().numpy()" if mod == "torch" else "np.asarray(...)")

@@ -47,37 +47,22 @@ def call(fname, names, values, params, out):
 
 
 def _unpacked_b(fname, names, values, packed):
-    """The operands with a packed b (a dmlq.Packed the public function took apart: its bytes
-    among ``values``, its (dtype, shape, ...) in ``packed``) as the adapters take it: beside dask
-    arrays that Packed (or TransposedPacked) again, beside torch tensors the ml_dtypes array (NumPy
-    bytes: unpacked on the host, nothing lazy)."""
+    """The operands with a packed b that the public function took apart (its bytes among
+    ``values``, its (dtype, shape, ...) in ``packed``: beside dask arrays; beside torch tensors it
+    is not taken apart, dmlq.packed_b.take) made that Packed (or TransposedPacked: the (..., N,
+    row) bytes read K-major) again: dmlq.dask checks its bytes against the chunks' type (NumPy
+    chunks unpack it, CuPy chunks hand it whole to each task). A zero point unpacked on the
+    device is packed again for those calls."""
     from .gpu.packed import kmajor, stored_shape
-    from .packing import TransposedPacked, unpack_b
+    from .packing import TransposedPacked
 
     i = list(names).index("b")
-    data = values[i]
     values = list(values)
-    if any(_is_dask(v) for v in values):
-        # beside dask arrays the Packed (or TransposedPacked: the (..., N, row) bytes read K-major)
-        # goes on (dmlq.dask checks its bytes against the chunks' type: NumPy chunks unpack it,
-        # CuPy chunks hand it whole to each task); a zero point unpacked on the device
-        # (dmlq.packed_b.take) is packed again for those calls
-        p = Packed(data, stored_shape(packed), packed[0])
-        values[i] = TransposedPacked(p, packed[1][-2]) if kmajor(packed) else p
-        j = list(names).index("b_zero_point")
-        if packed[2] and values[j] is not None:
-            values[j] = pack_codes(values[j].astype(np.uint8), packed[0])
-        return tuple(values)
-    if not isinstance(data, np.ndarray):
-        raise TypeError(f"{fname}: b is a dmlq.Packed of {type(data).__module__.partition('.')[0]} bytes beside "
-                        "torch tensors: with torch CPU tensors pass b as NumPy bytes (dmlq.pack of a NumPy "
-                        "array); beside CUDA tensors a packed b is not taken yet (pass the tensors as CuPy "
-                        "arrays: cupy.asarray(t))")
-    try:
-        values[i] = unpack_b(data, packed)
-    except (TypeError, ValueError) as e:  # its bytes do not match its shape and dtype (as dmlq.quant says it)
-        raise type(e)(f"{fname}: b is a dmlq.Packed that does not hold its elements: "
-                      f"{str(e).removeprefix('unpack: ')}") from None
+    p = Packed(values[i], stored_shape(packed), packed[0])
+    values[i] = TransposedPacked(p, packed[1][-2]) if kmajor(packed) else p
+    j = list(names).index("b_zero_point")
+    if packed[2] and values[j] is not None:
+        values[j] = pack_codes(values[j].astype(np.uint8), packed[0])
     return tuple(values)
 
 

@@ -168,7 +168,7 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
            [26,  2]], dtype=int32)
     """
     a, b, view, vec = vectors.promote(a, b, out, "matmul_integer")
-    b, b_zero_point, packed = take("matmul_integer", b, b_zero_point)
+    b, b_zero_point, packed = take("matmul_integer", b, b_zero_point, (a, a_zero_point, out))
     return vectors.call(lambda: run(_MATMUL_INTEGER, (a, a_zero_point, b, b_zero_point), (packed,), view), vec, out)
 
 
@@ -319,7 +319,8 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
            [ 4.5 , -0.25]], dtype=float32)
     """
     a, b, view, vec = vectors.promote(a, b, out, "matmul_integer_to_float")
-    b, b_zero_point, packed = take("matmul_integer_to_float", b, b_zero_point)
+    b, b_zero_point, packed = take("matmul_integer_to_float", b, b_zero_point,
+                                   (a, a_scale, a_zero_point, b_scale, bias, out))
     bias = vectors.bias_of("matmul_integer_to_float", bias, a, b, vec)
     return vectors.call(lambda: run(_MATMUL_INTEGER_TO_FLOAT, (a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                                                                bias), (plain_dtype(dtype), block_size, packed), view),

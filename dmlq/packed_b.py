@@ -21,6 +21,7 @@ zero point is unpacked on the device to its values in int8 (int4) or uint8
 from __future__ import annotations
 
 import numbers
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -58,11 +59,25 @@ def _bytes_of(f, name, p):
     return data
 
 
-def take(f, b, b_zero_point):
+def _beside_tensors(values) -> bool:
+    """A torch tensor among ``values`` and no dask array: dmlq.torch takes the call as it is and
+    calls the public function again on the tensors' NumPy or CuPy views, on their device and
+    stream, where a Packed is taken (taken here, a GPU zero point would be unpacked on CuPy's
+    current device and stream, and dmlq.kernel_plan would see a 4-bit array, not the Packed)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not any(isinstance(v, torch.Tensor) for v in values):
+        return False
+    return not any(dispatch.foreign(v) and not isinstance(v, torch.Tensor) for v in values)
+
+
+def take(f, b, b_zero_point, beside=()):
     """The public function's (b, b_zero_point, b_packed): a Packed b as its bytes and
     the parameter that describes them; a Packed zero point unpacked (NumPy: the
-    ml_dtypes array; GPU: its values in the wide type, zp_wide True)."""
+    ml_dtypes array; GPU: its values in the wide type, zp_wide True). Beside torch
+    tensors (among ``beside``, the call's other operands and out) both go on as they are."""
     packed = None
+    if isinstance(b, (Packed, TransposedPacked)) and _beside_tensors((b_zero_point, *beside)):
+        return b, b_zero_point, None
     if isinstance(b, (Packed, TransposedPacked)):
         data = _bytes_of(f, "b", b)
         # (a TransposedPacked: the bytes of the (..., N, row) tensor, read K-major, row >= K its rows' length)
@@ -107,8 +122,8 @@ def stand_in(bld, packed):
     need = packed_nbytes(int(np.prod(stored, dtype=np.int64)), name)
     if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1 or data.size != need:
         what = f"{shape}" if stored == shape else f"{stored} (.mT: {shape})"
-        raise ValueError(f"{f}: b is a dmlq.Packed of {name} {what}, which takes {need} bytes as a 1-D uint8 "
-                         f"array (got {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
+        raise ValueError(f"{f}: b is a dmlq.Packed that does not hold its elements: {name} {what} takes {need} bytes "
+                         f"as a 1-D uint8 array (got {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
     bld.v["b"] = np.broadcast_to(np.zeros((), dt), shape)
 
 

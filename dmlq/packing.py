@@ -200,11 +200,16 @@ def refuse_lazy(f: str, name: str, p: Packed) -> None:
         what = "a dask array" if mod == "dask" else "a torch tensor"
         data = (f"{name}.data.compute()" if mod == "dask" else f"cupy.asarray({name}.data)"
                 if getattr(p.data, "is_cuda", False) else f"{name}.data.numpy()")  # a CPU tensor: NumPy bytes
-        fix = (f"dmlq.Packed({data}, {name}.packed.shape, {name}.dtype).mT"
-               + (f"[..., :{p.k}, :]" if p.sliced else "") if isinstance(p, TransposedPacked)
-               else f"dmlq.Packed({data}, {name}.shape, {name}.dtype)")
         raise TypeError(f"{f}: {name} is a dmlq.Packed whose data is {what}; dmlq takes a Packed of NumPy or CuPy "
-                        f"bytes: pass {fix}")
+                        f"bytes: pass {remade(name, p, data)}")
+
+
+def remade(name: str, p: Any, data: str) -> str:
+    """The line that makes ``p`` (a Packed or TransposedPacked named ``name``) again over the
+    bytes ``data`` (an expression): what an error says to pass instead."""
+    if isinstance(p, TransposedPacked):
+        return f"dmlq.Packed({data}, {name}.packed.shape, {name}.dtype).mT" + (f"[..., :{p.k}, :]" if p.sliced else "")
+    return f"dmlq.Packed({data}, {name}.shape, {name}.dtype)"
 
 
 def packed_nbytes(size: int, q) -> int:

@@ -53,9 +53,10 @@ except ModuleNotFoundError as _e:  # (import dmlq.torch by hand; dmlq itself nev
     raise ImportError("dmlq.torch needs torch, which is not installed: pip install torch (dmlq's extra "
                       ".[torch])") from None
 
-from . import adapters, layout
+from . import adapters, dispatch, layout
 from .calls import output_meta
 from .gpu import capture
+from .packing import Packed, TransposedPacked, remade
 from .torch_dtypes import _TO_NUMPY, _VIEWED, _from_numpy, _is_fake, numpy_dtype, torch_dtype
 from .torch_stream import cuda_scope
 from .torch_traced import _polyfill, out_refused
@@ -120,6 +121,9 @@ def _checked(fname, values, out, names):
     if not others:  # tensors and numbers only: nothing mixed in
         return device, tensors
     for name, v in zip(names + ("out",), (*values, out)):
+        if isinstance(v, (Packed, TransposedPacked)):  # a packed b or b_zero_point (dmlq.packed_b.take)
+            _packed_beside(fname, name, v, first, device)
+            continue
         if v is None or isinstance(v, torch.Tensor) or not _is_array(v):
             continue
         host = isinstance(v, (np.ndarray, list, tuple))
@@ -129,6 +133,20 @@ def _checked(fname, values, out, names):
                             f"{first} is a torch tensor{where}; pass torch.as_tensor({name}, device={first}.device)"
                             + ("" if name != "out" else " or leave out=None"))
     return device, tensors
+
+
+def _packed_beside(fname, name, p, first, device):
+    """A dmlq.Packed (or its .mT) beside tensors holds its bytes where they are: NumPy bytes beside
+    CPU tensors, GPU bytes beside CUDA tensors (where the public function takes it as it is). Bytes
+    of another kind (a torch tensor, a dask array) are refused by the public function, named."""
+    host, gpu = isinstance(p.data, np.ndarray), dispatch.is_gpu(p.data)
+    if device.type == "cuda" and host:
+        raise TypeError(f"{fname}: {name} is a dmlq.Packed of NumPy bytes but {first} is a torch tensor on {device}; "
+                        f"pass its bytes on that device: {remade(name, p, f'cupy.asarray({name}.data)')} (or "
+                        "dmlq.pack of a CUDA tensor)")
+    if device.type == "cpu" and gpu and not isinstance(p.data, torch.Tensor):
+        raise TypeError(f"{fname}: {name} is a dmlq.Packed of GPU bytes but {first} is a CPU tensor; pass NumPy "
+                        f"bytes: {remade(name, p, f'cupy.asnumpy({name}.data)')} (or the tensors .cuda())")
 
 
 def _numpy(fname, name, t):

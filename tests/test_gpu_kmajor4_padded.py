@@ -193,7 +193,7 @@ def test_numpy_values_and_byte_counts():
     want = a.astype(np.int64) @ (w[:, :10].T.astype(np.int64) - 4)
     assert np.array_equal(dmlq.matmul_integer(a, t, 0, 4), want)
     short = dmlq.Packed(t.data[:40], (6, 16), "uint4").mT[:10]
-    with pytest.raises(ValueError, match=r"uint4 \(6, 16\) \(\.mT: \(10, 6\)\), which takes 48 bytes"):
+    with pytest.raises(ValueError, match=r"uint4 \(6, 16\) \(\.mT: \(10, 6\)\) takes 48 bytes"):
         dmlq.matmul_integer(a, short, 0, 4)
 
 

@@ -79,7 +79,7 @@ def test_packed_b_extremes_and_odd_sizes():
 def test_packed_refusals():
     a = np.zeros((2, 4), U8)
     p = dmlq.pack(np.zeros((4, 3), I4))
-    with pytest.raises(ValueError, match=r"b is a dmlq.Packed of int4 \(4, 3\), which takes 6 bytes"):
+    with pytest.raises(ValueError, match=r"b is a dmlq.Packed that does not hold its elements: int4 \(4, 3\) takes 6 bytes"):
         dmlq.matmul_integer(a, dmlq.Packed(p.data[:5], p.shape, p.dtype))
     with pytest.raises(TypeError, match="a packed b must be int4 or uint4 .got a dmlq.Packed of int2"):
         dmlq.matmul_integer(a, dmlq.pack(np.zeros((4, 3), ml_dtypes.int2)))

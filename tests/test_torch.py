@@ -530,6 +530,59 @@ def test_the_traced_form_of_each_function_is_made_once():
     assert dmlq.torch._polyfill("quantize_linear") is dmlq.torch._polyfill("quantize_linear")
 
 
+# ---- a packed 4-bit b beside tensors
+
+def _packed_b_calls(rng, K=45, N=6, L=64):
+    """(calls(a, b, zero point, group zero points, arr), the NumPy a, the packed b forms with NumPy
+    bytes): row-major (dmlq.pack), K-major (dmlq.pack(w).mT) and MatMulNBits' padded rows
+    (.mT[:K], other codes past K), the zero points packed, the group ones as MatMulNBits' .mT."""
+    import ml_dtypes
+
+    I4 = np.dtype(ml_dtypes.int4)
+    a = rng.integers(0, 256, (3, K), dtype=np.uint8)
+    w = rng.integers(-8, 8, (N, L)).astype(I4)
+    forms = {"rows": dmlq.pack(np.ascontiguousarray(w[:, :K].T)), "kmajor": dmlq.pack(np.ascontiguousarray(w[:, :K])).mT,
+             "padded": dmlq.pack(w).mT[:K]}
+    zp, gzp = dmlq.pack(rng.integers(-8, 8, (N,)).astype(I4)), dmlq.pack(rng.integers(-8, 8, (N, 2)).astype(I4)).mT
+    b_s, g_s = rng.uniform(0.001, 0.01, (N,)).astype(np.float32), rng.uniform(0.001, 0.01, (2, N)).astype(np.float32)
+
+    def calls(a, b, arr):
+        return [dmlq.matmul_integer(a, b, np.uint8(3), zp),
+                dmlq.matmul_integer_to_float(a, arr(np.float32(0.1)), None, b, arr(g_s), gzp, None, block_size=32),
+                dmlq.quantized_matmul(a, 0.1, 128, b, arr(b_s), zp, 3.0, np.int8(-2))]
+    return calls, a, forms
+
+
+def test_packed_b_beside_cpu_tensors(rng):
+    """A dmlq.Packed b of NumPy bytes (row-major, .mT, MatMulNBits' padded .mT[:K]) beside CPU tensors
+    goes to the NumPy path as it is: each result is the same call's on NumPy arrays, and
+    dmlq.kernel_plan plans the Packed (it planned the unpacked int4 array, which no kernel takes)."""
+    calls, a, forms = _packed_b_calls(rng)
+    for name, b in forms.items():
+        wants = calls(a, b, lambda v: v)
+        for got, want in zip(calls(torch.from_numpy(a), b, torch.as_tensor), wants):
+            assert isinstance(got, torch.Tensor), name
+            np.testing.assert_array_equal(got.numpy(), want, strict=True)
+        plan = dmlq.kernel_plan(dmlq.matmul_integer, torch.from_numpy(a), b, 3)
+        assert str(plan) == str(dmlq.kernel_plan(dmlq.matmul_integer, a, b, 3)), name
+
+
+def test_packed_b_of_gpu_bytes_beside_cpu_tensors_is_refused(cupy_stand_in, rng):
+    """GPU bytes beside CPU tensors: refused naming the line that makes the same Packed of NumPy
+    bytes (a .mT kept a .mT, its slice kept)."""
+    cp = cupy_stand_in
+    _, a, forms = _packed_b_calls(rng)
+    t = torch.from_numpy(a)
+    on_gpu = dmlq.Packed(cp.asarray(forms["rows"].data), forms["rows"].shape, "int4")
+    with pytest.raises(TypeError, match=r"b is a dmlq\.Packed of GPU bytes but a is a CPU tensor; pass NumPy bytes: "
+                                        r"dmlq\.Packed\(cupy\.asnumpy\(b\.data\), b\.shape, b\.dtype\)"):
+        dmlq.matmul_integer(t, on_gpu)
+    p = forms["padded"]
+    with pytest.raises(TypeError, match=r"dmlq\.Packed\(cupy\.asnumpy\(b\.data\), b\.packed\.shape, b\.dtype\)"
+                                        r"\.mT\[\.\.\., :45, :\]"):
+        dmlq.matmul_integer(t, dmlq.Packed(cp.asarray(p.data), p.packed.shape, "int4").mT[:45])
+
+
 # ---- CUDA: for the next device session
 
 def _cuda():
@@ -658,3 +711,30 @@ def test_cuda_opcheck_and_compile():
                                                     for v in _tensors(args)), kw)
         torch.library.opcheck(packet.tensor, tuple(v.to(dev) if isinstance(v, torch.Tensor) else v
                                                    for v in _tensors(targs)), tkw)
+
+
+@pytest.mark.gpu
+def test_packed_b_of_gpu_bytes_beside_cuda_tensors():
+    """A dmlq.Packed b of CuPy bytes (dmlq.pack of a CUDA tensor, or its .mT; MatMulNBits' padded
+    rows) beside CUDA tensors: the GPU kernels read it as it is, on torch's current stream, each
+    result the same call's on CPU tensors with NumPy bytes. NumPy bytes beside CUDA tensors are
+    refused with the line that moves them."""
+    import cupy
+
+    dev = _cuda()
+    calls, a, forms = _packed_b_calls(np.random.default_rng(5))
+
+    def on_gpu(p):
+        if isinstance(p, dmlq.Packed):
+            return dmlq.Packed(cupy.asarray(p.data), p.shape, p.dtype)
+        return dmlq.Packed(cupy.asarray(p.data), p.packed.shape, p.dtype).mT[:p.shape[0]]
+
+    for name, b in forms.items():
+        wants = calls(torch.from_numpy(a), b, torch.as_tensor)
+        gots = calls(torch.from_numpy(a).to(dev), on_gpu(b), lambda v: torch.as_tensor(v, device=dev))
+        for got, want in zip(gots, wants):
+            assert got.device == dev, name
+            assert torch.equal(got.cpu(), want), name
+    with pytest.raises(TypeError, match=r"b is a dmlq\.Packed of NumPy bytes but a is a torch tensor on cuda:0; "
+                                        r"pass its bytes on that device: dmlq\.Packed\(cupy\.asarray\(b\.data\)"):
+        dmlq.matmul_integer(torch.from_numpy(a).to(dev), forms["rows"])
