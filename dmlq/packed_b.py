@@ -26,7 +26,7 @@ import sys
 import ml_dtypes
 import numpy as np
 
-from . import dispatch
+from . import calls, dispatch
 from .checks import GPU
 from .errors import DescError
 from .gpu.packed import stored_shape, unpack_table
@@ -104,7 +104,7 @@ def take(f, b, b_zero_point, beside=()):
             stored, k = held(b_zero_point, f"{f}: b_zero_point's")
             check_bytes(data, stored, zname)
             data = dispatch.to_gpu_array(data, f, "b_zero_point's bytes")
-            b_zero_point = unpack_table(data, zname, stored, k)
+            b_zero_point = unpack_table(data, zname, stored, k, values=calls.EXPLAINING.get() is not calls.META)
             packed = packed[:2] + (True,) + packed[3:]
     return b, b_zero_point, packed
 

@@ -128,3 +128,31 @@ def test_bytes_on_another_device(gpu):
     b = dmlq.Packed(S.module.asarray(b.data), b.shape, b.dtype)
     with pytest.raises(ValueError, match=r"b_zero_point's bytes is on device 1 but the current device is 0"):
         dmlq.matmul_integer(a, b, None, zp)
+
+
+def test_no_table_is_built_when_only_the_result_is_asked(gpu, rng):
+    """dmlq.calls.output_meta (what the torch CUDA path and dask ask before a call: the result's
+    shape and dtype) of the integer matmuls with a packed zero point of GPU bytes launches no
+    table build; the call itself launches one, and the two agree on the result."""
+    import cupy
+
+    from dmlq.calls import output_meta
+
+    a = cupy.asarray(rng.integers(0, 256, (3, 64), dtype=np.uint8))
+    b = dmlq.pack(cupy.asarray(rng.integers(-8, 8, (6, 64)).astype(np.int8).view(np.uint8) & 15), dtype="int4").mT
+    zp = dmlq.pack(cupy.asarray(rng.integers(-8, 8, (6, 2)).astype(np.int8).view(np.uint8) & 15), dtype="int4").mT
+    s = cupy.asarray(rng.uniform(0.001, 0.01, (2, 6)).astype(np.float32))
+    calls = [(dmlq.matmul_integer, (a, b, 3, zp[:1]), {}),
+             (dmlq.matmul_integer_to_float, (a, 0.1, None, b, s, zp, None), {"block_size": 32})]
+    for fn, args, kw in calls:
+        counted = getattr(cupy, "__stand_in__", False)
+        if counted:
+            import cupy_stand_in
+            cupy_stand_in.launches.clear()
+        shape, dtype = output_meta(fn, *args, **kw)
+        if counted:
+            assert not [n for n, *_ in cupy_stand_in.launches if n.startswith("unpack_table")], fn.__name__
+        got = fn(*args, **kw)
+        if counted:
+            assert [n for n, *_ in cupy_stand_in.launches if n.startswith("unpack_table")], fn.__name__
+        assert (got.shape, got.dtype) == (shape, dtype)

@@ -199,22 +199,26 @@ def pad_rows(xp, data, shape):
     return out
 
 
-def unpack_table(data, name: str, stored: tuple, k=None):
+def unpack_table(data, name: str, stored: tuple, k=None, values=True):
     """The values of a packed int4 / uint4 tensor on the device as the C-order int8 / uint8 array
     the matmul kernels read (b's zero points): ``data`` its bytes (1-D uint8 on the current device,
     as many as ``stored``, the C-order shape they hold, takes: dmlq.packing.check_bytes, which the
     caller runs), ``k`` None for that tensor itself (a dmlq.Packed) or, for its ``.mT[..., :k, :]``
     (a dmlq.TransposedPacked: the values of shape (..., k, N) of stored (..., N, L)), the rows
-    kept. One launch of cuda/packed_table.cu's unpack_table."""
+    kept. One launch of cuda/packed_table.cu's unpack_table; with ``values`` False (only the call's
+    result shape and dtype are asked: dmlq.calls.output_meta) none, a zero-stride array of its shape
+    and dtype in its place."""
     xp = device.xp()
     stored = tuple(int(d) for d in stored)
-    data = xp.ascontiguousarray(data)
     if k is None:  # C order: (..., R, C), R = 1 below two axes
         R, C = (stored[-2], stored[-1]) if len(stored) >= 2 else (1, stored[-1] if stored else 1)
         shape, sr, sc = stored, C, 1
     else:  # the transposed view of (..., C, L), its first k rows
         C, L = stored[-2:]
         R, shape, sr, sc = k, stored[:-2] + (k, C), 1, L
+    if not values:
+        return xp.broadcast_to(xp.zeros((), ZP_DTYPES[name]), shape)
+    data = xp.ascontiguousarray(data)
     batch_stride = math.prod(stored[-2:]) if len(stored) >= 2 else 0
     out = xp.empty(shape, ZP_DTYPES[name])
     total = out.size
