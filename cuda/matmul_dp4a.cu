@@ -344,10 +344,11 @@ __device__ __forceinline__ void gemm(
   constexpr bool WF = WIDE && FLT;
   float vf[WF ? TM : 1][WF ? TN : 1], as_r[WF ? TM : 1], bs_g[WF ? TN : 1];
   auto load_bs = [&](int g) {
+    if constexpr (WF) {
+      const int groups = k_group > 0 ? (K + k_group - 1) / k_group : 1;  // (b_per_col 2 / 3: the scales' rows)
 #pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const int n = min(n0 + frag_pos<THR_N>(j, tx), N - 1);
-      if constexpr (WF) bs_g[j] = b_scale[b_per_col ? static_cast<int64>(g) * N + n : 0];
+      for (int j = 0; j < TN; ++j)
+        bs_g[j] = mm::group_scale(b_scale, b_per_col, g, min(n0 + frag_pos<THR_N>(j, tx), N - 1), N, groups);
     }
   };
   if constexpr (WF) {

@@ -18,6 +18,11 @@
 //   k_group                  matmul_dp4a_wide and matmul_mma's GRP build only: the
 //                            length along K of a block of B scales (a multiple
 //                            of 32), 0 for one group of all K.
+//   b_per_col                0 per tensor, 1 per column (and with blocks the
+//                            (groups, N) float32 table); with blocks also 2 / 3:
+//                            MatMulNBits' own (N, groups) float32 / float16
+//                            scales read in place (group_scale below; b_zp
+//                            stays the (groups, N) table)
 #pragma once
 
 #include "common.cuh"
@@ -51,6 +56,36 @@ __device__ __forceinline__ float requant_mult(float as, float bs, float os) {
 template <typename TO>
 __device__ __forceinline__ TO requant(float f, float mult, int ozp) {
   return round_saturate<TO>(ieee_mul(f, mult), ozp);
+}
+
+// B's scale for group g (0 without blocks) and column n, by b_per_col: 0 one scale;
+// 1 the (groups, N) float32 table, group g's row g * N elements on; 2 / 3 MatMulNBits'
+// (N, groups) table of float32 / float16 (column n's groups together, n * groups on),
+// read in place, a float16 widened exactly. Column n's scales start scales_at elements
+// on, one group scales_step elements from the next; scale_at reads element i.
+__device__ __forceinline__ int64 scales_at(int b_per_col, int n, int groups) {
+  return b_per_col < 2 ? (b_per_col ? n : 0) : static_cast<int64>(n) * groups;
+}
+__device__ __forceinline__ int64 scales_step(int b_per_col, int N) { return b_per_col == 1 ? N : b_per_col > 1; }
+__device__ __forceinline__ float scale_at(const float* s, int b_per_col, int64 i) {
+  return b_per_col == 3 ? to_f32(reinterpret_cast<const float16*>(s)[i]) : s[i];
+}
+__device__ __forceinline__ float group_scale(const float* s, int b_per_col, int g, int n, int N, int groups) {
+  return scale_at(s, b_per_col, scales_at(b_per_col, n, groups) + g * scales_step(b_per_col, N));
+}
+// The same for one column read group after group (the grouped finish pass), its start and
+// the type's choice made once: [g] is group g's scale (the flag and index form kept a
+// thread's output pointer on the stack there).
+struct ColumnScales {
+  const float* f;  // float32 scales; nullptr: float16 ones at h
+  const float16* h;
+  int64 step;
+  __device__ __forceinline__ float operator[](int64 g) const { return f != nullptr ? f[g * step] : to_f32(h[g * step]); }
+};
+__device__ __forceinline__ ColumnScales column_scales(const float* s, int b_per_col, int n, int N, int groups) {
+  const int64 at = scales_at(b_per_col, n, groups);
+  if (b_per_col == 3) return {nullptr, reinterpret_cast<const float16*>(s) + at, 1};
+  return {s + at, nullptr, scales_step(b_per_col, N)};
 }
 
 // Matrix z's B parameters (pointer arithmetic only on a real pointer).

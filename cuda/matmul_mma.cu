@@ -351,7 +351,7 @@ matmul_mma(const TA* __restrict__ A, const TB* __restrict__ B, TO* __restrict__ 
           const int c = PC ? (ni >> 2) * 32 + 8 * tl + 4 * o + (ni & 3) : (ni >> 1) * 16 + 4 * tl + 2 * o + (ni & 1);
           const int n = min(n0 + wn * WN + c, N - 1);  // clamped reads; columns >= N are not stored
           const int64 gi = b_per_col ? static_cast<int64>(grp) * N + n : 0;
-          bs[ni][o] = b_scale[gi];
+          bs[ni][o] = dmlq::mm::group_scale(b_scale, b_per_col, grp, n, N, n_groups);
           zb[ni][o] = b_zp ? static_cast<unsigned>(static_cast<int>(b_zp[gi])) : 0u;
           cz[ni][o] = (a_zp ? static_cast<unsigned>(col_sum_b[cols_at + n]) : 0u) -
                       static_cast<unsigned>(len) * zb[ni][o];

@@ -747,7 +747,8 @@ __device__ __forceinline__ bool finish_output(int M, int N, Out& o) {
 // then + float32(acc_g) * (a_scale[m] * b_scale[g, n]) for g = 1, 2, ... in ascending
 // order, each product and add one IEEE-rounded op, then + bias[m, n] where given and one
 // rounding to TO. b_scale: per tensor or column (b_per_col), group g's row g * N
-// elements on, per matrix bp_bs elements apart; bias as in the tiled kernels' ABI
+// elements on, per matrix bp_bs elements apart, or MatMulNBits' (N, groups) scales
+// (b_per_col 2 / 3: mm::column_scales); bias as in the tiled kernels' ABI
 // (cuda/matmul_epilogue.cuh). grid (ceil(M * N / 256), matrices), block 256.
 template <typename TO>
 __global__ void __launch_bounds__(256) matmul_stream_grouped_finish(
@@ -772,7 +773,7 @@ __global__ void __launch_bounds__(256) matmul_stream_grouped_finish(
     *c = groups > 0 ? acc(0) : 0;
   } else {
     const float as = mm::batch_rows(a_scale, a_per_row, M, z)[a_per_row ? m : 0];
-    const float* const bs = b_scale + bp_bs * z + (b_per_col ? col : 0);
+    const mm::ColumnScales bs = mm::column_scales(b_scale + bp_bs * z, b_per_col, col, N, groups);
     auto step = [&](float v, int g, int sum, float b) {  // group g's float step, in ascending order
       const float term = ieee_mul(to_f32(sum), ieee_mul(as, b));
       return g == 0 ? term : ieee_add(v, term);
@@ -791,14 +792,14 @@ __global__ void __launch_bounds__(256) matmul_stream_grouped_finish(
         for (int j = 0; j < kAhead; ++j) {
           const int64 g = min(g0 + j, groups - 1);
           sum[j] = w[g * entry_stride];
-          b[j] = bs[g * N];
+          b[j] = bs[g];
         }
 #pragma unroll
         for (int j = 0; j < kAhead; ++j)
           if (g0 + j < groups) v = step(v, g0 + j, sum[j], b[j]);
       }
     } else {
-      for (int g = 0; g < groups; ++g) v = step(v, g, acc(g), bs[static_cast<int64>(g) * N]);
+      for (int g = 0; g < groups; ++g) v = step(v, g, acc(g), bs[g]);
     }
     if (bias != nullptr) v = ieee_add(v, bias[bias_bs * z + m * bias_ld + col]);
     *c = from_f32<TO>(v);

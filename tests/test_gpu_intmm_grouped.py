@@ -290,15 +290,17 @@ def test_one_group_extremes(gpu):
 
 
 @pytest.mark.parametrize("scale_dtype,bias_dtype,ops,transposed",
-                         [(F32, F32, 0, False), (F16, F32, 1, False), (F32, F16, 1, False), (F16, F32, 1, True)])
+                         [(F32, F32, 0, False), (F16, F32, 1, False), (F32, F16, 1, False), (F16, F32, 0, True),
+                          (F32, F32, 0, True)])
 def test_ready_tables_make_no_array_operation(gpu, monkeypatch, scale_dtype, bias_dtype, ops, transposed):
     """The decode step's host work: a blocked b_scale that already is the kernels' contiguous float32
     (groups, N) table, b's zero point given as a number (made that table once, with the plan) and a
     float32 bias vector reach the kernels as they are: a repeated call broadcasts and copies none of
     them. A float16 scale table or bias (widened to float32) still takes one copy per call (one pass:
     the cast and the layout in one array operation, dmlq.gpu.device.table), which the counter sees;
-    every call's bytes equal the reference. MatMulNBits' float16 scales as the .T of their (N, groups)
-    table: one copy too (the widening and the transposition in one pass; two before)."""
+    every call's bytes equal the reference. MatMulNBits' float16 or float32 scales as the .T of their
+    (N, groups) table: no copy, the kernels read them in place (one copy, the widening and the
+    transposition in one pass, before session 43; two before session 42)."""
     rng = np.random.default_rng(26)
     m, k, n, block = 1, 256, 64, 32
     a, b = q(rng, U8, (m, k)), dmlq.pack(q(rng, U4, (k, n)))
@@ -307,7 +309,7 @@ def test_ready_tables_make_no_array_operation(gpu, monkeypatch, scale_dtype, bia
            rng.uniform(-1, 1, (k // block, n)).astype(scale_dtype))
     bias = rng.uniform(-9, 9, n).astype(bias_dtype)
     want = dmlq.matmul_integer_to_float(a, a_s, np.uint8(128), b, b_s, 8, bias, dtype=F16, block_size=block)
-    args = (dev(a), a_s, np.uint8(128), dev(b), dev(b_s), 8, dev(bias))
+    args = (dev(a), a_s, np.uint8(128), dev(b), dev(b_s.T).T if transposed else dev(b_s), 8, dev(bias))
     out = S.module.asarray(np.full((m, n), 0x7E00, np.uint16).view(F16))
     dmlq.matmul_integer_to_float(*args, dtype=F16, block_size=block, out=out)  # plans, binds the runner
     counted = []
@@ -345,3 +347,41 @@ def test_an_8bit_b_in_groups_too_long_for_int32_takes_the_wide_tiles(gpu):
     assert GROUPED in _plan(a, b4, b_s, G)
     same(dmlq.matmul_integer_to_float, a, np.float32(1), None, b4, b_s, np.int8(7), None, dtype=F32, block_size=G,
          kernel=GROUPED)
+
+
+# MatMulNBits' own scales, the .T of its (N, groups) float32 or float16 table, read in place by every
+# kernel that takes blocked scales (b_per_col 2 / 3, cuda/matmul_epilogue.cuh group_scale): the grouped
+# stream kernel's finish pass at M <= 16 (groups of 64, and of 48: one chunk per group), dp4a-wide
+# and mma-grouped past it; K ragged against the groups, N odd, a batch of a beside one b (held K-major
+# as MatMulNBits holds it), the zero points its .mT too, scales at float16's edges.
+NBITS = [(1, 300, 70, 64, GROUPED), (5, 200, 33, 48, GROUPED), (40, 200, 33, 32, "matmul_dp4a_wide<"),
+         (130, 256, 72, 64, "matmul_mma<")]
+
+
+@pytest.mark.parametrize("m,k,n,block,kernel", NBITS)
+@pytest.mark.parametrize("scale_dtype", [F32, F16])
+def test_matmulnbits_scales_read_in_place(gpu, m, k, n, block, kernel, scale_dtype):
+    from conftest import assert_same, poison
+
+    rng = np.random.default_rng(m * 1009 + k + n + block + scale_dtype.itemsize)
+    groups = -(-k // block)
+    a = q(rng, U8, (2, m, k))
+    w = dmlq.pack(q(rng, U4, (n, k)))
+    s = rng.uniform(-1, 1, (n, groups)).astype(scale_dtype)
+    s.flat[:7] = [np.nan, np.inf, -0.0, 6e-8, 65504, -1e-3, 0.0]  # (float16: a subnormal, the largest)
+    zp = dmlq.pack(q(rng, U4, (n, groups)))
+    bias = rng.uniform(-9, 9, n).astype(F32)
+    for out_dtype in (F32, F16):
+        args = (a, np.float32(0.05), np.uint8(128))
+        with np.errstate(all="ignore"):
+            want = dmlq.matmul_integer_to_float(*args, w.mT, s.T, zp.mT, bias, dtype=out_dtype, block_size=block)
+            out = S.module.asarray(poison(np.empty(want.shape, want.dtype)))
+            S.launches.clear()
+            got = dmlq.matmul_integer_to_float(dev(a), *args[1:], dev(w).mT, dev(s).T, dev(zp).mT, dev(bias),
+                                               dtype=out_dtype, block_size=block, out=out)
+        assert_same(got.get(), want)
+        assert any(name.startswith(kernel) for name, *_ in S.launches), kernels()
+    from dmlq.gpu.intmm_tiled import nbits_scales
+
+    assert nbits_scales(dev(s).T, groups, n) == (2 if scale_dtype == F32 else 3)
+    assert nbits_scales(dev(s.T.copy()), groups, n) == 0  # the kernels' own (groups, N) table: b_per_col 1

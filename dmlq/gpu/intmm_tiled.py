@@ -130,11 +130,26 @@ def _is_table(v, batch_shape, rows, cols, dtype, batched) -> bool:
     return device.is_vector(v, dtype, n)
 
 
+def nbits_scales(v, rows, n) -> int:
+    """The kernels' b_per_col for blocked scales that are MatMulNBits' own (N, groups) table
+    handed over as its ``.T`` (the (groups, N) view, strides 1 and groups elements):
+    2 float32, 3 float16, read in place (cuda/matmul_epilogue.cuh group_scale); 0 for any
+    other array (made the (groups, N) float32 table)."""
+    if v is None or v.ndim != 2 or tuple(v.shape) != (rows, n) or v.dtype not in (np.float32, np.float16):
+        return 0
+    item = v.itemsize
+    if (rows > 1 and v.strides[0] != item) or (n > 1 and v.strides[1] != rows * item):
+        return 0
+    return 2 if v.dtype == np.float32 else 3
+
+
 def _b_params(xp, b, b_scale, b_zero_point, out, k_group, zp_dtype):
     """(b_per_col, bp_bs, prep(b_scale, b_zero_point) -> (scale, zero point) or None):
     per tensor or per column as the kernels' vectors (no copy where they already
     are: :func:`_vector_prep`); per group along K or per batch as contiguous
-    (matrices, rows, N) tables, one bp_bs apart."""
+    (matrices, rows, N) tables, one bp_bs apart, but blocked scales that are
+    MatMulNBits' (N, groups) float32 or float16 table read as they are
+    (:func:`nbits_scales`: b_per_col 2 or 3)."""
     K, N = b.shape[-2:]
     per_batch = _batched(b_scale) or _batched(b_zero_point)
     if not (k_group or per_batch):
@@ -145,14 +160,16 @@ def _b_params(xp, b, b_scale, b_zero_point, out, k_group, zp_dtype):
     bp_bs = rows * N if per_batch else 0
 
     s_ready = _is_table(b_scale, batch_shape, rows, N, np.float32, per_batch)
+    layout = 1 if s_ready or per_batch or not k_group else nbits_scales(b_scale, rows, N) or 1
+    s_ready = s_ready or layout > 1
     z_ready = _is_table(b_zero_point, batch_shape, rows, N, zp_dtype, per_batch)
     if s_ready and z_ready:
-        return 1, bp_bs, None
+        return layout, bp_bs, None
 
     def prep(s, z):
         return (s if s_ready else _table(s, batch_shape, rows, N, np.float32, per_batch)[0],
                 z if z_ready else _table(z, batch_shape, rows, N, zp_dtype, per_batch)[0])
-    return 1, bp_bs, prep
+    return layout, bp_bs, prep
 
 
 def _bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_point, bias):
