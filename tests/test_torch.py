@@ -533,9 +533,10 @@ def test_the_traced_form_of_each_function_is_made_once():
 # ---- a packed 4-bit b beside tensors
 
 def _packed_b_calls(rng, K=45, N=6, L=64):
-    """(calls(a, b, zero point, group zero points, arr), the NumPy a, the packed b forms with NumPy
-    bytes): row-major (dmlq.pack), K-major (dmlq.pack(w).mT) and MatMulNBits' padded rows
-    (.mT[:K], other codes past K), the zero points packed, the group ones as MatMulNBits' .mT."""
+    """(calls(a, b, arr, packed), the NumPy a, the packed b forms with NumPy bytes): row-major
+    (dmlq.pack), K-major (dmlq.pack(w).mT) and MatMulNBits' padded rows (.mT[:K], other codes past
+    K); the calls' zero points packed (the group ones as MatMulNBits' .mT), given through
+    ``packed`` (their bytes moved as b's are), their scales through ``arr``."""
     import ml_dtypes
 
     I4 = np.dtype(ml_dtypes.int4)
@@ -546,10 +547,11 @@ def _packed_b_calls(rng, K=45, N=6, L=64):
     zp, gzp = dmlq.pack(rng.integers(-8, 8, (N,)).astype(I4)), dmlq.pack(rng.integers(-8, 8, (N, 2)).astype(I4)).mT
     b_s, g_s = rng.uniform(0.001, 0.01, (N,)).astype(np.float32), rng.uniform(0.001, 0.01, (2, N)).astype(np.float32)
 
-    def calls(a, b, arr):
-        return [dmlq.matmul_integer(a, b, np.uint8(3), zp),
-                dmlq.matmul_integer_to_float(a, arr(np.float32(0.1)), None, b, arr(g_s), gzp, None, block_size=32),
-                dmlq.quantized_matmul(a, 0.1, 128, b, arr(b_s), zp, 3.0, np.int8(-2))]
+    def calls(a, b, arr, packed=lambda p: p):
+        return [dmlq.matmul_integer(a, b, np.uint8(3), packed(zp)),
+                dmlq.matmul_integer_to_float(a, arr(np.float32(0.1)), None, b, arr(g_s), packed(gzp), None,
+                                             block_size=32),
+                dmlq.quantized_matmul(a, 0.1, 128, b, arr(b_s), packed(zp), 3.0, np.int8(-2))]
     return calls, a, forms
 
 
@@ -731,7 +733,7 @@ def test_packed_b_of_gpu_bytes_beside_cuda_tensors():
 
     for name, b in forms.items():
         wants = calls(torch.from_numpy(a), b, torch.as_tensor)
-        gots = calls(torch.from_numpy(a).to(dev), on_gpu(b), lambda v: torch.as_tensor(v, device=dev))
+        gots = calls(torch.from_numpy(a).to(dev), on_gpu(b), lambda v: torch.as_tensor(v, device=dev), on_gpu)
         for got, want in zip(gots, wants):
             assert got.device == dev, name
             assert torch.equal(got.cpu(), want), name
