@@ -16,7 +16,7 @@ from dask.array.core import normalize_chunks
 
 from . import adapters
 from .calls import output_meta
-from .packing import Packed, TransposedPacked, remade
+from .packing import Packed, TransposedPacked, remade, with_bytes
 
 MATMULS = ("quantized_matmul", "matmul_integer", "matmul_integer_to_float")
 # The operands of the matmul family and pooling that may be dask arrays (their scales and zero points
@@ -105,10 +105,8 @@ def _meta_call(fname, values, kwargs, chunks):
     gpu = chunks == "cupy" and fname in _PER_BLOCK
     args = []
     for v in values:
-        if isinstance(v, TransposedPacked) and not gpu and _module_of(v.data) == "cupy":  # the same, K-major
-            v = TransposedPacked(Packed(_stand_in(v.data.shape, np.uint8), v.packed.shape, v.dtype), v.k)
-        elif isinstance(v, Packed) and not gpu and _module_of(v.data) == "cupy":  # a packed b: its size
-            v = Packed(_stand_in(v.data.shape, np.uint8), v.shape, v.dtype)
+        if isinstance(v, (Packed, TransposedPacked)) and not gpu and _module_of(v.data) == "cupy":  # a packed b
+            v = with_bytes(v, _stand_in(v.data.shape, np.uint8))  # (its size)
         elif isinstance(v, da.Array) or _module_of(v) == "cupy":
             if gpu:
                 cupy = _cupy()

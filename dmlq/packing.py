@@ -204,6 +204,13 @@ def refuse_lazy(f: str, name: str, p: Packed) -> None:
                         f"bytes: pass {remade(name, p, data)}")
 
 
+def with_bytes(p: Any, data: Any) -> Any:
+    """``p`` (a Packed or TransposedPacked) over other bytes ``data`` (a stand-in of them)."""
+    if isinstance(p, TransposedPacked):
+        return TransposedPacked(p.packed._replace(data=data), p.k)
+    return p._replace(data=data)
+
+
 def remade(name: str, p: Any, data: str) -> str:
     """The line that makes ``p`` (a Packed or TransposedPacked named ``name``) again over the
     bytes ``data`` (an expression): what an error says to pass instead."""

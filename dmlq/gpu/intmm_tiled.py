@@ -160,7 +160,7 @@ def _b_params(xp, b, b_scale, b_zero_point, out, k_group, zp_dtype):
     bp_bs = rows * N if per_batch else 0
 
     s_ready = _is_table(b_scale, batch_shape, rows, N, np.float32, per_batch)
-    layout = 1 if s_ready or per_batch or not k_group else nbits_scales(b_scale, rows, N) or 1
+    layout = 1 if s_ready or per_batch else nbits_scales(b_scale, rows, N) or 1  # (k_group here: not per_batch)
     s_ready = s_ready or layout > 1
     z_ready = _is_table(b_zero_point, batch_shape, rows, N, zp_dtype, per_batch)
     if s_ready and z_ready:
