@@ -159,6 +159,16 @@ def _edge_cases():
     rows.append(("mm_float", "float16 after the bias", mf,
                  (np.ones((1, 9), u8), f32(1), None, b9, f32(1), None, _a([1], f32)), dict(dtype=f16),
                  _a([[2050]], f16)))
+    # acc = 255 + 2 = 257: bfloat16 (8 significant bits) ties to even -> 256; the bias first: 258 (exact)
+    bf16, b2 = ml_dtypes.bfloat16, _a([[255], [2]], u8)
+    rows.append(("mm_float", "bfloat16 rounded once", mf, (np.ones((1, 2), u8), f32(1), None, b2, f32(1), None),
+                 dict(dtype=bf16), _a([[256]], bf16)))
+    rows.append(("mm_float", "bfloat16 after the bias", mf,
+                 (np.ones((1, 2), u8), f32(1), None, b2, f32(1), None, _a([1], bf16)), dict(dtype=bf16),
+                 _a([[258]], bf16)))
+    # a bfloat16 scale widened exactly: bfloat16(0.1) = 0.10009765625; acc = 10 -> 1.0009765625 in float32
+    rows.append(("mm_float", "bfloat16 scale", mf, (np.ones((1, 10), u8), f32(1), None, np.ones((10, 1), u8),
+                                                     _a([0.1], bf16), None), {}, _a([[1.0009765625]], f32)))
     # groups added in ascending order: (1 + 2**-24) + 2**-24 = 1 (ties to even twice); another order 1 + 2**-23
     rows.append(("mm_float", "block order", mf,
                  (np.ones((1, 3), i8), f32(1), None, np.ones((3, 1), i8), _a([[1], [2.0**-24], [2.0**-24]], f32),

@@ -42,7 +42,9 @@ def or_list(dtypes) -> str:
 
 
 def np_name(dt) -> str:
-    return f"np.{np.dtype(dt).name}"
+    """The dtype as code names it: ``np.float32``, ``ml_dtypes.bfloat16``."""
+    dt = np.dtype(dt)
+    return f"{'ml_dtypes' if dt.type.__module__.startswith('ml_dtypes') else 'np'}.{dt.name}"
 
 
 def short(value) -> str:
@@ -409,7 +411,8 @@ class Builder:
         """``dtype=`` as a numpy dtype in ``allowed`` (None stays None)."""
         if dtype is None:
             return None
-        names = " or ".join(np_name(d) for d in allowed)
+        names = [np_name(d) for d in allowed]
+        names = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
         try:
             dtype = np.dtype(dtype)
         except TypeError:

@@ -3,7 +3,7 @@
 ``matmul_integer`` (ONNX MatMulInteger: exact sums as int32) and
 ``matmul_integer_to_float`` (DirectML MATRIX_MULTIPLY_INTEGER_TO_FLOAT,
 onnxruntime com.microsoft.MatMulIntegerToFloat: scales, zero points and an
-optional bias, float32 or float16 out; blocked B scales along K with
+optional bias, float32, float16 or bfloat16 out; blocked B scales along K with
 ``block_size=``). Shapes as ``numpy.matmul``; B may be int4/uint4
 (``ml_dtypes``) or a ``dmlq.Packed`` (dmlq.packed_b). The numeric contract is docs/semantics.md; NumPy arrays run on
 dmlq.cpu.intmm (exact float32-sgemm sums, bit for bit dmlq.reference); on the GPU
@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from . import vectors
 from .calls import Spec, public, run
-from .checks import F16, F32, QUANT, batch_rows, batch_rows_form, host_int
+from .checks import F16, F32, MATMUL_SCALES, QUANT, batch_rows, batch_rows_form, host_int
 from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, TensorDesc
 from .dtypes import DataType, plain_dtype
 from .errors import DescError
@@ -27,7 +27,8 @@ from .packed_b import FOUR_BIT, stand_in, take, zero_point as _zero_point
 from .typing import CudaArray, DType, HostArray, Index, Operand
 
 _B_TYPES = QUANT + FOUR_BIT
-_FLOATS = (F32, F16)
+BF16 = MATMUL_SCALES[-1] if len(MATMUL_SCALES) > 2 else None
+_FLOATS = MATMUL_SCALES  # float32, float16, bfloat16 (scales, bias and the output)
 _B_FIX = "b.astype(np.int8), or an ml_dtypes.int4/uint4 array, or a dmlq.Packed of int4/uint4"
 
 
@@ -175,12 +176,21 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
 # ------------------------------------------------------------------ matmul_integer_to_float
 
 def _out_float_dtype(b, dtype):
-    """dtype=, else out's dtype where it is float32 or float16, else float32."""
+    """dtype=, else out's dtype where it is float32, float16 or bfloat16, else float32."""
     dtype = b.dtype_param(dtype, _FLOATS)
     if dtype is not None:
         return dtype
     out_dt = getattr(b.out, "dtype", None)
     return np.dtype(out_dt) if out_dt in _FLOATS else F32
+
+
+def _float_param(b, name):
+    """A scale or the bias: float32 or float16 as given; bfloat16 widened to float32 (exact) for
+    the backends, whose float steps are float32 anyway (docs/semantics.md)."""
+    v = b.float_operand(name, _FLOATS, F32)
+    if v.dtype == BF16:
+        b.widen(name, F32)
+    return v
 
 
 def _block_groups(f, block_size, k):
@@ -200,9 +210,9 @@ def _plan_matmul_integer_to_float(b, dtype, block_size, packed):
     a, bb, m, k, n, batch = b.matmul_operands(_B_TYPES, _B_FIX)
     odt = _out_float_dtype(b, dtype)
     groups = _block_groups(f, block_size, k)
-    a_scale = _a_param(b, "a_scale", b.float_operand("a_scale", _FLOATS, F32), m, a.shape[:-2])
+    a_scale = _a_param(b, "a_scale", _float_param(b, "a_scale"), m, a.shape[:-2])
     azp = _a_param(b, "a_zero_point", b.zero_point("a_zero_point", a.dtype, "(a's dtype)"), m, a.shape[:-2])
-    b_scale = _b_param(b, "b_scale", b.float_operand("b_scale", _FLOATS, F32), bb, n, groups, "scales")
+    b_scale = _b_param(b, "b_scale", _float_param(b, "b_scale"), bb, n, groups, "scales")
     bzp = _b_param(b, "b_zero_point", _zero_point(b, "b_zero_point", bb.dtype, "(b's dtype)", packed), bb, n,
                    groups, "zero points")
     if k == 0 and block_size is not None:
@@ -212,7 +222,7 @@ def _plan_matmul_integer_to_float(b, dtype, block_size, packed):
     shape = batch + (m, n)
     bias = b.v["bias"]
     if bias is not None:
-        bias = b.float_operand("bias", _FLOATS, F32)
+        bias = _float_param(b, "bias")
         try:
             fits = np.broadcast_shapes(bias.shape, shape) == shape
         except ValueError:
@@ -222,8 +232,8 @@ def _plan_matmul_integer_to_float(b, dtype, block_size, packed):
                              f"without growing it: (N,) per column, (M, N), or the whole output shape")
     b.check_out(shape, odt)
 
-    def desc(sizes, dt):
-        return TensorDesc(DataType.of(dt), sizes)
+    def desc(sizes, dt):  # (DirectML has no bfloat16: the float32 desc stands for it)
+        return TensorDesc(DataType.of(F32 if dt == BF16 else dt), sizes)
 
     # DirectML's operator on one {1, 1, M, K} x {1, 1, K, N} product: its dtype and per-row / per-column
     # rules. dmlq extensions, checked above instead: a and b of different integer types (b's desc takes
@@ -270,24 +280,25 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
 
     ``float32(acc) * (a_scale * b_scale) + bias`` with ``acc`` the exact sum of
     ``(a - a_zero_point) * (b - b_zero_point)``, in float32, rounded once to a
-    float16 output (docs/semantics.md gives the order).
+    float16 or bfloat16 output (docs/semantics.md gives the order).
 
     Parameters
     ----------
     a : int8 or uint8 array, (..., M, K)
     a_scale, a_zero_point : per tensor, per row (M, 1), or per batch and row
         Per batch and row: a's batch shape + (M, 1) (batch dims of 1 broadcast; a per-row
-        dynamic_quantize_linear of a batched a gives it). Scale float32 or float16; zero
+        dynamic_quantize_linear of a batched a gives it). Scale float32, float16 or bfloat16; zero
         point in a's dtype or None (0).
     b : int8 or uint8 array, or ml_dtypes int4/uint4, or a dmlq.Packed of int4/uint4, (..., K, N)
         A 1-D a or b is a vector, as in numpy.matmul (the added dimension leaves the result).
     b_scale, b_zero_point : per tensor, per column ((N,) or (1, N)) or per batch and column
         With ``block_size=G``: one row per G rows of b, ``(ceil(K / G), N)``; the groups'
         float products are added in ascending order.
-    bias : float32 or float16, optional
+    bias : float32, float16 or bfloat16, optional
         Broadcasting to the output ((N,), (M, N) or the whole shape).
-    dtype : np.float32 (default) or np.float16
-        The output type; without it ``out``'s dtype, else float32.
+    dtype : np.float32 (default), np.float16 or ml_dtypes.bfloat16 (torch.bfloat16 for tensors)
+        The output type; without it ``out``'s dtype, else float32. On the GPU a bfloat16
+        output is the float32 kernels' result rounded by CuPy's cast (a temporary).
     block_size : int, optional
         The K group size of blocked b scales (and zero points).
     out : array, optional
@@ -296,7 +307,7 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     Returns
     -------
     ndarray
-        float32 or float16, (..., M, N), NumPy or CuPy as the inputs.
+        float32, float16 or bfloat16, (..., M, N), NumPy or CuPy as the inputs.
 
     Raises
     ------

@@ -76,7 +76,7 @@ def _in_torch_words(e: Exception, names) -> Exception:
     takes are named as torch's."""
     msg = str(e)
     if ": dtype must be " in msg:
-        msg = re.sub(r"\bnp\.(u?int8|float16|float32)\b", r"torch.\1", msg)
+        msg = re.sub(r"\b(?:np|ml_dtypes)\.(u?int8|float16|float32|bfloat16)\b", r"torch.\1", msg)
         msg = msg.replace("(a NumPy or ml_dtypes dtype, or its name)",
                           "(a torch dtype, a NumPy or ml_dtypes dtype, or its name)")
     for name in names:
@@ -86,7 +86,7 @@ def _in_torch_words(e: Exception, names) -> Exception:
         msg = re.sub(rf"\b{name}=np\.(\w+)\((\d+)\)", rf"{name}=torch.tensor(\2, dtype=torch.\1)", msg)
         msg = re.sub(rf"\bpass {name} as np\.(\w+)\b", rf"pass {name} as {name}.to(torch.\1)", msg)
     if "out" in names:
-        msg = re.sub(r"np\.empty\((\([^()]*\)), np\.(\w+)\)", r"torch.empty(\1, dtype=torch.\2)", msg)
+        msg = re.sub(r"np\.empty\((\([^()]*\)), (?:np|ml_dtypes)\.(\w+)\)", r"torch.empty(\1, dtype=torch.\2)", msg)
     msg = msg.replace("(np.asarray makes int64 from a list of Python ints)",
                       "(torch.tensor makes int64 from Python ints)")
     msg = re.sub(r"\bdtype=np\.(u?int8)\b", r"dtype=torch.\1", msg)

@@ -17,6 +17,7 @@ from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def dev(x):
@@ -52,7 +53,7 @@ def test_matmul_integer(gpu, m, k, n, ta, tb):
     same(dmlq.matmul_integer, a, b)
 
 
-@pytest.mark.parametrize("out_dtype", [F32, F16])
+@pytest.mark.parametrize("out_dtype", [F32, F16, BF16])
 @pytest.mark.parametrize("m,k,n,block", [(1, 64, 33, None), (2, 100, 17, 32), (5, 31, 8, 32), (16, 257, 4, 64),
                                          (3, 0, 5, None), (3, 0, 5, 32), (1, 1, 1, 1)])
 def test_matmul_integer_to_float(gpu, out_dtype, m, k, n, block):
@@ -95,6 +96,27 @@ def test_edge_values(gpu):
              np.array([1, 0, 1e-30], F32), None, dtype=np.float16)
     big = q(np.random.default_rng(2), U8, (3, 50))
     same(dmlq.matmul_integer_to_float, big[:, ::2], np.float32(0.1), None, b[:25], np.float32(0.2), None)
+
+
+@pytest.mark.parametrize("m,k,n,block,packed", [(40, 70, 9, None, False), (3, 64, 33, 32, False),
+                                                (20, 100, 7, 48, True), (40, 96, 5, 32, True), (2, 10, 3, 3, False)])
+def test_bfloat16_out_scales_and_bias(gpu, m, k, n, block, packed):
+    """bfloat16 scales, bias and out (CuPy 14 holds bfloat16) on each path selection takes: the
+    float32 kernels into a temporary, rounded by CuPy's cast, bit for bit the NumPy result (itself
+    the float32 result rounded once: tests/test_intmm.py); the plan says so."""
+    rng = np.random.default_rng(m + k + n)
+    groups = -(-k // block) if block else 1
+    a, b = q(rng, U8, (m, k)), q(rng, I4 if packed else I8, (k, n))
+    b_s = rng.uniform(-1, 1, (groups, n)).astype(BF16)
+    b_s[0, 0] = 3e38  # a float32 result past bfloat16's largest finite value
+    bias = rng.uniform(-50, 50, n).astype(BF16)
+    b = dmlq.pack(b) if packed else b
+    args = (a, rng.uniform(1e-3, 1, (m, 1)).astype(BF16), q(rng, U8, (m, 1)), b, b_s, None, bias)
+    with np.errstate(all="ignore"):
+        same(dmlq.matmul_integer_to_float, *args, dtype=BF16, block_size=block)
+    plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, *(dev(x) for x in args), dtype=BF16, block_size=block))
+    assert "bfloat16 out: a float32 temporary rounded by CuPy's cast" in plan.splitlines()[0], plan
+    assert "float16" not in plan.replace("bfloat16", ""), plan  # the float32 kernels
 
 
 def test_selection_and_refusals(gpu):
@@ -195,7 +217,7 @@ def test_packed_matmul_integer(gpu, m, k, n, ta, tb):
     same(dmlq.matmul_integer, a, p)
 
 
-@pytest.mark.parametrize("out_dtype", [F32, F16])
+@pytest.mark.parametrize("out_dtype", [F32, F16, BF16])
 @pytest.mark.parametrize("m,k,n,block", [(1, 64, 33, None), (2, 100, 17, 32), (5, 31, 8, 32), (16, 257, 4, 64),
                                          (3, 0, 5, 32), (1, 1, 1, 1), (4, 96, 3, 256)])
 @pytest.mark.parametrize("tb", [I4, U4])

@@ -22,6 +22,7 @@ from onnx_cases import node_cases, run_onnx  # noqa: E402
 
 I8, U8, I32, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def qrand(rng, dtype, shape):
@@ -409,6 +410,48 @@ def test_float16_scales_and_bias_are_widened_exactly():
     np.testing.assert_array_equal(bits(got), bits(want))
 
 
+def bf16_bits(f32):
+    """float32 -> bfloat16 codes, ties to even, overflow to inf, from the bits alone (the top 16 bits
+    after adding half an ulp less one, plus the kept bit's parity); NaN codes are not checked."""
+    u = np.asarray(f32, F32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def test_bfloat16_output_scales_and_bias():
+    """A bfloat16 output is the float32 result rounded once (ties to even; past bfloat16's largest
+    finite value, inf), with bfloat16 scales and bias widened exactly: the float32 call on their
+    float32 values, rounded by bf16_bits. Rows of huge, tiny (subnormal) and NaN scales."""
+    rng = np.random.default_rng(11)
+    a, b = qrand(rng, U8, (6, 40)), qrand(rng, I8, (40, 9))
+    a_s = rng.uniform(1e-3, 1, (6, 1)).astype(BF16)
+    a_s[1], a_s[2], a_s[3] = 3e38, 1e-39, np.nan
+    b_s = rng.uniform(-1, 1, (9,)).astype(BF16)
+    bias = rng.uniform(-5, 5, (9,)).astype(BF16)
+    azp = qrand(rng, U8, (6, 1))
+    with np.errstate(all="ignore"):
+        got = dmlq.matmul_integer_to_float(a, a_s, azp, b, b_s, None, bias, dtype=BF16)
+        f32 = dmlq.matmul_integer_to_float(a, a_s.astype(F32), azp, b, b_s.astype(F32), None, bias.astype(F32))
+    assert got.dtype == BF16 and got.shape == (6, 9)
+    nan = np.isnan(f32)
+    assert nan[3].all() and np.array_equal(np.isnan(got.astype(F32)), nan)
+    np.testing.assert_array_equal(bits(got)[~nan], bf16_bits(f32)[~nan])
+    # one term each: past the largest finite bfloat16 (finite in float32), a subnormal, two ties
+    edges = np.array([3.4e38, 1e-39, 1 + 2**-8, 1 + 3 * 2**-8], F32)
+    got1 = dmlq.matmul_integer_to_float(np.ones((1, 1), U8), np.float32(1), None, np.ones((1, 4), U8), edges, None,
+                                        dtype=BF16)
+    np.testing.assert_array_equal(bits(got1)[0], [0x7F80, bf16_bits(edges[1]), 0x3F80, 0x3F82])
+    assert 0 < bits(got1)[0, 1] < 0x80  # (a subnormal bfloat16)
+    out = np.empty((6, 9), BF16)  # out= alone picks the type, as for float16
+    with np.errstate(all="ignore"):
+        assert dmlq.matmul_integer_to_float(a, a_s, azp, b, b_s, None, bias, out=out) is out
+    np.testing.assert_array_equal(bits(out)[~nan], bits(got)[~nan])
+    blocked = dmlq.matmul_integer_to_float(a[:4], np.float32(0.5), None, b, b_s.reshape(1, 9).repeat(3, 0),
+                                           None, dtype=BF16, block_size=16)
+    want = dmlq.matmul_integer_to_float(a[:4], np.float32(0.5), None, b, b_s.astype(F32).reshape(1, 9).repeat(3, 0),
+                                        None, block_size=16)
+    np.testing.assert_array_equal(bits(blocked), bf16_bits(want))
+
+
 @pytest.mark.parametrize("bdt", [I4, U4])
 def test_four_bit_b_is_its_values(bdt):
     rng = np.random.default_rng(7)
@@ -486,12 +529,12 @@ def _args():
     (dict(a_scale=np.ones(3, np.float32)), DescError, "a_scale must be a single value .* \\(M, 1\\)"),
     (dict(b_scale=np.ones((2, 5), np.float32)), DescError, "blocked along K need block_size="),
     (dict(b_scale=np.ones(4, np.float32)), DescError, "b_scale must be a single value"),
-    (dict(b_scale=np.float64(1)[None]), TypeError, "b_scale must have dtype float32 or float16"),
+    (dict(b_scale=np.float64(1)[None]), TypeError, "b_scale must have dtype float32, float16 or bfloat16"),
     (dict(a_zero_point=np.float32(1)), TypeError, "a_zero_point must have an integer dtype"),
     (dict(b_zero_point=300), DescError, "b_zero_point = 300 is out of range"),
     (dict(bias=np.ones(4, np.float32)), ValueError, "bias of shape \\(4,\\)"),
     (dict(bias=np.ones((2, 3, 5), np.float32)), ValueError, "without growing it"),
-    (dict(dtype=np.int32), TypeError, "dtype must be np.float32 or np.float16"),
+    (dict(dtype=np.int32), TypeError, "dtype must be np.float32, np.float16 or ml_dtypes.bfloat16"),
     (dict(block_size=0), DescError, "block_size must be >= 1"),
     (dict(block_size=2.5), TypeError, "block_size must be an int"),
     (dict(block_size=4, b_scale=np.ones((3, 5), np.float32)), DescError, "per group of block_size"),

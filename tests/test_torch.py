@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -128,6 +129,19 @@ def test_integer_matmul_family_takes_cpu_tensors():
     assert f.dtype == torch.float16
     np.testing.assert_array_equal(f.numpy(), dmlq.matmul_integer_to_float(a, 0.5, a_zp, b, np.full(3, 0.25, f32), None,
                                                                            dtype=np.float16))
+    # bfloat16 scales, bias and out (the W8A8 linear layer of a bfloat16 model): the NumPy call's bits
+    bf = dict(a_scale=torch.full((4, 1), 0.5).bfloat16(), b_scale=torch.tensor([0.25, -3.0, 1e-3]).bfloat16(),
+              bias=torch.tensor([1.5, -2.0, 0.1]).bfloat16())
+    got = dmlq.matmul_integer_to_float(_t(a), bf["a_scale"], _t(a_zp), _t(b), bf["b_scale"], None, bf["bias"],
+                                       dtype=torch.bfloat16)
+    bf_np = {k: v.float().numpy().astype(ml_dtypes.bfloat16) for k, v in bf.items()}
+    want = dmlq.matmul_integer_to_float(a, bf_np["a_scale"], a_zp, b, bf_np["b_scale"], None, bf_np["bias"],
+                                        dtype=ml_dtypes.bfloat16)
+    assert got.dtype == torch.bfloat16
+    np.testing.assert_array_equal(got.view(torch.int16).numpy(), want.view(np.int16))
+    packet = torch.ops.dmlq.matmul_integer_to_float
+    torch.library.opcheck(packet.tensor, (_t(a), bf["a_scale"], _t(a_zp), _t(b), bf["b_scale"], None, bf["bias"]),
+                          {"dtype": torch.bfloat16})
 
 
 def test_schemas_say_scalars_and_optional_zero_points_as_torch_does():
@@ -405,9 +419,12 @@ def test_torch_callers_get_torch_words_and_the_whole_list():
     with pytest.raises(TypeError, match=r"unpack: the packed data is a torch tensor"):
         dmlq.unpack(torch.zeros(3, dtype=torch.uint8), (6,), "int4")
     a, b = torch.zeros(2, 3, dtype=torch.uint8), torch.zeros(3, 4, dtype=torch.int8)
-    with pytest.raises(TypeError, match=r"^matmul_integer_to_float: dtype must be torch\.float32 or torch\.float16, "
-                                        r"the output types \(got bfloat16\)$"):
-        dmlq.matmul_integer_to_float(a, 0.1, None, b, 0.2, None, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=r"^matmul_integer_to_float: dtype must be torch\.float32, torch\.float16 or "
+                                        r"torch\.bfloat16, the output types \(got float64\)$"):
+        dmlq.matmul_integer_to_float(a, 0.1, None, b, 0.2, None, dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"out must have dtype bfloat16 \(got float32\); allocate it with "
+                                        r"torch\.empty\(\(2, 4\), dtype=torch\.bfloat16\)"):
+        dmlq.matmul_integer_to_float(a, 0.1, None, b, 0.2, None, dtype=torch.bfloat16, out=torch.empty(2, 4))
     with pytest.raises(TypeError, match=r"^quantized_matmul: dtype must be torch\.int8 or torch\.uint8"):
         dmlq.quantized_matmul(a, 0.1, None, b, 0.2, None, 0.5, dtype=torch.int32)
     with pytest.raises(TypeError, match=r"\(a torch dtype, a NumPy or ml_dtypes dtype, or its name\)"):

@@ -18,6 +18,7 @@ import itertools
 import math
 import threading
 import weakref
+from types import SimpleNamespace
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -311,14 +312,15 @@ class Fresh:
         self.shape = tuple(int(n) for n in shape)
         self.ndim = len(self.shape)
         self.itemsize = self.dtype.itemsize
-        if strides is None:
-            c_strides, step = [], self.itemsize
-            for n in reversed(self.shape):
-                c_strides.append(step)
-                step *= max(n, 1)
-            strides = reversed(c_strides)
-        self.strides = tuple(strides)
+        c_strides, step = [], self.itemsize
+        for n in reversed(self.shape):
+            c_strides.append(step)
+            step *= max(n, 1)
+        c_order = tuple(reversed(c_strides))
+        self.strides = c_order if strides is None else tuple(strides)
         self.size = int(np.prod(self.shape, dtype=np.int64))
+        # (an ndarray's flag, for the planners that read it of an out)
+        self.flags = SimpleNamespace(c_contiguous=self.size <= 1 or self.strides == c_order)
 
 
 _NAMES: dict = {}

@@ -36,6 +36,7 @@ C-contiguous, else through a temporary.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -183,8 +184,22 @@ def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
     return intmm_tiled.plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
 
 
+# A bfloat16 out (the kernels' float outputs are float32 and float16): the float32 result in a
+# temporary, rounded by CuPy's cast (ties to even, as docs/semantics.md's one rounding).
+_BF16_NOTE = "bfloat16 out: a float32 temporary rounded by CuPy's cast (to nearest even)"
+
+
+def _float32_out(out):
+    """The stand-in out of a bfloat16 out's float32 kernels, or None for a kernel output type."""
+    return None if np.dtype(out.dtype) in OUT_TYPES else device.Fresh(out.shape, np.float32)
+
+
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Plan:
+    if (dense := _float32_out(out)) is not None:
+        plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, dense,
+                                            block_size, b_packed)
+        return dataclasses.replace(plan, notes=plan.notes + (_BF16_NOTE,)) if plan.launches else plan
     if _tiled(a, block_size):
         return intmm_tiled.plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                                         out, block_size, b_packed=b_packed)
@@ -258,6 +273,18 @@ def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
 
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Runner:
+    if (dense := _float32_out(out)) is not None:
+        inner = bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, dense,
+                                             block_size, b_packed)
+        if not inner.plan.launches:
+            return inner
+        xp = device.xp()
+
+        def call(*args):
+            tmp = xp.empty(dense.shape, np.float32)
+            inner(*args[:-1], tmp)
+            args[-1][...] = tmp.astype(args[-1].dtype)
+        return Runner(dataclasses.replace(inner.plan, notes=inner.plan.notes + (_BF16_NOTE,)), call)
     if _tiled(a, block_size):
         return intmm_tiled.bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                                         out, block_size, b_packed=b_packed)
