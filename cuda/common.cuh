@@ -17,6 +17,10 @@ typedef long long int64;
 struct __align__(2) float16 {
   unsigned short bits;
 };
+// bfloat16 storage: the top half of a float32 (converted by integer arithmetic below).
+struct __align__(2) bfloat16 {
+  unsigned short bits;
+};
 
 namespace dmlq {
 
@@ -56,6 +60,10 @@ __device__ __forceinline__ float to_f32(float16 v) {  // exact
   return r;
 }
 
+__device__ __forceinline__ float to_f32(bfloat16 v) {  // exact, a NaN's sign and payload kept
+  return __uint_as_float(static_cast<unsigned>(v.bits) << 16);
+}
+
 // float32 -> output float type, rounded once.
 template <typename T> __device__ __forceinline__ T from_f32(float v);
 template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
@@ -63,6 +71,15 @@ template <> __device__ __forceinline__ float16 from_f32<float16>(float v) {
   float16 h;
   DMLQ_PTX("cvt.rn.f16.f32 %0, %1;", (DMLQ_OUT("h", h.bits)), (DMLQ_IN("f", v)));  // no .ftz: subnormal inputs kept
   return h;
+}
+
+// Ties to even on the low 16 bits (a carry into the exponent rounds up to the next binade, or
+// from the largest finite value to inf); a NaN stays a NaN of its sign (made quiet, so that the
+// truncation cannot leave an infinity's code).
+template <> __device__ __forceinline__ bfloat16 from_f32<bfloat16>(float v) {
+  const unsigned u = __float_as_uint(v);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return bfloat16{static_cast<unsigned short>((u >> 16) | 0x0040u)};
+  return bfloat16{static_cast<unsigned short>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16)};
 }
 
 template <typename Q> struct qlimits;

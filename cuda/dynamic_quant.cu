@@ -4,7 +4,7 @@
 //   scale = (hi == lo ? 1 : hi - lo) / (qmax - qmin), zp = round_clamp(qmin - lo / scale, qmin, qmax);
 // then y = quantize_linear(x, scale, zp) by elementwise.cu's kernels (dmlq/gpu/dynquant.py).
 //
-//   dq_range<T>   T = float or float16: x as one dense buffer of n elements (any memory order:
+//   dq_range<T>   T = float, float16 or bfloat16: x as one dense buffer of n elements (any memory order:
 //                 min and max do not depend on it). Each block folds a grid-stride share of x,
 //                 16 bytes a load on the 16-byte aligned middle, single elements at the ends,
 //                 into (lo, hi) starting from (0, 0), and writes its pair to part[2 * block].
@@ -52,6 +52,14 @@ template <> __device__ __forceinline__ void fold_vector<float16>(const uint4& v,
     fold(dmlq::to_f32(float16{static_cast<unsigned short>(w[k] >> 16)}), lo, hi);
   }
 }
+template <> __device__ __forceinline__ void fold_vector<bfloat16>(const uint4& v, float& lo, float& hi) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {  // each half a float32's top: a shift or a mask, exact
+    fold(__uint_as_float(w[k] << 16), lo, hi);
+    fold(__uint_as_float(w[k] & 0xFFFF0000u), lo, hi);
+  }
+}
 
 // Folds the n elements at x (one dense span) into (lo, hi), thread `lane` of `lanes` taking
 // every lanes-th piece: 16 bytes a load on the 16-byte aligned middle, single elements at the
@@ -60,7 +68,7 @@ template <typename T>
 __device__ __forceinline__ void fold_span(const T* x, long long n, long long lane, long long lanes, float& lo,
                                           float& hi) {
   typedef unsigned long long u64;
-  static_assert(sizeof(T) == 4 || sizeof(T) == 2, "float32 or float16");
+  static_assert(sizeof(T) == 4 || sizeof(T) == 2, "float32, float16 or bfloat16");
   const u64 b = reinterpret_cast<u64>(x), e = b + static_cast<u64>(n) * sizeof(T);
   const u64 a16 = min((b + 15) & ~15ull, e);  // [b, a16) and [z16, e): the ends
   const u64 z16 = max(e & ~15ull, a16);

@@ -21,6 +21,7 @@ from .api import quantize_linear
 from .checks import native_order, real_number
 from .dtypes import plain_dtype, qrange
 from .errors import UnsupportedError
+from .qtypes import BFLOAT16_DTYPE
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 _OUT = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -40,11 +41,11 @@ def _out_dtype(dtype) -> np.dtype:
 
 
 def _checked_x(x):
-    """x as an array, float32 or float16: a list or a Python number as quantize_linear takes
+    """x as an array, float32, float16 or bfloat16: a list or a Python number as quantize_linear takes
     them (float32, a number beyond its range refused, not made inf); a NumPy scalar is an
     array of its dtype (a float64 one refused, as quantize_linear refuses it)."""
     if isinstance(x, (bool, np.bool_)):
-        raise TypeError(f"{_F}: x must be a float32 or float16 array, not a bool (got {x!r})")
+        raise TypeError(f"{_F}: x must be a float32, float16 or bfloat16 array, not a bool (got {x!r})")
     if isinstance(x, (list, tuple)):
         x = calls.list_operand(_F, "x", x, True)
     elif isinstance(x, numbers.Number) and not isinstance(x, np.generic):
@@ -55,18 +56,18 @@ def _checked_x(x):
     native_order(_F, "x", x)
     dt = getattr(x, "dtype", None)
     if dt is None:
-        raise TypeError(f"{_F}: x must be a float32 or float16 array (got {type(x).__name__})")
-    if type(dt) is np.dtype and dt in _FLOATS:  # (a NumPy float32 or float16: no name to make)
+        raise TypeError(f"{_F}: x must be a float32, float16 or bfloat16 array (got {type(x).__name__})")
+    if type(dt) is np.dtype and dt in _FLOATS:  # (a NumPy float32, float16 or bfloat16: no name to make)
         return x
     name = str(dt).rpartition(".")[2]  # torch.float32 -> float32
-    if name not in ("float32", "float16"):
+    if name not in ("float32", "float16", "bfloat16"):
         fix = "x.to(torch.float32)" if type(x).__module__.startswith("torch") else "x.astype(np.float32)"
-        raise TypeError(f"{_F}: x must have dtype float32 or float16 (got {name}); dmlq computes in float32 and "
-                        f"converts no other type silently: pass {fix}")
+        raise TypeError(f"{_F}: x must have dtype float32, float16 or bfloat16 (got {name}); dmlq computes in float32 "
+                        f"and converts no other type silently: pass {fix}")
     return x
 
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float16)) + (() if BFLOAT16_DTYPE is None else (BFLOAT16_DTYPE,))
 
 
 def _parameters(lo, hi, qdt):
@@ -259,7 +260,7 @@ def dynamic_quantize_linear(x: Any, *, dtype: Any = None, per_row: bool = False)
 
     Parameters
     ----------
-    x : float32 or float16 array (NumPy, CuPy or another CUDA array, torch, dask)
+    x : float32, float16 or bfloat16 array (NumPy, CuPy or another CUDA array, torch, dask)
         Any shape, any memory layout.
     dtype : np.uint8 (default: ONNX's only type) or np.int8 (DirectML's, range [-128, 127])
     per_row : bool, default False
@@ -277,7 +278,7 @@ def dynamic_quantize_linear(x: Any, *, dtype: Any = None, per_row: bool = False)
     Raises
     ------
     TypeError
-        x not float32 or float16 (or not an array, a list or a number; a masked or byte-swapped
+        x not float32, float16 or bfloat16 (or not an array, a list or a number; a masked or byte-swapped
         array), ``dtype`` not uint8 or int8, or ``per_row`` not a bool; each named with the fix.
     ValueError
         A CuPy x on another device than the current one, a number of a list x (or x itself)
@@ -349,9 +350,10 @@ def _plan(x, qdt, tensor, per_row):
         x = dispatch.to_gpu_array(x, _F, "x")
         dispatch.refuse_unaligned(_F, ("x",), (x,))
         xp, where = device.xp(), contextlib.nullcontext()
-    elif np.dtype(x.dtype) == F16:
-        raise UnsupportedError(f"kernel_plan: {_F} of a float16 x shows its plan for GPU operands only (its quantize "
-                               "step, a float16 x with a float32 scale, is planned on the GPU); pass a CuPy array")
+    elif np.dtype(x.dtype) != F32:
+        raise UnsupportedError(f"kernel_plan: {_F} of a {np.dtype(x.dtype)} x shows its plan for GPU operands only "
+                               f"(its quantize step, a {np.dtype(x.dtype)} x with a float32 scale, is planned on the "
+                               "GPU); pass a CuPy array")
     else:
         xp, where = np, device.using(device.NominalDevice())
     with where:

@@ -32,6 +32,7 @@ from conftest import code_bytes  # tests/ is on sys.path under pytest, which alo
 
 I8, U8, I32, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 # Kernels no small case here reaches: (source, folded name) -> why. Their small cases are
 # tests/test_gpu_elementwise.py::test_wide_index_kernels (64-bit index math forced on small
@@ -603,7 +604,7 @@ for _v in avgpool.VARIANTS:
 def _dynamic(xp):
     rng = _rng("dynamic_quantize_linear")
     results = []
-    for xdt in (F32, F16):
+    for xdt in (F32, F16, BF16):
         x = (rng.standard_normal((9, 70)) * 3 - 1).astype(xdt)
         x[0, 1] = np.nan
         for qdt in (U8, I8):
@@ -618,7 +619,7 @@ def _dynamic(xp):
 def _dynamic_rows(xp):
     rng = _rng("dynamic_quantize_linear per_row")
     results = []
-    for xdt in (F32, F16):
+    for xdt in (F32, F16, BF16):
         for shape in ((9, 70), (3, 9000)):  # a warp a row; few long rows in splits
             x = (rng.standard_normal(shape) * 3 - 1).astype(xdt)
             x[0, 1], x[-1, :] = np.nan, 0.0

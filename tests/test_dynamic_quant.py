@@ -6,6 +6,7 @@ empty), on NumPy, on the GPU path (the cupy stand-in: cuda/dynamic_quant.cu on t
 harness), on torch (eager and compiled) and on dask (lazy)."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -18,6 +19,7 @@ from onnx import numpy_helper  # noqa: E402
 from onnx_cases import node_cases, run_onnx  # noqa: E402
 
 F32, F16, U8, I8 = np.float32, np.float16, np.uint8, np.int8
+BF16 = ml_dtypes.bfloat16
 
 
 def same(got, want):
@@ -48,7 +50,7 @@ EDGES = {
 
 
 @pytest.mark.parametrize("name", list(EDGES))
-@pytest.mark.parametrize("xdt", [F32, F16])
+@pytest.mark.parametrize("xdt", [F32, F16, BF16])
 @pytest.mark.parametrize("qdt", [U8, I8])
 def test_edges_against_the_reference(name, xdt, qdt):
     with np.errstate(over="ignore"):
@@ -154,9 +156,9 @@ def test_where_onnxruntime_and_the_evaluator_differ_on_finite_inputs():
 # ---------------------------------------------------------------- refusals
 
 @pytest.mark.parametrize("bad, match", [
-    (np.ones(3, np.float64), r"x must have dtype float32 or float16 \(got float64\)"),
-    (np.ones(3, np.int32), r"x must have dtype float32 or float16 \(got int32\)"),
-    ("abc", r"x must be a float32 or float16 array \(got str\)"),
+    (np.ones(3, np.float64), r"x must have dtype float32, float16 or bfloat16 \(got float64\)"),
+    (np.ones(3, np.int32), r"x must have dtype float32, float16 or bfloat16 \(got int32\)"),
+    ("abc", r"x must be a float32, float16 or bfloat16 array \(got str\)"),
 ])
 def test_refused_x(bad, match):
     with pytest.raises(TypeError, match=match):
@@ -165,7 +167,7 @@ def test_refused_x(bad, match):
 
 @pytest.mark.parametrize("bad, error, match", [
     # before: taken as float32 (a Python float's subclass), where quantize_linear refuses a float64 scalar x
-    (np.float64(2.5), TypeError, r"x must have dtype float32 or float16 \(got float64\).*pass x.astype\(np.float32\)"),
+    (np.float64(2.5), TypeError, r"x must have dtype float32, float16 or bfloat16 \(got float64\).*pass x.astype\(np.float32\)"),
     # before: NumPy's overflow warning, and an inf in the range
     ([1e40, 1.0], ValueError, r"dynamic_quantize_linear: x holds 1e\+40, beyond the range of float32"),
     (10 ** 400, ValueError, r"dynamic_quantize_linear: x = 100\.\.\. \(an integer of 401 digits\) is beyond the "
@@ -177,7 +179,7 @@ def test_refused_x(bad, match):
     # before: "x must have dtype float32 or float16 (got >f4)", of a float32 x
     (np.ones(3, ">f4"), TypeError, r"dynamic_quantize_linear: x has the non-native byte order of dtype '>f4'.*"
                                    r"pass x.astype\('<f4'\)"),
-    (True, TypeError, r"dynamic_quantize_linear: x must be a float32 or float16 array, not a bool"),
+    (True, TypeError, r"dynamic_quantize_linear: x must be a float32, float16 or bfloat16 array, not a bool"),
 ])
 def test_x_checked_as_quantize_linear_checks_it(bad, error, match):
     """A list, a number, a NumPy scalar, a masked or byte-swapped x: quantize_linear's checks,
@@ -200,7 +202,7 @@ def test_lists_and_numbers_are_float32():
 # ---------------------------------------------------------------- the GPU path (stand-in on CI)
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("xdt", [F32, F16])
+@pytest.mark.parametrize("xdt", [F32, F16, BF16])
 def test_gpu_path(xdt, rng):
     """cuda/dynamic_quant.cu's range and parameters, then quantize_linear's kernels: every layout
     (C order, a transposed and a reversed dense view read as one buffer, a strided view copied),
@@ -279,9 +281,9 @@ def test_torch_tensors_eager_and_compiled():
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((6, 9)) * 4 + 1).astype(F32)
     x[0, 0] = np.nan
-    for xdt, tdt in ((F32, torch.float32), (F16, torch.float16)):
+    for xdt, tdt in ((F32, torch.float32), (F16, torch.float16), (BF16, torch.bfloat16)):
         want = R.dynamic_quantize_linear(x.astype(xdt), U8)
-        t = torch.from_numpy(x.astype(xdt))
+        t = torch.from_numpy(x.astype(xdt).astype(F32)).to(tdt)  # (torch takes no ml_dtypes array; exact)
         got = dmlq.dynamic_quantize_linear(t)
         assert all(isinstance(v, torch.Tensor) for v in got) and got[0].dtype == torch.uint8
         same([v.numpy() for v in got], want)
@@ -455,7 +457,7 @@ def test_kernel_plan_is_what_runs():
     from dmlq.gpu.plan import recording
 
     x = cupy.asarray(np.ones((6, 50), F32))
-    for gx in (x, x.astype(F16), x[::-1, ::3], x[:0]):
+    for gx in (x, x.astype(F16), x.astype(BF16), x[::-1, ::3], x[:0]):
         for qdt in (U8, I8):
             with recording() as planned:
                 plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, gx, dtype=qdt)

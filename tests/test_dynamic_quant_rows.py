@@ -6,6 +6,7 @@ compiled), dask (lazy; rows whole in a chunk or split over chunks) and the GPU p
 stand-in: cuda/dynamic_quant.cu's dq_rows / dq_row_params on the host harness)."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -18,6 +19,7 @@ from onnx_cases import run_onnx  # noqa: E402
 from test_dynamic_quant import EDGES, same  # noqa: E402
 
 F32, F16, U8, I8 = np.float32, np.float16, np.uint8, np.int8
+BF16 = ml_dtypes.bfloat16
 
 
 def edge_rows(name, xdt):
@@ -28,7 +30,7 @@ def edge_rows(name, xdt):
 
 
 @pytest.mark.parametrize("name", list(EDGES))
-@pytest.mark.parametrize("xdt", [F32, F16])
+@pytest.mark.parametrize("xdt", [F32, F16, BF16])
 @pytest.mark.parametrize("qdt", [U8, I8])
 def test_edges_against_the_reference(name, xdt, qdt):
     """Each row's parameters are the per-tensor ones of that row alone (the per-tensor reference is
@@ -128,8 +130,8 @@ def test_torch_eager_and_compiled():
     x = (rng.standard_normal((2, 5, 9)) * 4 + 1).astype(F32)
     x[0, 1, :] = np.nan
     x[1, 2, 3] = -np.inf
-    for xdt in (F32, F16):
-        t = torch.from_numpy(x.astype(xdt))
+    for xdt, tdt in ((F32, torch.float32), (F16, torch.float16), (BF16, torch.bfloat16)):
+        t = torch.from_numpy(x.astype(xdt).astype(F32)).to(tdt)  # (torch takes no ml_dtypes array; exact)
         got = dmlq.dynamic_quantize_linear(t, per_row=True)
         assert all(isinstance(v, torch.Tensor) for v in got) and tuple(got[1].shape) == (2, 5, 1)
         same([v.numpy() for v in got], R.dynamic_quantize_linear(x.astype(xdt), U8, per_row=True))
@@ -278,7 +280,7 @@ def cupy_of(a):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("xdt", [F32, F16])
+@pytest.mark.parametrize("xdt", [F32, F16, BF16])
 def test_gpu_rows(xdt, rng):
     """dq_rows on every layout (rows in place where the last axis is dense and the leading axes reach
     the rows by at most two strides, or the last axis broadcast (its first element read), else copied: "rows not
@@ -328,7 +330,8 @@ def test_gpu_kernel_plan_is_what_runs():
     from dmlq.gpu.plan import recording
 
     x = cupy.asarray(np.ones((6, 5000), F32))
-    for gx in (x, x.astype(F16)[:, 1:], x[:, ::3], x[:0], x[:, :0], cupy.broadcast_to(x[:, 7:8], x.shape)):
+    for gx in (x, x.astype(F16)[:, 1:], x.astype(BF16)[:, 1:], x[:, ::3], x[:0], x[:, :0],
+               cupy.broadcast_to(x[:, 7:8], x.shape)):
         with recording() as planned:
             plan = dmlq.kernel_plan(dmlq.dynamic_quantize_linear, gx, dtype=I8, per_row=True)
         assert not planned

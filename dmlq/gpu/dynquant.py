@@ -24,11 +24,12 @@ import math
 
 import numpy as np
 
+from ..qtypes import BFLOAT16_DTYPE
 from . import device
 from .plan import Launch, Plan, launcher
 
 SOURCE = "dynamic_quant.cu"
-X_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
+X_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16", BFLOAT16_DTYPE: "bfloat16"}
 Q_TYPES = {np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8"}
 KERNELS = {SOURCE: tuple(f"dq_range<{t}>" for t in X_TYPES.values())
            + tuple(f"dq_params<{q}>" for q in Q_TYPES.values())
@@ -70,7 +71,7 @@ def lowest_address(x) -> int:
 
 
 def plan_range(x, qdtype=None) -> Plan:
-    """The range and parameters' launches for x (float32 or float16) and output type qdtype;
+    """The range and parameters' launches for x (float32, float16 or bfloat16) and output type qdtype;
     with qdtype None, the range pass alone (:func:`range_pairs`)."""
     x = _unbroadcast(x)
     per_vector = 16 // x.itemsize
@@ -161,7 +162,7 @@ def _row_splits(rows, cols, itemsize, warps):
 
 
 def plan_rows(x, qdtype=None) -> Plan:
-    """per_row's launches for x (float32 or float16, at least one dimension) and qdtype; with
+    """per_row's launches for x (float32, float16 or bfloat16, at least one dimension) and qdtype; with
     qdtype None, the rows' ranges alone (:func:`row_pairs`)."""
     x = _row_view(x)
     notes: tuple = () if _rows(x) is not None else ("x copied to a contiguous array (its rows more than two "
