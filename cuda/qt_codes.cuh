@@ -168,6 +168,7 @@ __device__ __forceinline__ bool positive_finite(float s) {
 // The sign bit of a dense element (0 or 1), a NaN's included.
 __device__ __forceinline__ unsigned sign_of(float v) { return __float_as_uint(v) >> 31; }
 __device__ __forceinline__ unsigned sign_of(float16 v) { return static_cast<unsigned>(v.bits) >> 15; }
+__device__ __forceinline__ unsigned sign_of(bfloat16 v) { return static_cast<unsigned>(v.bits) >> 15; }
 __device__ __forceinline__ unsigned sign_of(int v) { return static_cast<unsigned>(v) >> 31; }
 
 // x as the float32 quant1 starts from. A float16 NaN keeps its sign where the code does (the

@@ -3,9 +3,11 @@
 // e5m2fnuz) and float4_e2m1fn, plus int8/uint8 with blocked scales.
 //
 // Variants (dmlq/gpu/qkernels.py launches them):
-//   qt_quantize<X, T>    x dense (float32, float16 or int32) -> the T codes, packed as ONNX
-//                        packs them (first element in the low bits; 16-bit types as is).
-//   qt_dequantize<T, Y>  the packed T codes -> y dense (float32 or float16); T also int32 and
+//   qt_quantize<X, T>    x dense (float32, float16, bfloat16 or int32) -> the T codes, packed as
+//                        ONNX packs them (first element in the low bits; 16-bit types as is).
+//                        A bfloat16 x is read as the top half of its float32 (exact, NaN kept).
+//   qt_dequantize<T, Y>  the packed T codes -> y dense (float32, float16 or bfloat16: rounded
+//                        from the float32 product once, ties to even); T also int32 and
 //                        uint32 (per axis / blocked: the per-tensor form is elementwise.cu's).
 //   qt_scale_f32<K>      an int32 (K = 1: rounded to float32, ties to even, by cvt.rn) or
 //                        float8_e8m0fnu scale (K = 2: 2**(e - 127) assembled from the bits, 0xFF
@@ -53,6 +55,13 @@
 // and shift-in words; the element-by-element walk with a division each was ~92), float16 ->
 // int4 17.2 (29), float32 -> float8_e4m3fn 24 (67; 90 before encode's subnormal add), float32 ->
 // float4_e2m1fn 27; dequantize int4 -> float32 7.0 (16-19), float8_e4m3fn -> float32 12.5 (38).
+// bfloat16 (session 44): x read and y written in the kernels (they were a float32 copy before or
+// after, 10 bytes an element more). Reading is a shift (quantize from bfloat16 takes float16's
+// counts: 16.2 an element to int8); writing rounds the float32 product to nearest even in integer
+// arithmetic (common.cuh from_f32<bfloat16>: no arch-gated cvt.rn.bf16.f32), 13.0-14.1 an
+// element from the integer types and 16-20 from float8/float4, against float16's 5.8-12.8; the
+// H100's ~25 instructions an element for dequantize int4 -> bfloat16 (2.5 bytes at 3.35 TB/s) keep
+// it bytes-bound, the H200's ~17 (4.8 TB/s) leave float8 -> bfloat16 a little issue-bound.
 // Where each element has its own parameter, a chunk whose elements take neighbouring ones
 // (inner > 1: blocks along an axis before the last, as an ONNX (K, N) weight blocked along K)
 // loads them side by side and steps the walker once (Walker::neighbours): static chunk paths of
@@ -244,15 +253,24 @@ template <> __device__ __forceinline__ int elem_of<int>(const unsigned* w, int k
 template <> __device__ __forceinline__ float16 elem_of<float16>(const unsigned* w, int k) {
   return float16{static_cast<unsigned short>(w[k / 2] >> (16 * (k % 2)))};
 }
+template <> __device__ __forceinline__ bfloat16 elem_of<bfloat16>(const unsigned* w, int k) {
+  return bfloat16{static_cast<unsigned short>(w[k / 2] >> (16 * (k % 2)))};
+}
 
 template <typename X> __device__ __forceinline__ X load1(const X* p) { return __ldg(p); }
 template <> __device__ __forceinline__ float16 load1<float16>(const float16* p) {
   return float16{__ldg(reinterpret_cast<const unsigned short*>(p))};
 }
+template <> __device__ __forceinline__ bfloat16 load1<bfloat16>(const bfloat16* p) {
+  return bfloat16{__ldg(reinterpret_cast<const unsigned short*>(p))};
+}
 
 template <typename Y> __device__ __forceinline__ void put_out(unsigned* w, int k, Y v);
 template <> __device__ __forceinline__ void put_out<float>(unsigned* w, int k, float v) { w[k] = __float_as_uint(v); }
 template <> __device__ __forceinline__ void put_out<float16>(unsigned* w, int k, float16 v) {
+  w[k / 2] |= static_cast<unsigned>(v.bits) << (16 * (k % 2));
+}
+template <> __device__ __forceinline__ void put_out<bfloat16>(unsigned* w, int k, bfloat16 v) {
   w[k / 2] |= static_cast<unsigned>(v.bits) << (16 * (k % 2));
 }
 

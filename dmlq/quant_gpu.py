@@ -270,14 +270,13 @@ def _params_of(b, form, ax, block, out_shape, scale_shape, scale_dtype, zp_shape
 
 
 def _dense_input(b, name, shape):
-    """x dense and C-contiguous in the output's shape; a bfloat16 x as float32 (exact)."""
+    """x dense and C-contiguous in the output's shape (a copy where it is not)."""
     v = b.v[name]
-    dt = F32 if v.dtype == BFLOAT16_DTYPE else None
     if tuple(v.shape) != tuple(shape):
-        b.conv[name] = lambda a, _s=shape, _d=dt: dispatch.module(dispatch.GPU).ascontiguousarray(
-            dispatch.module(dispatch.GPU).broadcast_to(a, _s), _d)
-    elif not v.flags.c_contiguous or dt is not None:
-        b.conv[name] = lambda a, _d=dt: dispatch.module(dispatch.GPU).ascontiguousarray(a, _d)
+        b.conv[name] = lambda a, _s=shape: dispatch.module(dispatch.GPU).ascontiguousarray(
+            dispatch.module(dispatch.GPU).broadcast_to(a, _s))
+    elif not v.flags.c_contiguous:
+        b.conv[name] = lambda a: dispatch.module(dispatch.GPU).ascontiguousarray(a)
 
 
 def _check_out(b, q_or_float, shape, meta_out):

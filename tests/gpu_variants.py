@@ -721,6 +721,14 @@ def _qtypes(xp):
         back = dmlq.dequantize_linear(want, s, z, block_size=4)
         got_back = dmlq.dequantize_linear(to_dev(want), xp.asarray(s), to_dev(z), block_size=4)
         results.append((f"dequantize {name}, blocked", _get(got_back), back))
+    xb = x.astype(BF16)  # bfloat16 x read and bfloat16 y written by the kernels (compared widened: exact)
+    for name in ("int8", "int4", "float8_e4m3fn"):
+        want = dmlq.quantize_linear(xb, s, None, block_size=4, dtype=name)
+        got = dmlq.quantize_linear(xp.asarray(xb), xp.asarray(s), None, block_size=4, dtype=name)
+        results.append((f"quantize bfloat16 -> {name}, blocked", raw(got), raw(want)))
+        back = dmlq.dequantize_linear(want, s, None, block_size=4, dtype="bfloat16")
+        got_back = dmlq.dequantize_linear(to_dev(want), xp.asarray(s), None, block_size=4, dtype="bfloat16")
+        results.append((f"dequantize {name} -> bfloat16, blocked", _get(got_back).astype(F32), back.astype(F32)))
     for name in ("int32", "uint32"):
         qv = _ints(rng, name, (3, 37))
         want = dmlq.dequantize_linear(qv, s, None, block_size=4)

@@ -186,6 +186,45 @@ def test_bfloat16_operands(rng):
         same_floats(back.get(), dmlq.dequantize_linear(want, np.float32(0.5).astype(bf16)), name)
 
 
+def test_bfloat16_x_and_y_on_their_own_kernels(rng):
+    """qt_quantize<bfloat16, T> reads a bfloat16 x as it lies (no float32 copy first) and
+    qt_dequantize<T, bfloat16> writes a bfloat16 y (rounded once in the kernel, ties to even):
+    every type, per tensor, per axis and blocked; x's edges (a negative NaN, +-inf, -0, a
+    bfloat16 subnormal, its largest finite value) and dequantized products past bfloat16's
+    largest finite value, at ties and among its subnormals; bytes equal to the NumPy path's
+    (whose bfloat16 rounding is ml_dtypes'), the plans naming those kernels."""
+    bf16 = np.dtype(md.bfloat16)
+    x = _x(rng, (4, 40), np.float32)
+    neg_nan = np.array([0xFFC00000], np.uint32).view(np.float32)[0]
+    x.reshape(-1)[:8] = [neg_nan, np.nan, 3.3895e38, -3.3895e38, 9.2e-41, -0.0, np.inf, -np.inf]
+    xb, gx = x.astype(bf16), cp.asarray(x.astype(bf16))
+    layouts = ((dict(), np.float32(0.75)), (dict(axis=0), rng.uniform(0.5, 2, 4).astype(np.float32)),
+               (dict(block_size=8), rng.uniform(0.5, 2, (4, 5)).astype(np.float32)))
+    for name in TYPES:
+        for kw, sc in layouts:
+            z = _zero_point(rng, name, np.shape(sc))
+            with np.errstate(all="ignore"):
+                want = dmlq.quantize_linear(xb, sc, z, dtype=name, **kw)
+            plan = str(dmlq.kernel_plan(dmlq.quantize_linear, gx, _gpu_param(sc), _gpu_param(z), dtype=name, **kw))
+            assert "qt_quantize<bfloat16, " in plan and "temporary" not in plan, plan
+            got = dmlq.quantize_linear(gx, _gpu_param(sc), _gpu_param(z), dtype=name, **kw)
+            assert np.array_equal(gpu_bytes(got), code_bytes(want)), (name, kw)
+            # as is, ties, past the largest finite, subnormals, NaN (the GPU's 0x7FFFFFFF, whose rounding
+            # would carry into the sign without the NaN rule)
+            for mult in (1.0, 1 + 2.0**-8, 2.5e36, 1e-40, np.nan):
+                sd = (sc * np.float32(mult)).astype(np.float32)
+                with np.errstate(all="ignore"):
+                    back = dmlq.dequantize_linear(want, sd, z, dtype="bfloat16", **kw)
+                plan = str(dmlq.kernel_plan(dmlq.dequantize_linear, to_gpu(want), _gpu_param(sd), _gpu_param(z),
+                                            dtype="bfloat16", **kw))
+                assert ", bfloat16>" in plan and "temporary" not in plan, plan
+                out = poison(cp.empty(back.shape, back.dtype))
+                res = dmlq.dequantize_linear(to_gpu(want), _gpu_param(sd), _gpu_param(z), dtype="bfloat16", out=out,
+                                             **kw)
+                assert res is out
+                same_floats(out.get(), back, (name, kw, mult))
+
+
 # ------------------------------------------------------------------ edges
 
 def test_float_edges_saturate_both_ways():

@@ -10,7 +10,7 @@ common case is the path a group sharing one parameter takes at float32 precision
 blocks along the last axis). This tool compiles the source with that path forced, in memory
 (the cuda/ file is not touched; SUBSTITUTIONS below, each of which must match), and prints
 each kernel's chunk loop (found by a marker, a ``pmevent`` whose PMTRIG is not counted): its
-instructions, divided by the elements of a chunk (4 float32 / int32, 8 float16), and the
+instructions, divided by the elements of a chunk (4 float32 / int32, 8 float16 / bfloat16), and the
 quarter-rate instructions in it (MUFU, FCHK, FRND, F2I, I2F, F2F). ``--plain`` compiles the
 source as it is (every branch in the loop, the marker added).
 Static code again, but of a path without branches left to skip, so it is what a warp issues
@@ -47,7 +47,7 @@ SUBSTITUTIONS = (
     ("else if (precision == 2) quantize_group<X, T, 2>", "else if (false) quantize_group<X, T, 2>"),
 )
 QUARTER_RATE = ("MUFU", "FCHK", "FRND", "F2I", "I2F", "F2F")
-CHUNK = {"float": 4, "int": 4, "float16": 8}
+CHUNK = {"float": 4, "int": 4, "float16": 8, "bfloat16": 8}
 DENSE = {"float": "float32", "int": "int32"}
 CODES = ("int8", "uint8", "int16", "uint16", "int4", "uint4", "int2", "uint2", "float8_e4m3fn",
          "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn", "int32", "uint32")

@@ -29,8 +29,8 @@ BITS = {"int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int4": 4, "uint4": 4,
         "int32": 32, "uint32": 32}
 # A device scale's dtype -> the kernel's scale_kind (float8_e8m0fnu travels as its uint8 codes).
 SCALE_KINDS = {np.dtype(np.float32): 0, np.dtype(np.int32): 1, np.dtype(np.uint8): 2}
-X_TYPES = {"float32": "float", "float16": "float16", "int32": "int"}
-Y_TYPES = {"float32": "float", "float16": "float16"}
+X_TYPES = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16", "int32": "int"}
+Y_TYPES = {"float32": "float", "float16": "float16", "bfloat16": "bfloat16"}
 PRECISION = {None: 0, "float32": 0, "float16": 1, "bfloat16": 2}
 
 
@@ -81,7 +81,7 @@ def _grid(name: str, groups: int):
 
 
 def quantize(x, scale, zero_point, out, q: str, layout: ParamLayout, saturate=True, precision=None):
-    """out (packed bytes of q) = quantize(x): x a dense C-contiguous float32/float16/int32
+    """out (packed bytes of q) = quantize(x): x a dense C-contiguous float32/float16/bfloat16/int32
     device array; scale a float32 device array in ``layout`` or a Python float; zero_point
     an int32 device array (q's values; float types: their codes), an int, or None."""
     n = int(x.size)
@@ -100,7 +100,7 @@ def quantize(x, scale, zero_point, out, q: str, layout: ParamLayout, saturate=Tr
 
 
 def dequantize(q_bytes, n: int, scale, zero_point, out, q: str, layout: ParamLayout):
-    """out (dense float32/float16, n elements) = dequantize(q_bytes, the packed codes of q)."""
+    """out (dense float32/float16/bfloat16, n elements) = dequantize(q_bytes, the packed codes of q)."""
     nbytes = packed_nbytes(n, q)
     if n == 0:
         return out
@@ -212,39 +212,25 @@ def plan_quantize_types(x, scale, zero_point, out, q, layout, saturate=True, pre
                  out if out.flags.c_contiguous else None, out, layout, scale)
 
 
-def _dense_dtype(dt):
-    """The kernel's float type for an output dtype: bfloat16 goes through float32."""
-    return np.dtype(dt) if device.dtype_name(dt) in Y_TYPES else np.dtype(np.float32)
-
-
 def plan_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
     """The plan of :func:`dequantize_types` (nothing launched)."""
     n = int(out.size)
-    dense = _dense_dtype(out.dtype)
-    plan = _plan("dequantize_linear", dequantize_name(q, device.dtype_name(dense)), n, packed_nbytes(n, q),
-                 out if out.flags.c_contiguous and dense == out.dtype else q_bytes, q_bytes, out, layout, scale)
-    if dense != out.dtype:
-        from .plan import Plan
-
-        note = f"{device.dtype_name(out.dtype)} out: a float32 temporary rounded by CuPy's cast (to nearest even)"
-        return Plan(plan.op, plan.variant, plan.launches, plan.notes + (note,))
-    return plan
+    return _plan("dequantize_linear", dequantize_name(q, device.dtype_name(out.dtype)), n, packed_nbytes(n, q),
+                 out if out.flags.c_contiguous else q_bytes, q_bytes, out, layout, scale)
 
 
-def _through_dense(out, go, dense=None):
-    """Run ``go(target)`` into out, or into a C-contiguous temporary (of the kernel's
-    float type ``dense``) then copied or cast to out."""
-    dense = out.dtype if dense is None else dense
-    if out.flags.c_contiguous and out.dtype == dense:
+def _through_dense(out, go):
+    """Run ``go(target)`` into out, or into a C-contiguous temporary then copied to out."""
+    if out.flags.c_contiguous:
         go(out)
         return out
-    tmp = device.xp().empty(out.shape, dense)
+    tmp = device.xp().empty(out.shape, out.dtype)
     go(tmp)
-    out[...] = tmp if dense == out.dtype else tmp.astype(out.dtype)
+    out[...] = tmp
     return out
 
 
-def _runner(plan, build, dense=None):
+def _runner(plan, build):
     """A Runner launching ``plan`` with ``build(src, target, params)``'s arguments, ``params``
     the scale / zero point as the kernel takes them; through a temporary where out needs one."""
     from .plan import Runner, execute, kernels
@@ -260,7 +246,7 @@ def _runner(plan, build, dense=None):
             scale, args = _scale_args(scale)
             first = (args,)
         params = _kernel_params(scale, zero_point)
-        _through_dense(out, lambda target: execute(plan, first + (build(src, target, params),), found), dense)
+        _through_dense(out, lambda target: execute(plan, first + (build(src, target, params),), found))
     return Runner(plan, call)
 
 
@@ -291,7 +277,7 @@ def bind_dequantize_types(q_bytes, scale, zero_point, out, q, layout):
         aligned = np.int32(device.ptr(target) % 16 == 0 and device.ptr(q_bytes) % 16 == 0)
         return (np.uint64(device.ptr(q_bytes)), np.uint64(device.ptr(target)), *sizes, aligned, *tail,
                 *params[:4])
-    return _runner(plan, build, _dense_dtype(out.dtype))
+    return _runner(plan, build)
 
 
 def quantize_types(x, scale, zero_point, out, q, layout, saturate=True, precision=None):
@@ -302,6 +288,6 @@ def quantize_types(x, scale, zero_point, out, q, layout, saturate=True, precisio
 
 
 def dequantize_types(q_bytes, scale, zero_point, out, q, layout):
-    """out (dense float32/float16) = dequantize(q_bytes); a direct call, not memoized."""
+    """out (dense float32/float16/bfloat16) = dequantize(q_bytes); a direct call, not memoized."""
     bind_dequantize_types(q_bytes, scale, zero_point, out, q, layout).call(q_bytes, scale, zero_point, out)
     return out
