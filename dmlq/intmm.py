@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from . import vectors
 from .calls import Spec, public, run
-from .checks import F16, F32, MATMUL_SCALES, QUANT, batch_rows, batch_rows_form, host_int
+from .checks import F32, MATMUL_SCALES, QUANT, batch_rows, batch_rows_form, host_int
 from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, TensorDesc
 from .dtypes import DataType, plain_dtype
 from .errors import DescError

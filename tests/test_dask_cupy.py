@@ -11,6 +11,7 @@ tests/test_api.py) and dmlq.reference itself.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -76,11 +77,14 @@ def test_every_operator_keeps_cupy_chunks_and_equals_the_whole_array(cp):
             dmlq.quantized_matmul(a, mm[0], mm[1], b, mm[2], mm[3], mm[4], mm[5]),
             dmlq.matmul_integer(a, b, u8(3), arr(rng_b_zp)),
             dmlq.matmul_integer_to_float(a, 0.5, u8(3), b, arr(b_blocks), None, block_size=7),
+            dmlq.matmul_integer_to_float(a, arr(s_rows), None, b, 0.25, None, arr(bias16), dtype=bf16),
             dmlq.quantized_avg_pool(img, 0.1, 0, 0.1, 0, **pool),
         ]
 
     rng_b_zp = rng.integers(-128, 128, (8,), dtype=i8)
     b_blocks = rng.uniform(0.001, 0.01, (5, 8)).astype(f32)
+    bf16 = np.dtype(ml_dtypes.bfloat16)  # scales, bias and out
+    s_rows, bias16 = rng.uniform(0.001, 0.01, (9, 1)).astype(bf16), rng.uniform(-3, 3, 8).astype(bf16)
     wants = calls(x, a, b, img, lambda v: v)
     # the whole-array matmul against dmlq.reference itself
     ref = np.empty((9, 8), i8)

@@ -409,7 +409,8 @@ def test_dask_of_cupy_chunks(rng):
         concatenate_lookup.register(cupy.ndarray, cupy.concatenate)
     x = (rng.standard_normal((9, 70)) * 3 - 1).astype(F32)
     x[4, 5], x[8, 69] = np.nan, 40.0
-    for host, chunks in ((x, (4, 33)), (x.astype(F16)[:, 1:], (9, 20)), (np.zeros((0, 5), F32), (2, 5))):
+    for host, chunks in ((x, (4, 33)), (x.astype(F16)[:, 1:], (9, 20)), (x.astype(BF16), (5, 40)),
+                         (np.zeros((0, 5), F32), (2, 5))):
         for qdt in (U8, I8):
             lazy = da.from_array(cupy.asarray(host), chunks=chunks, asarray=False)
             if on_stand_in():

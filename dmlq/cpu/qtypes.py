@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from .. import floatconv, reference
-from ..qtypes import BFLOAT16, BFLOAT16_DTYPE, FloatFormat, is_qtype, qtype
+from ..qtypes import BFLOAT16, FloatFormat, is_qtype, qtype
 from . import jit, tiles
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)

@@ -170,7 +170,6 @@ def applicable(variant, x_shape, x_strides, out_shape, window_size, strides, sta
     del include_padding  # every variant handles both
     if variant == "general":
         return True
-    nd = len(x_shape) - 2
     in_sp, out_sp = tuple(x_shape[2:]), tuple(out_shape[2:])
     if variant in CL_STRIP_CONFIGS:
         vec, kh = CL_STRIP_CONFIGS[variant]
