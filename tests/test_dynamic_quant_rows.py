@@ -105,6 +105,24 @@ def test_the_per_token_linear_layer(rng):
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+def test_the_per_token_linear_layer_of_a_bfloat16_model(rng):
+    """The same layer in torch's bfloat16 (activations, weight scales, bias and output): the
+    float32 layer on the same values (bfloat16 widens exactly), each output rounded once to
+    bfloat16 by torch's own cast (ties to even)."""
+    torch = pytest.importorskip("torch")
+    x = (torch.from_numpy(rng.standard_normal((2, 9, 40)).astype(F32)) * 3).bfloat16()
+    w = torch.from_numpy(rng.integers(-128, 128, (40, 11)).astype(I8))
+    w_s = torch.from_numpy(rng.uniform(0.01, 0.05, 11).astype(F32)).bfloat16()
+    bias = torch.from_numpy(rng.uniform(-2, 2, 11).astype(F32)).bfloat16()
+    y, s, z = dmlq.dynamic_quantize_linear(x, per_row=True)
+    got = dmlq.matmul_integer_to_float(y, s, z, w, w_s, None, bias, dtype=torch.bfloat16)
+    assert got.dtype == torch.bfloat16 and got.shape == (2, 9, 11)
+    y32, s32, z32 = dmlq.dynamic_quantize_linear(x.float().numpy(), per_row=True)
+    assert np.array_equal(y.numpy(), y32) and np.array_equal(s.numpy(), s32) and np.array_equal(z.numpy(), z32)
+    f32 = dmlq.matmul_integer_to_float(y32, s32, z32, w.numpy(), w_s.float().numpy(), None, bias.float().numpy())
+    assert torch.equal(got.view(torch.int16), torch.from_numpy(f32).bfloat16().view(torch.int16))
+
+
 def test_a_batch_of_token_rows(rng):
     """Per-row parameters of a (batch, tokens, K) x are (batch, tokens, 1): the matmuls take them
     as they are (a's scale and zero point per batch and row), each batch's result the 2-D call's on
