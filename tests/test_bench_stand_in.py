@@ -118,22 +118,23 @@ def test_intmm_builder_runs_on_the_stand_in(gpu, monkeypatch, group, impl):  # n
 def _qtypes_params():
     from bench import test_bench_qtypes as Q
 
-    return [pytest.param(k, t, g.endswith("-axis1"), id=g) for g, k, t, impl in Q.GPU_CASES if impl == "dmlq:auto"]
+    return [pytest.param(k, t, g.endswith("-axis1"), Q.dense_of(g), id=g) for g, k, t, impl in Q.GPU_CASES
+            if impl == "dmlq:auto"]
 
 
-@pytest.mark.parametrize("kind,t,per_column", _qtypes_params())
-def test_qtypes_builder_runs_on_the_stand_in(gpu, monkeypatch, kind, t, per_column):  # noqa: F811
+@pytest.mark.parametrize("kind,t,per_column,dense", _qtypes_params())
+def test_qtypes_builder_runs_on_the_stand_in(gpu, monkeypatch, kind, t, per_column, dense):  # noqa: F811
     """bench/test_bench_qtypes.py's dmlq rows (blocked quantize and dequantize of every narrow
-    type, int4 with a scale per column), shrunk to 2,048 elements: each builds on the device and
+    type, int4 with a scale per column, three types from and to bfloat16), shrunk to 2,048 elements: each builds on the device and
     runs quant_types.cu's kernel."""
     import cupy_stand_in as S
     from bench import test_bench_qtypes as Q
 
     monkeypatch.setattr(Q, "GPU_N", 2048)
-    fn = Q._gpu_fn(kind, t, "dmlq:auto", per_column)
+    fn = Q._gpu_fn(kind, t, "dmlq:auto", per_column, dense)
     S.launches.clear()
     fn()
     from dmlq.gpu import qkernels
 
-    want = qkernels.quantize_name("float32", t) if kind == "quantize" else qkernels.dequantize_name(t, "float32")
+    want = qkernels.quantize_name(dense, t) if kind == "quantize" else qkernels.dequantize_name(t, dense)
     assert want in [launch[0] for launch in S.launches], (want, S.launches)
