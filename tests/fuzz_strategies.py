@@ -11,6 +11,7 @@ import functools
 import math
 import os
 
+import ml_dtypes
 import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ from dmlq.desc import pool_output_accepted
 EXAMPLES = int(os.environ.get("DMLQ_FUZZ_EXAMPLES", "50"))
 
 I8, U8, F32, F16 = np.dtype("int8"), np.dtype("uint8"), np.dtype("float32"), np.dtype("float16")
+BF16 = np.dtype(ml_dtypes.bfloat16)
 QTYPES = (I8, U8)
 DEQ_TYPES = tuple(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32"))
 SIDES = (0,) + (1, 2, 3, 5, 7) * 3      # sizes: 1 and small primes, 0 one time in 16
@@ -52,6 +54,8 @@ def _limits(dtype):
     dtype = np.dtype(dtype)
     if dtype == F16:
         return 2.0**-24, 2.0**-14, 65504.0
+    if dtype == BF16:
+        return 2.0**-133, 2.0**-126, float(ml_dtypes.finfo(BF16).max)
     return 2.0**-149, 2.0**-126, float(np.finfo(np.float32).max)
 
 
@@ -126,7 +130,7 @@ def float_arrays(draw, dtype, shape):
     (ties after x / 1), values in [-300, 300], specials, or a mix."""
     dt, n = np.dtype(dtype), int(np.prod(shape))
     rng = _rng(draw)
-    bits = np.uint16 if dt == F16 else np.uint32
+    bits = np.uint16 if dt.itemsize == 2 else np.uint32
     parts = [
         rng.integers(0, np.iinfo(bits).max, n, endpoint=True, dtype=bits).view(dt),
         (rng.integers(-600, 601, n) / 2).astype(dt),
@@ -493,7 +497,7 @@ def _contiguous_at(a, offset):
 @st.composite
 def qtypes_args(draw):
     """One call of cuda/quant_types.cu's quantize and of its dequantize back: a code type
-    (every quantize code, ints 8...2 bits, float8, float4), x float32 / float16 / int32 of 1-3
+    (every quantize code, ints 8...2 bits, float8, float4), x float32 / float16 / bfloat16 / int32 of 1-3
     dimensions around the 16-byte groups (at most 4096 elements), parameters per tensor (by value
     or a 1-element array), per axis (one vector, as dmlq hands it over, or of x's rank) or blocked
     along any axis (ragged last blocks), float32
@@ -509,7 +513,7 @@ def qtypes_args(draw):
     pick = _rng(draw)
     qname = str(pick.choice(qk.QUANTIZE_CODES))
     q = QTYPES[qname]
-    xdt = [F32, F16, np.dtype("int32")][pick.integers(3)]
+    xdt = [F32, F16, BF16, np.dtype("int32")][pick.integers(4)]
     while True:
         shape = tuple(int(v) for v in pick.choice(QT_SIDES, pick.integers(1, 4)))
         if int(np.prod(shape)) <= 4096:
@@ -556,6 +560,6 @@ def qtypes_args(draw):
     else:
         codes = zr.view(np.uint8).astype(np.int32) if q.is_float else zr.astype(np.int64).astype(np.int32)
         kz = codes.reshape(-1) if kind == "tensor1" else (int(codes.reshape(-1)[0]) if axis is None else codes)
-    return dict(qname=qname, x=x, y_dtype=[F32, F16][pick.integers(2)], y_offset=int(pick.choice([0, 0, 1])),
+    return dict(qname=qname, x=x, y_dtype=[F32, F16, BF16][pick.integers(3)], y_offset=int(pick.choice([0, 0, 1])),
                 scale=ks, zero_point=kz, scale_ref=se, zero_point_ref=ze, layout=layout, kind=kind,
                 saturate=bool(pick.integers(2)), precision=[None, None, "float16", "bfloat16"][pick.integers(4)])

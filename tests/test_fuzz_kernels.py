@@ -89,6 +89,8 @@ def _budgeted(name, dev_name, strategy, body):
 
 
 def _same(got, want) -> np.ndarray:
+    if got.dtype.name == "bfloat16":  # (ml_dtypes' kind is "V"): widened exactly, bits and NaN kept
+        got, want = got.astype(np.float32), want.astype(np.float32)
     if got.dtype.kind == "f":  # any NaN matches any NaN (no payload is fixed)
         bits = np.uint16 if got.dtype == np.float16 else np.uint32
         return (got.view(bits) == want.view(bits)) | (np.isnan(got) & np.isnan(want))
