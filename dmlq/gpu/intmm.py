@@ -283,7 +283,7 @@ def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
         def call(*args):
             tmp = xp.empty(dense.shape, np.float32)
             inner(*args[:-1], tmp)
-            args[-1][...] = tmp.astype(args[-1].dtype)
+            args[-1][...] = tmp  # (one elementwise pass: the cast, to nearest even, into out as it lies)
         return Runner(dataclasses.replace(inner.plan, notes=inner.plan.notes + (_BF16_NOTE,)), call)
     if _tiled(a, block_size):
         return intmm_tiled.bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
