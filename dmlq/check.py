@@ -405,7 +405,7 @@ def _random_cases(seed=0):
     rows.extend(_random_kmajor(np.random.default_rng(seed + 37)))
     rows.extend(_random_packed_tiled(np.random.default_rng(seed + 26)))
     rows.extend(_random_grouped(np.random.default_rng(seed + 41)))
-    for xdt, qdt in ((f32, u8), (f16, i8)):
+    for xdt, qdt in ((f32, u8), (f16, i8), (ml_dtypes.bfloat16, u8)):
         x = (rng.standard_normal((5, 333)) * 7 + 2).astype(xdt)
         rows.append(("dyn_quantize", f"{xdt.__name__}->{qdt.__name__}", _dynamic_bytes, (x,), dict(dtype=qdt)))
         rows.append(("dyn_quantize", f"{xdt.__name__}->{qdt.__name__} per row", _dynamic_bytes, (x[:, 1:],),
@@ -419,6 +419,12 @@ def _random_cases(seed=0):
                  dict(dtype=np.uint16, axis=1, block_size=32)))
     rows.append(("dequantize", "packed float8_e5m2->float16", api.dequantize_linear,
                  (pack(x.astype(ml_dtypes.float8_e5m2)), f16(2)), {}))
+    # bfloat16 read and written by the kernels (qt_quantize<bfloat16, T>, qt_dequantize<T, bfloat16>)
+    rows.append(("quantize", "bfloat16->int8 blocked", api.quantize_linear,
+                 (x.astype(ml_dtypes.bfloat16), (rng.random((3, 37, 5)) + 0.1).astype(f32), None),
+                 dict(dtype=np.int8, axis=2, block_size=32)))
+    rows.append(("dequantize", "packed float8_e4m3fn->bfloat16", api.dequantize_linear,
+                 (pack(x.astype(ml_dtypes.float8_e4m3fn)), f32(0.75)), dict(dtype="bfloat16")))
     rows.append(("dequantize", "packed int4 blocked", api.dequantize_linear,
                  (pack(rng.integers(-8, 8, (3, 37, 129)).astype(i4)), (rng.random((3, 37, 5)) + 0.1).astype(f32)),
                  dict(axis=2, block_size=32)))
