@@ -159,11 +159,19 @@ _PACKED_OPERANDS = {"quantize_linear": ("scale", "zero_point"), "dequantize_line
                     "matmul_integer_to_float": ("b", "b_zero_point")}
 
 
+# The matmul family takes a packed b (and its zero point) by value: in the graph its elements are
+# int8 / uint8 tensors of the same values (the results are those of the same values in 8 bits:
+# docs/semantics.md), since torch 2.13's Inductor fails to lower a view as torch.int4 ("torch.iinfo()
+# requires an integer input type"; aot_eager took it).
+_BY_VALUE = ("quantized_matmul", "matmul_integer", "matmul_integer_to_float")
+
+
 def _packed_tensor(fname, name, p, as_tensor):
     """A dmlq.Packed operand as the tensor of its torch dtype (torch.int4 ..., one element a byte, the
     code in the low bits), unpacked by tensor operations that torch.compile and torch.export trace (the
     eager call unpacks it on the host; Dynamo gave the op the Packed itself, and torch refused it in
-    its own words). ``as_tensor``: the bytes (a NumPy array) as a uint8 tensor."""
+    its own words); for the matmul family (_BY_VALUE) its values as int8 / uint8. ``as_tensor``: the
+    bytes (a NumPy array) as a uint8 tensor."""
     from .packing import packed_nbytes
     from .qtypes import QTYPES
 
@@ -194,6 +202,11 @@ def _packed_tensor(fname, name, p, as_tensor):
     if bits < 8:  # element i in bits (i % k) * bits and up of byte i // k: the first in the low bits
         mask = (1 << bits) - 1
         data = torch.stack([(data >> s) & mask for s in range(0, 8, bits)], dim=-1).reshape(-1)[:size]
+    if fname in _BY_VALUE:  # int4 / uint4 (checked above for b; b's zero point has b's type)
+        if p.dtype == "int4":  # the code's sign bit extended: (c ^ 8) - 8
+            return ((data ^ 8).to(torch.int8) - 8).reshape(shape)
+        if p.dtype == "uint4":
+            return data.reshape(shape)
     return data.reshape(shape).view(t)
 
 
@@ -373,6 +386,8 @@ def _traced_form(fname):
                 return torch.empty(v.shape, dtype=torch_dtype(v.dtype))
             return _from_numpy(np.array(v))
 
+        by_value = fname in _BY_VALUE and any(isinstance(values.get(n), (Packed, TransposedPacked))
+                                              for n in ("b", "b_zero_point"))
         for n, v in values.items():
             if isinstance(v, TransposedPacked):  # (p.mT: the transposed view of p's tensor)
                 values[n] = _packed_tensor(fname, n, v.packed, as_tensor).mT[..., :v.k, :]
@@ -380,6 +395,12 @@ def _traced_form(fname):
                 values[n] = _packed_tensor(fname, n, v, as_tensor)
             elif isinstance(v, np.ndarray):
                 values[n] = as_tensor(v)
+        if by_value:
+            for n in ("b", "b_zero_point"):  # a 4-bit tensor beside a Packed one (by value): by value too
+                v = values[n]
+                if isinstance(v, torch.Tensor) and v.dtype in (torch.int4, torch.uint4):
+                    codes = v.view(torch.uint8)  # (one element a byte, the code in the low bits)
+                    values[n] = ((codes ^ 8).to(torch.int8) - 8) if v.dtype == torch.int4 else codes
         # data given as numbers or lists (beside tensors: it is traced) as the eager call takes it:
         # quantize's x and matmul_integer_to_float's bias become float32, integer data is refused
         # (a TypeError here: Dynamo then runs the call eagerly, whose error it is; fullgraph=True

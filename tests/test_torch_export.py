@@ -133,6 +133,11 @@ PACKED_CALLS = {
     "matmul_integer_transposed_packed": lambda a: dmlq.matmul_integer(a, _PACKED["bt_int4"], 3, 0),
     "matmul_integer_transposed_packed_rows": lambda a: dmlq.matmul_integer(a, _PACKED["bt_int4_rows"], 3, 0),
     "matmul_integer_to_float": lambda a: dmlq.matmul_integer_to_float(a, 0.1, 3, _PACKED["b_int4"], 0.05, 0),
+    # a Packed b beside a torch.int4 zero point, and the other way round (the tensor taken by value too)
+    "matmul_integer_to_float_int4_tensor_zero_point": lambda a: dmlq.matmul_integer_to_float(
+        a, 0.1, 3, _PACKED["b_int4"], 0.05, dmlq.quantize_linear(W[0], 1.0, dtype=torch.int4)),
+    "quantized_matmul_int4_tensor_b_packed_zero_point": lambda a: dmlq.quantized_matmul(
+        a, 0.1, 3, _B4, torch.full((5,), 0.05), _PACKED["zp_int4"], 0.3, 2),
     "dequantize_uint2": lambda a: dmlq.dequantize_linear(_PACKED["q_uint2"], torch.tensor(0.5)),
     "dequantize_float8_e8m0_scale": lambda a: dmlq.dequantize_linear(_F8, _PACKED["scale_e8m0"], dtype=torch.float32),
 }
@@ -148,6 +153,24 @@ def test_a_packed_operand_inside_compile(name):
     want = fn(A)
     torch._dynamo.reset()
     assert _same(torch.compile(fn, backend="aot_eager", fullgraph=True)(A), want)
+
+
+def test_inductor_compiles_a_packed_b(monkeypatch, tmp_path):
+    """A dmlq.Packed b and zero point (NumPy bytes; MatMulNBits' K-major rows, and a row-major uint4
+    b) under the default backend: the traced form hands the matmuls their values as int8 / uint8
+    tensors, the results the eager call's. Session 43 unpacked them into a torch.int4 view, which
+    torch 2.13's Inductor failed to lower ("torch.iinfo() requires an integer input type")."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # (a miss: the graph is lowered)
+
+    def fn(a):
+        return (dmlq.matmul_integer_to_float(a, 0.1, 3, _PACKED["bt_int4_rows"], torch.full((5,), 0.05),
+                                             _PACKED["zp_int4"]),
+                dmlq.quantized_matmul(a, 0.1, 3, _PACKED["b_uint4"], 0.05, 9, 0.3, 2))
+
+    want = fn(A)
+    torch._dynamo.reset()
+    got = torch.compile(fn, fullgraph=True)(A)
+    assert all(_same(g, w) for g, w in zip(got, want))
 
 
 def test_a_packed_operand_that_the_call_does_not_take_inside_compile():
