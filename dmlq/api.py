@@ -237,7 +237,7 @@ def quantize_linear(x: Operand, scale: Operand, zero_point: Operand | None = Non
     if type(x) is not np.ndarray and quant.foreign((x, scale, zero_point), out):  # torch tensors or dask arrays:
         # their adapter takes the call as it is (nothing to decide here first: the adapter calls this
         # function again; a foreign operand beside a NumPy x takes the longer way there, dmlq.calls.run)
-        return dispatch.foreign_call("quantize_linear", ("x", "scale", "zero_point"), (x, scale, zero_point),
+        return dispatch.to_adapter("quantize_linear", ("x", "scale", "zero_point"), (x, scale, zero_point),
                                      (dtype, axis, block_size, saturate, precision), out)
     order = _order("quantize_linear", ("x",), (x,), _elementwise_shape(x, scale, zero_point, axis, block_size), out,
                    (scale, zero_point))
@@ -311,7 +311,7 @@ def dequantize_linear(q: Operand, scale: Operand, zero_point: Operand | None = N
     """
     dtype = plain_dtype(dtype)
     if type(q) is not np.ndarray and quant.foreign((q, scale, zero_point), out):  # to their adapter (as above)
-        return dispatch.foreign_call("dequantize_linear", ("q", "scale", "zero_point"), (q, scale, zero_point),
+        return dispatch.to_adapter("dequantize_linear", ("q", "scale", "zero_point"), (q, scale, zero_point),
                                      (dtype, axis, block_size), out)
     order = _order("dequantize_linear", ("q",), (q,), _elementwise_shape(q, scale, zero_point, axis, block_size), out,
                    (scale, zero_point))

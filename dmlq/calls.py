@@ -236,7 +236,7 @@ def run(spec, values, params, out):
     except dispatch.Foreign:  # torch tensors or dask arrays: dmlq.frameworks takes the call, outside this
         kind = None  # handler (an error it raises would carry the internal Foreign as its context)
     if kind is None:
-        return dispatch.foreign_call(spec.fname, spec.names, values, params, out)
+        return dispatch.to_adapter(spec.fname, spec.names, values, params, out)
     if kind == GPU:
         dispatch.refuse_unaligned(spec.fname, spec.names + ("out",), (*vals, out))
     try:

@@ -66,6 +66,12 @@ class Foreign(Exception):
 foreign_call: Optional[Callable[..., Any]] = None
 
 
+def to_adapter(fname: str, names: tuple, values: tuple, params: tuple, out: Any) -> Any:
+    """:data:`foreign_call` of a call whose operands :func:`foreign` found (it registered the adapter)."""
+    assert foreign_call is not None
+    return foreign_call(fname, names, values, params, out)
+
+
 def foreign(obj) -> bool:
     """True for a torch tensor (a subclass defined anywhere too) or a dask array (neither
     module is imported here)."""

@@ -433,7 +433,7 @@ def quantize_linear(x, scale, zero_point=None, *, dtype=None, axis=None, block_s
     """dmlq.quantize_linear for the calls routed here (see the module text)."""
     f = "quantize_linear"
     if foreign((x, scale, zero_point), out):
-        return dispatch.foreign_call(f, ("x", "scale", "zero_point"), (x, scale, zero_point),
+        return dispatch.to_adapter(f, ("x", "scale", "zero_point"), (x, scale, zero_point),
                                      (dtype, axis, block_size, saturate, precision), out)
     number = scale if _is_number(scale) or _is_list(scale) else None
     x, scale, zp = _operands(f, "x", x, 1.0 if number is not None else scale, zero_point)
@@ -493,7 +493,7 @@ def dequantize_linear(q, scale, zero_point=None, *, dtype=None, axis=None, block
     """dmlq.dequantize_linear for the calls routed here (see the module text)."""
     f = "dequantize_linear"
     if foreign((q, scale, zero_point), out):
-        return dispatch.foreign_call(f, ("q", "scale", "zero_point"), (q, scale, zero_point),
+        return dispatch.to_adapter(f, ("q", "scale", "zero_point"), (q, scale, zero_point),
                                      (dtype, axis, block_size), out)
     given = q
     q, scale, zp = _operands(f, "q", q, scale, zero_point)

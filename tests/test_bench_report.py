@@ -49,10 +49,10 @@ INTMM_CPU_BENCHMARKS = 6  # bench/test_bench_intmm.py: 3 NumPy groups x (dmlq:cp
 # the blocked decode groups have them (auto, 2 peers, graph, dp4a-wide, w.T, graph:w.T, nbits)
 INTMM_GPU_BENCHMARKS = 45 + 3 + 3 + 2 + 1 + 15 + 4 + 12 + 8 + 12 + 3 + 16
 # bench/test_bench_qtypes.py: 12 types x (quantize, dequantize); GPU: dmlq + torch float8 (4 types) + cupy-expr
-# (int8/int16/uint16) = 24 + 8 + 6, and int4 with a scale per column both ways (2); CPU: dmlq + onnxruntime on
-# those 24 groups, uint8 blocked, and quantize to the 8 integer types per tensor and per axis (16) and in all 3
-# forms on one thread (24): 65 x 2 = 130, of which ORT's float4 (2) skips
-QTYPES_GPU_BENCHMARKS, QTYPES_CPU_BENCHMARKS, QTYPES_CPU_SKIPPED = 40, 130, 2
+# (int8/int16/uint16) = 24 + 8 + 6, int4 with a scale per column both ways (2), and 3 types from and to
+# bfloat16 (6); CPU: dmlq + onnxruntime on those 24 groups, uint8 blocked, and quantize to the 8 integer types
+# per tensor and per axis (16) and in all 3 forms on one thread (24): 65 x 2 = 130, of which ORT's float4 (2) skips
+QTYPES_GPU_BENCHMARKS, QTYPES_CPU_BENCHMARKS, QTYPES_CPU_SKIPPED = 46, 130, 2
 
 
 def _run(*args, timeout=300):
