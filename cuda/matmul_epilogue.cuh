@@ -3,6 +3,7 @@
 //   int8 / uint8   quantized_matmul: requant(acc, (a_scale*b_scale)/out_scale)
 //   int            matmul_integer: the corrected sum modulo 2**32, as int32
 //   float, float16 matmul_integer_to_float: float32(acc) * (a_scale*b_scale),
+//   (bfloat16: the grouped stream kernel's finish pass alone, matmul_stream_packed.cu)
 //                  + bias[m, n] when given, one rounding to TO
 // The main loops are shared; only this last step differs. The float steps are
 // one IEEE-rounded non-ftz PTX op each, in the contract's order.
@@ -36,6 +37,7 @@ template <typename TO> struct kind_of { static constexpr int value = kRequant; }
 template <> struct kind_of<int> { static constexpr int value = kInt; };
 template <> struct kind_of<float> { static constexpr int value = kFloat; };
 template <> struct kind_of<float16> { static constexpr int value = kFloat; };
+template <> struct kind_of<bfloat16> { static constexpr int value = kFloat; };
 
 // The float output of a sum already rounded to float32 (f), with the scales of
 // its row (as) and column (bs) and its bias element (b; read only with a bias).

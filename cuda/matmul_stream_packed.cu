@@ -36,8 +36,10 @@
 //     of lcm(group, 64) rows), so every group sum is written once, a plain
 //     store, and integer sums make the split invisible.
 //   matmul_stream_grouped_finish<TO>   acc_g, each group's sum (one group:
-//     its chunks' sums added as integers); TO int: acc_0; TO float or float16:
-//     the float steps of the contract, groups in ascending order:
+//     its chunks' sums added as integers); TO int: acc_0; TO float, float16 or
+//     bfloat16 (the one kernel of the family that writes bfloat16; the other
+//     plans round a float32 temporary: dmlq/gpu/intmm.py): the float steps of
+//     the contract, groups in ascending order:
 //     float32(acc_g) * (a_scale * b_scale[g, n]) added one group at a time,
 //     then the bias, then one rounding to TO.
 //   Napkin math of the grouped pair (beyond the kernel's below): the workspace
@@ -742,8 +744,8 @@ __device__ __forceinline__ bool finish_output(int M, int N, Out& o) {
 // The grouped kernel's second pass (docs/semantics.md): output (m, n) of matrix
 // blockIdx.y from acc_g, the exact int32 sum of group g: its `splits` entries
 // work[g * splits + s][z][m][n] added as integers (one group of all K split in chunks:
-// groups = 1; blocked scales: splits = 1). TO int (matmul_integer): acc_0. TO float or
-// float16 (matmul_integer_to_float): float32(acc_0) * (a_scale[m] * b_scale[0, n]),
+// groups = 1; blocked scales: splits = 1). TO int (matmul_integer): acc_0. TO float, float16
+// or bfloat16 (matmul_integer_to_float): float32(acc_0) * (a_scale[m] * b_scale[0, n]),
 // then + float32(acc_g) * (a_scale[m] * b_scale[g, n]) for g = 1, 2, ... in ascending
 // order, each product and add one IEEE-rounded op, then + bias[m, n] where given and one
 // rounding to TO. b_scale: per tensor or column (b_per_col), group g's row g * N

@@ -298,7 +298,9 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
         Broadcasting to the output ((N,), (M, N) or the whole shape).
     dtype : np.float32 (default), np.float16 or ml_dtypes.bfloat16 (torch.bfloat16 for tensors)
         The output type; without it ``out``'s dtype, else float32. On the GPU a bfloat16
-        output is the float32 kernels' result rounded by CuPy's cast (a temporary).
+        output is written by the weight-streaming kernels' finish pass (M <= 16 where selection
+        takes them), elsewhere
+        the float32 kernels' result rounded by CuPy's cast (a temporary).
     block_size : int, optional
         The K group size of blocked b scales (and zero points).
     out : array, optional

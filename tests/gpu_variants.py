@@ -512,6 +512,8 @@ def _intmm_sums(M):
                 results += _intmm(xp, a, b, to, kmajor=True)
         a, b = _matmul_operands(rng, M, 512, 9, I8, U4, batch=(2,))
         results += _intmm(xp, a, b, F32, per_batch=True)
+        a, b = _matmul_operands(rng, M, 100, 64, U8, I4)  # a bfloat16 out, written by the finish pass
+        results += _intmm(xp, a, b, BF16)
         return results
     return fn
 

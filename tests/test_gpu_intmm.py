@@ -98,25 +98,32 @@ def test_edge_values(gpu):
     same(dmlq.matmul_integer_to_float, big[:, ::2], np.float32(0.1), None, b[:25], np.float32(0.2), None)
 
 
-@pytest.mark.parametrize("m,k,n,block,packed", [(40, 70, 9, None, False), (3, 64, 33, 32, False),
-                                                (20, 100, 7, 48, True), (40, 96, 5, 32, True), (2, 10, 3, 3, False)])
-def test_bfloat16_out_scales_and_bias(gpu, m, k, n, block, packed):
-    """bfloat16 scales, bias and out (CuPy 14 holds bfloat16) on each path selection takes: the
-    float32 kernels into a temporary, rounded by CuPy's cast, bit for bit the NumPy result (itself
-    the float32 result rounded once: tests/test_intmm.py); the plan says so."""
+@pytest.mark.parametrize("m,k,n,block,packed,native", [
+    (40, 70, 9, None, False, False), (3, 64, 33, 32, False, True), (20, 100, 7, 48, True, False),
+    (40, 96, 5, 32, True, False), (2, 10, 3, 3, False, True), (5, 64, 9, None, True, True)])
+def test_bfloat16_out_scales_and_bias(gpu, m, k, n, block, packed, native):
+    """bfloat16 scales, bias and out (CuPy 14 holds bfloat16) on each path selection takes, bit for
+    bit the NumPy result (itself the float32 result rounded once: tests/test_intmm.py): written by
+    the grouped stream kernel's finish pass where the plan ends there (``native``: M <= 16, the
+    chunks' or groups' sums), else the float32 kernels into a temporary that CuPy's cast rounds;
+    the plan says which."""
     rng = np.random.default_rng(m + k + n)
     groups = -(-k // block) if block else 1
     a, b = q(rng, U8, (m, k)), q(rng, I4 if packed else I8, (k, n))
     b_s = rng.uniform(-1, 1, (groups, n)).astype(BF16)
     b_s[0, 0] = 3e38  # a float32 result past bfloat16's largest finite value
+    b_s[-1, -1] = np.nan
     bias = rng.uniform(-50, 50, n).astype(BF16)
     b = dmlq.pack(b) if packed else b
     args = (a, rng.uniform(1e-3, 1, (m, 1)).astype(BF16), q(rng, U8, (m, 1)), b, b_s, None, bias)
     with np.errstate(all="ignore"):
         same(dmlq.matmul_integer_to_float, *args, dtype=BF16, block_size=block)
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, *(dev(x) for x in args), dtype=BF16, block_size=block))
-    assert "bfloat16 out: a float32 temporary rounded by CuPy's cast" in plan.splitlines()[0], plan
-    assert "float16" not in plan.replace("bfloat16", ""), plan  # the float32 kernels
+    if native:
+        assert "matmul_stream_grouped_finish<bfloat16>" in plan and "temporary" not in plan, plan
+    else:
+        assert "bfloat16 out: a float32 temporary rounded by CuPy's cast" in plan.splitlines()[0], plan
+        assert "float16" not in plan.replace("bfloat16", ""), plan  # the float32 kernels
 
 
 def test_selection_and_refusals(gpu):

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UnsupportedError
-from . import device, intmm_tiled
+from . import device, intmm_tiled, qmm_stream
 from .device import NULL
 from .matmul import batch_rows
 from .packed import TAGS, PackedView, stored_shape, to_rows
@@ -184,8 +184,9 @@ def plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
     return intmm_tiled.plan_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed)
 
 
-# A bfloat16 out (the kernels' float outputs are float32 and float16): the float32 result in a
-# temporary, rounded by CuPy's cast (ties to even, as docs/semantics.md's one rounding).
+# A bfloat16 out: the grouped stream kernel's finish pass writes it (the plans at M <= 16 that end
+# there, qmm_stream.FLOAT_OUT); the others' float outputs are float32 and float16, so their float32
+# result goes to a temporary that CuPy's cast rounds (ties to even, docs/semantics.md's one rounding).
 _BF16_NOTE = "bfloat16 out: a float32 temporary rounded by CuPy's cast (to nearest even)"
 
 
@@ -194,12 +195,24 @@ def _float32_out(out):
     return None if np.dtype(out.dtype) in OUT_TYPES else device.Fresh(out.shape, np.float32)
 
 
+def _writes_bfloat16(plan) -> bool:
+    """Whether a plan for a float32 out ends in the pass that writes a bfloat16 out itself."""
+    return bool(plan.launches) and plan.launches[-1].kernel == qmm_stream.grouped_finish_name("float")
+
+
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Plan:
-    if (dense := _float32_out(out)) is not None:
-        plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, dense,
-                                            block_size, b_packed)
-        return dataclasses.replace(plan, notes=plan.notes + (_BF16_NOTE,)) if plan.launches else plan
+    args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias)
+    if (dense := _float32_out(out)) is None:
+        return _plan_float(*args, out, block_size, b_packed)
+    plan = _plan_float(*args, dense, block_size, b_packed)
+    if _writes_bfloat16(plan):
+        return _plan_float(*args, out, block_size, b_packed)
+    return dataclasses.replace(plan, notes=plan.notes + (_BF16_NOTE,)) if plan.launches else plan
+
+
+def _plan_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out, block_size=None,
+                b_packed=None) -> Plan:
     if _tiled(a, block_size):
         return intmm_tiled.plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                                         out, block_size, b_packed=b_packed)
@@ -273,23 +286,27 @@ def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
 
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Runner:
-    if (dense := _float32_out(out)) is not None:
-        inner = bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, dense,
-                                             block_size, b_packed)
-        if not inner.plan.launches:
-            return inner
-        xp = device.xp()
+    args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias)
+    if (dense := _float32_out(out)) is None or _writes_bfloat16(_plan_float(*args, dense, block_size, b_packed)):
+        return _bind_float(*args, out, block_size, b_packed)
+    inner = _bind_float(*args, dense, block_size, b_packed)
+    if not inner.plan.launches:
+        return inner
+    xp = device.xp()
 
-        def call(*args):
-            tmp = xp.empty(dense.shape, np.float32)
-            inner(*args[:-1], tmp)
-            args[-1][...] = tmp  # (one elementwise pass: the cast, to nearest even, into out as it lies)
-        return Runner(dataclasses.replace(inner.plan, notes=inner.plan.notes + (_BF16_NOTE,)), call)
+    def call(*args):
+        tmp = xp.empty(dense.shape, np.float32)
+        inner(*args[:-1], tmp)
+        args[-1][...] = tmp  # (one elementwise pass: the cast, to nearest even, into out as it lies)
+    return Runner(dataclasses.replace(inner.plan, notes=inner.plan.notes + (_BF16_NOTE,)), call)
+
+
+def _bind_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out, block_size=None,
+                b_packed=None) -> Runner:
     if _tiled(a, block_size):
         return intmm_tiled.bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                                         out, block_size, b_packed=b_packed)
-    plan = plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
-                                        block_size, b_packed)
+    plan = _plan_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out, block_size, b_packed)
     if not isinstance(plan.detail, _Detail):  # the grouped stream kernel's plan (intmm_tiled.plan_odd_groups)
         return intmm_tiled._bind(plan, a, b, out, b_packed, a_scale, a_zero_point, b_scale, b_zero_point, bias)
     if not plan.launches:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UnsupportedError
+from ..qtypes import BFLOAT16_DTYPE
 from . import device, matmul
 from .device import NULL
 from .packed import KMAJOR_TAGS, TAGS, PackedView
@@ -73,7 +74,8 @@ def grouped_finish_name(to: str) -> str:
     return f"matmul_stream_grouped_finish<{to}>"
 
 
-FLOAT_OUT = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16"}
+# (bfloat16: the grouped finish pass rounds to it, common.cuh's from_f32<bfloat16>)
+FLOAT_OUT = {np.dtype(np.float32): "float", np.dtype(np.float16): "float16", BFLOAT16_DTYPE: "bfloat16"}
 SUM_OUT = {**FLOAT_OUT, np.dtype(np.int32): "int"}  # the grouped finish pass: matmul_integer's int32 too
 # packed 4-bit, 8-bit, K-major 8-bit, K-major packed 4-bit
 B_TYPES = tuple(TAGS.values()) + matmul.QTYPES + tuple(KM_TAGS.values()) + tuple(KMAJOR_TAGS.values())
