@@ -166,6 +166,12 @@ _PACKED_OPERANDS = {"quantize_linear": ("scale", "zero_point"), "dequantize_line
 _BY_VALUE = ("quantized_matmul", "matmul_integer", "matmul_integer_to_float")
 
 
+def _four_bit_values(codes, dtype_name):
+    """int4 / uint4 codes (a uint8 tensor, the code in the low bits) as int8 / uint8 values: an
+    int4 code's sign bit extended, (c ^ 8) - 8."""
+    return (codes ^ 8).to(torch.int8) - 8 if dtype_name == "int4" else codes
+
+
 def _packed_tensor(fname, name, p, as_tensor):
     """A dmlq.Packed operand as the tensor of its torch dtype (torch.int4 ..., one element a byte, the
     code in the low bits), unpacked by tensor operations that torch.compile and torch.export trace (the
@@ -202,11 +208,8 @@ def _packed_tensor(fname, name, p, as_tensor):
     if bits < 8:  # element i in bits (i % k) * bits and up of byte i // k: the first in the low bits
         mask = (1 << bits) - 1
         data = torch.stack([(data >> s) & mask for s in range(0, 8, bits)], dim=-1).reshape(-1)[:size]
-    if fname in _BY_VALUE:  # int4 / uint4 (checked above for b; b's zero point has b's type)
-        if p.dtype == "int4":  # the code's sign bit extended: (c ^ 8) - 8
-            return ((data ^ 8).to(torch.int8) - 8).reshape(shape)
-        if p.dtype == "uint4":
-            return data.reshape(shape)
+    if fname in _BY_VALUE and p.dtype in ("int4", "uint4"):  # (b is checked above; its zero point has its type)
+        return _four_bit_values(data, p.dtype).reshape(shape)
     return data.reshape(shape).view(t)
 
 
@@ -398,9 +401,8 @@ def _traced_form(fname):
         if by_value:
             for n in ("b", "b_zero_point"):  # a 4-bit tensor beside a Packed one (by value): by value too
                 v = values[n]
-                if isinstance(v, torch.Tensor) and v.dtype in (torch.int4, torch.uint4):
-                    codes = v.view(torch.uint8)  # (one element a byte, the code in the low bits)
-                    values[n] = ((codes ^ 8).to(torch.int8) - 8) if v.dtype == torch.int4 else codes
+                if isinstance(v, torch.Tensor) and v.dtype in (torch.int4, torch.uint4):  # (one element a byte)
+                    values[n] = _four_bit_values(v.view(torch.uint8), str(v.dtype).rpartition(".")[2])
         # data given as numbers or lists (beside tensors: it is traced) as the eager call takes it:
         # quantize's x and matmul_integer_to_float's bias become float32, integer data is refused
         # (a TypeError here: Dynamo then runs the call eagerly, whose error it is; fullgraph=True
