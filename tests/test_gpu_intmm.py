@@ -126,6 +126,23 @@ def test_bfloat16_out_scales_and_bias(gpu, m, k, n, block, packed, native):
         assert "float16" not in plan.replace("bfloat16", ""), plan  # the float32 kernels
 
 
+def test_bfloat16_out_into_a_strided_view(gpu):
+    """out= a strided bfloat16 view, on both bfloat16 paths (M = 3: the finish pass, through a
+    temporary of out's type; M = 40: the float32 temporary's cast into the view): its elements
+    the fresh call's, the bytes between them untouched."""
+    rng = np.random.default_rng(44)
+    for m in (3, 40):
+        a, b = q(rng, U8, (m, 64)), q(rng, I8, (64, 9))
+        want = dmlq.matmul_integer_to_float(a, np.float32(0.1), np.uint8(3), b, np.float32(0.2), None, dtype=BF16)
+        big = S.module.asarray(np.full((m, 20), 7, BF16))
+        out = big[:, ::2][:, :9]
+        assert dmlq.matmul_integer_to_float(dev(a), np.float32(0.1), np.uint8(3), dev(b), np.float32(0.2), None,
+                                            out=out) is out
+        host = big.get()
+        assert np.array_equal(host[:, ::2][:, :9].view(np.uint16), want.view(np.uint16))
+        assert (host[:, 1::2].astype(F32) == 7).all() and (host[:, 18].astype(F32) == 7).all()
+
+
 def test_selection_and_refusals(gpu):
     assert [G.select_variant(m) for m in (1, 2, 4, 5, 16, 17)] == \
         ["stream-m1", "stream-m4", "stream-m4", "stream-m16", "stream-m16", None]
