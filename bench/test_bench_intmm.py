@@ -33,6 +33,9 @@ tensor cores' ``mma-grouped``, ``dmlq:dp4a-wide`` forced beside it).
 row is the kernels' device time without the host's enqueue (the second H100 run: 50-94 us of
 host time per call at these sizes, as long as the kernels) -- what a serving stack that
 captures its decode step gets, and the row the bandwidth target judges the kernels by.
+``dmlq:auto:bfloat16``: auto's call with a bfloat16 out (the int8 b and blocked packed b groups):
+written by the grouped stream kernel's finish pass at M <= 16, a float32 temporary rounded by
+CuPy's cast past it, so the row beside ``dmlq:auto`` prices that pass.
 ``dmlq:auto:w.T`` / ``dmlq:graph:w.T``: the same calls with the packed b held K-major
 (``dmlq.pack(w).mT``, torch's and MatMulNBits' layout; the scales as in the other rows, so the
 rows differ in b's layout alone), which the stream kernels read as it is (``kmajor_uint4`` / ``kmajor_int4``), at the
@@ -214,6 +217,9 @@ WT, WT_GRAPH = "dmlq:auto:w.T", "dmlq:graph:w.T"
 # table, zero points a Packed (N, groups)'s .mT, made into the kernels' table by packed_table.cu in one
 # launch): eagerly, beside dmlq:auto:w.T (the same b with a zero point of 8): the host's share of a call
 NBITS = "dmlq:auto:nbits"
+# The same calls with a bfloat16 out (session 44): at M <= 16 the grouped stream kernel's finish pass writes
+# it, past that the float32 kernels write a temporary that CuPy's cast rounds; beside dmlq:auto (float16)
+BF16_OUT = "dmlq:auto:bfloat16"
 WT_GROUPS = [g for g, (b, m, *rest) in GPU_GROUPS.items()
              if b == "uint8xpacked-uint4->float16" or (b == "qmm-int4" and (m, *rest) in ((1, 8192), (64, 4096),
                                                                                        (1024, 4096)))]
@@ -224,7 +230,8 @@ GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + [(g, GRAPH) for g 
     [(g, MMA16) for g, (b, m, *_) in GPU_GROUPS.items() if b == "uint8xint8->float16" and m == 16] + \
     [(g, i) for g, (b, *_) in GPU_GROUPS.items() if b == QMM_I8 for i in (MMA16, MMA_GRAPH)] + \
     [(g, i) for g in WT_GROUPS for i in (WT, WT_GRAPH)] + \
-    [(g, NBITS) for g, (b, *_) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"]
+    [(g, NBITS) for g, (b, *_) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"] + \
+    [(g, BF16_OUT) for g, (b, *_) in GPU_GROUPS.items() if b in ("uint8xint8->float16", "uint8xpacked-uint4->float16")]
 _COPY_BW: dict = {}
 
 
@@ -235,9 +242,10 @@ def _packed_b(k, n, dtype, kmajor):
     return dmlq.Packed(data, (n, k), dtype).mT if kmajor else dmlq.Packed(data, (k, n), dtype)
 
 
-def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False, nbits=False):
+def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False, nbits=False, odt=f16):
     """(call(out=None), bytes moved, out dtype): the public function as a user calls it;
-    ``kmajor``: a packed b held K-major; ``nbits``: blocked, with MatMulNBits' own tables (NBITS)."""
+    ``kmajor``: a packed b held K-major; ``nbits``: blocked, with MatMulNBits' own tables (NBITS);
+    ``odt``: matmul_integer_to_float's output type (float16, or bfloat16: BF16_OUT)."""
     import cupy
 
     if nbits:
@@ -246,9 +254,9 @@ def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False, nbits=False
         b_s = cupy.full((n, groups), 1e-3, f32).T
         zp = dmlq.Packed(timing.random_array((n * -(-groups // 2),), u8, 2), (n, groups + groups % 2), "uint4")
         zp = zp.mT[..., :groups, :]
-        return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, zp, dtype=f16,
+        return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, zp, dtype=odt,
                                                               block_size=G, out=out),
-                a.nbytes + b.data.nbytes + b_s.nbytes + zp.data.nbytes + out_bytes, f16)
+                a.nbytes + b.data.nbytes + b_s.nbytes + zp.data.nbytes + out_bytes, odt)
 
     packed = "uint4" in b_kind
     if b_kind == QMM_I8:  # no zero points: nothing for the tiles to sum first
@@ -264,19 +272,19 @@ def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False, nbits=False
     if packed and b_kind.endswith("-col->float16"):
         b = dmlq.Packed(timing.random_array((k * n // 2,), u8, 2), (k, n), "uint4")
         b_s = cupy.full(n, 1e-3, f32)
-        return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, 8, dtype=f16, out=out),
-                a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, f16)
+        return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, 8, dtype=odt, out=out),
+                a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, odt)
     if packed:
         g = ODD_G if f"-g{ODD_G}->" in b_kind else G
         b = _packed_b(k, n, "uint4", kmajor)
         b_s = cupy.full((-(-k // g), n), 1e-3, f32)  # (K-major b too: the rows then differ in b alone)
-        return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, 8, dtype=f16,
+        return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, 8, dtype=odt,
                                                               block_size=g, out=out),
-                a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, f16)
+                a.nbytes + b.data.nbytes + b_s.nbytes + out_bytes, odt)
     b = timing.random_array((k, n), i8, 2)
     b_s = cupy.full(n, 1e-3, f32)
-    return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, None, dtype=f16, out=out),
-            a.nbytes + b.nbytes + b_s.nbytes + out_bytes, f16)
+    return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, None, dtype=odt, out=out),
+            a.nbytes + b.nbytes + b_s.nbytes + out_bytes, odt)
 
 
 def _replayed(call, out):
@@ -317,9 +325,10 @@ def _gpu_call(group, impl):
     a_scale = cupy.full((m, 1), 0.02, f32)
     ops = 2 * m * n * k
     out_bytes = m * n * 2
-    if impl in ("dmlq:auto", GRAPH, WT, WT_GRAPH, NBITS):
+    if impl in ("dmlq:auto", GRAPH, WT, WT_GRAPH, NBITS, BF16_OUT):
         call, nbytes, out_dtype = _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=impl in (WT, WT_GRAPH),
-                                             nbits=impl == NBITS)
+                                             nbits=impl == NBITS,
+                                             odt=np.dtype(ml_dtypes.bfloat16) if impl == BF16_OUT else f16)
         if impl in (GRAPH, WT_GRAPH):
             return _replayed(call, cupy.empty((m, n), out_dtype)), nbytes, ops
         return call, nbytes, ops

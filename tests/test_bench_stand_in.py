@@ -108,6 +108,8 @@ def test_intmm_builder_runs_on_the_stand_in(gpu, monkeypatch, group, impl):  # n
     assert want in ran and nbytes > 0 and ops > 0, (ran, want)
     if impl in (B.WT, B.WT_GRAPH, B.NBITS) and want != "matmul_dp4a_wide":  # the packed b held K-major, as it is
         assert all("kmajor_" in launch[0] for launch in S.launches if launch[0].split("<")[0] == want), S.launches
+    if impl == B.BF16_OUT and want == "matmul_stream_grouped":  # the finish pass writes the bfloat16 out
+        assert "matmul_stream_grouped_finish<bfloat16>" in [launch[0] for launch in S.launches], S.launches
     if impl == B.NBITS:  # MatMulNBits' packed zero points: their table in one launch
         assert [launch[0] for launch in S.launches].count("unpack_table<uint8>") == 1, S.launches
     if impl == B.MMA16 and b_kind != B.QMM_I8:  # the tensor cores forced (auto: stream-m16 with a's zero point)
