@@ -733,6 +733,29 @@ def test_cuda_opcheck_and_compile():
 
 
 @pytest.mark.gpu
+def test_bfloat16_linear_layer_on_cuda_tensors():
+    """The W8A8 layer of a bfloat16 model on CUDA tensors (per-token dynamic quantize of a bfloat16
+    x, then matmul_integer_to_float with bfloat16 weight scales, bias and out, at a decode M, where
+    the finish pass writes bfloat16, and past M = 16, where a float32 temporary is rounded): each
+    result the same call's on CPU tensors, bit for bit. Written without a GPU (session 44)."""
+    dev = _cuda()
+    rng = np.random.default_rng(44)
+    w = torch.from_numpy(rng.integers(-128, 128, (96, 40)).astype(np.int8))
+    w_s = torch.from_numpy(rng.uniform(0.01, 0.05, 40).astype(np.float32)).bfloat16()
+    bias = torch.from_numpy(rng.uniform(-2, 2, 40).astype(np.float32)).bfloat16()
+    for m in (3, 40):
+        x = (torch.from_numpy(rng.standard_normal((m, 96)).astype(np.float32)) * 3).bfloat16()
+
+        def layer(x, w, w_s, bias):
+            y, s, z = dmlq.dynamic_quantize_linear(x, per_row=True)
+            return dmlq.matmul_integer_to_float(y, s, z, w, w_s, None, bias, dtype=torch.bfloat16)
+        want = layer(x, w, w_s, bias)
+        got = layer(*(t.to(dev) for t in (x, w, w_s, bias)))
+        assert got.device == dev and got.dtype == torch.bfloat16
+        assert torch.equal(got.cpu().view(torch.int16), want.view(torch.int16)), m
+
+
+@pytest.mark.gpu
 def test_packed_b_of_gpu_bytes_beside_cuda_tensors():
     """A dmlq.Packed b of CuPy bytes (dmlq.pack of a CUDA tensor, or its .mT; MatMulNBits' padded
     rows) beside CUDA tensors: the GPU kernels read it as it is, on torch's current stream, each
