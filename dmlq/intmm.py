@@ -24,10 +24,10 @@ from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, T
 from .dtypes import DataType, plain_dtype
 from .errors import DescError
 from .packed_b import FOUR_BIT, stand_in, take, zero_point as _zero_point
+from .qtypes import BFLOAT16_DTYPE as BF16
 from .typing import CudaArray, DType, HostArray, Index, Operand
 
 _B_TYPES = QUANT + FOUR_BIT
-BF16 = MATMUL_SCALES[-1] if len(MATMUL_SCALES) > 2 else None
 _FLOATS = MATMUL_SCALES  # float32, float16, bfloat16 (scales, bias and the output)
 _B_FIX = "b.astype(np.int8), or an ml_dtypes.int4/uint4 array, or a dmlq.Packed of int4/uint4"
 
@@ -299,8 +299,7 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
     dtype : np.float32 (default), np.float16 or ml_dtypes.bfloat16 (torch.bfloat16 for tensors)
         The output type; without it ``out``'s dtype, else float32. On the GPU a bfloat16
         output is written by the weight-streaming kernels' finish pass (M <= 16 where selection
-        takes them), elsewhere
-        the float32 kernels' result rounded by CuPy's cast (a temporary).
+        takes them), elsewhere the float32 kernels' result rounded by CuPy's cast (a temporary).
     block_size : int, optional
         The K group size of blocked b scales (and zero points).
     out : array, optional

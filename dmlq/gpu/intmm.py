@@ -287,9 +287,11 @@ def bind_matmul_integer(a, a_zero_point, b, b_zero_point, out, b_packed=None) ->
 def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
                                  block_size=None, b_packed=None) -> Runner:
     args = (a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias)
-    if (dense := _float32_out(out)) is None or _writes_bfloat16(_plan_float(*args, dense, block_size, b_packed)):
+    if (dense := _float32_out(out)) is None:
         return _bind_float(*args, out, block_size, b_packed)
     inner = _bind_float(*args, dense, block_size, b_packed)
+    if _writes_bfloat16(inner.plan):
+        return _bind_float(*args, out, block_size, b_packed)
     if not inner.plan.launches:
         return inner
     xp = device.xp()
