@@ -73,13 +73,21 @@ template <> __device__ __forceinline__ float16 from_f32<float16>(float v) {
   return h;
 }
 
-// Ties to even on the low 16 bits (a carry into the exponent rounds up to the next binade, or
-// from the largest finite value to inf); a NaN stays a NaN of its sign (made quiet, so that the
-// truncation cannot leave an infinity's code).
-template <> __device__ __forceinline__ bfloat16 from_f32<bfloat16>(float v) {
+// float32 -> bfloat16 in the top half of a word (its low half is left over): ties to even on
+// the low 16 bits (a carry into the exponent rounds up to the next binade, or from the largest
+// finite value to inf); a NaN stays a NaN of its sign (made quiet, so that the truncation cannot
+// leave an infinity's code). Integer arithmetic, no cvt.rn.bf16.f32 (sm_80 on, and the sources
+// do not branch on the arch): a float compare, a select, a shift, a mask and a three-way add.
+__device__ __forceinline__ unsigned bf16_top(float v) {
   const unsigned u = __float_as_uint(v);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return bfloat16{static_cast<unsigned short>((u >> 16) | 0x0040u)};
-  return bfloat16{static_cast<unsigned short>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16)};
+  return v != v ? (u | 0x00400000u) : u + 0x7FFFu + ((u >> 16) & 1u);
+}
+
+// Two bfloat16 of bf16_top in one word, the first in the low half: one byte permute.
+__device__ __forceinline__ unsigned bf16_pair(unsigned top0, unsigned top1) { return __byte_perm(top0, top1, 0x7632); }
+
+template <> __device__ __forceinline__ bfloat16 from_f32<bfloat16>(float v) {
+  return bfloat16{static_cast<unsigned short>(bf16_top(v) >> 16)};
 }
 
 template <typename Q> struct qlimits;

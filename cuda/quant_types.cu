@@ -58,10 +58,14 @@
 // bfloat16 (session 44): x read and y written in the kernels (they were a float32 copy before or
 // after, 10 bytes an element more). Reading is a shift (quantize from bfloat16 takes float16's
 // counts: 16.2 an element to int8); writing rounds the float32 product to nearest even in integer
-// arithmetic (common.cuh from_f32<bfloat16>: no arch-gated cvt.rn.bf16.f32), 13.0-14.1 an
-// element from the integer types and 16-20 from float8/float4, against float16's 5.8-12.8; the
-// H100's ~25 instructions an element for dequantize int4 -> bfloat16 (2.5 bytes at 3.35 TB/s) keep
-// it bytes-bound, the H200's ~17 (4.8 TB/s) leave float8 -> bfloat16 a little issue-bound.
+// arithmetic (common.cuh bf16_top: no arch-gated cvt.rn.bf16.f32), a pair at a time since
+// session 45 (ChunkOut: each rounded word's top half, the pair in one byte permute; before, each
+// result was shifted down, then shifted and ORed into its word, the NaN test an integer compare):
+// 10.9-11.9 an element from the integer types (13.0-14.1 before) and 13.8-17.8 from float8/float4
+// (16.0-20.2), against float16's 5.8-12.8. Budget: dequantize int4 / float4 -> bfloat16 is 2.5
+// bytes an element, ~25 instructions on the H100 (3.35 TB/s), ~17 on the H200 (4.8 TB/s), where
+// float4's 16.0 sat within 6 %; float8 -> bfloat16 is 3 bytes, ~20 on the H200, where e5m2's 20.2
+// sat past it.
 // Where each element has its own parameter, a chunk whose elements take neighbouring ones
 // (inner > 1: blocks along an axis before the last, as an ONNX (K, N) weight blocked along K)
 // loads them side by side and steps the walker once (Walker::neighbours): static chunk paths of
@@ -270,9 +274,25 @@ template <> __device__ __forceinline__ void put_out<float>(unsigned* w, int k, f
 template <> __device__ __forceinline__ void put_out<float16>(unsigned* w, int k, float16 v) {
   w[k / 2] |= static_cast<unsigned>(v.bits) << (16 * (k % 2));
 }
-template <> __device__ __forceinline__ void put_out<bfloat16>(unsigned* w, int k, bfloat16 v) {
-  w[k / 2] |= static_cast<unsigned>(v.bits) << (16 * (k % 2));
-}
+
+// A 16-byte chunk's C outputs: value(k) for k = 0 .. C - 1, called in that order, rounded to Y
+// and packed into the chunk's words (zeroed before); bfloat16 a pair at a time (bf16_pair: the
+// two rounded words' top halves in one byte permute, no shifts or ORs).
+template <typename Y> struct ChunkOut {
+  template <int C, typename F> __device__ __forceinline__ static void fill(unsigned* chunk, F&& value) {
+#pragma unroll
+    for (int k = 0; k < C; ++k) put_out<Y>(chunk, k, from_f32<Y>(value(k)));
+  }
+};
+template <> struct ChunkOut<bfloat16> {
+  template <int C, typename F> __device__ __forceinline__ static void fill(unsigned* chunk, F&& value) {
+#pragma unroll
+    for (int k = 0; k < C; k += 2) {
+      const unsigned first = bf16_top(value(k));
+      chunk[k / 2] = bf16_pair(first, bf16_top(value(k + 1)));
+    }
+  }
+};
 
 __device__ __forceinline__ int64 global_thread() {
   return static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -655,24 +675,21 @@ qt_dequantize(const unsigned char* __restrict__ q, Y* __restrict__ y, int64 n, i
             if (!whole) p.at(w.index());
             const float s = p.s;
             const int z = p.z;
-#pragma unroll
-            for (int k = 0; k < C; ++k) put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code_at(k), z), s)));
+            ChunkOut<Y>::template fill<C>(chunk, [&](int k) { return ieee_mul(dequant_value<T>(code_at(k), z), s); });
             if (!whole) w.skip(C);
           } else if (w.template neighbours<kLastNeighbours>(C)) {  // one parameter an element, neighbours in memory
             const int64 i0 = w.index();
-#pragma unroll
-            for (int k = 0; k < C; ++k) {
-              const float v = dequant_value<T>(code_at(k), p.zp_at(i0 + k));
-              put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(v, p.scale_at(i0 + k))));
-            }
+            ChunkOut<Y>::template fill<C>(chunk, [&](int k) {
+              return ieee_mul(dequant_value<T>(code_at(k), p.zp_at(i0 + k)), p.scale_at(i0 + k));
+            });
             w.template skip_row<kLastNeighbours>(C);
           } else {
-#pragma unroll
-            for (int k = 0; k < C; ++k) {
+            ChunkOut<Y>::template fill<C>(chunk, [&](int k) {
               p.at(w.index());
-              put_out<Y>(chunk, k, from_f32<Y>(ieee_mul(dequant_value<T>(code_at(k), p.z), p.s)));
+              const float v = ieee_mul(dequant_value<T>(code_at(k), p.z), p.s);
               w.next();
-            }
+              return v;
+            });
           }
           const uint4 v = make_uint4(chunk[0], chunk[1], chunk[2], chunk[3]);
           if constexpr (kStage) stage[warp][lane][c - c0] = v;

@@ -192,7 +192,10 @@ def test_bfloat16_x_and_y_on_their_own_kernels(rng):
     every type, per tensor, per axis and blocked; x's edges (a negative NaN, +-inf, -0, a
     bfloat16 subnormal, its largest finite value) and dequantized products past bfloat16's
     largest finite value, at ties and among its subnormals; bytes equal to the NumPy path's
-    (whose bfloat16 rounding is ml_dtypes'), the plans naming those kernels."""
+    (whose bfloat16 rounding is ml_dtypes'), the plans naming those kernels. Some types also
+    take the chunk loop's other two paths (ChunkOut's pairs in each): blocks along the first
+    axis (neighbouring parameters a chunk) and blocks of 5 along the last (a chunk across
+    blocks, element by element)."""
     bf16 = np.dtype(md.bfloat16)
     x = _x(rng, (4, 40), np.float32)
     neg_nan = np.array([0xFFC00000], np.uint32).view(np.float32)[0]
@@ -200,8 +203,11 @@ def test_bfloat16_x_and_y_on_their_own_kernels(rng):
     xb, gx = x.astype(bf16), cp.asarray(x.astype(bf16))
     layouts = ((dict(), np.float32(0.75)), (dict(axis=0), rng.uniform(0.5, 2, 4).astype(np.float32)),
                (dict(block_size=8), rng.uniform(0.5, 2, (4, 5)).astype(np.float32)))
+    other_paths = ((dict(axis=0, block_size=3), rng.uniform(0.5, 2, (2, 40)).astype(np.float32)),
+                   (dict(block_size=5), rng.uniform(0.5, 2, (4, 8)).astype(np.float32)))
     for name in TYPES:
-        for kw, sc in layouts:
+        more = other_paths if name in ("int8", "uint4", "int2", "float8_e5m2", "float4_e2m1fn") else ()
+        for kw, sc in layouts + more:
             z = _zero_point(rng, name, np.shape(sc))
             with np.errstate(all="ignore"):
                 want = dmlq.quantize_linear(xb, sc, z, dtype=name, **kw)
