@@ -103,6 +103,9 @@ def plain_dtype(dtype):
     name = torch_name(dtype)
     from .qtypes import QTYPES, BFLOAT16_DTYPE
 
+    if name == "float4_e2m1fn_x2":  # torch's float4_e2m1fn, two elements a byte (dmlq.torch_dtypes)
+        name = "float4_e2m1fn"
+
     if name == "bfloat16" and BFLOAT16_DTYPE is not None:
         return BFLOAT16_DTYPE
     q = QTYPES.get(name)

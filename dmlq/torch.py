@@ -22,7 +22,9 @@ The public functions take torch tensors (dmlq.adapters sends such calls here):
   the one-byte types as views of the tensor's memory; the 4-bit and 2-bit types packed
   into a buffer, and a result unpacked into the output tensor); the output tensor's
   type and shape come from the checks on NumPy stand-ins of the operands (the logical
-  result). float4_e2m1fn has no such torch dtype and is refused.
+  result). float4_e2m1fn is torch's float4_e2m1fn_x2, two values of the last axis a byte
+  (ONNX's order): unpacked on CPU, its bytes as they are on CUDA, a result packed (C order;
+  an odd last axis refused).
 - Every tensor of a call must be on one device (a CPU scale for a CUDA x is a
   ``ValueError``). NumPy arrays beside CPU tensors are taken (host memory, as
   before); beside CUDA tensors, and CuPy arrays or a non-tensor ``out=`` beside
@@ -57,7 +59,8 @@ from . import adapters, dispatch, layout
 from .calls import output_meta
 from .gpu import capture
 from .packing import Packed, TransposedPacked, remade
-from .torch_dtypes import _TO_NUMPY, _VIEWED, _from_numpy, _is_fake, numpy_dtype, torch_dtype
+from .torch_dtypes import (_TO_NUMPY, _VIEWED, _from_numpy, _is_fake, logical_shape, numpy_dtype, pair_shape, pairs,
+                           torch_dtype, unpack_pairs)
 from .torch_stream import cuda_scope
 from .torch_traced import _polyfill, out_refused
 
@@ -77,6 +80,7 @@ def _in_torch_words(e: Exception, names) -> Exception:
     msg = str(e)
     if ": dtype must be " in msg:
         msg = re.sub(r"\b(?:np|ml_dtypes)\.(u?int8|float16|float32|bfloat16)\b", r"torch.\1", msg)
+        msg = re.sub(r"; got dtype\('(\w+)'\)$", r"; got torch.\1", msg)
         msg = msg.replace("(a NumPy or ml_dtypes dtype, or its name)",
                           "(a torch dtype, a NumPy or ml_dtypes dtype, or its name)")
     for name in names:
@@ -109,6 +113,9 @@ def _checked(fname, values, out, names):
     tensors, others = [], False
     for name, v in zip(names + ("out",), (*values, out)):
         if isinstance(v, torch.Tensor):
+            if v.ndim == 0 and pairs(v.dtype):
+                raise ValueError(f"{fname}: {name} is a 0-d torch.float4_e2m1fn_x2 tensor, whose byte holds two "
+                                 f"float4 values of no shape; pass {name}.reshape(1) (two values)")
             tensors.append(v)
             if device is None:
                 first, device = name, v.device
@@ -165,6 +172,8 @@ def _numpy(fname, name, t):
                         f"integers), with {name}.q_scale() and {name}.q_zero_point() (or q_per_channel_scales()) as "
                         "the scale and zero point")
     try:
+        if pairs(t.dtype):  # float4 values two a byte: unpacked, one a byte as ml_dtypes holds them
+            return unpack_pairs(t.detach().view(torch.uint8).numpy())
         if t.dtype in _VIEWED:
             return t.detach().view(_VIEWED[t.dtype][0]).numpy().view(_TO_NUMPY[t.dtype])
         return t.detach().numpy()
@@ -214,7 +223,7 @@ def _eager_call(fname, values, kwargs, out, names, direct=False):
         raise TypeError(f"{fname}: the tensors are on {device}; dmlq runs CPU and CUDA tensors (pass .cpu() or "
                         ".cuda() tensors)")
     if out is None and fname in layout.ELEMENTWISE and not layout.C_ORDER.get() \
-            and not layout.leads_in_c_order(fname, names, values):
+            and not layout.leads_in_c_order(fname, names, values) and not _packs_pairs(values, kwargs):
         order = layout.result_order(fname, names, values, _elementwise_shape(fname, names, values, kwargs))
         if order is not None:  # a new result in the input's memory order (dmlq.layout), as torch's ops give
             return layout.call_in_order(lambda *vs, **kw: _eager_call(fname, vs, kw, None, names), order, values,
@@ -232,21 +241,33 @@ def _eager_call(fname, values, kwargs, out, names, direct=False):
                 torch.autograd.graph.increment_version(out)
             return result
         args = {n: _numpy(fname, n, v) if isinstance(v, torch.Tensor) else v for n, v in zip(names, values)}
+        target = None if out is None else _numpy(fname, "out", out)  # (float4_e2m1fn_x2: a copy, packed after)
         # NumPy arrays only: the public function itself, without the wrapper that keeps a CUDA graph's
         # allocations and turns Dynamo off (dmlq.gpu.capture.guarded; Dynamo is off here already)
-        result = fn.__wrapped__(**args, **kwargs, out=None if out is None else _numpy(fname, "out", out))
+        result = fn.__wrapped__(**args, **kwargs, out=target)
     except (TypeError, ValueError, NotImplementedError) as e:
         raise _in_torch_words(e, [n for n, v in zip(names + ("out",), (*values, out))
                                   if isinstance(v, torch.Tensor)]) from None
     if out is not None:
+        if pairs(out.dtype):
+            out.view(torch.uint8).copy_(_from_numpy(target).view(torch.uint8))
         torch.autograd.graph.increment_version(out)  # (written through NumPy: autograd sees the write)
         return out
     if not isinstance(result, np.ndarray):  # dmlq.kernel_plan or output_meta
         return result
     try:
         return _from_numpy(result)
-    except TypeError as e:  # a result type torch has no dtype for (float4_e2m1fn)
-        raise TypeError(f"{fname}: {e}") from None
+    except (TypeError, ValueError) as e:  # a result type torch has no dtype for; float4 on an odd last axis
+        raise type(e)(f"{fname}: {e}") from None
+
+
+def _packs_pairs(values, kwargs) -> bool:
+    """Whether a float4_e2m1fn_x2 tensor is an operand or ``dtype=`` names float4_e2m1fn: a
+    result in C order then (two values a byte along the last axis: no axis order to give it)."""
+    d = kwargs.get("dtype")
+    if d is not None and (pairs(d) or str(d).lower().endswith("float4_e2m1fn")):
+        return True
+    return any(isinstance(v, torch.Tensor) and pairs(v.dtype) for v in values)
 
 
 def _elementwise_shape(fname, names, values, kwargs):
@@ -357,7 +378,8 @@ def _cuda_call(fn, names, values, kwargs, out, device):
         args = {n: _cuda_form(v, cupy) for n, v in zip(names, values)}
         if out is None:
             if fn.__name__ in _QUANT_OPS and _narrow(values, kwargs):  # the logical result: NumPy stand-ins
-                meta = output_meta(fn, **{n: torch_gpu.stand_in(v, numpy_dtype(v.dtype)) if isinstance(v, torch.Tensor)
+                meta = output_meta(fn, **{n: torch_gpu.stand_in(v, numpy_dtype(v.dtype), logical_shape(v))
+                                          if isinstance(v, torch.Tensor)
                                           else v for n, v in zip(names, values)}, **kwargs)
                 if isinstance(meta, tuple) and len(meta) == 2:
                     output_meta(fn, **args, **kwargs)  # the GPU path's own checks, before allocating
@@ -386,7 +408,7 @@ def _hint(size) -> int:
 
 def _stand_in(t):
     """A NumPy array with ``t``'s shape (sizes' hints) and dtype that holds one element (zero strides)."""
-    shape = tuple(_hint(s) for s in t.shape)
+    shape = logical_shape(t, _hint)
     # broadcast_to, not as_strided: NumPy cannot read float8_e5m2's array-interface typestr '<f1'
     return np.broadcast_to(np.zeros((), numpy_dtype(t.dtype)), shape)
 
@@ -463,6 +485,12 @@ def fake(fname, values, kwargs):
 def _empty(fname, names, values, shape, dtype, device, size=int):
     """A new result tensor in the memory order dmlq.layout gives it (pooling: x's axis order;
     the element-wise operators reach here in C order, their operands transposed by call)."""
+    if pairs(dtype):  # float4 values, two a byte along the last axis: C order
+        try:
+            shape = pair_shape(tuple(size(s) for s in shape))
+        except ValueError as e:  # an odd last axis
+            raise ValueError(f"{fname}: {e}") from None
+        return torch.empty(shape, dtype=dtype, device=device)
     order = layout.result_order(fname, names, values, tuple(size(s) for s in shape), size)
     if order is None:
         return torch.empty(shape, dtype=dtype, device=device)

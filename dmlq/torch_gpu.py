@@ -25,8 +25,10 @@ import numpy as np
 from .dtypes import torch_name
 from .packing import Packed, pack, unpack
 from .qtypes import QTYPES
+from .torch_dtypes import logical_shape
 
 E8M0 = "float8_e8m0fnu"
+PAIRS = "float4_e2m1fn_x2"  # torch's float4_e2m1fn, two elements of the last axis a byte
 
 
 
@@ -44,6 +46,8 @@ def to_form(t, byte_dtype, xp, view, bfloat16):
     if name == "bfloat16":
         return raw.view(bfloat16)
     shape = tuple(int(s) for s in t.shape)
+    if name == PAIRS:  # already ONNX's packed bytes (a row's elements in order, the first in the low nibble)
+        return Packed(xp.ascontiguousarray(raw).reshape(-1), logical_shape(t), "float4_e2m1fn")
     if name == E8M0 or QTYPES[name].is_float:
         return Packed(xp.ascontiguousarray(raw).reshape(-1), shape, name)
     q = QTYPES[name]
@@ -55,7 +59,7 @@ def out_form(t, byte_dtype, xp, view, bfloat16):
     view of ``t``'s memory (finish does nothing); for the 4-bit and 2-bit types a packed
     buffer that finish() unpacks into ``t``'s bytes."""
     name = torch_name(t.dtype)
-    if name == "bfloat16" or QTYPES[name].is_float:
+    if name == PAIRS or name == "bfloat16" or QTYPES[name].is_float:
         if name != "bfloat16" and not t.is_contiguous():
             raise ValueError(f"out: a {name} out tensor must be contiguous (it is written as its bytes); pass "
                              "a contiguous tensor or leave out=None")
@@ -69,8 +73,9 @@ def out_form(t, byte_dtype, xp, view, bfloat16):
     return buf, finish
 
 
-def stand_in(t, numpy_dtype):
-    """A NumPy stand-in of tensor ``t`` (zeros broadcast to its shape, NumPy's form of its
-    dtype): dmlq.calls.output_meta on stand-ins gives the logical result (the type and shape
-    a tensor holds), where the GPU form of a narrow type would be bytes."""
-    return np.broadcast_to(np.zeros((), numpy_dtype), tuple(int(s) for s in t.shape))
+def stand_in(t, numpy_dtype, shape=None):
+    """A NumPy stand-in of tensor ``t`` (zeros broadcast to its shape, or to the ``shape`` of
+    the values it holds, NumPy's form of its dtype): dmlq.calls.output_meta on stand-ins gives
+    the logical result (the type and shape a tensor holds), where the GPU form of a narrow type
+    would be bytes."""
+    return np.broadcast_to(np.zeros((), numpy_dtype), tuple(int(s) for s in (t.shape if shape is None else shape)))

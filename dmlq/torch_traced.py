@@ -191,8 +191,8 @@ def _packed_tensor(fname, name, p, as_tensor):
     t = getattr(torch, p.dtype, None) if isinstance(p.dtype, str) else None
     if t is None or t not in _TO_NUMPY:
         raise TypeError(f"{fname}: {name} is a dmlq.Packed of {p.dtype}, which torch holds in no dtype of one "
-                        "element a byte (float4_e2m1fn: torch.float4_e2m1fn_x2 packs two); call dmlq on NumPy "
-                        "arrays, outside torch.compile")
+                        "element a byte; pass float4 values as a torch.float4_e2m1fn_x2 tensor (two of the last "
+                        "axis a byte), or call dmlq on NumPy arrays, outside torch.compile")
     if not isinstance(p.data, np.ndarray):
         raise TypeError(f"{fname}: {name} is a dmlq.Packed whose data is not a NumPy array; beside torch tensors "
                         f"pass a Packed of NumPy bytes (dmlq.pack of a NumPy array or a CPU tensor), or {name} as "

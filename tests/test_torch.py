@@ -410,10 +410,11 @@ def test_torch_callers_get_torch_words_and_the_whole_list():
     with pytest.raises(TypeError, match=r"zero_point=torch.tensor\(0, dtype=torch.uint8\)"):
         dmlq.quantize_linear(x, 0.1, torch.tensor(1.0))
     with pytest.raises(TypeError, match=r"quantize_linear: dtype must be a quantized type: one of int8, .* got "
-                                        r"torch.float4_e2m1fn_x2"):
-        dmlq.quantize_linear(x, 0.1, dtype=torch.float4_e2m1fn_x2)
-    with pytest.raises(TypeError, match=r"^quantize_linear: dtype: float4_e2m1fn has no torch dtype"):
-        dmlq.quantize_linear(x, 0.1, dtype="float4_e2m1fn")
+                                        r"torch.complex64"):
+        dmlq.quantize_linear(x, 0.1, dtype=torch.complex64)
+    with pytest.raises(ValueError, match=r"^quantize_linear: a float4_e2m1fn result of shape \(5,\) has a last axis "
+                                         r"of 5 elements; torch holds float4 values as torch.float4_e2m1fn_x2"):
+        dmlq.quantize_linear(torch.randn(5), 0.1, dtype="float4_e2m1fn")
     with pytest.raises(TypeError, match=r"pack: x is a torch.uint8 tensor: say which type its codes are"):
         dmlq.pack(torch.zeros(3, dtype=torch.uint8))
     with pytest.raises(TypeError, match=r"unpack: the packed data is a torch tensor"):

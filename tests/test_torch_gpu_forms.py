@@ -81,6 +81,37 @@ def test_out_forms_fill_the_tensor(rng, name):
     np.testing.assert_array_equal(out.view(torch.uint8).numpy(), want.view(np.uint8))
 
 
+def test_float4_x2_forms_are_its_bytes(rng):
+    """A torch.float4_e2m1fn_x2 tensor (n bytes a row) is already the packed form the kernels read:
+    a Packed of its bytes (the tensor's memory where contiguous, a C-order copy where strided) with
+    the values' shape (2 n a row); as out= the Packed is its memory (contiguous only)."""
+    x2 = torch.float4_e2m1fn_x2
+    codes = rng.integers(0, 16, (5, 12)).astype(np.uint8)
+    values = codes.view(md.float4_e2m1fn)
+    data = codes[:, 0::2] | (codes[:, 1::2] << 4)  # torch's header: val1 : val0, the first in bits 3..0
+    t = torch.from_numpy(data.copy()).view(x2)
+    form = _cpu_form(t)
+    assert isinstance(form, dmlq.Packed) and form.shape == (5, 12) and form.dtype == "float4_e2m1fn"
+    assert np.shares_memory(form.data, t.view(torch.uint8).numpy())
+    np.testing.assert_array_equal(dmlq.unpack(form).view(np.uint8), codes)
+    wide = torch.from_numpy(np.concatenate([data, data], 1)).view(x2)[:, 6:]  # strided rows
+    np.testing.assert_array_equal(dmlq.unpack(_cpu_form(wide)).view(np.uint8), codes)
+    s = rng.uniform(0.1, 2, (5, 3)).astype(np.float32)
+    got = dmlq.dequantize_linear(form, s, block_size=4)
+    np.testing.assert_array_equal(got.view(np.uint32), dmlq.dequantize_linear(values, s, block_size=4).view(np.uint32))
+    out = torch.empty(5, 6, dtype=x2)
+    target, finish = _cpu_form(out, as_out=True)
+    assert target.shape == (5, 12) and np.shares_memory(target.data, out.view(torch.uint8).numpy())
+    target.data[...] = dmlq.pack(values).data  # what the kernel writes
+    finish()
+    np.testing.assert_array_equal(out.view(torch.uint8).numpy(), data)
+    with pytest.raises(ValueError, match=r"out: a float4_e2m1fn_x2 out tensor must be contiguous"):
+        _cpu_form(torch.empty(5, 12, dtype=torch.uint8)[:, :6].view(x2), as_out=True)
+    meta = dmlq.calls.output_meta(dmlq.dequantize_linear, torch_gpu.stand_in(t, md.float4_e2m1fn, (5, 12)),
+                                  np.float32(1))
+    assert meta == ((5, 12), np.dtype(np.float32))
+
+
 def test_stand_in_gives_the_logical_result():
     x = torch.zeros(6, 10)
     meta = dmlq.calls.output_meta(dmlq.quantize_linear, torch_gpu.stand_in(x, np.float32), np.float32(1),
@@ -139,6 +170,28 @@ def test_cuda_tensors_of_every_narrow_type(rng, name):
         out = torch.empty_like(q)
         assert dmlq.quantize_linear(x.to(dev), s.to(dev), dtype=name, block_size=16, out=out) is out
         assert torch.equal(out.cpu().view(torch.uint8), want.view(torch.uint8))
+
+
+@pytest.mark.gpu
+def test_cuda_float4_e2m1fn_x2_tensors(rng):
+    """float4 on CUDA tensors: torch.float4_e2m1fn_x2 in and out, its bytes handed to the kernels as
+    they lie (no packing pass), the same bytes as the CPU path's; e8m0 scales of 32-blocks (MXFP4)."""
+    dev = _cuda()
+    x2 = torch.float4_e2m1fn_x2
+    x = torch.from_numpy((rng.standard_normal((6, 64)) * 5).astype(np.float32))
+    e = torch.from_numpy(rng.integers(124, 130, (6, 2)).astype(np.uint8)).view(torch.float8_e8m0fnu)
+    q = dmlq.quantize_linear(x.to(dev), e.to(dev), dtype=x2, block_size=32)
+    want = dmlq.quantize_linear(x, e, dtype=x2, block_size=32)
+    assert q.device.type == "cuda" and q.dtype == x2 and q.shape == (6, 32)
+    assert torch.equal(q.cpu().view(torch.uint8), want.view(torch.uint8))
+    for odt in (torch.float32, torch.bfloat16):
+        y = dmlq.dequantize_linear(q, e.to(dev), block_size=32, dtype=odt)
+        yw = dmlq.dequantize_linear(want, e, block_size=32, dtype=odt)
+        bits = torch.int16 if odt == torch.bfloat16 else torch.int32
+        assert y.shape == (6, 64) and torch.equal(y.cpu().view(bits), yw.view(bits))
+    out = torch.empty_like(q)
+    assert dmlq.quantize_linear(x.to(dev), e.to(dev), dtype="float4_e2m1fn", block_size=32, out=out) is out
+    assert torch.equal(out.cpu().view(torch.uint8), want.view(torch.uint8))
 
 
 @pytest.mark.gpu

@@ -1,10 +1,11 @@
 """The quantized types beyond int8 through the torch adapter (CPU tensors).
 
 torch 2.13 has a dtype of the same name for bfloat16, the four float8 types and
-int4/uint4/int2/uint2 (one element per byte, as ml_dtypes in NumPy); float4_e2m1fn has
-none (torch.float4_e2m1fn_x2 packs two per byte) and is refused. Expected values come
-from dmlq.reference on NumPy arrays; tensors are compared through views of their bytes
-(torch implements no comparison for its 4-bit and 2-bit dtypes).
+int4/uint4/int2/uint2 (one element per byte, as ml_dtypes in NumPy); float4_e2m1fn is
+torch.float4_e2m1fn_x2, two elements of the last axis a byte (the first in the low nibble, as
+torch's c10 header draws it), so its tensors are half as long on that axis as the values they
+hold. Expected values come from dmlq.reference on NumPy arrays; tensors are compared through
+views of their bytes (torch implements no comparison for its 4-bit and 2-bit dtypes).
 """
 from __future__ import annotations
 
@@ -131,10 +132,71 @@ def test_fake_implementation_gives_narrow_shapes_and_dtypes():
             torch.ops.dmlq.dequantize_linear.tensor(q, torch.empty(4, 3), None, block_size=3, axis=1)
 
 
-def test_float4_and_cuda_narrow_tensors_are_refused_clearly():
+def _pairs(codes):
+    """float4 codes (..., 2 n) as torch.float4_e2m1fn_x2's bytes (..., n): torch's header draws a
+    byte as val1 : val0, the first value in bits 3..0."""
+    codes = np.asarray(codes).view(np.uint8) & 0x0F
+    return codes[..., 0::2] | (codes[..., 1::2] << 4)
+
+
+def test_float4_as_torch_float4_e2m1fn_x2(data):
+    """float4_e2m1fn results come back as torch.float4_e2m1fn_x2 tensors of the packed bytes (the
+    last axis halved), and such tensors are taken as q, plain or strided; out= is written in
+    place; C order whatever x's order; an odd last axis and a 0-d tensor refused, named."""
+    x, scale = data
+    x = np.concatenate([x, -x[:, :1]], 1)  # (5, 8): an even last axis, blocks of 3: 3, 3, 2
+    f4, x2 = np.dtype(ml_dtypes.float4_e2m1fn), torch.float4_e2m1fn_x2
+    want = _ref_quantize(x, scale, 1, 3, f4)
+    tx, ts = torch.from_numpy(x), torch.from_numpy(scale)
+    for dtype in ("float4_e2m1fn", x2, f4):
+        got = dmlq.quantize_linear(tx, ts, dtype=dtype, block_size=3)
+        assert got.dtype == x2 and got.shape == (5, 4)
+        np.testing.assert_array_equal(got.view(torch.uint8).numpy(), _pairs(want))
+    op = torch.ops.dmlq.quantize_linear.tensor(tx, ts, None, dtype=x2, block_size=3, axis=1)
+    np.testing.assert_array_equal(op.view(torch.uint8).numpy(), _pairs(want))
+    fx = dmlq.quantize_linear(tx.T.contiguous().T, ts, dtype=x2, block_size=3)  # x in F order: C order out
+    assert fx.is_contiguous() and np.array_equal(fx.view(torch.uint8).numpy(), _pairs(want))
+    for out_dt, np_dt in ((torch.float32, f32), (torch.bfloat16, np.dtype(ml_dtypes.bfloat16))):
+        want_d = _ref_dequantize(want, scale, 1, 3, np_dt)
+        _same(dmlq.dequantize_linear(got, ts, block_size=3, dtype=out_dt), want_d)
+        _same(torch.ops.dmlq.dequantize_linear.tensor(got, ts, None, block_size=3, dtype=out_dt), want_d)
+    wide = torch.cat([got.view(torch.uint8), torch.full((5, 3), 0x77, dtype=torch.uint8)], 1)
+    strided = wide[:, :4].view(x2)  # q's bytes in rows of 7
+    assert not strided.is_contiguous()
+    _same(dmlq.dequantize_linear(strided, ts, block_size=3), _ref_dequantize(want, scale, 1, 3, f32))
+    for out in (torch.empty(5, 4, dtype=x2), torch.empty(5, 9, dtype=torch.uint8)[:, 2:6].view(x2)):
+        out.view(torch.uint8).fill_(0xA5)
+        ptr = out.data_ptr()
+        assert dmlq.quantize_linear(tx, ts, dtype="float4_e2m1fn", block_size=3, out=out) is out
+        assert out.data_ptr() == ptr and np.array_equal(out.view(torch.uint8).numpy(), _pairs(want))
+    with pytest.raises(ValueError, match=r"^quantize_linear: a float4_e2m1fn result of shape \(5, 7\) has a last "
+                                         r"axis of 7 elements; .* torch.float4_e2m1fn_x2, two elements of the last "
+                                         r"axis a byte"):
+        dmlq.quantize_linear(tx[:, :7], ts, dtype=x2, block_size=3)
+    with pytest.raises(ValueError, match=r"^dequantize_linear: q is a 0-d torch.float4_e2m1fn_x2 tensor, whose byte "
+                                         r"holds two float4 values of no shape; pass q.reshape\(1\)"):
+        dmlq.dequantize_linear(got[0, 0], 0.5)
+    with pytest.raises(ValueError, match=r"out must have shape \(5, 8\) \(got \(5, 6\)\)"):
+        dmlq.quantize_linear(tx, ts, dtype="float4_e2m1fn", block_size=3, out=torch.empty(5, 3, dtype=x2))
+
+
+def test_float4_x2_through_opcheck_and_inductor(data):
+    x, _ = data
+    tx = torch.from_numpy(x[1:, :6].copy())  # (4, 6): no NaN (opcheck's comparisons take NaN as a mismatch)
+    q_op, dq_op = torch.ops.dmlq.quantize_linear, torch.ops.dmlq.dequantize_linear
+    x2 = torch.float4_e2m1fn_x2
+    torch.library.opcheck(q_op.default, (tx, 0.25), {"dtype": x2})
+    q = q_op.default(tx, 0.25, dtype=x2)
+    # torch's mutation check copies the inputs (no copy kernel for float4_e2m1fn_x2): the other three
+    for check in ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"):
+        torch.library.opcheck(dq_op.default, (q, 0.25), {"dtype": torch.bfloat16}, test_utils=check)
+    compiled = torch.compile(lambda t: dmlq.quantize_linear(t, 0.25, dtype=x2))  # Inductor, the default
+    got = compiled(tx)
+    assert got.dtype == x2 and got.shape == (4, 3) and torch.equal(got.view(torch.uint8), q.view(torch.uint8))
+
+
+def test_cuda_narrow_tensors_are_refused_clearly():
     x = torch.randn(4, 2)
-    with pytest.raises(TypeError, match=r"float4_e2m1fn has no torch dtype.*float4_e2m1fn_x2 packs two"):
-        dmlq.quantize_linear(x, 0.5, dtype="float4_e2m1fn")
     with pytest.raises(ValueError, match=r"zero_point must be zero \(or None\) for float8_e4m3fn"):
         dmlq.quantize_linear(x, 0.5, torch.ones((), dtype=torch.float8_e4m3fn), precision=torch.float32)
     with pytest.raises(TypeError, match=r"precision must be float32, float16 or bfloat16"):
