@@ -435,11 +435,11 @@ def _pool_size(size, window, stride, start, end, dilation, ceil):
 def _symbolic_shape(fname, values, kwargs):
     """The output's shape in the operands' own sizes (symbolic ones stay symbolic)."""
     v = dict(zip(adapters.operand_names(fname), values))
-    shape = (lambda n: tuple(v[n].shape) if isinstance(v.get(n), torch.Tensor) else tuple(np.shape(v.get(n))))
+    shape = (lambda n: logical_shape(v[n], lambda s: s) if isinstance(v.get(n), torch.Tensor)
+             else tuple(np.shape(v.get(n))))
     if fname in ("quantize_linear", "dequantize_linear"):
-        lead = values[0]
         if kwargs.get("axis") is not None or kwargs.get("block_size") is not None:
-            return tuple(lead.shape)
+            return shape(adapters.operand_names(fname)[0])
         return tuple(torch.broadcast_shapes(*(shape(n) for n in v)))
     if fname == "quantized_add":
         return tuple(torch.broadcast_shapes(*(shape(n) for n in v)))
@@ -487,10 +487,12 @@ def _empty(fname, names, values, shape, dtype, device, size=int):
     the element-wise operators reach here in C order, their operands transposed by call)."""
     if pairs(dtype):  # float4 values, two a byte along the last axis: C order
         try:
-            shape = pair_shape(tuple(size(s) for s in shape))
+            pair_shape(tuple(size(s) for s in shape))  # (the sizes' hints: no guard)
         except ValueError as e:  # an odd last axis
             raise ValueError(f"{fname}: {e}") from None
-        return torch.empty(shape, dtype=dtype, device=device)
+        # a symbolic last axis is specialized (a guard on its value): its half, an expression of floor
+        # division, made Inductor size a later op's result from the first call's sizes
+        return torch.empty(tuple(shape[:-1]) + (int(shape[-1]) // 2,), dtype=dtype, device=device)
     order = layout.result_order(fname, names, values, tuple(size(s) for s in shape), size)
     if order is None:
         return torch.empty(shape, dtype=dtype, device=device)

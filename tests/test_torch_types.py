@@ -190,9 +190,17 @@ def test_float4_x2_through_opcheck_and_inductor(data):
     # torch's mutation check copies the inputs (no copy kernel for float4_e2m1fn_x2): the other three
     for check in ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"):
         torch.library.opcheck(dq_op.default, (q, 0.25), {"dtype": torch.bfloat16}, test_utils=check)
-    compiled = torch.compile(lambda t: dmlq.quantize_linear(t, 0.25, dtype=x2))  # Inductor, the default
-    got = compiled(tx)
+    got = torch.compile(lambda t: dmlq.quantize_linear(t, 0.25, dtype=x2))(tx)  # Inductor, the default
     assert got.dtype == x2 and got.shape == (4, 3) and torch.equal(got.view(torch.uint8), q.view(torch.uint8))
+    # dynamic shapes: the halved last axis is specialized (as a floor division, Inductor once sized the
+    # bfloat16 product below from the first call's width: 8 elements checked against 4); the rows stay dynamic
+    chain = torch.compile(lambda t: dmlq.dequantize_linear(dmlq.quantize_linear(t, 0.25, dtype=x2), 0.25,
+                                                           dtype=torch.bfloat16) * 2, dynamic=True)
+    wide = np.concatenate([x, -x[:, :1]], 1)[1:]  # (4, 8)
+    for rows, width in ((2, 4), (3, 4), (2, 8)):
+        t = torch.from_numpy(wide[:rows, :width].copy())
+        want = dmlq.dequantize_linear(dmlq.quantize_linear(t, 0.25, dtype=x2), 0.25, dtype=torch.bfloat16) * 2
+        assert torch.equal(chain(t).view(torch.int16), want.view(torch.int16)), (rows, width)
 
 
 def test_cuda_narrow_tensors_are_refused_clearly():
