@@ -295,9 +295,9 @@ def test_packed_refusals_on_the_gpu(gpu):
 def test_check_random_covers_the_integer_family(gpu):
     """`python -m dmlq check`'s GPU random part for matmul_integer / matmul_integer_to_float (int8, uint8 and
     packed 4-bit b, M = 1, 5, 16), run through the stand-in: every case equal to the reference."""
-    from dmlq import check
+    from dmlq import check, check_cases
     table = {}
-    for row in check._random_intmm(np.random.default_rng(0)):
+    for row in check_cases._random_intmm(np.random.default_rng(0)):
         ok, detail = check._judge((*row, None), S.module)
         table.setdefault(row[0], []).append((ok, f"{row[1]}: {detail}"))
     assert {op: len(v) for op, v in table.items()} == {"mm_integer": 24, "mm_float": 96}

@@ -203,7 +203,7 @@ def test_plan_and_selection(gpu):
 
 
 def test_dmlq_check_rows_run_mma_grouped(gpu):
-    """``python -m dmlq check``'s tensor-core blocked rows (dmlq.check._random_grouped: int8, K-major
+    """``python -m dmlq check``'s tensor-core blocked rows (dmlq.check_cases._random_grouped: int8, K-major
     uint8 and packed 4-bit b, groups of 32 and 96) and the K-major packed b's blocked rows at M = 130
     run mma-grouped, bit for bit."""
     import cupy_stand_in as S

@@ -124,7 +124,7 @@ def test_columns_off_16_bytes_are_copied(gpu):
 
 
 def test_dmlq_check_rows_read_b_k_major(gpu):
-    """``python -m dmlq check``'s K-major rows (dmlq.check.KMajor) reach the K-major kernels: the
+    """``python -m dmlq check``'s K-major rows (dmlq.check_cases.KMajor) reach the K-major kernels: the
     weight-streaming kernel at M = 5, the dp4a tile at M = 40, the tensor-core tile at M = 130, in
     all three operators."""
     from dmlq import check

@@ -16,7 +16,7 @@ from conftest import gpu_available
 
 ROOT = Path(__file__).resolve().parents[1]
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
-from dmlq import check
+from dmlq import check, check_cases
 from dmlq.gpu import ops
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "gpu_session.sh"
@@ -105,12 +105,12 @@ def test_the_cases_call_every_public_function_with_a_gpu_path(cupy_stand_in):
     from dmlq.gpu import plan
 
     cases = check.gpu_cases()
-    for case in cases:  # (dynamic_quantize_linear's rows join its three results: check._dynamic_bytes)
-        fn = check.PUBLIC_OF.get(case[2], case[2])
+    for case in cases:  # (dynamic_quantize_linear's rows join its three results: check_cases._dynamic_bytes)
+        fn = check_cases.PUBLIC_OF.get(case[2], case[2])
         assert getattr(dmlq, fn.__name__) is fn, case[:2]
-    assert set(check.PUBLIC_OF) <= {c[2] for c in cases}
+    assert set(check_cases.PUBLIC_OF) <= {c[2] for c in cases}
     backend = {f.__name__ for f in ops._BINDERS}
-    assert {VIA.get(n, n) for n in backend} == {c[2].__name__ for c in cases if c[2] not in check.PUBLIC_OF}
+    assert {VIA.get(n, n) for n in backend} == {c[2].__name__ for c in cases if c[2] not in check_cases.PUBLIC_OF}
     # the types beyond int8: some case plans a quant_types.cu kernel for each direction
     kernels = set()
     for case in cases:

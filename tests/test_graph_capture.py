@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dmlq
-from dmlq.check import _dynamic_bytes
+from dmlq.check_cases import _dynamic_bytes
 
 pytestmark = pytest.mark.gpu
 f32, u8, i8 = np.float32, np.uint8, np.int8
