@@ -6,7 +6,8 @@ from 1e-30 to 1e30, extreme zero points), with each selected variant.
 Runs on the host harness in CI (DMLQ_FUZZ_EXAMPLES per operator, default 50)
 and, where a GPU is present, the same draws on the GPU (tools/gpu_session.sh
 runs it with DMLQ_FUZZ_EXAMPLES=10000). Examples run in seeded chunks of at most
-DMLQ_FUZZ_CHUNK (default 500); DMLQ_FUZZ_SECONDS (per test) stops after the chunk that passes it, so a
+DMLQ_FUZZ_CHUNK (default 500), seeded 0, 1, ... (DMLQ_FUZZ_FIRST_CHUNK: the first seed, for a campaign
+past the draws run before); DMLQ_FUZZ_SECONDS (per test) stops after the chunk that passes it, so a
 device session gets whole, shrunk-on-failure runs inside its time. DMLQ_FUZZ_REPORT
 names a file that gets one JSON line per test: examples run and, per kernel variant,
 how many examples ran it (bench/results/hardening.md's counts).
@@ -32,6 +33,7 @@ from dmlq.gpu import avgpool, device, elementwise, intmm, intmm_tiled, matmul, p
 from dmlq.qtypes import QTYPES
 
 CHUNK = int(os.environ.get("DMLQ_FUZZ_CHUNK", "500"))
+FIRST_CHUNK = int(os.environ.get("DMLQ_FUZZ_FIRST_CHUNK", "0"))  # a campaign past the chunks run before
 SECONDS = float(os.environ.get("DMLQ_FUZZ_SECONDS", "0") or 0)
 REPORT = os.environ.get("DMLQ_FUZZ_REPORT")
 
@@ -72,7 +74,7 @@ def _budgeted(name, dev_name, strategy, body):
             counts["examples"] += 1
         return run
 
-    start, done, chunk = time.monotonic(), 0, 0
+    start, done, chunk = time.monotonic(), 0, FIRST_CHUNK
     try:
         while done < fs.EXAMPLES:
             n = min(CHUNK, fs.EXAMPLES - done)
@@ -84,7 +86,7 @@ def _budgeted(name, dev_name, strategy, body):
         if REPORT:
             with open(REPORT, "a") as f:
                 f.write(json.dumps({"test": name, "device": dev_name, "examples": counts.pop("examples", 0),
-                                    "chunks_passed": chunk, "seconds": round(time.monotonic() - start, 1),
+                                    "chunks_passed": chunk - FIRST_CHUNK, "seconds": round(time.monotonic() - start, 1),
                                     "variants": dict(sorted(counts.items()))}) + "\n")
 
 
