@@ -265,8 +265,13 @@ def _packs_pairs(values, kwargs) -> bool:
     """Whether a float4_e2m1fn_x2 tensor is an operand or ``dtype=`` names float4_e2m1fn: a
     result in C order then (two values a byte along the last axis: no axis order to give it)."""
     d = kwargs.get("dtype")
-    if d is not None and (pairs(d) or str(d).lower().endswith("float4_e2m1fn")):
-        return True
+    if d is not None:
+        try:
+            name = d.strip().lower() if isinstance(d, str) else np.dtype(numpy_dtype(d)).name
+        except TypeError:  # not a dtype: the call says so
+            name = ""
+        if name == "float4_e2m1fn":
+            return True
     return any(isinstance(v, torch.Tensor) and pairs(v.dtype) for v in values)
 
 
@@ -487,11 +492,11 @@ def _empty(fname, names, values, shape, dtype, device, size=int):
     the element-wise operators reach here in C order, their operands transposed by call)."""
     if pairs(dtype):  # float4 values, two a byte along the last axis: C order
         try:
-            pair_shape(tuple(size(s) for s in shape))  # (the sizes' hints: no guard)
+            pair_shape(tuple(size(s) for s in shape))
         except ValueError as e:  # an odd last axis
             raise ValueError(f"{fname}: {e}") from None
-        # a symbolic last axis is specialized (a guard on its value): its half, an expression of floor
-        # division, made Inductor size a later op's result from the first call's sizes
+        # int(): a symbolic last axis is specialized (a guard on its value), since its half, a floor
+        # division left symbolic, made Inductor size a later op's result from the first call's sizes
         return torch.empty(tuple(shape[:-1]) + (int(shape[-1]) // 2,), dtype=dtype, device=device)
     order = layout.result_order(fname, names, values, tuple(size(s) for s in shape), size)
     if order is None:

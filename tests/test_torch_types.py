@@ -154,8 +154,9 @@ def test_float4_as_torch_float4_e2m1fn_x2(data):
         np.testing.assert_array_equal(got.view(torch.uint8).numpy(), _pairs(want))
     op = torch.ops.dmlq.quantize_linear.tensor(tx, ts, None, dtype=x2, block_size=3, axis=1)
     np.testing.assert_array_equal(op.view(torch.uint8).numpy(), _pairs(want))
-    fx = dmlq.quantize_linear(tx.T.contiguous().T, ts, dtype=x2, block_size=3)  # x in F order: C order out
-    assert fx.is_contiguous() and np.array_equal(fx.view(torch.uint8).numpy(), _pairs(want))
+    for dtype in ("float4_e2m1fn", x2, f4, ml_dtypes.float4_e2m1fn):  # x in F order: C order out
+        fx = dmlq.quantize_linear(tx.T.contiguous().T, ts, dtype=dtype, block_size=3)
+        assert fx.is_contiguous() and np.array_equal(fx.view(torch.uint8).numpy(), _pairs(want)), dtype
     for out_dt, np_dt in ((torch.float32, f32), (torch.bfloat16, np.dtype(ml_dtypes.bfloat16))):
         want_d = _ref_dequantize(want, scale, 1, 3, np_dt)
         _same(dmlq.dequantize_linear(got, ts, block_size=3, dtype=out_dt), want_d)
