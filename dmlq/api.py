@@ -342,7 +342,7 @@ def _plan_add(b, dtype):
                            ("b_zero_point", "z", bb.dtype), ("out_scale", "s", F32),
                            ("out_zero_point", "z", qdt)):
         whose = {"a_zero_point": "(a's dtype)", "b_zero_point": "(b's dtype)"}.get(name, "(the output dtype)")
-        v = b.float_operand(name, (F32,), F32) if kind == "s" else b.zero_point(name, dt, whose)
+        v = b.widened_scale(name) if kind == "s" else b.zero_point(name, dt, whose)
         vals[name] = _single(b, name, v)
     shape = b.broadcast(None, a=a.shape, b=bb.shape)
     b.check_out(shape, qdt)
@@ -670,7 +670,7 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
     vec = {}
     for name, zdt in (("x_scale", None), ("x_zero_point", x.dtype), ("out_scale", None), ("out_zero_point", qdt)):
         whose = "(x's dtype)" if name == "x_zero_point" else "(the output dtype)"
-        v = b.float_operand(name, (F32,), F32) if zdt is None else b.zero_point(name, zdt, whose)
+        v = b.widened_scale(name) if zdt is None else b.zero_point(name, zdt, whose)
         vec[name] = _channel_vector(b, name, v, channels, x.ndim)
     out_spatial = []
     for i in range(nd):
@@ -701,7 +701,7 @@ def _plan_avg_pool(b, window_size, strides, start_padding, end_padding, dilation
         if v is None:
             return None
         sizes = (1, channels) + (1,) * nd if v.size > 1 else (1,) * x.ndim
-        return TensorDesc(DataType.of(v.dtype), sizes)
+        return TensorDesc(DataType.of(F32 if name.endswith("scale") else v.dtype), sizes)  # (scales widened)
 
     b.validate(QuantizedLinearAveragePoolingDesc(
         _desc(x.shape, x.dtype), sdesc("x_scale"), sdesc("x_zero_point"), sdesc("out_scale"),

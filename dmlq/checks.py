@@ -286,9 +286,10 @@ class Builder:
         self._then(name, lambda v, _d=np.dtype(dtype): v.astype(_d))
 
     def widened_scale(self, name):
-        """A matmul scale of ONNX QLinearMatMul's types (opset 21: float32, float16, bfloat16),
-        widened to float32 exactly for the backend (DirectML's table, the descriptors, takes
-        float32 only)."""
+        """A scale of ONNX QLinearMatMul's types (opset 21: float32, float16, bfloat16), widened
+        to float32 exactly for the backend (DirectML's tables, the descriptors, take float32
+        only); quantized_add's and quantized_avg_pool's scales too (a dmlq extension: ONNX's
+        com.microsoft QLinearAdd / QLinearAveragePool take float32)."""
         v = self.float_operand(name, MATMUL_SCALES, F32)
         if v.dtype != F32:
             self.widen(name, F32)

@@ -360,10 +360,10 @@ def test_compiled_call_as_eager(call):
         _compare("torch", [call], SEED)  # (eager torch against NumPy too)
 
 
-@pytest.mark.parametrize("dtype", ["float4_e2m1fn", "nonsense"])
+@pytest.mark.parametrize("dtype", ["complex128", "nonsense"])
 @pytest.mark.parametrize("fullgraph", [True, False])
 def test_compiled_dtype_refusal_as_eager(dtype, fullgraph):
-    """A dtype= torch holds no tensor of (float4_e2m1fn, README "torch") or no dtype at all: the
+    """A dtype= torch holds no tensor of (complex128: NumPy's, no quantized type) or no dtype at all: the
     eager call's TypeError (inside torch's Unsupported with fullgraph=True), not Dynamo's
     InternalTorchDynamoError (the refusal was raised inside assume_constant_result)."""
     torch = pytest.importorskip("torch")
