@@ -245,6 +245,12 @@ def _random_cases(seed=0):
         rows.append(("matmul", types, api.quantized_matmul,
                      (a, (rng.random((m, 1)) + 0.5).astype(f32), adt(1), b, (rng.random(n) + 0.5).astype(f32),
                       rng.integers(0, 100, n).astype(bdt), f32(400.0), odt(9)), {}))
+    # float16 and bfloat16 scales, widened exactly (a 0-d array one goes to the device: widened there)
+    a = rng.integers(0, 255, shape, dtype=u8, endpoint=True)
+    b = rng.integers(-128, 127, shape[1:], dtype=i8, endpoint=True)
+    rows.append(("add", "bfloat16 and float16 scales", api.quantized_add,
+                 (a, ml_dtypes.bfloat16(0.05), u8(3), b, f16(0.07), i8(5), np.array(0.09, ml_dtypes.bfloat16), u8(7)),
+                 {}))
     rows.extend(_random_intmm(rng))
     rows.extend(_random_kmajor(np.random.default_rng(seed + 37)))
     rows.extend(_random_packed_tiled(np.random.default_rng(seed + 26)))
@@ -301,6 +307,9 @@ def _random_cases(seed=0):
             # exact epilogue at the padded edges)
             rows.append(("avgpool", f"{xdt.__name__}->{odt.__name__} 3x3 pad 1 per tensor", api.quantized_avg_pool,
                          (x, f32(0.05), xdt(7), f32(0.3), odt(2), 3), dict(start_padding=1, end_padding=1)))
+            rows.append(("avgpool", f"{xdt.__name__}->{odt.__name__} 2x2/2 bfloat16 and float16 scales",
+                         api.quantized_avg_pool, (x, (rng.random(5) + 0.1).astype(ml_dtypes.bfloat16), xdt(7),
+                                                  f16(0.3), odt(2), 2), dict(strides=2)))
             # channels_last x (the channels_last_16 kernel; 4 where x starts 4 bytes in): per channel, and per
             # tensor (its window-sum table)
             x = rng.integers(np.iinfo(xdt).min, np.iinfo(xdt).max, (2, 32, 17, 15), dtype=xdt, endpoint=True)
