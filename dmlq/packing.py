@@ -248,6 +248,18 @@ def _torch_codes(x, dtype):
 
     t = x.detach()
     name = torch_name(t.dtype)
+    if name == "float4_e2m1fn_x2":  # float4 values, two of the last axis a byte: their codes, one a byte
+        if dtype is not None and qtype(dtype, "pack: dtype").name != "float4_e2m1fn":
+            raise TypeError(f"pack: x is a torch.float4_e2m1fn_x2 tensor, whose values are float4_e2m1fn "
+                            f"(got dtype={dtype!r})")
+        if t.ndim == 0:
+            raise ValueError("pack: x is a 0-d torch.float4_e2m1fn_x2 tensor, whose byte holds two float4 values "
+                             "of no shape; pass x.reshape(1) (two values)")
+        raw = t.view(torch.uint8)
+        b = raw.numpy() if raw.device.type == "cpu" else __import__("cupy").asarray(raw)
+        xp = sys.modules[type(b).__module__.partition(".")[0]]
+        codes = xp.stack([b & 0x0F, b >> 4], axis=-1).reshape(tuple(b.shape[:-1]) + (2 * b.shape[-1],))
+        return codes, "float4_e2m1fn"
     if dtype is None:
         if name == "uint8":
             raise TypeError("pack: x is a torch.uint8 tensor: say which type its codes are with dtype= "
@@ -281,7 +293,8 @@ def pack(x: Any, dtype: Any = None) -> Packed:
     ----------
     x : array
         One element per byte: an array of the ml_dtypes type (NumPy) or a torch tensor
-        of the torch type (torch.int4 ...; CPU or CUDA), or, with ``dtype=``, a uint8
+        of the torch type (torch.int4 ...; CPU or CUDA; torch.float4_e2m1fn_x2, two values
+        of the last axis a byte, stands for its values), or, with ``dtype=``, a uint8
         array or tensor of the type's codes (the low 4 or 2 bits; the others 0), NumPy,
         CuPy or torch.
     dtype : dtype or name, optional

@@ -165,6 +165,12 @@ def test_float4_as_torch_float4_e2m1fn_x2(data):
     strided = wide[:, :4].view(x2)  # q's bytes in rows of 7
     assert not strided.is_contiguous()
     _same(dmlq.dequantize_linear(strided, ts, block_size=3), _ref_dequantize(want, scale, 1, 3, f32))
+    for t in (got, strided):  # dmlq.pack of such a tensor: the Packed of the values it holds
+        p = dmlq.pack(t)
+        assert p.shape == (5, 8) and p.dtype == "float4_e2m1fn"
+        np.testing.assert_array_equal(p.data, _pairs(want).reshape(-1))
+    with pytest.raises(TypeError, match=r"pack: x is a torch.float4_e2m1fn_x2 tensor, whose values are float4"):
+        dmlq.pack(got, dtype="int4")
     for out in (torch.empty(5, 4, dtype=x2), torch.empty(5, 9, dtype=torch.uint8)[:, 2:6].view(x2)):
         out.view(torch.uint8).fill_(0xA5)
         ptr = out.data_ptr()
