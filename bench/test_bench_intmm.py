@@ -34,8 +34,9 @@ row is the kernels' device time without the host's enqueue (the second H100 run:
 host time per call at these sizes, as long as the kernels) -- what a serving stack that
 captures its decode step gets, and the row the bandwidth target judges the kernels by.
 ``dmlq:auto:bfloat16``: auto's call with a bfloat16 out (the int8 b and blocked packed b groups):
-written by the grouped stream kernel's finish pass at M <= 16, a float32 temporary rounded by
-CuPy's cast past it, so the row beside ``dmlq:auto`` prices that pass.
+written by the grouped stream kernel's finish pass at M <= 16 and (session 45) by the tensor-core
+tile of the int8 b past it; the blocked packed b past M = 16 writes a float32 temporary rounded by
+CuPy's cast, so the row beside ``dmlq:auto`` prices that pass.
 ``dmlq:auto:w.T`` / ``dmlq:graph:w.T``: the same calls with the packed b held K-major
 (``dmlq.pack(w).mT``, torch's and MatMulNBits' layout; the scales as in the other rows, so the
 rows differ in b's layout alone), which the stream kernels read as it is (``kmajor_uint4`` / ``kmajor_int4``), at the

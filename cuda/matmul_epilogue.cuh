@@ -3,7 +3,8 @@
 //   int8 / uint8   quantized_matmul: requant(acc, (a_scale*b_scale)/out_scale)
 //   int            matmul_integer: the corrected sum modulo 2**32, as int32
 //   float, float16 matmul_integer_to_float: float32(acc) * (a_scale*b_scale),
-//   (bfloat16: the grouped stream kernel's finish pass alone, matmul_stream_packed.cu)
+//   (bfloat16: the grouped stream kernel's finish pass, matmul_stream_packed.cu, and the
+//   tensor-core tile of an 8-bit b with its split-K epilogue, matmul_configs.BF16_MMA)
 //                  + bias[m, n] when given, one rounding to TO
 // The main loops are shared; only this last step differs. The float steps are
 // one IEEE-rounded non-ftz PTX op each, in the contract's order.

@@ -326,13 +326,16 @@ def _intmm(xp, a, b, out_dtype, *, variant=None, splits=None, block_size=None, p
 
 
 def _intmm_tiled(variant, b_types):
+    # bfloat16 out where the kernels have it: the tensor-core tile of an 8-bit b (matmul_configs.BF16_MMA)
+    outs = (I32, F32, F16) + ((BF16,) if variant in matmul.MMA_CONFIGS and b_types[0] in (I8, U8) else ())
+
     def fn(xp):
         rng = _rng("tiled" + variant)
         results = []
         for i, (M, K, N) in enumerate(_SHAPES.values()):
             for tb in b_types:
                 a, b = _matmul_operands(rng, M, K, N, (U8, I8)[i % 2], tb)
-                for to in (I32, F32, F16):
+                for to in outs:
                     results += _intmm(xp, a, b, to, variant=variant, tiled=True)
         a, b = _matmul_operands(rng, 19, 40, 33, I8, b_types[-1], batch=(2,))
         results += _intmm(xp, a, b, F32, variant=variant, tiled=True, per_batch=True)
@@ -343,7 +346,7 @@ def _intmm_tiled(variant, b_types):
             results += _intmm(xp, a, b, F16, variant=variant, tiled=True, block_size=32)
         if variant in matmul.TENSOR_CONFIGS:
             a, b = _matmul_operands(rng, 40, 1000, 72, I8, b_types[-1])
-            for to in (I32, F32, F16):
+            for to in outs:
                 results += _intmm(xp, a, b, to, variant=variant, tiled=True, splits=3)
         return results
     return fn
@@ -412,7 +415,9 @@ def _mma_kmajor(b_types, shapes, split_shape):
     """b held K-major on the tensor cores: an 8-bit b (x @ w.T, matmul_mma_kmajor.cu) or a packed
     4-bit one (dmlq.pack(w).mT, matmul_mma_kmajor4.cu, K on 32 elements): every output type, both
     b types, aligned and ragged shapes (a padded to 16 bytes), split K; a's zero point takes b's
-    column sums from its K-major rows."""
+    column sums from its K-major rows (and bfloat16 out for an 8-bit b: matmul_configs.BF16_MMA)."""
+    outs = (I32, F32, F16) + ((BF16,) if b_types[0] in (I8, U8) else ())
+
     def fn(xp):
         rng = _rng(f"mma kmajor {b_types}")
         results = []
@@ -420,7 +425,7 @@ def _mma_kmajor(b_types, shapes, split_shape):
             for tb in b_types:
                 a, b = _matmul_operands(rng, M, K, N, (U8, I8)[i % 2], tb)
                 results += _qmm(xp, a, b, (I8, U8)[i % 2], variant="mma-128x128", per_axis=bool(i), kmajor=True)
-                for to in (I32, F32, F16):
+                for to in outs:
                     results += _intmm(xp, a, b, to, variant="mma-128x128", tiled=True, kmajor=True)
         a, b = _matmul_operands(rng, *split_shape, I8, b_types[-1])
         results += _qmm(xp, a, b, U8, variant="mma-128x128", splits=3, kmajor=True)

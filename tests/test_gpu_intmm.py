@@ -99,17 +99,22 @@ def test_edge_values(gpu):
 
 
 @pytest.mark.parametrize("m,k,n,block,packed,native", [
-    (40, 70, 9, None, False, False), (3, 64, 33, 32, False, True), (20, 100, 7, 48, True, False),
-    (40, 96, 5, 32, True, False), (2, 10, 3, 3, False, True), (5, 64, 9, None, True, True)])
+    (40, 70, 9, None, False, None), (3, 64, 33, 32, False, "finish"), (20, 100, 7, 48, True, None),
+    (40, 96, 5, 32, True, None), (2, 10, 3, 3, False, "finish"), (5, 64, 9, None, True, "finish"),
+    (130, 260, 140, None, False, "mma"), (40, 1000, 130, None, False, "mma split-K"),
+    (130, 256, 140, None, "kmajor", "mma K-major")])
 def test_bfloat16_out_scales_and_bias(gpu, m, k, n, block, packed, native):
     """bfloat16 scales, bias and out (CuPy 14 holds bfloat16) on each path selection takes, bit for
     bit the NumPy result (itself the float32 result rounded once: tests/test_intmm.py): written by
-    the grouped stream kernel's finish pass where the plan ends there (``native``: M <= 16, the
-    chunks' or groups' sums), else the float32 kernels into a temporary that CuPy's cast rounds;
-    the plan says which."""
+    the kernels themselves where they have a bfloat16 twin (``native``: the grouped stream kernel's
+    finish pass at M <= 16, the chunks' or groups' sums; the tensor-core tile of an 8-bit b,
+    row-major or K-major, and its split-K epilogue), else the float32 kernels into a temporary
+    that CuPy's cast rounds; the plan says which."""
     rng = np.random.default_rng(m + k + n)
     groups = -(-k // block) if block else 1
-    a, b = q(rng, U8, (m, k)), q(rng, I4 if packed else I8, (k, n))
+    a, b = q(rng, U8, (m, k)), q(rng, I4 if packed is True else I8, (k, n))
+    if packed == "kmajor":  # the transposed view of an (N, K) weight
+        b, packed = np.ascontiguousarray(b.T).T, False
     b_s = rng.uniform(-1, 1, (groups, n)).astype(BF16)
     b_s[0, 0] = 3e38  # a float32 result past bfloat16's largest finite value
     b_s[-1, -1] = np.nan
@@ -119,8 +124,13 @@ def test_bfloat16_out_scales_and_bias(gpu, m, k, n, block, packed, native):
     with np.errstate(all="ignore"):
         same(dmlq.matmul_integer_to_float, *args, dtype=BF16, block_size=block)
     plan = str(dmlq.kernel_plan(dmlq.matmul_integer_to_float, *(dev(x) for x in args), dtype=BF16, block_size=block))
-    if native:
+    if native == "finish":
         assert "matmul_stream_grouped_finish<bfloat16>" in plan and "temporary" not in plan, plan
+    elif native:
+        assert plan.splitlines()[0].startswith("matmul_integer_to_float: mma-128x128") and "temporary" not in plan
+        kernel = "matmul_splitk_epilogue<uint8, int8, bfloat16>" if "split" in native else \
+            f"matmul_mma<uint8, {'kmajor_int8' if 'K-major' in native else 'int8'}, bfloat16, 128, 128, 64, 4, "
+        assert kernel in plan, plan
     else:
         assert "bfloat16 out: a float32 temporary rounded by CuPy's cast" in plan.splitlines()[0], plan
         assert "float16" not in plan.replace("bfloat16", ""), plan  # the float32 kernels

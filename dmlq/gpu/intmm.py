@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UnsupportedError
-from . import device, intmm_tiled, qmm_stream
+from . import device, intmm_tiled, loader, qmm_stream
 from .device import NULL
 from .matmul import batch_rows
 from .packed import TAGS, PackedView, stored_shape, to_rows
@@ -195,9 +195,28 @@ def _float32_out(out):
     return None if np.dtype(out.dtype) in OUT_TYPES else device.Fresh(out.shape, np.float32)
 
 
-def _writes_bfloat16(plan) -> bool:
-    """Whether a plan for a float32 out ends in the pass that writes a bfloat16 out itself."""
-    return bool(plan.launches) and plan.launches[-1].kernel == qmm_stream.grouped_finish_name("float")
+def _bfloat16_plan(args, out, block_size, b_packed, dense_plan):
+    """The plan that writes the bfloat16 ``out`` itself, or None: where the float32 plan ends in a
+    pass with a bfloat16 twin (the grouped stream kernel's finish pass; the tensor-core tile of an
+    8-bit b or its split-K epilogue: dmlq.gpu.matmul_configs.BF16_MMA) and every kernel of the
+    bfloat16 plan is built (the registry)."""
+    if not dense_plan.launches:
+        return None
+    last = dense_plan.launches[-1]
+    if last.kernel != qmm_stream.grouped_finish_name("float"):
+        template, _, rest = last.kernel.partition("<")
+        targs = [t.strip() for t in rest.rstrip(">").split(",")]
+        if template not in _BF16_TWINS or targs[2] != "float":
+            return None
+        twin = f"{template}<{', '.join(targs[:2] + ['bfloat16'] + targs[3:])}>"
+        if twin not in loader.registry().get(last.source, ()):  # (the grouped tile, a packed b's: none)
+            return None
+    plan = _plan_float(*args, out, block_size, b_packed)
+    built = loader.registry()
+    return plan if all(launch.kernel in built.get(launch.source, ()) for launch in plan.launches) else None
+
+
+_BF16_TWINS = ("matmul_mma", "matmul_splitk_epilogue")  # (their output type: the third template argument)
 
 
 def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, out,
@@ -206,8 +225,9 @@ def plan_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
     if (dense := _float32_out(out)) is None:
         return _plan_float(*args, out, block_size, b_packed)
     plan = _plan_float(*args, dense, block_size, b_packed)
-    if _writes_bfloat16(plan):
-        return _plan_float(*args, out, block_size, b_packed)
+    native = _bfloat16_plan(args, out, block_size, b_packed, plan)
+    if native is not None:
+        return native
     return dataclasses.replace(plan, notes=plan.notes + (_BF16_NOTE,)) if plan.launches else plan
 
 
@@ -290,7 +310,7 @@ def bind_matmul_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_po
     if (dense := _float32_out(out)) is None:
         return _bind_float(*args, out, block_size, b_packed)
     inner = _bind_float(*args, dense, block_size, b_packed)
-    if _writes_bfloat16(inner.plan):
+    if _bfloat16_plan(args, out, block_size, b_packed, inner.plan) is not None:
         return _bind_float(*args, out, block_size, b_packed)
     if not inner.plan.launches:
         return inner

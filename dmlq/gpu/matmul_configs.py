@@ -181,14 +181,22 @@ KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS
            tuple(f"matmul_row_sums<{t}>" for t in KMAJOR4_TAGS),  # a K-major packed b's column sums
            DP4A_KMAJOR4_SOURCE: _instantiations(DP4A_CONFIGS.values(), KMAJOR4_TAGS),
            DP4A_KMAJOR8_SOURCE: _instantiations(DP4A_CONFIGS.values(), tuple(KMAJOR_TAGS.values()))}
+# bfloat16 outputs (matmul_integer_to_float) in the tensor-core tile of an 8-bit b, row-major and
+# K-major, and its split-K epilogue, where a bfloat16 model's W8A8 prefill runs; any other plan
+# writes float32 that one cast rounds (dmlq.gpu.intmm). Each added output type costs a fifth of
+# a source's cold build (tests/prebuild.py's COST), so the other sources have none.
+BF16_OUT = "bfloat16"
+BF16_MMA = tuple(c.name(ta, tb, BF16_OUT, vec) for c in MMA_CONFIGS.values() for vec in MMA_VECS
+                 for ta in QTYPES for tb in QTYPES) + \
+    tuple(f"matmul_splitk_epilogue<{ta}, {tb}, {BF16_OUT}>" for ta in QTYPES for tb in QTYPES)
 if HAVE_MMA:
-    KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values()) + SPLITK_EPILOGUES
+    KERNELS[MMA_SOURCE] = _instantiations(MMA_CONFIGS.values()) + SPLITK_EPILOGUES + BF16_MMA
 if HAVE_MMA_PACKED:
     KERNELS[MMA_PACKED_SOURCE] = _instantiations(MMA_CONFIGS.values(), PACKED_TAGS) + tuple(
         f"matmul_splitk_epilogue<{ta}, {tb}, {to}>" for ta in QTYPES for tb in PACKED_TAGS for to in OUT_TYPES)
 if HAVE_MMA_KMAJOR:  # 16-byte copies only; the split-K epilogue is the row-major b's
     KERNELS[MMA_KMAJOR_SOURCE] = tuple(c.name(ta, tb, to, 16) for c in MMA_CONFIGS.values() for ta in QTYPES
-                                       for tb in KMAJOR_TAGS.values() for to in OUT_TYPES)
+                                       for tb in KMAJOR_TAGS.values() for to in OUT_TYPES + (BF16_OUT,))
 if HAVE_MMA_KMAJOR4:  # as the 8-bit one: 16-byte copies, matmul_mma.cu's split-K epilogue
     KERNELS[MMA_KMAJOR4_SOURCE] = tuple(c.name(ta, tb, to, 16) for c in MMA_CONFIGS.values() for ta in QTYPES
                                         for tb in KMAJOR4_TAGS for to in OUT_TYPES)
