@@ -101,15 +101,15 @@ def test_edge_values(gpu):
 @pytest.mark.parametrize("m,k,n,block,packed,native", [
     (40, 70, 9, None, False, None), (3, 64, 33, 32, False, "finish"), (20, 100, 7, 48, True, None),
     (40, 96, 5, 32, True, None), (2, 10, 3, 3, False, "finish"), (5, 64, 9, None, True, "finish"),
-    (130, 260, 140, None, False, "mma"), (40, 1000, 130, None, False, "mma split-K"),
+    (130, 256, 144, None, False, "mma"), (130, 260, 140, None, False, None), (40, 1024, 128, None, False, "mma split-K"),
     (130, 256, 140, None, "kmajor", "mma K-major")])
 def test_bfloat16_out_scales_and_bias(gpu, m, k, n, block, packed, native):
     """bfloat16 scales, bias and out (CuPy 14 holds bfloat16) on each path selection takes, bit for
     bit the NumPy result (itself the float32 result rounded once: tests/test_intmm.py): written by
     the kernels themselves where they have a bfloat16 twin (``native``: the grouped stream kernel's
     finish pass at M <= 16, the chunks' or groups' sums; the tensor-core tile of an 8-bit b,
-    row-major or K-major, and its split-K epilogue), else the float32 kernels into a temporary
-    that CuPy's cast rounds; the plan says which."""
+    row-major or K-major, with 16-byte copies, and its split-K epilogue), else (K = 260: the 4-byte
+    copies' tile) the float32 kernels into a temporary that CuPy's cast rounds; the plan says which."""
     rng = np.random.default_rng(m + k + n)
     groups = -(-k // block) if block else 1
     a, b = q(rng, U8, (m, k)), q(rng, I4 if packed is True else I8, (k, n))

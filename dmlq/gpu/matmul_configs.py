@@ -182,11 +182,12 @@ KERNELS = {DP4A_SOURCE: _instantiations(DP4A_CONFIGS.values()) + PREPASS_KERNELS
            DP4A_KMAJOR4_SOURCE: _instantiations(DP4A_CONFIGS.values(), KMAJOR4_TAGS),
            DP4A_KMAJOR8_SOURCE: _instantiations(DP4A_CONFIGS.values(), tuple(KMAJOR_TAGS.values()))}
 # bfloat16 outputs (matmul_integer_to_float) in the tensor-core tile of an 8-bit b, row-major and
-# K-major, and its split-K epilogue, where a bfloat16 model's W8A8 prefill runs; any other plan
-# writes float32 that one cast rounds (dmlq.gpu.intmm). Each added output type costs a fifth of
-# a source's cold build (tests/prebuild.py's COST), so the other sources have none.
+# K-major, with 16-byte copies (K a multiple of 16, as a model's hidden sizes are), and its split-K
+# epilogue, where a bfloat16 model's W8A8 prefill runs; any other plan writes float32 that one
+# cast rounds (dmlq.gpu.intmm). Each added output type costs a fifth of a source's cold build
+# (tests/prebuild.py's COST), so the other sources and the 4-byte copies have none.
 BF16_OUT = "bfloat16"
-BF16_MMA = tuple(c.name(ta, tb, BF16_OUT, vec) for c in MMA_CONFIGS.values() for vec in MMA_VECS
+BF16_MMA = tuple(c.name(ta, tb, BF16_OUT, 16) for c in MMA_CONFIGS.values()
                  for ta in QTYPES for tb in QTYPES) + \
     tuple(f"matmul_splitk_epilogue<{ta}, {tb}, {BF16_OUT}>" for ta in QTYPES for tb in QTYPES)
 if HAVE_MMA:
