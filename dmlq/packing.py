@@ -239,6 +239,13 @@ def _xp(a, f="unpack", name="the packed data"):
                     f"pass {fix}")
 
 
+def pair_codes(b):
+    """torch.float4_e2m1fn_x2's bytes (..., n), a NumPy or CuPy uint8 array, as the codes of the
+    float4 values they hold (..., 2 n), one a byte: the first of each byte in its low nibble."""
+    xp = sys.modules[type(b).__module__.partition(".")[0]]
+    return xp.stack([b & 0x0F, b >> 4], axis=-1).reshape(tuple(b.shape[:-1]) + (2 * b.shape[-1],))
+
+
 def _torch_codes(x, dtype):
     """(the uint8 codes of torch tensor ``x``, NumPy for a CPU tensor, CuPy for a CUDA one, and
     the type's name): a tensor of a narrow torch dtype (torch.int4 ... torch.float8_e4m3fn,
@@ -256,10 +263,7 @@ def _torch_codes(x, dtype):
             raise ValueError("pack: x is a 0-d torch.float4_e2m1fn_x2 tensor, whose byte holds two float4 values "
                              "of no shape; pass x.reshape(1) (two values)")
         raw = t.view(torch.uint8)
-        b = raw.numpy() if raw.device.type == "cpu" else __import__("cupy").asarray(raw)
-        xp = sys.modules[type(b).__module__.partition(".")[0]]
-        codes = xp.stack([b & 0x0F, b >> 4], axis=-1).reshape(tuple(b.shape[:-1]) + (2 * b.shape[-1],))
-        return codes, "float4_e2m1fn"
+        return pair_codes(raw.numpy() if raw.device.type == "cpu" else __import__("cupy").asarray(raw)), "float4_e2m1fn"
     if dtype is None:
         if name == "uint8":
             raise TypeError("pack: x is a torch.uint8 tensor: say which type its codes are with dtype= "

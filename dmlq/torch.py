@@ -383,7 +383,7 @@ def _cuda_call(fn, names, values, kwargs, out, device):
         args = {n: _cuda_form(v, cupy) for n, v in zip(names, values)}
         if out is None:
             if fn.__name__ in _QUANT_OPS and _narrow(values, kwargs):  # the logical result: NumPy stand-ins
-                meta = output_meta(fn, **{n: torch_gpu.stand_in(v, numpy_dtype(v.dtype), logical_shape(v))
+                meta = output_meta(fn, **{n: torch_gpu.stand_in(v, numpy_dtype(v.dtype))
                                           if isinstance(v, torch.Tensor)
                                           else v for n, v in zip(names, values)}, **kwargs)
                 if isinstance(meta, tuple) and len(meta) == 2:

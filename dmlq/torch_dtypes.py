@@ -4,6 +4,8 @@ import ml_dtypes
 import numpy as np
 import torch
 
+from .packing import pair_codes
+
 _TO_NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
              torch.int8: np.int8, torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32,
              torch.int64: np.int64, torch.bool: np.bool_}
@@ -63,8 +65,7 @@ def pair_shape(shape) -> tuple:
 
 def unpack_pairs(b: np.ndarray) -> np.ndarray:
     """uint8 bytes (..., n) of float4_e2m1fn_x2 as ml_dtypes float4_e2m1fn values (..., 2 n)."""
-    codes = np.stack([b & 0x0F, b >> 4], axis=-1)
-    return codes.reshape(b.shape[:-1] + (2 * b.shape[-1],)).view(ml_dtypes.float4_e2m1fn)
+    return pair_codes(b).view(ml_dtypes.float4_e2m1fn)
 
 
 def pack_pairs(a: np.ndarray) -> np.ndarray:

@@ -73,9 +73,9 @@ def out_form(t, byte_dtype, xp, view, bfloat16):
     return buf, finish
 
 
-def stand_in(t, numpy_dtype, shape=None):
-    """A NumPy stand-in of tensor ``t`` (zeros broadcast to its shape, or to the ``shape`` of
-    the values it holds, NumPy's form of its dtype): dmlq.calls.output_meta on stand-ins gives
-    the logical result (the type and shape a tensor holds), where the GPU form of a narrow type
-    would be bytes."""
-    return np.broadcast_to(np.zeros((), numpy_dtype), tuple(int(s) for s in (t.shape if shape is None else shape)))
+def stand_in(t, numpy_dtype):
+    """A NumPy stand-in of tensor ``t`` (zeros broadcast to the shape of the values it holds:
+    a float4_e2m1fn_x2 tensor's last axis doubled; NumPy's form of its dtype):
+    dmlq.calls.output_meta on stand-ins gives the logical result (the type and shape a tensor
+    holds), where the GPU form of a narrow type would be bytes."""
+    return np.broadcast_to(np.zeros((), numpy_dtype), logical_shape(t))

@@ -107,7 +107,7 @@ def test_float4_x2_forms_are_its_bytes(rng):
     np.testing.assert_array_equal(out.view(torch.uint8).numpy(), data)
     with pytest.raises(ValueError, match=r"out: a float4_e2m1fn_x2 out tensor must be contiguous"):
         _cpu_form(torch.empty(5, 12, dtype=torch.uint8)[:, :6].view(x2), as_out=True)
-    meta = dmlq.calls.output_meta(dmlq.dequantize_linear, torch_gpu.stand_in(t, md.float4_e2m1fn, (5, 12)),
+    meta = dmlq.calls.output_meta(dmlq.dequantize_linear, torch_gpu.stand_in(t, md.float4_e2m1fn),
                                   np.float32(1))
     assert meta == ((5, 12), np.dtype(np.float32))
 

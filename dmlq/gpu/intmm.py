@@ -202,6 +202,7 @@ def _bfloat16_plan(args, out, block_size, b_packed, dense_plan):
     bfloat16 plan is built (the registry)."""
     if not dense_plan.launches:
         return None
+    built = loader.registry()
     last = dense_plan.launches[-1]
     if last.kernel != qmm_stream.grouped_finish_name("float"):
         template, _, rest = last.kernel.partition("<")
@@ -209,10 +210,9 @@ def _bfloat16_plan(args, out, block_size, b_packed, dense_plan):
         if template not in _BF16_TWINS or targs[2] != "float":
             return None
         twin = f"{template}<{', '.join(targs[:2] + ['bfloat16'] + targs[3:])}>"
-        if twin not in loader.registry().get(last.source, ()):  # (the grouped tile, a packed b's: none)
+        if twin not in built.get(last.source, ()):  # (the grouped tile, a packed b's: none)
             return None
     plan = _plan_float(*args, out, block_size, b_packed)
-    built = loader.registry()
     return plan if all(launch.kernel in built.get(launch.source, ()) for launch in plan.launches) else None
 
 
