@@ -467,8 +467,8 @@ def _plan_matmul(b, dtype, packed=None):
     f = b.f
     if packed is not None:
         packed_b.stand_in(b, packed)
-    a, bb, m, k, n, batch = b.matmul_operands(QUANT + packed_b.FOUR_BIT, "b.astype(np.uint8) or b.astype(np.int8), "
-                                              "or an ml_dtypes.int4/uint4 array, or a dmlq.Packed of int4/uint4")
+    a, bb, m, k, n, batch = b.matmul_operands(QUANT + packed_b.B_NARROW, "b.astype(np.uint8) or b.astype(np.int8), "
+                                              "or an ml_dtypes int4/uint4/int2/uint2 array, or a dmlq.Packed of one")
     four_bit = bb.dtype in packed_b.FOUR_BIT
     if four_bit and packed is None and (b.kind == GPU or EXPLAINING.get() is True):
         raise UnsupportedError(f"{f}: a 4-bit b runs on the GPU as a dmlq.Packed (dmlq.pack(b)); pass that")
@@ -537,11 +537,12 @@ def quantized_matmul(a: Operand, a_scale: Operand, a_zero_point: Operand | None,
     Parameters
     ----------
     a : int8 or uint8 array, (..., M, K)
-    b : int8 or uint8 array, or int4/uint4 (ml_dtypes, or a dmlq.Packed), (..., K, N)
+    b : int8 or uint8 array, or int4/uint4/int2/uint2 (ml_dtypes, or a dmlq.Packed), (..., K, N)
         Batch dimensions broadcast. A 1-D a or b is a vector, as in numpy.matmul (a (K,)
         is (1, K), b (K,) is (K, 1), and that dimension leaves the result). On the GPU
         a 4-bit b is a dmlq.Packed (its bytes read packed by the kernel dmlq.kernel_plan
-        names: the weight-streaming kernels at M <= 16, else the tensor cores or dp4a).
+        names: the weight-streaming kernels at M <= 16, else the tensor cores or dp4a); a
+        2-bit b runs as the 4-bit b of its values (on the GPU one pass widens its bytes first).
     a_scale, a_zero_point, out_scale, out_zero_point : per tensor, per row or per batch and row
         One value, shaped (M, 1), or a's (the output's, for out_*) batch shape + (M, 1)
         (batch dims of 1 broadcast). Scales float32, float16 or bfloat16 (ONNX

@@ -17,6 +17,7 @@ a call of :func:`run`; dmlq.api holds the operators' planners and functions.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import numbers
 
 from typing import TYPE_CHECKING, Any, Callable
@@ -297,6 +298,9 @@ def _into_subclass(spec, values, params, out):
 
 EXPLAINING = contextvars.ContextVar("dmlq_explaining", default=False)
 _META = META = "meta"  # EXPLAINING's value inside output_meta
+# Inside kernel_plan: launches an operator function runs before the call it plans (a 2-bit b widened
+# to 4 bits, dmlq.packed_b), which kernel_plan puts first in the plan it returns.
+PRELUDE: contextvars.ContextVar = contextvars.ContextVar("dmlq_prelude", default=None)
 
 
 def output_meta(function, *args, **kwargs):
@@ -365,9 +369,12 @@ def kernel_plan(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Plan
                         f"(got {function!r})")
     if kwargs.get("out") is not None:
         raise TypeError("kernel_plan: out= is not taken (the plan is made for a new output array)")
-    token = EXPLAINING.set(True)
+    token, prelude = EXPLAINING.set(True), PRELUDE.set([])
     try:
-        return function(*args, **kwargs)
+        plan = function(*args, **kwargs)
+        first = tuple(PRELUDE.get())
+        return dataclasses.replace(plan, launches=first + plan.launches) if first else plan
     finally:
+        PRELUDE.reset(prelude)
         EXPLAINING.reset(token)
 

@@ -139,6 +139,15 @@ def _edge_cases():
     rows.append(("mm_float", "packed int4 blocked", mf,
                  (np.ones((1, 3), u8), f32(1), None, pack(np.full((3, 1), -8, i4)), _a([[0.5], [0.25]], f32), 7),
                  dict(block_size=2), _a([[-18.75]], f32)))
+    # packed int2 b [-2, 1, -1] (K = 3: one byte, its last code unused), zp -2: 1 * 0 + 2 * 3 + 3 * 1 = 9
+    rows.append(("mm_integer", "packed int2 b", mi,
+                 (_a([[1, 2, 3]], u8), pack(_a([[-2], [1], [-1]], ml_dtypes.int2)), None,
+                  pack(_a([-2], ml_dtypes.int2))), {}, _a([[9]], np.int32)))
+    # MatMulNBits' bits=2: uint2 b = 3, zp 2 (its default); blocks of 4 over K = 5: acc_0 = 4, acc_1 = 1;
+    # 4 * 0.5 + 1 * 0.25 = 2.25
+    rows.append(("mm_float", "packed uint2 blocked", mf,
+                 (np.ones((1, 5), u8), f32(1), None, pack(np.full((1, 5), 3, ml_dtypes.uint2)).mT,
+                  _a([[0.5], [0.25]], f32), 2), dict(block_size=4), _a([[2.25]], f32)))
     # quantized_matmul, packed int4 b: acc = 30 as above, / out_scale 4 = 7.5 -> 8
     rows.append(("matmul", "packed int4 b", mm,
                  (_a([[1, 2]], u8), f32(1), None, pack(_a([[-8], [7]], i4)), f32(1), -8, f32(4)), {},

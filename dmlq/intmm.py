@@ -23,13 +23,13 @@ from .checks import F32, MATMUL_SCALES, QUANT, batch_rows, batch_rows_form, host
 from .desc import MatrixMultiplyIntegerDesc, MatrixMultiplyIntegerToFloatDesc, TensorDesc
 from .dtypes import DataType, plain_dtype
 from .errors import DescError
-from .packed_b import FOUR_BIT, stand_in, take, zero_point as _zero_point
+from .packed_b import B_NARROW, FOUR_BIT, stand_in, take, zero_point as _zero_point
 from .qtypes import BFLOAT16_DTYPE as BF16
 from .typing import CudaArray, DType, HostArray, Index, Operand
 
-_B_TYPES = QUANT + FOUR_BIT
+_B_TYPES = QUANT + B_NARROW  # (a 2-bit b arrives widened to 4 bits: dmlq.packed_b)
 _FLOATS = MATMUL_SCALES  # float32, float16, bfloat16 (scales, bias and the output)
-_B_FIX = "b.astype(np.int8), or an ml_dtypes.int4/uint4 array, or a dmlq.Packed of int4/uint4"
+_B_FIX = "b.astype(np.int8), or an ml_dtypes int4/uint4/int2/uint2 array, or a dmlq.Packed of one"
 
 
 def _a_param(b, name, v, m, a_batch):
@@ -130,7 +130,8 @@ def matmul_integer(a: Operand, b: Operand, a_zero_point: Operand | None = None, 
     Parameters
     ----------
     a : int8 or uint8 array, (..., M, K)
-    b : int8 or uint8 array, or ml_dtypes int4/uint4, or a dmlq.Packed of int4/uint4, (..., K, N)
+    b : int8 or uint8 array, or ml_dtypes int4/uint4/int2/uint2, or a dmlq.Packed of one, (..., K, N)
+        (a 2-bit b runs as the 4-bit b of its values: on the GPU one pass widens its bytes first).
         Batch dimensions broadcast as in numpy.matmul; a 1-D a or b is a vector, as there
         (a (K,) is (1, K), b (K,) is (K, 1), and that dimension leaves the result).
     a_zero_point : a's dtype, optional
@@ -289,7 +290,8 @@ def matmul_integer_to_float(a: Operand, a_scale: Operand, a_zero_point: Operand 
         Per batch and row: a's batch shape + (M, 1) (batch dims of 1 broadcast; a per-row
         dynamic_quantize_linear of a batched a gives it). Scale float32, float16 or bfloat16; zero
         point in a's dtype or None (0).
-    b : int8 or uint8 array, or ml_dtypes int4/uint4, or a dmlq.Packed of int4/uint4, (..., K, N)
+    b : int8 or uint8 array, or ml_dtypes int4/uint4/int2/uint2, or a dmlq.Packed of one, (..., K, N)
+        (a 2-bit b runs as the 4-bit b of its values: on the GPU one pass widens its bytes first).
         A 1-D a or b is a vector, as in numpy.matmul (the added dimension leaves the result).
     b_scale, b_zero_point : per tensor, per column ((N,) or (1, N)) or per batch and column
         With ``block_size=G``: one row per G rows of b, ``(ceil(K / G), N)``; the groups'

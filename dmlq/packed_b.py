@@ -17,6 +17,14 @@ A 4-bit b's zero point is a Python int, an ml_dtypes int4/uint4 array (NumPy),
 or a ``dmlq.Packed`` of b's type. On the GPU (CuPy has no 4-bit dtype) a packed
 zero point is unpacked on the device to its values in int8 (int4) or uint8
 (uint4), and ``zp_wide`` says so; a Python int becomes that wide type too.
+
+A 2-bit b (int2 / uint2: onnxruntime's MatMulNBits with ``bits=2``) runs as the 4-bit b
+of the same values (int2 -> int4, uint2 -> uint4; the sums are the same numbers): an
+ml_dtypes array through ``astype``, a Packed's bytes rewritten as packed 4-bit bytes
+(NumPy here; on the GPU one launch of cuda/packed_table.cu's widen_codes2, which
+dmlq.kernel_plan lists first), the layout kept (a TransposedPacked stays one). Its zero
+point has its 2-bit type (or is a Python int in its range), checked here, then widened
+alike (a GPU Packed straight to its int8 / uint8 table).
 """
 from __future__ import annotations
 
@@ -30,13 +38,18 @@ from . import calls, dispatch
 from .checks import GPU
 from .errors import DescError
 from .gpu.packed import stored_shape, unpack_table
-from .packing import Packed, TransposedPacked, check_bytes, held, packed_nbytes, refuse_lazy, unpack
+from .gpu.packed import widen_codes2, widen_launch
+from .packing import Packed, TransposedPacked, check_bytes, held, pack_codes, packed_nbytes, refuse_lazy, unpack
 from .qtypes import qtype
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+I2, U2 = np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2)
 FOUR_BIT = (I4, U4)
+B_NARROW = FOUR_BIT + (I2, U2)  # b's narrow types as errors name them
 _WIDE = {I4: np.dtype(np.int8), U4: np.dtype(np.uint8)}
 _NAMES = {"int4": I4, "uint4": U4}
+_TWO_BIT = {"int2": I2, "uint2": U2}
+_AS_FOUR = {"int2": "int4", "uint2": "uint4"}  # a 2-bit b runs as the 4-bit b of its values
 
 
 def _type_name(p):
@@ -49,8 +62,8 @@ def _type_name(p):
 
 
 def _bytes_of(f, name, p):
-    if _type_name(p) not in _NAMES:
-        raise TypeError(f"{f}: a packed {name} must be int4 or uint4 (got a dmlq.Packed of {p.dtype})")
+    if _type_name(p) not in _NAMES and _type_name(p) not in _TWO_BIT:
+        raise TypeError(f"{f}: a packed {name} must be int4, uint4, int2 or uint2 (got a dmlq.Packed of {p.dtype})")
     data = p.data
     refuse_lazy(f, name, p)  # dask bytes or a torch tensor: named, with the line that fixes it
     if not (isinstance(data, np.ndarray) or dispatch.is_gpu(data)):
@@ -78,6 +91,7 @@ def take(f, b, b_zero_point, beside=()):
     packed = None
     if isinstance(b, (Packed, TransposedPacked)) and _beside_tensors((b_zero_point, *beside)):
         return b, b_zero_point, None
+    b, b_zero_point = _two_bit(f, b, b_zero_point)
     if isinstance(b, (Packed, TransposedPacked)):
         data = _bytes_of(f, "b", b)
         # (a TransposedPacked: the bytes of the (..., N, row) tensor, read K-major, row >= K its rows' length)
@@ -91,7 +105,7 @@ def take(f, b, b_zero_point, beside=()):
         bdt = _NAMES.get(packed[0]) if packed else getattr(b, "dtype", None)
         if bdt is not None and not isinstance(bdt, np.dtype):  # a torch.int4 / uint4 tensor's dtype: that type
             bdt = _NAMES.get(str(bdt).rpartition(".")[2])
-        if bdt is None or _NAMES[zname] != bdt:
+        if bdt is None or _NAMES[_AS_FOUR.get(zname, zname)] != bdt:  # (a 2-bit b: widened, its type checked)
             raise TypeError(f"{f}: b_zero_point is a dmlq.Packed of {zname}; it must have b's "
                             f"dtype ({'a packed ' + packed[0] if packed else getattr(b, 'dtype', type(b).__name__)})")
         if isinstance(data, np.ndarray):
@@ -107,6 +121,69 @@ def take(f, b, b_zero_point, beside=()):
             b_zero_point = unpack_table(data, zname, stored, k, values=calls.EXPLAINING.get() is not calls.META)
             packed = packed[:2] + (True,) + packed[3:]
     return b, b_zero_point, packed
+
+
+def _two_bit_name(v):
+    """int2 / uint2 where ``v`` is a 2-bit Packed, TransposedPacked or ml_dtypes array, else None."""
+    if isinstance(v, (Packed, TransposedPacked)):
+        name = _type_name(v)
+        return name if name in _TWO_BIT else None
+    dt = getattr(v, "dtype", None)
+    if isinstance(dt, np.dtype):
+        return next((n for n, t in _TWO_BIT.items() if t == dt), None)
+    return None
+
+
+def _two_bit(f, b, zp):
+    """(b, b_zero_point) with a 2-bit b and its zero point as the 4-bit ones of the same values (the
+    module text); a zero point of another type than b's, or a Python int out of its range, refused
+    in the words the 4-bit checks use."""
+    name = _two_bit_name(b)
+    if name is None:
+        return b, zp
+    dt = _TWO_BIT[name]
+    if isinstance(zp, numbers.Integral) and not isinstance(zp, (bool, np.bool_)):
+        info = ml_dtypes.iinfo(dt)
+        if not int(info.min) <= int(zp) <= int(info.max):
+            raise DescError(f"{f}: b_zero_point = {int(zp)} is out of range for {name} [{int(info.min)}, "
+                            f"{int(info.max)}] (b's dtype)")
+    elif zp is not None and _two_bit_name(zp) != name:
+        got = (f"a dmlq.Packed of {zp.dtype}" if isinstance(zp, (Packed, TransposedPacked))
+               else getattr(zp, "dtype", type(zp).__name__))
+        raise TypeError(f"{f}: b_zero_point must be a Python int, an array of dtype {name} or a dmlq.Packed of "
+                        f"{name} (b's dtype) (got {got}); pass b_zero_point.astype(ml_dtypes.{name}) or "
+                        "dmlq.pack(...)")
+    return _widened(f, "b", b), _widened(f, "b_zero_point", zp)
+
+
+def _widened(f, name, v):
+    """A 2-bit operand (or None, or a Python int) as the 4-bit one of its values."""
+    if isinstance(v, TransposedPacked):
+        return TransposedPacked(_widened(f, name, v.packed), v.k)
+    if isinstance(v, Packed):
+        data = _bytes_of(f, name, v)
+        stored, _ = held(v, f"{f}: {name}'s")
+        count = int(np.prod(stored, dtype=np.int64))
+        need = packed_nbytes(count, v.dtype)
+        if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1 or data.size != need:
+            raise ValueError(f"{f}: {name} is a dmlq.Packed that does not hold its elements: {_type_name(v)} "
+                             f"{stored} takes {need} bytes as a 1-D uint8 array (got {getattr(data, 'dtype', '')} "
+                             f"{getattr(data, 'shape', '')})")
+        four, signed = _AS_FOUR[_type_name(v)], _type_name(v) == "int2"
+        mode = calls.EXPLAINING.get()
+        if isinstance(data, np.ndarray):  # on the host, in the array module's operations
+            codes = unpack(data, (count,), "uint2", codes=True)
+            wide = pack_codes(codes | ((codes & np.uint8(2)) * np.uint8(6)) if signed else codes, four).data
+        elif name == "b_zero_point":  # GPU bytes: dmlq.packed_b.take unpacks its table from the 2-bit bytes
+            return v
+        else:
+            wide = widen_codes2(data, count, signed, launch=mode is False, meta=mode == calls.META)
+        if mode is True and name == "b":  # dmlq.kernel_plan: what the GPU runs first
+            calls.PRELUDE.get().append(widen_launch(count))
+        return Packed(wide, stored, four)
+    if v is None or isinstance(v, numbers.Integral):
+        return v
+    return v.astype(_NAMES[_AS_FOUR[_two_bit_name(v)]])
 
 
 def stand_in(bld, packed):

@@ -164,12 +164,18 @@ _PACKED_OPERANDS = {"quantize_linear": ("scale", "zero_point"), "dequantize_line
 # docs/semantics.md), since torch 2.13's Inductor fails to lower a view as torch.int4 ("torch.iinfo()
 # requires an integer input type"; aot_eager took it).
 _BY_VALUE = ("quantized_matmul", "matmul_integer", "matmul_integer_to_float")
+_BY_VALUE_TYPES = ("int4", "uint4", "int2", "uint2")
+_NARROW_INTS = {torch.int4: 15, torch.uint4: 15, torch.int2: 3, torch.uint2: 3}  # each code's mask
 
 
-def _four_bit_values(codes, dtype_name):
-    """int4 / uint4 codes (a uint8 tensor, the code in the low bits) as int8 / uint8 values: an
-    int4 code's sign bit extended, (c ^ 8) - 8."""
-    return (codes ^ 8).to(torch.int8) - 8 if dtype_name == "int4" else codes
+_SIGN = {"int4": 8, "int2": 2}  # a signed code's sign bit
+
+
+def _narrow_values(codes, dtype_name):
+    """int4 / uint4 / int2 / uint2 codes (a uint8 tensor, the code in the low bits) as int8 / uint8
+    values: a signed code's sign bit extended, (c ^ 8) - 8 (int4), (c ^ 2) - 2 (int2)."""
+    half = _SIGN.get(dtype_name)
+    return (codes ^ half).to(torch.int8) - half if half else codes
 
 
 def _packed_tensor(fname, name, p, as_tensor):
@@ -186,8 +192,9 @@ def _packed_tensor(fname, name, p, as_tensor):
     if name not in _PACKED_OPERANDS.get(fname, ()):
         raise TypeError(f"{fname}: {name} is a dmlq.Packed, which {fname} does not take as {name}; pass "
                         f"dmlq.unpack({name}) (its elements, one a byte), or a tensor of its torch dtype")
-    if name.startswith("b") and fname in _DATA and "b" in _DATA[fname] and p.dtype not in ("int4", "uint4"):
-        raise TypeError(f"{fname}: a packed {name} must be int4 or uint4 (got a dmlq.Packed of {p.dtype})")
+    if name.startswith("b") and fname in _DATA and "b" in _DATA[fname] and p.dtype not in _BY_VALUE_TYPES:
+        raise TypeError(f"{fname}: a packed {name} must be int4, uint4, int2 or uint2 (got a dmlq.Packed of "
+                        f"{p.dtype})")
     t = getattr(torch, p.dtype, None) if isinstance(p.dtype, str) else None
     if t is None or t not in _TO_NUMPY:
         raise TypeError(f"{fname}: {name} is a dmlq.Packed of {p.dtype}, which torch holds in no dtype of one "
@@ -208,8 +215,8 @@ def _packed_tensor(fname, name, p, as_tensor):
     if bits < 8:  # element i in bits (i % k) * bits and up of byte i // k: the first in the low bits
         mask = (1 << bits) - 1
         data = torch.stack([(data >> s) & mask for s in range(0, 8, bits)], dim=-1).reshape(-1)[:size]
-    if fname in _BY_VALUE and p.dtype in ("int4", "uint4"):  # (b is checked above; its zero point has its type)
-        return _four_bit_values(data, p.dtype).reshape(shape)
+    if fname in _BY_VALUE and p.dtype in _BY_VALUE_TYPES:  # (b is checked above; its zero point has its type)
+        return _narrow_values(data, p.dtype).reshape(shape)
     return data.reshape(shape).view(t)
 
 
@@ -399,10 +406,11 @@ def _traced_form(fname):
             elif isinstance(v, np.ndarray):
                 values[n] = as_tensor(v)
         if by_value:
-            for n in ("b", "b_zero_point"):  # a 4-bit tensor beside a Packed one (by value): by value too
+            for n in ("b", "b_zero_point"):  # a 4-bit or 2-bit tensor beside a Packed one (by value): by value too
                 v = values[n]
-                if isinstance(v, torch.Tensor) and v.dtype in (torch.int4, torch.uint4):  # (one element a byte)
-                    values[n] = _four_bit_values(v.view(torch.uint8), str(v.dtype).rpartition(".")[2])
+                if isinstance(v, torch.Tensor) and v.dtype in _NARROW_INTS:  # (one element a byte, the code low)
+                    name = str(v.dtype).rpartition(".")[2]
+                    values[n] = _narrow_values(v.view(torch.uint8) & _NARROW_INTS[v.dtype], name)
         # data given as numbers or lists (beside tensors: it is traced) as the eager call takes it:
         # quantize's x and matmul_integer_to_float's bias become float32, integer data is refused
         # (a TypeError here: Dynamo then runs the call eagerly, whose error it is; fullgraph=True

@@ -32,6 +32,7 @@ from conftest import code_bytes  # tests/ is on sys.path under pytest, which alo
 
 I8, U8, I32, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.int32, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+I2, U2 = np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 # Kernels no small case here reaches: (source, folded name) -> why. Their small cases are
@@ -93,8 +94,8 @@ def _rng(name: str):
 
 def _ints(rng, dtype, shape):
     dtype = np.dtype(dtype)
-    if dtype in (I4, U4):
-        lo, hi = (-8, 7) if dtype == I4 else (0, 15)
+    if dtype in (I4, U4, I2, U2):
+        lo, hi = int(ml_dtypes.iinfo(dtype).min), int(ml_dtypes.iinfo(dtype).max)
     else:
         lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
     return rng.integers(lo, hi, shape, endpoint=True).astype(dtype)
@@ -796,3 +797,29 @@ def _packed_tables(xp):
 
 
 case("packed zero-point tables (unpack_table)", "packed table")(_packed_tables)
+
+
+def _two_bit_b(xp):
+    """A 2-bit b (MatMulNBits' bits=2) widened to the packed 4-bit bytes of its values by packed_table.cu's
+    widen_codes2 (an odd element count: the last byte's high nibble 0), its zero points' table from the
+    2-bit bytes (unpack_table), then matmul_integer through the 4-bit kernels against NumPy's sums."""
+    rng = _rng("two-bit b")
+    results = []
+    for tb, wide in ((I2, I4), (U2, U4)):
+        w = _ints(rng, tb, (2, 37, 5))
+        p = dmlq.pack(w)
+        got = packed.widen_codes2(xp.asarray(p.data), p.size, tb == I2)
+        results.append((f"widen_codes2 {tb}", _get(got), dmlq.pack(w.astype(wide)).data))
+        z = p.mT[..., :3, :]
+        got = packed.unpack_table(xp.asarray(z.data), tb.name, *held(z))
+        results.append((f"unpack_table {tb} .mT[..., :3, :]", _get(got),
+                        np.ascontiguousarray(w[..., :3].swapaxes(-1, -2)).astype(I8 if tb == I2 else U8)))
+        a, zp = _ints(rng, I8, (3, 37)), _ints(rng, tb, (5,))
+        got = dmlq.matmul_integer(xp.asarray(a), dmlq.Packed(xp.asarray(p.data), p.shape, p.dtype), 1,
+                                  dmlq.Packed(xp.asarray(dmlq.pack(zp).data), zp.shape, tb.name))
+        want = (a.astype(np.int64) - 1) @ (w.astype(np.int64) - zp.astype(np.int64))
+        results.append((f"matmul_integer, a packed {tb} b", _get(got), want.astype(I32)))
+    return results
+
+
+case("2-bit b widened (widen_codes2)", "2-bit b", "packed table")(_two_bit_b)

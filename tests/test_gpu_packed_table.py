@@ -19,6 +19,8 @@ from dmlq.packing import held
 from test_api_gpu_path import gpu  # noqa: F401  (the stand-in fixture)
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
+I2, U2 = np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2)
+TYPES = pytest.mark.parametrize("dt", [I4, U4, I2, U2], ids=["int4", "uint4", "int2", "uint2"])
 
 
 def table(p):
@@ -37,22 +39,23 @@ def table(p):
 
 
 def codes(rng, dt, shape):
-    lo, hi = (-8, 7) if dt == I4 else (0, 15)
+    info = ml_dtypes.iinfo(dt)
+    lo, hi = int(info.min), int(info.max)
     return rng.integers(lo, hi, shape, endpoint=True).astype(dt)
 
 
-@pytest.mark.parametrize("dt", [I4, U4], ids=["int4", "uint4"])
+@TYPES
 @pytest.mark.parametrize("shape", [(7,), (3, 5), (4, 1, 33), (2, 3, 7, 9), (1,), (0, 4)])
 def test_packed_tables(gpu, dt, shape):
     """A Packed's C order: odd rows (every other row starts mid-byte), batches of odd matrices."""
     v = codes(np.random.default_rng(sum(shape)), dt, shape)
     got, kernels = table(dmlq.pack(v))
-    assert got.dtype == np.dtype(np.int8 if dt == I4 else np.uint8) and got.shape == shape
+    assert got.dtype == np.dtype(np.int8 if dt in (I4, I2) else np.uint8) and got.shape == shape
     assert np.array_equal(got, v.astype(got.dtype))
     assert kernels == ([f"unpack_table<{got.dtype.name}>"] if v.size else [])
 
 
-@pytest.mark.parametrize("dt", [I4, U4], ids=["int4", "uint4"])
+@TYPES
 @pytest.mark.parametrize("stored,k", [((40, 4), 3), ((40, 4), 4), ((9, 7), 5), ((2, 33, 6), 6), ((3, 8, 16), 1)])
 def test_transposed_tables(gpu, dt, stored, k):
     """MatMulNBits' zero points: the (..., N, L) Packed's .mT[..., :k, :], the (..., k, N) table in C
@@ -66,10 +69,11 @@ def test_transposed_tables(gpu, dt, stored, k):
 
 
 def test_every_code(gpu):
-    """All 16 codes of both types in both nibbles of a byte."""
+    """All 16 codes of the 4-bit types in both nibbles of a byte, all 4 of the 2-bit types in each of
+    a byte's four slots (the 2-bit ones: b_zero_point of a 2-bit b, tests/test_intmm_two_bit.py)."""
     b = np.arange(256, dtype=np.uint8)
-    for name, dt in (("int4", I4), ("uint4", U4)):
-        p = dmlq.Packed(b, (512,), name)
+    for name, per in (("int4", 2), ("uint4", 2), ("int2", 4), ("uint2", 4)):
+        p = dmlq.Packed(b, (256 * per,), name)
         got, _ = table(p)
         assert np.array_equal(got, dmlq.unpack(p).astype(got.dtype)), name
 
@@ -142,8 +146,12 @@ def test_no_table_is_built_when_only_the_result_is_asked(gpu, rng):
     b = dmlq.pack(cupy.asarray(rng.integers(-8, 8, (6, 64)).astype(np.int8).view(np.uint8) & 15), dtype="int4").mT
     zp = dmlq.pack(cupy.asarray(rng.integers(-8, 8, (6, 2)).astype(np.int8).view(np.uint8) & 15), dtype="int4").mT
     s = cupy.asarray(rng.uniform(0.001, 0.01, (2, 6)).astype(np.float32))
+    b2 = dmlq.pack(cupy.asarray(rng.integers(0, 4, (6, 64)).astype(np.uint8)), dtype="uint2").mT
+    zp2 = dmlq.pack(cupy.asarray(rng.integers(0, 4, (6, 2)).astype(np.uint8)), dtype="uint2").mT
     calls = [(dmlq.matmul_integer, (a, b, 3, zp[:1]), {}),
-             (dmlq.matmul_integer_to_float, (a, 0.1, None, b, s, zp, None), {"block_size": 32})]
+             (dmlq.matmul_integer_to_float, (a, 0.1, None, b, s, zp, None), {"block_size": 32}),
+             (dmlq.matmul_integer_to_float, (a, 0.1, None, b2, s, zp2, None), {"block_size": 32})]
+    prep = ("unpack_table", "widen_codes2")  # (a 2-bit b's bytes widened: tests/test_intmm_two_bit.py)
     for fn, args, kw in calls:
         counted = getattr(cupy, "__stand_in__", False)
         if counted:
@@ -151,7 +159,7 @@ def test_no_table_is_built_when_only_the_result_is_asked(gpu, rng):
             cupy_stand_in.launches.clear()
         shape, dtype = output_meta(fn, *args, **kw)
         if counted:
-            assert not [n for n, *_ in cupy_stand_in.launches if n.startswith("unpack_table")], fn.__name__
+            assert not [n for n, *_ in cupy_stand_in.launches if n.startswith(prep)], fn.__name__
         got = fn(*args, **kw)
         if counted:
             assert [n for n, *_ in cupy_stand_in.launches if n.startswith("unpack_table")], fn.__name__

@@ -81,8 +81,9 @@ def test_packed_refusals():
     p = dmlq.pack(np.zeros((4, 3), I4))
     with pytest.raises(ValueError, match=r"b is a dmlq.Packed that does not hold its elements: int4 \(4, 3\) takes 6 bytes"):
         dmlq.matmul_integer(a, dmlq.Packed(p.data[:5], p.shape, p.dtype))
-    with pytest.raises(TypeError, match="a packed b must be int4 or uint4 .got a dmlq.Packed of int2"):
-        dmlq.matmul_integer(a, dmlq.pack(np.zeros((4, 3), ml_dtypes.int2)))
+    with pytest.raises(TypeError, match="a packed b must be int4, uint4, int2 or uint2 .got a dmlq.Packed of "
+                                        "float4_e2m1fn"):  # (int2 / uint2: tests/test_intmm_two_bit.py)
+        dmlq.matmul_integer(a, dmlq.pack(np.zeros((4, 3), ml_dtypes.float4_e2m1fn)))
     with pytest.raises(TypeError, match="b_zero_point is a dmlq.Packed of uint4; it must have b's dtype"):
         dmlq.matmul_integer(a, p, None, dmlq.pack(np.zeros(3, U4)))
     with pytest.raises(dmlq.DescError, match="b_zero_point = 8 is out of range for int4"):
@@ -259,7 +260,7 @@ def test_matmul_nbits_rounds_in_another_order():
 def test_a_packed_b_of_any_spelling_of_its_type(spelling):
     """A Packed whose dtype is the type's dtype, type object or another spelling of its name, as
     dmlq.unpack and dequantize_linear read it: the matmuls took only "int4" / "uint4" and refused
-    the rest as "a packed b must be int4 or uint4 (got a dmlq.Packed of int4)"."""
+    the rest as "a packed b must be int4 or uint4 (got a dmlq.Packed of int4)" (the message then)."""
     rng = np.random.default_rng(41)
     a, w, zp = qrand(rng, U8, (3, 8)), qrand(rng, I4, (8, 5)), qrand(rng, I4, (5,))
     p, z = dmlq.pack(w), dmlq.pack(zp)
@@ -270,8 +271,9 @@ def test_a_packed_b_of_any_spelling_of_its_type(spelling):
                                   bits(dmlq.matmul_integer_to_float(a, 0.1, None, p, 0.2, z)))
     np.testing.assert_array_equal(dmlq.quantized_matmul(a, 0.1, None, other, 0.2, other_zp, 0.3),
                                   dmlq.quantized_matmul(a, 0.1, None, p, 0.2, z, 0.3))
-    with pytest.raises(TypeError, match=r"a packed b must be int4 or uint4 \(got a dmlq\.Packed of int2\)"):
-        dmlq.matmul_integer(a, dmlq.Packed(p.data[:4], p.shape, "int2"))
+    with pytest.raises(TypeError, match=r"a packed b must be int4, uint4, int2 or uint2 \(got a dmlq\.Packed of "
+                                        r"float4_e2m1fn\)"):
+        dmlq.matmul_integer(a, dmlq.Packed(p.data[:4], p.shape, "float4_e2m1fn"))
 
 
 def test_a_packed_b_named_in_another_spelling_under_torch_compile():

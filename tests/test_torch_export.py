@@ -181,7 +181,7 @@ def test_a_packed_operand_that_the_call_does_not_take_inside_compile():
              (lambda a: dmlq.quantized_add(_PACKED["b_int4"], 0.1, 0, a, 0.1, 0, 0.1, 0),
               r"quantized_add: a is a dmlq.Packed, which quantized_add does not take as a"),
              (lambda a: dmlq.quantized_matmul(a, 0.1, 3, _PACKED["q_float8"], 0.05, 0, 0.3, 2),
-              r"quantized_matmul: a packed b must be int4 or uint4 \(got a dmlq.Packed of float8_e4m3fn\)")]
+              r"quantized_matmul: a packed b must be int4, uint4, int2 or uint2 \(got a dmlq.Packed of float8_e4m3fn\)")]
     for fn, message in calls:
         with pytest.raises(Exception, match=message):  # eager: the same words
             fn(A)

@@ -1155,9 +1155,10 @@ MUTATIONS: list[Mutation] = [
     M("matmul_dp4a.cu", "          if (n0 + b_n + c + 1 < N) e += ldb;\n", "",
       "K-major packed b, edge path: the 4 columns of a block all read the first", "index"),
     # packed_table.cu (session 40): a packed zero-point table unpacked in one launch
-    M("packed_table.cu", "& 15u;\n    out[i] = kSigned", "& 15u;\n    out[i] = false",
+    M("packed_table.cu", "    out[i] = kSigned ?", "    out[i] = false ?",
       "int4 table: codes not sign-extended (taken as uint4)", "type"),
-    M("packed_table.cu", "(4 * static_cast<int>(e & 1))", "(4 * static_cast<int>((e + 1) & 1))",
+    M("packed_table.cu", "const int slot = static_cast<int>(e & ((1 << per_log2) - 1));",
+      "const int slot = static_cast<int>((e + 1) & ((1 << per_log2) - 1));",
       "a byte's two nibbles swapped", "index"),
     M("packed_table.cu", "    const int64 e = b * sb + r * sr + c * sc;", "    const int64 e = r * sr + c * sc;",
       "every matrix of a batch read from the first", "index"),
@@ -1282,6 +1283,19 @@ MUTATIONS: list[Mutation] = [
     M("quant_types.cu", "      chunk[k / 2] = bf16_pair(first, bf16_top(value(k + 1)));",
       "      chunk[k / 2] = bf16_pair(first, first);\n      (void)value(k + 1);",
       "ChunkOut<bfloat16>: a pair's second output the first's", "index"),
+    # packed_table.cu (session 46): 2-bit zero-point tables, and a 2-bit b widened to packed 4-bit bytes
+    M("packed_table.cu", "const int per_log2 = bits == 2 ? 2 : 1;", "const int per_log2 = 1;",
+      "2-bit table: a byte read as two codes, not four", "index"),
+    M("packed_table.cu", "    y |= (s << 1) | (s << 2);", "    y |= (s << 1);",
+      "int2 -> int4: the sign bit copied to bit 2 only (a negative code's nibble 6 or 7)", "type"),
+    M("packed_table.cu", "((x & 0xCu) << 2)", "((x & 0xCu) << 6)",
+      "a byte's second code written to the third nibble", "index"),
+    M("packed_table.cu", "if (left < 4) y &= ", "if (left < 0) y &= ",
+      "the nibbles past the element count keep the 2-bit byte's unused bits", "boundary"),
+    M("packed_table.cu", "if (2 * j + 1 < out_bytes) {", "if (2 * j < out_bytes) {",
+      "the last input byte of an odd count stored as 16 bits (a byte past the output)", "boundary"),
+    M("packed_table.cu", "j += static_cast<int64>(gridDim.x) * blockDim.x) {",
+      "j += 2 * static_cast<int64>(gridDim.x) * blockDim.x) {", "widen's grid-stride step doubled", "index"),
 ]
 
 FILES = ("elementwise.cu", "matmul_dp4a.cu", "matmul_mma.cu", "avgpool.cu", "matmul_stream.cu", "quant_types.cu",
@@ -1317,7 +1331,7 @@ TESTS = {
                               "not groups_not_a_multiple"),
     "dynamic_quant.cu": (["tests/test_dynamic_quant.py", "tests/test_dynamic_quant_rows.py"], "gpu_path or gpu_rows or gpu_dask"),
     "matmul_wgmma.cu": (["tests/test_host_matmul_wgmma.py"], "emulated"),
-    "packed_table.cu": (["tests/test_gpu_packed_table.py"], "test_"),
+    "packed_table.cu": (["tests/test_gpu_packed_table.py", "tests/test_intmm_two_bit.py"], "test_"),
     "matmul_mma_grouped.cu": (["tests/test_gpu_mma_grouped.py"], "test_"),
 }
 

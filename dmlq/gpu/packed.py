@@ -22,12 +22,16 @@ TAGS = {"int4": "packed_int4", "uint4": "packed_uint4"}
 # A packed b held K-major (dmlq.TransposedPacked: the bytes of the (..., N, K) tensor), as the stream
 # kernels of cuda/matmul_stream_packed.cu read it; every other kernel takes its rows (to_rows).
 KMAJOR_TAGS = {"int4": "kmajor_int4", "uint4": "kmajor_uint4"}
-ZP_DTYPES = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8)}
-# A packed zero-point table unpacked on the device in one launch (cuda/packed_table.cu)
+ZP_DTYPES = {"int4": np.dtype(np.int8), "uint4": np.dtype(np.uint8), "int2": np.dtype(np.int8),
+             "uint2": np.dtype(np.uint8)}
+_BITS = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}
+# A packed zero-point table unpacked on the device in one launch, and a packed 2-bit b widened to the
+# packed 4-bit b of its values in one (cuda/packed_table.cu)
 TABLE_SOURCE = "packed_table.cu"
-KERNELS = {TABLE_SOURCE: tuple(f"unpack_table<{t.name}>" for t in ZP_DTYPES.values())}
+WIDEN_KERNEL = "widen_codes2"
+KERNELS = {TABLE_SOURCE: ("unpack_table<int8>", "unpack_table<uint8>", WIDEN_KERNEL)}
 TABLE_BLOCK, TABLE_MAX_BLOCKS = 256, 1024
-_table_launchers = Memo()  # (device, table type, blocks) -> the launch of unpack_table
+_table_launchers = Memo()  # (device, kernel, blocks) -> the launch of unpack_table or widen_codes2
 
 
 def kmajor(b_packed) -> bool:
@@ -200,7 +204,7 @@ def pad_rows(xp, data, shape):
 
 
 def unpack_table(data, name: str, stored: tuple, k=None, values=True):
-    """The values of a packed int4 / uint4 tensor on the device as the C-order int8 / uint8 array
+    """The values of a packed int4 / uint4 / int2 / uint2 tensor on the device as the C-order int8 / uint8 array
     the matmul kernels read (b's zero points): ``data`` its bytes (1-D uint8 on the current device,
     as many as ``stored``, the C-order shape they hold, takes: dmlq.packing.check_bytes, which the
     caller runs), ``k`` None for that tensor itself (a dmlq.Packed) or, for its ``.mT[..., :k, :]``
@@ -229,5 +233,34 @@ def unpack_table(data, name: str, stored: tuple, k=None, values=True):
             "unpack", "packed table", (Launch(TABLE_SOURCE, kernel, (blocks, 1, 1), (TABLE_BLOCK, 1, 1),
                                               role="table build"),))))
         i64, i32 = np.int64, np.int32
-        go([(data, i64(batch_stride), i64(sr), i64(sc), i32(R), i32(C), i64(total), out)])
+        go([(data, i64(batch_stride), i64(sr), i64(sc), i32(R), i32(C), i64(total), i32(_BITS[name]), out)])
+    return out
+
+
+def widen_launch(count: int) -> Launch:
+    """The launch of widen_codes2 over a packed 2-bit tensor of ``count`` elements (a thread an input
+    byte, grid-stride past TABLE_MAX_BLOCKS blocks)."""
+    in_bytes = -(-count // 4)
+    blocks = max(1, min(TABLE_MAX_BLOCKS, -(-in_bytes // TABLE_BLOCK)))
+    return Launch(TABLE_SOURCE, WIDEN_KERNEL, (blocks,), (TABLE_BLOCK,), role="b's 2-bit codes as 4-bit")
+
+
+def widen_codes2(data, count: int, signed: bool, launch: bool = True, meta: bool = False):
+    """The bytes of the packed int4 (``signed``) / uint4 tensor of the same values as the packed
+    int2 / uint2 tensor of ``count`` elements whose bytes ``data`` are (1-D uint8 on the current
+    device, as many as it takes: the caller checks), in the same element order: one launch of
+    cuda/packed_table.cu's widen_codes2 into a new array of ``(count + 1) // 2`` bytes. With
+    ``launch`` False (dmlq.kernel_plan: the plan reads the new bytes' layout, not their values)
+    the array is made and nothing runs; with ``meta`` (only the call's result shape and dtype are
+    asked: dmlq.calls.output_meta) not even that: a zero-stride array of their shape."""
+    xp = device.xp()
+    if meta:
+        return xp.broadcast_to(xp.zeros((), np.uint8), ((count + 1) // 2,))
+    out = xp.empty((count + 1) // 2, np.uint8)
+    if launch and count:
+        data = xp.ascontiguousarray(data)
+        one = widen_launch(count)
+        go = _table_launchers.get((*device_key(), WIDEN_KERNEL, one.grid[0]), lambda: launcher(Plan(
+            "widen", "2-bit b", (one,))))
+        go([(data, np.int64(count), np.int32(bool(signed)), out)])
     return out

@@ -1,0 +1,309 @@
+"""2-bit b (int2 / uint2: onnxruntime's com.microsoft.MatMulNBits with bits=2) in matmul_integer,
+matmul_integer_to_float and quantized_matmul: an ml_dtypes array, a dmlq.Packed (four codes a byte,
+ONNX's order) or its .mT (MatMulNBits' own bytes), with zero points of its type. It runs as the
+4-bit b of the same values (dmlq.packed_b; on the GPU cuda/packed_table.cu's widen_codes2 first).
+
+Oracles: the same call with b's values as int8 / uint8 (the established path: no 2-bit code in it),
+NumPy's int64 matmul for the exact sums, and onnxruntime's CPU MatMulNBits (bits=2) on its own
+bytes, built here from its operator documentation, where its float arithmetic is exact. The GPU
+path runs on the cupy stand-in (the kernels' sources on the host harness), outputs poisoned."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import cupy_stand_in as S
+import dmlq
+from dmlq.gpu import packed, plan
+from test_api_gpu_path import gpu  # noqa: F401  (the cupy stand-in fixture)
+
+I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
+I2, U2, I4, U4 = (np.dtype(t) for t in (ml_dtypes.int2, ml_dtypes.uint2, ml_dtypes.int4, ml_dtypes.uint4))
+WIDE = {I2: I8, U2: U8}
+NAME = {I2: "int2", U2: "uint2"}
+
+
+def qrand(rng, dtype, shape):
+    info = ml_dtypes.iinfo(dtype) if dtype in (I2, U2) else np.iinfo(dtype)
+    return rng.integers(int(info.min), int(info.max) + 1, shape).astype(dtype)
+
+
+def bits(x):
+    return np.asarray(x).view(np.uint8)
+
+
+def codes2(values):
+    """The packed bytes of 2-bit values, written from ONNX's rule (element i in bits 2 (i % 4) and up
+    of byte i // 4; the last byte's unused bits 0): the oracle of dmlq.pack here."""
+    c = np.asarray(values).reshape(-1).view(np.uint8) & 3
+    c = np.concatenate([c, np.zeros(-c.size % 4, np.uint8)]).reshape(-1, 4)
+    return (c[:, 0] | c[:, 1] << 2 | c[:, 2] << 4 | c[:, 3] << 6).astype(np.uint8)
+
+
+@pytest.mark.parametrize("bdt", [I2, U2], ids=["int2", "uint2"])
+@pytest.mark.parametrize("shape_a,shape_b", [((3, 7), (7, 5)), ((1, 1), (1, 1)), ((2, 0), (0, 3)),
+                                             ((2, 1, 4, 33), (3, 33, 9)), ((5, 64), (64, 1))])
+def test_two_bit_b_equals_the_wide_values(bdt, shape_a, shape_b):
+    """Every form of a 2-bit b (ml_dtypes array, Packed, the .mT of the (N, K) Packed) and of its zero
+    point (none, Python int, array, Packed) gives the bytes of the same values as int8 / uint8, in all
+    three operators; matmul_integer's int32 are NumPy's int64 sums."""
+    rng = np.random.default_rng(sum(shape_a) * 31 + sum(shape_b))
+    a, b = qrand(rng, U8, shape_a), qrand(rng, bdt, shape_b)
+    n = shape_b[-1]
+    wide = b.astype(WIDE[bdt])
+    p = dmlq.pack(b)
+    assert np.array_equal(p.data, codes2(b)) and p.dtype == NAME[bdt]
+    t = dmlq.pack(np.ascontiguousarray(np.swapaxes(b, -1, -2))).mT
+    zp = qrand(rng, bdt, (n,))
+    for b_form in (b, p, t):
+        for bzp, bzp_w in ((None, None), (dmlq.pack(zp), zp.astype(WIDE[bdt])), (int(zp[0]), int(zp[0])),
+                           (zp, zp.astype(WIDE[bdt]))):
+            got = dmlq.matmul_integer(a, b_form, np.uint8(3), bzp)
+            sums = (a.astype(np.int64) - 3) @ (wide.astype(np.int64) - (0 if bzp_w is None else
+                                                                      np.asarray(bzp_w, np.int64)))
+            assert got.dtype == np.int32 and np.array_equal(got, sums)
+            want = dmlq.quantized_matmul(a, np.float32(0.02), None, wide, np.float32(0.5), bzp_w, np.float32(0.7),
+                                         np.int8(-5))
+            got = dmlq.quantized_matmul(a, np.float32(0.02), None, b_form, np.float32(0.5), bzp, np.float32(0.7),
+                                        np.int8(-5))
+            np.testing.assert_array_equal(bits(got), bits(want))
+        a_s = rng.uniform(0, 1, (shape_a[-2], 1)).astype(F32)
+        b_s = rng.uniform(-1, 1, (n,)).astype(F32)
+        for dt in (F32, F16):
+            want = dmlq.matmul_integer_to_float(a, a_s, None, wide, b_s, zp.astype(WIDE[bdt]), dtype=dt)
+            got = dmlq.matmul_integer_to_float(a, a_s, None, b_form, b_s, dmlq.pack(zp), dtype=dt)
+            assert got.dtype == dt
+            np.testing.assert_array_equal(bits(got), bits(want))
+        if shape_b[-2]:
+            block = 4
+            g = -(-shape_b[-2] // block)
+            bs, bz = rng.uniform(-1, 1, (g, n)).astype(F32), qrand(rng, bdt, (g, n))
+            want = dmlq.matmul_integer_to_float(a, a_s, None, wide, bs, bz.astype(WIDE[bdt]), block_size=block)
+            got = dmlq.matmul_integer_to_float(a, a_s, None, b_form, bs, dmlq.pack(bz), block_size=block)
+            np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def test_two_bit_refusals():
+    """A zero point of another type than b's, out of b's range, a Packed of the wrong byte count: named."""
+    rng = np.random.default_rng(3)
+    a, b = qrand(rng, I8, (2, 8)), qrand(rng, I2, (8, 3))
+    p = dmlq.pack(b)
+    with pytest.raises(ValueError, match=r"b_zero_point = 2 is out of range for int2 \[-2, 1\]"):
+        dmlq.matmul_integer(a, p, None, 2)
+    with pytest.raises(ValueError, match=r"b_zero_point = -1 is out of range for uint2 \[0, 3\]"):
+        dmlq.matmul_integer(a, qrand(rng, U2, (8, 3)), None, -1)
+    with pytest.raises(TypeError, match=r"b_zero_point must be a Python int, an array of dtype int2 or a "
+                                        r"dmlq.Packed of int2 \(b's dtype\) \(got int4\)"):
+        dmlq.matmul_integer(a, b, None, np.zeros(3, I4))
+    with pytest.raises(TypeError, match=r"\(got a dmlq.Packed of uint2\)"):
+        dmlq.quantized_matmul(a, 0.1, None, p, 0.1, dmlq.pack(np.zeros(3, U2)), 0.1)
+    with pytest.raises(TypeError, match=r"\(got uint8\)"):
+        dmlq.matmul_integer_to_float(a, 0.1, None, p, 0.1, np.zeros(3, U8))
+    with pytest.raises(ValueError, match=r"b is a dmlq.Packed that does not hold its elements: int2 \(8, 3\) "
+                                         r"takes 6 bytes as a 1-D uint8 array \(got uint8 \(7,\)\)"):
+        dmlq.matmul_integer(a, dmlq.Packed(np.zeros(7, np.uint8), (8, 3), "int2"))
+    with pytest.raises(TypeError, match=r"a packed b must be int4, uint4, int2 or uint2 \(got a dmlq.Packed of "
+                                        r"float4_e2m1fn\)"):
+        dmlq.matmul_integer(a, dmlq.Packed(np.zeros(12, np.uint8), (8, 3), "float4_e2m1fn"))
+
+
+def test_kernel_plan_lists_the_widening_first():
+    """dmlq.kernel_plan of a 2-bit b: widen_codes2 over its bytes, then the 4-bit b's kernels."""
+    a = np.zeros((1, 4096), np.int8)
+    p = dmlq.pack(np.zeros((4096, 512), U2))
+    lines = str(dmlq.kernel_plan(dmlq.matmul_integer, a, p)).splitlines()
+    assert lines[1] == "  widen_codes2  grid 1024  block 256  (b's 2-bit codes as 4-bit)", lines
+    assert "packed_uint4" in lines[2], lines
+    # a 4-bit b has no such launch
+    assert "widen_codes2" not in str(dmlq.kernel_plan(dmlq.matmul_integer, a, dmlq.pack(np.zeros((4096, 512), U4))))
+
+
+# ------------------------------------------------------------------ the GPU path (cupy stand-in)
+
+def widened(p):
+    """widen_codes2 of Packed ``p`` (NumPy bytes, moved to the device) into a poisoned block; (the
+    bytes on the host, the kernels launched)."""
+    data = S.module.asarray(p.data)
+    n_out = (p.size + 1) // 2
+    bait = S.module.full(max(n_out, 1), 0xA5, np.uint8)
+    at = bait.data.ptr
+    del bait
+    with plan.recording() as plans:
+        got = packed.widen_codes2(data, p.size, p.dtype == "int2")
+    assert got.size == 0 or got.data.ptr == at
+    return got.get(), [launch.kernel for pl in plans for launch in pl.launches]
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 4, 5, 7, 8, 9, 1024, 4 * 256 * 1024 + 6])
+@pytest.mark.parametrize("bdt", [I2, U2], ids=["int2", "uint2"])
+def test_widen_codes2(gpu, bdt, count):
+    """Every code in every slot of a byte, odd tails (the last 4-bit byte alone, nibbles past the count
+    0 even where the 2-bit byte's unused bits are not), and past one grid's bytes (the grid-stride
+    loop): the packed 4-bit bytes of the same values, built here by ONNX's rule."""
+    rng = np.random.default_rng(count)
+    data = rng.integers(0, 256, -(-count // 4), dtype=np.uint8)
+    if count >= 1024:
+        data[:256] = np.arange(256)
+    p = dmlq.Packed(data, (count,), NAME[bdt])
+    got, kernels = widened(p)
+    values = dmlq.unpack(p).astype(I4 if bdt == I2 else U4)
+    nib = values.view(np.uint8) & 15
+    nib = np.concatenate([nib, np.zeros(nib.size % 2, np.uint8)])
+    assert got.dtype == np.uint8 and np.array_equal(got, (nib[0::2] | nib[1::2] << 4).astype(np.uint8))
+    assert kernels == (["widen_codes2"] if count else [])
+
+
+@pytest.mark.parametrize("bdt", [I2, U2], ids=["int2", "uint2"])
+def test_two_bit_b_on_the_gpu_path(gpu, bdt):
+    """A Packed of device bytes (row-major and its .mT) with a Packed zero point of device bytes (its
+    table made from the 2-bit bytes in one launch): widen_codes2, then the 4-bit kernels, at M = 1
+    (stream), 20 (dp4a tiles) and 130 (tensor cores), equal to the NumPy path's bytes."""
+    rng = np.random.default_rng(7)
+    for m, k, n, main in ((1, 96, 40, "matmul_stream_grouped<"), (20, 96, 40, "matmul_dp4a<"),
+                          (130, 256, 160, "matmul_mma<")):
+        b, zp = qrand(rng, bdt, (k, n)), qrand(rng, bdt, (n,))
+        forms = {"rows": (dmlq.pack(b), dmlq.pack(zp)),
+                 "mT": (dmlq.pack(np.ascontiguousarray(b.T)).mT, dmlq.pack(zp.reshape(n, 1)).mT)}
+        a = qrand(rng, U8, (m, k))
+        for name, (pb, pz) in forms.items():
+            want_i = dmlq.matmul_integer(a, pb, 7, pz)
+            want_q = dmlq.quantized_matmul(a, 0.05, 7, pb, 0.25, pz, 0.5, np.int8(3))
+            want_f = dmlq.matmul_integer_to_float(a, 0.05, 7, pb, 0.25, pz, dtype=F16)
+            dev = [packed_on_device(v) for v in (pb, pz)]
+            S.launches.clear()
+            got = dmlq.matmul_integer(S.module.asarray(a), dev[0], 7, dev[1])
+            names = [launch[0] for launch in S.launches]
+            assert names[0] == "widen_codes2" and names[1] == "unpack_table<{}>".format(WIDE[bdt].name), names
+            assert any(nm.startswith(main) and "int4" in nm for nm in names[2:]), names
+            np.testing.assert_array_equal(got.get(), want_i, err_msg=f"{name} M={m}")
+            got = dmlq.quantized_matmul(S.module.asarray(a), 0.05, 7, dev[0], 0.25, dev[1], 0.5, np.int8(3))
+            np.testing.assert_array_equal(bits(got.get()), bits(want_q), err_msg=f"{name} M={m}")
+            got = dmlq.matmul_integer_to_float(S.module.asarray(a), 0.05, 7, dev[0], 0.25, dev[1], dtype=F16)
+            np.testing.assert_array_equal(bits(got.get()), bits(want_f), err_msg=f"{name} M={m}")
+
+
+def packed_on_device(v):
+    if isinstance(v, dmlq.TransposedPacked):
+        return dmlq.Packed(S.module.asarray(v.data), v.packed.shape, v.dtype).mT[..., :v.k, :]
+    return dmlq.Packed(S.module.asarray(v.data), v.shape, v.dtype)
+
+
+# ------------------------------------------------------------------ onnxruntime MatMulNBits, bits=2
+
+ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+
+def nbits2_feeds(b_u2, scales, zp_u2, block):
+    """MatMulNBits' (bits=2) B, scales and zero_points for (K, N) uint2 values, (G, N) scales and
+    zero points (or None), in its layout: B (N, G, block / 4) bytes, column n's k-th value in group
+    k // block, four a byte from the low bits; zero points (N, ceil(G / 4)) bytes, each row padded."""
+    k, n = b_u2.shape
+    g = -(-k // block)
+    col = np.zeros((n, g * block), np.uint8)
+    col[:, :k] = b_u2.view(np.uint8).T
+    feeds = {"B": codes2(col).reshape(n, g, block // 4), "scales": np.ascontiguousarray(scales.T).reshape(-1)}
+    if zp_u2 is not None:
+        z = np.zeros((n, -(-g // 4) * 4), np.uint8)
+        z[:, :g] = zp_u2.view(np.uint8).T
+        feeds["zero_points"] = codes2(z)
+    return feeds
+
+
+def matmul_nbits2(a_f, feeds, k, n, block):
+    from onnx import helper
+    names = ["A", "B", "scales"] + (["zero_points"] if "zero_points" in feeds else [])
+    inputs = {"A": a_f, **feeds}
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n, bits=2, block_size=block)
+    tp = helper.np_dtype_to_tensor_dtype
+    graph = helper.make_graph([node], "nbits2", [helper.make_tensor_value_info(nm, tp(v.dtype), v.shape)
+                                                 for nm, v in inputs.items()],
+                              [helper.make_tensor_value_info("Y", tp(np.dtype(F32)), None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)], ir_version=10)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+
+
+def nbits2_operands(feeds, k, n, block):
+    """MatMulNBits' bytes as dmlq takes them, untouched: b the first K of each row of the Packed
+    (N, G * block) uint2 they are, scales the .T of their (N, G) table, zero points the first G of
+    each row of a Packed (N, ceil(G / 4) * 4) (None: its default 2)."""
+    g = -(-k // block)
+    b = dmlq.Packed(feeds["B"].reshape(-1), (n, g * block), "uint2").mT[..., :k, :]
+    zp = 2 if "zero_points" not in feeds else \
+        dmlq.Packed(feeds["zero_points"], (n, -(-g // 4) * 4), "uint2").mT[..., :g, :]
+    return b, feeds["scales"].reshape(n, g).T, zp
+
+
+def exact_case(rng, m, k, n, block, with_zp):
+    g = -(-k // block)
+    a, b = qrand(rng, I8, (m, k)), qrand(rng, U2, (k, n))
+    scales = (2.0 ** rng.integers(-6, 3, (g, n))).astype(F32) * rng.choice([-1, 1], (g, n)).astype(F32)
+    zp = qrand(rng, U2, (g, n)) if with_zp else None
+    return a, b, scales, zp
+
+
+@pytest.mark.parametrize("m,k,n,block", [(1, 64, 8, 16), (4, 256, 33, 64), (3, 100, 9, 32), (2, 80, 16, 16),
+                                         (5, 200, 7, 64), (1, 17, 4, 16)])
+@pytest.mark.parametrize("with_zp", [False, True])
+def test_matmul_nbits2_equals_onnxruntime_where_exact(m, k, n, block, with_zp):
+    """Integer A (a_scale 1), power-of-two scales: MatMulNBits' float arithmetic is exact, so its bits
+    are dmlq's; its bytes handed over as they are (rows padded to whole blocks, zero points' rows to a
+    byte: G of 1 to 13)."""
+    rng = np.random.default_rng(m * 7 + k + n + with_zp)
+    a, b, scales, zp = exact_case(rng, m, k, n, block, with_zp)
+    feeds = nbits2_feeds(b, scales, zp, block)
+    want = matmul_nbits2(a.astype(F32), feeds, k, n, block)
+    bt, st, zt = nbits2_operands(feeds, k, n, block)
+    got = dmlq.matmul_integer_to_float(a, np.float32(1), None, bt, st, zt, block_size=block)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_matmul_nbits2_on_the_gpu_path(gpu):
+    """The same on the GPU path (stand-in): MatMulNBits' 2-bit bytes widened, then read K-major by
+    the 4-bit kernels (the grouped stream kernel at M = 1 and 4, dp4a-wide at M = 20, stream-rows for
+    groups of 16 past M = 16), equal to onnxruntime."""
+    rng = np.random.default_rng(11)
+    for m, k, n, block in ((1, 256, 40, 64), (4, 200, 40, 32), (20, 256, 40, 64), (20, 96, 24, 16)):
+        a, b, scales, zp = exact_case(rng, m, k, n, block, True)
+        feeds = nbits2_feeds(b, scales, zp, block)
+        want = matmul_nbits2(a.astype(F32), feeds, k, n, block)
+        bt, st, zt = nbits2_operands(feeds, k, n, block)
+        S.launches.clear()
+        got = dmlq.matmul_integer_to_float(S.module.asarray(a), np.float32(1), None, packed_on_device(bt),
+                                           S.module.asarray(st), packed_on_device(zt), block_size=block)
+        np.testing.assert_array_equal(got.get(), want)
+        names = [launch[0] for launch in S.launches]
+        assert names[:2] == ["widen_codes2", "unpack_table<uint8>"], names
+
+
+# ------------------------------------------------------------------ torch
+
+def test_torch_int2_tensors_and_packed_b_eager_and_compiled():
+    """A torch.int2 / uint2 b (one code a byte) beside torch tensors, eager, and a Packed 2-bit b inside
+    torch.compile (by value: int8 values in the graph; Inductor and aot_eager): NumPy's sums."""
+    torch = pytest.importorskip("torch")
+    import dmlq.torch  # noqa: F401  (the custom ops)
+
+    rng = np.random.default_rng(21)
+    for bdt, tdt in ((I2, torch.int2), (U2, torch.uint2)):
+        a, w = qrand(rng, I8, (3, 16)), qrand(rng, bdt, (16, 5))
+        zp = int(w.reshape(-1)[0])
+        want = a.astype(np.int64) @ (w.astype(np.int64) - zp)
+        at = torch.from_numpy(a)
+        wt = torch.from_numpy(w.view(np.uint8).copy()).view(tdt)
+        got = dmlq.matmul_integer(at, wt, None, zp)
+        assert got.dtype == torch.int32 and np.array_equal(got.numpy(), want)
+        got = dmlq.matmul_integer_to_float(at, 0.5, None, wt, 0.25, zp)
+        np.testing.assert_array_equal(got.numpy(), dmlq.matmul_integer_to_float(a, 0.5, None, w.astype(WIDE[bdt]),
+                                                                                0.25, zp))
+        p = dmlq.pack(w)
+        for backend in ("aot_eager", "inductor"):
+            torch._dynamo.reset()
+            f = torch.compile(lambda x: dmlq.matmul_integer(x, p, None, zp), backend=backend, fullgraph=True)
+            assert np.array_equal(f(at).numpy(), want), backend
