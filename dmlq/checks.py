@@ -354,6 +354,10 @@ class Builder:
                             f"{type(v).__name__} {short(v)}); a Python number does not say which integer "
                             f"type it is: pass {self.fix(name, fix)}")
         if v.dtype not in allowed:
+            if _float_kind(v.dtype):  # its values are not codes: astype would change what they mean
+                raise TypeError(f"{self.f}: {name} must have dtype {or_list(allowed)} (got {v.dtype}): {name} holds "
+                                f"integer codes, and a float {name} is not converted to them"
+                                f"{_FLOAT_DATA.get(self.f, '')}")
             hint = ""
             if v.dtype == np.dtype(np.int64):
                 hint = (" (torch.tensor makes int64 from Python ints)" if name in self.torch
@@ -542,3 +546,24 @@ def batch_rows_form(m, batch, whose="a's") -> str:
     if not any(d != 1 for d in batch):
         return f"; {whose} batch shape is {tuple(batch)}, so there is no per-batch-and-row form"
     return f", or {tuple(batch) + (m, 1)} per batch and row ({whose} batch shape + (M, 1); 1s broadcast)"
+
+
+# Where a float operand has a reading of its own (ONNX QLinearMatMul's float8 inputs, opset 21), the
+# refusal says what dmlq takes instead.
+_FLOAT_DATA = {"quantized_matmul": "; ONNX QLinearMatMul's float8 form (opset 21) is not taken: "
+                                   "dmlq.dequantize_linear each operand and multiply in float"}
+
+
+def _float_kind(dt) -> bool:
+    """A float dtype: NumPy's own, or one of ml_dtypes' (bfloat16, float8, float4: kind 'V')."""
+    dt = np.dtype(dt)
+    if dt.kind == "f":
+        return True
+    if dt.kind != "V":
+        return False
+    try:
+        ml_dtypes.finfo(dt)
+    except ValueError:
+        return False
+    return True
+

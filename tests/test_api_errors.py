@@ -13,6 +13,16 @@ f32, f16, i8, u8 = np.float32, np.float16, np.int8, np.uint8
 X = np.array([0.5, -1.25, 3.0], f32)
 Q = np.array([1, 2, 3], u8)
 
+def _float8(shape):
+    import ml_dtypes
+    return np.ones(shape, ml_dtypes.float8_e4m3fn)
+
+
+def _bf16(shape):
+    import ml_dtypes
+    return np.ones(shape, ml_dtypes.bfloat16)
+
+
 MISTAKES = [
     # (what the user wrote, call, exception, message)
     ("int64 zero point, no dtype", lambda: dmlq.quantize_linear(X, 0.1, np.array([5])), TypeError,
@@ -136,6 +146,19 @@ MISTAKES = [
     ("masked array as out", lambda: dmlq.quantize_linear(X, 0.1, out=np.ma.masked_array(np.zeros(3, u8))), TypeError,
      r"quantize_linear: out is a masked array \(numpy.ma\); dmlq writes every element and would leave its mask as "
      r"it was: pass out.data \(the array underneath\) or a plain numpy array"),
+    # (the message said "pass a.astype(np.uint8) ... if its values fit", which converts values, not codes)
+    ("float32 data of an integer operator", lambda: dmlq.quantized_add(X, 0.1, 0, Q, 0.1, 0, 0.1, 0), TypeError,
+     r"quantized_add: a must have dtype int8 or uint8 \(got float32\): a holds integer codes, and a float a is not "
+     r"converted to them$"),
+    ("float8 a of quantized_matmul (QLinearMatMul, opset 21)",
+     lambda: dmlq.quantized_matmul(_float8((2, 3)), 0.5, None,
+                                   np.ones((3, 2), u8), 0.5, None, 0.25), TypeError,
+     r"quantized_matmul: a must have dtype int8 or uint8 \(got float8_e4m3fn\): a holds integer codes, and a float a "
+     r"is not converted to them; ONNX QLinearMatMul's float8 form \(opset 21\) is not taken: dmlq.dequantize_linear "
+     r"each operand and multiply in float"),
+    ("bfloat16 b of matmul_integer", lambda: dmlq.matmul_integer(np.ones((2, 3), u8), _bf16((3, 2))), TypeError,
+     r"matmul_integer: b must have dtype int8, uint8, int4, uint4, int2 or uint2 \(got bfloat16\): b holds integer "
+     r"codes"),
 ]
 
 
