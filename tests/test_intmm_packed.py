@@ -306,3 +306,53 @@ def test_a_packed_zero_point_beside_a_torch_four_bit_b():
         with pytest.raises(TypeError, match=rf"b_zero_point is a dmlq\.Packed of {other.name}; it must have b's "
                                             rf"dtype \(torch\.{dt.name}\)"):
             dmlq.matmul_integer(torch.from_numpy(a), w, 1, dmlq.pack(qrand(rng, other, (5,))))
+
+
+def _matmul_nbits8(a_f, b_rows, scales, zp, k, block):
+    """com.microsoft.MatMulNBits with bits=8 on the CPU provider: B its (N, G, block) bytes ``b_rows``
+    (each row of N padded to whole blocks), scales and zero points (N, G) tables (zp None: its
+    default 128)."""
+    from onnx import helper
+    n, g = scales.shape
+    inputs = {"A": a_f, "B": b_rows.reshape(n, g, block), "scales": scales.reshape(-1)}
+    if zp is not None:
+        inputs["zero_points"] = zp.reshape(-1)
+    node = helper.make_node("MatMulNBits", list(inputs), ["Y"], domain="com.microsoft", K=k, N=n, bits=8,
+                            block_size=block)
+    tp = helper.np_dtype_to_tensor_dtype
+    graph = helper.make_graph([node], "nbits8", [helper.make_tensor_value_info(nm, tp(v.dtype), v.shape)
+                                                 for nm, v in inputs.items()],
+                              [helper.make_tensor_value_info("Y", tp(np.dtype(F32)), None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)], ir_version=10)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+
+
+@pytest.mark.parametrize("m,k,n,block,with_zp", [(3, 64, 8, 16, True), (2, 100, 9, 32, True), (1, 256, 33, 64, False),
+                                                 (20, 96, 40, 32, True)])
+def test_matmul_nbits8_bytes_as_they_are(gpu, m, k, n, block, with_zp):
+    """MatMulNBits with bits=8 needs no packing: its B is the uint8 (N, G * block) rows, so b is the
+    view ``B.reshape(N, -1)[:, :K].T`` (K-major, rows padded to whole blocks), its scales and zero
+    points the .T of their (N, G) tables (or its default 128); onnxruntime's bits where its float
+    arithmetic is exact, on NumPy and on the GPU path (the stand-in: the K-major 8-bit kernels)."""
+    import cupy_stand_in as S
+
+    rng = np.random.default_rng(m + k + n)
+    g = -(-k // block)
+    a = qrand(rng, I8, (m, k))
+    rows = rng.integers(0, 256, (n, g * block), dtype=np.uint8)
+    scales = (2.0 ** rng.integers(-8, 0, (n, g))).astype(F32)
+    zp = rng.integers(0, 256, (n, g), dtype=np.uint8) if with_zp else None
+    want = _matmul_nbits8(a.astype(F32), rows, scales, zp, k, block)
+    got = dmlq.matmul_integer_to_float(a, np.float32(1), None, rows[:, :k].T, scales.T,
+                                       zp.T if with_zp else 128, block_size=block)
+    np.testing.assert_array_equal(got, want)
+    dev_rows = S.module.asarray(rows)
+    got = dmlq.matmul_integer_to_float(S.module.asarray(a), np.float32(1), None, dev_rows[:, :k].T,
+                                       S.module.asarray(scales).T, S.module.asarray(zp).T if with_zp else 128,
+                                       block_size=block)
+    np.testing.assert_array_equal(got.get(), want)
