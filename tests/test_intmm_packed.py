@@ -13,11 +13,12 @@ from test_api_gpu_path import gpu  # noqa: F401  (the cupy stand-in fixture)
 
 I8, U8, F32, F16 = (np.dtype(t) for t in (np.int8, np.uint8, np.float32, np.float16))
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
-WIDE = {I4: I8, U4: U8}
+I2, U2 = np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2)
+WIDE = {I4: I8, U4: U8, I2: I8, U2: U8}
 
 
 def qrand(rng, dtype, shape):
-    info = ml_dtypes.iinfo(dtype) if dtype in (I4, U4) else np.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype) if dtype in WIDE else np.iinfo(dtype)
     return rng.integers(int(info.min), int(info.max) + 1, shape).astype(dtype)
 
 
@@ -25,41 +26,49 @@ def bits(x):
     return np.asarray(x).view(np.uint8)
 
 
-@pytest.mark.parametrize("bdt", [I4, U4])
+@pytest.mark.parametrize("bdt", [I4, U4, I2, U2], ids=["int4", "uint4", "int2", "uint2"])
 @pytest.mark.parametrize("shape_a,shape_b", [((3, 7), (7, 5)), ((1, 1), (1, 1)), ((2, 0), (0, 3)),
                                              ((2, 1, 4, 33), (3, 33, 9)), ((5, 64), (64, 1))])
 def test_packed_b_equals_the_wide_values(bdt, shape_a, shape_b):
-    """Packed b (and packed zero points) give the bytes of the same values as int8/uint8."""
+    """A 4-bit or 2-bit b as an ml_dtypes array, a Packed and the .mT of the (N, K) Packed, with zero
+    points none / packed / a Python int / an array, give the bytes of the same values as int8/uint8
+    in all three operators; matmul_integer's int32 are NumPy's int64 sums. (The 2-bit b runs as the
+    4-bit b of its values: tests/test_intmm_two_bit.py.)"""
     rng = np.random.default_rng(sum(shape_a) * 31 + sum(shape_b))
     a, b = qrand(rng, U8, shape_a), qrand(rng, bdt, shape_b)
     n, k = shape_b[-1], shape_b[-2]
     wide = b.astype(WIDE[bdt])
     p = dmlq.pack(b)
-    assert p.data.size == (b.size + 1) // 2
+    assert p.data.size == -(-b.size * (4 if bdt in (I4, U4) else 2) // 8)
+    forms = (b, p, dmlq.pack(np.ascontiguousarray(np.swapaxes(b, -1, -2))).mT)
     zp = qrand(rng, bdt, (n,))
-    for bzp_p, bzp_w in ((None, None), (dmlq.pack(zp), zp.astype(WIDE[bdt])), (int(zp[0]), int(zp[0])),
-                         (zp, zp.astype(WIDE[bdt]))):
-        np.testing.assert_array_equal(dmlq.matmul_integer(a, p, np.uint8(3), bzp_p),
-                                      dmlq.matmul_integer(a, wide, np.uint8(3), bzp_w))
-        want = dmlq.quantized_matmul(a, np.float32(0.02), None, wide, np.float32(0.5), bzp_w, np.float32(0.7),
-                                     np.int8(-5))
-        got = dmlq.quantized_matmul(a, np.float32(0.02), None, p, np.float32(0.5), bzp_p, np.float32(0.7),
-                                    np.int8(-5))
-        np.testing.assert_array_equal(bits(got), bits(want))
     a_s = rng.uniform(0, 1, (shape_a[-2], 1)).astype(F32)
     b_s = rng.uniform(-1, 1, (n,)).astype(F32)
-    for dt in (F32, F16):
-        want = dmlq.matmul_integer_to_float(a, a_s, None, wide, b_s, zp.astype(WIDE[bdt]), dtype=dt)
-        got = dmlq.matmul_integer_to_float(a, a_s, None, p, b_s, dmlq.pack(zp), dtype=dt)
-        assert got.dtype == dt
-        np.testing.assert_array_equal(bits(got), bits(want))
-    if k:
-        block = 4
-        g = -(-k // block)
-        bs, bz = rng.uniform(-1, 1, (g, n)).astype(F32), qrand(rng, bdt, (g, n))
-        want = dmlq.matmul_integer_to_float(a, a_s, None, b, bs, bz, block_size=block)
-        got = dmlq.matmul_integer_to_float(a, a_s, None, p, bs, dmlq.pack(bz), block_size=block)
-        np.testing.assert_array_equal(bits(got), bits(want))
+    for form in forms:
+        for bzp_p, bzp_w in ((None, None), (dmlq.pack(zp), zp.astype(WIDE[bdt])), (int(zp[0]), int(zp[0])),
+                             (zp, zp.astype(WIDE[bdt]))):
+            got = dmlq.matmul_integer(a, form, np.uint8(3), bzp_p)
+            np.testing.assert_array_equal(got, dmlq.matmul_integer(a, wide, np.uint8(3), bzp_w))
+            sums = (a.astype(np.int64) - 3) @ (wide.astype(np.int64) - (0 if bzp_w is None else
+                                                                      np.asarray(bzp_w, np.int64)))
+            assert got.dtype == np.int32 and np.array_equal(got, sums)
+            want = dmlq.quantized_matmul(a, np.float32(0.02), None, wide, np.float32(0.5), bzp_w, np.float32(0.7),
+                                         np.int8(-5))
+            got = dmlq.quantized_matmul(a, np.float32(0.02), None, form, np.float32(0.5), bzp_p, np.float32(0.7),
+                                        np.int8(-5))
+            np.testing.assert_array_equal(bits(got), bits(want))
+        for dt in (F32, F16):
+            want = dmlq.matmul_integer_to_float(a, a_s, None, wide, b_s, zp.astype(WIDE[bdt]), dtype=dt)
+            got = dmlq.matmul_integer_to_float(a, a_s, None, form, b_s, dmlq.pack(zp), dtype=dt)
+            assert got.dtype == dt
+            np.testing.assert_array_equal(bits(got), bits(want))
+        if k:
+            block = 4
+            g = -(-k // block)
+            bs, bz = rng.uniform(-1, 1, (g, n)).astype(F32), qrand(rng, bdt, (g, n))
+            want = dmlq.matmul_integer_to_float(a, a_s, None, wide, bs, bz.astype(WIDE[bdt]), block_size=block)
+            got = dmlq.matmul_integer_to_float(a, a_s, None, form, bs, dmlq.pack(bz), block_size=block)
+            np.testing.assert_array_equal(bits(got), bits(want))
 
 
 def test_packed_b_extremes_and_odd_sizes():
@@ -312,24 +321,12 @@ def _matmul_nbits8(a_f, b_rows, scales, zp, k, block):
     """com.microsoft.MatMulNBits with bits=8 on the CPU provider: B its (N, G, block) bytes ``b_rows``
     (each row of N padded to whole blocks), scales and zero points (N, G) tables (zp None: its
     default 128)."""
-    from onnx import helper
+    from onnx_cases import run_onnx
+
     n, g = scales.shape
-    inputs = {"A": a_f, "B": b_rows.reshape(n, g, block), "scales": scales.reshape(-1)}
-    if zp is not None:
-        inputs["zero_points"] = zp.reshape(-1)
-    node = helper.make_node("MatMulNBits", list(inputs), ["Y"], domain="com.microsoft", K=k, N=n, bits=8,
-                            block_size=block)
-    tp = helper.np_dtype_to_tensor_dtype
-    graph = helper.make_graph([node], "nbits8", [helper.make_tensor_value_info(nm, tp(v.dtype), v.shape)
-                                                 for nm, v in inputs.items()],
-                              [helper.make_tensor_value_info("Y", tp(np.dtype(F32)), None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
-                                                    helper.make_opsetid("com.microsoft", 1)], ir_version=10)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+    return run_onnx("MatMulNBits", [a_f, b_rows.reshape(n, g, block), scales.reshape(-1),
+                                    None if zp is None else zp.reshape(-1)], F32, domain="com.microsoft", opset=21,
+                    K=k, N=n, bits=8, block_size=block)
 
 
 @pytest.mark.parametrize("m,k,n,block,with_zp", [(3, 64, 8, 16, True), (2, 100, 9, 32, True), (1, 256, 33, 64, False),

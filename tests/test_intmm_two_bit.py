@@ -4,7 +4,8 @@ ONNX's order) or its .mT (MatMulNBits' own bytes), with zero points of its type.
 4-bit b of the same values (dmlq.packed_b; on the GPU cuda/packed_table.cu's widen_codes2 first).
 
 Oracles: the same call with b's values as int8 / uint8 (the established path: no 2-bit code in it),
-NumPy's int64 matmul for the exact sums, and onnxruntime's CPU MatMulNBits (bits=2) on its own
+NumPy's int64 matmul for the exact sums (every form on NumPy: tests/test_intmm_packed.py::
+test_packed_b_equals_the_wide_values), and onnxruntime's CPU MatMulNBits (bits=2) on its own
 bytes, built here from its operator documentation, where its float arithmetic is exact. The GPU
 path runs on the cupy stand-in (the kernels' sources on the host harness), outputs poisoned."""
 from __future__ import annotations
@@ -39,49 +40,6 @@ def codes2(values):
     c = np.asarray(values).reshape(-1).view(np.uint8) & 3
     c = np.concatenate([c, np.zeros(-c.size % 4, np.uint8)]).reshape(-1, 4)
     return (c[:, 0] | c[:, 1] << 2 | c[:, 2] << 4 | c[:, 3] << 6).astype(np.uint8)
-
-
-@pytest.mark.parametrize("bdt", [I2, U2], ids=["int2", "uint2"])
-@pytest.mark.parametrize("shape_a,shape_b", [((3, 7), (7, 5)), ((1, 1), (1, 1)), ((2, 0), (0, 3)),
-                                             ((2, 1, 4, 33), (3, 33, 9)), ((5, 64), (64, 1))])
-def test_two_bit_b_equals_the_wide_values(bdt, shape_a, shape_b):
-    """Every form of a 2-bit b (ml_dtypes array, Packed, the .mT of the (N, K) Packed) and of its zero
-    point (none, Python int, array, Packed) gives the bytes of the same values as int8 / uint8, in all
-    three operators; matmul_integer's int32 are NumPy's int64 sums."""
-    rng = np.random.default_rng(sum(shape_a) * 31 + sum(shape_b))
-    a, b = qrand(rng, U8, shape_a), qrand(rng, bdt, shape_b)
-    n = shape_b[-1]
-    wide = b.astype(WIDE[bdt])
-    p = dmlq.pack(b)
-    assert np.array_equal(p.data, codes2(b)) and p.dtype == NAME[bdt]
-    t = dmlq.pack(np.ascontiguousarray(np.swapaxes(b, -1, -2))).mT
-    zp = qrand(rng, bdt, (n,))
-    for b_form in (b, p, t):
-        for bzp, bzp_w in ((None, None), (dmlq.pack(zp), zp.astype(WIDE[bdt])), (int(zp[0]), int(zp[0])),
-                           (zp, zp.astype(WIDE[bdt]))):
-            got = dmlq.matmul_integer(a, b_form, np.uint8(3), bzp)
-            sums = (a.astype(np.int64) - 3) @ (wide.astype(np.int64) - (0 if bzp_w is None else
-                                                                      np.asarray(bzp_w, np.int64)))
-            assert got.dtype == np.int32 and np.array_equal(got, sums)
-            want = dmlq.quantized_matmul(a, np.float32(0.02), None, wide, np.float32(0.5), bzp_w, np.float32(0.7),
-                                         np.int8(-5))
-            got = dmlq.quantized_matmul(a, np.float32(0.02), None, b_form, np.float32(0.5), bzp, np.float32(0.7),
-                                        np.int8(-5))
-            np.testing.assert_array_equal(bits(got), bits(want))
-        a_s = rng.uniform(0, 1, (shape_a[-2], 1)).astype(F32)
-        b_s = rng.uniform(-1, 1, (n,)).astype(F32)
-        for dt in (F32, F16):
-            want = dmlq.matmul_integer_to_float(a, a_s, None, wide, b_s, zp.astype(WIDE[bdt]), dtype=dt)
-            got = dmlq.matmul_integer_to_float(a, a_s, None, b_form, b_s, dmlq.pack(zp), dtype=dt)
-            assert got.dtype == dt
-            np.testing.assert_array_equal(bits(got), bits(want))
-        if shape_b[-2]:
-            block = 4
-            g = -(-shape_b[-2] // block)
-            bs, bz = rng.uniform(-1, 1, (g, n)).astype(F32), qrand(rng, bdt, (g, n))
-            want = dmlq.matmul_integer_to_float(a, a_s, None, wide, bs, bz.astype(WIDE[bdt]), block_size=block)
-            got = dmlq.matmul_integer_to_float(a, a_s, None, b_form, bs, dmlq.pack(bz), block_size=block)
-            np.testing.assert_array_equal(bits(got), bits(want))
 
 
 def test_two_bit_refusals():
@@ -212,21 +170,10 @@ def nbits2_feeds(b_u2, scales, zp_u2, block):
 
 
 def matmul_nbits2(a_f, feeds, k, n, block):
-    from onnx import helper
-    names = ["A", "B", "scales"] + (["zero_points"] if "zero_points" in feeds else [])
-    inputs = {"A": a_f, **feeds}
-    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n, bits=2, block_size=block)
-    tp = helper.np_dtype_to_tensor_dtype
-    graph = helper.make_graph([node], "nbits2", [helper.make_tensor_value_info(nm, tp(v.dtype), v.shape)
-                                                 for nm, v in inputs.items()],
-                              [helper.make_tensor_value_info("Y", tp(np.dtype(F32)), None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
-                                                    helper.make_opsetid("com.microsoft", 1)], ir_version=10)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+    from onnx_cases import run_onnx
+
+    return run_onnx("MatMulNBits", [a_f, feeds["B"], feeds["scales"], feeds.get("zero_points")], F32,
+                    domain="com.microsoft", opset=21, K=k, N=n, bits=2, block_size=block)
 
 
 def nbits2_operands(feeds, k, n, block):
