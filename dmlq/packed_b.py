@@ -91,6 +91,7 @@ def take(f, b, b_zero_point, beside=()):
     packed = None
     if isinstance(b, (Packed, TransposedPacked)) and _beside_tensors((b_zero_point, *beside)):
         return b, b_zero_point, None
+    two = _two_bit_name(b)  # (its zero point's type is checked by _two_bit, before both are widened)
     b, b_zero_point = _two_bit(f, b, b_zero_point)
     if isinstance(b, (Packed, TransposedPacked)):
         data = _bytes_of(f, "b", b)
@@ -105,7 +106,7 @@ def take(f, b, b_zero_point, beside=()):
         bdt = _NAMES.get(packed[0]) if packed else getattr(b, "dtype", None)
         if bdt is not None and not isinstance(bdt, np.dtype):  # a torch.int4 / uint4 tensor's dtype: that type
             bdt = _NAMES.get(str(bdt).rpartition(".")[2])
-        if bdt is None or _NAMES[_AS_FOUR.get(zname, zname)] != bdt:  # (a 2-bit b: widened, its type checked)
+        if two is None and (bdt is None or _NAMES.get(zname) != bdt):
             raise TypeError(f"{f}: b_zero_point is a dmlq.Packed of {zname}; it must have b's "
                             f"dtype ({'a packed ' + packed[0] if packed else getattr(b, 'dtype', type(b).__name__)})")
         if isinstance(data, np.ndarray):

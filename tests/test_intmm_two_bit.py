@@ -26,7 +26,7 @@ NAME = {I2: "int2", U2: "uint2"}
 
 
 def qrand(rng, dtype, shape):
-    info = ml_dtypes.iinfo(dtype) if dtype in (I2, U2) else np.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype) if dtype in (I2, U2, I4, U4) else np.iinfo(dtype)
     return rng.integers(int(info.min), int(info.max) + 1, shape).astype(dtype)
 
 
@@ -58,12 +58,27 @@ def test_two_bit_refusals():
         dmlq.quantized_matmul(a, 0.1, None, p, 0.1, dmlq.pack(np.zeros(3, U2)), 0.1)
     with pytest.raises(TypeError, match=r"\(got uint8\)"):
         dmlq.matmul_integer_to_float(a, 0.1, None, p, 0.1, np.zeros(3, U8))
+    # a 2-bit zero point beside a 4-bit b is refused too, on NumPy and GPU bytes (its values would fit)
+    p4 = dmlq.pack(b.astype(I4))
+    with pytest.raises(TypeError, match=r"b_zero_point is a dmlq.Packed of int2; it must have b's dtype "
+                                        r"\(a packed int4\)"):
+        dmlq.matmul_integer(a, p4, None, dmlq.pack(np.zeros(3, I2)))
     with pytest.raises(ValueError, match=r"b is a dmlq.Packed that does not hold its elements: int2 \(8, 3\) "
                                          r"takes 6 bytes as a 1-D uint8 array \(got uint8 \(7,\)\)"):
         dmlq.matmul_integer(a, dmlq.Packed(np.zeros(7, np.uint8), (8, 3), "int2"))
     with pytest.raises(TypeError, match=r"a packed b must be int4, uint4, int2 or uint2 \(got a dmlq.Packed of "
                                         r"float4_e2m1fn\)"):
         dmlq.matmul_integer(a, dmlq.Packed(np.zeros(12, np.uint8), (8, 3), "float4_e2m1fn"))
+
+
+def test_a_two_bit_zero_point_beside_a_four_bit_b_on_the_gpu_path(gpu):
+    """GPU bytes: the zero point's table would read 2-bit codes and fit int4's range; refused by name."""
+    rng = np.random.default_rng(4)
+    a = S.module.asarray(qrand(rng, I8, (2, 8)))
+    p4 = packed_on_device(dmlq.pack(qrand(rng, I4, (8, 3))))
+    z2 = packed_on_device(dmlq.pack(np.zeros(3, I2)))
+    with pytest.raises(TypeError, match=r"b_zero_point is a dmlq.Packed of int2; it must have b's dtype"):
+        dmlq.matmul_integer(a, p4, None, z2)
 
 
 def test_kernel_plan_lists_the_widening_first():
