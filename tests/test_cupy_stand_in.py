@@ -497,7 +497,7 @@ def _static_rows(source_prefix):
     committed static report (bench/results/static.md, kept current by tests/test_static_report.py)."""
     text = (Path(__file__).resolve().parents[1] / "bench" / "results" / "static.md").read_text()
     rows = {}
-    for m in re.finditer(r"^\| `(\w+<[^`]*>)` \| (\d+) \| (\d+) \| [^|]+\| \d+ \| \d+\+(\d+) \| "
+    for m in re.finditer(r"^\| `(\w+(?:<[^`]*>)?)` \| (\d+) \| (\d+) \| [^|]+\| \d+ \| \d+\+(\d+) \| "
                          r"\d+% \((\d+), (\w+)\)", text, re.M):
         if m.group(1).startswith(source_prefix):
             rows[m.group(1)] = (int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), m.group(6))
