@@ -38,8 +38,9 @@ from . import calls, dispatch
 from .checks import GPU
 from .errors import DescError
 from .gpu.packed import stored_shape, unpack_table
-from .gpu.packed import widen_codes2, widen_launch
-from .packing import Packed, TransposedPacked, check_bytes, held, pack_codes, packed_nbytes, refuse_lazy, unpack
+from .gpu.packed import widen_launch
+from .packing import (WIDER, Packed, TransposedPacked, check_bytes, held, packed_nbytes, refuse_lazy, unpack,
+                      widen_bytes)
 from .qtypes import qtype
 
 I4, U4 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)
@@ -49,7 +50,6 @@ B_NARROW = FOUR_BIT + (I2, U2)  # b's narrow types as errors name them
 _WIDE = {I4: np.dtype(np.int8), U4: np.dtype(np.uint8)}
 _NAMES = {"int4": I4, "uint4": U4}
 _TWO_BIT = {"int2": I2, "uint2": U2}
-_AS_FOUR = {"int2": "int4", "uint2": "uint4"}  # a 2-bit b runs as the 4-bit b of its values
 
 
 def _type_name(p):
@@ -170,21 +170,16 @@ def _widened(f, name, v):
             raise ValueError(f"{f}: {name} is a dmlq.Packed that does not hold its elements: {_type_name(v)} "
                              f"{stored} takes {need} bytes as a 1-D uint8 array (got {getattr(data, 'dtype', '')} "
                              f"{getattr(data, 'shape', '')})")
-        four, signed = _AS_FOUR[_type_name(v)], _type_name(v) == "int2"
+        if name == "b_zero_point" and not isinstance(data, np.ndarray):
+            return v  # GPU bytes: dmlq.packed_b.take unpacks its table from the 2-bit bytes
         mode = calls.EXPLAINING.get()
-        if isinstance(data, np.ndarray):  # on the host, in the array module's operations
-            codes = unpack(data, (count,), "uint2", codes=True)
-            wide = pack_codes(codes | ((codes & np.uint8(2)) * np.uint8(6)) if signed else codes, four).data
-        elif name == "b_zero_point":  # GPU bytes: dmlq.packed_b.take unpacks its table from the 2-bit bytes
-            return v
-        else:
-            wide = widen_codes2(data, count, signed, launch=mode is False, meta=mode == calls.META)
+        wide = widen_bytes(data, count, _type_name(v) == "int2", launch=mode is False, meta=mode == calls.META)
         if mode is True and name == "b":  # dmlq.kernel_plan: what the GPU runs first
             calls.PRELUDE.get().append(widen_launch(count))
-        return Packed(wide, stored, four)
+        return Packed(wide, stored, WIDER[_type_name(v)])
     if v is None or isinstance(v, numbers.Integral):
         return v
-    return v.astype(_NAMES[_AS_FOUR[_two_bit_name(v)]])
+    return v.astype(_NAMES[WIDER[_two_bit_name(v)]])
 
 
 def stand_in(bld, packed):

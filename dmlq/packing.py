@@ -23,7 +23,7 @@ import numpy as np
 
 from .dtypes import torch_name
 from .gpu.capture import guarded
-from .gpu.packed import kmajor, stored_shape
+from .gpu.packed import kmajor, stored_shape, widen_codes2
 from .qtypes import QType, qtype
 
 
@@ -53,6 +53,15 @@ class Packed(NamedTuple):
     @property
     def nbytes(self) -> int:
         return packed_nbytes(self.size, self.qtype)
+
+    def astype(self, dtype: Any) -> "Packed":
+        """The Packed of type ``dtype`` holding the same values: int2 -> int4 and uint2 -> uint4
+        (the only pairs that keep every value), or this Packed itself for its own type. A 2-bit
+        weight of the integer matmuls held as 4-bit once (``w4 = w2.astype("int4")`` outside a
+        decode loop) skips the widening each call pays on the GPU (dmlq.packed_b). NumPy or CuPy
+        bytes, as the Packed's; on the GPU one launch (cuda/packed_table.cu's widen_codes2) on the
+        current device and stream."""
+        return widened(self, dtype)
 
     @property
     def mT(self) -> "TransposedPacked":
@@ -144,6 +153,10 @@ class TransposedPacked:
                              f"{self.packed.shape[-1]} elements, which no Packed holds; .packed is the whole "
                              f"tensor, dmlq.pack(dmlq.unpack(t).mT) one of these values")
         return self.packed
+
+    def astype(self, dtype: Any) -> "TransposedPacked":
+        """:meth:`Packed.astype` of its Packed, the same view of it (``[..., :k, :]`` kept)."""
+        return TransposedPacked(self.packed.astype(dtype), self.k)
 
     @property
     def mT(self) -> Packed:
@@ -469,6 +482,37 @@ def unpack(packed: Any, shape: Any = None, dtype: Any = None, *, codes: bool = F
     return out.view(q.dtype)
 
 
+WIDER = {"int2": "int4", "uint2": "uint4"}  # the 2-bit types as the 4-bit types of their values
+
+
+def widen_bytes(data, count: int, signed: bool, launch: bool = True, meta: bool = False):
+    """The bytes of the packed int4 (``signed``) / uint4 tensor of the same values as the packed
+    int2 / uint2 tensor of ``count`` elements in ``data`` (checked by the caller), element order
+    kept: NumPy bytes in the array operations here, CuPy bytes by one launch of
+    cuda/packed_table.cu's widen_codes2 (``launch`` / ``meta``: dmlq.gpu.packed.widen_codes2)."""
+    if isinstance(data, np.ndarray):
+        codes = unpack(data, (count,), "uint2", codes=True)
+        return pack_codes(codes | ((codes & np.uint8(2)) * np.uint8(6)) if signed else codes, "uint4").data
+    return widen_codes2(data, count, signed, launch=launch, meta=meta)
+
+
+@guarded
+def widened(p: Packed, dtype: Any) -> Packed:
+    """:meth:`Packed.astype` (a public function for CUDA-graph capture's allocations)."""
+    q, src = qtype(dtype, "Packed.astype: dtype"), qtype(p.dtype, "Packed.astype: the Packed's dtype")
+    if q.name == src.name:
+        return p
+    if WIDER.get(src.name) != q.name:
+        to = (f"converts to {WIDER[src.name]} only (every value kept)" if src.name in WIDER else
+              "has no other packed type that holds every value")
+        raise TypeError(f"Packed.astype: a packed {src.name} tensor {to}; got dtype {q.name}: dmlq.unpack(p) gives "
+                        "its values to convert as you choose")
+    shape = logical_shape(p.shape, "Packed.astype:")
+    check_bytes(p.data, shape, src, "Packed.astype")
+    _xp(p.data, "Packed.astype", "its bytes")
+    return Packed(widen_bytes(p.data, math.prod(shape), src.name == "int2"), shape, q.name)
+
+
 def held(p: Any, where: str = "unpack:") -> Tuple[Tuple[int, ...], Any]:
     """(the C-order shape the bytes of ``p`` hold, the rows it keeps): a :class:`Packed`'s shape and
     None, or a :class:`TransposedPacked`'s Packed's shape and its ``k``; the shape as
@@ -478,20 +522,20 @@ def held(p: Any, where: str = "unpack:") -> Tuple[Tuple[int, ...], Any]:
     return logical_shape(p.shape, where), None
 
 
-def check_bytes(data, shape: tuple, q) -> None:
+def check_bytes(data, shape: tuple, q, where: str = "unpack") -> None:
     """That ``data`` holds a packed tensor of ``shape`` (a tuple of ints) and type ``q``: 1-D
     uint8 bytes (not a torch tensor), exactly as many as :func:`packed_nbytes` says; else the
-    TypeError or ValueError :func:`unpack` raises."""
+    TypeError or ValueError :func:`unpack` raises (its messages start with ``where``)."""
     if type(data).__module__.partition(".")[0] == "torch":
-        raise TypeError("unpack: the packed data is a torch tensor; pass its bytes as a NumPy or CuPy array "
+        raise TypeError(f"{where}: the packed data is a torch tensor; pass its bytes as a NumPy or CuPy array "
                         "(t.numpy() for a CPU tensor, cupy.asarray(t) for a CUDA one)")
     if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1:
-        raise TypeError(f"unpack: the packed data must be a 1-D uint8 array (got "
+        raise TypeError(f"{where}: the packed data must be a 1-D uint8 array (got "
                         f"{type(data).__name__} {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
     n, q = math.prod(shape), qtype(q)
     need = packed_nbytes(n, q)
     if data.size != need:
-        raise ValueError(f"unpack: {n} {q.name} elements (shape {shape}) take {need} bytes packed; the data "
+        raise ValueError(f"{where}: {n} {q.name} elements (shape {shape}) take {need} bytes packed; the data "
                          f"holds {data.size}")
 
 

@@ -92,6 +92,40 @@ def test_kernel_plan_lists_the_widening_first():
     assert "widen_codes2" not in str(dmlq.kernel_plan(dmlq.matmul_integer, a, dmlq.pack(np.zeros((4096, 512), U4))))
 
 
+@pytest.mark.parametrize("bdt", [I2, U2], ids=["int2", "uint2"])
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (3, 5), (2, 9, 6)])
+def test_astype_holds_the_same_values(bdt, shape):
+    """Packed.astype("int4" / "uint4") of a 2-bit Packed: the values kept, the 4-bit type's bytes
+    (ONNX's rule, written here); a TransposedPacked keeps its view (MatMulNBits' [..., :k, :])."""
+    rng = np.random.default_rng(sum(shape))
+    w = qrand(rng, bdt, shape)
+    wide = I4 if bdt == I2 else U4
+    got = dmlq.pack(w).astype(wide.name)
+    nib = w.astype(wide).reshape(-1).view(np.uint8) & 15
+    nib = np.concatenate([nib, np.zeros(nib.size % 2, np.uint8)])
+    assert got.dtype == wide.name and got.shape == shape
+    assert np.array_equal(got.data, (nib[0::2] | nib[1::2] << 4).astype(np.uint8))
+    if len(shape) >= 2 and shape[-1] > 1:
+        t = dmlq.pack(w).mT[..., :shape[-1] - 1, :].astype(wide)  # (the dtype object too)
+        assert isinstance(t, dmlq.TransposedPacked) and t.dtype == wide.name
+        assert np.array_equal(dmlq.unpack(t), np.swapaxes(w, -1, -2)[..., :shape[-1] - 1, :].astype(wide))
+
+
+def test_astype_refusals_and_the_same_type():
+    p2, p4 = dmlq.pack(np.zeros(5, I2)), dmlq.pack(np.zeros(5, U4))
+    assert p2.astype("int2") is p2 and p4.astype(U4) is p4
+    with pytest.raises(TypeError, match=r"Packed.astype: a packed int2 tensor converts to int4 only \(every value "
+                                        r"kept\); got dtype uint4: dmlq.unpack\(p\) gives its values"):
+        p2.astype("uint4")
+    with pytest.raises(TypeError, match=r"a packed uint4 tensor has no other packed type that holds every value"):
+        p4.astype("uint2")
+    with pytest.raises(ValueError, match=r"Packed.astype: 5 int2 elements \(shape \(5,\)\) take 2 bytes packed; "
+                                         r"the data holds 1"):
+        dmlq.Packed(p2.data[:1], (5,), "int2").astype("int4")
+    with pytest.raises(TypeError, match=r"Packed.astype: dtype"):
+        p2.astype("int3")
+
+
 # ------------------------------------------------------------------ the GPU path (cupy stand-in)
 
 def widened(p):
@@ -154,6 +188,29 @@ def test_two_bit_b_on_the_gpu_path(gpu, bdt):
             np.testing.assert_array_equal(bits(got.get()), bits(want_q), err_msg=f"{name} M={m}")
             got = dmlq.matmul_integer_to_float(S.module.asarray(a), 0.05, 7, dev[0], 0.25, dev[1], dtype=F16)
             np.testing.assert_array_equal(bits(got.get()), bits(want_f), err_msg=f"{name} M={m}")
+
+
+def test_astype_on_the_gpu_path(gpu):
+    """A weight held as 4-bit once (Packed.astype on device bytes: one widen_codes2 launch into a
+    poisoned block) runs the 4-bit kernels with no widening in the call: the same bytes as the 2-bit
+    b, and dmlq.kernel_plan lists no widen_codes2."""
+    rng = np.random.default_rng(8)
+    a, w = qrand(rng, I8, (1, 200)), qrand(rng, I2, (24, 200))
+    pw = dmlq.pack(w).mT
+    dev = packed_on_device(pw)
+    bait = S.module.full((dev.packed.size + 1) // 2, 0xA5, np.uint8)
+    at = bait.data.ptr
+    del bait
+    S.launches.clear()
+    dev4 = dev.astype("int4")
+    assert [launch[0] for launch in S.launches] == ["widen_codes2"] and dev4.data.data.ptr == at
+    assert np.array_equal(dev4.data.get(), pw.astype("int4").data)
+    S.launches.clear()
+    got = dmlq.matmul_integer(S.module.asarray(a), dev4, None, -1)
+    assert "widen_codes2" not in [launch[0] for launch in S.launches]
+    np.testing.assert_array_equal(got.get(), a.astype(np.int64) @ (np.swapaxes(w, 0, 1).astype(np.int64) + 1))
+    assert "widen_codes2" not in str(dmlq.kernel_plan(dmlq.matmul_integer, S.module.asarray(a), dev4, None, -1))
+    assert "widen_codes2" in str(dmlq.kernel_plan(dmlq.matmul_integer, S.module.asarray(a), dev, None, -1))
 
 
 def packed_on_device(v):
