@@ -172,6 +172,8 @@ def _widened(f, name, v):
                              f"{getattr(data, 'shape', '')})")
         if name == "b_zero_point" and not isinstance(data, np.ndarray):
             return v  # GPU bytes: dmlq.packed_b.take unpacks its table from the 2-bit bytes
+        if not isinstance(data, np.ndarray):  # read by a launch on the current device, where they must be
+            data = dispatch.to_gpu_array(data, f, f"{name}'s bytes")
         mode = calls.EXPLAINING.get()
         wide = widen_bytes(data, count, _type_name(v) == "int2", launch=mode is False, meta=mode == calls.META)
         if mode is True and name == "b":  # dmlq.kernel_plan: what the GPU runs first

@@ -509,7 +509,9 @@ def widened(p: Packed, dtype: Any) -> Packed:
                         "its values to convert as you choose")
     shape = logical_shape(p.shape, "Packed.astype:")
     check_bytes(p.data, shape, src, "Packed.astype")
-    _xp(p.data, "Packed.astype", "its bytes")
+    if _xp(p.data, "Packed.astype", "its bytes") is not np:  # CuPy's: launched on their own device
+        with p.data.device:
+            return Packed(widen_bytes(p.data, math.prod(shape), src.name == "int2"), shape, q.name)
     return Packed(widen_bytes(p.data, math.prod(shape), src.name == "int2"), shape, q.name)
 
 

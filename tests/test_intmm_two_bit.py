@@ -213,6 +213,23 @@ def test_astype_on_the_gpu_path(gpu):
     assert "widen_codes2" in str(dmlq.kernel_plan(dmlq.matmul_integer, S.module.asarray(a), dev, None, -1))
 
 
+def test_bytes_on_another_device(gpu):
+    """A 2-bit b's bytes on device 1 while device 0 is current: the call refuses them by name before
+    any launch (widen_codes2 would read them from the current device); Packed.astype widens them on
+    their own device, as CuPy's own operations on an array do."""
+    rng = np.random.default_rng(9)
+    w = qrand(rng, U2, (16, 8))
+    with S.module.cuda.Device(1):
+        dev = dmlq.Packed(S.module.asarray(dmlq.pack(w).data), w.shape, "uint2")
+    a = S.module.asarray(qrand(rng, U8, (2, 16)))
+    S.launches.clear()
+    with pytest.raises(ValueError, match=r"matmul_integer: b's bytes is on device 1 but the current device is 0"):
+        dmlq.matmul_integer(a, dev)
+    assert not S.launches
+    w4 = dev.astype("uint4")
+    assert w4.data.device.id == 1 and np.array_equal(w4.data.get(), dmlq.pack(w.astype(U4)).data)
+
+
 def packed_on_device(v):
     if isinstance(v, dmlq.TransposedPacked):
         return dmlq.Packed(S.module.asarray(v.data), v.packed.shape, v.dtype).mT[..., :v.k, :]
