@@ -13,10 +13,15 @@
 //   widen_codes2     a packed 2-bit b (int2 / uint2, four codes a byte) as the packed 4-bit b of the
 //                    same values (int4 / uint4, two a byte, ONNX's order), so every kernel that reads
 //                    a packed 4-bit b takes it: input byte j's codes are elements 4j..4j+3, output
-//                    bytes 2j and 2j + 1 (one 16-bit store where both exist); signed: a code with
-//                    its bit 1 set gains bits 2 and 3 (int2 -> int4, the same value); nibbles past
-//                    the element count are 0. Element order is the bytes' own, so a TransposedPacked
-//                    (MatMulNBits' rows) stays one. A grid-stride loop over input bytes.
+//                    bytes 2j and 2j + 1; signed: a code with its bit 1 set gains bits 2 and 3
+//                    (int2 -> int4, the same value); nibbles past the element count are 0. Element
+//                    order is the bytes' own, so a TransposedPacked (MatMulNBits' rows) stays one.
+//                    Two grid-stride loops: 16-byte chunks (one 16-byte load, two 16-byte stores,
+//                    where the bytes lie on 16 and the chunk's 64 elements are below the count),
+//                    then the remaining bytes one a thread (one 16-bit store where both output
+//                    bytes exist). A byte a thread throughout would hold 1 byte in flight a thread:
+//                    at 1,024 blocks of 256, 256 KiB, a sixteenth of the ~4 MiB the H200's
+//                    bandwidth-latency product asks for; 16 bytes a thread, ~4 MiB.
 // Why kernels: the array module's own operations took 6 (uint4) to 9 (int4) launches and as
 // many temporaries a call to make a table (shifts, masks, a stack, a copy, the sign's XOR
 // and subtraction, then a copy of the transposed view), each a few microseconds of host time
@@ -47,18 +52,38 @@ __global__ void __launch_bounds__(256) unpack_table(const unsigned char* __restr
   }
 }
 
+// The 2-bit codes of a 16-bit half-word h (eight, the first lowest) as the nibbles of a 32-bit word, the
+// first lowest; signed (int2 -> int4): each code's bit 1 copied to bits 2 and 3 of its nibble.
+__device__ __forceinline__ unsigned widen16(unsigned h, int is_signed) {
+  unsigned t = (h | (h << 8)) & 0x00FF00FFu;  // its two bytes 16 bits apart
+  t = (t | (t << 4)) & 0x0F0F0F0Fu;           // each byte's two code pairs 8 bits apart
+  t = (t | (t << 2)) & 0x33333333u;           // each code in a nibble of its own
+  if (is_signed) {
+    const unsigned s = t & 0x22222222u;  // each code's sign bit
+    t |= (s << 1) | (s << 2);
+  }
+  return t;
+}
+
 __global__ void __launch_bounds__(256) widen_codes2(const unsigned char* __restrict__ data, int64 count, int is_signed,
                                                     unsigned char* __restrict__ out) {
   const int64 in_bytes = (count + 3) >> 2, out_bytes = (count + 1) >> 1;
-  for (int64 j = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x; j < in_bytes;
-       j += static_cast<int64>(gridDim.x) * blockDim.x) {
-    const unsigned x = data[j];
-    // code q of the byte (bits 2q, 2q + 1) to nibble q of a 16-bit word
-    unsigned y = (x & 0x3u) | ((x & 0xCu) << 2) | ((x & 0x30u) << 4) | ((x & 0xC0u) << 6);
-    if (is_signed) {
-      const unsigned s = y & 0x2222u;  // each code's sign bit
-      y |= (s << 1) | (s << 2);
-    }
+  const int64 first = static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64 step = static_cast<int64>(gridDim.x) * blockDim.x;
+  // Where the bytes lie on 16: 16-byte chunks of 64 elements all below count, one 16-byte load and two
+  // 16-byte stores a chunk (out is a new array: aligned); the rest a byte a thread below.
+  const int64 chunks = (reinterpret_cast<unsigned long long>(data) & 15ull) == 0 ? count >> 6 : 0;
+  for (int64 c = first; c < chunks; c += step) {
+    const uint4 x = reinterpret_cast<const uint4*>(data)[c];
+    reinterpret_cast<uint4*>(out)[2 * c] =
+        make_uint4(widen16(x.x & 0xFFFFu, is_signed), widen16(x.x >> 16, is_signed),
+                   widen16(x.y & 0xFFFFu, is_signed), widen16(x.y >> 16, is_signed));
+    reinterpret_cast<uint4*>(out)[2 * c + 1] =
+        make_uint4(widen16(x.z & 0xFFFFu, is_signed), widen16(x.z >> 16, is_signed),
+                   widen16(x.w & 0xFFFFu, is_signed), widen16(x.w >> 16, is_signed));
+  }
+  for (int64 j = 16 * chunks + first; j < in_bytes; j += step) {
+    unsigned y = widen16(data[j], is_signed);  // its 4 codes as the low 16 bits
     const int64 left = count - 4 * j;  // elements of this byte: 1 to 4
     if (left < 4) y &= (1u << (4 * static_cast<int>(left))) - 1u;
     if (2 * j + 1 < out_bytes) {

@@ -177,7 +177,7 @@ def _widened(f, name, v):
         mode = calls.EXPLAINING.get()
         wide = widen_bytes(data, count, _type_name(v) == "int2", launch=mode is False, meta=mode == calls.META)
         if mode is True and name == "b":  # dmlq.kernel_plan: what the GPU runs first
-            calls.PRELUDE.get().append(widen_launch(count))
+            calls.PRELUDE.get().append(widen_launch(count, isinstance(data, np.ndarray) or data.data.ptr % 16 == 0))
         return Packed(wide, stored, WIDER[_type_name(v)])
     if v is None or isinstance(v, numbers.Integral):
         return v

@@ -86,7 +86,7 @@ def test_kernel_plan_lists_the_widening_first():
     a = np.zeros((1, 4096), np.int8)
     p = dmlq.pack(np.zeros((4096, 512), U2))
     lines = str(dmlq.kernel_plan(dmlq.matmul_integer, a, p)).splitlines()
-    assert lines[1] == "  widen_codes2  grid 1024  block 256  (b's 2-bit codes as 4-bit)", lines
+    assert lines[1] == "  widen_codes2  grid 128  block 256  (b's 2-bit codes as 4-bit)", lines  # 32,768 chunks
     assert "packed_uint4" in lines[2], lines
     # a 4-bit b has no such launch
     assert "widen_codes2" not in str(dmlq.kernel_plan(dmlq.matmul_integer, a, dmlq.pack(np.zeros((4096, 512), U4))))
@@ -128,10 +128,12 @@ def test_astype_refusals_and_the_same_type():
 
 # ------------------------------------------------------------------ the GPU path (cupy stand-in)
 
-def widened(p):
-    """widen_codes2 of Packed ``p`` (NumPy bytes, moved to the device) into a poisoned block; (the
-    bytes on the host, the kernels launched)."""
-    data = S.module.asarray(p.data)
+def widened(p, offset=0):
+    """widen_codes2 of Packed ``p`` (NumPy bytes, moved to the device ``offset`` bytes into an
+    allocation: 16-byte aligned at 0, else the byte path alone) into a poisoned block; (the bytes on
+    the host, the kernels launched)."""
+    held_bytes = S.module.asarray(np.concatenate([np.zeros(offset, np.uint8), p.data]))
+    data = held_bytes[offset:]
     n_out = (p.size + 1) // 2
     bait = S.module.full(max(n_out, 1), 0xA5, np.uint8)
     at = bait.data.ptr
@@ -139,26 +141,54 @@ def widened(p):
     with plan.recording() as plans:
         got = packed.widen_codes2(data, p.size, p.dtype == "int2")
     assert got.size == 0 or got.data.ptr == at
-    return got.get(), [launch.kernel for pl in plans for launch in pl.launches]
+    return got.get(), [launch for pl in plans for launch in pl.launches]
 
 
-@pytest.mark.parametrize("count", [0, 1, 2, 3, 4, 5, 7, 8, 9, 1024, 4 * 256 * 1024 + 6])
-@pytest.mark.parametrize("bdt", [I2, U2], ids=["int2", "uint2"])
-def test_widen_codes2(gpu, bdt, count):
-    """Every code in every slot of a byte, odd tails (the last 4-bit byte alone, nibbles past the count
-    0 even where the 2-bit byte's unused bits are not), and past one grid's bytes (the grid-stride
-    loop): the packed 4-bit bytes of the same values, built here by ONNX's rule."""
-    rng = np.random.default_rng(count)
-    data = rng.integers(0, 256, -(-count // 4), dtype=np.uint8)
-    if count >= 1024:
-        data[:256] = np.arange(256)
-    p = dmlq.Packed(data, (count,), NAME[bdt])
-    got, kernels = widened(p)
-    values = dmlq.unpack(p).astype(I4 if bdt == I2 else U4)
-    nib = values.view(np.uint8) & 15
+def widened_on_host(p):
+    """The packed 4-bit bytes of ``p``'s values, by ONNX's rule written here."""
+    values = dmlq.unpack(p).astype(I4 if p.dtype == "int2" else U4)
+    nib = values.reshape(-1).view(np.uint8) & 15
     nib = np.concatenate([nib, np.zeros(nib.size % 2, np.uint8)])
-    assert got.dtype == np.uint8 and np.array_equal(got, (nib[0::2] | nib[1::2] << 4).astype(np.uint8))
-    assert kernels == (["widen_codes2"] if count else [])
+    return (nib[0::2] | nib[1::2] << 4).astype(np.uint8)
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 4, 5, 7, 8, 9, 63, 64, 65, 127, 128, 129, 1000, 1024])
+@pytest.mark.parametrize("offset", [0, 1, 4], ids=["aligned", "offset1", "offset4"])
+@pytest.mark.parametrize("bdt", [I2, U2], ids=["int2", "uint2"])
+def test_widen_codes2(gpu, bdt, offset, count):
+    """Every code in every slot of a byte, odd tails (the last 4-bit byte alone, nibbles past the count
+    0 even where the 2-bit byte's unused bits are not), chunks of 64 elements and the bytes after the
+    last one, bytes on 16 (the 16-byte path) and off it (bytes only): the packed 4-bit bytes of the
+    same values."""
+    rng = np.random.default_rng(count + 7 * offset)
+    data = rng.integers(0, 256, -(-count // 4), dtype=np.uint8)
+    data[:256] = np.arange(256)[:data.size]
+    p = dmlq.Packed(data, (count,), NAME[bdt])
+    got, launches = widened(p, offset)
+    assert got.dtype == np.uint8 and np.array_equal(got, widened_on_host(p))
+    assert [launch.kernel for launch in launches] == (["widen_codes2"] if count else [])
+
+
+def test_widen_codes2_grid_stride(gpu, monkeypatch):
+    """The grid's cap pinned to 2 blocks (512 threads): 1,000 chunks of 16 bytes and 1,000 single
+    bytes each take several passes of their grid-stride loop, the last partial."""
+    monkeypatch.setattr(packed, "TABLE_MAX_BLOCKS", 2)
+    rng = np.random.default_rng(12)
+    for offset, count in ((0, 64 * 1000 + 13), (3, 4000 - 1)):
+        p = dmlq.Packed(rng.integers(0, 256, -(-count // 4), dtype=np.uint8), (count,), "int2")
+        got, launches = widened(p, offset)
+        assert launches[0].grid == (2,) and np.array_equal(got, widened_on_host(p))
+
+
+def test_widen_launch_sizes_its_grid():
+    """A thread a 16-byte chunk (the at most 16 bytes after the last one reuse the first threads), a
+    thread a byte when the bytes are off 16; at most TABLE_MAX_BLOCKS blocks."""
+    assert packed.widen_launch(64 * 256 * 3).grid == (3,)
+    assert packed.widen_launch(64 * 256 * 3, aligned=False).grid == (48,)
+    assert packed.widen_launch(64 * 256 * 3 + 1).grid == (3,)
+    assert packed.widen_launch(64 * (256 * 3 + 1)).grid == (4,)
+    assert packed.widen_launch(63).grid == (1,)
+    assert packed.widen_launch(64 * 256 * 2000).grid == (packed.TABLE_MAX_BLOCKS,)
 
 
 @pytest.mark.parametrize("bdt", [I2, U2], ids=["int2", "uint2"])

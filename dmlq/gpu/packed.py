@@ -237,11 +237,14 @@ def unpack_table(data, name: str, stored: tuple, k=None, values=True):
     return out
 
 
-def widen_launch(count: int) -> Launch:
-    """The launch of widen_codes2 over a packed 2-bit tensor of ``count`` elements (a thread an input
-    byte, grid-stride past TABLE_MAX_BLOCKS blocks)."""
+def widen_launch(count: int, aligned: bool = True) -> Launch:
+    """The launch of widen_codes2 over a packed 2-bit tensor of ``count`` elements: a thread a 16-byte
+    chunk of whole codes where the bytes lie on 16 (``aligned``), then a thread a remaining byte;
+    grid-stride past TABLE_MAX_BLOCKS blocks."""
     in_bytes = -(-count // 4)
-    blocks = max(1, min(TABLE_MAX_BLOCKS, -(-in_bytes // TABLE_BLOCK)))
+    chunks = count // 64 if aligned else 0
+    threads = max(chunks, in_bytes - 16 * chunks)
+    blocks = max(1, min(TABLE_MAX_BLOCKS, -(-threads // TABLE_BLOCK)))
     return Launch(TABLE_SOURCE, WIDEN_KERNEL, (blocks,), (TABLE_BLOCK,), role="b's 2-bit codes as 4-bit")
 
 
@@ -259,7 +262,7 @@ def widen_codes2(data, count: int, signed: bool, launch: bool = True, meta: bool
     out = xp.empty((count + 1) // 2, np.uint8)
     if launch and count:
         data = xp.ascontiguousarray(data)
-        one = widen_launch(count)
+        one = widen_launch(count, data.data.ptr % 16 == 0)
         go = _table_launchers.get((*device_key(), WIDEN_KERNEL, one.grid[0]), lambda: launcher(Plan(
             "widen", "2-bit b", (one,))))
         go([(data, np.int64(count), np.int32(bool(signed)), out)])
