@@ -218,6 +218,11 @@ WT, WT_GRAPH = "dmlq:auto:w.T", "dmlq:graph:w.T"
 # table, zero points a Packed (N, groups)'s .mT, made into the kernels' table by packed_table.cu in one
 # launch): eagerly, beside dmlq:auto:w.T (the same b with a zero point of 8): the host's share of a call
 NBITS = "dmlq:auto:nbits"
+# MatMulNBits with bits=2 (session 46): its 2-bit bytes and zero points as they are, which each call widens to
+# packed 4-bit (cuda/packed_table.cu widen_codes2) before the kernels NBITS runs; and the same weight held as
+# 4-bit once (Packed.astype, outside the timing). Bytes counted: the weight's as the call is given it (2-bit,
+# then 4-bit), so NBITS2's time against NBITS2_HELD4's is the widening's cost.
+NBITS2, NBITS2_HELD4 = "dmlq:auto:nbits2", "dmlq:auto:nbits2-held4"
 # The same calls with a bfloat16 out (session 44): at M <= 16 the grouped stream kernel's finish pass writes
 # it, past that the float32 kernels write a temporary that CuPy's cast rounds; beside dmlq:auto (float16)
 BF16_OUT = "dmlq:auto:bfloat16"
@@ -231,7 +236,8 @@ GPU_CASES = [(g, i) for g in GPU_GROUPS for i in GPU_IMPLS] + [(g, GRAPH) for g 
     [(g, MMA16) for g, (b, m, *_) in GPU_GROUPS.items() if b == "uint8xint8->float16" and m == 16] + \
     [(g, i) for g, (b, *_) in GPU_GROUPS.items() if b == QMM_I8 for i in (MMA16, MMA_GRAPH)] + \
     [(g, i) for g in WT_GROUPS for i in (WT, WT_GRAPH)] + \
-    [(g, NBITS) for g, (b, *_) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"] + \
+    [(g, i) for g, (b, *_) in GPU_GROUPS.items() if b == "uint8xpacked-uint4->float16"
+     for i in (NBITS, NBITS2, NBITS2_HELD4)] + \
     [(g, BF16_OUT) for g, (b, *_) in GPU_GROUPS.items() if b in ("uint8xint8->float16", "uint8xpacked-uint4->float16")]
 _COPY_BW: dict = {}
 
@@ -239,22 +245,27 @@ _COPY_BW: dict = {}
 def _packed_b(k, n, dtype, kmajor):
     """A packed (K, N) b of random bytes: row-major, or (``kmajor``) held K-major, dmlq.pack(w).mT of an
     (N, K) weight."""
-    data = timing.random_array((k * n // 2,), u8, 2)
+    data = timing.random_array((k * n // (4 if dtype.endswith("2") else 2),), u8, 2)
     return dmlq.Packed(data, (n, k), dtype).mT if kmajor else dmlq.Packed(data, (k, n), dtype)
 
 
-def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False, nbits=False, odt=f16):
+def _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=False, nbits=0, odt=f16, held4=False):
     """(call(out=None), bytes moved, out dtype): the public function as a user calls it;
-    ``kmajor``: a packed b held K-major; ``nbits``: blocked, with MatMulNBits' own tables (NBITS);
-    ``odt``: matmul_integer_to_float's output type (float16, or bfloat16: BF16_OUT)."""
+    ``kmajor``: a packed b held K-major; ``nbits`` 4 or 2: blocked, with MatMulNBits' own tables (NBITS,
+    NBITS2; ``held4``: its 2-bit weight held as 4-bit once, NBITS2_HELD4); ``odt``: matmul_integer_to_float's
+    output type (float16, or bfloat16: BF16_OUT)."""
     import cupy
 
     if nbits:
         groups = -(-k // G)
-        b = _packed_b(k, n, "uint4", True)
+        per = 8 // nbits  # values a byte
+        name = f"uint{nbits}"
+        b = _packed_b(k, n, name, True)
         b_s = cupy.full((n, groups), 1e-3, f32).T
-        zp = dmlq.Packed(timing.random_array((n * -(-groups // 2),), u8, 2), (n, groups + groups % 2), "uint4")
-        zp = zp.mT[..., :groups, :]
+        zrow = -(-groups // per) * per
+        zp = dmlq.Packed(timing.random_array((n * zrow // per,), u8, 2), (n, zrow), name).mT[..., :groups, :]
+        if held4:
+            b, zp = b.astype("uint4"), zp.astype("uint4")
         return (lambda out=None: dmlq.matmul_integer_to_float(a, a_scale, u8(128), b, b_s, zp, dtype=odt,
                                                               block_size=G, out=out),
                 a.nbytes + b.data.nbytes + b_s.nbytes + zp.data.nbytes + out_bytes, odt)
@@ -326,10 +337,11 @@ def _gpu_call(group, impl):
     a_scale = cupy.full((m, 1), 0.02, f32)
     ops = 2 * m * n * k
     out_bytes = m * n * 2
-    if impl in ("dmlq:auto", GRAPH, WT, WT_GRAPH, NBITS, BF16_OUT):
+    if impl in ("dmlq:auto", GRAPH, WT, WT_GRAPH, NBITS, NBITS2, NBITS2_HELD4, BF16_OUT):
         call, nbytes, out_dtype = _auto_call(b_kind, a, a_scale, m, n, k, out_bytes, kmajor=impl in (WT, WT_GRAPH),
-                                             nbits=impl == NBITS,
-                                             odt=np.dtype(ml_dtypes.bfloat16) if impl == BF16_OUT else f16)
+                                             nbits={NBITS: 4, NBITS2: 2, NBITS2_HELD4: 2}.get(impl, 0),
+                                             odt=np.dtype(ml_dtypes.bfloat16) if impl == BF16_OUT else f16,
+                                             held4=impl == NBITS2_HELD4)
         if impl in (GRAPH, WT_GRAPH):
             return _replayed(call, cupy.empty((m, n), out_dtype)), nbytes, ops
         return call, nbytes, ops

@@ -48,7 +48,9 @@ INTMM_CPU_BENCHMARKS = 6  # bench/test_bench_intmm.py: 3 NumPy groups x (dmlq:cp
 # + the blocked packed-uint4 prefill at M = 512 and 2048, N = K = 4096 (session 41: mma-grouped), 8 rows each as
 # the blocked decode groups have them (auto, 2 peers, graph, dp4a-wide, w.T, graph:w.T, nbits)
 # + a bfloat16 out (dmlq:auto:bfloat16) in the int8 b groups (3) and the blocked packed-uint4 ones (5)
-INTMM_GPU_BENCHMARKS = 45 + 3 + 3 + 2 + 1 + 15 + 4 + 12 + 8 + 12 + 3 + 16 + 8
+# + MatMulNBits' bits=2 bytes (dmlq:auto:nbits2) and that weight held as 4-bit (dmlq:auto:nbits2-held4)
+# in the 5 blocked packed-uint4 groups (2 x 5)
+INTMM_GPU_BENCHMARKS = 45 + 3 + 3 + 2 + 1 + 15 + 4 + 12 + 8 + 12 + 3 + 16 + 8 + 10
 # bench/test_bench_qtypes.py: 12 types x (quantize, dequantize); GPU: dmlq + torch float8 (4 types) + cupy-expr
 # (int8/int16/uint16) = 24 + 8 + 6, int4 with a scale per column both ways (2), and 3 types from and to
 # bfloat16 (6); CPU: dmlq + onnxruntime on those 24 groups, uint8 blocked, and quantize to the 8 integer types

@@ -106,11 +106,14 @@ def test_intmm_builder_runs_on_the_stand_in(gpu, monkeypatch, group, impl):  # n
         if m > 16:  # past the decode step: the tensor-core tile
             want = "matmul_mma"
     assert want in ran and nbytes > 0 and ops > 0, (ran, want)
-    if impl in (B.WT, B.WT_GRAPH, B.NBITS) and want != "matmul_dp4a_wide":  # the packed b held K-major, as it is
+    nbits = (B.NBITS, B.NBITS2, B.NBITS2_HELD4)
+    if impl in (B.WT, B.WT_GRAPH, *nbits) and want != "matmul_dp4a_wide":  # the packed b held K-major, as it is
         assert all("kmajor_" in launch[0] for launch in S.launches if launch[0].split("<")[0] == want), S.launches
+    names = [launch[0] for launch in S.launches]
+    assert names.count("widen_codes2") == (impl == B.NBITS2), names  # a 2-bit weight widened in the call
     if impl == B.BF16_OUT and want == "matmul_stream_grouped":  # the finish pass writes the bfloat16 out
         assert "matmul_stream_grouped_finish<bfloat16>" in [launch[0] for launch in S.launches], S.launches
-    if impl == B.NBITS:  # MatMulNBits' packed zero points: their table in one launch
+    if impl in nbits:  # MatMulNBits' packed zero points: their table in one launch
         assert [launch[0] for launch in S.launches].count("unpack_table<uint8>") == 1, S.launches
     if impl == B.MMA16 and b_kind != B.QMM_I8:  # the tensor cores forced (auto: stream-m16 with a's zero point)
         assert any(launch[0].startswith("matmul_mma<") for launch in S.launches), S.launches
