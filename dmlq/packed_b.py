@@ -37,8 +37,7 @@ import numpy as np
 from . import calls, dispatch
 from .checks import GPU
 from .errors import DescError
-from .gpu.packed import stored_shape, unpack_table
-from .gpu.packed import widen_launch
+from .gpu.packed import stored_shape, unpack_table, widen_launch
 from .packing import (WIDER, Packed, TransposedPacked, check_bytes, held, packed_nbytes, refuse_lazy, unpack,
                       widen_bytes)
 from .qtypes import qtype
