@@ -550,19 +550,21 @@ def test_the_traced_form_of_each_function_is_made_once():
 
 # ---- a packed 4-bit b beside tensors
 
-def _packed_b_calls(rng, K=45, N=6, L=64):
+def _packed_b_calls(rng, K=45, N=6, L=64, dtype="int4"):
     """(calls(a, b, arr, packed), the NumPy a, the packed b forms with NumPy bytes): row-major
     (dmlq.pack), K-major (dmlq.pack(w).mT) and MatMulNBits' padded rows (.mT[:K], other codes past
     K); the calls' zero points packed (the group ones as MatMulNBits' .mT), given through
-    ``packed`` (their bytes moved as b's are), their scales through ``arr``."""
+    ``packed`` (their bytes moved as b's are), their scales through ``arr``. ``dtype``: int4, or
+    int2 (MatMulNBits' bits=2: widened to int4 in each call)."""
     import ml_dtypes
 
-    I4 = np.dtype(ml_dtypes.int4)
+    T = np.dtype(getattr(ml_dtypes, dtype))
+    lo, hi = int(ml_dtypes.iinfo(T).min), int(ml_dtypes.iinfo(T).max) + 1
     a = rng.integers(0, 256, (3, K), dtype=np.uint8)
-    w = rng.integers(-8, 8, (N, L)).astype(I4)
+    w = rng.integers(lo, hi, (N, L)).astype(T)
     forms = {"rows": dmlq.pack(np.ascontiguousarray(w[:, :K].T)), "kmajor": dmlq.pack(np.ascontiguousarray(w[:, :K])).mT,
              "padded": dmlq.pack(w).mT[:K]}
-    zp, gzp = dmlq.pack(rng.integers(-8, 8, (N,)).astype(I4)), dmlq.pack(rng.integers(-8, 8, (N, 2)).astype(I4)).mT
+    zp, gzp = dmlq.pack(rng.integers(lo, hi, (N,)).astype(T)), dmlq.pack(rng.integers(lo, hi, (N, 2)).astype(T)).mT
     b_s, g_s = rng.uniform(0.001, 0.01, (N,)).astype(np.float32), rng.uniform(0.001, 0.01, (2, N)).astype(np.float32)
 
     def calls(a, b, arr, packed=lambda p: p):
@@ -573,11 +575,13 @@ def _packed_b_calls(rng, K=45, N=6, L=64):
     return calls, a, forms
 
 
-def test_packed_b_beside_cpu_tensors(rng):
+@pytest.mark.parametrize("dtype", ["int4", "int2"])
+def test_packed_b_beside_cpu_tensors(rng, dtype):
     """A dmlq.Packed b of NumPy bytes (row-major, .mT, MatMulNBits' padded .mT[:K]) beside CPU tensors
     goes to the NumPy path as it is: each result is the same call's on NumPy arrays, and
-    dmlq.kernel_plan plans the Packed (it planned the unpacked int4 array, which no kernel takes)."""
-    calls, a, forms = _packed_b_calls(rng)
+    dmlq.kernel_plan plans the Packed (it planned the unpacked int4 array, which no kernel takes;
+    a 2-bit b's plan starts with its widening, once)."""
+    calls, a, forms = _packed_b_calls(rng, dtype=dtype)
     for name, b in forms.items():
         wants = calls(a, b, lambda v: v)
         for got, want in zip(calls(torch.from_numpy(a), b, torch.as_tensor), wants):
@@ -585,6 +589,7 @@ def test_packed_b_beside_cpu_tensors(rng):
             np.testing.assert_array_equal(got.numpy(), want, strict=True)
         plan = dmlq.kernel_plan(dmlq.matmul_integer, torch.from_numpy(a), b, 3)
         assert str(plan) == str(dmlq.kernel_plan(dmlq.matmul_integer, a, b, 3)), name
+        assert str(plan).count("widen_codes2") == (dtype == "int2"), (name, str(plan))
 
 
 def test_packed_b_of_gpu_bytes_beside_cpu_tensors_is_refused(cupy_stand_in, rng):
@@ -757,15 +762,53 @@ def test_bfloat16_linear_layer_on_cuda_tensors():
 
 
 @pytest.mark.gpu
-def test_packed_b_of_gpu_bytes_beside_cuda_tensors():
-    """A dmlq.Packed b of CuPy bytes (dmlq.pack of a CUDA tensor, or its .mT; MatMulNBits' padded
-    rows) beside CUDA tensors: the GPU kernels read it as it is, on torch's current stream, each
-    result the same call's on CPU tensors with NumPy bytes. NumPy bytes beside CUDA tensors are
-    refused with the line that moves them."""
+def test_two_bit_b_on_cuda_tensors_and_in_a_captured_graph():
+    """A torch.int2 / uint2 CUDA b (packed, then widened to 4-bit in the call: session 46) gives the CPU
+    tensors' results in all three operators; the call with a 2-bit Packed of CuPy bytes captured in a
+    CUDA graph (its widened bytes a temporary from torch's graph pool) replays to the eager bits."""
     import cupy
 
     dev = _cuda()
-    calls, a, forms = _packed_b_calls(np.random.default_rng(5))
+    g8 = torch.Generator().manual_seed(8)
+    a = torch.randint(0, 256, (3, 96), dtype=torch.uint8, generator=g8)
+    for tdt, lo, hi in ((torch.int2, -2, 2), (torch.uint2, 0, 4)):
+        w = torch.randint(lo, hi, (96, 40), dtype=torch.int8, generator=g8).view(torch.uint8) & 3
+        w = w.view(tdt)
+        calls = [lambda a, w: dmlq.matmul_integer(a, w, 3, lo),
+                 lambda a, w: dmlq.matmul_integer_to_float(a, 0.1, None, w, 0.25, lo),
+                 lambda a, w: dmlq.quantized_matmul(a, 0.1, 128, w, 0.25, lo, 3.0, 0)]
+        for call in calls:
+            want, got = call(a, w), call(a.to(dev), w.to(dev))
+            assert got.device == dev and torch.equal(got.cpu(), want), tdt
+    p = dmlq.pack(cupy.asarray(torch.randint(0, 4, (40, 96), dtype=torch.uint8, generator=g8).numpy()),
+                  dtype="uint2").mT
+    a_dev = a.to(dev)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        want = dmlq.matmul_integer(a_dev, p, 3, 2).cpu()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        got = dmlq.matmul_integer(a_dev, p, 3, 2)
+    later = [cupy.full((n,), 0xA5, cupy.uint8) for n in (512, 1920, 65536)]
+    for _ in range(2):
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(got.cpu(), want) and all(bool((c == 0xA5).all()) for c in later)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["int4", "int2"])
+def test_packed_b_of_gpu_bytes_beside_cuda_tensors(dtype):
+    """A dmlq.Packed b of CuPy bytes (dmlq.pack of a CUDA tensor, or its .mT; MatMulNBits' padded
+    rows) beside CUDA tensors: the GPU kernels read it as it is (a 2-bit b widened first), on torch's
+    current stream, each result the same call's on CPU tensors with NumPy bytes. NumPy bytes beside
+    CUDA tensors are refused with the line that moves them."""
+    import cupy
+
+    dev = _cuda()
+    calls, a, forms = _packed_b_calls(np.random.default_rng(5), dtype=dtype)
 
     def on_gpu(p):
         if isinstance(p, dmlq.Packed):
