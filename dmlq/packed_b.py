@@ -143,16 +143,11 @@ def _two_bit(f, b, zp):
         return b, zp
     dt = _TWO_BIT[name]
     if isinstance(zp, numbers.Integral) and not isinstance(zp, (bool, np.bool_)):
-        info = ml_dtypes.iinfo(dt)
-        if not int(info.min) <= int(zp) <= int(info.max):
-            raise DescError(f"{f}: b_zero_point = {int(zp)} is out of range for {name} [{int(info.min)}, "
-                            f"{int(info.max)}] (b's dtype)")
+        _check_range(f, "b_zero_point", zp, dt, "(b's dtype)")
     elif zp is not None and _two_bit_name(zp) != name:
         got = (f"a dmlq.Packed of {zp.dtype}" if isinstance(zp, (Packed, TransposedPacked))
                else getattr(zp, "dtype", type(zp).__name__))
-        raise TypeError(f"{f}: b_zero_point must be a Python int, an array of dtype {name} or a dmlq.Packed of "
-                        f"{name} (b's dtype) (got {got}); pass b_zero_point.astype(ml_dtypes.{name}) or "
-                        "dmlq.pack(...)")
+        raise _zp_type_error(f, "b_zero_point", dt, "(b's dtype)", got)
     return _widened(f, "b", b), _widened(f, "b_zero_point", zp)
 
 
@@ -163,12 +158,8 @@ def _widened(f, name, v):
     if isinstance(v, Packed):
         data = _bytes_of(f, name, v)
         stored, _ = held(v, f"{f}: {name}'s")
+        _check_held(f, name, data, _type_name(v), stored, stored)
         count = int(np.prod(stored, dtype=np.int64))
-        need = packed_nbytes(count, v.dtype)
-        if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1 or data.size != need:
-            raise ValueError(f"{f}: {name} is a dmlq.Packed that does not hold its elements: {_type_name(v)} "
-                             f"{stored} takes {need} bytes as a 1-D uint8 array (got {getattr(data, 'dtype', '')} "
-                             f"{getattr(data, 'shape', '')})")
         if name == "b_zero_point" and not isinstance(data, np.ndarray):
             return v  # GPU bytes: dmlq.packed_b.take unpacks its table from the 2-bit bytes
         if not isinstance(data, np.ndarray):  # read by a launch on the current device, where they must be
@@ -192,13 +183,21 @@ def stand_in(bld, packed):
     dt = _NAMES[name]
     if len(shape) < 2:
         raise DescError(f"{f}: a and b must be matrices or vectors (b is a dmlq.Packed of shape {shape})")
-    stored = stored_shape(packed)  # (a TransposedPacked: its Packed's, whose rows may hold more than K)
+    # (a TransposedPacked: its Packed's shape, whose rows may hold more than K)
+    _check_held(f, "b", data, name, stored_shape(packed), shape)
+    bld.v["b"] = np.broadcast_to(np.zeros((), dt), shape)
+
+
+def _check_held(f, operand, data, name, stored, shape):
+    """That ``data`` holds the packed ``name`` tensor of C-order shape ``stored`` (``shape`` the one
+    the call sees: a TransposedPacked's): 1-D uint8 bytes, as many as it takes; a ValueError naming
+    ``operand`` else."""
     need = packed_nbytes(int(np.prod(stored, dtype=np.int64)), name)
     if getattr(data, "dtype", None) != np.uint8 or getattr(data, "ndim", 0) != 1 or data.size != need:
         what = f"{shape}" if stored == shape else f"{stored} (.mT: {shape})"
-        raise ValueError(f"{f}: b is a dmlq.Packed that does not hold its elements: {name} {what} takes {need} bytes "
-                         f"as a 1-D uint8 array (got {getattr(data, 'dtype', '')} {getattr(data, 'shape', '')})")
-    bld.v["b"] = np.broadcast_to(np.zeros((), dt), shape)
+        raise ValueError(f"{f}: {operand} is a dmlq.Packed that does not hold its elements: {name} {what} takes "
+                         f"{need} bytes as a 1-D uint8 array (got {getattr(data, 'dtype', '')} "
+                         f"{getattr(data, 'shape', '')})")
 
 
 def zero_point(bld, name, dt, whose, packed=None):
@@ -209,19 +208,27 @@ def zero_point(bld, name, dt, whose, packed=None):
     if v is None:
         return None
     wide = bld.kind == GPU  # CuPy has no 4-bit dtype: the values in int8 / uint8
-    info = ml_dtypes.iinfo(dt)
-    lo, hi = int(info.min), int(info.max)
     if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)):
-        if not lo <= int(v) <= hi:
-            raise DescError(f"{bld.f}: {name} = {int(v)} is out of range for {dt} [{lo}, {hi}] {whose}")
+        _check_range(bld.f, name, v, dt, whose)
         return bld._scalar(name, int(v), _WIDE[dt] if wide else dt, param=True, zero_point=True)
     vdt = getattr(v, "dtype", None)
     if packed is not None and packed[2] and vdt == _WIDE[dt]:
         return v  # a packed zero point unpacked on the device (dmlq.packed_b.take): in range
     if vdt != dt:
-        got = vdt if vdt is not None else type(v).__name__
-        raise TypeError(f"{bld.f}: {name} must be a Python int, an array of dtype {dt} or a dmlq.Packed of {dt} "
-                        f"{whose} (got {got}); pass {name}.astype(ml_dtypes.{dt.name}) or dmlq.pack(...)")
+        raise _zp_type_error(bld.f, name, dt, whose, vdt if vdt is not None else type(v).__name__)
     if isinstance(v, np.generic):
         return bld._scalar(name, int(v), _WIDE[dt] if wide else dt, param=True, zero_point=True)
     return v
+
+
+def _check_range(f, name, v, dt, whose):
+    """A Python int zero point ``v`` within the sub-byte type ``dt``'s range; a DescError else."""
+    info = ml_dtypes.iinfo(dt)
+    lo, hi = int(info.min), int(info.max)
+    if not lo <= int(v) <= hi:
+        raise DescError(f"{f}: {name} = {int(v)} is out of range for {dt} [{lo}, {hi}] {whose}")
+
+
+def _zp_type_error(f, name, dt, whose, got):
+    return TypeError(f"{f}: {name} must be a Python int, an array of dtype {dt} or a dmlq.Packed of {dt} {whose} "
+                     f"(got {got}); pass {name}.astype(ml_dtypes.{dt.name}) or dmlq.pack(...)")
